@@ -1,0 +1,21 @@
+"""odestudy: data-parallel training of neural ODEs, measured honestly."""
+
+from .audit import CollectiveCount, count_collectives
+from .batching import batch_stream, epoch_batches, solver_cost
+from .compat import closure_convert_ignores_manual_sharding, make_data_mesh
+from .config import SCALES, Scenario, validate
+from .data import Dataset, make_dataset
+from .model import VectorField, batch_loss, batch_loss_within_ode, solve, solve_within_ode
+from .parallel import MODES, ParallelStep, make_local_step, make_parallel_step
+from .records import read_record, write_json_atomic
+from .solvers import CONTROLLERS, controller_and_dt0
+from .train import run_scenario, train
+
+__all__ = [
+    "CONTROLLERS", "MODES", "SCALES", "CollectiveCount", "Dataset", "ParallelStep",
+    "Scenario", "VectorField", "batch_loss", "batch_loss_within_ode", "batch_stream",
+    "closure_convert_ignores_manual_sharding", "controller_and_dt0",
+    "count_collectives", "epoch_batches", "make_data_mesh", "make_dataset",
+    "make_local_step", "make_parallel_step", "read_record", "run_scenario", "solve",
+    "solve_within_ode", "solver_cost", "train", "validate", "write_json_atomic",
+]

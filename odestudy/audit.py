@@ -1,0 +1,118 @@
+"""Count collective operations in compiled HLO, and how many sit inside while loops."""
+
+import re
+from typing import NamedTuple
+
+COLLECTIVES = (
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+    "collective-broadcast",
+)
+# An instruction line: `%name = type opcode(operands), attrs` (ROOT optional).
+_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s([\w\-]+)\((.*)$")
+_COMP = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+_CALLED = re.compile(
+    r"(?:body|condition|to_apply|calls|branch_computations|true_computation|"
+    r"false_computation)=\{?([^}]*?)\}?(?:,\s[a-z_]+=|$)"
+)
+_NAME = re.compile(r"%?([\w.\-]+)")
+
+
+class CollectiveCount(NamedTuple):
+    """Collectives in one compiled program.
+
+    - `total`: collective instructions anywhere (async start/done pairs counted once).
+    - `in_loops`: those inside the body or condition of a while loop, at any depth.
+    - `by_kind`: total per collective kind.
+    - `in_loops_by_kind`: in-loop count per kind.
+    - `while_loops`: number of while instructions.
+    """
+
+    total: int
+    in_loops: int
+    by_kind: dict
+    in_loops_by_kind: dict
+    while_loops: int
+
+
+def _kind(opcode: str) -> str | None:
+    if opcode.endswith("-done"):
+        return None
+    base = opcode[: -len("-start")] if opcode.endswith("-start") else opcode
+    return base if base in COLLECTIVES else None
+
+
+def _parse(hlo: str):
+    computations: dict[str, list[tuple[str, str]]] = {}
+    current = None
+    for line in hlo.splitlines():
+        if current is None or line.rstrip().endswith("{") and "=" not in line.split("{")[0]:
+            match = _COMP.match(line)
+            if match and "=" not in line.split("(")[0]:
+                current = match.group(1)
+                computations[current] = []
+                continue
+        if current is None:
+            continue
+        if line.strip() == "}":
+            current = None
+            continue
+        match = _INSTR.match(line)
+        if match:
+            computations[current].append((match.group(2), line))
+    return computations
+
+
+def _callees(line: str) -> list[str]:
+    names = []
+    for group in _CALLED.findall(line):
+        names.extend(_NAME.findall(group))
+    return names
+
+
+def count_collectives(hlo: str) -> CollectiveCount:
+    """Audit the text of a compiled HLO module (`compiled.as_text()`).
+
+    A collective is "in a loop" when its computation is reachable from the body or
+    condition of a `while` instruction: it then runs once per loop iteration.
+    """
+    computations = _parse(hlo)
+    calls = {
+        name: [c for _, line in instrs for c in _callees(line) if c in computations]
+        for name, instrs in computations.items()
+    }
+    loop_roots = []
+    n_while = 0
+    for instrs in computations.values():
+        for opcode, line in instrs:
+            if opcode == "while":
+                n_while += 1
+                loop_roots.extend(c for c in _callees(line) if c in computations)
+    in_loop: set[str] = set()
+    stack = list(loop_roots)
+    while stack:
+        name = stack.pop()
+        if name in in_loop:
+            continue
+        in_loop.add(name)
+        stack.extend(calls.get(name, []))
+    by_kind: dict[str, int] = {}
+    in_loops_by_kind: dict[str, int] = {}
+    for name, instrs in computations.items():
+        for opcode, _ in instrs:
+            kind = _kind(opcode)
+            if kind is None:
+                continue
+            by_kind[kind] = by_kind.get(kind, 0) + 1
+            if name in in_loop:
+                in_loops_by_kind[kind] = in_loops_by_kind.get(kind, 0) + 1
+    return CollectiveCount(
+        total=sum(by_kind.values()),
+        in_loops=sum(in_loops_by_kind.values()),
+        by_kind=by_kind,
+        in_loops_by_kind=in_loops_by_kind,
+        while_loops=n_while,
+    )

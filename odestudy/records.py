@@ -1,0 +1,108 @@
+"""Scenario records: the environment they were measured in, and atomic JSON I/O."""
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "numpy")
+REQUIRED_KEYS = (
+    "status", "error", "device", "n_devices", "mode", "controller", "scaling",
+    "dataset_size", "global_batch", "steps", "compile_time_s", "step_time_s",
+    "step_time_p25_s", "step_time_p75_s", "epoch_time_s", "runtime_s", "final_loss",
+    "solver_steps", "collectives_total", "collectives_in_loops", "versions",
+    "hardware", "xla_flags", "git_commit",
+)
+
+
+def versions() -> dict[str, str]:
+    """Versions of python and the study's packages (None where not installed)."""
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def cpu_info() -> dict[str, Any]:
+    """CPU model, logical CPUs and physical cores of this machine (Linux; best effort)."""
+    model, cores = platform.processor() or None, set()
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        physical = core = None
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            key, value = key.strip(), value.strip()
+            if key == "model name" and model in (None, "", "x86_64"):
+                model = value
+            elif key == "physical id":
+                physical = value
+            elif key == "core id":
+                core = value
+            elif not key and core is not None:
+                cores.add((physical, core))
+                core = None
+        if core is not None:
+            cores.add((physical, core))
+    except OSError:
+        pass
+    logical = os.cpu_count()
+    try:  # the CPUs this process may use (containers, taskset)
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = logical
+    physical_cores = len(cores) or logical
+    return {"cpu_model": model, "logical_cpus": logical, "usable_cpus": usable,
+            "physical_cores": min(physical_cores, usable)}
+
+
+def git_commit(path: str | os.PathLike | None = None) -> str | None:
+    """The current git commit of the study's checkout (`-dirty` if it has changes)."""
+    cwd = Path(path) if path else Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, check=True,
+                                capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=cwd, check=True, capture_output=True,
+                               text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit + ("-dirty" if dirty else "")
+
+
+def now() -> str:
+    """The current UTC time, ISO format."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """Write JSON so that `path` holds either the old or the whole new content.
+
+    Writes a temporary file in the same folder, flushes it to disk, then renames it
+    over `path` (an atomic replace on POSIX).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True, allow_nan=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_record(path: str | os.PathLike) -> dict[str, Any]:
+    """Read one record written by `write_json_atomic`."""
+    with open(path) as f:
+        return json.load(f)

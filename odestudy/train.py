@@ -1,0 +1,225 @@
+"""Run one scenario: data, model, staged training under a parallel mode, timings and
+a record."""
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.random as jr
+import numpy as np
+import optax
+
+from . import records
+from .audit import count_collectives
+from .batching import batch_stream, solver_cost
+from .compat import pmap_implementation
+from .config import Scenario, validate
+from .data import N_TIMES, make_dataset
+from .model import VectorField, batch_loss
+from .parallel import make_parallel_step
+
+
+def scenario_devices(s: Scenario) -> list[jax.Device]:
+    """The local devices a scenario runs on; raises ValueError if too few exist."""
+    platform = "cuda" if s.device == "gpu" else "cpu"
+    try:
+        devices = jax.local_devices(backend=platform)
+    except RuntimeError:
+        devices = []
+    validate(s, available_devices=len(devices))
+    return devices[: s.n_devices]
+
+
+def make_eval_loss(controller: str) -> Callable:
+    """Evaluation loss: MSE over full series, each solved on its own with the
+    scenario's controller. The same definition in every mode."""
+
+    @eqx.filter_jit
+    def eval_loss(model, ts, ys):
+        return batch_loss(model, ts, ys, controller)[0]
+
+    return eval_loss
+
+
+def _quantiles(times: list[float]) -> tuple[float, float, float]:
+    arr = np.asarray(times)
+    return (float(np.median(arr)), float(np.percentile(arr, 25)),
+            float(np.percentile(arr, 75)))
+
+
+def _steps_summary(per_device: list[np.ndarray]) -> dict[str, Any]:
+    """Solver-step statistics from per-step arrays of shape `(n_devices, local_batch)`."""
+    stack = np.stack(per_device)  # (steps, devices, local_batch)
+    device_mean = stack.mean(axis=(0, 2))
+    device_max = stack.max(axis=2).mean(axis=0)
+    return {
+        "per_device_mean": device_mean.tolist(),
+        "per_device_max": device_max.tolist(),
+        "mean": float(stack.mean()),
+        "max": float(stack.max(axis=(1, 2)).mean()),
+        "last_step_per_sample": stack[-1].reshape(-1).astype(int).tolist(),
+    }
+
+
+def train(s: Scenario, devices: list[jax.Device] | None = None,
+          progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Train one scenario and return its measurements (not yet a full record).
+
+    - `s`: the scenario (validated here before anything is compiled).
+    - `devices`: devices to use; by default the first `s.n_devices` local ones.
+    - `progress`: called as `progress(done_steps, total_steps)`.
+    """
+    validate(s)
+    if devices is None:
+        devices = scenario_devices(s)
+    data_key, model_key, eval_key = jr.split(jr.PRNGKey(s.seed), 3)
+    data = make_dataset(s.dataset_size, data_key, s.spread)
+    evalset = make_dataset(s.eval_size, eval_key, s.spread)
+    model = VectorField(model_key)
+    params, static = eqx.partition(model, eqx.is_array)
+    optimiser = optax.adabelief(s.lr)
+    opt_state = optimiser.init(params)
+    step = make_parallel_step(s.mode, devices, static, optimiser, s.controller, s.solve)
+    params, opt_state = step.place_state(params, opt_state)
+    cost = solver_cost(data) if s.batching == "grouped" else None
+    batches = batch_stream(len(data), s.global_batch, s.seed, cost)
+    eval_loss = make_eval_loss(s.controller)
+
+    total = s.steps_per_stage * len(s.length_fractions)
+    stages, losses, eval_curve = [], [], []
+    train_clock = 0.0
+    done = 0
+    for fraction in s.length_fractions:
+        length = max(2, int(N_TIMES * fraction))
+        stage_data = data.truncate(length)
+        idx = next(batches)
+        placed = step.place_batch(stage_data.ts[idx], stage_data.ys[idx])
+        t0 = time.perf_counter()
+        compiled = step.compile(params, opt_state, *placed)
+        compile_time = time.perf_counter() - t0
+        times, steps_seen = [], []
+        for i in range(s.steps_per_stage):
+            if i:
+                idx = next(batches)
+                placed = step.place_batch(stage_data.ts[idx], stage_data.ys[idx])
+            jax.block_until_ready(placed)
+            t0 = time.perf_counter()
+            params, opt_state, loss, num_steps = compiled(params, opt_state, *placed)
+            jax.block_until_ready((params, opt_state, loss, num_steps))
+            elapsed = time.perf_counter() - t0
+            train_clock += elapsed
+            loss = float(np.asarray(loss).reshape(-1)[0])
+            losses.append(loss)
+            if i >= s.warmup_steps:
+                times.append(elapsed)
+                steps_seen.append(step.per_sample(num_steps))
+            done += 1
+            if s.eval_every and (done % s.eval_every == 0 or done == total):
+                model_now = eqx.combine(step.unplace(params), static)
+                value = float(eval_loss(model_now, evalset.ts, evalset.ys))
+                eval_curve.append({"step": done, "train_time_s": train_clock,
+                                   "eval_loss": value})
+            if progress is not None:
+                progress(done, total)
+        median, p25, p75 = _quantiles(times)
+        stages.append({
+            "length": length, "compile_time_s": compile_time, "steps": s.steps_per_stage,
+            "timed_steps": len(times), "step_time_s": median, "step_time_p25_s": p25,
+            "step_time_p75_s": p75, "step_times_s": times,
+            "solver_steps": _steps_summary(steps_seen),
+        })
+    audit = count_collectives(compiled.as_text())
+    final_model = eqx.combine(step.unplace(params), static)
+    final_loss = float(eval_loss(final_model, evalset.ts, evalset.ys))
+    last = stages[-1]
+    return {
+        "steps": total,
+        "compile_time_s": sum(st["compile_time_s"] for st in stages),
+        "compile_time_per_stage_s": [st["compile_time_s"] for st in stages],
+        "step_time_s": last["step_time_s"],
+        "step_time_p25_s": last["step_time_p25_s"],
+        "step_time_p75_s": last["step_time_p75_s"],
+        "epoch_time_s": last["step_time_s"] * len(data) / s.global_batch,
+        "final_loss": final_loss,
+        "train_loss": losses,
+        "eval_curve": eval_curve,
+        "solver_steps": last["solver_steps"],
+        "stages": stages,
+        "collectives_total": audit.total,
+        "collectives_in_loops": audit.in_loops,
+        "collectives": audit._asdict(),
+        "device_kind": devices[0].device_kind,
+    }
+
+
+def environment(s: Scenario) -> dict[str, Any]:
+    """Versions, hardware, XLA flags and git commit, for the record."""
+    cpu = records.cpu_info()
+    return {
+        "versions": records.versions(),
+        "hardware": {**cpu, "platform": jax.default_backend(),
+                     "device_count": jax.device_count(),
+                     "local_device_count": jax.local_device_count(),
+                     "process_count": jax.process_count(),
+                     "devices_exceed_cores": s.total_devices > cpu["physical_cores"]
+                     if s.device == "cpu" else False},
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "jax_platforms": os.environ.get("JAX_PLATFORMS", ""),
+        "pmap_implementation": pmap_implementation(),
+        "git_commit": records.git_commit(),
+    }
+
+
+def base_record(s: Scenario) -> dict[str, Any]:
+    """The record's scenario part: identical for ok and failed scenarios."""
+    return {
+        "scenario": s.to_dict(),
+        "scenario_key": s.key(),
+        "name": s.name(),
+        "device": s.device,
+        "n_devices": s.total_devices,
+        "processes": s.processes,
+        "devices_per_process": s.n_devices,
+        "mode": s.mode,
+        "controller": s.controller,
+        "scaling": s.scaling,
+        "scale": s.scale,
+        "dataset_size": s.dataset_size,
+        "global_batch": s.global_batch,
+        "per_device_batch": s.global_batch // s.total_devices,
+        "learning_rate": s.lr,
+        "steps": s.steps_per_stage * len(s.length_fractions),
+    }
+
+
+def run_scenario(s: Scenario, progress: Callable[[int, int], None] | None = None
+                 ) -> dict[str, Any]:
+    """Run a scenario and return its full record; a failure becomes a failed record.
+
+    Invalid parameters raise ValueError before anything is compiled; errors during
+    the run are caught and recorded with `status="failed"` and the error text.
+    """
+    validate(s)
+    start = time.perf_counter()
+    record = base_record(s)
+    record["started"] = records.now()
+    try:
+        record.update(environment(s))
+        devices = scenario_devices(s)
+        record.update(train(s, devices, progress))
+        record.update(status="ok", error=None)
+    except ValueError:
+        raise
+    except Exception as exc:  # a failed scenario is a result, not a crash
+        import traceback
+
+        record.update(status="failed", error=f"{type(exc).__name__}: {exc}",
+                      traceback=traceback.format_exc())
+    for key in records.REQUIRED_KEYS:
+        record.setdefault(key, None)
+    record["runtime_s"] = time.perf_counter() - start
+    record["finished"] = records.now()
+    return record
