@@ -5,9 +5,13 @@ from .batching import batch_stream, epoch_batches, solver_cost
 from .compat import closure_convert_ignores_manual_sharding, make_data_mesh
 from .config import SCALES, Scenario, validate
 from .data import Dataset, make_dataset
+from .devices import configure_devices
+from .distributed import launch, run_scenario_any
 from .model import VectorField, batch_loss, batch_loss_within_ode, solve, solve_within_ode
 from .parallel import MODES, ParallelStep, make_local_step, make_parallel_step
-from .records import read_record, write_json_atomic
+from .plots import plot_scenario, summary
+from .records import read_record, save_record, write_json_atomic
+from .report import write_report
 from .solvers import CONTROLLERS, controller_and_dt0
 from .train import run_scenario, train
 
@@ -18,4 +22,6 @@ __all__ = [
     "count_collectives", "epoch_batches", "make_data_mesh", "make_dataset",
     "make_local_step", "make_parallel_step", "read_record", "run_scenario", "solve",
     "solve_within_ode", "solver_cost", "train", "validate", "write_json_atomic",
+    "configure_devices", "launch", "run_scenario_any", "plot_scenario", "summary",
+    "save_record", "write_report",
 ]

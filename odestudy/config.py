@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from .parallel import MODES, check_mode
-from .solvers import CONTROLLERS, check_controller
+from .solvers import check_controller
 
 DEVICES = ("cpu", "gpu")
 SCALINGS = ("strong", "weak")
@@ -18,8 +18,10 @@ SOLVES = ("per_sample", "within_ode")
 SCALES: dict[str, dict[str, Any]] = {
     "smoke": dict(dataset_size=64, batch=8, steps_per_stage=4, warmup_steps=1,
                   length_fractions=(0.1, 1.0), eval_size=32),
-    "quick": dict(dataset_size=256, batch=32, steps_per_stage=30, warmup_steps=3,
-                  length_fractions=(0.1, 0.5, 1.0), eval_size=128),
+    # One stage at full length: each stage is one more compile (~7 s on 2 cores), and
+    # the whole quick matrix must fit in 15 minutes on a 2-core machine.
+    "quick": dict(dataset_size=256, batch=32, steps_per_stage=60, warmup_steps=5,
+                  length_fractions=(1.0,), eval_size=128),
     "seed": dict(dataset_size=2048, batch=32, steps_per_stage=1000, warmup_steps=10,
                  length_fractions=(0.1, 0.5, 1.0), eval_size=256),
 }

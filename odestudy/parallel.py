@@ -111,13 +111,26 @@ class ParallelStep(eqx.Module):
     def unplace(self, params):
         """One host copy of (replicated) parameters."""
         if self.mode == "pmap":
-            return jax.tree.map(lambda x: np.asarray(x[0]), params)
-        return jax.tree.map(np.asarray, params)
+            return jax.tree.map(lambda x: to_host(x)[0], params)
+        return jax.tree.map(lambda x: to_host(x, replicated=True), params)
 
     def per_sample(self, values) -> np.ndarray:
         """A per-sample output as a host array of shape `(n_devices, local_batch)`."""
-        arr = np.asarray(values)
-        return arr.reshape(self.n_devices, -1)
+        return to_host(values).reshape(self.n_devices, -1)
+
+
+def to_host(x, replicated: bool = False) -> np.ndarray:
+    """A host copy of `x`, also when it spans devices of other processes.
+
+    - `replicated`: `x` holds the same value on every device; read a local copy.
+    """
+    if not isinstance(x, jax.Array) or x.is_fully_addressable:
+        return np.asarray(x)
+    if replicated:
+        return np.asarray(x.addressable_data(0))
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
 def make_parallel_step(mode: str, devices: Sequence[jax.Device], static: Any,

@@ -1,6 +1,7 @@
 """Scenario records: the environment they were measured in, and atomic JSON I/O."""
 
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -10,6 +11,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parent.parent
+RECORD_NAME = "metrics.json"
+# Modules whose code does not change a measurement: editing them keeps records valid.
+PRESENTATION = {"cli.py", "matrix.py", "plots.py", "report.py"}
 PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "numpy")
 REQUIRED_KEYS = (
     "status", "error", "device", "n_devices", "mode", "controller", "scaling",
@@ -79,7 +84,7 @@ def git_commit(path: str | os.PathLike | None = None) -> str | None:
 
 def now() -> str:
     """The current UTC time, ISO format."""
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
@@ -106,3 +111,26 @@ def read_record(path: str | os.PathLike) -> dict[str, Any]:
     """Read one record written by `write_json_atomic`."""
     with open(path) as f:
         return json.load(f)
+
+
+def code_version() -> str:
+    """A hash of the code that produces a record: the package's measuring modules and
+    the scenario notebook. The matrix does not reuse a record made by other code."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in (ROOT / "odestudy").glob("*.py") if p.name not in PRESENTATION)
+    for path in [*files, ROOT / "notebooks" / "scenario.ipynb"]:
+        if path.exists():
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def save_record(record: dict[str, Any], out_dir: str | os.PathLike | None,
+                run_id: str | None = None) -> Path | None:
+    """Write `record` as `out_dir/metrics.json` atomically; nothing if `out_dir` is
+    empty (the notebook run by hand). `run_id` ties it to the runner that asked."""
+    if not out_dir:
+        return None
+    path = Path(out_dir) / RECORD_NAME
+    write_json_atomic(path, dict(record, run_id=run_id, code_version=code_version()))
+    return path

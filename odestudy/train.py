@@ -19,7 +19,7 @@ from .compat import pmap_implementation
 from .config import Scenario, validate
 from .data import N_TIMES, make_dataset
 from .model import VectorField, batch_loss
-from .parallel import make_parallel_step
+from .parallel import make_parallel_step, to_host
 
 
 def scenario_devices(s: Scenario) -> list[jax.Device]:
@@ -30,6 +30,14 @@ def scenario_devices(s: Scenario) -> list[jax.Device]:
     except RuntimeError:
         devices = []
     validate(s, available_devices=len(devices))
+    if s.processes > 1:  # a global mesh over every process's devices
+        if jax.process_count() != s.processes:
+            raise RuntimeError(
+                f"scenario wants {s.processes} processes, JAX runs {jax.process_count()}"
+                "; start it with odestudy.distributed.launch"
+            )
+        devices = sorted(jax.devices(platform), key=lambda d: (d.process_index, d.id))
+        return devices[: s.total_devices]
     return devices[: s.n_devices]
 
 
@@ -75,9 +83,11 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
     validate(s)
     if devices is None:
         devices = scenario_devices(s)
-    data_key, model_key, eval_key = jr.split(jr.PRNGKey(s.seed), 3)
-    data = make_dataset(s.dataset_size, data_key, s.spread)
-    evalset = make_dataset(s.eval_size, eval_key, s.spread)
+    data_key, model_key = jr.split(jr.PRNGKey(s.seed), 2)
+    # One pool, one compile: the training set, then a fixed evaluation set.
+    pool = make_dataset(s.dataset_size + s.eval_size, data_key, s.spread)
+    data = pool.take(np.arange(s.dataset_size))
+    evalset = pool.take(np.arange(s.dataset_size, len(pool)))
     model = VectorField(model_key)
     params, static = eqx.partition(model, eqx.is_array)
     optimiser = optax.adabelief(s.lr)
@@ -111,7 +121,7 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
             jax.block_until_ready((params, opt_state, loss, num_steps))
             elapsed = time.perf_counter() - t0
             train_clock += elapsed
-            loss = float(np.asarray(loss).reshape(-1)[0])
+            loss = float(to_host(loss, replicated=True).reshape(-1)[0])
             losses.append(loss)
             if i >= s.warmup_steps:
                 times.append(elapsed)

@@ -1,0 +1,98 @@
+"""The `odestudy` command: run one scenario, the matrix, or the report."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import records
+from .config import BATCHINGS, DEVICES, SCALES, SCALINGS, SOLVES, Scenario, validate
+from .parallel import MODES
+from .solvers import CONTROLLERS
+
+
+def _run(a: argparse.Namespace) -> int:
+    from .devices import gpu_count
+    from .runner import execute_scenario
+
+    s = Scenario(device=a.device, n_devices=a.devices, mode=a.mode,
+                 controller=a.controller, scaling=a.scaling, scale=a.scale,
+                 batch=a.batch, spread=a.spread, batching=a.batching, solve=a.solve,
+                 processes=a.processes, eval_every=a.eval_every,
+                 lr_scaling=a.lr_scaling, seed=a.seed)
+    # CPU devices are virtual and made to order; GPUs must exist.
+    validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
+    record = execute_scenario(s, a.out)
+    print(f"{record['status']}: {s.name()} -> {Path(a.out) / records.RECORD_NAME}")
+    if record["status"] != "ok":
+        print(record.get("error"), file=sys.stderr)
+        return 1
+    print(f"step time {record['step_time_s']:.4g} s (median), compile "
+          f"{record['compile_time_s']:.3g} s, final loss {record['final_loss']:.4g}")
+    return 0
+
+
+def _matrix(a: argparse.Namespace) -> int:
+    from .matrix import run_matrix
+
+    recs = run_matrix(a.scale, a.device, force=a.force, results=a.results)
+    failed = [r["name"] for r in recs if r["status"] != "ok"]
+    print(f"{len(recs) - len(failed)} of {len(recs)} scenarios ok"
+          + (f"; not ok: {', '.join(failed)}" if failed else ""))
+    return 0
+
+
+def _report(a: argparse.Namespace) -> int:
+    from .runner import execute_report
+
+    html = execute_report(a.results, a.scale, a.figures)
+    print(f"report: {html}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="odestudy", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run one scenario in a fresh kernel")
+    r.add_argument("--device", choices=DEVICES, default="cpu")
+    r.add_argument("--devices", type=int, default=1, help="devices per process")
+    r.add_argument("--mode", choices=MODES, default="single")
+    r.add_argument("--controller", choices=CONTROLLERS, default="pid")
+    r.add_argument("--scaling", choices=SCALINGS, default="strong")
+    r.add_argument("--scale", choices=tuple(SCALES), default="quick")
+    r.add_argument("--batch", type=int, default=None,
+                   help="global batch (strong) or per-device batch (weak)")
+    r.add_argument("--spread", type=float, default=0.0, help="complexity knob")
+    r.add_argument("--batching", choices=BATCHINGS, default="random")
+    r.add_argument("--solve", choices=SOLVES, default="per_sample")
+    r.add_argument("--processes", type=int, default=1,
+                   help="local processes joined by jax.distributed")
+    r.add_argument("--eval-every", type=int, default=0)
+    r.add_argument("--lr-scaling", choices=("fixed", "linear"), default="fixed")
+    r.add_argument("--seed", type=int, default=5678)
+    r.add_argument("--out", required=True, help="output folder")
+    r.set_defaults(func=_run)
+    m = sub.add_parser("matrix", help="run every scenario of a scale, resumably")
+    m.add_argument("--scale", choices=tuple(SCALES), default="quick")
+    m.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto")
+    m.add_argument("--force", action="store_true", help="rerun finished scenarios")
+    m.add_argument("--results", default=str(records.ROOT / "results"))
+    m.set_defaults(func=_matrix)
+    rep = sub.add_parser("report", help="tables, figures and the HTML report")
+    rep.add_argument("--scale", choices=tuple(SCALES), default="quick")
+    rep.add_argument("--results", default=str(records.ROOT / "results"))
+    rep.add_argument("--figures", default=str(records.ROOT / "figures"))
+    rep.set_defaults(func=_report)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as exc:
+        print(f"odestudy: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Choose the platform and the number of virtual CPU devices before JAX starts."""
+
+import os
+
+
+def configure_devices(device: str, n_devices: int) -> None:
+    """Set up JAX for a scenario; call before anything touches a JAX device.
+
+    - `device`: `"cpu"` (forces `JAX_PLATFORMS=cpu` and `n_devices` virtual CPU
+      devices, even on a machine with GPUs) or `"gpu"`.
+    - `n_devices`: the number of devices the scenario uses.
+
+    Raises RuntimeError if JAX's backends already started with other settings: restart
+    the kernel or process then.
+    """
+    import jax
+    from jax._src import xla_bridge
+
+    if device == "cpu":
+        want = max(n_devices, 1)
+        if xla_bridge.backends_are_initialized():
+            have = len(jax.devices("cpu"))
+            if jax.default_backend() != "cpu" or have < want:
+                raise RuntimeError(
+                    f"JAX already started with {have} CPU device(s) on "
+                    f"{jax.default_backend()!r}; restart the kernel to get {want} CPU "
+                    "devices"
+                )
+            return
+        os.environ["JAX_PLATFORMS"] = "cpu"
+        jax.config.update("jax_platforms", "cpu")
+        jax.config.update("jax_num_cpu_devices", want)
+    elif device == "gpu":
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    else:
+        raise ValueError(f"unknown device {device!r}; valid choices: cpu, gpu")
+
+
+def child_environment(device: str, n_devices: int, base: dict | None = None) -> dict:
+    """Environment for a fresh process (or kernel) that runs one scenario.
+
+    CPU scenarios get `JAX_PLATFORMS=cpu` and the virtual device count in `XLA_FLAGS`,
+    so that a kernel started on a GPU machine measures the CPU.
+    """
+    env = dict(os.environ if base is None else base)
+    if device == "cpu":
+        flags = [f for f in env.get("XLA_FLAGS", "").split()
+                 if not f.startswith("--xla_force_host_platform_device_count")]
+        flags.append(f"--xla_force_host_platform_device_count={max(n_devices, 1)}")
+        env["XLA_FLAGS"] = " ".join(flags)
+        env["JAX_PLATFORMS"] = "cpu"
+    else:
+        env.pop("JAX_PLATFORMS", None)
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def gpu_count() -> int:
+    """GPUs visible to a new process, without starting JAX here (nvidia-smi)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    n = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        n = min(n, len([v for v in visible.split(",") if v.strip()]))
+    return n

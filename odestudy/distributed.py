@@ -1,0 +1,180 @@
+"""Multi-process data parallelism on `jax.distributed`: local launcher and worker.
+
+`launch` starts `processes` local workers on loopback (coordinator on 127.0.0.1 at a
+free port), each with its own virtual CPU devices; they join with
+`jax.distributed.initialize` and train one scenario over the global mesh. Under SLURM
+(`srun`), run `python -m odestudy.distributed --scenario FILE --out FILE` once per task
+with no coordinator: JAX's cluster detection fills it in.
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import records
+from .config import Scenario, validate
+from .devices import child_environment
+
+INIT_TIMEOUT_S = 60
+# Whole-run limits per scale (seconds), unless the caller gives one.
+RUN_TIMEOUT_S = {"smoke": 300, "quick": 1800, "seed": 6 * 3600}
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _kill_all(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for p in procs:
+        p.wait()
+
+
+def launch(s: Scenario, timeout_s: float | None = None,
+           on_start: Callable[[list[int]], None] | None = None) -> dict[str, Any]:
+    """Run scenario `s` in `s.processes` local processes; return process 0's record.
+
+    - `timeout_s`: limit for the whole run (default by scale); past it every process
+      is killed and the scenario is recorded as failed.
+    - `on_start`: called with the worker PIDs once they run (tests use it).
+
+    A worker that fails or dies fails the scenario within a second or so: the others
+    are killed (each runs in its own process group, so nothing is left behind).
+    """
+    from .runner import failed_record
+
+    validate(s)
+    timeout_s = RUN_TIMEOUT_S[s.scale] if timeout_s is None else timeout_s
+    start = time.perf_counter()
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="odestudy-mp-") as tmp:
+        scenario_file = Path(tmp) / "scenario.json"
+        scenario_file.write_text(json.dumps(s.to_dict()))
+        out_file = Path(tmp) / "record.json"
+        env = child_environment("cpu" if s.device == "cpu" else "gpu", s.n_devices)
+        procs, logs = [], []
+        try:
+            for rank in range(s.processes):
+                log = open(Path(tmp) / f"worker{rank}.log", "w+")
+                logs.append(log)
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "odestudy.distributed",
+                     "--scenario", str(scenario_file), "--out", str(out_file),
+                     "--coordinator", f"127.0.0.1:{port}",
+                     "--num-processes", str(s.processes), "--process-id", str(rank)],
+                    env=env, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                ))
+            if on_start is not None:
+                on_start([p.pid for p in procs])
+            error = None
+            while True:
+                codes = [p.poll() for p in procs]
+                bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+                if bad:
+                    rank, code = bad[0]
+                    how = f"signal {-code}" if code < 0 else f"exit code {code}"
+                    error = f"process {rank} of {s.processes} failed with {how}"
+                    break
+                if all(c == 0 for c in codes):
+                    break
+                if time.perf_counter() - start > timeout_s:
+                    error = f"timed out after {timeout_s:.0f} s"
+                    break
+                time.sleep(0.2)
+        finally:
+            _kill_all(procs)
+        if error is None and out_file.exists():
+            return records.read_record(out_file)
+        tails = []
+        for rank, log in enumerate(logs):
+            log.seek(0)
+            text = log.read().strip().splitlines()[-8:]
+            tails.append(f"--- process {rank} ---\n" + "\n".join(text))
+            log.close()
+        return failed_record(s, error or "process 0 wrote no record",
+                             runtime_s=time.perf_counter() - start,
+                             worker_logs="\n".join(tails))
+
+
+def worker(scenario_file: str, out_file: str, coordinator: str | None,
+           num_processes: int | None, process_id: int | None) -> int:
+    """One process of a multi-process scenario; process 0 writes the record."""
+    s = Scenario.from_dict(json.loads(Path(scenario_file).read_text()))
+    import jax
+
+    from .devices import configure_devices
+
+    configure_devices(s.device, s.n_devices)
+    if s.device == "cpu":
+        # CPU collectives across processes need gloo (the default has none).
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    kwargs = dict(initialization_timeout=INIT_TIMEOUT_S)
+    if coordinator:  # local launch; under SLURM the cluster is detected instead
+        kwargs.update(coordinator_address=coordinator, num_processes=num_processes,
+                      process_id=process_id)
+    jax.distributed.initialize(**kwargs)
+    from .train import run_scenario
+
+    record = run_scenario(s)
+    record["per_process_hardware"] = _gather_hardware()
+    if jax.process_index() == 0:
+        records.write_json_atomic(out_file, record)
+    jax.distributed.shutdown()
+    return 0 if record["status"] == "ok" else 1
+
+
+def _gather_hardware() -> list[dict[str, Any]]:
+    """Every process's CPU facts, gathered through the coordinator's key-value store."""
+    import jax
+    from jax._src import distributed
+
+    client = distributed.global_state.client
+    me = jax.process_index()
+    info = dict(records.cpu_info(), process_index=me, hostname=socket.gethostname(),
+                local_devices=[str(d) for d in jax.local_devices()])
+    client.key_value_set(f"odestudy/hw/{me}", json.dumps(info))
+    return [json.loads(client.blocking_key_value_get(f"odestudy/hw/{i}", 60_000))
+            for i in range(jax.process_count())]
+
+
+def run_scenario_any(s: Scenario, out_dir: str | None = None) -> dict[str, Any]:
+    """Run a scenario in this process, or in several when `s.processes > 1`."""
+    del out_dir
+    if s.processes > 1:
+        return launch(s)
+    from .train import run_scenario
+
+    return run_scenario(s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="odestudy multi-process worker")
+    parser.add_argument("--scenario", required=True, help="scenario JSON file")
+    parser.add_argument("--out", required=True, help="record file (process 0 writes)")
+    parser.add_argument("--coordinator", default=None, help="host:port; none under SLURM")
+    parser.add_argument("--num-processes", type=int, default=None)
+    parser.add_argument("--process-id", type=int, default=None)
+    a = parser.parse_args(argv)
+    return worker(a.scenario, a.out, a.coordinator, a.num_processes, a.process_id)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""The study's scenario matrix: which scenarios, where records go, resumable runs."""
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from . import records
+from .config import SCALES, Scenario
+from .devices import gpu_count
+from .records import RECORD_NAME, code_version
+
+CPU_DEVICE_COUNTS = (2, 4, 8)
+GPU_DEVICE_COUNTS = (2,)
+MULTI_MODES = ("pmap", "shard", "shard_map")
+CONTROLLERS = ("pid", "stepto")
+# Multi-process CPU rows: (processes, devices per process).
+PROCESS_LAYOUTS = ((2, 1),)
+DEFAULT_RESULTS = records.ROOT / "results"
+
+
+def _weak_batch(scale: str) -> int:
+    """Per-device batch under weak scaling: a quarter of the strong global batch, so
+    that 4 devices see the same global batch in both scalings."""
+    return max(1, SCALES[scale]["batch"] // 4)
+
+
+def scenarios(scale: str, device: str) -> list[Scenario]:
+    """The matrix of one device kind.
+
+    CPU: 1 device (`single`), and `pmap`, `shard`, `shard_map` on 2, 4 and 8 devices,
+    both controllers, strong and weak scaling; multi-process rows for `shard` and
+    `shard_map` with PID. GPU: the reference's rows (1 and 2 devices) plus `shard_map`,
+    strong and weak.
+    """
+    counts = CPU_DEVICE_COUNTS if device == "cpu" else GPU_DEVICE_COUNTS
+    out = []
+    for scaling in ("strong", "weak"):
+        batch = SCALES[scale]["batch"] if scaling == "strong" else _weak_batch(scale)
+        for controller in CONTROLLERS:
+            out.append(Scenario(device=device, n_devices=1, mode="single",
+                                controller=controller, scaling=scaling, scale=scale,
+                                batch=batch))
+            for n in counts:
+                for mode in MULTI_MODES:
+                    out.append(Scenario(device=device, n_devices=n, mode=mode,
+                                        controller=controller, scaling=scaling,
+                                        scale=scale, batch=batch))
+    if device == "cpu":
+        for processes, per_process in PROCESS_LAYOUTS:
+            for mode in ("shard", "shard_map"):
+                out.append(Scenario(device="cpu", n_devices=per_process, mode=mode,
+                                    controller="pid", scaling="strong", scale=scale,
+                                    processes=processes))
+    return out
+
+
+def record_path(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> Path:
+    """Where the record of `s` lives: `results/<scale>/<name>/metrics.json`."""
+    return Path(results) / s.scale / s.name() / RECORD_NAME
+
+
+def is_done(s: Scenario, path: Path, version: str) -> bool:
+    """A finished record (ok or failed) of this very scenario and code version."""
+    if not path.exists():
+        return False
+    try:
+        rec = records.read_record(path)
+    except (OSError, ValueError):
+        return False
+    return (rec.get("scenario_key") == s.key() and rec.get("code_version") == version
+            and rec.get("status") in ("ok", "failed"))
+
+
+def plan(scale: str, device: str = "auto") -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
+    """Scenarios to run here, and those that cannot run here with the reason.
+
+    - `device`: `"cpu"`, `"gpu"` or `"auto"` (CPU rows, and GPU rows where GPUs exist).
+    """
+    if device not in ("cpu", "gpu", "auto"):
+        raise ValueError(f"unknown device {device!r}; valid choices: cpu, gpu, auto")
+    runnable: list[Scenario] = []
+    not_run: list[tuple[Scenario, str]] = []
+    if device in ("cpu", "auto"):
+        runnable += scenarios(scale, "cpu")
+    if device in ("gpu", "auto"):
+        have = gpu_count()
+        for s in scenarios(scale, "gpu"):
+            if s.total_devices <= have:
+                runnable.append(s)
+            else:
+                not_run.append((s, f"needs {s.total_devices} GPU(s), {have} present"))
+    return runnable, not_run
+
+
+def run_matrix(scale: str, device: str = "auto", force: bool = False,
+               results: str | Path = DEFAULT_RESULTS, show_progress: bool = True,
+               only: Iterable[Scenario] | None = None) -> list[dict[str, Any]]:
+    """Run the matrix one scenario at a time, each in a fresh kernel.
+
+    A scenario with a finished record of the same configuration and code version is
+    skipped unless `force`. A failing scenario is recorded as failed and the matrix
+    goes on. Rows that cannot run here get a `not_run` record with the reason.
+    """
+    from tqdm.auto import tqdm
+
+    from .runner import execute_scenario, failed_record
+
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; valid choices: {', '.join(SCALES)}")
+    runnable, not_run = plan(scale, device)
+    if only is not None:
+        runnable = list(only)
+    version = code_version()
+    for s, reason in not_run:
+        path = record_path(s, results)
+        if not is_done(s, path, version):
+            records.write_json_atomic(path, failed_record(s, reason, status="not_run"))
+    out = []
+    bar = tqdm(runnable, desc=f"{scale} matrix", unit="scenario", disable=not show_progress)
+    for s in bar:
+        bar.set_postfix_str(s.name())
+        path = record_path(s, results)
+        if not force and is_done(s, path, version):
+            out.append(records.read_record(path))
+            continue
+        out.append(execute_scenario(s, path.parent))
+    return out

@@ -1,0 +1,99 @@
+"""Figures: one scenario (notebook) and the scaling figures of the report."""
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+MODE_STYLE = {"single": "k", "pmap": "tab:blue", "shard": "tab:red",
+              "shard_map": "tab:green"}
+CONTROLLER_STYLE = {"pid": "-o", "stepto": "--s"}
+
+
+def summary(record: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers of one record, as a small dict for display."""
+    keys = ("status", "error", "name", "n_devices", "mode", "controller", "scaling",
+            "global_batch", "compile_time_s", "step_time_s", "step_time_p25_s",
+            "step_time_p75_s", "epoch_time_s", "runtime_s", "final_loss",
+            "collectives_total", "collectives_in_loops")
+    out = {k: record.get(k) for k in keys}
+    steps = record.get("solver_steps") or {}
+    out["solver_steps_mean"], out["solver_steps_max"] = steps.get("mean"), steps.get("max")
+    return out
+
+
+def plot_scenario(record: dict[str, Any]):
+    """Training loss per step and a histogram of per-sample solver steps."""
+    fig, (ax_loss, ax_steps) = plt.subplots(1, 2, figsize=(10, 3.5))
+    losses = record.get("train_loss") or []
+    ax_loss.semilogy(np.arange(1, len(losses) + 1), losses)
+    ax_loss.set(xlabel="optimiser step", ylabel="training loss (MSE)",
+                title=record.get("name", ""))
+    steps = (record.get("solver_steps") or {}).get("last_step_per_sample") or []
+    if steps:
+        ax_steps.hist(steps, bins=min(30, max(5, len(set(steps)))))
+    ax_steps.set(xlabel="forward solver steps per sample (last timed step)",
+                 ylabel="samples")
+    fig.tight_layout()
+    return fig
+
+
+def _save(fig, out: Path, stem: str) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{stem}.png", out / f"{stem}.svg"]
+    for p in paths:
+        fig.savefig(p, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def scaling_figures(rows: Sequence[dict[str, Any]], out: str | Path, device: str,
+                    cores: int | None) -> list[Path]:
+    """Step time, speedup and efficiency against devices, per mode and controller,
+    strong and weak scaling. `rows` come from `report.scaling_rows`; devices beyond
+    `cores` physical cores are shaded (times then measure overhead, not speedup)."""
+    out = Path(out)
+    paths = []
+    for scaling in ("strong", "weak"):
+        sel = [r for r in rows if r["scaling"] == scaling and r["device"] == device]
+        if not sel:
+            continue
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+        ns = sorted({r["n_devices"] for r in sel})
+        for (mode, controller), group in _groups(sel):
+            group = sorted(group, key=lambda r: r["n_devices"])
+            x = [r["n_devices"] for r in group]
+            style = dict(color=MODE_STYLE.get(mode, "grey"), label=f"{mode} {controller}")
+            fmt = CONTROLLER_STYLE.get(controller, "-o")
+            y = [r["step_time_s"] for r in group]
+            lo = [r["step_time_s"] - r["step_time_p25_s"] for r in group]
+            hi = [r["step_time_p75_s"] - r["step_time_s"] for r in group]
+            axes[0].errorbar(x, y, yerr=[lo, hi], fmt=fmt, capsize=3, **style)
+            axes[1].plot(x, [r["speedup"] for r in group], fmt, **style)
+            axes[2].plot(x, [r["efficiency"] for r in group], fmt, **style)
+        axes[0].set(yscale="log", ylabel="step time (s), median, IQR bars")
+        ideal = ns if scaling == "strong" else [1.0] * len(ns)
+        axes[1].plot(ns, ideal, ":", color="grey", label="ideal")
+        axes[1].set(ylabel="speedup t(1)/t(N)" if scaling == "strong"
+                    else "weak-scaling efficiency t(1)/t(N)")
+        axes[2].plot(ns, [1.0] * len(ns), ":", color="grey", label="ideal")
+        axes[2].set(ylabel="efficiency")
+        for ax in axes:
+            ax.set(xscale="log", xlabel="devices", xticks=ns)
+            ax.set_xticklabels([str(n) for n in ns])
+            if cores and device == "cpu" and max(ns) > cores:
+                ax.axvspan(cores + 0.5, max(ns) * 1.2, color="grey", alpha=0.15,
+                           label=f"devices > {cores} physical cores")
+        axes[0].legend(fontsize=7)
+        fig.suptitle(f"{device.upper()} {scaling} scaling "
+                     f"({'fixed global batch' if scaling == 'strong' else 'fixed per-device batch'})")
+        fig.tight_layout()
+        paths += _save(fig, out, f"{device}_{scaling}_scaling")
+    return paths
+
+
+def _groups(rows):
+    keys = sorted({(r["mode"], r["controller"]) for r in rows})
+    return [(k, [r for r in rows if (r["mode"], r["controller"]) == k]) for k in keys]

@@ -1,0 +1,104 @@
+"""Execute the scenario notebook for one scenario in a fresh kernel (papermill)."""
+
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from . import records
+from .config import Scenario
+from .devices import child_environment
+from .records import RECORD_NAME, ROOT, code_version
+
+SCENARIO_NOTEBOOK = ROOT / "notebooks" / "scenario.ipynb"
+
+@contextlib.contextmanager
+def environ(env: dict[str, str]) -> Iterator[None]:
+    """Temporarily replace this process's environment (a kernel inherits it)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def failed_record(s: Scenario, error: str, status: str = "failed",
+                  **extra: Any) -> dict[str, Any]:
+    """A record for a scenario that did not produce one itself."""
+    from .train import base_record
+
+    record = base_record(s)
+    record.update(status=status, error=error, versions=records.versions(),
+                  git_commit=records.git_commit(), code_version=code_version(),
+                  hardware=records.cpu_info(), finished=records.now(), **extra)
+    for key in records.REQUIRED_KEYS:
+        record.setdefault(key, None)
+    return record
+
+
+def execute_scenario(s: Scenario, out_dir: str | os.PathLike,
+                     timeout_s: float | None = None) -> dict[str, Any]:
+    """Run `s` by executing `notebooks/scenario.ipynb` in a fresh kernel.
+
+    - `out_dir`: where `metrics.json` and the executed `scenario.ipynb` go.
+    - `timeout_s`: per-cell time limit (None: no limit).
+
+    Returns the record. A scenario that fails inside the kernel (an exception, a dead
+    kernel, a timeout) gets a failed record with the error; nothing is raised.
+    """
+    import papermill
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run_id = uuid.uuid4().hex
+    parameters = {**s.to_dict(), "out_dir": str(out_dir.resolve()), "run_id": run_id}
+    env = child_environment(s.device, s.n_devices)
+    start = time.perf_counter()
+    error = None
+    try:
+        with environ(env):
+            papermill.execute_notebook(
+                str(SCENARIO_NOTEBOOK), str(out_dir / "scenario.ipynb"),
+                parameters=parameters, kernel_name="python3", progress_bar=False,
+                cwd=str(ROOT), execution_timeout=timeout_s,
+            )
+    except Exception as exc:  # recorded below; the study goes on
+        error = f"{type(exc).__name__}: {exc}".strip()
+    path = out_dir / RECORD_NAME
+    record = records.read_record(path) if path.exists() else None
+    if record is None or record.get("run_id") != run_id:
+        record = failed_record(s, error or "the notebook wrote no record",
+                               runtime_s=time.perf_counter() - start, run_id=run_id)
+        records.write_json_atomic(path, record)
+    return record
+
+
+def execute_report(results: str | os.PathLike, scale: str,
+                   figures: str | os.PathLike) -> Path:
+    """Execute `notebooks/report.ipynb` over the records of `scale` and render it as
+    HTML; returns the HTML path. Tables and figures land in `figures`."""
+    import nbconvert
+    import nbformat
+    import papermill
+
+    figures = Path(figures)
+    figures.mkdir(parents=True, exist_ok=True)
+    executed = figures / f"report_{scale}.ipynb"
+    papermill.execute_notebook(
+        str(ROOT / "notebooks" / "report.ipynb"), str(executed),
+        parameters={"results": str(Path(results).resolve()), "scale": scale,
+                    "figures": str(figures.resolve())},
+        kernel_name="python3", progress_bar=False, cwd=str(ROOT),
+    )
+    html, _ = nbconvert.HTMLExporter().from_notebook_node(nbformat.read(executed, 4))
+    out = figures / f"report_{scale}.html"
+    tmp = out.with_suffix(".html.tmp")
+    tmp.write_text(html)
+    os.replace(tmp, out)
+    return out
