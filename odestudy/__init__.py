@@ -13,7 +13,7 @@ from .plots import plot_scenario, summary
 from .records import read_record, save_record, write_json_atomic
 from .report import write_report
 from .solvers import CONTROLLERS, controller_and_dt0
-from .train import run_scenario, train
+from .training import run_scenario, train
 
 __all__ = [
     "CONTROLLERS", "MODES", "SCALES", "CollectiveCount", "Dataset", "ParallelStep",

@@ -15,10 +15,23 @@ COLLECTIVES = (
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s([\w\-]+)\((.*)$")
 _COMP = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
 _CALLED = re.compile(
-    r"(?:body|condition|to_apply|calls|branch_computations|true_computation|"
-    r"false_computation)=\{?([^}]*?)\}?(?:,\s[a-z_]+=|$)"
+    r"\b(?:body|condition|to_apply|calls|branch_computations|true_computation|"
+    r"false_computation)=(\{[^}]*\}|%?[\w.\-]+)"
 )
 _NAME = re.compile(r"%?([\w.\-]+)")
+_ARRAY = re.compile(r"\b(pred|[sufc]\d+|bf16)\[([\d,]*)\]")
+_BITS = {"pred": 8, "bf16": 16}
+
+
+def _bytes(type_text: str) -> int:
+    """Bytes of the arrays in an HLO result type, e.g. `(f32[2,3]{1,0}, s32[])`."""
+    total = 0
+    for dtype, dims in _ARRAY.findall(type_text):
+        n = 1
+        for d in filter(None, dims.split(",")):
+            n *= int(d)
+        total += n * _BITS.get(dtype, int(dtype[1:]) if dtype[1:].isdigit() else 32) // 8
+    return total
 
 
 class CollectiveCount(NamedTuple):
@@ -29,6 +42,8 @@ class CollectiveCount(NamedTuple):
     - `by_kind`: total per collective kind.
     - `in_loops_by_kind`: in-loop count per kind.
     - `while_loops`: number of while instructions.
+    - `bytes_total`, `bytes_in_loops`: bytes of the collectives' results (one
+      execution each), everywhere and inside loops.
     """
 
     total: int
@@ -36,6 +51,8 @@ class CollectiveCount(NamedTuple):
     by_kind: dict
     in_loops_by_kind: dict
     while_loops: int
+    bytes_total: int = 0
+    bytes_in_loops: int = 0
 
 
 def _kind(opcode: str) -> str | None:
@@ -62,7 +79,7 @@ def _parse(hlo: str):
             continue
         match = _INSTR.match(line)
         if match:
-            computations[current].append((match.group(2), line))
+            computations[current].append((match.group(2), line, match.group(1)))
     return computations
 
 
@@ -81,13 +98,13 @@ def count_collectives(hlo: str) -> CollectiveCount:
     """
     computations = _parse(hlo)
     calls = {
-        name: [c for _, line in instrs for c in _callees(line) if c in computations]
+        name: [c for _, line, _ in instrs for c in _callees(line) if c in computations]
         for name, instrs in computations.items()
     }
     loop_roots = []
     n_while = 0
     for instrs in computations.values():
-        for opcode, line in instrs:
+        for opcode, line, _ in instrs:
             if opcode == "while":
                 n_while += 1
                 loop_roots.extend(c for c in _callees(line) if c in computations)
@@ -101,12 +118,17 @@ def count_collectives(hlo: str) -> CollectiveCount:
         stack.extend(calls.get(name, []))
     by_kind: dict[str, int] = {}
     in_loops_by_kind: dict[str, int] = {}
+    nbytes = {True: 0, False: 0}
     for name, instrs in computations.items():
-        for opcode, _ in instrs:
+        for opcode, _, type_text in instrs:
             kind = _kind(opcode)
             if kind is None:
                 continue
             by_kind[kind] = by_kind.get(kind, 0) + 1
+            size = _bytes(type_text)
+            if opcode.endswith("-start"):  # (operands, results): count results only
+                size //= 2
+            nbytes[name in in_loop] += size
             if name in in_loop:
                 in_loops_by_kind[kind] = in_loops_by_kind.get(kind, 0) + 1
     return CollectiveCount(
@@ -115,4 +137,6 @@ def count_collectives(hlo: str) -> CollectiveCount:
         by_kind=by_kind,
         in_loops_by_kind=in_loops_by_kind,
         while_loops=n_while,
+        bytes_total=nbytes[True] + nbytes[False],
+        bytes_in_loops=nbytes[True],
     )

@@ -18,7 +18,7 @@ def _run(a: argparse.Namespace) -> int:
                  controller=a.controller, scaling=a.scaling, scale=a.scale,
                  batch=a.batch, spread=a.spread, batching=a.batching, solve=a.solve,
                  processes=a.processes, eval_every=a.eval_every,
-                 lr_scaling=a.lr_scaling, seed=a.seed)
+                 lr_scaling=a.lr_scaling, seed=a.seed, trace=a.trace)
     # CPU devices are virtual and made to order; GPUs must exist.
     validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
     record = execute_scenario(s, a.out)
@@ -34,7 +34,7 @@ def _run(a: argparse.Namespace) -> int:
 def _matrix(a: argparse.Namespace) -> int:
     from .matrix import run_matrix
 
-    recs = run_matrix(a.scale, a.device, force=a.force, results=a.results)
+    recs = run_matrix(a.scale, a.device, force=a.force, results=a.results, study=a.study)
     failed = [r["name"] for r in recs if r["status"] != "ok"]
     print(f"{len(recs) - len(failed)} of {len(recs)} scenarios ok"
           + (f"; not ok: {', '.join(failed)}" if failed else ""))
@@ -46,6 +46,12 @@ def _report(a: argparse.Namespace) -> int:
 
     html = execute_report(a.results, a.scale, a.figures)
     print(f"report: {html}")
+    if a.readme:
+        from .report import update_readme, write_report
+
+        out = write_report(a.results, a.scale, a.figures)
+        update_readme(a.readme, out["tables"], out["figures"], a.scale)
+        print(f"updated the results section of {a.readme}")
     return 0
 
 
@@ -69,18 +75,24 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--eval-every", type=int, default=0)
     r.add_argument("--lr-scaling", choices=("fixed", "linear"), default="fixed")
     r.add_argument("--seed", type=int, default=5678)
+    r.add_argument("--trace", action="store_true",
+                   help="also write a Perfetto trace of 3 untimed steps to OUT/trace")
     r.add_argument("--out", required=True, help="output folder")
     r.set_defaults(func=_run)
     m = sub.add_parser("matrix", help="run every scenario of a scale, resumably")
     m.add_argument("--scale", choices=tuple(SCALES), default="quick")
     m.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto")
     m.add_argument("--force", action="store_true", help="rerun finished scenarios")
+    m.add_argument("--study", choices=("scaling", "explain"), default="scaling",
+                   help="the scaling tables, or the studies that explain them")
     m.add_argument("--results", default=str(records.ROOT / "results"))
     m.set_defaults(func=_matrix)
     rep = sub.add_parser("report", help="tables, figures and the HTML report")
     rep.add_argument("--scale", choices=tuple(SCALES), default="quick")
     rep.add_argument("--results", default=str(records.ROOT / "results"))
     rep.add_argument("--figures", default=str(records.ROOT / "figures"))
+    rep.add_argument("--readme", default=None,
+                     help="also refresh the results section of this README")
     rep.set_defaults(func=_report)
     return p
 

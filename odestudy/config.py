@@ -45,6 +45,9 @@ class Scenario:
     - `processes`: number of JAX processes (multi-process runs on `jax.distributed`).
     - `lr_scaling`: `"fixed"` learning rate, or `"linear"` in the global batch
       relative to the scale's batch.
+    - `eval_every`: evaluate every this many steps (outside the timed region) for
+      time-to-target-loss curves; 0 evaluates only at the end.
+    - `trace`: write a Perfetto-readable profiler trace of extra, untimed steps.
     """
 
     device: str = "cpu"
@@ -67,6 +70,7 @@ class Scenario:
     solve: str = "per_sample"
     processes: int = 1
     eval_every: int = 0
+    trace: bool = False
 
     def __post_init__(self):
         if self.scale not in SCALES:
@@ -135,6 +139,21 @@ class Scenario:
             parts.append(f"lr{self.lr_scaling}")
         if self.batch != SCALES[self.scale]["batch"]:
             parts.append(f"b{self.batch}")
+        short = {"dataset_size": "n", "steps_per_stage": "steps", "warmup_steps": "warm",
+                 "length_fractions": "len", "eval_size": "eval"}
+        for field, tag in short.items():
+            value = getattr(self, field)
+            if value != SCALES[self.scale][field]:
+                text = "_".join(f"{v:g}" for v in value) if field == "length_fractions" \
+                    else str(value)
+                parts.append(f"{tag}{text}")
+        for field, tag in (("eval_every", "every"), ("seed", "seed")):
+            if getattr(self, field) != Scenario.__dataclass_fields__[field].default:
+                parts.append(f"{tag}{getattr(self, field)}")
+        if self.learning_rate != Scenario.__dataclass_fields__["learning_rate"].default:
+            parts.append(f"lr{self.learning_rate:g}")
+        if self.trace:
+            parts.append("trace")
         return "-".join(parts)
 
 
@@ -194,7 +213,8 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
     if s.spread < 0:
         raise ValueError(f"spread must be >= 0, got {s.spread}")
     if available_devices is not None and s.n_devices > available_devices:
+        valid = f"1..{available_devices}" if available_devices else "none: no such device"
         raise ValueError(
             f"{s.n_devices} {s.device} device(s) requested but only "
-            f"{available_devices} exist; valid: 1..{available_devices}"
+            f"{available_devices} exist; valid: {valid}"
         )

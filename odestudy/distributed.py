@@ -131,7 +131,7 @@ def worker(scenario_file: str, out_file: str, coordinator: str | None,
         kwargs.update(coordinator_address=coordinator, num_processes=num_processes,
                       process_id=process_id)
     jax.distributed.initialize(**kwargs)
-    from .train import run_scenario
+    from .training import run_scenario
 
     record = run_scenario(s)
     record["per_process_hardware"] = _gather_hardware()
@@ -156,13 +156,16 @@ def _gather_hardware() -> list[dict[str, Any]]:
 
 
 def run_scenario_any(s: Scenario, out_dir: str | None = None) -> dict[str, Any]:
-    """Run a scenario in this process, or in several when `s.processes > 1`."""
-    del out_dir
+    """Run a scenario in this process, or in several when `s.processes > 1`.
+
+    - `out_dir`: the scenario's output folder; a profiler trace goes to `out_dir/trace`.
+    """
     if s.processes > 1:
         return launch(s)
-    from .train import run_scenario
+    from .training import run_scenario
 
-    return run_scenario(s)
+    trace_dir = str(Path(out_dir) / "trace") if (s.trace and out_dir) else None
+    return run_scenario(s, trace_dir=trace_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

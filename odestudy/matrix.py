@@ -18,7 +18,7 @@ PROCESS_LAYOUTS = ((2, 1),)
 DEFAULT_RESULTS = records.ROOT / "results"
 
 
-def _weak_batch(scale: str) -> int:
+def weak_batch(scale: str) -> int:
     """Per-device batch under weak scaling: a quarter of the strong global batch, so
     that 4 devices see the same global batch in both scalings."""
     return max(1, SCALES[scale]["batch"] // 4)
@@ -28,19 +28,22 @@ def scenarios(scale: str, device: str) -> list[Scenario]:
     """The matrix of one device kind.
 
     CPU: 1 device (`single`), and `pmap`, `shard`, `shard_map` on 2, 4 and 8 devices,
-    both controllers, strong and weak scaling; multi-process rows for `shard` and
+    both controllers, strong and weak scaling (where both give the same per-device and
+    global batch, at 4 devices, the strong run serves both); multi-process rows for `shard` and
     `shard_map` with PID. GPU: the reference's rows (1 and 2 devices) plus `shard_map`,
     strong and weak.
     """
     counts = CPU_DEVICE_COUNTS if device == "cpu" else GPU_DEVICE_COUNTS
     out = []
     for scaling in ("strong", "weak"):
-        batch = SCALES[scale]["batch"] if scaling == "strong" else _weak_batch(scale)
+        batch = SCALES[scale]["batch"] if scaling == "strong" else weak_batch(scale)
         for controller in CONTROLLERS:
             out.append(Scenario(device=device, n_devices=1, mode="single",
                                 controller=controller, scaling=scaling, scale=scale,
                                 batch=batch))
             for n in counts:
+                if scaling == "weak" and n * batch == SCALES[scale]["batch"]:
+                    continue  # the same run as strong scaling at n devices: reused
                 for mode in MULTI_MODES:
                     out.append(Scenario(device=device, n_devices=n, mode=mode,
                                         controller=controller, scaling=scaling,
@@ -51,6 +54,55 @@ def scenarios(scale: str, device: str) -> list[Scenario]:
                 out.append(Scenario(device="cpu", n_devices=per_process, mode=mode,
                                     controller="pid", scaling="strong", scale=scale,
                                     processes=processes))
+    return out
+
+
+STUDIES = ("scaling", "explain")
+EXPLAIN_DEVICES = 2  # no more devices than this machine's physical cores
+SPREADS = (0.5, 1.0)
+BATCH_SWEEP = (8, 16, 64, 128)
+TARGET_STEPS = 150  # steps of the time-to-target runs (one stage)
+
+
+def explain_scenarios(scale: str) -> list[Scenario]:
+    """The scenarios that explain the scaling (CPU, 2 devices, strong scaling):
+
+    - heterogeneity: `spread` 0.5 and 1.0 in every mode with PID (spread 0 is in the
+      scaling matrix); StepTo takes the same steps for every sample by construction;
+    - complexity-aware batching: `batching="grouped"` at the same spreads;
+    - within-ODE batching: `solve="within_ode"` with both controllers, spread 0 and 1;
+    - one-device throughput against batch size;
+    - time to target loss: global batch 32 and 64, learning rate fixed and scaled
+      linearly, on 1 and 2 devices, evaluated every 10 steps.
+    """
+    n = EXPLAIN_DEVICES
+    one = dict(scale=scale, device="cpu")
+    out = []
+    for spread in SPREADS:
+        out.append(Scenario(mode="single", spread=spread, **one))
+        for mode in MULTI_MODES:
+            out.append(Scenario(n_devices=n, mode=mode, spread=spread, **one))
+        out.append(Scenario(mode="single", spread=spread, batching="grouped", **one))
+        for mode in ("shard", "shard_map"):
+            out.append(Scenario(n_devices=n, mode=mode, spread=spread, batching="grouped",
+                                **one))
+    for controller, spreads in (("pid", (0.0, 1.0)), ("stepto", (0.0,))):
+        for spread in spreads:
+            out.append(Scenario(mode="single", controller=controller, spread=spread,
+                                solve="within_ode", **one))
+            for mode in ("shard", "shard_map"):
+                out.append(Scenario(n_devices=n, mode=mode, controller=controller,
+                                    spread=spread, solve="within_ode", **one))
+    for batch in BATCH_SWEEP:
+        out.append(Scenario(mode="single", batch=batch, **one))
+    base = SCALES[scale]["batch"]
+    target = dict(steps_per_stage=TARGET_STEPS, length_fractions=(1.0,), eval_every=10,
+                  **one)
+    for mode, devices in (("single", 1), ("shard_map", n)):
+        for batch, lr_scaling in ((base, "fixed"), (2 * base, "fixed"),
+                                  (2 * base, "linear")):
+            out.append(Scenario(mode=mode, n_devices=devices, batch=batch,
+                                lr_scaling=lr_scaling, **target))
     return out
 
 
@@ -71,13 +123,19 @@ def is_done(s: Scenario, path: Path, version: str) -> bool:
             and rec.get("status") in ("ok", "failed"))
 
 
-def plan(scale: str, device: str = "auto") -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
+def plan(scale: str, device: str = "auto", study: str = "scaling"
+         ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
     """Scenarios to run here, and those that cannot run here with the reason.
 
     - `device`: `"cpu"`, `"gpu"` or `"auto"` (CPU rows, and GPU rows where GPUs exist).
+    - `study`: `"scaling"` (the tables) or `"explain"` (`explain_scenarios`, CPU).
     """
     if device not in ("cpu", "gpu", "auto"):
         raise ValueError(f"unknown device {device!r}; valid choices: cpu, gpu, auto")
+    if study not in STUDIES:
+        raise ValueError(f"unknown study {study!r}; valid choices: {', '.join(STUDIES)}")
+    if study == "explain":
+        return explain_scenarios(scale), []
     runnable: list[Scenario] = []
     not_run: list[tuple[Scenario, str]] = []
     if device in ("cpu", "auto"):
@@ -94,7 +152,8 @@ def plan(scale: str, device: str = "auto") -> tuple[list[Scenario], list[tuple[S
 
 def run_matrix(scale: str, device: str = "auto", force: bool = False,
                results: str | Path = DEFAULT_RESULTS, show_progress: bool = True,
-               only: Iterable[Scenario] | None = None) -> list[dict[str, Any]]:
+               only: Iterable[Scenario] | None = None,
+               study: str = "scaling") -> list[dict[str, Any]]:
     """Run the matrix one scenario at a time, each in a fresh kernel.
 
     A scenario with a finished record of the same configuration and code version is
@@ -107,7 +166,7 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
 
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; valid choices: {', '.join(SCALES)}")
-    runnable, not_run = plan(scale, device)
+    runnable, not_run = plan(scale, device, study)
     if only is not None:
         runnable = list(only)
     version = code_version()

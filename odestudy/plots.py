@@ -60,19 +60,26 @@ def scaling_figures(rows: Sequence[dict[str, Any]], out: str | Path, device: str
         sel = [r for r in rows if r["scaling"] == scaling and r["device"] == device]
         if not sel:
             continue
-        fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+        fig, axes = plt.subplots(1, 3, figsize=(15, 5))
         ns = sorted({r["n_devices"] for r in sel})
-        for (mode, controller), group in _groups(sel):
+        for (mode, controller, processes), group in _groups(sel):
             group = sorted(group, key=lambda r: r["n_devices"])
             x = [r["n_devices"] for r in group]
-            style = dict(color=MODE_STYLE.get(mode, "grey"), label=f"{mode} {controller}")
+            label = f"{mode} {controller}"
             fmt = CONTROLLER_STYLE.get(controller, "-o")
+            if processes > 1:  # multi-process rows: hollow markers, no line
+                label += f" ({processes} processes)"
+                fmt = fmt[-1]
+            style = dict(color=MODE_STYLE.get(mode, "grey"), label=label)
+            if processes > 1:
+                style.update(markerfacecolor="none", markersize=10)
             y = [r["step_time_s"] for r in group]
             lo = [r["step_time_s"] - r["step_time_p25_s"] for r in group]
             hi = [r["step_time_p75_s"] - r["step_time_s"] for r in group]
             axes[0].errorbar(x, y, yerr=[lo, hi], fmt=fmt, capsize=3, **style)
-            axes[1].plot(x, [r["speedup"] for r in group], fmt, **style)
-            axes[2].plot(x, [r["efficiency"] for r in group], fmt, **style)
+            nan = float("nan")  # no 1-device baseline: no speedup point
+            axes[1].plot(x, [r["speedup"] or nan for r in group], fmt, **style)
+            axes[2].plot(x, [r["efficiency"] or nan for r in group], fmt, **style)
         axes[0].set(yscale="log", ylabel="step time (s), median, IQR bars")
         ideal = ns if scaling == "strong" else [1.0] * len(ns)
         axes[1].plot(ns, ideal, ":", color="grey", label="ideal")
@@ -86,14 +93,17 @@ def scaling_figures(rows: Sequence[dict[str, Any]], out: str | Path, device: str
             if cores and device == "cpu" and max(ns) > cores:
                 ax.axvspan(cores + 0.5, max(ns) * 1.2, color="grey", alpha=0.15,
                            label=f"devices > {cores} physical cores")
-        axes[0].legend(fontsize=7)
-        fig.suptitle(f"{device.upper()} {scaling} scaling "
-                     f"({'fixed global batch' if scaling == 'strong' else 'fixed per-device batch'})")
-        fig.tight_layout()
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=8,
+                   bbox_to_anchor=(0.5, -0.02))
+        what = "fixed global batch" if scaling == "strong" else "fixed per-device batch"
+        fig.suptitle(f"{device.upper()} {scaling} scaling ({what})")
+        fig.tight_layout(rect=(0, 0.12, 1, 1))
         paths += _save(fig, out, f"{device}_{scaling}_scaling")
     return paths
 
 
 def _groups(rows):
-    keys = sorted({(r["mode"], r["controller"]) for r in rows})
-    return [(k, [r for r in rows if (r["mode"], r["controller"]) == k]) for k in keys]
+    key = lambda r: (r["mode"], r["controller"], r.get("processes", 1))
+    keys = sorted({key(r) for r in rows})
+    return [(k, [r for r in rows if key(r) == k]) for k in keys]

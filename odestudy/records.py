@@ -14,7 +14,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RECORD_NAME = "metrics.json"
 # Modules whose code does not change a measurement: editing them keeps records valid.
-PRESENTATION = {"cli.py", "matrix.py", "plots.py", "report.py"}
+PRESENTATION = {"cli.py", "explain.py", "matrix.py", "plots.py", "report.py"}
 PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "numpy")
 REQUIRED_KEYS = (
     "status", "error", "device", "n_devices", "mode", "controller", "scaling",

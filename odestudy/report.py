@@ -22,20 +22,27 @@ def load_records(results: str | Path, scale: str) -> list[dict[str, Any]]:
     return [records.read_record(p) for p in paths]
 
 
-def _baseline(rec: dict[str, Any], recs: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The ok 1-device record of the same device kind, controller and scaling, with
-    the same global batch (strong) or per-device batch (weak)."""
-    size = "global_batch" if rec["scaling"] == "strong" else "per_device_batch"
+def _baseline(rec: dict[str, Any], recs: list[dict[str, Any]],
+              scaling: str) -> dict[str, Any] | None:
+    """The ok 1-device record of the same device kind, controller and scale with the
+    same global batch (strong scaling) or per-device batch (weak scaling)."""
+    size = "global_batch" if scaling == "strong" else "per_device_batch"
     for r in recs:
-        if (r["status"] == "ok" and r["n_devices"] == 1
+        if (r["status"] == "ok" and r["n_devices"] == 1 and r["scaling"] == scaling
                 and all(r.get(k) == rec.get(k) for k in
-                        ("device", "controller", "scaling", "scale", size))):
+                        ("device", "controller", "scale", size, "spread", "solve",
+                         "batching"))):
             return r
     return None
 
 
-def scaling_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None
+                 ) -> list[dict[str, Any]]:
     """Records with speedup and efficiency against the matching 1-device record.
+
+    - `scaling`: `None` keeps every record under its own scaling; `"strong"` or
+      `"weak"` keeps that scaling's records and those of the other with a baseline
+      under this one (at 4 devices one run is both a strong and a weak point).
 
     Strong scaling: speedup `t(1)/t(N)` of the step time, efficiency `speedup / N`.
     Weak scaling: efficiency `t(1)/t(N)` at the same per-device batch, speedup
@@ -43,12 +50,15 @@ def scaling_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     rows = []
     for rec in recs:
-        row = dict(rec, speedup=None, efficiency=None)
-        base = _baseline(rec, recs)
+        as_scaling = scaling or rec["scaling"]
+        base = _baseline(rec, recs, as_scaling)
+        if scaling is not None and rec["scaling"] != scaling and base is None:
+            continue  # another scaling's run that is no point of this one
+        row = dict(rec, scaling=as_scaling, speedup=None, efficiency=None)
         if rec["status"] == "ok" and base is not None:
             ratio = base["step_time_s"] / rec["step_time_s"]
             n = rec["n_devices"]
-            if rec["scaling"] == "strong":
+            if as_scaling == "strong":
                 row.update(speedup=ratio, efficiency=ratio / n)
             else:
                 row.update(speedup=ratio * n, efficiency=ratio)
@@ -190,14 +200,41 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
     return "# Ours beside the reference\n\n" + note + "\n\n" + markdown_table(header, out) + "\n"
 
 
+def _in_main_tables(r: dict[str, Any]) -> bool:
+    """The scaling tables hold the reference configuration of each scenario; the
+    explanation studies (spread, grouping, within-ODE, batch sweeps) have their own."""
+    s = r.get("scenario") or {}
+    from .config import SCALES
+
+    default_steps = SCALES.get(s.get("scale"), {}).get("steps_per_stage")
+    return (s.get("spread", 0) == 0 and s.get("batching", "random") == "random"
+            and s.get("solve", "per_sample") == "per_sample"
+            and s.get("lr_scaling", "fixed") == "fixed" and not s.get("eval_every")
+            and s.get("steps_per_stage") == default_steps
+            and _matrix_batch(s))
+
+
+def _matrix_batch(s: dict[str, Any]) -> bool:
+    """The batch of the scaling matrix: the scale's global batch (strong) or a quarter
+    of it per device (weak); other batches belong to the batch-size study."""
+    from .config import SCALES
+    from .matrix import weak_batch
+
+    if s.get("scale") not in SCALES:
+        return False
+    strong = s.get("scaling") == "strong"
+    return s.get("batch") == (SCALES[s["scale"]]["batch"] if strong else weak_batch(s["scale"]))
+
+
 def write_report(results: str | Path, scale: str, figures: str | Path,
                  reference: str | Path = REFERENCE_CSV) -> dict[str, Any]:
-    """Write `figures/tables/{cpu,gpu,reference}.md` and the scaling figures.
+    """Write `figures/tables/{cpu,gpu,reference,explain}.md` and the figures.
 
     Returns the rows and the paths written, for display in the report notebook.
     """
     figures = Path(figures)
-    rows = scaling_rows(load_records(results, scale))
+    every = load_records(results, scale)
+    rows = [r for r in scaling_rows(every) if _in_main_tables(r)]
     tables = figures / "tables"
     tables.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -209,9 +246,52 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
     path.write_text(comparison_table(rows, reference_rows(reference)))
     written["reference"] = path
     figs = []
+    recs = [r for r in rows if r["status"] == "ok"]
+    by_scaling = {k: scaling_rows(recs, k) for k in ("strong", "weak")}
     for device in ("cpu", "gpu"):
-        sel = [r for r in rows if r["device"] == device and r["status"] == "ok"
-               and r.get("processes", 1) == 1]
+        sel = [r for k in by_scaling for r in by_scaling[k] if r["device"] == device]
         cores = next(((r.get("hardware") or {}).get("physical_cores") for r in sel), None)
         figs += scaling_figures(sel, figures, device, cores)
-    return {"rows": rows, "tables": written, "figures": figs}
+    from .explain import write_explain
+
+    explain = write_explain(every, figures)
+    written["explain"] = explain["table"]
+    return {"rows": rows, "tables": written, "figures": figs + explain["figures"]}
+
+
+
+README_START = "<!-- results:start (written by `odestudy report --readme`) -->"
+README_END = "<!-- results:end -->"
+
+
+def update_readme(readme: str | Path, tables: dict[str, Path], figures: list[Path],
+                  scale: str) -> None:
+    """Put the current CPU table, the GPU table and the main scaling figure of `scale`
+    between the README's result markers (from the records, never by hand)."""
+    readme = Path(readme)
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        raise ValueError(f"{readme} has no result markers {README_START!r} ... "
+                         f"{README_END!r}")
+    root = readme.parent.resolve()
+
+    def rel(p: Path) -> str:
+        return str(Path(p).resolve().relative_to(root))
+
+    def body(path: Path) -> str:  # the table file without its own title
+        return "\n".join(path.read_text().splitlines()[1:]).strip()
+
+    main_fig = [p for p in figures if p.name.endswith("cpu_strong_scaling.png")]
+    weak_fig = [p for p in figures if p.name.endswith("cpu_weak_scaling.png")]
+    parts = [README_START, "", f"### CPU ({scale} scale)", "", body(tables["cpu"]), ""]
+    for fig in main_fig + weak_fig:
+        parts += [f"![{fig.stem}]({rel(fig)})", ""]
+    parts += [f"### GPU ({scale} scale)", "", body(tables["gpu"]), "",
+              f"More: [{rel(tables['reference'])}]({rel(tables['reference'])}) (ours "
+              f"beside the reference), [{rel(tables['explain'])}]({rel(tables['explain'])})"
+              " (why), and the executed report `figures/report_" + scale + ".html`.", "",
+              README_END]
+    start, end = text.index(README_START), text.index(README_END) + len(README_END)
+    tmp = readme.with_suffix(".md.tmp")
+    tmp.write_text(text[:start] + "\n".join(parts) + text[end:])
+    tmp.replace(readme)

@@ -31,7 +31,7 @@ def environ(env: dict[str, str]) -> Iterator[None]:
 def failed_record(s: Scenario, error: str, status: str = "failed",
                   **extra: Any) -> dict[str, Any]:
     """A record for a scenario that did not produce one itself."""
-    from .train import base_record
+    from .training import base_record
 
     record = base_record(s)
     record.update(status=status, error=error, versions=records.versions(),

@@ -13,6 +13,7 @@ import numpy as np
 import optax
 
 from . import records
+from .analysis import mean_waste
 from .audit import count_collectives
 from .batching import batch_stream, solver_cost
 from .compat import pmap_implementation
@@ -62,23 +63,28 @@ def _steps_summary(per_device: list[np.ndarray]) -> dict[str, Any]:
     """Solver-step statistics from per-step arrays of shape `(n_devices, local_batch)`."""
     stack = np.stack(per_device)  # (steps, devices, local_batch)
     device_mean = stack.mean(axis=(0, 2))
+    executed = stack.max(axis=2)  # (steps, devices): what each device's loop runs
     device_max = stack.max(axis=2).mean(axis=0)
     return {
         "per_device_mean": device_mean.tolist(),
         "per_device_max": device_max.tolist(),
         "mean": float(stack.mean()),
         "max": float(stack.max(axis=(1, 2)).mean()),
+        "executed_per_device": float(executed.mean()),
+        "lockstep_waste": mean_waste(stack),
         "last_step_per_sample": stack[-1].reshape(-1).astype(int).tolist(),
     }
 
 
 def train(s: Scenario, devices: list[jax.Device] | None = None,
-          progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+          progress: Callable[[int, int], None] | None = None,
+          trace_dir: str | None = None) -> dict[str, Any]:
     """Train one scenario and return its measurements (not yet a full record).
 
     - `s`: the scenario (validated here before anything is compiled).
     - `devices`: devices to use; by default the first `s.n_devices` local ones.
     - `progress`: called as `progress(done_steps, total_steps)`.
+    - `trace_dir`: with `s.trace`, where the profiler trace goes.
     """
     validate(s)
     if devices is None:
@@ -141,6 +147,14 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
             "step_time_p75_s": p75, "step_times_s": times,
             "solver_steps": _steps_summary(steps_seen),
         })
+    trace_path = None
+    if s.trace and trace_dir:
+        # After the timed steps, on the last batch; results are discarded so that
+        # training is unchanged. The trace perturbs nothing that is timed.
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            for _ in range(3):
+                jax.block_until_ready(compiled(params, opt_state, *placed))
+        trace_path = str(trace_dir)
     audit = count_collectives(compiled.as_text())
     final_model = eqx.combine(step.unplace(params), static)
     final_loss = float(eval_loss(final_model, evalset.ts, evalset.ys))
@@ -161,6 +175,7 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
         "collectives_total": audit.total,
         "collectives_in_loops": audit.in_loops,
         "collectives": audit._asdict(),
+        "trace_dir": trace_path,
         "device_kind": devices[0].device_kind,
     }
 
@@ -201,12 +216,16 @@ def base_record(s: Scenario) -> dict[str, Any]:
         "global_batch": s.global_batch,
         "per_device_batch": s.global_batch // s.total_devices,
         "learning_rate": s.lr,
+        "spread": s.spread,
+        "batching": s.batching,
+        "solve": s.solve,
+        "lr_scaling": s.lr_scaling,
         "steps": s.steps_per_stage * len(s.length_fractions),
     }
 
 
-def run_scenario(s: Scenario, progress: Callable[[int, int], None] | None = None
-                 ) -> dict[str, Any]:
+def run_scenario(s: Scenario, progress: Callable[[int, int], None] | None = None,
+                 trace_dir: str | None = None) -> dict[str, Any]:
     """Run a scenario and return its full record; a failure becomes a failed record.
 
     Invalid parameters raise ValueError before anything is compiled; errors during
@@ -219,7 +238,7 @@ def run_scenario(s: Scenario, progress: Callable[[int, int], None] | None = None
     try:
         record.update(environment(s))
         devices = scenario_devices(s)
-        record.update(train(s, devices, progress))
+        record.update(train(s, devices, progress, trace_dir))
         record.update(status="ok", error=None)
     except ValueError:
         raise

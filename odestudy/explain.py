@@ -1,0 +1,259 @@
+"""The report's explanation sections: lock-step waste against heterogeneity,
+complexity-aware batching, within-ODE batching, collectives per step, batch size, and
+time to a target loss. Each reads records; nothing here measures."""
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+
+from .plots import MODE_STYLE, _save
+from .report import _fmt, markdown_table
+
+# The evaluation loss that the time-to-target runs race to (MSE on the evaluation set).
+TARGET_LOSS = 0.3
+
+
+def _scn(r: dict[str, Any], key: str, default=None):
+    return (r.get("scenario") or {}).get(key, default)
+
+
+def _waste(r) -> dict[str, float]:
+    return (r.get("solver_steps") or {}).get("lockstep_waste") or {}
+
+
+def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
+    """Lock-step waste and step time against the complexity knob, per mode (PID)."""
+    rows, series = [], {}
+    for r in recs:
+        if not (r.get("status") == "ok" and _scn(r, "controller") == "pid"
+                and _scn(r, "solve") == "per_sample" and _scn(r, "batching") == "random"
+                and _scn(r, "eval_every") == 0 and r["scaling"] == "strong"
+                and r["global_batch"] == _scn(r, "batch") and r["n_devices"] in (1, 2)
+                and r.get("processes", 1) == 1
+                and _scn(r, "steps_per_stage") == _default_steps(r)):
+            continue
+        if r["global_batch"] != 32:
+            continue
+        w, st = _waste(r), r["solver_steps"]
+        rows.append([r["mode"], str(r["n_devices"]), _fmt(_scn(r, "spread")),
+                     _fmt(st["mean"], 3), _fmt(st.get("executed_per_device"), 3),
+                     _fmt(st["max"], 3), _fmt(w.get("within_device"), 2),
+                     _fmt(w.get("across_devices"), 2), _fmt(w.get("total"), 2),
+                     _fmt(r["step_time_s"]), _fmt(r["final_loss"])])
+        series.setdefault(r["mode"], []).append((_scn(r, "spread"), w, r["step_time_s"]))
+    if not rows:
+        return "", []
+    rows.sort(key=lambda x: (x[0], float(x[2])))
+    header = ("Mode", "Devices", "Spread", "Steps needed (mean)",
+              "Steps executed per device", "Slowest sample", "Waste within device",
+              "Waste across devices", "Waste total", "Step time (s)", "Final loss")
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for mode, pts in sorted(series.items()):
+        pts.sort(key=lambda p: p[0])
+        x = [p[0] for p in pts]
+        a.plot(x, [p[1].get("total", 0) for p in pts], "-o", color=MODE_STYLE[mode],
+               label=mode)
+        b.plot(x, [p[2] for p in pts], "-o", color=MODE_STYLE[mode], label=mode)
+    a.set(xlabel="spread of per-sample time scales (0 = reference data)",
+          ylabel="lock-step waste: 1 - needed / executed", ylim=(0, 1))
+    b.set(xlabel="spread", ylabel="step time (s), median", yscale="log")
+    a.legend()
+    fig.suptitle("Heterogeneous samples: PID, global batch 32, 1 or 2 CPU devices")
+    fig.tight_layout()
+    text = ("Steps needed: mean forward solver steps per sample. Executed: what each "
+            "device's batched loop runs (its slowest sample); in `shard` mode the loop "
+            "is global, so every device runs the slowest sample of the whole batch. "
+            "Waste within device = 1 - needed / executed per device; across devices = "
+            "the further share lost waiting for the slowest device (the most an "
+            "asynchronous scheme could recover); total = 1 - needed / slowest.\n\n"
+            + markdown_table(header, rows))
+    return text, _save(fig, figures, "lockstep_waste")
+
+
+def _default_steps(r):
+    from .config import SCALES
+
+    return SCALES[r["scale"]]["steps_per_stage"]
+
+
+def grouping(recs) -> str:
+    """Grouped against random batching at the same spread and mode."""
+    rows = []
+    for g in recs:
+        if not (g.get("status") == "ok" and _scn(g, "batching") == "grouped"):
+            continue
+        match = [r for r in recs if r.get("status") == "ok"
+                 and _scn(r, "batching") == "random"
+                 and all(_scn(r, k) == _scn(g, k) for k in
+                         ("mode", "n_devices", "controller", "spread", "batch", "scale",
+                          "solve", "steps_per_stage", "eval_every"))]
+        if not match:
+            continue
+        r = match[0]
+        rows.append([g["mode"], str(g["n_devices"]), _fmt(_scn(g, "spread")),
+                     _fmt(_waste(r).get("total"), 2), _fmt(_waste(g).get("total"), 2),
+                     _fmt(r["step_time_s"]), _fmt(g["step_time_s"]),
+                     _fmt(g["step_time_s"] / r["step_time_s"], 3),
+                     _fmt(r["final_loss"]), _fmt(g["final_loss"])])
+    if not rows:
+        return ""
+    rows.sort(key=lambda x: (x[0], float(x[2])))
+    header = ("Mode", "Devices", "Spread", "Waste random", "Waste grouped",
+              "Step random (s)", "Step grouped (s)", "Grouped / random",
+              "Final loss random", "Final loss grouped")
+    return ("Grouped batching sorts each epoch's samples by their time horizon (known "
+            "from the training data alone, no evaluation data), cuts batches of similar "
+            "cost and shuffles their order: every sample is still seen once per epoch, "
+            "at the same number of steps.\n\n" + markdown_table(header, rows))
+
+
+def within_ode(recs) -> str:
+    """Within-ODE batching (one step size per batch) against per-sample solves."""
+    rows = []
+    for w in recs:
+        if not (w.get("status") == "ok" and _scn(w, "solve") == "within_ode"):
+            continue
+        match = [r for r in recs if r.get("status") == "ok"
+                 and _scn(r, "solve") == "per_sample" and _scn(r, "batching") == "random"
+                 and all(_scn(r, k) == _scn(w, k) for k in
+                         ("mode", "n_devices", "controller", "spread", "batch", "scale",
+                          "steps_per_stage", "eval_every"))]
+        if not match:
+            continue
+        p = match[0]
+        rows.append([w["mode"], str(w["n_devices"]), w["controller"],
+                     _fmt(_scn(w, "spread")), _fmt(p["solver_steps"]["max"], 3),
+                     _fmt(w["solver_steps"]["max"], 3), _fmt(p["step_time_s"]),
+                     _fmt(w["step_time_s"]), _fmt(w["step_time_s"] / p["step_time_s"], 3),
+                     _fmt(p["final_loss"]), _fmt(w["final_loss"]),
+                     f"{p['collectives_in_loops']} / {w['collectives_in_loops']}"])
+    if not rows:
+        return ""
+    rows.sort(key=lambda x: (x[2], x[0], float(x[3])))
+    header = ("Mode", "Devices", "Controller", "Spread", "Steps executed, per-sample",
+              "Steps, within-ODE", "Step per-sample (s)", "Step within-ODE (s)",
+              "Within / per-sample", "Final loss per-sample", "Final loss within-ODE",
+              "In-loop collectives per-sample / within")
+    return ("Within-ODE: the local batch is one ODE state with one step size (the "
+            "error norm covers the whole batch); per-sample: vmap, one step size per "
+            "sample, the batched loop running until the slowest sample ends.\n\n"
+            + markdown_table(header, rows))
+
+
+def collectives(recs) -> str:
+    """Collectives per training step, from the compiled HLO and the loop iterations."""
+    rows = []
+    for r in recs:
+        if not (r.get("status") == "ok" and r["n_devices"] > 1
+                and r.get("processes", 1) == 1 and _scn(r, "spread") == 0
+                and _scn(r, "solve") == "per_sample" and _scn(r, "batching") == "random"
+                and r["scaling"] == "strong" and _scn(r, "eval_every") == 0
+                and _scn(r, "steps_per_stage") == _default_steps(r)
+                and _scn(r, "batch") == 32):
+            continue
+        c = r.get("collectives") or {}
+        iters = r["solver_steps"]["max"]
+        outside = c["total"] - c["in_loops"]
+        executed = outside + c["in_loops"] * iters
+        sm = [x for x in recs if x.get("status") == "ok" and x["mode"] == "shard_map"
+              and x["n_devices"] == r["n_devices"] and x["controller"] == r["controller"]
+              and x.get("processes", 1) == 1 and x["scaling"] == "strong"
+              and _scn(x, "spread") == 0 and _scn(x, "solve") == "per_sample"
+              and _scn(x, "batching") == "random" and _scn(x, "batch") == 32
+              and _scn(x, "eval_every") == 0]
+        share = (1 - sm[0]["step_time_s"] / r["step_time_s"]) if (
+            sm and r["mode"] == "shard") else None
+        rows.append([r["mode"], str(r["n_devices"]), r["controller"], str(outside),
+                     str(c["in_loops"]), _fmt(c.get("bytes_in_loops")), _fmt(iters, 3),
+                     _fmt(executed, 4), _fmt(share, 2)])
+    if not rows:
+        return ""
+    rows.sort(key=lambda x: (x[2], int(x[1]), x[0]))
+    header = ("Mode", "Devices", "Controller", "Collectives outside loops",
+              "In loops", "Bytes in loops (one pass)", "Forward loop iterations",
+              "Executed per step (estimate)", "Share of step vs shard_map")
+    return ("Executed per step = outside + in-loop x forward loop iterations (the "
+            "slowest sample's forward steps); a lower bound, since the backward pass's "
+            "loops repeat in-loop collectives too. Share = 1 - t(shard_map) / t(shard) "
+            "at the same devices, controller and batch: the time the compiler-partitioned "
+            "step loses to collectives inside the solver loops and global lock-step, "
+            "against a build with neither. Rows with more devices than physical cores "
+            "measure overhead.\n\n" + markdown_table(header, rows))
+
+
+def batch_size(recs, figures: Path) -> tuple[str, list[Path]]:
+    """One-device step time and throughput against the batch size (PID, spread 0)."""
+    sel = [r for r in recs if r.get("status") == "ok" and r["mode"] == "single"
+           and r["controller"] == "pid" and r["scaling"] == "strong"
+           and _scn(r, "spread") == 0 and _scn(r, "solve") == "per_sample"
+           and _scn(r, "eval_every") == 0 and _scn(r, "steps_per_stage") == _default_steps(r)]
+    if len(sel) < 2:
+        return "", []
+    sel.sort(key=lambda r: r["global_batch"])
+    rows = [[str(r["global_batch"]), _fmt(r["step_time_s"]),
+             _fmt(r["global_batch"] / r["step_time_s"], 4)] for r in sel]
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot([r["global_batch"] for r in sel],
+            [r["global_batch"] / r["step_time_s"] for r in sel], "-o")
+    ax.set(xscale="log", xlabel="batch (1 device)", ylabel="samples / s",
+           title="One-device throughput, PID")
+    fig.tight_layout()
+    return (markdown_table(("Batch", "Step time (s)", "Samples / s"), rows),
+            _save(fig, figures, "throughput_vs_batch"))
+
+
+def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
+    """Evaluation loss against training wall clock, and time to `TARGET_LOSS`."""
+    sel = [r for r in recs if r.get("status") == "ok" and r.get("eval_curve")]
+    if not sel:
+        return "", []
+    rows = []
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for r in sorted(sel, key=lambda r: (r["n_devices"], r["global_batch"],
+                                        r.get("lr_scaling", ""))):
+        curve = r["eval_curve"]
+        label = (f"{r['mode']} {r['n_devices']} dev, batch {r['global_batch']}, "
+                 f"lr {r['learning_rate']:g}")
+        ax.plot([c["train_time_s"] for c in curve], [c["eval_loss"] for c in curve],
+                label=label)
+        hit = next((c for c in curve if c["eval_loss"] <= TARGET_LOSS), None)
+        rows.append([r["mode"], str(r["n_devices"]), str(r["global_batch"]),
+                     _fmt(r["learning_rate"]), _fmt(hit["train_time_s"], 3) if hit else
+                     "not reached", str(hit["step"]) if hit else "–",
+                     _fmt(curve[-1]["eval_loss"])])
+    ax.axhline(TARGET_LOSS, ls=":", color="grey", label=f"target {TARGET_LOSS}")
+    ax.set(yscale="log", xlabel="training wall clock (s, evaluation excluded)",
+           ylabel="evaluation loss", title="Time to target loss")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    header = ("Mode", "Devices", "Global batch", "Learning rate", "Time to target (s)",
+              "Steps to target", "Final eval loss")
+    return (f"Target: evaluation loss {TARGET_LOSS}. Time is the sum of the waited-for "
+            "training steps; evaluations are excluded.\n\n" + markdown_table(header, rows),
+            _save(fig, figures, "time_to_target"))
+
+
+def write_explain(recs: list[dict[str, Any]], figures: str | Path) -> dict[str, Any]:
+    """Write `figures/tables/explain.md` and its figures from all records of a scale."""
+    figures = Path(figures)
+    parts, figs = ["# Explaining the scaling", ""], []
+    text, f = heterogeneity(recs, figures)
+    parts += ["## Lock-step waste against heterogeneity", "", text or "No records.", ""]
+    figs += f
+    parts += ["## Complexity-aware batching", "", grouping(recs) or "No records.", ""]
+    parts += ["## Within-ODE batching against per-sample solves", "",
+              within_ode(recs) or "No records.", ""]
+    parts += ["## Collectives per training step", "", collectives(recs) or "No records.",
+              ""]
+    text, f = batch_size(recs, figures)
+    parts += ["## Batch size", "", text or "No records.", ""]
+    figs += f
+    text, f = time_to_target(recs, figures)
+    parts += ["## Batch size and learning rate: time to target loss", "",
+              text or "No records.", ""]
+    figs += f
+    path = figures / "tables" / "explain.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(parts))
+    return {"table": path, "figures": figs}

@@ -1,0 +1,54 @@
+"""The HLO audit on hand-written modules."""
+
+from odestudy import count_collectives
+
+HLO = """HloModule m
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(f32[] %a, f32[] %b)
+}
+
+%body (p: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %p = (s32[], f32[4]{0}) parameter(0)
+  %x = f32[4]{0} get-tuple-element(%p), index=1
+  %r = f32[4]{0} all-reduce(f32[4]{0} %x), replica_groups={}, to_apply=%add
+  %i = s32[] get-tuple-element(%p), index=0
+  ROOT %t = (s32[], f32[4]{0}) tuple(s32[] %i, f32[4]{0} %r)
+}
+
+%cond (p: (s32[], f32[4])) -> pred[] {
+  %p = (s32[], f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %g = s32[] all-reduce(s32[] %i), replica_groups={}, to_apply=%add
+  %c = s32[] constant(10)
+  ROOT %lt = pred[] compare(s32[] %g, s32[] %c), direction=LT
+}
+
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  %z = s32[] constant(0)
+  %init = (s32[], f32[4]{0}) tuple(s32[] %z, f32[4]{0} %x)
+  %w = (s32[], f32[4]{0}) while((s32[], f32[4]{0}) %init), condition=%cond, body=%body
+  %y = f32[4]{0} get-tuple-element(%w), index=1
+  ROOT %out = f32[4,2]{1,0} all-gather(f32[4]{0} %y), dimensions={0}
+}
+"""
+
+
+def test_counts_collectives_inside_and_outside_loops():
+    audit = count_collectives(HLO)
+    assert audit.while_loops == 1
+    assert audit.total == 3
+    assert audit.in_loops == 2
+    assert audit.by_kind == {"all-reduce": 2, "all-gather": 1}
+    assert audit.in_loops_by_kind == {"all-reduce": 2}
+    assert audit.bytes_in_loops == 4 * 4 + 4
+    assert audit.bytes_total == 4 * 4 + 4 + 8 * 4
+
+
+def test_no_collectives():
+    audit = count_collectives("HloModule m\n\nENTRY %main () -> f32[] {\n"
+                              "  ROOT %c = f32[] constant(1)\n}\n")
+    assert audit.total == 0 and audit.in_loops == 0 and audit.while_loops == 0

@@ -1,0 +1,60 @@
+"""Papermill smoke runs of the scenario notebook (two modes, 2 virtual devices), the
+matrix's resume and failure handling, and the report over the records made."""
+
+import pytest
+
+from odestudy import Scenario
+from odestudy.matrix import record_path, run_matrix
+from odestudy.records import read_record
+from odestudy.report import ADDED_COLUMNS, REFERENCE_COLUMNS, write_report
+from odestudy.runner import execute_scenario
+
+SCENARIOS = [Scenario(n_devices=2, mode=m, scale="smoke") for m in ("shard", "shard_map")]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("results")
+    recs = run_matrix("smoke", "cpu", results=root, show_progress=False, only=SCENARIOS)
+    return root, recs
+
+
+def test_notebook_runs_write_records_and_executed_notebooks(results):
+    root, recs = results
+    assert [r["status"] for r in recs] == ["ok", "ok"], [r["error"] for r in recs]
+    for s in SCENARIOS:
+        path = record_path(s, root)
+        assert path.exists() and (path.parent / "scenario.ipynb").exists()
+        rec = read_record(path)
+        assert rec["mode"] == s.mode and rec["hardware"]["device_count"] == 2
+        assert rec["xla_flags"].endswith("--xla_force_host_platform_device_count=2")
+
+
+def test_second_run_skips_finished_scenarios(results):
+    root, recs = results
+    again = run_matrix("smoke", "cpu", results=root, show_progress=False, only=SCENARIOS)
+    assert [r["run_id"] for r in again] == [r["run_id"] for r in recs]
+
+
+def test_failing_scenario_is_recorded_and_matrix_goes_on(tmp_path):
+    s = Scenario(n_devices=2, mode="pmap", scale="smoke")
+    rec = execute_scenario(s, tmp_path / "failing", timeout_s=1)
+    assert rec["status"] == "failed"
+    assert "Timeout" in rec["error"] or "timed out" in rec["error"].lower()
+    assert read_record(tmp_path / "failing" / "metrics.json")["status"] == "failed"
+
+
+def test_report_tables_and_figures(results, tmp_path):
+    root, _ = results
+    out = write_report(root, "smoke", tmp_path / "figures")
+    table = out["tables"]["cpu"].read_text()
+    header = next(line for line in table.splitlines() if line.startswith("| Device"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert columns == list(REFERENCE_COLUMNS + ADDED_COLUMNS)
+    rows = [line for line in table.splitlines() if line.startswith("| cpu")]
+    assert len(rows) == 2
+    assert {r.split("|")[3].strip() for r in rows} == {"shard", "shard_map"}
+    assert "one optimiser step" in table
+    assert "No records." in out["tables"]["gpu"].read_text()
+    assert any(p.suffix == ".png" for p in out["figures"])
+    assert any(p.suffix == ".svg" for p in out["figures"])

@@ -1,0 +1,65 @@
+"""Bad parameters fail with a clear message naming the valid choices, before anything
+is compiled, in the library and on the command line."""
+
+import subprocess
+import sys
+
+import pytest
+
+import odestudy.training
+from odestudy import Scenario, train, validate
+
+BAD = [
+    (dict(mode="bogus"), "valid choices: single, pmap, shard, shard_map"),
+    (dict(controller="adaptive"), "valid choices: pid, stepto"),
+    (dict(mode="shard", n_devices=0), "n_devices must be a whole number >= 1"),
+    (dict(mode="shard_map", n_devices=3, batch=8), "not divisible by the device count 3"),
+    (dict(mode="single", n_devices=2), "use one of: pmap, shard, shard_map"),
+    (dict(mode="pmap", n_devices=16, batch=32), "only 8 exist; valid: 1..8"),
+    (dict(scaling="diagonal"), "valid choices: strong, weak"),
+]
+
+
+@pytest.mark.parametrize("params,message", BAD)
+def test_bad_parameters_fail_before_compiling(monkeypatch, params, message):
+    def no_work(*args, **kwargs):
+        raise AssertionError("reached data generation / compilation")
+
+    monkeypatch.setattr(odestudy.training, "make_dataset", no_work)
+    monkeypatch.setattr(odestudy.training, "make_parallel_step", no_work)
+    s = Scenario(scale="smoke", **params)
+    with pytest.raises(ValueError, match=message):
+        train(s)
+
+
+def test_unknown_scale_names_choices():
+    with pytest.raises(ValueError, match="valid choices: smoke, quick, seed"):
+        Scenario(scale="huge")
+
+
+def test_valid_scenario_passes():
+    validate(Scenario(mode="shard", n_devices=4, scale="smoke"), available_devices=8)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "odestudy.cli", "run", "--scale", "smoke",
+                           "--out", "unused", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--mode", "single", "--devices", "2"], "use one of: pmap, shard, shard_map"),
+    (["--mode", "shard", "--devices", "0"], "n_devices must be a whole number >= 1"),
+    (["--mode", "shard", "--devices", "3"], "not divisible by the device count 3"),
+    (["--device", "gpu", "--mode", "pmap", "--devices", "2"], "only 0 exist"),
+    (["--mode", "bogus"], "invalid choice: 'bogus'"),
+    (["--controller", "x"], "invalid choice: 'x'"),
+])
+def test_cli_exits_nonzero_with_message(args, message):
+    result = _cli(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    if "--mode" in args and "bogus" in args:  # argparse names every valid choice
+        assert all(m in result.stderr for m in ("single", "pmap", "shard", "shard_map"))
+    if "--controller" in args:
+        assert "pid" in result.stderr and "stepto" in result.stderr
