@@ -97,8 +97,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _interrupt_on_sigterm() -> None:
+    """Treat SIGTERM like Ctrl-C, so that a killed matrix shuts its kernel and any
+    worker processes down instead of leaving them running."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    _interrupt_on_sigterm()
     try:
         return args.func(args)
     except ValueError as exc:

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -114,9 +115,24 @@ def launch(s: Scenario, timeout_s: float | None = None,
                              worker_logs="\n".join(tails))
 
 
+def _exit_with_parent() -> None:
+    """Workers run in their own process group, out of reach of signals sent to the
+    launcher's; if the launcher dies (killed, not just interrupted), follow it within a
+    second so that no worker is left behind."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(3)
+
+    threading.Thread(target=watch, daemon=True, name="odestudy-parent-watch").start()
+
+
 def worker(scenario_file: str, out_file: str, coordinator: str | None,
            num_processes: int | None, process_id: int | None) -> int:
     """One process of a multi-process scenario; process 0 writes the record."""
+    _exit_with_parent()
     s = Scenario.from_dict(json.loads(Path(scenario_file).read_text()))
     import jax
 

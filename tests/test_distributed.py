@@ -47,3 +47,24 @@ def test_killed_process_fails_the_scenario_in_bounded_time():
     assert "process 1 of 2 failed with signal 9" in rec["error"]
     assert elapsed < 60
     assert not any(_alive(p) for p in pids)
+
+
+def test_killed_launcher_leaves_no_workers():
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import os, sys, time\n"
+            "from odestudy import Scenario, launch\n"
+            "launch(Scenario(n_devices=1, processes=2, mode='shard_map', scale='smoke'),"
+            " on_start=lambda pids: print(*pids, flush=True))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2
+    time.sleep(3)
+    proc.send_signal(signal.SIGKILL)  # no cleanup code runs in the launcher
+    proc.wait()
+    deadline = time.time() + 15
+    while time.time() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.5)
+    assert not any(_alive(p) for p in pids)
