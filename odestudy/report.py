@@ -123,7 +123,8 @@ def machine_line(rows: list[dict[str, Any]], device: str) -> str:
             f", {hw.get('logical_cpus')} logical), device kind {kind!r}; python "
             f"{v.get('python')}, jax {v.get('jax')}, jaxlib {v.get('jaxlib')}, diffrax "
             f"{v.get('diffrax')}, equinox {v.get('equinox')}, optax {v.get('optax')}; "
-            f"pmap is {ok[0].get('pmap_implementation')}; git {ok[0].get('git_commit')}.")
+            f"pmap is {ok[0].get('pmap_implementation')}; records from git commit(s) "
+            f"{', '.join(sorted({str(r.get('git_commit'))[:12] for r in ok}))}.")
 
 
 EPOCH_NOTE = (
@@ -134,8 +135,8 @@ EPOCH_NOTE = (
     "AOT `lower().compile()` of the training step, summed over stages. **Final Loss** "
     "is the MSE on a fixed evaluation set of full series, solved with the scenario's "
     "controller, the same in every mode. Speedup and efficiency are step-time ratios "
-    "against the 1-device row of the same controller, scaling and batch, from the same "
-    "run. Solver steps: forward steps per sample of the last timed step range, the "
+    "against the 1-device row of the same controller, scaling and batch, measured on the "
+    "same machine, one scenario at a time. Solver steps: forward steps per sample of the last timed step range, the "
     "per-device maximum (what a batched loop executes) and the mean."
 )
 
