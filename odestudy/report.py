@@ -136,7 +136,8 @@ EPOCH_NOTE = (
     "is the MSE on a fixed evaluation set of full series, solved with the scenario's "
     "controller, the same in every mode. Speedup and efficiency are step-time ratios "
     "against the 1-device row of the same controller, scaling and batch, measured on the "
-    "same machine, one scenario at a time. Solver steps: forward steps per sample of the last timed step range, the "
+    "same machine, one scenario at a time. Solver steps: forward steps per sample of the "
+    "last timed step range, the "
     "per-device maximum (what a batched loop executes) and the mean."
 )
 
