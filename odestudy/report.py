@@ -154,6 +154,9 @@ def device_table(rows: list[dict[str, Any]], device: str) -> str:
     line = machine_line(rows, device)
     if line:
         parts += [line, ""]
+    if any(r["status"] == "not_run" for r in sel):
+        parts += ["Rows marked `not_run` need devices this machine does not have; they run "
+                  "where JAX sees enough GPUs (`make gpu`).", ""]
     if not sel:
         parts.append("No records.")
     else:
@@ -196,7 +199,9 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
     note = ("Reference machine: not recorded by the reference study (JAX version unknown;"
             " 1–2 GPUs and 8 CPU devices). Its step times were taken without waiting for "
             "the device and its modes trained different losses, so ratios compare "
-            "magnitudes only. Our rows are strong scaling at our scale's global batch; "
+            "magnitudes only. Final losses are comparable only at the `seed` scale (the "
+            "reference's 3 x 1000 steps); the quick scale trains 60 steps. Our rows are "
+            "strong scaling at our scale's global batch; "
             "the reference's 1-device rows are its `shard` mode on one device, our "
             f"`single`.\n\nOur CPU machine: {cpu}\n\nOur GPU machine: {gpu}")
     return "# Ours beside the reference\n\n" + note + "\n\n" + markdown_table(header, out) + "\n"
