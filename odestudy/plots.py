@@ -81,12 +81,12 @@ def scaling_figures(rows: Sequence[dict[str, Any]], out: str | Path, device: str
             axes[1].plot(x, [r["speedup"] or nan for r in group], fmt, **style)
             axes[2].plot(x, [r["efficiency"] or nan for r in group], fmt, **style)
         axes[0].set(yscale="log", ylabel="step time (s), median, IQR bars")
-        ideal = ns if scaling == "strong" else [1.0] * len(ns)
-        axes[1].plot(ns, ideal, ":", color="grey", label="ideal")
+        axes[1].plot(ns, ns, ":", color="grey", label="ideal")
         axes[1].set(ylabel="speedup t(1)/t(N)" if scaling == "strong"
-                    else "weak-scaling efficiency t(1)/t(N)")
+                    else "throughput speedup N t(1)/t(N)")
         axes[2].plot(ns, [1.0] * len(ns), ":", color="grey", label="ideal")
-        axes[2].set(ylabel="efficiency")
+        axes[2].set(ylabel="efficiency: speedup / N" if scaling == "strong"
+                    else "weak-scaling efficiency t(1)/t(N)")
         for ax in axes:
             ax.set(xscale="log", xlabel="devices", xticks=ns)
             ax.set_xticklabels([str(n) for n in ns])
