@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SCALE ?= quick
 
-.PHONY: all setup test lint matrix explain report seed gpu lab clean
+.PHONY: all setup test lint matrix explain report seed gpu gpu-wheels gpu-offline lab clean
 
 all: matrix report
 
@@ -41,10 +41,35 @@ seed: $(STAMP)
 	$(BIN)/odestudy matrix --scale seed --device auto
 	$(BIN)/odestudy report --scale seed
 
-# Only the GPU rows (run on a machine with GPUs; install with `pip install -e .[cuda]`).
+# Only the GPU rows, on a machine with GPUs and the registry: first
+# `.venv/bin/pip install -e ".[cuda13]"` (or ".[cuda12]", matching the driver).
 gpu: $(STAMP)
 	$(BIN)/odestudy matrix --scale $(SCALE) --device gpu
 	$(BIN)/odestudy report --scale $(SCALE)
+
+# The GPU rows on a machine with no network whose Python already has JAX for CUDA
+# (and diffrax, equinox, optax): `make gpu-wheels` here gathers what it lacks, for its
+# Python (GPU_PY) and manylinux x86-64, into $(GPU_WHEELS); copy the checkout there, then
+# `make gpu-offline GPU_PYTHON=python3` installs them with --no-index on top of that
+# Python's JAX and runs the GPU rows and the report.
+GPU_WHEELS ?= .whl/gpu
+GPU_PY ?= 3.12
+GPU_PYTHON ?= python3
+GPU_PACKAGES := "papermill>=2.6,<3" "ipykernel>=6.29,<8" "nbformat>=5.10,<6" \
+	"nbconvert>=7.16,<8" "tqdm>=4.66,<5"
+PLATFORMS := $(foreach p,manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_26_x86_64 \
+	manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64 any,--platform $(p))
+
+gpu-wheels:
+	$(PYTHON) -m pip download --quiet --only-binary=:all: --python-version $(GPU_PY) \
+		--implementation cp $(PLATFORMS) -d $(GPU_WHEELS) $(GPU_PACKAGES)
+	@echo "wheels for Python $(GPU_PY) in $(GPU_WHEELS): $$(ls $(GPU_WHEELS) | wc -l) files"
+
+gpu-offline:
+	$(GPU_PYTHON) -m pip install --quiet --no-index --find-links $(GPU_WHEELS) \
+		--no-build-isolation -e .
+	$(GPU_PYTHON) -m odestudy.cli matrix --scale $(SCALE) --device gpu
+	$(GPU_PYTHON) -m odestudy.cli report --scale $(SCALE)
 
 lab: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev,lab]"

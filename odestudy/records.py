@@ -69,8 +69,14 @@ def cpu_info() -> dict[str, Any]:
 
 
 def git_commit(path: str | os.PathLike | None = None) -> str | None:
-    """The current git commit of the study's checkout (`-dirty` if it has changes)."""
+    """The current git commit of the study's checkout (`-dirty` if it has changes).
+
+    A copy of the checkout without `.git` (for example one sent to a GPU machine) gives
+    the commit in the environment variable `ODESTUDY_GIT_COMMIT` instead.
+    """
     cwd = Path(path) if path else Path(__file__).resolve().parent
+    if not (ROOT / ".git").exists() and os.environ.get("ODESTUDY_GIT_COMMIT"):
+        return os.environ["ODESTUDY_GIT_COMMIT"]
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, check=True,
                                 capture_output=True, text=True).stdout.strip()

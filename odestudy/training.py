@@ -78,13 +78,15 @@ def _steps_summary(per_device: list[np.ndarray]) -> dict[str, Any]:
 
 def train(s: Scenario, devices: list[jax.Device] | None = None,
           progress: Callable[[int, int], None] | None = None,
-          trace_dir: str | None = None) -> dict[str, Any]:
+          trace_dir: str | None = None, state_out: dict | None = None) -> dict[str, Any]:
     """Train one scenario and return its measurements (not yet a full record).
 
     - `s`: the scenario (validated here before anything is compiled).
     - `devices`: devices to use; by default the first `s.n_devices` local ones.
     - `progress`: called as `progress(done_steps, total_steps)`.
     - `trace_dir`: with `s.trace`, where the profiler trace goes.
+    - `state_out`: if given, receives the trained model (`"model"`), the data
+      (`"data"`, `"evalset"`) and the optimiser, for benchmarks that go on from here.
     """
     validate(s)
     if devices is None:
@@ -97,9 +99,8 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
     model = VectorField(model_key)
     params, static = eqx.partition(model, eqx.is_array)
     optimiser = optax.adabelief(s.lr)
-    opt_state = optimiser.init(params)
     step = make_parallel_step(s.mode, devices, static, optimiser, s.controller, s.solve)
-    params, opt_state = step.place_state(params, opt_state)
+    params, opt_state = step.place_state(params, optimiser.init(params))
     cost = solver_cost(data) if s.batching == "grouped" else None
     batches = batch_stream(len(data), s.global_batch, s.seed, cost)
     eval_loss = make_eval_loss(s.controller)
@@ -108,8 +109,12 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
     stages, losses, eval_curve = [], [], []
     train_clock = 0.0
     done = 0
-    for fraction in s.length_fractions:
+    for number, fraction in enumerate(s.length_fractions):
         length = max(2, int(N_TIMES * fraction))
+        if number and s.optimiser_state == "fresh":
+            # The reference starts each length stage with a new optimiser state.
+            host_params = step.unplace(params)
+            params, opt_state = step.place_state(host_params, optimiser.init(host_params))
         stage_data = data.truncate(length)
         idx = next(batches)
         placed = step.place_batch(stage_data.ts[idx], stage_data.ys[idx])
@@ -158,6 +163,9 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
     audit = count_collectives(compiled.as_text())
     final_model = eqx.combine(step.unplace(params), static)
     final_loss = float(eval_loss(final_model, evalset.ts, evalset.ys))
+    if state_out is not None:
+        state_out.update(model=final_model, data=data, evalset=evalset,
+                         optimiser=optimiser)
     last = stages[-1]
     return {
         "steps": total,
@@ -220,6 +228,7 @@ def base_record(s: Scenario) -> dict[str, Any]:
         "batching": s.batching,
         "solve": s.solve,
         "lr_scaling": s.lr_scaling,
+        "optimiser_state": s.optimiser_state,
         "steps": s.steps_per_stage * len(s.length_fractions),
     }
 

@@ -1,0 +1,48 @@
+"""Step time against batch size on a trained model, one device: the fixed cost of a
+solver-loop iteration and the cost per sample-iteration (a line fitted to step time /
+executed iterations against the batch). A benchmark, not a test.
+
+    .venv/bin/python benchmarks/step_cost.py --device gpu --controller pid \
+        --out results/quick/step_cost/gpu-pid.json
+
+Set XLA_FLAGS before starting it to compare compiler options (recorded in the output).
+"""
+
+import argparse
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--controller", choices=("pid", "stepto"), default="pid")
+    p.add_argument("--scale", default="quick")
+    p.add_argument("--batches", default="1,4,16,64,256",
+                   help="comma-separated batch sizes")
+    p.add_argument("--timed-steps", type=int, default=20)
+    p.add_argument("--label", default="", help="a name for this variant (e.g. XLA flags)")
+    p.add_argument("--out", required=True, help="output JSON file")
+    a = p.parse_args()
+
+    import odestudy
+
+    odestudy.configure_devices(a.device, 1)
+    from odestudy.cost import step_cost_sweep
+
+    s = odestudy.Scenario(device=a.device, controller=a.controller, scale=a.scale)
+    batches = tuple(int(b) for b in a.batches.split(","))
+    record = step_cost_sweep(s, batches, timed_steps=a.timed_steps)
+    record["label"] = a.label
+    odestudy.write_json_atomic(a.out, record)
+    fit = record["fit"]
+    print(f"{a.device} {a.controller} {a.label}: final loss {record['final_loss']:.4g}")
+    for r in record["rows"]:
+        print(f"  batch {r['batch']:4d}: step {r['step_time_s']:.4g} s, "
+              f"{r['iterations_executed']:.1f} iterations, "
+              f"{r['per_iteration_s'] * 1e6:.1f} us/iteration")
+    print(f"  fit: {fit['fixed_per_iteration_s'] * 1e6:.1f} us fixed per iteration + "
+          f"{fit['per_sample_iteration_s'] * 1e9:.1f} ns per sample-iteration "
+          f"(r2 {fit['r2']:.3f})")
+
+
+if __name__ == "__main__":
+    main()
