@@ -32,9 +32,10 @@ def _run(a: argparse.Namespace) -> int:
 
 
 def _matrix(a: argparse.Namespace) -> int:
-    from .matrix import run_matrix
+    from .matrix import parse_selection, run_matrix
 
-    recs = run_matrix(a.scale, a.device, force=a.force, results=a.results, study=a.study)
+    recs = run_matrix(a.scale, a.device, force=a.force, results=a.results, study=a.study,
+                      selection=parse_selection(a.select))
     failed = [r["name"] for r in recs if r["status"] != "ok"]
     print(f"{len(recs) - len(failed)} of {len(recs)} scenarios ok"
           + (f"; not ok: {', '.join(failed)}" if failed else ""))
@@ -86,6 +87,8 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--study", choices=("scaling", "explain"), default="scaling",
                    help="the scaling tables, or the studies that explain them")
     m.add_argument("--results", default=str(records.ROOT / "results"))
+    m.add_argument("--select", default="",
+                   help="only scenarios with these fields, e.g. scaling=strong,n_devices=2")
     m.set_defaults(func=_matrix)
     rep = sub.add_parser("report", help="tables, figures and the HTML report")
     rep.add_argument("--scale", choices=tuple(SCALES), default="quick")

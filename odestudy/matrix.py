@@ -150,15 +150,39 @@ def plan(scale: str, device: str = "auto", study: str = "scaling"
     return runnable, not_run
 
 
+def parse_selection(text: str) -> dict[str, str]:
+    """`"scaling=strong,controller=pid"` -> `{"scaling": "strong", "controller": "pid"}`;
+    keys must be `Scenario` fields."""
+    import dataclasses
+
+    fields = [f.name for f in dataclasses.fields(Scenario)]
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or key not in fields:
+            raise ValueError(f"bad selection {part!r}: expected FIELD=VALUE with FIELD "
+                             f"one of {', '.join(fields)}")
+        out[key] = value
+    return out
+
+
+def select(scenarios: Iterable[Scenario], selection: dict[str, str]) -> list[Scenario]:
+    """The scenarios whose fields equal every value of `selection` (compared as text)."""
+    return [s for s in scenarios
+            if all(str(getattr(s, k)) == v for k, v in selection.items())]
+
+
 def run_matrix(scale: str, device: str = "auto", force: bool = False,
                results: str | Path = DEFAULT_RESULTS, show_progress: bool = True,
                only: Iterable[Scenario] | None = None,
-               study: str = "scaling") -> list[dict[str, Any]]:
+               study: str = "scaling",
+               selection: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Run the matrix one scenario at a time, each in a fresh kernel.
 
     A scenario with a finished record of the same configuration and code version is
     skipped unless `force`. A failing scenario is recorded as failed and the matrix
     goes on. Rows that cannot run here get a `not_run` record with the reason.
+    `selection` (see `parse_selection`) keeps only the scenarios that match it.
     """
     from tqdm.auto import tqdm
 
@@ -169,6 +193,9 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
     runnable, not_run = plan(scale, device, study)
     if only is not None:
         runnable = list(only)
+    if selection:
+        runnable = select(runnable, selection)
+        not_run = [(s, why) for s, why in not_run if select([s], selection)]
     version = code_version()
     for s, reason in not_run:
         path = record_path(s, results)

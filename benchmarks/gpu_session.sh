@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The GPU machine's share of the study, in parts that each fit a 10-minute command:
+#
+#   benchmarks/gpu_session.sh PART [PART...]
+#
+# PARTs: install (the wheels of `make gpu-wheels`, --no-index), quick (the quick GPU rows),
+# seed (the seed-scale 1-GPU rows, strong scaling), cost (step time against batch size
+# on the GPU, both controllers), cmdbuf (the same for PID under XLA command-buffer
+# options), cpu (the quick CPU rows, strong scaling, 1/2/4/8 devices on the machine's
+# own cores). Records land in $RESULTS (default results-gpu-machine/, a fresh folder, so
+# that no record of another machine is resumed); after each part they are packed into
+# $OUT/gpu_results.tgz when $OUT is set, so that a command cut off by its time limit
+# still returns the parts that finished.
+set -u
+PY=${GPU_PYTHON:-python3}
+RESULTS=${RESULTS:-results-gpu-machine}
+WHEELS=${GPU_WHEELS:-.whl/gpu}
+
+pack() {
+  [ -n "${OUT:-}" ] || return 0
+  [ -d "$RESULTS" ] && tar czf "$OUT/gpu_results.tgz.tmp" "$RESULTS" && mv "$OUT/gpu_results.tgz.tmp" "$OUT/gpu_results.tgz"
+}
+
+cost() {  # cost LABEL CONTROLLER BATCHES [XLA_FLAGS]
+  XLA_FLAGS="${4:-}" $PY benchmarks/step_cost.py --device gpu --controller "$2" \
+    --batches "$3" --label "$1" --out "$RESULTS/step_cost/gpu-$2-$1.json"
+}
+
+for part in "$@"; do
+  echo "=== $part $(date -u +%H:%M:%S)"
+  case $part in
+    install) $PY -c "import papermill" 2>/dev/null || \
+      $PY -m pip install --quiet --no-index --find-links "$WHEELS" \
+        --no-build-isolation -e . ;;
+    quick) $PY -m odestudy.cli matrix --scale quick --device gpu --results "$RESULTS" ;;
+    seed) $PY -m odestudy.cli matrix --scale seed --device gpu --results "$RESULTS" \
+        --select scaling=strong ;;
+    cost) cost default pid 1,4,16,64,256
+          cost default stepto 1,4,16,64,256 ;;
+    cmdbuf) cost cmdbuf-off pid 1,32,256 "--xla_gpu_enable_command_buffer="
+            cost cmdbuf-while pid 1,32,256 \
+              "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE" ;;
+    cpu) JAX_PLATFORMS=cpu $PY -m odestudy.cli matrix --scale quick --device cpu \
+        --results "$RESULTS" --select scaling=strong,processes=1 ;;
+    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpu" >&2; exit 2 ;;
+  esac
+  echo "=== $part done rc=$? $(date -u +%H:%M:%S)"
+  nvidia-smi --query-gpu=name,memory.used --format=csv,noheader 2>/dev/null
+  pack
+done
