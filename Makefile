@@ -36,10 +36,12 @@ report: $(STAMP)
 explain: $(STAMP)
 	$(BIN)/odestudy matrix --scale $(SCALE) --study explain --device cpu
 
-# The reference study's configuration (2048 series, batch 32, 3 x 1000 steps): hours.
+# The reference study's configuration (2048 series, batch 32, 3 x 1000 steps): its CPU
+# rows (1 device; 8 devices pmap, shard, shard_map) and 2 devices in every mode, both
+# controllers, one run each; resumable. Tables and figures go to figures/seed/.
 seed: $(STAMP)
 	$(BIN)/odestudy matrix --scale seed --device auto
-	$(BIN)/odestudy report --scale seed
+	$(BIN)/odestudy report --scale seed --figures figures/seed
 
 # Only the GPU rows, on a machine with GPUs and the registry: first
 # `.venv/bin/pip install -e ".[cuda13]"` (or ".[cuda12]", matching the driver).

@@ -10,6 +10,20 @@ from .parallel import MODES
 from .solvers import CONTROLLERS
 
 
+def check_writable(folder: str | Path) -> None:
+    """Raise ValueError (a one-line error, exit code 2) unless records can be written
+    under `folder`; creates it if missing."""
+    import tempfile
+
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise ValueError(f"cannot write to output folder {folder}: "
+                         f"{exc.strerror or exc}") from None
+
+
 def _run(a: argparse.Namespace) -> int:
     from .devices import gpu_count
     from .runner import execute_scenario
@@ -21,6 +35,7 @@ def _run(a: argparse.Namespace) -> int:
                  lr_scaling=a.lr_scaling, seed=a.seed, trace=a.trace)
     # CPU devices are virtual and made to order; GPUs must exist.
     validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
+    check_writable(a.out)
     record = execute_scenario(s, a.out)
     print(f"{record['status']}: {s.name()} -> {Path(a.out) / records.RECORD_NAME}")
     if record["status"] != "ok":
@@ -34,6 +49,7 @@ def _run(a: argparse.Namespace) -> int:
 def _matrix(a: argparse.Namespace) -> int:
     from .matrix import parse_selection, run_matrix
 
+    check_writable(a.results)
     recs = run_matrix(a.scale, a.device, force=a.force, results=a.results, study=a.study,
                       selection=parse_selection(a.select))
     failed = [r["name"] for r in recs if r["status"] != "ok"]

@@ -3,6 +3,7 @@
 import dataclasses
 import hashlib
 import json
+import math
 from typing import Any
 
 from .parallel import MODES, check_mode
@@ -177,6 +178,11 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
       `None` to skip that check (for example before the devices are created).
     """
     _choice("device", s.device, DEVICES)
+    for name in ("spread", "learning_rate", "length_fractions"):
+        values = getattr(s, name)
+        for v in values if isinstance(values, tuple) else (values,):
+            if not isinstance(v, int | float) or not math.isfinite(v):
+                raise ValueError(f"{name} must be a finite number, got {values!r}")
     check_mode(s.mode)
     check_controller(s.controller)
     _choice("scaling", s.scaling, SCALINGS)
@@ -188,6 +194,12 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
         raise ValueError(f"n_devices must be a whole number >= 1, got {s.n_devices!r}")
     if not isinstance(s.processes, int) or s.processes < 1:
         raise ValueError(f"processes must be a whole number >= 1, got {s.processes!r}")
+    if available_devices is not None and s.n_devices > available_devices:
+        valid = f"1..{available_devices}" if available_devices else "none: no such device"
+        raise ValueError(
+            f"{s.n_devices} {s.device} device(s) requested but only "
+            f"{available_devices} exist; valid: {valid}"
+        )
     if s.mode == "single" and s.total_devices != 1:
         raise ValueError(
             f"mode 'single' runs on exactly 1 device, got {s.total_devices}; "
@@ -219,9 +231,3 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
         )
     if s.spread < 0:
         raise ValueError(f"spread must be >= 0, got {s.spread}")
-    if available_devices is not None and s.n_devices > available_devices:
-        valid = f"1..{available_devices}" if available_devices else "none: no such device"
-        raise ValueError(
-            f"{s.n_devices} {s.device} device(s) requested but only "
-            f"{available_devices} exist; valid: {valid}"
-        )

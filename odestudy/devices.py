@@ -40,7 +40,12 @@ def child_environment(device: str, n_devices: int, base: dict | None = None) -> 
     """Environment for a fresh process (or kernel) that runs one scenario.
 
     CPU scenarios get `JAX_PLATFORMS=cpu` and the virtual device count in `XLA_FLAGS`,
-    so that a kernel started on a GPU machine measures the CPU.
+    so that a kernel started on a GPU machine measures the CPU. Every scenario gets
+    `EQX_ON_ERROR=nan`: equinox's default checks (`raise`) put a host callback in every
+    diffrax solve, and JAX's persistent compilation cache skips programs with host
+    callbacks, so repeats could not reuse the cold run's compiles (measured: a repeat
+    recompiled for 10 s). A failed solve then gives NaN, which training records as a
+    diverged run.
     """
     env = dict(os.environ if base is None else base)
     if device == "cpu":
@@ -53,6 +58,7 @@ def child_environment(device: str, n_devices: int, base: dict | None = None) -> 
         env.pop("JAX_PLATFORMS", None)
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("EQX_ON_ERROR", "nan")
     return env
 
 

@@ -5,6 +5,8 @@ import hashlib
 import json
 import os
 import platform
+import re
+import socket
 import subprocess
 import tempfile
 from importlib import metadata
@@ -14,7 +16,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RECORD_NAME = "metrics.json"
 # Modules whose code does not change a measurement: editing them keeps records valid.
-PRESENTATION = {"cli.py", "explain.py", "matrix.py", "plots.py", "report.py"}
+PRESENTATION = {"cli.py", "explain.py", "intervals.py", "matrix.py", "plots.py",
+                "projection.py", "report.py"}
 PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "numpy")
 REQUIRED_KEYS = (
     "status", "error", "device", "n_devices", "mode", "controller", "scaling",
@@ -66,6 +69,52 @@ def cpu_info() -> dict[str, Any]:
     physical_cores = len(cores) or logical
     return {"cpu_model": model, "logical_cpus": logical, "usable_cpus": usable,
             "physical_cores": min(physical_cores, usable)}
+
+
+def machine(accelerator: str | None = None) -> dict[str, Any]:
+    """This machine's fingerprint: host name, CPU model, logical CPUs and accelerator.
+
+    - `accelerator`: the device kind of the GPU the records measure (None: CPU only).
+    """
+    cpu = cpu_info()
+    return {"hostname": socket.gethostname(), "cpu_model": cpu["cpu_model"],
+            "logical_cpus": cpu["logical_cpus"], "accelerator": accelerator}
+
+
+def machine_id(fingerprint: dict[str, Any]) -> str:
+    """A readable folder name for a fingerprint: `<cpu>-<N>cpu[-<gpu>]-<hash>`."""
+    def slug(text: str | None) -> str:
+        text = re.sub(r"\((r|tm)\)|processor|cpu|@.*|\d+-core", " ", (text or "unknown").lower())
+        return "-".join(re.findall(r"[a-z0-9]+", text)[:4]) or "unknown"
+
+    keys = ("hostname", "cpu_model", "logical_cpus", "accelerator")
+    digest = hashlib.sha256(json.dumps([fingerprint.get(k) for k in keys]).encode())
+    name = f"{slug(fingerprint.get('cpu_model'))}-{fingerprint.get('logical_cpus')}cpu"
+    if fingerprint.get("accelerator"):
+        name += "-" + slug(fingerprint["accelerator"])
+    return f"{name}-{digest.hexdigest()[:6]}"
+
+
+def local_accelerator() -> str | None:
+    """The device kind of this machine's first GPU (None without one); starts no JAX
+    backend (reads `nvidia-smi`)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = out.stdout.strip().splitlines() if out.returncode == 0 else []
+    return names[0].strip() if names else None
+
+
+_MACHINE: dict[str, Any] = {}
+
+
+def this_machine() -> dict[str, Any]:
+    """`machine(local_accelerator())`, computed once per process."""
+    if not _MACHINE:
+        _MACHINE.update(machine(local_accelerator()))
+    return dict(_MACHINE)
 
 
 def git_commit(path: str | os.PathLike | None = None) -> str | None:

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from . import records
+from .intervals import METHOD, fmt_interval
 from .plots import scaling_figures
 
 # The reference study's two published tables as data (its "epoch time" is one optimiser
@@ -13,57 +14,152 @@ REFERENCE_CSV = records.ROOT / "data" / "reference_tables.csv"
 REFERENCE_COLUMNS = ("Device", "Number of Devices", "Mode", "Controller", "Runtime (s)",
                      "Epoch Time (s)", "Compile Time (s)", "Final Loss")
 ADDED_COLUMNS = ("Scaling", "Global batch", "Step time median (s)", "Step time IQR (s)",
-                 "Speedup", "Efficiency", "Collectives total / in loops",
+                 "Runs", "Speedup [95% CI]", "Efficiency [95% CI]", "Collectives total / in loops",
                  "Solver steps max / mean", "Status")
 MODE_ORDER = {"single": 0, "pmap": 1, "shard": 2, "shard_map": 3}
 
 
-def load_records(results: str | Path, scale: str) -> list[dict[str, Any]]:
-    """Every record under `results/<scale>/`."""
-    paths = sorted((Path(results) / scale).glob("*/metrics.json"))
-    return [records.read_record(p) for p in paths]
+class BaselineError(LookupError):
+    """No 1-device record, or more than one, to compare a record with."""
 
 
-def _baseline(rec: dict[str, Any], recs: list[dict[str, Any]],
-              scaling: str) -> dict[str, Any] | None:
-    """The ok 1-device record of the same device kind, controller and scale with the
-    same global batch (strong scaling) or per-device batch (weak scaling)."""
-    size = "global_batch" if scaling == "strong" else "per_device_batch"
+def load_records(results: str | Path, scale: str,
+                 skipped: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+    """Every record of `scale`, of every machine: `results/<machine>/<scale>/*/`.
+
+    A file that does not parse is left out and, if `skipped` is a list, added to it as
+    `(path, reason)`; the rest are read.
+    """
+    out = []
+    for path in sorted(Path(results).glob(f"*/{scale}/*/{records.RECORD_NAME}")):
+        try:
+            rec = records.read_record(path)
+            if not isinstance(rec, dict) or "status" not in rec:
+                raise ValueError("not a scenario record")
+        except (OSError, ValueError) as exc:
+            if skipped is not None:
+                skipped.append((str(path), f"unreadable: {type(exc).__name__}: {exc}"))
+            continue
+        rec.setdefault("machine_id", record_machine_id(rec))
+        rec["path"] = str(path)
+        out.append(rec)
+    return out
+
+
+def record_machine_id(rec: dict[str, Any]) -> str:
+    """The machine a record was made on (`records.machine_id`); records made before
+    records carried a fingerprint get one from their hardware, host name unknown."""
+    if rec.get("machine_id"):
+        return rec["machine_id"]
+    hw = rec.get("hardware") or {}
+    return records.machine_id({"hostname": None, "cpu_model": hw.get("cpu_model"),
+                               "logical_cpus": hw.get("logical_cpus"),
+                               "accelerator": rec.get("device_kind")
+                               if rec.get("device") == "gpu" else None})
+
+
+def current_records(recs: list[dict[str, Any]], scale: str,
+                    skipped: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+    """The records that match a scenario of the current matrices (scaling and explain)
+    of `scale`; the others (stale: made for a matrix that changed since) are left out
+    and listed in `skipped`."""
+    from .matrix import explain_scenarios, scenarios
+
+    keys = {s.key() for device in ("cpu", "gpu") for s in scenarios(scale, device)}
+    keys |= {s.key() for s in explain_scenarios(scale)}
+    out = []
     for r in recs:
-        if (r["status"] == "ok" and r["n_devices"] == 1 and r["scaling"] == scaling
-                and all(r.get(k) == rec.get(k) for k in
-                        ("device", "controller", "scale", size, "spread", "solve",
-                         "batching"))):
-            return r
-    return None
+        if r.get("scenario_key") in keys:
+            out.append(r)
+        elif skipped is not None:
+            skipped.append((r.get("path", r.get("name", "?")),
+                            "stale: matches no scenario of the current matrix"))
+    return out
+
+
+def pick_machine(recs: list[dict[str, Any]], device: str) -> str | None:
+    """The machine whose `device` rows make the tables: this machine if it has ok
+    records of that kind, else the machine with the most (ties: the latest)."""
+    ok = [r for r in recs if r["device"] == device and r["status"] == "ok"]
+    if not ok:
+        return None
+    here = records.machine_id(records.this_machine())
+    if any(r["machine_id"] == here for r in ok):
+        return here
+    count: dict[str, tuple[int, str]] = {}
+    for r in ok:
+        n, last = count.get(r["machine_id"], (0, ""))
+        count[r["machine_id"]] = (n + 1, max(last, str(r.get("finished"))))
+    return max(count, key=lambda m: count[m])
+
+
+# A baseline shares every scenario field with its row except these; its own batch is
+# the row's global batch (strong scaling) or per-device batch (weak scaling).
+JOIN_EXCLUDES = ("mode", "n_devices", "processes", "scaling", "batch")
+
+
+def baseline(rec: dict[str, Any], recs: list[dict[str, Any]],
+             scaling: str) -> dict[str, Any]:
+    """The one ok 1-device record to compare `rec` with under `scaling`: same machine,
+    package versions and code version, every scenario field equal except
+    `JOIN_EXCLUDES`, and a batch of `rec`'s global (strong) or per-device (weak)
+    batch. Raises BaselineError if there is none or more than one."""
+    s = rec.get("scenario") or {}
+    size = rec["global_batch"] if scaling == "strong" else rec["per_device_batch"]
+    found = []
+    for r in recs:
+        b = r.get("scenario") or {}
+        if (r["status"] == "ok" and r["n_devices"] == 1 and r["global_batch"] == size
+                and r.get("machine_id") == rec.get("machine_id")
+                and r.get("versions") == rec.get("versions")
+                and r.get("code_version") == rec.get("code_version")
+                and all(b.get(k) == v for k, v in s.items() if k not in JOIN_EXCLUDES)):
+            found.append(r)
+    if len(found) != 1:
+        what = "no" if not found else f"{len(found)} ambiguous"
+        names = f": {', '.join(r['name'] for r in found)}" if found else ""
+        raise BaselineError(f"{what} 1-device baseline for {rec['name']} ({scaling}, "
+                            f"batch {size}, machine {rec.get('machine_id')}){names}")
+    return found[0]
 
 
 def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None
                  ) -> list[dict[str, Any]]:
-    """Records with speedup and efficiency against the matching 1-device record.
+    """Records with speedup and efficiency, with 95% intervals (`intervals.METHOD`),
+    against their 1-device baseline (`baseline`).
 
     - `scaling`: `None` keeps every record under its own scaling; `"strong"` or
       `"weak"` keeps that scaling's records and those of the other with a baseline
-      under this one (at 4 devices one run is both a strong and a weak point).
+      under this one (at 1 device one run is both a strong and a weak point).
 
     Strong scaling: speedup `t(1)/t(N)` of the step time, efficiency `speedup / N`.
     Weak scaling: efficiency `t(1)/t(N)` at the same per-device batch, speedup
-    `N * t(1)/t(N)` (throughput in samples per second, relative).
+    `N * t(1)/t(N)` (throughput in samples per second, relative). A record without
+    a baseline keeps its `baseline_error`.
     """
+    from .intervals import ratio_interval
+
     rows = []
     for rec in recs:
         as_scaling = scaling or rec["scaling"]
-        base = _baseline(rec, recs, as_scaling)
-        if scaling is not None and rec["scaling"] != scaling and base is None:
-            continue  # another scaling's run that is no point of this one
-        row = dict(rec, scaling=as_scaling, speedup=None, efficiency=None)
+        row = dict(rec, scaling=as_scaling, speedup=None, efficiency=None,
+                   speedup_ci=None, efficiency_ci=None, baseline_error=None)
+        try:
+            base = baseline(rec, recs, as_scaling)
+        except BaselineError as exc:
+            if scaling is not None and rec["scaling"] != scaling:
+                continue  # another scaling's run that is no point of this one
+            row["baseline_error"] = str(exc)
+            base = None
         if rec["status"] == "ok" and base is not None:
-            ratio = base["step_time_s"] / rec["step_time_s"]
             n = rec["n_devices"]
+            ratio, lo, hi = ratio_interval(base, rec)
             if as_scaling == "strong":
-                row.update(speedup=ratio, efficiency=ratio / n)
+                row.update(speedup=ratio, speedup_ci=(lo, hi), efficiency=ratio / n,
+                           efficiency_ci=(lo / n, hi / n))
             else:
-                row.update(speedup=ratio * n, efficiency=ratio)
+                row.update(speedup=ratio * n, speedup_ci=(lo * n, hi * n),
+                           efficiency=ratio, efficiency_ci=(lo, hi))
         rows.append(row)
     rows.sort(key=lambda r: (r["device"], r["scaling"], r["controller"], r["n_devices"],
                              r.get("processes", 1), MODE_ORDER.get(r["mode"], 9)))
@@ -94,15 +190,21 @@ def table_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]
         ok = r["status"] == "ok"
         steps = r.get("solver_steps") or {}
         iqr = (f"{_fmt(r['step_time_p25_s'])}–{_fmt(r['step_time_p75_s'])}" if ok else "–")
+        runs = ", ".join(_fmt(x, 3) for x in r.get("step_time_runs_s") or []) if ok else ""
+        status = r["status"] if ok else f"{r['status']}: {r.get('error')}"
+        if ok and r.get("baseline_error"):
+            status += f" (no speedup: {r['baseline_error']})"
         out.append([
             r["device"], _devices_label(r, cores), r["mode"], r["controller"],
             _fmt(r.get("runtime_s"), 3), _fmt(r.get("epoch_time_s")),
             _fmt(r.get("compile_time_s"), 3), _fmt(r.get("final_loss")),
             r["scaling"], str(r["global_batch"]), _fmt(r.get("step_time_s")), iqr,
-            _fmt(r["speedup"], 3), _fmt(r["efficiency"], 3),
+            f"{len(r.get('step_time_runs_s') or [1])} ({runs})" if ok else "–",
+            fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None))),
+            fmt_interval(r["efficiency"], *(r.get("efficiency_ci") or (None, None))),
             f"{_fmt(r.get('collectives_total'))} / {_fmt(r.get('collectives_in_loops'))}",
             f"{_fmt(steps.get('max'), 3)} / {_fmt(steps.get('mean'), 3)}" if ok else "–",
-            r["status"] if ok else f"{r['status']}: {r.get('error')}",
+            status,
         ])
     return out
 
@@ -121,7 +223,8 @@ def machine_line(rows: list[dict[str, Any]], device: str) -> str:
         return ""
     hw, v = ok[0].get("hardware") or {}, ok[0].get("versions") or {}
     kind = ok[0].get("device_kind", device)
-    return (f"Measured on {hw.get('cpu_model')} ({hw.get('physical_cores')} physical cores"
+    return (f"Machine `{ok[0].get('machine_id')}`: {hw.get('cpu_model')} "
+            f"({hw.get('physical_cores')} physical cores"
             f", {hw.get('logical_cpus')} logical), device kind {kind!r}; python "
             f"{v.get('python')}, jax {v.get('jax')}, jaxlib {v.get('jaxlib')}, diffrax "
             f"{v.get('diffrax')}, equinox {v.get('equinox')}, optax {v.get('optax')}; "
@@ -138,9 +241,16 @@ EPOCH_NOTE = (
     "is the MSE on a fixed evaluation set of full series, solved with the scenario's "
     "controller, the same in every mode. Speedup and efficiency are step-time ratios "
     "against the 1-device row of the same controller, scaling and batch, measured on the "
-    "same machine, one scenario at a time. Solver steps: forward steps per sample of the "
-    "last timed step range, the "
-    "per-device maximum (what a batched loop executes) and the mean."
+    "same machine, versions and code (an explicit join on every other scenario field), "
+    "one scenario at a time. **Runs**: each scenario ran in at least 3 runs at different "
+    "times, interleaved across the matrix (the first a fresh kernel that trains and "
+    "compiles cold; repeats reuse its compiled programs through the persistent "
+    "compilation cache, never its timings); the list gives each run's median step time, "
+    "the step time is the median of all runs' steps pooled. Compile time and final loss "
+    "are the cold run's. " + METHOD + ". Solver steps: forward steps per sample of the "
+    "last stage's timed steps: the steps a batched loop executes (the per-device "
+    "maximum; in `shard` one loop spans all devices, so the global batch's maximum) "
+    "and the mean."
 )
 
 
@@ -235,15 +345,61 @@ def _matrix_batch(s: dict[str, Any]) -> bool:
     return s.get("batch") == (SCALES[s["scale"]]["batch"] if strong else weak_batch(s["scale"]))
 
 
+def machines_table(every: list[dict[str, Any]], chosen: dict[str, str | None]) -> str:
+    """Other machines' ok rows of the main tables beside the chosen machine's: step
+    times and speedups (with intervals) per scenario, when another machine has any."""
+    main = [r for r in every if _in_main_tables(r) and r["status"] == "ok"]
+    parts = ["# Machines compared", ""]
+    for device in ("cpu", "gpu"):
+        here = chosen.get(device)
+        others = sorted({r["machine_id"] for r in main if r["device"] == device} - {here})
+        mine = {r["name"]: r for r in scaling_rows(
+            [r for r in main if r["device"] == device and r["machine_id"] == here])}
+        for other in others:
+            theirs = scaling_rows([r for r in main if r["device"] == device
+                                   and r["machine_id"] == other])
+            out = []
+            for r in theirs:
+                m = mine.get(r["name"])
+                out.append([r["name"], _fmt(m["step_time_s"]) if m else "–",
+                            _fmt(r["step_time_s"]),
+                            fmt_interval(m["speedup"], *(m["speedup_ci"] or (None, None)))
+                            if m else "–",
+                            fmt_interval(r["speedup"], *(r["speedup_ci"] or (None, None)))])
+            parts += [f"## {device.upper()}: `{here}` (the tables) beside `{other}`", "",
+                      machine_line(theirs, device), "",
+                      markdown_table(("Scenario", f"Step (s) {here}", f"Step (s) {other}",
+                                      f"Speedup {here}", f"Speedup {other}"), out), ""]
+    if len(parts) == 2:
+        parts.append("Only one machine has records of this scale.")
+    return "\n".join(parts) + "\n"
+
+
+def skipped_table(skipped: list[tuple[str, str]]) -> str:
+    """The records the report left out, with the reason."""
+    rows = [[str(Path(p).relative_to(records.ROOT)) if Path(p).is_relative_to(records.ROOT)
+             else p, why] for p, why in skipped]
+    return ("# Records left out of the report\n\n"
+            + (markdown_table(("Record", "Reason"), rows) if rows else "None.") + "\n")
+
+
 def write_report(results: str | Path, scale: str, figures: str | Path,
                  reference: str | Path = REFERENCE_CSV) -> dict[str, Any]:
-    """Write `figures/tables/{cpu,gpu,reference,explain}.md` and the figures.
+    """Write `figures/tables/{cpu,gpu,reference,machines,skipped,explain}.md` and the
+    figures.
 
-    Returns the rows and the paths written, for display in the report notebook.
+    Each device kind's tables come from one machine (`pick_machine`); records that do
+    not parse or match no scenario of the current matrices are listed in
+    `skipped.md` and left out. Returns the rows, the paths written and the skipped
+    records, for display in the report notebook.
     """
     figures = Path(figures)
-    every = load_records(results, scale)
-    rows = [r for r in scaling_rows(every) if _in_main_tables(r)]
+    skipped: list[tuple[str, str]] = []
+    every = current_records(load_records(results, scale, skipped), scale, skipped)
+    here = records.machine_id(records.this_machine())
+    chosen = {d: pick_machine(every, d) or here for d in ("cpu", "gpu")}
+    mine = [r for r in every if chosen[r["device"]] == r["machine_id"]]
+    rows = scaling_rows([r for r in mine if _in_main_tables(r)])
     tables = figures / "tables"
     tables.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -251,9 +407,12 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
         path = tables / f"{device}.md"
         path.write_text(device_table(rows, device))
         written[device] = path
-    path = tables / "reference.md"
-    path.write_text(comparison_table(rows, reference_rows(reference)))
-    written["reference"] = path
+    for name, text in (("reference", comparison_table(rows, reference_rows(reference))),
+                       ("machines", machines_table(every, chosen)),
+                       ("skipped", skipped_table(skipped))):
+        path = tables / f"{name}.md"
+        path.write_text(text)
+        written[name] = path
     figs = []
     recs = [r for r in rows if r["status"] == "ok"]
     by_scaling = {k: scaling_rows(recs, k) for k in ("strong", "weak")}
@@ -263,10 +422,11 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
         figs += scaling_figures(sel, figures, device, cores)
     from .explain import write_explain
 
-    explain = write_explain(every, figures)
+    explain = write_explain([r for r in every if r["machine_id"] == chosen["cpu"]],
+                            figures)
     written["explain"] = explain["table"]
-    return {"rows": rows, "tables": written, "figures": figs + explain["figures"]}
-
+    return {"rows": rows, "tables": written, "figures": figs + explain["figures"],
+            "skipped": skipped, "machines": chosen}
 
 
 README_START = "<!-- results:start (written by `odestudy report --readme`) -->"

@@ -36,18 +36,23 @@ def failed_record(s: Scenario, error: str, status: str = "failed",
     record = base_record(s)
     record.update(status=status, error=error, versions=records.versions(),
                   git_commit=records.git_commit(), code_version=code_version(),
-                  hardware=records.cpu_info(), finished=records.now(), **extra)
+                  hardware=records.cpu_info(), machine=records.this_machine(),
+                  machine_id=records.machine_id(records.this_machine()),
+                  finished=records.now(), **extra)
     for key in records.REQUIRED_KEYS:
         record.setdefault(key, None)
     return record
 
 
 def execute_scenario(s: Scenario, out_dir: str | os.PathLike,
-                     timeout_s: float | None = None) -> dict[str, Any]:
+                     timeout_s: float | None = None,
+                     extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run `s` by executing `notebooks/scenario.ipynb` in a fresh kernel.
 
     - `out_dir`: where `metrics.json` and the executed `scenario.ipynb` go.
     - `timeout_s`: per-cell time limit (None: no limit).
+    - `extra_env`: more environment variables for the kernel (for example the
+      persistent compilation cache of `repeats.cache_environment`).
 
     Returns the record. A scenario that fails inside the kernel (an exception, a dead
     kernel, a timeout) gets a failed record with the error; nothing is raised.
@@ -58,7 +63,7 @@ def execute_scenario(s: Scenario, out_dir: str | os.PathLike,
     out_dir.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex
     parameters = {**s.to_dict(), "out_dir": str(out_dir.resolve()), "run_id": run_id}
-    env = child_environment(s.device, s.n_devices)
+    env = {**child_environment(s.device, s.n_devices), **(extra_env or {})}
     start = time.perf_counter()
     error = None
     try:

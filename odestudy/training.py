@@ -59,19 +59,27 @@ def _quantiles(times: list[float]) -> tuple[float, float, float]:
             float(np.percentile(arr, 75)))
 
 
-def _steps_summary(per_device: list[np.ndarray]) -> dict[str, Any]:
-    """Solver-step statistics from per-step arrays of shape `(n_devices, local_batch)`."""
+def _steps_summary(per_device: list[np.ndarray], global_loop: bool = False
+                   ) -> dict[str, Any]:
+    """Solver-step statistics from per-step arrays of shape `(n_devices, local_batch)`.
+
+    - `global_loop`: one solver loop spans all devices (`shard`: sharded `jit` of a
+      batched loop), so every device executes the global batch's maximum; otherwise
+      (`single`, `pmap`, `shard_map`) each device runs its own loop to its own maximum.
+    """
     stack = np.stack(per_device)  # (steps, devices, local_batch)
     device_mean = stack.mean(axis=(0, 2))
-    executed = stack.max(axis=2)  # (steps, devices): what each device's loop runs
     device_max = stack.max(axis=2).mean(axis=0)
+    loops = stack.reshape(len(stack), 1, -1) if global_loop else stack
+    executed = loops.max(axis=2)  # (steps, loops): what each loop runs
     return {
         "per_device_mean": device_mean.tolist(),
         "per_device_max": device_max.tolist(),
         "mean": float(stack.mean()),
         "max": float(stack.max(axis=(1, 2)).mean()),
         "executed_per_device": float(executed.mean()),
-        "lockstep_waste": mean_waste(stack),
+        "executed_is": "global maximum" if global_loop else "per-device maximum",
+        "lockstep_waste": mean_waste(loops),
         "last_step_per_sample": stack[-1].reshape(-1).astype(int).tolist(),
     }
 
@@ -134,6 +142,9 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
             train_clock += elapsed
             loss = float(to_host(loss, replicated=True).reshape(-1)[0])
             losses.append(loss)
+            if not np.isfinite(loss):
+                raise FloatingPointError(f"diverged: the training loss became {loss} "
+                                         f"at step {done + 1} of {total}")
             if i >= s.warmup_steps:
                 times.append(elapsed)
                 steps_seen.append(step.per_sample(num_steps))
@@ -150,7 +161,7 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
             "length": length, "compile_time_s": compile_time, "steps": s.steps_per_stage,
             "timed_steps": len(times), "step_time_s": median, "step_time_p25_s": p25,
             "step_time_p75_s": p75, "step_times_s": times,
-            "solver_steps": _steps_summary(steps_seen),
+            "solver_steps": _steps_summary(steps_seen, global_loop=s.mode == "shard"),
         })
     trace_path = None
     if s.trace and trace_dir:
@@ -163,6 +174,8 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
     audit = count_collectives(compiled.as_text())
     final_model = eqx.combine(step.unplace(params), static)
     final_loss = float(eval_loss(final_model, evalset.ts, evalset.ys))
+    if not np.isfinite(final_loss):
+        raise FloatingPointError(f"diverged: the final evaluation loss is {final_loss}")
     if state_out is not None:
         state_out.update(model=final_model, data=data, evalset=evalset,
                          optimiser=optimiser)
@@ -174,6 +187,12 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
         "step_time_s": last["step_time_s"],
         "step_time_p25_s": last["step_time_p25_s"],
         "step_time_p75_s": last["step_time_p75_s"],
+        # Repeats (matrix.repeat_scenario) append their runs; compile time, final loss
+        # and runtime stay those of this first, cold run.
+        "step_time_runs_s": [last["step_time_s"]],
+        "step_times_runs_s": [last["step_times_s"]],
+        "cold_run_fields": ["compile_time_s", "compile_time_per_stage_s", "final_loss",
+                            "runtime_s", "train_loss", "eval_curve", "solver_steps"],
         "epoch_time_s": last["step_time_s"] * len(data) / s.global_batch,
         "final_loss": final_loss,
         "train_loss": losses,
@@ -201,8 +220,11 @@ def environment(s: Scenario) -> dict[str, Any]:
                      if s.device == "cpu" else False},
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "jax_platforms": os.environ.get("JAX_PLATFORMS", ""),
+        "eqx_on_error": os.environ.get("EQX_ON_ERROR", "raise"),
         "pmap_implementation": pmap_implementation(),
         "git_commit": records.git_commit(),
+        "machine": records.this_machine(),
+        "machine_id": records.machine_id(records.this_machine()),
     }
 
 

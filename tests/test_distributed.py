@@ -37,10 +37,13 @@ def test_killed_process_fails_the_scenario_in_bounded_time():
 
     def kill_second(started):
         pids.extend(started)
-        threading.Timer(10.0, os.kill, (started[1], 9)).start()
+        threading.Timer(3.0, os.kill, (started[1], 9)).start()
 
+    # Far more steps than can finish before the kill, so that the worker is alive
+    # then however fast the machine is.
     start = time.perf_counter()
-    rec = launch(Scenario(n_devices=1, processes=2, mode="shard_map", scale="smoke"),
+    rec = launch(Scenario(n_devices=1, processes=2, mode="shard_map", scale="smoke",
+                          steps_per_stage=1_000_000),
                  timeout_s=240, on_start=kill_second)
     elapsed = time.perf_counter() - start
     assert rec["status"] == "failed"

@@ -15,7 +15,8 @@ SCENARIOS = [Scenario(n_devices=2, mode=m, scale="smoke") for m in ("shard", "sh
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
-    recs = run_matrix("smoke", "cpu", results=root, show_progress=False, only=SCENARIOS)
+    recs = run_matrix("smoke", "cpu", results=root, show_progress=False, only=SCENARIOS,
+                      repeats=2)
     return root, recs
 
 
@@ -28,11 +29,16 @@ def test_notebook_runs_write_records_and_executed_notebooks(results):
         rec = read_record(path)
         assert rec["mode"] == s.mode and rec["hardware"]["device_count"] == 2
         assert rec["xla_flags"].endswith("--xla_force_host_platform_device_count=2")
+        # the cold run and one repeat (a fresh kernel on the compilation cache)
+        assert len(rec["step_time_runs_s"]) == 2 and len(rec["step_times_runs_s"]) == 2
+        assert len(rec["repeat_compile_time_s"]) == 1
+        assert not (path.parent / "repeat2").exists()
 
 
 def test_second_run_skips_finished_scenarios(results):
     root, recs = results
-    again = run_matrix("smoke", "cpu", results=root, show_progress=False, only=SCENARIOS)
+    again = run_matrix("smoke", "cpu", results=root, show_progress=False, only=SCENARIOS,
+                       repeats=2)
     assert [r["run_id"] for r in again] == [r["run_id"] for r in recs]
 
 

@@ -51,7 +51,11 @@ def _cli(*args):
     (["--mode", "single", "--devices", "2"], "use one of: pmap, shard, shard_map"),
     (["--mode", "shard", "--devices", "0"], "n_devices must be a whole number >= 1"),
     (["--mode", "shard", "--devices", "3"], "not divisible by the device count 3"),
-    (["--device", "gpu", "--mode", "pmap", "--devices", "2"], "only 0 exist"),
+    # More GPUs than any machine has, so that the test holds on GPU machines too.
+    (["--device", "gpu", "--mode", "pmap", "--devices", "4096"],
+     "4096 gpu device(s) requested but only"),
+    (["--spread", "nan"], "spread must be a finite number"),
+    (["--out", "/proc/no/such/folder"], "cannot write to output folder"),
     (["--mode", "bogus"], "invalid choice: 'bogus'"),
     (["--controller", "x"], "invalid choice: 'x'"),
 ])

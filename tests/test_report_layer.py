@@ -1,0 +1,153 @@
+"""The report layer on synthetic records: intervals, the baseline join, weak scaling
+on the strong 1-device run, stale and corrupt records, resume keyed on the machine,
+and merging repeats. Nothing here runs JAX programs."""
+
+import json
+
+import numpy as np
+import pytest
+
+from odestudy import records
+from odestudy.config import Scenario
+from odestudy.intervals import fmt_interval, ratio_interval
+from odestudy.matrix import record_path, reusable
+from odestudy.records import code_version, machine_id, this_machine, versions
+from odestudy.repeats import merge_runs, runs
+from odestudy.report import BaselineError, baseline, scaling_rows, write_report
+from odestudy.training import base_record
+
+HERE = machine_id(this_machine())
+
+
+def record(s: Scenario, step: float = 0.01, jitter: float = 0.0, n_runs: int = 3,
+           machine: str = HERE, status: str = "ok", seed: int = 0) -> dict:
+    """A record of `s` as the matrix writes it, with synthetic step times."""
+    rng = np.random.default_rng(seed)
+    times = [list(step * (1 + jitter * rng.standard_normal(20))) for _ in range(n_runs)]
+    pooled = np.concatenate(times)
+    rec = base_record(s)
+    rec.update(status=status, error=None, machine_id=machine, versions=versions(),
+               code_version=code_version(), step_times_runs_s=times,
+               step_time_runs_s=[float(np.median(t)) for t in times],
+               step_time_s=float(np.median(pooled)),
+               step_time_p25_s=float(np.percentile(pooled, 25)),
+               step_time_p75_s=float(np.percentile(pooled, 75)),
+               final_loss=0.01, solver_steps={"mean": 12.0, "max": 15.0},
+               finished=records.now())
+    for key in records.REQUIRED_KEYS:
+        rec.setdefault(key, None)
+    return rec
+
+
+def test_interval_of_exact_ratio_is_a_point():
+    a, b = record(Scenario(), step=0.02), record(Scenario(), step=0.01)
+    assert ratio_interval(a, b) == pytest.approx((2.0, 2.0, 2.0))
+
+
+def test_interval_of_noisy_ratio_contains_the_estimate():
+    a = record(Scenario(), step=0.02, jitter=0.2, seed=1)
+    b = record(Scenario(), step=0.01, jitter=0.2, seed=2)
+    est, lo, hi = ratio_interval(a, b)
+    assert lo < est < hi and lo < 2.0 < hi
+    assert fmt_interval(1.8, 1.62, 1.95) == "1.80 [1.62, 1.95]"
+    assert fmt_interval(None, None, None) == "–"
+
+
+def test_strong_speedup_against_the_joined_baseline():
+    one = record(Scenario(), step=0.02)
+    two = record(Scenario(n_devices=2, mode="shard_map"), step=0.01)
+    other = record(Scenario(controller="stepto"), step=0.5)  # another controller
+    rows = {r["name"]: r for r in scaling_rows([one, two, other])}
+    row = rows[two["name"]]
+    assert row["speedup"] == pytest.approx(2.0) and row["efficiency"] == pytest.approx(1.0)
+    assert row["speedup_ci"] == pytest.approx((2.0, 2.0))
+
+
+def test_weak_scaling_reuses_the_strong_one_device_run():
+    one = record(Scenario(), step=0.02)  # strong, global batch 32
+    weak = record(Scenario(n_devices=4, mode="pmap", scaling="weak"), step=0.04)
+    assert weak["global_batch"] == 128 and weak["per_device_batch"] == 32
+    assert baseline(weak, [one, weak], "weak") is one
+    row = next(r for r in scaling_rows([one, weak]) if r["name"] == weak["name"])
+    assert row["efficiency"] == pytest.approx(0.5) and row["speedup"] == pytest.approx(2.0)
+
+
+def test_ambiguous_and_missing_baselines_are_named_errors():
+    one = record(Scenario(), step=0.02)
+    twin = dict(one, name="the-same-configuration-again")
+    two = record(Scenario(n_devices=2, mode="pmap"), step=0.01)
+    with pytest.raises(BaselineError, match="2 ambiguous"):
+        baseline(two, [one, twin, two], "strong")
+    with pytest.raises(BaselineError, match="no 1-device baseline"):
+        baseline(two, [two], "strong")
+    row = scaling_rows([two])[0]
+    assert row["speedup"] is None and "no 1-device baseline" in row["baseline_error"]
+
+
+def test_baseline_comes_from_the_same_machine_only():
+    one = record(Scenario(), step=0.02, machine="another-machine")
+    two = record(Scenario(n_devices=2, mode="pmap"), step=0.01)
+    with pytest.raises(BaselineError):
+        baseline(two, [one, two], "strong")
+
+
+def _write(results, rec, name=None, text=None):
+    path = results / rec["machine_id"] / rec["scale"] / (name or rec["name"]) / "metrics.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text if text is not None else json.dumps(rec))
+    return path
+
+
+def test_report_skips_corrupt_and_stale_records(tmp_path):
+    results = tmp_path / "results"
+    one = record(Scenario(scale="smoke"), step=0.02)
+    two = record(Scenario(scale="smoke", n_devices=2, mode="shard"), step=0.015)
+    for r in (one, two):
+        _write(results, r)
+    corrupt = _write(results, one, name="corrupt", text="{not json")
+    stale_rec = record(Scenario(scale="smoke", batch=7))  # in no matrix
+    stale = _write(results, stale_rec)
+    out = write_report(results, "smoke", tmp_path / "figures")
+    reasons = dict(out["skipped"])
+    assert reasons[str(corrupt)].startswith("unreadable")
+    assert reasons[str(stale)].startswith("stale")
+    table = out["tables"]["cpu"].read_text()
+    assert "1.33 [1.33, 1.33]" in table  # 0.02 / 0.015, a 95% interval
+    assert HERE in table
+    assert "corrupt" in out["tables"]["skipped"].read_text()
+
+
+def test_resume_runs_records_of_another_machine_and_skips_this_ones(tmp_path):
+    s = Scenario(scale="smoke")
+    path = record_path(s, tmp_path)
+    assert path.parent.parent.parent.name == HERE
+    rec = dict(record(s), scenario_key=s.key())
+    records.write_json_atomic(path, rec)
+    assert reusable(s, path, code_version()) is not None
+    records.write_json_atomic(path, dict(rec, machine_id="another-machine"))
+    assert reusable(s, path, code_version()) is None
+    records.write_json_atomic(path, dict(rec, versions=dict(versions(), jax="0.0.1")))
+    assert reusable(s, path, code_version()) is None
+
+
+@pytest.mark.parametrize("status", ["failed", "not_run"])
+def test_failed_and_not_run_records_are_retried(tmp_path, status):
+    s = Scenario(scale="smoke")
+    path = record_path(s, tmp_path)
+    records.write_json_atomic(path, record(s, status=status))
+    assert reusable(s, path, code_version()) is None
+
+
+def test_merging_a_repeat_pools_step_times():
+    s = Scenario(scale="smoke")
+    first = record(s, step=0.01, n_runs=1)
+    repeat = record(s, step=0.03, n_runs=1)
+    merged = merge_runs(first, repeat)
+    assert runs(merged) == 2
+    assert merged["step_time_runs_s"] == pytest.approx([0.01, 0.03])
+    assert merged["step_time_s"] == pytest.approx(0.02)
+    assert merged["final_loss"] == first["final_loss"]  # the cold run's
+    failed = merge_runs(first, dict(repeat, status="failed", error="boom"))
+    assert runs(failed) == 1 and failed["repeat_errors"] == ["boom"]
+    with pytest.raises(ValueError):
+        merge_runs(first, record(Scenario(scale="smoke", controller="stepto")))
