@@ -6,8 +6,9 @@
 # PARTs: install (the wheels of `make gpu-wheels`, --no-index), quick (the quick GPU rows),
 # seed (the seed-scale 1-GPU rows, strong scaling), cost (step time against batch size
 # on the GPU, both controllers), cmdbuf (the same for PID under XLA command-buffer
-# options), cpu (the quick CPU rows, strong scaling, 1/2/4/8 devices on the machine's
-# own cores). Records land in $RESULTS (default results-gpu-machine/, a fresh folder, so
+# options), cpucost (1-device CPU step-cost sweeps and all-reduce latencies on 2/4/8
+# CPU devices, for the projection model), cpu (the quick CPU rows with PID, strong
+# scaling, 1/2/4/8 devices on the machine's own cores). Records land in $RESULTS (default results-gpu-machine/, a fresh folder, so
 # that no record of another machine is resumed); after each part they are packed into
 # $OUT/gpu_results.tgz when $OUT is set, so that a command cut off by its time limit
 # still returns the parts that finished.
@@ -21,9 +22,11 @@ pack() {
   [ -d "$RESULTS" ] && tar czf "$OUT/gpu_results.tgz.tmp" "$RESULTS" && mv "$OUT/gpu_results.tgz.tmp" "$OUT/gpu_results.tgz"
 }
 
+here() { $PY -c "from odestudy.matrix import machine_folder; print(machine_folder('$RESULTS'))"; }
+
 cost() {  # cost LABEL CONTROLLER BATCHES [XLA_FLAGS]
   XLA_FLAGS="${4:-}" $PY benchmarks/step_cost.py --device gpu --controller "$2" \
-    --batches "$3" --label "$1" --out "$RESULTS/step_cost/gpu-$2-$1.json"
+    --batches "$3" --label "$1" --out "$(here)/step_cost/gpu-$2-$1.json"
 }
 
 for part in "$@"; do

@@ -22,6 +22,9 @@ def main() -> None:
     p.add_argument("--label", default="", help="a name for this variant (e.g. XLA flags)")
     p.add_argument("--out", required=True, help="output JSON file")
     a = p.parse_args()
+    import os
+
+    os.environ.setdefault("EQX_ON_ERROR", "nan")  # as in scenario kernels (recorded)
 
     import odestudy
 

@@ -174,6 +174,13 @@ def _fmt(value, digits: int = 4) -> str:
     return str(value)
 
 
+def markdown_table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> str:
+    """A GitHub markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def _devices_label(r: dict[str, Any], cores: int | None) -> str:
     label = str(r["n_devices"])
     if r.get("processes", 1) > 1:
@@ -207,13 +214,6 @@ def table_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]
             status,
         ])
     return out
-
-
-def markdown_table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> str:
-    """A GitHub markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def machine_line(rows: list[dict[str, Any]], device: str) -> str:

@@ -1,0 +1,245 @@
+"""A projection model for N devices from 1-device measurements, its validation where
+both sides are measured, and the projected 2-GPU rows of the reference.
+
+Step time of N devices in data parallel at global batch B (per-device batch b = B/N):
+
+    t(N) = t1(b) * I(B) / I(b) + a(N) [+ k * I(B) * l(N) in `shard`]
+
+- `t1(b)`, `I(b)`: one device's step time and executed solver iterations (its batch's
+  slowest sample) at batch b, from the step-cost sweep of that machine
+  (`benchmarks/step_cost.py`); every device's loop runs as long as the slowest sample
+  of the global batch, `I(B)` (interpolated over the sweep's batches).
+- `a(N)`: one all-reduce of the gradient (measured: `benchmarks/collectives.py`).
+- `shard` runs one solver loop over the global batch with `k` collectives in its loop
+  bodies (counted in the compiled program of the record) executed every iteration at
+  latency `l(N)` (an all-reduce of one float).
+"""
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import records
+from .report import _fmt, markdown_table
+
+# Cited all-reduce latencies of two NVLink-connected H100s, small messages (seconds):
+# about 6 us with CUDA graphs (NVIDIA/nccl issue 1259, 2 x H100 80GB HBM3, NVLSTree),
+# 3.5 us for 1 KB without CUDA graphs on NVLink H800s (NVIDIA/nccl issue 1984), and
+# NCCL's own tuning model: base 6.6 us (Ring, LL) + 0.6 us NVLink (src/graph/tuning.cc,
+# quoted in NVIDIA/nccl issue 1334). Central value and range used for projections:
+GPU_ALLREDUCE_S = {"low": 3.5e-6, "central": 7.2e-6, "high": 25e-6}
+GPU_ALLREDUCE_SOURCE = ("NVIDIA/nccl issues 1259 (2 x H100, ~6 us), 1984 (3.5 us without "
+                        "CUDA graphs) and NCCL's tuning model (6.6 + 0.6 us, issue 1334)")
+
+
+def load_sweeps(folder: str | Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """Step-cost sweeps of one machine, `(device, controller) -> record`
+    (`<machine>/step_cost/<device>-<controller>-default.json`)."""
+    out = {}
+    for path in sorted(Path(folder).glob("step_cost/*-default.json")):
+        rec = records.read_record(path)
+        device = "gpu" if rec.get("device_kind", "").lower().startswith("nvidia") else "cpu"
+        out[(device, rec["scenario"]["controller"])] = rec
+    return out
+
+
+def load_latencies(folder: str | Path) -> dict[tuple[int, int], float]:
+    """Measured all-reduce latencies of one machine, `(devices, floats) -> seconds`."""
+    out = {}
+    for path in sorted(Path(folder).glob("collectives/*.json")):
+        rec = records.read_record(path)
+        out[(rec["n_devices"], rec["size"])] = rec["latency_s"]
+    return out
+
+
+def _interp(sweep: dict[str, Any], batch: int, key: str) -> float:
+    rows = sorted(sweep["rows"], key=lambda r: r["batch"])
+    x = np.log2([r["batch"] for r in rows])
+    return float(np.interp(np.log2(batch), x, [r[key] for r in rows]))
+
+
+def predict(sweep: dict[str, Any], mode: str, n: int, global_batch: int,
+            allreduce_s: float, in_loop: int = 0, loop_latency_s: float = 0.0
+            ) -> dict[str, float]:
+    """The model's step time for `n` devices at `global_batch` (see the module doc).
+
+    - `sweep`: the 1-device step-cost sweep of the controller on that machine.
+    - `allreduce_s`: one gradient all-reduce; `in_loop`, `loop_latency_s`: collectives
+      per loop iteration and their latency (used in `shard` only).
+    """
+    local = global_batch // n
+    iters_global = _interp(sweep, global_batch, "iterations_executed")
+    compute = (_interp(sweep, local, "step_time_s") * iters_global
+               / _interp(sweep, local, "iterations_executed"))
+    loop = in_loop * iters_global * loop_latency_s if mode == "shard" else 0.0
+    comm = allreduce_s if n > 1 else 0.0
+    return {"step_time_s": compute + comm + loop, "compute_s": compute,
+            "allreduce_s": comm, "in_loop_s": loop, "iterations": iters_global}
+
+
+def validate_model(rows: list[dict[str, Any]], folder: str | Path,
+                   cores: int | None) -> list[dict[str, Any]]:
+    """Predicted against measured for the multi-device ok rows of one machine
+    (`rows` from `report.scaling_rows`) with at most `cores` devices, where that
+    machine has a sweep of the controller and a latency for the device count."""
+    sweeps, lat = load_sweeps(folder), load_latencies(folder)
+    out = []
+    for r in rows:
+        n = r["n_devices"]
+        sweep = sweeps.get((r["device"], r["controller"]))
+        if (r["status"] != "ok" or n < 2 or r.get("processes", 1) > 1 or sweep is None
+                or (cores and n > cores) or (n, 1) not in lat):
+            continue
+        grad = lat.get((n, max(s for d, s in lat if d == n)), lat[(n, 1)])
+        p = predict(sweep, r["mode"], n, r["global_batch"], grad,
+                    r.get("collectives_in_loops") or 0, lat[(n, 1)])
+        out.append(dict(p, name=r["name"], mode=r["mode"], n_devices=n,
+                        controller=r["controller"], scaling=r["scaling"],
+                        measured_s=r["step_time_s"],
+                        error=p["step_time_s"] / r["step_time_s"] - 1))
+    return out
+
+
+def project_gpu(sweeps: dict, gpu_rows: list[dict[str, Any]],
+                cpu_rows: list[dict[str, Any]], n: int = 2) -> list[dict[str, Any]]:
+    """Projected `n`-GPU strong-scaling rows of every mode and controller, at the
+    1-GPU rows' global batch, with the cited latency range (`GPU_ALLREDUCE_S`); the
+    `shard` loop's collective count is taken from the CPU record of the same mode."""
+    out = []
+    for base in gpu_rows:
+        if base["status"] != "ok" or base["n_devices"] != 1 or base["scaling"] != "strong":
+            continue
+        sweep = sweeps.get(("gpu", base["controller"]))
+        if sweep is None:
+            continue
+        for mode in ("pmap", "shard", "shard_map"):
+            cpu = next((c for c in cpu_rows if c["mode"] == mode and c["n_devices"] == n
+                        and c["controller"] == base["controller"]
+                        and c["status"] == "ok"), None)
+            k = (cpu or {}).get("collectives_in_loops") or 0
+            est = {v: predict(sweep, mode, n, base["global_batch"], lat, k, lat)
+                   for v, lat in GPU_ALLREDUCE_S.items()}
+            c = est["central"]
+            out.append({"scale": base["scale"], "mode": mode, "n_devices": n,
+                        "controller": base["controller"],
+                        "global_batch": base["global_batch"],
+                        "step_time_s": c["step_time_s"],
+                        "low_s": est["low"]["step_time_s"],
+                        "high_s": est["high"]["step_time_s"],
+                        "one_gpu_s": base["step_time_s"],
+                        "speedup": base["step_time_s"] / c["step_time_s"],
+                        "in_loop": k})
+    return out
+
+
+def projection_markdown(validation: list[dict[str, Any]], machines: list[str],
+                        projected: list[dict[str, Any]]) -> str:
+    """`projection.md`: the model, its validation, the projected GPU rows, and the
+    closing line `validation: median |error| = X%` over the `pmap` and `shard_map`
+    rows."""
+    parts = ["# Projection model", "", __doc__.split("\n\n", 1)[1].strip(), "",
+             "## Validation: predicted from 1-device measurements against measured", "",
+             "Machines: " + (", ".join(f"`{m}`" for m in machines) or "none"), ""]
+    rows = [[v["machine"], v["mode"], str(v["n_devices"]), v["controller"], v["scaling"],
+             _fmt(v["measured_s"]), _fmt(v["step_time_s"]), _fmt(v["compute_s"]),
+             _fmt(v["allreduce_s"]), _fmt(v["in_loop_s"]), f"{100 * v['error']:+.0f}%"]
+            for v in validation]
+    parts += [markdown_table(("Machine", "Mode", "Devices", "Controller", "Scaling",
+                              "Measured (s)", "Predicted (s)", "Compute", "All-reduce",
+                              "In-loop collectives", "Error"), rows) if rows
+              else "No multi-device rows with sweeps and latencies to validate.", ""]
+    for mode in ("pmap", "shard", "shard_map"):
+        errs = [abs(v["error"]) for v in validation if v["mode"] == mode]
+        if errs:
+            parts.append(f"- `{mode}`: median |error| {100 * np.median(errs):.0f}% over "
+                         f"{len(errs)} rows")
+    parts += ["", "## Projected 2-GPU rows (not measured: no machine here has two GPUs)",
+              "", f"All-reduce latency {GPU_ALLREDUCE_S['central'] * 1e6:.1f} us (range "
+              f"{GPU_ALLREDUCE_S['low'] * 1e6:.1f}–{GPU_ALLREDUCE_S['high'] * 1e6:.0f} us), "
+              f"cited: {GPU_ALLREDUCE_SOURCE}. Compute from the 1-GPU step-cost sweep.", ""]
+    prow = [[p["scale"], p["mode"], str(p["n_devices"]), p["controller"],
+             str(p["global_batch"]), _fmt(p["one_gpu_s"]),
+             f"{_fmt(p['step_time_s'])} [{_fmt(p['low_s'])}, {_fmt(p['high_s'])}]",
+             f"{p['speedup']:.2f}"] for p in projected]
+    parts += [markdown_table(("Scale", "Mode", "GPUs", "Controller", "Global batch",
+                              "1 GPU measured (s)", "Projected step (s) [latency range]",
+                              "Projected speedup"), prow) if prow else "No GPU sweep.", ""]
+    both = [abs(v["error"]) for v in validation if v["mode"] in ("pmap", "shard_map")]
+    median = f"{100 * np.median(both):.0f}%" if both else "n/a"
+    parts += ["The closing line is over the `pmap` and `shard_map` rows.", "",
+              f"validation: median |error| = {median}"]
+    return "\n".join(parts) + "\n"
+
+
+def write_projection(results: str | Path, rows_by_machine: dict[str, list[dict]],
+                     gpu_rows: list[dict[str, Any]], gpu_machine: str | None,
+                     cpu_rows: list[dict[str, Any]], out: str | Path
+                     ) -> tuple[Path, list[dict[str, Any]]]:
+    """Validate on every machine with sweeps and latencies, project the 2-GPU rows,
+    write `out` (`projection.md`); returns its path and the projected rows."""
+    validation = []
+    for machine, rows in rows_by_machine.items():
+        cores = next(((r.get("hardware") or {}).get("physical_cores") for r in rows
+                      if r.get("hardware")), None)
+        for v in validate_model(rows, Path(results) / machine, cores):
+            validation.append(dict(v, machine=machine))
+    sweeps = load_sweeps(Path(results) / gpu_machine) if gpu_machine else {}
+    projected = project_gpu(sweeps, gpu_rows, cpu_rows)
+    machines = sorted({v["machine"] for v in validation})
+    out = Path(out)
+    out.write_text(projection_markdown(validation, machines, projected))
+    return out, projected
+
+
+def collective_latency(n_devices: int, iterations: int = 2000, size: int = 1,
+                       repeats: int = 7) -> dict[str, Any]:
+    """Time of one all-reduce (`psum`) across `n_devices` devices inside a loop: the
+    per-collective latency that collectives inside solver loops pay each iteration.
+
+    - `n_devices`: devices to reduce over (this process must see that many).
+    - `iterations`: loop iterations per timing; `size`: float32 elements reduced.
+    - `repeats`: timings of each program; the medians are compared.
+
+    Times a `shard_map`ped `fori_loop` whose body adds a `psum` of its carry, against
+    the same loop whose body does the same arithmetic without the `psum`; the
+    difference over `iterations` is the latency (seconds per collective).
+    """
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    from .compat import make_data_mesh
+
+    devices = jax.devices()[:n_devices]
+    if len(devices) < n_devices:
+        raise ValueError(f"{n_devices} devices requested, {len(devices)} present")
+    mesh = make_data_mesh(devices)
+    axis = mesh.axis_names[0]
+
+    def program(with_psum: bool):
+        def local(x):
+            def body(i, c):
+                return (jax.lax.psum(c, axis) if with_psum else c * n_devices) * 0.5 + 1.0
+
+            return jax.lax.fori_loop(0, iterations, body, x)
+
+        return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P(axis),
+                                     out_specs=P(axis), check_vma=False))
+
+    x = jax.device_put(np.ones((n_devices * size,), np.float32),
+                       jax.sharding.NamedSharding(mesh, P(axis)))
+    medians = {}
+    for with_psum in (False, True):
+        fn = program(with_psum).lower(x).compile()
+        jax.block_until_ready(fn(x))
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn(x))
+            times.append(time.perf_counter() - t0)
+        medians[with_psum] = float(np.median(times))
+    return {"n_devices": n_devices, "iterations": iterations, "size": size,
+            "loop_s": medians[False], "loop_with_psum_s": medians[True],
+            "latency_s": max(0.0, (medians[True] - medians[False]) / iterations),
+            "platform": jax.default_backend()}
