@@ -43,9 +43,16 @@ for part in "$@"; do
     cmdbuf) cost cmdbuf-off pid 1,32,256 "--xla_gpu_enable_command_buffer="
             cost cmdbuf-while pid 1,32,256 \
               "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE" ;;
+    cpucost) for c in pid stepto; do JAX_PLATFORMS=cpu $PY benchmarks/step_cost.py \
+          --device cpu --controller $c --batches 4,8,16,32,64,128,256 --label default \
+          --out "$(here)/step_cost/cpu-$c-default.json"; done
+        for n in 2 4 8; do for size in 1 4482; do JAX_PLATFORMS=cpu $PY \
+          benchmarks/collectives.py --device cpu --devices $n --size $size \
+          --out "$(here)/collectives/cpu-$n-$size.json"; done; done ;;
     cpu) JAX_PLATFORMS=cpu $PY -m odestudy.cli matrix --scale quick --device cpu \
-        --results "$RESULTS" --select scaling=strong,processes=1 ;;
-    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpu" >&2; exit 2 ;;
+        --results "$RESULTS" --select scaling=strong,processes=1,controller=pid ;;
+    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu" >&2
+       exit 2 ;;
   esac
   echo "=== $part done rc=$? $(date -u +%H:%M:%S)"
   nvidia-smi --query-gpu=name,memory.used --format=csv,noheader 2>/dev/null
