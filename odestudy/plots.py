@@ -107,3 +107,34 @@ def _groups(rows):
     key = lambda r: (r["mode"], r["controller"], r.get("processes", 1))
     keys = sorted({key(r) for r in rows})
     return [(k, [r for r in rows if key(r) == k]) for k in keys]
+
+
+def step_cost_figure(sweeps: Sequence[dict[str, Any]], out: str | Path,
+                     stem: str) -> list[Path]:
+    """Step time and time per executed solver iteration against batch size, one line
+    per sweep (`benchmarks/step_cost.py` records: controller and label), with the
+    fitted line `fixed + per_sample * batch` of the time per iteration."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for sweep in sweeps:
+        rows = sorted(sweep["rows"], key=lambda r: r["batch"])
+        x = np.array([r["batch"] for r in rows], float)
+        label = f"{sweep['scenario']['controller']} {sweep.get('label') or ''}".strip()
+        style = CONTROLLER_STYLE.get(sweep["scenario"]["controller"], "-o")
+        lo = [r["step_time_s"] - r["step_time_p25_s"] for r in rows]
+        hi = [r["step_time_p75_s"] - r["step_time_s"] for r in rows]
+        line = a.errorbar(x, [r["step_time_s"] for r in rows], yerr=[lo, hi], fmt=style,
+                          capsize=3, label=label)
+        b.plot(x, [r["per_iteration_s"] * 1e3 for r in rows], style,
+               color=line[0].get_color(), label=label)
+        fit = sweep["fit"]
+        b.plot(x, (fit["fixed_per_iteration_s"] + fit["per_sample_iteration_s"] * x) * 1e3,
+               ":", color=line[0].get_color())
+    a.set(xscale="log", yscale="log", xlabel="batch (one device)",
+          ylabel="step time (s), median, IQR bars")
+    b.set(xscale="log", xlabel="batch (one device)",
+          ylabel="ms per executed solver iteration (dotted: fit)")
+    a.legend(fontsize=8)
+    kind = sweeps[0].get("device_kind", "") if sweeps else ""
+    fig.suptitle(f"Per-step cost against batch size on {kind} (trained quick model)")
+    fig.tight_layout()
+    return _save(fig, Path(out), stem)

@@ -3,12 +3,14 @@ both sides are measured, and the projected 2-GPU rows of the reference.
 
 Step time of N devices in data parallel at global batch B (per-device batch b = B/N):
 
-    t(N) = t1(b) * I(B) / I(b) + a(N) [+ k * I(B) * l(N) in `shard`]
+    t(N) = t1(b0) * c(b) * I(B) / (c(b0) * I(b0)) + a(N) [+ k * I(B) * l(N) in `shard`]
 
-- `t1(b)`, `I(b)`: one device's step time and executed solver iterations (its batch's
-  slowest sample) at batch b, from the step-cost sweep of that machine
-  (`benchmarks/step_cost.py`); every device's loop runs as long as the slowest sample
-  of the global batch, `I(B)` (interpolated over the sweep's batches).
+- `t1(b0)`: the measured 1-device step time at its batch b0 (the row's baseline: b0 = B
+  under strong scaling, b0 = b under weak scaling).
+- `c(b)`, `I(b)`: one device's time per executed solver iteration and executed
+  iterations (the batch's slowest sample) at batch b, from the 1-device step-cost sweep
+  of that machine (`benchmarks/step_cost.py`, interpolated over its batches): every
+  device's loop runs as long as the slowest sample of the global batch, `I(B)`.
 - `a(N)`: one all-reduce of the gradient (measured: `benchmarks/collectives.py`).
 - `shard` runs one solver loop over the global batch with `k` collectives in its loop
   bodies (counted in the compiled program of the record) executed every iteration at
@@ -60,19 +62,27 @@ def _interp(sweep: dict[str, Any], batch: int, key: str) -> float:
     return float(np.interp(np.log2(batch), x, [r[key] for r in rows]))
 
 
-def predict(sweep: dict[str, Any], mode: str, n: int, global_batch: int,
-            allreduce_s: float, in_loop: int = 0, loop_latency_s: float = 0.0
-            ) -> dict[str, float]:
+def predict(sweep: dict[str, Any], base: dict[str, Any], mode: str, n: int,
+            global_batch: int, allreduce_s: float, in_loop: int = 0,
+            loop_latency_s: float = 0.0) -> dict[str, float]:
     """The model's step time for `n` devices at `global_batch` (see the module doc).
 
-    - `sweep`: the 1-device step-cost sweep of the controller on that machine.
+    - `sweep`: the 1-device step-cost sweep of the controller on that machine; it gives
+      the relative cost of a solver iteration at each batch and the iterations of the
+      slowest sample of a batch.
+    - `base`: the measured 1-device record the projection is anchored on (its step
+      time at its own global batch `b0`): `t = t_base * c(b) I(B) / (c(b0) I(b0))`,
+      with `c` the time per iteration and `I` the executed iterations from the sweep.
     - `allreduce_s`: one gradient all-reduce; `in_loop`, `loop_latency_s`: collectives
       per loop iteration and their latency (used in `shard` only).
     """
-    local = global_batch // n
+    def c(b: int) -> float:
+        return _interp(sweep, b, "step_time_s") / _interp(sweep, b, "iterations_executed")
+
+    local, b0 = global_batch // n, base["global_batch"]
     iters_global = _interp(sweep, global_batch, "iterations_executed")
-    compute = (_interp(sweep, local, "step_time_s") * iters_global
-               / _interp(sweep, local, "iterations_executed"))
+    compute = (base["step_time_s"] * c(local) * iters_global
+               / (c(b0) * _interp(sweep, b0, "iterations_executed")))
     loop = in_loop * iters_global * loop_latency_s if mode == "shard" else 0.0
     comm = allreduce_s if n > 1 else 0.0
     return {"step_time_s": compute + comm + loop, "compute_s": compute,
@@ -83,7 +93,10 @@ def validate_model(rows: list[dict[str, Any]], folder: str | Path,
                    cores: int | None) -> list[dict[str, Any]]:
     """Predicted against measured for the multi-device ok rows of one machine
     (`rows` from `report.scaling_rows`) with at most `cores` devices, where that
-    machine has a sweep of the controller and a latency for the device count."""
+    machine has a sweep of the controller, a latency for the device count and a
+    1-device baseline (`report.baseline`)."""
+    from .report import BaselineError, baseline
+
     sweeps, lat = load_sweeps(folder), load_latencies(folder)
     out = []
     for r in rows:
@@ -92,8 +105,12 @@ def validate_model(rows: list[dict[str, Any]], folder: str | Path,
         if (r["status"] != "ok" or n < 2 or r.get("processes", 1) > 1 or sweep is None
                 or (cores and n > cores) or (n, 1) not in lat):
             continue
+        try:
+            base = baseline(r, rows, r["scaling"])
+        except BaselineError:
+            continue
         grad = lat.get((n, max(s for d, s in lat if d == n)), lat[(n, 1)])
-        p = predict(sweep, r["mode"], n, r["global_batch"], grad,
+        p = predict(sweep, base, r["mode"], n, r["global_batch"], grad,
                     r.get("collectives_in_loops") or 0, lat[(n, 1)])
         out.append(dict(p, name=r["name"], mode=r["mode"], n_devices=n,
                         controller=r["controller"], scaling=r["scaling"],
@@ -104,9 +121,10 @@ def validate_model(rows: list[dict[str, Any]], folder: str | Path,
 
 def project_gpu(sweeps: dict, gpu_rows: list[dict[str, Any]],
                 cpu_rows: list[dict[str, Any]], n: int = 2) -> list[dict[str, Any]]:
-    """Projected `n`-GPU strong-scaling rows of every mode and controller, at the
-    1-GPU rows' global batch, with the cited latency range (`GPU_ALLREDUCE_S`); the
-    `shard` loop's collective count is taken from the CPU record of the same mode."""
+    """Projected `n`-GPU strong-scaling rows of every mode and controller, anchored on
+    the measured 1-GPU rows, with the cited latency range (`GPU_ALLREDUCE_S`); the
+    `shard` loop's collective count is taken from the CPU record of the same mode and
+    device count (the same program partitioned for CPU devices)."""
     out = []
     for base in gpu_rows:
         if base["status"] != "ok" or base["n_devices"] != 1 or base["scaling"] != "strong":
@@ -117,9 +135,9 @@ def project_gpu(sweeps: dict, gpu_rows: list[dict[str, Any]],
         for mode in ("pmap", "shard", "shard_map"):
             cpu = next((c for c in cpu_rows if c["mode"] == mode and c["n_devices"] == n
                         and c["controller"] == base["controller"]
-                        and c["status"] == "ok"), None)
+                        and c["scaling"] == "strong" and c["status"] == "ok"), None)
             k = (cpu or {}).get("collectives_in_loops") or 0
-            est = {v: predict(sweep, mode, n, base["global_batch"], lat, k, lat)
+            est = {v: predict(sweep, base, mode, n, base["global_batch"], lat, k, lat)
                    for v, lat in GPU_ALLREDUCE_S.items()}
             c = est["central"]
             out.append({"scale": base["scale"], "mode": mode, "n_devices": n,

@@ -6,7 +6,7 @@ from typing import Any
 
 from . import records
 from .intervals import METHOD, fmt_interval
-from .plots import scaling_figures
+from .plots import scaling_figures, step_cost_figure
 
 # The reference study's two published tables as data (its "epoch time" is one optimiser
 # step), kept in the repo so that a clone anywhere can compare with them.
@@ -383,6 +383,51 @@ def skipped_table(skipped: list[tuple[str, str]]) -> str:
             + (markdown_table(("Record", "Reason"), rows) if rows else "None.") + "\n")
 
 
+def _all_sweeps(folder: Path) -> list[dict[str, Any]]:
+    """Every step-cost sweep of a machine on its GPU (default and XLA-flag variants)."""
+    return [records.read_record(p) for p in sorted(folder.glob("step_cost/gpu-*.json"))]
+
+
+def gpu_extra(gpu_rows: list[dict[str, Any]], projected: list[dict[str, Any]],
+              reference: list[dict[str, Any]]) -> str:
+    """The GPU table's second part: projected 2-GPU rows (labelled, never mixed with
+    measured ones) and the reference's GPU rows beside ours."""
+    parts = ["", "## Projected rows (not measured)", "",
+             "No machine available to this study has two GPUs. These rows are the "
+             "projection model of `projection.md` (validated on CPU rows), anchored on "
+             "the measured 1-GPU rows above; brackets: the cited all-reduce latency "
+             "range.", ""]
+    rows = [[p["scale"], f"{p['n_devices']} (projected)", p["mode"], p["controller"],
+             str(p["global_batch"]), _fmt(p["one_gpu_s"]),
+             f"{_fmt(p['step_time_s'])} [{_fmt(p['low_s'])}, {_fmt(p['high_s'])}]",
+             f"{p['speedup']:.2f}"] for p in projected]
+    parts += [markdown_table(("Scale", "GPUs", "Mode", "Controller", "Global batch",
+                              "1 GPU measured step (s)", "Projected step (s)",
+                              "Projected speedup"), rows) if rows else "None.", ""]
+    parts += ["## The reference's GPU rows beside ours", "",
+              "The reference's step (its 'epoch time', one optimiser step, not waited "
+              "for) beside our measured 1-GPU and projected 2-GPU steps at the seed "
+              "scale (the reference's configuration), same mode and controller.", ""]
+    out = []
+    for ref in (r for r in reference if r["device"] == "gpu"):
+        n = int(ref["n_devices"])
+        mode = "single" if n == 1 else ref["mode"]
+        if n == 1:
+            ours = next((r for r in gpu_rows if r["scale"] == "seed" and r["n_devices"] == 1
+                         and r["controller"] == ref["controller"]
+                         and r["status"] == "ok"), None)
+            cell = f"{_fmt(ours['step_time_s'])} (measured)" if ours else "–"
+        else:
+            ours = next((p for p in projected if p["scale"] == "seed" and p["mode"] == mode
+                         and p["controller"] == ref["controller"]), None)
+            cell = f"{_fmt(ours['step_time_s'])} (projected)" if ours else "–"
+        out.append([str(n), f"{ref['mode']} → {mode}", ref["controller"],
+                    _fmt(float(ref["epoch_time_s"])), cell, ref["final_loss"]])
+    parts += [markdown_table(("GPUs", "Mode", "Controller", "Reference step (s)",
+                              "Ours step (s)", "Reference final loss"), out), ""]
+    return "\n".join(parts)
+
+
 def write_report(results: str | Path, scale: str, figures: str | Path,
                  reference: str | Path = REFERENCE_CSV) -> dict[str, Any]:
     """Write `figures/tables/{cpu,gpu,reference,machines,skipped,explain}.md` and the
@@ -403,9 +448,21 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
     tables = figures / "tables"
     tables.mkdir(parents=True, exist_ok=True)
     written = {}
+    from .projection import write_projection
+
+    by_machine = {m: scaling_rows([r for r in every if r["machine_id"] == m
+                                   and r["device"] == "cpu" and _in_main_tables(r)])
+                  for m in sorted({r["machine_id"] for r in every if r["device"] == "cpu"})}
+    gpu_rows = [r for r in rows if r["device"] == "gpu"]
+    cpu_rows = [r for r in rows if r["device"] == "cpu"]
+    written["projection"], projected = write_projection(
+        results, by_machine, gpu_rows, chosen["gpu"], cpu_rows, tables / "projection.md")
     for device in ("cpu", "gpu"):
         path = tables / f"{device}.md"
-        path.write_text(device_table(rows, device))
+        text = device_table(rows, device)
+        if device == "gpu":
+            text += gpu_extra(gpu_rows, projected, reference_rows(reference))
+        path.write_text(text)
         written[device] = path
     for name, text in (("reference", comparison_table(rows, reference_rows(reference))),
                        ("machines", machines_table(every, chosen)),
@@ -420,6 +477,10 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
         sel = [r for k in by_scaling for r in by_scaling[k] if r["device"] == device]
         cores = next(((r.get("hardware") or {}).get("physical_cores") for r in sel), None)
         figs += scaling_figures(sel, figures, device, cores)
+    sweeps = [s for m in sorted({r["machine_id"] for r in every if r["device"] == "gpu"})
+              for s in _all_sweeps(Path(results) / m)]
+    if sweeps:
+        figs += step_cost_figure(sweeps, figures, "gpu_step_cost")
     from .explain import write_explain
 
     explain = write_explain([r for r in every if r["machine_id"] == chosen["cpu"]],

@@ -1,0 +1,50 @@
+"""What the GPU path needs that can be checked without a GPU: the wheels gathered by
+`make gpu-wheels` install without an index for the GPU image's Python (3.12), and the
+planning of GPU rows by the number of GPUs present."""
+
+import subprocess
+import sys
+
+import pytest
+
+from odestudy import matrix
+from odestudy.records import ROOT
+
+PACKAGES = ("papermill", "ipykernel", "nbformat", "nbconvert", "tqdm")
+TARGET = ("--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
+          "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
+          "--platform", "manylinux_2_28_x86_64", "--platform", "any")
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory):
+    """The folder `make gpu-wheels` fills (gathered now if this checkout has none)."""
+    folder = ROOT / ".whl" / "gpu"
+    if not any(folder.glob("papermill-*.whl")):
+        folder = tmp_path_factory.mktemp("wheels")
+        subprocess.run(["make", "-C", str(ROOT), "gpu-wheels", f"PYTHON={sys.executable}",
+                        f"GPU_WHEELS={folder}"], check=True, capture_output=True,
+                       timeout=600)
+    return folder
+
+
+def test_gathered_wheels_install_without_an_index(wheels, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+         "--no-index", "--find-links", str(wheels), *TARGET, "--target",
+         str(tmp_path / "site"), *PACKAGES], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    would = result.stdout.split("Would install", 1)[1].lower()
+    assert all(p in would for p in PACKAGES)
+
+
+@pytest.mark.parametrize("gpus", [0, 1, 2])
+def test_gpu_rows_are_planned_by_the_gpus_present(monkeypatch, gpus):
+    monkeypatch.setattr(matrix, "gpu_count", lambda: gpus)
+    runnable, not_run = matrix.plan("quick", "gpu")
+    assert all(s.device == "gpu" and s.total_devices <= gpus for s in runnable)
+    assert {s.total_devices for s in runnable} == set(range(1, gpus + 1))
+    for s, reason in not_run:
+        assert s.total_devices > gpus
+        assert reason == f"needs {s.total_devices} GPU(s), {gpus} present"
+    assert len(runnable) + len(not_run) == len(matrix.scenarios("quick", "gpu"))
