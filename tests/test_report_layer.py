@@ -151,3 +151,31 @@ def test_merging_a_repeat_pools_step_times():
     assert runs(failed) == 1 and failed["repeat_errors"] == ["boom"]
     with pytest.raises(ValueError):
         merge_runs(first, record(Scenario(scale="smoke", controller="stepto")))
+
+
+def _sweep(controller="pid"):
+    """A synthetic step-cost sweep: iterations 10 + log2(b), 1 ms + 10 us * b each."""
+    rows = []
+    for b in (8, 16, 32, 64):
+        iters = 10 + np.log2(b)
+        rows.append({"batch": b, "iterations_executed": iters,
+                     "step_time_s": iters * (1e-3 + 1e-5 * b)})
+    return {"rows": rows, "scenario": {"controller": controller}}
+
+
+def test_projection_scales_the_measured_baseline_by_the_sweep():
+    from odestudy.projection import predict, projection_markdown
+
+    sweep, c = _sweep(), (lambda b: 1e-3 + 1e-5 * b)
+    base = {"global_batch": 32, "step_time_s": 0.05}
+    p = predict(sweep, base, "pmap", 2, 32, allreduce_s=1e-4)
+    assert p["compute_s"] == pytest.approx(0.05 * c(16) / c(32))
+    assert p["step_time_s"] == pytest.approx(p["compute_s"] + 1e-4)
+    shard = predict(sweep, base, "shard", 2, 32, 1e-4, in_loop=3, loop_latency_s=1e-5)
+    assert shard["in_loop_s"] == pytest.approx(3 * 15 * 1e-5)  # I(32) = 15
+    weak = predict(sweep, {"global_batch": 16, "step_time_s": 0.02}, "shard_map", 2, 32, 0)
+    assert weak["compute_s"] == pytest.approx(0.02 * 15 / 14)  # I(32) / I(16)
+    text = projection_markdown(
+        [dict(p, machine="m", mode="pmap", n_devices=2, controller="pid",
+              scaling="strong", measured_s=p["step_time_s"] * 1.1, error=-0.1)], ["m"], [])
+    assert text.rstrip().splitlines()[-1] == "validation: median |error| = 10%"
