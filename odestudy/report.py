@@ -516,11 +516,17 @@ def update_readme(readme: str | Path, tables: dict[str, Path], figures: list[Pat
     parts = [README_START, "", f"### CPU ({scale} scale)", "", body(tables["cpu"]), ""]
     for fig in main_fig + weak_fig:
         parts += [f"![{fig.stem}]({rel(fig)})", ""]
-    parts += [f"### GPU ({scale} scale)", "", body(tables["gpu"]), "",
-              f"More: [{rel(tables['reference'])}]({rel(tables['reference'])}) (ours "
-              f"beside the reference), [{rel(tables['explain'])}]({rel(tables['explain'])})"
-              " (why), and the executed report `figures/report_" + scale + ".html`.", "",
-              README_END]
+    gpu_fig = [p for p in figures if p.name.endswith("gpu_step_cost.png")]
+    parts += [f"### GPU ({scale} scale)", "", body(tables["gpu"]), ""]
+    for fig in gpu_fig:
+        parts += [f"![{fig.stem}]({rel(fig)})", ""]
+    more = [(name, what) for name, what in (
+        ("reference", "ours beside the reference"), ("projection", "the projection model "
+         "and its validation"), ("machines", "other machines' runs"), ("explain", "why"),
+        ("skipped", "records left out")) if name in tables]
+    parts += ["More: " + ", ".join(f"[{rel(tables[n])}]({rel(tables[n])}) ({w})"
+                                   for n, w in more)
+              + f", and the executed report `figures/report_{scale}.html`.", "", README_END]
     start, end = text.index(README_START), text.index(README_END) + len(README_END)
     tmp = readme.with_suffix(".md.tmp")
     tmp.write_text(text[:start] + "\n".join(parts) + text[end:])
