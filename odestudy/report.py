@@ -312,7 +312,7 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
             " 1–2 GPUs and 8 CPU devices). Its step times were taken without waiting for "
             "the device and its modes trained different losses, so ratios compare "
             "magnitudes only. Final losses are comparable only at the `seed` scale (the "
-            "reference's 3 x 1000 steps); the quick scale trains 60 steps. Our rows are "
+            "reference's 3 x 1000 steps); the quick scale trains 2 x 100 steps. Our rows are "
             "strong scaling at our scale's global batch; "
             "the reference's 1-device rows are its `shard` mode on one device, our "
             f"`single`.\n\nOur CPU machine: {cpu}\n\nOur GPU machine: {gpu}")
