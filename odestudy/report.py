@@ -206,7 +206,8 @@ def table_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]
             _fmt(r.get("runtime_s"), 3), _fmt(r.get("epoch_time_s")),
             _fmt(r.get("compile_time_s"), 3), _fmt(r.get("final_loss")),
             r["scaling"], str(r["global_batch"]), _fmt(r.get("step_time_s")), iqr,
-            f"{len(r.get('step_time_runs_s') or [1])} ({runs})" if ok else "–",
+            (f"{len(r['step_time_runs_s'])} ({runs})" if r.get("step_time_runs_s")
+             else "1") if ok else "–",
             fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None))),
             fmt_interval(r["efficiency"], *(r.get("efficiency_ci") or (None, None))),
             f"{_fmt(r.get('collectives_total'))} / {_fmt(r.get('collectives_in_loops'))}",
@@ -242,12 +243,14 @@ EPOCH_NOTE = (
     "controller, the same in every mode. Speedup and efficiency are step-time ratios "
     "against the 1-device row of the same controller, scaling and batch, measured on the "
     "same machine, versions and code (an explicit join on every other scenario field), "
-    "one scenario at a time. **Runs**: each scenario ran in at least 3 runs at different "
-    "times, interleaved across the matrix (the first a fresh kernel that trains and "
-    "compiles cold; repeats reuse its compiled programs through the persistent "
-    "compilation cache, never its timings); the list gives each run's median step time, "
-    "the step time is the median of all runs' steps pooled. Compile time and final loss "
-    "are the cold run's. " + METHOD + ". Solver steps: forward steps per sample of the "
+    "one scenario at a time. **Runs**: the number of runs and each run's median step "
+    "time. The quick scaling matrix runs every scenario 3 times at different times, "
+    "interleaved (the first a fresh kernel that trains and compiles cold; repeats reuse "
+    "its compiled programs through the persistent compilation cache, never its "
+    "timings); the step time is the median of all runs' steps pooled. Seed-scale rows and "
+    "the GPU rows run once: their intervals hold the spread of steps within that run "
+    "only. Compile time and final loss are the first run's. " + METHOD
+    + ". Solver steps: forward steps per sample of the "
     "last stage's timed steps: the steps a batched loop executes (the per-device "
     "maximum; in `shard` one loop spans all devices, so the global batch's maximum) "
     "and the mean."
@@ -392,7 +395,7 @@ def gpu_extra(gpu_rows: list[dict[str, Any]], projected: list[dict[str, Any]],
               reference: list[dict[str, Any]]) -> str:
     """The GPU table's second part: projected 2-GPU rows (labelled, never mixed with
     measured ones) and the reference's GPU rows beside ours."""
-    parts = ["", "## Projected rows (not measured)", "",
+    parts = ["", "**Projected rows (not measured).**", "",
              "No machine available to this study has two GPUs. These rows are the "
              "projection model of `projection.md` (validated on CPU rows), anchored on "
              "the measured 1-GPU rows above; brackets: the cited all-reduce latency "
@@ -404,10 +407,14 @@ def gpu_extra(gpu_rows: list[dict[str, Any]], projected: list[dict[str, Any]],
     parts += [markdown_table(("Scale", "GPUs", "Mode", "Controller", "Global batch",
                               "1 GPU measured step (s)", "Projected step (s)",
                               "Projected speedup"), rows) if rows else "None.", ""]
-    parts += ["## The reference's GPU rows beside ours", "",
+    parts += ["**The reference's GPU rows beside ours.**", "",
               "The reference's step (its 'epoch time', one optimiser step, not waited "
               "for) beside our measured 1-GPU and projected 2-GPU steps at the seed "
               "scale (the reference's configuration), same mode and controller.", ""]
+    if not any(r["scale"] == "seed" for r in gpu_rows):
+        return "\n".join(parts[:-2] + ["The reference's GPU rows are at its configuration: "
+                                        "see the seed-scale GPU table "
+                                        "(`figures/seed/tables/gpu.md`).", ""])
     out = []
     for ref in (r for r in reference if r["device"] == "gpu"):
         n = int(ref["n_devices"])
