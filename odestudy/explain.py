@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .plots import MODE_STYLE, _save
-from .report import _fmt, markdown_table
+from .report import BaselineError, _fmt, markdown_table
 
 CONTROLLER_LINE = {"pid": "-", "stepto": "--"}
 
@@ -21,6 +21,22 @@ TARGET_LOSS = {"smoke": 0.2, "quick": 0.01, "seed": 0.001}
 
 def _scn(r: dict[str, Any], key: str, default=None):
     return (r.get("scenario") or {}).get(key, default)
+
+
+def twin(rec: dict[str, Any], recs: list[dict[str, Any]], **changes
+         ) -> dict[str, Any] | None:
+    """The ok record whose scenario is `rec`'s with `changes` applied (an explicit join
+    on every scenario field, same machine, versions and code); None if there is none.
+    Raises `report.BaselineError` if more than one record matches."""
+    want = dict(rec.get("scenario") or {}, **changes)
+    found = [r for r in recs if r.get("status") == "ok" and r.get("scenario") == want
+             and r.get("machine_id") == rec.get("machine_id")
+             and r.get("versions") == rec.get("versions")
+             and r.get("code_version") == rec.get("code_version")]
+    if len(found) > 1:
+        raise BaselineError(f"{len(found)} ambiguous records for {rec['name']} with "
+                            f"{changes}: {', '.join(r['name'] for r in found)}")
+    return found[0] if found else None
 
 
 def _waste(r) -> dict[str, float]:
@@ -88,14 +104,9 @@ def grouping(recs) -> str:
     for g in recs:
         if not (g.get("status") == "ok" and _scn(g, "batching") == "grouped"):
             continue
-        match = [r for r in recs if r.get("status") == "ok"
-                 and _scn(r, "batching") == "random"
-                 and all(_scn(r, k) == _scn(g, k) for k in
-                         ("mode", "n_devices", "controller", "spread", "batch", "scale",
-                          "solve", "steps_per_stage", "eval_every"))]
-        if not match:
+        r = twin(g, recs, batching="random")
+        if r is None:
             continue
-        r = match[0]
         rows.append([g["mode"], str(g["n_devices"]), _fmt(_scn(g, "spread")),
                      _fmt(_waste(r).get("total"), 2), _fmt(_waste(g).get("total"), 2),
                      _fmt(r["step_time_s"]), _fmt(g["step_time_s"]),
@@ -119,14 +130,9 @@ def within_ode(recs) -> str:
     for w in recs:
         if not (w.get("status") == "ok" and _scn(w, "solve") == "within_ode"):
             continue
-        match = [r for r in recs if r.get("status") == "ok"
-                 and _scn(r, "solve") == "per_sample" and _scn(r, "batching") == "random"
-                 and all(_scn(r, k) == _scn(w, k) for k in
-                         ("mode", "n_devices", "controller", "spread", "batch", "scale",
-                          "steps_per_stage", "eval_every"))]
-        if not match:
+        p = twin(w, recs, solve="per_sample", batching="random")
+        if p is None:
             continue
-        p = match[0]
         rows.append([w["mode"], str(w["n_devices"]), w["controller"],
                      _fmt(_scn(w, "spread")), _fmt(p["solver_steps"]["max"], 3),
                      _fmt(w["solver_steps"]["max"], 3), _fmt(p["step_time_s"]),
@@ -161,14 +167,8 @@ def collectives(recs) -> str:
         iters = r["solver_steps"]["max"]
         outside = c["total"] - c["in_loops"]
         executed = outside + c["in_loops"] * iters
-        sm = [x for x in recs if x.get("status") == "ok" and x["mode"] == "shard_map"
-              and x["n_devices"] == r["n_devices"] and x["controller"] == r["controller"]
-              and x.get("processes", 1) == 1 and x["scaling"] == "strong"
-              and _scn(x, "spread") == 0 and _scn(x, "solve") == "per_sample"
-              and _scn(x, "batching") == "random" and _scn(x, "batch") == 32
-              and _scn(x, "eval_every") == 0]
-        share = (1 - sm[0]["step_time_s"] / r["step_time_s"]) if (
-            sm and r["mode"] == "shard") else None
+        sm = twin(r, recs, mode="shard_map") if r["mode"] == "shard" else None
+        share = (1 - sm["step_time_s"] / r["step_time_s"]) if sm else None
         rows.append([r["mode"], str(r["n_devices"]), r["controller"], str(outside),
                      str(c["in_loops"]), _fmt(c.get("bytes_in_loops")), _fmt(iters, 3),
                      _fmt(executed, 4), _fmt(share, 2)])
