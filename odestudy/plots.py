@@ -135,6 +135,8 @@ def step_cost_figure(sweeps: Sequence[dict[str, Any]], out: str | Path,
           ylabel="ms per executed solver iteration (dotted: fit)")
     a.legend(fontsize=8)
     kind = sweeps[0].get("device_kind", "") if sweeps else ""
+    if kind == "cpu":
+        kind = f"CPU ({(sweeps[0].get('hardware') or {}).get('cpu_model')}, 1 device)"
     fig.suptitle(f"Per-step cost against batch size on {kind} (trained quick model)")
     fig.tight_layout()
     return _save(fig, Path(out), stem)

@@ -386,9 +386,11 @@ def skipped_table(skipped: list[tuple[str, str]]) -> str:
             + (markdown_table(("Record", "Reason"), rows) if rows else "None.") + "\n")
 
 
-def _all_sweeps(folder: Path) -> list[dict[str, Any]]:
-    """Every step-cost sweep of a machine on its GPU (default and XLA-flag variants)."""
-    return [records.read_record(p) for p in sorted(folder.glob("step_cost/gpu-*.json"))]
+def _all_sweeps(folder: Path, device: str = "gpu") -> list[dict[str, Any]]:
+    """Every step-cost sweep of a machine on one device kind (default and XLA-flag
+    variants)."""
+    return [records.read_record(p)
+            for p in sorted(folder.glob(f"step_cost/{device}-*.json"))]
 
 
 def gpu_extra(gpu_rows: list[dict[str, Any]], projected: list[dict[str, Any]],
@@ -488,6 +490,9 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
               for s in _all_sweeps(Path(results) / m)]
     if sweeps:
         figs += step_cost_figure(sweeps, figures, "gpu_step_cost")
+    cpu_sweeps = _all_sweeps(Path(results) / chosen["cpu"], "cpu")
+    if cpu_sweeps:
+        figs += step_cost_figure(cpu_sweeps, figures, "cpu_step_cost")
     from .explain import write_explain
 
     explain = write_explain([r for r in every if r["machine_id"] == chosen["cpu"]],
