@@ -322,30 +322,23 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
     return "# Ours beside the reference\n\n" + note + "\n\n" + markdown_table(header, out) + "\n"
 
 
+_MATRIX_KEYS: dict[str, set[str]] = {}
+
+
 def _in_main_tables(r: dict[str, Any]) -> bool:
-    """The scaling tables hold the reference configuration of each scenario; the
-    explanation studies (spread, grouping, within-ODE, batch sweeps) have their own."""
-    s = r.get("scenario") or {}
-    from .config import SCALES
+    """The scaling tables hold the scenarios of the scale's scaling matrix
+    (`matrix.scenarios`); the explanation studies (spread, grouping, within-ODE, batch
+    sweeps, time to target) have their own tables."""
+    from .matrix import scenarios
 
-    default_steps = SCALES.get(s.get("scale"), {}).get("steps_per_stage")
-    return (s.get("spread", 0) == 0 and s.get("batching", "random") == "random"
-            and s.get("solve", "per_sample") == "per_sample"
-            and s.get("lr_scaling", "fixed") == "fixed" and not s.get("eval_every")
-            and s.get("steps_per_stage") == default_steps
-            and _matrix_batch(s))
-
-
-def _matrix_batch(s: dict[str, Any]) -> bool:
-    """The batch of the scaling matrix: the scale's global batch (strong) or a quarter
-    of it per device (weak); other batches belong to the batch-size study."""
-    from .config import SCALES
-    from .matrix import weak_batch
-
-    if s.get("scale") not in SCALES:
-        return False
-    strong = s.get("scaling") == "strong"
-    return s.get("batch") == (SCALES[s["scale"]]["batch"] if strong else weak_batch(s["scale"]))
+    scale = r.get("scale")
+    if scale not in _MATRIX_KEYS:
+        try:
+            _MATRIX_KEYS[scale] = {s.key() for d in ("cpu", "gpu")
+                                   for s in scenarios(scale, d)}
+        except (KeyError, ValueError):
+            _MATRIX_KEYS[scale] = set()
+    return r.get("scenario_key") in _MATRIX_KEYS[scale]
 
 
 def machines_table(every: list[dict[str, Any]], chosen: dict[str, str | None]) -> str:
