@@ -38,7 +38,8 @@ explain: $(STAMP)
 
 # The reference study's configuration (2048 series, batch 32, 3 x 1000 steps): its CPU
 # rows (1 device; 8 devices pmap, shard, shard_map) and 2 devices in every mode, both
-# controllers, one run each; resumable. Tables and figures go to figures/seed/.
+# controllers, one run each; resumable (1655 s on the 2-core machine of the committed
+# records). Tables and figures go to figures/seed/.
 seed: $(STAMP)
 	$(BIN)/odestudy matrix --scale seed --device auto
 	$(BIN)/odestudy report --scale seed --figures figures/seed
