@@ -32,7 +32,7 @@ report: $(STAMP)
 	$(BIN)/odestudy report --scale $(SCALE) $(if $(filter quick,$(SCALE)),--readme README.md)
 
 # The studies that explain the scaling (lock-step waste, grouping, within-ODE batching,
-# batch size and time to target): about 12 minutes on 2 cores; then `make report`.
+# batch size and time to target), one run each: 700 s on 2 cores; then `make report`.
 explain: $(STAMP)
 	$(BIN)/odestudy matrix --scale $(SCALE) --study explain --device cpu
 
