@@ -77,13 +77,12 @@ def scaling_figures(rows: Sequence[dict[str, Any]], out: str | Path, device: str
             lo = [r["step_time_s"] - r["step_time_p25_s"] for r in group]
             hi = [r["step_time_p75_s"] - r["step_time_s"] for r in group]
             axes[0].errorbar(x, y, yerr=[lo, hi], fmt=fmt, capsize=3, **style)
-            nan = float("nan")  # no 1-device baseline: no speedup point
-            axes[1].plot(x, [r["speedup"] or nan for r in group], fmt, **style)
-            axes[2].plot(x, [r["efficiency"] or nan for r in group], fmt, **style)
+            for ax, key in ((axes[1], "speedup"), (axes[2], "efficiency")):
+                _with_interval(ax, x, group, key, fmt, style)
         axes[0].set(yscale="log", ylabel="step time (s), median, IQR bars")
         axes[1].plot(ns, ns, ":", color="grey", label="ideal")
-        axes[1].set(ylabel="speedup t(1)/t(N)" if scaling == "strong"
-                    else "throughput speedup N t(1)/t(N)")
+        axes[1].set(ylabel="speedup t(1)/t(N), 95% interval" if scaling == "strong"
+                    else "throughput speedup N t(1)/t(N), 95% interval")
         axes[2].plot(ns, [1.0] * len(ns), ":", color="grey", label="ideal")
         axes[2].set(ylabel="efficiency: speedup / N" if scaling == "strong"
                     else "weak-scaling efficiency t(1)/t(N)")
@@ -101,6 +100,17 @@ def scaling_figures(rows: Sequence[dict[str, Any]], out: str | Path, device: str
         fig.tight_layout(rect=(0, 0.12, 1, 1))
         paths += _save(fig, out, f"{device}_{scaling}_scaling")
     return paths
+
+
+def _with_interval(ax, x, group, key: str, fmt: str, style: dict) -> None:
+    """Plot `key` of each row with error bars from its 95% interval (`<key>_ci`); rows
+    without a baseline give no point."""
+    nan = float("nan")
+    y = [r[key] if r[key] is not None else nan for r in group]
+    ci = [r.get(f"{key}_ci") or (nan, nan) for r in group]
+    lo = [max(0.0, v - c[0]) if v == v else nan for v, c in zip(y, ci, strict=True)]
+    hi = [max(0.0, c[1] - v) if v == v else nan for v, c in zip(y, ci, strict=True)]
+    ax.errorbar(x, y, yerr=[lo, hi], fmt=fmt, capsize=3, **style)
 
 
 def _groups(rows):
