@@ -10,8 +10,8 @@
 # CPU devices, for the projection model), cpu (the quick CPU rows with PID, strong
 # scaling, 1/2/4/8 devices on the machine's own cores). Records land in $RESULTS (default results-gpu-machine/, a fresh folder, so
 # that no record of another machine is resumed); after each part they are packed into
-# $OUT/gpu_results.tgz when $OUT is set, so that a command cut off by its time limit
-# still returns the parts that finished.
+# $OUT/gpu_results.tgz when $OUT is set (and every 60 s), so that a command cut off by
+# its time limit still returns what finished.
 set -u
 PY=${GPU_PYTHON:-python3}
 RESULTS=${RESULTS:-results-gpu-machine}
@@ -28,6 +28,12 @@ cost() {  # cost LABEL CONTROLLER BATCHES [XLA_FLAGS]
   XLA_FLAGS="${4:-}" $PY benchmarks/step_cost.py --device gpu --controller "$2" \
     --batches "$3" --label "$1" --out "$(here)/step_cost/gpu-$2-$1.json"
 }
+
+# Also pack every 60 s, so that a call cut off by its time limit inside a long part still
+# returns the scenarios that part finished (a part once lost 15 runs that way).
+( while sleep 60; do pack; done ) &
+PACKER=$!
+trap 'kill $PACKER 2>/dev/null' EXIT
 
 for part in "$@"; do
   echo "=== $part $(date -u +%H:%M:%S)"
