@@ -19,7 +19,7 @@ WHEELS=${GPU_WHEELS:-.whl/gpu}
 
 pack() {
   [ -n "${OUT:-}" ] || return 0
-  [ -d "$RESULTS" ] && tar czf "$OUT/gpu_results.tgz.tmp" "$RESULTS" && mv "$OUT/gpu_results.tgz.tmp" "$OUT/gpu_results.tgz"
+  [ -d "$RESULTS" ] && tar czf "$OUT/.pack.$BASHPID.tmp" "$RESULTS" && mv "$OUT/.pack.$BASHPID.tmp" "$OUT/gpu_results.tgz"
 }
 
 here() { $PY -c "from odestudy.matrix import machine_folder; print(machine_folder('$RESULTS'))"; }
