@@ -36,15 +36,17 @@ GPU_ALLREDUCE_SOURCE = ("NVIDIA/nccl issues 1259 (2 x H100, ~6 us), 1984 (3.5 us
                         "CUDA graphs) and NCCL's tuning model (6.6 + 0.6 us, issue 1334)")
 
 
+def all_sweeps(folder: str | Path, device: str | None = None) -> list[dict[str, Any]]:
+    """Every step-cost sweep of one machine (`<machine>/step_cost/*.json`, written by
+    `benchmarks/step_cost.py`), of one device kind if `device` is given."""
+    paths = sorted(Path(folder).glob(f"step_cost/{device or '*'}-*.json"))
+    return [records.read_record(p) for p in paths]
+
+
 def load_sweeps(folder: str | Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """Step-cost sweeps of one machine, `(device, controller) -> record`
-    (`<machine>/step_cost/<device>-<controller>-default.json`)."""
-    out = {}
-    for path in sorted(Path(folder).glob("step_cost/*-default.json")):
-        rec = records.read_record(path)
-        device = "gpu" if rec.get("device_kind", "").lower().startswith("nvidia") else "cpu"
-        out[(device, rec["scenario"]["controller"])] = rec
-    return out
+    """The default-flag sweeps of one machine, `(device, controller) -> record`."""
+    return {(r["scenario"]["device"], r["scenario"]["controller"]): r
+            for r in all_sweeps(folder) if r.get("label") == "default"}
 
 
 def load_latencies(folder: str | Path) -> dict[tuple[int, int], float]:
@@ -152,6 +154,17 @@ def project_gpu(sweeps: dict, gpu_rows: list[dict[str, Any]],
     return out
 
 
+def projected_table(projected: list[dict[str, Any]]) -> str:
+    """The projected rows (`project_gpu`) as a markdown table, labelled "projected"."""
+    rows = [[p["scale"], f"{p['n_devices']} (projected)", p["mode"], p["controller"],
+             str(p["global_batch"]), _fmt(p["one_gpu_s"]),
+             f"{_fmt(p['step_time_s'])} [{_fmt(p['low_s'])}, {_fmt(p['high_s'])}]",
+             f"{p['speedup']:.2f}"] for p in projected]
+    return markdown_table(("Scale", "GPUs", "Mode", "Controller", "Global batch",
+                           "1 GPU measured step (s)",
+                           "Projected step (s) [latency range]", "Projected speedup"), rows)
+
+
 def projection_markdown(validation: list[dict[str, Any]], machines: list[str],
                         projected: list[dict[str, Any]]) -> str:
     """`projection.md`: the model, its validation, the projected GPU rows, and the
@@ -177,13 +190,7 @@ def projection_markdown(validation: list[dict[str, Any]], machines: list[str],
               "", f"All-reduce latency {GPU_ALLREDUCE_S['central'] * 1e6:.1f} us (range "
               f"{GPU_ALLREDUCE_S['low'] * 1e6:.1f}–{GPU_ALLREDUCE_S['high'] * 1e6:.0f} us), "
               f"cited: {GPU_ALLREDUCE_SOURCE}. Compute from the 1-GPU step-cost sweep.", ""]
-    prow = [[p["scale"], p["mode"], str(p["n_devices"]), p["controller"],
-             str(p["global_batch"]), _fmt(p["one_gpu_s"]),
-             f"{_fmt(p['step_time_s'])} [{_fmt(p['low_s'])}, {_fmt(p['high_s'])}]",
-             f"{p['speedup']:.2f}"] for p in projected]
-    parts += [markdown_table(("Scale", "Mode", "GPUs", "Controller", "Global batch",
-                              "1 GPU measured (s)", "Projected step (s) [latency range]",
-                              "Projected speedup"), prow) if prow else "No GPU sweep.", ""]
+    parts += [projected_table(projected) if projected else "No GPU sweep.", ""]
     both = [abs(v["error"]) for v in validation if v["mode"] in ("pmap", "shard_map")]
     median = f"{100 * np.median(both):.0f}%" if both else "n/a"
     parts += ["The closing line is over the `pmap` and `shard_map` rows.", "",

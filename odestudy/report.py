@@ -379,13 +379,6 @@ def skipped_table(skipped: list[tuple[str, str]]) -> str:
             + (markdown_table(("Record", "Reason"), rows) if rows else "None.") + "\n")
 
 
-def _all_sweeps(folder: Path, device: str = "gpu") -> list[dict[str, Any]]:
-    """Every step-cost sweep of a machine on one device kind (default and XLA-flag
-    variants)."""
-    return [records.read_record(p)
-            for p in sorted(folder.glob(f"step_cost/{device}-*.json"))]
-
-
 def gpu_extra(gpu_rows: list[dict[str, Any]], projected: list[dict[str, Any]],
               reference: list[dict[str, Any]]) -> str:
     """The GPU table's second part: projected 2-GPU rows (labelled, never mixed with
@@ -395,13 +388,9 @@ def gpu_extra(gpu_rows: list[dict[str, Any]], projected: list[dict[str, Any]],
              "projection model of `projection.md` (validated on CPU rows), anchored on "
              "the measured 1-GPU rows above; brackets: the cited all-reduce latency "
              "range.", ""]
-    rows = [[p["scale"], f"{p['n_devices']} (projected)", p["mode"], p["controller"],
-             str(p["global_batch"]), _fmt(p["one_gpu_s"]),
-             f"{_fmt(p['step_time_s'])} [{_fmt(p['low_s'])}, {_fmt(p['high_s'])}]",
-             f"{p['speedup']:.2f}"] for p in projected]
-    parts += [markdown_table(("Scale", "GPUs", "Mode", "Controller", "Global batch",
-                              "1 GPU measured step (s)", "Projected step (s)",
-                              "Projected speedup"), rows) if rows else "None.", ""]
+    from .projection import projected_table
+
+    parts += [projected_table(projected) if projected else "None.", ""]
     parts += ["**The reference's GPU rows beside ours.**", "",
               "The reference's step (its 'epoch time', one optimiser step, not waited "
               "for) beside our measured 1-GPU and projected 2-GPU steps at the seed "
@@ -450,7 +439,7 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
     tables = figures / "tables"
     tables.mkdir(parents=True, exist_ok=True)
     written = {}
-    from .projection import write_projection
+    from .projection import all_sweeps, write_projection
 
     by_machine = {m: scaling_rows([r for r in every if r["machine_id"] == m
                                    and r["device"] == "cpu" and _in_main_tables(r)])
@@ -480,10 +469,10 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
         cores = next(((r.get("hardware") or {}).get("physical_cores") for r in sel), None)
         figs += scaling_figures(sel, figures, device, cores)
     sweeps = [s for m in sorted({r["machine_id"] for r in every if r["device"] == "gpu"})
-              for s in _all_sweeps(Path(results) / m)]
+              for s in all_sweeps(Path(results) / m, "gpu")]
     if sweeps:
         figs += step_cost_figure(sweeps, figures, "gpu_step_cost")
-    cpu_sweeps = _all_sweeps(Path(results) / chosen["cpu"], "cpu")
+    cpu_sweeps = all_sweeps(Path(results) / chosen["cpu"], "cpu")
     if cpu_sweeps:
         figs += step_cost_figure(cpu_sweeps, figures, "cpu_step_cost")
     from .explain import write_explain
