@@ -249,9 +249,17 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
         runnable = select(runnable, selection)
         not_run = [(s, why) for s, why in not_run if select([s], selection)]
     version = code_version()
+    here = records.machine_id(records.this_machine())
     for s, reason in not_run:
-        records.write_json_atomic(record_path(s, results),
-                                  failed_record(s, reason, status="not_run"))
+        path = record_path(s, results)
+        try:  # the same not_run record already there: leave it (and the checkout) alone
+            old = records.read_record(path)
+            same = (old.get("status") == "not_run" and old.get("error") == reason
+                    and old.get("scenario_key") == s.key() and old.get("machine_id") == here)
+        except (OSError, ValueError):
+            same = False
+        if not same:
+            records.write_json_atomic(path, failed_record(s, reason, status="not_run"))
     from .repeats import REPEATS, clear_cache, repeat_scenario, runs
 
     wanted = repeats or (REPEATS if study == "scaling" and scale != "seed" else 1)

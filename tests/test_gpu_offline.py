@@ -48,3 +48,13 @@ def test_gpu_rows_are_planned_by_the_gpus_present(monkeypatch, gpus):
         assert s.total_devices > gpus
         assert reason == f"needs {s.total_devices} GPU(s), {gpus} present"
     assert len(runnable) + len(not_run) == len(matrix.scenarios("quick", "gpu"))
+
+
+def test_not_run_records_are_written_once(monkeypatch, tmp_path):
+    monkeypatch.setattr(matrix, "gpu_count", lambda: 0)
+    matrix.run_matrix("smoke", "gpu", results=tmp_path, show_progress=False)
+    paths = sorted(tmp_path.glob("*/smoke/*/metrics.json"))
+    assert paths and all('"not_run"' in p.read_text() for p in paths)
+    before = {p: p.stat().st_mtime_ns for p in paths}
+    matrix.run_matrix("smoke", "gpu", results=tmp_path, show_progress=False)
+    assert {p: p.stat().st_mtime_ns for p in paths} == before
