@@ -43,8 +43,10 @@ def plot_scenario(record: dict[str, Any]):
 def _save(fig, out: Path, stem: str) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{stem}.png", out / f"{stem}.svg"]
-    for p in paths:
-        fig.savefig(p, dpi=120, bbox_inches="tight")
+    with plt.rc_context({"svg.hashsalt": "odestudy"}):  # the same figure, the same file
+        for p in paths:
+            fig.savefig(p, dpi=120, bbox_inches="tight",
+                        metadata={"Date": None} if p.suffix == ".svg" else None)
     plt.close(fig)
     return paths
 
