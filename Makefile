@@ -59,7 +59,7 @@ GPU_WHEELS ?= .whl/gpu
 GPU_PY ?= 3.12
 GPU_PYTHON ?= python3
 GPU_PACKAGES := "papermill>=2.6,<3" "ipykernel>=6.29,<8" "nbformat>=5.10,<6" \
-	"nbconvert>=7.16,<8" "tqdm>=4.66,<5"
+	"nbconvert>=7.16,<8" "tqdm>=4.66,<5" "tabulate>=0.9,<1"
 PLATFORMS := $(foreach p,manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_26_x86_64 \
 	manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64 any,--platform $(p))
 
@@ -74,9 +74,12 @@ gpu-offline:
 	$(GPU_PYTHON) -m odestudy.cli matrix --scale $(SCALE) --device gpu
 	$(GPU_PYTHON) -m odestudy.cli report --scale $(SCALE)
 
+# JupyterLab on the study's environment, serving notebooks/ (explore.ipynb to start);
+# LAB_ARGS passes options, e.g. LAB_ARGS="--no-browser --port 8899".
+LAB_ARGS ?=
 lab: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e ".[dev,lab]"
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks \
+		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 clean:
 	rm -rf $(VENV) results/smoke results/test .pytest_cache .ruff_cache

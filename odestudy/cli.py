@@ -59,9 +59,10 @@ def _matrix(a: argparse.Namespace) -> int:
 
 
 def _report(a: argparse.Namespace) -> int:
+    from .report import settle_report
     from .runner import execute_report
 
-    html = execute_report(a.results, a.scale, a.figures)
+    html = settle_report(execute_report(a.results, a.scale, a.figures))
     print(f"report: {html}")
     if a.readme:  # from the tables and figures the report notebook just wrote
         from .report import update_readme

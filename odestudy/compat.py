@@ -75,3 +75,27 @@ def pmap_implementation() -> str:
     except ImportError:
         pass
     return "legacy pxla pmap"
+
+
+def use_compilation_cache(path: str | None) -> bool:
+    """Point JAX's persistent compilation cache at folder `path` from now on (`None`:
+    no cache), also in a process that compiled before. Returns whether it took.
+
+    JAX reads the cache folder once, at the first compile of a process; a repeat
+    process times several scenarios, each with the cache its cold run wrote, so the
+    cache is reset (`jax._src.compilation_cache.reset_cache`, private) before the folder
+    changes. Without that function the process compiles without a cache: slower,
+    nothing else changes.
+    """
+    try:
+        from jax._src import compilation_cache
+    except ImportError:  # pragma: no cover - layout of a future JAX
+        return False
+    reset = getattr(compilation_cache, "reset_cache", None)
+    if reset is None:  # pragma: no cover
+        return False
+    reset()
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    return path is not None

@@ -1,6 +1,9 @@
 """The nonlinear-oscillator toy data set of diffrax's neural ODE example, with a
 per-sample complexity knob."""
 
+import hashlib
+import os
+from pathlib import Path
 from typing import NamedTuple
 
 import diffrax
@@ -80,3 +83,39 @@ def make_dataset(size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
     ts = scale[:, None] * base[None, :]
     ys = jax.jit(jax.vmap(_solve_true))(ts, y0)
     return Dataset(np.asarray(ts), np.asarray(ys), np.asarray(scale))
+
+
+# A folder for generated data sets (the matrix sets it for its kernels): generating
+# the data compiles and runs a tight-tolerance solve, seconds per scenario that nothing
+# measures. Files are named by everything that determines the data.
+DATA_CACHE_ENV = "ODESTUDY_DATA_CACHE"
+
+
+def _key_bytes(key: jax.Array) -> bytes:
+    typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    return np.asarray(jr.key_data(key) if typed else key).tobytes()
+
+
+def cached_dataset(size: int, key: jax.Array, spread: float = 0.0,
+                   cache: str | os.PathLike | None = None) -> tuple[Dataset, bool]:
+    """`make_dataset(size, key, spread)`, read from the folder `cache` if an earlier call
+    wrote it there (same size, key, spread, JAX version and `data.py`), else made and
+    written there. Returns `(dataset, read_from_cache)`; `cache=None` always makes it."""
+    if cache is None:
+        return make_dataset(size, key, spread), False
+    digest = hashlib.sha256()
+    for part in (str(size), repr(float(spread)), jax.__version__,
+                 _key_bytes(key), Path(__file__).read_bytes()):
+        digest.update(part if isinstance(part, bytes) else part.encode())
+    path = Path(cache) / f"data-{size}-{digest.hexdigest()[:16]}.npz"
+    try:
+        with np.load(path) as f:
+            return Dataset(f["ts"], f["ys"], f["time_scale"]), True
+    except (OSError, KeyError, ValueError):
+        pass
+    data = make_dataset(size, key, spread)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
+    np.savez(tmp, ts=data.ts, ys=data.ys, time_scale=data.time_scale)
+    os.replace(tmp, path)
+    return data, False

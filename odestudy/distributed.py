@@ -174,14 +174,17 @@ def _gather_hardware() -> list[dict[str, Any]]:
 def run_scenario_any(s: Scenario, out_dir: str | None = None) -> dict[str, Any]:
     """Run a scenario in this process, or in several when `s.processes > 1`.
 
-    - `out_dir`: the scenario's output folder; a profiler trace goes to `out_dir/trace`.
+    - `out_dir`: the scenario's output folder; a profiler trace goes to `out_dir/trace`,
+      the trained state for repeats to `out_dir/.repeat_state.npz`.
     """
     if s.processes > 1:
         return launch(s)
+    from .repeats import STATE_NAME
     from .training import run_scenario
 
     trace_dir = str(Path(out_dir) / "trace") if (s.trace and out_dir) else None
-    return run_scenario(s, trace_dir=trace_dir)
+    state_path = Path(out_dir) / STATE_NAME if out_dir else None
+    return run_scenario(s, trace_dir=trace_dir, state_path=state_path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,11 +7,14 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
+import seaborn as sns
 
+from .config import SCALES
+from .frames import BaselineError, is_default
 from .plots import MODE_STYLE, _save
-from .report import BaselineError, _fmt, markdown_table
-
-CONTROLLER_LINE = {"pid": "-", "stepto": "--"}
+from .tables import fmt as _fmt
+from .tables import markdown_table
 
 # The evaluation loss the time-to-target runs race to (MSE on the evaluation set), per
 # scale: a level a trained model has to work for, fixed before the runs (issue 9): the
@@ -27,7 +30,7 @@ def twin(rec: dict[str, Any], recs: list[dict[str, Any]], **changes
          ) -> dict[str, Any] | None:
     """The ok record whose scenario is `rec`'s with `changes` applied (an explicit join
     on every scenario field, same machine, versions and code); None if there is none.
-    Raises `report.BaselineError` if more than one record matches."""
+    Raises `frames.BaselineError` if more than one record matches."""
     want = dict(rec.get("scenario") or {}, **changes)
     found = [r for r in recs if r.get("status") == "ok" and r.get("scenario") == want
              and r.get("machine_id") == rec.get("machine_id")
@@ -47,14 +50,10 @@ def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
     """Lock-step waste and step time against the complexity knob, per mode (PID)."""
     rows, series = [], {}
     for r in recs:
-        if not (r.get("status") == "ok" and _scn(r, "controller") == "pid"
-                and _scn(r, "solve") == "per_sample" and _scn(r, "batching") == "random"
-                and _scn(r, "eval_every") == 0 and r["scaling"] == "strong"
-                and r["global_batch"] == _scn(r, "batch") and r["n_devices"] in (1, 2)
-                and r.get("processes", 1) == 1
-                and _scn(r, "steps_per_stage") == _default_steps(r)):
-            continue
-        if r["global_batch"] != 32:
+        if not (r.get("status") == "ok" and is_default(r, "spread")
+                and r["controller"] == "pid" and r["scaling"] == "strong"
+                and r["n_devices"] in (1, 2) and r.get("processes", 1) == 1
+                and r["global_batch"] == SCALES[r["scale"]]["batch"]):
             continue
         w, st = _waste(r), r["solver_steps"]
         rows.append([r["mode"], str(r["n_devices"]), _fmt(_scn(r, "spread")),
@@ -69,17 +68,18 @@ def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
     header = ("Mode", "Devices", "Spread", "Steps needed (mean)",
               "Steps executed per device", "Slowest sample", "Waste within device",
               "Waste across devices", "Waste total", "Step time (s)", "Final loss")
+    points = pd.DataFrame(
+        [{"mode": mode, "spread": x, "waste": w.get("total", 0.0), "step_s": t}
+         for mode, pts in series.items() for x, w, t in pts])
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    for mode, pts in sorted(series.items()):
-        pts.sort(key=lambda p: p[0])
-        x = [p[0] for p in pts]
-        a.plot(x, [p[1].get("total", 0) for p in pts], "-o", color=MODE_STYLE[mode],
-               label=mode)
-        b.plot(x, [p[2] for p in pts], "-o", color=MODE_STYLE[mode], label=mode)
+    palette = {m: c for m, c in MODE_STYLE.items() if m in set(points["mode"])}
+    sns.lineplot(data=points, x="spread", y="waste", hue="mode", palette=palette,
+                 marker="o", ax=a)
+    sns.lineplot(data=points, x="spread", y="step_s", hue="mode", palette=palette,
+                 marker="o", ax=b, legend=False)
     a.set(xlabel="spread of per-sample time scales (0 = reference data)",
           ylabel="lock-step waste: 1 - needed / executed", ylim=(0, 1))
     b.set(xlabel="spread", ylabel="step time (s), median", yscale="log")
-    a.legend()
     fig.suptitle("Heterogeneous samples: PID, global batch 32, 1 or 2 CPU devices")
     fig.tight_layout()
     text = ("Steps needed: mean forward solver steps per sample. Executed: what each "
@@ -90,12 +90,6 @@ def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
             "asynchronous scheme could recover); total = 1 - needed / slowest.\n\n"
             + markdown_table(header, rows))
     return text, _save(fig, figures, "lockstep_waste")
-
-
-def _default_steps(r):
-    from .config import SCALES
-
-    return SCALES[r["scale"]]["steps_per_stage"]
 
 
 def grouping(recs) -> str:
@@ -156,14 +150,13 @@ def collectives(recs) -> str:
     """Collectives per training step, from the compiled HLO and the loop iterations."""
     rows = []
     for r in recs:
-        if not (r.get("status") == "ok" and r["n_devices"] > 1
-                and r.get("processes", 1) == 1 and _scn(r, "spread") == 0
-                and _scn(r, "solve") == "per_sample" and _scn(r, "batching") == "random"
-                and r["scaling"] == "strong" and _scn(r, "eval_every") == 0
-                and _scn(r, "steps_per_stage") == _default_steps(r)
-                and _scn(r, "batch") == 32):
+        if not (r.get("status") == "ok" and is_default(r) and r["n_devices"] > 1
+                and r.get("processes", 1) == 1 and r["scaling"] == "strong"
+                and r["global_batch"] == SCALES[r["scale"]]["batch"]):
             continue
         c = r.get("collectives") or {}
+        if "total" not in c or not r.get("solver_steps"):
+            continue  # a record without its compiled program's audit
         iters = r["solver_steps"]["max"]
         outside = c["total"] - c["in_loops"]
         executed = outside + c["in_loops"] * iters
@@ -189,18 +182,18 @@ def collectives(recs) -> str:
 
 def batch_size(recs, figures: Path) -> tuple[str, list[Path]]:
     """One-device step time and throughput against the batch size (PID, spread 0)."""
-    sel = [r for r in recs if r.get("status") == "ok" and r["mode"] == "single"
-           and r["controller"] == "pid" and r["scaling"] == "strong"
-           and _scn(r, "spread") == 0 and _scn(r, "solve") == "per_sample"
-           and _scn(r, "eval_every") == 0 and _scn(r, "steps_per_stage") == _default_steps(r)]
+    sel = [r for r in recs if r.get("status") == "ok" and is_default(r)
+           and r["mode"] == "single" and r["controller"] == "pid"
+           and r["scaling"] == "strong"]
     if len(sel) < 2:
         return "", []
     sel.sort(key=lambda r: r["global_batch"])
     rows = [[str(r["global_batch"]), _fmt(r["step_time_s"]),
              _fmt(r["global_batch"] / r["step_time_s"], 4)] for r in sel]
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot([r["global_batch"] for r in sel],
-            [r["global_batch"] / r["step_time_s"] for r in sel], "-o")
+    points = pd.DataFrame({"batch": [r["global_batch"] for r in sel],
+                           "rate": [r["global_batch"] / r["step_time_s"] for r in sel]})
+    sns.lineplot(data=points, x="batch", y="rate", marker="o", ax=ax)
     ax.set(xscale="log", xlabel="batch (1 device)", ylabel="samples / s",
            title="One-device throughput, PID")
     fig.tight_layout()
@@ -228,6 +221,16 @@ def _time_resamples(r: dict[str, Any], hit_step: int, rng, resamples: int = 2000
     return total
 
 
+def _run_palette(curves: pd.DataFrame) -> dict[str, Any]:
+    """Each run's colour: its mode's, lighter for later runs of the same mode."""
+    out = {}
+    for mode, group in curves.groupby("mode"):
+        runs = list(dict.fromkeys(group["run"]))
+        shades = sns.light_palette(MODE_STYLE.get(mode, "grey"), len(runs) + 2)[2:]
+        out.update(zip(runs, shades[::-1], strict=True))
+    return out
+
+
 def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
     """Evaluation loss against training wall clock, time to the scale's `TARGET_LOSS`,
     and which configuration reaches it first (ratio with a 95% bootstrap interval)."""
@@ -235,21 +238,24 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
     if not sel:
         return "", []
     target = TARGET_LOSS.get(sel[0]["scale"], 0.01)
-    rows = []
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    rows, points = [], []
     for r in sorted(sel, key=lambda r: (r["controller"], r["n_devices"], r["mode"],
                                         r["global_batch"], r.get("lr_scaling", ""))):
         curve = r["eval_curve"]
         label = (f"{r['mode']} {r['controller']} {r['n_devices']} dev, batch "
                  f"{r['global_batch']}, lr {r['learning_rate']:g}")
-        ax.plot([c["train_time_s"] for c in curve], [c["eval_loss"] for c in curve],
-                CONTROLLER_LINE.get(r["controller"], "-"), label=label,
-                color=MODE_STYLE.get(r["mode"]))
+        points += [{"run": label, "mode": r["mode"], "controller": r["controller"],
+                    "time_s": c["train_time_s"], "loss": c["eval_loss"]} for c in curve]
         hit = _hit(r, target)
         rows.append([r["mode"], r["controller"], str(r["n_devices"]),
                      str(r["global_batch"]), _fmt(r["learning_rate"]),
                      _fmt(hit["train_time_s"], 3) if hit else "not reached",
                      str(hit["step"]) if hit else "–", _fmt(curve[-1]["eval_loss"])])
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    curves = pd.DataFrame(points)
+    sns.lineplot(data=curves, x="time_s", y="loss", hue="run", style="controller",
+                 palette=_run_palette(curves), dashes={"pid": "", "stepto": (4, 2)},
+                 estimator=None, ax=ax)
     ax.axhline(target, ls=":", color="grey", label=f"target {target}")
     ax.set(yscale="log", xlabel="training wall clock (s, evaluation excluded)",
            ylabel="evaluation loss", title="Time to target loss")
@@ -265,8 +271,10 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
     if len(hits) >= 2:
         rng = np.random.default_rng(0)
         best, hb = min(hits, key=lambda x: x[1]["train_time_s"])
-        one = [x for x in hits if x[0]["n_devices"] == 1 and x[0]["controller"]
-               == best["controller"] and x[0] is not best]
+        # One device with the fastest row's controller, batch and learning rate.
+        one = [x for x in hits if x[0]["n_devices"] == 1 and x[0] is not best
+               and all(x[0].get(k) == best.get(k)
+                       for k in ("controller", "global_batch", "learning_rate"))]
         other = one[0] if one else min((x for x in hits if x[0] is not best),
                                        key=lambda x: x[1]["train_time_s"])
         ratio = other[1]["train_time_s"] / hb["train_time_s"]

@@ -6,6 +6,9 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 MODE_STYLE = {"single": "k", "pmap": "tab:blue", "shard": "tab:red",
               "shard_map": "tab:green"}
@@ -51,96 +54,138 @@ def _save(fig, out: Path, stem: str) -> list[Path]:
     return paths
 
 
+METRICS = ("step time (s)", "speedup", "efficiency")
+
+
+def scaling_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Rows of `frames.scaling_rows` in long form for plotting: one row per record and
+    metric (`METRICS`), with the value and its interval (`low`, `high`; the IQR for
+    step times, the 95% interval for speedup and efficiency)."""
+    out = []
+    for r in rows:
+        if r.get("status") != "ok":
+            continue
+        head = {"device": r["device"], "scaling": r["scaling"], "mode": r["mode"],
+                "controller": r["controller"], "processes": r.get("processes", 1),
+                "devices": r["n_devices"]}
+        out.append({**head, "metric": METRICS[0], "value": r["step_time_s"],
+                    "low": r["step_time_p25_s"], "high": r["step_time_p75_s"]})
+        for metric in METRICS[1:]:
+            value = r.get(metric)
+            low, high = r.get(f"{metric}_ci") or (None, None)
+            out.append({**head, "metric": metric, "value": value, "low": low,
+                        "high": high})
+    return pd.DataFrame(out, columns=["device", "scaling", "mode", "controller",
+                                      "processes", "devices", "metric", "value", "low",
+                                      "high"]).astype({"value": float, "low": float,
+                                                       "high": float})
+
+
+def _draw(data: pd.DataFrame, color=None, **_) -> None:
+    """One mode's lines on one facet: a line per controller (solid PID, dashed StepTo),
+    error bars from `low`/`high`; multi-process rows as hollow markers."""
+    ax = plt.gca()
+    for (controller, processes), group in data.groupby(["controller", "processes"]):
+        group = group.dropna(subset=["value"]).sort_values("devices")
+        if group.empty:
+            continue
+        fmt = CONTROLLER_STYLE.get(controller, "-o")
+        style: dict[str, Any] = {"color": color}
+        if processes > 1:
+            fmt, style = fmt[-1], {**style, "markerfacecolor": "none", "markersize": 10}
+        err = [(group["value"] - group["low"]).clip(lower=0),
+               (group["high"] - group["value"]).clip(lower=0)]
+        ax.errorbar(group["devices"], group["value"], yerr=err, fmt=fmt, capsize=3,
+                    **style)
+
+
 def scaling_figures(rows: Sequence[dict[str, Any]], out: str | Path, device: str,
                     cores: int | None) -> list[Path]:
-    """Step time, speedup and efficiency against devices, per mode and controller,
-    strong and weak scaling. `rows` come from `report.scaling_rows`; devices beyond
-    `cores` physical cores are shaded (times then measure overhead, not speedup)."""
-    out = Path(out)
+    """Step time, speedup and efficiency against devices (seaborn facets), colour by
+    mode, line style by controller, one figure per scaling. `rows` come from
+    `frames.scaling_rows`; ideal scaling is dotted, and devices beyond `cores` physical
+    cores are shaded (times there measure overhead, not speedup)."""
+    import seaborn as sns
+
+    data = scaling_frame([r for r in rows if r["device"] == device])
     paths = []
     for scaling in ("strong", "weak"):
-        sel = [r for r in rows if r["scaling"] == scaling and r["device"] == device]
-        if not sel:
+        sel = data[data["scaling"] == scaling]
+        if sel.empty:
             continue
-        fig, axes = plt.subplots(1, 3, figsize=(15, 5))
-        ns = sorted({r["n_devices"] for r in sel})
-        for (mode, controller, processes), group in _groups(sel):
-            group = sorted(group, key=lambda r: r["n_devices"])
-            x = [r["n_devices"] for r in group]
-            label = f"{mode} {controller}"
-            fmt = CONTROLLER_STYLE.get(controller, "-o")
-            if processes > 1:  # multi-process rows: hollow markers, no line
-                label += f" ({processes} processes)"
-                fmt = fmt[-1]
-            style = dict(color=MODE_STYLE.get(mode, "grey"), label=label)
-            if processes > 1:
-                style.update(markerfacecolor="none", markersize=10)
-            y = [r["step_time_s"] for r in group]
-            lo = [r["step_time_s"] - r["step_time_p25_s"] for r in group]
-            hi = [r["step_time_p75_s"] - r["step_time_s"] for r in group]
-            axes[0].errorbar(x, y, yerr=[lo, hi], fmt=fmt, capsize=3, **style)
-            for ax, key in ((axes[1], "speedup"), (axes[2], "efficiency")):
-                _with_interval(ax, x, group, key, fmt, style)
-        axes[0].set(yscale="log", ylabel="step time (s), median, IQR bars")
-        axes[1].plot(ns, ns, ":", color="grey", label="ideal")
-        axes[1].set(ylabel="speedup t(1)/t(N), 95% interval" if scaling == "strong"
-                    else "throughput speedup N t(1)/t(N), 95% interval")
-        axes[2].plot(ns, [1.0] * len(ns), ":", color="grey", label="ideal")
-        axes[2].set(ylabel="efficiency: speedup / N" if scaling == "strong"
-                    else "weak-scaling efficiency t(1)/t(N)")
-        for ax in axes:
-            ax.set(xscale="log", xlabel="devices", xticks=ns)
+        modes = [m for m in MODE_STYLE if m in set(sel["mode"])]
+        grid = sns.FacetGrid(sel, col="metric", col_order=list(METRICS), hue="mode",
+                             hue_order=modes, palette=MODE_STYLE, sharey=False,
+                             height=4.2, aspect=1.1)
+        grid.map_dataframe(_draw)
+        ns = sorted(set(sel["devices"]))
+        labels = {"step time (s)": "step time (s): median, IQR bars",
+                  "speedup": "speedup t(1)/t(N), 95% interval" if scaling == "strong"
+                  else "throughput speedup N·t(1)/t(N), 95% interval",
+                  "efficiency": "efficiency speedup/N, 95% interval"
+                  if scaling == "strong" else "efficiency t(1)/t(N), 95% interval"}
+        for ax, metric in zip(grid.axes.flat, METRICS, strict=True):
+            if metric == "speedup":
+                ax.plot(ns, ns, ":", color="grey")
+            elif metric == "efficiency":
+                ax.plot(ns, [1.0] * len(ns), ":", color="grey")
+            else:
+                ax.set_yscale("log")
+            ax.set(xscale="log", xticks=ns, xlabel="devices", ylabel=labels[metric],
+                   title=metric)
             ax.set_xticklabels([str(n) for n in ns])
             if cores and device == "cpu" and max(ns) > cores:
-                ax.axvspan(cores + 0.5, max(ns) * 1.2, color="grey", alpha=0.15,
-                           label=f"devices > {cores} physical cores")
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=8,
-                   bbox_to_anchor=(0.5, -0.02))
+                ax.axvspan(cores + 0.5, max(ns) * 1.2, color="grey", alpha=0.15)
+        handles = [Line2D([], [], color=MODE_STYLE[m], lw=2, label=m) for m in modes]
+        handles += [Line2D([], [], color="k", ls=CONTROLLER_STYLE[c][:-1],
+                           marker=CONTROLLER_STYLE[c][-1], label=c)
+                    for c in CONTROLLER_STYLE if c in set(sel["controller"])]
+        handles.append(Line2D([], [], color="grey", ls=":", label="ideal"))
+        if (sel["processes"] > 1).any():
+            handles.append(Line2D([], [], color="k", marker="o", ls="",
+                                  markerfacecolor="none", label="several processes"))
+        if cores and device == "cpu" and max(ns) > cores:
+            handles.append(Patch(color="grey", alpha=0.15,
+                                 label=f"devices > {cores} physical cores (overhead)"))
+        grid.figure.legend(handles=handles, loc="upper center", ncol=len(handles),
+                           fontsize=8, bbox_to_anchor=(0.5, 0.0), frameon=False)
         what = "fixed global batch" if scaling == "strong" else "fixed per-device batch"
-        fig.suptitle(f"{device.upper()} {scaling} scaling ({what})")
-        fig.tight_layout(rect=(0, 0.12, 1, 1))
-        paths += _save(fig, out, f"{device}_{scaling}_scaling")
+        grid.figure.suptitle(f"{device.upper()} {scaling} scaling ({what})", y=1.02)
+        paths += _save(grid.figure, Path(out), f"{device}_{scaling}_scaling")
     return paths
-
-
-def _with_interval(ax, x, group, key: str, fmt: str, style: dict) -> None:
-    """Plot `key` of each row with error bars from its 95% interval (`<key>_ci`); rows
-    without a baseline give no point."""
-    nan = float("nan")
-    y = [r[key] if r[key] is not None else nan for r in group]
-    ci = [r.get(f"{key}_ci") or (nan, nan) for r in group]
-    lo = [max(0.0, v - c[0]) if v == v else nan for v, c in zip(y, ci, strict=True)]
-    hi = [max(0.0, c[1] - v) if v == v else nan for v, c in zip(y, ci, strict=True)]
-    ax.errorbar(x, y, yerr=[lo, hi], fmt=fmt, capsize=3, **style)
-
-
-def _groups(rows):
-    key = lambda r: (r["mode"], r["controller"], r.get("processes", 1))
-    keys = sorted({key(r) for r in rows})
-    return [(k, [r for r in rows if key(r) == k]) for k in keys]
 
 
 def step_cost_figure(sweeps: Sequence[dict[str, Any]], out: str | Path,
                      stem: str) -> list[Path]:
     """Step time and time per executed solver iteration against batch size, one line
     per sweep (`benchmarks/step_cost.py` records: controller and label), with the
-    fitted line `fixed + per_sample * batch` of the time per iteration."""
+    fitted line `fixed + per_sample * batch` of the time per iteration (dotted)."""
+    import seaborn as sns
+
+    def name(sw: dict[str, Any]) -> str:
+        return f"{sw['scenario']['controller']} {sw.get('label') or ''}".strip()
+
+    rows = [{"sweep": name(sw), "batch": r["batch"], "step_s": r["step_time_s"],
+             "p25": r["step_time_p25_s"], "p75": r["step_time_p75_s"],
+             "per_iteration_ms": r["per_iteration_s"] * 1e3}
+            for sw in sweeps for r in sw["rows"]]
+    data = pd.DataFrame(rows).sort_values(["sweep", "batch"])
+    names = list(dict.fromkeys(name(sw) for sw in sweeps))
+    palette = dict(zip(names, sns.color_palette(n_colors=len(names)), strict=True))
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    for sweep in sweeps:
-        rows = sorted(sweep["rows"], key=lambda r: r["batch"])
-        x = np.array([r["batch"] for r in rows], float)
-        label = f"{sweep['scenario']['controller']} {sweep.get('label') or ''}".strip()
-        style = CONTROLLER_STYLE.get(sweep["scenario"]["controller"], "-o")
-        lo = [r["step_time_s"] - r["step_time_p25_s"] for r in rows]
-        hi = [r["step_time_p75_s"] - r["step_time_s"] for r in rows]
-        line = a.errorbar(x, [r["step_time_s"] for r in rows], yerr=[lo, hi], fmt=style,
-                          capsize=3, label=label)
-        b.plot(x, [r["per_iteration_s"] * 1e3 for r in rows], style,
-               color=line[0].get_color(), label=label)
-        fit = sweep["fit"]
+    sns.lineplot(data=data, x="batch", y="step_s", hue="sweep", palette=palette,
+                 marker="o", ax=a)
+    sns.lineplot(data=data, x="batch", y="per_iteration_ms", hue="sweep",
+                 palette=palette, marker="o", ax=b, legend=False)
+    for sw in sweeps:
+        sel = data[data["sweep"] == name(sw)]
+        a.errorbar(sel["batch"], sel["step_s"],
+                   yerr=[sel["step_s"] - sel["p25"], sel["p75"] - sel["step_s"]],
+                   fmt="none", capsize=3, color=palette[name(sw)])
+        x = sel["batch"].to_numpy(float)
+        fit = sw["fit"]
         b.plot(x, (fit["fixed_per_iteration_s"] + fit["per_sample_iteration_s"] * x) * 1e3,
-               ":", color=line[0].get_color())
+               ":", color=palette[name(sw)])
     a.set(xscale="log", yscale="log", xlabel="batch (one device)",
           ylabel="step time (s), median, IQR bars")
     b.set(xscale="log", xlabel="batch (one device)",

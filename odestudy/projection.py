@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from . import records
-from .report import _fmt, markdown_table
+from .tables import fmt as _fmt
+from .tables import markdown_table
 
 # Cited all-reduce latencies of two NVLink-connected H100s, small messages (seconds):
 # about 6 us with CUDA graphs (NVIDIA/nccl issue 1259, 2 x H100 80GB HBM3, NVLSTree),
@@ -94,10 +95,10 @@ def predict(sweep: dict[str, Any], base: dict[str, Any], mode: str, n: int,
 def validate_model(rows: list[dict[str, Any]], folder: str | Path,
                    cores: int | None) -> list[dict[str, Any]]:
     """Predicted against measured for the multi-device ok rows of one machine
-    (`rows` from `report.scaling_rows`) with at most `cores` devices, where that
+    (`rows` from `frames.scaling_rows`) with at most `cores` devices, where that
     machine has a sweep of the controller, a latency for the device count and a
-    1-device baseline (`report.baseline`)."""
-    from .report import BaselineError, baseline
+    1-device baseline (`frames.baseline`)."""
+    from .frames import BaselineError, baseline
 
     sweeps, lat = load_sweeps(folder), load_latencies(folder)
     out = []

@@ -15,9 +15,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD_NAME = "metrics.json"
-# Modules whose code does not change a measurement: editing them keeps records valid.
-PRESENTATION = {"cli.py", "explain.py", "intervals.py", "matrix.py", "plots.py",
-                "projection.py", "report.py"}
+# The modules whose code makes a measurement (with notebooks/scenario.ipynb): a record
+# is reused only if they are unchanged. Editing any other module (tables, figures, the
+# command line, the matrix's bookkeeping) keeps records valid.
+MEASURING = ("analysis.py", "audit.py", "batching.py", "compat.py", "config.py",
+             "data.py", "devices.py", "distributed.py", "model.py", "parallel.py",
+             "repeats.py", "runner.py", "solvers.py", "training.py")
 PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "numpy")
 REQUIRED_KEYS = (
     "status", "error", "device", "n_devices", "mode", "controller", "scaling",
@@ -172,7 +175,7 @@ def code_version() -> str:
     """A hash of the code that produces a record: the package's measuring modules and
     the scenario notebook. The matrix does not reuse a record made by other code."""
     digest = hashlib.sha256()
-    files = sorted(p for p in (ROOT / "odestudy").glob("*.py") if p.name not in PRESENTATION)
+    files = [ROOT / "odestudy" / name for name in MEASURING]
     for path in [*files, ROOT / "notebooks" / "scenario.ipynb"]:
         if path.exists():
             digest.update(path.name.encode())

@@ -1,13 +1,24 @@
 """Repeated runs of a scenario: more step-time samples taken at other times.
 
-The first run of a scenario is a fresh kernel that trains and compiles from cold. A
-repeat runs the scenario again in a fresh kernel that reads its compiled programs from
-the persistent compilation cache the first run wrote (so it skips most compile time),
-and contributes only its step times: compile time, final loss and runtime stay those
-of the cold run.
+The first run of a scenario is a fresh kernel that trains and compiles from cold, and
+saves its trained parameters and optimiser state (`STATE_NAME`). A repeat times
+`REPEAT_STEPS` more full-length training steps from that trained state; it compiles
+the same step again, reading the persistent compilation cache the cold run wrote, and
+contributes only its step times: compile time, final loss and runtime stay those of
+the cold run.
+
+Repeats of one-process scenarios run in a plain process per device count and round
+(`run_repeat_round`: one process times every scenario of that device count once),
+multi-process scenarios in a fresh kernel (`repeat_scenario`).
 """
 
+import json
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +27,50 @@ import numpy as np
 from . import records
 
 REPEATS = 3  # runs per timed scenario: the cold run and two repeats
+REPEAT_STEPS = 40  # timed steps per repeat (after the scenario's warm-up steps)
 CACHE_DIR = ".jax_cache"  # per scenario, beside its record (ignored by git)
+STATE_NAME = ".repeat_state.npz"  # the cold run's trained state (ignored by git)
+DATA_DIR = ".data"  # generated data sets, per scale folder (ignored by git)
 
 
-def cache_environment(out_dir: str | Path) -> dict[str, str]:
-    """Environment variables that make a kernel read and write the persistent
-    compilation cache of the scenario whose record lives in `out_dir`."""
-    return {"JAX_COMPILATION_CACHE_DIR": str(Path(out_dir).resolve() / CACHE_DIR),
+def cache_environment(out_dir: str | os.PathLike) -> dict[str, str]:
+    """Environment variables for a kernel that runs the scenario whose record lives in
+    `out_dir`: JAX's persistent compilation cache of that scenario, and the data set
+    cache of its scale folder (`data.cached_dataset`)."""
+    out_dir = Path(out_dir).resolve()
+    return {"JAX_COMPILATION_CACHE_DIR": str(out_dir / CACHE_DIR),
             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+            "ODESTUDY_DATA_CACHE": str(out_dir.parent / DATA_DIR)}
 
 
-def clear_cache(out_dir: str | Path) -> None:
-    """Remove the scenario's compilation cache, so that the next run compiles cold."""
+def clear_cache(out_dir: str | os.PathLike) -> None:
+    """Remove the scenario's compilation cache and saved state, so that the next run
+    compiles cold and trains from the start."""
     shutil.rmtree(Path(out_dir) / CACHE_DIR, ignore_errors=True)
+    Path(out_dir, STATE_NAME).unlink(missing_ok=True)
+
+
+def save_state(path: str | os.PathLike, params: Any, opt_state: Any) -> None:
+    """Write host copies of trained `params` and `opt_state` to `path` (npz, atomic)."""
+    import jax
+
+    leaves = [np.asarray(x) for x in jax.tree.leaves((params, opt_state))]
+    path = Path(path)
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
+    np.savez(tmp, *leaves)
+    os.replace(tmp, path)
+
+
+def load_state(path: str | os.PathLike, params: Any, opt_state: Any) -> tuple[Any, Any]:
+    """The `(params, opt_state)` saved at `path`, in the tree structure of the given
+    `params` and `opt_state` (for example a fresh model's and optimiser's)."""
+    import jax
+
+    treedef = jax.tree.structure((params, opt_state))
+    with np.load(path) as f:
+        leaves = [f[f"arr_{i}"] for i in range(len(f.files))]
+    return jax.tree.unflatten(treedef, leaves)
 
 
 def runs(record: dict[str, Any]) -> int:
@@ -62,13 +103,133 @@ def merge_runs(record: dict[str, Any], repeat: dict[str, Any]) -> dict[str, Any]
                             repeat.get("finished")]
     out["repeat_compile_time_s"] = [*record.get("repeat_compile_time_s", []),
                                     repeat.get("compile_time_s")]
+    out["repeat_how"] = repeat.get("repeat_how", "fresh kernel, full training")
     return out
 
 
-def repeat_scenario(s, out_dir: str | Path) -> dict[str, Any]:
-    """Run scenario `s` once more (fresh kernel, cached compiles) and merge its step
-    times into the record in `out_dir`; returns the updated record (written
-    atomically). The repeat's own files go to a temporary subfolder, then away."""
+def time_repeat(s, out_dir: str | os.PathLike, timed_steps: int = REPEAT_STEPS
+                ) -> dict[str, Any]:
+    """Time `timed_steps` full-length training steps of scenario `s` in this process,
+    from the trained state its cold run saved in `out_dir`, after `s.warmup_steps`
+    untimed ones. JAX must already run on `s`'s devices (`configure_devices`).
+
+    Returns a repeat record for `merge_runs`; a failure gives status "failed".
+    """
+    import jax
+
+    from .batching import batch_stream, solver_cost
+    from .compat import use_compilation_cache
+    from .data import N_TIMES
+    from .training import prepare, scenario_devices, timed_step
+
+    out_dir = Path(out_dir)
+    result: dict[str, Any] = {"scenario_key": s.key(), "name": s.name(),
+                              "repeat_how": f"plain process, {timed_steps} steps from "
+                                            "the cold run's trained state"}
+    try:
+        cached = use_compilation_cache(str((out_dir / CACHE_DIR).resolve()))
+        setup = prepare(s, scenario_devices(s))
+        step = setup.step
+        host = load_state(out_dir / STATE_NAME, step.unplace(setup.params),
+                          step.unplace(setup.opt_state))
+        params, opt_state = step.place_state(*host)
+        length = max(2, int(N_TIMES * s.length_fractions[-1]))
+        data = setup.data.truncate(length)
+        cost = solver_cost(setup.data) if s.batching == "grouped" else None
+        batches = batch_stream(len(data), s.global_batch, s.seed + 1, cost)
+        placed = step.place_batch(*_batch(data, next(batches)))
+        t0 = time.perf_counter()
+        compiled = step.compile(params, opt_state, *placed)
+        compile_time = time.perf_counter() - t0
+        times = []
+        for i in range(s.warmup_steps + timed_steps):
+            if i:
+                placed = step.place_batch(*_batch(data, next(batches)))
+            params, opt_state, _, _, elapsed = timed_step(
+                compiled, params, opt_state, placed, f"repeat step {i + 1}")
+            if i >= s.warmup_steps:
+                times.append(elapsed)
+        jax.block_until_ready(params)
+        result.update(status="ok", error=None, compile_time_s=compile_time,
+                      compile_cache_used=cached,
+                      step_time_runs_s=[float(np.median(times))],
+                      step_times_runs_s=[times])
+    except Exception as exc:  # a failed repeat is recorded, the round goes on
+        result.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+    result["finished"] = records.now()
+    return result
+
+
+def _batch(data, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return data.ts[idx], data.ys[idx]
+
+
+def worker(job_path: str | os.PathLike) -> int:
+    """Run a job file written by `run_repeat_round`: configure the devices, time every
+    listed scenario once, and write each result (JSON, atomically) as it finishes."""
+    from .config import Scenario
+    from .devices import configure_devices
+
+    job = json.loads(Path(job_path).read_text())
+    configure_devices(job["device"], job["n_devices"])
+    for item in job["items"]:
+        s = Scenario.from_dict(item["scenario"])
+        result = time_repeat(s, item["out_dir"], job["timed_steps"])
+        records.write_json_atomic(Path(item["result"]), result)
+    return 0
+
+
+def run_repeat_round(items: list[tuple[Any, Path]], timed_steps: int = REPEAT_STEPS
+                     ) -> list[dict[str, Any]]:
+    """Repeat every `(scenario, out_dir)` of `items` once, in one plain process (all
+    items share a device kind and count), and merge each into its record.
+
+    Returns the updated records, in order; a scenario whose repeat failed or did not
+    finish keeps its record with the error added under `repeat_errors`.
+    """
+    from .devices import child_environment
+
+    if not items:
+        return []
+    first = items[0][0]
+    if any((s.device, s.n_devices, s.processes) != (first.device, first.n_devices, 1)
+           for s, _ in items):
+        raise ValueError("a repeat round runs one device kind and count, one process")
+    with tempfile.TemporaryDirectory(prefix="odestudy-repeat-") as tmp:
+        job = {"device": first.device, "n_devices": first.n_devices,
+               "timed_steps": timed_steps,
+               "items": [{"scenario": s.to_dict(), "out_dir": str(Path(d).resolve()),
+                          "result": str(Path(tmp) / f"{i}.json")}
+                         for i, (s, d) in enumerate(items)]}
+        job_path = Path(tmp) / "job.json"
+        job_path.write_text(json.dumps(job))
+        env = child_environment(first.device, first.n_devices)
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)  # set per scenario by the worker
+        env["ODESTUDY_DATA_CACHE"] = str(Path(items[0][1]).resolve().parent / DATA_DIR)
+        done = subprocess.run([sys.executable, "-m", "odestudy.repeats", str(job_path)],
+                              env=env, capture_output=True, text=True)
+        merged = []
+        for (s, out_dir), item in zip(items, job["items"], strict=True):
+            try:
+                repeat = json.loads(Path(item["result"]).read_text())
+            except (OSError, ValueError):
+                tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
+                repeat = {"scenario_key": s.key(), "status": "failed",
+                          "error": f"repeat process exited with {done.returncode} "
+                                   f"before this scenario: {tail[0]}"}
+            path = Path(out_dir) / records.RECORD_NAME
+            record = records.read_record(path)
+            out = merge_runs(record, repeat)
+            records.write_json_atomic(path, out)
+            merged.append(out)
+    return merged
+
+
+def repeat_scenario(s, out_dir: str | os.PathLike) -> dict[str, Any]:
+    """Run scenario `s` once more in a fresh kernel (full training, cached compiles) and
+    merge its step times into the record in `out_dir`; returns the updated record
+    (written atomically). For multi-process scenarios, which a plain repeat process
+    cannot host. The repeat's own files go to a temporary subfolder, then away."""
     from .runner import execute_scenario
 
     out_dir = Path(out_dir)
@@ -83,3 +244,7 @@ def repeat_scenario(s, out_dir: str | Path) -> dict[str, Any]:
     merged = merge_runs(record, repeat)
     records.write_json_atomic(path, dict(merged, code_version=record.get("code_version")))
     return merged
+
+
+if __name__ == "__main__":
+    sys.exit(worker(sys.argv[1]))

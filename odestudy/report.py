@@ -5,8 +5,21 @@ from pathlib import Path
 from typing import Any
 
 from . import records
+from .frames import (
+    BaselineError,
+    baseline,
+    in_scaling_matrix,
+    read_records,
+    record_machine_id,
+    scaling_rows,
+)
 from .intervals import METHOD, fmt_interval
 from .plots import scaling_figures, step_cost_figure
+from .tables import fmt as _fmt
+from .tables import markdown_table
+
+__all__ = ["BaselineError", "baseline", "read_records", "record_machine_id",
+           "scaling_rows", "write_report"]
 
 # The reference study's two published tables as data (its "epoch time" is one optimiser
 # step), kept in the repo so that a clone anywhere can compare with them.
@@ -16,65 +29,6 @@ REFERENCE_COLUMNS = ("Device", "Number of Devices", "Mode", "Controller", "Runti
 ADDED_COLUMNS = ("Scaling", "Global batch", "Step time median (s)", "Step time IQR (s)",
                  "Runs", "Speedup [95% CI]", "Efficiency [95% CI]", "Collectives total / in loops",
                  "Solver steps max / mean", "Status")
-MODE_ORDER = {"single": 0, "pmap": 1, "shard": 2, "shard_map": 3}
-
-
-class BaselineError(LookupError):
-    """No 1-device record, or more than one, to compare a record with."""
-
-
-def load_records(results: str | Path, scale: str,
-                 skipped: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
-    """Every record of `scale`, of every machine: `results/<machine>/<scale>/*/`.
-
-    A file that does not parse is left out and, if `skipped` is a list, added to it as
-    `(path, reason)`; the rest are read.
-    """
-    out = []
-    for path in sorted(Path(results).glob(f"*/{scale}/*/{records.RECORD_NAME}")):
-        try:
-            rec = records.read_record(path)
-            if not isinstance(rec, dict) or "status" not in rec:
-                raise ValueError("not a scenario record")
-        except (OSError, ValueError) as exc:
-            if skipped is not None:
-                skipped.append((str(path), f"unreadable: {type(exc).__name__}: {exc}"))
-            continue
-        rec.setdefault("machine_id", record_machine_id(rec))
-        rec["path"] = str(path)
-        out.append(rec)
-    return out
-
-
-def record_machine_id(rec: dict[str, Any]) -> str:
-    """The machine a record was made on (`records.machine_id`); records made before
-    records carried a fingerprint get one from their hardware, host name unknown."""
-    if rec.get("machine_id"):
-        return rec["machine_id"]
-    hw = rec.get("hardware") or {}
-    return records.machine_id({"hostname": None, "cpu_model": hw.get("cpu_model"),
-                               "logical_cpus": hw.get("logical_cpus"),
-                               "accelerator": rec.get("device_kind")
-                               if rec.get("device") == "gpu" else None})
-
-
-def current_records(recs: list[dict[str, Any]], scale: str,
-                    skipped: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
-    """The records that match a scenario of the current matrices (scaling and explain)
-    of `scale`; the others (stale: made for a matrix that changed since) are left out
-    and listed in `skipped`."""
-    from .matrix import explain_scenarios, scenarios
-
-    keys = {s.key() for device in ("cpu", "gpu") for s in scenarios(scale, device)}
-    keys |= {s.key() for s in explain_scenarios(scale)}
-    out = []
-    for r in recs:
-        if r.get("scenario_key") in keys:
-            out.append(r)
-        elif skipped is not None:
-            skipped.append((r.get("path", r.get("name", "?")),
-                            "stale: matches no scenario of the current matrix"))
-    return out
 
 
 def pick_machine(recs: list[dict[str, Any]], device: str) -> str | None:
@@ -91,94 +45,6 @@ def pick_machine(recs: list[dict[str, Any]], device: str) -> str | None:
         n, last = count.get(r["machine_id"], (0, ""))
         count[r["machine_id"]] = (n + 1, max(last, str(r.get("finished"))))
     return max(count, key=lambda m: count[m])
-
-
-# A baseline shares every scenario field with its row except these; its own batch is
-# the row's global batch (strong scaling) or per-device batch (weak scaling).
-JOIN_EXCLUDES = ("mode", "n_devices", "processes", "scaling", "batch")
-
-
-def baseline(rec: dict[str, Any], recs: list[dict[str, Any]],
-             scaling: str) -> dict[str, Any]:
-    """The one ok 1-device record to compare `rec` with under `scaling`: same machine,
-    package versions and code version, every scenario field equal except
-    `JOIN_EXCLUDES`, and a batch of `rec`'s global (strong) or per-device (weak)
-    batch. Raises BaselineError if there is none or more than one."""
-    s = rec.get("scenario") or {}
-    size = rec["global_batch"] if scaling == "strong" else rec["per_device_batch"]
-    found = []
-    for r in recs:
-        b = r.get("scenario") or {}
-        if (r["status"] == "ok" and r["n_devices"] == 1 and r["global_batch"] == size
-                and r.get("machine_id") == rec.get("machine_id")
-                and r.get("versions") == rec.get("versions")
-                and r.get("code_version") == rec.get("code_version")
-                and all(b.get(k) == v for k, v in s.items() if k not in JOIN_EXCLUDES)):
-            found.append(r)
-    if len(found) != 1:
-        what = "no" if not found else f"{len(found)} ambiguous"
-        names = f": {', '.join(r['name'] for r in found)}" if found else ""
-        raise BaselineError(f"{what} 1-device baseline for {rec['name']} ({scaling}, "
-                            f"batch {size}, machine {rec.get('machine_id')}){names}")
-    return found[0]
-
-
-def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None
-                 ) -> list[dict[str, Any]]:
-    """Records with speedup and efficiency, with 95% intervals (`intervals.METHOD`),
-    against their 1-device baseline (`baseline`).
-
-    - `scaling`: `None` keeps every record under its own scaling; `"strong"` or
-      `"weak"` keeps that scaling's records and those of the other with a baseline
-      under this one (at 1 device one run is both a strong and a weak point).
-
-    Strong scaling: speedup `t(1)/t(N)` of the step time, efficiency `speedup / N`.
-    Weak scaling: efficiency `t(1)/t(N)` at the same per-device batch, speedup
-    `N * t(1)/t(N)` (throughput in samples per second, relative). A record without
-    a baseline keeps its `baseline_error`.
-    """
-    from .intervals import ratio_interval
-
-    rows = []
-    for rec in recs:
-        as_scaling = scaling or rec["scaling"]
-        row = dict(rec, scaling=as_scaling, speedup=None, efficiency=None,
-                   speedup_ci=None, efficiency_ci=None, baseline_error=None)
-        try:
-            base = baseline(rec, recs, as_scaling)
-        except BaselineError as exc:
-            if scaling is not None and rec["scaling"] != scaling:
-                continue  # another scaling's run that is no point of this one
-            row["baseline_error"] = str(exc)
-            base = None
-        if rec["status"] == "ok" and base is not None:
-            n = rec["n_devices"]
-            ratio, lo, hi = ratio_interval(base, rec)
-            if as_scaling == "strong":
-                row.update(speedup=ratio, speedup_ci=(lo, hi), efficiency=ratio / n,
-                           efficiency_ci=(lo / n, hi / n))
-            else:
-                row.update(speedup=ratio * n, speedup_ci=(lo * n, hi * n),
-                           efficiency=ratio, efficiency_ci=(lo, hi))
-        rows.append(row)
-    rows.sort(key=lambda r: (r["device"], r["scaling"], r["controller"], r["n_devices"],
-                             r.get("processes", 1), MODE_ORDER.get(r["mode"], 9)))
-    return rows
-
-
-def _fmt(value, digits: int = 4) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}" if abs(value) < 1e4 else f"{value:.0f}"
-    return str(value)
-
-
-def markdown_table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> str:
-    """A GitHub markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _devices_label(r: dict[str, Any], cores: int | None) -> str:
@@ -245,9 +111,11 @@ EPOCH_NOTE = (
     "same machine, versions and code (an explicit join on every other scenario field), "
     "one scenario at a time. **Runs**: the number of runs and each run's median step "
     "time. The quick scaling matrix runs every scenario 3 times at different times, "
-    "interleaved (the first a fresh kernel that trains and compiles cold; repeats reuse "
-    "its compiled programs through the persistent compilation cache, never its "
-    "timings); the step time is the median of all runs' steps pooled. Seed-scale rows and "
+    "interleaved: the first a fresh kernel that trains both stages and compiles cold; "
+    "each repeat times 40 more full-length steps from that run's trained state, in a "
+    "plain process per device count and round that compiles from the first run's "
+    "persistent compilation cache (never its timings). The step time is the median of "
+    "all runs' steps pooled. Seed-scale rows and "
     "the GPU rows run once: their intervals hold the spread of steps within that run "
     "only. Compile time and final loss are the first run's. " + METHOD
     + ". Solver steps: forward steps per sample of the "
@@ -322,29 +190,10 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
     return "# Ours beside the reference\n\n" + note + "\n\n" + markdown_table(header, out) + "\n"
 
 
-_MATRIX_KEYS: dict[str, set[str]] = {}
-
-
-def _in_main_tables(r: dict[str, Any]) -> bool:
-    """The scaling tables hold the scenarios of the scale's scaling matrix
-    (`matrix.scenarios`); the explanation studies (spread, grouping, within-ODE, batch
-    sweeps, time to target) have their own tables."""
-    from .matrix import scenarios
-
-    scale = r.get("scale")
-    if scale not in _MATRIX_KEYS:
-        try:
-            _MATRIX_KEYS[scale] = {s.key() for d in ("cpu", "gpu")
-                                   for s in scenarios(scale, d)}
-        except (KeyError, ValueError):
-            _MATRIX_KEYS[scale] = set()
-    return r.get("scenario_key") in _MATRIX_KEYS[scale]
-
-
 def machines_table(every: list[dict[str, Any]], chosen: dict[str, str | None]) -> str:
     """Other machines' ok rows of the main tables beside the chosen machine's: step
     times and speedups (with intervals) per scenario, when another machine has any."""
-    main = [r for r in every if _in_main_tables(r) and r["status"] == "ok"]
+    main = [r for r in every if in_scaling_matrix(r) and r["status"] == "ok"]
     parts = ["# Machines compared", ""]
     for device in ("cpu", "gpu"):
         here = chosen.get(device)
@@ -431,18 +280,18 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
     """
     figures = Path(figures)
     skipped: list[tuple[str, str]] = []
-    every = current_records(load_records(results, scale, skipped), scale, skipped)
+    every = read_records(results, scale, current=True, skipped=skipped)
     here = records.machine_id(records.this_machine())
     chosen = {d: pick_machine(every, d) or here for d in ("cpu", "gpu")}
     mine = [r for r in every if chosen[r["device"]] == r["machine_id"]]
-    rows = scaling_rows([r for r in mine if _in_main_tables(r)])
+    rows = scaling_rows([r for r in mine if in_scaling_matrix(r)])
     tables = figures / "tables"
     tables.mkdir(parents=True, exist_ok=True)
     written = {}
     from .projection import all_sweeps, write_projection
 
     by_machine = {m: scaling_rows([r for r in every if r["machine_id"] == m
-                                   and r["device"] == "cpu" and _in_main_tables(r)])
+                                   and r["device"] == "cpu" and in_scaling_matrix(r)])
                   for m in sorted({r["machine_id"] for r in every if r["device"] == "cpu"})}
     gpu_rows = [r for r in rows if r["device"] == "gpu"]
     cpu_rows = [r for r in rows if r["device"] == "cpu"]
@@ -482,6 +331,34 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
     written["explain"] = explain["table"]
     return {"rows": rows, "tables": written, "figures": figs + explain["figures"],
             "skipped": skipped, "machines": chosen}
+
+
+def settle_report(html: str | Path) -> Path:
+    """Drop the run's clock times from the executed report notebook beside `html`
+    (papermill's start and end times and durations, the kernel's execution stamps, the
+    injected cell's random id), make paths inside the checkout relative to it, and render
+    `html` again, so that rerunning the report on the same records, here or in a clone
+    elsewhere, leaves both files, and a clean checkout, unchanged. Returns `html`."""
+    import nbconvert
+    import nbformat
+
+    html = Path(html)
+    executed = html.with_suffix(".ipynb")
+    nb = nbformat.read(executed, 4)
+    for number, cell in enumerate(nb.cells):
+        cell.id = f"cell-{number:02d}"  # papermill gives its injected cell a random id
+    for node in [nb, *nb.cells]:
+        node.metadata.pop("execution", None)
+        for key in ("start_time", "end_time", "duration"):
+            node.metadata.get("papermill", {}).pop(key, None)
+    # Paths inside this checkout relative to it: a clone elsewhere writes the same files.
+    nb = nbformat.reads(nbformat.writes(nb).replace(f"{records.ROOT}/", ""), 4)
+    nbformat.write(nb, executed)
+    body, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
+    tmp = html.with_suffix(".html.tmp")
+    tmp.write_text(body)
+    tmp.replace(html)
+    return html
 
 
 README_START = "<!-- results:start (written by `odestudy report --readme`) -->"

@@ -4,7 +4,7 @@ a record."""
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -18,9 +18,9 @@ from .audit import count_collectives
 from .batching import batch_stream, solver_cost
 from .compat import pmap_implementation
 from .config import Scenario, validate
-from .data import N_TIMES, make_dataset
+from .data import DATA_CACHE_ENV, N_TIMES, Dataset, cached_dataset
 from .model import VectorField, batch_loss
-from .parallel import make_parallel_step, to_host
+from .parallel import ParallelStep, make_parallel_step, to_host
 
 
 def scenario_devices(s: Scenario) -> list[jax.Device]:
@@ -84,6 +84,60 @@ def _steps_summary(per_device: list[np.ndarray], global_loop: bool = False
     }
 
 
+class Setup(NamedTuple):
+    """What a scenario trains with: data, model parts, optimiser and the parallel step
+    (parameters and optimiser state placed on the step's devices)."""
+
+    data: Dataset
+    evalset: Dataset
+    static: Any
+    optimiser: optax.GradientTransformation
+    step: ParallelStep
+    params: Any
+    opt_state: Any
+    data_cached: bool
+
+
+def prepare(s: Scenario, devices: list[jax.Device]) -> Setup:
+    """Data, initial model, optimiser and parallel step of scenario `s` on `devices`.
+
+    The data come from the folder named by `ODESTUDY_DATA_CACHE` when it is set (see
+    `data.cached_dataset`); the same seed gives the same data and initial model.
+    """
+    data_key, model_key = jr.split(jr.PRNGKey(s.seed), 2)
+    # One pool, one compile: the training set, then a fixed evaluation set.
+    pool, cached = cached_dataset(s.dataset_size + s.eval_size, data_key, s.spread,
+                                  os.environ.get(DATA_CACHE_ENV) or None)
+    data = pool.take(np.arange(s.dataset_size))
+    evalset = pool.take(np.arange(s.dataset_size, len(pool)))
+    params, static = eqx.partition(VectorField(model_key), eqx.is_array)
+    optimiser = optax.adabelief(s.lr)
+    step = make_parallel_step(s.mode, devices, static, optimiser, s.controller, s.solve)
+    params, opt_state = step.place_state(params, optimiser.init(params))
+    return Setup(data, evalset, static, optimiser, step, params, opt_state, cached)
+
+
+def timed_step(compiled: Callable, params: Any, opt_state: Any, placed: tuple,
+               where: str) -> tuple[Any, Any, float, Any, float]:
+    """One training step, waited for on both sides of the clock.
+
+    - `compiled`: the AOT-compiled step; `placed`: its batch, already on the devices.
+    - `where`: names the step in the error if the loss is not finite.
+
+    Returns `(params, opt_state, loss, num_steps, seconds)`; raises FloatingPointError
+    ("diverged ...") on a non-finite loss.
+    """
+    jax.block_until_ready(placed)
+    t0 = time.perf_counter()
+    params, opt_state, loss, num_steps = compiled(params, opt_state, *placed)
+    jax.block_until_ready((params, opt_state, loss, num_steps))
+    elapsed = time.perf_counter() - t0
+    loss = float(to_host(loss, replicated=True).reshape(-1)[0])
+    if not np.isfinite(loss):
+        raise FloatingPointError(f"diverged: the training loss became {loss} at {where}")
+    return params, opt_state, loss, num_steps, elapsed
+
+
 def train(s: Scenario, devices: list[jax.Device] | None = None,
           progress: Callable[[int, int], None] | None = None,
           trace_dir: str | None = None, state_out: dict | None = None) -> dict[str, Any]:
@@ -94,21 +148,16 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
     - `progress`: called as `progress(done_steps, total_steps)`.
     - `trace_dir`: with `s.trace`, where the profiler trace goes.
     - `state_out`: if given, receives the trained model (`"model"`), the data
-      (`"data"`, `"evalset"`) and the optimiser, for benchmarks that go on from here.
+      (`"data"`, `"evalset"`), the optimiser, and host copies of the trained
+      `"params"` and `"opt_state"`, for repeats and benchmarks that go on from here.
     """
     validate(s)
     if devices is None:
         devices = scenario_devices(s)
-    data_key, model_key = jr.split(jr.PRNGKey(s.seed), 2)
-    # One pool, one compile: the training set, then a fixed evaluation set.
-    pool = make_dataset(s.dataset_size + s.eval_size, data_key, s.spread)
-    data = pool.take(np.arange(s.dataset_size))
-    evalset = pool.take(np.arange(s.dataset_size, len(pool)))
-    model = VectorField(model_key)
-    params, static = eqx.partition(model, eqx.is_array)
-    optimiser = optax.adabelief(s.lr)
-    step = make_parallel_step(s.mode, devices, static, optimiser, s.controller, s.solve)
-    params, opt_state = step.place_state(params, optimiser.init(params))
+    setup = prepare(s, devices)
+    data, evalset, static, optimiser, step = (setup.data, setup.evalset, setup.static,
+                                              setup.optimiser, setup.step)
+    params, opt_state = setup.params, setup.opt_state
     cost = solver_cost(data) if s.batching == "grouped" else None
     batches = batch_stream(len(data), s.global_batch, s.seed, cost)
     eval_loss = make_eval_loss(s.controller)
@@ -134,17 +183,10 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
             if i:
                 idx = next(batches)
                 placed = step.place_batch(stage_data.ts[idx], stage_data.ys[idx])
-            jax.block_until_ready(placed)
-            t0 = time.perf_counter()
-            params, opt_state, loss, num_steps = compiled(params, opt_state, *placed)
-            jax.block_until_ready((params, opt_state, loss, num_steps))
-            elapsed = time.perf_counter() - t0
+            params, opt_state, loss, num_steps, elapsed = timed_step(
+                compiled, params, opt_state, placed, f"step {done + 1} of {total}")
             train_clock += elapsed
-            loss = float(to_host(loss, replicated=True).reshape(-1)[0])
             losses.append(loss)
-            if not np.isfinite(loss):
-                raise FloatingPointError(f"diverged: the training loss became {loss} "
-                                         f"at step {done + 1} of {total}")
             if i >= s.warmup_steps:
                 times.append(elapsed)
                 steps_seen.append(step.per_sample(num_steps))
@@ -178,7 +220,8 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
         raise FloatingPointError(f"diverged: the final evaluation loss is {final_loss}")
     if state_out is not None:
         state_out.update(model=final_model, data=data, evalset=evalset,
-                         optimiser=optimiser)
+                         optimiser=optimiser, params=step.unplace(params),
+                         opt_state=step.unplace(opt_state))
     last = stages[-1]
     return {
         "steps": total,
@@ -187,7 +230,7 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
         "step_time_s": last["step_time_s"],
         "step_time_p25_s": last["step_time_p25_s"],
         "step_time_p75_s": last["step_time_p75_s"],
-        # Repeats (matrix.repeat_scenario) append their runs; compile time, final loss
+        # Repeats (repeats.merge_runs) append their runs; compile time, final loss
         # and runtime stay those of this first, cold run.
         "step_time_runs_s": [last["step_time_s"]],
         "step_times_runs_s": [last["step_times_s"]],
@@ -204,6 +247,7 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
         "collectives": audit._asdict(),
         "trace_dir": trace_path,
         "device_kind": devices[0].device_kind,
+        "data_cached": setup.data_cached,
     }
 
 
@@ -256,8 +300,12 @@ def base_record(s: Scenario) -> dict[str, Any]:
 
 
 def run_scenario(s: Scenario, progress: Callable[[int, int], None] | None = None,
-                 trace_dir: str | None = None) -> dict[str, Any]:
+                 trace_dir: str | None = None,
+                 state_path: str | os.PathLike | None = None) -> dict[str, Any]:
     """Run a scenario and return its full record; a failure becomes a failed record.
+
+    - `state_path`: where to save the trained parameters and optimiser state
+      (`repeats.save_state`), from which repeats time more steps.
 
     Invalid parameters raise ValueError before anything is compiled; errors during
     the run are caught and recorded with `status="failed"` and the error text.
@@ -269,7 +317,12 @@ def run_scenario(s: Scenario, progress: Callable[[int, int], None] | None = None
     try:
         record.update(environment(s))
         devices = scenario_devices(s)
-        record.update(train(s, devices, progress, trace_dir))
+        state: dict[str, Any] = {}
+        record.update(train(s, devices, progress, trace_dir, state_out=state))
+        if state_path is not None:
+            from .repeats import save_state
+
+            save_state(state_path, state["params"], state["opt_state"])
         record.update(status="ok", error=None)
     except ValueError:
         raise

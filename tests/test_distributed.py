@@ -3,6 +3,7 @@
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,11 +15,18 @@ RTOL_LOSS = 1e-4
 
 
 def _alive(pid: int) -> bool:
+    """Whether `pid` still runs. A process that exited but that its new parent (after
+    the launcher died: init, or a subreaper such as a CI runner) has not reaped yet is a
+    zombie: `kill(pid, 0)` still succeeds on it, yet it runs nothing."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # no /proc (not Linux), or gone meanwhile
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 @pytest.mark.parametrize("mode", ["shard_map", "shard"])

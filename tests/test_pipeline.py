@@ -6,6 +6,7 @@ import pytest
 from odestudy import Scenario
 from odestudy.matrix import record_path, run_matrix
 from odestudy.records import read_record
+from odestudy.repeats import REPEAT_STEPS, STATE_NAME
 from odestudy.report import ADDED_COLUMNS, REFERENCE_COLUMNS, write_report
 from odestudy.runner import execute_scenario
 
@@ -29,10 +30,14 @@ def test_notebook_runs_write_records_and_executed_notebooks(results):
         rec = read_record(path)
         assert rec["mode"] == s.mode and rec["hardware"]["device_count"] == 2
         assert rec["xla_flags"].endswith("--xla_force_host_platform_device_count=2")
-        # the cold run and one repeat (a fresh kernel on the compilation cache)
+        # the cold run and one repeat: a plain process timing REPEAT_STEPS steps from
+        # the cold run's trained state, compiling from the cold run's cache
         assert len(rec["step_time_runs_s"]) == 2 and len(rec["step_times_runs_s"]) == 2
-        assert len(rec["repeat_compile_time_s"]) == 1
-        assert not (path.parent / "repeat2").exists()
+        assert len(rec["step_times_runs_s"][1]) == REPEAT_STEPS
+        assert len(rec["repeat_compile_time_s"]) == 1 and "repeat_errors" not in rec
+        assert rec["repeat_how"].startswith("plain process")
+        assert rec["kernel_wall_s"] >= rec["runtime_s"] > 0
+        assert (path.parent / STATE_NAME).exists()
 
 
 def test_second_run_skips_finished_scenarios(results):
@@ -64,3 +69,20 @@ def test_report_tables_and_figures(results, tmp_path):
     assert "No records." in out["tables"]["gpu"].read_text()
     assert any(p.suffix == ".png" for p in out["figures"])
     assert any(p.suffix == ".svg" for p in out["figures"])
+
+
+def test_a_failed_repeat_is_recorded_and_the_record_kept(results, tmp_path):
+    import shutil
+
+    from odestudy.repeats import run_repeat_round
+
+    root, _ = results
+    s = SCENARIOS[0]
+    copy = tmp_path / s.name()
+    shutil.copytree(record_path(s, root).parent, copy)
+    (copy / STATE_NAME).unlink()  # no trained state to time from
+    before = read_record(copy / "metrics.json")
+    (after,) = run_repeat_round([(s, copy)], timed_steps=2)
+    assert after["step_time_runs_s"] == before["step_time_runs_s"]
+    assert "FileNotFoundError" in after["repeat_errors"][-1]
+    assert read_record(copy / "metrics.json")["repeat_errors"] == after["repeat_errors"]

@@ -46,3 +46,60 @@ def test_interrupted_write_keeps_the_old_record(tmp_path):
         write_json_atomic(path, {"status": "ok", "bad": object()})
     assert read_record(path) == {"status": "ok", "step_time_s": 1.0}
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+
+
+def test_code_version_covers_every_module_a_measurement_imports():
+    """A measuring module may import only measuring modules (and `records`, which
+    writes the record): otherwise an edit could change a measurement and still reuse
+    records made by the old code."""
+    import ast
+    from pathlib import Path
+
+    from odestudy.records import MEASURING, ROOT
+
+    for name in MEASURING:
+        tree = ast.parse((ROOT / "odestudy" / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                module = f"{node.module}.py" if node.module else None
+                names = [f"{a.name}.py" for a in node.names] if module is None else [module]
+                for used in names:
+                    assert used in MEASURING or used == "records.py", (name, used)
+    assert all(Path(ROOT / "odestudy" / n).exists() for n in MEASURING)
+
+
+def test_cached_dataset_is_the_generated_one(tmp_path):
+    import jax.random as jr
+    import numpy as np
+
+    from odestudy.data import cached_dataset, make_dataset
+
+    key = jr.PRNGKey(3)
+    made, hit = cached_dataset(8, key, 0.5, tmp_path)
+    again, hit_again = cached_dataset(8, key, 0.5, tmp_path)
+    other, hit_other = cached_dataset(8, key, 0.0, tmp_path)
+    assert (hit, hit_again, hit_other) == (False, True, False)
+    for a, b in ((made, again), (made, make_dataset(8, key, 0.5))):
+        np.testing.assert_array_equal(a.ys, b.ys)
+        np.testing.assert_array_equal(a.ts, b.ts)
+    assert not np.array_equal(other.ts, made.ts)
+
+
+def test_saved_state_loads_into_the_same_tree(tmp_path):
+    import equinox as eqx
+    import jax
+    import jax.random as jr
+    import numpy as np
+    import optax
+
+    from odestudy.model import VectorField
+    from odestudy.repeats import load_state, save_state
+
+    params, _ = eqx.partition(VectorField(jr.PRNGKey(0)), eqx.is_array)
+    opt_state = optax.adabelief(1e-2).init(params)
+    trained = jax.tree.map(lambda x: x + 1, (params, opt_state))
+    save_state(tmp_path / "state.npz", *trained)
+    loaded = load_state(tmp_path / "state.npz", params, opt_state)
+    assert jax.tree.structure(loaded) == jax.tree.structure(trained)
+    for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(trained), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

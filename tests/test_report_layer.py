@@ -179,3 +179,41 @@ def test_projection_scales_the_measured_baseline_by_the_sweep():
         [dict(p, machine="m", mode="pmap", n_devices=2, controller="pid",
               scaling="strong", measured_s=p["step_time_s"] * 1.1, error=-0.1)], ["m"], [])
     assert text.rstrip().splitlines()[-1] == "validation: median |error| = 10%"
+
+
+def test_settled_report_has_no_clock_times(tmp_path):
+    import nbformat
+
+    from odestudy.report import settle_report
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(f'results = "{records.ROOT}/results"'),
+                nbformat.v4.new_markdown_cell("x")]
+    stamp = {"start_time": "2026-01-01T00:00:00", "end_time": "2026-01-01T00:00:01",
+             "duration": 1.0, "status": "completed"}
+    nb.metadata["papermill"] = dict(stamp)
+    for cell in nb.cells:
+        cell.metadata["papermill"] = dict(stamp)
+        cell.metadata["execution"] = {"iopub.status.busy": "2026-01-01T00:00:00Z"}
+    nbformat.write(nb, tmp_path / "report_x.ipynb")
+    html = settle_report(tmp_path / "report_x.html")
+    first = (tmp_path / "report_x.ipynb").read_text(), html.read_text()
+    settled = nbformat.read(tmp_path / "report_x.ipynb", 4)
+    assert [c.id for c in settled.cells] == ["cell-00", "cell-01"]
+    assert settled.cells[0].source == 'results = "results"'  # relative to the checkout
+    for node in [settled, *settled.cells]:
+        assert "execution" not in node.metadata
+        assert node.metadata["papermill"] == {"status": "completed"}
+    settle_report(html)
+    assert ((tmp_path / "report_x.ipynb").read_text(), html.read_text()) == first
+
+
+def test_records_outside_scale_folders_are_not_read(tmp_path):
+    from odestudy.frames import read_records
+
+    rec = record(Scenario(scale="smoke"))
+    inside = _write(tmp_path, rec)
+    aside = tmp_path / rec["machine_id"] / "optimiser_pair" / rec["name"] / "metrics.json"
+    aside.parent.mkdir(parents=True)
+    aside.write_text(json.dumps(rec))
+    assert [r["path"] for r in read_records(tmp_path, None, current=False)] == [str(inside)]

@@ -25,7 +25,7 @@ def test_bad_parameters_fail_before_compiling(monkeypatch, params, message):
     def no_work(*args, **kwargs):
         raise AssertionError("reached data generation / compilation")
 
-    monkeypatch.setattr(odestudy.training, "make_dataset", no_work)
+    monkeypatch.setattr(odestudy.training, "cached_dataset", no_work)
     monkeypatch.setattr(odestudy.training, "make_parallel_step", no_work)
     s = Scenario(scale="smoke", **params)
     with pytest.raises(ValueError, match=message):

@@ -1,0 +1,327 @@
+"""Records as data: read every record of a results folder once, with the rules for
+corrupt and stale records in one place, as a list of dicts (for the report's joins) or
+as pandas DataFrames (for exploration: one row per record, per timed step, per
+evaluation).
+
+Layout read: `results/<machine id>/<scale>/<scenario>/metrics.json`.
+"""
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import records
+from .config import SCALES
+
+
+class BaselineError(LookupError):
+    """No record, or more than one, to join a record with."""
+
+
+def record_machine_id(rec: dict[str, Any]) -> str:
+    """The machine a record was made on (`records.machine_id`); records made before
+    records carried a fingerprint get one from their hardware, host name unknown."""
+    if rec.get("machine_id"):
+        return rec["machine_id"]
+    hw = rec.get("hardware") or {}
+    return records.machine_id({"hostname": None, "cpu_model": hw.get("cpu_model"),
+                               "logical_cpus": hw.get("logical_cpus"),
+                               "accelerator": rec.get("device_kind")
+                               if rec.get("device") == "gpu" else None})
+
+
+@functools.cache
+def matrix_keys(scale: str, study: str = "both") -> frozenset[str]:
+    """Scenario keys of the current matrix of `scale`: the scaling tables' scenarios
+    (`study="scaling"`, CPU and GPU), the explanation studies' (`"explain"`), or both."""
+    from .matrix import explain_scenarios, scenarios
+
+    if scale not in SCALES:
+        return frozenset()
+    keys = set()
+    if study in ("scaling", "both"):
+        keys |= {s.key() for device in ("cpu", "gpu") for s in scenarios(scale, device)}
+    if study in ("explain", "both"):
+        keys |= {s.key() for s in explain_scenarios(scale)}
+    return frozenset(keys)
+
+
+def in_scaling_matrix(rec: dict[str, Any]) -> bool:
+    """Whether record `rec` is a scenario of its scale's scaling matrix: a row of the
+    scaling tables (the explanation studies have tables of their own)."""
+    return rec.get("scenario_key") in matrix_keys(rec.get("scale"), "scaling")
+
+
+def read_records(results: str | Path, scale: str | None = None, current: bool = True,
+                 skipped: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+    """Every record under `results` (of `scale`, or of every scale), of every machine.
+
+    - `current`: keep only records of a scenario of the current scaling or explain
+      matrix of their scale; others are stale (made for a matrix that changed since).
+    - `skipped`: if a list, gets `(path, reason)` for each file left out: files that do
+      not parse as a record, and stale records.
+
+    Each record gets `path` (its file) and `machine_id` (`record_machine_id`).
+    """
+    pattern = f"*/{scale or '*'}/*/{records.RECORD_NAME}"
+    out = []
+    for path in sorted(Path(results).glob(pattern)):
+        if path.parent.parent.name not in SCALES:
+            continue  # another folder of a machine (optimiser_pair, step_cost, ...)
+        try:
+            rec = records.read_record(path)
+            if not isinstance(rec, dict) or "status" not in rec:
+                raise ValueError("not a scenario record")
+        except (OSError, ValueError) as exc:
+            if skipped is not None:
+                skipped.append((str(path), f"unreadable: {type(exc).__name__}: {exc}"))
+            continue
+        rec.setdefault("machine_id", record_machine_id(rec))
+        rec["path"] = str(path)
+        if current:
+            if rec.get("scenario_key") not in matrix_keys(rec.get("scale")):
+                if skipped is not None:
+                    skipped.append((str(path), "stale: matches no scenario of the current "
+                                               "matrix"))
+                continue
+        out.append(rec)
+    return out
+
+
+# The study's default configuration apart from devices, mode, controller, scaling and
+# batch size: the reference data, random batches, one solve per sample, the scale's
+# steps, lengths and learning rate, no evaluation during training. The scaling tables
+# and the batch-size sweep hold it; the other explanation studies vary one field.
+DEFAULTS = {"spread": 0.0, "batching": "random", "solve": "per_sample",
+            "lr_scaling": "fixed", "eval_every": 0, "trace": False}
+SCALE_DEFAULTS = ("steps_per_stage", "length_fractions", "learning_rate",
+                  "dataset_size", "eval_size", "warmup_steps", "optimiser_state")
+
+
+def is_default(rec: dict[str, Any], *free: str) -> bool:
+    """Whether record `rec` has the default configuration (`DEFAULTS` and its scale's
+    `SCALE_DEFAULTS`), apart from the scenario fields named in `free`."""
+    s = rec.get("scenario") or {}
+    scale = SCALES.get(rec.get("scale"), {})
+    want = dict(DEFAULTS, **{k: scale.get(k) for k in SCALE_DEFAULTS})
+    for key, value in want.items():
+        if key in free or key not in s:
+            continue
+        got = s[key]
+        if key == "length_fractions":
+            got, value = tuple(got or ()), tuple(value or ())
+        if got != value:
+            return False
+    return True
+
+
+FLAT_KEYS = ("name", "status", "error", "device", "n_devices", "processes",
+             "devices_per_process", "mode", "controller", "scaling", "scale",
+             "global_batch", "per_device_batch", "learning_rate", "spread", "batching",
+             "solve", "lr_scaling", "optimiser_state", "steps", "compile_time_s",
+             "step_time_s", "step_time_p25_s", "step_time_p75_s", "epoch_time_s",
+             "runtime_s", "kernel_wall_s", "final_loss", "collectives_total",
+             "collectives_in_loops", "machine_id", "git_commit", "code_version",
+             "finished", "scenario_key", "path")
+
+
+def flat(rec: dict[str, Any]) -> dict[str, Any]:
+    """One record as a flat row: `FLAT_KEYS`, the scenario's other fields, package
+    versions (`jax`, `jaxlib`, ...), hardware (`cpu_model`, `physical_cores`), runs and
+    solver steps, `default` (`is_default`) and `scaling_matrix` (`in_scaling_matrix`)."""
+    row = {k: rec.get(k) for k in FLAT_KEYS}
+    for key, value in (rec.get("scenario") or {}).items():
+        row.setdefault(key, value)
+    row["length_fractions"] = tuple(row.get("length_fractions") or ())
+    row.update({k: v for k, v in (rec.get("versions") or {}).items()})
+    hw = rec.get("hardware") or {}
+    row.update(cpu_model=hw.get("cpu_model"), physical_cores=hw.get("physical_cores"),
+               device_kind=rec.get("device_kind"))
+    runs = rec.get("step_time_runs_s") or []
+    row.update(runs=len(runs) if rec.get("status") == "ok" else 0,
+               step_time_runs_s=runs)
+    steps = rec.get("solver_steps") or {}
+    row.update(solver_steps_mean=steps.get("mean"), solver_steps_max=steps.get("max"),
+               lockstep_waste=(steps.get("lockstep_waste") or {}).get("total"))
+    row["default"] = is_default(rec)
+    row["scaling_matrix"] = in_scaling_matrix(rec)
+    return row
+
+
+def load_records(results: str | Path = "results", scale: str | None = None,
+                 current: bool = True) -> pd.DataFrame:
+    """The records under `results` as a DataFrame, one row per record (`flat`), of
+    `scale` or of every scale; `current` leaves stale records out (`read_records`).
+    Columns include mode, controller, n_devices, step_time_s, final_loss, status and
+    machine_id."""
+    rows = [flat(r) for r in read_records(results, scale, current)]
+    return pd.DataFrame(rows, columns=None if rows else list(FLAT_KEYS))
+
+
+def load_steps(results: str | Path = "results", scale: str | None = None,
+               current: bool = True) -> pd.DataFrame:
+    """The timed steps of every ok record, long form: one row per step of the last,
+    full-length stage, with its run (0 = the cold run), its index in the run, and the
+    record's name, machine, mode, controller, scaling and devices."""
+    keys = ("name", "machine_id", "scale", "device", "mode", "controller", "scaling",
+            "n_devices", "global_batch")
+    rows = []
+    for rec in read_records(results, scale, current):
+        if rec.get("status") != "ok":
+            continue
+        runs = rec.get("step_times_runs_s") or [
+            (rec.get("stages") or [{}])[-1].get("step_times_s") or []]
+        for run, times in enumerate(runs):
+            for index, t in enumerate(times):
+                rows.append({**{k: rec.get(k) for k in keys}, "run": run, "index": index,
+                             "step_time_s": t})
+    return pd.DataFrame(rows, columns=[*keys, "run", "index", "step_time_s"])
+
+
+def load_runs(results: str | Path = "results", scale: str | None = None,
+              current: bool = True) -> pd.DataFrame:
+    """Each run's median step time, long form: one row per run of every ok record
+    (run 0 is the cold run; repeats follow in the order they ran), with the record's
+    name, machine, mode, controller, scaling and devices."""
+    keys = ("name", "machine_id", "scale", "device", "mode", "controller", "scaling",
+            "n_devices", "global_batch")
+    rows = [{**{k: rec.get(k) for k in keys}, "run": run, "step_time_s": t}
+            for rec in read_records(results, scale, current) if rec.get("status") == "ok"
+            for run, t in enumerate(rec.get("step_time_runs_s") or [])]
+    return pd.DataFrame(rows, columns=[*keys, "run", "step_time_s"])
+
+
+def load_curves(results: str | Path = "results", scale: str | None = None,
+                current: bool = True) -> pd.DataFrame:
+    """Training and evaluation losses, long form: one row per optimiser step
+    (`kind="train"`) and per evaluation (`kind="eval"`, with the training time waited
+    for so far), for every ok record."""
+    keys = ("name", "machine_id", "scale", "mode", "controller", "n_devices",
+            "global_batch")
+    rows = []
+    for rec in read_records(results, scale, current):
+        if rec.get("status") != "ok":
+            continue
+        head = {k: rec.get(k) for k in keys}
+        for step, loss in enumerate(rec.get("train_loss") or [], start=1):
+            rows.append({**head, "kind": "train", "step": step, "loss": loss,
+                         "train_time_s": None})
+        for point in rec.get("eval_curve") or []:
+            rows.append({**head, "kind": "eval", "step": point["step"],
+                         "loss": point["eval_loss"], "train_time_s": point["train_time_s"]})
+    return pd.DataFrame(rows, columns=[*keys, "kind", "step", "loss", "train_time_s"])
+
+
+# A baseline shares every scenario field with its row except these; its own batch is
+# the row's global batch (strong scaling) or per-device batch (weak scaling).
+JOIN_EXCLUDES = ("mode", "n_devices", "processes", "scaling", "batch")
+MODE_ORDER = {"single": 0, "pmap": 1, "shard": 2, "shard_map": 3}
+
+
+def join_key(rec: dict[str, Any]) -> str:
+    """What a record must share with its baseline: every scenario field but
+    `JOIN_EXCLUDES`, the machine, the package versions and the code version."""
+    fields = {k: v for k, v in (rec.get("scenario") or {}).items() if k not in JOIN_EXCLUDES}
+    return json.dumps([fields, rec.get("machine_id"), rec.get("versions"),
+                       rec.get("code_version")], sort_keys=True)
+
+
+def baselines(rows: list[dict[str, Any]], recs: list[dict[str, Any]], scaling: str
+              ) -> list[dict[str, Any] | BaselineError]:
+    """For each record of `rows`, its one ok 1-device record of `recs` under `scaling`
+    (`baseline`), or the BaselineError that says why there is none.
+
+    The join is a `merge(validate="many_to_one")` on `join_key` and the batch: the
+    baseline's global batch equals the row's global (strong) or per-device (weak)
+    batch. Baseline keys held by several records are taken out first and named as
+    ambiguous.
+    """
+    def size(r: dict[str, Any]) -> int:
+        if scaling == "strong":
+            return r["global_batch"]
+        return r.get("per_device_batch") or r["global_batch"] // r["n_devices"]
+
+    left = pd.DataFrame({"row": range(len(rows)), "key": [join_key(r) for r in rows],
+                         "size": [size(r) for r in rows]})
+    ones = [i for i, r in enumerate(recs) if r["status"] == "ok" and r["n_devices"] == 1]
+    right = pd.DataFrame({"base": ones, "key": [join_key(recs[i]) for i in ones],
+                          "size": [recs[i]["global_batch"] for i in ones]},
+                         columns=["base", "key", "size"])
+    shared = right.duplicated(["key", "size"], keep=False)
+    ambiguous = right[shared].groupby(["key", "size"])["base"].agg(list)
+    joined = left.merge(right[~shared], on=["key", "size"], how="left",
+                        validate="many_to_one").sort_values("row")
+    out: list[dict[str, Any] | BaselineError] = []
+    for row, key, n, base in joined[["row", "key", "size", "base"]].itertuples(index=False):
+        if base == base:  # not NaN: one baseline
+            out.append(recs[int(base)])
+            continue
+        found = ambiguous.get((key, n), [])
+        what = f"{len(found)} ambiguous" if found else "no"
+        names = f": {', '.join(recs[i]['name'] for i in found)}" if found else ""
+        rec = rows[row]
+        out.append(BaselineError(f"{what} 1-device baseline for {rec['name']} ({scaling}, "
+                                 f"batch {n}, machine {rec.get('machine_id')}){names}"))
+    return out
+
+
+def baseline(rec: dict[str, Any], recs: list[dict[str, Any]],
+             scaling: str) -> dict[str, Any]:
+    """The one ok 1-device record to compare `rec` with under `scaling`: same machine,
+    package versions and code version, every scenario field equal except
+    `JOIN_EXCLUDES`, and a batch of `rec`'s global (strong) or per-device (weak)
+    batch. Raises BaselineError if there is none or more than one."""
+    found = baselines([rec], recs, scaling)[0]
+    if isinstance(found, BaselineError):
+        raise found
+    return found
+
+
+def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None
+                 ) -> list[dict[str, Any]]:
+    """Records with speedup and efficiency, with 95% intervals (`intervals.METHOD`),
+    against their 1-device baseline (`baselines`).
+
+    - `scaling`: `None` keeps every record under its own scaling; `"strong"` or
+      `"weak"` keeps that scaling's records and those of the other with a baseline
+      under this one (at 1 device one run is both a strong and a weak point).
+
+    Strong scaling: speedup `t(1)/t(N)` of the step time, efficiency `speedup / N`.
+    Weak scaling: efficiency `t(1)/t(N)` at the same per-device batch, speedup
+    `N * t(1)/t(N)` (throughput in samples per second, relative). A record without
+    a baseline keeps its `baseline_error`.
+    """
+    from .intervals import ratio_interval
+
+    found: dict[int, dict[str, Any] | BaselineError] = {}
+    for kind in ("strong", "weak"):
+        idx = [i for i, r in enumerate(recs) if (scaling or r["scaling"]) == kind]
+        for i, base in zip(idx, baselines([recs[i] for i in idx], recs, kind), strict=True):
+            found[i] = base
+    rows = []
+    for i, rec in enumerate(recs):
+        as_scaling = scaling or rec["scaling"]
+        row = dict(rec, scaling=as_scaling, speedup=None, efficiency=None,
+                   speedup_ci=None, efficiency_ci=None, baseline_error=None)
+        base = found[i]
+        if isinstance(base, BaselineError):
+            if scaling is not None and rec["scaling"] != scaling:
+                continue  # another scaling's run that is no point of this one
+            row["baseline_error"] = str(base)
+            base = None
+        if rec["status"] == "ok" and base is not None:
+            n = rec["n_devices"]
+            ratio, lo, hi = ratio_interval(base, rec)
+            if as_scaling == "strong":
+                row.update(speedup=ratio, speedup_ci=(lo, hi), efficiency=ratio / n,
+                           efficiency_ci=(lo / n, hi / n))
+            else:
+                row.update(speedup=ratio * n, speedup_ci=(lo * n, hi * n),
+                           efficiency=ratio, efficiency_ci=(lo, hi))
+        rows.append(row)
+    rows.sort(key=lambda r: (r["device"], r["scaling"], r["controller"], r["n_devices"],
+                             r.get("processes", 1), MODE_ORDER.get(r["mode"], 9)))
+    return rows
