@@ -79,7 +79,8 @@ def launch(s: Scenario, timeout_s: float | None = None,
                     [sys.executable, "-m", "odestudy.distributed",
                      "--scenario", str(scenario_file), "--out", str(out_file),
                      "--coordinator", f"127.0.0.1:{port}",
-                     "--num-processes", str(s.processes), "--process-id", str(rank)],
+                     "--num-processes", str(s.processes), "--process-id", str(rank),
+                     "--parent-pid", str(os.getpid())],
                     env=env, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True,
                 ))
@@ -115,11 +116,27 @@ def launch(s: Scenario, timeout_s: float | None = None,
                              worker_logs="\n".join(tails))
 
 
-def _exit_with_parent() -> None:
+def _exit_with_parent(parent: int | None = None) -> None:
     """Workers run in their own process group, out of reach of signals sent to the
-    launcher's; if the launcher dies (killed, not just interrupted), follow it within a
-    second so that no worker is left behind."""
-    parent = os.getppid()
+    launcher's; if the launcher dies (killed, not just interrupted), follow it so that
+    no worker is left behind.
+
+    - `parent`: the launcher's PID, passed on the command line. It must not be read
+      with `getppid()` here: this runs after the package's imports (seconds), and a
+      launcher killed meanwhile has already been replaced by init or a subreaper, which
+      never dies. `None` (under SLURM): the parent at this point, whatever it is.
+
+    On Linux the kernel also kills the worker when its parent dies (`PR_SET_PDEATHSIG`:
+    no Python thread needs to run, while the main thread may sit in a long native call).
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    parent = os.getppid() if parent is None else parent
+    if os.getppid() != parent:  # the launcher died before we got here
+        os._exit(3)
 
     def watch():
         while os.getppid() == parent:
@@ -130,9 +147,11 @@ def _exit_with_parent() -> None:
 
 
 def worker(scenario_file: str, out_file: str, coordinator: str | None,
-           num_processes: int | None, process_id: int | None) -> int:
-    """One process of a multi-process scenario; process 0 writes the record."""
-    _exit_with_parent()
+           num_processes: int | None, process_id: int | None,
+           parent_pid: int | None = None) -> int:
+    """One process of a multi-process scenario; process 0 writes the record.
+    `parent_pid`: the local launcher's PID, followed if it dies (none under SLURM)."""
+    _exit_with_parent(parent_pid)
     s = Scenario.from_dict(json.loads(Path(scenario_file).read_text()))
     import jax
 
@@ -194,8 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coordinator", default=None, help="host:port; none under SLURM")
     parser.add_argument("--num-processes", type=int, default=None)
     parser.add_argument("--process-id", type=int, default=None)
+    parser.add_argument("--parent-pid", type=int, default=None,
+                        help="the local launcher's PID; the worker exits if it dies")
     a = parser.parse_args(argv)
-    return worker(a.scenario, a.out, a.coordinator, a.num_processes, a.process_id)
+    return worker(a.scenario, a.out, a.coordinator, a.num_processes, a.process_id,
+                  a.parent_pid)
 
 
 if __name__ == "__main__":

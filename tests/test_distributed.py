@@ -60,7 +60,9 @@ def test_killed_process_fails_the_scenario_in_bounded_time():
     assert not any(_alive(p) for p in pids)
 
 
-def test_killed_launcher_leaves_no_workers():
+@pytest.mark.parametrize("kill_after_s", [0.3, 3.0])
+def test_killed_launcher_leaves_no_workers(kill_after_s):
+    """Killed while the workers still import the package (0.3 s) or later (3 s)."""
     import signal
     import subprocess
     import sys
@@ -72,7 +74,7 @@ def test_killed_launcher_leaves_no_workers():
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     pids = [int(p) for p in proc.stdout.readline().split()]
     assert len(pids) == 2
-    time.sleep(3)
+    time.sleep(kill_after_s)
     proc.send_signal(signal.SIGKILL)  # no cleanup code runs in the launcher
     proc.wait()
     deadline = time.time() + 15
