@@ -1,105 +1,213 @@
-"""Levers on one training step of the trained quick model (1 device): `max_steps` of the
-solve (4096 by default, which also sizes the checkpointing of diffrax's
-`RecursiveCheckpointAdjoint`) against smaller bounds that the trained field never hits.
-A benchmark, not a test: it trains the scenario once, then times every variant's step
-on the same trained parameters and batches, in interleaved blocks (A B C A B C ...), and
-checks that each variant computes the default's loss and gradients.
+"""Levers on one training step of the trained quick model (1 device), each against
+today's default at equal work and at equal final loss. A benchmark, not a test.
+
+A variant is a set of levers: `solve` (per-sample vmap or within-ODE batching),
+`max_steps` of the solve (4096 by default; it also sizes the checkpointing of diffrax's
+`RecursiveCheckpointAdjoint`, whose `checkpoints=None` means one per possible step), and
+XLA flags (for example the CPU backend's small-while-loop threshold, or single-threaded
+Eigen). Flags are read once when JAX starts, so every variant runs in a worker process
+of its own:
+
+1. Workers start one at a time (never two measuring at once). Each trains the scenario
+   from scratch under its own levers (its final evaluation loss says whether the lever
+   trains the same model), then loads the *default's* trained parameters and optimiser
+   state and compiles the full-length step on them.
+2. The parent then asks the workers in turn for a block of timed steps on the same
+   batches (A B C A B C ...), so that a slow spell of the machine hits every variant
+   alike; each variant's first step from the shared state is compared with the
+   default's (loss and parameters).
 
     .venv/bin/python benchmarks/levers.py --controller pid \
         --out results/<machine>/levers/cpu-pid.json
-
-The variants change `odestudy.model.MAX_STEPS` while their step is traced; the package
-itself is unchanged (a scenario option would come with a recommended configuration).
 """
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# label -> levers; the first is the default. XLA flags as documented by XLA
+# (xla/debug_options_flags.cc); `small_while_loop_byte_threshold` makes the CPU backend
+# compile while loops whose state is below it into one kernel (no per-iteration thunk).
+VARIANTS = {
+    "default": {},
+    "within_ode": {"solve": "within_ode"},
+    "max_steps=64": {"max_steps": 64},
+    "small_while_1MB": {"xla_flags": "--xla_cpu_small_while_loop_byte_threshold=1048576"},
+    "eigen_1_thread": {"xla_flags": "--xla_cpu_multi_thread_eigen=false"},
+    "within_ode+small_while_1MB": {
+        "solve": "within_ode",
+        "xla_flags": "--xla_cpu_small_while_loop_byte_threshold=1048576"},
+}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--controller", choices=("pid", "stepto"), default="pid")
-    p.add_argument("--scale", default="quick")
-    p.add_argument("--max-steps", default="4096,256,64",
-                   help="comma-separated bounds; the first is the default")
-    p.add_argument("--blocks", type=int, default=6, help="interleaved blocks per variant")
-    p.add_argument("--steps-per-block", type=int, default=15)
-    p.add_argument("--out", required=True, help="output JSON file")
-    a = p.parse_args()
-    import os
-
-    os.environ.setdefault("EQX_ON_ERROR", "nan")  # as in scenario kernels (recorded)
+def _worker(args: argparse.Namespace) -> None:
+    """One variant: train, compile the step on the default's state, serve timed blocks."""
+    levers = json.loads(args.levers)
     import odestudy
 
     odestudy.configure_devices("cpu", 1)
     import time
 
-    import equinox as eqx
     import jax
     import numpy as np
 
     import odestudy.model as model_module
     from odestudy.data import N_TIMES
-    from odestudy.intervals import ratio_interval
-    from odestudy.parallel import make_parallel_step, tree_max_rel_diff
-    from odestudy.training import environment, scenario_devices, train
+    from odestudy.parallel import make_parallel_step
+    from odestudy.repeats import load_state, save_state
+    from odestudy.training import prepare, scenario_devices, train
 
-    s = odestudy.Scenario(controller=a.controller, scale=a.scale)
+    if "max_steps" in levers:
+        model_module.MAX_STEPS = levers["max_steps"]  # read when a solve is traced
+    s = odestudy.Scenario(controller=args.controller, scale=args.scale,
+                          solve=levers.get("solve", "per_sample"))
     devices = scenario_devices(s)
     state: dict = {}
     trained = train(s, devices, state_out=state)
-    params, static = eqx.partition(state["model"], eqx.is_array)
-    optimiser = state["optimiser"]
-    data = state["data"].truncate(max(2, int(N_TIMES * s.length_fractions[-1])))
-    rng = np.random.default_rng(0)
-    batches = [rng.choice(len(data), s.global_batch, replace=False)
-               for _ in range(a.steps_per_block)]
-    bounds = [int(x) for x in a.max_steps.split(",")]
-    variants = {}
-    for bound in bounds:
-        model_module.MAX_STEPS = bound  # read by model.solve when the step is traced
-        step = make_parallel_step("single", devices, static, optimiser, s.controller)
-        p0, o0 = step.place_state(params, optimiser.init(params))
-        placed = [step.place_batch(data.ts[i], data.ys[i]) for i in batches]
-        t0 = time.perf_counter()
-        compiled = step.compile(p0, o0, *placed[0])
-        compile_s = time.perf_counter() - t0
-        out = jax.block_until_ready(compiled(p0, o0, *placed[0]))
-        variants[bound] = {"compiled": compiled, "state": (p0, o0), "placed": placed,
-                           "compile_time_s": compile_s, "first": out, "runs": []}
-    base = variants[bounds[0]]["first"]
-    for _ in range(a.blocks):
-        for bound in bounds:  # interleaved: a slow spell hits every variant alike
-            v = variants[bound]
-            times = []
-            for placed in v["placed"]:
-                t0 = time.perf_counter()
-                jax.block_until_ready(v["compiled"](*v["state"], *placed))
-                times.append(time.perf_counter() - t0)
-            v["runs"].append(times)
-    rows = []
-    for bound in bounds:
-        v = variants[bound]
-        record = {"step_time_runs_s": [float(np.median(t)) for t in v["runs"]],
-                  "step_times_runs_s": v["runs"]}
-        default = {"step_time_runs_s": [float(np.median(t)) for t in
-                                        variants[bounds[0]]["runs"]],
-                   "step_times_runs_s": variants[bounds[0]]["runs"]}
-        ratio, lo, hi = ratio_interval(default, record)
-        rows.append({
-            "max_steps": bound, "compile_time_s": v["compile_time_s"],
-            "step_time_s": float(np.median(np.concatenate(v["runs"]))),
-            "speedup_vs_default": ratio, "speedup_ci": [lo, hi],
-            "loss": float(np.asarray(v["first"][2]).reshape(-1)[0]),
-            "params_rel_diff_vs_default": tree_max_rel_diff(v["first"][0], base[0]),
-            "solver_steps_max": int(np.max(np.asarray(v["first"][3]))),
-            **record,
-        })
-        print(f"max_steps {bound:5d}: step {rows[-1]['step_time_s'] * 1e3:.2f} ms, "
-              f"speedup {ratio:.2f} [{lo:.2f}, {hi:.2f}], loss {rows[-1]['loss']:.6g}, "
-              f"params rel. diff {rows[-1]['params_rel_diff_vs_default']:.1e}")
-    odestudy.write_json_atomic(a.out, {"scenario": s.to_dict(),
-                                       "final_loss": trained["final_loss"],
-                                       "rows": rows, **environment(s)})
+    work = Path(args.work)
+    shared = work / "default_state.npz"
+    if args.first:
+        save_state(shared, state["params"], state["opt_state"])
+    setup = prepare(s, devices)  # fresh model and optimiser: the tree structure
+    params, opt_state = load_state(shared, setup.params, setup.opt_state)
+    static, optimiser = setup.static, setup.optimiser
+    data = setup.data.truncate(max(2, int(N_TIMES * s.length_fractions[-1])))
+    batches = np.load(work / "batches.npy")
+    step = make_parallel_step("single", devices, static, optimiser, s.controller, s.solve)
+    p0, o0 = step.place_state(params, opt_state)
+    placed = [step.place_batch(data.ts[i], data.ys[i]) for i in batches]
+    t0 = time.perf_counter()
+    compiled = step.compile(p0, o0, *placed[0])
+    compile_s = time.perf_counter() - t0
+    first = jax.block_until_ready(compiled(p0, o0, *placed[0]))
+    save_state(work / f"first_{args.index}.npz", step.unplace(first[0]), step.unplace(o0))
+    print(json.dumps({
+        "ready": True, "final_loss": trained["final_loss"],
+        "train_step_time_s": trained["step_time_s"], "compile_time_s": compile_s,
+        "loss": float(np.asarray(first[2]).reshape(-1)[0]),
+        "solver_steps_max": int(np.max(np.asarray(first[3]))),
+        "solver_steps_mean": float(np.mean(np.asarray(first[3]))),
+    }), flush=True)
+    for line in sys.stdin:
+        if line.strip() != "block":
+            break
+        times = []
+        for batch in placed:
+            jax.block_until_ready(batch)
+            t0 = time.perf_counter()
+            jax.block_until_ready(compiled(p0, o0, *batch))
+            times.append(time.perf_counter() - t0)
+        print(json.dumps({"times": times}), flush=True)
+
+
+def _read_json(proc: subprocess.Popen) -> dict:
+    """The next JSON line a worker prints (other lines, e.g. warnings, are skipped)."""
+    for line in proc.stdout:
+        if line.startswith("{"):
+            return json.loads(line)
+    raise RuntimeError(f"worker exited with {proc.wait()}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--controller", choices=("pid", "stepto"), default="pid")
+    p.add_argument("--scale", default="quick")
+    p.add_argument("--variants", default=",".join(VARIANTS),
+                   help=f"comma-separated labels, the first the baseline: {', '.join(VARIANTS)}")
+    p.add_argument("--blocks", type=int, default=8, help="interleaved blocks per variant")
+    p.add_argument("--steps-per-block", type=int, default=15)
+    p.add_argument("--out", help="output JSON file (required unless --worker)")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--levers", help=argparse.SUPPRESS)
+    p.add_argument("--work", help=argparse.SUPPRESS)
+    p.add_argument("--index", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--first", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    os.environ.setdefault("EQX_ON_ERROR", "nan")  # as in scenario kernels (recorded)
+    if a.worker:
+        return _worker(a)
+    if not a.out:
+        p.error("--out is required")
+    labels = a.variants.split(",")
+    unknown = [x for x in labels if x not in VARIANTS]
+    if unknown:
+        p.error(f"unknown variant(s) {unknown}; valid choices: {', '.join(VARIANTS)}")
+    import numpy as np
+
+    import odestudy
+    from odestudy.intervals import ratio_interval
+
+    s = odestudy.Scenario(controller=a.controller, scale=a.scale)
+    with tempfile.TemporaryDirectory(prefix="odestudy-levers-") as tmp:
+        rng = np.random.default_rng(0)
+        np.save(Path(tmp) / "batches.npy", np.stack(
+            [rng.choice(s.dataset_size, s.global_batch, replace=False)
+             for _ in range(a.steps_per_block)]))
+        env = {**os.environ, "ODESTUDY_DATA_CACHE": str(Path(tmp) / "data")}
+        workers, ready = {}, {}
+        for i, label in enumerate(labels):  # one at a time: training is measured work
+            levers = VARIANTS[label]
+            wenv = dict(env)
+            if levers.get("xla_flags"):
+                wenv["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {levers['xla_flags']}"
+            cmd = [sys.executable, __file__, "--worker", "--levers", json.dumps(levers),
+                   "--work", tmp, "--index", str(i), "--controller", a.controller,
+                   "--scale", a.scale] + (["--first"] if i == 0 else [])
+            workers[label] = subprocess.Popen(cmd, env=wenv, stdin=subprocess.PIPE,
+                                              stdout=subprocess.PIPE, text=True)
+            ready[label] = _read_json(workers[label])
+            print(f"{label}: trained to {ready[label]['final_loss']:.4g}, "
+                  f"compiled in {ready[label]['compile_time_s']:.1f} s", flush=True)
+        runs = {label: [] for label in labels}
+        for _ in range(a.blocks):
+            for label in labels:  # interleaved, one worker measuring at a time
+                workers[label].stdin.write("block\n")
+                workers[label].stdin.flush()
+                runs[label].append(_read_json(workers[label])["times"])
+        for w in workers.values():
+            w.stdin.close()
+            w.wait()
+        from odestudy.parallel import tree_max_rel_diff
+
+        def first_params(i):
+            with np.load(Path(tmp) / f"first_{i}.npz") as f:
+                return [f[k] for k in sorted(f.files, key=lambda k: int(k[4:]))]
+
+        base_params = first_params(0)
+        default = {"step_time_runs_s": [float(np.median(t)) for t in runs[labels[0]]],
+                   "step_times_runs_s": runs[labels[0]]}
+        rows = []
+        for i, label in enumerate(labels):
+            record = {"step_time_runs_s": [float(np.median(t)) for t in runs[label]],
+                      "step_times_runs_s": runs[label]}
+            ratio, lo, hi = ratio_interval(default, record)
+            rows.append({
+                "label": label, "levers": VARIANTS[label], **ready[label],
+                "step_time_s": float(np.median(np.concatenate(runs[label]))),
+                "speedup_vs_default": ratio, "speedup_ci": [lo, hi],
+                "first_step_params_rel_diff_vs_default":
+                    tree_max_rel_diff(first_params(i), base_params),
+                **record,
+            })
+            r = rows[-1]
+            print(f"{label:28s} step {r['step_time_s'] * 1e3:6.2f} ms, speedup "
+                  f"{ratio:.2f} [{lo:.2f}, {hi:.2f}], trained to {r['final_loss']:.4g}, "
+                  f"first-step params rel. diff {r['first_step_params_rel_diff_vs_default']:.1e}")
+    from odestudy.training import environment
+
+    odestudy.configure_devices("cpu", 1)
+    odestudy.write_json_atomic(a.out, {
+        "scenario": s.to_dict(), "blocks": a.blocks, "steps_per_block": a.steps_per_block,
+        "method": "one worker process per variant; interleaved blocks; speedup = "
+                  "default median step / variant median step, 95% bootstrap over blocks "
+                  "and steps; every variant timed from the default's trained state on the "
+                  "same batches; final_loss from the variant's own training",
+        "rows": rows, **environment(s)})
 
 
 if __name__ == "__main__":
