@@ -4,8 +4,8 @@ today's default at equal work and at equal final loss. A benchmark, not a test.
 A variant is a set of levers: `solve` (per-sample vmap or within-ODE batching),
 `max_steps` of the solve (4096 by default; it also sizes the checkpointing of diffrax's
 `RecursiveCheckpointAdjoint`, whose `checkpoints=None` means one per possible step), and
-XLA flags (for example the CPU backend's small-while-loop threshold, or single-threaded
-Eigen). Flags are read once when JAX starts, so every variant runs in a worker process
+XLA flags (the CPU backend's legacy runtime instead of thunks, single-threaded Eigen,
+XNNPACK). Flags are read once when JAX starts, so every variant runs in a worker process
 of its own:
 
 1. Workers start one at a time (never two measuring at once). Each trains the scenario
@@ -29,18 +29,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-# label -> levers; the first is the default. XLA flags as documented by XLA
-# (xla/debug_options_flags.cc); `small_while_loop_byte_threshold` makes the CPU backend
-# compile while loops whose state is below it into one kernel (no per-iteration thunk).
+# label -> levers; the first is the default. XLA flags as XLA's CPU backend names them
+# (xla/debug_options_flags.cc); a flag this jaxlib does not know stops the worker.
 VARIANTS = {
     "default": {},
     "within_ode": {"solve": "within_ode"},
     "max_steps=64": {"max_steps": 64},
-    "small_while_1MB": {"xla_flags": "--xla_cpu_small_while_loop_byte_threshold=1048576"},
+    "thunk_runtime_off": {"xla_flags": "--xla_cpu_use_thunk_runtime=false"},
     "eigen_1_thread": {"xla_flags": "--xla_cpu_multi_thread_eigen=false"},
-    "within_ode+small_while_1MB": {
-        "solve": "within_ode",
-        "xla_flags": "--xla_cpu_small_while_loop_byte_threshold=1048576"},
+    "xnnpack": {"xla_flags": "--xla_cpu_use_xnnpack=true"},
 }
 
 
