@@ -39,12 +39,21 @@ def main() -> None:
     fit = record["fit"]
     print(f"{a.device} {a.controller} {a.label}: final loss {record['final_loss']:.4g}")
     for r in record["rows"]:
-        print(f"  batch {r['batch']:4d}: step {r['step_time_s']:.4g} s, "
+        print(f"  batch {r['batch']:4d}: step {r['step_time_s']:.4g} s "
+              f"(forward {r['forward_share']:.0%}), "
               f"{r['iterations_executed']:.1f} iterations, "
               f"{r['per_iteration_s'] * 1e6:.1f} us/iteration")
     print(f"  fit: {fit['fixed_per_iteration_s'] * 1e6:.1f} us fixed per iteration + "
           f"{fit['per_sample_iteration_s'] * 1e9:.1f} ns per sample-iteration "
           f"(r2 {fit['r2']:.3f})")
+    from odestudy.cost import verdict
+
+    v, rates = verdict(record), record["rates"]
+    print(f"  forward share {min(v['forward_share']):.2f}-{max(v['forward_share']):.2f}; "
+          f"crossover batch {v['crossover_batch']:.1f}; per-sample work "
+          f"{(v['flops_per_s'] or 0) / 1e9:.2f} GFLOP/s (matmul "
+          f"{rates['matmul_flops_per_s'] / 1e9:.1f}), {(v['bytes_per_s'] or 0) / 1e9:.2f} "
+          f"GB/s (memory {rates['memory_bytes_per_s'] / 1e9:.1f}): {v['bound']}-bound")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from .frames import load_curves, load_records, load_runs, load_steps
 from .model import VectorField, batch_loss, batch_loss_within_ode, solve, solve_within_ode
 from .parallel import MODES, ParallelStep, make_local_step, make_parallel_step
 from .plots import plot_scenario, summary
+from .recommended import RECOMMENDED, recommended
 from .records import read_record, save_record, write_json_atomic
 from .report import write_report
 from .solvers import CONTROLLERS, controller_and_dt0
@@ -25,4 +26,5 @@ __all__ = [
     "solve_within_ode", "solver_cost", "train", "validate", "write_json_atomic",
     "configure_devices", "launch", "run_scenario_any", "plot_scenario", "summary",
     "save_record", "write_report", "load_records", "load_runs", "load_steps", "load_curves",
+    "RECOMMENDED", "recommended",
 ]

@@ -28,11 +28,20 @@ def _run(a: argparse.Namespace) -> int:
     from .devices import gpu_count
     from .runner import execute_scenario
 
+    if a.recommended and a.solve is not None:
+        raise ValueError("--recommended sets the solve (see odestudy.recommended); "
+                         "give either --recommended or --solve")
     s = Scenario(device=a.device, n_devices=a.devices, mode=a.mode,
                  controller=a.controller, scaling=a.scaling, scale=a.scale,
-                 batch=a.batch, spread=a.spread, batching=a.batching, solve=a.solve,
+                 batch=a.batch, spread=a.spread, batching=a.batching,
+                 solve=a.solve or "per_sample",
                  processes=a.processes, eval_every=a.eval_every,
                  lr_scaling=a.lr_scaling, seed=a.seed, trace=a.trace)
+    if a.recommended:
+        from .recommended import RECOMMENDED, recommended
+
+        s = recommended(s)
+        print("recommended: " + ", ".join(f"{k}={v}" for k, v in RECOMMENDED.items()))
     # CPU devices are virtual and made to order; GPUs must exist.
     validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
     check_writable(a.out)
@@ -51,7 +60,7 @@ def _matrix(a: argparse.Namespace) -> int:
 
     check_writable(a.results)
     recs = run_matrix(a.scale, a.device, force=a.force, results=a.results, study=a.study,
-                      selection=parse_selection(a.select))
+                      selection=parse_selection(a.select), recommended=a.recommended)
     failed = [r["name"] for r in recs if r["status"] != "ok"]
     print(f"{len(recs) - len(failed)} of {len(recs)} scenarios ok"
           + (f"; not ok: {', '.join(failed)}" if failed else ""))
@@ -88,7 +97,8 @@ def parser() -> argparse.ArgumentParser:
                    help="global batch (strong) or per-device batch (weak)")
     r.add_argument("--spread", type=float, default=0.0, help="complexity knob")
     r.add_argument("--batching", choices=BATCHINGS, default="random")
-    r.add_argument("--solve", choices=SOLVES, default="per_sample")
+    r.add_argument("--solve", choices=SOLVES, default=None,
+                   help="per_sample (default) or within_ode")
     r.add_argument("--processes", type=int, default=1,
                    help="local processes joined by jax.distributed")
     r.add_argument("--eval-every", type=int, default=0)
@@ -96,6 +106,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=5678)
     r.add_argument("--trace", action="store_true",
                    help="also write a Perfetto trace of 3 untimed steps to OUT/trace")
+    r.add_argument("--recommended", action="store_true",
+                   help="apply the recommended levers (odestudy.recommended): "
+                        "within-ODE batching, the fastest measured step that trains "
+                        "the same model")
     r.add_argument("--out", required=True, help="output folder")
     r.set_defaults(func=_run)
     m = sub.add_parser("matrix", help="run every scenario of a scale, resumably")
@@ -105,6 +119,9 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--study", choices=("scaling", "explain"), default="scaling",
                    help="the scaling tables, or the studies that explain them")
     m.add_argument("--results", default=str(records.ROOT / "results"))
+    m.add_argument("--recommended", action="store_true",
+                   help="the scaling matrix with the recommended levers applied "
+                        "(records beside the default ones, named by their levers)")
     m.add_argument("--select", default="",
                    help="only scenarios with these fields, e.g. scaling=strong,n_devices=2")
     m.set_defaults(func=_matrix)

@@ -1,5 +1,8 @@
 """Where a training step's time goes: one device's step time against the batch size on a
-trained model, as a fixed cost per solver iteration plus a cost per sample-iteration."""
+trained model, as a fixed cost per solver iteration plus a cost per sample-iteration;
+the forward pass's share; FLOPs and bytes from XLA's cost analysis against this
+machine's measured matmul rate and memory bandwidth; and a verdict on what bounds the
+step."""
 
 import time
 from typing import Any
@@ -9,21 +12,50 @@ import jax
 import numpy as np
 
 from .config import Scenario, validate
+from .model import LOSSES
 from .parallel import make_parallel_step
 from .training import environment, scenario_devices, train
 
 
-def _flops(compiled) -> float | None:
-    """FLOPs of a compiled program from XLA's cost analysis (a while loop's body is
-    counted once, whatever its trip count), or None where the backend gives none."""
+def _cost(compiled, key: str = "flops") -> float | None:
+    """`key` ("flops" or "bytes accessed") of a compiled program from XLA's cost
+    analysis (a while loop's body is counted once, whatever its trip count), or None
+    where the backend gives none."""
     try:
         cost = compiled.cost_analysis()
     except Exception:  # noqa: BLE001 - not every backend implements it
         return None
     if isinstance(cost, list):
         cost = cost[0] if cost else {}
-    value = (cost or {}).get("flops")
+    value = (cost or {}).get(key)
     return float(value) if value is not None else None
+
+
+def _median_time(fn, *args, repeats: int = 10) -> float:
+    """Median wall time of `fn(*args)`, waited for, after one untimed call."""
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def machine_rates(device: jax.Device, n: int = 1024, megabytes: int = 256
+                  ) -> dict[str, float]:
+    """What one device of this machine sustains, measured here: float32 matmul FLOP/s
+    (`n` x `n` by `n` x `n`) and memory bandwidth (bytes read plus written by an
+    elementwise update of a `megabytes` array)."""
+    a = jax.device_put(np.random.default_rng(0).standard_normal((n, n), np.float32),
+                       device)
+    matmul = jax.jit(lambda x: x @ x)
+    flops = 2.0 * n**3 / _median_time(matmul, a)
+    x = jax.device_put(np.ones(megabytes * 2**20 // 4, np.float32), device)
+    update = jax.jit(lambda v: v * 1.0001 + 1.0)
+    bandwidth = 2.0 * x.nbytes / _median_time(update, x)
+    return {"matmul_flops_per_s": flops, "memory_bytes_per_s": bandwidth,
+            "matmul_n": n, "memory_megabytes": megabytes}
 
 
 def fit_per_iteration(batches: list[int], per_iteration_s: list[float]) -> dict[str, float]:
@@ -56,7 +88,9 @@ def step_cost_sweep(s: Scenario, batches: tuple[int, ...], timed_steps: int = 20
 
     Returns a record: the trained scenario's final loss, and per batch the compile
     time, median step time with quartiles, executed solver iterations (the batch's
-    slowest sample) and FLOPs from the compiled program; plus the fitted line.
+    slowest sample), the forward pass's median time and its share of the step, and
+    FLOPs and bytes from the compiled program; plus the fitted line and this machine's
+    measured rates (`machine_rates`).
     """
     validate(s)
     if s.mode != "single" or s.total_devices != 1:
@@ -70,6 +104,10 @@ def step_cost_sweep(s: Scenario, batches: tuple[int, ...], timed_steps: int = 20
     params, static = eqx.partition(state["model"], eqx.is_array)
     optimiser, data = state["optimiser"], state["data"]
     rng = np.random.default_rng(seed)
+    loss_fn = LOSSES[s.solve]
+    # The forward pass alone (the loss, no gradient), timed on the same batches.
+    forward = jax.jit(lambda p, ts, ys: loss_fn(eqx.combine(p, static), ts, ys,
+                                                s.controller)[0])
     rows = []
     for batch in batches:
         step = make_parallel_step("single", devices, static, optimiser, s.controller,
@@ -95,14 +133,69 @@ def step_cost_sweep(s: Scenario, batches: tuple[int, ...], timed_steps: int = 20
                 iterations.append(int(np.max(np.asarray(out[3]))))
         median = float(np.median(times))
         executed = float(np.mean(iterations))
+        # Forward alone against the whole step, both on the last batch.
+        forward_compiled = forward.lower(p, *placed).compile()
+        forward_s = _median_time(forward_compiled, p, *placed, repeats=timed_steps)
+        same_batch_s = _median_time(compiled, p, o, *placed, repeats=timed_steps)
         rows.append({"batch": batch, "compile_time_s": compile_time,
+                     "forward_time_s": forward_s,
+                     "forward_share": forward_s / same_batch_s,
                      "step_time_s": median,
                      "step_time_p25_s": float(np.percentile(times, 25)),
                      "step_time_p75_s": float(np.percentile(times, 75)),
                      "step_times_s": times, "iterations_executed": executed,
                      "per_iteration_s": median / executed,
-                     "flops_cost_analysis": _flops(compiled)})
+                     "flops_cost_analysis": _cost(compiled, "flops"),
+                     "bytes_cost_analysis": _cost(compiled, "bytes accessed")})
     fit = fit_per_iteration([r["batch"] for r in rows], [r["per_iteration_s"] for r in rows])
     return {"scenario": s.to_dict(), "final_loss": trained["final_loss"],
             "device_kind": trained["device_kind"], "rows": rows, "fit": fit,
-            **environment(s)}
+            "rates": machine_rates(devices[0]), **environment(s)}
+
+
+def verdict(sweep: dict[str, Any]) -> dict[str, Any]:
+    """What bounds the step of a step-cost sweep (`step_cost_sweep`'s record).
+
+    - `crossover_batch`: the batch at which the per-sample work of a solver iteration
+      equals its fixed cost: below it the fixed cost (loop and kernel overhead) bounds
+      the step, above it the work that grows with the batch.
+    - The per-sample work's FLOP/s and bytes/s: the slopes of XLA's cost analysis (one
+      forward and one backward loop body, the rest of the step counted once) against
+      the batch, divided by the fitted time per sample-iteration; set against this
+      machine's measured matmul rate and memory bandwidth (`rates`), where recorded.
+    - `bound`: "compute" or "memory" where the per-sample work reaches half of the
+      measured rate or bandwidth, else "overhead" (many small operations per sample,
+      each far from what the machine sustains).
+    """
+    fit, rows = sweep["fit"], sweep["rows"]
+    per_sample, fixed = fit["per_sample_iteration_s"], fit["fixed_per_iteration_s"]
+    batches = np.asarray([r["batch"] for r in rows], float)
+
+    def slope(key: str) -> float | None:
+        values = [r.get(key) for r in rows]
+        if any(v is None for v in values):
+            return None
+        return float(np.polyfit(batches, np.asarray(values, float), 1)[0])
+
+    flops, nbytes = slope("flops_cost_analysis"), slope("bytes_cost_analysis")
+    out: dict[str, Any] = {
+        "crossover_batch": fixed / per_sample if per_sample > 0 else None,
+        "flops_per_sample_iteration": flops, "bytes_per_sample_iteration": nbytes,
+        "flops_per_s": flops / per_sample if flops and per_sample > 0 else None,
+        "bytes_per_s": nbytes / per_sample if nbytes and per_sample > 0 else None,
+        "forward_share": [r.get("forward_share") for r in rows],
+    }
+    rates = sweep.get("rates") or {}
+    out["compute_fraction"] = (out["flops_per_s"] / rates["matmul_flops_per_s"]
+                               if out["flops_per_s"] and rates else None)
+    out["memory_fraction"] = (out["bytes_per_s"] / rates["memory_bytes_per_s"]
+                              if out["bytes_per_s"] and rates else None)
+    if out["compute_fraction"] is None or out["memory_fraction"] is None:
+        out["bound"] = None
+    elif out["compute_fraction"] >= 0.5:
+        out["bound"] = "compute"
+    elif out["memory_fraction"] >= 0.5:
+        out["bound"] = "memory"
+    else:
+        out["bound"] = "overhead"
+    return out

@@ -223,7 +223,8 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
                only: Iterable[Scenario] | None = None,
                study: str = "scaling",
                selection: dict[str, str] | None = None,
-               repeats: int | None = None) -> list[dict[str, Any]]:
+               repeats: int | None = None,
+               recommended: bool = False) -> list[dict[str, Any]]:
     """Run the matrix one scenario at a time in rounds: every scenario's first, cold
     run (a fresh kernel), then every scenario's repeats (`repeats.REPEATS` runs in all
     for the scaling study; `repeats.run_repeat_round`), one round at a time, so that a
@@ -235,7 +236,8 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
     (and runs it again next time). Rows that cannot run here get a `not_run` record.
     `selection` (see `parse_selection`) keeps only the scenarios that match it;
     `repeats` sets the runs per scenario (default `repeats.REPEATS` for the scaling
-    study, 1 for the explain study and the seed scale).
+    study, 1 for the explain study and the seed scale). `recommended` applies
+    `recommended.RECOMMENDED` to every scenario of the scaling study.
     """
     from tqdm.auto import tqdm
 
@@ -245,6 +247,14 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; valid choices: {', '.join(SCALES)}")
     runnable, not_run = plan(scale, device, study)
+    if recommended:
+        if study != "scaling":
+            raise ValueError("--recommended applies to the scaling study only; "
+                             f"got study {study!r}")
+        from .recommended import recommended as apply
+
+        runnable = [apply(s) for s in runnable]
+        not_run = [(apply(s), why) for s, why in not_run]
     if only is not None:
         runnable = list(only)
     if selection:

@@ -220,6 +220,79 @@ def machines_table(every: list[dict[str, Any]], chosen: dict[str, str | None]) -
     return "\n".join(parts) + "\n"
 
 
+def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> str:
+    """What bounds one training step (1 device, trained model) and the levers measured
+    on it: the step-cost sweeps' verdicts (`cost.verdict`) and the levers' speedups with
+    their intervals and final losses (`benchmarks/levers.py`)."""
+    from .cost import verdict
+    from .recommended import RECOMMENDED
+
+    parts = ["# What bounds a training step, and the levers on it", ""]
+    default = [s for s in sweeps if s.get("label") == "default"]
+    if not default:
+        parts += ["No step-cost sweep of this machine (`benchmarks/step_cost.py`).", ""]
+    rows = []
+    for s in default:
+        v = verdict(s)
+        rates = s.get("rates") or {}
+        shares = [x for x in v["forward_share"] if x is not None]
+        rows.append([
+            s["scenario"]["controller"], s.get("git_commit", "")[:7],
+            f"{s['fit']['fixed_per_iteration_s'] * 1e6:.0f}",
+            f"{s['fit']['per_sample_iteration_s'] * 1e6:.1f}",
+            _fmt(v["crossover_batch"], 2),
+            f"{min(shares):.2f}–{max(shares):.2f}" if shares else "–",
+            _fmt(v["flops_per_s"] and v["flops_per_s"] / 1e9, 3),
+            _fmt(rates.get("matmul_flops_per_s") and rates["matmul_flops_per_s"] / 1e9, 3),
+            _fmt(v["bytes_per_s"] and v["bytes_per_s"] / 1e9, 3),
+            _fmt(rates.get("memory_bytes_per_s") and rates["memory_bytes_per_s"] / 1e9, 3),
+            v["bound"] or "–"])
+    if rows:
+        parts += [
+            "Step time per executed solver iteration = fixed + per sample x batch, fitted "
+            "over batch sizes (`benchmarks/step_cost.py`). **Crossover**: the batch at which "
+            "the per-sample work equals the fixed cost; below it the fixed cost bounds the "
+            "step. **Forward share**: the forward pass (the loss alone) over the whole step, "
+            "over the batch sizes swept. The per-sample work's GFLOP/s and GB/s come from "
+            "XLA's cost analysis (one forward and one backward loop body per iteration) "
+            "against this machine's measured float32 matmul rate and memory bandwidth; "
+            "**bound** is compute or memory where it reaches half of either, else overhead.",
+            "",
+            markdown_table(("Controller", "Commit", "Fixed (us/iteration)",
+                            "Per sample (us/iteration)", "Crossover batch", "Forward share",
+                            "Per-sample GFLOP/s", "Matmul GFLOP/s", "Per-sample GB/s",
+                            "Memory GB/s", "Bound"), rows), ""]
+    lever_rows = []
+    for rec in levers:
+        for r in rec["rows"]:
+            lo, hi = r["speedup_ci"]
+            lever_rows.append([
+                rec["scenario"]["controller"], r["label"],
+                ", ".join(f"{k}={v}" for k, v in r["levers"].items()) or "–",
+                f"{r['step_time_s'] * 1e3:.2f}", fmt_interval(r["speedup_vs_default"], lo, hi),
+                _fmt(r["final_loss"], 3), _fmt(r["first_step_params_rel_diff_vs_default"], 2),
+                rec.get("git_commit", "")[:7]])
+    parts += ["## Levers", ""]
+    if lever_rows:
+        parts += [
+            "Each lever against the default on the trained quick model, 1 device, last "
+            "(full-length) stage: every variant in its own process, timed from the default's "
+            "trained state on the same batches in interleaved blocks; speedup = default "
+            "median step / variant's, 95% bootstrap over blocks and steps. **Final loss**: "
+            "the variant's own training from scratch (equal loss: the same model). "
+            "**First-step diff**: the largest relative parameter difference after one step "
+            "from the same state.", "",
+            markdown_table(("Controller", "Variant", "Levers", "Step (ms)",
+                            "Speedup [95% CI]", "Final loss", "First-step diff", "Commit"),
+                           lever_rows), "",
+            "Recommended (`odestudy run --recommended`, `odestudy matrix --recommended`): "
+            + ", ".join(f"`{k}={v}`" for k, v in RECOMMENDED.items())
+            + ", the fastest lever measured that trains to the default's loss.", ""]
+    else:
+        parts += ["No lever records of this machine (`benchmarks/levers.py`).", ""]
+    return "\n".join(parts).rstrip() + "\n"
+
+
 def skipped_table(skipped: list[tuple[str, str]]) -> str:
     """The records the report left out, with the reason."""
     rows = [[str(Path(p).relative_to(records.ROOT)) if Path(p).is_relative_to(records.ROOT)
@@ -321,9 +394,15 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
               for s in all_sweeps(Path(results) / m, "gpu")]
     if sweeps:
         figs += step_cost_figure(sweeps, figures, "gpu_step_cost")
-    cpu_sweeps = all_sweeps(Path(results) / chosen["cpu"], "cpu")
+    cpu_sweeps = all_sweeps(Path(results) / chosen["cpu"], "cpu") if chosen["cpu"] else []
     if cpu_sweeps:
         figs += step_cost_figure(cpu_sweeps, figures, "cpu_step_cost")
+    levers = [records.read_record(p) for p in
+              sorted(Path(results, chosen["cpu"] or "", "levers").glob("cpu-*.json"))
+              ] if chosen["cpu"] else []
+    path = tables / "step.md"
+    path.write_text(step_table(cpu_sweeps, levers))
+    written["step"] = path
     from .explain import write_explain
 
     explain = write_explain([r for r in every if r["machine_id"] == chosen["cpu"]],
@@ -394,6 +473,7 @@ def update_readme(readme: str | Path, tables: dict[str, Path], figures: list[Pat
     more = [(name, what) for name, what in (
         ("reference", "ours beside the reference"), ("projection", "the projection model "
          "and its validation"), ("machines", "other machines' runs"), ("explain", "why"),
+        ("step", "what bounds a step, and the levers"),
         ("skipped", "records left out")) if name in tables]
     parts += ["More: " + ", ".join(f"[{rel(tables[n])}]({rel(tables[n])}) ({w})"
                                    for n, w in more)

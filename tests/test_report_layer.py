@@ -217,3 +217,41 @@ def test_records_outside_scale_folders_are_not_read(tmp_path):
     aside.parent.mkdir(parents=True)
     aside.write_text(json.dumps(rec))
     assert [r["path"] for r in read_records(tmp_path, None, current=False)] == [str(inside)]
+
+
+def _bounded_sweep(per_sample_flops: float, rates: dict | None) -> dict:
+    """A sweep whose fit is 200 us fixed + 20 us per sample per iteration, and whose cost
+    analysis grows by `per_sample_flops` and 1 kB per sample."""
+    rows = [{"batch": b, "flops_cost_analysis": 1e5 + per_sample_flops * b,
+             "bytes_cost_analysis": 1e4 + 1e3 * b, "forward_share": 0.3}
+            for b in (4, 16, 64)]
+    return {"rows": rows, "rates": rates, "label": "default",
+            "scenario": {"controller": "pid"},
+            "fit": {"fixed_per_iteration_s": 2e-4, "per_sample_iteration_s": 2e-5}}
+
+
+@pytest.mark.parametrize("per_sample_flops,bound", [(2e4, "overhead"), (2e6, "compute")])
+def test_step_verdict_from_the_fit_and_the_measured_rates(per_sample_flops, bound):
+    from odestudy.cost import verdict
+
+    rates = {"matmul_flops_per_s": 1e11, "memory_bytes_per_s": 1e10}
+    v = verdict(_bounded_sweep(per_sample_flops, rates))
+    assert v["crossover_batch"] == pytest.approx(10)  # 200 us / 20 us
+    assert v["flops_per_s"] == pytest.approx(per_sample_flops / 2e-5)
+    assert v["bytes_per_s"] == pytest.approx(1e3 / 2e-5)
+    assert v["bound"] == bound
+    assert verdict(_bounded_sweep(per_sample_flops, None))["bound"] is None  # no rates
+
+
+def test_step_table_lists_the_verdict_and_every_lever():
+    from odestudy.report import step_table
+
+    lever = {"label": "within_ode", "levers": {"solve": "within_ode"}, "step_time_s": 0.02,
+             "speedup_vs_default": 1.2, "speedup_ci": [1.1, 1.3], "final_loss": 0.004,
+             "first_step_params_rel_diff_vs_default": 1e-3}
+    text = step_table([_bounded_sweep(2e4, {"matmul_flops_per_s": 1e11,
+                                            "memory_bytes_per_s": 1e10})],
+                      [{"scenario": {"controller": "pid"}, "rows": [lever]}])
+    assert "| overhead" in text and "1.20 [1.10, 1.30]" in text
+    assert "`solve=within_ode`" in text  # the recommended levers are named
+    assert "No step-cost sweep" in step_table([], []) and "No lever records" in step_table([], [])

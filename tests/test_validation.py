@@ -58,6 +58,7 @@ def _cli(*args):
     (["--out", "/proc/no/such/folder"], "cannot write to output folder"),
     (["--mode", "bogus"], "invalid choice: 'bogus'"),
     (["--controller", "x"], "invalid choice: 'x'"),
+    (["--recommended", "--solve", "per_sample"], "give either --recommended or --solve"),
 ])
 def test_cli_exits_nonzero_with_message(args, message):
     result = _cli(*args)
@@ -67,3 +68,22 @@ def test_cli_exits_nonzero_with_message(args, message):
         assert all(m in result.stderr for m in ("single", "pmap", "shard", "shard_map"))
     if "--controller" in args:
         assert "pid" in result.stderr and "stepto" in result.stderr
+
+
+def test_recommended_applies_its_levers_and_keeps_the_rest():
+    from odestudy.recommended import RECOMMENDED, recommended
+
+    base = Scenario(scale="smoke", controller="stepto", n_devices=2, mode="shard_map")
+    s = recommended(base)
+    assert RECOMMENDED and all(getattr(s, k) == v for k, v in RECOMMENDED.items())
+    assert (s.controller, s.n_devices, s.mode, s.scale) == ("stepto", 2, "shard_map",
+                                                           "smoke")
+    assert s.name() != base.name() and s.key() != base.key()  # records side by side
+
+
+def test_recommended_matrix_is_for_the_scaling_study(tmp_path):
+    from odestudy.matrix import run_matrix
+
+    with pytest.raises(ValueError, match="scaling study only"):
+        run_matrix("smoke", "cpu", results=tmp_path, study="explain", recommended=True)
+    assert not any(tmp_path.iterdir())  # nothing ran, nothing written
