@@ -21,6 +21,8 @@ RECORD_NAME = "metrics.json"
 MEASURING = ("analysis.py", "audit.py", "batching.py", "compat.py", "config.py",
              "data.py", "devices.py", "distributed.py", "model.py", "parallel.py",
              "repeats.py", "runner.py", "solvers.py", "training.py")
+# Folders the study writes; changes there do not make a checkout dirty.
+OUTPUTS = ("results", "figures")
 PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "numpy")
 REQUIRED_KEYS = (
     "status", "error", "device", "n_devices", "mode", "controller", "scaling",
@@ -121,7 +123,9 @@ def this_machine() -> dict[str, Any]:
 
 
 def git_commit(path: str | os.PathLike | None = None) -> str | None:
-    """The current git commit of the study's checkout (`-dirty` if it has changes).
+    """The current git commit of the study's checkout (`-dirty` if its code or inputs
+    have changes). The study's own outputs (`results/`, `figures/`) do not count: a run
+    that rewrites committed records must still name the clean commit that made them.
 
     A copy of the checkout without `.git` (for example one sent to a GPU machine) gives
     the commit in the environment variable `ODESTUDY_GIT_COMMIT` instead.
@@ -132,7 +136,8 @@ def git_commit(path: str | os.PathLike | None = None) -> str | None:
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, check=True,
                                 capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
+                                "--", ":(top)", *(f":(top,exclude){d}" for d in OUTPUTS)],
                                cwd=cwd, check=True, capture_output=True,
                                text=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):

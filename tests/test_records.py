@@ -2,10 +2,11 @@
 written atomically."""
 
 import json
+import subprocess
 
 import pytest
 
-from odestudy import Scenario, read_record, run_scenario, write_json_atomic
+from odestudy import Scenario, read_record, records, run_scenario, write_json_atomic
 from odestudy.records import REQUIRED_KEYS
 
 
@@ -103,3 +104,24 @@ def test_saved_state_loads_into_the_same_tree(tmp_path):
     assert jax.tree.structure(loaded) == jax.tree.structure(trained)
     for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(trained), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_git_commit_ignores_the_study_outputs_but_not_its_code(tmp_path):
+    """A run that rewrites committed records or figures still names a clean commit;
+    a change to code or inputs makes it dirty."""
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    for name in ("code.py", "results/a/metrics.json", "figures/tables/cpu.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("0\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
+    clean = records.git_commit(tmp_path / "results")
+    assert clean is not None and not clean.endswith("-dirty")
+    (tmp_path / "results/a/metrics.json").write_text("1\n")
+    (tmp_path / "figures/tables/cpu.md").write_text("1\n")
+    assert records.git_commit(tmp_path) == clean
+    (tmp_path / "code.py").write_text("1\n")
+    assert records.git_commit(tmp_path) == clean + "-dirty"
