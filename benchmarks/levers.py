@@ -38,7 +38,30 @@ VARIANTS = {
     "thunk_runtime_off": {"xla_flags": "--xla_cpu_use_thunk_runtime=false"},
     "eigen_1_thread": {"xla_flags": "--xla_cpu_multi_thread_eigen=false"},
     "xnnpack": {"xla_flags": "--xla_cpu_use_xnnpack=true"},
+    # diffrax's default adjoint keeps floor(sqrt(2 max_steps)) checkpoints: 90 at 4096,
+    # 10 at 64 (fewer than the ~22 steps a trained field takes: recomputation).
+    "max_steps=64+checkpoints=32": {"max_steps": 64, "checkpoints": 32},
+    "matmul_bf16": {"matmul_precision": "bfloat16"},
 }
+
+
+def _with_checkpoints(checkpoints: int):
+    """diffrax as the model module sees it, its solves given
+    `RecursiveCheckpointAdjoint(checkpoints)` (the model passes no adjoint: the default
+    one with `checkpoints=None`)."""
+    import functools
+
+    import diffrax
+
+    class Diffrax:
+        def __getattr__(self, name: str):
+            return getattr(diffrax, name)
+
+        diffeqsolve = staticmethod(functools.partial(
+            diffrax.diffeqsolve,
+            adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=checkpoints)))
+
+    return Diffrax()
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -60,6 +83,10 @@ def _worker(args: argparse.Namespace) -> None:
 
     if "max_steps" in levers:
         model_module.MAX_STEPS = levers["max_steps"]  # read when a solve is traced
+    if "checkpoints" in levers:
+        model_module.diffrax = _with_checkpoints(levers["checkpoints"])
+    if "matmul_precision" in levers:
+        jax.config.update("jax_default_matmul_precision", levers["matmul_precision"])
     s = odestudy.Scenario(controller=args.controller, scale=args.scale,
                           solve=levers.get("solve", "per_sample"))
     devices = scenario_devices(s)

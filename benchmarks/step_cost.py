@@ -53,7 +53,8 @@ def main() -> None:
           f"crossover batch {v['crossover_batch']:.1f}; per-sample work "
           f"{(v['flops_per_s'] or 0) / 1e9:.2f} GFLOP/s (matmul "
           f"{rates['matmul_flops_per_s'] / 1e9:.1f}), {(v['bytes_per_s'] or 0) / 1e9:.2f} "
-          f"GB/s (memory {rates['memory_bytes_per_s'] / 1e9:.1f}): {v['bound']}-bound")
+          f"GB/s (cache {rates['cache_bytes_per_s'] / 1e9:.1f}, memory "
+          f"{rates['memory_bytes_per_s'] / 1e9:.1f}): {v['bound']}-bound")
 
 
 if __name__ == "__main__":

@@ -167,12 +167,26 @@ def step_cost_figure(sweeps: Sequence[dict[str, Any]], out: str | Path,
 
     rows = [{"sweep": name(sw), "batch": r["batch"], "step_s": r["step_time_s"],
              "p25": r["step_time_p25_s"], "p75": r["step_time_p75_s"],
-             "per_iteration_ms": r["per_iteration_s"] * 1e3}
+             "per_iteration_ms": r["per_iteration_s"] * 1e3,
+             "forward_s": r.get("forward_time_s")}
             for sw in sweeps for r in sw["rows"]]
     data = pd.DataFrame(rows).sort_values(["sweep", "batch"])
     names = list(dict.fromkeys(name(sw) for sw in sweeps))
     palette = dict(zip(names, sns.color_palette(n_colors=len(names)), strict=True))
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    split = data["forward_s"].notna().any()  # sweeps that timed the forward pass alone
+    fig, axes = plt.subplots(1, 3 if split else 2, figsize=(16 if split else 11, 4))
+    a, b = axes[0], axes[1]
+    if split:
+        c = axes[2]
+        for sw in sweeps:
+            sel = data[(data["sweep"] == name(sw)) & data["forward_s"].notna()]
+            c.plot(sel["batch"], sel["forward_s"] * 1e3, "o-", color=palette[name(sw)],
+                   label=f"{name(sw)}: forward")
+            c.plot(sel["batch"], (sel["step_s"] - sel["forward_s"]) * 1e3, "s--",
+                   color=palette[name(sw)], label=f"{name(sw)}: backward + update")
+        c.set(xscale="log", yscale="log", xlabel="batch (one device)",
+              ylabel="ms per step (medians)", title="forward (loss alone) vs the rest")
+        c.legend(fontsize=7)
     sns.lineplot(data=data, x="batch", y="step_s", hue="sweep", palette=palette,
                  marker="o", ax=a)
     sns.lineplot(data=data, x="batch", y="per_iteration_ms", hue="sweep",

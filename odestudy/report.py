@@ -245,6 +245,7 @@ def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> st
             _fmt(v["flops_per_s"] and v["flops_per_s"] / 1e9, 3),
             _fmt(rates.get("matmul_flops_per_s") and rates["matmul_flops_per_s"] / 1e9, 3),
             _fmt(v["bytes_per_s"] and v["bytes_per_s"] / 1e9, 3),
+            _fmt(rates.get("cache_bytes_per_s") and rates["cache_bytes_per_s"] / 1e9, 3),
             _fmt(rates.get("memory_bytes_per_s") and rates["memory_bytes_per_s"] / 1e9, 3),
             v["bound"] or "–"])
     if rows:
@@ -255,13 +256,17 @@ def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> st
             "step. **Forward share**: the forward pass (the loss alone) over the whole step, "
             "over the batch sizes swept. The per-sample work's GFLOP/s and GB/s come from "
             "XLA's cost analysis (one forward and one backward loop body per iteration) "
-            "against this machine's measured float32 matmul rate and memory bandwidth; "
-            "**bound** is compute or memory where it reaches half of either, else overhead.",
+            "against this machine's measured float32 matmul rate and bandwidths (**cache**: "
+            "an elementwise update of a 1 MB array repeated in one compiled loop; "
+            "**memory**: of a 256 MB array). XLA counts the bytes of every operation, most "
+            "of them cache hits for this model's small arrays, so **bound** is compute "
+            "where the FLOP/s reach half the matmul rate, memory where the bytes/s reach "
+            "half the cache bandwidth, else overhead.",
             "",
             markdown_table(("Controller", "Commit", "Fixed (us/iteration)",
                             "Per sample (us/iteration)", "Crossover batch", "Forward share",
                             "Per-sample GFLOP/s", "Matmul GFLOP/s", "Per-sample GB/s",
-                            "Memory GB/s", "Bound"), rows), ""]
+                            "Cache GB/s", "Memory GB/s", "Bound"), rows), ""]
     lever_rows = []
     for rec in levers:
         for r in rec["rows"]:

@@ -234,13 +234,19 @@ def _bounded_sweep(per_sample_flops: float, rates: dict | None) -> dict:
 def test_step_verdict_from_the_fit_and_the_measured_rates(per_sample_flops, bound):
     from odestudy.cost import verdict
 
-    rates = {"matmul_flops_per_s": 1e11, "memory_bytes_per_s": 1e10}
+    rates = {"matmul_flops_per_s": 1e11, "memory_bytes_per_s": 1e10,
+             "cache_bytes_per_s": 1e11}
     v = verdict(_bounded_sweep(per_sample_flops, rates))
     assert v["crossover_batch"] == pytest.approx(10)  # 200 us / 20 us
     assert v["flops_per_s"] == pytest.approx(per_sample_flops / 2e-5)
     assert v["bytes_per_s"] == pytest.approx(1e3 / 2e-5)
     assert v["bound"] == bound
+    assert v["memory_fraction"] == pytest.approx(5e7 / 1e10)
     assert verdict(_bounded_sweep(per_sample_flops, None))["bound"] is None  # no rates
+    dram_only = {"matmul_flops_per_s": 1e11, "memory_bytes_per_s": 1e10}
+    assert verdict(_bounded_sweep(per_sample_flops, dram_only))["bound"] is None
+    cache_bound = dict(rates, cache_bytes_per_s=6e7)  # 50 MB/s per sample >= half of it
+    assert verdict(_bounded_sweep(2e4, cache_bound))["bound"] == "memory"
 
 
 def test_step_table_lists_the_verdict_and_every_lever():
@@ -250,8 +256,33 @@ def test_step_table_lists_the_verdict_and_every_lever():
              "speedup_vs_default": 1.2, "speedup_ci": [1.1, 1.3], "final_loss": 0.004,
              "first_step_params_rel_diff_vs_default": 1e-3}
     text = step_table([_bounded_sweep(2e4, {"matmul_flops_per_s": 1e11,
-                                            "memory_bytes_per_s": 1e10})],
+                                            "memory_bytes_per_s": 1e10,
+                                            "cache_bytes_per_s": 1e11})],
                       [{"scenario": {"controller": "pid"}, "rows": [lever]}])
     assert "| overhead" in text and "1.20 [1.10, 1.30]" in text
     assert "`solve=within_ode`" in text  # the recommended levers are named
     assert "No step-cost sweep" in step_table([], []) and "No lever records" in step_table([], [])
+
+
+def test_step_cost_figure_splits_forward_from_the_rest_when_timed(tmp_path):
+    """Sweeps that timed the forward pass alone get a third panel (forward against
+    backward + update); older sweeps without it still draw the two panels."""
+    import matplotlib.image as mpimg
+
+    from odestudy.plots import step_cost_figure
+
+    def sweep(forward: bool) -> dict:
+        rows = [{"batch": b, "step_time_s": 1e-3 * b, "step_time_p25_s": 0.9e-3 * b,
+                 "step_time_p75_s": 1.1e-3 * b, "per_iteration_s": 5e-5 * b,
+                 **({"forward_time_s": 0.3e-3 * b} if forward else {})} for b in (1, 4, 16)]
+        return {"rows": rows, "scenario": {"controller": "pid"}, "label": "default",
+                "device_kind": "cpu", "hardware": {"cpu_model": "test"},
+                "fit": {"fixed_per_iteration_s": 1e-5, "per_sample_iteration_s": 5e-5}}
+
+    widths = {}
+    for forward in (False, True):
+        paths = step_cost_figure([sweep(forward)], tmp_path / str(forward), "cost")
+        png = next(p for p in paths if p.suffix == ".png")
+        assert {p.suffix for p in paths} == {".png", ".svg"}
+        widths[forward] = mpimg.imread(png).shape[1]
+    assert widths[True] > widths[False] * 1.3  # three panels against two
