@@ -21,8 +21,9 @@ RECORD_NAME = "metrics.json"
 MEASURING = ("analysis.py", "audit.py", "batching.py", "compat.py", "config.py",
              "data.py", "devices.py", "distributed.py", "model.py", "parallel.py",
              "repeats.py", "runner.py", "solvers.py", "training.py")
-# Folders the study writes; changes there do not make a checkout dirty.
-OUTPUTS = ("results", "figures")
+# What the study writes (records, figures, and README.md, whose results section
+# `odestudy report --readme` rewrites); changes there do not make a checkout dirty.
+OUTPUTS = ("results", "figures", "README.md")
 PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "numpy")
 REQUIRED_KEYS = (
     "status", "error", "device", "n_devices", "mode", "controller", "scaling",
@@ -124,8 +125,9 @@ def this_machine() -> dict[str, Any]:
 
 def git_commit(path: str | os.PathLike | None = None) -> str | None:
     """The current git commit of the study's checkout (`-dirty` if its code or inputs
-    have changes). The study's own outputs (`results/`, `figures/`) do not count: a run
-    that rewrites committed records must still name the clean commit that made them.
+    have changes). The study's own outputs (`OUTPUTS`: results, figures, the README's
+    results section) do not count: a run that rewrites committed records or the README
+    must still name the clean commit that made them.
 
     A copy of the checkout without `.git` (for example one sent to a GPU machine) gives
     the commit in the environment variable `ODESTUDY_GIT_COMMIT` instead.

@@ -220,6 +220,12 @@ def machines_table(every: list[dict[str, Any]], chosen: dict[str, str | None]) -
     return "\n".join(parts) + "\n"
 
 
+def _short_commit(rec: dict[str, Any]) -> str:
+    """A record's commit, short, with `-dirty` where the record says so."""
+    commit = rec.get("git_commit") or ""
+    return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
 def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> str:
     """What bounds one training step (1 device, trained model) and the levers measured
     on it: the step-cost sweeps' verdicts (`cost.verdict`) and the levers' speedups with
@@ -237,7 +243,7 @@ def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> st
         rates = s.get("rates") or {}
         shares = [x for x in v["forward_share"] if x is not None]
         rows.append([
-            s["scenario"]["controller"], s.get("git_commit", "")[:7],
+            s["scenario"]["controller"], _short_commit(s),
             f"{s['fit']['fixed_per_iteration_s'] * 1e6:.0f}",
             f"{s['fit']['per_sample_iteration_s'] * 1e6:.1f}",
             _fmt(v["crossover_batch"], 2),
@@ -276,7 +282,7 @@ def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> st
                 ", ".join(f"{k}={v}" for k, v in r["levers"].items()) or "–",
                 f"{r['step_time_s'] * 1e3:.2f}", fmt_interval(r["speedup_vs_default"], lo, hi),
                 _fmt(r["final_loss"], 3), _fmt(r["first_step_params_rel_diff_vs_default"], 2),
-                rec.get("git_commit", "")[:7]])
+                _short_commit(rec)])
     parts += ["## Levers", ""]
     if lever_rows:
         parts += [

@@ -112,7 +112,7 @@ def test_git_commit_ignores_the_study_outputs_but_not_its_code(tmp_path):
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
-    for name in ("code.py", "results/a/metrics.json", "figures/tables/cpu.md"):
+    for name in ("code.py", "results/a/metrics.json", "figures/tables/cpu.md", "README.md"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("0\n")
     git("init", "-q")
@@ -122,6 +122,7 @@ def test_git_commit_ignores_the_study_outputs_but_not_its_code(tmp_path):
     assert clean is not None and not clean.endswith("-dirty")
     (tmp_path / "results/a/metrics.json").write_text("1\n")
     (tmp_path / "figures/tables/cpu.md").write_text("1\n")
+    (tmp_path / "README.md").write_text("1\n")  # its results section, rewritten
     assert records.git_commit(tmp_path) == clean
     (tmp_path / "code.py").write_text("1\n")
     assert records.git_commit(tmp_path) == clean + "-dirty"
