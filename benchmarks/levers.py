@@ -3,10 +3,11 @@ today's default at equal work and at equal final loss. A benchmark, not a test.
 
 A variant is a set of levers: `solve` (per-sample vmap or within-ODE batching),
 `max_steps` of the solve (4096 by default; it also sizes the checkpointing of diffrax's
-`RecursiveCheckpointAdjoint`, whose `checkpoints=None` means one per possible step), and
-XLA flags (the CPU backend's legacy runtime instead of thunks, single-threaded Eigen,
-XNNPACK). Flags are read once when JAX starts, so every variant runs in a worker process
-of its own:
+`RecursiveCheckpointAdjoint`, whose `checkpoints=None` keeps about sqrt(2 max_steps):
+90 at 4096, 10 at 64), `checkpoints` (set explicitly), JAX's default matmul precision,
+and XLA flags (the CPU backend's legacy runtime instead of thunks, single-threaded
+Eigen, XNNPACK). Flags are read once when JAX starts, so every variant runs in a worker
+process of its own:
 
 1. Workers start one at a time (never two measuring at once). Each trains the scenario
    from scratch under its own levers (its final evaluation loss says whether the lever
