@@ -36,16 +36,22 @@ def record_machine_id(rec: dict[str, Any]) -> str:
 @functools.cache
 def matrix_keys(scale: str, study: str = "both") -> frozenset[str]:
     """Scenario keys of the current matrix of `scale`: the scaling tables' scenarios
-    (`study="scaling"`, CPU and GPU), the explanation studies' (`"explain"`), or both."""
+    (`study="scaling"`, CPU and GPU), the explanation studies' (`"explain"`), or both
+    (which also holds the scaling scenarios with the recommended levers, the records of
+    `odestudy matrix --recommended`)."""
     from .matrix import explain_scenarios, scenarios
+    from .recommended import recommended
 
     if scale not in SCALES:
         return frozenset()
     keys = set()
+    scaling = [s for device in ("cpu", "gpu") for s in scenarios(scale, device)]
     if study in ("scaling", "both"):
-        keys |= {s.key() for device in ("cpu", "gpu") for s in scenarios(scale, device)}
+        keys |= {s.key() for s in scaling}
     if study in ("explain", "both"):
         keys |= {s.key() for s in explain_scenarios(scale)}
+    if study == "both":
+        keys |= {recommended(s).key() for s in scaling}
     return frozenset(keys)
 
 

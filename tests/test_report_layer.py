@@ -11,6 +11,7 @@ from odestudy import records
 from odestudy.config import Scenario
 from odestudy.intervals import fmt_interval, ratio_interval
 from odestudy.matrix import record_path, reusable
+from odestudy.recommended import recommended
 from odestudy.records import code_version, machine_id, this_machine, versions
 from odestudy.repeats import merge_runs, runs
 from odestudy.report import BaselineError, baseline, scaling_rows, write_report
@@ -107,10 +108,13 @@ def test_report_skips_corrupt_and_stale_records(tmp_path):
     corrupt = _write(results, one, name="corrupt", text="{not json")
     stale_rec = record(Scenario(scale="smoke", batch=7))  # in no matrix
     stale = _write(results, stale_rec)
+    # `odestudy matrix --recommended` writes records of its own: not stale.
+    levered = _write(results, record(recommended(Scenario(scale="smoke")), step=0.018))
     out = write_report(results, "smoke", tmp_path / "figures")
     reasons = dict(out["skipped"])
     assert reasons[str(corrupt)].startswith("unreadable")
     assert reasons[str(stale)].startswith("stale")
+    assert str(levered) not in reasons
     table = out["tables"]["cpu"].read_text()
     assert "1.33 [1.33, 1.33]" in table  # 0.02 / 0.015, a 95% interval
     assert HERE in table
