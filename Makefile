@@ -5,9 +5,19 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SCALE ?= quick
 
-.PHONY: all setup test lint matrix explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: all full setup test lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
-all: matrix report
+# The report is written even when a scenario failed (the failure is a row of it);
+# the exit status is then the matrix's.
+all: $(STAMP)
+	@$(BIN)/odestudy matrix --scale $(SCALE) --device auto; status=$$?; \
+		$(MAKE) --no-print-directory report && exit $$status
+
+# The whole matrix: 1/2/4/8 CPU devices (rows with more devices than physical cores
+# measure overhead, not speedup), then the report.
+full: $(STAMP)
+	@$(BIN)/odestudy matrix --scale $(SCALE) --device auto --full; status=$$?; \
+		$(MAKE) --no-print-directory report && exit $$status
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +34,13 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check odestudy tests notebooks benchmarks
 
-# The quick matrix on this machine's CPU (and GPU rows where GPUs exist); resumable.
+# The quick matrix sized to this machine: CPU devices up to its physical cores, GPUs
+# up to those present (and the machine's weak-scaling ceiling); resumable.
 matrix: $(STAMP)
 	$(BIN)/odestudy matrix --scale $(SCALE) --device auto
+
+matrix-full: $(STAMP)
+	$(BIN)/odestudy matrix --scale $(SCALE) --device auto --full
 
 report: $(STAMP)
 	$(BIN)/odestudy report --scale $(SCALE) $(if $(filter quick,$(SCALE)),--readme README.md)

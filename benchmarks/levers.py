@@ -80,6 +80,7 @@ def _worker(args: argparse.Namespace) -> None:
     from odestudy.data import N_TIMES
     from odestudy.parallel import make_parallel_step
     from odestudy.repeats import load_state, save_state
+    from odestudy.timing import run_steps, time_call
     from odestudy.training import prepare, scenario_devices, train
 
     if "max_steps" in levers:
@@ -108,7 +109,7 @@ def _worker(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     compiled = step.compile(p0, o0, *placed[0])
     compile_s = time.perf_counter() - t0
-    first = jax.block_until_ready(compiled(p0, o0, *placed[0]))
+    first, _ = time_call(compiled, p0, o0, *placed[0])
     save_state(work / f"first_{args.index}.npz", step.unplace(first[0]), step.unplace(o0))
     print(json.dumps({
         "ready": True, "final_loss": trained["final_loss"],
@@ -120,13 +121,9 @@ def _worker(args: argparse.Namespace) -> None:
     for line in sys.stdin:
         if line.strip() != "block":
             break
-        times = []
-        for batch in placed:
-            jax.block_until_ready(batch)
-            t0 = time.perf_counter()
-            jax.block_until_ready(compiled(p0, o0, *batch))
-            times.append(time.perf_counter() - t0)
-        print(json.dumps({"times": times}), flush=True)
+        run = run_steps(compiled, p0, o0, placed, len(placed), carry=False,
+                        where="lever block, step")
+        print(json.dumps({"times": run.times}), flush=True)
 
 
 def _read_json(proc: subprocess.Popen) -> dict:

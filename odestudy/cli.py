@@ -60,11 +60,12 @@ def _matrix(a: argparse.Namespace) -> int:
 
     check_writable(a.results)
     recs = run_matrix(a.scale, a.device, force=a.force, results=a.results, study=a.study,
-                      selection=parse_selection(a.select), recommended=a.recommended)
+                      selection=parse_selection(a.select), recommended=a.recommended,
+                      full=a.full)
     failed = [r["name"] for r in recs if r["status"] != "ok"]
     print(f"{len(recs) - len(failed)} of {len(recs)} scenarios ok"
-          + (f"; not ok: {', '.join(failed)}" if failed else ""))
-    return 0
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 def _report(a: argparse.Namespace) -> int:
@@ -116,6 +117,10 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--scale", choices=tuple(SCALES), default="quick")
     m.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto")
     m.add_argument("--force", action="store_true", help="rerun finished scenarios")
+    m.add_argument("--full", action="store_true",
+                   help="the whole matrix (1/2/4/8 CPU devices: rows with more devices "
+                        "than physical cores measure overhead); default: the matrix "
+                        "sized to this machine")
     m.add_argument("--study", choices=("scaling", "explain"), default="scaling",
                    help="the scaling tables, or the studies that explain them")
     m.add_argument("--results", default=str(records.ROOT / "results"))

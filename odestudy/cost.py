@@ -14,6 +14,7 @@ import numpy as np
 from .config import Scenario, validate
 from .model import LOSSES
 from .parallel import make_parallel_step
+from .timing import median_time, run_steps
 from .training import environment, scenario_devices, train
 
 
@@ -31,17 +32,6 @@ def _cost(compiled, key: str = "flops") -> float | None:
     return float(value) if value is not None else None
 
 
-def _median_time(fn, *args, repeats: int = 10) -> float:
-    """Median wall time of `fn(*args)`, waited for, after one untimed call."""
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def machine_rates(device: jax.Device, n: int = 1024, megabytes: int = 256,
                   cache_kilobytes: int = 1024, cache_passes: int = 200) -> dict[str, float]:
     """What one device of this machine sustains, measured here: float32 matmul FLOP/s
@@ -52,14 +42,14 @@ def machine_rates(device: jax.Device, n: int = 1024, megabytes: int = 256,
     a = jax.device_put(np.random.default_rng(0).standard_normal((n, n), np.float32),
                        device)
     matmul = jax.jit(lambda x: x @ x)
-    flops = 2.0 * n**3 / _median_time(matmul, a)
+    flops = 2.0 * n**3 / median_time(matmul, a)
     x = jax.device_put(np.ones(megabytes * 2**20 // 4, np.float32), device)
     update = jax.jit(lambda v: v * 1.0001 + 1.0)
-    bandwidth = 2.0 * x.nbytes / _median_time(update, x)
+    bandwidth = 2.0 * x.nbytes / median_time(update, x)
     small = jax.device_put(np.ones(cache_kilobytes * 2**10 // 4, np.float32), device)
     passes = jax.jit(lambda v: jax.lax.fori_loop(
         0, cache_passes, lambda i, w: w * 1.0001 + 1.0, v))
-    cache = 2.0 * small.nbytes * cache_passes / _median_time(passes, small)
+    cache = 2.0 * small.nbytes * cache_passes / median_time(passes, small)
     return {"matmul_flops_per_s": flops, "memory_bytes_per_s": bandwidth,
             "cache_bytes_per_s": cache, "matmul_n": n, "memory_megabytes": megabytes,
             "cache_kilobytes": cache_kilobytes}
@@ -129,21 +119,18 @@ def step_cost_sweep(s: Scenario, batches: tuple[int, ...], timed_steps: int = 20
         t0 = time.perf_counter()
         compiled = step.compile(p, o, *placed)
         compile_time = time.perf_counter() - t0
-        times, iterations = [], []
-        for i in range(warmup_steps + timed_steps):
-            placed = jax.block_until_ready(sample())
-            t0 = time.perf_counter()
-            out = jax.block_until_ready(compiled(p, o, *placed))
-            elapsed = time.perf_counter() - t0
-            if i >= warmup_steps:
-                times.append(elapsed)
-                iterations.append(int(np.max(np.asarray(out[3]))))
+        samples = [placed, *(sample() for _ in range(warmup_steps + timed_steps - 1))]
+        run = run_steps(compiled, p, o, samples, warmup_steps + timed_steps,
+                        warmup_steps, carry=False, where=f"batch {batch}, step")
+        times = run.times
+        iterations = [int(np.max(np.asarray(n))) for n in run.num_steps]
+        placed = samples[-1]
         median = float(np.median(times))
         executed = float(np.mean(iterations))
         # Forward alone against the whole step, both on the last batch.
         forward_compiled = forward.lower(p, *placed).compile()
-        forward_s = _median_time(forward_compiled, p, *placed, repeats=timed_steps)
-        same_batch_s = _median_time(compiled, p, o, *placed, repeats=timed_steps)
+        forward_s = median_time(forward_compiled, p, *placed, repeats=timed_steps)
+        same_batch_s = median_time(compiled, p, o, *placed, repeats=timed_steps)
         rows.append({"batch": batch, "compile_time_s": compile_time,
                      "forward_time_s": forward_s,
                      "forward_share": forward_s / same_batch_s,

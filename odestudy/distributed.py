@@ -49,12 +49,17 @@ def _kill_all(procs: list[subprocess.Popen]) -> None:
 
 
 def launch(s: Scenario, timeout_s: float | None = None,
-           on_start: Callable[[list[int]], None] | None = None) -> dict[str, Any]:
+           on_start: Callable[[list[int]], None] | None = None,
+           state_path: str | os.PathLike | None = None,
+           repeat_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Run scenario `s` in `s.processes` local processes; return process 0's record.
 
     - `timeout_s`: limit for the whole run (default by scale); past it every process
       is killed and the scenario is recorded as failed.
     - `on_start`: called with the worker PIDs once they run (tests use it).
+    - `state_path`: where process 0 saves the trained state (for repeats).
+    - `repeat_dir`: instead of training, time a repeat from the trained state the cold
+      run saved in this folder (`repeats.time_repeat`); returns the repeat record.
 
     A worker that fails or dies fails the scenario within a second or so: the others
     are killed (each runs in its own process group, so nothing is left behind).
@@ -80,7 +85,10 @@ def launch(s: Scenario, timeout_s: float | None = None,
                      "--scenario", str(scenario_file), "--out", str(out_file),
                      "--coordinator", f"127.0.0.1:{port}",
                      "--num-processes", str(s.processes), "--process-id", str(rank),
-                     "--parent-pid", str(os.getpid())],
+                     "--parent-pid", str(os.getpid()),
+                     *(["--state", str(Path(state_path).resolve())] if state_path else []),
+                     *(["--repeat", str(Path(repeat_dir).resolve())] if repeat_dir
+                       else [])],
                     env=env, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True,
                 ))
@@ -148,9 +156,14 @@ def _exit_with_parent(parent: int | None = None) -> None:
 
 def worker(scenario_file: str, out_file: str, coordinator: str | None,
            num_processes: int | None, process_id: int | None,
-           parent_pid: int | None = None) -> int:
+           parent_pid: int | None = None, state_path: str | None = None,
+           repeat_dir: str | None = None) -> int:
     """One process of a multi-process scenario; process 0 writes the record.
-    `parent_pid`: the local launcher's PID, followed if it dies (none under SLURM)."""
+
+    - `parent_pid`: the local launcher's PID, followed if it dies (none under SLURM).
+    - `state_path`: where process 0 saves the trained state for repeats.
+    - `repeat_dir`: time a repeat from the state saved there instead of training.
+    """
     _exit_with_parent(parent_pid)
     s = Scenario.from_dict(json.loads(Path(scenario_file).read_text()))
     import jax
@@ -166,10 +179,17 @@ def worker(scenario_file: str, out_file: str, coordinator: str | None,
         kwargs.update(coordinator_address=coordinator, num_processes=num_processes,
                       process_id=process_id)
     jax.distributed.initialize(**kwargs)
-    from .training import run_scenario
+    if repeat_dir:
+        from .repeats import time_repeat
 
-    record = run_scenario(s)
-    record["per_process_hardware"] = _gather_hardware()
+        record = time_repeat(s, repeat_dir)
+        record["repeat_how"] = (f"{s.processes} plain processes, "
+                                + record["repeat_how"].removeprefix("plain process, "))
+    else:
+        from .training import run_scenario
+
+        record = run_scenario(s, state_path=state_path)
+        record["per_process_hardware"] = _gather_hardware()
     if jax.process_index() == 0:
         records.write_json_atomic(out_file, record)
     jax.distributed.shutdown()
@@ -196,13 +216,14 @@ def run_scenario_any(s: Scenario, out_dir: str | None = None) -> dict[str, Any]:
     - `out_dir`: the scenario's output folder; a profiler trace goes to `out_dir/trace`,
       the trained state for repeats to `out_dir/.repeat_state.npz`.
     """
-    if s.processes > 1:
-        return launch(s)
     from .repeats import STATE_NAME
+
+    state_path = Path(out_dir) / STATE_NAME if out_dir else None
+    if s.processes > 1:
+        return launch(s, state_path=state_path)
     from .training import run_scenario
 
     trace_dir = str(Path(out_dir) / "trace") if (s.trace and out_dir) else None
-    state_path = Path(out_dir) / STATE_NAME if out_dir else None
     return run_scenario(s, trace_dir=trace_dir, state_path=state_path)
 
 
@@ -215,9 +236,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--process-id", type=int, default=None)
     parser.add_argument("--parent-pid", type=int, default=None,
                         help="the local launcher's PID; the worker exits if it dies")
+    parser.add_argument("--state", default=None,
+                        help="where process 0 saves the trained state (for repeats)")
+    parser.add_argument("--repeat", default=None,
+                        help="time a repeat from the trained state saved in this folder")
     a = parser.parse_args(argv)
     return worker(a.scenario, a.out, a.coordinator, a.num_processes, a.process_id,
-                  a.parent_pid)
+                  a.parent_pid, a.state, a.repeat)
 
 
 if __name__ == "__main__":

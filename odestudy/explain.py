@@ -29,13 +29,15 @@ def _scn(r: dict[str, Any], key: str, default=None):
 def twin(rec: dict[str, Any], recs: list[dict[str, Any]], **changes
          ) -> dict[str, Any] | None:
     """The ok record whose scenario is `rec`'s with `changes` applied (an explicit join
-    on every scenario field, same machine, versions and code); None if there is none.
+    on every scenario field, same machine, versions, protocol and measurement
+    environment); None if there is none.
     Raises `frames.BaselineError` if more than one record matches."""
     want = dict(rec.get("scenario") or {}, **changes)
     found = [r for r in recs if r.get("status") == "ok" and r.get("scenario") == want
              and r.get("machine_id") == rec.get("machine_id")
              and r.get("versions") == rec.get("versions")
-             and r.get("code_version") == rec.get("code_version")]
+             and r.get("protocol") == rec.get("protocol")
+             and r.get("measurement_env") == rec.get("measurement_env")]
     if len(found) > 1:
         raise BaselineError(f"{len(found)} ambiguous records for {rec['name']} with "
                             f"{changes}: {', '.join(r['name'] for r in found)}")

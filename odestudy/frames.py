@@ -130,7 +130,7 @@ FLAT_KEYS = ("name", "status", "error", "device", "n_devices", "processes",
              "solve", "lr_scaling", "optimiser_state", "steps", "compile_time_s",
              "step_time_s", "step_time_p25_s", "step_time_p75_s", "epoch_time_s",
              "runtime_s", "kernel_wall_s", "final_loss", "collectives_total",
-             "collectives_in_loops", "machine_id", "git_commit", "code_version",
+             "collectives_in_loops", "machine_id", "git_commit", "protocol",
              "finished", "scenario_key", "path")
 
 
@@ -229,10 +229,11 @@ MODE_ORDER = {"single": 0, "pmap": 1, "shard": 2, "shard_map": 3}
 
 def join_key(rec: dict[str, Any]) -> str:
     """What a record must share with its baseline: every scenario field but
-    `JOIN_EXCLUDES`, the machine, the package versions and the code version."""
+    `JOIN_EXCLUDES`, the machine, the package versions, the measurement protocol and
+    environment (`timing`)."""
     fields = {k: v for k, v in (rec.get("scenario") or {}).items() if k not in JOIN_EXCLUDES}
     return json.dumps([fields, rec.get("machine_id"), rec.get("versions"),
-                       rec.get("code_version")], sort_keys=True)
+                       rec.get("protocol"), rec.get("measurement_env")], sort_keys=True)
 
 
 def baselines(rows: list[dict[str, Any]], recs: list[dict[str, Any]], scaling: str
@@ -277,7 +278,7 @@ def baselines(rows: list[dict[str, Any]], recs: list[dict[str, Any]], scaling: s
 def baseline(rec: dict[str, Any], recs: list[dict[str, Any]],
              scaling: str) -> dict[str, Any]:
     """The one ok 1-device record to compare `rec` with under `scaling`: same machine,
-    package versions and code version, every scenario field equal except
+    package versions, protocol and measurement environment, every scenario field equal except
     `JOIN_EXCLUDES`, and a batch of `rec`'s global (strong) or per-device (weak)
     batch. Raises BaselineError if there is none or more than one."""
     found = baselines([rec], recs, scaling)[0]
@@ -297,9 +298,12 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None
 
     Strong scaling: speedup `t(1)/t(N)` of the step time, efficiency `speedup / N`.
     Weak scaling: efficiency `t(1)/t(N)` at the same per-device batch, speedup
-    `N * t(1)/t(N)` (throughput in samples per second, relative). A record without
-    a baseline keeps its `baseline_error`.
+    `N * t(1)/t(N)` (throughput in samples per second, relative), and where the
+    machine's ceiling was measured (`ceiling`), the efficiency against it
+    (`efficiency_vs_ceiling`, `ceiling` with their intervals). A record without a
+    baseline keeps its `baseline_error`.
     """
+    from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
     from .intervals import ratio_interval
 
     found: dict[int, dict[str, Any] | BaselineError] = {}
@@ -311,7 +315,8 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None
     for i, rec in enumerate(recs):
         as_scaling = scaling or rec["scaling"]
         row = dict(rec, scaling=as_scaling, speedup=None, efficiency=None,
-                   speedup_ci=None, efficiency_ci=None, baseline_error=None)
+                   speedup_ci=None, efficiency_ci=None, baseline_error=None,
+                   ceiling=None, efficiency_vs_ceiling=None)
         base = found[i]
         if isinstance(base, BaselineError):
             if scaling is not None and rec["scaling"] != scaling:
@@ -327,6 +332,11 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None
             else:
                 row.update(speedup=ratio * n, speedup_ci=(lo * n, hi * n),
                            efficiency=ratio, efficiency_ci=(lo, hi))
+                machine = ceiling_for(rec) if n > 1 and rec["device"] == "cpu" else None
+                if machine is not None:
+                    row["ceiling"] = ceiling_interval(machine).get("ceiling")
+                    row["efficiency_vs_ceiling"] = efficiency_against_ceiling(
+                        base, rec, machine)
         rows.append(row)
     rows.sort(key=lambda r: (r["device"], r["scaling"], r["controller"], r["n_devices"],
                              r.get("processes", 1), MODE_ORDER.get(r["mode"], 9)))

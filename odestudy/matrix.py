@@ -7,8 +7,9 @@ from typing import Any
 
 from . import records
 from .config import SCALES, Scenario
-from .devices import gpu_count
-from .records import RECORD_NAME, code_version
+from .devices import child_environment, gpu_count
+from .records import RECORD_NAME
+from .timing import PROTOCOL, measurement_env
 
 CPU_DEVICE_COUNTS = (2, 4, 8)
 GPU_DEVICE_COUNTS = (2,)
@@ -52,7 +53,7 @@ def seed_scenarios(device: str = "cpu") -> list[Scenario]:
     return out
 
 
-def scenarios(scale: str, device: str) -> list[Scenario]:
+def scenarios(scale: str, device: str, max_devices: int | None = None) -> list[Scenario]:
     """The matrix of one device kind.
 
     CPU: 1 device (`single`), and `pmap`, `shard`, `shard_map` on 2, 4 and 8 devices,
@@ -60,9 +61,20 @@ def scenarios(scale: str, device: str) -> list[Scenario]:
     global batch, at 4 devices, the strong run serves both); multi-process rows for `shard` and
     `shard_map` with PID. GPU: the reference's rows (1 and 2 devices) plus `shard_map`,
     strong and weak.
+
+    - `max_devices`: keep only rows on at most this many devices in all (the matrix
+      sized to a machine, `sized_limit`); None keeps the whole matrix.
     """
     if scale == "seed":
-        return seed_scenarios(device)
+        found = seed_scenarios(device)
+    else:
+        found = _scaling_scenarios(scale, device)
+    if max_devices is None:
+        return found
+    return [s for s in found if s.total_devices <= max_devices]
+
+
+def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
     counts = CPU_DEVICE_COUNTS if device == "cpu" else GPU_DEVICE_COUNTS
     out = []
     for scaling in ("strong", "weak"):
@@ -150,31 +162,58 @@ def record_path(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> Path:
     return machine_folder(results) / s.scale / s.name() / RECORD_NAME
 
 
-def reusable(s: Scenario, path: Path, version: str) -> dict[str, Any] | None:
-    """The record at `path` if it may be reused: an ok record of this very scenario,
-    made on this machine with the same package versions and code version. Failed,
-    not-run, unreadable and foreign records give None (the scenario runs again)."""
+def expected_env(s: Scenario) -> dict[str, str]:
+    """The measurement environment (`timing.measurement_env`) a kernel started here for
+    `s` runs in: this process's environment as `devices.child_environment` passes it on."""
+    return measurement_env(child_environment(s.device, s.n_devices))
+
+
+def why_stale(s: Scenario, rec: dict[str, Any]) -> str | None:
+    """Why record `rec` cannot stand for scenario `s` here, or None if it can: it must
+    be an ok record of this very scenario, made on this machine with the same package
+    versions, measurement protocol (`timing.PROTOCOL`) and measurement environment."""
+    checks = (
+        ("scenario", rec.get("scenario_key"), s.key()),
+        ("status", rec.get("status"), "ok"),
+        ("machine", rec.get("machine_id"), records.machine_id(records.this_machine())),
+        ("versions", rec.get("versions"), records.versions()),
+        ("protocol", rec.get("protocol"), PROTOCOL),
+        ("measurement environment", rec.get("measurement_env"), expected_env(s)),
+    )
+    for what, have, want in checks:
+        if have != want:
+            return f"{what} differs: record {have!r}, here {want!r}"
+    return None
+
+
+def reusable(s: Scenario, path: Path) -> dict[str, Any] | None:
+    """The record at `path` if it may be reused (`why_stale` finds nothing); failed,
+    not-run, unreadable, foreign and stale records give None (the scenario runs again)."""
     try:
         rec = records.read_record(path)
     except (OSError, ValueError):
         return None
-    same = (rec.get("scenario_key") == s.key() and rec.get("code_version") == version
-            and rec.get("machine_id") == records.machine_id(records.this_machine())
-            and rec.get("versions") == records.versions())
-    return rec if same and rec.get("status") == "ok" else None
+    return rec if why_stale(s, rec) is None else None
 
 
-def is_done(s: Scenario, path: Path, version: str) -> bool:
-    """`reusable(s, path, version)` is a record."""
-    return reusable(s, path, version) is not None
+def sized_limit(device: str) -> int:
+    """The most devices a row of the sized matrix uses on `device`: CPU devices up to
+    this machine's physical cores (more virtual devices than cores measure overhead,
+    not parallel speedup), GPUs up to those present."""
+    if device == "cpu":
+        return max(1, records.cpu_info()["physical_cores"])
+    return gpu_count()
 
 
-def plan(scale: str, device: str = "auto", study: str = "scaling"
+def plan(scale: str, device: str = "auto", study: str = "scaling", full: bool = False
          ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
     """Scenarios to run here, and those that cannot run here with the reason.
 
     - `device`: `"cpu"`, `"gpu"` or `"auto"` (CPU rows, and GPU rows where GPUs exist).
     - `study`: `"scaling"` (the tables) or `"explain"` (`explain_scenarios`, CPU).
+    - `full`: the whole scaling matrix (1/2/4/8 CPU devices, whatever the cores);
+      otherwise the matrix sized to this machine (`sized_limit`). The seed scale and
+      the explain study are always whole.
     """
     if device not in ("cpu", "gpu", "auto"):
         raise ValueError(f"unknown device {device!r}; valid choices: cpu, gpu, auto")
@@ -184,11 +223,12 @@ def plan(scale: str, device: str = "auto", study: str = "scaling"
         return explain_scenarios(scale), []
     runnable: list[Scenario] = []
     not_run: list[tuple[Scenario, str]] = []
+    sized = not full and scale != "seed"
     if device in ("cpu", "auto"):
-        runnable += scenarios(scale, "cpu")
+        runnable += scenarios(scale, "cpu", sized_limit("cpu") if sized else None)
     if device in ("gpu", "auto"):
         have = gpu_count()
-        for s in scenarios(scale, "gpu"):
+        for s in scenarios(scale, "gpu", max(have, 1) if sized else None):
             if s.total_devices <= have:
                 runnable.append(s)
             else:
@@ -218,26 +258,55 @@ def select(scenarios: Iterable[Scenario], selection: dict[str, str]) -> list[Sce
             if all(str(getattr(s, k)) == v for k, v in selection.items())]
 
 
+def estimate_s(s: Scenario, results: str | Path, runs: int) -> float:
+    """A rough duration in seconds of `runs` runs of `s` here (the first cold): from this
+    machine's last record of `s` where there is one (any protocol), else a guess from
+    the 2-core machines of the committed records."""
+    try:
+        old = records.read_record(record_path(s, results))
+    except (OSError, ValueError):
+        old = {}
+    step = old.get("step_time_s")
+    cold = old.get("kernel_wall_s")
+    if not (cold and step):
+        heavy = s.mode == "shard" or s.processes > 1
+        cold = {"smoke": 15.0, "quick": 45.0, "seed": 900.0}.get(s.scale, 60.0)
+        cold *= 1.4 if heavy else 1.0
+        step = {"quick": 0.05, "seed": 0.05}.get(s.scale, 0.01) * (3 if heavy else 1)
+    from .repeats import REPEAT_STEPS
+
+    repeat = 2.0 + (REPEAT_STEPS + s.warmup_steps) * step + (12.0 if s.processes > 1
+                                                              else 0.0)
+    return cold + (runs - 1) * repeat
+
+
 def run_matrix(scale: str, device: str = "auto", force: bool = False,
                results: str | Path = DEFAULT_RESULTS, show_progress: bool = True,
                only: Iterable[Scenario] | None = None,
                study: str = "scaling",
                selection: dict[str, str] | None = None,
                repeats: int | None = None,
-               recommended: bool = False) -> list[dict[str, Any]]:
+               recommended: bool = False, full: bool = False,
+               ceiling: bool | None = None) -> list[dict[str, Any]]:
     """Run the matrix one scenario at a time in rounds: every scenario's first, cold
     run (a fresh kernel), then every scenario's repeats (`repeats.REPEATS` runs in all
     for the scaling study; `repeats.run_repeat_round`), one round at a time, so that a
     slow spell of the machine hits all configurations alike.
 
-    A scenario with a reusable record (`reusable`: ok, this machine, same versions and
-    code) is not run again unless `force`; one with fewer runs than wanted gets its
-    missing repeats. A failing scenario is recorded as failed and the matrix goes on
-    (and runs it again next time). Rows that cannot run here get a `not_run` record.
-    `selection` (see `parse_selection`) keeps only the scenarios that match it;
-    `repeats` sets the runs per scenario (default `repeats.REPEATS` for the scaling
-    study, 1 for the explain study and the seed scale). `recommended` applies
-    `recommended.RECOMMENDED` to every scenario of the scaling study.
+    A scenario with a reusable record (`reusable`: ok, this machine, same versions,
+    protocol and measurement environment) is not run again unless `force`; one with
+    fewer runs than wanted gets its missing repeats. A failing scenario is recorded as
+    failed and the matrix goes on (and runs it again next time). Rows that cannot run
+    here get a `not_run` record. `selection` (see `parse_selection`) keeps only the
+    scenarios that match it (none matching is an error); `repeats` sets the runs per
+    scenario (default `repeats.REPEATS` for the scaling study, 1 for the explain study
+    and the seed scale). `recommended` applies `recommended.RECOMMENDED` to every
+    scenario of the scaling study. `full`: the whole matrix rather than the one sized to
+    this machine (`plan`). `ceiling`: in every repeat round, also measure this
+    machine's weak-scaling ceiling (`ceiling.run_ceiling`) on the 1-device scenario of
+    each controller; by default with the scaling study's CPU rows.
+
+    Prints the plan with an estimate of its duration first, then one line per run.
     """
     from tqdm.auto import tqdm
 
@@ -246,7 +315,7 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
 
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; valid choices: {', '.join(SCALES)}")
-    runnable, not_run = plan(scale, device, study)
+    runnable, not_run = plan(scale, device, study, full)
     if recommended:
         if study != "scaling":
             raise ValueError("--recommended applies to the scaling study only; "
@@ -258,9 +327,13 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
     if only is not None:
         runnable = list(only)
     if selection:
+        every = len(runnable) + len(not_run)
         runnable = select(runnable, selection)
         not_run = [(s, why) for s, why in not_run if select([s], selection)]
-    version = code_version()
+        if not runnable and not not_run:
+            shown = ",".join(f"{k}={v}" for k, v in selection.items())
+            raise ValueError(f"--select {shown} matches none of the {every} scenarios "
+                             f"of the {scale} {study} matrix")
     here = records.machine_id(records.this_machine())
     for s, reason in not_run:
         path = record_path(s, results)
@@ -272,19 +345,34 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
             same = False
         if not same:
             records.write_json_atomic(path, failed_record(s, reason, status="not_run"))
-    from .repeats import REPEATS, clear_cache, repeat_scenario, run_repeat_round, runs
+    from .repeats import REPEATS, clear_cache, repeat_processes, run_repeat_round, runs
 
     wanted = repeats or (REPEATS if study == "scaling" and scale != "seed" else 1)
     done: dict[Scenario, dict[str, Any]] = {}
     cold = []
     for s in runnable:
-        rec = None if force else reusable(s, record_path(s, results), version)
+        rec = None if force else reusable(s, record_path(s, results))
         if rec is None:
             cold.append(s)
         else:
             done[s] = rec
-    todo = len(cold) + sum(max(0, wanted - (runs(done[s]) if s in done else 1))
-                           for s in runnable)
+    missing = {s: wanted - (runs(done[s]) if s in done else 0) for s in runnable}
+    todo = sum(max(0, n) for n in missing.values())
+    if ceiling is None:
+        ceiling = study == "scaling" and scale != "seed" and wanted > 1
+    probes = [s for s in runnable if s.device == "cpu" and s.mode == "single"
+              and s.scaling == "strong" and s.processes == 1] if ceiling else []
+    ceiling = bool(probes)
+    if show_progress:
+        seconds = sum(estimate_s(s, results, n) for s, n in missing.items() if n > 0)
+        seconds += 25.0 * len(probes) * (wanted - 1) if todo else 0.0
+        counts = sorted({s.total_devices for s in runnable})
+        print(f"{scale} {study} matrix ({'whole' if full or scale == 'seed' else 'sized'}"
+              f": devices {', '.join(map(str, counts)) or 'none'}): {len(runnable)} "
+              f"scenarios, {len(runnable) - len(cold)} reusable; {todo} run(s) to do "
+              f"({len(cold)} cold, {todo - len(cold)} repeats"
+              f"{', machine ceiling each round' if ceiling and todo else ''}), "
+              f"about {seconds / 60:.0f} min here", flush=True)
     # A bar on a terminal only (tqdm's disable=None); one line per finished run always.
     bar = tqdm(total=todo, desc=f"{scale} matrix", unit="run",
                disable=None if show_progress else True)
@@ -306,7 +394,7 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
     for round_ in range(2, wanted + 1):
         due = [s for s in runnable if done[s]["status"] == "ok" and runs(done[s]) < round_]
         # One plain process per device kind and count times its scenarios once;
-        # multi-process scenarios repeat in a fresh kernel.
+        # multi-process scenarios repeat in their processes, joined again.
         groups: dict[tuple[str, int], list[Scenario]] = {}
         for s in due:
             if s.processes == 1:
@@ -321,8 +409,22 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
         for s in due:
             if s.processes > 1:
                 bar.set_postfix_str(f"{s.name()} (run {round_})")
-                done[s] = repeat_scenario(s, record_path(s, results).parent)
+                done[s] = repeat_processes(s, record_path(s, results).parent)
                 report(done[s], f"{s.name()} (run {runs(done[s])})")
                 bar.update()
+        for probe in probes if due else []:
+            if done[probe]["status"] != "ok":
+                continue
+            from .ceiling import ceiling_interval, run_ceiling
+
+            folder = record_path(probe, results).parent
+            rec = run_ceiling(probe, folder, folder.parent)
+            last = rec["runs"][-1]
+            if show_progress:
+                got = ceiling_interval(rec).get("ceiling")
+                text = (f"t(alone)/t(paired) {got[0]:.2f} [{got[1]:.2f}, {got[2]:.2f}]"
+                        if got and last["status"] == "ok" else last.get("error", ""))
+                bar.write(f"{last['status']:7s} machine ceiling, {probe.controller} (run "
+                          f"{len(rec['runs'])})  {text}", file=sys.stdout)
     bar.close()
     return [done[s] for s in runnable]

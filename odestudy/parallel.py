@@ -102,11 +102,14 @@ class ParallelStep(eqx.Module):
             ts, ys = ts.reshape(n, -1, *ts.shape[1:]), ys.reshape(n, -1, *ys.shape[1:])
         return jax.device_put((ts, ys), NamedSharding(self.mesh, P(AXIS)))
 
+    def lower(self, params, opt_state, ts, ys):
+        """AOT-lower the step for these (placed) arguments (`jax.stages.Lowered`)."""
+        with closure_convert_ignores_manual_sharding():
+            return self.fn.lower(params, opt_state, ts, ys)
+
     def compile(self, params, opt_state, ts, ys):
         """AOT-lower and compile the step for these (placed) arguments."""
-        with closure_convert_ignores_manual_sharding():
-            lowered = self.fn.lower(params, opt_state, ts, ys)
-        return lowered.compile()
+        return self.lower(params, opt_state, ts, ys).compile()
 
     def unplace(self, params):
         """One host copy of (replicated) parameters."""

@@ -15,12 +15,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD_NAME = "metrics.json"
-# The modules whose code makes a measurement (with notebooks/scenario.ipynb): a record
-# is reused only if they are unchanged. Editing any other module (tables, figures, the
-# command line, the matrix's bookkeeping) keeps records valid.
-MEASURING = ("analysis.py", "audit.py", "batching.py", "compat.py", "config.py",
-             "data.py", "devices.py", "distributed.py", "model.py", "parallel.py",
-             "repeats.py", "runner.py", "solvers.py", "training.py")
 # What the study writes (records, figures, and README.md, whose results section
 # `odestudy report --readme` rewrites); changes there do not make a checkout dirty.
 OUTPUTS = ("results", "figures", "README.md")
@@ -178,18 +172,6 @@ def read_record(path: str | os.PathLike) -> dict[str, Any]:
         return json.load(f)
 
 
-def code_version() -> str:
-    """A hash of the code that produces a record: the package's measuring modules and
-    the scenario notebook. The matrix does not reuse a record made by other code."""
-    digest = hashlib.sha256()
-    files = [ROOT / "odestudy" / name for name in MEASURING]
-    for path in [*files, ROOT / "notebooks" / "scenario.ipynb"]:
-        if path.exists():
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
 def save_record(record: dict[str, Any], out_dir: str | os.PathLike | None,
                 run_id: str | None = None) -> Path | None:
     """Write `record` as `out_dir/metrics.json` atomically; nothing if `out_dir` is
@@ -197,5 +179,8 @@ def save_record(record: dict[str, Any], out_dir: str | os.PathLike | None,
     if not out_dir:
         return None
     path = Path(out_dir) / RECORD_NAME
-    write_json_atomic(path, dict(record, run_id=run_id, code_version=code_version()))
+    from .timing import code_fingerprint
+
+    write_json_atomic(path, dict(record, run_id=run_id,
+                                 code_fingerprint=code_fingerprint()["fingerprint"]))
     return path

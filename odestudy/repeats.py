@@ -8,8 +8,9 @@ contributes only its step times: compile time, final loss and runtime stay those
 the cold run.
 
 Repeats of one-process scenarios run in a plain process per device count and round
-(`run_repeat_round`: one process times every scenario of that device count once),
-multi-process scenarios in a fresh kernel (`repeat_scenario`).
+(`run_repeat_round`: one process times every scenario of that device count once);
+those of multi-process scenarios in their processes, joined again
+(`repeat_processes`).
 """
 
 import json
@@ -30,6 +31,7 @@ REPEATS = 3  # runs per timed scenario: the cold run and two repeats
 REPEAT_STEPS = 40  # timed steps per repeat (after the scenario's warm-up steps)
 CACHE_DIR = ".jax_cache"  # per scenario, beside its record (ignored by git)
 STATE_NAME = ".repeat_state.npz"  # the cold run's trained state (ignored by git)
+EXEC_NAME = ".repeat_step.bin"  # the cold run's compiled last-stage step (ignored by git)
 DATA_DIR = ".data"  # generated data sets, per scale folder (ignored by git)
 
 
@@ -45,10 +47,40 @@ def cache_environment(out_dir: str | os.PathLike) -> dict[str, str]:
 
 
 def clear_cache(out_dir: str | os.PathLike) -> None:
-    """Remove the scenario's compilation cache and saved state, so that the next run
-    compiles cold and trains from the start."""
+    """Remove the scenario's compilation cache, saved state and compiled step, so that
+    the next run compiles cold and trains from the start."""
     shutil.rmtree(Path(out_dir) / CACHE_DIR, ignore_errors=True)
     Path(out_dir, STATE_NAME).unlink(missing_ok=True)
+    Path(out_dir, EXEC_NAME).unlink(missing_ok=True)
+
+
+def save_executable(state_path: str | os.PathLike, payload: bytes) -> None:
+    """Write the cold run's serialized step (`training.serialize_step`) beside its saved
+    state, as `EXEC_NAME`, atomically; a repeat then runs that very executable instead
+    of tracing the step again (seconds per repeat)."""
+    path = Path(state_path).with_name(EXEC_NAME)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(payload)
+    os.replace(tmp, path)
+
+
+def load_executable(out_dir: str | os.PathLike, params: Any, opt_state: Any,
+                    placed: tuple) -> Any | None:
+    """The compiled step saved by `save_executable` in `out_dir`, loaded for arguments
+    shaped like `(params, opt_state, *placed)` (placed on the step's devices); None
+    where there is none or it does not load."""
+    path = Path(out_dir) / EXEC_NAME
+    if not path.exists():
+        return None
+    import jax
+    from jax.experimental.serialize_executable import deserialize_and_load
+
+    in_tree = jax.tree.structure(((params, opt_state, *placed), {}))
+    out_tree = jax.tree.structure((params, opt_state, 0, 0))
+    try:
+        return deserialize_and_load(path.read_bytes(), in_tree, out_tree)
+    except Exception:  # noqa: BLE001 - a stale or foreign file: compile instead
+        return None
 
 
 def save_state(path: str | os.PathLike, params: Any, opt_state: Any) -> None:
@@ -111,16 +143,19 @@ def time_repeat(s, out_dir: str | os.PathLike, timed_steps: int = REPEAT_STEPS
                 ) -> dict[str, Any]:
     """Time `timed_steps` full-length training steps of scenario `s` in this process,
     from the trained state its cold run saved in `out_dir`, after `s.warmup_steps`
-    untimed ones. JAX must already run on `s`'s devices (`configure_devices`).
+    untimed ones. JAX must already run on `s`'s devices (`configure_devices`; for a
+    multi-process scenario, in every process joined by `jax.distributed`).
+
+    The step is the cold run's own executable where it saved one (`load_executable`),
+    else compiled again through the cold run's persistent compilation cache.
 
     Returns a repeat record for `merge_runs`; a failure gives status "failed".
     """
-    import jax
-
     from .batching import batch_stream, solver_cost
     from .compat import use_compilation_cache
     from .data import N_TIMES
-    from .training import prepare, scenario_devices, timed_step
+    from .timing import run_steps
+    from .training import prepare, read_loss, scenario_devices
 
     out_dir = Path(out_dir)
     result: dict[str, Any] = {"scenario_key": s.key(), "name": s.name(),
@@ -137,21 +172,31 @@ def time_repeat(s, out_dir: str | os.PathLike, timed_steps: int = REPEAT_STEPS
         data = setup.data.truncate(length)
         cost = solver_cost(setup.data) if s.batching == "grouped" else None
         batches = batch_stream(len(data), s.global_batch, s.seed + 1, cost)
-        placed = step.place_batch(*_batch(data, next(batches)))
+
+        def placed_batches():
+            while True:
+                yield step.place_batch(*_batch(data, next(batches)))
+
+        stream = placed_batches()
+        first = next(stream)
         t0 = time.perf_counter()
-        compiled = step.compile(params, opt_state, *placed)
+        compiled = load_executable(out_dir, params, opt_state, first)
+        how = "the cold run's executable"
+        if compiled is None:
+            compiled = step.compile(params, opt_state, *first)
+            how = "compiled again (persistent cache)"
         compile_time = time.perf_counter() - t0
-        times = []
-        for i in range(s.warmup_steps + timed_steps):
-            if i:
-                placed = step.place_batch(*_batch(data, next(batches)))
-            params, opt_state, _, _, elapsed = timed_step(
-                compiled, params, opt_state, placed, f"repeat step {i + 1}")
-            if i >= s.warmup_steps:
-                times.append(elapsed)
-        jax.block_until_ready(params)
+
+        def steps():
+            yield first
+            yield from stream
+
+        run = run_steps(compiled, params, opt_state, steps(),
+                        s.warmup_steps + timed_steps, s.warmup_steps,
+                        where="repeat step", read_loss=read_loss)
+        times = run.times
         result.update(status="ok", error=None, compile_time_s=compile_time,
-                      compile_cache_used=cached,
+                      compile_cache_used=cached, step_from=how,
                       step_time_runs_s=[float(np.median(times))],
                       step_times_runs_s=[times])
     except Exception as exc:  # a failed repeat is recorded, the round goes on
@@ -225,24 +270,29 @@ def run_repeat_round(items: list[tuple[Any, Path]], timed_steps: int = REPEAT_ST
     return merged
 
 
-def repeat_scenario(s, out_dir: str | os.PathLike) -> dict[str, Any]:
-    """Run scenario `s` once more in a fresh kernel (full training, cached compiles) and
-    merge its step times into the record in `out_dir`; returns the updated record
-    (written atomically). For multi-process scenarios, which a plain repeat process
-    cannot host. The repeat's own files go to a temporary subfolder, then away."""
-    from .runner import execute_scenario
+def repeat_processes(s, out_dir: str | os.PathLike) -> dict[str, Any]:
+    """Repeat multi-process scenario `s` once: its processes, joined again by
+    `jax.distributed`, time `REPEAT_STEPS` steps from the trained state its cold run
+    saved in `out_dir` (`time_repeat`); merges the step times into the record there and
+    returns it (written atomically)."""
+    from .distributed import launch
 
     out_dir = Path(out_dir)
     path = out_dir / records.RECORD_NAME
     record = records.read_record(path)
-    tmp = out_dir / f"repeat{runs(record) + 1}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    env = cache_environment(out_dir)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the workers inherit the scenario's caches
     try:
-        repeat = execute_scenario(s, tmp, extra_env=cache_environment(out_dir))
+        repeat = launch(s, repeat_dir=out_dir)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     merged = merge_runs(record, repeat)
-    records.write_json_atomic(path, dict(merged, code_version=record.get("code_version")))
+    records.write_json_atomic(path, merged)
     return merged
 
 

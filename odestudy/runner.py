@@ -11,7 +11,8 @@ from typing import Any
 from . import records
 from .config import Scenario
 from .devices import child_environment
-from .records import RECORD_NAME, ROOT, code_version
+from .records import RECORD_NAME, ROOT
+from .timing import PROTOCOL, measurement_env
 
 SCENARIO_NOTEBOOK = ROOT / "notebooks" / "scenario.ipynb"
 
@@ -34,8 +35,9 @@ def failed_record(s: Scenario, error: str, status: str = "failed",
     from .training import base_record
 
     record = base_record(s)
+    env = measurement_env(child_environment(s.device, s.n_devices))
     record.update(status=status, error=error, versions=records.versions(),
-                  git_commit=records.git_commit(), code_version=code_version(),
+                  git_commit=records.git_commit(), protocol=PROTOCOL, measurement_env=env,
                   hardware=records.cpu_info(), machine=records.this_machine(),
                   machine_id=records.machine_id(records.this_machine()),
                   finished=records.now(), **extra)

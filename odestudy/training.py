@@ -3,7 +3,7 @@ a record."""
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -21,6 +21,14 @@ from .config import Scenario, validate
 from .data import DATA_CACHE_ENV, N_TIMES, Dataset, cached_dataset
 from .model import VectorField, batch_loss
 from .parallel import ParallelStep, make_parallel_step, to_host
+from .timing import (
+    PROTOCOL,
+    measurement_env,
+    program_fingerprint,
+    quantiles,
+    run_steps,
+    time_call,
+)
 
 
 def scenario_devices(s: Scenario) -> list[jax.Device]:
@@ -51,12 +59,6 @@ def make_eval_loss(controller: str) -> Callable:
         return batch_loss(model, ts, ys, controller)[0]
 
     return eval_loss
-
-
-def _quantiles(times: list[float]) -> tuple[float, float, float]:
-    arr = np.asarray(times)
-    return (float(np.median(arr)), float(np.percentile(arr, 25)),
-            float(np.percentile(arr, 75)))
 
 
 def _steps_summary(per_device: list[np.ndarray], global_loop: bool = False
@@ -117,25 +119,45 @@ def prepare(s: Scenario, devices: list[jax.Device]) -> Setup:
     return Setup(data, evalset, static, optimiser, step, params, opt_state, cached)
 
 
-def timed_step(compiled: Callable, params: Any, opt_state: Any, placed: tuple,
-               where: str) -> tuple[Any, Any, float, Any, float]:
-    """One training step, waited for on both sides of the clock.
+def read_loss(loss: Any) -> float:
+    """The training loss a step returned, as a host float (also when it is replicated
+    over devices of other processes)."""
+    return float(to_host(loss, replicated=True).reshape(-1)[0])
 
-    - `compiled`: the AOT-compiled step; `placed`: its batch, already on the devices.
-    - `where`: names the step in the error if the loss is not finite.
 
-    Returns `(params, opt_state, loss, num_steps, seconds)`; raises FloatingPointError
-    ("diverged ...") on a non-finite loss.
-    """
-    jax.block_until_ready(placed)
+class CompiledStep(NamedTuple):
+    """An AOT-compiled step and what compiling it took: `seconds` in all (tracing,
+    lowering and XLA's compile), of which `lower_seconds` before XLA's compile, and the
+    program's fingerprint (`timing.program_fingerprint`, taken off the clock)."""
+
+    compiled: Callable
+    seconds: float
+    lower_seconds: float
+    fingerprint: str
+
+
+def compile_step(step: ParallelStep, params: Any, opt_state: Any, placed: tuple
+                 ) -> CompiledStep:
+    """AOT-compile `step` for these placed arguments, on the clock."""
     t0 = time.perf_counter()
-    params, opt_state, loss, num_steps = compiled(params, opt_state, *placed)
-    jax.block_until_ready((params, opt_state, loss, num_steps))
-    elapsed = time.perf_counter() - t0
-    loss = float(to_host(loss, replicated=True).reshape(-1)[0])
-    if not np.isfinite(loss):
-        raise FloatingPointError(f"diverged: the training loss became {loss} at {where}")
-    return params, opt_state, loss, num_steps, elapsed
+    lowered = step.lower(params, opt_state, *placed)
+    t1 = time.perf_counter()
+    compiled = lowered.compile()
+    t2 = time.perf_counter()
+    return CompiledStep(compiled, t2 - t0, t1 - t0, program_fingerprint(lowered))
+
+
+def serialize_step(compiled: Any) -> bytes | None:
+    """The compiled step as bytes (`jax.experimental.serialize_executable`), for a
+    repeat to run the very same executable; None where the backend cannot serialize it
+    (the repeat compiles again then). Call it before the executable first runs: the
+    CPU backend refuses to serialize some executables that have run."""
+    try:
+        from jax.experimental.serialize_executable import serialize
+
+        return serialize(compiled)[0]
+    except Exception:  # noqa: BLE001 - optional: the repeat falls back to compiling
+        return None
 
 
 def train(s: Scenario, devices: list[jax.Device] | None = None,
@@ -149,12 +171,15 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
     - `trace_dir`: with `s.trace`, where the profiler trace goes.
     - `state_out`: if given, receives the trained model (`"model"`), the data
       (`"data"`, `"evalset"`), the optimiser, and host copies of the trained
-      `"params"` and `"opt_state"`, for repeats and benchmarks that go on from here.
+      `"params"` and `"opt_state"`, and the last stage's serialized step
+      (`"executable"`, `serialize_step`), for repeats and benchmarks that go on from here.
     """
     validate(s)
     if devices is None:
         devices = scenario_devices(s)
+    t_prepare = time.perf_counter()
     setup = prepare(s, devices)
+    prepare_wall = time.perf_counter() - t_prepare
     data, evalset, static, optimiser, step = (setup.data, setup.evalset, setup.static,
                                               setup.optimiser, setup.step)
     params, opt_state = setup.params, setup.opt_state
@@ -164,8 +189,20 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
 
     total = s.steps_per_stage * len(s.length_fractions)
     stages, losses, eval_curve = [], [], []
-    train_clock = 0.0
-    done = 0
+    clock = {"train": 0.0, "done": 0}
+
+    def on_step(i: int, params_now: Any, loss: float, seconds: float) -> None:
+        clock["train"] += seconds
+        clock["done"] += 1
+        done = clock["done"]
+        if s.eval_every and (done % s.eval_every == 0 or done == total):
+            model_now = eqx.combine(step.unplace(params_now), static)
+            value = float(eval_loss(model_now, evalset.ts, evalset.ys))
+            eval_curve.append({"step": done, "train_time_s": clock["train"],
+                               "eval_loss": value})
+        if progress is not None:
+            progress(done, total)
+
     for number, fraction in enumerate(s.length_fractions):
         length = max(2, int(N_TIMES * fraction))
         if number and s.optimiser_state == "fresh":
@@ -173,49 +210,52 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
             host_params = step.unplace(params)
             params, opt_state = step.place_state(host_params, optimiser.init(host_params))
         stage_data = data.truncate(length)
-        idx = next(batches)
-        placed = step.place_batch(stage_data.ts[idx], stage_data.ys[idx])
-        t0 = time.perf_counter()
-        compiled = step.compile(params, opt_state, *placed)
-        compile_time = time.perf_counter() - t0
-        times, steps_seen = [], []
-        for i in range(s.steps_per_stage):
-            if i:
+
+        def stage_batches(stage_data=stage_data) -> Iterator[tuple]:
+            while True:
                 idx = next(batches)
-                placed = step.place_batch(stage_data.ts[idx], stage_data.ys[idx])
-            params, opt_state, loss, num_steps, elapsed = timed_step(
-                compiled, params, opt_state, placed, f"step {done + 1} of {total}")
-            train_clock += elapsed
-            losses.append(loss)
-            if i >= s.warmup_steps:
-                times.append(elapsed)
-                steps_seen.append(step.per_sample(num_steps))
-            done += 1
-            if s.eval_every and (done % s.eval_every == 0 or done == total):
-                model_now = eqx.combine(step.unplace(params), static)
-                value = float(eval_loss(model_now, evalset.ts, evalset.ys))
-                eval_curve.append({"step": done, "train_time_s": train_clock,
-                                   "eval_loss": value})
-            if progress is not None:
-                progress(done, total)
-        median, p25, p75 = _quantiles(times)
+                yield step.place_batch(stage_data.ts[idx], stage_data.ys[idx])
+
+        stage_batch_iter = stage_batches()
+        first = next(stage_batch_iter)
+        built = compile_step(step, params, opt_state, first)
+        compiled, compile_time = built.compiled, built.seconds
+        if state_out is not None and number == len(s.length_fractions) - 1:
+            # Before it first runs: an executable that ran may no longer serialize.
+            state_out["executable"] = serialize_step(compiled)
+        t_run = time.perf_counter()
+        run = run_steps(compiled, params, opt_state, _chain(first, stage_batch_iter),
+                        s.steps_per_stage, s.warmup_steps,
+                        where=f"stage {number + 1} of {len(s.length_fractions)}, step",
+                        on_step=on_step, read_loss=read_loss)
+        run_wall = time.perf_counter() - t_run
+        params, opt_state = run.params, run.opt_state
+        losses += run.losses
+        times = run.times
+        steps_seen = [step.per_sample(n) for n in run.num_steps]
+        median, p25, p75 = quantiles(times)
         stages.append({
             "length": length, "compile_time_s": compile_time, "steps": s.steps_per_stage,
             "timed_steps": len(times), "step_time_s": median, "step_time_p25_s": p25,
             "step_time_p75_s": p75, "step_times_s": times,
+            "program_fingerprint": built.fingerprint,
+            "trace_lower_time_s": built.lower_seconds, "wall_time_s": run_wall,
             "solver_steps": _steps_summary(steps_seen, global_loop=s.mode == "shard"),
         })
+        placed = first
     trace_path = None
     if s.trace and trace_dir:
-        # After the timed steps, on the last batch; results are discarded so that
+        # After the timed steps, on the last stage's first batch; results are discarded so that
         # training is unchanged. The trace perturbs nothing that is timed.
         with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
             for _ in range(3):
-                jax.block_until_ready(compiled(params, opt_state, *placed))
+                time_call(compiled, params, opt_state, *placed)
         trace_path = str(trace_dir)
     audit = count_collectives(compiled.as_text())
+    t_eval = time.perf_counter()
     final_model = eqx.combine(step.unplace(params), static)
     final_loss = float(eval_loss(final_model, evalset.ts, evalset.ys))
+    eval_wall = time.perf_counter() - t_eval
     if not np.isfinite(final_loss):
         raise FloatingPointError(f"diverged: the final evaluation loss is {final_loss}")
     if state_out is not None:
@@ -227,6 +267,19 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
         "steps": total,
         "compile_time_s": sum(st["compile_time_s"] for st in stages),
         "compile_time_per_stage_s": [st["compile_time_s"] for st in stages],
+        "program_fingerprints": [st["program_fingerprint"] for st in stages],
+        # Where the run's time went (seconds, wall clock): setting up data, model and
+        # step; per stage tracing and lowering, XLA's compile, and training (its steps
+        # with evaluations and progress between them); the final evaluation (its
+        # compile included).
+        "phase_times_s": {
+            "prepare": prepare_wall,
+            "trace_lower": [st["trace_lower_time_s"] for st in stages],
+            "xla_compile": [st["compile_time_s"] - st["trace_lower_time_s"]
+                            for st in stages],
+            "train": [st["wall_time_s"] for st in stages],
+            "final_eval": eval_wall,
+        },
         "step_time_s": last["step_time_s"],
         "step_time_p25_s": last["step_time_p25_s"],
         "step_time_p75_s": last["step_time_p75_s"],
@@ -251,6 +304,11 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
     }
 
 
+def _chain(first: tuple, rest: Iterator[tuple]) -> Iterator[tuple]:
+    yield first
+    yield from rest
+
+
 def environment(s: Scenario) -> dict[str, Any]:
     """Versions, hardware, XLA flags and git commit, for the record."""
     cpu = records.cpu_info()
@@ -262,6 +320,8 @@ def environment(s: Scenario) -> dict[str, Any]:
                      "process_count": jax.process_count(),
                      "devices_exceed_cores": s.total_devices > cpu["physical_cores"]
                      if s.device == "cpu" else False},
+        "protocol": PROTOCOL,
+        "measurement_env": measurement_env(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "jax_platforms": os.environ.get("JAX_PLATFORMS", ""),
         "eqx_on_error": os.environ.get("EQX_ON_ERROR", "raise"),
@@ -319,10 +379,12 @@ def run_scenario(s: Scenario, progress: Callable[[int, int], None] | None = None
         devices = scenario_devices(s)
         state: dict[str, Any] = {}
         record.update(train(s, devices, progress, trace_dir, state_out=state))
-        if state_path is not None:
-            from .repeats import save_state
+        if state_path is not None and jax.process_index() == 0:
+            from .repeats import save_executable, save_state  # repeats imports this module
 
             save_state(state_path, state["params"], state["opt_state"])
+            if s.processes == 1 and state.get("executable"):
+                save_executable(state_path, state["executable"])
         record.update(status="ok", error=None)
     except ValueError:
         raise

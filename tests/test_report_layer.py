@@ -10,11 +10,12 @@ import pytest
 from odestudy import records
 from odestudy.config import Scenario
 from odestudy.intervals import fmt_interval, ratio_interval
-from odestudy.matrix import record_path, reusable
+from odestudy.matrix import expected_env, record_path, reusable
 from odestudy.recommended import recommended
-from odestudy.records import code_version, machine_id, this_machine, versions
+from odestudy.records import machine_id, this_machine, versions
 from odestudy.repeats import merge_runs, runs
 from odestudy.report import BaselineError, baseline, scaling_rows, write_report
+from odestudy.timing import PROTOCOL
 from odestudy.training import base_record
 
 HERE = machine_id(this_machine())
@@ -28,7 +29,7 @@ def record(s: Scenario, step: float = 0.01, jitter: float = 0.0, n_runs: int = 3
     pooled = np.concatenate(times)
     rec = base_record(s)
     rec.update(status=status, error=None, machine_id=machine, versions=versions(),
-               code_version=code_version(), step_times_runs_s=times,
+               protocol=PROTOCOL, measurement_env=expected_env(s), step_times_runs_s=times,
                step_time_runs_s=[float(np.median(t)) for t in times],
                step_time_s=float(np.median(pooled)),
                step_time_p25_s=float(np.percentile(pooled, 25)),
@@ -127,11 +128,11 @@ def test_resume_runs_records_of_another_machine_and_skips_this_ones(tmp_path):
     assert path.parent.parent.parent.name == HERE
     rec = dict(record(s), scenario_key=s.key())
     records.write_json_atomic(path, rec)
-    assert reusable(s, path, code_version()) is not None
+    assert reusable(s, path) is not None
     records.write_json_atomic(path, dict(rec, machine_id="another-machine"))
-    assert reusable(s, path, code_version()) is None
+    assert reusable(s, path) is None
     records.write_json_atomic(path, dict(rec, versions=dict(versions(), jax="0.0.1")))
-    assert reusable(s, path, code_version()) is None
+    assert reusable(s, path) is None
 
 
 @pytest.mark.parametrize("status", ["failed", "not_run"])
@@ -139,7 +140,7 @@ def test_failed_and_not_run_records_are_retried(tmp_path, status):
     s = Scenario(scale="smoke")
     path = record_path(s, tmp_path)
     records.write_json_atomic(path, record(s, status=status))
-    assert reusable(s, path, code_version()) is None
+    assert reusable(s, path) is None
 
 
 def test_merging_a_repeat_pools_step_times():

@@ -1,0 +1,265 @@
+"""The measurement protocol: how a training step is timed, and what must match for a
+record to be reused.
+
+Every timed step of the study goes through `time_call` (the scenario run, its repeats,
+the step-cost sweep and the lever benchmark): the inputs are waited for before the
+clock starts and the outputs before it stops.
+
+`PROTOCOL` names the way the study measures. A record is reused only where its
+scenario, machine, package versions, measurement environment (`measurement_env`) and
+`PROTOCOL` all match this checkout's. The number changes on purpose, never by accident:
+a test (`tests/test_protocol.py`) fingerprints the code a measurement runs (its syntax
+tree without comments and docstrings, `code_fingerprint`) and fails when that code
+changes, asking to bump `PROTOCOL` (what is measured changed) or to re-bless the
+fingerprint (`python -m odestudy.timing --bless`: it did not).
+
+Changelog:
+
+1. One timing loop (`time_call`, `run_steps`) for scenario runs, repeats, step-cost
+   sweeps and levers; records keyed by protocol and measurement environment instead of
+   a hash of source bytes;
+   repeats run the cold run's own compiled step (serialized) instead of tracing it
+   again; repeats of multi-process scenarios time from the trained state in their
+   processes joined again, as one-process repeats already did; the record names each
+   stage's program (`program_fingerprint`). The timed region of a step is unchanged
+   from the records made before.
+"""
+
+import ast
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+PROTOCOL = 1
+
+# Environment variables that change what a timed step does (compiler and runtime
+# flags, equinox's error checks, precision, thread pools). Their values are recorded
+# (`measurement_env`) and must match for a record to be reused.
+MEASUREMENT_ENV = (
+    "XLA_FLAGS", "EQX_ON_ERROR", "JAX_PLATFORMS", "JAX_ENABLE_X64",
+    "JAX_DEFAULT_MATMUL_PRECISION", "JAX_DISABLE_JIT", "JAX_DEBUG_NANS",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION", "NVIDIA_TF32_OVERRIDE",
+)
+# The virtual CPU device count is the scenario's (`n_devices`), not the environment's.
+_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+# Where `code_fingerprint` starts: the modules whose functions run a measurement (a
+# scenario, a repeat); the modules they import are found by reading their imports.
+ENTRY_MODULES = ("training", "repeats", "distributed", "timing")
+PACKAGE = Path(__file__).resolve().parent
+SCENARIO_NOTEBOOK = PACKAGE.parent / "notebooks" / "scenario.ipynb"
+BLESSED = PACKAGE.parent / "tests" / "protocol_fingerprint.json"
+
+
+def measurement_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of `MEASUREMENT_ENV` set in `env` (default: this process's),
+    XLA flags without the virtual device count (a scenario field) and in sorted order.
+
+    - `env`: an environment, for example the one a kernel will be started with.
+    """
+    env = os.environ if env is None else env
+    out = {k: env[k] for k in MEASUREMENT_ENV if env.get(k, "") != ""}
+    if "XLA_FLAGS" in out:
+        flags = sorted(f for f in out["XLA_FLAGS"].split()
+                       if not f.startswith(_DEVICE_COUNT_FLAG))
+        if flags:
+            out["XLA_FLAGS"] = " ".join(flags)
+        else:
+            del out["XLA_FLAGS"]
+    return out
+
+
+def time_call(fn: Callable, *args: Any) -> tuple[Any, float]:
+    """Call `fn(*args)` on the clock: the arguments are waited for before it starts,
+    the results before it stops. Returns `(results, seconds)`."""
+    import jax
+
+    jax.block_until_ready(args)
+    t0 = time.perf_counter()
+    out = fn(*args)
+    jax.block_until_ready(out)
+    return out, time.perf_counter() - t0
+
+
+def median_time(fn: Callable, *args: Any, repeats: int = 10) -> float:
+    """Median seconds of `repeats` calls of `fn(*args)` after one untimed call."""
+    time_call(fn, *args)
+    return float(np.median([time_call(fn, *args)[1] for _ in range(repeats)]))
+
+
+class StepRun(NamedTuple):
+    """What `run_steps` measured: the state after the last step, the seconds of every
+    step after the warm-up, every step's training loss, and the per-sample solver
+    steps of every timed step (as the step returned them)."""
+
+    params: Any
+    opt_state: Any
+    times: list[float]
+    losses: list[float]
+    num_steps: list[Any]
+
+
+def run_steps(compiled: Callable, params: Any, opt_state: Any,
+              batches: Iterator[tuple] | Iterable[tuple], steps: int, warmup: int = 0,
+              carry: bool = True, where: str = "step",
+              on_step: Callable[[int, Any, float, float], None] | None = None,
+              read_loss: Callable[[Any], float] | None = None) -> StepRun:
+    """Run `steps` training steps of an AOT-compiled step, each on the clock.
+
+    - `compiled`: maps `(params, opt_state, *batch)` to
+      `(params, opt_state, loss, num_steps)`.
+    - `batches`: placed batches (tuples of arrays on the step's devices), one per step.
+    - `warmup`: the first steps, run and waited for but not kept in `times`.
+    - `carry`: feed each step's parameters and optimiser state to the next (training);
+      `False` starts every step from the given ones (timing a fixed model).
+    - `where`: names the steps in the error of a non-finite loss.
+    - `on_step`: called as `on_step(i, params, loss, seconds)` after step `i` (0-based),
+      off the clock (evaluation, progress).
+    - `read_loss`: turns the step's loss output into a host float (default: the first
+      element of `np.asarray(loss)`).
+
+    Raises FloatingPointError ("diverged ...") at the first non-finite loss.
+    """
+    iterator = iter(batches)
+    times, losses, num_steps = [], [], []
+    p, o = params, opt_state
+    for i in range(steps):
+        placed = next(iterator)
+        (p_new, o_new, loss, ns), seconds = time_call(compiled, p, o, *placed)
+        value = read_loss(loss) if read_loss else float(np.asarray(loss).reshape(-1)[0])
+        if not np.isfinite(value):
+            raise FloatingPointError(
+                f"diverged: the training loss became {value} at {where} {i + 1}")
+        if carry:
+            p, o = p_new, o_new
+        losses.append(value)
+        if i >= warmup:
+            times.append(seconds)
+            num_steps.append(ns)
+        if on_step is not None:
+            on_step(i, p_new, value, seconds)
+    return StepRun(p, o, times, losses, num_steps)
+
+
+def quantiles(times: list[float]) -> tuple[float, float, float]:
+    """Median, 25th and 75th percentile of `times`."""
+    arr = np.asarray(times, float)
+    return (float(np.median(arr)), float(np.percentile(arr, 25)),
+            float(np.percentile(arr, 75)))
+
+
+_LOCATION = re.compile(r"\s*loc\((?:[^()]|\([^()]*\))*\)|#loc\d*(?: = loc\(.*\))?")
+
+
+def program_fingerprint(lowered: Any) -> str:
+    """A short hash of a lowered program's text without source locations: the same
+    program traced from other lines of code gives the same fingerprint.
+
+    - `lowered`: a `jax.stages.Lowered`.
+    """
+    try:
+        text = lowered.as_text(debug_info=False)
+    except TypeError:  # older JAX: no debug_info argument
+        text = lowered.as_text()
+    text = "\n".join(_LOCATION.sub("", line) for line in text.splitlines()
+                     if not line.startswith("#loc"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _imports(module: str, package: Path = PACKAGE) -> set[str]:
+    """The `odestudy` modules that `<package>/<module>.py` imports, anywhere in it."""
+    tree = ast.parse((package / f"{module}.py").read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names = [a.name for a in node.names]
+            if node.level == 1 and node.module:
+                found.add(node.module.split(".")[0])
+            elif node.level == 1:
+                found.update(names)
+            elif node.module and node.module.startswith("odestudy."):
+                found.add(node.module.split(".")[1])
+            elif node.module == "odestudy":
+                found.update(names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names
+                         if a.name.startswith("odestudy."))
+    return {m for m in found if (package / f"{m}.py").exists()}
+
+
+def measuring_modules(package: Path = PACKAGE) -> list[str]:
+    """The package modules a measurement runs: `ENTRY_MODULES` and every module they
+    import (at the top or inside a function), transitively.
+
+    - `package`: the package folder (another copy of it in tests).
+    """
+    todo = set(ENTRY_MODULES)
+    seen: set[str] = set()
+    while todo:
+        module = todo.pop()
+        seen.add(module)
+        todo |= _imports(module, package) - seen
+    return sorted(seen - {"__init__"})
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
+                      | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(
+                    getattr(body[0], "value", None), ast.Constant) and isinstance(
+                    body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def _notebook_code(path: Path) -> str:
+    cells = json.loads(path.read_text())["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+def code_fingerprint(package: Path = PACKAGE, notebook: Path = SCENARIO_NOTEBOOK
+                     ) -> dict[str, Any]:
+    """A hash of the code a measurement runs, blind to comments and docstrings: the
+    syntax trees of `measuring_modules()` and the scenario notebook's code cells.
+
+    - `package`, `notebook`: the package folder and the scenario notebook (copies of
+      them in tests).
+
+    Returns `{"fingerprint": hash, "modules": [names]}`.
+    """
+    digest = hashlib.sha256()
+    modules = measuring_modules(package)
+    sources = [(f"odestudy/{m}.py", (package / f"{m}.py").read_text()) for m in modules]
+    sources.append(("notebooks/scenario.ipynb", _notebook_code(notebook)))
+    for name, source in sources:
+        tree = _strip_docstrings(ast.parse(source))
+        digest.update(name.encode())
+        digest.update(ast.dump(tree, annotate_fields=False,
+                               include_attributes=False).encode())
+    return {"fingerprint": digest.hexdigest()[:16], "modules": modules}
+
+
+def bless(path: Path = BLESSED) -> dict[str, Any]:
+    """Store the current `code_fingerprint()` with `PROTOCOL` as the blessed one."""
+    data = {"protocol": PROTOCOL, **code_fingerprint()}
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return data
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--bless"]:
+        print(json.dumps(bless(), indent=1))
+    else:
+        print(json.dumps({"protocol": PROTOCOL, **code_fingerprint()}, indent=1))

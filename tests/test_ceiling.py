@@ -1,0 +1,68 @@
+"""The machine's weak-scaling ceiling in the tables: a weak row's efficiency against
+two independent 1-device trainings side by side, joined only within one machine,
+protocol and measurement environment. Synthetic records; nothing here runs JAX."""
+
+import pytest
+
+from odestudy import records
+from odestudy.ceiling import ceiling_for, ceiling_interval, ceiling_path
+from odestudy.config import Scenario
+from odestudy.frames import read_records, scaling_rows
+from odestudy.matrix import expected_env, record_path
+from odestudy.timing import PROTOCOL
+
+from .test_report_layer import record
+
+
+def _ceiling(s: Scenario, alone: float, paired: float, runs: int = 2) -> dict:
+    """A ceiling record for 1-device scenario `s` with constant step times."""
+    one = {"status": "ok", "alone": [[alone] * 20, [alone] * 20],
+           "paired": [[paired] * 20, [paired] * 20], "one_core": [[alone] * 20]}
+    return {"scenario_key": s.key(), "name": s.name(), "scenario": s.to_dict(),
+            "protocol": PROTOCOL, "measurement_env": expected_env(s),
+            "machine_id": records.machine_id(records.this_machine()),
+            "versions": records.versions(), "runs": [one] * runs}
+
+
+def _write(tmp_path, s: Scenario, step: float) -> dict:
+    rec = record(s, step=step)
+    records.write_json_atomic(record_path(s, tmp_path), rec)
+    return rec
+
+
+def test_weak_efficiency_is_set_against_the_machine_ceiling(tmp_path):
+    one = Scenario(scale="smoke")
+    _write(tmp_path, one, 0.020)
+    _write(tmp_path, Scenario(scale="smoke", n_devices=2, mode="shard_map", scaling="weak"),
+           0.025)
+    folder = record_path(one, tmp_path).parent.parent
+    records.write_json_atomic(ceiling_path(folder, "pid"), _ceiling(one, 0.020, 0.0225))
+    rows = scaling_rows(read_records(tmp_path, "smoke"), "weak")
+    (two,) = [r for r in rows if r["n_devices"] == 2]
+    assert two["efficiency"] == pytest.approx(0.8)
+    assert two["ceiling"][0] == pytest.approx(0.020 / 0.0225)
+    # 0.8 of one device's throughput per device, where the machine allows 0.889.
+    est, low, high = two["efficiency_vs_ceiling"]
+    assert est == pytest.approx(0.9) and low <= est <= high
+
+
+def test_a_ceiling_of_another_protocol_or_controller_is_not_used(tmp_path):
+    one = Scenario(scale="smoke")
+    rec = dict(_write(tmp_path, one, 0.02), path=str(record_path(one, tmp_path)))
+    folder = record_path(one, tmp_path).parent.parent
+    assert ceiling_for(rec) is None
+    records.write_json_atomic(ceiling_path(folder, "pid"),
+                              dict(_ceiling(one, 0.02, 0.02), protocol=PROTOCOL + 1))
+    assert ceiling_for(rec) is None
+    records.write_json_atomic(ceiling_path(folder, "pid"), _ceiling(one, 0.02, 0.02))
+    assert ceiling_for(rec) is not None
+    assert ceiling_for(dict(rec, controller="stepto")) is None
+
+
+def test_ceiling_interval_pools_every_run():
+    one = Scenario(scale="smoke")
+    got = ceiling_interval(_ceiling(one, 0.02, 0.025, runs=3))
+    assert got["runs"] == 3
+    assert got["ceiling"] == pytest.approx((0.8, 0.8, 0.8))
+    assert got["one_core_vs_alone"] == pytest.approx((1.0, 1.0, 1.0))
+    assert ceiling_interval({"runs": [{"status": "failed", "error": "x"}]}) == {"runs": 0}
