@@ -39,6 +39,17 @@ class Dataset(NamedTuple):
         """The first `length` observations of every series."""
         return Dataset(self.ts[:, :length], self.ys[:, :length], self.time_scale)
 
+    def truncate_padded(self, length: int, total: int) -> "Dataset":
+        """The first `length` observations of every series, padded to `total` by
+        repeating the last kept one (time and state). A repeated time marks padding:
+        `model.batch_loss` leaves it out, so the loss and its gradients are those of
+        `truncate(length)`, and one program of `total` points serves every length."""
+        if not 1 <= length <= total:
+            raise ValueError(f"need 1 <= length <= total, got {length} and {total}")
+        short = self.truncate(length)
+        idx = np.minimum(np.arange(total), length - 1)
+        return Dataset(short.ts[:, idx], short.ys[:, idx], self.time_scale)
+
 
 def true_vector_field(t, y, args):
     """The data's ODE: `x = y / (1 + y)`, `dy/dt = [x1, -x0]`."""

@@ -48,8 +48,17 @@ def solve(model: VectorField, ts: jax.Array, y0: jax.Array, controller: str):
     return sol.ys, sol.stats["num_steps"]
 
 
+def observed(ts: jax.Array) -> jax.Array:
+    """Which points of each series are observations, not padding: the first, and
+    every later one whose time exceeds the one before (`Dataset.truncate_padded`
+    repeats the last time). Shape `(batch, n_times)`, float 0/1."""
+    later = ts[:, 1:] > ts[:, :-1]
+    return jnp.concatenate([jnp.ones_like(later[:, :1]), later], axis=1).astype(ts.dtype)
+
+
 def batch_loss(model: VectorField, ts: jax.Array, ys: jax.Array, controller: str):
-    """Mean squared error over a batch, each series solved on its own (vmap).
+    """Mean squared error over a batch's observed points (`observed`), each series
+    solved on its own (vmap).
 
     - `ts`: shape `(batch, n_times)`; `ys`: shape `(batch, n_times, 2)`.
 
@@ -58,7 +67,9 @@ def batch_loss(model: VectorField, ts: jax.Array, ys: jax.Array, controller: str
     pred, num_steps = jax.vmap(solve, in_axes=(None, 0, 0, None))(
         model, ts, ys[:, 0], controller
     )
-    return jnp.mean((pred - ys) ** 2), num_steps
+    mask = observed(ts)[..., None]
+    loss = jnp.sum(mask * (pred - ys) ** 2) / (jnp.sum(mask) * ys.shape[-1])
+    return loss, num_steps
 
 
 class _BatchField(eqx.Module):

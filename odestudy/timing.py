@@ -21,8 +21,11 @@ Changelog:
    repeats run the cold run's own compiled step (serialized) instead of tracing it
    again; repeats of multi-process scenarios time from the trained state in their
    processes joined again, as one-process repeats already did; the record names each
-   stage's program (`program_fingerprint`). The timed region of a step is unchanged
-   from the records made before.
+   stage's program (`program_fingerprint`). With PID and one solve per sample, the
+   length stages run one program compiled once at the full length (shorter stages pad
+   their series; the loss leaves repeated times out: the same loss, gradients and
+   solver steps), so the timed program now masks padding (all observed at full
+   length). The timed region of a step is unchanged.
 """
 
 import ast

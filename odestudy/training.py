@@ -147,6 +147,12 @@ def compile_step(step: ParallelStep, params: Any, opt_state: Any, placed: tuple
     return CompiledStep(compiled, t2 - t0, t1 - t0, program_fingerprint(lowered))
 
 
+def shares_program(s: Scenario) -> bool:
+    """Whether the length stages of `s` run one program (see `train`): with PID and one
+    solve per sample."""
+    return s.controller == "pid" and s.solve == "per_sample"
+
+
 def serialize_step(compiled: Any) -> bytes | None:
     """The compiled step as bytes (`jax.experimental.serialize_executable`), for a
     repeat to run the very same executable; None where the backend cannot serialize it
@@ -203,13 +209,22 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
         if progress is not None:
             progress(done, total)
 
-    for number, fraction in enumerate(s.length_fractions):
-        length = max(2, int(N_TIMES * fraction))
+    # With PID and one solve per sample, every length stage runs one program, compiled
+    # once at the last stage's length: shorter stages pad their series
+    # (`Dataset.truncate_padded`), which leaves loss, gradients and solver steps as
+    # they are. StepTo steps at every time of the grid, so padding would cost the full
+    # length; within-ODE batching solves on the observation index. Those compile per
+    # stage.
+    lengths = [max(2, int(N_TIMES * fraction)) for fraction in s.length_fractions]
+    shared = shares_program(s)
+    programs: dict[int, CompiledStep] = {}
+    for number, length in enumerate(lengths):
         if number and s.optimiser_state == "fresh":
             # The reference starts each length stage with a new optimiser state.
             host_params = step.unplace(params)
             params, opt_state = step.place_state(host_params, optimiser.init(host_params))
-        stage_data = data.truncate(length)
+        stage_data = (data.truncate_padded(length, lengths[-1]) if shared
+                      else data.truncate(length))
 
         def stage_batches(stage_data=stage_data) -> Iterator[tuple]:
             while True:
@@ -218,11 +233,16 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
 
         stage_batch_iter = stage_batches()
         first = next(stage_batch_iter)
-        built = compile_step(step, params, opt_state, first)
-        compiled, compile_time = built.compiled, built.seconds
-        if state_out is not None and number == len(s.length_fractions) - 1:
-            # Before it first runs: an executable that ran may no longer serialize.
-            state_out["executable"] = serialize_step(compiled)
+        width = stage_data.ts.shape[1]
+        reused = width in programs
+        if not reused:
+            programs[width] = compile_step(step, params, opt_state, first)
+            if state_out is not None and width == lengths[-1]:
+                # Before it first runs: an executable that ran may no longer serialize.
+                state_out["executable"] = serialize_step(programs[width].compiled)
+        built = programs[width]
+        compiled = built.compiled
+        compile_time = 0.0 if reused else built.seconds
         t_run = time.perf_counter()
         run = run_steps(compiled, params, opt_state, _chain(first, stage_batch_iter),
                         s.steps_per_stage, s.warmup_steps,
@@ -238,8 +258,10 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
             "length": length, "compile_time_s": compile_time, "steps": s.steps_per_stage,
             "timed_steps": len(times), "step_time_s": median, "step_time_p25_s": p25,
             "step_time_p75_s": p75, "step_times_s": times,
-            "program_fingerprint": built.fingerprint,
-            "trace_lower_time_s": built.lower_seconds, "wall_time_s": run_wall,
+            "program_fingerprint": built.fingerprint, "program_reused": reused,
+            "points": width,
+            "trace_lower_time_s": 0.0 if reused else built.lower_seconds,
+            "wall_time_s": run_wall,
             "solver_steps": _steps_summary(steps_seen, global_loop=s.mode == "shard"),
         })
         placed = first
