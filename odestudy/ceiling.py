@@ -9,8 +9,7 @@ phases separated by barriers:
 
 1. `alone`: process 0 alone (the others wait);
 2. `paired`: processes 0 and 1 together;
-3. `alone`: process 1 alone;
-4. `one_core`: process 2 alone, started pinned to one core (`os.sched_setaffinity`,
+3. `one_core`: process 2 alone, started pinned to one core (`os.sched_setaffinity`,
    inherited by every thread XLA starts), which tells whether one device alone is
    slowed by spreading its work over both cores.
 
@@ -34,7 +33,7 @@ from . import records
 from .config import Scenario
 
 CEILING_STEPS = 40  # timed steps per process and phase (as many as a repeat)
-PHASES = (("alone", (0,)), ("paired", (0, 1)), ("alone", (1,)), ("one_core", (2,)))
+PHASES = (("alone", (0,)), ("paired", (0, 1)), ("one_core", (2,)))
 FOLDER = "ceiling"
 BARRIER_TIMEOUT_S = 300
 

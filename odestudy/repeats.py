@@ -31,7 +31,8 @@ REPEATS = 3  # runs per timed scenario: the cold run and two repeats
 REPEAT_STEPS = 40  # timed steps per repeat (after the scenario's warm-up steps)
 CACHE_DIR = ".jax_cache"  # per scenario, beside its record (ignored by git)
 STATE_NAME = ".repeat_state.npz"  # the cold run's trained state (ignored by git)
-EXEC_NAME = ".repeat_step.bin"  # the cold run's compiled last-stage step (ignored by git)
+# The cold run's compiled last-stage step, one per process (ignored by git).
+EXEC_NAME = ".repeat_step.{process}.bin"
 DATA_DIR = ".data"  # generated data sets, per scale folder (ignored by git)
 
 
@@ -51,14 +52,16 @@ def clear_cache(out_dir: str | os.PathLike) -> None:
     the next run compiles cold and trains from the start."""
     shutil.rmtree(Path(out_dir) / CACHE_DIR, ignore_errors=True)
     Path(out_dir, STATE_NAME).unlink(missing_ok=True)
-    Path(out_dir, EXEC_NAME).unlink(missing_ok=True)
+    for path in Path(out_dir).glob(EXEC_NAME.format(process="*")):
+        path.unlink(missing_ok=True)
 
 
-def save_executable(state_path: str | os.PathLike, payload: bytes) -> None:
+def save_executable(state_path: str | os.PathLike, payload: bytes, process: int = 0
+                    ) -> None:
     """Write the cold run's serialized step (`training.serialize_step`) beside its saved
-    state, as `EXEC_NAME`, atomically; a repeat then runs that very executable instead
-    of tracing the step again (seconds per repeat)."""
-    path = Path(state_path).with_name(EXEC_NAME)
+    state, as `EXEC_NAME` of JAX process `process`, atomically; a repeat then runs that
+    very executable instead of tracing the step again (seconds per repeat)."""
+    path = Path(state_path).with_name(EXEC_NAME.format(process=process))
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(payload)
     os.replace(tmp, path)
@@ -66,13 +69,14 @@ def save_executable(state_path: str | os.PathLike, payload: bytes) -> None:
 
 def load_executable(out_dir: str | os.PathLike, params: Any, opt_state: Any,
                     placed: tuple) -> Any | None:
-    """The compiled step saved by `save_executable` in `out_dir`, loaded for arguments
-    shaped like `(params, opt_state, *placed)` (placed on the step's devices); None
-    where there is none or it does not load."""
-    path = Path(out_dir) / EXEC_NAME
+    """The compiled step that `save_executable` saved in `out_dir` for this JAX process,
+    loaded for arguments shaped like `(params, opt_state, *placed)` (placed on the
+    step's devices); None where there is none or it does not load."""
+    import jax
+
+    path = Path(out_dir) / EXEC_NAME.format(process=jax.process_index())
     if not path.exists():
         return None
-    import jax
     from jax.experimental.serialize_executable import deserialize_and_load
 
     in_tree = jax.tree.structure(((params, opt_state, *placed), {}))

@@ -26,6 +26,10 @@ Changelog:
    their series; the loss leaves repeated times out: the same loss, gradients and
    solver steps), so the timed program now masks padding (all observed at full
    length). The timed region of a step is unchanged.
+2. The machine's ceiling (`ceiling`) times three phases (one process alone, two
+   together, one pinned to one core alone), no second alone phase; multi-process
+   repeats run each process's own serialized executable from the cold run, as
+   one-process repeats do.
 """
 
 import ast
@@ -41,7 +45,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-PROTOCOL = 1
+PROTOCOL = 2
 
 # Environment variables that change what a timed step does (compiler and runtime
 # flags, equinox's error checks, precision, thread pools). Their values are recorded

@@ -401,12 +401,13 @@ def run_scenario(s: Scenario, progress: Callable[[int, int], None] | None = None
         devices = scenario_devices(s)
         state: dict[str, Any] = {}
         record.update(train(s, devices, progress, trace_dir, state_out=state))
-        if state_path is not None and jax.process_index() == 0:
+        if state_path is not None:
             from .repeats import save_executable, save_state  # repeats imports this module
 
-            save_state(state_path, state["params"], state["opt_state"])
-            if s.processes == 1 and state.get("executable"):
-                save_executable(state_path, state["executable"])
+            if jax.process_index() == 0:
+                save_state(state_path, state["params"], state["opt_state"])
+            if state.get("executable"):
+                save_executable(state_path, state["executable"], jax.process_index())
         record.update(status="ok", error=None)
     except ValueError:
         raise
