@@ -13,8 +13,8 @@ import seaborn as sns
 from .config import SCALES
 from .frames import BaselineError, is_default
 from .plots import MODE_STYLE, _save
+from .tables import escape, markdown_table
 from .tables import fmt as _fmt
-from .tables import markdown_table
 
 # The evaluation loss the time-to-target runs race to (MSE on the evaluation set), per
 # scale: a level a trained model has to work for, fixed before the runs (issue 9): the
@@ -283,10 +283,12 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
         boot = (_time_resamples(other[0], other[1]["step"], rng)
                 / _time_resamples(best, hb["step"], rng))
         lo, hi = np.percentile(boot * ratio / np.median(boot), [2.5, 97.5])
-        text += (f"\n\n**Fastest to the target here:** {best['mode']} {best['controller']} "
-                 f"on {best['n_devices']} device(s), {_fmt(hb['train_time_s'], 3)} s; "
-                 f"{other[0]['mode']} {other[0]['controller']} on "
-                 f"{other[0]['n_devices']} device(s) takes {ratio:.2f}x as long "
+        b, o = ({k: escape(x[k]) for k in ("mode", "controller", "n_devices")}
+                for x in (best, other[0]))  # record text: never markup
+        text += (f"\n\n**Fastest to the target here:** {b['mode']} {b['controller']} "
+                 f"on {b['n_devices']} device(s), {_fmt(hb['train_time_s'], 3)} s; "
+                 f"{o['mode']} {o['controller']} on "
+                 f"{o['n_devices']} device(s) takes {ratio:.2f}x as long "
                  f"[{lo:.2f}, {hi:.2f}] (95% bootstrap over each run's step times; one "
                  "run per row, so run-to-run drift of the machine is not in the interval).")
     return text, _save(fig, figures, "time_to_target")

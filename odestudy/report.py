@@ -15,6 +15,7 @@ from .frames import (
 )
 from .intervals import METHOD, fmt_interval
 from .plots import scaling_figures, step_cost_figure
+from .tables import escape as _esc
 from .tables import fmt as _fmt
 from .tables import markdown_table
 
@@ -27,7 +28,8 @@ REFERENCE_CSV = records.ROOT / "data" / "reference_tables.csv"
 REFERENCE_COLUMNS = ("Device", "Number of Devices", "Mode", "Controller", "Runtime (s)",
                      "Epoch Time (s)", "Compile Time (s)", "Final Loss")
 ADDED_COLUMNS = ("Scaling", "Global batch", "Step time median (s)", "Step time IQR (s)",
-                 "Runs", "Speedup [95% CI]", "Efficiency [95% CI]", "Collectives total / in loops",
+                 "Runs", "Speedup [95% CI]", "Efficiency [95% CI]",
+                 "Efficiency vs machine ceiling [95% CI]", "Collectives total / in loops",
                  "Solver steps max / mean", "Status")
 
 
@@ -76,6 +78,7 @@ def table_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]
              else "1") if ok else "–",
             fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None))),
             fmt_interval(r["efficiency"], *(r.get("efficiency_ci") or (None, None))),
+            fmt_interval(*(r.get("efficiency_vs_ceiling") or (None, None, None))),
             f"{_fmt(r.get('collectives_total'))} / {_fmt(r.get('collectives_in_loops'))}",
             f"{_fmt(steps.get('max'), 3)} / {_fmt(steps.get('mean'), 3)}" if ok else "–",
             status,
@@ -88,15 +91,18 @@ def machine_line(rows: list[dict[str, Any]], device: str) -> str:
     ok = [r for r in rows if r["device"] == device and r["status"] == "ok"]
     if not ok:
         return ""
-    hw, v = ok[0].get("hardware") or {}, ok[0].get("versions") or {}
-    kind = ok[0].get("device_kind", device)
-    return (f"Machine `{ok[0].get('machine_id')}`: {hw.get('cpu_model')} "
+    # Every value here comes from a record: escaped, never markup.
+    hw = {k: _esc(v) for k, v in (ok[0].get("hardware") or {}).items()}
+    v = {k: _esc(x) for k, x in (ok[0].get("versions") or {}).items()}
+    kind = _esc(repr(ok[0].get("device_kind", device)))
+    commits = ", ".join(sorted({_esc(str(r.get("git_commit"))[:12]) for r in ok}))
+    return (f"Machine {_esc(ok[0].get('machine_id'))}: {hw.get('cpu_model')} "
             f"({hw.get('physical_cores')} physical cores"
-            f", {hw.get('logical_cpus')} logical), device kind {kind!r}; python "
+            f", {hw.get('logical_cpus')} logical), device kind {kind}; python "
             f"{v.get('python')}, jax {v.get('jax')}, jaxlib {v.get('jaxlib')}, diffrax "
             f"{v.get('diffrax')}, equinox {v.get('equinox')}, optax {v.get('optax')}; "
-            f"pmap is {ok[0].get('pmap_implementation')}; records from git commit(s) "
-            f"{', '.join(sorted({str(r.get('git_commit'))[:12] for r in ok}))}.")
+            f"pmap is {_esc(ok[0].get('pmap_implementation'))}; records from git "
+            f"commit(s) {commits}.")
 
 
 EPOCH_NOTE = (
@@ -112,10 +118,13 @@ EPOCH_NOTE = (
     "one scenario at a time. **Runs**: the number of runs and each run's median step "
     "time. The quick scaling matrix runs every scenario 3 times at different times, "
     "interleaved: the first a fresh kernel that trains both stages and compiles cold; "
-    "each repeat times 40 more full-length steps from that run's trained state, in a "
-    "plain process per device count and round that compiles from the first run's "
-    "persistent compilation cache (never its timings). The step time is the median of "
-    "all runs' steps pooled. Seed-scale rows and "
+    "each repeat times 40 more full-length steps from that run's trained state with "
+    "that run's own compiled step (never its timings), in a plain process per device "
+    "count and round. The step time is the median of all runs' steps pooled. **Efficiency "
+    "vs machine ceiling** (weak scaling): the efficiency divided by this machine's "
+    "ceiling, t(one 1-device training alone) / t(two side by side), measured in every "
+    "repeat round (`odestudy/ceiling.py`): 1 is as good as two independent trainings. "
+    "Seed-scale rows and "
     "the GPU rows run once: their intervals hold the spread of steps within that run "
     "only. Compile time and final loss are the first run's. " + METHOD
     + ". Solver steps: forward steps per sample of the "
@@ -131,9 +140,16 @@ def device_table(rows: list[dict[str, Any]], device: str) -> str:
     cores = next(((r.get("hardware") or {}).get("physical_cores") for r in sel
                   if r.get("hardware")), None)
     parts = [f"# {device.upper()} table", "", EPOCH_NOTE, ""]
-    if device == "cpu" and cores:
-        parts += [f"† more virtual devices than the {cores} physical cores: those rows "
-                  "measure overhead, not parallel speedup.", ""]
+    counts = sorted({r["n_devices"] for r in sel if r["status"] != "not_run"})
+    if device == "cpu" and cores and counts:
+        whole = max(counts) > cores
+        parts += [f"Devices in this table: {', '.join(map(str, counts))}, on a machine "
+                  f"of {cores} physical cores: "
+                  + ("the whole matrix (`make full`)." if whole else
+                     "the matrix sized to the machine (`make all`); `make full` adds "
+                     "the rows with more virtual devices than cores.")
+                  + (f" † more virtual devices than the {cores} physical cores: those "
+                     "rows measure overhead, not parallel speedup." if whole else ""), ""]
     line = machine_line(rows, device)
     if line:
         parts += [line, ""]
@@ -211,7 +227,8 @@ def machines_table(every: list[dict[str, Any]], chosen: dict[str, str | None]) -
                             fmt_interval(m["speedup"], *(m["speedup_ci"] or (None, None)))
                             if m else "–",
                             fmt_interval(r["speedup"], *(r["speedup_ci"] or (None, None)))])
-            parts += [f"## {device.upper()}: `{here}` (the tables) beside `{other}`", "",
+            parts += [f"## {device.upper()}: {_esc(here)} (the tables) beside {_esc(other)}",
+                      "",
                       machine_line(theirs, device), "",
                       markdown_table(("Scenario", f"Step (s) {here}", f"Step (s) {other}",
                                       f"Speedup {here}", f"Speedup {other}"), out), ""]
@@ -429,7 +446,6 @@ def settle_report(html: str | Path) -> Path:
     injected cell's random id), make paths inside the checkout relative to it, and render
     `html` again, so that rerunning the report on the same records, here or in a clone
     elsewhere, leaves both files, and a clean checkout, unchanged. Returns `html`."""
-    import nbconvert
     import nbformat
 
     html = Path(html)
@@ -444,7 +460,9 @@ def settle_report(html: str | Path) -> Path:
     # Paths inside this checkout relative to it: a clone elsewhere writes the same files.
     nb = nbformat.reads(nbformat.writes(nb).replace(f"{records.ROOT}/", ""), 4)
     nbformat.write(nb, executed)
-    body, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
+    from .runner import html_exporter
+
+    body, _ = html_exporter().from_notebook_node(nb)
     tmp = html.with_suffix(".html.tmp")
     tmp.write_text(body)
     tmp.replace(html)

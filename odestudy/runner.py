@@ -92,11 +92,19 @@ def execute_scenario(s: Scenario, out_dir: str | os.PathLike,
     return record
 
 
+def html_exporter():
+    """The HTML page of an executed notebook for readers: markdown and outputs only, no
+    code cells or prompts (the executed `.ipynb` keeps the code)."""
+    import nbconvert
+
+    return nbconvert.HTMLExporter(exclude_input=True, exclude_input_prompt=True,
+                                  exclude_output_prompt=True)
+
+
 def execute_report(results: str | os.PathLike, scale: str,
                    figures: str | os.PathLike) -> Path:
     """Execute `notebooks/report.ipynb` over the records of `scale` and render it as
     HTML; returns the HTML path. Tables and figures land in `figures`."""
-    import nbconvert
     import nbformat
     import papermill
 
@@ -110,7 +118,7 @@ def execute_report(results: str | os.PathLike, scale: str,
         kernel_name="python3", progress_bar=False, cwd=str(ROOT),
         extra_arguments=["--log-level=ERROR"],
     )
-    html, _ = nbconvert.HTMLExporter().from_notebook_node(nbformat.read(executed, 4))
+    html, _ = html_exporter().from_notebook_node(nbformat.read(executed, 4))
     out = figures / f"report_{scale}.html"
     tmp = out.with_suffix(".html.tmp")
     tmp.write_text(html)

@@ -1,10 +1,26 @@
 """Table helpers shared by the report, the explanation study and the projection: number
 formatting and markdown from a DataFrame. Nothing here reads records or measures."""
 
+import html
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
+
+# Markdown that text could start: emphasis, code, table cells, links and images (a `]`
+# right before `(`), `_` only where it can open or close emphasis (not in `shard_map`).
+_MARKDOWN = re.compile(r"[\\`*|]|\](?=\()|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def escape(value: Any) -> str:
+    """Text from a record (an error, a name, a version, a machine) as inert text for
+    markdown that is rendered to HTML: markdown's special characters are
+    backslash-escaped and HTML's become entities, so that no record can put markup (a
+    script, an image, a link, emphasis, a table cell) into a table, the report or the
+    README."""
+    text = _MARKDOWN.sub(lambda m: "\\" + m.group(0), str(value))
+    return html.escape(text, quote=False)
 
 
 def fmt(value: Any, digits: int = 4) -> str:
@@ -23,9 +39,10 @@ def frame(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> pd.DataFrame:
 
 
 def markdown(table: pd.DataFrame) -> str:
-    """A GitHub markdown table of `table`'s cells as they are (text is not re-parsed
-    as numbers; a `|` inside a cell becomes `/`)."""
-    cells = table.astype(str).apply(lambda col: col.str.replace("|", "/", regex=False))
+    """A GitHub markdown table of `table`'s cells and headers, each escaped (`escape`:
+    they hold record text) and not re-parsed as numbers."""
+    cells = table.astype(str).apply(lambda col: col.map(escape))
+    cells.columns = [escape(c) for c in cells.columns]
     return cells.to_markdown(index=False, disable_numparse=True)
 
 
