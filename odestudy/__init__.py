@@ -7,7 +7,7 @@ from .config import SCALES, Scenario, validate
 from .data import Dataset, make_dataset
 from .devices import configure_devices
 from .distributed import launch, run_scenario_any
-from .frames import load_curves, load_records, load_runs, load_steps
+from .frames import load_curves, load_records, load_runs, load_steps, results_folder
 from .model import VectorField, batch_loss, batch_loss_within_ode, solve, solve_within_ode
 from .parallel import MODES, ParallelStep, make_local_step, make_parallel_step
 from .plots import plot_scenario, summary
@@ -26,5 +26,6 @@ __all__ = [
     "solve_within_ode", "solver_cost", "train", "validate", "write_json_atomic",
     "configure_devices", "launch", "run_scenario_any", "plot_scenario", "summary",
     "save_record", "write_report", "load_records", "load_runs", "load_steps", "load_curves",
+    "results_folder",
     "RECOMMENDED", "recommended",
 ]

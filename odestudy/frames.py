@@ -21,6 +21,22 @@ class BaselineError(LookupError):
     """No record, or more than one, to join a record with."""
 
 
+def results_folder(results: str | Path | None = None) -> Path:
+    """The folder of records to read: `results` as given where it exists (relative to
+    the working directory), else relative to the repository (so that `../results` from
+    `notebooks/` and `results` from the repository root both find it); None: the
+    repository's `results/`."""
+    if results is None:
+        return records.ROOT / "results"
+    path = Path(results)
+    if path.exists() or path.is_absolute():
+        return path
+    for base in (records.ROOT, records.ROOT / "notebooks"):
+        if (base / path).exists():
+            return (base / path).resolve()
+    return path
+
+
 def record_machine_id(rec: dict[str, Any]) -> str:
     """The machine a record was made on (`records.machine_id`); records made before
     records carried a fingerprint get one from their hardware, host name unknown."""

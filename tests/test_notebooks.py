@@ -33,19 +33,40 @@ def test_load_records_gives_one_row_per_quick_record():
     assert scaling.groupby("name")["run"].max().min() >= 2  # the cold run and two repeats
 
 
-def test_explore_notebook_runs_and_writes_nothing(tmp_path):
+def test_explore_notebook_runs_from_the_repository_root_and_writes_nothing(tmp_path):
+    """The newcomer's path: `papermill notebooks/explore.ipynb out.ipynb` run from the
+    repository root, with the notebook's own defaults, finds the committed records."""
     import papermill
 
     figures = ROOT / "figures"
     before = {p: p.stat().st_mtime for p in figures.rglob("*")}
-    papermill.execute_notebook(
+    nb = papermill.execute_notebook(
         str(ROOT / "notebooks" / "explore.ipynb"), str(tmp_path / "explore.ipynb"),
-        parameters={"results": str(RESULTS), "scale": "quick",
-                    "figures_dir": str(tmp_path / "explore")},
-        kernel_name="python3", progress_bar=False, cwd=str(ROOT / "notebooks"),
+        parameters={"figures_dir": str(tmp_path / "explore")},
+        kernel_name="python3", progress_bar=False, cwd=str(ROOT),
         extra_arguments=["--log-level=ERROR"])
+    assert "current records of scale 'quick'" in _stream_text(nb)
     assert not (tmp_path / "explore").exists()
     assert {p: p.stat().st_mtime for p in figures.rglob("*")} == before
+
+
+def test_explore_notebook_without_records_says_so_in_one_line(tmp_path):
+    import papermill
+
+    nb = papermill.execute_notebook(
+        str(ROOT / "notebooks" / "explore.ipynb"), str(tmp_path / "explore.ipynb"),
+        parameters={"results": str(tmp_path / "none"), "scale": "smoke"},
+        kernel_name="python3", progress_bar=False, cwd=str(ROOT),
+        extra_arguments=["--log-level=ERROR"])
+    text = _stream_text(nb).strip()
+    assert text.startswith("No records of scale 'smoke' under ") and "\n" not in text
+    assert "make all" in text
+
+
+def _stream_text(nb) -> str:
+    """Everything an executed notebook printed."""
+    return "".join(out.get("text", "") for cell in nb.cells
+                   for out in cell.get("outputs", []) if out.get("output_type") == "stream")
 
 
 def _free_port() -> int:
