@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The study needs the package; the checks (pytest, ruff) and JupyterLab come on top.
+DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
 .PHONY: all full setup test lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
@@ -22,16 +24,20 @@ full: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e .
 	touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(DEV_STAMP)
 
 setup: $(STAMP)
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(BIN)/ruff check odestudy tests notebooks benchmarks
 	$(BIN)/python -m pytest -q
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check odestudy tests notebooks benchmarks
 
 # The quick matrix sized to this machine: CPU devices up to its physical cores, GPUs
@@ -91,7 +97,7 @@ gpu-offline:
 # JupyterLab on the study's environment, serving notebooks/ (explore.ipynb to start);
 # LAB_ARGS passes options, e.g. LAB_ARGS="--no-browser --port 8899".
 LAB_ARGS ?=
-lab: $(STAMP)
+lab: $(DEV_STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks \
 		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 

@@ -41,13 +41,17 @@ def test_gathered_wheels_install_without_an_index(wheels, tmp_path):
 @pytest.mark.parametrize("gpus", [0, 1, 2])
 def test_gpu_rows_are_planned_by_the_gpus_present(monkeypatch, gpus):
     monkeypatch.setattr(matrix, "gpu_count", lambda: gpus)
-    runnable, not_run = matrix.plan("quick", "gpu")
-    assert all(s.device == "gpu" and s.total_devices <= gpus for s in runnable)
-    assert {s.total_devices for s in runnable} == set(range(1, gpus + 1))
-    for s, reason in not_run:
-        assert s.total_devices > gpus
-        assert reason == f"needs {s.total_devices} GPU(s), {gpus} present"
-    assert len(runnable) + len(not_run) == len(matrix.scenarios("quick", "gpu"))
+    for full in (False, True):
+        runnable, not_run = matrix.plan("quick", "gpu", full=full)
+        assert all(s.device == "gpu" and s.total_devices <= gpus for s in runnable)
+        assert {s.total_devices for s in runnable} == set(range(1, gpus + 1))
+        for s, reason in not_run:
+            assert s.total_devices > gpus
+            assert reason == f"needs {s.total_devices} GPU(s), {gpus} present"
+        # The sized matrix stops at the GPUs present (1-GPU rows are listed as not
+        # run where there is none); the whole matrix lists every GPU row.
+        want = matrix.scenarios("quick", "gpu", None if full else max(gpus, 1))
+        assert len(runnable) + len(not_run) == len(want)
 
 
 def test_not_run_records_are_written_once(monkeypatch, tmp_path):
