@@ -27,15 +27,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(STAMP)
 
-$(DEV_STAMP): $(STAMP)
+$(DEV_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(DEV_STAMP)
 
 setup: $(STAMP)
 
+# Two test workers (pytest-xdist), each test module on one worker so that module
+# fixtures (trained smoke scenarios, compiled steps) are built once.
 test: $(DEV_STAMP)
 	$(BIN)/ruff check odestudy tests notebooks benchmarks
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check odestudy tests notebooks benchmarks
