@@ -25,7 +25,9 @@ Changelog:
    length stages run one program compiled once at the full length (shorter stages pad
    their series; the loss leaves repeated times out: the same loss, gradients and
    solver steps), so the timed program now masks padding (all observed at full
-   length). The timed region of a step is unchanged.
+   length). The timed region of a step is unchanged; a PID step of a short stage
+   now costs what the full-length program costs on the padded series, which the time
+   to a target loss (`eval_every`) counts.
 2. The machine's ceiling (`ceiling`) times three phases (one process alone, two
    together, one pinned to one core alone), no second alone phase; multi-process
    repeats run each process's own serialized executable from the cold run, as
