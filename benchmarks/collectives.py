@@ -7,6 +7,8 @@ CPU devices or GPUs): the per-collective cost of the projection model. A benchma
 import argparse
 import os
 
+from odestudy.measure import environment
+
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
@@ -21,19 +23,24 @@ def main() -> None:
     import odestudy
 
     odestudy.configure_devices(a.device, a.devices)
-    from odestudy import records
-    from odestudy.projection import collective_latency
+    from odestudy.report.projection import collective_latency
 
     rec = collective_latency(a.devices, a.iterations, a.size)
-    rec.update(versions=records.versions(), hardware=records.cpu_info(),
-               machine=records.this_machine(),
-               machine_id=records.machine_id(records.this_machine()),
-               xla_flags=os.environ.get("XLA_FLAGS", ""), git_commit=records.git_commit(),
-               finished=records.now())
+    rec.update(
+        versions=environment.versions(),
+        hardware=environment.cpu_info(),
+        machine=environment.this_machine(),
+        machine_id=environment.machine_id(environment.this_machine()),
+        xla_flags=os.environ.get("XLA_FLAGS", ""),
+        git_commit=environment.git_commit(),
+        finished=environment.now(),
+    )
     odestudy.write_json_atomic(a.out, rec)
-    print(f"{a.device} x{a.devices}: {rec['latency_s'] * 1e6:.2f} us per all-reduce of "
-          f"{a.size} float32 (loop {rec['loop_s']:.4g} s, with psum "
-          f"{rec['loop_with_psum_s']:.4g} s, {a.iterations} iterations)")
+    print(
+        f"{a.device} x{a.devices}: {rec['latency_s'] * 1e6:.2f} us per all-reduce of "
+        f"{a.size} float32 (loop {rec['loop_s']:.4g} s, with psum "
+        f"{rec['loop_with_psum_s']:.4g} s, {a.iterations} iterations)"
+    )
 
 
 if __name__ == "__main__":

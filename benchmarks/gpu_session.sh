@@ -22,7 +22,7 @@ pack() {
   [ -d "$RESULTS" ] && tar czf "$OUT/.pack.$BASHPID.tmp" "$RESULTS" && mv "$OUT/.pack.$BASHPID.tmp" "$OUT/gpu_results.tgz"
 }
 
-here() { $PY -c "from odestudy.matrix import machine_folder; print(machine_folder('$RESULTS'))"; }
+here() { $PY -c "from odestudy.study.matrix import machine_folder; print(machine_folder('$RESULTS'))"; }
 
 cost() {  # cost LABEL CONTROLLER BATCHES [XLA_FLAGS]
   XLA_FLAGS="${4:-}" $PY benchmarks/step_cost.py --device gpu --controller "$2" \

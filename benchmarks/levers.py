@@ -58,9 +58,12 @@ def _with_checkpoints(checkpoints: int):
         def __getattr__(self, name: str):
             return getattr(diffrax, name)
 
-        diffeqsolve = staticmethod(functools.partial(
-            diffrax.diffeqsolve,
-            adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=checkpoints)))
+        diffeqsolve = staticmethod(
+            functools.partial(
+                diffrax.diffeqsolve,
+                adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=checkpoints),
+            )
+        )
 
     return Diffrax()
 
@@ -76,12 +79,12 @@ def _worker(args: argparse.Namespace) -> None:
     import jax
     import numpy as np
 
-    import odestudy.model as model_module
-    from odestudy.data import N_TIMES
-    from odestudy.parallel import make_parallel_step
-    from odestudy.repeats import load_state, save_state
-    from odestudy.timing import run_steps, time_call
-    from odestudy.training import prepare, scenario_devices, train
+    import odestudy.measure.model as model_module
+    from odestudy.measure.data import N_TIMES
+    from odestudy.measure.modes import make_parallel_step
+    from odestudy.measure.timing import run_steps, time_call
+    from odestudy.measure.training import prepare, scenario_devices, train
+    from odestudy.study.repeats import load_state, save_state
 
     if "max_steps" in levers:
         model_module.MAX_STEPS = levers["max_steps"]  # read when a solve is traced
@@ -89,8 +92,9 @@ def _worker(args: argparse.Namespace) -> None:
         model_module.diffrax = _with_checkpoints(levers["checkpoints"])
     if "matmul_precision" in levers:
         jax.config.update("jax_default_matmul_precision", levers["matmul_precision"])
-    s = odestudy.Scenario(controller=args.controller, scale=args.scale,
-                          solve=levers.get("solve", "per_sample"))
+    s = odestudy.Scenario(
+        controller=args.controller, scale=args.scale, solve=levers.get("solve", "per_sample")
+    )
     devices = scenario_devices(s)
     state: dict = {}
     trained = train(s, devices, state_out=state)
@@ -111,18 +115,26 @@ def _worker(args: argparse.Namespace) -> None:
     compile_s = time.perf_counter() - t0
     first, _ = time_call(compiled, p0, o0, *placed[0])
     save_state(work / f"first_{args.index}.npz", step.unplace(first[0]), step.unplace(o0))
-    print(json.dumps({
-        "ready": True, "final_loss": trained["final_loss"],
-        "train_step_time_s": trained["step_time_s"], "compile_time_s": compile_s,
-        "loss": float(np.asarray(first[2]).reshape(-1)[0]),
-        "solver_steps_max": int(np.max(np.asarray(first[3]))),
-        "solver_steps_mean": float(np.mean(np.asarray(first[3]))),
-    }), flush=True)
+    print(
+        json.dumps(
+            {
+                "ready": True,
+                "final_loss": trained["final_loss"],
+                "train_step_time_s": trained["step_time_s"],
+                "compile_time_s": compile_s,
+                "loss": float(np.asarray(first[2]).reshape(-1)[0]),
+                "solver_steps_max": int(np.max(np.asarray(first[3]))),
+                "solver_steps_mean": float(np.mean(np.asarray(first[3]))),
+            }
+        ),
+        flush=True,
+    )
     for line in sys.stdin:
         if line.strip() != "block":
             break
-        run = run_steps(compiled, p0, o0, placed, len(placed), carry=False,
-                        where="lever block, step")
+        run = run_steps(
+            compiled, p0, o0, placed, len(placed), carry=False, where="lever block, step"
+        )
         print(json.dumps({"times": run.times}), flush=True)
 
 
@@ -135,12 +147,16 @@ def _read_json(proc: subprocess.Popen) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--controller", choices=("pid", "stepto"), default="pid")
     p.add_argument("--scale", default="quick")
-    p.add_argument("--variants", default=",".join(VARIANTS),
-                   help=f"comma-separated labels, the first the baseline: {', '.join(VARIANTS)}")
+    p.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help=f"comma-separated labels, the first the baseline: {', '.join(VARIANTS)}",
+    )
     p.add_argument("--blocks", type=int, default=8, help="interleaved blocks per variant")
     p.add_argument("--steps-per-block", type=int, default=15)
     p.add_argument("--out", help="output JSON file (required unless --worker)")
@@ -162,14 +178,20 @@ def main() -> None:
     import numpy as np
 
     import odestudy
-    from odestudy.intervals import ratio_interval
+    from odestudy.report.intervals import ratio_interval
 
     s = odestudy.Scenario(controller=a.controller, scale=a.scale)
     with tempfile.TemporaryDirectory(prefix="odestudy-levers-") as tmp:
         rng = np.random.default_rng(0)
-        np.save(Path(tmp) / "batches.npy", np.stack(
-            [rng.choice(s.dataset_size, s.global_batch, replace=False)
-             for _ in range(a.steps_per_block)]))
+        np.save(
+            Path(tmp) / "batches.npy",
+            np.stack(
+                [
+                    rng.choice(s.dataset_size, s.global_batch, replace=False)
+                    for _ in range(a.steps_per_block)
+                ]
+            ),
+        )
         env = {**os.environ, "ODESTUDY_DATA_CACHE": str(Path(tmp) / "data")}
         workers, ready = {}, {}
         for i, label in enumerate(labels):  # one at a time: training is measured work
@@ -177,14 +199,30 @@ def main() -> None:
             wenv = dict(env)
             if levers.get("xla_flags"):
                 wenv["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {levers['xla_flags']}"
-            cmd = [sys.executable, __file__, "--worker", "--levers", json.dumps(levers),
-                   "--work", tmp, "--index", str(i), "--controller", a.controller,
-                   "--scale", a.scale] + (["--first"] if i == 0 else [])
-            workers[label] = subprocess.Popen(cmd, env=wenv, stdin=subprocess.PIPE,
-                                              stdout=subprocess.PIPE, text=True)
+            cmd = [
+                sys.executable,
+                __file__,
+                "--worker",
+                "--levers",
+                json.dumps(levers),
+                "--work",
+                tmp,
+                "--index",
+                str(i),
+                "--controller",
+                a.controller,
+                "--scale",
+                a.scale,
+            ] + (["--first"] if i == 0 else [])
+            workers[label] = subprocess.Popen(
+                cmd, env=wenv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
             ready[label] = _read_json(workers[label])
-            print(f"{label}: trained to {ready[label]['final_loss']:.4g}, "
-                  f"compiled in {ready[label]['compile_time_s']:.1f} s", flush=True)
+            print(
+                f"{label}: trained to {ready[label]['final_loss']:.4g}, "
+                f"compiled in {ready[label]['compile_time_s']:.1f} s",
+                flush=True,
+            )
         runs = {label: [] for label in labels}
         for _ in range(a.blocks):
             for label in labels:  # interleaved, one worker measuring at a time
@@ -194,42 +232,61 @@ def main() -> None:
         for w in workers.values():
             w.stdin.close()
             w.wait()
-        from odestudy.parallel import tree_max_rel_diff
+        from odestudy.measure.modes import tree_max_rel_diff
 
         def first_params(i):
             with np.load(Path(tmp) / f"first_{i}.npz") as f:
                 return [f[k] for k in sorted(f.files, key=lambda k: int(k[4:]))]
 
         base_params = first_params(0)
-        default = {"step_time_runs_s": [float(np.median(t)) for t in runs[labels[0]]],
-                   "step_times_runs_s": runs[labels[0]]}
+        default = {
+            "step_time_runs_s": [float(np.median(t)) for t in runs[labels[0]]],
+            "step_times_runs_s": runs[labels[0]],
+        }
         rows = []
         for i, label in enumerate(labels):
-            record = {"step_time_runs_s": [float(np.median(t)) for t in runs[label]],
-                      "step_times_runs_s": runs[label]}
+            record = {
+                "step_time_runs_s": [float(np.median(t)) for t in runs[label]],
+                "step_times_runs_s": runs[label],
+            }
             ratio, lo, hi = ratio_interval(default, record)
-            rows.append({
-                "label": label, "levers": VARIANTS[label], **ready[label],
-                "step_time_s": float(np.median(np.concatenate(runs[label]))),
-                "speedup_vs_default": ratio, "speedup_ci": [lo, hi],
-                "first_step_params_rel_diff_vs_default":
-                    tree_max_rel_diff(first_params(i), base_params),
-                **record,
-            })
+            rows.append(
+                {
+                    "label": label,
+                    "levers": VARIANTS[label],
+                    **ready[label],
+                    "step_time_s": float(np.median(np.concatenate(runs[label]))),
+                    "speedup_vs_default": ratio,
+                    "speedup_ci": [lo, hi],
+                    "first_step_params_rel_diff_vs_default": tree_max_rel_diff(
+                        first_params(i), base_params
+                    ),
+                    **record,
+                }
+            )
             r = rows[-1]
-            print(f"{label:28s} step {r['step_time_s'] * 1e3:6.2f} ms, speedup "
-                  f"{ratio:.2f} [{lo:.2f}, {hi:.2f}], trained to {r['final_loss']:.4g}, "
-                  f"first-step params rel. diff {r['first_step_params_rel_diff_vs_default']:.1e}")
-    from odestudy.training import environment
+            print(
+                f"{label:28s} step {r['step_time_s'] * 1e3:6.2f} ms, speedup "
+                f"{ratio:.2f} [{lo:.2f}, {hi:.2f}], trained to {r['final_loss']:.4g}, "
+                f"first-step params rel. diff {r['first_step_params_rel_diff_vs_default']:.1e}"
+            )
+    from odestudy.measure.training import environment
 
     odestudy.configure_devices("cpu", 1)
-    odestudy.write_json_atomic(a.out, {
-        "scenario": s.to_dict(), "blocks": a.blocks, "steps_per_block": a.steps_per_block,
-        "method": "one worker process per variant; interleaved blocks; speedup = "
-                  "default median step / variant median step, 95% bootstrap over blocks "
-                  "and steps; every variant timed from the default's trained state on the "
-                  "same batches; final_loss from the variant's own training",
-        "rows": rows, **environment(s)})
+    odestudy.write_json_atomic(
+        a.out,
+        {
+            "scenario": s.to_dict(),
+            "blocks": a.blocks,
+            "steps_per_block": a.steps_per_block,
+            "method": "one worker process per variant; interleaved blocks; speedup = "
+            "default median step / variant median step, 95% bootstrap over blocks "
+            "and steps; every variant timed from the default's trained state on the "
+            "same batches; final_loss from the variant's own training",
+            "rows": rows,
+            **environment(s),
+        },
+    )
 
 
 if __name__ == "__main__":

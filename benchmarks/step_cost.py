@@ -16,8 +16,7 @@ def main() -> None:
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--controller", choices=("pid", "stepto"), default="pid")
     p.add_argument("--scale", default="quick")
-    p.add_argument("--batches", default="1,4,16,64,256",
-                   help="comma-separated batch sizes")
+    p.add_argument("--batches", default="1,4,16,64,256", help="comma-separated batch sizes")
     p.add_argument("--timed-steps", type=int, default=20)
     p.add_argument("--label", default="", help="a name for this variant (e.g. XLA flags)")
     p.add_argument("--out", required=True, help="output JSON file")
@@ -29,7 +28,7 @@ def main() -> None:
     import odestudy
 
     odestudy.configure_devices(a.device, 1)
-    from odestudy.cost import step_cost_sweep
+    from odestudy.measure.cost import step_cost_sweep
 
     s = odestudy.Scenario(device=a.device, controller=a.controller, scale=a.scale)
     batches = tuple(int(b) for b in a.batches.split(","))
@@ -39,22 +38,28 @@ def main() -> None:
     fit = record["fit"]
     print(f"{a.device} {a.controller} {a.label}: final loss {record['final_loss']:.4g}")
     for r in record["rows"]:
-        print(f"  batch {r['batch']:4d}: step {r['step_time_s']:.4g} s "
-              f"(forward {r['forward_share']:.0%}), "
-              f"{r['iterations_executed']:.1f} iterations, "
-              f"{r['per_iteration_s'] * 1e6:.1f} us/iteration")
-    print(f"  fit: {fit['fixed_per_iteration_s'] * 1e6:.1f} us fixed per iteration + "
-          f"{fit['per_sample_iteration_s'] * 1e9:.1f} ns per sample-iteration "
-          f"(r2 {fit['r2']:.3f})")
-    from odestudy.cost import verdict
+        print(
+            f"  batch {r['batch']:4d}: step {r['step_time_s']:.4g} s "
+            f"(forward {r['forward_share']:.0%}), "
+            f"{r['iterations_executed']:.1f} iterations, "
+            f"{r['per_iteration_s'] * 1e6:.1f} us/iteration"
+        )
+    print(
+        f"  fit: {fit['fixed_per_iteration_s'] * 1e6:.1f} us fixed per iteration + "
+        f"{fit['per_sample_iteration_s'] * 1e9:.1f} ns per sample-iteration "
+        f"(r2 {fit['r2']:.3f})"
+    )
+    from odestudy.report.step import verdict
 
     v, rates = verdict(record), record["rates"]
-    print(f"  forward share {min(v['forward_share']):.2f}-{max(v['forward_share']):.2f}; "
-          f"crossover batch {v['crossover_batch']:.1f}; per-sample work "
-          f"{(v['flops_per_s'] or 0) / 1e9:.2f} GFLOP/s (matmul "
-          f"{rates['matmul_flops_per_s'] / 1e9:.1f}), {(v['bytes_per_s'] or 0) / 1e9:.2f} "
-          f"GB/s (cache {rates['cache_bytes_per_s'] / 1e9:.1f}, memory "
-          f"{rates['memory_bytes_per_s'] / 1e9:.1f}): {v['bound']}-bound")
+    print(
+        f"  forward share {min(v['forward_share']):.2f}-{max(v['forward_share']):.2f}; "
+        f"crossover batch {v['crossover_batch']:.1f}; per-sample work "
+        f"{(v['flops_per_s'] or 0) / 1e9:.2f} GFLOP/s (matmul "
+        f"{rates['matmul_flops_per_s'] / 1e9:.1f}), {(v['bytes_per_s'] or 0) / 1e9:.2f} "
+        f"GB/s (cache {rates['cache_bytes_per_s'] / 1e9:.1f}, memory "
+        f"{rates['memory_bytes_per_s'] / 1e9:.1f}): {v['bound']}-bound"
+    )
 
 
 if __name__ == "__main__":

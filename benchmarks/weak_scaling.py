@@ -12,24 +12,34 @@ and whether the interval supports "efficiency below 1". A benchmark, not a test.
 import argparse
 
 from odestudy import Scenario
-from odestudy.intervals import fmt_interval
-from odestudy.matrix import record_path, run_matrix, weak_batch
-from odestudy.report import scaling_rows
+from odestudy.report.document import scaling_rows
+from odestudy.report.intervals import fmt_interval
+from odestudy.study.matrix import record_path, run_matrix, weak_batch
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--devices", type=int, default=2)
     p.add_argument("--scale", default="quick")
-    p.add_argument("--batch", type=int, default=None,
-                   help="per-device batch (default: the matrix's weak-scaling batch)")
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="per-device batch (default: the matrix's weak-scaling batch)",
+    )
     a = p.parse_args()
     a.batch = a.batch or weak_batch(a.scale)
-    scenarios = [Scenario(mode="single", controller=c, scaling="strong", scale=a.scale,
-                          batch=a.batch) for c in ("pid", "stepto")]
-    scenarios += [Scenario(n_devices=a.devices, mode=m, controller=c, scaling="weak",
-                           scale=a.scale, batch=a.batch)
-                  for c in ("pid", "stepto") for m in ("pmap", "shard", "shard_map")]
+    scenarios = [
+        Scenario(mode="single", controller=c, scaling="strong", scale=a.scale, batch=a.batch)
+        for c in ("pid", "stepto")
+    ]
+    scenarios += [
+        Scenario(
+            n_devices=a.devices, mode=m, controller=c, scaling="weak", scale=a.scale, batch=a.batch
+        )
+        for c in ("pid", "stepto")
+        for m in ("pmap", "shard", "shard_map")
+    ]
     recs = run_matrix(a.scale, "cpu", only=scenarios)
     print(f"weak scaling, {a.batch} samples per device, N = {a.devices}")
     print(f"{'mode':>10} {'controller':>10} {'t(N) s':>10}  t(1)/t(N) [95% CI]")
@@ -37,15 +47,24 @@ def main() -> None:
         if r["n_devices"] == 1:
             continue
         if r["efficiency"] is None:
-            print(f"{r['mode']:>10} {r['controller']:>10}  {r['status']}: "
-                  f"{r.get('error') or r.get('baseline_error')}")
+            print(
+                f"{r['mode']:>10} {r['controller']:>10}  {r['status']}: "
+                f"{r.get('error') or r.get('baseline_error')}"
+            )
             continue
         lo, hi = r["efficiency_ci"]
-        verdict = ("below 1 (supported)" if hi < 1 else "above 1 (supported)" if lo > 1
-                   else "not distinguishable from 1")
-        print(f"{r['mode']:>10} {r['controller']:>10} {r['step_time_s']:10.4g}  "
-              f"{fmt_interval(r['efficiency'], lo, hi)}: {verdict}   "
-              f"({record_path(Scenario.from_dict(r['scenario'])).parent.name})")
+        verdict = (
+            "below 1 (supported)"
+            if hi < 1
+            else "above 1 (supported)"
+            if lo > 1
+            else "not distinguishable from 1"
+        )
+        print(
+            f"{r['mode']:>10} {r['controller']:>10} {r['step_time_s']:10.4g}  "
+            f"{fmt_interval(r['efficiency'], lo, hi)}: {verdict}   "
+            f"({record_path(Scenario.from_dict(r['scenario'])).parent.name})"
+        )
 
 
 if __name__ == "__main__":

@@ -1,31 +1,62 @@
 """odestudy: data-parallel training of neural ODEs, measured honestly."""
 
-from .audit import CollectiveCount, count_collectives
-from .batching import batch_stream, epoch_batches, solver_cost
-from .compat import closure_convert_ignores_manual_sharding, make_data_mesh
-from .config import SCALES, Scenario, validate
-from .data import Dataset, make_dataset
-from .devices import configure_devices
-from .distributed import launch, run_scenario_any
-from .frames import load_curves, load_records, load_runs, load_steps, results_folder
-from .model import VectorField, batch_loss, batch_loss_within_ode, solve, solve_within_ode
-from .parallel import MODES, ParallelStep, make_local_step, make_parallel_step
-from .plots import plot_scenario, summary
-from .recommended import RECOMMENDED, recommended
-from .records import read_record, save_record, write_json_atomic
-from .report import write_report
-from .solvers import CONTROLLERS, controller_and_dt0
-from .training import run_scenario, train
+from .measure.audit import CollectiveCount, count_collectives
+from .measure.batching import batch_stream, epoch_batches, solver_cost
+from .measure.compat import closure_convert_ignores_manual_sharding, make_data_mesh
+from .measure.data import Dataset, make_dataset
+from .measure.devices import configure_devices
+from .measure.model import VectorField, batch_loss, batch_loss_within_ode, solve, solve_within_ode
+from .measure.modes import MODES, ParallelStep, make_local_step, make_parallel_step
+from .measure.recommended import RECOMMENDED, recommended
+from .measure.scenario import SCALES, Scenario, validate
+from .measure.solvers import CONTROLLERS, controller_and_dt0
+from .measure.training import run_scenario, train
+from .report.document import write_report
+from .report.frames import load_curves, load_records, load_runs, load_steps, results_folder
+from .report.plots import plot_scenario, summary
+from .study.distributed import launch, run_scenario_any
+from .study.records import read_record, save_record, write_json_atomic
 
 __all__ = [
-    "CONTROLLERS", "MODES", "SCALES", "CollectiveCount", "Dataset", "ParallelStep",
-    "Scenario", "VectorField", "batch_loss", "batch_loss_within_ode", "batch_stream",
-    "closure_convert_ignores_manual_sharding", "controller_and_dt0",
-    "count_collectives", "epoch_batches", "make_data_mesh", "make_dataset",
-    "make_local_step", "make_parallel_step", "read_record", "run_scenario", "solve",
-    "solve_within_ode", "solver_cost", "train", "validate", "write_json_atomic",
-    "configure_devices", "launch", "run_scenario_any", "plot_scenario", "summary",
-    "save_record", "write_report", "load_records", "load_runs", "load_steps", "load_curves",
+    "CONTROLLERS",
+    "MODES",
+    "SCALES",
+    "CollectiveCount",
+    "Dataset",
+    "ParallelStep",
+    "Scenario",
+    "VectorField",
+    "batch_loss",
+    "batch_loss_within_ode",
+    "batch_stream",
+    "closure_convert_ignores_manual_sharding",
+    "controller_and_dt0",
+    "count_collectives",
+    "epoch_batches",
+    "make_data_mesh",
+    "make_dataset",
+    "make_local_step",
+    "make_parallel_step",
+    "read_record",
+    "run_scenario",
+    "solve",
+    "solve_within_ode",
+    "solver_cost",
+    "train",
+    "validate",
+    "write_json_atomic",
+    "configure_devices",
+    "launch",
+    "run_scenario_any",
+    "plot_scenario",
+    "summary",
+    "save_record",
+    "write_report",
+    "load_records",
+    "load_runs",
+    "load_steps",
+    "load_curves",
     "results_folder",
-    "RECOMMENDED", "recommended",
+    "RECOMMENDED",
+    "recommended",
 ]

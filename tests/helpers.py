@@ -12,8 +12,14 @@ from odestudy import VectorField, make_dataset, make_parallel_step
 RTOL_STEP = 1e-5
 
 
-def one_step(mode: str, n_devices: int, controller: str, batch: int = 8,
-             length: int = 20, solve: str = "per_sample"):
+def one_step(
+    mode: str,
+    n_devices: int,
+    controller: str,
+    batch: int = 8,
+    length: int = 20,
+    solve: str = "per_sample",
+):
     """Loss, per-sample solver steps and new parameters after one training step.
 
     With adabelief's first update close to sign(gradient), the new parameters are
@@ -25,8 +31,7 @@ def one_step(mode: str, n_devices: int, controller: str, batch: int = 8,
     params, static = eqx.partition(model, eqx.is_array)
     optimiser = optax.sgd(1.0)
     opt_state = optimiser.init(params)
-    step = make_parallel_step(mode, jax.devices()[:n_devices], static, optimiser,
-                              controller, solve)
+    step = make_parallel_step(mode, jax.devices()[:n_devices], static, optimiser, controller, solve)
     placed_state = step.place_state(params, opt_state)
     placed_batch = step.place_batch(data.ts, data.ys)
     compiled = step.compile(*placed_state, *placed_batch)

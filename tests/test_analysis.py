@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from odestudy import epoch_batches
-from odestudy.analysis import lockstep_waste, mean_waste
+from odestudy.measure.analysis import lockstep_waste, mean_waste
 
 
 def test_no_waste_when_all_samples_take_the_same_steps():

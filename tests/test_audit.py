@@ -49,6 +49,7 @@ def test_counts_collectives_inside_and_outside_loops():
 
 
 def test_no_collectives():
-    audit = count_collectives("HloModule m\n\nENTRY %main () -> f32[] {\n"
-                              "  ROOT %c = f32[] constant(1)\n}\n")
+    audit = count_collectives(
+        "HloModule m\n\nENTRY %main () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n"
+    )
     assert audit.total == 0 and audit.in_loops == 0 and audit.while_loops == 0

@@ -4,24 +4,36 @@ protocol and measurement environment. Synthetic records; nothing here runs JAX."
 
 import pytest
 
-from odestudy import records
-from odestudy.ceiling import ceiling_for, ceiling_interval, ceiling_path
-from odestudy.config import Scenario
-from odestudy.frames import read_records, scaling_rows
-from odestudy.matrix import expected_env, record_path
-from odestudy.timing import PROTOCOL
+from odestudy.measure import environment
+from odestudy.measure.scenario import Scenario
+from odestudy.measure.timing import PROTOCOL
+from odestudy.report.ceiling import ceiling_for, ceiling_interval
+from odestudy.report.frames import read_records, scaling_rows
+from odestudy.study import records
+from odestudy.study.ceiling import ceiling_path
+from odestudy.study.matrix import expected_env, record_path
 
 from .test_report_layer import record
 
 
 def _ceiling(s: Scenario, alone: float, paired: float, runs: int = 2) -> dict:
     """A ceiling record for 1-device scenario `s` with constant step times."""
-    one = {"status": "ok", "alone": [[alone] * 20, [alone] * 20],
-           "paired": [[paired] * 20, [paired] * 20], "one_core": [[alone] * 20]}
-    return {"scenario_key": s.key(), "name": s.name(), "scenario": s.to_dict(),
-            "protocol": PROTOCOL, "measurement_env": expected_env(s),
-            "machine_id": records.machine_id(records.this_machine()),
-            "versions": records.versions(), "runs": [one] * runs}
+    one = {
+        "status": "ok",
+        "alone": [[alone] * 20, [alone] * 20],
+        "paired": [[paired] * 20, [paired] * 20],
+        "one_core": [[alone] * 20],
+    }
+    return {
+        "scenario_key": s.key(),
+        "name": s.name(),
+        "scenario": s.to_dict(),
+        "protocol": PROTOCOL,
+        "measurement_env": expected_env(s),
+        "machine_id": environment.machine_id(environment.this_machine()),
+        "versions": environment.versions(),
+        "runs": [one] * runs,
+    }
 
 
 def _write(tmp_path, s: Scenario, step: float) -> dict:
@@ -33,8 +45,7 @@ def _write(tmp_path, s: Scenario, step: float) -> dict:
 def test_weak_efficiency_is_set_against_the_machine_ceiling(tmp_path):
     one = Scenario(scale="smoke")
     _write(tmp_path, one, 0.020)
-    _write(tmp_path, Scenario(scale="smoke", n_devices=2, mode="shard_map", scaling="weak"),
-           0.025)
+    _write(tmp_path, Scenario(scale="smoke", n_devices=2, mode="shard_map", scaling="weak"), 0.025)
     folder = record_path(one, tmp_path).parent.parent
     records.write_json_atomic(ceiling_path(folder, "pid"), _ceiling(one, 0.020, 0.0225))
     rows = scaling_rows(read_records(tmp_path, "smoke"), "weak")
@@ -51,8 +62,9 @@ def test_a_ceiling_of_another_protocol_or_controller_is_not_used(tmp_path):
     rec = dict(_write(tmp_path, one, 0.02), path=str(record_path(one, tmp_path)))
     folder = record_path(one, tmp_path).parent.parent
     assert ceiling_for(rec) is None
-    records.write_json_atomic(ceiling_path(folder, "pid"),
-                              dict(_ceiling(one, 0.02, 0.02), protocol=PROTOCOL + 1))
+    records.write_json_atomic(
+        ceiling_path(folder, "pid"), dict(_ceiling(one, 0.02, 0.02), protocol=PROTOCOL + 1)
+    )
     assert ceiling_for(rec) is None
     records.write_json_atomic(ceiling_path(folder, "pid"), _ceiling(one, 0.02, 0.02))
     assert ceiling_for(rec) is not None

@@ -50,9 +50,13 @@ def test_killed_process_fails_the_scenario_in_bounded_time():
     # Far more steps than can finish before the kill, so that the worker is alive
     # then however fast the machine is. The error names the signal, not the time limit:
     # the launcher noticed the dead worker, it did not wait out `timeout_s`.
-    rec = launch(Scenario(n_devices=1, processes=2, mode="shard_map", scale="smoke",
-                          steps_per_stage=1_000_000),
-                 timeout_s=240, on_start=kill_second)
+    rec = launch(
+        Scenario(
+            n_devices=1, processes=2, mode="shard_map", scale="smoke", steps_per_stage=1_000_000
+        ),
+        timeout_s=240,
+        on_start=kill_second,
+    )
     assert rec["status"] == "failed"
     assert "process 1 of 2 failed with signal 9" in rec["error"]
     assert not any(_alive(p) for p in pids)
@@ -65,10 +69,12 @@ def test_killed_launcher_leaves_no_workers(kill_after_s):
     import subprocess
     import sys
 
-    code = ("import os, sys, time\n"
-            "from odestudy import Scenario, launch\n"
-            "launch(Scenario(n_devices=1, processes=2, mode='shard_map', scale='smoke'),"
-            " on_start=lambda pids: print(*pids, flush=True))\n")
+    code = (
+        "import os, sys, time\n"
+        "from odestudy import Scenario, launch\n"
+        "launch(Scenario(n_devices=1, processes=2, mode='shard_map', scale='smoke'),"
+        " on_start=lambda pids: print(*pids, flush=True))\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     pids = [int(p) for p in proc.stdout.readline().split()]
     assert len(pids) == 2

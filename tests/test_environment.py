@@ -6,7 +6,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from odestudy.records import ROOT
+from odestudy.measure.environment import ROOT
 
 
 def _conda_pins() -> dict[str, SpecifierSet]:
@@ -23,8 +23,9 @@ def _conda_pins() -> dict[str, SpecifierSet]:
 def test_environment_pins_agree_with_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = [Requirement(r) for r in project["dependencies"]]
-    wanted += [Requirement(r) for extra in ("dev", "lab")
-               for r in project["optional-dependencies"][extra]]
+    wanted += [
+        Requirement(r) for extra in ("dev", "lab") for r in project["optional-dependencies"][extra]
+    ]
     pins = _conda_pins()
     for req in wanted:
         assert req.name in pins, f"{req.name} missing from environment.yml"

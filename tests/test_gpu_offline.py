@@ -7,13 +7,25 @@ import sys
 
 import pytest
 
-from odestudy import matrix
-from odestudy.records import ROOT
+from odestudy.measure.environment import ROOT
+from odestudy.study import matrix
 
 PACKAGES = ("papermill", "ipykernel", "nbformat", "nbconvert", "tqdm")
-TARGET = ("--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
-          "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
-          "--platform", "manylinux_2_28_x86_64", "--platform", "any")
+TARGET = (
+    "--only-binary=:all:",
+    "--python-version",
+    "3.12",
+    "--implementation",
+    "cp",
+    "--platform",
+    "manylinux2014_x86_64",
+    "--platform",
+    "manylinux_2_17_x86_64",
+    "--platform",
+    "manylinux_2_28_x86_64",
+    "--platform",
+    "any",
+)
 
 
 @pytest.fixture(scope="module")
@@ -22,17 +34,43 @@ def wheels(tmp_path_factory):
     folder = ROOT / ".whl" / "gpu"
     if not any(folder.glob("papermill-*.whl")):
         folder = tmp_path_factory.mktemp("wheels")
-        subprocess.run(["make", "-C", str(ROOT), "gpu-wheels", f"PYTHON={sys.executable}",
-                        f"GPU_WHEELS={folder}"], check=True, capture_output=True,
-                       timeout=600)
+        subprocess.run(
+            [
+                "make",
+                "-C",
+                str(ROOT),
+                "gpu-wheels",
+                f"PYTHON={sys.executable}",
+                f"GPU_WHEELS={folder}",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
     return folder
 
 
 def test_gathered_wheels_install_without_an_index(wheels, tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-         "--no-index", "--find-links", str(wheels), *TARGET, "--target",
-         str(tmp_path / "site"), *PACKAGES], capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--no-index",
+            "--find-links",
+            str(wheels),
+            *TARGET,
+            "--target",
+            str(tmp_path / "site"),
+            *PACKAGES,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     would = result.stdout.split("Would install", 1)[1].lower()
     assert all(p in would for p in PACKAGES)

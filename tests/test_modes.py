@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from odestudy import count_collectives
-from odestudy.parallel import tree_max_rel_diff
+from odestudy.measure.modes import tree_max_rel_diff
 
 from .helpers import RTOL_STEP, one_step
 

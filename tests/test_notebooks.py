@@ -11,7 +11,7 @@ import time
 import urllib.request
 
 import odestudy
-from odestudy.records import ROOT
+from odestudy.measure.environment import ROOT
 
 RESULTS = ROOT / "results"
 
@@ -19,8 +19,18 @@ RESULTS = ROOT / "results"
 def test_load_records_gives_one_row_per_quick_record():
     df = odestudy.load_records(RESULTS, "quick")
     assert len(df) >= 36
-    for column in ("mode", "controller", "n_devices", "step_time_s", "final_loss",
-                   "status", "machine_id", "jax", "default", "scaling_matrix"):
+    for column in (
+        "mode",
+        "controller",
+        "n_devices",
+        "step_time_s",
+        "final_loss",
+        "status",
+        "machine_id",
+        "jax",
+        "default",
+        "scaling_matrix",
+    ):
         assert column in df.columns
     ok = df[(df["status"] == "ok") & df["scaling_matrix"]]
     assert len(ok) >= 36 and ok["step_time_s"].gt(0).all()
@@ -41,10 +51,14 @@ def test_explore_notebook_runs_from_the_repository_root_and_writes_nothing(tmp_p
     figures = ROOT / "figures"
     before = {p: p.stat().st_mtime for p in figures.rglob("*")}
     nb = papermill.execute_notebook(
-        str(ROOT / "notebooks" / "explore.ipynb"), str(tmp_path / "explore.ipynb"),
+        str(ROOT / "notebooks" / "explore.ipynb"),
+        str(tmp_path / "explore.ipynb"),
         parameters={"figures_dir": str(tmp_path / "explore")},
-        kernel_name="python3", progress_bar=False, cwd=str(ROOT),
-        extra_arguments=["--log-level=ERROR"])
+        kernel_name="python3",
+        progress_bar=False,
+        cwd=str(ROOT),
+        extra_arguments=["--log-level=ERROR"],
+    )
     assert "current records of scale 'quick'" in _stream_text(nb)
     assert not (tmp_path / "explore").exists()
     assert {p: p.stat().st_mtime for p in figures.rglob("*")} == before
@@ -54,10 +68,14 @@ def test_explore_notebook_without_records_says_so_in_one_line(tmp_path):
     import papermill
 
     nb = papermill.execute_notebook(
-        str(ROOT / "notebooks" / "explore.ipynb"), str(tmp_path / "explore.ipynb"),
+        str(ROOT / "notebooks" / "explore.ipynb"),
+        str(tmp_path / "explore.ipynb"),
         parameters={"results": str(tmp_path / "none"), "scale": "smoke"},
-        kernel_name="python3", progress_bar=False, cwd=str(ROOT),
-        extra_arguments=["--log-level=ERROR"])
+        kernel_name="python3",
+        progress_bar=False,
+        cwd=str(ROOT),
+        extra_arguments=["--log-level=ERROR"],
+    )
     text = _stream_text(nb).strip()
     assert text.startswith("No records of scale 'smoke' under ") and "\n" not in text
     assert "make all" in text
@@ -65,8 +83,12 @@ def test_explore_notebook_without_records_says_so_in_one_line(tmp_path):
 
 def _stream_text(nb) -> str:
     """Everything an executed notebook printed."""
-    return "".join(out.get("text", "") for cell in nb.cells
-                   for out in cell.get("outputs", []) if out.get("output_type") == "stream")
+    return "".join(
+        out.get("text", "")
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "stream"
+    )
 
 
 def _free_port() -> int:
@@ -77,11 +99,14 @@ def _free_port() -> int:
 
 def test_make_lab_serves_the_notebooks():
     port, token = _free_port(), "odestudy-test"
-    args = (f"LAB_ARGS=--no-browser --ip=127.0.0.1 --port={port} "
-            f"--IdentityProvider.token={token}")
-    proc = subprocess.Popen(["make", "-s", "lab", args], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    args = f"LAB_ARGS=--no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token={token}"
+    proc = subprocess.Popen(
+        ["make", "-s", "lab", args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         names, deadline = None, time.time() + 120
         while time.time() < deadline and proc.poll() is None:
@@ -94,8 +119,9 @@ def test_make_lab_serves_the_notebooks():
                 time.sleep(1)
         assert names is not None, f"JupyterLab did not answer (exit {proc.poll()})"
         assert {"scenario.ipynb", "report.ipynb", "explore.ipynb"} <= names
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}",
-                                    timeout=10) as response:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/lab?token={token}", timeout=10
+        ) as response:
             assert response.status == 200
     finally:
         if proc.poll() is None:

@@ -4,11 +4,12 @@ matrix's resume and failure handling, and the report over the records made."""
 import pytest
 
 from odestudy import Scenario
-from odestudy.matrix import record_path, run_matrix
-from odestudy.records import read_record
-from odestudy.repeats import REPEAT_STEPS, STATE_NAME
-from odestudy.report import ADDED_COLUMNS, REFERENCE_COLUMNS, write_report
-from odestudy.runner import execute_scenario
+from odestudy.measure.resume import REPEAT_STEPS
+from odestudy.measure.state import STATE_NAME
+from odestudy.report.document import ADDED_COLUMNS, REFERENCE_COLUMNS, write_report
+from odestudy.study.matrix import record_path, run_matrix
+from odestudy.study.records import read_record
+from odestudy.study.runner import execute_scenario
 
 SCENARIOS = [Scenario(n_devices=2, mode=m, scale="smoke") for m in ("shard", "shard_map")]
 
@@ -16,8 +17,7 @@ SCENARIOS = [Scenario(n_devices=2, mode=m, scale="smoke") for m in ("shard", "sh
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
-    recs = run_matrix("smoke", "cpu", results=root, show_progress=False, only=SCENARIOS,
-                      repeats=2)
+    recs = run_matrix("smoke", "cpu", results=root, show_progress=False, only=SCENARIOS, repeats=2)
     return root, recs
 
 
@@ -42,8 +42,7 @@ def test_notebook_runs_write_records_and_executed_notebooks(results):
 
 def test_second_run_skips_finished_scenarios(results):
     root, recs = results
-    again = run_matrix("smoke", "cpu", results=root, show_progress=False, only=SCENARIOS,
-                       repeats=2)
+    again = run_matrix("smoke", "cpu", results=root, show_progress=False, only=SCENARIOS, repeats=2)
     assert [r["run_id"] for r in again] == [r["run_id"] for r in recs]
 
 
@@ -74,7 +73,7 @@ def test_report_tables_and_figures(results, tmp_path):
 def test_a_failed_repeat_is_recorded_and_the_record_kept(results, tmp_path):
     import shutil
 
-    from odestudy.repeats import run_repeat_round
+    from odestudy.study.repeats import run_repeat_round
 
     root, _ = results
     s = SCENARIOS[0]

@@ -10,9 +10,10 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from odestudy import matrix, records, timing
-from odestudy.config import Scenario
-from odestudy.training import base_record
+from odestudy.measure import environment, timing
+from odestudy.measure.scenario import Scenario
+from odestudy.measure.training import base_record
+from odestudy.study import matrix, records
 
 
 def test_the_measuring_code_is_the_blessed_one():
@@ -20,21 +21,36 @@ def test_the_measuring_code_is_the_blessed_one():
     count): decide whether what is measured changed."""
     blessed = json.loads(timing.BLESSED.read_text())
     now = timing.code_fingerprint()
-    assert (blessed["protocol"], blessed["fingerprint"]) == (
-        timing.PROTOCOL, now["fingerprint"]), (
+    assert (blessed["protocol"], blessed["fingerprint"]) == (timing.PROTOCOL, now["fingerprint"]), (
         "The code a measurement runs changed (modules: "
         f"{', '.join(now['modules'])}). If what is measured changed, bump PROTOCOL in "
-        "odestudy/timing.py and say why in its changelog; either way re-bless the "
-        "fingerprint: .venv/bin/python -m odestudy.timing --bless")
+        "odestudy/measure/timing.py and say why in its changelog; either way re-bless the "
+        "fingerprint: .venv/bin/python -m odestudy.measure.timing --bless"
+    )
 
 
 def test_the_fingerprint_covers_the_modules_a_run_imports_and_no_others():
     modules = set(timing.measuring_modules())
-    assert {"training", "parallel", "model", "solvers", "data", "timing", "repeats",
-            "compat", "config", "distributed"} <= modules
-    # Presentation and bookkeeping never change a measurement.
-    assert not modules & {"report", "frames", "plots", "tables", "cli", "matrix",
-                          "explain", "projection", "intervals"}
+    assert {
+        "measure.training",
+        "measure.modes",
+        "measure.model",
+        "measure.solvers",
+        "measure.data",
+        "measure.timing",
+        "measure.resume",
+        "measure.compat",
+        "measure.scenario",
+        "study.distributed",
+    } <= modules
+    # Presentation and bookkeeping never change a measurement: no report module, and of
+    # the study layer only the launcher of multi-process runs and the record writer.
+    assert not {m for m in modules if m.startswith("report.")}
+    assert {m for m in modules if m.startswith("study.")} <= {
+        "study.distributed",
+        "study.records",
+        "study.runner",
+    }
 
 
 @pytest.fixture
@@ -50,22 +66,28 @@ def package_copy(tmp_path: Path) -> tuple[Path, Path]:
 def test_comments_and_docstrings_leave_the_fingerprint_unchanged(package_copy):
     package, notebook = package_copy
     before = timing.code_fingerprint(package, notebook)["fingerprint"]
-    path = package / "training.py"
+    path = package / "measure" / "training.py"
     text = path.read_text()
     text = text.replace('"""Run one scenario', '"""Run (edited docstring) one scenario', 1)
     path.write_text("# a new comment\n" + text.replace("\n\n\ndef ", "\n\n\n# note\ndef ", 1))
     assert timing.code_fingerprint(package, notebook)["fingerprint"] == before
-    path.write_text(text.replace("max(2, int(N_TIMES * fraction))",
-                                 "max(3, int(N_TIMES * fraction))"))
+    path.write_text(
+        text.replace("max(2, int(N_TIMES * fraction))", "max(3, int(N_TIMES * fraction))")
+    )
     assert timing.code_fingerprint(package, notebook)["fingerprint"] != before
 
 
 def _record_here(s: Scenario) -> dict:
     """An ok record of `s` as this machine would make it now."""
     rec = base_record(s)
-    rec.update(status="ok", error=None, machine_id=records.machine_id(records.this_machine()),
-               versions=records.versions(), protocol=timing.PROTOCOL,
-               measurement_env=matrix.expected_env(s))
+    rec.update(
+        status="ok",
+        error=None,
+        machine_id=environment.machine_id(environment.this_machine()),
+        versions=environment.versions(),
+        protocol=timing.PROTOCOL,
+        measurement_env=matrix.expected_env(s),
+    )
     return rec
 
 
@@ -97,10 +119,13 @@ def test_records_without_a_protocol_are_stale(tmp_path):
 
 
 def test_measurement_env_leaves_out_the_device_count_and_sorts_flags():
-    env = {"XLA_FLAGS": "--b=1 --xla_force_host_platform_device_count=8 --a=2",
-           "EQX_ON_ERROR": "nan", "HOME": "/root", "OMP_NUM_THREADS": ""}
-    assert timing.measurement_env(env) == {"XLA_FLAGS": "--a=2 --b=1",
-                                           "EQX_ON_ERROR": "nan"}
+    env = {
+        "XLA_FLAGS": "--b=1 --xla_force_host_platform_device_count=8 --a=2",
+        "EQX_ON_ERROR": "nan",
+        "HOME": "/root",
+        "OMP_NUM_THREADS": "",
+    }
+    assert timing.measurement_env(env) == {"XLA_FLAGS": "--a=2 --b=1", "EQX_ON_ERROR": "nan"}
     only_count = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     assert timing.measurement_env(only_count) == {}
 
@@ -130,8 +155,9 @@ def _third():
 
 
 def test_program_fingerprint_ignores_where_the_code_was_written():
-    fp = [timing.program_fingerprint(jax.jit(make()).lower(1.0))
-          for make in (_first, _second, _third)]
+    fp = [
+        timing.program_fingerprint(jax.jit(make()).lower(1.0)) for make in (_first, _second, _third)
+    ]
     assert fp[0] == fp[1] != fp[2]
 
 
@@ -140,13 +166,14 @@ def test_run_steps_times_every_step_after_the_warmup_and_stops_on_divergence():
         return p + x, o, p * x, jnp.ones(2)
 
     compiled = jax.jit(step).lower(1.0, 0.0, 1.0).compile()
-    run = timing.run_steps(compiled, 1.0, 0.0, ((jnp.float32(1.0),) for _ in range(5)),
-                           steps=5, warmup=2)
+    run = timing.run_steps(
+        compiled, 1.0, 0.0, ((jnp.float32(1.0),) for _ in range(5)), steps=5, warmup=2
+    )
     assert len(run.times) == 3 and len(run.losses) == 5 and len(run.num_steps) == 3
     assert run.losses == [1.0, 2.0, 3.0, 4.0, 5.0] and float(run.params) == 6.0
-    fixed = timing.run_steps(compiled, 1.0, 0.0, ((jnp.float32(1.0),) for _ in range(3)),
-                             steps=3, carry=False)
+    fixed = timing.run_steps(
+        compiled, 1.0, 0.0, ((jnp.float32(1.0),) for _ in range(3)), steps=3, carry=False
+    )
     assert fixed.losses == [1.0, 1.0, 1.0]
     with pytest.raises(FloatingPointError, match="diverged"):
-        timing.run_steps(compiled, 1.0, 0.0, ((jnp.float32(jnp.inf),) for _ in range(3)),
-                         steps=3)
+        timing.run_steps(compiled, 1.0, 0.0, ((jnp.float32(jnp.inf),) for _ in range(3)), steps=3)

@@ -6,8 +6,9 @@ import subprocess
 
 import pytest
 
-from odestudy import Scenario, read_record, records, run_scenario, write_json_atomic
-from odestudy.records import REQUIRED_KEYS
+from odestudy import Scenario, read_record, run_scenario, write_json_atomic
+from odestudy.measure import environment
+from odestudy.measure.record import REQUIRED_KEYS
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def test_cached_dataset_is_the_generated_one(tmp_path):
     import jax.random as jr
     import numpy as np
 
-    from odestudy.data import cached_dataset, make_dataset
+    from odestudy.measure.data import cached_dataset, make_dataset
 
     key = jr.PRNGKey(3)
     made, hit = cached_dataset(8, key, 0.5, tmp_path)
@@ -73,8 +74,8 @@ def test_saved_state_loads_into_the_same_tree(tmp_path):
     import numpy as np
     import optax
 
-    from odestudy.model import VectorField
-    from odestudy.repeats import load_state, save_state
+    from odestudy.measure.model import VectorField
+    from odestudy.measure.state import load_state, save_state
 
     params, _ = eqx.partition(VectorField(jr.PRNGKey(0)), eqx.is_array)
     opt_state = optax.adabelief(1e-2).init(params)
@@ -89,6 +90,7 @@ def test_saved_state_loads_into_the_same_tree(tmp_path):
 def test_git_commit_ignores_the_study_outputs_but_not_its_code(tmp_path):
     """A run that rewrites committed records or figures still names a clean commit;
     a change to code or inputs makes it dirty."""
+
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
@@ -98,11 +100,11 @@ def test_git_commit_ignores_the_study_outputs_but_not_its_code(tmp_path):
     git("init", "-q")
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
-    clean = records.git_commit(tmp_path / "results")
+    clean = environment.git_commit(tmp_path / "results")
     assert clean is not None and not clean.endswith("-dirty")
     (tmp_path / "results/a/metrics.json").write_text("1\n")
     (tmp_path / "figures/tables/cpu.md").write_text("1\n")
     (tmp_path / "README.md").write_text("1\n")  # its results section, rewritten
-    assert records.git_commit(tmp_path) == clean
+    assert environment.git_commit(tmp_path) == clean
     (tmp_path / "code.py").write_text("1\n")
-    assert records.git_commit(tmp_path) == clean + "-dirty"
+    assert environment.git_commit(tmp_path) == clean + "-dirty"

@@ -7,36 +7,53 @@ import json
 import numpy as np
 import pytest
 
-from odestudy import records
-from odestudy.config import Scenario
-from odestudy.intervals import fmt_interval, ratio_interval
-from odestudy.matrix import expected_env, record_path, reusable
-from odestudy.recommended import recommended
-from odestudy.records import machine_id, this_machine, versions
-from odestudy.repeats import merge_runs, runs
-from odestudy.report import BaselineError, baseline, scaling_rows, write_report
-from odestudy.timing import PROTOCOL
-from odestudy.training import base_record
+from odestudy.measure import environment
+from odestudy.measure.environment import machine_id, this_machine, versions
+from odestudy.measure.recommended import recommended
+from odestudy.measure.record import REQUIRED_KEYS
+from odestudy.measure.scenario import Scenario
+from odestudy.measure.timing import PROTOCOL
+from odestudy.measure.training import base_record
+from odestudy.report.document import BaselineError, baseline, scaling_rows, write_report
+from odestudy.report.intervals import fmt_interval, ratio_interval
+from odestudy.study import records
+from odestudy.study.matrix import expected_env, record_path, reusable
+from odestudy.study.repeats import merge_runs, runs
 
 HERE = machine_id(this_machine())
 
 
-def record(s: Scenario, step: float = 0.01, jitter: float = 0.0, n_runs: int = 3,
-           machine: str = HERE, status: str = "ok", seed: int = 0) -> dict:
+def record(
+    s: Scenario,
+    step: float = 0.01,
+    jitter: float = 0.0,
+    n_runs: int = 3,
+    machine: str = HERE,
+    status: str = "ok",
+    seed: int = 0,
+) -> dict:
     """A record of `s` as the matrix writes it, with synthetic step times."""
     rng = np.random.default_rng(seed)
     times = [list(step * (1 + jitter * rng.standard_normal(20))) for _ in range(n_runs)]
     pooled = np.concatenate(times)
     rec = base_record(s)
-    rec.update(status=status, error=None, machine_id=machine, versions=versions(),
-               protocol=PROTOCOL, measurement_env=expected_env(s), step_times_runs_s=times,
-               step_time_runs_s=[float(np.median(t)) for t in times],
-               step_time_s=float(np.median(pooled)),
-               step_time_p25_s=float(np.percentile(pooled, 25)),
-               step_time_p75_s=float(np.percentile(pooled, 75)),
-               final_loss=0.01, solver_steps={"mean": 12.0, "max": 15.0},
-               finished=records.now())
-    for key in records.REQUIRED_KEYS:
+    rec.update(
+        status=status,
+        error=None,
+        machine_id=machine,
+        versions=versions(),
+        protocol=PROTOCOL,
+        measurement_env=expected_env(s),
+        step_times_runs_s=times,
+        step_time_runs_s=[float(np.median(t)) for t in times],
+        step_time_s=float(np.median(pooled)),
+        step_time_p25_s=float(np.percentile(pooled, 25)),
+        step_time_p75_s=float(np.percentile(pooled, 75)),
+        final_loss=0.01,
+        solver_steps={"mean": 12.0, "max": 15.0},
+        finished=environment.now(),
+    )
+    for key in REQUIRED_KEYS:
         rec.setdefault(key, None)
     return rec
 
@@ -163,13 +180,14 @@ def _sweep(controller="pid"):
     rows = []
     for b in (8, 16, 32, 64):
         iters = 10 + np.log2(b)
-        rows.append({"batch": b, "iterations_executed": iters,
-                     "step_time_s": iters * (1e-3 + 1e-5 * b)})
+        rows.append(
+            {"batch": b, "iterations_executed": iters, "step_time_s": iters * (1e-3 + 1e-5 * b)}
+        )
     return {"rows": rows, "scenario": {"controller": controller}}
 
 
 def test_projection_scales_the_measured_baseline_by_the_sweep():
-    from odestudy.projection import predict, projection_markdown
+    from odestudy.report.projection import predict, projection_markdown
 
     sweep, c = _sweep(), (lambda b: 1e-3 + 1e-5 * b)
     base = {"global_batch": 32, "step_time_s": 0.05}
@@ -181,21 +199,40 @@ def test_projection_scales_the_measured_baseline_by_the_sweep():
     weak = predict(sweep, {"global_batch": 16, "step_time_s": 0.02}, "shard_map", 2, 32, 0)
     assert weak["compute_s"] == pytest.approx(0.02 * 15 / 14)  # I(32) / I(16)
     text = projection_markdown(
-        [dict(p, machine="m", mode="pmap", n_devices=2, controller="pid",
-              scaling="strong", measured_s=p["step_time_s"] * 1.1, error=-0.1)], ["m"], [])
+        [
+            dict(
+                p,
+                machine="m",
+                mode="pmap",
+                n_devices=2,
+                controller="pid",
+                scaling="strong",
+                measured_s=p["step_time_s"] * 1.1,
+                error=-0.1,
+            )
+        ],
+        ["m"],
+        [],
+    )
     assert text.rstrip().splitlines()[-1] == "validation: median |error| = 10%"
 
 
 def test_settled_report_has_no_clock_times(tmp_path):
     import nbformat
 
-    from odestudy.report import settle_report
+    from odestudy.report.document import settle_report
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(f'results = "{records.ROOT}/results"'),
-                nbformat.v4.new_markdown_cell("x")]
-    stamp = {"start_time": "2026-01-01T00:00:00", "end_time": "2026-01-01T00:00:01",
-             "duration": 1.0, "status": "completed"}
+    nb.cells = [
+        nbformat.v4.new_code_cell(f'results = "{environment.ROOT}/results"'),
+        nbformat.v4.new_markdown_cell("x"),
+    ]
+    stamp = {
+        "start_time": "2026-01-01T00:00:00",
+        "end_time": "2026-01-01T00:00:01",
+        "duration": 1.0,
+        "status": "completed",
+    }
     nb.metadata["papermill"] = dict(stamp)
     for cell in nb.cells:
         cell.metadata["papermill"] = dict(stamp)
@@ -214,7 +251,7 @@ def test_settled_report_has_no_clock_times(tmp_path):
 
 
 def test_records_outside_scale_folders_are_not_read(tmp_path):
-    from odestudy.frames import read_records
+    from odestudy.report.frames import read_records
 
     rec = record(Scenario(scale="smoke"))
     inside = _write(tmp_path, rec)
@@ -227,20 +264,29 @@ def test_records_outside_scale_folders_are_not_read(tmp_path):
 def _bounded_sweep(per_sample_flops: float, rates: dict | None) -> dict:
     """A sweep whose fit is 200 us fixed + 20 us per sample per iteration, and whose cost
     analysis grows by `per_sample_flops` and 1 kB per sample."""
-    rows = [{"batch": b, "flops_cost_analysis": 1e5 + per_sample_flops * b,
-             "bytes_cost_analysis": 1e4 + 1e3 * b, "forward_share": 0.3}
-            for b in (4, 16, 64)]
-    return {"rows": rows, "rates": rates, "label": "default",
-            "scenario": {"controller": "pid"},
-            "fit": {"fixed_per_iteration_s": 2e-4, "per_sample_iteration_s": 2e-5}}
+    rows = [
+        {
+            "batch": b,
+            "flops_cost_analysis": 1e5 + per_sample_flops * b,
+            "bytes_cost_analysis": 1e4 + 1e3 * b,
+            "forward_share": 0.3,
+        }
+        for b in (4, 16, 64)
+    ]
+    return {
+        "rows": rows,
+        "rates": rates,
+        "label": "default",
+        "scenario": {"controller": "pid"},
+        "fit": {"fixed_per_iteration_s": 2e-4, "per_sample_iteration_s": 2e-5},
+    }
 
 
 @pytest.mark.parametrize("per_sample_flops,bound", [(2e4, "overhead"), (2e6, "compute")])
 def test_step_verdict_from_the_fit_and_the_measured_rates(per_sample_flops, bound):
-    from odestudy.cost import verdict
+    from odestudy.report.step import verdict
 
-    rates = {"matmul_flops_per_s": 1e11, "memory_bytes_per_s": 1e10,
-             "cache_bytes_per_s": 1e11}
+    rates = {"matmul_flops_per_s": 1e11, "memory_bytes_per_s": 1e10, "cache_bytes_per_s": 1e11}
     v = verdict(_bounded_sweep(per_sample_flops, rates))
     assert v["crossover_batch"] == pytest.approx(10)  # 200 us / 20 us
     assert v["flops_per_s"] == pytest.approx(per_sample_flops / 2e-5)
@@ -255,15 +301,26 @@ def test_step_verdict_from_the_fit_and_the_measured_rates(per_sample_flops, boun
 
 
 def test_step_table_lists_the_verdict_and_every_lever():
-    from odestudy.report import step_table
+    from odestudy.report.document import step_table
 
-    lever = {"label": "within_ode", "levers": {"solve": "within_ode"}, "step_time_s": 0.02,
-             "speedup_vs_default": 1.2, "speedup_ci": [1.1, 1.3], "final_loss": 0.004,
-             "first_step_params_rel_diff_vs_default": 1e-3}
-    text = step_table([_bounded_sweep(2e4, {"matmul_flops_per_s": 1e11,
-                                            "memory_bytes_per_s": 1e10,
-                                            "cache_bytes_per_s": 1e11})],
-                      [{"scenario": {"controller": "pid"}, "rows": [lever]}])
+    lever = {
+        "label": "within_ode",
+        "levers": {"solve": "within_ode"},
+        "step_time_s": 0.02,
+        "speedup_vs_default": 1.2,
+        "speedup_ci": [1.1, 1.3],
+        "final_loss": 0.004,
+        "first_step_params_rel_diff_vs_default": 1e-3,
+    }
+    text = step_table(
+        [
+            _bounded_sweep(
+                2e4,
+                {"matmul_flops_per_s": 1e11, "memory_bytes_per_s": 1e10, "cache_bytes_per_s": 1e11},
+            )
+        ],
+        [{"scenario": {"controller": "pid"}, "rows": [lever]}],
+    )
     assert "| overhead" in text and "1.20 [1.10, 1.30]" in text
     assert "`solve=within_ode`" in text  # the recommended levers are named
     assert "No step-cost sweep" in step_table([], []) and "No lever records" in step_table([], [])
@@ -274,15 +331,28 @@ def test_step_cost_figure_splits_forward_from_the_rest_when_timed(tmp_path):
     backward + update); older sweeps without it still draw the two panels."""
     import matplotlib.image as mpimg
 
-    from odestudy.plots import step_cost_figure
+    from odestudy.report.plots import step_cost_figure
 
     def sweep(forward: bool) -> dict:
-        rows = [{"batch": b, "step_time_s": 1e-3 * b, "step_time_p25_s": 0.9e-3 * b,
-                 "step_time_p75_s": 1.1e-3 * b, "per_iteration_s": 5e-5 * b,
-                 **({"forward_time_s": 0.3e-3 * b} if forward else {})} for b in (1, 4, 16)]
-        return {"rows": rows, "scenario": {"controller": "pid"}, "label": "default",
-                "device_kind": "cpu", "hardware": {"cpu_model": "test"},
-                "fit": {"fixed_per_iteration_s": 1e-5, "per_sample_iteration_s": 5e-5}}
+        rows = [
+            {
+                "batch": b,
+                "step_time_s": 1e-3 * b,
+                "step_time_p25_s": 0.9e-3 * b,
+                "step_time_p75_s": 1.1e-3 * b,
+                "per_iteration_s": 5e-5 * b,
+                **({"forward_time_s": 0.3e-3 * b} if forward else {}),
+            }
+            for b in (1, 4, 16)
+        ]
+        return {
+            "rows": rows,
+            "scenario": {"controller": "pid"},
+            "label": "default",
+            "device_kind": "cpu",
+            "hardware": {"cpu_model": "test"},
+            "fit": {"fixed_per_iteration_s": 1e-5, "per_sample_iteration_s": 5e-5},
+        }
 
     widths = {}
     for forward in (False, True):

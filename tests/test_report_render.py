@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from odestudy import cli, records
-from odestudy.config import Scenario
-from odestudy.matrix import record_path
-from odestudy.tables import escape
+from odestudy import cli
+from odestudy.measure.scenario import Scenario
+from odestudy.report.tables import escape
+from odestudy.study import records
+from odestudy.study.matrix import record_path
 
 from .test_report_layer import record
 
@@ -17,10 +18,12 @@ HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(2)>"
 
 
 def test_escape_leaves_no_markup():
-    assert escape(HOSTILE) == ("&lt;script&gt;alert('x')&lt;/script&gt;&lt;img src=x "
-                               "onerror=alert(2)&gt;")
+    assert escape(HOSTILE) == (
+        "&lt;script&gt;alert('x')&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;"
+    )
     assert escape("[click](javascript:x) *a* `b` c|d _e_") == (
-        "[click\\](javascript:x) \\*a\\* \\`b\\` c\\|d \\_e\\_")
+        "[click\\](javascript:x) \\*a\\* \\`b\\` c\\|d \\_e\\_"
+    )
     # What the tables hold of their own stays readable.
     assert escape("shard_map 1.80 [1.62, 1.95] 2 †") == "shard_map 1.80 [1.62, 1.95] 2 †"
 
@@ -35,14 +38,17 @@ def rendered(tmp_path_factory) -> tuple[Path, Path]:
     two = Scenario(scale="smoke", n_devices=2, mode="shard_map")
     bad = Scenario(scale="smoke", n_devices=2, mode="shard")
     hardware = {"cpu_model": "a CPU", "physical_cores": 2, "logical_cpus": 2}
-    records.write_json_atomic(record_path(one, results),
-                              dict(record(one, step=0.02), hardware=hardware))
-    records.write_json_atomic(record_path(two, results),
-                              dict(record(two, step=0.015), hardware=hardware))
+    records.write_json_atomic(
+        record_path(one, results), dict(record(one, step=0.02), hardware=hardware)
+    )
+    records.write_json_atomic(
+        record_path(two, results), dict(record(two, step=0.015), hardware=hardware)
+    )
     failed = dict(record(bad, status="failed"), error=HOSTILE, step_time_s=None)
     records.write_json_atomic(record_path(bad, results), failed)
-    code = cli.main(["report", "--scale", "smoke", "--results", str(results),
-                     "--figures", str(figures)])
+    code = cli.main(
+        ["report", "--scale", "smoke", "--results", str(results), "--figures", str(figures)]
+    )
     assert code == 0
     return results, figures
 

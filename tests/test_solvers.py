@@ -35,8 +35,7 @@ def test_pid_matches_analytic_linear_solution():
 
 def test_spread_zero_is_the_reference_data():
     data = make_dataset(16, jr.PRNGKey(0), spread=0.0)
-    np.testing.assert_allclose(data.ts, np.tile(np.linspace(0, 10, 100), (16, 1)),
-                               rtol=1e-6)
+    np.testing.assert_allclose(data.ts, np.tile(np.linspace(0, 10, 100), (16, 1)), rtol=1e-6)
     assert np.all(data.time_scale == 1.0)
     y0 = data.ys[:, 0]
     assert np.all((y0 >= -0.6) & (y0 <= 1.0))
@@ -54,8 +53,6 @@ def test_within_ode_matches_per_sample_with_stepto(spread):
     # Same fixed steps in rescaled time: the same solution up to float32 rounding.
     data = make_dataset(8, jr.PRNGKey(2), spread=spread).truncate(30)
     model = VectorField(jr.PRNGKey(3))
-    within, _ = solve_within_ode(model, jnp.asarray(data.ts), jnp.asarray(data.ys[:, 0]),
-                                 "stepto")
-    per = np.stack([solve(model, data.ts[i], data.ys[i, 0], "stepto")[0]
-                    for i in range(8)])
+    within, _ = solve_within_ode(model, jnp.asarray(data.ts), jnp.asarray(data.ys[:, 0]), "stepto")
+    per = np.stack([solve(model, data.ts[i], data.ys[i, 0], "stepto")[0] for i in range(8)])
     np.testing.assert_allclose(within, per, rtol=1e-5, atol=1e-6)

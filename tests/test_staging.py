@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from odestudy import Scenario, VectorField, batch_loss, make_dataset, train
-from odestudy.training import shares_program
+from odestudy.measure.training import shares_program
 
 from .helpers import RTOL_STEP
 
@@ -30,8 +30,7 @@ def test_padding_leaves_loss_gradients_and_solver_steps_alone():
     assert float(loss_b) == pytest.approx(float(loss_a), rel=RTOL_STEP)
     np.testing.assert_array_equal(np.asarray(steps_a), np.asarray(steps_b))
     for a, b in zip(jax.tree.leaves(grads_a), jax.tree.leaves(grads_b), strict=True):
-        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=RTOL_STEP,
-                                   atol=1e-7)
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=RTOL_STEP, atol=1e-7)
 
 
 def test_which_scenarios_share_one_program():

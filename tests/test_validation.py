@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-import odestudy.training
+import odestudy.measure.training
 from odestudy import Scenario, train, validate
 
 BAD = [
@@ -25,8 +25,8 @@ def test_bad_parameters_fail_before_compiling(monkeypatch, params, message):
     def no_work(*args, **kwargs):
         raise AssertionError("reached data generation / compilation")
 
-    monkeypatch.setattr(odestudy.training, "cached_dataset", no_work)
-    monkeypatch.setattr(odestudy.training, "make_parallel_step", no_work)
+    monkeypatch.setattr(odestudy.measure.training, "cached_dataset", no_work)
+    monkeypatch.setattr(odestudy.measure.training, "make_parallel_step", no_work)
     s = Scenario(scale="smoke", **params)
     with pytest.raises(ValueError, match=message):
         train(s)
@@ -42,24 +42,32 @@ def test_valid_scenario_passes():
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "odestudy.cli", "run", "--scale", "smoke",
-                           "--out", "unused", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "odestudy.cli", "run", "--scale", "smoke", "--out", "unused", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--mode", "single", "--devices", "2"], "use one of: pmap, shard, shard_map"),
-    (["--mode", "shard", "--devices", "0"], "n_devices must be a whole number >= 1"),
-    (["--mode", "shard", "--devices", "3"], "not divisible by the device count 3"),
-    # More GPUs than any machine has, so that the test holds on GPU machines too.
-    (["--device", "gpu", "--mode", "pmap", "--devices", "4096"],
-     "4096 gpu device(s) requested but only"),
-    (["--spread", "nan"], "spread must be a finite number"),
-    (["--out", "/proc/no/such/folder"], "cannot write to output folder"),
-    (["--mode", "bogus"], "invalid choice: 'bogus'"),
-    (["--controller", "x"], "invalid choice: 'x'"),
-    (["--recommended", "--solve", "per_sample"], "give either --recommended or --solve"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--mode", "single", "--devices", "2"], "use one of: pmap, shard, shard_map"),
+        (["--mode", "shard", "--devices", "0"], "n_devices must be a whole number >= 1"),
+        (["--mode", "shard", "--devices", "3"], "not divisible by the device count 3"),
+        # More GPUs than any machine has, so that the test holds on GPU machines too.
+        (
+            ["--device", "gpu", "--mode", "pmap", "--devices", "4096"],
+            "4096 gpu device(s) requested but only",
+        ),
+        (["--spread", "nan"], "spread must be a finite number"),
+        (["--out", "/proc/no/such/folder"], "cannot write to output folder"),
+        (["--mode", "bogus"], "invalid choice: 'bogus'"),
+        (["--controller", "x"], "invalid choice: 'x'"),
+        (["--recommended", "--solve", "per_sample"], "give either --recommended or --solve"),
+    ],
+)
 def test_cli_exits_nonzero_with_message(args, message):
     result = _cli(*args)
     assert result.returncode == 2
@@ -71,18 +79,17 @@ def test_cli_exits_nonzero_with_message(args, message):
 
 
 def test_recommended_applies_its_levers_and_keeps_the_rest():
-    from odestudy.recommended import RECOMMENDED, recommended
+    from odestudy.measure.recommended import RECOMMENDED, recommended
 
     base = Scenario(scale="smoke", controller="stepto", n_devices=2, mode="shard_map")
     s = recommended(base)
     assert RECOMMENDED and all(getattr(s, k) == v for k, v in RECOMMENDED.items())
-    assert (s.controller, s.n_devices, s.mode, s.scale) == ("stepto", 2, "shard_map",
-                                                           "smoke")
+    assert (s.controller, s.n_devices, s.mode, s.scale) == ("stepto", 2, "shard_map", "smoke")
     assert s.name() != base.name() and s.key() != base.key()  # records side by side
 
 
 def test_recommended_matrix_is_for_the_scaling_study(tmp_path):
-    from odestudy.matrix import run_matrix
+    from odestudy.study.matrix import run_matrix
 
     with pytest.raises(ValueError, match="scaling study only"):
         run_matrix("smoke", "cpu", results=tmp_path, study="explain", recommended=True)

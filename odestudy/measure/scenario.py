@@ -6,7 +6,7 @@ import json
 import math
 from typing import Any
 
-from .parallel import MODES, check_mode
+from .modes import MODES, check_mode
 from .solvers import check_controller
 
 DEVICES = ("cpu", "gpu")
@@ -18,9 +18,16 @@ OPTIMISER_STATES = ("fresh", "carry")
 # Study sizes. `batch` is the global batch under strong scaling and the per-device
 # batch under weak scaling. `seed` is the reference study's configuration.
 SCALES: dict[str, dict[str, Any]] = {
-    "smoke": dict(dataset_size=64, batch=8, steps_per_stage=4, warmup_steps=1,
-                  length_fractions=(0.1, 1.0), eval_size=32, learning_rate=3e-3,
-                  optimiser_state="fresh"),
+    "smoke": dict(
+        dataset_size=64,
+        batch=8,
+        steps_per_stage=4,
+        warmup_steps=1,
+        length_fractions=(0.1, 1.0),
+        eval_size=32,
+        learning_rate=3e-3,
+        optimiser_state="fresh",
+    ),
     # The reference's staged strategy, shortened: 10 % then 100 % of each series, 100
     # steps each, so that the last stage times the solver steps of a trained field.
     # One adabelief state carried across the stages (the reference starts a fresh one
@@ -28,12 +35,26 @@ SCALES: dict[str, dict[str, Any]] = {
     # of the larger weak-scaling batches overshoot, and global batches 64 and 128 ended
     # at evaluation loss 0.043 and 0.157; carried, 0.0068 and 0.0054 (1 device, PID).
     # At batch 32 both end near 0.004 (results/<machine>/optimiser_pair).
-    "quick": dict(dataset_size=256, batch=32, steps_per_stage=100, warmup_steps=5,
-                  length_fractions=(0.1, 1.0), eval_size=128, learning_rate=1e-2,
-                  optimiser_state="carry"),
-    "seed": dict(dataset_size=2048, batch=32, steps_per_stage=1000, warmup_steps=10,
-                 length_fractions=(0.1, 0.5, 1.0), eval_size=256, learning_rate=3e-3,
-                 optimiser_state="fresh"),
+    "quick": dict(
+        dataset_size=256,
+        batch=32,
+        steps_per_stage=100,
+        warmup_steps=5,
+        length_fractions=(0.1, 1.0),
+        eval_size=128,
+        learning_rate=1e-2,
+        optimiser_state="carry",
+    ),
+    "seed": dict(
+        dataset_size=2048,
+        batch=32,
+        steps_per_stage=1000,
+        warmup_steps=10,
+        length_fractions=(0.1, 0.5, 1.0),
+        eval_size=256,
+        learning_rate=3e-3,
+        optimiser_state="fresh",
+    ),
 }
 
 
@@ -87,9 +108,7 @@ class Scenario:
 
     def __post_init__(self):
         if self.scale not in SCALES:
-            raise ValueError(
-                f"unknown scale {self.scale!r}; valid choices: {', '.join(SCALES)}"
-            )
+            raise ValueError(f"unknown scale {self.scale!r}; valid choices: {', '.join(SCALES)}")
         for name, value in SCALES[self.scale].items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
@@ -139,9 +158,14 @@ class Scenario:
 
     def name(self) -> str:
         """A readable, file-system safe name."""
-        parts = [self.device, f"{self.processes}x{self.n_devices}" if self.processes > 1
-                 else f"{self.n_devices}dev", self.mode, self.controller, self.scaling,
-                 self.scale]
+        parts = [
+            self.device,
+            f"{self.processes}x{self.n_devices}" if self.processes > 1 else f"{self.n_devices}dev",
+            self.mode,
+            self.controller,
+            self.scaling,
+            self.scale,
+        ]
         if self.spread:
             parts.append(f"spread{self.spread:g}")
         if self.batching != "random":
@@ -154,13 +178,22 @@ class Scenario:
             parts.append(f"opt{self.optimiser_state}")
         if self.batch != SCALES[self.scale]["batch"]:
             parts.append(f"b{self.batch}")
-        short = {"dataset_size": "n", "steps_per_stage": "steps", "warmup_steps": "warm",
-                 "length_fractions": "len", "eval_size": "eval", "learning_rate": "lr"}
+        short = {
+            "dataset_size": "n",
+            "steps_per_stage": "steps",
+            "warmup_steps": "warm",
+            "length_fractions": "len",
+            "eval_size": "eval",
+            "learning_rate": "lr",
+        }
         for field, tag in short.items():
             value = getattr(self, field)
             if value != SCALES[self.scale][field]:
-                text = ("_".join(f"{v:g}" for v in value) if field == "length_fractions"
-                        else f"{value:g}")
+                text = (
+                    "_".join(f"{v:g}" for v in value)
+                    if field == "length_fractions"
+                    else f"{value:g}"
+                )
                 parts.append(f"{tag}{text}")
         for field, tag in (("eval_every", "every"), ("seed", "seed")):
             if getattr(self, field) != Scenario.__dataclass_fields__[field].default:
@@ -172,9 +205,7 @@ class Scenario:
 
 def _choice(name: str, value: Any, choices: tuple) -> None:
     if value not in choices:
-        raise ValueError(
-            f"unknown {name} {value!r}; valid choices: {', '.join(map(str, choices))}"
-        )
+        raise ValueError(f"unknown {name} {value!r}; valid choices: {', '.join(map(str, choices))}")
 
 
 def validate(s: Scenario, available_devices: int | None = None) -> None:
@@ -212,9 +243,7 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
             f"for more devices use one of: {', '.join(m for m in MODES if m != 'single')}"
         )
     if s.processes > 1 and s.mode not in ("shard", "shard_map"):
-        raise ValueError(
-            f"multi-process runs support modes shard, shard_map; got {s.mode!r}"
-        )
+        raise ValueError(f"multi-process runs support modes shard, shard_map; got {s.mode!r}")
     if s.batch < 1:
         raise ValueError(f"batch must be >= 1, got {s.batch}")
     if s.global_batch % s.total_devices:
@@ -227,9 +256,7 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
             f"global batch {s.global_batch} exceeds the data set size {s.dataset_size}"
         )
     if not s.length_fractions or any(not 0 < f <= 1 for f in s.length_fractions):
-        raise ValueError(
-            f"length_fractions must be in (0, 1], got {list(s.length_fractions)}"
-        )
+        raise ValueError(f"length_fractions must be in (0, 1], got {list(s.length_fractions)}")
     if s.steps_per_stage <= s.warmup_steps:
         raise ValueError(
             f"steps_per_stage ({s.steps_per_stage}) must exceed warmup_steps "

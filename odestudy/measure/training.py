@@ -12,15 +12,17 @@ import jax.random as jr
 import numpy as np
 import optax
 
-from . import records
 from .analysis import mean_waste
 from .audit import count_collectives
 from .batching import batch_stream, solver_cost
 from .compat import pmap_implementation
-from .config import Scenario, validate
 from .data import DATA_CACHE_ENV, N_TIMES, Dataset, cached_dataset
+from .environment import cpu_info, git_commit, machine_id, now, this_machine, versions
 from .model import VectorField, batch_loss
-from .parallel import ParallelStep, make_parallel_step, to_host
+from .modes import ParallelStep, make_parallel_step, to_host
+from .record import REQUIRED_KEYS
+from .scenario import Scenario, validate
+from .state import save_executable, save_state
 from .timing import (
     PROTOCOL,
     measurement_env,
@@ -61,8 +63,7 @@ def make_eval_loss(controller: str) -> Callable:
     return eval_loss
 
 
-def _steps_summary(per_device: list[np.ndarray], global_loop: bool = False
-                   ) -> dict[str, Any]:
+def _steps_summary(per_device: list[np.ndarray], global_loop: bool = False) -> dict[str, Any]:
     """Solver-step statistics from per-step arrays of shape `(n_devices, local_batch)`.
 
     - `global_loop`: one solver loop spans all devices (`shard`: sharded `jit` of a
@@ -108,8 +109,9 @@ def prepare(s: Scenario, devices: list[jax.Device]) -> Setup:
     """
     data_key, model_key = jr.split(jr.PRNGKey(s.seed), 2)
     # One pool, one compile: the training set, then a fixed evaluation set.
-    pool, cached = cached_dataset(s.dataset_size + s.eval_size, data_key, s.spread,
-                                  os.environ.get(DATA_CACHE_ENV) or None)
+    pool, cached = cached_dataset(
+        s.dataset_size + s.eval_size, data_key, s.spread, os.environ.get(DATA_CACHE_ENV) or None
+    )
     data = pool.take(np.arange(s.dataset_size))
     evalset = pool.take(np.arange(s.dataset_size, len(pool)))
     params, static = eqx.partition(VectorField(model_key), eqx.is_array)
@@ -136,8 +138,7 @@ class CompiledStep(NamedTuple):
     fingerprint: str
 
 
-def compile_step(step: ParallelStep, params: Any, opt_state: Any, placed: tuple
-                 ) -> CompiledStep:
+def compile_step(step: ParallelStep, params: Any, opt_state: Any, placed: tuple) -> CompiledStep:
     """AOT-compile `step` for these placed arguments, on the clock."""
     t0 = time.perf_counter()
     lowered = step.lower(params, opt_state, *placed)
@@ -166,9 +167,13 @@ def serialize_step(compiled: Any) -> bytes | None:
         return None
 
 
-def train(s: Scenario, devices: list[jax.Device] | None = None,
-          progress: Callable[[int, int], None] | None = None,
-          trace_dir: str | None = None, state_out: dict | None = None) -> dict[str, Any]:
+def train(
+    s: Scenario,
+    devices: list[jax.Device] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    trace_dir: str | None = None,
+    state_out: dict | None = None,
+) -> dict[str, Any]:
     """Train one scenario and return its measurements (not yet a full record).
 
     - `s`: the scenario (validated here before anything is compiled).
@@ -186,8 +191,13 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
     t_prepare = time.perf_counter()
     setup = prepare(s, devices)
     prepare_wall = time.perf_counter() - t_prepare
-    data, evalset, static, optimiser, step = (setup.data, setup.evalset, setup.static,
-                                              setup.optimiser, setup.step)
+    data, evalset, static, optimiser, step = (
+        setup.data,
+        setup.evalset,
+        setup.static,
+        setup.optimiser,
+        setup.step,
+    )
     params, opt_state = setup.params, setup.opt_state
     cost = solver_cost(data) if s.batching == "grouped" else None
     batches = batch_stream(len(data), s.global_batch, s.seed, cost)
@@ -204,8 +214,7 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
         if s.eval_every and (done % s.eval_every == 0 or done == total):
             model_now = eqx.combine(step.unplace(params_now), static)
             value = float(eval_loss(model_now, evalset.ts, evalset.ys))
-            eval_curve.append({"step": done, "train_time_s": clock["train"],
-                               "eval_loss": value})
+            eval_curve.append({"step": done, "train_time_s": clock["train"], "eval_loss": value})
         if progress is not None:
             progress(done, total)
 
@@ -223,8 +232,7 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
             # The reference starts each length stage with a new optimiser state.
             host_params = step.unplace(params)
             params, opt_state = step.place_state(host_params, optimiser.init(host_params))
-        stage_data = (data.truncate_padded(length, lengths[-1]) if shared
-                      else data.truncate(length))
+        stage_data = data.truncate_padded(length, lengths[-1]) if shared else data.truncate(length)
 
         def stage_batches(stage_data=stage_data) -> Iterator[tuple]:
             while True:
@@ -244,26 +252,41 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
         compiled = built.compiled
         compile_time = 0.0 if reused else built.seconds
         t_run = time.perf_counter()
-        run = run_steps(compiled, params, opt_state, _chain(first, stage_batch_iter),
-                        s.steps_per_stage, s.warmup_steps,
-                        where=f"stage {number + 1} of {len(s.length_fractions)}, step",
-                        on_step=on_step, read_loss=read_loss)
+        run = run_steps(
+            compiled,
+            params,
+            opt_state,
+            _chain(first, stage_batch_iter),
+            s.steps_per_stage,
+            s.warmup_steps,
+            where=f"stage {number + 1} of {len(s.length_fractions)}, step",
+            on_step=on_step,
+            read_loss=read_loss,
+        )
         run_wall = time.perf_counter() - t_run
         params, opt_state = run.params, run.opt_state
         losses += run.losses
         times = run.times
         steps_seen = [step.per_sample(n) for n in run.num_steps]
         median, p25, p75 = quantiles(times)
-        stages.append({
-            "length": length, "compile_time_s": compile_time, "steps": s.steps_per_stage,
-            "timed_steps": len(times), "step_time_s": median, "step_time_p25_s": p25,
-            "step_time_p75_s": p75, "step_times_s": times,
-            "program_fingerprint": built.fingerprint, "program_reused": reused,
-            "points": width,
-            "trace_lower_time_s": 0.0 if reused else built.lower_seconds,
-            "wall_time_s": run_wall,
-            "solver_steps": _steps_summary(steps_seen, global_loop=s.mode == "shard"),
-        })
+        stages.append(
+            {
+                "length": length,
+                "compile_time_s": compile_time,
+                "steps": s.steps_per_stage,
+                "timed_steps": len(times),
+                "step_time_s": median,
+                "step_time_p25_s": p25,
+                "step_time_p75_s": p75,
+                "step_times_s": times,
+                "program_fingerprint": built.fingerprint,
+                "program_reused": reused,
+                "points": width,
+                "trace_lower_time_s": 0.0 if reused else built.lower_seconds,
+                "wall_time_s": run_wall,
+                "solver_steps": _steps_summary(steps_seen, global_loop=s.mode == "shard"),
+            }
+        )
         placed = first
     trace_path = None
     if s.trace and trace_dir:
@@ -281,9 +304,14 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
     if not np.isfinite(final_loss):
         raise FloatingPointError(f"diverged: the final evaluation loss is {final_loss}")
     if state_out is not None:
-        state_out.update(model=final_model, data=data, evalset=evalset,
-                         optimiser=optimiser, params=step.unplace(params),
-                         opt_state=step.unplace(opt_state))
+        state_out.update(
+            model=final_model,
+            data=data,
+            evalset=evalset,
+            optimiser=optimiser,
+            params=step.unplace(params),
+            opt_state=step.unplace(opt_state),
+        )
     last = stages[-1]
     return {
         "steps": total,
@@ -297,8 +325,7 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
         "phase_times_s": {
             "prepare": prepare_wall,
             "trace_lower": [st["trace_lower_time_s"] for st in stages],
-            "xla_compile": [st["compile_time_s"] - st["trace_lower_time_s"]
-                            for st in stages],
+            "xla_compile": [st["compile_time_s"] - st["trace_lower_time_s"] for st in stages],
             "train": [st["wall_time_s"] for st in stages],
             "final_eval": eval_wall,
         },
@@ -309,8 +336,15 @@ def train(s: Scenario, devices: list[jax.Device] | None = None,
         # and runtime stay those of this first, cold run.
         "step_time_runs_s": [last["step_time_s"]],
         "step_times_runs_s": [last["step_times_s"]],
-        "cold_run_fields": ["compile_time_s", "compile_time_per_stage_s", "final_loss",
-                            "runtime_s", "train_loss", "eval_curve", "solver_steps"],
+        "cold_run_fields": [
+            "compile_time_s",
+            "compile_time_per_stage_s",
+            "final_loss",
+            "runtime_s",
+            "train_loss",
+            "eval_curve",
+            "solver_steps",
+        ],
         "epoch_time_s": last["step_time_s"] * len(data) / s.global_batch,
         "final_loss": final_loss,
         "train_loss": losses,
@@ -333,24 +367,28 @@ def _chain(first: tuple, rest: Iterator[tuple]) -> Iterator[tuple]:
 
 def environment(s: Scenario) -> dict[str, Any]:
     """Versions, hardware, XLA flags and git commit, for the record."""
-    cpu = records.cpu_info()
+    cpu = cpu_info()
     return {
-        "versions": records.versions(),
-        "hardware": {**cpu, "platform": jax.default_backend(),
-                     "device_count": jax.device_count(),
-                     "local_device_count": jax.local_device_count(),
-                     "process_count": jax.process_count(),
-                     "devices_exceed_cores": s.total_devices > cpu["physical_cores"]
-                     if s.device == "cpu" else False},
+        "versions": versions(),
+        "hardware": {
+            **cpu,
+            "platform": jax.default_backend(),
+            "device_count": jax.device_count(),
+            "local_device_count": jax.local_device_count(),
+            "process_count": jax.process_count(),
+            "devices_exceed_cores": s.total_devices > cpu["physical_cores"]
+            if s.device == "cpu"
+            else False,
+        },
         "protocol": PROTOCOL,
         "measurement_env": measurement_env(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "jax_platforms": os.environ.get("JAX_PLATFORMS", ""),
         "eqx_on_error": os.environ.get("EQX_ON_ERROR", "raise"),
         "pmap_implementation": pmap_implementation(),
-        "git_commit": records.git_commit(),
-        "machine": records.this_machine(),
-        "machine_id": records.machine_id(records.this_machine()),
+        "git_commit": git_commit(),
+        "machine": this_machine(),
+        "machine_id": machine_id(this_machine()),
     }
 
 
@@ -381,9 +419,12 @@ def base_record(s: Scenario) -> dict[str, Any]:
     }
 
 
-def run_scenario(s: Scenario, progress: Callable[[int, int], None] | None = None,
-                 trace_dir: str | None = None,
-                 state_path: str | os.PathLike | None = None) -> dict[str, Any]:
+def run_scenario(
+    s: Scenario,
+    progress: Callable[[int, int], None] | None = None,
+    trace_dir: str | None = None,
+    state_path: str | os.PathLike | None = None,
+) -> dict[str, Any]:
     """Run a scenario and return its full record; a failure becomes a failed record.
 
     - `state_path`: where to save the trained parameters and optimiser state
@@ -395,15 +436,13 @@ def run_scenario(s: Scenario, progress: Callable[[int, int], None] | None = None
     validate(s)
     start = time.perf_counter()
     record = base_record(s)
-    record["started"] = records.now()
+    record["started"] = now()
     try:
         record.update(environment(s))
         devices = scenario_devices(s)
         state: dict[str, Any] = {}
         record.update(train(s, devices, progress, trace_dir, state_out=state))
         if state_path is not None:
-            from .repeats import save_executable, save_state  # repeats imports this module
-
             if jax.process_index() == 0:
                 save_state(state_path, state["params"], state["opt_state"])
             if state.get("executable"):
@@ -414,10 +453,11 @@ def run_scenario(s: Scenario, progress: Callable[[int, int], None] | None = None
     except Exception as exc:  # a failed scenario is a result, not a crash
         import traceback
 
-        record.update(status="failed", error=f"{type(exc).__name__}: {exc}",
-                      traceback=traceback.format_exc())
-    for key in records.REQUIRED_KEYS:
+        record.update(
+            status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()
+        )
+    for key in REQUIRED_KEYS:
         record.setdefault(key, None)
     record["runtime_s"] = time.perf_counter() - start
-    record["finished"] = records.now()
+    record["finished"] = now()
     return record

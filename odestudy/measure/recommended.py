@@ -14,7 +14,7 @@ matmul precision. None reaches 1.5x.
 
 import dataclasses
 
-from .config import Scenario
+from .scenario import Scenario
 
 RECOMMENDED = {"solve": "within_ode"}
 

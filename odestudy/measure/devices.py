@@ -49,8 +49,11 @@ def child_environment(device: str, n_devices: int, base: dict | None = None) -> 
     """
     env = dict(os.environ if base is None else base)
     if device == "cpu":
-        flags = [f for f in env.get("XLA_FLAGS", "").split()
-                 if not f.startswith("--xla_force_host_platform_device_count")]
+        flags = [
+            f
+            for f in env.get("XLA_FLAGS", "").split()
+            if not f.startswith("--xla_force_host_platform_device_count")
+        ]
         flags.append(f"--xla_force_host_platform_device_count={max(n_devices, 1)}")
         env["XLA_FLAGS"] = " ".join(flags)
         env["JAX_PLATFORMS"] = "cpu"
@@ -70,8 +73,9 @@ def gpu_count() -> int:
     if shutil.which("nvidia-smi") is None:
         return 0
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
-                             timeout=30).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return 0
     n = sum(1 for line in out.splitlines() if line.startswith("GPU "))

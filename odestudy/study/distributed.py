@@ -3,7 +3,7 @@
 `launch` starts `processes` local workers on loopback (coordinator on 127.0.0.1 at a
 free port), each with its own virtual CPU devices; they join with
 `jax.distributed.initialize` and train one scenario over the global mesh. Under SLURM
-(`srun`), run `python -m odestudy.distributed --scenario FILE --out FILE` once per task
+(`srun`), run `python -m odestudy.study.distributed --scenario FILE --out FILE` once per task
 with no coordinator: JAX's cluster detection fills it in.
 """
 
@@ -21,9 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..measure import environment
+from ..measure.devices import child_environment
+from ..measure.scenario import Scenario, validate
 from . import records
-from .config import Scenario, validate
-from .devices import child_environment
 
 INIT_TIMEOUT_S = 60
 # Whole-run limits per scale (seconds), unless the caller gives one.
@@ -48,10 +49,13 @@ def _kill_all(procs: list[subprocess.Popen]) -> None:
         p.wait()
 
 
-def launch(s: Scenario, timeout_s: float | None = None,
-           on_start: Callable[[list[int]], None] | None = None,
-           state_path: str | os.PathLike | None = None,
-           repeat_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+def launch(
+    s: Scenario,
+    timeout_s: float | None = None,
+    on_start: Callable[[list[int]], None] | None = None,
+    state_path: str | os.PathLike | None = None,
+    repeat_dir: str | os.PathLike | None = None,
+) -> dict[str, Any]:
     """Run scenario `s` in `s.processes` local processes; return process 0's record.
 
     - `timeout_s`: limit for the whole run (default by scale); past it every process
@@ -80,18 +84,33 @@ def launch(s: Scenario, timeout_s: float | None = None,
             for rank in range(s.processes):
                 log = open(Path(tmp) / f"worker{rank}.log", "w+")
                 logs.append(log)
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "odestudy.distributed",
-                     "--scenario", str(scenario_file), "--out", str(out_file),
-                     "--coordinator", f"127.0.0.1:{port}",
-                     "--num-processes", str(s.processes), "--process-id", str(rank),
-                     "--parent-pid", str(os.getpid()),
-                     *(["--state", str(Path(state_path).resolve())] if state_path else []),
-                     *(["--repeat", str(Path(repeat_dir).resolve())] if repeat_dir
-                       else [])],
-                    env=env, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                ))
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "odestudy.study.distributed",
+                            "--scenario",
+                            str(scenario_file),
+                            "--out",
+                            str(out_file),
+                            "--coordinator",
+                            f"127.0.0.1:{port}",
+                            "--num-processes",
+                            str(s.processes),
+                            "--process-id",
+                            str(rank),
+                            "--parent-pid",
+                            str(os.getpid()),
+                            *(["--state", str(Path(state_path).resolve())] if state_path else []),
+                            *(["--repeat", str(Path(repeat_dir).resolve())] if repeat_dir else []),
+                        ],
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
             if on_start is not None:
                 on_start([p.pid for p in procs])
             error = None
@@ -119,9 +138,12 @@ def launch(s: Scenario, timeout_s: float | None = None,
             text = log.read().strip().splitlines()[-8:]
             tails.append(f"--- process {rank} ---\n" + "\n".join(text))
             log.close()
-        return failed_record(s, error or "process 0 wrote no record",
-                             runtime_s=time.perf_counter() - start,
-                             worker_logs="\n".join(tails))
+        return failed_record(
+            s,
+            error or "process 0 wrote no record",
+            runtime_s=time.perf_counter() - start,
+            worker_logs="\n".join(tails),
+        )
 
 
 def _exit_with_parent(parent: int | None = None) -> None:
@@ -154,10 +176,16 @@ def _exit_with_parent(parent: int | None = None) -> None:
     threading.Thread(target=watch, daemon=True, name="odestudy-parent-watch").start()
 
 
-def worker(scenario_file: str, out_file: str, coordinator: str | None,
-           num_processes: int | None, process_id: int | None,
-           parent_pid: int | None = None, state_path: str | None = None,
-           repeat_dir: str | None = None) -> int:
+def worker(
+    scenario_file: str,
+    out_file: str,
+    coordinator: str | None,
+    num_processes: int | None,
+    process_id: int | None,
+    parent_pid: int | None = None,
+    state_path: str | None = None,
+    repeat_dir: str | None = None,
+) -> int:
     """One process of a multi-process scenario; process 0 writes the record.
 
     - `parent_pid`: the local launcher's PID, followed if it dies (none under SLURM).
@@ -168,7 +196,7 @@ def worker(scenario_file: str, out_file: str, coordinator: str | None,
     s = Scenario.from_dict(json.loads(Path(scenario_file).read_text()))
     import jax
 
-    from .devices import configure_devices
+    from ..measure.devices import configure_devices
 
     configure_devices(s.device, s.n_devices)
     if s.device == "cpu":
@@ -176,17 +204,19 @@ def worker(scenario_file: str, out_file: str, coordinator: str | None,
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     kwargs = dict(initialization_timeout=INIT_TIMEOUT_S)
     if coordinator:  # local launch; under SLURM the cluster is detected instead
-        kwargs.update(coordinator_address=coordinator, num_processes=num_processes,
-                      process_id=process_id)
+        kwargs.update(
+            coordinator_address=coordinator, num_processes=num_processes, process_id=process_id
+        )
     jax.distributed.initialize(**kwargs)
     if repeat_dir:
-        from .repeats import time_repeat
+        from ..measure.resume import time_repeat
 
         record = time_repeat(s, repeat_dir)
-        record["repeat_how"] = (f"{s.processes} plain processes, "
-                                + record["repeat_how"].removeprefix("plain process, "))
+        record["repeat_how"] = f"{s.processes} plain processes, " + record[
+            "repeat_how"
+        ].removeprefix("plain process, ")
     else:
-        from .training import run_scenario
+        from ..measure.training import run_scenario
 
         record = run_scenario(s, state_path=state_path)
         record["per_process_hardware"] = _gather_hardware()
@@ -203,11 +233,17 @@ def _gather_hardware() -> list[dict[str, Any]]:
 
     client = distributed.global_state.client
     me = jax.process_index()
-    info = dict(records.cpu_info(), process_index=me, hostname=socket.gethostname(),
-                local_devices=[str(d) for d in jax.local_devices()])
+    info = dict(
+        environment.cpu_info(),
+        process_index=me,
+        hostname=socket.gethostname(),
+        local_devices=[str(d) for d in jax.local_devices()],
+    )
     client.key_value_set(f"odestudy/hw/{me}", json.dumps(info))
-    return [json.loads(client.blocking_key_value_get(f"odestudy/hw/{i}", 60_000))
-            for i in range(jax.process_count())]
+    return [
+        json.loads(client.blocking_key_value_get(f"odestudy/hw/{i}", 60_000))
+        for i in range(jax.process_count())
+    ]
 
 
 def run_scenario_any(s: Scenario, out_dir: str | None = None) -> dict[str, Any]:
@@ -216,12 +252,12 @@ def run_scenario_any(s: Scenario, out_dir: str | None = None) -> dict[str, Any]:
     - `out_dir`: the scenario's output folder; a profiler trace goes to `out_dir/trace`,
       the trained state for repeats to `out_dir/.repeat_state.npz`.
     """
-    from .repeats import STATE_NAME
+    from ..measure.state import STATE_NAME
 
     state_path = Path(out_dir) / STATE_NAME if out_dir else None
     if s.processes > 1:
         return launch(s, state_path=state_path)
-    from .training import run_scenario
+    from ..measure.training import run_scenario
 
     trace_dir = str(Path(out_dir) / "trace") if (s.trace and out_dir) else None
     return run_scenario(s, trace_dir=trace_dir, state_path=state_path)
@@ -234,15 +270,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coordinator", default=None, help="host:port; none under SLURM")
     parser.add_argument("--num-processes", type=int, default=None)
     parser.add_argument("--process-id", type=int, default=None)
-    parser.add_argument("--parent-pid", type=int, default=None,
-                        help="the local launcher's PID; the worker exits if it dies")
-    parser.add_argument("--state", default=None,
-                        help="where process 0 saves the trained state (for repeats)")
-    parser.add_argument("--repeat", default=None,
-                        help="time a repeat from the trained state saved in this folder")
+    parser.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        help="the local launcher's PID; the worker exits if it dies",
+    )
+    parser.add_argument(
+        "--state", default=None, help="where process 0 saves the trained state (for repeats)"
+    )
+    parser.add_argument(
+        "--repeat", default=None, help="time a repeat from the trained state saved in this folder"
+    )
     a = parser.parse_args(argv)
-    return worker(a.scenario, a.out, a.coordinator, a.num_processes, a.process_id,
-                  a.parent_pid, a.state, a.repeat)
+    return worker(
+        a.scenario,
+        a.out,
+        a.coordinator,
+        a.num_processes,
+        a.process_id,
+        a.parent_pid,
+        a.state,
+        a.repeat,
+    )
 
 
 if __name__ == "__main__":

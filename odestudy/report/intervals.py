@@ -8,9 +8,11 @@ import numpy as np
 
 RESAMPLES = 2000
 LEVEL = 0.95
-METHOD = (f"95% intervals: hierarchical bootstrap ({RESAMPLES} resamples; runs drawn "
-          "with replacement, then step times within each drawn run), percentiles of the "
-          "ratio of pooled medians")
+METHOD = (
+    f"95% intervals: hierarchical bootstrap ({RESAMPLES} resamples; runs drawn "
+    "with replacement, then step times within each drawn run), percentiles of the "
+    "ratio of pooled medians"
+)
 
 
 def step_time_runs(record: dict[str, Any]) -> list[np.ndarray]:
@@ -22,15 +24,16 @@ def step_time_runs(record: dict[str, Any]) -> list[np.ndarray]:
     return [np.asarray(r, dtype=float) for r in runs if len(r)]
 
 
-def bootstrap_medians(runs: Sequence[np.ndarray], rng: np.random.Generator,
-                      resamples: int = RESAMPLES) -> np.ndarray:
+def bootstrap_medians(
+    runs: Sequence[np.ndarray], rng: np.random.Generator, resamples: int = RESAMPLES
+) -> np.ndarray:
     """Pooled medians of `resamples` hierarchical bootstrap samples of `runs`."""
     k = len(runs)
     lens = np.array([len(r) for r in runs])
     m = lens.max()
     padded = np.full((k, m), np.nan)
     for i, r in enumerate(runs):
-        padded[i, :len(r)] = r
+        padded[i, : len(r)] = r
     choice = rng.integers(0, k, (resamples, k))  # which run fills each slot
     n = lens[choice][..., None]  # (B, k, 1)
     idx = (rng.random((resamples, k, m)) * n).astype(int)
@@ -39,8 +42,9 @@ def bootstrap_medians(runs: Sequence[np.ndarray], rng: np.random.Generator,
     return np.nanmedian(vals.reshape(resamples, -1), axis=1)
 
 
-def ratio_interval(numerator: dict[str, Any], denominator: dict[str, Any],
-                   scale: float = 1.0, seed: int = 0) -> tuple[float, float, float]:
+def ratio_interval(
+    numerator: dict[str, Any], denominator: dict[str, Any], scale: float = 1.0, seed: int = 0
+) -> tuple[float, float, float]:
     """`scale * t(numerator) / t(denominator)` of two records' median step times, with
     its 95% bootstrap interval: `(estimate, low, high)`."""
     rng = np.random.default_rng(seed)
@@ -52,8 +56,9 @@ def ratio_interval(numerator: dict[str, Any], denominator: dict[str, Any],
     return estimate, float(low), float(high)
 
 
-def fmt_interval(value: float | None, low: float | None, high: float | None,
-                 decimals: int = 2) -> str:
+def fmt_interval(
+    value: float | None, low: float | None, high: float | None, decimals: int = 2
+) -> str:
     """`1.80 [1.62, 1.95]`, or `–` without a value."""
     if value is None:
         return "–"

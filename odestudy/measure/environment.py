@@ -1,4 +1,4 @@
-"""Scenario records: the environment they were measured in, and atomic JSON I/O."""
+"""Where and with what a measurement ran: versions, CPU, machine fingerprint, git commit."""
 
 import datetime
 import hashlib
@@ -8,24 +8,15 @@ import platform
 import re
 import socket
 import subprocess
-import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-RECORD_NAME = "metrics.json"
+ROOT = Path(__file__).resolve().parents[2]
 # What the study writes (records, figures, and README.md, whose results section
 # `odestudy report --readme` rewrites); changes there do not make a checkout dirty.
 OUTPUTS = ("results", "figures", "README.md")
 PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "numpy")
-REQUIRED_KEYS = (
-    "status", "error", "device", "n_devices", "mode", "controller", "scaling",
-    "dataset_size", "global_batch", "steps", "compile_time_s", "step_time_s",
-    "step_time_p25_s", "step_time_p75_s", "epoch_time_s", "runtime_s", "final_loss",
-    "solver_steps", "collectives_total", "collectives_in_loops", "versions",
-    "hardware", "xla_flags", "git_commit",
-)
 
 
 def versions() -> dict[str, str]:
@@ -67,8 +58,12 @@ def cpu_info() -> dict[str, Any]:
     except AttributeError:
         usable = logical
     physical_cores = len(cores) or logical
-    return {"cpu_model": model, "logical_cpus": logical, "usable_cpus": usable,
-            "physical_cores": min(physical_cores, usable)}
+    return {
+        "cpu_model": model,
+        "logical_cpus": logical,
+        "usable_cpus": usable,
+        "physical_cores": min(physical_cores, usable),
+    }
 
 
 def machine(accelerator: str | None = None) -> dict[str, Any]:
@@ -77,12 +72,17 @@ def machine(accelerator: str | None = None) -> dict[str, Any]:
     - `accelerator`: the device kind of the GPU the records measure (None: CPU only).
     """
     cpu = cpu_info()
-    return {"hostname": socket.gethostname(), "cpu_model": cpu["cpu_model"],
-            "logical_cpus": cpu["logical_cpus"], "accelerator": accelerator}
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_model": cpu["cpu_model"],
+        "logical_cpus": cpu["logical_cpus"],
+        "accelerator": accelerator,
+    }
 
 
 def machine_id(fingerprint: dict[str, Any]) -> str:
     """A readable folder name for a fingerprint: `<cpu>-<N>cpu[-<gpu>]-<hash>`."""
+
     def slug(text: str | None) -> str:
         text = re.sub(r"\((r|tm)\)|processor|cpu|@.*|\d+-core", " ", (text or "unknown").lower())
         return "-".join(re.findall(r"[a-z0-9]+", text)[:4]) or "unknown"
@@ -99,8 +99,12 @@ def local_accelerator() -> str | None:
     """The device kind of this machine's first GPU (None without one); starts no JAX
     backend (reads `nvidia-smi`)."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     names = out.stdout.strip().splitlines() if out.returncode == 0 else []
@@ -130,12 +134,24 @@ def git_commit(path: str | os.PathLike | None = None) -> str | None:
     if not (ROOT / ".git").exists() and os.environ.get("ODESTUDY_GIT_COMMIT"):
         return os.environ["ODESTUDY_GIT_COMMIT"]
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, check=True,
-                                capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
-                                "--", ":(top)", *(f":(top,exclude){d}" for d in OUTPUTS)],
-                               cwd=cwd, check=True, capture_output=True,
-                               text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, check=True, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ":(top)",
+                *(f":(top,exclude){d}" for d in OUTPUTS),
+            ],
+            cwd=cwd,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return commit + ("-dirty" if dirty else "")
@@ -144,43 +160,3 @@ def git_commit(path: str | os.PathLike | None = None) -> str | None:
 def now() -> str:
     """The current UTC time, ISO format."""
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-
-
-def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
-    """Write JSON so that `path` holds either the old or the whole new content.
-
-    Writes a temporary file in the same folder, flushes it to disk, then renames it
-    over `path` (an atomic replace on POSIX).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True, allow_nan=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def read_record(path: str | os.PathLike) -> dict[str, Any]:
-    """Read one record written by `write_json_atomic`."""
-    with open(path) as f:
-        return json.load(f)
-
-
-def save_record(record: dict[str, Any], out_dir: str | os.PathLike | None,
-                run_id: str | None = None) -> Path | None:
-    """Write `record` as `out_dir/metrics.json` atomically; nothing if `out_dir` is
-    empty (the notebook run by hand). `run_id` ties it to the runner that asked."""
-    if not out_dir:
-        return None
-    path = Path(out_dir) / RECORD_NAME
-    from .timing import code_fingerprint
-
-    write_json_atomic(path, dict(record, run_id=run_id,
-                                 code_fingerprint=code_fingerprint()["fingerprint"]))
-    return path

@@ -14,9 +14,7 @@ class VectorField(eqx.Module):
     mlp: eqx.nn.MLP
 
     def __init__(self, key: jax.Array, width: int = 64, depth: int = 2):
-        self.mlp = eqx.nn.MLP(
-            2, 2, width, depth, activation=jax.nn.softplus, key=key
-        )
+        self.mlp = eqx.nn.MLP(2, 2, width, depth, activation=jax.nn.softplus, key=key)
 
     def __call__(self, t, y, args):
         del t, args
@@ -64,9 +62,7 @@ def batch_loss(model: VectorField, ts: jax.Array, ys: jax.Array, controller: str
 
     Returns `(loss, num_steps)` with `num_steps` of shape `(batch,)`.
     """
-    pred, num_steps = jax.vmap(solve, in_axes=(None, 0, 0, None))(
-        model, ts, ys[:, 0], controller
-    )
+    pred, num_steps = jax.vmap(solve, in_axes=(None, 0, 0, None))(model, ts, ys[:, 0], controller)
     mask = observed(ts)[..., None]
     loss = jnp.sum(mask * (pred - ys) ** 2) / (jnp.sum(mask) * ys.shape[-1])
     return loss, num_steps
@@ -112,8 +108,7 @@ def solve_within_ode(model: VectorField, ts: jax.Array, y0: jax.Array, controlle
     return ys, jnp.broadcast_to(sol.stats["num_steps"], (ts.shape[0],))
 
 
-def batch_loss_within_ode(model: VectorField, ts: jax.Array, ys: jax.Array,
-                          controller: str):
+def batch_loss_within_ode(model: VectorField, ts: jax.Array, ys: jax.Array, controller: str):
     """Like `batch_loss`, but the batch is solved as one ODE (`solve_within_ode`)."""
     pred, num_steps = solve_within_ode(model, ts, ys[:, 0], controller)
     return jnp.mean((pred - ys) ** 2), num_steps

@@ -23,9 +23,7 @@ def make_data_mesh(devices: Sequence[jax.Device], axis: str = "data") -> Mesh:
 
 def _is_manual_abstract(sharding) -> bool:
     mesh = getattr(sharding, "mesh", None)
-    return isinstance(mesh, AbstractMesh) and all(
-        t == AxisType.Manual for t in mesh.axis_types
-    )
+    return isinstance(mesh, AbstractMesh) and all(t == AxisType.Manual for t in mesh.axis_types)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ scenario, machine, package versions, measurement environment (`measurement_env`)
 a test (`tests/test_protocol.py`) fingerprints the code a measurement runs (its syntax
 tree without comments and docstrings, `code_fingerprint`) and fails when that code
 changes, asking to bump `PROTOCOL` (what is measured changed) or to re-bless the
-fingerprint (`python -m odestudy.timing --bless`: it did not).
+fingerprint (`python -m odestudy.measure.timing --bless`: it did not).
 
 Changelog:
 
@@ -53,19 +53,27 @@ PROTOCOL = 2
 # flags, equinox's error checks, precision, thread pools). Their values are recorded
 # (`measurement_env`) and must match for a record to be reused.
 MEASUREMENT_ENV = (
-    "XLA_FLAGS", "EQX_ON_ERROR", "JAX_PLATFORMS", "JAX_ENABLE_X64",
-    "JAX_DEFAULT_MATMUL_PRECISION", "JAX_DISABLE_JIT", "JAX_DEBUG_NANS",
-    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+    "XLA_FLAGS",
+    "EQX_ON_ERROR",
+    "JAX_PLATFORMS",
+    "JAX_ENABLE_X64",
+    "JAX_DEFAULT_MATMUL_PRECISION",
+    "JAX_DISABLE_JIT",
+    "JAX_DEBUG_NANS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
     "XLA_PYTHON_CLIENT_PREALLOCATE",
-    "XLA_PYTHON_CLIENT_MEM_FRACTION", "NVIDIA_TF32_OVERRIDE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "NVIDIA_TF32_OVERRIDE",
 )
 # The virtual CPU device count is the scenario's (`n_devices`), not the environment's.
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 # Where `code_fingerprint` starts: the modules whose functions run a measurement (a
 # scenario, a repeat); the modules they import are found by reading their imports.
-ENTRY_MODULES = ("training", "repeats", "distributed", "timing")
-PACKAGE = Path(__file__).resolve().parent
+ENTRY_MODULES = ("measure.training", "measure.resume", "study.distributed", "measure.timing")
+PACKAGE = Path(__file__).resolve().parents[1]
 SCENARIO_NOTEBOOK = PACKAGE.parent / "notebooks" / "scenario.ipynb"
 BLESSED = PACKAGE.parent / "tests" / "protocol_fingerprint.json"
 
@@ -79,8 +87,7 @@ def measurement_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     env = os.environ if env is None else env
     out = {k: env[k] for k in MEASUREMENT_ENV if env.get(k, "") != ""}
     if "XLA_FLAGS" in out:
-        flags = sorted(f for f in out["XLA_FLAGS"].split()
-                       if not f.startswith(_DEVICE_COUNT_FLAG))
+        flags = sorted(f for f in out["XLA_FLAGS"].split() if not f.startswith(_DEVICE_COUNT_FLAG))
         if flags:
             out["XLA_FLAGS"] = " ".join(flags)
         else:
@@ -118,11 +125,18 @@ class StepRun(NamedTuple):
     num_steps: list[Any]
 
 
-def run_steps(compiled: Callable, params: Any, opt_state: Any,
-              batches: Iterator[tuple] | Iterable[tuple], steps: int, warmup: int = 0,
-              carry: bool = True, where: str = "step",
-              on_step: Callable[[int, Any, float, float], None] | None = None,
-              read_loss: Callable[[Any], float] | None = None) -> StepRun:
+def run_steps(
+    compiled: Callable,
+    params: Any,
+    opt_state: Any,
+    batches: Iterator[tuple] | Iterable[tuple],
+    steps: int,
+    warmup: int = 0,
+    carry: bool = True,
+    where: str = "step",
+    on_step: Callable[[int, Any, float, float], None] | None = None,
+    read_loss: Callable[[Any], float] | None = None,
+) -> StepRun:
     """Run `steps` training steps of an AOT-compiled step, each on the clock.
 
     - `compiled`: maps `(params, opt_state, *batch)` to
@@ -148,7 +162,8 @@ def run_steps(compiled: Callable, params: Any, opt_state: Any,
         value = read_loss(loss) if read_loss else float(np.asarray(loss).reshape(-1)[0])
         if not np.isfinite(value):
             raise FloatingPointError(
-                f"diverged: the training loss became {value} at {where} {i + 1}")
+                f"diverged: the training loss became {value} at {where} {i + 1}"
+            )
         if carry:
             p, o = p_new, o_new
         losses.append(value)
@@ -163,8 +178,7 @@ def run_steps(compiled: Callable, params: Any, opt_state: Any,
 def quantiles(times: list[float]) -> tuple[float, float, float]:
     """Median, 25th and 75th percentile of `times`."""
     arr = np.asarray(times, float)
-    return (float(np.median(arr)), float(np.percentile(arr, 25)),
-            float(np.percentile(arr, 75)))
+    return (float(np.median(arr)), float(np.percentile(arr, 25)), float(np.percentile(arr, 75)))
 
 
 _LOCATION = re.compile(r"\s*loc\((?:[^()]|\([^()]*\))*\)|#loc\d*(?: = loc\(.*\))?")
@@ -180,35 +194,49 @@ def program_fingerprint(lowered: Any) -> str:
         text = lowered.as_text(debug_info=False)
     except TypeError:  # older JAX: no debug_info argument
         text = lowered.as_text()
-    text = "\n".join(_LOCATION.sub("", line) for line in text.splitlines()
-                     if not line.startswith("#loc"))
+    text = "\n".join(
+        _LOCATION.sub("", line) for line in text.splitlines() if not line.startswith("#loc")
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _module_path(module: str, package: Path = PACKAGE) -> Path:
+    """The file of dotted module `module` (relative to the package, `measure.timing`)."""
+    return package / (module.replace(".", "/") + ".py")
+
+
 def _imports(module: str, package: Path = PACKAGE) -> set[str]:
-    """The `odestudy` modules that `<package>/<module>.py` imports, anywhere in it."""
-    tree = ast.parse((package / f"{module}.py").read_text())
+    """The `odestudy` modules (dotted, relative to the package) that `module` imports,
+    anywhere in it: relative and absolute imports, of modules and of names."""
+    tree = ast.parse(_module_path(module, package).read_text())
+    here = module.split(".")[:-1]  # the subpackage the module lives in
     found = set()
     for node in ast.walk(tree):
+        targets: list[list[str]] = []
         if isinstance(node, ast.ImportFrom):
-            names = [a.name for a in node.names]
-            if node.level == 1 and node.module:
-                found.add(node.module.split(".")[0])
-            elif node.level == 1:
-                found.update(names)
-            elif node.module and node.module.startswith("odestudy."):
-                found.add(node.module.split(".")[1])
-            elif node.module == "odestudy":
-                found.update(names)
+            if node.level:
+                if node.level - 1 > len(here):
+                    continue
+                base = here[: len(here) - (node.level - 1)]
+                base = base + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.split(".")[0] == "odestudy":
+                base = node.module.split(".")[1:]
+            else:
+                continue
+            targets.append(base)
+            targets += [base + [a.name] for a in node.names]
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names
-                         if a.name.startswith("odestudy."))
-    return {m for m in found if (package / f"{m}.py").exists()}
+            targets += [
+                a.name.split(".")[1:] for a in node.names if a.name.split(".")[0] == "odestudy"
+            ]
+        found |= {".".join(t) for t in targets if t and _module_path(".".join(t), package).exists()}
+    return found
 
 
 def measuring_modules(package: Path = PACKAGE) -> list[str]:
     """The package modules a measurement runs: `ENTRY_MODULES` and every module they
-    import (at the top or inside a function), transitively.
+    import (at the top or inside a function), transitively; dotted, relative to the
+    package (`measure.training`).
 
     - `package`: the package folder (another copy of it in tests).
     """
@@ -218,17 +246,19 @@ def measuring_modules(package: Path = PACKAGE) -> list[str]:
         module = todo.pop()
         seen.add(module)
         todo |= _imports(module, package) - seen
-    return sorted(seen - {"__init__"})
+    return sorted(seen)
 
 
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
-                      | ast.AsyncFunctionDef):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(
-                    getattr(body[0], "value", None), ast.Constant) and isinstance(
-                    body[0].value.value, str):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(getattr(body[0], "value", None), ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 node.body = body[1:] or [ast.Pass()]
     return tree
 
@@ -238,8 +268,7 @@ def _notebook_code(path: Path) -> str:
     return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
 
 
-def code_fingerprint(package: Path = PACKAGE, notebook: Path = SCENARIO_NOTEBOOK
-                     ) -> dict[str, Any]:
+def code_fingerprint(package: Path = PACKAGE, notebook: Path = SCENARIO_NOTEBOOK) -> dict[str, Any]:
     """A hash of the code a measurement runs, blind to comments and docstrings: the
     syntax trees of `measuring_modules()` and the scenario notebook's code cells.
 
@@ -250,13 +279,12 @@ def code_fingerprint(package: Path = PACKAGE, notebook: Path = SCENARIO_NOTEBOOK
     """
     digest = hashlib.sha256()
     modules = measuring_modules(package)
-    sources = [(f"odestudy/{m}.py", (package / f"{m}.py").read_text()) for m in modules]
+    sources = [(f"odestudy/{m}", _module_path(m, package).read_text()) for m in modules]
     sources.append(("notebooks/scenario.ipynb", _notebook_code(notebook)))
     for name, source in sources:
         tree = _strip_docstrings(ast.parse(source))
         digest.update(name.encode())
-        digest.update(ast.dump(tree, annotate_fields=False,
-                               include_attributes=False).encode())
+        digest.update(ast.dump(tree, annotate_fields=False, include_attributes=False).encode())
     return {"fingerprint": digest.hexdigest()[:16], "modules": modules}
 
 

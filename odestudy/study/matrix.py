@@ -5,11 +5,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..measure import environment
+from ..measure.devices import child_environment, gpu_count
+from ..measure.scenario import SCALES, Scenario
+from ..measure.timing import PROTOCOL, measurement_env
 from . import records
-from .config import SCALES, Scenario
-from .devices import child_environment, gpu_count
 from .records import RECORD_NAME
-from .timing import PROTOCOL, measurement_env
 
 CPU_DEVICE_COUNTS = (2, 4, 8)
 GPU_DEVICE_COUNTS = (2,)
@@ -17,7 +18,7 @@ MULTI_MODES = ("pmap", "shard", "shard_map")
 CONTROLLERS = ("pid", "stepto")
 # Multi-process CPU rows: (processes, devices per process).
 PROCESS_LAYOUTS = ((2, 1),)
-DEFAULT_RESULTS = records.ROOT / "results"
+DEFAULT_RESULTS = environment.ROOT / "results"
 
 
 def weak_batch(scale: str) -> int:
@@ -43,13 +44,19 @@ def seed_scenarios(device: str = "cpu") -> list[Scenario]:
     every = SEED_EVAL_EVERY if device == "cpu" else 0
     out = []
     for controller in CONTROLLERS:
-        out.append(Scenario(device=device, controller=controller, scale="seed",
-                            eval_every=every))
+        out.append(Scenario(device=device, controller=controller, scale="seed", eval_every=every))
         for n in counts:
             for mode in MULTI_MODES:
-                out.append(Scenario(device=device, n_devices=n, mode=mode,
-                                    controller=controller, scale="seed",
-                                    eval_every=every))
+                out.append(
+                    Scenario(
+                        device=device,
+                        n_devices=n,
+                        mode=mode,
+                        controller=controller,
+                        scale="seed",
+                        eval_every=every,
+                    )
+                )
     return out
 
 
@@ -81,22 +88,46 @@ def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
         batch = SCALES[scale]["batch"] if scaling == "strong" else weak_batch(scale)
         for controller in CONTROLLERS:
             if batch != SCALES[scale]["batch"] or scaling == "strong":
-                out.append(Scenario(device=device, n_devices=1, mode="single",
-                                    controller=controller, scaling=scaling,
-                                    scale=scale, batch=batch))
+                out.append(
+                    Scenario(
+                        device=device,
+                        n_devices=1,
+                        mode="single",
+                        controller=controller,
+                        scaling=scaling,
+                        scale=scale,
+                        batch=batch,
+                    )
+                )
             for n in counts:
                 if scaling == "weak" and n * batch == SCALES[scale]["batch"]:
                     continue  # the same run as strong scaling at n devices: reused
                 for mode in MULTI_MODES:
-                    out.append(Scenario(device=device, n_devices=n, mode=mode,
-                                        controller=controller, scaling=scaling,
-                                        scale=scale, batch=batch))
+                    out.append(
+                        Scenario(
+                            device=device,
+                            n_devices=n,
+                            mode=mode,
+                            controller=controller,
+                            scaling=scaling,
+                            scale=scale,
+                            batch=batch,
+                        )
+                    )
     if device == "cpu":
         for processes, per_process in PROCESS_LAYOUTS:
             for mode in ("shard", "shard_map"):
-                out.append(Scenario(device="cpu", n_devices=per_process, mode=mode,
-                                    controller="pid", scaling="strong", scale=scale,
-                                    processes=processes))
+                out.append(
+                    Scenario(
+                        device="cpu",
+                        n_devices=per_process,
+                        mode=mode,
+                        controller="pid",
+                        scaling="strong",
+                        scale=scale,
+                        processes=processes,
+                    )
+                )
     return out
 
 
@@ -127,15 +158,25 @@ def explain_scenarios(scale: str) -> list[Scenario]:
             out.append(Scenario(n_devices=n, mode=mode, spread=spread, **one))
         out.append(Scenario(mode="single", spread=spread, batching="grouped", **one))
         for mode in ("shard", "shard_map"):
-            out.append(Scenario(n_devices=n, mode=mode, spread=spread, batching="grouped",
-                                **one))
+            out.append(Scenario(n_devices=n, mode=mode, spread=spread, batching="grouped", **one))
     for controller, spreads in (("pid", (0.0, 1.0)), ("stepto", (0.0,))):
         for spread in spreads:
-            out.append(Scenario(mode="single", controller=controller, spread=spread,
-                                solve="within_ode", **one))
+            out.append(
+                Scenario(
+                    mode="single", controller=controller, spread=spread, solve="within_ode", **one
+                )
+            )
             for mode in ("shard", "shard_map"):
-                out.append(Scenario(n_devices=n, mode=mode, controller=controller,
-                                    spread=spread, solve="within_ode", **one))
+                out.append(
+                    Scenario(
+                        n_devices=n,
+                        mode=mode,
+                        controller=controller,
+                        spread=spread,
+                        solve="within_ode",
+                        **one,
+                    )
+                )
     for batch in BATCH_SWEEP:
         out.append(Scenario(mode="single", batch=batch, **one))
     base = SCALES[scale]["batch"]
@@ -143,17 +184,17 @@ def explain_scenarios(scale: str) -> list[Scenario]:
     # start did not train in 150 steps: evaluation loss 0.22 in every row).
     target = dict(eval_every=TARGET_EVAL_EVERY, **one)
     for mode, devices in (("single", 1), ("shard_map", n)):
-        for batch, lr_scaling in ((base, "fixed"), (2 * base, "fixed"),
-                                  (2 * base, "linear")):
-            out.append(Scenario(mode=mode, n_devices=devices, batch=batch,
-                                lr_scaling=lr_scaling, **target))
+        for batch, lr_scaling in ((base, "fixed"), (2 * base, "fixed"), (2 * base, "linear")):
+            out.append(
+                Scenario(mode=mode, n_devices=devices, batch=batch, lr_scaling=lr_scaling, **target)
+            )
     return out
 
 
 def machine_folder(results: str | Path = DEFAULT_RESULTS) -> Path:
     """This machine's folder of records: `results/<machine id>` (see
-    `records.machine_id`), so that records of other machines are never resumed."""
-    return Path(results) / records.machine_id(records.this_machine())
+    `environment.machine_id`), so that records of other machines are never resumed."""
+    return Path(results) / environment.machine_id(environment.this_machine())
 
 
 def record_path(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> Path:
@@ -175,8 +216,8 @@ def why_stale(s: Scenario, rec: dict[str, Any]) -> str | None:
     checks = (
         ("scenario", rec.get("scenario_key"), s.key()),
         ("status", rec.get("status"), "ok"),
-        ("machine", rec.get("machine_id"), records.machine_id(records.this_machine())),
-        ("versions", rec.get("versions"), records.versions()),
+        ("machine", rec.get("machine_id"), environment.machine_id(environment.this_machine())),
+        ("versions", rec.get("versions"), environment.versions()),
         ("protocol", rec.get("protocol"), PROTOCOL),
         ("measurement environment", rec.get("measurement_env"), expected_env(s)),
     )
@@ -201,12 +242,13 @@ def sized_limit(device: str) -> int:
     this machine's physical cores (more virtual devices than cores measure overhead,
     not parallel speedup), GPUs up to those present."""
     if device == "cpu":
-        return max(1, records.cpu_info()["physical_cores"])
+        return max(1, environment.cpu_info()["physical_cores"])
     return gpu_count()
 
 
-def plan(scale: str, device: str = "auto", study: str = "scaling", full: bool = False
-         ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
+def plan(
+    scale: str, device: str = "auto", study: str = "scaling", full: bool = False
+) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
     """Scenarios to run here, and those that cannot run here with the reason.
 
     - `device`: `"cpu"`, `"gpu"` or `"auto"` (CPU rows, and GPU rows where GPUs exist).
@@ -246,16 +288,17 @@ def parse_selection(text: str) -> dict[str, str]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         if not sep or key not in fields:
-            raise ValueError(f"bad selection {part!r}: expected FIELD=VALUE with FIELD "
-                             f"one of {', '.join(fields)}")
+            raise ValueError(
+                f"bad selection {part!r}: expected FIELD=VALUE with FIELD "
+                f"one of {', '.join(fields)}"
+            )
         out[key] = value
     return out
 
 
 def select(scenarios: Iterable[Scenario], selection: dict[str, str]) -> list[Scenario]:
     """The scenarios whose fields equal every value of `selection` (compared as text)."""
-    return [s for s in scenarios
-            if all(str(getattr(s, k)) == v for k, v in selection.items())]
+    return [s for s in scenarios if all(str(getattr(s, k)) == v for k, v in selection.items())]
 
 
 def estimate_s(s: Scenario, results: str | Path, runs: int) -> float:
@@ -275,19 +318,24 @@ def estimate_s(s: Scenario, results: str | Path, runs: int) -> float:
         step = {"quick": 0.05, "seed": 0.05}.get(s.scale, 0.01) * (3 if heavy else 1)
     from .repeats import REPEAT_STEPS
 
-    repeat = 2.0 + (REPEAT_STEPS + s.warmup_steps) * step + (12.0 if s.processes > 1
-                                                              else 0.0)
+    repeat = 2.0 + (REPEAT_STEPS + s.warmup_steps) * step + (12.0 if s.processes > 1 else 0.0)
     return cold + (runs - 1) * repeat
 
 
-def run_matrix(scale: str, device: str = "auto", force: bool = False,
-               results: str | Path = DEFAULT_RESULTS, show_progress: bool = True,
-               only: Iterable[Scenario] | None = None,
-               study: str = "scaling",
-               selection: dict[str, str] | None = None,
-               repeats: int | None = None,
-               recommended: bool = False, full: bool = False,
-               ceiling: bool | None = None) -> list[dict[str, Any]]:
+def run_matrix(
+    scale: str,
+    device: str = "auto",
+    force: bool = False,
+    results: str | Path = DEFAULT_RESULTS,
+    show_progress: bool = True,
+    only: Iterable[Scenario] | None = None,
+    study: str = "scaling",
+    selection: dict[str, str] | None = None,
+    repeats: int | None = None,
+    recommended: bool = False,
+    full: bool = False,
+    ceiling: bool | None = None,
+) -> list[dict[str, Any]]:
     """Run the matrix one scenario at a time in rounds: every scenario's first, cold
     run (a fresh kernel), then every scenario's repeats (`repeats.REPEATS` runs in all
     for the scaling study; `repeats.run_repeat_round`), one round at a time, so that a
@@ -318,9 +366,10 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
     runnable, not_run = plan(scale, device, study, full)
     if recommended:
         if study != "scaling":
-            raise ValueError("--recommended applies to the scaling study only; "
-                             f"got study {study!r}")
-        from .recommended import recommended as apply
+            raise ValueError(
+                f"--recommended applies to the scaling study only; got study {study!r}"
+            )
+        from ..measure.recommended import recommended as apply
 
         runnable = [apply(s) for s in runnable]
         not_run = [(apply(s), why) for s, why in not_run]
@@ -332,15 +381,21 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
         not_run = [(s, why) for s, why in not_run if select([s], selection)]
         if not runnable and not not_run:
             shown = ",".join(f"{k}={v}" for k, v in selection.items())
-            raise ValueError(f"--select {shown} matches none of the {every} scenarios "
-                             f"of the {scale} {study} matrix")
-    here = records.machine_id(records.this_machine())
+            raise ValueError(
+                f"--select {shown} matches none of the {every} scenarios "
+                f"of the {scale} {study} matrix"
+            )
+    here = environment.machine_id(environment.this_machine())
     for s, reason in not_run:
         path = record_path(s, results)
         try:  # the same not_run record already there: leave it (and the checkout) alone
             old = records.read_record(path)
-            same = (old.get("status") == "not_run" and old.get("error") == reason
-                    and old.get("scenario_key") == s.key() and old.get("machine_id") == here)
+            same = (
+                old.get("status") == "not_run"
+                and old.get("error") == reason
+                and old.get("scenario_key") == s.key()
+                and old.get("machine_id") == here
+            )
         except (OSError, ValueError):
             same = False
         if not same:
@@ -360,22 +415,36 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
     todo = sum(max(0, n) for n in missing.values())
     if ceiling is None:
         ceiling = study == "scaling" and scale != "seed" and wanted > 1
-    probes = [s for s in runnable if s.device == "cpu" and s.mode == "single"
-              and s.scaling == "strong" and s.processes == 1] if ceiling else []
+    probes = (
+        [
+            s
+            for s in runnable
+            if s.device == "cpu"
+            and s.mode == "single"
+            and s.scaling == "strong"
+            and s.processes == 1
+        ]
+        if ceiling
+        else []
+    )
     ceiling = bool(probes)
     if show_progress:
         seconds = sum(estimate_s(s, results, n) for s, n in missing.items() if n > 0)
         seconds += 25.0 * len(probes) * (wanted - 1) if todo else 0.0
         counts = sorted({s.total_devices for s in runnable})
-        print(f"{scale} {study} matrix ({'whole' if full or scale == 'seed' else 'sized'}"
-              f": devices {', '.join(map(str, counts)) or 'none'}): {len(runnable)} "
-              f"scenarios, {len(runnable) - len(cold)} reusable; {todo} run(s) to do "
-              f"({len(cold)} cold, {todo - len(cold)} repeats"
-              f"{', machine ceiling each round' if ceiling and todo else ''}), "
-              f"about {seconds / 60:.0f} min here", flush=True)
+        print(
+            f"{scale} {study} matrix ({'whole' if full or scale == 'seed' else 'sized'}"
+            f": devices {', '.join(map(str, counts)) or 'none'}): {len(runnable)} "
+            f"scenarios, {len(runnable) - len(cold)} reusable; {todo} run(s) to do "
+            f"({len(cold)} cold, {todo - len(cold)} repeats"
+            f"{', machine ceiling each round' if ceiling and todo else ''}), "
+            f"about {seconds / 60:.0f} min here",
+            flush=True,
+        )
     # A bar on a terminal only (tqdm's disable=None); one line per finished run always.
-    bar = tqdm(total=todo, desc=f"{scale} matrix", unit="run",
-               disable=None if show_progress else True)
+    bar = tqdm(
+        total=todo, desc=f"{scale} matrix", unit="run", disable=None if show_progress else True
+    )
 
     def report(rec: dict[str, Any], what: str) -> None:
         if show_progress:
@@ -415,16 +484,22 @@ def run_matrix(scale: str, device: str = "auto", force: bool = False,
         for probe in probes if due else []:
             if done[probe]["status"] != "ok":
                 continue
-            from .ceiling import ceiling_interval, run_ceiling
+            from .ceiling import last_ceiling, run_ceiling
 
             folder = record_path(probe, results).parent
             rec = run_ceiling(probe, folder, folder.parent)
             last = rec["runs"][-1]
             if show_progress:
-                got = ceiling_interval(rec).get("ceiling")
-                text = (f"t(alone)/t(paired) {got[0]:.2f} [{got[1]:.2f}, {got[2]:.2f}]"
-                        if got and last["status"] == "ok" else last.get("error", ""))
-                bar.write(f"{last['status']:7s} machine ceiling, {probe.controller} (run "
-                          f"{len(rec['runs'])})  {text}", file=sys.stdout)
+                got = last_ceiling(rec)
+                text = (
+                    f"t(alone)/t(paired) {got:.2f} (this run's median)"
+                    if got is not None
+                    else last.get("error", "")
+                )
+                bar.write(
+                    f"{last['status']:7s} machine ceiling, {probe.controller} (run "
+                    f"{len(rec['runs'])})  {text}",
+                    file=sys.stdout,
+                )
     bar.close()
     return [done[s] for s in runnable]

@@ -4,7 +4,8 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from . import records
+from ..measure import environment
+from ..study import records
 from .frames import (
     BaselineError,
     baseline,
@@ -15,22 +16,46 @@ from .frames import (
 )
 from .intervals import METHOD, fmt_interval
 from .plots import scaling_figures, step_cost_figure
+from .step import verdict
 from .tables import escape as _esc
 from .tables import fmt as _fmt
 from .tables import markdown_table
 
-__all__ = ["BaselineError", "baseline", "read_records", "record_machine_id",
-           "scaling_rows", "write_report"]
+__all__ = [
+    "BaselineError",
+    "baseline",
+    "read_records",
+    "record_machine_id",
+    "scaling_rows",
+    "write_report",
+]
 
 # The reference study's two published tables as data (its "epoch time" is one optimiser
 # step), kept in the repo so that a clone anywhere can compare with them.
-REFERENCE_CSV = records.ROOT / "data" / "reference_tables.csv"
-REFERENCE_COLUMNS = ("Device", "Number of Devices", "Mode", "Controller", "Runtime (s)",
-                     "Epoch Time (s)", "Compile Time (s)", "Final Loss")
-ADDED_COLUMNS = ("Scaling", "Global batch", "Step time median (s)", "Step time IQR (s)",
-                 "Runs", "Speedup [95% CI]", "Efficiency [95% CI]",
-                 "Efficiency vs machine ceiling [95% CI]", "Collectives total / in loops",
-                 "Solver steps max / mean", "Status")
+REFERENCE_CSV = environment.ROOT / "data" / "reference_tables.csv"
+REFERENCE_COLUMNS = (
+    "Device",
+    "Number of Devices",
+    "Mode",
+    "Controller",
+    "Runtime (s)",
+    "Epoch Time (s)",
+    "Compile Time (s)",
+    "Final Loss",
+)
+ADDED_COLUMNS = (
+    "Scaling",
+    "Global batch",
+    "Step time median (s)",
+    "Step time IQR (s)",
+    "Runs",
+    "Speedup [95% CI]",
+    "Efficiency [95% CI]",
+    "Efficiency vs machine ceiling [95% CI]",
+    "Collectives total / in loops",
+    "Solver steps max / mean",
+    "Status",
+)
 
 
 def pick_machine(recs: list[dict[str, Any]], device: str) -> str | None:
@@ -39,7 +64,7 @@ def pick_machine(recs: list[dict[str, Any]], device: str) -> str | None:
     ok = [r for r in recs if r["device"] == device and r["status"] == "ok"]
     if not ok:
         return None
-    here = records.machine_id(records.this_machine())
+    here = environment.machine_id(environment.this_machine())
     if any(r["machine_id"] == here for r in ok):
         return here
     count: dict[str, tuple[int, str]] = {}
@@ -64,25 +89,36 @@ def table_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]
     for r in rows:
         ok = r["status"] == "ok"
         steps = r.get("solver_steps") or {}
-        iqr = (f"{_fmt(r['step_time_p25_s'])}–{_fmt(r['step_time_p75_s'])}" if ok else "–")
+        iqr = f"{_fmt(r['step_time_p25_s'])}–{_fmt(r['step_time_p75_s'])}" if ok else "–"
         runs = ", ".join(_fmt(x, 3) for x in r.get("step_time_runs_s") or []) if ok else ""
         status = r["status"] if ok else f"{r['status']}: {r.get('error')}"
         if ok and r.get("baseline_error"):
             status += f" (no speedup: {r['baseline_error']})"
-        out.append([
-            r["device"], _devices_label(r, cores), r["mode"], r["controller"],
-            _fmt(r.get("runtime_s"), 3), _fmt(r.get("epoch_time_s")),
-            _fmt(r.get("compile_time_s"), 3), _fmt(r.get("final_loss")),
-            r["scaling"], str(r["global_batch"]), _fmt(r.get("step_time_s")), iqr,
-            (f"{len(r['step_time_runs_s'])} ({runs})" if r.get("step_time_runs_s")
-             else "1") if ok else "–",
-            fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None))),
-            fmt_interval(r["efficiency"], *(r.get("efficiency_ci") or (None, None))),
-            fmt_interval(*(r.get("efficiency_vs_ceiling") or (None, None, None))),
-            f"{_fmt(r.get('collectives_total'))} / {_fmt(r.get('collectives_in_loops'))}",
-            f"{_fmt(steps.get('max'), 3)} / {_fmt(steps.get('mean'), 3)}" if ok else "–",
-            status,
-        ])
+        out.append(
+            [
+                r["device"],
+                _devices_label(r, cores),
+                r["mode"],
+                r["controller"],
+                _fmt(r.get("runtime_s"), 3),
+                _fmt(r.get("epoch_time_s")),
+                _fmt(r.get("compile_time_s"), 3),
+                _fmt(r.get("final_loss")),
+                r["scaling"],
+                str(r["global_batch"]),
+                _fmt(r.get("step_time_s")),
+                iqr,
+                (f"{len(r['step_time_runs_s'])} ({runs})" if r.get("step_time_runs_s") else "1")
+                if ok
+                else "–",
+                fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None))),
+                fmt_interval(r["efficiency"], *(r.get("efficiency_ci") or (None, None))),
+                fmt_interval(*(r.get("efficiency_vs_ceiling") or (None, None, None))),
+                f"{_fmt(r.get('collectives_total'))} / {_fmt(r.get('collectives_in_loops'))}",
+                f"{_fmt(steps.get('max'), 3)} / {_fmt(steps.get('mean'), 3)}" if ok else "–",
+                status,
+            ]
+        )
     return out
 
 
@@ -96,13 +132,15 @@ def machine_line(rows: list[dict[str, Any]], device: str) -> str:
     v = {k: _esc(x) for k, x in (ok[0].get("versions") or {}).items()}
     kind = _esc(repr(ok[0].get("device_kind", device)))
     commits = ", ".join(sorted({_esc(str(r.get("git_commit"))[:12]) for r in ok}))
-    return (f"Machine {_esc(ok[0].get('machine_id'))}: {hw.get('cpu_model')} "
-            f"({hw.get('physical_cores')} physical cores"
-            f", {hw.get('logical_cpus')} logical), device kind {kind}; python "
-            f"{v.get('python')}, jax {v.get('jax')}, jaxlib {v.get('jaxlib')}, diffrax "
-            f"{v.get('diffrax')}, equinox {v.get('equinox')}, optax {v.get('optax')}; "
-            f"pmap is {_esc(ok[0].get('pmap_implementation'))}; records from git "
-            f"commit(s) {commits}.")
+    return (
+        f"Machine {_esc(ok[0].get('machine_id'))}: {hw.get('cpu_model')} "
+        f"({hw.get('physical_cores')} physical cores"
+        f", {hw.get('logical_cpus')} logical), device kind {kind}; python "
+        f"{v.get('python')}, jax {v.get('jax')}, jaxlib {v.get('jaxlib')}, diffrax "
+        f"{v.get('diffrax')}, equinox {v.get('equinox')}, optax {v.get('optax')}; "
+        f"pmap is {_esc(ok[0].get('pmap_implementation'))}; records from git "
+        f"commit(s) {commits}."
+    )
 
 
 EPOCH_NOTE = (
@@ -127,7 +165,8 @@ EPOCH_NOTE = (
     "repeat round (`odestudy/ceiling.py`): 1 is as good as two independent trainings. "
     "Seed-scale rows and "
     "the GPU rows run once: their intervals hold the spread of steps within that run "
-    "only. Compile time and final loss are the first run's. " + METHOD
+    "only. Compile time and final loss are the first run's. "
+    + METHOD
     + ". Solver steps: forward steps per sample of the "
     "last stage's timed steps: the steps a batched loop executes (the per-device "
     "maximum; in `shard` one loop spans all devices, so the global batch's maximum) "
@@ -138,30 +177,43 @@ EPOCH_NOTE = (
 def device_table(rows: list[dict[str, Any]], device: str) -> str:
     """The markdown table of one device kind, with its notes."""
     sel = [r for r in rows if r["device"] == device]
-    cores = next(((r.get("hardware") or {}).get("physical_cores") for r in sel
-                  if r.get("hardware")), None)
+    cores = next(
+        ((r.get("hardware") or {}).get("physical_cores") for r in sel if r.get("hardware")), None
+    )
     parts = [f"# {device.upper()} table", "", EPOCH_NOTE, ""]
     counts = sorted({r["n_devices"] for r in sel if r["status"] != "not_run"})
     if device == "cpu" and cores and counts:
         whole = max(counts) > cores
-        parts += [f"Devices in this table: {', '.join(map(str, counts))}, on a machine "
-                  f"of {cores} physical cores: "
-                  + ("the whole matrix (`make full`)." if whole else
-                     "the matrix sized to the machine (`make all`); `make full` adds "
-                     "the rows with more virtual devices than cores.")
-                  + (f" † more virtual devices than the {cores} physical cores: those "
-                     "rows measure overhead, not parallel speedup." if whole else ""), ""]
+        parts += [
+            f"Devices in this table: {', '.join(map(str, counts))}, on a machine "
+            f"of {cores} physical cores: "
+            + (
+                "the whole matrix (`make full`)."
+                if whole
+                else "the matrix sized to the machine (`make all`); `make full` adds "
+                "the rows with more virtual devices than cores."
+            )
+            + (
+                f" † more virtual devices than the {cores} physical cores: those "
+                "rows measure overhead, not parallel speedup."
+                if whole
+                else ""
+            ),
+            "",
+        ]
     line = machine_line(rows, device)
     if line:
         parts += [line, ""]
     if any(r["status"] == "not_run" for r in sel):
-        parts += ["Rows marked `not_run` need devices this machine does not have; they run "
-                  "where JAX sees enough GPUs (`make gpu`).", ""]
+        parts += [
+            "Rows marked `not_run` need devices this machine does not have; they run "
+            "where JAX sees enough GPUs (`make gpu`).",
+            "",
+        ]
     if not sel:
         parts.append("No records.")
     else:
-        parts.append(markdown_table(REFERENCE_COLUMNS + ADDED_COLUMNS,
-                                    table_rows(sel, cores)))
+        parts.append(markdown_table(REFERENCE_COLUMNS + ADDED_COLUMNS, table_rows(sel, cores)))
     return "\n".join(parts) + "\n"
 
 
@@ -176,34 +228,61 @@ def reference_rows(path: str | Path = REFERENCE_CSV) -> list[dict[str, Any]]:
 
 def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]) -> str:
     """Our strong-scaling rows beside the reference's rows, with ratios."""
-    header = ("Device", "Devices", "Mode", "Controller", "Reference step (s)",
-              "Ours step median (s)", "Ours / reference", "Reference final loss",
-              "Our final loss", "Our status")
+    header = (
+        "Device",
+        "Devices",
+        "Mode",
+        "Controller",
+        "Reference step (s)",
+        "Ours step median (s)",
+        "Ours / reference",
+        "Reference final loss",
+        "Our final loss",
+        "Our status",
+    )
     out = []
     for ref in reference:
         n = int(ref["n_devices"])
         mode = "single" if n == 1 else ref["mode"]
-        match = [r for r in rows if r["device"] == ref["device"] and r["n_devices"] == n
-                 and r["mode"] == mode and r["controller"] == ref["controller"]
-                 and r["scaling"] == "strong" and r.get("processes", 1) == 1]
+        match = [
+            r
+            for r in rows
+            if r["device"] == ref["device"]
+            and r["n_devices"] == n
+            and r["mode"] == mode
+            and r["controller"] == ref["controller"]
+            and r["scaling"] == "strong"
+            and r.get("processes", 1) == 1
+        ]
         ours = match[0] if match else None
         ref_step = float(ref["epoch_time_s"])
         step = ours.get("step_time_s") if ours and ours["status"] == "ok" else None
-        out.append([ref["device"], str(n), f"{ref['mode']} → {mode}", ref["controller"],
-                    _fmt(ref_step), _fmt(step),
-                    _fmt(step / ref_step, 3) if step else "–", ref["final_loss"],
-                    _fmt(ours.get("final_loss")) if ours else "–",
-                    ours["status"] if ours else "no record"])
+        out.append(
+            [
+                ref["device"],
+                str(n),
+                f"{ref['mode']} → {mode}",
+                ref["controller"],
+                _fmt(ref_step),
+                _fmt(step),
+                _fmt(step / ref_step, 3) if step else "–",
+                ref["final_loss"],
+                _fmt(ours.get("final_loss")) if ours else "–",
+                ours["status"] if ours else "no record",
+            ]
+        )
     cpu = machine_line(rows, "cpu") or "no CPU records"
     gpu = machine_line(rows, "gpu") or "no GPU records"
-    note = ("Reference machine: not recorded by the reference study (JAX version unknown;"
-            " 1–2 GPUs and 8 CPU devices). Its step times were taken without waiting for "
-            "the device and its modes trained different losses, so ratios compare "
-            "magnitudes only. Final losses are comparable only at the `seed` scale (the "
-            "reference's 3 x 1000 steps); the quick scale trains 2 x 100 steps. Our rows are "
-            "strong scaling at our scale's global batch; "
-            "the reference's 1-device rows are its `shard` mode on one device, our "
-            f"`single`.\n\nOur CPU machine: {cpu}\n\nOur GPU machine: {gpu}")
+    note = (
+        "Reference machine: not recorded by the reference study (JAX version unknown;"
+        " 1–2 GPUs and 8 CPU devices). Its step times were taken without waiting for "
+        "the device and its modes trained different losses, so ratios compare "
+        "magnitudes only. Final losses are comparable only at the `seed` scale (the "
+        "reference's 3 x 1000 steps); the quick scale trains 2 x 100 steps. Our rows are "
+        "strong scaling at our scale's global batch; "
+        "the reference's 1-device rows are its `shard` mode on one device, our "
+        f"`single`.\n\nOur CPU machine: {cpu}\n\nOur GPU machine: {gpu}"
+    )
     return "# Ours beside the reference\n\n" + note + "\n\n" + markdown_table(header, out) + "\n"
 
 
@@ -215,24 +294,47 @@ def machines_table(every: list[dict[str, Any]], chosen: dict[str, str | None]) -
     for device in ("cpu", "gpu"):
         here = chosen.get(device)
         others = sorted({r["machine_id"] for r in main if r["device"] == device} - {here})
-        mine = {r["name"]: r for r in scaling_rows(
-            [r for r in main if r["device"] == device and r["machine_id"] == here])}
+        mine = {
+            r["name"]: r
+            for r in scaling_rows(
+                [r for r in main if r["device"] == device and r["machine_id"] == here]
+            )
+        }
         for other in others:
-            theirs = scaling_rows([r for r in main if r["device"] == device
-                                   and r["machine_id"] == other])
+            theirs = scaling_rows(
+                [r for r in main if r["device"] == device and r["machine_id"] == other]
+            )
             out = []
             for r in theirs:
                 m = mine.get(r["name"])
-                out.append([r["name"], _fmt(m["step_time_s"]) if m else "–",
-                            _fmt(r["step_time_s"]),
-                            fmt_interval(m["speedup"], *(m["speedup_ci"] or (None, None)))
-                            if m else "–",
-                            fmt_interval(r["speedup"], *(r["speedup_ci"] or (None, None)))])
-            parts += [f"## {device.upper()}: {_esc(here)} (the tables) beside {_esc(other)}",
-                      "",
-                      machine_line(theirs, device), "",
-                      markdown_table(("Scenario", f"Step (s) {here}", f"Step (s) {other}",
-                                      f"Speedup {here}", f"Speedup {other}"), out), ""]
+                out.append(
+                    [
+                        r["name"],
+                        _fmt(m["step_time_s"]) if m else "–",
+                        _fmt(r["step_time_s"]),
+                        fmt_interval(m["speedup"], *(m["speedup_ci"] or (None, None)))
+                        if m
+                        else "–",
+                        fmt_interval(r["speedup"], *(r["speedup_ci"] or (None, None))),
+                    ]
+                )
+            parts += [
+                f"## {device.upper()}: {_esc(here)} (the tables) beside {_esc(other)}",
+                "",
+                machine_line(theirs, device),
+                "",
+                markdown_table(
+                    (
+                        "Scenario",
+                        f"Step (s) {here}",
+                        f"Step (s) {other}",
+                        f"Speedup {here}",
+                        f"Speedup {other}",
+                    ),
+                    out,
+                ),
+                "",
+            ]
     if len(parts) == 2:
         parts.append("Only one machine has records of this scale.")
     return "\n".join(parts) + "\n"
@@ -246,10 +348,9 @@ def _short_commit(rec: dict[str, Any]) -> str:
 
 def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> str:
     """What bounds one training step (1 device, trained model) and the levers measured
-    on it: the step-cost sweeps' verdicts (`cost.verdict`) and the levers' speedups with
+    on it: the step-cost sweeps' verdicts (`step.verdict`) and the levers' speedups with
     their intervals and final losses (`benchmarks/levers.py`)."""
-    from .cost import verdict
-    from .recommended import RECOMMENDED
+    from ..measure.recommended import RECOMMENDED
 
     parts = ["# What bounds a training step, and the levers on it", ""]
     default = [s for s in sweeps if s.get("label") == "default"]
@@ -260,18 +361,22 @@ def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> st
         v = verdict(s)
         rates = s.get("rates") or {}
         shares = [x for x in v["forward_share"] if x is not None]
-        rows.append([
-            s["scenario"]["controller"], _short_commit(s),
-            f"{s['fit']['fixed_per_iteration_s'] * 1e6:.0f}",
-            f"{s['fit']['per_sample_iteration_s'] * 1e6:.1f}",
-            _fmt(v["crossover_batch"], 2),
-            f"{min(shares):.2f}–{max(shares):.2f}" if shares else "–",
-            _fmt(v["flops_per_s"] and v["flops_per_s"] / 1e9, 3),
-            _fmt(rates.get("matmul_flops_per_s") and rates["matmul_flops_per_s"] / 1e9, 3),
-            _fmt(v["bytes_per_s"] and v["bytes_per_s"] / 1e9, 3),
-            _fmt(rates.get("cache_bytes_per_s") and rates["cache_bytes_per_s"] / 1e9, 3),
-            _fmt(rates.get("memory_bytes_per_s") and rates["memory_bytes_per_s"] / 1e9, 3),
-            v["bound"] or "–"])
+        rows.append(
+            [
+                s["scenario"]["controller"],
+                _short_commit(s),
+                f"{s['fit']['fixed_per_iteration_s'] * 1e6:.0f}",
+                f"{s['fit']['per_sample_iteration_s'] * 1e6:.1f}",
+                _fmt(v["crossover_batch"], 2),
+                f"{min(shares):.2f}–{max(shares):.2f}" if shares else "–",
+                _fmt(v["flops_per_s"] and v["flops_per_s"] / 1e9, 3),
+                _fmt(rates.get("matmul_flops_per_s") and rates["matmul_flops_per_s"] / 1e9, 3),
+                _fmt(v["bytes_per_s"] and v["bytes_per_s"] / 1e9, 3),
+                _fmt(rates.get("cache_bytes_per_s") and rates["cache_bytes_per_s"] / 1e9, 3),
+                _fmt(rates.get("memory_bytes_per_s") and rates["memory_bytes_per_s"] / 1e9, 3),
+                v["bound"] or "–",
+            ]
+        )
     if rows:
         parts += [
             "Step time per executed solver iteration = fixed + per sample x batch, fitted "
@@ -287,20 +392,41 @@ def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> st
             "where the FLOP/s reach half the matmul rate, memory where the bytes/s reach "
             "half the cache bandwidth, else overhead.",
             "",
-            markdown_table(("Controller", "Commit", "Fixed (us/iteration)",
-                            "Per sample (us/iteration)", "Crossover batch", "Forward share",
-                            "Per-sample GFLOP/s", "Matmul GFLOP/s", "Per-sample GB/s",
-                            "Cache GB/s", "Memory GB/s", "Bound"), rows), ""]
+            markdown_table(
+                (
+                    "Controller",
+                    "Commit",
+                    "Fixed (us/iteration)",
+                    "Per sample (us/iteration)",
+                    "Crossover batch",
+                    "Forward share",
+                    "Per-sample GFLOP/s",
+                    "Matmul GFLOP/s",
+                    "Per-sample GB/s",
+                    "Cache GB/s",
+                    "Memory GB/s",
+                    "Bound",
+                ),
+                rows,
+            ),
+            "",
+        ]
     lever_rows = []
     for rec in levers:
         for r in rec["rows"]:
             lo, hi = r["speedup_ci"]
-            lever_rows.append([
-                rec["scenario"]["controller"], r["label"],
-                ", ".join(f"{k}={v}" for k, v in r["levers"].items()) or "–",
-                f"{r['step_time_s'] * 1e3:.2f}", fmt_interval(r["speedup_vs_default"], lo, hi),
-                _fmt(r["final_loss"], 3), _fmt(r["first_step_params_rel_diff_vs_default"], 2),
-                _short_commit(rec)])
+            lever_rows.append(
+                [
+                    rec["scenario"]["controller"],
+                    r["label"],
+                    ", ".join(f"{k}={v}" for k, v in r["levers"].items()) or "–",
+                    f"{r['step_time_s'] * 1e3:.2f}",
+                    fmt_interval(r["speedup_vs_default"], lo, hi),
+                    _fmt(r["final_loss"], 3),
+                    _fmt(r["first_step_params_rel_diff_vs_default"], 2),
+                    _short_commit(rec),
+                ]
+            )
     parts += ["## Levers", ""]
     if lever_rows:
         parts += [
@@ -310,13 +436,27 @@ def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> st
             "median step / variant's, 95% bootstrap over blocks and steps. **Final loss**: "
             "the variant's own training from scratch (equal loss: the same model). "
             "**First-step diff**: the largest relative parameter difference after one step "
-            "from the same state.", "",
-            markdown_table(("Controller", "Variant", "Levers", "Step (ms)",
-                            "Speedup [95% CI]", "Final loss", "First-step diff", "Commit"),
-                           lever_rows), "",
+            "from the same state.",
+            "",
+            markdown_table(
+                (
+                    "Controller",
+                    "Variant",
+                    "Levers",
+                    "Step (ms)",
+                    "Speedup [95% CI]",
+                    "Final loss",
+                    "First-step diff",
+                    "Commit",
+                ),
+                lever_rows,
+            ),
+            "",
             "Recommended (`odestudy run --recommended`, `odestudy matrix --recommended`): "
             + ", ".join(f"`{k}={v}`" for k, v in RECOMMENDED.items())
-            + ", the fastest lever measured that trains to the default's loss.", ""]
+            + ", the fastest lever measured that trains to the default's loss.",
+            "",
+        ]
     else:
         parts += ["No lever records of this machine (`benchmarks/levers.py`).", ""]
     return "\n".join(parts).rstrip() + "\n"
@@ -324,54 +464,117 @@ def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> st
 
 def skipped_table(skipped: list[tuple[str, str]]) -> str:
     """The records the report left out, with the reason."""
-    rows = [[str(Path(p).relative_to(records.ROOT)) if Path(p).is_relative_to(records.ROOT)
-             else p, why] for p, why in skipped]
-    return ("# Records left out of the report\n\n"
-            + (markdown_table(("Record", "Reason"), rows) if rows else "None.") + "\n")
+    rows = [
+        [
+            str(Path(p).relative_to(environment.ROOT))
+            if Path(p).is_relative_to(environment.ROOT)
+            else p,
+            why,
+        ]
+        for p, why in skipped
+    ]
+    return (
+        "# Records left out of the report\n\n"
+        + (markdown_table(("Record", "Reason"), rows) if rows else "None.")
+        + "\n"
+    )
 
 
-def gpu_extra(gpu_rows: list[dict[str, Any]], projected: list[dict[str, Any]],
-              reference: list[dict[str, Any]]) -> str:
+def gpu_extra(
+    gpu_rows: list[dict[str, Any]], projected: list[dict[str, Any]], reference: list[dict[str, Any]]
+) -> str:
     """The GPU table's second part: projected 2-GPU rows (labelled, never mixed with
     measured ones) and the reference's GPU rows beside ours."""
-    parts = ["", "**Projected rows (not measured).**", "",
-             "No machine available to this study has two GPUs. These rows are the "
-             "projection model of `projection.md` (validated on CPU rows), anchored on "
-             "the measured 1-GPU rows above; brackets: the cited all-reduce latency "
-             "range.", ""]
+    parts = [
+        "",
+        "**Projected rows (not measured).**",
+        "",
+        "No machine available to this study has two GPUs. These rows are the "
+        "projection model of `projection.md` (validated on CPU rows), anchored on "
+        "the measured 1-GPU rows above; brackets: the cited all-reduce latency "
+        "range.",
+        "",
+    ]
     from .projection import projected_table
 
     parts += [projected_table(projected) if projected else "None.", ""]
-    parts += ["**The reference's GPU rows beside ours.**", "",
-              "The reference's step (its 'epoch time', one optimiser step, not waited "
-              "for) beside our measured 1-GPU and projected 2-GPU steps at the seed "
-              "scale (the reference's configuration), same mode and controller.", ""]
+    parts += [
+        "**The reference's GPU rows beside ours.**",
+        "",
+        "The reference's step (its 'epoch time', one optimiser step, not waited "
+        "for) beside our measured 1-GPU and projected 2-GPU steps at the seed "
+        "scale (the reference's configuration), same mode and controller.",
+        "",
+    ]
     if not any(r["scale"] == "seed" for r in gpu_rows):
-        return "\n".join(parts[:-2] + ["The reference's GPU rows are at its configuration: "
-                                        "see the seed-scale GPU table "
-                                        "(`figures/seed/tables/gpu.md`).", ""])
+        return "\n".join(
+            parts[:-2]
+            + [
+                "The reference's GPU rows are at its configuration: "
+                "see the seed-scale GPU table "
+                "(`figures/seed/tables/gpu.md`).",
+                "",
+            ]
+        )
     out = []
     for ref in (r for r in reference if r["device"] == "gpu"):
         n = int(ref["n_devices"])
         mode = "single" if n == 1 else ref["mode"]
         if n == 1:
-            ours = next((r for r in gpu_rows if r["scale"] == "seed" and r["n_devices"] == 1
-                         and r["controller"] == ref["controller"]
-                         and r["status"] == "ok"), None)
+            ours = next(
+                (
+                    r
+                    for r in gpu_rows
+                    if r["scale"] == "seed"
+                    and r["n_devices"] == 1
+                    and r["controller"] == ref["controller"]
+                    and r["status"] == "ok"
+                ),
+                None,
+            )
             cell = f"{_fmt(ours['step_time_s'])} (measured)" if ours else "–"
         else:
-            ours = next((p for p in projected if p["scale"] == "seed" and p["mode"] == mode
-                         and p["controller"] == ref["controller"]), None)
+            ours = next(
+                (
+                    p
+                    for p in projected
+                    if p["scale"] == "seed"
+                    and p["mode"] == mode
+                    and p["controller"] == ref["controller"]
+                ),
+                None,
+            )
             cell = f"{_fmt(ours['step_time_s'])} (projected)" if ours else "–"
-        out.append([str(n), f"{ref['mode']} → {mode}", ref["controller"],
-                    _fmt(float(ref["epoch_time_s"])), cell, ref["final_loss"]])
-    parts += [markdown_table(("GPUs", "Mode", "Controller", "Reference step (s)",
-                              "Ours step (s)", "Reference final loss"), out), ""]
+        out.append(
+            [
+                str(n),
+                f"{ref['mode']} → {mode}",
+                ref["controller"],
+                _fmt(float(ref["epoch_time_s"])),
+                cell,
+                ref["final_loss"],
+            ]
+        )
+    parts += [
+        markdown_table(
+            (
+                "GPUs",
+                "Mode",
+                "Controller",
+                "Reference step (s)",
+                "Ours step (s)",
+                "Reference final loss",
+            ),
+            out,
+        ),
+        "",
+    ]
     return "\n".join(parts)
 
 
-def write_report(results: str | Path, scale: str, figures: str | Path,
-                 reference: str | Path = REFERENCE_CSV) -> dict[str, Any]:
+def write_report(
+    results: str | Path, scale: str, figures: str | Path, reference: str | Path = REFERENCE_CSV
+) -> dict[str, Any]:
     """Write `figures/tables/{cpu,gpu,reference,machines,skipped,explain}.md` and the
     figures.
 
@@ -383,7 +586,7 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
     figures = Path(figures)
     skipped: list[tuple[str, str]] = []
     every = read_records(results, scale, current=True, skipped=skipped)
-    here = records.machine_id(records.this_machine())
+    here = environment.machine_id(environment.this_machine())
     chosen = {d: pick_machine(every, d) or here for d in ("cpu", "gpu")}
     mine = [r for r in every if chosen[r["device"]] == r["machine_id"]]
     rows = scaling_rows([r for r in mine if in_scaling_matrix(r)])
@@ -392,13 +595,21 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
     written = {}
     from .projection import all_sweeps, write_projection
 
-    by_machine = {m: scaling_rows([r for r in every if r["machine_id"] == m
-                                   and r["device"] == "cpu" and in_scaling_matrix(r)])
-                  for m in sorted({r["machine_id"] for r in every if r["device"] == "cpu"})}
+    by_machine = {
+        m: scaling_rows(
+            [
+                r
+                for r in every
+                if r["machine_id"] == m and r["device"] == "cpu" and in_scaling_matrix(r)
+            ]
+        )
+        for m in sorted({r["machine_id"] for r in every if r["device"] == "cpu"})
+    }
     gpu_rows = [r for r in rows if r["device"] == "gpu"]
     cpu_rows = [r for r in rows if r["device"] == "cpu"]
     written["projection"], projected = write_projection(
-        results, by_machine, gpu_rows, chosen["gpu"], cpu_rows, tables / "projection.md")
+        results, by_machine, gpu_rows, chosen["gpu"], cpu_rows, tables / "projection.md"
+    )
     for device in ("cpu", "gpu"):
         path = tables / f"{device}.md"
         text = device_table(rows, device)
@@ -406,9 +617,11 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
             text += gpu_extra(gpu_rows, projected, reference_rows(reference))
         path.write_text(text)
         written[device] = path
-    for name, text in (("reference", comparison_table(rows, reference_rows(reference))),
-                       ("machines", machines_table(every, chosen)),
-                       ("skipped", skipped_table(skipped))):
+    for name, text in (
+        ("reference", comparison_table(rows, reference_rows(reference))),
+        ("machines", machines_table(every, chosen)),
+        ("skipped", skipped_table(skipped)),
+    ):
         path = tables / f"{name}.md"
         path.write_text(text)
         written[name] = path
@@ -419,26 +632,38 @@ def write_report(results: str | Path, scale: str, figures: str | Path,
         sel = [r for k in by_scaling for r in by_scaling[k] if r["device"] == device]
         cores = next(((r.get("hardware") or {}).get("physical_cores") for r in sel), None)
         figs += scaling_figures(sel, figures, device, cores)
-    sweeps = [s for m in sorted({r["machine_id"] for r in every if r["device"] == "gpu"})
-              for s in all_sweeps(Path(results) / m, "gpu")]
+    sweeps = [
+        s
+        for m in sorted({r["machine_id"] for r in every if r["device"] == "gpu"})
+        for s in all_sweeps(Path(results) / m, "gpu")
+    ]
     if sweeps:
         figs += step_cost_figure(sweeps, figures, "gpu_step_cost")
     cpu_sweeps = all_sweeps(Path(results) / chosen["cpu"], "cpu") if chosen["cpu"] else []
     if cpu_sweeps:
         figs += step_cost_figure(cpu_sweeps, figures, "cpu_step_cost")
-    levers = [records.read_record(p) for p in
-              sorted(Path(results, chosen["cpu"] or "", "levers").glob("cpu-*.json"))
-              ] if chosen["cpu"] else []
+    levers = (
+        [
+            records.read_record(p)
+            for p in sorted(Path(results, chosen["cpu"] or "", "levers").glob("cpu-*.json"))
+        ]
+        if chosen["cpu"]
+        else []
+    )
     path = tables / "step.md"
     path.write_text(step_table(cpu_sweeps, levers))
     written["step"] = path
     from .explain import write_explain
 
-    explain = write_explain([r for r in every if r["machine_id"] == chosen["cpu"]],
-                            figures)
+    explain = write_explain([r for r in every if r["machine_id"] == chosen["cpu"]], figures)
     written["explain"] = explain["table"]
-    return {"rows": rows, "tables": written, "figures": figs + explain["figures"],
-            "skipped": skipped, "machines": chosen}
+    return {
+        "rows": rows,
+        "tables": written,
+        "figures": figs + explain["figures"],
+        "skipped": skipped,
+        "machines": chosen,
+    }
 
 
 def settle_report(html: str | Path) -> Path:
@@ -459,9 +684,9 @@ def settle_report(html: str | Path) -> Path:
         for key in ("start_time", "end_time", "duration"):
             node.metadata.get("papermill", {}).pop(key, None)
     # Paths inside this checkout relative to it: a clone elsewhere writes the same files.
-    nb = nbformat.reads(nbformat.writes(nb).replace(f"{records.ROOT}/", ""), 4)
+    nb = nbformat.reads(nbformat.writes(nb).replace(f"{environment.ROOT}/", ""), 4)
     nbformat.write(nb, executed)
-    from .runner import html_exporter
+    from ..study.runner import html_exporter
 
     body, _ = html_exporter().from_notebook_node(nb)
     tmp = html.with_suffix(".html.tmp")
@@ -474,15 +699,15 @@ README_START = "<!-- results:start (written by `odestudy report --readme`) -->"
 README_END = "<!-- results:end -->"
 
 
-def update_readme(readme: str | Path, tables: dict[str, Path], figures: list[Path],
-                  scale: str) -> None:
+def update_readme(
+    readme: str | Path, tables: dict[str, Path], figures: list[Path], scale: str
+) -> None:
     """Put the current CPU table, the GPU table and the main scaling figure of `scale`
     between the README's result markers (from the records, never by hand)."""
     readme = Path(readme)
     text = readme.read_text()
     if README_START not in text or README_END not in text:
-        raise ValueError(f"{readme} has no result markers {README_START!r} ... "
-                         f"{README_END!r}")
+        raise ValueError(f"{readme} has no result markers {README_START!r} ... {README_END!r}")
     root = readme.parent.resolve()
 
     def rel(p: Path) -> str:
@@ -500,14 +725,25 @@ def update_readme(readme: str | Path, tables: dict[str, Path], figures: list[Pat
     parts += [f"### GPU ({scale} scale)", "", body(tables["gpu"]), ""]
     for fig in gpu_fig:
         parts += [f"![{fig.stem}]({rel(fig)})", ""]
-    more = [(name, what) for name, what in (
-        ("reference", "ours beside the reference"), ("projection", "the projection model "
-         "and its validation"), ("machines", "other machines' runs"), ("explain", "why"),
-        ("step", "what bounds a step, and the levers"),
-        ("skipped", "records left out")) if name in tables]
-    parts += ["More: " + ", ".join(f"[{rel(tables[n])}]({rel(tables[n])}) ({w})"
-                                   for n, w in more)
-              + f", and the executed report `figures/report_{scale}.html`.", "", README_END]
+    more = [
+        (name, what)
+        for name, what in (
+            ("reference", "ours beside the reference"),
+            ("projection", "the projection model and its validation"),
+            ("machines", "other machines' runs"),
+            ("explain", "why"),
+            ("step", "what bounds a step, and the levers"),
+            ("skipped", "records left out"),
+        )
+        if name in tables
+    ]
+    parts += [
+        "More: "
+        + ", ".join(f"[{rel(tables[n])}]({rel(tables[n])}) ({w})" for n, w in more)
+        + f", and the executed report `figures/report_{scale}.html`.",
+        "",
+        README_END,
+    ]
     start, end = text.index(README_START), text.index(README_END) + len(README_END)
     tmp = readme.with_suffix(".md.tmp")
     tmp.write_text(text[:start] + "\n".join(parts) + text[end:])

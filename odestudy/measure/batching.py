@@ -11,8 +11,9 @@ def solver_cost(data: Dataset) -> np.ndarray:
     return np.asarray(data.ts[:, -1] - data.ts[:, 0], dtype=np.float64)
 
 
-def epoch_batches(n: int, global_batch: int, rng: np.random.Generator,
-                  cost: np.ndarray | None = None) -> np.ndarray:
+def epoch_batches(
+    n: int, global_batch: int, rng: np.random.Generator, cost: np.ndarray | None = None
+) -> np.ndarray:
     """Sample indices of one epoch, shape `(n // global_batch, global_batch)`.
 
     - `n`: data set size; `global_batch`: samples per step.

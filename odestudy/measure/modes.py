@@ -29,9 +29,13 @@ def check_mode(mode: str) -> None:
         raise ValueError(f"unknown mode {mode!r}; valid choices: {', '.join(MODES)}")
 
 
-def make_local_step(static: Any, optimiser: optax.GradientTransformation,
-                    controller: str, axis: str | None,
-                    solve: str = "per_sample") -> Callable:
+def make_local_step(
+    static: Any,
+    optimiser: optax.GradientTransformation,
+    controller: str,
+    axis: str | None,
+    solve: str = "per_sample",
+) -> Callable:
     """The per-device training step.
 
     - `static`: the non-array part of the model (`eqx.partition`).
@@ -50,9 +54,7 @@ def make_local_step(static: Any, optimiser: optax.GradientTransformation,
         return batch_loss(eqx.combine(params, static), ts, ys, controller)
 
     def step(params, opt_state, ts, ys):
-        (loss, num_steps), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            params, ts, ys
-        )
+        (loss, num_steps), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, ts, ys)
         if axis is not None:
             # Equal per-device batches: the mean of local means is the global mean.
             loss = jax.lax.pmean(loss, axis)
@@ -136,9 +138,14 @@ def to_host(x, replicated: bool = False) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
-def make_parallel_step(mode: str, devices: Sequence[jax.Device], static: Any,
-                       optimiser: optax.GradientTransformation,
-                       controller: str, solve: str = "per_sample") -> ParallelStep:
+def make_parallel_step(
+    mode: str,
+    devices: Sequence[jax.Device],
+    static: Any,
+    optimiser: optax.GradientTransformation,
+    controller: str,
+    solve: str = "per_sample",
+) -> ParallelStep:
     """Build the training step of `mode` over `devices`.
 
     - `mode`: one of `MODES`.

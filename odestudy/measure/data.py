@@ -107,16 +107,22 @@ def _key_bytes(key: jax.Array) -> bytes:
     return np.asarray(jr.key_data(key) if typed else key).tobytes()
 
 
-def cached_dataset(size: int, key: jax.Array, spread: float = 0.0,
-                   cache: str | os.PathLike | None = None) -> tuple[Dataset, bool]:
+def cached_dataset(
+    size: int, key: jax.Array, spread: float = 0.0, cache: str | os.PathLike | None = None
+) -> tuple[Dataset, bool]:
     """`make_dataset(size, key, spread)`, read from the folder `cache` if an earlier call
     wrote it there (same size, key, spread, JAX version and `data.py`), else made and
     written there. Returns `(dataset, read_from_cache)`; `cache=None` always makes it."""
     if cache is None:
         return make_dataset(size, key, spread), False
     digest = hashlib.sha256()
-    for part in (str(size), repr(float(spread)), jax.__version__,
-                 _key_bytes(key), Path(__file__).read_bytes()):
+    for part in (
+        str(size),
+        repr(float(spread)),
+        jax.__version__,
+        _key_bytes(key),
+        Path(__file__).read_bytes(),
+    ):
         digest.update(part if isinstance(part, bytes) else part.encode())
     path = Path(cache) / f"data-{size}-{digest.hexdigest()[:16]}.npz"
     try:

@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from ..measure import environment
+from ..measure.scenario import Scenario
 from . import records
-from .config import Scenario
 
 CEILING_STEPS = 40  # timed steps per process and phase (as many as a repeat)
 PHASES = (("alone", (0,)), ("paired", (0, 1)), ("one_core", (2,)))
@@ -54,7 +55,7 @@ def _wait_for(path: Path, timeout_s: float = BARRIER_TIMEOUT_S) -> None:
 def worker(job_path: str | os.PathLike, rank: int) -> int:
     """One process of a ceiling run (see the module docstring): set up, then take part
     in the phases that name `rank`, each behind a barrier file; writes its times."""
-    from .devices import configure_devices
+    from ..measure.devices import configure_devices
 
     job = json.loads(Path(job_path).read_text())
     work = Path(job_path).parent
@@ -76,15 +77,19 @@ def worker(job_path: str | os.PathLike, rank: int) -> int:
     return 0
 
 
-def run_ceiling(s: Scenario, out_dir: str | os.PathLike, scale_folder: str | os.PathLike,
-                steps: int = CEILING_STEPS) -> dict[str, Any]:
+def run_ceiling(
+    s: Scenario,
+    out_dir: str | os.PathLike,
+    scale_folder: str | os.PathLike,
+    steps: int = CEILING_STEPS,
+) -> dict[str, Any]:
     """Run one ceiling measurement for the trained 1-device scenario `s` whose record
     and saved state are in `out_dir`, and append it to the ceiling record of its
     controller in `scale_folder`. Returns that record (written atomically); a failed
     run is appended with its error."""
-    from .devices import child_environment
+    from ..measure.devices import child_environment
+    from ..measure.timing import PROTOCOL, measurement_env
     from .repeats import cache_environment
-    from .timing import PROTOCOL, measurement_env
 
     if s.total_devices != 1 or s.mode != "single":
         raise ValueError("the ceiling runs 1-device scenarios (mode 'single')")
@@ -94,30 +99,51 @@ def run_ceiling(s: Scenario, out_dir: str | os.PathLike, scale_folder: str | os.
     except (OSError, ValueError):
         rec = {}
     env = {**child_environment("cpu", 1), **cache_environment(out_dir)}
-    here = {"scenario_key": s.key(), "name": s.name(), "scenario": s.to_dict(),
-            "protocol": PROTOCOL, "measurement_env": measurement_env(env),
-            "machine_id": records.machine_id(records.this_machine()),
-            "versions": records.versions()}
+    here = {
+        "scenario_key": s.key(),
+        "name": s.name(),
+        "scenario": s.to_dict(),
+        "protocol": PROTOCOL,
+        "measurement_env": measurement_env(env),
+        "machine_id": environment.machine_id(environment.this_machine()),
+        "versions": environment.versions(),
+    }
     if any(rec.get(k) != v for k, v in here.items()):
         rec = dict(here, runs=[])
-    rec.update(here, git_commit=records.git_commit(), hardware=records.cpu_info(),
-               phases=[name for name, _ in PHASES], steps=steps)
-    run: dict[str, Any] = {"started": records.now()}
+    rec.update(
+        here,
+        git_commit=environment.git_commit(),
+        hardware=environment.cpu_info(),
+        phases=[name for name, _ in PHASES],
+        steps=steps,
+    )
+    run: dict[str, Any] = {"started": environment.now()}
     with tempfile.TemporaryDirectory(prefix="odestudy-ceiling-") as tmp:
         work = Path(tmp)
         job = work / "job.json"
-        job.write_text(json.dumps({"scenario": s.to_dict(),
-                                   "out_dir": str(Path(out_dir).resolve()),
-                                   "steps": steps}))
+        job.write_text(
+            json.dumps(
+                {"scenario": s.to_dict(), "out_dir": str(Path(out_dir).resolve()), "steps": steps}
+            )
+        )
         procs = []
         try:
             for rank in range(3):
-                pin = (lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-                       ) if rank == 2 else None
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "odestudy.ceiling", str(job), str(rank)],
-                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                    text=True, preexec_fn=pin))
+                pin = (
+                    (lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}))
+                    if rank == 2
+                    else None
+                )
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "odestudy.study.ceiling", str(job), str(rank)],
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                        preexec_fn=pin,
+                    )
+                )
             for rank in range(3):
                 _wait_for(work / f"ready{rank}")
             for number in range(len(PHASES)):
@@ -127,12 +153,13 @@ def run_ceiling(s: Scenario, out_dir: str | os.PathLike, scale_folder: str | os.
             for p in procs:
                 _, err = p.communicate(timeout=BARRIER_TIMEOUT_S)
                 if p.returncode:
-                    raise RuntimeError(f"ceiling process exited with {p.returncode}: "
-                                       + ((err or "").strip().splitlines() or ["?"])[-1])
+                    raise RuntimeError(
+                        f"ceiling process exited with {p.returncode}: "
+                        + ((err or "").strip().splitlines() or ["?"])[-1]
+                    )
             times = [json.loads((work / f"times{r}.json").read_text()) for r in range(3)]
             for number, (name, ranks) in enumerate(PHASES):
-                run.setdefault(name, []).extend(
-                    times[r]["phases"][str(number)] for r in ranks)
+                run.setdefault(name, []).extend(times[r]["phases"][str(number)] for r in ranks)
             run["status"] = "ok"
         except Exception as exc:  # recorded; the matrix goes on
             run.update(status="failed", error=f"{type(exc).__name__}: {exc}")
@@ -141,77 +168,21 @@ def run_ceiling(s: Scenario, out_dir: str | os.PathLike, scale_folder: str | os.
                 if p.poll() is None:
                     p.kill()
                     p.wait()
-    run["finished"] = records.now()
+    run["finished"] = environment.now()
     rec["runs"] = [*rec.get("runs", []), run]
     records.write_json_atomic(path, rec)
     return rec
 
 
-def ceiling_interval(rec: dict[str, Any], seed: int = 0) -> dict[str, Any]:
-    """The ceiling `t(alone) / t(paired)` of a ceiling record and `t(one_core) /
-    t(alone)`, each `(estimate, low, high)` with a 95% hierarchical bootstrap interval
-    (`intervals`; each process's phase is one run)."""
-    from .intervals import ratio_interval
-
-    ok = [r for r in rec.get("runs", []) if r.get("status") == "ok"]
-
-    def as_record(phase: str) -> dict[str, Any]:
-        runs = [t for r in ok for t in r.get(phase, [])]
-        return {"step_times_runs_s": runs,
-                "step_time_s": float(np.median(np.concatenate(runs))) if runs else None}
-
-    if not ok:
-        return {"runs": 0}
-    alone, paired, one = (as_record(p) for p in ("alone", "paired", "one_core"))
-    return {"runs": len(ok), "ceiling": ratio_interval(alone, paired, seed=seed),
-            "one_core_vs_alone": ratio_interval(one, alone, seed=seed),
-            "alone_s": alone["step_time_s"], "paired_s": paired["step_time_s"],
-            "one_core_s": one["step_time_s"]}
-
-
-def ceiling_for(rec: dict[str, Any]) -> dict[str, Any] | None:
-    """The ceiling record that goes with scenario record `rec` (read from `rec["path"]`'s
-    scale folder): same controller, machine, package versions, protocol and
-    measurement environment; None where there is none."""
-    if not rec.get("path"):
+def last_ceiling(rec: dict[str, Any]) -> float | None:
+    """The last ceiling run's median `t(alone) / t(paired)` (no interval: for progress
+    lines; the report bootstraps the interval over all runs)."""
+    last = (rec.get("runs") or [{}])[-1]
+    if last.get("status") != "ok":
         return None
-    path = ceiling_path(Path(rec["path"]).parent.parent, rec.get("controller", ""))
-    try:
-        ceiling = records.read_record(path)
-    except (OSError, ValueError):
-        return None
-    keys = ("machine_id", "versions", "protocol", "measurement_env")
-    if any(ceiling.get(k) != rec.get(k) for k in keys):
-        return None
-    return ceiling
-
-
-def efficiency_against_ceiling(base: dict[str, Any], rec: dict[str, Any],
-                               ceiling: dict[str, Any], seed: int = 0
-                               ) -> tuple[float, float, float] | None:
-    """A weak-scaling row's efficiency `t(base) / t(rec)` divided by the machine's
-    ceiling `t(alone) / t(paired)`: 1 means as good as two independent trainings side by
-    side. `(estimate, low, high)` with a 95% interval, both ratios bootstrapped
-    independently (`intervals.bootstrap_medians`); None without ceiling runs."""
-    from .intervals import LEVEL, bootstrap_medians, step_time_runs
-
-    ok = [r for r in ceiling.get("runs", []) if r.get("status") == "ok"]
-    alone = [np.asarray(t, float) for r in ok for t in r.get("alone", [])]
-    paired = [np.asarray(t, float) for r in ok for t in r.get("paired", [])]
-    if not alone or not paired:
-        return None
-    b, r = step_time_runs(base), step_time_runs(rec)
-
-    def med(runs: list[np.ndarray]) -> float:
-        return float(np.median(np.concatenate(runs)))
-
-    estimate = (med(b) / med(r)) / (med(alone) / med(paired))
-    rng = np.random.default_rng(seed)
-    samples = ((bootstrap_medians(b, rng) / bootstrap_medians(r, rng))
-               / (bootstrap_medians(alone, rng) / bootstrap_medians(paired, rng)))
-    tail = (1 - LEVEL) / 2 * 100
-    low, high = np.percentile(samples, [tail, 100 - tail])
-    return estimate, float(low), float(high)
+    alone = np.median(np.concatenate([np.asarray(t, float) for t in last["alone"]]))
+    paired = np.median(np.concatenate([np.asarray(t, float) for t in last["paired"]]))
+    return float(alone / paired)
 
 
 if __name__ == "__main__":

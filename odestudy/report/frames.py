@@ -13,8 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from . import records
-from .config import SCALES
+from ..measure import environment
+from ..measure.scenario import SCALES
+from ..study import records
 
 
 class BaselineError(LookupError):
@@ -27,26 +28,30 @@ def results_folder(results: str | Path | None = None) -> Path:
     `notebooks/` and `results` from the repository root both find it); None: the
     repository's `results/`."""
     if results is None:
-        return records.ROOT / "results"
+        return environment.ROOT / "results"
     path = Path(results)
     if path.exists() or path.is_absolute():
         return path
-    for base in (records.ROOT, records.ROOT / "notebooks"):
+    for base in (environment.ROOT, environment.ROOT / "notebooks"):
         if (base / path).exists():
             return (base / path).resolve()
     return path
 
 
 def record_machine_id(rec: dict[str, Any]) -> str:
-    """The machine a record was made on (`records.machine_id`); records made before
+    """The machine a record was made on (`environment.machine_id`); records made before
     records carried a fingerprint get one from their hardware, host name unknown."""
     if rec.get("machine_id"):
         return rec["machine_id"]
     hw = rec.get("hardware") or {}
-    return records.machine_id({"hostname": None, "cpu_model": hw.get("cpu_model"),
-                               "logical_cpus": hw.get("logical_cpus"),
-                               "accelerator": rec.get("device_kind")
-                               if rec.get("device") == "gpu" else None})
+    return environment.machine_id(
+        {
+            "hostname": None,
+            "cpu_model": hw.get("cpu_model"),
+            "logical_cpus": hw.get("logical_cpus"),
+            "accelerator": rec.get("device_kind") if rec.get("device") == "gpu" else None,
+        }
+    )
 
 
 @functools.cache
@@ -55,8 +60,8 @@ def matrix_keys(scale: str, study: str = "both") -> frozenset[str]:
     (`study="scaling"`, CPU and GPU), the explanation studies' (`"explain"`), or both
     (which also holds the scaling scenarios with the recommended levers, the records of
     `odestudy matrix --recommended`)."""
-    from .matrix import explain_scenarios, scenarios
-    from .recommended import recommended
+    from ..measure.recommended import recommended
+    from ..study.matrix import explain_scenarios, scenarios
 
     if scale not in SCALES:
         return frozenset()
@@ -77,8 +82,12 @@ def in_scaling_matrix(rec: dict[str, Any]) -> bool:
     return rec.get("scenario_key") in matrix_keys(rec.get("scale"), "scaling")
 
 
-def read_records(results: str | Path, scale: str | None = None, current: bool = True,
-                 skipped: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+def read_records(
+    results: str | Path,
+    scale: str | None = None,
+    current: bool = True,
+    skipped: list[tuple[str, str]] | None = None,
+) -> list[dict[str, Any]]:
     """Every record under `results` (of `scale`, or of every scale), of every machine.
 
     - `current`: keep only records of a scenario of the current scaling or explain
@@ -106,8 +115,7 @@ def read_records(results: str | Path, scale: str | None = None, current: bool = 
         if current:
             if rec.get("scenario_key") not in matrix_keys(rec.get("scale")):
                 if skipped is not None:
-                    skipped.append((str(path), "stale: matches no scenario of the current "
-                                               "matrix"))
+                    skipped.append((str(path), "stale: matches no scenario of the current matrix"))
                 continue
         out.append(rec)
     return out
@@ -117,10 +125,23 @@ def read_records(results: str | Path, scale: str | None = None, current: bool = 
 # batch size: the reference data, random batches, one solve per sample, the scale's
 # steps, lengths and learning rate, no evaluation during training. The scaling tables
 # and the batch-size sweep hold it; the other explanation studies vary one field.
-DEFAULTS = {"spread": 0.0, "batching": "random", "solve": "per_sample",
-            "lr_scaling": "fixed", "eval_every": 0, "trace": False}
-SCALE_DEFAULTS = ("steps_per_stage", "length_fractions", "learning_rate",
-                  "dataset_size", "eval_size", "warmup_steps", "optimiser_state")
+DEFAULTS = {
+    "spread": 0.0,
+    "batching": "random",
+    "solve": "per_sample",
+    "lr_scaling": "fixed",
+    "eval_every": 0,
+    "trace": False,
+}
+SCALE_DEFAULTS = (
+    "steps_per_stage",
+    "length_fractions",
+    "learning_rate",
+    "dataset_size",
+    "eval_size",
+    "warmup_steps",
+    "optimiser_state",
+)
 
 
 def is_default(rec: dict[str, Any], *free: str) -> bool:
@@ -140,14 +161,44 @@ def is_default(rec: dict[str, Any], *free: str) -> bool:
     return True
 
 
-FLAT_KEYS = ("name", "status", "error", "device", "n_devices", "processes",
-             "devices_per_process", "mode", "controller", "scaling", "scale",
-             "global_batch", "per_device_batch", "learning_rate", "spread", "batching",
-             "solve", "lr_scaling", "optimiser_state", "steps", "compile_time_s",
-             "step_time_s", "step_time_p25_s", "step_time_p75_s", "epoch_time_s",
-             "runtime_s", "kernel_wall_s", "final_loss", "collectives_total",
-             "collectives_in_loops", "machine_id", "git_commit", "protocol",
-             "finished", "scenario_key", "path")
+FLAT_KEYS = (
+    "name",
+    "status",
+    "error",
+    "device",
+    "n_devices",
+    "processes",
+    "devices_per_process",
+    "mode",
+    "controller",
+    "scaling",
+    "scale",
+    "global_batch",
+    "per_device_batch",
+    "learning_rate",
+    "spread",
+    "batching",
+    "solve",
+    "lr_scaling",
+    "optimiser_state",
+    "steps",
+    "compile_time_s",
+    "step_time_s",
+    "step_time_p25_s",
+    "step_time_p75_s",
+    "epoch_time_s",
+    "runtime_s",
+    "kernel_wall_s",
+    "final_loss",
+    "collectives_total",
+    "collectives_in_loops",
+    "machine_id",
+    "git_commit",
+    "protocol",
+    "finished",
+    "scenario_key",
+    "path",
+)
 
 
 def flat(rec: dict[str, Any]) -> dict[str, Any]:
@@ -160,21 +211,27 @@ def flat(rec: dict[str, Any]) -> dict[str, Any]:
     row["length_fractions"] = tuple(row.get("length_fractions") or ())
     row.update({k: v for k, v in (rec.get("versions") or {}).items()})
     hw = rec.get("hardware") or {}
-    row.update(cpu_model=hw.get("cpu_model"), physical_cores=hw.get("physical_cores"),
-               device_kind=rec.get("device_kind"))
+    row.update(
+        cpu_model=hw.get("cpu_model"),
+        physical_cores=hw.get("physical_cores"),
+        device_kind=rec.get("device_kind"),
+    )
     runs = rec.get("step_time_runs_s") or []
-    row.update(runs=len(runs) if rec.get("status") == "ok" else 0,
-               step_time_runs_s=runs)
+    row.update(runs=len(runs) if rec.get("status") == "ok" else 0, step_time_runs_s=runs)
     steps = rec.get("solver_steps") or {}
-    row.update(solver_steps_mean=steps.get("mean"), solver_steps_max=steps.get("max"),
-               lockstep_waste=(steps.get("lockstep_waste") or {}).get("total"))
+    row.update(
+        solver_steps_mean=steps.get("mean"),
+        solver_steps_max=steps.get("max"),
+        lockstep_waste=(steps.get("lockstep_waste") or {}).get("total"),
+    )
     row["default"] = is_default(rec)
     row["scaling_matrix"] = in_scaling_matrix(rec)
     return row
 
 
-def load_records(results: str | Path = "results", scale: str | None = None,
-                 current: bool = True) -> pd.DataFrame:
+def load_records(
+    results: str | Path = "results", scale: str | None = None, current: bool = True
+) -> pd.DataFrame:
     """The records under `results` as a DataFrame, one row per record (`flat`), of
     `scale` or of every scale; `current` leaves stale records out (`read_records`).
     Columns include mode, controller, n_devices, step_time_s, final_loss, status and
@@ -183,57 +240,88 @@ def load_records(results: str | Path = "results", scale: str | None = None,
     return pd.DataFrame(rows, columns=None if rows else list(FLAT_KEYS))
 
 
-def load_steps(results: str | Path = "results", scale: str | None = None,
-               current: bool = True) -> pd.DataFrame:
+def load_steps(
+    results: str | Path = "results", scale: str | None = None, current: bool = True
+) -> pd.DataFrame:
     """The timed steps of every ok record, long form: one row per step of the last,
     full-length stage, with its run (0 = the cold run), its index in the run, and the
     record's name, machine, mode, controller, scaling and devices."""
-    keys = ("name", "machine_id", "scale", "device", "mode", "controller", "scaling",
-            "n_devices", "global_batch")
+    keys = (
+        "name",
+        "machine_id",
+        "scale",
+        "device",
+        "mode",
+        "controller",
+        "scaling",
+        "n_devices",
+        "global_batch",
+    )
     rows = []
     for rec in read_records(results, scale, current):
         if rec.get("status") != "ok":
             continue
         runs = rec.get("step_times_runs_s") or [
-            (rec.get("stages") or [{}])[-1].get("step_times_s") or []]
+            (rec.get("stages") or [{}])[-1].get("step_times_s") or []
+        ]
         for run, times in enumerate(runs):
             for index, t in enumerate(times):
-                rows.append({**{k: rec.get(k) for k in keys}, "run": run, "index": index,
-                             "step_time_s": t})
+                rows.append(
+                    {**{k: rec.get(k) for k in keys}, "run": run, "index": index, "step_time_s": t}
+                )
     return pd.DataFrame(rows, columns=[*keys, "run", "index", "step_time_s"])
 
 
-def load_runs(results: str | Path = "results", scale: str | None = None,
-              current: bool = True) -> pd.DataFrame:
+def load_runs(
+    results: str | Path = "results", scale: str | None = None, current: bool = True
+) -> pd.DataFrame:
     """Each run's median step time, long form: one row per run of every ok record
     (run 0 is the cold run; repeats follow in the order they ran), with the record's
     name, machine, mode, controller, scaling and devices."""
-    keys = ("name", "machine_id", "scale", "device", "mode", "controller", "scaling",
-            "n_devices", "global_batch")
-    rows = [{**{k: rec.get(k) for k in keys}, "run": run, "step_time_s": t}
-            for rec in read_records(results, scale, current) if rec.get("status") == "ok"
-            for run, t in enumerate(rec.get("step_time_runs_s") or [])]
+    keys = (
+        "name",
+        "machine_id",
+        "scale",
+        "device",
+        "mode",
+        "controller",
+        "scaling",
+        "n_devices",
+        "global_batch",
+    )
+    rows = [
+        {**{k: rec.get(k) for k in keys}, "run": run, "step_time_s": t}
+        for rec in read_records(results, scale, current)
+        if rec.get("status") == "ok"
+        for run, t in enumerate(rec.get("step_time_runs_s") or [])
+    ]
     return pd.DataFrame(rows, columns=[*keys, "run", "step_time_s"])
 
 
-def load_curves(results: str | Path = "results", scale: str | None = None,
-                current: bool = True) -> pd.DataFrame:
+def load_curves(
+    results: str | Path = "results", scale: str | None = None, current: bool = True
+) -> pd.DataFrame:
     """Training and evaluation losses, long form: one row per optimiser step
     (`kind="train"`) and per evaluation (`kind="eval"`, with the training time waited
     for so far), for every ok record."""
-    keys = ("name", "machine_id", "scale", "mode", "controller", "n_devices",
-            "global_batch")
+    keys = ("name", "machine_id", "scale", "mode", "controller", "n_devices", "global_batch")
     rows = []
     for rec in read_records(results, scale, current):
         if rec.get("status") != "ok":
             continue
         head = {k: rec.get(k) for k in keys}
         for step, loss in enumerate(rec.get("train_loss") or [], start=1):
-            rows.append({**head, "kind": "train", "step": step, "loss": loss,
-                         "train_time_s": None})
+            rows.append({**head, "kind": "train", "step": step, "loss": loss, "train_time_s": None})
         for point in rec.get("eval_curve") or []:
-            rows.append({**head, "kind": "eval", "step": point["step"],
-                         "loss": point["eval_loss"], "train_time_s": point["train_time_s"]})
+            rows.append(
+                {
+                    **head,
+                    "kind": "eval",
+                    "step": point["step"],
+                    "loss": point["eval_loss"],
+                    "train_time_s": point["train_time_s"],
+                }
+            )
     return pd.DataFrame(rows, columns=[*keys, "kind", "step", "loss", "train_time_s"])
 
 
@@ -248,12 +336,21 @@ def join_key(rec: dict[str, Any]) -> str:
     `JOIN_EXCLUDES`, the machine, the package versions, the measurement protocol and
     environment (`timing`)."""
     fields = {k: v for k, v in (rec.get("scenario") or {}).items() if k not in JOIN_EXCLUDES}
-    return json.dumps([fields, rec.get("machine_id"), rec.get("versions"),
-                       rec.get("protocol"), rec.get("measurement_env")], sort_keys=True)
+    return json.dumps(
+        [
+            fields,
+            rec.get("machine_id"),
+            rec.get("versions"),
+            rec.get("protocol"),
+            rec.get("measurement_env"),
+        ],
+        sort_keys=True,
+    )
 
 
-def baselines(rows: list[dict[str, Any]], recs: list[dict[str, Any]], scaling: str
-              ) -> list[dict[str, Any] | BaselineError]:
+def baselines(
+    rows: list[dict[str, Any]], recs: list[dict[str, Any]], scaling: str
+) -> list[dict[str, Any] | BaselineError]:
     """For each record of `rows`, its one ok 1-device record of `recs` under `scaling`
     (`baseline`), or the BaselineError that says why there is none.
 
@@ -262,21 +359,33 @@ def baselines(rows: list[dict[str, Any]], recs: list[dict[str, Any]], scaling: s
     batch. Baseline keys held by several records are taken out first and named as
     ambiguous.
     """
+
     def size(r: dict[str, Any]) -> int:
         if scaling == "strong":
             return r["global_batch"]
         return r.get("per_device_batch") or r["global_batch"] // r["n_devices"]
 
-    left = pd.DataFrame({"row": range(len(rows)), "key": [join_key(r) for r in rows],
-                         "size": [size(r) for r in rows]})
+    left = pd.DataFrame(
+        {
+            "row": range(len(rows)),
+            "key": [join_key(r) for r in rows],
+            "size": [size(r) for r in rows],
+        }
+    )
     ones = [i for i, r in enumerate(recs) if r["status"] == "ok" and r["n_devices"] == 1]
-    right = pd.DataFrame({"base": ones, "key": [join_key(recs[i]) for i in ones],
-                          "size": [recs[i]["global_batch"] for i in ones]},
-                         columns=["base", "key", "size"])
+    right = pd.DataFrame(
+        {
+            "base": ones,
+            "key": [join_key(recs[i]) for i in ones],
+            "size": [recs[i]["global_batch"] for i in ones],
+        },
+        columns=["base", "key", "size"],
+    )
     shared = right.duplicated(["key", "size"], keep=False)
     ambiguous = right[shared].groupby(["key", "size"])["base"].agg(list)
-    joined = left.merge(right[~shared], on=["key", "size"], how="left",
-                        validate="many_to_one").sort_values("row")
+    joined = left.merge(
+        right[~shared], on=["key", "size"], how="left", validate="many_to_one"
+    ).sort_values("row")
     out: list[dict[str, Any] | BaselineError] = []
     for row, key, n, base in joined[["row", "key", "size", "base"]].itertuples(index=False):
         if base == base:  # not NaN: one baseline
@@ -286,13 +395,16 @@ def baselines(rows: list[dict[str, Any]], recs: list[dict[str, Any]], scaling: s
         what = f"{len(found)} ambiguous" if found else "no"
         names = f": {', '.join(recs[i]['name'] for i in found)}" if found else ""
         rec = rows[row]
-        out.append(BaselineError(f"{what} 1-device baseline for {rec['name']} ({scaling}, "
-                                 f"batch {n}, machine {rec.get('machine_id')}){names}"))
+        out.append(
+            BaselineError(
+                f"{what} 1-device baseline for {rec['name']} ({scaling}, "
+                f"batch {n}, machine {rec.get('machine_id')}){names}"
+            )
+        )
     return out
 
 
-def baseline(rec: dict[str, Any], recs: list[dict[str, Any]],
-             scaling: str) -> dict[str, Any]:
+def baseline(rec: dict[str, Any], recs: list[dict[str, Any]], scaling: str) -> dict[str, Any]:
     """The one ok 1-device record to compare `rec` with under `scaling`: same machine,
     package versions, protocol and measurement environment, every scenario field equal except
     `JOIN_EXCLUDES`, and a batch of `rec`'s global (strong) or per-device (weak)
@@ -303,8 +415,7 @@ def baseline(rec: dict[str, Any], recs: list[dict[str, Any]],
     return found
 
 
-def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None
-                 ) -> list[dict[str, Any]]:
+def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list[dict[str, Any]]:
     """Records with speedup and efficiency, with 95% intervals (`intervals.METHOD`),
     against their 1-device baseline (`baselines`).
 
@@ -330,9 +441,17 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None
     rows = []
     for i, rec in enumerate(recs):
         as_scaling = scaling or rec["scaling"]
-        row = dict(rec, scaling=as_scaling, speedup=None, efficiency=None,
-                   speedup_ci=None, efficiency_ci=None, baseline_error=None,
-                   ceiling=None, efficiency_vs_ceiling=None)
+        row = dict(
+            rec,
+            scaling=as_scaling,
+            speedup=None,
+            efficiency=None,
+            speedup_ci=None,
+            efficiency_ci=None,
+            baseline_error=None,
+            ceiling=None,
+            efficiency_vs_ceiling=None,
+        )
         base = found[i]
         if isinstance(base, BaselineError):
             if scaling is not None and rec["scaling"] != scaling:
@@ -343,17 +462,32 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None
             n = rec["n_devices"]
             ratio, lo, hi = ratio_interval(base, rec)
             if as_scaling == "strong":
-                row.update(speedup=ratio, speedup_ci=(lo, hi), efficiency=ratio / n,
-                           efficiency_ci=(lo / n, hi / n))
+                row.update(
+                    speedup=ratio,
+                    speedup_ci=(lo, hi),
+                    efficiency=ratio / n,
+                    efficiency_ci=(lo / n, hi / n),
+                )
             else:
-                row.update(speedup=ratio * n, speedup_ci=(lo * n, hi * n),
-                           efficiency=ratio, efficiency_ci=(lo, hi))
+                row.update(
+                    speedup=ratio * n,
+                    speedup_ci=(lo * n, hi * n),
+                    efficiency=ratio,
+                    efficiency_ci=(lo, hi),
+                )
                 machine = ceiling_for(rec) if n > 1 and rec["device"] == "cpu" else None
                 if machine is not None:
                     row["ceiling"] = ceiling_interval(machine).get("ceiling")
-                    row["efficiency_vs_ceiling"] = efficiency_against_ceiling(
-                        base, rec, machine)
+                    row["efficiency_vs_ceiling"] = efficiency_against_ceiling(base, rec, machine)
         rows.append(row)
-    rows.sort(key=lambda r: (r["device"], r["scaling"], r["controller"], r["n_devices"],
-                             r.get("processes", 1), MODE_ORDER.get(r["mode"], 9)))
+    rows.sort(
+        key=lambda r: (
+            r["device"],
+            r["scaling"],
+            r["controller"],
+            r["n_devices"],
+            r.get("processes", 1),
+            MODE_ORDER.get(r["mode"], 9),
+        )
+    )
     return rows

@@ -8,13 +8,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..measure import environment
+from ..measure.devices import child_environment
+from ..measure.environment import ROOT
+from ..measure.record import REQUIRED_KEYS
+from ..measure.scenario import Scenario
+from ..measure.timing import PROTOCOL, measurement_env
 from . import records
-from .config import Scenario
-from .devices import child_environment
-from .records import RECORD_NAME, ROOT
-from .timing import PROTOCOL, measurement_env
+from .records import RECORD_NAME
 
 SCENARIO_NOTEBOOK = ROOT / "notebooks" / "scenario.ipynb"
+
 
 @contextlib.contextmanager
 def environ(env: dict[str, str]) -> Iterator[None]:
@@ -29,26 +33,36 @@ def environ(env: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def failed_record(s: Scenario, error: str, status: str = "failed",
-                  **extra: Any) -> dict[str, Any]:
+def failed_record(s: Scenario, error: str, status: str = "failed", **extra: Any) -> dict[str, Any]:
     """A record for a scenario that did not produce one itself."""
-    from .training import base_record
+    from ..measure.training import base_record
 
     record = base_record(s)
     env = measurement_env(child_environment(s.device, s.n_devices))
-    record.update(status=status, error=error, versions=records.versions(),
-                  git_commit=records.git_commit(), protocol=PROTOCOL, measurement_env=env,
-                  hardware=records.cpu_info(), machine=records.this_machine(),
-                  machine_id=records.machine_id(records.this_machine()),
-                  finished=records.now(), **extra)
-    for key in records.REQUIRED_KEYS:
+    record.update(
+        status=status,
+        error=error,
+        versions=environment.versions(),
+        git_commit=environment.git_commit(),
+        protocol=PROTOCOL,
+        measurement_env=env,
+        hardware=environment.cpu_info(),
+        machine=environment.this_machine(),
+        machine_id=environment.machine_id(environment.this_machine()),
+        finished=environment.now(),
+        **extra,
+    )
+    for key in REQUIRED_KEYS:
         record.setdefault(key, None)
     return record
 
 
-def execute_scenario(s: Scenario, out_dir: str | os.PathLike,
-                     timeout_s: float | None = None,
-                     extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+def execute_scenario(
+    s: Scenario,
+    out_dir: str | os.PathLike,
+    timeout_s: float | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Run `s` by executing `notebooks/scenario.ipynb` in a fresh kernel.
 
     - `out_dir`: where `metrics.json` and the executed `scenario.ipynb` go.
@@ -71,9 +85,13 @@ def execute_scenario(s: Scenario, out_dir: str | os.PathLike,
     try:
         with environ(env):
             papermill.execute_notebook(
-                str(SCENARIO_NOTEBOOK), str(out_dir / "scenario.ipynb"),
-                parameters=parameters, kernel_name="python3", progress_bar=False,
-                cwd=str(ROOT), execution_timeout=timeout_s,
+                str(SCENARIO_NOTEBOOK),
+                str(out_dir / "scenario.ipynb"),
+                parameters=parameters,
+                kernel_name="python3",
+                progress_bar=False,
+                cwd=str(ROOT),
+                execution_timeout=timeout_s,
                 # ipykernel warns at every start that it runs over TCP without
                 # encryption (loopback here); errors still show.
                 extra_arguments=["--log-level=ERROR"],
@@ -84,8 +102,9 @@ def execute_scenario(s: Scenario, out_dir: str | os.PathLike,
     record = records.read_record(path) if path.exists() else None
     wall = time.perf_counter() - start
     if record is None or record.get("run_id") != run_id:
-        record = failed_record(s, error or "the notebook wrote no record",
-                               runtime_s=wall, run_id=run_id)
+        record = failed_record(
+            s, error or "the notebook wrote no record", runtime_s=wall, run_id=run_id
+        )
     # The kernel's whole time (start, imports, run, shutdown) beside its `runtime_s`.
     record = dict(record, kernel_wall_s=wall)
     records.write_json_atomic(path, record)
@@ -97,12 +116,12 @@ def html_exporter():
     code cells or prompts (the executed `.ipynb` keeps the code)."""
     import nbconvert
 
-    return nbconvert.HTMLExporter(exclude_input=True, exclude_input_prompt=True,
-                                  exclude_output_prompt=True)
+    return nbconvert.HTMLExporter(
+        exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True
+    )
 
 
-def execute_report(results: str | os.PathLike, scale: str,
-                   figures: str | os.PathLike) -> Path:
+def execute_report(results: str | os.PathLike, scale: str, figures: str | os.PathLike) -> Path:
     """Execute `notebooks/report.ipynb` over the records of `scale` and render it as
     HTML; returns the HTML path. Tables and figures land in `figures`."""
     import nbformat
@@ -112,10 +131,16 @@ def execute_report(results: str | os.PathLike, scale: str,
     figures.mkdir(parents=True, exist_ok=True)
     executed = figures / f"report_{scale}.ipynb"
     papermill.execute_notebook(
-        str(ROOT / "notebooks" / "report.ipynb"), str(executed),
-        parameters={"results": str(Path(results).resolve()), "scale": scale,
-                    "figures": str(figures.resolve())},
-        kernel_name="python3", progress_bar=False, cwd=str(ROOT),
+        str(ROOT / "notebooks" / "report.ipynb"),
+        str(executed),
+        parameters={
+            "results": str(Path(results).resolve()),
+            "scale": scale,
+            "figures": str(figures.resolve()),
+        },
+        kernel_name="python3",
+        progress_bar=False,
+        cwd=str(ROOT),
         extra_arguments=["--log-level=ERROR"],
     )
     html, _ = html_exporter().from_notebook_node(nbformat.read(executed, 4))

@@ -1,0 +1,183 @@
+"""Where a training step's time goes: one device's step time against the batch size on a
+trained model, as a fixed cost per solver iteration plus a cost per sample-iteration;
+the forward pass's share; FLOPs and bytes from XLA's cost analysis against this
+machine's measured matmul rate and memory bandwidth; and a verdict on what bounds the
+step."""
+
+import time
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from .model import LOSSES
+from .modes import make_parallel_step
+from .scenario import Scenario, validate
+from .timing import median_time, run_steps
+from .training import environment, scenario_devices, train
+
+
+def _cost(compiled, key: str = "flops") -> float | None:
+    """`key` ("flops" or "bytes accessed") of a compiled program from XLA's cost
+    analysis (a while loop's body is counted once, whatever its trip count), or None
+    where the backend gives none."""
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:  # noqa: BLE001 - not every backend implements it
+        return None
+    if isinstance(cost, list):
+        cost = cost[0] if cost else {}
+    value = (cost or {}).get(key)
+    return float(value) if value is not None else None
+
+
+def machine_rates(
+    device: jax.Device,
+    n: int = 1024,
+    megabytes: int = 256,
+    cache_kilobytes: int = 1024,
+    cache_passes: int = 200,
+) -> dict[str, float]:
+    """What one device of this machine sustains, measured here: float32 matmul FLOP/s
+    (`n` x `n` by `n` x `n`), memory bandwidth (bytes read plus written by an
+    elementwise update of a `megabytes` array, far larger than the caches) and cache
+    bandwidth (the same update of a `cache_kilobytes` array, `cache_passes` times
+    within one compiled loop, so that the array stays in cache)."""
+    a = jax.device_put(np.random.default_rng(0).standard_normal((n, n), np.float32), device)
+    matmul = jax.jit(lambda x: x @ x)
+    flops = 2.0 * n**3 / median_time(matmul, a)
+    x = jax.device_put(np.ones(megabytes * 2**20 // 4, np.float32), device)
+    update = jax.jit(lambda v: v * 1.0001 + 1.0)
+    bandwidth = 2.0 * x.nbytes / median_time(update, x)
+    small = jax.device_put(np.ones(cache_kilobytes * 2**10 // 4, np.float32), device)
+    passes = jax.jit(lambda v: jax.lax.fori_loop(0, cache_passes, lambda i, w: w * 1.0001 + 1.0, v))
+    cache = 2.0 * small.nbytes * cache_passes / median_time(passes, small)
+    return {
+        "matmul_flops_per_s": flops,
+        "memory_bytes_per_s": bandwidth,
+        "cache_bytes_per_s": cache,
+        "matmul_n": n,
+        "memory_megabytes": megabytes,
+        "cache_kilobytes": cache_kilobytes,
+    }
+
+
+def fit_per_iteration(batches: list[int], per_iteration_s: list[float]) -> dict[str, float]:
+    """Least-squares line `time per solver iteration = fixed + per_sample * batch`.
+
+    - `batches`: batch sizes; `per_iteration_s`: step time / executed solver iterations.
+    """
+    b = np.asarray(batches, dtype=float)
+    y = np.asarray(per_iteration_s, dtype=float)
+    if len(b) < 2 or np.ptp(b) == 0:
+        raise ValueError("need at least two different batch sizes to fit a line")
+    slope, intercept = np.polyfit(b, y, 1)
+    pred = intercept + slope * b
+    ss_res = float(np.sum((y - pred) ** 2))
+    ss_tot = float(np.sum((y - y.mean()) ** 2)) or 1e-30
+    return {
+        "fixed_per_iteration_s": float(intercept),
+        "per_sample_iteration_s": float(slope),
+        "r2": 1 - ss_res / ss_tot,
+    }
+
+
+def step_cost_sweep(
+    s: Scenario,
+    batches: tuple[int, ...],
+    timed_steps: int = 20,
+    warmup_steps: int = 3,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Train `s` (one device), then time the training step of the trained model at each
+    batch size, the model held fixed (every step starts from the trained parameters).
+
+    - `s`: a one-device scenario (`mode="single"`); its training sets the model.
+    - `batches`: batch sizes to time (random samples of the training set, with
+      replacement where a batch exceeds it).
+    - `timed_steps`, `warmup_steps`: steps timed (each waited for) and steps discarded.
+    - `seed`: the batch sampler's seed.
+
+    Returns a record: the trained scenario's final loss, and per batch the compile
+    time, median step time with quartiles, executed solver iterations (the batch's
+    slowest sample), the forward pass's median time and its share of the step, and
+    FLOPs and bytes from the compiled program; plus the fitted line and this machine's
+    measured rates (`machine_rates`).
+    """
+    validate(s)
+    if s.mode != "single" or s.total_devices != 1:
+        raise ValueError(
+            f"the step-cost sweep runs mode 'single' on 1 device, got "
+            f"{s.mode!r} on {s.total_devices}"
+        )
+    if any(b < 1 for b in batches) or len(set(batches)) < 2:
+        raise ValueError(f"batches must be >= 1 with at least two sizes, got {batches}")
+    devices = scenario_devices(s)
+    state: dict[str, Any] = {}
+    trained = train(s, devices, state_out=state)
+    params, static = eqx.partition(state["model"], eqx.is_array)
+    optimiser, data = state["optimiser"], state["data"]
+    rng = np.random.default_rng(seed)
+    loss_fn = LOSSES[s.solve]
+    # The forward pass alone (the loss, no gradient), timed on the same batches.
+    forward = jax.jit(lambda p, ts, ys: loss_fn(eqx.combine(p, static), ts, ys, s.controller)[0])
+    rows = []
+    for batch in batches:
+        step = make_parallel_step("single", devices, static, optimiser, s.controller, s.solve)
+        p, o = step.place_state(params, optimiser.init(params))
+
+        def sample(batch=batch, step=step):
+            idx = rng.choice(len(data), batch, replace=batch > len(data))
+            return step.place_batch(data.ts[idx], data.ys[idx])
+
+        placed = sample()
+        t0 = time.perf_counter()
+        compiled = step.compile(p, o, *placed)
+        compile_time = time.perf_counter() - t0
+        samples = [placed, *(sample() for _ in range(warmup_steps + timed_steps - 1))]
+        run = run_steps(
+            compiled,
+            p,
+            o,
+            samples,
+            warmup_steps + timed_steps,
+            warmup_steps,
+            carry=False,
+            where=f"batch {batch}, step",
+        )
+        times = run.times
+        iterations = [int(np.max(np.asarray(n))) for n in run.num_steps]
+        placed = samples[-1]
+        median = float(np.median(times))
+        executed = float(np.mean(iterations))
+        # Forward alone against the whole step, both on the last batch.
+        forward_compiled = forward.lower(p, *placed).compile()
+        forward_s = median_time(forward_compiled, p, *placed, repeats=timed_steps)
+        same_batch_s = median_time(compiled, p, o, *placed, repeats=timed_steps)
+        rows.append(
+            {
+                "batch": batch,
+                "compile_time_s": compile_time,
+                "forward_time_s": forward_s,
+                "forward_share": forward_s / same_batch_s,
+                "step_time_s": median,
+                "step_time_p25_s": float(np.percentile(times, 25)),
+                "step_time_p75_s": float(np.percentile(times, 75)),
+                "step_times_s": times,
+                "iterations_executed": executed,
+                "per_iteration_s": median / executed,
+                "flops_cost_analysis": _cost(compiled, "flops"),
+                "bytes_cost_analysis": _cost(compiled, "bytes accessed"),
+            }
+        )
+    fit = fit_per_iteration([r["batch"] for r in rows], [r["per_iteration_s"] for r in rows])
+    return {
+        "scenario": s.to_dict(),
+        "final_loss": trained["final_loss"],
+        "device_kind": trained["device_kind"],
+        "rows": rows,
+        "fit": fit,
+        "rates": machine_rates(devices[0]),
+        **environment(s),
+    }

@@ -1,0 +1,28 @@
+"""What one scenario's record holds."""
+
+REQUIRED_KEYS = (
+    "status",
+    "error",
+    "device",
+    "n_devices",
+    "mode",
+    "controller",
+    "scaling",
+    "dataset_size",
+    "global_batch",
+    "steps",
+    "compile_time_s",
+    "step_time_s",
+    "step_time_p25_s",
+    "step_time_p75_s",
+    "epoch_time_s",
+    "runtime_s",
+    "final_loss",
+    "solver_steps",
+    "collectives_total",
+    "collectives_in_loops",
+    "versions",
+    "hardware",
+    "xla_flags",
+    "git_commit",
+)

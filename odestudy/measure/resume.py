@@ -1,0 +1,103 @@
+"""Resume a trained scenario: its saved state and compiled step, and more timed steps
+from them.
+
+A scenario's cold run trains from scratch and saves its trained parameters and
+optimiser state (`STATE_NAME`) and its last stage's compiled step (`EXEC_NAME`) beside
+its record; `time_repeat` loads both in another process and times `REPEAT_STEPS` more
+full-length steps with the study's one timing loop (`timing.run_steps`).
+"""
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import environment
+from .batching import batch_stream, solver_cost
+from .compat import use_compilation_cache
+from .data import N_TIMES
+from .state import CACHE_DIR, STATE_NAME, load_executable, load_state
+from .timing import run_steps
+from .training import prepare, read_loss, scenario_devices
+
+REPEAT_STEPS = 40  # timed steps per repeat (after the scenario's warm-up steps)
+
+
+def time_repeat(s, out_dir: str | os.PathLike, timed_steps: int = REPEAT_STEPS) -> dict[str, Any]:
+    """Time `timed_steps` full-length training steps of scenario `s` in this process,
+    from the trained state its cold run saved in `out_dir`, after `s.warmup_steps`
+    untimed ones. JAX must already run on `s`'s devices (`configure_devices`; for a
+    multi-process scenario, in every process joined by `jax.distributed`).
+
+    The step is the cold run's own executable where it saved one (`load_executable`),
+    else compiled again through the cold run's persistent compilation cache.
+
+    Returns a repeat record for `merge_runs`; a failure gives status "failed".
+    """
+    out_dir = Path(out_dir)
+    result: dict[str, Any] = {
+        "scenario_key": s.key(),
+        "name": s.name(),
+        "repeat_how": f"plain process, {timed_steps} steps from the cold run's trained state",
+    }
+    try:
+        cached = use_compilation_cache(str((out_dir / CACHE_DIR).resolve()))
+        setup = prepare(s, scenario_devices(s))
+        step = setup.step
+        host = load_state(
+            out_dir / STATE_NAME, step.unplace(setup.params), step.unplace(setup.opt_state)
+        )
+        params, opt_state = step.place_state(*host)
+        length = max(2, int(N_TIMES * s.length_fractions[-1]))
+        data = setup.data.truncate(length)
+        cost = solver_cost(setup.data) if s.batching == "grouped" else None
+        batches = batch_stream(len(data), s.global_batch, s.seed + 1, cost)
+
+        def placed_batches():
+            while True:
+                yield step.place_batch(*_batch(data, next(batches)))
+
+        stream = placed_batches()
+        first = next(stream)
+        t0 = time.perf_counter()
+        compiled = load_executable(out_dir, params, opt_state, first)
+        how = "the cold run's executable"
+        if compiled is None:
+            compiled = step.compile(params, opt_state, *first)
+            how = "compiled again (persistent cache)"
+        compile_time = time.perf_counter() - t0
+
+        def steps():
+            yield first
+            yield from stream
+
+        run = run_steps(
+            compiled,
+            params,
+            opt_state,
+            steps(),
+            s.warmup_steps + timed_steps,
+            s.warmup_steps,
+            where="repeat step",
+            read_loss=read_loss,
+        )
+        times = run.times
+        result.update(
+            status="ok",
+            error=None,
+            compile_time_s=compile_time,
+            compile_cache_used=cached,
+            step_from=how,
+            step_time_runs_s=[float(np.median(times))],
+            step_times_runs_s=[times],
+        )
+    except Exception as exc:  # a failed repeat is recorded, the round goes on
+        result.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+    result["finished"] = environment.now()
+    return result
+
+
+def _batch(data, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return data.ts[idx], data.ys[idx]

@@ -1,0 +1,82 @@
+"""The machine's weak-scaling ceiling in the tables: its interval, the ceiling record
+that goes with a scenario record, and a mode's efficiency against it (the runs are made
+by `study.ceiling`)."""
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..study import records
+from ..study.ceiling import ceiling_path
+from .intervals import LEVEL, bootstrap_medians, ratio_interval, step_time_runs
+
+
+def ceiling_interval(rec: dict[str, Any], seed: int = 0) -> dict[str, Any]:
+    """The ceiling `t(alone) / t(paired)` of a ceiling record and `t(one_core) /
+    t(alone)`, each `(estimate, low, high)` with a 95% hierarchical bootstrap interval
+    (`intervals`; each process's phase is one run)."""
+    ok = [r for r in rec.get("runs", []) if r.get("status") == "ok"]
+
+    def as_record(phase: str) -> dict[str, Any]:
+        runs = [t for r in ok for t in r.get(phase, [])]
+        return {
+            "step_times_runs_s": runs,
+            "step_time_s": float(np.median(np.concatenate(runs))) if runs else None,
+        }
+
+    if not ok:
+        return {"runs": 0}
+    alone, paired, one = (as_record(p) for p in ("alone", "paired", "one_core"))
+    return {
+        "runs": len(ok),
+        "ceiling": ratio_interval(alone, paired, seed=seed),
+        "one_core_vs_alone": ratio_interval(one, alone, seed=seed),
+        "alone_s": alone["step_time_s"],
+        "paired_s": paired["step_time_s"],
+        "one_core_s": one["step_time_s"],
+    }
+
+
+def ceiling_for(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """The ceiling record that goes with scenario record `rec` (read from `rec["path"]`'s
+    scale folder): same controller, machine, package versions, protocol and
+    measurement environment; None where there is none."""
+    if not rec.get("path"):
+        return None
+    path = ceiling_path(Path(rec["path"]).parent.parent, rec.get("controller", ""))
+    try:
+        ceiling = records.read_record(path)
+    except (OSError, ValueError):
+        return None
+    keys = ("machine_id", "versions", "protocol", "measurement_env")
+    if any(ceiling.get(k) != rec.get(k) for k in keys):
+        return None
+    return ceiling
+
+
+def efficiency_against_ceiling(
+    base: dict[str, Any], rec: dict[str, Any], ceiling: dict[str, Any], seed: int = 0
+) -> tuple[float, float, float] | None:
+    """A weak-scaling row's efficiency `t(base) / t(rec)` divided by the machine's
+    ceiling `t(alone) / t(paired)`: 1 means as good as two independent trainings side by
+    side. `(estimate, low, high)` with a 95% interval, both ratios bootstrapped
+    independently (`intervals.bootstrap_medians`); None without ceiling runs."""
+    ok = [r for r in ceiling.get("runs", []) if r.get("status") == "ok"]
+    alone = [np.asarray(t, float) for r in ok for t in r.get("alone", [])]
+    paired = [np.asarray(t, float) for r in ok for t in r.get("paired", [])]
+    if not alone or not paired:
+        return None
+    b, r = step_time_runs(base), step_time_runs(rec)
+
+    def med(runs: list[np.ndarray]) -> float:
+        return float(np.median(np.concatenate(runs)))
+
+    estimate = (med(b) / med(r)) / (med(alone) / med(paired))
+    rng = np.random.default_rng(seed)
+    samples = (bootstrap_medians(b, rng) / bootstrap_medians(r, rng)) / (
+        bootstrap_medians(alone, rng) / bootstrap_medians(paired, rng)
+    )
+    tail = (1 - LEVEL) / 2 * 100
+    low, high = np.percentile(samples, [tail, 100 - tail])
+    return estimate, float(low), float(high)

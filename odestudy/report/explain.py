@@ -1,0 +1,518 @@
+"""The report's explanation sections: lock-step waste against heterogeneity,
+complexity-aware batching, within-ODE batching, collectives per step, batch size, and
+time to a target loss. Each reads records; nothing here measures."""
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from ..measure.scenario import SCALES
+from .frames import BaselineError, is_default
+from .plots import MODE_STYLE, _save
+from .tables import escape, markdown_table
+from .tables import fmt as _fmt
+
+# The evaluation loss the time-to-target runs race to (MSE on the evaluation set), per
+# scale: a level a trained model has to work for, fixed before the runs (issue 9): the
+# untrained field sits at 0.25; the reference's final losses are 0.0002-0.0009.
+TARGET_LOSS = {"smoke": 0.2, "quick": 0.01, "seed": 0.001}
+
+
+def _scn(r: dict[str, Any], key: str, default=None):
+    return (r.get("scenario") or {}).get(key, default)
+
+
+def twin(rec: dict[str, Any], recs: list[dict[str, Any]], **changes) -> dict[str, Any] | None:
+    """The ok record whose scenario is `rec`'s with `changes` applied (an explicit join
+    on every scenario field, same machine, versions, protocol and measurement
+    environment); None if there is none.
+    Raises `frames.BaselineError` if more than one record matches."""
+    want = dict(rec.get("scenario") or {}, **changes)
+    found = [
+        r
+        for r in recs
+        if r.get("status") == "ok"
+        and r.get("scenario") == want
+        and r.get("machine_id") == rec.get("machine_id")
+        and r.get("versions") == rec.get("versions")
+        and r.get("protocol") == rec.get("protocol")
+        and r.get("measurement_env") == rec.get("measurement_env")
+    ]
+    if len(found) > 1:
+        raise BaselineError(
+            f"{len(found)} ambiguous records for {rec['name']} with "
+            f"{changes}: {', '.join(r['name'] for r in found)}"
+        )
+    return found[0] if found else None
+
+
+def _waste(r) -> dict[str, float]:
+    return (r.get("solver_steps") or {}).get("lockstep_waste") or {}
+
+
+def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
+    """Lock-step waste and step time against the complexity knob, per mode (PID)."""
+    rows, series = [], {}
+    for r in recs:
+        if not (
+            r.get("status") == "ok"
+            and is_default(r, "spread")
+            and r["controller"] == "pid"
+            and r["scaling"] == "strong"
+            and r["n_devices"] in (1, 2)
+            and r.get("processes", 1) == 1
+            and r["global_batch"] == SCALES[r["scale"]]["batch"]
+        ):
+            continue
+        w, st = _waste(r), r["solver_steps"]
+        rows.append(
+            [
+                r["mode"],
+                str(r["n_devices"]),
+                _fmt(_scn(r, "spread")),
+                _fmt(st["mean"], 3),
+                _fmt(st.get("executed_per_device"), 3),
+                _fmt(st["max"], 3),
+                _fmt(w.get("within_device"), 2),
+                _fmt(w.get("across_devices"), 2),
+                _fmt(w.get("total"), 2),
+                _fmt(r["step_time_s"]),
+                _fmt(r["final_loss"]),
+            ]
+        )
+        series.setdefault(r["mode"], []).append((_scn(r, "spread"), w, r["step_time_s"]))
+    if not rows:
+        return "", []
+    rows.sort(key=lambda x: (x[0], float(x[2])))
+    header = (
+        "Mode",
+        "Devices",
+        "Spread",
+        "Steps needed (mean)",
+        "Steps executed per device",
+        "Slowest sample",
+        "Waste within device",
+        "Waste across devices",
+        "Waste total",
+        "Step time (s)",
+        "Final loss",
+    )
+    points = pd.DataFrame(
+        [
+            {"mode": mode, "spread": x, "waste": w.get("total", 0.0), "step_s": t}
+            for mode, pts in series.items()
+            for x, w, t in pts
+        ]
+    )
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    palette = {m: c for m, c in MODE_STYLE.items() if m in set(points["mode"])}
+    sns.lineplot(data=points, x="spread", y="waste", hue="mode", palette=palette, marker="o", ax=a)
+    sns.lineplot(
+        data=points,
+        x="spread",
+        y="step_s",
+        hue="mode",
+        palette=palette,
+        marker="o",
+        ax=b,
+        legend=False,
+    )
+    a.set(
+        xlabel="spread of per-sample time scales (0 = reference data)",
+        ylabel="lock-step waste: 1 - needed / executed",
+        ylim=(0, 1),
+    )
+    b.set(xlabel="spread", ylabel="step time (s), median", yscale="log")
+    fig.suptitle("Heterogeneous samples: PID, global batch 32, 1 or 2 CPU devices")
+    fig.tight_layout()
+    text = (
+        "Steps needed: mean forward solver steps per sample. Executed: what each "
+        "device's batched loop runs (its slowest sample); in `shard` mode the loop "
+        "is global, so every device runs the slowest sample of the whole batch. "
+        "Waste within device = 1 - needed / executed per device; across devices = "
+        "the further share lost waiting for the slowest device (the most an "
+        "asynchronous scheme could recover); total = 1 - needed / slowest.\n\n"
+        + markdown_table(header, rows)
+    )
+    return text, _save(fig, figures, "lockstep_waste")
+
+
+def grouping(recs) -> str:
+    """Grouped against random batching at the same spread and mode."""
+    rows = []
+    for g in recs:
+        if not (g.get("status") == "ok" and _scn(g, "batching") == "grouped"):
+            continue
+        r = twin(g, recs, batching="random")
+        if r is None:
+            continue
+        rows.append(
+            [
+                g["mode"],
+                str(g["n_devices"]),
+                _fmt(_scn(g, "spread")),
+                _fmt(_waste(r).get("total"), 2),
+                _fmt(_waste(g).get("total"), 2),
+                _fmt(r["step_time_s"]),
+                _fmt(g["step_time_s"]),
+                _fmt(g["step_time_s"] / r["step_time_s"], 3),
+                _fmt(r["final_loss"]),
+                _fmt(g["final_loss"]),
+            ]
+        )
+    if not rows:
+        return ""
+    rows.sort(key=lambda x: (x[0], float(x[2])))
+    header = (
+        "Mode",
+        "Devices",
+        "Spread",
+        "Waste random",
+        "Waste grouped",
+        "Step random (s)",
+        "Step grouped (s)",
+        "Grouped / random",
+        "Final loss random",
+        "Final loss grouped",
+    )
+    return (
+        "Grouped batching sorts each epoch's samples by their time horizon (known "
+        "from the training data alone, no evaluation data), cuts batches of similar "
+        "cost and shuffles their order: every sample is still seen once per epoch, "
+        "at the same number of steps.\n\n" + markdown_table(header, rows)
+    )
+
+
+def within_ode(recs) -> str:
+    """Within-ODE batching (one step size per batch) against per-sample solves."""
+    rows = []
+    for w in recs:
+        if not (w.get("status") == "ok" and _scn(w, "solve") == "within_ode"):
+            continue
+        p = twin(w, recs, solve="per_sample", batching="random")
+        if p is None:
+            continue
+        rows.append(
+            [
+                w["mode"],
+                str(w["n_devices"]),
+                w["controller"],
+                _fmt(_scn(w, "spread")),
+                _fmt(p["solver_steps"]["max"], 3),
+                _fmt(w["solver_steps"]["max"], 3),
+                _fmt(p["step_time_s"]),
+                _fmt(w["step_time_s"]),
+                _fmt(w["step_time_s"] / p["step_time_s"], 3),
+                _fmt(p["final_loss"]),
+                _fmt(w["final_loss"]),
+                f"{p['collectives_in_loops']} / {w['collectives_in_loops']}",
+            ]
+        )
+    if not rows:
+        return ""
+    rows.sort(key=lambda x: (x[2], x[0], float(x[3])))
+    header = (
+        "Mode",
+        "Devices",
+        "Controller",
+        "Spread",
+        "Steps executed, per-sample",
+        "Steps, within-ODE",
+        "Step per-sample (s)",
+        "Step within-ODE (s)",
+        "Within / per-sample",
+        "Final loss per-sample",
+        "Final loss within-ODE",
+        "In-loop collectives per-sample / within",
+    )
+    return (
+        "Within-ODE: the local batch is one ODE state with one step size (the "
+        "error norm covers the whole batch); per-sample: vmap, one step size per "
+        "sample, the batched loop running until the slowest sample ends.\n\n"
+        + markdown_table(header, rows)
+    )
+
+
+def collectives(recs) -> str:
+    """Collectives per training step, from the compiled HLO and the loop iterations."""
+    rows = []
+    for r in recs:
+        if not (
+            r.get("status") == "ok"
+            and is_default(r)
+            and r["n_devices"] > 1
+            and r.get("processes", 1) == 1
+            and r["scaling"] == "strong"
+            and r["global_batch"] == SCALES[r["scale"]]["batch"]
+        ):
+            continue
+        c = r.get("collectives") or {}
+        if "total" not in c or not r.get("solver_steps"):
+            continue  # a record without its compiled program's audit
+        iters = r["solver_steps"]["max"]
+        outside = c["total"] - c["in_loops"]
+        executed = outside + c["in_loops"] * iters
+        sm = twin(r, recs, mode="shard_map") if r["mode"] == "shard" else None
+        share = (1 - sm["step_time_s"] / r["step_time_s"]) if sm else None
+        rows.append(
+            [
+                r["mode"],
+                str(r["n_devices"]),
+                r["controller"],
+                str(outside),
+                str(c["in_loops"]),
+                _fmt(c.get("bytes_in_loops")),
+                _fmt(iters, 3),
+                _fmt(executed, 4),
+                _fmt(share, 2),
+            ]
+        )
+    if not rows:
+        return ""
+    rows.sort(key=lambda x: (x[2], int(x[1]), x[0]))
+    header = (
+        "Mode",
+        "Devices",
+        "Controller",
+        "Collectives outside loops",
+        "In loops",
+        "Bytes in loops (one pass)",
+        "Forward loop iterations",
+        "Executed per step (estimate)",
+        "Share of step vs shard_map",
+    )
+    return (
+        "Executed per step = outside + in-loop x forward loop iterations (the "
+        "slowest sample's forward steps); a lower bound, since the backward pass's "
+        "loops repeat in-loop collectives too. Share = 1 - t(shard_map) / t(shard) "
+        "at the same devices, controller and batch: the time the compiler-partitioned "
+        "step loses to collectives inside the solver loops and global lock-step, "
+        "against a build with neither. Rows with more devices than physical cores "
+        "measure overhead.\n\n" + markdown_table(header, rows)
+    )
+
+
+def batch_size(recs, figures: Path) -> tuple[str, list[Path]]:
+    """One-device step time and throughput against the batch size (PID, spread 0)."""
+    sel = [
+        r
+        for r in recs
+        if r.get("status") == "ok"
+        and is_default(r)
+        and r["mode"] == "single"
+        and r["controller"] == "pid"
+        and r["scaling"] == "strong"
+    ]
+    if len(sel) < 2:
+        return "", []
+    sel.sort(key=lambda r: r["global_batch"])
+    rows = [
+        [
+            str(r["global_batch"]),
+            _fmt(r["step_time_s"]),
+            _fmt(r["global_batch"] / r["step_time_s"], 4),
+        ]
+        for r in sel
+    ]
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    points = pd.DataFrame(
+        {
+            "batch": [r["global_batch"] for r in sel],
+            "rate": [r["global_batch"] / r["step_time_s"] for r in sel],
+        }
+    )
+    sns.lineplot(data=points, x="batch", y="rate", marker="o", ax=ax)
+    ax.set(
+        xscale="log",
+        xlabel="batch (1 device)",
+        ylabel="samples / s",
+        title="One-device throughput, PID",
+    )
+    fig.tight_layout()
+    return (
+        markdown_table(("Batch", "Step time (s)", "Samples / s"), rows),
+        _save(fig, figures, "throughput_vs_batch"),
+    )
+
+
+def _hit(r: dict[str, Any], target: float) -> dict[str, Any] | None:
+    return next((c for c in r["eval_curve"] if c["eval_loss"] <= target), None)
+
+
+def _time_resamples(r: dict[str, Any], hit_step: int, rng, resamples: int = 2000):
+    """Bootstrap resamples of the time to reach `hit_step`: each stage's steps before
+    the hit at the mean of that stage's step times resampled with replacement, scaled
+    to the measured time (within-run spread only)."""
+    stages = r.get("stages") or []
+    per_stage = r["steps"] // max(1, len(stages))
+    total = np.zeros(resamples)
+    for i, st in enumerate(stages):
+        n = min(max(0, hit_step - i * per_stage), per_stage)
+        times = np.asarray(st.get("step_times_s") or [st["step_time_s"]])
+        if n:
+            idx = rng.integers(0, len(times), (resamples, len(times)))
+            total += n * times[idx].mean(axis=1)
+    return total
+
+
+def _run_palette(curves: pd.DataFrame) -> dict[str, Any]:
+    """Each run's colour: its mode's, lighter for later runs of the same mode."""
+    out = {}
+    for mode, group in curves.groupby("mode"):
+        runs = list(dict.fromkeys(group["run"]))
+        shades = sns.light_palette(MODE_STYLE.get(mode, "grey"), len(runs) + 2)[2:]
+        out.update(zip(runs, shades[::-1], strict=True))
+    return out
+
+
+def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
+    """Evaluation loss against training wall clock, time to the scale's `TARGET_LOSS`,
+    and which configuration reaches it first (ratio with a 95% bootstrap interval)."""
+    sel = [r for r in recs if r.get("status") == "ok" and r.get("eval_curve")]
+    if not sel:
+        return "", []
+    target = TARGET_LOSS.get(sel[0]["scale"], 0.01)
+    rows, points = [], []
+    for r in sorted(
+        sel,
+        key=lambda r: (
+            r["controller"],
+            r["n_devices"],
+            r["mode"],
+            r["global_batch"],
+            r.get("lr_scaling", ""),
+        ),
+    ):
+        curve = r["eval_curve"]
+        label = (
+            f"{r['mode']} {r['controller']} {r['n_devices']} dev, batch "
+            f"{r['global_batch']}, lr {r['learning_rate']:g}"
+        )
+        points += [
+            {
+                "run": label,
+                "mode": r["mode"],
+                "controller": r["controller"],
+                "time_s": c["train_time_s"],
+                "loss": c["eval_loss"],
+            }
+            for c in curve
+        ]
+        hit = _hit(r, target)
+        rows.append(
+            [
+                r["mode"],
+                r["controller"],
+                str(r["n_devices"]),
+                str(r["global_batch"]),
+                _fmt(r["learning_rate"]),
+                _fmt(hit["train_time_s"], 3) if hit else "not reached",
+                str(hit["step"]) if hit else "–",
+                _fmt(curve[-1]["eval_loss"]),
+            ]
+        )
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    curves = pd.DataFrame(points)
+    sns.lineplot(
+        data=curves,
+        x="time_s",
+        y="loss",
+        hue="run",
+        style="controller",
+        palette=_run_palette(curves),
+        dashes={"pid": "", "stepto": (4, 2)},
+        estimator=None,
+        ax=ax,
+    )
+    ax.axhline(target, ls=":", color="grey", label=f"target {target}")
+    ax.set(
+        yscale="log",
+        xlabel="training wall clock (s, evaluation excluded)",
+        ylabel="evaluation loss",
+        title="Time to target loss",
+    )
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    header = (
+        "Mode",
+        "Controller",
+        "Devices",
+        "Global batch",
+        "Learning rate",
+        "Time to target (s)",
+        "Steps to target",
+        "Final eval loss",
+    )
+    text = (
+        f"Target: evaluation loss {target}, fixed before the runs. Time is the sum "
+        "of the waited-for training steps; evaluations are excluded.\n\n"
+        + markdown_table(header, rows)
+    )
+    hits = [(r, _hit(r, target)) for r in sel]
+    hits = [(r, h) for r, h in hits if h]
+    if len(hits) >= 2:
+        rng = np.random.default_rng(0)
+        best, hb = min(hits, key=lambda x: x[1]["train_time_s"])
+        # One device with the fastest row's controller, batch and learning rate.
+        one = [
+            x
+            for x in hits
+            if x[0]["n_devices"] == 1
+            and x[0] is not best
+            and all(
+                x[0].get(k) == best.get(k) for k in ("controller", "global_batch", "learning_rate")
+            )
+        ]
+        other = (
+            one[0]
+            if one
+            else min((x for x in hits if x[0] is not best), key=lambda x: x[1]["train_time_s"])
+        )
+        ratio = other[1]["train_time_s"] / hb["train_time_s"]
+        boot = _time_resamples(other[0], other[1]["step"], rng) / _time_resamples(
+            best, hb["step"], rng
+        )
+        lo, hi = np.percentile(boot * ratio / np.median(boot), [2.5, 97.5])
+        b, o = (
+            {k: escape(x[k]) for k in ("mode", "controller", "n_devices")} for x in (best, other[0])
+        )  # record text: never markup
+        text += (
+            f"\n\n**Fastest to the target here:** {b['mode']} {b['controller']} "
+            f"on {b['n_devices']} device(s), {_fmt(hb['train_time_s'], 3)} s; "
+            f"{o['mode']} {o['controller']} on "
+            f"{o['n_devices']} device(s) takes {ratio:.2f}x as long "
+            f"[{lo:.2f}, {hi:.2f}] (95% bootstrap over each run's step times; one "
+            "run per row, so run-to-run drift of the machine is not in the interval)."
+        )
+    return text, _save(fig, figures, "time_to_target")
+
+
+def write_explain(recs: list[dict[str, Any]], figures: str | Path) -> dict[str, Any]:
+    """Write `figures/tables/explain.md` and its figures from all records of a scale."""
+    figures = Path(figures)
+    parts, figs = ["# Explaining the scaling", ""], []
+    text, f = heterogeneity(recs, figures)
+    parts += ["## Lock-step waste against heterogeneity", "", text or "No records.", ""]
+    figs += f
+    parts += ["## Complexity-aware batching", "", grouping(recs) or "No records.", ""]
+    parts += [
+        "## Within-ODE batching against per-sample solves",
+        "",
+        within_ode(recs) or "No records.",
+        "",
+    ]
+    parts += ["## Collectives per training step", "", collectives(recs) or "No records.", ""]
+    text, f = batch_size(recs, figures)
+    parts += ["## Batch size", "", text or "No records.", ""]
+    figs += f
+    text, f = time_to_target(recs, figures)
+    parts += ["## Batch size and learning rate: time to target loss", "", text or "No records.", ""]
+    figs += f
+    path = figures / "tables" / "explain.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(parts))
+    return {"table": path, "figures": figs}

@@ -1,0 +1,336 @@
+"""Figures: one scenario (notebook) and the scaling figures of the report."""
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+MODE_STYLE = {"single": "k", "pmap": "tab:blue", "shard": "tab:red", "shard_map": "tab:green"}
+CONTROLLER_STYLE = {"pid": "-o", "stepto": "--s"}
+
+
+def summary(record: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers of one record, as a small dict for display."""
+    keys = (
+        "status",
+        "error",
+        "name",
+        "n_devices",
+        "mode",
+        "controller",
+        "scaling",
+        "global_batch",
+        "compile_time_s",
+        "step_time_s",
+        "step_time_p25_s",
+        "step_time_p75_s",
+        "epoch_time_s",
+        "runtime_s",
+        "final_loss",
+        "collectives_total",
+        "collectives_in_loops",
+    )
+    out = {k: record.get(k) for k in keys}
+    steps = record.get("solver_steps") or {}
+    out["solver_steps_mean"], out["solver_steps_max"] = steps.get("mean"), steps.get("max")
+    return out
+
+
+def plot_scenario(record: dict[str, Any]):
+    """Training loss per step and a histogram of per-sample solver steps."""
+    fig, (ax_loss, ax_steps) = plt.subplots(1, 2, figsize=(10, 3.5))
+    losses = record.get("train_loss") or []
+    ax_loss.semilogy(np.arange(1, len(losses) + 1), losses)
+    ax_loss.set(xlabel="optimiser step", ylabel="training loss (MSE)", title=record.get("name", ""))
+    steps = (record.get("solver_steps") or {}).get("last_step_per_sample") or []
+    if steps:
+        ax_steps.hist(steps, bins=min(30, max(5, len(set(steps)))))
+    ax_steps.set(xlabel="forward solver steps per sample (last timed step)", ylabel="samples")
+    fig.tight_layout()
+    return fig
+
+
+def _save(fig, out: Path, stem: str) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{stem}.png", out / f"{stem}.svg"]
+    with plt.rc_context({"svg.hashsalt": "odestudy"}):  # the same figure, the same file
+        for p in paths:
+            fig.savefig(
+                p,
+                dpi=120,
+                bbox_inches="tight",
+                metadata={"Date": None} if p.suffix == ".svg" else None,
+            )
+    plt.close(fig)
+    return paths
+
+
+METRICS = ("step time (s)", "speedup", "efficiency")
+
+
+def scaling_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Rows of `frames.scaling_rows` in long form for plotting: one row per record and
+    metric (`METRICS`), with the value and its interval (`low`, `high`; the IQR for
+    step times, the 95% interval for speedup and efficiency)."""
+    out = []
+    for r in rows:
+        if r.get("status") != "ok":
+            continue
+        head = {
+            "device": r["device"],
+            "scaling": r["scaling"],
+            "mode": r["mode"],
+            "controller": r["controller"],
+            "processes": r.get("processes", 1),
+            "devices": r["n_devices"],
+        }
+        out.append(
+            {
+                **head,
+                "metric": METRICS[0],
+                "value": r["step_time_s"],
+                "low": r["step_time_p25_s"],
+                "high": r["step_time_p75_s"],
+            }
+        )
+        for metric in METRICS[1:]:
+            value = r.get(metric)
+            low, high = r.get(f"{metric}_ci") or (None, None)
+            out.append({**head, "metric": metric, "value": value, "low": low, "high": high})
+    return pd.DataFrame(
+        out,
+        columns=[
+            "device",
+            "scaling",
+            "mode",
+            "controller",
+            "processes",
+            "devices",
+            "metric",
+            "value",
+            "low",
+            "high",
+        ],
+    ).astype({"value": float, "low": float, "high": float})
+
+
+def _draw(data: pd.DataFrame, color=None, **_) -> None:
+    """One mode's lines on one facet: a line per controller (solid PID, dashed StepTo),
+    error bars from `low`/`high`; multi-process rows as hollow markers."""
+    ax = plt.gca()
+    for (controller, processes), group in data.groupby(["controller", "processes"]):
+        group = group.dropna(subset=["value"]).sort_values("devices")
+        if group.empty:
+            continue
+        fmt = CONTROLLER_STYLE.get(controller, "-o")
+        style: dict[str, Any] = {"color": color}
+        if processes > 1:
+            fmt, style = fmt[-1], {**style, "markerfacecolor": "none", "markersize": 10}
+        err = [
+            (group["value"] - group["low"]).clip(lower=0),
+            (group["high"] - group["value"]).clip(lower=0),
+        ]
+        ax.errorbar(group["devices"], group["value"], yerr=err, fmt=fmt, capsize=3, **style)
+
+
+def scaling_figures(
+    rows: Sequence[dict[str, Any]], out: str | Path, device: str, cores: int | None
+) -> list[Path]:
+    """Step time, speedup and efficiency against devices (seaborn facets), colour by
+    mode, line style by controller, one figure per scaling. `rows` come from
+    `frames.scaling_rows`; ideal scaling is dotted, and devices beyond `cores` physical
+    cores are shaded (times there measure overhead, not speedup)."""
+    import seaborn as sns
+
+    data = scaling_frame([r for r in rows if r["device"] == device])
+    paths = []
+    for scaling in ("strong", "weak"):
+        sel = data[data["scaling"] == scaling]
+        if sel.empty:
+            continue
+        modes = [m for m in MODE_STYLE if m in set(sel["mode"])]
+        grid = sns.FacetGrid(
+            sel,
+            col="metric",
+            col_order=list(METRICS),
+            hue="mode",
+            hue_order=modes,
+            palette=MODE_STYLE,
+            sharey=False,
+            height=4.2,
+            aspect=1.1,
+        )
+        grid.map_dataframe(_draw)
+        ns = sorted(set(sel["devices"]))
+        labels = {
+            "step time (s)": "step time (s): median, IQR bars",
+            "speedup": "speedup t(1)/t(N), 95% interval"
+            if scaling == "strong"
+            else "throughput speedup N·t(1)/t(N), 95% interval",
+            "efficiency": "efficiency speedup/N, 95% interval"
+            if scaling == "strong"
+            else "efficiency t(1)/t(N), 95% interval",
+        }
+        for ax, metric in zip(grid.axes.flat, METRICS, strict=True):
+            if metric == "speedup":
+                ax.plot(ns, ns, ":", color="grey")
+            elif metric == "efficiency":
+                ax.plot(ns, [1.0] * len(ns), ":", color="grey")
+            else:
+                ax.set_yscale("log")
+            ax.set(xscale="log", xticks=ns, xlabel="devices", ylabel=labels[metric], title=metric)
+            ax.set_xticklabels([str(n) for n in ns])
+            if cores and device == "cpu" and max(ns) > cores:
+                ax.axvspan(cores + 0.5, max(ns) * 1.2, color="grey", alpha=0.15)
+        handles = [Line2D([], [], color=MODE_STYLE[m], lw=2, label=m) for m in modes]
+        handles += [
+            Line2D(
+                [],
+                [],
+                color="k",
+                ls=CONTROLLER_STYLE[c][:-1],
+                marker=CONTROLLER_STYLE[c][-1],
+                label=c,
+            )
+            for c in CONTROLLER_STYLE
+            if c in set(sel["controller"])
+        ]
+        handles.append(Line2D([], [], color="grey", ls=":", label="ideal"))
+        if (sel["processes"] > 1).any():
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    color="k",
+                    marker="o",
+                    ls="",
+                    markerfacecolor="none",
+                    label="several processes",
+                )
+            )
+        if cores and device == "cpu" and max(ns) > cores:
+            handles.append(
+                Patch(
+                    color="grey", alpha=0.15, label=f"devices > {cores} physical cores (overhead)"
+                )
+            )
+        grid.figure.legend(
+            handles=handles,
+            loc="upper center",
+            ncol=len(handles),
+            fontsize=8,
+            bbox_to_anchor=(0.5, 0.0),
+            frameon=False,
+        )
+        what = "fixed global batch" if scaling == "strong" else "fixed per-device batch"
+        grid.figure.suptitle(f"{device.upper()} {scaling} scaling ({what})", y=1.02)
+        paths += _save(grid.figure, Path(out), f"{device}_{scaling}_scaling")
+    return paths
+
+
+def step_cost_figure(sweeps: Sequence[dict[str, Any]], out: str | Path, stem: str) -> list[Path]:
+    """Step time and time per executed solver iteration against batch size, one line
+    per sweep (`benchmarks/step_cost.py` records: controller and label), with the
+    fitted line `fixed + per_sample * batch` of the time per iteration (dotted)."""
+    import seaborn as sns
+
+    def name(sw: dict[str, Any]) -> str:
+        return f"{sw['scenario']['controller']} {sw.get('label') or ''}".strip()
+
+    rows = [
+        {
+            "sweep": name(sw),
+            "batch": r["batch"],
+            "step_s": r["step_time_s"],
+            "p25": r["step_time_p25_s"],
+            "p75": r["step_time_p75_s"],
+            "per_iteration_ms": r["per_iteration_s"] * 1e3,
+            "forward_s": r.get("forward_time_s"),
+        }
+        for sw in sweeps
+        for r in sw["rows"]
+    ]
+    data = pd.DataFrame(rows).sort_values(["sweep", "batch"])
+    names = list(dict.fromkeys(name(sw) for sw in sweeps))
+    palette = dict(zip(names, sns.color_palette(n_colors=len(names)), strict=True))
+    split = data["forward_s"].notna().any()  # sweeps that timed the forward pass alone
+    fig, axes = plt.subplots(1, 3 if split else 2, figsize=(16 if split else 11, 4))
+    a, b = axes[0], axes[1]
+    if split:
+        c = axes[2]
+        for sw in sweeps:
+            sel = data[(data["sweep"] == name(sw)) & data["forward_s"].notna()]
+            c.plot(
+                sel["batch"],
+                sel["forward_s"] * 1e3,
+                "o-",
+                color=palette[name(sw)],
+                label=f"{name(sw)}: forward",
+            )
+            c.plot(
+                sel["batch"],
+                (sel["step_s"] - sel["forward_s"]) * 1e3,
+                "s--",
+                color=palette[name(sw)],
+                label=f"{name(sw)}: backward + update",
+            )
+        c.set(
+            xscale="log",
+            yscale="log",
+            xlabel="batch (one device)",
+            ylabel="ms per step (medians)",
+            title="forward (loss alone) vs the rest",
+        )
+        c.legend(fontsize=7)
+    sns.lineplot(data=data, x="batch", y="step_s", hue="sweep", palette=palette, marker="o", ax=a)
+    sns.lineplot(
+        data=data,
+        x="batch",
+        y="per_iteration_ms",
+        hue="sweep",
+        palette=palette,
+        marker="o",
+        ax=b,
+        legend=False,
+    )
+    for sw in sweeps:
+        sel = data[data["sweep"] == name(sw)]
+        a.errorbar(
+            sel["batch"],
+            sel["step_s"],
+            yerr=[sel["step_s"] - sel["p25"], sel["p75"] - sel["step_s"]],
+            fmt="none",
+            capsize=3,
+            color=palette[name(sw)],
+        )
+        x = sel["batch"].to_numpy(float)
+        fit = sw["fit"]
+        b.plot(
+            x,
+            (fit["fixed_per_iteration_s"] + fit["per_sample_iteration_s"] * x) * 1e3,
+            ":",
+            color=palette[name(sw)],
+        )
+    a.set(
+        xscale="log",
+        yscale="log",
+        xlabel="batch (one device)",
+        ylabel="step time (s), median, IQR bars",
+    )
+    b.set(
+        xscale="log",
+        xlabel="batch (one device)",
+        ylabel="ms per executed solver iteration (dotted: fit)",
+    )
+    a.legend(fontsize=8)
+    kind = sweeps[0].get("device_kind", "") if sweeps else ""
+    if kind == "cpu":
+        kind = f"CPU ({(sweeps[0].get('hardware') or {}).get('cpu_model')}, 1 device)"
+    fig.suptitle(f"Per-step cost against batch size on {kind} (trained quick model)")
+    fig.tight_layout()
+    return _save(fig, Path(out), stem)

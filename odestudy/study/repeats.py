@@ -1,0 +1,199 @@
+"""Repeated runs of a scenario: more step-time samples taken at other times.
+
+The first run of a scenario is a fresh kernel that trains and compiles from cold, and
+saves its trained parameters and optimiser state (`STATE_NAME`). A repeat times
+`REPEAT_STEPS` more full-length training steps from that trained state; it compiles
+the same step again, reading the persistent compilation cache the cold run wrote, and
+contributes only its step times: compile time, final loss and runtime stay those of
+the cold run.
+
+Repeats of one-process scenarios run in a plain process per device count and round
+(`run_repeat_round`: one process times every scenario of that device count once);
+those of multi-process scenarios in their processes, joined again
+(`repeat_processes`).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..measure.resume import REPEAT_STEPS, time_repeat
+from ..measure.state import CACHE_DIR, EXEC_NAME, STATE_NAME
+from . import records
+
+REPEATS = 3  # runs per timed scenario: the cold run and two repeats
+DATA_DIR = ".data"  # generated data sets, per scale folder (ignored by git)
+
+
+def cache_environment(out_dir: str | os.PathLike) -> dict[str, str]:
+    """Environment variables for a kernel that runs the scenario whose record lives in
+    `out_dir`: JAX's persistent compilation cache of that scenario, and the data set
+    cache of its scale folder (`data.cached_dataset`)."""
+    out_dir = Path(out_dir).resolve()
+    return {
+        "JAX_COMPILATION_CACHE_DIR": str(out_dir / CACHE_DIR),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+        "ODESTUDY_DATA_CACHE": str(out_dir.parent / DATA_DIR),
+    }
+
+
+def clear_cache(out_dir: str | os.PathLike) -> None:
+    """Remove the scenario's compilation cache, saved state and compiled step, so that
+    the next run compiles cold and trains from the start."""
+    shutil.rmtree(Path(out_dir) / CACHE_DIR, ignore_errors=True)
+    Path(out_dir, STATE_NAME).unlink(missing_ok=True)
+    for path in Path(out_dir).glob(EXEC_NAME.format(process="*")):
+        path.unlink(missing_ok=True)
+
+
+def runs(record: dict[str, Any]) -> int:
+    """How many runs' step times a record holds (records before repeats: 1)."""
+    return len(record.get("step_time_runs_s") or [record.get("step_time_s")])
+
+
+def merge_runs(record: dict[str, Any], repeat: dict[str, Any]) -> dict[str, Any]:
+    """`record` with the step times of `repeat` (another run of the same scenario) added.
+
+    `step_time_runs_s` gets the repeat's median; `step_time_s` and its quartiles become
+    those of all runs' step times pooled. A failed repeat adds nothing but its error
+    (under `repeat_errors`).
+    """
+    out = dict(record)
+    if repeat.get("scenario_key") != record.get("scenario_key"):
+        raise ValueError("a repeat of another scenario cannot be merged")
+    if repeat.get("status") != "ok":
+        out["repeat_errors"] = [*record.get("repeat_errors", []), repeat.get("error")]
+        return out
+    out["step_time_runs_s"] = [*record["step_time_runs_s"], repeat["step_time_runs_s"][0]]
+    out["step_times_runs_s"] = [*record["step_times_runs_s"], repeat["step_times_runs_s"][0]]
+    pooled = np.concatenate([np.asarray(t, float) for t in out["step_times_runs_s"]])
+    out["step_time_s"] = float(np.median(pooled))
+    out["step_time_p25_s"] = float(np.percentile(pooled, 25))
+    out["step_time_p75_s"] = float(np.percentile(pooled, 75))
+    out["epoch_time_s"] = out["step_time_s"] * record["dataset_size"] / record["global_batch"]
+    out["runs_finished"] = [
+        *record.get("runs_finished", [record.get("finished")]),
+        repeat.get("finished"),
+    ]
+    out["repeat_compile_time_s"] = [
+        *record.get("repeat_compile_time_s", []),
+        repeat.get("compile_time_s"),
+    ]
+    out["repeat_how"] = repeat.get("repeat_how", "fresh kernel, full training")
+    return out
+
+
+def worker(job_path: str | os.PathLike) -> int:
+    """Run a job file written by `run_repeat_round`: configure the devices, time every
+    listed scenario once, and write each result (JSON, atomically) as it finishes."""
+    from ..measure.devices import configure_devices
+    from ..measure.scenario import Scenario
+
+    job = json.loads(Path(job_path).read_text())
+    configure_devices(job["device"], job["n_devices"])
+    for item in job["items"]:
+        s = Scenario.from_dict(item["scenario"])
+        result = time_repeat(s, item["out_dir"], job["timed_steps"])
+        records.write_json_atomic(Path(item["result"]), result)
+    return 0
+
+
+def run_repeat_round(
+    items: list[tuple[Any, Path]], timed_steps: int = REPEAT_STEPS
+) -> list[dict[str, Any]]:
+    """Repeat every `(scenario, out_dir)` of `items` once, in one plain process (all
+    items share a device kind and count), and merge each into its record.
+
+    Returns the updated records, in order; a scenario whose repeat failed or did not
+    finish keeps its record with the error added under `repeat_errors`.
+    """
+    from ..measure.devices import child_environment
+
+    if not items:
+        return []
+    first = items[0][0]
+    if any(
+        (s.device, s.n_devices, s.processes) != (first.device, first.n_devices, 1) for s, _ in items
+    ):
+        raise ValueError("a repeat round runs one device kind and count, one process")
+    with tempfile.TemporaryDirectory(prefix="odestudy-repeat-") as tmp:
+        job = {
+            "device": first.device,
+            "n_devices": first.n_devices,
+            "timed_steps": timed_steps,
+            "items": [
+                {
+                    "scenario": s.to_dict(),
+                    "out_dir": str(Path(d).resolve()),
+                    "result": str(Path(tmp) / f"{i}.json"),
+                }
+                for i, (s, d) in enumerate(items)
+            ],
+        }
+        job_path = Path(tmp) / "job.json"
+        job_path.write_text(json.dumps(job))
+        env = child_environment(first.device, first.n_devices)
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)  # set per scenario by the worker
+        env["ODESTUDY_DATA_CACHE"] = str(Path(items[0][1]).resolve().parent / DATA_DIR)
+        done = subprocess.run(
+            [sys.executable, "-m", "odestudy.study.repeats", str(job_path)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        merged = []
+        for (s, out_dir), item in zip(items, job["items"], strict=True):
+            try:
+                repeat = json.loads(Path(item["result"]).read_text())
+            except (OSError, ValueError):
+                tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
+                repeat = {
+                    "scenario_key": s.key(),
+                    "status": "failed",
+                    "error": f"repeat process exited with {done.returncode} "
+                    f"before this scenario: {tail[0]}",
+                }
+            path = Path(out_dir) / records.RECORD_NAME
+            record = records.read_record(path)
+            out = merge_runs(record, repeat)
+            records.write_json_atomic(path, out)
+            merged.append(out)
+    return merged
+
+
+def repeat_processes(s, out_dir: str | os.PathLike) -> dict[str, Any]:
+    """Repeat multi-process scenario `s` once: its processes, joined again by
+    `jax.distributed`, time `REPEAT_STEPS` steps from the trained state its cold run
+    saved in `out_dir` (`time_repeat`); merges the step times into the record there and
+    returns it (written atomically)."""
+    from .distributed import launch
+
+    out_dir = Path(out_dir)
+    path = out_dir / records.RECORD_NAME
+    record = records.read_record(path)
+    env = cache_environment(out_dir)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the workers inherit the scenario's caches
+    try:
+        repeat = launch(s, repeat_dir=out_dir)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    merged = merge_runs(record, repeat)
+    records.write_json_atomic(path, merged)
+    return merged
+
+
+if __name__ == "__main__":
+    sys.exit(worker(sys.argv[1]))
