@@ -2,12 +2,12 @@
 
 import argparse
 import sys
+import typing
 from pathlib import Path
 
 from .measure import environment
-from .measure.modes import MODES
-from .measure.scenario import BATCHINGS, DEVICES, SCALES, SCALINGS, SOLVES, Scenario, validate
-from .measure.solvers import CONTROLLERS
+from .measure.recommended import RECOMMENDED, recommended
+from .measure.scenario import SCALES, Scenario, validate
 from .study import records
 
 
@@ -24,6 +24,31 @@ def check_writable(folder: str | Path) -> None:
         raise ValueError(f"cannot write to output folder {folder}: {exc.strerror or exc}") from None
 
 
+def add_scenario_options(p: argparse.ArgumentParser) -> None:
+    """One option per `Scenario` field (`--<field-with-dashes>` unless the field names
+    another), typed, with the field's choices and help; unset options take the
+    scenario's defaults."""
+    for field in Scenario.fields():
+        meta = field.metadata
+        option = meta["option"] or "--" + field.name.replace("_", "-")
+        kind = typing.get_args(field.type) or (field.type,)
+        kind = next(k for k in kind if k is not type(None))
+        extra: dict = {"dest": field.name, "default": None, "help": meta["help"]}
+        if kind is bool:
+            extra.update(action="store_true")
+        elif typing.get_origin(kind) is tuple:
+            extra.update(type=float, nargs="+")
+        else:
+            extra.update(type=kind, choices=meta["choices"])
+        p.add_argument(option, **extra)
+
+
+def scenario_from_args(a: argparse.Namespace) -> Scenario:
+    """The scenario the options of `add_scenario_options` give (defaults for unset)."""
+    given = {f.name: getattr(a, f.name) for f in Scenario.fields()}
+    return Scenario(**{k: v for k, v in given.items() if v is not None and v is not False})
+
+
 def _run(a: argparse.Namespace) -> int:
     from .measure.devices import gpu_count
     from .study.runner import execute_scenario
@@ -33,26 +58,8 @@ def _run(a: argparse.Namespace) -> int:
             "--recommended sets the solve (see odestudy.recommended); "
             "give either --recommended or --solve"
         )
-    s = Scenario(
-        device=a.device,
-        n_devices=a.devices,
-        mode=a.mode,
-        controller=a.controller,
-        scaling=a.scaling,
-        scale=a.scale,
-        batch=a.batch,
-        spread=a.spread,
-        batching=a.batching,
-        solve=a.solve or "per_sample",
-        processes=a.processes,
-        eval_every=a.eval_every,
-        lr_scaling=a.lr_scaling,
-        seed=a.seed,
-        trace=a.trace,
-    )
+    s = scenario_from_args(a)
     if a.recommended:
-        from .measure.recommended import RECOMMENDED, recommended
-
         s = recommended(s)
         print("recommended: " + ", ".join(f"{k}={v}" for k, v in RECOMMENDED.items()))
     # CPU devices are virtual and made to order; GPUs must exist.
@@ -112,31 +119,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="odestudy", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run one scenario in a fresh kernel")
-    r.add_argument("--device", choices=DEVICES, default="cpu")
-    r.add_argument("--devices", type=int, default=1, help="devices per process")
-    r.add_argument("--mode", choices=MODES, default="single")
-    r.add_argument("--controller", choices=CONTROLLERS, default="pid")
-    r.add_argument("--scaling", choices=SCALINGS, default="strong")
-    r.add_argument("--scale", choices=tuple(SCALES), default="quick")
-    r.add_argument(
-        "--batch", type=int, default=None, help="global batch (strong) or per-device batch (weak)"
-    )
-    r.add_argument("--spread", type=float, default=0.0, help="complexity knob")
-    r.add_argument("--batching", choices=BATCHINGS, default="random")
-    r.add_argument(
-        "--solve", choices=SOLVES, default=None, help="per_sample (default) or within_ode"
-    )
-    r.add_argument(
-        "--processes", type=int, default=1, help="local processes joined by jax.distributed"
-    )
-    r.add_argument("--eval-every", type=int, default=0)
-    r.add_argument("--lr-scaling", choices=("fixed", "linear"), default="fixed")
-    r.add_argument("--seed", type=int, default=5678)
-    r.add_argument(
-        "--trace",
-        action="store_true",
-        help="also write a Perfetto trace of 3 untimed steps to OUT/trace",
-    )
+    add_scenario_options(r)
     r.add_argument(
         "--recommended",
         action="store_true",

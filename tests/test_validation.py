@@ -27,9 +27,8 @@ def test_bad_parameters_fail_before_compiling(monkeypatch, params, message):
 
     monkeypatch.setattr(odestudy.measure.training, "cached_dataset", no_work)
     monkeypatch.setattr(odestudy.measure.training, "make_parallel_step", no_work)
-    s = Scenario(scale="smoke", **params)
-    with pytest.raises(ValueError, match=message):
-        train(s)
+    with pytest.raises(ValueError, match=message):  # at construction, or on the devices
+        train(Scenario(scale="smoke", **params))
 
 
 def test_unknown_scale_names_choices():
@@ -56,10 +55,10 @@ def _cli(*args):
         (["--mode", "single", "--devices", "2"], "use one of: pmap, shard, shard_map"),
         (["--mode", "shard", "--devices", "0"], "n_devices must be a whole number >= 1"),
         (["--mode", "shard", "--devices", "3"], "not divisible by the device count 3"),
-        # More GPUs than any machine has, so that the test holds on GPU machines too.
+        # More GPUs than a machine here has, so that the test holds on GPU machines too.
         (
-            ["--device", "gpu", "--mode", "pmap", "--devices", "4096"],
-            "4096 gpu device(s) requested but only",
+            ["--device", "gpu", "--mode", "pmap", "--devices", "64", "--batch", "64"],
+            "64 gpu device(s) requested but only",
         ),
         (["--spread", "nan"], "spread must be a finite number"),
         (["--out", "/proc/no/such/folder"], "cannot write to output folder"),

@@ -106,7 +106,7 @@ def step_cost_sweep(
     measured rates (`machine_rates`).
     """
     validate(s)
-    if s.mode != "single" or s.total_devices != 1:
+    if s.parallel.multi_device or s.total_devices != 1:
         raise ValueError(
             f"the step-cost sweep runs mode 'single' on 1 device, got "
             f"{s.mode!r} on {s.total_devices}"
@@ -124,7 +124,7 @@ def step_cost_sweep(
     forward = jax.jit(lambda p, ts, ys: loss_fn(eqx.combine(p, static), ts, ys, s.controller)[0])
     rows = []
     for batch in batches:
-        step = make_parallel_step("single", devices, static, optimiser, s.controller, s.solve)
+        step = make_parallel_step(s.parallel, devices, static, optimiser, s.controller, s.solve)
         p, o = step.place_state(params, optimiser.init(params))
 
         def sample(batch=batch, step=step):

@@ -5,8 +5,9 @@ gradients averaged over devices (never summed), and the optax update, all inside
 compiled step.
 """
 
+import abc
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -19,14 +20,7 @@ from jax.sharding import PartitionSpec as P
 from .compat import closure_convert_ignores_manual_sharding, make_data_mesh
 from .model import LOSSES
 
-MODES = ("single", "pmap", "shard", "shard_map")
 AXIS = "data"
-
-
-def check_mode(mode: str) -> None:
-    """Raise a ValueError naming the valid choices if `mode` is unknown."""
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; valid choices: {', '.join(MODES)}")
 
 
 def make_local_step(
@@ -66,14 +60,160 @@ def make_local_step(
     return step
 
 
+class AbstractMode(eqx.Module):
+    """How a training step runs over devices. Abstract: one final subclass per mode
+    (`Single`, `Pmap`, `Shard`, `ShardMap`) owns building the step, placing its inputs
+    and reading its parameters back, and the facts the study needs about it.
+
+    - `name`: the mode's name in scenarios, records and tables.
+    - `one_loop`: one solver loop spans all devices (the compiler partitions a batched
+      loop), so every device runs as many solver steps as the global batch's slowest
+      sample; otherwise each device runs its own loop to its own slowest sample.
+    - `multi_device`: runs on more than one device.
+    - `multi_process`: runs over devices of several JAX processes (`jax.distributed`).
+    """
+
+    name: eqx.AbstractClassVar[str]
+    one_loop: eqx.AbstractClassVar[bool]
+    multi_device: eqx.AbstractClassVar[bool]
+    multi_process: eqx.AbstractClassVar[bool]
+
+    @abc.abstractmethod
+    def build(self, devices: tuple, local_step: Callable) -> tuple[Callable, Any]:
+        """The jitted step over `devices` and its mesh (None for none), from
+        `local_step(axis)`: the per-device step averaging over mapped axis `axis`."""
+
+    def place_state(self, step: "ParallelStep", params: Any, opt_state: Any) -> Any:
+        """Put parameters and optimiser state on the devices (replicated)."""
+        return jax.device_put((params, opt_state), NamedSharding(step.mesh, P()))
+
+    def place_batch(self, step: "ParallelStep", ts: np.ndarray, ys: np.ndarray) -> Any:
+        """Put a global batch on the devices, split along the batch axis."""
+        return jax.device_put((ts, ys), NamedSharding(step.mesh, P(AXIS)))
+
+    def unplace(self, step: "ParallelStep", params: Any) -> Any:
+        """One host copy of (replicated) parameters."""
+        return jax.tree.map(lambda x: to_host(x, replicated=True), params)
+
+
+class Single(AbstractMode):
+    """`jax.jit` on one device: the baseline."""
+
+    name: ClassVar[str] = "single"
+    one_loop: ClassVar[bool] = False  # one device: its loop is the only one
+    multi_device: ClassVar[bool] = False
+    multi_process: ClassVar[bool] = False
+
+    def build(self, devices, local_step):
+        if len(devices) != 1:
+            raise ValueError(f"mode 'single' runs on 1 device, got {len(devices)}")
+        return jax.jit(local_step(None)), None
+
+    def place_state(self, step, params, opt_state):
+        return jax.device_put((params, opt_state), step.devices[0])
+
+    def place_batch(self, step, ts, ys):
+        return jax.device_put((ts, ys), step.devices[0])
+
+
+class Pmap(AbstractMode):
+    """`jax.pmap`: one program per device, each with its own solver loop; gradients
+    averaged with `pmean`."""
+
+    name: ClassVar[str] = "pmap"
+    one_loop: ClassVar[bool] = False
+    multi_device: ClassVar[bool] = True
+    multi_process: ClassVar[bool] = False
+
+    def build(self, devices, local_step):
+        fn = jax.pmap(local_step(AXIS), axis_name=AXIS, devices=devices)
+        # pmap takes arrays whose leading axis is split over this mesh.
+        return fn, make_data_mesh(devices, AXIS)
+
+    def place_state(self, step, params, opt_state):
+        n = step.n_devices
+        stacked = jax.tree.map(
+            lambda x: np.broadcast_to(np.asarray(x), (n, *np.shape(x))), (params, opt_state)
+        )
+        return jax.device_put(stacked, NamedSharding(step.mesh, P(AXIS)))
+
+    def place_batch(self, step, ts, ys):
+        n = step.n_devices
+        ts, ys = ts.reshape(n, -1, *ts.shape[1:]), ys.reshape(n, -1, *ys.shape[1:])
+        return jax.device_put((ts, ys), NamedSharding(step.mesh, P(AXIS)))
+
+    def unplace(self, step, params):
+        return jax.tree.map(lambda x: to_host(x)[0], params)
+
+
+class Shard(AbstractMode):
+    """Sharded `jax.jit`: the batch is split over a mesh and the compiler partitions the
+    vmapped solve; one solver loop spans all devices, no explicit collective."""
+
+    name: ClassVar[str] = "shard"
+    one_loop: ClassVar[bool] = True
+    multi_device: ClassVar[bool] = True
+    multi_process: ClassVar[bool] = True
+
+    def build(self, devices, local_step):
+        mesh = make_data_mesh(devices, AXIS)
+        replicated, batched = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
+        fn = jax.jit(
+            local_step(None),
+            in_shardings=(replicated, replicated, batched, batched),
+            out_shardings=(replicated, replicated, replicated, batched),
+        )
+        return fn, mesh
+
+
+class ShardMap(AbstractMode):
+    """`jax.shard_map` under `jax.jit`: each device runs its own solver loop on its
+    shard; gradients averaged with `pmean`."""
+
+    name: ClassVar[str] = "shard_map"
+    one_loop: ClassVar[bool] = False
+    multi_device: ClassVar[bool] = True
+    multi_process: ClassVar[bool] = True
+
+    def build(self, devices, local_step):
+        mesh = make_data_mesh(devices, AXIS)
+        # check_vma=False because diffrax's while loops mix per-device and replicated
+        # carries.
+        fn = jax.jit(
+            jax.shard_map(
+                local_step(AXIS),
+                mesh=mesh,
+                in_specs=(P(), P(), P(AXIS), P(AXIS)),
+                out_specs=(P(), P(), P(), P(AXIS)),
+                check_vma=False,
+            )
+        )
+        return fn, mesh
+
+
+# Every mode by name, in the order of the tables.
+MODES: dict[str, type[AbstractMode]] = {m.name: m for m in (Single, Pmap, Shard, ShardMap)}
+
+
+def parse_mode(mode: "str | AbstractMode") -> AbstractMode:
+    """The mode named `mode` (an `AbstractMode` passes through); a ValueError naming the valid
+    choices if there is none."""
+    if isinstance(mode, AbstractMode):
+        return mode
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; valid choices: {', '.join(MODES)}")
+    return MODES[mode]()
+
+
 class ParallelStep(eqx.Module):
     """A training step for one mode on a set of devices.
 
-    Use `place` to put host values where the mode wants them, `compile` for the AOT
-    executable, and `unplace` to read parameters back as one host copy.
+    Use `place_state` and `place_batch` to put host values where the mode wants them,
+    `compile` for the AOT executable, and `unplace` to read parameters back as one host
+    copy.
     """
 
-    mode: str = eqx.field(static=True)
+    mode: AbstractMode = eqx.field(static=True)
     devices: tuple = eqx.field(static=True)
     fn: Callable = eqx.field(static=True)
     mesh: Any = eqx.field(static=True)
@@ -84,25 +224,11 @@ class ParallelStep(eqx.Module):
 
     def place_state(self, params, opt_state):
         """Put parameters and optimiser state on the devices (replicated)."""
-        if self.mode == "single":
-            return jax.device_put((params, opt_state), self.devices[0])
-        if self.mode == "pmap":
-            n = self.n_devices
-            stacked = jax.tree.map(
-                lambda x: np.broadcast_to(np.asarray(x), (n, *np.shape(x))),
-                (params, opt_state),
-            )
-            return jax.device_put(stacked, NamedSharding(self.mesh, P(AXIS)))
-        return jax.device_put((params, opt_state), NamedSharding(self.mesh, P()))
+        return self.mode.place_state(self, params, opt_state)
 
     def place_batch(self, ts: np.ndarray, ys: np.ndarray):
         """Put a global batch on the devices, split along the batch axis."""
-        if self.mode == "single":
-            return jax.device_put((ts, ys), self.devices[0])
-        n = self.n_devices
-        if self.mode == "pmap":
-            ts, ys = ts.reshape(n, -1, *ts.shape[1:]), ys.reshape(n, -1, *ys.shape[1:])
-        return jax.device_put((ts, ys), NamedSharding(self.mesh, P(AXIS)))
+        return self.mode.place_batch(self, ts, ys)
 
     def lower(self, params, opt_state, ts, ys):
         """AOT-lower the step for these (placed) arguments (`jax.stages.Lowered`)."""
@@ -115,9 +241,7 @@ class ParallelStep(eqx.Module):
 
     def unplace(self, params):
         """One host copy of (replicated) parameters."""
-        if self.mode == "pmap":
-            return jax.tree.map(lambda x: to_host(x)[0], params)
-        return jax.tree.map(lambda x: to_host(x, replicated=True), params)
+        return self.mode.unplace(self, params)
 
     def per_sample(self, values) -> np.ndarray:
         """A per-sample output as a host array of shape `(n_devices, local_batch)`."""
@@ -139,7 +263,7 @@ def to_host(x, replicated: bool = False) -> np.ndarray:
 
 
 def make_parallel_step(
-    mode: str,
+    mode: "str | AbstractMode",
     devices: Sequence[jax.Device],
     static: Any,
     optimiser: optax.GradientTransformation,
@@ -148,46 +272,17 @@ def make_parallel_step(
 ) -> ParallelStep:
     """Build the training step of `mode` over `devices`.
 
-    - `mode`: one of `MODES`.
+    - `mode`: an `AbstractMode`, or its name (one of `MODES`).
     - `devices`: the devices to use (exactly one for `single`).
     - `static`, `optimiser`, `controller`, `solve`: as in `make_local_step`.
     """
-    check_mode(mode)
+    mode = parse_mode(mode)
     devices = tuple(devices)
-    if mode == "single":
-        if len(devices) != 1:
-            raise ValueError(f"mode 'single' runs on 1 device, got {len(devices)}")
-        fn = jax.jit(make_local_step(static, optimiser, controller, None, solve))
-        return ParallelStep(mode, devices, fn, None)
-    if mode == "pmap":
-        fn = jax.pmap(
-            make_local_step(static, optimiser, controller, AXIS, solve),
-            axis_name=AXIS,
-            devices=devices,
-        )
-        # pmap takes arrays whose leading axis is split over this mesh.
-        return ParallelStep(mode, devices, fn, make_data_mesh(devices, AXIS))
-    mesh = make_data_mesh(devices, AXIS)
-    replicated, batched = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
-    if mode == "shard":
-        # The compiler partitions the vmapped solve; no explicit collective.
-        fn = jax.jit(
-            make_local_step(static, optimiser, controller, None, solve),
-            in_shardings=(replicated, replicated, batched, batched),
-            out_shardings=(replicated, replicated, replicated, batched),
-        )
-        return ParallelStep(mode, devices, fn, mesh)
-    # shard_map: each device runs its own solver loop; check_vma=False because
-    # diffrax's while loops mix per-device and replicated carries.
-    fn = jax.jit(
-        jax.shard_map(
-            make_local_step(static, optimiser, controller, AXIS, solve),
-            mesh=mesh,
-            in_specs=(P(), P(), P(AXIS), P(AXIS)),
-            out_specs=(P(), P(), P(), P(AXIS)),
-            check_vma=False,
-        )
-    )
+
+    def local_step(axis: str | None) -> Callable:
+        return make_local_step(static, optimiser, controller, axis, solve)
+
+    fn, mesh = mode.build(devices, local_step)
     return ParallelStep(mode, devices, fn, mesh)
 
 

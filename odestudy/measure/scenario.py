@@ -6,8 +6,8 @@ import json
 import math
 from typing import Any
 
-from .modes import MODES, check_mode
-from .solvers import check_controller
+from .modes import MODES, AbstractMode, parse_mode
+from .solvers import CONTROLLERS
 
 DEVICES = ("cpu", "gpu")
 SCALINGS = ("strong", "weak")
@@ -58,53 +58,106 @@ SCALES: dict[str, dict[str, Any]] = {
 }
 
 
+def _field(
+    default: Any,
+    help: str,
+    *,
+    role: str = "config",
+    tag: str | None = None,
+    choices: tuple | None = None,
+    option: str | None = None,
+) -> Any:
+    """A `Scenario` field and what the rest of the study reads from it.
+
+    - `default`: the default value (None: the scale's, from `SCALES`).
+    - `help`: one line for the command line and the notebook.
+    - `role`: `"identity"` (device, devices, mode, controller, scaling, scale: the first
+      part of every name), `"size"` (named where it differs from its default, but not a
+      lever of the configuration) or `"config"` (named where it differs from its
+      default, and part of the default configuration that tables compare against).
+    - `tag`: the prefix of the field's part of `Scenario.name()` (`"b"` gives `b64`).
+    - `choices`: the valid values, checked at construction.
+    - `option`: the command-line option, where it is not `--<field-with-dashes>`.
+    """
+    meta = dict(help=help, role=role, tag=tag, choices=choices, option=option)
+    return dataclasses.field(default=default, metadata=meta)
+
+
 @dataclasses.dataclass(frozen=True)
 class Scenario:
-    """One scenario of the study.
+    """One scenario of the study; it checks itself at construction (`validate`).
 
-    - `device`: `"cpu"` or `"gpu"`.
-    - `n_devices`: devices per process (virtual CPU devices on a CPU).
-    - `mode`: `"single"`, `"pmap"`, `"shard"` or `"shard_map"`.
-    - `controller`: `"pid"` (adaptive) or `"stepto"` (one step per observation).
-    - `scaling`: `"strong"` (fixed global batch) or `"weak"` (fixed per-device batch).
-    - `scale`: `"smoke"`, `"quick"` or `"seed"`; fills the sizes below when not given.
-    - `batch`: global batch (strong) or per-device batch (weak).
-    - `spread`: the data's complexity knob (0 = the reference data).
-    - `batching`: `"random"` batches, or `"grouped"` by solver cost.
-    - `solve`: `"per_sample"` (vmap, one step size each) or `"within_ode"` (one ODE
-      whose state is the whole local batch, one shared step size).
-    - `processes`: number of JAX processes (multi-process runs on `jax.distributed`).
-    - `lr_scaling`: `"fixed"` learning rate, or `"linear"` in the global batch
-      relative to the scale's batch.
-    - `eval_every`: evaluate every this many steps (outside the timed region) for
-      time-to-target-loss curves; 0 evaluates only at the end.
-    - `trace`: write a Perfetto-readable profiler trace of extra, untimed steps.
-    - `optimiser_state`: `"fresh"` (a new adabelief state at each length stage, as the
-      reference does) or `"carry"` (one state across stages); the scale's by default.
+    Each field's meaning is its `help` (`Scenario.fields()`); fields left None take the
+    scale's value (`SCALES`). The fields drive the command line (`odestudy run`), the
+    scenario notebook's parameters, `name()` and the default configuration
+    (`default_config`): adding a field is one edit here.
     """
 
-    device: str = "cpu"
-    n_devices: int = 1
-    mode: str = "single"
-    controller: str = "pid"
-    scaling: str = "strong"
-    scale: str = "quick"
-    dataset_size: int | None = None
-    batch: int | None = None
-    steps_per_stage: int | None = None
-    warmup_steps: int | None = None
-    length_fractions: tuple[float, ...] | None = None
-    eval_size: int | None = None
-    learning_rate: float | None = None
-    lr_scaling: str = "fixed"
-    seed: int = 5678
-    spread: float = 0.0
-    batching: str = "random"
-    solve: str = "per_sample"
-    processes: int = 1
-    eval_every: int = 0
-    trace: bool = False
-    optimiser_state: str | None = None
+    device: str = _field("cpu", "cpu or gpu", role="identity", choices=DEVICES)
+    n_devices: int = _field(
+        1, "devices per process (virtual CPU devices on a CPU)", role="identity", option="--devices"
+    )
+    processes: int = _field(1, "JAX processes joined by jax.distributed", role="identity")
+    mode: str = _field(
+        "single", "how the step runs over devices", role="identity", choices=tuple(MODES)
+    )
+    controller: str = _field(
+        "pid",
+        "pid (adaptive) or stepto (one step per observation)",
+        role="identity",
+        choices=CONTROLLERS,
+    )
+    scaling: str = _field(
+        "strong",
+        "strong (fixed global batch) or weak (fixed per-device batch)",
+        role="identity",
+        choices=SCALINGS,
+    )
+    scale: str = _field(
+        "quick", "study size; fills the sizes left None", role="identity", choices=tuple(SCALES)
+    )
+    spread: float = _field(0.0, "the data's complexity knob (0: the reference data)", tag="spread")
+    batching: str = _field(
+        "random", "random batches, or grouped by solver cost", tag="", choices=BATCHINGS
+    )
+    solve: str = _field(
+        "per_sample",
+        "per_sample (vmap, one step size each) or within_ode (one ODE per local batch)",
+        tag="",
+        choices=SOLVES,
+    )
+    lr_scaling: str = _field(
+        "fixed",
+        "fixed learning rate, or linear in the global batch relative to the scale's",
+        tag="lr",
+        choices=("fixed", "linear"),
+    )
+    optimiser_state: str | None = _field(
+        None,
+        "fresh (a new adabelief state per length stage, as the reference) or "
+        "carry (one state across stages)",
+        tag="opt",
+        choices=OPTIMISER_STATES,
+    )
+    batch: int | None = _field(
+        None, "global batch (strong) or per-device batch (weak)", role="size", tag="b"
+    )
+    dataset_size: int | None = _field(None, "series in the data set", tag="n")
+    steps_per_stage: int | None = _field(None, "training steps per length stage", tag="steps")
+    warmup_steps: int | None = _field(None, "untimed steps at the start of each stage", tag="warm")
+    length_fractions: tuple[float, ...] | None = _field(
+        None, "the stages' fractions of each series' length", tag="len"
+    )
+    eval_size: int | None = _field(None, "series in the evaluation set", tag="eval")
+    learning_rate: float | None = _field(None, "adabelief's learning rate", tag="lr")
+    eval_every: int = _field(
+        0,
+        "evaluate every this many steps (outside the timed "
+        "region) for time to target; 0: only at the end",
+        tag="every",
+    )
+    seed: int = _field(5678, "random seed of data, model and batches", tag="seed")
+    trace: bool = _field(False, "write a Perfetto trace of 3 extra, untimed steps", tag="trace")
 
     def __post_init__(self):
         if self.scale not in SCALES:
@@ -112,7 +165,25 @@ class Scenario:
         for name, value in SCALES[self.scale].items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
-        object.__setattr__(self, "length_fractions", tuple(self.length_fractions))
+        if isinstance(self.length_fractions, list | tuple):
+            object.__setattr__(self, "length_fractions", tuple(self.length_fractions))
+        validate(self)
+
+    @classmethod
+    def fields(cls) -> tuple[dataclasses.Field, ...]:
+        """The scenario's fields, each with its metadata (`_field`)."""
+        return dataclasses.fields(cls)
+
+    @property
+    def parallel(self) -> AbstractMode:
+        """The mode as its type (`modes.AbstractMode`): its facts and how it builds the
+        step."""
+        return parse_mode(self.mode)
+
+    def default(self, name: str) -> Any:
+        """Field `name`'s default for this scenario's scale."""
+        field = Scenario.__dataclass_fields__[name]
+        return SCALES[self.scale][name] if field.default is None else field.default
 
     @property
     def total_devices(self) -> int:
@@ -157,50 +228,40 @@ class Scenario:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def name(self) -> str:
-        """A readable, file-system safe name."""
-        parts = [
-            self.device,
-            f"{self.processes}x{self.n_devices}" if self.processes > 1 else f"{self.n_devices}dev",
-            self.mode,
-            self.controller,
-            self.scaling,
-            self.scale,
-        ]
-        if self.spread:
-            parts.append(f"spread{self.spread:g}")
-        if self.batching != "random":
-            parts.append(self.batching)
-        if self.solve != "per_sample":
-            parts.append(self.solve)
-        if self.lr_scaling != "fixed":
-            parts.append(f"lr{self.lr_scaling}")
-        if self.optimiser_state != SCALES[self.scale]["optimiser_state"]:
-            parts.append(f"opt{self.optimiser_state}")
-        if self.batch != SCALES[self.scale]["batch"]:
-            parts.append(f"b{self.batch}")
-        short = {
-            "dataset_size": "n",
-            "steps_per_stage": "steps",
-            "warmup_steps": "warm",
-            "length_fractions": "len",
-            "eval_size": "eval",
-            "learning_rate": "lr",
-        }
-        for field, tag in short.items():
-            value = getattr(self, field)
-            if value != SCALES[self.scale][field]:
-                text = (
-                    "_".join(f"{v:g}" for v in value)
-                    if field == "length_fractions"
-                    else f"{value:g}"
-                )
-                parts.append(f"{tag}{text}")
-        for field, tag in (("eval_every", "every"), ("seed", "seed")):
-            if getattr(self, field) != Scenario.__dataclass_fields__[field].default:
-                parts.append(f"{tag}{getattr(self, field)}")
-        if self.trace:
-            parts.append("trace")
+        """A readable, file-system safe name: the identity fields, then every other
+        field that differs from its default, as its tag and value, in field order."""
+        devices = (
+            f"{self.processes}x{self.n_devices}" if self.processes > 1 else f"{self.n_devices}dev"
+        )
+        parts = [self.device, devices, self.mode, self.controller, self.scaling, self.scale]
+        for field in self.fields():
+            if field.metadata["role"] == "identity":
+                continue
+            value = getattr(self, field.name)
+            if value != self.default(field.name):
+                parts.append(field.metadata["tag"] + _name_text(value))
         return "-".join(parts)
+
+
+def _name_text(value: Any) -> str:
+    """A field value as it appears in a scenario name."""
+    if isinstance(value, bool):
+        return ""
+    if isinstance(value, tuple):
+        return "_".join(f"{v:g}" for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def default_config(scale: str) -> dict[str, Any]:
+    """The default configuration at `scale`: every `"config"` field's default (the
+    scale's where the field's default is None). A record whose scenario matches it is
+    a row of the main tables; one that differs is a lever or an explanation."""
+    base = Scenario(scale=scale)
+    return {
+        f.name: base.default(f.name) for f in Scenario.fields() if f.metadata["role"] == "config"
+    }
 
 
 def _choice(name: str, value: Any, choices: tuple) -> None:
@@ -214,19 +275,14 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
     - `available_devices`: devices this process can see of `s.device`'s kind, or
       `None` to skip that check (for example before the devices are created).
     """
-    _choice("device", s.device, DEVICES)
+    for field in Scenario.fields():
+        if field.metadata["choices"] is not None:
+            _choice(field.name, getattr(s, field.name), field.metadata["choices"])
     for name in ("spread", "learning_rate", "length_fractions"):
         values = getattr(s, name)
         for v in values if isinstance(values, tuple) else (values,):
             if not isinstance(v, int | float) or not math.isfinite(v):
                 raise ValueError(f"{name} must be a finite number, got {values!r}")
-    check_mode(s.mode)
-    check_controller(s.controller)
-    _choice("scaling", s.scaling, SCALINGS)
-    _choice("batching", s.batching, BATCHINGS)
-    _choice("solve", s.solve, SOLVES)
-    _choice("lr_scaling", s.lr_scaling, ("fixed", "linear"))
-    _choice("optimiser_state", s.optimiser_state, OPTIMISER_STATES)
     if not isinstance(s.n_devices, int) or s.n_devices < 1:
         raise ValueError(f"n_devices must be a whole number >= 1, got {s.n_devices!r}")
     if not isinstance(s.processes, int) or s.processes < 1:
@@ -237,13 +293,17 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
             f"{s.n_devices} {s.device} device(s) requested but only "
             f"{available_devices} exist; valid: {valid}"
         )
-    if s.mode == "single" and s.total_devices != 1:
+    mode = s.parallel
+    if not mode.multi_device and s.total_devices != 1:
         raise ValueError(
-            f"mode 'single' runs on exactly 1 device, got {s.total_devices}; "
-            f"for more devices use one of: {', '.join(m for m in MODES if m != 'single')}"
+            f"mode {mode.name!r} runs on exactly 1 device, got {s.total_devices}; for more "
+            f"devices use one of: {', '.join(n for n, m in MODES.items() if m.multi_device)}"
         )
-    if s.processes > 1 and s.mode not in ("shard", "shard_map"):
-        raise ValueError(f"multi-process runs support modes shard, shard_map; got {s.mode!r}")
+    if s.processes > 1 and not mode.multi_process:
+        raise ValueError(
+            "multi-process runs support modes "
+            f"{', '.join(n for n, m in MODES.items() if m.multi_process)}; got {s.mode!r}"
+        )
     if s.batch < 1:
         raise ValueError(f"batch must be >= 1, got {s.batch}")
     if s.global_batch % s.total_devices:

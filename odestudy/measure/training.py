@@ -116,7 +116,7 @@ def prepare(s: Scenario, devices: list[jax.Device]) -> Setup:
     evalset = pool.take(np.arange(s.dataset_size, len(pool)))
     params, static = eqx.partition(VectorField(model_key), eqx.is_array)
     optimiser = optax.adabelief(s.lr)
-    step = make_parallel_step(s.mode, devices, static, optimiser, s.controller, s.solve)
+    step = make_parallel_step(s.parallel, devices, static, optimiser, s.controller, s.solve)
     params, opt_state = step.place_state(params, optimiser.init(params))
     return Setup(data, evalset, static, optimiser, step, params, opt_state, cached)
 
@@ -284,7 +284,7 @@ def train(
                 "points": width,
                 "trace_lower_time_s": 0.0 if reused else built.lower_seconds,
                 "wall_time_s": run_wall,
-                "solver_steps": _steps_summary(steps_seen, global_loop=s.mode == "shard"),
+                "solver_steps": _steps_summary(steps_seen, global_loop=s.parallel.one_loop),
             }
         )
         placed = first

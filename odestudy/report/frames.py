@@ -14,7 +14,8 @@ from typing import Any
 import pandas as pd
 
 from ..measure import environment
-from ..measure.scenario import SCALES
+from ..measure.modes import MODES
+from ..measure.scenario import SCALES, default_config
 from ..study import records
 
 
@@ -121,35 +122,16 @@ def read_records(
     return out
 
 
-# The study's default configuration apart from devices, mode, controller, scaling and
-# batch size: the reference data, random batches, one solve per sample, the scale's
-# steps, lengths and learning rate, no evaluation during training. The scaling tables
-# and the batch-size sweep hold it; the other explanation studies vary one field.
-DEFAULTS = {
-    "spread": 0.0,
-    "batching": "random",
-    "solve": "per_sample",
-    "lr_scaling": "fixed",
-    "eval_every": 0,
-    "trace": False,
-}
-SCALE_DEFAULTS = (
-    "steps_per_stage",
-    "length_fractions",
-    "learning_rate",
-    "dataset_size",
-    "eval_size",
-    "warmup_steps",
-    "optimiser_state",
-)
-
-
 def is_default(rec: dict[str, Any], *free: str) -> bool:
-    """Whether record `rec` has the default configuration (`DEFAULTS` and its scale's
-    `SCALE_DEFAULTS`), apart from the scenario fields named in `free`."""
+    """Whether record `rec` has the default configuration of its scale
+    (`scenario.default_config`: the reference data, random batches, one solve per
+    sample, the scale's steps, lengths and learning rate, no evaluation during
+    training), apart from the scenario fields named in `free`. The scaling tables and
+    the batch-size sweep hold it; the other explanation studies vary one field."""
     s = rec.get("scenario") or {}
-    scale = SCALES.get(rec.get("scale"), {})
-    want = dict(DEFAULTS, **{k: scale.get(k) for k in SCALE_DEFAULTS})
+    if rec.get("scale") not in SCALES:
+        return False
+    want = default_config(rec["scale"])
     for key, value in want.items():
         if key in free or key not in s:
             continue
@@ -328,7 +310,7 @@ def load_curves(
 # A baseline shares every scenario field with its row except these; its own batch is
 # the row's global batch (strong scaling) or per-device batch (weak scaling).
 JOIN_EXCLUDES = ("mode", "n_devices", "processes", "scaling", "batch")
-MODE_ORDER = {"single": 0, "pmap": 1, "shard": 2, "shard_map": 3}
+MODE_ORDER = {name: i for i, name in enumerate(MODES)}
 
 
 def join_key(rec: dict[str, Any]) -> str:

@@ -23,9 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from ..measure.modes import MODES
 from ..study import records
 from .tables import fmt as _fmt
 from .tables import markdown_table
+
+# The modes that run on several devices, in the order of the tables.
+MULTI_DEVICE = tuple(name for name, m in MODES.items() if m.multi_device)
 
 # Cited all-reduce latencies of two NVLink-connected H100s, small messages (seconds):
 # about 6 us with CUDA graphs (NVIDIA/nccl issue 1259, 2 x H100 80GB HBM3, NVLSTree),
@@ -103,7 +107,7 @@ def predict(
         * iters_global
         / (c(b0) * _interp(sweep, b0, "iterations_executed"))
     )
-    loop = in_loop * iters_global * loop_latency_s if mode == "shard" else 0.0
+    loop = in_loop * iters_global * loop_latency_s if MODES[mode].one_loop else 0.0
     comm = allreduce_s if n > 1 else 0.0
     return {
         "step_time_s": compute + comm + loop,
@@ -181,7 +185,7 @@ def project_gpu(
         sweep = sweeps.get(("gpu", base["controller"]))
         if sweep is None:
             continue
-        for mode in ("pmap", "shard", "shard_map"):
+        for mode in MULTI_DEVICE:
             cpu = next(
                 (
                     c
@@ -301,7 +305,7 @@ def projection_markdown(
         else "No multi-device rows with sweeps and latencies to validate.",
         "",
     ]
-    for mode in ("pmap", "shard", "shard_map"):
+    for mode in MULTI_DEVICE:
         errs = [abs(v["error"]) for v in validation if v["mode"] == mode]
         if errs:
             parts.append(
@@ -317,7 +321,7 @@ def projection_markdown(
         "",
     ]
     parts += [projected_table(projected) if projected else "No GPU sweep.", ""]
-    both = [abs(v["error"]) for v in validation if v["mode"] in ("pmap", "shard_map")]
+    both = [abs(v["error"]) for v in validation if not MODES[v["mode"]].one_loop]
     median = f"{100 * np.median(both):.0f}%" if both else "n/a"
     parts += [
         "The closing line is over the `pmap` and `shard_map` rows.",

@@ -91,7 +91,7 @@ def run_ceiling(
     from ..measure.timing import PROTOCOL, measurement_env
     from .repeats import cache_environment
 
-    if s.total_devices != 1 or s.mode != "single":
+    if s.total_devices != 1 or s.parallel.multi_device:
         raise ValueError("the ceiling runs 1-device scenarios (mode 'single')")
     path = ceiling_path(scale_folder, s.controller)
     try:

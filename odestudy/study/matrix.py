@@ -7,6 +7,7 @@ from typing import Any
 
 from ..measure import environment
 from ..measure.devices import child_environment, gpu_count
+from ..measure.modes import MODES
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL, measurement_env
 from . import records
@@ -14,7 +15,7 @@ from .records import RECORD_NAME
 
 CPU_DEVICE_COUNTS = (2, 4, 8)
 GPU_DEVICE_COUNTS = (2,)
-MULTI_MODES = ("pmap", "shard", "shard_map")
+MULTI_MODES = tuple(name for name, m in MODES.items() if m.multi_device)
 CONTROLLERS = ("pid", "stepto")
 # Multi-process CPU rows: (processes, devices per process).
 PROCESS_LAYOUTS = ((2, 1),)
@@ -116,7 +117,7 @@ def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
                     )
     if device == "cpu":
         for processes, per_process in PROCESS_LAYOUTS:
-            for mode in ("shard", "shard_map"):
+            for mode in (n for n, m in MODES.items() if m.multi_process):
                 out.append(
                     Scenario(
                         device="cpu",
@@ -178,7 +179,8 @@ def explain_scenarios(scale: str) -> list[Scenario]:
                     )
                 )
     for batch in BATCH_SWEEP:
-        out.append(Scenario(mode="single", batch=batch, **one))
+        if batch <= SCALES[scale]["dataset_size"]:  # the smoke scale's data set is smaller
+            out.append(Scenario(mode="single", batch=batch, **one))
     base = SCALES[scale]["batch"]
     # The scale's staged training (at the quick scale, one stage at full length from the
     # start did not train in 150 steps: evaluation loss 0.22 in every row).
@@ -312,7 +314,7 @@ def estimate_s(s: Scenario, results: str | Path, runs: int) -> float:
     step = old.get("step_time_s")
     cold = old.get("kernel_wall_s")
     if not (cold and step):
-        heavy = s.mode == "shard" or s.processes > 1
+        heavy = (s.parallel.one_loop and s.parallel.multi_device) or s.processes > 1
         cold = {"smoke": 15.0, "quick": 45.0, "seed": 900.0}.get(s.scale, 60.0)
         cold *= 1.4 if heavy else 1.0
         step = {"quick": 0.05, "seed": 0.05}.get(s.scale, 0.01) * (3 if heavy else 1)

@@ -78,7 +78,7 @@ def execute_scenario(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex
-    parameters = {**s.to_dict(), "out_dir": str(out_dir.resolve()), "run_id": run_id}
+    parameters = {"scenario": s.to_dict(), "out_dir": str(out_dir.resolve()), "run_id": run_id}
     env = {**child_environment(s.device, s.n_devices), **(extra_env or {})}
     start = time.perf_counter()
     error = None

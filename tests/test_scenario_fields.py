@@ -1,0 +1,106 @@
+"""The `Scenario` dataclass is the one source of a scenario's fields: the command line,
+the scenario notebook, `name()` and the default configuration all follow from it, so
+that adding a field is one edit to `Scenario` plus its test."""
+
+import dataclasses
+import json
+
+import pytest
+
+from odestudy import cli
+from odestudy.measure.modes import MODES, AbstractMode, parse_mode
+from odestudy.measure.scenario import SCALES, Scenario, default_config
+from odestudy.study.matrix import explain_scenarios, scenarios, seed_scenarios
+from odestudy.study.runner import ROOT
+
+# A value other than the default for every field that is not part of the identity.
+OTHER = {
+    "spread": 0.5,
+    "batching": "grouped",
+    "solve": "within_ode",
+    "lr_scaling": "linear",
+    "optimiser_state": "fresh",
+    "batch": 16,
+    "dataset_size": 128,
+    "steps_per_stage": 7,
+    "warmup_steps": 2,
+    "length_fractions": (0.5, 1.0),
+    "eval_size": 64,
+    "learning_rate": 1e-3,
+    "eval_every": 10,
+    "seed": 1,
+    "trace": True,
+}
+
+
+def test_every_field_says_what_it_is():
+    for field in Scenario.fields():
+        meta = field.metadata
+        assert meta["help"] and meta["role"] in ("identity", "size", "config"), field.name
+        if meta["role"] != "identity":
+            assert meta["tag"] is not None, f"{field.name} has no name tag"
+    others = {f.name for f in Scenario.fields() if f.metadata["role"] != "identity"}
+    assert others == set(OTHER), "give a new field a value in OTHER"
+
+
+@pytest.mark.parametrize("name", sorted(OTHER))
+def test_a_changed_field_changes_the_name_and_the_key(name):
+    base = Scenario(scale="quick")
+    changed = dataclasses.replace(base, **{name: OTHER[name]})
+    assert changed.name() != base.name() and changed.key() != base.key()
+
+
+def test_names_are_unique_across_the_study():
+    every = [s for scale in SCALES for d in ("cpu", "gpu") for s in scenarios(scale, d)]
+    every += explain_scenarios("quick") + seed_scenarios("cpu") + seed_scenarios("gpu")
+    by_name = {}
+    for s in every:
+        assert by_name.setdefault(s.name(), s) == s, f"two scenarios share {s.name()}"
+
+
+def test_the_default_configuration_follows_the_fields():
+    config = default_config("quick")
+    assert set(config) == {f.name for f in Scenario.fields() if f.metadata["role"] == "config"}
+    assert config["optimiser_state"] == SCALES["quick"]["optimiser_state"]
+    assert config["spread"] == 0.0 and config["seed"] == 5678
+
+
+def test_the_command_line_has_an_option_per_field():
+    p = cli.parser()
+    args = ["run", "--out", "x"]
+    for name, value in OTHER.items():
+        option = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(option)
+        elif isinstance(value, tuple):
+            args += [option, *map(str, value)]
+        else:
+            args += [option, str(value)]
+    s = cli.scenario_from_args(p.parse_args(args))
+    assert all(getattr(s, k) == v for k, v in OTHER.items())
+    assert cli.scenario_from_args(p.parse_args(["run", "--out", "x"])) == Scenario()
+
+
+def test_the_notebook_takes_the_whole_scenario():
+    nb = json.loads((ROOT / "notebooks" / "scenario.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))
+    namespace: dict = {}
+    exec("".join(cell["source"]), namespace)
+    assert set(namespace) - {"__builtins__"} == {"scenario", "out_dir", "run_id"}
+    Scenario.from_dict(namespace["scenario"])  # a valid scenario as it stands
+
+
+def test_a_scenario_checks_itself_at_construction():
+    with pytest.raises(ValueError, match="valid choices: single, pmap, shard, shard_map"):
+        Scenario(mode="bogus")
+    with pytest.raises(ValueError, match="valid choices: random, grouped"):
+        Scenario(batching="sorted")
+
+
+@pytest.mark.parametrize("name", list(MODES))
+def test_modes_are_types_parsed_once(name):
+    mode = parse_mode(name)
+    assert isinstance(mode, AbstractMode) and mode.name == name
+    assert parse_mode(mode) is mode
+    s = Scenario(mode=name, n_devices=1 if not mode.multi_device else 2, scale="smoke")
+    assert type(s.parallel) is MODES[name]
