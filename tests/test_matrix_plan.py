@@ -71,7 +71,8 @@ def test_the_plan_line_says_what_runs_and_how_long(tmp_path, cores, monkeypatch,
     cores(2)
     # Run nothing: every scenario's cold run is replaced by a failed record.
     monkeypatch.setattr(
-        "odestudy.study.runner.execute_scenario",
+        matrix,
+        "execute_scenario",
         lambda s, out, **k: {"status": "failed", "error": "skipped", "name": s.name()},
     )
     recs = matrix.run_matrix(

@@ -15,8 +15,12 @@ import pandas as pd
 
 from ..measure import environment
 from ..measure.modes import MODES
+from ..measure.recommended import recommended
 from ..measure.scenario import SCALES, default_config
 from ..study import records
+from ..study.matrix import explain_scenarios, scenarios
+from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
+from .intervals import ratio_interval
 
 
 class BaselineError(LookupError):
@@ -61,9 +65,6 @@ def matrix_keys(scale: str, study: str = "both") -> frozenset[str]:
     (`study="scaling"`, CPU and GPU), the explanation studies' (`"explain"`), or both
     (which also holds the scaling scenarios with the recommended levers, the records of
     `odestudy matrix --recommended`)."""
-    from ..measure.recommended import recommended
-    from ..study.matrix import explain_scenarios, scenarios
-
     if scale not in SCALES:
         return frozenset()
     keys = set()
@@ -412,9 +413,6 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
     (`efficiency_vs_ceiling`, `ceiling` with their intervals). A record without a
     baseline keeps its `baseline_error`.
     """
-    from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
-    from .intervals import ratio_interval
-
     found: dict[int, dict[str, Any] | BaselineError] = {}
     for kind in ("strong", "weak"):
         idx = [i for i, r in enumerate(recs) if (scaling or r["scaling"]) == kind]

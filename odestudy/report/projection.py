@@ -23,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from ..measure.compat import make_data_mesh
 from ..measure.modes import MODES
 from ..study import records
+from .frames import BaselineError, baseline
 from .tables import fmt as _fmt
 from .tables import markdown_table
 
@@ -125,8 +127,6 @@ def validate_model(
     (`rows` from `frames.scaling_rows`) with at most `cores` devices, where that
     machine has a sweep of the controller, a latency for the device count and a
     1-device baseline (`frames.baseline`)."""
-    from .frames import BaselineError, baseline
-
     sweeps, lat = load_sweeps(folder), load_latencies(folder)
     out = []
     for r in rows:
@@ -373,8 +373,6 @@ def collective_latency(
     """
     import jax
     from jax.sharding import PartitionSpec as P
-
-    from ..measure.compat import make_data_mesh
 
     devices = jax.devices()[:n_devices]
     if len(devices) < n_devices:

@@ -30,8 +30,11 @@ from typing import Any
 import numpy as np
 
 from ..measure import environment
+from ..measure.devices import child_environment, configure_devices
 from ..measure.scenario import Scenario
+from ..measure.timing import PROTOCOL, measurement_env
 from . import records
+from .repeats import cache_environment, time_repeat
 
 CEILING_STEPS = 40  # timed steps per process and phase (as many as a repeat)
 PHASES = (("alone", (0,)), ("paired", (0, 1)), ("one_core", (2,)))
@@ -55,12 +58,9 @@ def _wait_for(path: Path, timeout_s: float = BARRIER_TIMEOUT_S) -> None:
 def worker(job_path: str | os.PathLike, rank: int) -> int:
     """One process of a ceiling run (see the module docstring): set up, then take part
     in the phases that name `rank`, each behind a barrier file; writes its times."""
-    from ..measure.devices import configure_devices
-
     job = json.loads(Path(job_path).read_text())
     work = Path(job_path).parent
     configure_devices("cpu", 1)
-    from .repeats import time_repeat
 
     s = Scenario.from_dict(job["scenario"])
     out: dict[str, Any] = {"rank": rank, "phases": {}}
@@ -87,10 +87,6 @@ def run_ceiling(
     and saved state are in `out_dir`, and append it to the ceiling record of its
     controller in `scale_folder`. Returns that record (written atomically); a failed
     run is appended with its error."""
-    from ..measure.devices import child_environment
-    from ..measure.timing import PROTOCOL, measurement_env
-    from .repeats import cache_environment
-
     if s.total_devices != 1 or s.parallel.multi_device:
         raise ValueError("the ceiling runs 1-device scenarios (mode 'single')")
     path = ceiling_path(scale_folder, s.controller)

@@ -22,9 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from ..measure import environment
-from ..measure.devices import child_environment
+from ..measure.devices import child_environment, configure_devices
+from ..measure.resume import time_repeat
 from ..measure.scenario import Scenario, validate
+from ..measure.state import STATE_NAME
+from ..measure.training import run_scenario
 from . import records
+from .runner import failed_record
 
 INIT_TIMEOUT_S = 60
 # Whole-run limits per scale (seconds), unless the caller gives one.
@@ -68,8 +72,6 @@ def launch(
     A worker that fails or dies fails the scenario within a second or so: the others
     are killed (each runs in its own process group, so nothing is left behind).
     """
-    from .runner import failed_record
-
     validate(s)
     timeout_s = RUN_TIMEOUT_S[s.scale] if timeout_s is None else timeout_s
     start = time.perf_counter()
@@ -196,8 +198,6 @@ def worker(
     s = Scenario.from_dict(json.loads(Path(scenario_file).read_text()))
     import jax
 
-    from ..measure.devices import configure_devices
-
     configure_devices(s.device, s.n_devices)
     if s.device == "cpu":
         # CPU collectives across processes need gloo (the default has none).
@@ -209,15 +209,11 @@ def worker(
         )
     jax.distributed.initialize(**kwargs)
     if repeat_dir:
-        from ..measure.resume import time_repeat
-
         record = time_repeat(s, repeat_dir)
         record["repeat_how"] = f"{s.processes} plain processes, " + record[
             "repeat_how"
         ].removeprefix("plain process, ")
     else:
-        from ..measure.training import run_scenario
-
         record = run_scenario(s, state_path=state_path)
         record["per_process_hardware"] = _gather_hardware()
     if jax.process_index() == 0:
@@ -252,12 +248,9 @@ def run_scenario_any(s: Scenario, out_dir: str | None = None) -> dict[str, Any]:
     - `out_dir`: the scenario's output folder; a profiler trace goes to `out_dir/trace`,
       the trained state for repeats to `out_dir/.repeat_state.npz`.
     """
-    from ..measure.state import STATE_NAME
-
     state_path = Path(out_dir) / STATE_NAME if out_dir else None
     if s.processes > 1:
         return launch(s, state_path=state_path)
-    from ..measure.training import run_scenario
 
     trace_dir = str(Path(out_dir) / "trace") if (s.trace and out_dir) else None
     return run_scenario(s, trace_dir=trace_dir, state_path=state_path)

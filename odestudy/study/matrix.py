@@ -8,10 +8,22 @@ from typing import Any
 from ..measure import environment
 from ..measure.devices import child_environment, gpu_count
 from ..measure.modes import MODES
+from ..measure.recommended import recommended as apply
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL, measurement_env
 from . import records
+from .ceiling import last_ceiling, run_ceiling
 from .records import RECORD_NAME
+from .repeats import (
+    REPEAT_STEPS,
+    REPEATS,
+    cache_environment,
+    clear_cache,
+    repeat_processes,
+    run_repeat_round,
+    runs,
+)
+from .runner import execute_scenario, failed_record
 
 CPU_DEVICE_COUNTS = (2, 4, 8)
 GPU_DEVICE_COUNTS = (2,)
@@ -318,7 +330,6 @@ def estimate_s(s: Scenario, results: str | Path, runs: int) -> float:
         cold = {"smoke": 15.0, "quick": 45.0, "seed": 900.0}.get(s.scale, 60.0)
         cold *= 1.4 if heavy else 1.0
         step = {"quick": 0.05, "seed": 0.05}.get(s.scale, 0.01) * (3 if heavy else 1)
-    from .repeats import REPEAT_STEPS
 
     repeat = 2.0 + (REPEAT_STEPS + s.warmup_steps) * step + (12.0 if s.processes > 1 else 0.0)
     return cold + (runs - 1) * repeat
@@ -360,9 +371,6 @@ def run_matrix(
     """
     from tqdm.auto import tqdm
 
-    from .repeats import cache_environment
-    from .runner import execute_scenario, failed_record
-
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; valid choices: {', '.join(SCALES)}")
     runnable, not_run = plan(scale, device, study, full)
@@ -371,7 +379,6 @@ def run_matrix(
             raise ValueError(
                 f"--recommended applies to the scaling study only; got study {study!r}"
             )
-        from ..measure.recommended import recommended as apply
 
         runnable = [apply(s) for s in runnable]
         not_run = [(apply(s), why) for s, why in not_run]
@@ -402,7 +409,6 @@ def run_matrix(
             same = False
         if not same:
             records.write_json_atomic(path, failed_record(s, reason, status="not_run"))
-    from .repeats import REPEATS, clear_cache, repeat_processes, run_repeat_round, runs
 
     wanted = repeats or (REPEATS if study == "scaling" and scale != "seed" else 1)
     done: dict[Scenario, dict[str, Any]] = {}
@@ -486,7 +492,6 @@ def run_matrix(
         for probe in probes if due else []:
             if done[probe]["status"] != "ok":
                 continue
-            from .ceiling import last_ceiling, run_ceiling
 
             folder = record_path(probe, results).parent
             rec = run_ceiling(probe, folder, folder.parent)

@@ -24,9 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from ..measure.devices import child_environment, configure_devices
 from ..measure.resume import REPEAT_STEPS, time_repeat
+from ..measure.scenario import Scenario
 from ..measure.state import CACHE_DIR, EXEC_NAME, STATE_NAME
 from . import records
+from .distributed import launch
 
 REPEATS = 3  # runs per timed scenario: the cold run and two repeats
 DATA_DIR = ".data"  # generated data sets, per scale folder (ignored by git)
@@ -94,9 +97,6 @@ def merge_runs(record: dict[str, Any], repeat: dict[str, Any]) -> dict[str, Any]
 def worker(job_path: str | os.PathLike) -> int:
     """Run a job file written by `run_repeat_round`: configure the devices, time every
     listed scenario once, and write each result (JSON, atomically) as it finishes."""
-    from ..measure.devices import configure_devices
-    from ..measure.scenario import Scenario
-
     job = json.loads(Path(job_path).read_text())
     configure_devices(job["device"], job["n_devices"])
     for item in job["items"]:
@@ -115,8 +115,6 @@ def run_repeat_round(
     Returns the updated records, in order; a scenario whose repeat failed or did not
     finish keeps its record with the error added under `repeat_errors`.
     """
-    from ..measure.devices import child_environment
-
     if not items:
         return []
     first = items[0][0]
@@ -174,8 +172,6 @@ def repeat_processes(s, out_dir: str | os.PathLike) -> dict[str, Any]:
     `jax.distributed`, time `REPEAT_STEPS` steps from the trained state its cold run
     saved in `out_dir` (`time_repeat`); merges the step times into the record there and
     returns it (written atomically)."""
-    from .distributed import launch
-
     out_dir = Path(out_dir)
     path = out_dir / records.RECORD_NAME
     record = records.read_record(path)

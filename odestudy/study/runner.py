@@ -14,6 +14,7 @@ from ..measure.environment import ROOT
 from ..measure.record import REQUIRED_KEYS
 from ..measure.scenario import Scenario
 from ..measure.timing import PROTOCOL, measurement_env
+from ..measure.training import base_record
 from . import records
 from .records import RECORD_NAME
 
@@ -35,8 +36,6 @@ def environ(env: dict[str, str]) -> Iterator[None]:
 
 def failed_record(s: Scenario, error: str, status: str = "failed", **extra: Any) -> dict[str, Any]:
     """A record for a scenario that did not produce one itself."""
-    from ..measure.training import base_record
-
     record = base_record(s)
     env = measurement_env(child_environment(s.device, s.n_devices))
     record.update(

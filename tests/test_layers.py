@@ -1,0 +1,130 @@
+"""The package's three layers and the direction of their imports: `measure` (what one
+run measures) <- `study` (running many, records on disk) <- `report` (tables, figures);
+`odestudy/__init__.py` and `odestudy/cli.py` are the edge that may import all three.
+No import points back up, no import circle, and a package import inside a function
+only delays a heavy library (JAX, matplotlib, pandas, papermill), with a comment."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "odestudy"
+LAYERS = ("measure", "study", "report")  # each may import the ones before it
+HEAVY = {
+    "jax",
+    "jaxlib",
+    "diffrax",
+    "equinox",
+    "optax",
+    "matplotlib",
+    "seaborn",
+    "pandas",
+    "papermill",
+    "nbformat",
+    "nbconvert",
+    "tqdm",
+    "IPython",
+}
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the layers, dotted (`measure.training`), with its file."""
+    return {
+        ".".join(p.relative_to(PACKAGE).with_suffix("").parts): p
+        for layer in LAYERS
+        for p in sorted((PACKAGE / layer).glob("*.py"))
+        if p.name != "__init__.py"
+    }
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, top_level_only: bool = False) -> list[tuple[str, ast.stmt, bool]]:
+    """`(target, node, in_function)` for each import in `module`: target is a package
+    module (dotted), a layer (`measure`), or a third-party top-level name."""
+    tree = ast.parse(MODULES[module].read_text())
+    here = module.split(".")[:-1]
+    out = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            if isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = here[: len(here) - (child.level - 1)] + (
+                        child.module.split(".") if child.module else []
+                    )
+                    names = [".".join([*base, a.name]) for a in child.names]
+                    hits = [n for n in names if n in MODULES] or [".".join(base)]
+                    out.extend((h, child, in_function) for h in hits)
+                else:
+                    out.append((child.module.split(".")[0], child, in_function))
+            elif isinstance(child, ast.Import):
+                out.extend((a.name.split(".")[0], child, in_function) for a in child.names)
+            elif not (top_level_only and inner):
+                visit(child, inner)
+
+    visit(tree, False)
+    return out
+
+
+def _layer(target: str) -> str | None:
+    return target.split(".")[0] if target.split(".")[0] in LAYERS else None
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_point_down_the_layers(module):
+    mine = LAYERS.index(module.split(".")[0])
+    for target, node, _ in _imports(module):
+        assert target != "odestudy", f"{module}:{node.lineno} imports the package's edge"
+        layer = _layer(target)
+        if layer is not None:
+            assert LAYERS.index(layer) <= mine, (
+                f"{module}:{node.lineno} imports {target}: {module.split('.')[0]} may not "
+                f"import {layer}"
+            )
+
+
+def test_no_import_circle():
+    graph = {m: {t for t, _, _ in _imports(m) if t in MODULES} for m in MODULES}
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for t in sorted(graph[m]):
+            assert state.get(t) != 1, f"import circle: {' -> '.join([*path, m, t])}"
+            if t not in state:
+                visit(t, [*path, m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+
+
+def _heavy(module: str, seen: set[str] | None = None) -> bool:
+    """Whether importing `module` imports a heavy library (at module level, transitively)."""
+    seen = seen if seen is not None else set()
+    seen.add(module)
+    for target, _, _ in _imports(module, top_level_only=True):
+        if target in HEAVY or (target in MODULES and target not in seen and _heavy(target, seen)):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_package_imports_inside_functions_only_delay_heavy_libraries(module):
+    lines = MODULES[module].read_text().splitlines()
+    for target, node, in_function in _imports(module):
+        if not in_function or target not in MODULES:
+            continue
+        assert _heavy(target), (
+            f"{module}:{node.lineno} imports {target} inside a function, but it is light: "
+            "import it at the top"
+        )
+        context = lines[max(0, node.lineno - 3) : node.end_lineno]
+        assert any("#" in line for line in context), (
+            f"{module}:{node.lineno}: say why the import of {target} waits (a comment)"
+        )
