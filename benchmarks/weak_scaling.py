@@ -35,7 +35,12 @@ def main() -> None:
     ]
     scenarios += [
         Scenario(
-            n_devices=a.devices, mode=m, controller=c, scaling="weak", scale=a.scale, batch=a.batch
+            devices_per_process=a.devices,
+            mode=m,
+            controller=c,
+            scaling="weak",
+            scale=a.scale,
+            batch=a.batch,
         )
         for c in ("pid", "stepto")
         for m in ("pmap", "shard", "shard_map")

@@ -156,7 +156,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--select",
         default="",
-        help="only scenarios with these fields, e.g. scaling=strong,n_devices=2",
+        help="only scenarios with these fields, e.g. scaling=strong,devices_per_process=2",
     )
     m.set_defaults(func=_matrix)
     rep = sub.add_parser("report", help="tables, figures and the HTML report")

@@ -45,7 +45,11 @@ def _write(tmp_path, s: Scenario, step: float) -> dict:
 def test_weak_efficiency_is_set_against_the_machine_ceiling(tmp_path):
     one = Scenario(scale="smoke")
     _write(tmp_path, one, 0.020)
-    _write(tmp_path, Scenario(scale="smoke", n_devices=2, mode="shard_map", scaling="weak"), 0.025)
+    _write(
+        tmp_path,
+        Scenario(scale="smoke", devices_per_process=2, mode="shard_map", scaling="weak"),
+        0.025,
+    )
     folder = record_path(one, tmp_path).parent.parent
     records.write_json_atomic(ceiling_path(folder, "pid"), _ceiling(one, 0.020, 0.0225))
     rows = scaling_rows(read_records(tmp_path, "smoke"), "weak")

@@ -31,9 +31,9 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("mode", ["shard_map", "shard"])
 def test_two_processes_match_two_devices(mode):
-    multi = launch(Scenario(n_devices=1, processes=2, mode=mode, scale="smoke"))
+    multi = launch(Scenario(devices_per_process=1, processes=2, mode=mode, scale="smoke"))
     assert multi["status"] == "ok", (multi["error"], multi.get("worker_logs"))
-    local = run_scenario(Scenario(n_devices=2, mode=mode, scale="smoke"))
+    local = run_scenario(Scenario(devices_per_process=2, mode=mode, scale="smoke"))
     assert multi["n_devices"] == 2 and multi["processes"] == 2
     assert multi["hardware"]["process_count"] == 2
     assert len(multi["per_process_hardware"]) == 2
@@ -52,7 +52,11 @@ def test_killed_process_fails_the_scenario_in_bounded_time():
     # the launcher noticed the dead worker, it did not wait out `timeout_s`.
     rec = launch(
         Scenario(
-            n_devices=1, processes=2, mode="shard_map", scale="smoke", steps_per_stage=1_000_000
+            devices_per_process=1,
+            processes=2,
+            mode="shard_map",
+            scale="smoke",
+            steps_per_stage=1_000_000,
         ),
         timeout_s=240,
         on_start=kill_second,
@@ -72,7 +76,7 @@ def test_killed_launcher_leaves_no_workers(kill_after_s):
     code = (
         "import os, sys, time\n"
         "from odestudy import Scenario, launch\n"
-        "launch(Scenario(n_devices=1, processes=2, mode='shard_map', scale='smoke'),"
+        "launch(Scenario(devices_per_process=1, processes=2, mode='shard_map', scale='smoke'),"
         " on_start=lambda pids: print(*pids, flush=True))\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

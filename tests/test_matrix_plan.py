@@ -79,7 +79,7 @@ def test_the_plan_line_says_what_runs_and_how_long(tmp_path, cores, monkeypatch,
         "smoke",
         "cpu",
         results=tmp_path,
-        selection={"scaling": "strong", "n_devices": "1", "processes": "1"},
+        selection={"scaling": "strong", "devices_per_process": "1", "processes": "1"},
     )
     assert [r["status"] for r in recs] == ["failed", "failed"]
     first = capsys.readouterr().out.splitlines()[0]

@@ -11,7 +11,7 @@ from odestudy.study.matrix import record_path, run_matrix
 from odestudy.study.records import read_record
 from odestudy.study.runner import execute_scenario
 
-SCENARIOS = [Scenario(n_devices=2, mode=m, scale="smoke") for m in ("shard", "shard_map")]
+SCENARIOS = [Scenario(devices_per_process=2, mode=m, scale="smoke") for m in ("shard", "shard_map")]
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_second_run_skips_finished_scenarios(results):
 
 
 def test_failing_scenario_is_recorded_and_matrix_goes_on(tmp_path):
-    s = Scenario(n_devices=2, mode="pmap", scale="smoke")
+    s = Scenario(devices_per_process=2, mode="pmap", scale="smoke")
     rec = execute_scenario(s, tmp_path / "failing", timeout_s=1)
     assert rec["status"] == "failed"
     assert "Timeout" in rec["error"] or "timed out" in rec["error"].lower()

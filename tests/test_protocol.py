@@ -92,7 +92,7 @@ def _record_here(s: Scenario) -> dict:
 
 
 def test_a_record_is_reused_while_protocol_and_environment_match(tmp_path, monkeypatch):
-    s = Scenario(scale="smoke", n_devices=2, mode="shard_map")
+    s = Scenario(scale="smoke", devices_per_process=2, mode="shard_map")
     path = tmp_path / "metrics.json"
     records.write_json_atomic(path, _record_here(s))
     assert matrix.reusable(s, path) is not None

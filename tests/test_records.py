@@ -13,7 +13,7 @@ from odestudy.measure.record import REQUIRED_KEYS
 
 @pytest.fixture(scope="module")
 def record():
-    return run_scenario(Scenario(n_devices=2, mode="shard_map", scale="smoke"))
+    return run_scenario(Scenario(devices_per_process=2, mode="shard_map", scale="smoke"))
 
 
 def test_record_has_required_keys_and_environment(record):

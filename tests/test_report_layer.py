@@ -74,7 +74,7 @@ def test_interval_of_noisy_ratio_contains_the_estimate():
 
 def test_strong_speedup_against_the_joined_baseline():
     one = record(Scenario(), step=0.02)
-    two = record(Scenario(n_devices=2, mode="shard_map"), step=0.01)
+    two = record(Scenario(devices_per_process=2, mode="shard_map"), step=0.01)
     other = record(Scenario(controller="stepto"), step=0.5)  # another controller
     rows = {r["name"]: r for r in scaling_rows([one, two, other])}
     row = rows[two["name"]]
@@ -84,7 +84,7 @@ def test_strong_speedup_against_the_joined_baseline():
 
 def test_weak_scaling_reuses_the_strong_one_device_run():
     one = record(Scenario(), step=0.02)  # strong, global batch 32
-    weak = record(Scenario(n_devices=4, mode="pmap", scaling="weak"), step=0.04)
+    weak = record(Scenario(devices_per_process=4, mode="pmap", scaling="weak"), step=0.04)
     assert weak["global_batch"] == 128 and weak["per_device_batch"] == 32
     assert baseline(weak, [one, weak], "weak") is one
     row = next(r for r in scaling_rows([one, weak]) if r["name"] == weak["name"])
@@ -94,7 +94,7 @@ def test_weak_scaling_reuses_the_strong_one_device_run():
 def test_ambiguous_and_missing_baselines_are_named_errors():
     one = record(Scenario(), step=0.02)
     twin = dict(one, name="the-same-configuration-again")
-    two = record(Scenario(n_devices=2, mode="pmap"), step=0.01)
+    two = record(Scenario(devices_per_process=2, mode="pmap"), step=0.01)
     with pytest.raises(BaselineError, match="2 ambiguous"):
         baseline(two, [one, twin, two], "strong")
     with pytest.raises(BaselineError, match="no 1-device baseline"):
@@ -105,7 +105,7 @@ def test_ambiguous_and_missing_baselines_are_named_errors():
 
 def test_baseline_comes_from_the_same_machine_only():
     one = record(Scenario(), step=0.02, machine="another-machine")
-    two = record(Scenario(n_devices=2, mode="pmap"), step=0.01)
+    two = record(Scenario(devices_per_process=2, mode="pmap"), step=0.01)
     with pytest.raises(BaselineError):
         baseline(two, [one, two], "strong")
 
@@ -120,7 +120,7 @@ def _write(results, rec, name=None, text=None):
 def test_report_skips_corrupt_and_stale_records(tmp_path):
     results = tmp_path / "results"
     one = record(Scenario(scale="smoke"), step=0.02)
-    two = record(Scenario(scale="smoke", n_devices=2, mode="shard"), step=0.015)
+    two = record(Scenario(scale="smoke", devices_per_process=2, mode="shard"), step=0.015)
     for r in (one, two):
         _write(results, r)
     corrupt = _write(results, one, name="corrupt", text="{not json")

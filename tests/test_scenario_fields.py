@@ -102,5 +102,5 @@ def test_modes_are_types_parsed_once(name):
     mode = parse_mode(name)
     assert isinstance(mode, AbstractMode) and mode.name == name
     assert parse_mode(mode) is mode
-    s = Scenario(mode=name, n_devices=1 if not mode.multi_device else 2, scale="smoke")
+    s = Scenario(mode=name, devices_per_process=1 if not mode.multi_device else 2, scale="smoke")
     assert type(s.parallel) is MODES[name]

@@ -12,10 +12,10 @@ from odestudy import Scenario, train, validate
 BAD = [
     (dict(mode="bogus"), "valid choices: single, pmap, shard, shard_map"),
     (dict(controller="adaptive"), "valid choices: pid, stepto"),
-    (dict(mode="shard", n_devices=0), "n_devices must be a whole number >= 1"),
-    (dict(mode="shard_map", n_devices=3, batch=8), "not divisible by the device count 3"),
-    (dict(mode="single", n_devices=2), "use one of: pmap, shard, shard_map"),
-    (dict(mode="pmap", n_devices=16, batch=32), "only 8 exist; valid: 1..8"),
+    (dict(mode="shard", devices_per_process=0), "devices_per_process must be a whole number >= 1"),
+    (dict(mode="shard_map", devices_per_process=3, batch=8), "not divisible by the device count 3"),
+    (dict(mode="single", devices_per_process=2), "use one of: pmap, shard, shard_map"),
+    (dict(mode="pmap", devices_per_process=16, batch=32), "only 8 exist; valid: 1..8"),
     (dict(scaling="diagonal"), "valid choices: strong, weak"),
 ]
 
@@ -37,7 +37,7 @@ def test_unknown_scale_names_choices():
 
 
 def test_valid_scenario_passes():
-    validate(Scenario(mode="shard", n_devices=4, scale="smoke"), available_devices=8)
+    validate(Scenario(mode="shard", devices_per_process=4, scale="smoke"), available_devices=8)
 
 
 def _cli(*args):
@@ -53,7 +53,7 @@ def _cli(*args):
     "args,message",
     [
         (["--mode", "single", "--devices", "2"], "use one of: pmap, shard, shard_map"),
-        (["--mode", "shard", "--devices", "0"], "n_devices must be a whole number >= 1"),
+        (["--mode", "shard", "--devices", "0"], "devices_per_process must be a whole number >= 1"),
         (["--mode", "shard", "--devices", "3"], "not divisible by the device count 3"),
         # More GPUs than a machine here has, so that the test holds on GPU machines too.
         (
@@ -80,10 +80,15 @@ def test_cli_exits_nonzero_with_message(args, message):
 def test_recommended_applies_its_levers_and_keeps_the_rest():
     from odestudy.measure.recommended import RECOMMENDED, recommended
 
-    base = Scenario(scale="smoke", controller="stepto", n_devices=2, mode="shard_map")
+    base = Scenario(scale="smoke", controller="stepto", devices_per_process=2, mode="shard_map")
     s = recommended(base)
     assert RECOMMENDED and all(getattr(s, k) == v for k, v in RECOMMENDED.items())
-    assert (s.controller, s.n_devices, s.mode, s.scale) == ("stepto", 2, "shard_map", "smoke")
+    assert (s.controller, s.devices_per_process, s.mode, s.scale) == (
+        "stepto",
+        2,
+        "shard_map",
+        "smoke",
+    )
     assert s.name() != base.name() and s.key() != base.key()  # records side by side
 
 

@@ -3,12 +3,12 @@
 import os
 
 
-def configure_devices(device: str, n_devices: int) -> None:
+def configure_devices(device: str, devices_per_process: int) -> None:
     """Set up JAX for a scenario; call before anything touches a JAX device.
 
-    - `device`: `"cpu"` (forces `JAX_PLATFORMS=cpu` and `n_devices` virtual CPU
+    - `device`: `"cpu"` (forces `JAX_PLATFORMS=cpu` and `devices_per_process` virtual CPU
       devices, even on a machine with GPUs) or `"gpu"`.
-    - `n_devices`: the number of devices the scenario uses.
+    - `devices_per_process`: the number of devices this process uses.
 
     Raises RuntimeError if JAX's backends already started with other settings: restart
     the kernel or process then.
@@ -17,7 +17,7 @@ def configure_devices(device: str, n_devices: int) -> None:
     from jax._src import xla_bridge
 
     if device == "cpu":
-        want = max(n_devices, 1)
+        want = max(devices_per_process, 1)
         if xla_bridge.backends_are_initialized():
             have = len(jax.devices("cpu"))
             if jax.default_backend() != "cpu" or have < want:
@@ -36,7 +36,7 @@ def configure_devices(device: str, n_devices: int) -> None:
         raise ValueError(f"unknown device {device!r}; valid choices: cpu, gpu")
 
 
-def child_environment(device: str, n_devices: int, base: dict | None = None) -> dict:
+def child_environment(device: str, devices_per_process: int, base: dict | None = None) -> dict:
     """Environment for a fresh process (or kernel) that runs one scenario.
 
     CPU scenarios get `JAX_PLATFORMS=cpu` and the virtual device count in `XLA_FLAGS`,
@@ -54,7 +54,7 @@ def child_environment(device: str, n_devices: int, base: dict | None = None) -> 
             for f in env.get("XLA_FLAGS", "").split()
             if not f.startswith("--xla_force_host_platform_device_count")
         ]
-        flags.append(f"--xla_force_host_platform_device_count={max(n_devices, 1)}")
+        flags.append(f"--xla_force_host_platform_device_count={max(devices_per_process, 1)}")
         env["XLA_FLAGS"] = " ".join(flags)
         env["JAX_PLATFORMS"] = "cpu"
     else:

@@ -58,6 +58,12 @@ SCALES: dict[str, dict[str, Any]] = {
 }
 
 
+# Scenario fields renamed after records were made: old name -> new name. `n_devices`
+# meant devices per process in a scenario and all devices in a record; it now means
+# all devices everywhere (records, tables), and a scenario says `devices_per_process`.
+LEGACY_NAMES = {"n_devices": "devices_per_process"}
+
+
 def _field(
     default: Any,
     help: str,
@@ -94,7 +100,7 @@ class Scenario:
     """
 
     device: str = _field("cpu", "cpu or gpu", role="identity", choices=DEVICES)
-    n_devices: int = _field(
+    devices_per_process: int = _field(
         1, "devices per process (virtual CPU devices on a CPU)", role="identity", option="--devices"
     )
     processes: int = _field(1, "JAX processes joined by jax.distributed", role="identity")
@@ -188,7 +194,7 @@ class Scenario:
     @property
     def total_devices(self) -> int:
         """Devices over all processes."""
-        return self.n_devices * self.processes
+        return self.devices_per_process * self.processes
 
     @property
     def global_batch(self) -> int:
@@ -211,6 +217,9 @@ class Scenario:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Scenario":
+        """The scenario of `to_dict`'s output, also as records before the rename of
+        `n_devices` to `devices_per_process` (`LEGACY_NAMES`) hold it."""
+        data = {LEGACY_NAMES.get(k, k): v for k, v in data.items()}
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
@@ -223,15 +232,21 @@ class Scenario:
         return cls(**data)
 
     def key(self) -> str:
-        """A short hash of every parameter: the scenario's identity for resuming."""
-        text = json.dumps(self.to_dict(), sort_keys=True)
+        """A short hash of every parameter: the scenario's identity for resuming. Fields
+        renamed since records were first made are hashed under their old names
+        (`LEGACY_NAMES`), so that a rename leaves every record this scenario's."""
+        old = {new: old for old, new in LEGACY_NAMES.items()}
+        fields = {old.get(k, k): v for k, v in self.to_dict().items()}
+        text = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def name(self) -> str:
         """A readable, file-system safe name: the identity fields, then every other
         field that differs from its default, as its tag and value, in field order."""
         devices = (
-            f"{self.processes}x{self.n_devices}" if self.processes > 1 else f"{self.n_devices}dev"
+            f"{self.processes}x{self.devices_per_process}"
+            if self.processes > 1
+            else f"{self.devices_per_process}dev"
         )
         parts = [self.device, devices, self.mode, self.controller, self.scaling, self.scale]
         for field in self.fields():
@@ -283,14 +298,16 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
         for v in values if isinstance(values, tuple) else (values,):
             if not isinstance(v, int | float) or not math.isfinite(v):
                 raise ValueError(f"{name} must be a finite number, got {values!r}")
-    if not isinstance(s.n_devices, int) or s.n_devices < 1:
-        raise ValueError(f"n_devices must be a whole number >= 1, got {s.n_devices!r}")
+    if not isinstance(s.devices_per_process, int) or s.devices_per_process < 1:
+        raise ValueError(
+            f"devices_per_process must be a whole number >= 1, got {s.devices_per_process!r}"
+        )
     if not isinstance(s.processes, int) or s.processes < 1:
         raise ValueError(f"processes must be a whole number >= 1, got {s.processes!r}")
-    if available_devices is not None and s.n_devices > available_devices:
+    if available_devices is not None and s.devices_per_process > available_devices:
         valid = f"1..{available_devices}" if available_devices else "none: no such device"
         raise ValueError(
-            f"{s.n_devices} {s.device} device(s) requested but only "
+            f"{s.devices_per_process} {s.device} device(s) requested but only "
             f"{available_devices} exist; valid: {valid}"
         )
     mode = s.parallel

@@ -67,7 +67,7 @@ MEASUREMENT_ENV = (
     "XLA_PYTHON_CLIENT_MEM_FRACTION",
     "NVIDIA_TF32_OVERRIDE",
 )
-# The virtual CPU device count is the scenario's (`n_devices`), not the environment's.
+# The virtual CPU device count is the scenario's (`devices_per_process`), not the environment's.
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 # Where `code_fingerprint` starts: the modules whose functions run a measurement (a

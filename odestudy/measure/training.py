@@ -49,7 +49,7 @@ def scenario_devices(s: Scenario) -> list[jax.Device]:
             )
         devices = sorted(jax.devices(platform), key=lambda d: (d.process_index, d.id))
         return devices[: s.total_devices]
-    return devices[: s.n_devices]
+    return devices[: s.devices_per_process]
 
 
 def make_eval_loss(controller: str) -> Callable:
@@ -177,7 +177,7 @@ def train(
     """Train one scenario and return its measurements (not yet a full record).
 
     - `s`: the scenario (validated here before anything is compiled).
-    - `devices`: devices to use; by default the first `s.n_devices` local ones.
+    - `devices`: devices to use; by default the first `s.devices_per_process` local ones.
     - `progress`: called as `progress(done_steps, total_steps)`.
     - `trace_dir`: with `s.trace`, where the profiler trace goes.
     - `state_out`: if given, receives the trained model (`"model"`), the data
@@ -401,7 +401,7 @@ def base_record(s: Scenario) -> dict[str, Any]:
         "device": s.device,
         "n_devices": s.total_devices,
         "processes": s.processes,
-        "devices_per_process": s.n_devices,
+        "devices_per_process": s.devices_per_process,
         "mode": s.mode,
         "controller": s.controller,
         "scaling": s.scaling,

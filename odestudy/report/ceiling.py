@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..study import records
-from ..study.ceiling import ceiling_path
+from ..study.records import ceiling_path
 from .intervals import LEVEL, bootstrap_medians, ratio_interval, step_time_runs
 
 

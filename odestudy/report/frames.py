@@ -99,11 +99,8 @@ def read_records(
 
     Each record gets `path` (its file) and `machine_id` (`record_machine_id`).
     """
-    pattern = f"*/{scale or '*'}/*/{records.RECORD_NAME}"
     out = []
-    for path in sorted(Path(results).glob(pattern)):
-        if path.parent.parent.name not in SCALES:
-            continue  # another folder of a machine (optimiser_pair, step_cost, ...)
+    for path in records.record_paths(results, scale):
         try:
             rec = records.read_record(path)
             if not isinstance(rec, dict) or "status" not in rec:
@@ -310,7 +307,7 @@ def load_curves(
 
 # A baseline shares every scenario field with its row except these; its own batch is
 # the row's global batch (strong scaling) or per-device batch (weak scaling).
-JOIN_EXCLUDES = ("mode", "n_devices", "processes", "scaling", "batch")
+JOIN_EXCLUDES = ("mode", "devices_per_process", "processes", "scaling", "batch")
 MODE_ORDER = {name: i for i, name in enumerate(MODES)}
 
 

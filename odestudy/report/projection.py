@@ -48,7 +48,7 @@ GPU_ALLREDUCE_SOURCE = (
 def all_sweeps(folder: str | Path, device: str | None = None) -> list[dict[str, Any]]:
     """Every step-cost sweep of one machine (`<machine>/step_cost/*.json`, written by
     `benchmarks/step_cost.py`), of one device kind if `device` is given."""
-    paths = sorted(Path(folder).glob(f"step_cost/{device or '*'}-*.json"))
+    paths = records.side_study_paths(folder, "step_cost", f"{device or '*'}-*.json")
     return [records.read_record(p) for p in paths]
 
 
@@ -64,7 +64,7 @@ def load_sweeps(folder: str | Path) -> dict[tuple[str, str], dict[str, Any]]:
 def load_latencies(folder: str | Path) -> dict[tuple[int, int], float]:
     """Measured all-reduce latencies of one machine, `(devices, floats) -> seconds`."""
     out = {}
-    for path in sorted(Path(folder).glob("collectives/*.json")):
+    for path in records.side_study_paths(folder, "collectives"):
         rec = records.read_record(path)
         out[(rec["n_devices"], rec["size"])] = rec["latency_s"]
     return out

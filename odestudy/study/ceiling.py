@@ -34,17 +34,12 @@ from ..measure.devices import child_environment, configure_devices
 from ..measure.scenario import Scenario
 from ..measure.timing import PROTOCOL, measurement_env
 from . import records
+from .records import ceiling_path
 from .repeats import cache_environment, time_repeat
 
 CEILING_STEPS = 40  # timed steps per process and phase (as many as a repeat)
 PHASES = (("alone", (0,)), ("paired", (0, 1)), ("one_core", (2,)))
-FOLDER = "ceiling"
 BARRIER_TIMEOUT_S = 300
-
-
-def ceiling_path(scale_folder: str | os.PathLike, controller: str) -> Path:
-    """Where the ceiling runs of `controller` live in a machine's scale folder."""
-    return Path(scale_folder) / FOLDER / f"{controller}.json"
 
 
 def _wait_for(path: Path, timeout_s: float = BARRIER_TIMEOUT_S) -> None:

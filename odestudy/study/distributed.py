@@ -80,7 +80,7 @@ def launch(
         scenario_file = Path(tmp) / "scenario.json"
         scenario_file.write_text(json.dumps(s.to_dict()))
         out_file = Path(tmp) / "record.json"
-        env = child_environment("cpu" if s.device == "cpu" else "gpu", s.n_devices)
+        env = child_environment("cpu" if s.device == "cpu" else "gpu", s.devices_per_process)
         procs, logs = [], []
         try:
             for rank in range(s.processes):
@@ -198,7 +198,7 @@ def worker(
     s = Scenario.from_dict(json.loads(Path(scenario_file).read_text()))
     import jax
 
-    configure_devices(s.device, s.n_devices)
+    configure_devices(s.device, s.devices_per_process)
     if s.device == "cpu":
         # CPU collectives across processes need gloo (the default has none).
         jax.config.update("jax_cpu_collectives_implementation", "gloo")

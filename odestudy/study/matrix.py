@@ -13,7 +13,7 @@ from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL, measurement_env
 from . import records
 from .ceiling import last_ceiling, run_ceiling
-from .records import RECORD_NAME
+from .records import DEFAULT_RESULTS, record_path
 from .repeats import (
     REPEAT_STEPS,
     REPEATS,
@@ -31,7 +31,6 @@ MULTI_MODES = tuple(name for name, m in MODES.items() if m.multi_device)
 CONTROLLERS = ("pid", "stepto")
 # Multi-process CPU rows: (processes, devices per process).
 PROCESS_LAYOUTS = ((2, 1),)
-DEFAULT_RESULTS = environment.ROOT / "results"
 
 
 def weak_batch(scale: str) -> int:
@@ -63,7 +62,7 @@ def seed_scenarios(device: str = "cpu") -> list[Scenario]:
                 out.append(
                     Scenario(
                         device=device,
-                        n_devices=n,
+                        devices_per_process=n,
                         mode=mode,
                         controller=controller,
                         scale="seed",
@@ -104,7 +103,7 @@ def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
                 out.append(
                     Scenario(
                         device=device,
-                        n_devices=1,
+                        devices_per_process=1,
                         mode="single",
                         controller=controller,
                         scaling=scaling,
@@ -119,7 +118,7 @@ def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
                     out.append(
                         Scenario(
                             device=device,
-                            n_devices=n,
+                            devices_per_process=n,
                             mode=mode,
                             controller=controller,
                             scaling=scaling,
@@ -133,7 +132,7 @@ def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
                 out.append(
                     Scenario(
                         device="cpu",
-                        n_devices=per_process,
+                        devices_per_process=per_process,
                         mode=mode,
                         controller="pid",
                         scaling="strong",
@@ -168,10 +167,12 @@ def explain_scenarios(scale: str) -> list[Scenario]:
     for spread in SPREADS:
         out.append(Scenario(mode="single", spread=spread, **one))
         for mode in MULTI_MODES:
-            out.append(Scenario(n_devices=n, mode=mode, spread=spread, **one))
+            out.append(Scenario(devices_per_process=n, mode=mode, spread=spread, **one))
         out.append(Scenario(mode="single", spread=spread, batching="grouped", **one))
         for mode in ("shard", "shard_map"):
-            out.append(Scenario(n_devices=n, mode=mode, spread=spread, batching="grouped", **one))
+            out.append(
+                Scenario(devices_per_process=n, mode=mode, spread=spread, batching="grouped", **one)
+            )
     for controller, spreads in (("pid", (0.0, 1.0)), ("stepto", (0.0,))):
         for spread in spreads:
             out.append(
@@ -182,7 +183,7 @@ def explain_scenarios(scale: str) -> list[Scenario]:
             for mode in ("shard", "shard_map"):
                 out.append(
                     Scenario(
-                        n_devices=n,
+                        devices_per_process=n,
                         mode=mode,
                         controller=controller,
                         spread=spread,
@@ -200,27 +201,21 @@ def explain_scenarios(scale: str) -> list[Scenario]:
     for mode, devices in (("single", 1), ("shard_map", n)):
         for batch, lr_scaling in ((base, "fixed"), (2 * base, "fixed"), (2 * base, "linear")):
             out.append(
-                Scenario(mode=mode, n_devices=devices, batch=batch, lr_scaling=lr_scaling, **target)
+                Scenario(
+                    mode=mode,
+                    devices_per_process=devices,
+                    batch=batch,
+                    lr_scaling=lr_scaling,
+                    **target,
+                )
             )
     return out
-
-
-def machine_folder(results: str | Path = DEFAULT_RESULTS) -> Path:
-    """This machine's folder of records: `results/<machine id>` (see
-    `environment.machine_id`), so that records of other machines are never resumed."""
-    return Path(results) / environment.machine_id(environment.this_machine())
-
-
-def record_path(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> Path:
-    """Where this machine's record of `s` lives:
-    `results/<machine id>/<scale>/<name>/metrics.json`."""
-    return machine_folder(results) / s.scale / s.name() / RECORD_NAME
 
 
 def expected_env(s: Scenario) -> dict[str, str]:
     """The measurement environment (`timing.measurement_env`) a kernel started here for
     `s` runs in: this process's environment as `devices.child_environment` passes it on."""
-    return measurement_env(child_environment(s.device, s.n_devices))
+    return measurement_env(child_environment(s.device, s.devices_per_process))
 
 
 def why_stale(s: Scenario, rec: dict[str, Any]) -> str | None:
@@ -475,7 +470,7 @@ def run_matrix(
         groups: dict[tuple[str, int], list[Scenario]] = {}
         for s in due:
             if s.processes == 1:
-                groups.setdefault((s.device, s.n_devices), []).append(s)
+                groups.setdefault((s.device, s.devices_per_process), []).append(s)
         for (kind, count), group in groups.items():
             bar.set_postfix_str(f"run {round_}: {len(group)} on {count} {kind} device(s)")
             items = [(s, record_path(s, results).parent) for s in group]

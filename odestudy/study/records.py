@@ -1,4 +1,11 @@
-"""Scenario records: atomic JSON I/O."""
+"""Scenario records on disk: where they live, and atomic JSON I/O of the `Record` type.
+
+The layout, one folder per machine so that records are only reused where they were
+made: `results/<machine id>/<scale>/<scenario name>/metrics.json`, and beside the
+scales the machine's side studies (`results/<machine id>/<study>/*.json`: `step_cost`,
+`collectives`, `levers`), and per scale the ceiling runs
+(`results/<machine id>/<scale>/ceiling/<controller>.json`).
+"""
 
 import json
 import os
@@ -6,9 +13,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..measure.environment import ROOT, machine_id, this_machine
+from ..measure.record import Record, upgrade
+from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import code_fingerprint
 
 RECORD_NAME = "metrics.json"
+DEFAULT_RESULTS = ROOT / "results"
+CEILING_FOLDER = "ceiling"
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
@@ -31,14 +43,46 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
         raise
 
 
-def read_record(path: str | os.PathLike) -> dict[str, Any]:
-    """Read one record written by `write_json_atomic`."""
+def read_record(path: str | os.PathLike) -> Record:
+    """Read one record written by `save_record` (any JSON `write_json_atomic` wrote),
+    in today's terms (`record.upgrade`)."""
     with open(path) as f:
-        return json.load(f)
+        data = json.load(f)
+    return upgrade(data) if isinstance(data, dict) else data
+
+
+def machine_folder(results: str | Path = DEFAULT_RESULTS) -> Path:
+    """This machine's folder of records: `results/<machine id>` (see
+    `environment.machine_id`), so that records of other machines are never resumed."""
+    return Path(results) / machine_id(this_machine())
+
+
+def record_path(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> Path:
+    """Where this machine's record of `s` lives:
+    `results/<machine id>/<scale>/<name>/metrics.json`."""
+    return machine_folder(results) / s.scale / s.name() / RECORD_NAME
+
+
+def record_paths(results: str | Path, scale: str | None = None) -> list[Path]:
+    """The file of every scenario record under `results`, of every machine, of `scale`
+    (or of every scale)."""
+    pattern = f"*/{scale or '*'}/*/{RECORD_NAME}"
+    return [p for p in sorted(Path(results).glob(pattern)) if p.parent.parent.name in SCALES]
+
+
+def side_study_paths(machine: str | Path, study: str, pattern: str = "*.json") -> list[Path]:
+    """The records of one of a machine's side studies (`step_cost`, `collectives`,
+    `levers`): `<machine folder>/<study>/<pattern>`."""
+    return sorted(Path(machine, study).glob(pattern))
+
+
+def ceiling_path(scale_folder: str | os.PathLike, controller: str) -> Path:
+    """Where the ceiling runs of `controller` live in a machine's scale folder."""
+    return Path(scale_folder) / CEILING_FOLDER / f"{controller}.json"
 
 
 def save_record(
-    record: dict[str, Any], out_dir: str | os.PathLike | None, run_id: str | None = None
+    record: Record, out_dir: str | os.PathLike | None, run_id: str | None = None
 ) -> Path | None:
     """Write `record` as `out_dir/metrics.json` atomically; nothing if `out_dir` is
     empty (the notebook run by hand). `run_id` ties it to the runner that asked."""

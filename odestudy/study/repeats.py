@@ -98,7 +98,7 @@ def worker(job_path: str | os.PathLike) -> int:
     """Run a job file written by `run_repeat_round`: configure the devices, time every
     listed scenario once, and write each result (JSON, atomically) as it finishes."""
     job = json.loads(Path(job_path).read_text())
-    configure_devices(job["device"], job["n_devices"])
+    configure_devices(job["device"], job["devices_per_process"])
     for item in job["items"]:
         s = Scenario.from_dict(item["scenario"])
         result = time_repeat(s, item["out_dir"], job["timed_steps"])
@@ -119,13 +119,15 @@ def run_repeat_round(
         return []
     first = items[0][0]
     if any(
-        (s.device, s.n_devices, s.processes) != (first.device, first.n_devices, 1) for s, _ in items
+        (s.device, s.devices_per_process, s.processes)
+        != (first.device, first.devices_per_process, 1)
+        for s, _ in items
     ):
         raise ValueError("a repeat round runs one device kind and count, one process")
     with tempfile.TemporaryDirectory(prefix="odestudy-repeat-") as tmp:
         job = {
             "device": first.device,
-            "n_devices": first.n_devices,
+            "devices_per_process": first.devices_per_process,
             "timed_steps": timed_steps,
             "items": [
                 {
@@ -138,7 +140,7 @@ def run_repeat_round(
         }
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job))
-        env = child_environment(first.device, first.n_devices)
+        env = child_environment(first.device, first.devices_per_process)
         env.pop("JAX_COMPILATION_CACHE_DIR", None)  # set per scenario by the worker
         env["ODESTUDY_DATA_CACHE"] = str(Path(items[0][1]).resolve().parent / DATA_DIR)
         done = subprocess.run(

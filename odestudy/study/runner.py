@@ -37,7 +37,7 @@ def environ(env: dict[str, str]) -> Iterator[None]:
 def failed_record(s: Scenario, error: str, status: str = "failed", **extra: Any) -> dict[str, Any]:
     """A record for a scenario that did not produce one itself."""
     record = base_record(s)
-    env = measurement_env(child_environment(s.device, s.n_devices))
+    env = measurement_env(child_environment(s.device, s.devices_per_process))
     record.update(
         status=status,
         error=error,
@@ -78,7 +78,7 @@ def execute_scenario(
     out_dir.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex
     parameters = {"scenario": s.to_dict(), "out_dir": str(out_dir.resolve()), "run_id": run_id}
-    env = {**child_environment(s.device, s.n_devices), **(extra_env or {})}
+    env = {**child_environment(s.device, s.devices_per_process), **(extra_env or {})}
     start = time.perf_counter()
     error = None
     try:
