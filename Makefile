@@ -35,12 +35,14 @@ setup: $(STAMP)
 
 # Two test workers (pytest-xdist), each test module on one worker so that module
 # fixtures (trained smoke scenarios, compiled steps) are built once.
-test: $(DEV_STAMP)
-	$(BIN)/ruff check odestudy tests notebooks benchmarks
+test: lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope
 
+# Lint, formatting and types: ruff (notebooks included) and mypy over the package.
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check odestudy tests notebooks benchmarks
+	$(BIN)/ruff format --check odestudy tests notebooks benchmarks
+	$(BIN)/mypy
 
 # The quick matrix sized to this machine: CPU devices up to its physical cores, GPUs
 # up to those present (and the machine's weak-scaling ceiling); resumable.

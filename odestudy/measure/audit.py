@@ -63,7 +63,7 @@ def _kind(opcode: str) -> str | None:
 
 
 def _parse(hlo: str):
-    computations: dict[str, list[tuple[str, str]]] = {}
+    computations: dict[str, list[tuple[str, str, str]]] = {}
     current = None
     for line in hlo.splitlines():
         if current is None or line.rstrip().endswith("{") and "=" not in line.split("{")[0]:
@@ -101,7 +101,7 @@ def count_collectives(hlo: str) -> CollectiveCount:
         name: [c for _, line, _ in instrs for c in _callees(line) if c in computations]
         for name, instrs in computations.items()
     }
-    loop_roots = []
+    loop_roots: list[str] = []
     n_while = 0
     for instrs in computations.values():
         for opcode, line, _ in instrs:

@@ -122,7 +122,7 @@ def step_cost_sweep(
     loss_fn = LOSSES[s.solve]
     # The forward pass alone (the loss, no gradient), timed on the same batches.
     forward = jax.jit(lambda p, ts, ys: loss_fn(eqx.combine(p, static), ts, ys, s.controller)[0])
-    rows = []
+    rows: list[dict[str, Any]] = []
     for batch in batches:
         step = make_parallel_step(s.parallel, devices, static, optimiser, s.controller, s.solve)
         p, o = step.place_state(params, optimiser.init(params))
@@ -171,7 +171,9 @@ def step_cost_sweep(
                 "bytes_cost_analysis": _cost(compiled, "bytes accessed"),
             }
         )
-    fit = fit_per_iteration([r["batch"] for r in rows], [r["per_iteration_s"] for r in rows])
+    fit = fit_per_iteration(
+        [int(r["batch"]) for r in rows], [float(r["per_iteration_s"]) for r in rows]
+    )
     return {
         "scenario": s.to_dict(),
         "final_loss": trained["final_loss"],

@@ -19,9 +19,9 @@ OUTPUTS = ("results", "figures", "README.md")
 PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "numpy")
 
 
-def versions() -> dict[str, str]:
+def versions() -> dict[str, str | None]:
     """Versions of python and the study's packages (None where not installed)."""
-    out = {"python": platform.python_version()}
+    out: dict[str, str | None] = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
             out[name] = metadata.version(name)
@@ -52,7 +52,7 @@ def cpu_info() -> dict[str, Any]:
             cores.add((physical, core))
     except OSError:
         pass
-    logical = os.cpu_count()
+    logical = os.cpu_count() or 1
     try:  # the CPUs this process may use (containers, taskset)
         usable = len(os.sched_getaffinity(0))
     except AttributeError:

@@ -13,10 +13,11 @@ matmul precision. None reaches 1.5x.
 """
 
 import dataclasses
+from typing import Any
 
 from .scenario import Scenario
 
-RECOMMENDED = {"solve": "within_ode"}
+RECOMMENDED: dict[str, Any] = {"solve": "within_ode"}
 
 
 def recommended(s: Scenario) -> Scenario:

@@ -87,7 +87,8 @@ class Record(TypedDict, total=False):
     git_commit: str | None
     data_cached: bool
     trace_dir: str | None
-    # Added by the reader (`study.records.read_record`): the file it came from.
+    per_process_hardware: list[dict[str, Any]]  # multi-process runs
+    # Added by the report's reader (`report.frames.read_records`): the file.
     path: str
 
 

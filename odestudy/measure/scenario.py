@@ -94,9 +94,10 @@ class Scenario:
     """One scenario of the study; it checks itself at construction (`validate`).
 
     Each field's meaning is its `help` (`Scenario.fields()`); fields left None take the
-    scale's value (`SCALES`). The fields drive the command line (`odestudy run`), the
-    scenario notebook's parameters, `name()` and the default configuration
-    (`default_config`): adding a field is one edit here.
+    scale's value (`SCALES`), so that after construction no field is None. The fields
+    drive the command line (`odestudy run`), the scenario notebook's parameters,
+    `name()` and the default configuration (`default_config`): adding a field is one
+    edit here.
     """
 
     device: str = _field("cpu", "cpu or gpu", role="identity", choices=DEVICES)
@@ -138,24 +139,24 @@ class Scenario:
         tag="lr",
         choices=("fixed", "linear"),
     )
-    optimiser_state: str | None = _field(
+    optimiser_state: str = _field(
         None,
         "fresh (a new adabelief state per length stage, as the reference) or "
         "carry (one state across stages)",
         tag="opt",
         choices=OPTIMISER_STATES,
     )
-    batch: int | None = _field(
+    batch: int = _field(
         None, "global batch (strong) or per-device batch (weak)", role="size", tag="b"
     )
-    dataset_size: int | None = _field(None, "series in the data set", tag="n")
-    steps_per_stage: int | None = _field(None, "training steps per length stage", tag="steps")
-    warmup_steps: int | None = _field(None, "untimed steps at the start of each stage", tag="warm")
-    length_fractions: tuple[float, ...] | None = _field(
+    dataset_size: int = _field(None, "series in the data set", tag="n")
+    steps_per_stage: int = _field(None, "training steps per length stage", tag="steps")
+    warmup_steps: int = _field(None, "untimed steps at the start of each stage", tag="warm")
+    length_fractions: tuple[float, ...] = _field(
         None, "the stages' fractions of each series' length", tag="len"
     )
-    eval_size: int | None = _field(None, "series in the evaluation set", tag="eval")
-    learning_rate: float | None = _field(None, "adabelief's learning rate", tag="lr")
+    eval_size: int = _field(None, "series in the evaluation set", tag="eval")
+    learning_rate: float = _field(None, "adabelief's learning rate", tag="lr")
     eval_every: int = _field(
         0,
         "evaluate every this many steps (outside the timed "

@@ -257,7 +257,7 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
                 body
                 and isinstance(body[0], ast.Expr)
                 and isinstance(getattr(body[0], "value", None), ast.Constant)
-                and isinstance(body[0].value.value, str)
+                and isinstance(body[0].value.value, str)  # type: ignore[attr-defined]
             ):
                 node.body = body[1:] or [ast.Pass()]
     return tree

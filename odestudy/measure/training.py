@@ -4,7 +4,7 @@ a record."""
 import os
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import equinox as eqx
 import jax
@@ -20,7 +20,7 @@ from .data import DATA_CACHE_ENV, N_TIMES, Dataset, cached_dataset
 from .environment import cpu_info, git_commit, machine_id, now, this_machine, versions
 from .model import VectorField, batch_loss
 from .modes import ParallelStep, make_parallel_step, to_host
-from .record import REQUIRED_KEYS
+from .record import REQUIRED_KEYS, Record
 from .scenario import Scenario, validate
 from .state import save_executable, save_state
 from .timing import (
@@ -204,13 +204,15 @@ def train(
     eval_loss = make_eval_loss(s.controller)
 
     total = s.steps_per_stage * len(s.length_fractions)
-    stages, losses, eval_curve = [], [], []
-    clock = {"train": 0.0, "done": 0}
+    stages: list[dict[str, Any]] = []
+    losses: list[float] = []
+    eval_curve: list[dict[str, float]] = []
+    clock: dict[str, float] = {"train": 0.0, "done": 0}
 
     def on_step(i: int, params_now: Any, loss: float, seconds: float) -> None:
         clock["train"] += seconds
         clock["done"] += 1
-        done = clock["done"]
+        done = int(clock["done"])
         if s.eval_every and (done % s.eval_every == 0 or done == total):
             model_now = eqx.combine(step.unplace(params_now), static)
             value = float(eval_loss(model_now, evalset.ts, evalset.ys))
@@ -249,7 +251,7 @@ def train(
                 # Before it first runs: an executable that ran may no longer serialize.
                 state_out["executable"] = serialize_step(programs[width].compiled)
         built = programs[width]
-        compiled = built.compiled
+        compiled: Any = built.compiled
         compile_time = 0.0 if reused else built.seconds
         t_run = time.perf_counter()
         run = run_steps(
@@ -392,7 +394,7 @@ def environment(s: Scenario) -> dict[str, Any]:
     }
 
 
-def base_record(s: Scenario) -> dict[str, Any]:
+def base_record(s: Scenario) -> Record:
     """The record's scenario part: identical for ok and failed scenarios."""
     return {
         "scenario": s.to_dict(),
@@ -424,7 +426,7 @@ def run_scenario(
     progress: Callable[[int, int], None] | None = None,
     trace_dir: str | None = None,
     state_path: str | os.PathLike | None = None,
-) -> dict[str, Any]:
+) -> Record:
     """Run a scenario and return its full record; a failure becomes a failed record.
 
     - `state_path`: where to save the trained parameters and optimiser state
@@ -435,8 +437,7 @@ def run_scenario(
     """
     validate(s)
     start = time.perf_counter()
-    record = base_record(s)
-    record["started"] = now()
+    record: dict[str, Any] = {**base_record(s), "started": now()}
     try:
         record.update(environment(s))
         devices = scenario_devices(s)
@@ -460,4 +461,4 @@ def run_scenario(
         record.setdefault(key, None)
     record["runtime_s"] = time.perf_counter() - start
     record["finished"] = now()
-    return record
+    return cast(Record, record)

@@ -46,7 +46,7 @@ def ceiling_for(rec: dict[str, Any]) -> dict[str, Any] | None:
         return None
     path = ceiling_path(Path(rec["path"]).parent.parent, rec.get("controller", ""))
     try:
-        ceiling = records.read_record(path)
+        ceiling = records.read_json(path)
     except (OSError, ValueError):
         return None
     keys = ("machine_id", "versions", "protocol", "measurement_env")

@@ -56,7 +56,8 @@ def _waste(r) -> dict[str, float]:
 
 def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
     """Lock-step waste and step time against the complexity knob, per mode (PID)."""
-    rows, series = [], {}
+    rows: list[list[str]] = []
+    series: dict[str, Any] = {}
     for r in recs:
         if not (
             r.get("status") == "ok"
@@ -361,7 +362,7 @@ def _time_resamples(r: dict[str, Any], hit_step: int, rng, resamples: int = 2000
 
 def _run_palette(curves: pd.DataFrame) -> dict[str, Any]:
     """Each run's colour: its mode's, lighter for later runs of the same mode."""
-    out = {}
+    out: dict[str, Any] = {}
     for mode, group in curves.groupby("mode"):
         runs = list(dict.fromkeys(group["run"]))
         shades = sns.light_palette(MODE_STYLE.get(mode, "grey"), len(runs) + 2)[2:]
@@ -452,8 +453,7 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
         "of the waited-for training steps; evaluations are excluded.\n\n"
         + markdown_table(header, rows)
     )
-    hits = [(r, _hit(r, target)) for r in sel]
-    hits = [(r, h) for r, h in hits if h]
+    hits = [(r, h) for r in sel if (h := _hit(r, target)) is not None]
     if len(hits) >= 2:
         rng = np.random.default_rng(0)
         best, hb = min(hits, key=lambda x: x[1]["train_time_s"])

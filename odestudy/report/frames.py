@@ -102,7 +102,7 @@ def read_records(
     out = []
     for path in records.record_paths(results, scale):
         try:
-            rec = records.read_record(path)
+            rec: dict[str, Any] = {**records.read_record(path)}
             if not isinstance(rec, dict) or "status" not in rec:
                 raise ValueError("not a scenario record")
         except (OSError, ValueError) as exc:
@@ -413,8 +413,8 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
     found: dict[int, dict[str, Any] | BaselineError] = {}
     for kind in ("strong", "weak"):
         idx = [i for i, r in enumerate(recs) if (scaling or r["scaling"]) == kind]
-        for i, base in zip(idx, baselines([recs[i] for i in idx], recs, kind), strict=True):
-            found[i] = base
+        for i, joined in zip(idx, baselines([recs[i] for i in idx], recs, kind), strict=True):
+            found[i] = joined
     rows = []
     for i, rec in enumerate(recs):
         as_scaling = scaling or rec["scaling"]
@@ -429,7 +429,7 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
             ceiling=None,
             efficiency_vs_ceiling=None,
         )
-        base = found[i]
+        base: dict[str, Any] | BaselineError | None = found[i]
         if isinstance(base, BaselineError):
             if scaling is not None and rec["scaling"] != scaling:
                 continue  # another scaling's run that is no point of this one

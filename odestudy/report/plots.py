@@ -187,7 +187,7 @@ def scaling_figures(
             ax.set_xticklabels([str(n) for n in ns])
             if cores and device == "cpu" and max(ns) > cores:
                 ax.axvspan(cores + 0.5, max(ns) * 1.2, color="grey", alpha=0.15)
-        handles = [Line2D([], [], color=MODE_STYLE[m], lw=2, label=m) for m in modes]
+        handles: list[Any] = [Line2D([], [], color=MODE_STYLE[m], lw=2, label=m) for m in modes]
         handles += [
             Line2D(
                 [],

@@ -86,7 +86,7 @@ def run_ceiling(
         raise ValueError("the ceiling runs 1-device scenarios (mode 'single')")
     path = ceiling_path(scale_folder, s.controller)
     try:
-        rec = records.read_record(path)
+        rec = records.read_json(path)
     except (OSError, ValueError):
         rec = {}
     env = {**child_environment("cpu", 1), **cache_environment(out_dir)}

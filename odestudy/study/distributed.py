@@ -23,6 +23,7 @@ from typing import Any
 
 from ..measure import environment
 from ..measure.devices import child_environment, configure_devices
+from ..measure.record import Record
 from ..measure.resume import time_repeat
 from ..measure.scenario import Scenario, validate
 from ..measure.state import STATE_NAME
@@ -59,7 +60,7 @@ def launch(
     on_start: Callable[[list[int]], None] | None = None,
     state_path: str | os.PathLike | None = None,
     repeat_dir: str | os.PathLike | None = None,
-) -> dict[str, Any]:
+) -> Record:
     """Run scenario `s` in `s.processes` local processes; return process 0's record.
 
     - `timeout_s`: limit for the whole run (default by scale); past it every process
@@ -118,7 +119,7 @@ def launch(
             error = None
             while True:
                 codes = [p.poll() for p in procs]
-                bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+                bad = [(r, c) for r, c in enumerate(codes) if c is not None and c != 0]
                 if bad:
                     rank, code = bad[0]
                     how = f"signal {-code}" if code < 0 else f"exit code {code}"
@@ -202,19 +203,20 @@ def worker(
     if s.device == "cpu":
         # CPU collectives across processes need gloo (the default has none).
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    kwargs = dict(initialization_timeout=INIT_TIMEOUT_S)
+    kwargs: dict[str, Any] = dict(initialization_timeout=INIT_TIMEOUT_S)
     if coordinator:  # local launch; under SLURM the cluster is detected instead
         kwargs.update(
             coordinator_address=coordinator, num_processes=num_processes, process_id=process_id
         )
     jax.distributed.initialize(**kwargs)
+    record: dict[str, Any]
     if repeat_dir:
         record = time_repeat(s, repeat_dir)
         record["repeat_how"] = f"{s.processes} plain processes, " + record[
             "repeat_how"
         ].removeprefix("plain process, ")
     else:
-        record = run_scenario(s, state_path=state_path)
+        record = {**run_scenario(s, state_path=state_path)}
         record["per_process_hardware"] = _gather_hardware()
     if jax.process_index() == 0:
         records.write_json_atomic(out_file, record)
@@ -228,6 +230,7 @@ def _gather_hardware() -> list[dict[str, Any]]:
     from jax._src import distributed
 
     client = distributed.global_state.client
+    assert client is not None, "jax.distributed is not initialised"
     me = jax.process_index()
     info = dict(
         environment.cpu_info(),
@@ -242,7 +245,7 @@ def _gather_hardware() -> list[dict[str, Any]]:
     ]
 
 
-def run_scenario_any(s: Scenario, out_dir: str | None = None) -> dict[str, Any]:
+def run_scenario_any(s: Scenario, out_dir: str | None = None) -> Record:
     """Run a scenario in this process, or in several when `s.processes > 1`.
 
     - `out_dir`: the scenario's output folder; a profiler trace goes to `out_dir/trace`,

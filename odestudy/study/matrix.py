@@ -1,7 +1,7 @@
 """The study's scenario matrix: which scenarios, where records go, resumable runs."""
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +9,7 @@ from ..measure import environment
 from ..measure.devices import child_environment, gpu_count
 from ..measure.modes import MODES
 from ..measure.recommended import recommended as apply
+from ..measure.record import Record
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL, measurement_env
 from . import records
@@ -162,7 +163,7 @@ def explain_scenarios(scale: str) -> list[Scenario]:
       linearly, on 1 and 2 devices, the scale's stages, evaluated every 10 steps.
     """
     n = EXPLAIN_DEVICES
-    one = dict(scale=scale, device="cpu")
+    one: dict[str, Any] = dict(scale=scale, device="cpu")
     out = []
     for spread in SPREADS:
         out.append(Scenario(mode="single", spread=spread, **one))
@@ -197,7 +198,7 @@ def explain_scenarios(scale: str) -> list[Scenario]:
     base = SCALES[scale]["batch"]
     # The scale's staged training (at the quick scale, one stage at full length from the
     # start did not train in 150 steps: evaluation loss 0.22 in every row).
-    target = dict(eval_every=TARGET_EVAL_EVERY, **one)
+    target: dict[str, Any] = dict(eval_every=TARGET_EVAL_EVERY, **one)
     for mode, devices in (("single", 1), ("shard_map", n)):
         for batch, lr_scaling in ((base, "fixed"), (2 * base, "fixed"), (2 * base, "linear")):
             out.append(
@@ -218,7 +219,7 @@ def expected_env(s: Scenario) -> dict[str, str]:
     return measurement_env(child_environment(s.device, s.devices_per_process))
 
 
-def why_stale(s: Scenario, rec: dict[str, Any]) -> str | None:
+def why_stale(s: Scenario, rec: Mapping[str, Any]) -> str | None:
     """Why record `rec` cannot stand for scenario `s` here, or None if it can: it must
     be an ok record of this very scenario, made on this machine with the same package
     versions, measurement protocol (`timing.PROTOCOL`) and measurement environment."""
@@ -236,7 +237,7 @@ def why_stale(s: Scenario, rec: dict[str, Any]) -> str | None:
     return None
 
 
-def reusable(s: Scenario, path: Path) -> dict[str, Any] | None:
+def reusable(s: Scenario, path: Path) -> Record | None:
     """The record at `path` if it may be reused (`why_stale` finds nothing); failed,
     not-run, unreadable, foreign and stale records give None (the scenario runs again)."""
     try:
@@ -343,7 +344,7 @@ def run_matrix(
     recommended: bool = False,
     full: bool = False,
     ceiling: bool | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Record]:
     """Run the matrix one scenario at a time in rounds: every scenario's first, cold
     run (a fresh kernel), then every scenario's repeats (`repeats.REPEATS` runs in all
     for the scaling study; `repeats.run_repeat_round`), one round at a time, so that a
@@ -406,10 +407,10 @@ def run_matrix(
             records.write_json_atomic(path, failed_record(s, reason, status="not_run"))
 
     wanted = repeats or (REPEATS if study == "scaling" and scale != "seed" else 1)
-    done: dict[Scenario, dict[str, Any]] = {}
+    done: dict[Scenario, Record] = {}
     cold = []
     for s in runnable:
-        rec = None if force else reusable(s, record_path(s, results))
+        rec: Record | None = None if force else reusable(s, record_path(s, results))
         if rec is None:
             cold.append(s)
         else:
@@ -449,7 +450,7 @@ def run_matrix(
         total=todo, desc=f"{scale} matrix", unit="run", disable=None if show_progress else True
     )
 
-    def report(rec: dict[str, Any], what: str) -> None:
+    def report(rec: Mapping[str, Any], what: str) -> None:
         if show_progress:
             step = rec.get("step_time_s")
             timing = f"step {step * 1e3:.2f} ms" if step else rec.get("error") or ""
@@ -489,10 +490,10 @@ def run_matrix(
                 continue
 
             folder = record_path(probe, results).parent
-            rec = run_ceiling(probe, folder, folder.parent)
-            last = rec["runs"][-1]
+            ceiling_rec = run_ceiling(probe, folder, folder.parent)
+            last = ceiling_rec["runs"][-1]
             if show_progress:
-                got = last_ceiling(rec)
+                got = last_ceiling(ceiling_rec)
                 text = (
                     f"t(alone)/t(paired) {got:.2f} (this run's median)"
                     if got is not None
@@ -500,7 +501,7 @@ def run_matrix(
                 )
                 bar.write(
                     f"{last['status']:7s} machine ceiling, {probe.controller} (run "
-                    f"{len(rec['runs'])})  {text}",
+                    f"{len(ceiling_rec['runs'])})  {text}",
                     file=sys.stdout,
                 )
     bar.close()

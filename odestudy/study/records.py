@@ -43,12 +43,19 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
         raise
 
 
+def read_json(path: str | os.PathLike) -> Any:
+    """Read a JSON file written by `write_json_atomic` (ceiling runs, side studies)."""
+    with open(path) as f:
+        return json.load(f)
+
+
 def read_record(path: str | os.PathLike) -> Record:
     """Read one record written by `save_record` (any JSON `write_json_atomic` wrote),
     in today's terms (`record.upgrade`)."""
-    with open(path) as f:
-        data = json.load(f)
-    return upgrade(data) if isinstance(data, dict) else data
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds no record (a JSON {type(data).__name__})")
+    return upgrade(data)
 
 
 def machine_folder(results: str | Path = DEFAULT_RESULTS) -> Path:

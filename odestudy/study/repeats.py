@@ -19,12 +19,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ..measure.devices import child_environment, configure_devices
+from ..measure.record import Record
 from ..measure.resume import REPEAT_STEPS, time_repeat
 from ..measure.scenario import Scenario
 from ..measure.state import CACHE_DIR, EXEC_NAME, STATE_NAME
@@ -57,24 +59,24 @@ def clear_cache(out_dir: str | os.PathLike) -> None:
         path.unlink(missing_ok=True)
 
 
-def runs(record: dict[str, Any]) -> int:
+def runs(record: Mapping[str, Any]) -> int:
     """How many runs' step times a record holds (records before repeats: 1)."""
     return len(record.get("step_time_runs_s") or [record.get("step_time_s")])
 
 
-def merge_runs(record: dict[str, Any], repeat: dict[str, Any]) -> dict[str, Any]:
+def merge_runs(record: Mapping[str, Any], repeat: Mapping[str, Any]) -> Record:
     """`record` with the step times of `repeat` (another run of the same scenario) added.
 
     `step_time_runs_s` gets the repeat's median; `step_time_s` and its quartiles become
     those of all runs' step times pooled. A failed repeat adds nothing but its error
     (under `repeat_errors`).
     """
-    out = dict(record)
+    out: dict[str, Any] = {**record}
     if repeat.get("scenario_key") != record.get("scenario_key"):
         raise ValueError("a repeat of another scenario cannot be merged")
     if repeat.get("status") != "ok":
         out["repeat_errors"] = [*record.get("repeat_errors", []), repeat.get("error")]
-        return out
+        return cast(Record, out)
     out["step_time_runs_s"] = [*record["step_time_runs_s"], repeat["step_time_runs_s"][0]]
     out["step_times_runs_s"] = [*record["step_times_runs_s"], repeat["step_times_runs_s"][0]]
     pooled = np.concatenate([np.asarray(t, float) for t in out["step_times_runs_s"]])
@@ -91,7 +93,7 @@ def merge_runs(record: dict[str, Any], repeat: dict[str, Any]) -> dict[str, Any]
         repeat.get("compile_time_s"),
     ]
     out["repeat_how"] = repeat.get("repeat_how", "fresh kernel, full training")
-    return out
+    return cast(Record, out)
 
 
 def worker(job_path: str | os.PathLike) -> int:
@@ -108,7 +110,7 @@ def worker(job_path: str | os.PathLike) -> int:
 
 def run_repeat_round(
     items: list[tuple[Any, Path]], timed_steps: int = REPEAT_STEPS
-) -> list[dict[str, Any]]:
+) -> list[Record]:
     """Repeat every `(scenario, out_dir)` of `items` once, in one plain process (all
     items share a device kind and count), and merge each into its record.
 
@@ -169,7 +171,7 @@ def run_repeat_round(
     return merged
 
 
-def repeat_processes(s, out_dir: str | os.PathLike) -> dict[str, Any]:
+def repeat_processes(s: Scenario, out_dir: str | os.PathLike) -> Record:
     """Repeat multi-process scenario `s` once: its processes, joined again by
     `jax.distributed`, time `REPEAT_STEPS` steps from the trained state its cold run
     saved in `out_dir` (`time_repeat`); merges the step times into the record there and

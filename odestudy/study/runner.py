@@ -6,12 +6,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..measure import environment
 from ..measure.devices import child_environment
 from ..measure.environment import ROOT
-from ..measure.record import REQUIRED_KEYS
+from ..measure.record import REQUIRED_KEYS, Record
 from ..measure.scenario import Scenario
 from ..measure.timing import PROTOCOL, measurement_env
 from ..measure.training import base_record
@@ -34,9 +34,9 @@ def environ(env: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def failed_record(s: Scenario, error: str, status: str = "failed", **extra: Any) -> dict[str, Any]:
+def failed_record(s: Scenario, error: str, status: str = "failed", **extra: Any) -> Record:
     """A record for a scenario that did not produce one itself."""
-    record = base_record(s)
+    record: dict[str, Any] = {**base_record(s)}
     env = measurement_env(child_environment(s.device, s.devices_per_process))
     record.update(
         status=status,
@@ -53,7 +53,7 @@ def failed_record(s: Scenario, error: str, status: str = "failed", **extra: Any)
     )
     for key in REQUIRED_KEYS:
         record.setdefault(key, None)
-    return record
+    return cast(Record, record)
 
 
 def execute_scenario(
@@ -61,7 +61,7 @@ def execute_scenario(
     out_dir: str | os.PathLike,
     timeout_s: float | None = None,
     extra_env: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> Record:
     """Run `s` by executing `notebooks/scenario.ipynb` in a fresh kernel.
 
     - `out_dir`: where `metrics.json` and the executed `scenario.ipynb` go.
@@ -98,14 +98,14 @@ def execute_scenario(
     except Exception as exc:  # recorded below; the study goes on
         error = f"{type(exc).__name__}: {exc}".strip()
     path = out_dir / RECORD_NAME
-    record = records.read_record(path) if path.exists() else None
+    record: Record | None = records.read_record(path) if path.exists() else None
     wall = time.perf_counter() - start
     if record is None or record.get("run_id") != run_id:
         record = failed_record(
             s, error or "the notebook wrote no record", runtime_s=wall, run_id=run_id
         )
     # The kernel's whole time (start, imports, run, shutdown) beside its `runtime_s`.
-    record = dict(record, kernel_wall_s=wall)
+    record["kernel_wall_s"] = wall
     records.write_json_atomic(path, record)
     return record
 
