@@ -2,6 +2,9 @@
 tables and an HTML page with no code, and text from a record stays text (records come
 from other machines). Synthetic records; the report notebook runs in a real kernel."""
 
+import json
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -30,20 +33,18 @@ def test_escape_leaves_no_markup():
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> tuple[Path, Path]:
-    """`odestudy report` over a 1- and a 2-device record and a failed record whose error
-    and machine hold HTML; returns the results and figures folders."""
+    """`odestudy report` over a 1-device record, two 2-device records and a failed
+    record whose error holds HTML; returns the results and figures folders."""
     root = tmp_path_factory.mktemp("report")
     results, figures = root / "results", root / "figures"
     one = Scenario(scale="smoke")
-    two = Scenario(scale="smoke", n_devices=2, mode="shard_map")
-    bad = Scenario(scale="smoke", n_devices=2, mode="shard")
+    two = Scenario(scale="smoke", devices_per_process=2, mode="shard_map")
+    slow = Scenario(scale="smoke", devices_per_process=2, mode="pmap")
+    bad = Scenario(scale="smoke", devices_per_process=2, mode="shard")
     hardware = {"cpu_model": "a CPU", "physical_cores": 2, "logical_cpus": 2}
-    records.write_json_atomic(
-        record_path(one, results), dict(record(one, step=0.02), hardware=hardware)
-    )
-    records.write_json_atomic(
-        record_path(two, results), dict(record(two, step=0.015), hardware=hardware)
-    )
+    for s, step in ((one, 0.02), (two, 0.015), (slow, 0.025)):
+        rec = dict(record(s, step=step), hardware=hardware, collectives_in_loops=0)
+        records.write_json_atomic(record_path(s, results), rec)
     failed = dict(record(bad, status="failed"), error=HOSTILE, step_time_s=None)
     records.write_json_atomic(record_path(bad, results), failed)
     code = cli.main(
@@ -70,3 +71,90 @@ def test_report_tables_hold_record_text_as_text(rendered):
     assert "<script>" not in cpu and "&lt;script&gt;" in cpu
     assert "1.33 [1.33, 1.33]" in cpu  # 0.02 / 0.015: the 2-device row's speedup
     assert "Devices in this table: 1, 2" in cpu
+
+
+def test_report_html_hides_every_code_cell_and_the_parameters(rendered):
+    _, figures = rendered
+    html = (figures / "report_smoke.html").read_text()
+    cells = re.findall(r'<div class="jp-Cell jp-CodeCell[^"]*"', html)
+    assert cells and all("jp-mod-noInput" in c for c in cells)
+    # papermill's injected parameters are a code cell too: there, but without its code
+    assert any("celltag_injected-parameters" in c for c in cells)
+    assert 'scale = "smoke"' not in html and 'results = "' not in html
+
+
+def test_report_opens_with_the_question_the_verdict_and_the_headline_figure(rendered):
+    _, figures = rendered
+    html = (figures / "report_smoke.html").read_text()
+    question = html.index("Which way of splitting the batch over devices trains")
+    verdict = html.index("fastest <strong>shard_map</strong>, step-time speedup 1.33×")
+    figure = re.search(r'<img [^>]*src="data:image/png', html).start()
+    table = html.index("<table")
+    assert question < verdict < figure < table
+    # The verdict's slowest mode and its measured reason, from the records.
+    assert "Slowest <strong>pmap</strong>, 0.80× [0.80, 0.80]" in html
+    assert "measured reason: overhead" in html
+    assert "no GPU rows at the smoke scale" in html
+    assert (figures / "headline_speedup.png").exists()
+    assert (figures / "tables" / "verdict.md").read_text().startswith("# Verdict (smoke scale)")
+
+
+def test_device_tables_split_in_two_with_the_notes_below(rendered):
+    _, figures = rendered
+    cpu = (figures / "tables" / "cpu.md").read_text()
+    headers = [line for line in cpu.splitlines() if line.startswith("| Device")]
+    first, second = ([c.strip() for c in h.strip("|").split("|")] for h in headers)
+    assert first[:4] == ["Device", "Number of Devices", "Mode", "Controller"]
+    assert first[-2:] == ["Scaling", "Global batch"] and "Speedup [95% CI]" not in first
+    assert second[:5] == ["Devices", "Mode", "Controller", "Scaling", "Global batch"]
+    assert "Speedup [95% CI]" in second and "Runtime (s)" not in second
+    notes = cpu.index("How to read these tables")
+    assert cpu.rindex("| Devices") < notes < cpu.index("one optimiser step")
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Appended to a copy of the page: once it has laid out, the widest right edge of any
+# element (its own scroll width included: a table that scrolls inside its output area
+# counts) and the window's width, written into the DOM for --dump-dom to return.
+WIDTH_PROBE = """<script>window.addEventListener("load", () => {
+  let widest = document.documentElement.scrollWidth;
+  for (const e of document.querySelectorAll("body *")) {
+    const r = e.getBoundingClientRect();
+    widest = Math.max(widest, r.right, r.left + e.scrollWidth);
+  }
+  const out = document.createElement("pre");
+  out.id = "odestudy-width";
+  out.textContent = JSON.stringify({widest: Math.ceil(widest), window: window.innerWidth});
+  document.body.appendChild(out);
+});</script>"""
+
+
+def test_report_page_fits_a_1400_px_window(rendered, tmp_path):
+    if not CHROMIUM.exists():
+        pytest.skip("chromium not installed (/usr/bin/chromium): the page width is not checked")
+    _, figures = rendered
+    page = tmp_path / "page.html"
+    html = (figures / "report_smoke.html").read_text()
+    page.write_text(html.replace("</body>", WIDTH_PROBE + "</body>"))
+    args = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1400,1000",
+        "--run-all-compositor-stages-before-draw",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+        page.as_uri(),
+    ]
+    dom = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True).stdout
+    found = re.search(r'id="odestudy-width">([^<]*)<', dom)
+    assert found, "the width probe did not run"
+    width = json.loads(found.group(1))
+    assert width["window"] == 1400
+    assert width["widest"] <= width["window"], width

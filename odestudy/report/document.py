@@ -1,11 +1,19 @@
 """Reduce scenario records into the study's tables and scaling figures."""
 
 import csv
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
 from ..measure import environment
+from ..measure.recommended import RECOMMENDED
 from ..study import records
+from ..study.runner import html_exporter
+from .explain import write_explain
 from .frames import (
     BaselineError,
     baseline,
@@ -15,11 +23,13 @@ from .frames import (
     scaling_rows,
 )
 from .intervals import METHOD, fmt_interval
-from .plots import scaling_figures, step_cost_figure
+from .plots import CONTROLLER_STYLE, MODE_STYLE, _save, scaling_figures, step_cost_figure
+from .projection import all_sweeps, projected_table, write_projection
 from .step import verdict
 from .tables import escape as _esc
 from .tables import fmt as _fmt
 from .tables import markdown_table
+from .verdict import exceeds_cores, verdict_markdown
 
 __all__ = [
     "BaselineError",
@@ -27,6 +37,7 @@ __all__ = [
     "read_records",
     "record_machine_id",
     "scaling_rows",
+    "table_body",
     "write_report",
 ]
 
@@ -43,9 +54,13 @@ REFERENCE_COLUMNS = (
     "Compile Time (s)",
     "Final Loss",
 )
-ADDED_COLUMNS = (
-    "Scaling",
-    "Global batch",
+# The reference's table gets the row identity it leaves implicit: the first table of a
+# device kind is `REFERENCE_COLUMNS + ADDED_COLUMNS`, the second (our diagnostics)
+# `DIAGNOSTIC_COLUMNS`, which start with the same row identity so that the two read side
+# by side (each fits a 1400 px page).
+ADDED_COLUMNS = ("Scaling", "Global batch")
+IDENTITY_COLUMNS = ("Devices", "Mode", "Controller", "Scaling", "Global batch")
+DIAGNOSTIC_COLUMNS = IDENTITY_COLUMNS + (
     "Step time median (s)",
     "Step time IQR (s)",
     "Runs",
@@ -84,7 +99,28 @@ def _devices_label(r: dict[str, Any], cores: int | None) -> str:
 
 
 def table_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]:
-    """Table cells: the reference's columns, then ours."""
+    """The first table's cells: the reference's columns, then the row identity it
+    leaves implicit (`REFERENCE_COLUMNS + ADDED_COLUMNS`)."""
+    return [
+        [
+            r["device"],
+            _devices_label(r, cores),
+            r["mode"],
+            r["controller"],
+            _fmt(r.get("runtime_s"), 3),
+            _fmt(r.get("epoch_time_s")),
+            _fmt(r.get("compile_time_s"), 3),
+            _fmt(r.get("final_loss")),
+            r["scaling"],
+            str(r["global_batch"]),
+        ]
+        for r in rows
+    ]
+
+
+def diagnostic_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]:
+    """The second table's cells: the row identity, then our diagnostics
+    (`DIAGNOSTIC_COLUMNS`)."""
     out = []
     for r in rows:
         ok = r["status"] == "ok"
@@ -96,14 +132,9 @@ def table_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]
             status += f" (no speedup: {r['baseline_error']})"
         out.append(
             [
-                r["device"],
                 _devices_label(r, cores),
                 r["mode"],
                 r["controller"],
-                _fmt(r.get("runtime_s"), 3),
-                _fmt(r.get("epoch_time_s")),
-                _fmt(r.get("compile_time_s"), 3),
-                _fmt(r.get("final_loss")),
                 r["scaling"],
                 str(r["global_batch"]),
                 _fmt(r.get("step_time_s")),
@@ -174,13 +205,36 @@ EPOCH_NOTE = (
 )
 
 
-def device_table(rows: list[dict[str, Any]], device: str) -> str:
-    """The markdown table of one device kind, with its notes."""
+READ_HEADING = "#### How to read these tables"
+
+
+def device_table(rows: list[dict[str, Any]], device: str, extra: str = "") -> str:
+    """The markdown tables of one device kind: the reference's columns, our
+    diagnostics (`extra`, markdown, after them), then how to read them."""
     sel = [r for r in rows if r["device"] == device]
     cores = next(
         ((r.get("hardware") or {}).get("physical_cores") for r in sel if r.get("hardware")), None
     )
-    parts = [f"# {device.upper()} table", "", EPOCH_NOTE, ""]
+    parts = [f"# {device.upper()} table", ""]
+    if not sel:
+        parts += ["No records.", ""]
+    else:
+        parts += [
+            "One row per scenario, in two tables that share the row's identity (devices, "
+            "mode, controller, scaling, global batch); how to read them: below.",
+            "",
+            "**The reference's columns.**",
+            "",
+            markdown_table(REFERENCE_COLUMNS + ADDED_COLUMNS, table_rows(sel, cores)),
+            "",
+            "**Our diagnostics.**",
+            "",
+            markdown_table(DIAGNOSTIC_COLUMNS, diagnostic_rows(sel, cores)),
+            "",
+        ]
+    if extra:
+        parts += [extra.strip(), ""]
+    parts += [READ_HEADING, ""]
     counts = sorted({r["n_devices"] for r in sel if r["status"] != "not_run"})
     if device == "cpu" and cores and counts:
         whole = max(counts) > cores
@@ -210,11 +264,14 @@ def device_table(rows: list[dict[str, Any]], device: str) -> str:
             "where JAX sees enough GPUs (`make gpu`).",
             "",
         ]
-    if not sel:
-        parts.append("No records.")
-    else:
-        parts.append(markdown_table(REFERENCE_COLUMNS + ADDED_COLUMNS, table_rows(sel, cores)))
-    return "\n".join(parts) + "\n"
+    parts += [EPOCH_NOTE]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def table_body(path: str | Path) -> str:
+    """A table file without its own title line (its first line), for a page that gives
+    it a heading of its own (the report notebook, the README)."""
+    return "\n".join(Path(path).read_text().splitlines()[1:]).strip() + "\n"
 
 
 def reference_rows(path: str | Path = REFERENCE_CSV) -> list[dict[str, Any]]:
@@ -286,7 +343,7 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
     return "# Ours beside the reference\n\n" + note + "\n\n" + markdown_table(header, out) + "\n"
 
 
-def machines_table(every: list[dict[str, Any]], chosen: dict[str, str | None]) -> str:
+def machines_table(every: list[dict[str, Any]], chosen: Mapping[str, str | None]) -> str:
     """Other machines' ok rows of the main tables beside the chosen machine's: step
     times and speedups (with intervals) per scenario, when another machine has any."""
     main = [r for r in every if in_scaling_matrix(r) and r["status"] == "ok"]
@@ -350,8 +407,6 @@ def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> st
     """What bounds one training step (1 device, trained model) and the levers measured
     on it: the step-cost sweeps' verdicts (`step.verdict`) and the levers' speedups with
     their intervals and final losses (`benchmarks/levers.py`)."""
-    from ..measure.recommended import RECOMMENDED
-
     parts = ["# What bounds a training step, and the levers on it", ""]
     default = [s for s in sweeps if s.get("label") == "default"]
     if not default:
@@ -495,7 +550,6 @@ def gpu_extra(
         "range.",
         "",
     ]
-    from .projection import projected_table
 
     parts += [projected_table(projected) if projected else "None.", ""]
     parts += [
@@ -572,16 +626,113 @@ def gpu_extra(
     return "\n".join(parts)
 
 
+def headline_figure(rows: list[dict[str, Any]], out: str | Path) -> Path | None:
+    """`headline_speedup.{png,svg}`: speedup over one device against devices, a line
+    per mode (colour) and controller (line style), 95% interval bars, one panel per
+    device kind and scaling with ok rows (`scaling_rows` of each scaling); ideal
+    scaling dotted, one device's speed dashed, devices beyond the physical cores
+    shaded. Returns the PNG, or None without ok rows with a speedup."""
+    ok = [r for r in rows if r["status"] == "ok" and r.get("speedup") is not None]
+    panels = [
+        (device, scaling)
+        for device in ("cpu", "gpu")
+        for scaling in ("strong", "weak")
+        if any(r["device"] == device and r["scaling"] == scaling and r["n_devices"] > 1 for r in ok)
+    ]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    modes, controllers, several, shaded = [], [], False, None
+    for ax, (device, scaling) in zip(axes[0], panels, strict=True):
+        sel = [r for r in ok if r["device"] == device and r["scaling"] == scaling]
+        groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        for r in sel:
+            groups.setdefault((r["mode"], r["controller"], r.get("processes", 1)), []).append(r)
+        for (mode, controller, processes), group in sorted(groups.items()):
+            group.sort(key=lambda r: r["n_devices"])
+            fmt = CONTROLLER_STYLE.get(controller, "-o")
+            style: dict[str, Any] = {"color": MODE_STYLE.get(mode, "tab:gray")}
+            if processes > 1:
+                fmt, style = fmt[-1], {**style, "markerfacecolor": "none", "markersize": 10}
+                several = True
+            x = [r["n_devices"] for r in group]
+            y = [r["speedup"] for r in group]
+            ci = [r.get("speedup_ci") or (r["speedup"], r["speedup"]) for r in group]
+            err = [
+                [max(v - lo, 0) for v, (lo, _) in zip(y, ci, strict=True)],
+                [max(hi - v, 0) for v, (_, hi) in zip(y, ci, strict=True)],
+            ]
+            ax.errorbar(x, y, yerr=err, fmt=fmt, capsize=3, **style)
+            modes += [mode] if mode not in modes else []
+            controllers += [controller] if controller not in controllers else []
+        ns = sorted({r["n_devices"] for r in sel})
+        ax.plot(ns, ns, ":", color="grey")
+        ax.axhline(1.0, ls="--", color="grey", lw=0.8)
+        beyond = [r["n_devices"] for r in sel if exceeds_cores(r)]
+        if beyond:
+            cores = max(r["n_devices"] for r in sel if not exceeds_cores(r))
+            ax.axvspan(cores + 0.5, max(ns) * 1.2, color="grey", alpha=0.15)
+            shaded = cores
+        what = "step-time speedup t(1)/t(N)" if scaling == "strong" else "throughput N·t(1)/t(N)"
+        ax.set(
+            xscale="log",
+            xticks=ns,
+            xlabel="devices",
+            ylabel=f"{what}, 95% interval",
+            title=f"{device.upper()}, {scaling} scaling",
+        )
+        ax.set_xticklabels([str(n) for n in ns])
+    handles: list[Any] = [
+        Line2D([], [], color=MODE_STYLE.get(m, "tab:gray"), lw=2, label=m) for m in modes
+    ]
+    handles += [
+        Line2D(
+            [],
+            [],
+            color="k",
+            ls=CONTROLLER_STYLE.get(c, "-o")[:-1],
+            marker=CONTROLLER_STYLE.get(c, "-o")[-1],
+            label=c,
+        )
+        for c in controllers
+    ]
+    handles += [
+        Line2D([], [], color="grey", ls=":", label="ideal"),
+        Line2D([], [], color="grey", ls="--", lw=0.8, label="one device"),
+    ]
+    if several:
+        handles.append(
+            Line2D(
+                [], [], color="k", marker="o", ls="", markerfacecolor="none", label="processes > 1"
+            )
+        )
+    if shaded:
+        handles.append(Patch(color="grey", alpha=0.15, label="beyond the physical cores"))
+    fig.legend(
+        handles=handles,
+        loc="upper center",
+        ncol=min(len(handles), 6),
+        fontsize=8,
+        bbox_to_anchor=(0.5, 0.0),
+        frameon=False,
+    )
+    fig.suptitle("Speedup over one device, by mode")
+    fig.tight_layout()
+    return _save(fig, Path(out), "headline_speedup")[0]
+
+
 def write_report(
     results: str | Path, scale: str, figures: str | Path, reference: str | Path = REFERENCE_CSV
 ) -> dict[str, Any]:
-    """Write `figures/tables/{cpu,gpu,reference,machines,skipped,explain}.md` and the
-    figures.
+    """Write `figures/tables/{verdict,cpu,gpu,reference,machines,skipped,explain,...}.md`,
+    the headline figure (`headline_figure`) and the other figures.
 
     Each device kind's tables come from one machine (`pick_machine`); records that do
     not parse or match no scenario of the current matrices are listed in
-    `skipped.md` and left out. Returns the rows, the paths written and the skipped
-    records, for display in the report notebook.
+    `skipped.md` and left out. Returns the rows, the verdict (`verdict.verdict_markdown`,
+    also in `tables/verdict.md`), the headline figure's PNG (None without ok multi-device
+    rows), the paths written and the other figures, and the skipped records, for
+    display in the report notebook.
     """
     figures = Path(figures)
     skipped: list[tuple[str, str]] = []
@@ -593,7 +744,6 @@ def write_report(
     tables = figures / "tables"
     tables.mkdir(parents=True, exist_ok=True)
     written = {}
-    from .projection import all_sweeps, write_projection
 
     by_machine = {
         m: scaling_rows(
@@ -612,12 +762,12 @@ def write_report(
     )
     for device in ("cpu", "gpu"):
         path = tables / f"{device}.md"
-        text = device_table(rows, device)
-        if device == "gpu":
-            text += gpu_extra(gpu_rows, projected, reference_rows(reference))
-        path.write_text(text)
+        extra = gpu_extra(gpu_rows, projected, reference_rows(reference)) if device == "gpu" else ""
+        path.write_text(device_table(rows, device, extra))
         written[device] = path
+    verdict_text = verdict_markdown(rows, scale)
     for name, text in (
+        ("verdict", f"# Verdict ({_esc(scale)} scale)\n\n{verdict_text}"),
         ("reference", comparison_table(rows, reference_rows(reference))),
         ("machines", machines_table(every, chosen)),
         ("skipped", skipped_table(skipped)),
@@ -632,6 +782,7 @@ def write_report(
         sel = [r for k in by_scaling for r in by_scaling[k] if r["device"] == device]
         cores = next(((r.get("hardware") or {}).get("physical_cores") for r in sel), None)
         figs += scaling_figures(sel, figures, device, cores)
+    headline = headline_figure([r for k in by_scaling for r in by_scaling[k]], figures)
     sweeps = [
         s
         for m in sorted({r["machine_id"] for r in every if r["device"] == "gpu"})
@@ -644,7 +795,7 @@ def write_report(
         figs += step_cost_figure(cpu_sweeps, figures, "cpu_step_cost")
     levers = (
         [
-            records.read_record(p)
+            records.read_json(p)
             for p in sorted(Path(results, chosen["cpu"] or "", "levers").glob("cpu-*.json"))
         ]
         if chosen["cpu"]
@@ -653,12 +804,13 @@ def write_report(
     path = tables / "step.md"
     path.write_text(step_table(cpu_sweeps, levers))
     written["step"] = path
-    from .explain import write_explain
 
     explain = write_explain([r for r in every if r["machine_id"] == chosen["cpu"]], figures)
     written["explain"] = explain["table"]
     return {
         "rows": rows,
+        "verdict": verdict_text,
+        "headline": headline,
         "tables": written,
         "figures": figs + explain["figures"],
         "skipped": skipped,
@@ -686,7 +838,6 @@ def settle_report(html: str | Path) -> Path:
     # Paths inside this checkout relative to it: a clone elsewhere writes the same files.
     nb = nbformat.reads(nbformat.writes(nb).replace(f"{environment.ROOT}/", ""), 4)
     nbformat.write(nb, executed)
-    from ..study.runner import html_exporter
 
     body, _ = html_exporter().from_notebook_node(nb)
     tmp = html.with_suffix(".html.tmp")
@@ -702,7 +853,8 @@ README_END = "<!-- results:end -->"
 def update_readme(
     readme: str | Path, tables: dict[str, Path], figures: list[Path], scale: str
 ) -> None:
-    """Put the current CPU table, the GPU table and the main scaling figure of `scale`
+    """Put the verdict and headline figure (where `tables` and `figures` have them),
+    the current CPU tables, the GPU tables and the main scaling figure of `scale`
     between the README's result markers (from the records, never by hand)."""
     readme = Path(readme)
     text = readme.read_text()
@@ -714,11 +866,16 @@ def update_readme(
         return str(Path(p).resolve().relative_to(root))
 
     def body(path: Path) -> str:  # the table file without its own title
-        return "\n".join(path.read_text().splitlines()[1:]).strip()
+        return table_body(path).strip()
 
     main_fig = [p for p in figures if p.name.endswith("cpu_strong_scaling.png")]
     weak_fig = [p for p in figures if p.name.endswith("cpu_weak_scaling.png")]
-    parts = [README_START, "", f"### CPU ({scale} scale)", "", body(tables["cpu"]), ""]
+    parts = [README_START, ""]
+    if "verdict" in tables:  # the answer first, as in the report
+        parts += [f"### Verdict ({scale} scale)", "", body(tables["verdict"]), ""]
+    for fig in [p for p in figures if p.name == "headline_speedup.png"]:
+        parts += [f"![{fig.stem}]({rel(fig)})", ""]
+    parts += [f"### CPU ({scale} scale)", "", body(tables["cpu"]), ""]
     for fig in main_fig + weak_fig:
         parts += [f"![{fig.stem}]({rel(fig)})", ""]
     gpu_fig = [p for p in figures if p.name.endswith("gpu_step_cost.png")]

@@ -1,0 +1,272 @@
+"""The report's answer first: which way of splitting the batch over devices trains fastest,
+and the measured reason the slowest is slow, written from the scaling rows
+(`frames.scaling_rows`) alone. Every number and name comes from a row and goes through
+`tables.escape`: records are data, not markup."""
+
+from collections.abc import Sequence
+from typing import Any
+
+from .tables import escape, fmt
+
+QUESTION = "Which way of splitting the batch over devices trains a neural ODE fastest, and why?"
+SCALINGS = {
+    "strong": ("fixed global batch (strong scaling)", "step-time speedup"),
+    "weak": ("fixed per-device batch (weak scaling)", "throughput speedup"),
+}
+# Lock-step waste (1 - mean / max solver steps) must exceed the fastest mode's by this
+# much to be named as the reason a mode is slow.
+WASTE_MARGIN = 0.02
+
+
+def exceeds_cores(row: dict[str, Any]) -> bool:
+    """Whether `row` runs more virtual CPU devices than its machine's physical cores
+    (a † row: it measures overhead, not parallel speedup). Uses the row's own
+    `exceeds_cores` where it has one."""
+    if "exceeds_cores" in row and row["exceeds_cores"] is not None:
+        return bool(row["exceeds_cores"])
+    cores = (row.get("hardware") or {}).get("physical_cores")
+    return row.get("device") == "cpu" and bool(cores) and row["n_devices"] > cores
+
+
+def support(row: dict[str, Any]) -> str:
+    """What the 95% interval of `row`'s speedup supports against one device."""
+    low, high = row.get("speedup_ci") or (None, None)
+    if low is None or high is None:
+        return "without an interval"
+    if low > 1:
+        return "faster than one device within its 95% interval"
+    if high < 1:
+        return "slower than one device within its 95% interval"
+    return "no faster than one device within its interval"
+
+
+def _speedup(row: dict[str, Any]) -> str:
+    """`1.30× [1.18, 1.47]`: the speedup and its 95% interval."""
+    low, high = row.get("speedup_ci") or (None, None)
+    text = f"{row['speedup']:.2f}×"
+    if low is not None and high is not None:
+        text += f" [{low:.2f}, {high:.2f}]"
+    return escape(text)
+
+
+def _label(row: dict[str, Any]) -> str:
+    """The mode of `row`, bold, with its process layout where it has several."""
+    text = f"**{escape(row['mode'])}**"
+    if row.get("processes", 1) > 1:
+        text += f" ({escape(row['processes'])} processes)"
+    return text
+
+
+def _waste(row: dict[str, Any]) -> float | None:
+    """Lock-step waste from the solver steps: 1 - mean / max (the share of executed
+    solver iterations that only wait for the batch's slowest sample)."""
+    steps = row.get("solver_steps") or {}
+    high, mean = steps.get("max"), steps.get("mean")
+    if not high or mean is None:
+        return None
+    return 1 - mean / high
+
+
+def reason(slow: dict[str, Any], fast: dict[str, Any]) -> str:
+    """The measured reason `slow` is slower than `fast`, from the rows: collectives
+    inside the solver loops, else lock-step waste (solver steps max against mean), else
+    overhead."""
+    loops, fast_loops = slow.get("collectives_in_loops"), fast.get("collectives_in_loops")
+    if loops and loops > (fast_loops or 0):
+        return (
+            f"it runs {escape(fmt(loops))} collective(s) inside its solver loops "
+            f"({_label(fast)}: {escape(fmt(fast_loops or 0))}), so every solver iteration "
+            "waits for the other devices"
+        )
+    waste, fast_waste = _waste(slow), _waste(fast)
+    if waste is not None and fast_waste is not None and waste - fast_waste > WASTE_MARGIN:
+        steps = slow["solver_steps"]
+        return (
+            f"lock-step waste: its batched loops run {escape(fmt(steps['max'], 3))} solver "
+            f"steps per sample against a mean of {escape(fmt(steps['mean'], 3))} "
+            f"({escape(f'{waste:.0%}')} of iterations wait, against "
+            f"{escape(f'{fast_waste:.0%}')} for {_label(fast)})"
+        )
+    steps = slow.get("solver_steps") or {}
+    return (
+        "overhead: it has no more collectives inside its solver loops "
+        f"({escape(fmt(loops))}) and no more lock-step waste (solver steps max / mean "
+        f"{escape(fmt(steps.get('max'), 3))} / {escape(fmt(steps.get('mean'), 3))}) "
+        f"than {_label(fast)}"
+    )
+
+
+def _overlaps(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    (alo, ahi), (blo, bhi) = a["speedup_ci"], b["speedup_ci"]
+    return alo <= bhi and blo <= ahi
+
+
+def compare(rows: Sequence[dict[str, Any]], controller: str, scaling: str) -> dict[str, Any]:
+    """The multi-device rows of `controller` and `scaling` at the largest device count
+    within the physical cores (one process where there are such rows), fastest first:
+    `{"n": devices, "ranked": rows, "close": rows whose interval overlaps the
+    fastest's}`; `n` is None without such rows (`beyond`: whether there are rows, all
+    beyond the cores)."""
+    sel = [
+        r
+        for r in rows
+        if r["controller"] == controller
+        and r["scaling"] == scaling
+        and r["status"] == "ok"
+        and r["n_devices"] > 1
+        and r.get("speedup") is not None
+        and r.get("speedup_ci")
+    ]
+    inside = [r for r in sel if not exceeds_cores(r)]
+    if not inside:
+        return {"n": None, "ranked": [], "close": [], "beyond": bool(sel)}
+    n = max(r["n_devices"] for r in inside)
+    at = [r for r in inside if r["n_devices"] == n]
+    at = [r for r in at if r.get("processes", 1) == 1] or at
+    ranked = sorted(at, key=lambda r: -r["speedup"])
+    close = [r for r in ranked[1:] if _overlaps(ranked[0], r)]
+    return {"n": n, "ranked": ranked, "close": close, "beyond": False}
+
+
+def group_sentence(found: dict[str, Any], controller: str, scaling: str) -> str | None:
+    """One bullet of `compare`'s result: the fastest mode with its speedup over one
+    device and interval, the slowest with its speedup, interval and measured reason."""
+    what, metric = SCALINGS[scaling]
+    head = f"- **{escape(controller)}, {what}**"
+    if found["n"] is None:
+        if found["beyond"]:
+            return (
+                f"{head}: every multi-device row has more virtual devices than physical "
+                "cores (†): they measure overhead, not parallel speedup."
+            )
+        return None
+    ranked, close = found["ranked"], found["close"]
+    fast, slow = ranked[0], ranked[-1]
+    text = (
+        f"{head}, {escape(found['n'])} devices: fastest {_label(fast)}, {metric} "
+        f"{_speedup(fast)} over one device, {support(fast)}"
+    )
+    if close:
+        text += "; its interval overlaps " + ", ".join(
+            f"{_label(r)} ({_speedup(r)})" for r in close
+        )
+        text += ", so the data do not separate them"
+    text += "."
+    if slow is fast:
+        return text
+    text += f" Slowest {_label(slow)}, {_speedup(slow)}, {support(slow)}"
+    if _overlaps(fast, slow):
+        return text + "; its interval overlaps the fastest's: no measured difference to explain."
+    return text + f"; measured reason: {reason(slow, fast)}."
+
+
+def _count(k: int, word: str) -> str:
+    """`1 comparison`, `4 comparisons`."""
+    return f"{escape(k)} {word}{'' if k == 1 else 's'}"
+
+
+def _modes(rows: list[dict[str, Any]]) -> str:
+    """`**shard_map** in 3 and **pmap** in 1`: how often each mode is in `rows`."""
+    count: dict[str, int] = {}
+    for r in rows:
+        count[_label(r)] = count.get(_label(r), 0) + 1
+    ranked = sorted(count.items(), key=lambda kv: -kv[1])
+    return " and ".join(f"{label} in {escape(k)}" for label, k in ranked)
+
+
+def summary(found: list[dict[str, Any]]) -> str | None:
+    """`In short`: which modes are fastest and slowest how often over the comparisons
+    `found` (`compare` results), and in how many the fastest is not separated."""
+    found = [f for f in found if f["n"] is not None and len(f["ranked"]) > 1]
+    if not found:
+        return None
+    total = escape(len(found))
+    close = sum(1 for f in found if f["close"])
+    return (
+        f"**In short:** of {_count(len(found), 'comparison')} below, the fastest mode is "
+        f"{_modes([f['ranked'][0] for f in found])}, the slowest "
+        f"{_modes([f['ranked'][-1] for f in found])}; in {escape(close)} of {total} the "
+        "fastest's interval overlaps another mode's."
+    )
+
+
+def _why(rows: Sequence[dict[str, Any]]) -> str:
+    """`not_run: needs 2 GPU(s), 0 present`: the statuses of `rows` and their errors."""
+    by_status: dict[str, set[str]] = {}
+    for r in rows:
+        by_status.setdefault(r["status"], set()).add(str(r.get("error") or ""))
+    return "; ".join(
+        escape(status)
+        + (f": {escape('; '.join(sorted(e for e in errors if e)))}" if any(errors) else "")
+        for status, errors in sorted(by_status.items())
+    )
+
+
+def device_verdict(rows: Sequence[dict[str, Any]], device: str, scale: str | None) -> list[str]:
+    """The verdict's lines for one device kind."""
+    sel = [r for r in rows if r["device"] == device]
+    name = escape(device.upper())
+    at_scale = f" at the {escape(scale)} scale" if scale else ""
+    ok = [r for r in sel if r["status"] == "ok"]
+    if not ok:
+        if not sel:
+            return [f"**{name}: no {name} rows{at_scale}.**"]
+        return [
+            f"**{name}: no {name} measurements{at_scale}.** The matrix's "
+            f"{_count(len(sel), f'{name} row')} {'is' if len(sel) == 1 else 'are'} "
+            f"{_why(sel)}."
+        ]
+    cores = next(
+        ((r.get("hardware") or {}).get("physical_cores") for r in ok if r.get("hardware")), None
+    )
+    machines = sorted({escape(r.get("machine_id")) for r in ok})
+    where = f"machine {', '.join(machines)}"
+    if device == "cpu" and cores:
+        where += f", {escape(cores)} physical cores"
+    controllers = list(dict.fromkeys(r["controller"] for r in ok))
+    groups = [
+        (compare(ok, controller, scaling), controller, scaling)
+        for scaling in SCALINGS
+        for controller in controllers
+    ]
+    bullets = [line for g in groups if (line := group_sentence(*g))]
+    if not bullets:
+        many = [r for r in sel if r["n_devices"] > 1]
+        bullets.append(
+            f"- No multi-device {name} measurement{at_scale}, only 1-device rows"
+            + (
+                f": the {_count(len(many), 'multi-device row')} "
+                f"{'is' if len(many) == 1 else 'are'} {_why(many)}."
+                if many
+                else "."
+            )
+        )
+    short = summary([g[0] for g in groups])
+    lines = [f"**{name}** ({where})" + (f". {short}" if short else ":"), "", *bullets]
+    beyond = sorted({r["n_devices"] for r in ok if exceeds_cores(r)})
+    if beyond:
+        lines += [
+            "",
+            f"Rows with more virtual devices than the {escape(cores)} physical cores (†: "
+            f"{escape(', '.join(map(str, beyond)))} devices) are left out of this verdict: "
+            "they measure overhead, not parallel speedup.",
+        ]
+    return lines
+
+
+def verdict_markdown(rows: Sequence[dict[str, Any]], scale: str | None = None) -> str:
+    """The verdict, as markdown, from the scaling rows of the report (`scaling_rows`):
+    per device kind and controller, the fastest multi-device mode at the largest device
+    count within the physical cores with its speedup over one device and 95% interval,
+    and the slowest with its speedup, interval and measured reason (collectives inside
+    solver loops, lock-step waste from solver steps max against mean, else overhead)."""
+    if scale is None:
+        scale = next((r.get("scale") for r in rows if r.get("scale")), None)
+    parts: list[str] = []
+    for device in ("cpu", "gpu"):
+        parts += device_verdict(rows, device, scale) + [""]
+    parts.append(
+        "Speedup: the 1-device row's median step time over the mode's (weak scaling: "
+        "times the devices, samples per second); 95% intervals as in the tables."
+    )
+    return "\n".join(parts).rstrip() + "\n"

@@ -1,0 +1,130 @@
+"""The report's verdict, written from the scaling rows alone: the fastest and slowest
+multi-device modes within the physical cores, their speedups with 95% intervals, what
+the intervals support, the measured reason for the slowest, and record text kept as
+text. Synthetic records; nothing here runs JAX programs."""
+
+import json
+
+from odestudy.measure.scenario import Scenario
+from odestudy.report.document import scaling_rows, write_report
+from odestudy.report.verdict import verdict_markdown
+from odestudy.study import records
+from odestudy.study.matrix import record_path
+
+from .test_report_layer import record
+
+HARDWARE = {"cpu_model": "a CPU", "physical_cores": 2, "logical_cpus": 2}
+HOSTILE = "<script>alert('x')</script>"
+
+
+def _rec(mode="single", n=1, step=0.02, loops=0, steps=(15.0, 12.0), jitter=0.0, seed=0):
+    """A smoke-scale CPU record (PID, strong scaling) on a machine of 2 physical
+    cores, with collectives inside solver loops and solver steps (max, mean)."""
+    s = Scenario(scale="smoke", devices_per_process=n, mode=mode)
+    return dict(
+        record(s, step=step, jitter=jitter, seed=seed),
+        hardware=HARDWARE,
+        collectives_total=loops + (1 if n > 1 else 0),
+        collectives_in_loops=loops,
+        solver_steps={"max": steps[0], "mean": steps[1]},
+    )
+
+
+def _cpu(pmap=0.015, shard=0.04, shard_map=0.01, **over):
+    """1 device at 0.02 s a step; `pmap`, `shard` (3 collectives in its loops) and
+    `shard_map` on 2 devices; 4 devices beyond the 2 cores, faster than any."""
+    recs = [
+        _rec(),
+        _rec("pmap", 2, pmap),
+        _rec("shard", 2, shard, loops=3),
+        _rec("shard_map", 2, shard_map),
+        _rec("shard_map", 4, 0.001),
+    ]
+    for i, fields in over.items():
+        recs[int(i[1:])] = dict(recs[int(i[1:])], **fields)
+    return recs
+
+
+def _line(verdict: str, what: str) -> str:
+    return next(line for line in verdict.splitlines() if what in line)
+
+
+def test_fastest_and_slowest_within_the_cores_with_intervals_and_reason():
+    verdict = verdict_markdown(scaling_rows(_cpu()), "smoke")
+    line = _line(verdict, "fixed global batch")
+    assert "2 devices: fastest **shard_map**, step-time speedup 2.00× [2.00, 2.00]" in line
+    assert "faster than one device within its 95% interval" in line
+    assert "Slowest **shard**, 0.50× [0.50, 0.50], slower than one device" in line
+    assert "3 collective(s) inside its solver loops (**shard_map**: 0)" in line
+    # The 4-device row beyond the 2 physical cores is named and left out, not ranked.
+    assert "4 devices" not in line and "(†: 4 devices) are left out" in verdict
+    assert "**In short:** of 1 comparison below, the fastest mode is **shard_map** in 1" in (
+        verdict
+    )
+
+
+def test_an_interval_that_spans_one_says_no_faster():
+    recs = [
+        _rec(jitter=0.3, seed=1),
+        _rec("pmap", 2, 0.02, jitter=0.3, seed=2),
+        _rec("shard_map", 2, 0.019, jitter=0.3, seed=3),
+    ]
+    line = _line(verdict_markdown(scaling_rows(recs), "smoke"), "fixed global batch")
+    assert "no faster than one device within its interval" in line
+    assert "the data do not separate them" in line
+
+
+def test_lock_step_waste_and_overhead_are_the_reasons_without_collectives_in_loops():
+    # shard slower, no collectives in its loops, solver steps 20 max against 10 mean
+    waste = _cpu(r2={"collectives_in_loops": 0, "solver_steps": {"max": 20.0, "mean": 10.0}})
+    line = _line(verdict_markdown(scaling_rows(waste), "smoke"), "fixed global batch")
+    assert "lock-step waste: its batched loops run 20 solver steps per sample against a " in line
+    assert "mean of 10 (50% of iterations wait, against 20% for **shard_map**)" in line
+    same = _cpu(r2={"collectives_in_loops": 0})
+    line = _line(verdict_markdown(scaling_rows(same), "smoke"), "fixed global batch")
+    assert "measured reason: overhead" in line
+
+
+def test_no_gpu_rows_is_said_plainly():
+    verdict = verdict_markdown(scaling_rows(_cpu()), "smoke")
+    assert "**GPU: no GPU rows at the smoke scale.**" in verdict
+    gpu = record(Scenario(scale="smoke", device="gpu"), status="not_run")
+    gpu = dict(gpu, error="needs 1 GPU(s), 0 present", step_time_s=None)
+    verdict = verdict_markdown(scaling_rows([*_cpu(), gpu]), "smoke")
+    assert "**GPU: no GPU measurements at the smoke scale.**" in verdict
+    assert "The matrix's 1 GPU row is not_run: needs 1 GPU(s), 0 present." in verdict
+
+
+def test_record_text_in_the_verdict_is_escaped():
+    rows = scaling_rows(_cpu())
+    rows = [
+        dict(r, mode=HOSTILE if r["mode"] == "shard" else r["mode"], controller="*pid*")
+        for r in rows
+    ]
+    verdict = verdict_markdown(rows, "smoke")
+    assert "<script>" not in verdict and "&lt;script&gt;" in verdict
+    assert "\\*pid\\*" in verdict
+
+
+def test_doctored_records_change_the_verdict(tmp_path):
+    """Write the records, render the report; make `pmap` faster than `shard_map` in its
+    record, render again: the verdict names the new fastest mode and its speedup."""
+    results = tmp_path / "results"
+    recs = _cpu()
+    for rec in recs:
+        records.write_json_atomic(record_path(Scenario.from_dict(rec["scenario"]), results), rec)
+    before = write_report(results, "smoke", tmp_path / "before")
+    assert before["tables"]["verdict"].read_text().endswith(before["verdict"])
+    line = _line(before["verdict"], "fixed global batch")
+    assert "fastest **shard_map**, step-time speedup 2.00× [2.00, 2.00]" in line
+
+    pmap = record_path(Scenario.from_dict(recs[1]["scenario"]), results)
+    rec = json.loads(pmap.read_text())
+    rec["step_times_runs_s"] = [[t / 3 for t in run] for run in rec["step_times_runs_s"]]
+    rec["step_time_s"] /= 3  # 0.005 s: 4x one device
+    records.write_json_atomic(pmap, rec)
+    after = write_report(results, "smoke", tmp_path / "after")
+    line = _line(after["verdict"], "fixed global batch")
+    assert "fastest **pmap**, step-time speedup 4.00× [4.00, 4.00]" in line
+    assert "Slowest **shard**, 0.50× [0.50, 0.50]" in line
+    assert after["verdict"] != before["verdict"]
