@@ -31,8 +31,9 @@ def add_scenario_options(p: argparse.ArgumentParser) -> None:
     for field in Scenario.fields():
         meta = field.metadata
         option = meta["option"] or "--" + field.name.replace("_", "-")
-        kind = typing.get_args(field.type) or (field.type,)
-        kind = next(k for k in kind if k is not type(None))
+        kind = field.type
+        if type(None) in typing.get_args(kind):  # `X | None`: the option takes an X
+            kind = next(k for k in typing.get_args(kind) if k is not type(None))
         extra: dict = {"dest": field.name, "default": None, "help": meta["help"]}
         if kind is bool:
             extra.update(action="store_true")

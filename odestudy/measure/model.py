@@ -1,9 +1,12 @@
 """The neural ODE: an MLP vector field solved with Tsit5, and the training loss."""
 
+from typing import Any
+
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
 
 from .solvers import MAX_STEPS, controller_and_dt0
 
@@ -16,12 +19,14 @@ class VectorField(eqx.Module):
     def __init__(self, key: jax.Array, width: int = 64, depth: int = 2):
         self.mlp = eqx.nn.MLP(2, 2, width, depth, activation=jax.nn.softplus, key=key)
 
-    def __call__(self, t, y, args):
+    def __call__(self, t: Any, y: Float[Array, "2"], args: Any) -> Float[Array, "2"]:
         del t, args
         return self.mlp(y)
 
 
-def solve(model: VectorField, ts: jax.Array, y0: jax.Array, controller: str):
+def solve(
+    model: VectorField, ts: Float[Array, " times"], y0: Float[Array, "2"], controller: str
+) -> tuple[Float[Array, "times 2"], Int[Array, ""]]:
     """Solve one series with diffrax's default adjoint (`RecursiveCheckpointAdjoint`).
 
     - `model`: the vector field.
@@ -46,7 +51,7 @@ def solve(model: VectorField, ts: jax.Array, y0: jax.Array, controller: str):
     return sol.ys, sol.stats["num_steps"]
 
 
-def observed(ts: jax.Array) -> jax.Array:
+def observed(ts: Float[Array, "batch times"]) -> Float[Array, "batch times"]:
     """Which points of each series are observations, not padding: the first, and
     every later one whose time exceeds the one before (`Dataset.truncate_padded`
     repeats the last time). Shape `(batch, n_times)`, float 0/1."""
@@ -54,7 +59,12 @@ def observed(ts: jax.Array) -> jax.Array:
     return jnp.concatenate([jnp.ones_like(later[:, :1]), later], axis=1).astype(ts.dtype)
 
 
-def batch_loss(model: VectorField, ts: jax.Array, ys: jax.Array, controller: str):
+def batch_loss(
+    model: VectorField,
+    ts: Float[Array, "batch times"],
+    ys: Float[Array, "batch times 2"],
+    controller: str,
+) -> tuple[Float[Array, ""], Int[Array, " batch"]]:
     """Mean squared error over a batch's observed points (`observed`), each series
     solved on its own (vmap).
 
@@ -78,7 +88,12 @@ class _BatchField(eqx.Module):
         return self.speed[:, None] * jax.vmap(lambda yi: self.model(tau, yi, args))(y)
 
 
-def solve_within_ode(model: VectorField, ts: jax.Array, y0: jax.Array, controller: str):
+def solve_within_ode(
+    model: VectorField,
+    ts: Float[Array, "batch times"],
+    y0: Float[Array, "batch 2"],
+    controller: str,
+) -> tuple[Float[Array, "batch times 2"], Int[Array, " batch"]]:
     """Solve a whole batch as one ODE with one shared step size (DiffEqFlux's
     "within-ODE" batching).
 
@@ -108,7 +123,12 @@ def solve_within_ode(model: VectorField, ts: jax.Array, y0: jax.Array, controlle
     return ys, jnp.broadcast_to(sol.stats["num_steps"], (ts.shape[0],))
 
 
-def batch_loss_within_ode(model: VectorField, ts: jax.Array, ys: jax.Array, controller: str):
+def batch_loss_within_ode(
+    model: VectorField,
+    ts: Float[Array, "batch times"],
+    ys: Float[Array, "batch times 2"],
+    controller: str,
+) -> tuple[Float[Array, ""], Int[Array, " batch"]]:
     """Like `batch_loss`, but the batch is solved as one ODE (`solve_within_ode`)."""
     pred, num_steps = solve_within_ode(model, ts, ys[:, 0], controller)
     return jnp.mean((pred - ys) ** 2), num_steps

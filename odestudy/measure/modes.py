@@ -16,6 +16,7 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
+from jaxtyping import Array, Float, Int
 
 from .compat import closure_convert_ignores_manual_sharding, make_data_mesh
 from .model import LOSSES
@@ -226,8 +227,11 @@ class ParallelStep(eqx.Module):
         """Put parameters and optimiser state on the devices (replicated)."""
         return self.mode.place_state(self, params, opt_state)
 
-    def place_batch(self, ts: np.ndarray, ys: np.ndarray):
-        """Put a global batch on the devices, split along the batch axis."""
+    def place_batch(
+        self, ts: Float[np.ndarray, "batch times"], ys: Float[np.ndarray, "batch times 2"]
+    ) -> tuple[Float[Array, "batch times"], Float[Array, "batch times 2"]]:
+        """Put a global batch on the devices, split along the batch axis (`pmap`: a
+        leading device axis)."""
         return self.mode.place_batch(self, ts, ys)
 
     def lower(self, params, opt_state, ts, ys):
@@ -243,7 +247,7 @@ class ParallelStep(eqx.Module):
         """One host copy of (replicated) parameters."""
         return self.mode.unplace(self, params)
 
-    def per_sample(self, values) -> np.ndarray:
+    def per_sample(self, values: Int[Array, "..."]) -> Int[np.ndarray, "devices local"]:
         """A per-sample output as a host array of shape `(n_devices, local_batch)`."""
         return to_host(values).reshape(self.n_devices, -1)
 

@@ -193,7 +193,7 @@ EPOCH_NOTE = (
     "count and round. The step time is the median of all runs' steps pooled. **Efficiency "
     "vs machine ceiling** (weak scaling): the efficiency divided by this machine's "
     "ceiling, t(one 1-device training alone) / t(two side by side), measured in every "
-    "repeat round (`odestudy/ceiling.py`): 1 is as good as two independent trainings. "
+    "repeat round (`odestudy/study/ceiling.py`): 1 is as good as two independent trainings. "
     "Seed-scale rows and "
     "the GPU rows run once: their intervals hold the spread of steps within that run "
     "only. Compile time and final loss are the first run's. "
