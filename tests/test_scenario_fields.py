@@ -11,6 +11,7 @@ from odestudy import cli
 from odestudy.measure.modes import MODES, AbstractMode, parse_mode
 from odestudy.measure.scenario import SCALES, Scenario, default_config
 from odestudy.study.matrix import explain_scenarios, scenarios, seed_scenarios
+from odestudy.study.records import read_record
 from odestudy.study.runner import ROOT
 
 # A value other than the default for every field that is not part of the identity.
@@ -30,6 +31,7 @@ OTHER = {
     "eval_every": 10,
     "seed": 1,
     "trace": True,
+    "width": 32,
 }
 
 
@@ -104,3 +106,19 @@ def test_modes_are_types_parsed_once(name):
     assert parse_mode(mode) is mode
     s = Scenario(mode=name, devices_per_process=1 if not mode.multi_device else 2, scale="smoke")
     assert type(s.parallel) is MODES[name]
+
+
+def test_a_field_added_later_keeps_every_record_its_scenarios():
+    """`width` came after the committed records: they hold no such field, yet every one
+    is still its scenario's (same key), and reads back with the field at its default."""
+    checked = 0
+    for path in sorted((ROOT / "results").glob("*/quick/*/metrics.json")):
+        raw = json.loads(path.read_text())
+        if "width" in raw["scenario"]:
+            continue
+        s = Scenario.from_dict(read_record(path)["scenario"])
+        assert s.key() == raw["scenario_key"] and s.width == 64, path
+        checked += 1
+    assert checked >= 16
+    wider = dataclasses.replace(Scenario(), width=32)
+    assert wider.key() != Scenario().key() and wider.name().endswith("-w32")

@@ -7,7 +7,7 @@ processes (`Scenario.total_devices`); the scenario's own field is `devices_per_p
 
 from typing import Any, Literal, TypedDict
 
-from .scenario import LEGACY_NAMES
+from .scenario import LEGACY_NAMES, Scenario
 
 
 class Record(TypedDict, total=False):
@@ -123,9 +123,14 @@ REQUIRED_KEYS = (
 
 def upgrade(data: dict[str, Any]) -> Record:
     """A record as read from disk, in today's terms: scenario fields renamed since it was
-    made (`scenario.LEGACY_NAMES`) under their new names. Its values are unchanged."""
+    made (`scenario.LEGACY_NAMES`) under their new names, and fields added since at
+    their defaults (which the record ran with). Its measured values are unchanged."""
     rec: dict[str, Any] = dict(data)
     scenario = rec.get("scenario")
     if isinstance(scenario, dict):
-        rec["scenario"] = {LEGACY_NAMES.get(k, k): v for k, v in scenario.items()}
+        scenario = {LEGACY_NAMES.get(k, k): v for k, v in scenario.items()}
+        for field in Scenario.fields():
+            if field.name not in scenario and field.default is not None:
+                scenario[field.name] = field.default
+        rec["scenario"] = scenario
     return Record(**rec)  # type: ignore[typeddict-item]

@@ -72,6 +72,7 @@ def _field(
     tag: str | None = None,
     choices: tuple | None = None,
     option: str | None = None,
+    keyed_at_default: bool = False,
 ) -> Any:
     """A `Scenario` field and what the rest of the study reads from it.
 
@@ -84,8 +85,14 @@ def _field(
     - `tag`: the prefix of the field's part of `Scenario.name()` (`"b"` gives `b64`).
     - `choices`: the valid values, checked at construction.
     - `option`: the command-line option, where it is not `--<field-with-dashes>`.
+    - `keyed_at_default`: `Scenario.key()` hashes the field also at its default. True
+      for the fields records were first keyed by; a field added later is hashed only
+      where it differs from its default, so that adding it leaves every record its
+      scenario's.
     """
-    meta = dict(help=help, role=role, tag=tag, choices=choices, option=option)
+    meta = dict(
+        help=help, role=role, tag=tag, choices=choices, option=option, keyed=keyed_at_default
+    )
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -100,44 +107,73 @@ class Scenario:
     edit here.
     """
 
-    device: str = _field("cpu", "cpu or gpu", role="identity", choices=DEVICES)
-    devices_per_process: int = _field(
-        1, "devices per process (virtual CPU devices on a CPU)", role="identity", option="--devices"
+    device: str = _field(
+        "cpu", "cpu or gpu", role="identity", choices=DEVICES, keyed_at_default=True
     )
-    processes: int = _field(1, "JAX processes joined by jax.distributed", role="identity")
+    devices_per_process: int = _field(
+        1,
+        "devices per process (virtual CPU devices on a CPU)",
+        role="identity",
+        option="--devices",
+        keyed_at_default=True,
+    )
+    processes: int = _field(
+        1, "JAX processes joined by jax.distributed", role="identity", keyed_at_default=True
+    )
     mode: str = _field(
-        "single", "how the step runs over devices", role="identity", choices=tuple(MODES)
+        "single",
+        "how the step runs over devices",
+        role="identity",
+        choices=tuple(MODES),
+        keyed_at_default=True,
     )
     controller: str = _field(
         "pid",
         "pid (adaptive) or stepto (one step per observation)",
         role="identity",
         choices=CONTROLLERS,
+        keyed_at_default=True,
     )
     scaling: str = _field(
         "strong",
         "strong (fixed global batch) or weak (fixed per-device batch)",
         role="identity",
         choices=SCALINGS,
+        keyed_at_default=True,
     )
     scale: str = _field(
-        "quick", "study size; fills the sizes left None", role="identity", choices=tuple(SCALES)
+        "quick",
+        "study size; fills the sizes left None",
+        role="identity",
+        choices=tuple(SCALES),
+        keyed_at_default=True,
     )
-    spread: float = _field(0.0, "the data's complexity knob (0: the reference data)", tag="spread")
+    spread: float = _field(
+        0.0,
+        "the data's complexity knob (0: the reference data)",
+        tag="spread",
+        keyed_at_default=True,
+    )
     batching: str = _field(
-        "random", "random batches, or grouped by solver cost", tag="", choices=BATCHINGS
+        "random",
+        "random batches, or grouped by solver cost",
+        tag="",
+        choices=BATCHINGS,
+        keyed_at_default=True,
     )
     solve: str = _field(
         "per_sample",
         "per_sample (vmap, one step size each) or within_ode (one ODE per local batch)",
         tag="",
         choices=SOLVES,
+        keyed_at_default=True,
     )
     lr_scaling: str = _field(
         "fixed",
         "fixed learning rate, or linear in the global batch relative to the scale's",
         tag="lr",
         choices=("fixed", "linear"),
+        keyed_at_default=True,
     )
     optimiser_state: str = _field(
         None,
@@ -145,26 +181,47 @@ class Scenario:
         "carry (one state across stages)",
         tag="opt",
         choices=OPTIMISER_STATES,
+        keyed_at_default=True,
     )
     batch: int = _field(
-        None, "global batch (strong) or per-device batch (weak)", role="size", tag="b"
+        None,
+        "global batch (strong) or per-device batch (weak)",
+        role="size",
+        tag="b",
+        keyed_at_default=True,
     )
-    dataset_size: int = _field(None, "series in the data set", tag="n")
-    steps_per_stage: int = _field(None, "training steps per length stage", tag="steps")
-    warmup_steps: int = _field(None, "untimed steps at the start of each stage", tag="warm")
+    dataset_size: int = _field(None, "series in the data set", tag="n", keyed_at_default=True)
+    steps_per_stage: int = _field(
+        None, "training steps per length stage", tag="steps", keyed_at_default=True
+    )
+    warmup_steps: int = _field(
+        None, "untimed steps at the start of each stage", tag="warm", keyed_at_default=True
+    )
     length_fractions: tuple[float, ...] = _field(
-        None, "the stages' fractions of each series' length", tag="len"
+        None, "the stages' fractions of each series' length", tag="len", keyed_at_default=True
     )
-    eval_size: int = _field(None, "series in the evaluation set", tag="eval")
-    learning_rate: float = _field(None, "adabelief's learning rate", tag="lr")
+    eval_size: int = _field(None, "series in the evaluation set", tag="eval", keyed_at_default=True)
+    learning_rate: float = _field(
+        None, "adabelief's learning rate", tag="lr", keyed_at_default=True
+    )
     eval_every: int = _field(
         0,
         "evaluate every this many steps (outside the timed "
         "region) for time to target; 0: only at the end",
         tag="every",
+        keyed_at_default=True,
     )
-    seed: int = _field(5678, "random seed of data, model and batches", tag="seed")
-    trace: bool = _field(False, "write a Perfetto trace of 3 extra, untimed steps", tag="trace")
+    seed: int = _field(
+        5678, "random seed of data, model and batches", tag="seed", keyed_at_default=True
+    )
+    trace: bool = _field(
+        False,
+        "write a Perfetto trace of 3 extra, untimed steps",
+        tag="trace",
+        keyed_at_default=True,
+    )
+    # Fields added after the first records: hashed by `key()` only where not default.
+    width: int = _field(64, "hidden units per layer of the vector field's MLP", tag="w")
 
     def __post_init__(self):
         if self.scale not in SCALES:
@@ -235,9 +292,16 @@ class Scenario:
     def key(self) -> str:
         """A short hash of every parameter: the scenario's identity for resuming. Fields
         renamed since records were first made are hashed under their old names
-        (`LEGACY_NAMES`), so that a rename leaves every record this scenario's."""
+        (`LEGACY_NAMES`), and fields added since only where they differ from their
+        default (`_field`'s `keyed_at_default`), so that neither a rename nor a new field
+        makes a record another scenario's."""
         old = {new: old for old, new in LEGACY_NAMES.items()}
-        fields = {old.get(k, k): v for k, v in self.to_dict().items()}
+        values = self.to_dict()
+        fields = {
+            old.get(f.name, f.name): values[f.name]
+            for f in self.fields()
+            if f.metadata["keyed"] or getattr(self, f.name) != self.default(f.name)
+        }
         text = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 

@@ -114,7 +114,7 @@ def prepare(s: Scenario, devices: list[jax.Device]) -> Setup:
     )
     data = pool.take(np.arange(s.dataset_size))
     evalset = pool.take(np.arange(s.dataset_size, len(pool)))
-    params, static = eqx.partition(VectorField(model_key), eqx.is_array)
+    params, static = eqx.partition(VectorField(model_key, width=s.width), eqx.is_array)
     optimiser = optax.adabelief(s.lr)
     step = make_parallel_step(s.parallel, devices, static, optimiser, s.controller, s.solve)
     params, opt_state = step.place_state(params, optimiser.init(params))
