@@ -82,3 +82,18 @@ def test_ceiling_interval_pools_every_run():
     assert got["ceiling"] == pytest.approx((0.8, 0.8, 0.8))
     assert got["one_core_vs_alone"] == pytest.approx((1.0, 1.0, 1.0))
     assert ceiling_interval({"runs": [{"status": "failed", "error": "x"}]}) == {"runs": 0}
+
+
+def test_a_ceiling_of_an_earlier_cold_run_is_not_used(tmp_path):
+    """Ceiling runs pool only over one cold run of the probe: a new cold run (another
+    `run_id`) makes the ceiling record another measurement's."""
+    one = Scenario(scale="smoke")
+    rec = dict(_write(tmp_path, one, 0.02), run_id="cold-1")
+    records.write_json_atomic(record_path(one, tmp_path), rec)
+    rec["path"] = str(record_path(one, tmp_path))
+    folder = record_path(one, tmp_path).parent.parent
+    ceiling = dict(_ceiling(one, 0.02, 0.02), probe_run_id="cold-1")
+    records.write_json_atomic(ceiling_path(folder, "pid"), ceiling)
+    assert ceiling_for(rec) is not None
+    records.write_json_atomic(ceiling_path(folder, "pid"), dict(ceiling, probe_run_id="cold-0"))
+    assert ceiling_for(rec) is None

@@ -41,7 +41,8 @@ def ceiling_interval(rec: dict[str, Any], seed: int = 0) -> dict[str, Any]:
 def ceiling_for(rec: dict[str, Any]) -> dict[str, Any] | None:
     """The ceiling record that goes with scenario record `rec` (read from `rec["path"]`'s
     scale folder): same controller, machine, package versions, protocol and
-    measurement environment; None where there is none."""
+    measurement environment, made on the 1-device record that is there now (the same
+    cold run: `probe_run_id`); None where there is none."""
     if not rec.get("path"):
         return None
     path = ceiling_path(Path(rec["path"]).parent.parent, rec.get("controller", ""))
@@ -52,6 +53,13 @@ def ceiling_for(rec: dict[str, Any]) -> dict[str, Any] | None:
     keys = ("machine_id", "versions", "protocol", "measurement_env")
     if any(ceiling.get(k) != rec.get(k) for k in keys):
         return None
+    if "probe_run_id" in ceiling:  # ceilings before it was recorded: not checked
+        probe = Path(rec["path"]).parent.parent / ceiling.get("name", "") / records.RECORD_NAME
+        try:
+            if records.read_record(probe).get("run_id") != ceiling["probe_run_id"]:
+                return None
+        except (OSError, ValueError):
+            return None
     return ceiling
 
 

@@ -81,7 +81,9 @@ def run_ceiling(
     """Run one ceiling measurement for the trained 1-device scenario `s` whose record
     and saved state are in `out_dir`, and append it to the ceiling record of its
     controller in `scale_folder`. Returns that record (written atomically); a failed
-    run is appended with its error."""
+    run is appended with its error. Runs are pooled only while the probe's cold run is
+    the same (its `run_id`): a new cold run, or another machine, versions, protocol or
+    measurement environment, starts the record afresh."""
     if s.total_devices != 1 or s.parallel.multi_device:
         raise ValueError("the ceiling runs 1-device scenarios (mode 'single')")
     path = ceiling_path(scale_folder, s.controller)
@@ -90,7 +92,12 @@ def run_ceiling(
     except (OSError, ValueError):
         rec = {}
     env = {**child_environment("cpu", 1), **cache_environment(out_dir)}
+    try:
+        probe_run_id = records.read_record(Path(out_dir) / records.RECORD_NAME).get("run_id")
+    except (OSError, ValueError):
+        probe_run_id = None
     here = {
+        "probe_run_id": probe_run_id,
         "scenario_key": s.key(),
         "name": s.name(),
         "scenario": s.to_dict(),

@@ -32,6 +32,7 @@ from ..measure.scenario import Scenario
 from ..measure.state import CACHE_DIR, EXEC_NAME, STATE_NAME
 from . import records
 from .distributed import launch
+from .runner import environ
 
 REPEATS = 3  # runs per timed scenario: the cold run and two repeats
 DATA_DIR = ".data"  # generated data sets, per scale folder (ignored by git)
@@ -179,17 +180,9 @@ def repeat_processes(s: Scenario, out_dir: str | os.PathLike) -> Record:
     out_dir = Path(out_dir)
     path = out_dir / records.RECORD_NAME
     record = records.read_record(path)
-    env = cache_environment(out_dir)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # the workers inherit the scenario's caches
-    try:
+    # The workers inherit the scenario's caches.
+    with environ({**os.environ, **cache_environment(out_dir)}):
         repeat = launch(s, repeat_dir=out_dir)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     merged = merge_runs(record, repeat)
     records.write_json_atomic(path, merged)
     return merged
