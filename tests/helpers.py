@@ -1,5 +1,7 @@
 """Helpers shared by the tests."""
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.random as jr
@@ -12,6 +14,9 @@ from odestudy import VectorField, make_dataset, make_parallel_step
 RTOL_STEP = 1e-5
 
 
+# Several tests of a module check the same compiled step (its result, its collectives):
+# built once per test process.
+@functools.cache
 def one_step(
     mode: str,
     n_devices: int,
