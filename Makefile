@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: all full setup test lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: versions all full setup test lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -20,6 +20,11 @@ all: $(STAMP)
 full: $(STAMP)
 	@$(BIN)/odestudy matrix --scale $(SCALE) --device auto --full; status=$$?; \
 		$(MAKE) --no-print-directory report && exit $$status
+
+# The core rows under each JAX release of versions/ (one environment each, .venvs/),
+# round by round across releases; then figures/tables/versions.md.
+versions: $(STAMP)
+	$(BIN)/odestudy versions
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

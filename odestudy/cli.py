@@ -8,7 +8,10 @@ from pathlib import Path
 from .measure import environment
 from .measure.recommended import RECOMMENDED, recommended
 from .measure.scenario import SCALES, Scenario, validate
+from .report.versions import write_versions
 from .study import records
+from .study.matrix import STUDIES
+from .study.versions import RESULTS, VERSION_SETS, run_versions
 
 
 def check_writable(folder: str | Path) -> None:
@@ -90,6 +93,7 @@ def _matrix(a: argparse.Namespace) -> int:
         study=a.study,
         selection=parse_selection(a.select),
         recommended=a.recommended,
+        repeats=a.runs,
         full=a.full,
     )
     failed = [r["name"] for r in recs if r["status"] != "ok"]
@@ -98,6 +102,13 @@ def _matrix(a: argparse.Namespace) -> int:
         + (f"; failed: {', '.join(failed)}" if failed else "")
     )
     return 1 if failed else 0
+
+
+def _versions(a: argparse.Namespace) -> int:
+    status = 0 if a.table_only else run_versions("quick", a.runs, tuple(a.sets))
+    out = write_versions(RESULTS, a.figures, "quick")
+    print(f"versions: {out['rows']} rows of {', '.join(out['sets'])} -> {out['table']}")
+    return status
 
 
 def _report(a: argparse.Namespace) -> int:
@@ -143,9 +154,10 @@ def parser() -> argparse.ArgumentParser:
     )
     m.add_argument(
         "--study",
-        choices=("scaling", "explain"),
+        choices=STUDIES,
         default="scaling",
-        help="the scaling tables, or the studies that explain them",
+        help="the scaling tables, the studies that explain them, or the core rows of "
+        "the version study (`make versions` runs them under each JAX release)",
     )
     m.add_argument("--results", default=str(environment.ROOT / "results"))
     m.add_argument(
@@ -153,6 +165,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the scaling matrix with the recommended levers applied "
         "(records beside the default ones, named by their levers)",
+    )
+    m.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help="runs per scenario (default: 3 for the quick scaling study, else 1); a "
+        "scenario with fewer runs gets its missing repeats",
     )
     m.add_argument(
         "--select",
@@ -168,6 +187,20 @@ def parser() -> argparse.ArgumentParser:
         "--readme", default=None, help="also refresh the results section of this README"
     )
     rep.set_defaults(func=_report)
+    v = sub.add_parser(
+        "versions", help="the core rows under each JAX release (own environments), and their table"
+    )
+    v.add_argument("--runs", type=int, default=3, help="runs per row and release")
+    v.add_argument(
+        "--sets",
+        nargs="+",
+        choices=VERSION_SETS,
+        default=list(VERSION_SETS),
+        help="the version sets to measure (default: all)",
+    )
+    v.add_argument("--table-only", action="store_true", help="only write the table and figure")
+    v.add_argument("--figures", default=str(environment.ROOT / "figures"))
+    v.set_defaults(func=_versions)
     return p
 
 

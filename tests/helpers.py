@@ -9,6 +9,13 @@ import numpy as np
 import optax
 
 from odestudy import VectorField, make_dataset, make_parallel_step
+from odestudy.measure import environment
+from odestudy.measure.environment import machine_id, this_machine, versions
+from odestudy.measure.record import REQUIRED_KEYS
+from odestudy.measure.scenario import Scenario
+from odestudy.measure.timing import PROTOCOL
+from odestudy.measure.training import base_record
+from odestudy.study.matrix import expected_env
 
 # float32: one step in any mode must match one device to this relative tolerance.
 RTOL_STEP = 1e-5
@@ -43,3 +50,42 @@ def one_step(
     new_params, _, loss, num_steps = compiled(*placed_state, *placed_batch)
     grads = jax.tree.map(lambda a, b: a - b, params, step.unplace(new_params))
     return float(np.asarray(loss).reshape(-1)[0]), np.asarray(num_steps), grads, compiled
+
+
+# This machine, as records name it.
+HERE = machine_id(this_machine())
+
+
+def record(
+    s: Scenario,
+    step: float = 0.01,
+    jitter: float = 0.0,
+    n_runs: int = 3,
+    machine: str = HERE,
+    status: str = "ok",
+    seed: int = 0,
+) -> dict:
+    """A record of `s` as the matrix writes it, with synthetic step times."""
+    rng = np.random.default_rng(seed)
+    times = [list(step * (1 + jitter * rng.standard_normal(20))) for _ in range(n_runs)]
+    pooled = np.concatenate(times)
+    rec = base_record(s)
+    rec.update(
+        status=status,
+        error=None,
+        machine_id=machine,
+        versions=versions(),
+        protocol=PROTOCOL,
+        measurement_env=expected_env(s),
+        step_times_runs_s=times,
+        step_time_runs_s=[float(np.median(t)) for t in times],
+        step_time_s=float(np.median(pooled)),
+        step_time_p25_s=float(np.percentile(pooled, 25)),
+        step_time_p75_s=float(np.percentile(pooled, 75)),
+        final_loss=0.01,
+        solver_steps={"mean": 12.0, "max": 15.0},
+        finished=environment.now(),
+    )
+    for key in REQUIRED_KEYS:
+        rec.setdefault(key, None)
+    return rec

@@ -13,7 +13,7 @@ from odestudy.study import records
 from odestudy.study.ceiling import ceiling_path
 from odestudy.study.matrix import expected_env, record_path
 
-from .test_report_layer import record
+from .helpers import record
 
 
 def _ceiling(s: Scenario, alone: float, paired: float, runs: int = 2) -> dict:

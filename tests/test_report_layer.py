@@ -8,54 +8,16 @@ import numpy as np
 import pytest
 
 from odestudy.measure import environment
-from odestudy.measure.environment import machine_id, this_machine, versions
+from odestudy.measure.environment import versions
 from odestudy.measure.recommended import recommended
-from odestudy.measure.record import REQUIRED_KEYS
 from odestudy.measure.scenario import Scenario
-from odestudy.measure.timing import PROTOCOL
-from odestudy.measure.training import base_record
 from odestudy.report.document import BaselineError, baseline, scaling_rows, write_report
 from odestudy.report.intervals import fmt_interval, ratio_interval
 from odestudy.study import records
-from odestudy.study.matrix import expected_env, record_path, reusable
+from odestudy.study.matrix import record_path, reusable
 from odestudy.study.repeats import merge_runs, runs
 
-HERE = machine_id(this_machine())
-
-
-def record(
-    s: Scenario,
-    step: float = 0.01,
-    jitter: float = 0.0,
-    n_runs: int = 3,
-    machine: str = HERE,
-    status: str = "ok",
-    seed: int = 0,
-) -> dict:
-    """A record of `s` as the matrix writes it, with synthetic step times."""
-    rng = np.random.default_rng(seed)
-    times = [list(step * (1 + jitter * rng.standard_normal(20))) for _ in range(n_runs)]
-    pooled = np.concatenate(times)
-    rec = base_record(s)
-    rec.update(
-        status=status,
-        error=None,
-        machine_id=machine,
-        versions=versions(),
-        protocol=PROTOCOL,
-        measurement_env=expected_env(s),
-        step_times_runs_s=times,
-        step_time_runs_s=[float(np.median(t)) for t in times],
-        step_time_s=float(np.median(pooled)),
-        step_time_p25_s=float(np.percentile(pooled, 25)),
-        step_time_p75_s=float(np.percentile(pooled, 75)),
-        final_loss=0.01,
-        solver_steps={"mean": 12.0, "max": 15.0},
-        finished=environment.now(),
-    )
-    for key in REQUIRED_KEYS:
-        rec.setdefault(key, None)
-    return rec
+from .helpers import HERE, record
 
 
 def test_interval_of_exact_ratio_is_a_point():

@@ -15,7 +15,7 @@ from odestudy.report.tables import escape
 from odestudy.study import records
 from odestudy.study.matrix import record_path
 
-from .test_report_layer import record
+from .helpers import record
 
 HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(2)>"
 

@@ -11,7 +11,7 @@ from odestudy.report.verdict import verdict_markdown
 from odestudy.study import records
 from odestudy.study.matrix import record_path
 
-from .test_report_layer import record
+from .helpers import record
 
 HARDWARE = {"cpu_model": "a CPU", "physical_cores": 2, "logical_cpus": 2}
 HOSTILE = "<script>alert('x')</script>"

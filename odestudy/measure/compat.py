@@ -1,11 +1,19 @@
-"""Narrow workarounds for current JAX / equinox behaviour, each documented where used."""
+"""Narrow workarounds for JAX / equinox behaviour, each documented where used: current
+releases, and the older ones the version study runs (back to the reference's jax 0.4.34)."""
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import jax
 import jax.tree_util as jtu
-from jax.sharding import AbstractMesh, AxisType, Mesh
+import numpy as np
+from jax.sharding import Mesh
+
+# Mesh axis types arrived in JAX 0.5 (`jax.sharding.AxisType`, Explicit by default
+# since 0.9); before them every mesh axis was what is now called Auto.
+AxisType: Any = getattr(jax.sharding, "AxisType", None)
+AbstractMesh: Any = getattr(jax.sharding, "AbstractMesh", None)
 
 
 def make_data_mesh(devices: Sequence[jax.Device], axis: str = "data") -> Mesh:
@@ -14,15 +22,30 @@ def make_data_mesh(devices: Sequence[jax.Device], axis: str = "data") -> Mesh:
     Since JAX 0.9 `jax.make_mesh` defaults to Explicit axis types, under which
     diffrax's solve inside a sharded `jit` fails to trace. Auto axes let the compiler
     partition the batch as in earlier JAX versions, which is what the `shard` mode
-    measures.
+    measures. JAX before axis types: a plain mesh, whose axes behave as Auto.
     """
+    if AxisType is None:
+        return Mesh(np.array(list(devices)), (axis,))
     return jax.make_mesh(
         (len(devices),), (axis,), axis_types=(AxisType.Auto,), devices=list(devices)
     )
 
 
+def shard_map(f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable:
+    """`jax.shard_map` without its replication check (`check_vma=False`: diffrax's while
+    loops mix per-device and replicated carries). JAX before 0.6 has it only as
+    `jax.experimental.shard_map.shard_map`, whose check is `check_rep`."""
+    if hasattr(jax, "shard_map"):
+        return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+    from jax.experimental.shard_map import shard_map as experimental
+
+    return experimental(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
+
+
 def _is_manual_abstract(sharding) -> bool:
     mesh = getattr(sharding, "mesh", None)
+    if AbstractMesh is None or AxisType is None:  # JAX before abstract meshes
+        return False
     return isinstance(mesh, AbstractMesh) and all(t == AxisType.Manual for t in mesh.axis_types)
 
 

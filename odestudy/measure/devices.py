@@ -29,7 +29,16 @@ def configure_devices(device: str, devices_per_process: int) -> None:
             return
         os.environ["JAX_PLATFORMS"] = "cpu"
         jax.config.update("jax_platforms", "cpu")
-        jax.config.update("jax_num_cpu_devices", want)
+        try:
+            jax.config.update("jax_num_cpu_devices", want)
+        except AttributeError:  # JAX before 0.4.38: only the XLA flag sets the count
+            flags = [
+                f
+                for f in os.environ.get("XLA_FLAGS", "").split()
+                if not f.startswith("--xla_force_host_platform_device_count")
+            ]
+            flags.append(f"--xla_force_host_platform_device_count={want}")
+            os.environ["XLA_FLAGS"] = " ".join(flags)
     elif device == "gpu":
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     else:

@@ -18,7 +18,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float, Int
 
-from .compat import closure_convert_ignores_manual_sharding, make_data_mesh
+from .compat import closure_convert_ignores_manual_sharding, make_data_mesh, shard_map
 from .model import LOSSES
 
 AXIS = "data"
@@ -178,15 +178,14 @@ class ShardMap(AbstractMode):
 
     def build(self, devices, local_step):
         mesh = make_data_mesh(devices, AXIS)
-        # check_vma=False because diffrax's while loops mix per-device and replicated
-        # carries.
+        # Without the replication check (`compat.shard_map`): diffrax's while loops mix
+        # per-device and replicated carries.
         fn = jax.jit(
-            jax.shard_map(
+            shard_map(
                 local_step(AXIS),
                 mesh=mesh,
                 in_specs=(P(), P(), P(AXIS), P(AXIS)),
                 out_specs=(P(), P(), P(), P(AXIS)),
-                check_vma=False,
             )
         )
         return fn, mesh

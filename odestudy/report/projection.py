@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..measure.compat import make_data_mesh
+from ..measure.compat import make_data_mesh, shard_map
 from ..measure.modes import MODES
 from ..study import records
 from .frames import BaselineError, baseline
@@ -387,9 +387,7 @@ def collective_latency(
 
             return jax.lax.fori_loop(0, iterations, body, x)
 
-        return jax.jit(
-            jax.shard_map(local, mesh=mesh, in_specs=P(axis), out_specs=P(axis), check_vma=False)
-        )
+        return jax.jit(shard_map(local, mesh=mesh, in_specs=P(axis), out_specs=P(axis)))
 
     x = jax.device_put(
         np.ones((n_devices * size,), np.float32), jax.sharding.NamedSharding(mesh, P(axis))

@@ -144,7 +144,7 @@ def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
     return out
 
 
-STUDIES = ("scaling", "explain")
+STUDIES = ("scaling", "explain", "versions")
 EXPLAIN_DEVICES = 2  # no more devices than this machine's physical cores
 SPREADS = (0.5, 1.0)
 BATCH_SWEEP = (8, 16, 64, 128)
@@ -256,13 +256,39 @@ def sized_limit(device: str) -> int:
     return gpu_count()
 
 
+# The version study's core rows: 1 device, and 2 devices in every mode, both
+# controllers, strong scaling; plus the reference's headline row, 8 devices `shard` PID
+# (on 2 cores: overhead, as the reference measured it).
+VERSION_DEVICES = 2
+
+
+def versions_scenarios(scale: str) -> list[Scenario]:
+    """The core rows that `make versions` measures under each JAX release (CPU)."""
+    out = []
+    for controller in CONTROLLERS:
+        out.append(Scenario(scale=scale, controller=controller))
+        for mode in MULTI_MODES:
+            out.append(
+                Scenario(
+                    scale=scale,
+                    controller=controller,
+                    mode=mode,
+                    devices_per_process=VERSION_DEVICES,
+                )
+            )
+    out.append(Scenario(scale=scale, mode="shard", devices_per_process=8))
+    return out
+
+
 def plan(
     scale: str, device: str = "auto", study: str = "scaling", full: bool = False
 ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
     """Scenarios to run here, and those that cannot run here with the reason.
 
     - `device`: `"cpu"`, `"gpu"` or `"auto"` (CPU rows, and GPU rows where GPUs exist).
-    - `study`: `"scaling"` (the tables) or `"explain"` (`explain_scenarios`, CPU).
+    - `study`: `"scaling"` (the tables), `"explain"` (`explain_scenarios`, CPU) or
+      `"versions"` (`versions_scenarios`, CPU: the rows `make versions` runs under each
+      JAX release).
     - `full`: the whole scaling matrix (1/2/4/8 CPU devices, whatever the cores);
       otherwise the matrix sized to this machine (`sized_limit`). The seed scale and
       the explain study are always whole.
@@ -273,6 +299,8 @@ def plan(
         raise ValueError(f"unknown study {study!r}; valid choices: {', '.join(STUDIES)}")
     if study == "explain":
         return explain_scenarios(scale), []
+    if study == "versions":
+        return versions_scenarios(scale), []
     runnable: list[Scenario] = []
     not_run: list[tuple[Scenario, str]] = []
     sized = not full and scale != "seed"

@@ -1,0 +1,206 @@
+"""The version study's table and figure: the core rows per JAX release
+(`study.versions`), each release's speedups over its own 1-device row, and the
+1-device step of every release against the current one."""
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ..study.matrix import versions_scenarios
+from ..study.versions import RESULTS, VERSION_SETS
+from .frames import read_records, scaling_rows
+from .intervals import METHOD, fmt_interval, ratio_interval
+from .plots import MODE_STYLE
+from .tables import escape, fmt, markdown_table
+
+TABLE_HEADER = (
+    "JAX / diffrax / equinox / optax",
+    "Mode",
+    "Controller",
+    "Devices",
+    "Runs",
+    "Step time median (ms)",
+    "Speedup [95% CI]",
+    "Compile (s)",
+    "Final loss",
+    "Collectives total / in loops",
+    "pmap is",
+)
+
+
+def _stack(rec: dict[str, Any]) -> str:
+    v = rec.get("versions") or {}
+    return " / ".join(str(v.get(k)) for k in ("jax", "diffrax", "equinox", "optax"))
+
+
+def version_rows(results: str | Path = RESULTS, scale: str = "quick") -> dict[str, list[dict]]:
+    """Each version set's core rows with speedups (`frames.scaling_rows`), ok or not."""
+    keys = {s.key() for s in versions_scenarios(scale)}
+    out = {}
+    for name in VERSION_SETS:
+        recs = [
+            r
+            for r in read_records(Path(results) / name, scale, current=False)
+            if r.get("scenario_key") in keys
+        ]
+        if recs:
+            out[name] = scaling_rows(recs, "strong")
+    return out
+
+
+def _one_device(rows: list[dict], controller: str) -> dict | None:
+    return next(
+        (
+            r
+            for r in rows
+            if r["n_devices"] == 1 and r["controller"] == controller and r["status"] == "ok"
+        ),
+        None,
+    )
+
+
+def versions_markdown(by_set: dict[str, list[dict]]) -> str:
+    """The version table, and what it says with intervals: each release's 1-device step
+    against the current release's, and sharded `jit`'s speedup at each release."""
+    if not by_set:
+        return "No records of the version study (`make versions`)."
+    current = list(by_set)[-1]
+    parts = [
+        "Core rows of the quick scale (strong scaling, CPU, one machine) under each JAX "
+        "release, each release in its own environment (`make versions`); speedups are "
+        "against the same release's 1-device row. Rows with more devices than physical "
+        "cores (8) measure overhead, as in the reference. " + METHOD,
+        "",
+    ]
+    lines = []
+    for controller in ("pid", "stepto"):
+        base = _one_device(by_set[current], controller)
+        for name, rows in by_set.items():
+            one = _one_device(rows, controller)
+            if base is None or one is None or name == current:
+                continue
+            est, lo, hi = ratio_interval(one, base)
+            lines.append(
+                f"- {escape(controller)}, 1 device: the step on {escape(_stack(one))} takes "
+                f"{fmt_interval(est, lo, hi)} times as long as on {escape(_stack(base))}."
+            )
+    for rows in by_set.values():
+        shard = [r for r in rows if r["mode"] == "shard" and r.get("speedup") is not None]
+        text = "; ".join(
+            f"{escape(r['controller'])} on {r['n_devices']} devices "
+            f"{fmt_interval(r['speedup'], *r['speedup_ci'])}"
+            for r in shard
+        )
+        if text:
+            stack = escape(_stack(rows[0]))
+            lines.append(f"- sharded `jit` (`shard`) speedup over 1 device, {stack}: {text}.")
+    parts += lines + [""]
+    table = []
+    for rows in by_set.values():
+        for r in sorted(rows, key=lambda r: (r["controller"], r["n_devices"], r["mode"])):
+            ok = r["status"] == "ok"
+            table.append(
+                [
+                    escape(_stack(r)),
+                    escape(r["mode"]),
+                    escape(r["controller"]),
+                    r["n_devices"],
+                    len(r.get("step_time_runs_s") or []) if ok else 0,
+                    fmt(r["step_time_s"] * 1e3, 3) if ok else escape(r["status"]),
+                    fmt_interval(r["speedup"], *r["speedup_ci"]) if r.get("speedup") else "–",
+                    fmt(r.get("compile_time_s"), 3),
+                    fmt(r.get("final_loss"), 3),
+                    f"{fmt(r.get('collectives_total'))} / {fmt(r.get('collectives_in_loops'))}",
+                    escape(r.get("pmap_implementation") or "–") if r["mode"] == "pmap" else "",
+                ]
+            )
+    parts.append(markdown_table(TABLE_HEADER, table))
+    return "\n".join(parts)
+
+
+def versions_figure(by_set: dict[str, list[dict]], out: str | Path) -> list[Path]:
+    """Step time per mode against the JAX release (one panel per controller; 2-device
+    modes and the 1-device row; bars from the 25th to the 75th percentile)."""
+    if not by_set:
+        return []
+    names = list(by_set)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
+    for ax, controller in zip(axes, ("pid", "stepto"), strict=True):
+        for mode in ("single", "pmap", "shard", "shard_map"):
+            xs, ys, lo, hi = [], [], [], []
+            for i, name in enumerate(names):
+                r = next(
+                    (
+                        r
+                        for r in by_set[name]
+                        if r["mode"] == mode
+                        and r["status"] == "ok"
+                        and r["controller"] == controller
+                        and r["n_devices"] <= 2
+                    ),
+                    None,
+                )
+                if r is None:
+                    continue
+                xs.append(i)
+                ys.append(r["step_time_s"] * 1e3)
+                lo.append(r["step_time_s"] * 1e3 - r["step_time_p25_s"] * 1e3)
+                hi.append(r["step_time_p75_s"] * 1e3 - r["step_time_s"] * 1e3)
+            if xs:
+                label = "single (1 device)" if mode == "single" else f"{mode} (2 devices)"
+                ax.errorbar(
+                    xs,
+                    ys,
+                    yerr=[lo, hi],
+                    marker="o",
+                    capsize=3,
+                    label=label,
+                    color=MODE_STYLE.get(mode, "tab:gray"),
+                )
+        ax.set_xticks(range(len(names)), [n.removeprefix("jax-") for n in names])
+        ax.set_xlabel("JAX release")
+        ax.set_ylabel("step time (ms), median")
+        ax.set_yscale("log")
+        ax.set_title(controller)
+        ax.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Training step per mode across JAX releases (quick scale, CPU)")
+    fig.tight_layout()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "versions.png", out / "versions.svg"]
+    for p in paths:
+        fig.savefig(p, dpi=120)
+    plt.close(fig)
+    return paths
+
+
+def write_versions(
+    results: str | Path = RESULTS, figures: str | Path = "figures", scale: str = "quick"
+) -> dict[str, Any]:
+    """Write `figures/tables/versions.md` and `figures/versions.png` from the records."""
+    by_set = version_rows(results, scale)
+    text = "# The core rows across JAX releases\n\n" + versions_markdown(by_set) + "\n"
+    table = Path(figures) / "tables" / "versions.md"
+    table.parent.mkdir(parents=True, exist_ok=True)
+    table.write_text(text)
+    return {
+        "table": table,
+        "figures": versions_figure(by_set, figures),
+        "sets": list(by_set),
+        "rows": sum(len(v) for v in by_set.values()),
+        "ok": all(r["status"] == "ok" for v in by_set.values() for r in v),
+        "median_loss": float(
+            np.median(
+                [
+                    r["final_loss"]
+                    for v in by_set.values()
+                    for r in v
+                    if r.get("final_loss") is not None
+                ]
+                or [np.nan]
+            )
+        ),
+    }
