@@ -11,10 +11,11 @@ from odestudy.measure import environment
 from odestudy.measure.environment import versions
 from odestudy.measure.recommended import recommended
 from odestudy.measure.scenario import Scenario
+from odestudy.measure.timing import PROTOCOL
 from odestudy.report.document import BaselineError, baseline, scaling_rows, write_report
 from odestudy.report.intervals import fmt_interval, ratio_interval
 from odestudy.study import records
-from odestudy.study.matrix import record_path, reusable
+from odestudy.study.matrix import record_path, reusable, seed_scenarios
 from odestudy.study.repeats import merge_runs, runs
 
 from .helpers import HERE, record
@@ -99,6 +100,40 @@ def test_report_skips_corrupt_and_stale_records(tmp_path):
     assert "1.33 [1.33, 1.33]" in table  # 0.02 / 0.015, a 95% interval
     assert HERE in table
     assert "corrupt" in out["tables"]["skipped"].read_text()
+
+
+def test_the_scaling_tables_hold_the_current_protocol_only(tmp_path):
+    """A record of an older measurement protocol is listed as skipped, not set beside
+    today's rows (its speedup could not be joined to today's baseline anyway)."""
+    results = tmp_path / "results"
+    _write(results, record(Scenario(scale="smoke"), step=0.02))
+    _write(results, record(Scenario(scale="smoke", devices_per_process=2, mode="pmap")))
+    old = _write(
+        results,
+        dict(
+            record(Scenario(scale="smoke", devices_per_process=4, mode="pmap")),
+            protocol=PROTOCOL - 1,
+        ),
+    )
+    out = write_report(results, "smoke", tmp_path / "figures")
+    assert dict(out["skipped"])[str(old)].startswith("older measurement protocol")
+    table = out["tables"]["cpu"].read_text()
+    # The reference's columns: one row each for 1 and 2 devices, none for the old 4.
+    assert sum(line.startswith("| cpu") for line in table.splitlines()) == 2
+
+
+def test_the_reference_is_compared_with_seed_rows_only(tmp_path):
+    """The reference's rows stand beside our seed-scale rows (its configuration), never
+    beside the quick scale's, whatever scale the report holds."""
+    results = tmp_path / "results"
+    _write(results, record(Scenario(scale="quick"), step=0.0123))
+    out = write_report(results, "quick", tmp_path / "figures")
+    text = out["tables"]["reference"].read_text()
+    assert "0.0123" not in text and "no record" in text and "**seed** scale" in text
+    (one,) = [s for s in seed_scenarios("cpu") if s.total_devices == 1 and s.controller == "pid"]
+    _write(results, record(one, step=0.0456))
+    text = write_report(results, "quick", tmp_path / "figures")["tables"]["reference"].read_text()
+    assert "0.0456" in text and "0.0123" not in text
 
 
 def test_resume_runs_records_of_another_machine_and_skips_this_ones(tmp_path):

@@ -75,8 +75,7 @@ def reason(slow: dict[str, Any], fast: dict[str, Any]) -> str:
     if loops and loops > (fast_loops or 0):
         return (
             f"it runs {escape(fmt(loops))} collective(s) inside its solver loops "
-            f"({_label(fast)}: {escape(fmt(fast_loops or 0))}), so every solver iteration "
-            "waits for the other devices"
+            f"({_label(fast)}: {escape(fmt(fast_loops or 0))})"
         )
     waste, fast_waste = _waste(slow), _waste(fast)
     if waste is not None and fast_waste is not None and waste - fast_waste > WASTE_MARGIN:
@@ -147,16 +146,15 @@ def group_sentence(found: dict[str, Any], controller: str, scaling: str) -> str 
         f"{_speedup(fast)} over one device, {support(fast)}"
     )
     if close:
-        text += "; its interval overlaps " + ", ".join(
+        text += "; the data do not separate them from " + ", ".join(
             f"{_label(r)} ({_speedup(r)})" for r in close
         )
-        text += ", so the data do not separate them"
     text += "."
     if slow is fast:
         return text
     text += f" Slowest {_label(slow)}, {_speedup(slow)}, {support(slow)}"
     if _overlaps(fast, slow):
-        return text + "; its interval overlaps the fastest's: no measured difference to explain."
+        return text + "; within the fastest's interval."
     return text + f"; measured reason: {reason(slow, fast)}."
 
 

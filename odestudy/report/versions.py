@@ -101,19 +101,20 @@ def versions_markdown(by_set: dict[str, list[dict]]) -> str:
     for rows in by_set.values():
         for r in sorted(rows, key=lambda r: (r["controller"], r["n_devices"], r["mode"])):
             ok = r["status"] == "ok"
+            # Cells are escaped by `markdown_table`: record text enters as it is.
             table.append(
                 [
-                    escape(_stack(r)),
-                    escape(r["mode"]),
-                    escape(r["controller"]),
+                    _stack(r),
+                    r["mode"],
+                    r["controller"],
                     r["n_devices"],
                     len(r.get("step_time_runs_s") or []) if ok else 0,
-                    fmt(r["step_time_s"] * 1e3, 3) if ok else escape(r["status"]),
+                    fmt(r["step_time_s"] * 1e3, 3) if ok else r["status"],
                     fmt_interval(r["speedup"], *r["speedup_ci"]) if r.get("speedup") else "–",
                     fmt(r.get("compile_time_s"), 3),
                     fmt(r.get("final_loss"), 3),
                     f"{fmt(r.get('collectives_total'))} / {fmt(r.get('collectives_in_loops'))}",
-                    escape(r.get("pmap_implementation") or "–") if r["mode"] == "pmap" else "",
+                    r.get("pmap_implementation") or "–" if r["mode"] == "pmap" else "",
                 ]
             )
     parts.append(markdown_table(TABLE_HEADER, table))
