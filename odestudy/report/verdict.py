@@ -264,7 +264,6 @@ def verdict_markdown(rows: Sequence[dict[str, Any]], scale: str | None = None) -
     for device in ("cpu", "gpu"):
         parts += device_verdict(rows, device, scale) + [""]
     parts.append(
-        "Speedup: the 1-device row's median step time over the mode's (weak scaling: "
-        "times the devices, samples per second); 95% intervals as in the tables."
+        "Speedup: the 1-device median step time over the mode's (weak scaling: x devices)."
     )
     return "\n".join(parts).rstrip() + "\n"
