@@ -136,6 +136,18 @@ def test_the_reference_is_compared_with_seed_rows_only(tmp_path):
     assert "0.0456" in text and "0.0123" not in text
 
 
+def test_the_gpu_table_says_where_the_gpu_rows_are(tmp_path):
+    """No current GPU row at this scale: the table says so and names the GPU records that
+    exist (an older protocol, the seed scale), machine and folder."""
+    results = tmp_path / "results"
+    _write(results, record(Scenario(scale="smoke"), step=0.02))
+    (one,) = [s for s in seed_scenarios("gpu") if s.total_devices == 1 and s.controller == "pid"]
+    _write(results, dict(record(one, machine="a-gpu-machine"), protocol=PROTOCOL - 1))
+    text = write_report(results, "smoke", tmp_path / "figures")["tables"]["gpu"].read_text()
+    assert "No GPU row of the current protocol" in text
+    assert "1 at the seed scale on `a-gpu-machine`" in text
+
+
 def test_resume_runs_records_of_another_machine_and_skips_this_ones(tmp_path):
     s = Scenario(scale="smoke")
     path = record_path(s, tmp_path)

@@ -352,6 +352,34 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
     return "# Ours beside the reference\n\n" + note + "\n\n" + markdown_table(header, out) + "\n"
 
 
+def elsewhere(results: str | Path, device: str, scale: str) -> str:
+    """Where the `device` rows that exist are, when none of this scale is current: ok
+    records of an older protocol at this scale and at the seed scale, per machine."""
+    found = []
+    for at in dict.fromkeys((scale, "seed")):
+        recs = [
+            r
+            for r in read_records(results, at, current=True)
+            if r["device"] == device and r["status"] == "ok"
+        ]
+        for m in sorted({r["machine_id"] for r in recs}):
+            mine = [r for r in recs if r["machine_id"] == m]
+            protocols = sorted({str(r.get("protocol")) for r in mine})
+            found.append(
+                f"{len(mine)} at the {_esc(at)} scale on `{_esc(m)}` (`results/{_esc(m)}/"
+                f"{_esc(at)}/`, protocol {_esc(', '.join(protocols))})"
+            )
+    name = device.upper()
+    if not found:
+        return (
+            f"No {name} row of the current protocol at the {_esc(scale)} scale, and none elsewhere."
+        )
+    return (
+        f"No {name} row of the current protocol (`timing.PROTOCOL` {PROTOCOL}) at the "
+        f"{_esc(scale)} scale. The {name} rows that exist: " + "; ".join(found) + "."
+    )
+
+
 def seed_rows(results: str | Path) -> list[dict[str, Any]]:
     """The seed-scale rows (the reference's configuration) of one machine per device
     kind (`pick_machine`), with their speedups: what the reference comparison shows."""
@@ -789,6 +817,8 @@ def write_report(
     for device in ("cpu", "gpu"):
         path = tables / f"{device}.md"
         extra = gpu_extra(gpu_rows, projected, reference_rows(reference)) if device == "gpu" else ""
+        if not any(r["device"] == device and r["status"] == "ok" for r in rows):
+            extra = elsewhere(results, device, scale) + "\n\n" + extra
         path.write_text(device_table(rows, device, extra))
         written[device] = path
     verdict_text = verdict_markdown(rows, scale)
