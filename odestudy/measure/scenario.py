@@ -6,7 +6,7 @@ import json
 import math
 from typing import Any
 
-from .modes import MODES, AbstractMode, parse_mode
+from .modes import MODES, AbstractMode
 from .solvers import CONTROLLERS
 
 DEVICES = ("cpu", "gpu")
@@ -231,6 +231,8 @@ class Scenario:
                 object.__setattr__(self, name, value)
         if isinstance(self.length_fractions, list | tuple):
             object.__setattr__(self, "length_fractions", tuple(self.length_fractions))
+        # The mode's type, parsed once here (`parallel`); validate names the valid choices.
+        object.__setattr__(self, "_parallel", MODES[self.mode]() if self.mode in MODES else None)
         validate(self)
 
     @classmethod
@@ -241,8 +243,9 @@ class Scenario:
     @property
     def parallel(self) -> AbstractMode:
         """The mode as its type (`modes.AbstractMode`): its facts and how it builds the
-        step."""
-        return parse_mode(self.mode)
+        step; parsed once, when the scenario is made."""
+        mode: AbstractMode = self._parallel  # type: ignore[attr-defined]
+        return mode
 
     def default(self, name: str) -> Any:
         """Field `name`'s default for this scenario's scale."""
