@@ -1,12 +1,13 @@
 """Levers on one training step of the trained quick model (1 device), each against
 today's default at equal work and at equal final loss. A benchmark, not a test.
 
-A variant is a set of levers: `solve` (per-sample vmap or within-ODE batching),
-`max_steps` of the solve (4096 by default; it also sizes the checkpointing of diffrax's
-`RecursiveCheckpointAdjoint`, whose `checkpoints=None` keeps about sqrt(2 max_steps):
-90 at 4096, 10 at 64), `checkpoints` (set explicitly), JAX's default matmul precision,
-and XLA flags (the CPU backend's legacy runtime instead of thunks, single-threaded
-Eigen, XNNPACK). Flags are read once when JAX starts, so every variant runs in a worker
+A variant is a set of levers (`VARIANTS`): `Scenario` fields (the solve's structure,
+`solvers.Structure`: per-sample vmap, within-ODE batching or a fixed-step `lax.scan`;
+where it saves; its adjoint; its step bound `max_steps`, which also sizes diffrax's
+default checkpointing, about sqrt(2 max_steps) checkpoints: 90 at 4096, 10 at 64;
+Tsit5's stage loop; and buffer donation), JAX's default matmul precision, and XLA
+flags (the CPU backend's legacy runtime instead of thunks, single-threaded Eigen,
+XNNPACK). Flags are read once when JAX starts, so every variant runs in a worker
 process of its own:
 
 1. Workers start one at a time (never two measuring at once). Each trains the scenario
@@ -16,7 +17,8 @@ process of its own:
 2. The parent then asks the workers in turn for a block of timed steps on the same
    batches (A B C A B C ...), so that a slow spell of the machine hits every variant
    alike; each variant's first step from the shared state is compared with the
-   default's (loss and parameters).
+   default's (loss and parameters), and the loop bodies and conditionals of one
+   untimed step are counted (`measure.loops.count_loops`).
 
     .venv/bin/python benchmarks/levers.py --controller pid \
         --out results/<machine>/levers/cpu-pid.json
@@ -30,42 +32,77 @@ import sys
 import tempfile
 from pathlib import Path
 
-# label -> levers; the first is the default. XLA flags as XLA's CPU backend names them
-# (xla/debug_options_flags.cc); a flag this jaxlib does not know stops the worker.
+# label -> levers: `Scenario` fields (the solve's structure, `solvers.Structure`, and
+# buffer donation), XLA flags (as XLA's CPU backend names them, xla/debug_options_flags.cc;
+# a flag this jaxlib does not know stops the worker) or JAX's default matmul precision.
 VARIANTS = {
     "default": {},
     "within_ode": {"solve": "within_ode"},
+    # PID: the solve's step bound; diffrax's default adjoint keeps floor(sqrt(2
+    # max_steps)) checkpoints: 90 at 4096, 10 at 64 (fewer than the ~22 steps a trained
+    # field takes: recomputation).
     "max_steps=64": {"max_steps": 64},
     "thunk_runtime_off": {"xla_flags": "--xla_cpu_use_thunk_runtime=false"},
     "eigen_1_thread": {"xla_flags": "--xla_cpu_multi_thread_eigen=false"},
     "xnnpack": {"xla_flags": "--xla_cpu_use_xnnpack=true"},
-    # diffrax's default adjoint keeps floor(sqrt(2 max_steps)) checkpoints: 90 at 4096,
-    # 10 at 64 (fewer than the ~22 steps a trained field takes: recomputation).
-    "max_steps=64+checkpoints=32": {"max_steps": 64, "checkpoints": 32},
     "matmul_bf16": {"matmul_precision": "bfloat16"},
+    # The solve's structure: no inner save loop; a checkpoint per step (no backward
+    # conditional, no recomputation); DirectAdjoint; Tsit5's stages as a bounded scan.
+    "dense": {"saveat": "dense"},
+    "steps": {"saveat": "steps"},
+    "all_steps": {"adjoint": "all_steps"},
+    "all_steps(64)": {"adjoint": "all_steps", "max_steps": 64},
+    "direct": {"adjoint": "direct"},
+    "direct(64)": {"adjoint": "direct", "max_steps": 64},
+    "stages=bounded": {"stages": "bounded"},
+    "donate": {"donate": True},
+    "steps+all_steps": {"saveat": "steps", "adjoint": "all_steps"},
+    "dense+all_steps(64)": {"saveat": "dense", "adjoint": "all_steps", "max_steps": 64},
+    "within_ode+dense+all_steps(64)": {
+        "solve": "within_ode",
+        "saveat": "dense",
+        "adjoint": "all_steps",
+        "max_steps": 64,
+    },
+    "within_ode+steps+all_steps": {
+        "solve": "within_ode",
+        "saveat": "steps",
+        "adjoint": "all_steps",
+    },
+    # The floor: StepTo's Tsit5 arithmetic as a lax.scan over the grid (no diffrax loop).
+    "scan": {"solve": "scan"},
+    "scan(unroll=2)": {"solve": "scan", "unroll": 2},
 }
-
-
-def _with_checkpoints(checkpoints: int):
-    """diffrax as the model module sees it, its solves given
-    `RecursiveCheckpointAdjoint(checkpoints)` (the model passes no adjoint: the default
-    one with `checkpoints=None`)."""
-    import functools
-
-    import diffrax
-
-    class Diffrax:
-        def __getattr__(self, name: str):
-            return getattr(diffrax, name)
-
-        diffeqsolve = staticmethod(
-            functools.partial(
-                diffrax.diffeqsolve,
-                adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=checkpoints),
-            )
-        )
-
-    return Diffrax()
+# What `--variants` defaults to, per controller: the structure levers of the solve.
+DEFAULT_VARIANTS = {
+    "pid": [
+        "default",
+        "within_ode",
+        "dense",
+        "all_steps(64)",
+        "direct(64)",
+        "stages=bounded",
+        "donate",
+        "dense+all_steps(64)",
+        "within_ode+dense+all_steps(64)",
+    ],
+    "stepto": [
+        "default",
+        "within_ode",
+        "dense",
+        "steps",
+        "all_steps",
+        "direct",
+        "stages=bounded",
+        "donate",
+        "steps+all_steps",
+        "within_ode+steps+all_steps",
+        "scan",
+        "scan(unroll=2)",
+    ],
+}
+# Levers that are not `Scenario` fields.
+PROCESS_LEVERS = ("xla_flags", "matmul_precision")
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -79,22 +116,17 @@ def _worker(args: argparse.Namespace) -> None:
     import jax
     import numpy as np
 
-    import odestudy.measure.model as model_module
     from odestudy.measure.data import N_TIMES
+    from odestudy.measure.loops import count_loops
     from odestudy.measure.modes import make_parallel_step
-    from odestudy.measure.timing import run_steps, time_call
+    from odestudy.measure.timing import copy_arrays, run_steps, time_call
     from odestudy.measure.training import prepare, scenario_devices, train
     from odestudy.study.repeats import load_state, save_state
 
-    if "max_steps" in levers:
-        model_module.MAX_STEPS = levers["max_steps"]  # read when a solve is traced
-    if "checkpoints" in levers:
-        model_module.diffrax = _with_checkpoints(levers["checkpoints"])
     if "matmul_precision" in levers:
         jax.config.update("jax_default_matmul_precision", levers["matmul_precision"])
-    s = odestudy.Scenario(
-        controller=args.controller, scale=args.scale, solve=levers.get("solve", "per_sample")
-    )
+    fields = {k: v for k, v in levers.items() if k not in PROCESS_LEVERS}
+    s = odestudy.Scenario(controller=args.controller, scale=args.scale, **fields)
     devices = scenario_devices(s)
     state: dict = {}
     trained = train(s, devices, state_out=state)
@@ -107,13 +139,17 @@ def _worker(args: argparse.Namespace) -> None:
     static, optimiser = setup.static, setup.optimiser
     data = setup.data.truncate(max(2, int(N_TIMES * s.length_fractions[-1])))
     batches = np.load(work / "batches.npy")
-    step = make_parallel_step("single", devices, static, optimiser, s.controller, s.solve)
+    step = make_parallel_step(
+        "single", devices, static, optimiser, s.controller, s.structure, s.donate
+    )
     p0, o0 = step.place_state(params, opt_state)
     placed = [step.place_batch(data.ts[i], data.ys[i]) for i in batches]
     t0 = time.perf_counter()
     compiled = step.compile(p0, o0, *placed[0])
     compile_s = time.perf_counter() - t0
-    first, _ = time_call(compiled, p0, o0, *placed[0])
+    # A donating step consumes its inputs: every call off the blocks gets copies.
+    first, _ = time_call(compiled, *copy_arrays((p0, o0)), *placed[0])
+    loops = count_loops(compiled, *copy_arrays((p0, o0)), *placed[0])  # untimed
     save_state(work / f"first_{args.index}.npz", step.unplace(first[0]), step.unplace(o0))
     print(
         json.dumps(
@@ -125,6 +161,7 @@ def _worker(args: argparse.Namespace) -> None:
                 "loss": float(np.asarray(first[2]).reshape(-1)[0]),
                 "solver_steps_max": int(np.max(np.asarray(first[3]))),
                 "solver_steps_mean": float(np.mean(np.asarray(first[3]))),
+                "loops": loops,
             }
         ),
         flush=True,
@@ -133,7 +170,14 @@ def _worker(args: argparse.Namespace) -> None:
         if line.strip() != "block":
             break
         run = run_steps(
-            compiled, p0, o0, placed, len(placed), carry=False, where="lever block, step"
+            compiled,
+            p0,
+            o0,
+            placed,
+            len(placed),
+            carry=False,
+            where="lever block, step",
+            copy_state=s.donate,
         )
         print(json.dumps({"times": run.times}), flush=True)
 
@@ -154,8 +198,8 @@ def main() -> None:
     p.add_argument("--scale", default="quick")
     p.add_argument(
         "--variants",
-        default=",".join(VARIANTS),
-        help=f"comma-separated labels, the first the baseline: {', '.join(VARIANTS)}",
+        help="comma-separated labels, the first the baseline (default: the controller's "
+        f"structure levers, DEFAULT_VARIANTS); valid: {', '.join(VARIANTS)}",
     )
     p.add_argument("--blocks", type=int, default=8, help="interleaved blocks per variant")
     p.add_argument("--steps-per-block", type=int, default=15)
@@ -171,7 +215,7 @@ def main() -> None:
         return _worker(a)
     if not a.out:
         p.error("--out is required")
-    labels = a.variants.split(",")
+    labels = a.variants.split(",") if a.variants else DEFAULT_VARIANTS[a.controller]
     unknown = [x for x in labels if x not in VARIANTS]
     if unknown:
         p.error(f"unknown variant(s) {unknown}; valid choices: {', '.join(VARIANTS)}")

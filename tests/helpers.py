@@ -13,6 +13,7 @@ from odestudy.measure import environment
 from odestudy.measure.environment import machine_id, this_machine, versions
 from odestudy.measure.record import REQUIRED_KEYS
 from odestudy.measure.scenario import Scenario
+from odestudy.measure.solvers import Structure
 from odestudy.measure.timing import PROTOCOL
 from odestudy.measure.training import base_record
 from odestudy.study.matrix import expected_env
@@ -30,7 +31,7 @@ def one_step(
     controller: str,
     batch: int = 8,
     length: int = 20,
-    solve: str = "per_sample",
+    solve: "str | Structure" = "per_sample",
 ):
     """Loss, per-sample solver steps and new parameters after one training step.
 

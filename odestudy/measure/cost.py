@@ -124,7 +124,9 @@ def step_cost_sweep(
     forward = jax.jit(lambda p, ts, ys: loss_fn(eqx.combine(p, static), ts, ys, s.controller)[0])
     rows: list[dict[str, Any]] = []
     for batch in batches:
-        step = make_parallel_step(s.parallel, devices, static, optimiser, s.controller, s.solve)
+        step = make_parallel_step(
+            s.parallel, devices, static, optimiser, s.controller, s.structure, s.donate
+        )
         p, o = step.place_state(params, optimiser.init(params))
 
         def sample(batch=batch, step=step):

@@ -1,5 +1,6 @@
 """The neural ODE: an MLP vector field solved with Tsit5, and the training loss."""
 
+import functools
 from typing import Any
 
 import diffrax
@@ -8,7 +9,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from .solvers import MAX_STEPS, controller_and_dt0
+from .solvers import Structure, controller_and_dt0, saved_values, solve_options
+
+DEFAULT = Structure()  # diffrax's default solve
 
 
 class VectorField(eqx.Module):
@@ -25,30 +28,68 @@ class VectorField(eqx.Module):
 
 
 def solve(
-    model: VectorField, ts: Float[Array, " times"], y0: Float[Array, "2"], controller: str
+    model: VectorField,
+    ts: Float[Array, " times"],
+    y0: Float[Array, "2"],
+    controller: str,
+    structure: Structure = DEFAULT,
 ) -> tuple[Float[Array, "times 2"], Int[Array, ""]]:
-    """Solve one series with diffrax's default adjoint (`RecursiveCheckpointAdjoint`).
+    """Solve one series with Tsit5 (by default with diffrax's default adjoint,
+    `RecursiveCheckpointAdjoint`, saving at `ts`).
 
     - `model`: the vector field.
     - `ts`: observation times of this series, shape `(n_times,)`.
     - `y0`: initial state, shape `(2,)`.
     - `controller`: `"pid"` or `"stepto"`.
+    - `structure`: how the solve saves, differentiates and bounds its steps.
 
     Returns `(ys, num_steps)`: the states at `ts` and the solver's forward step count.
     """
     stepsize_controller, dt0 = controller_and_dt0(controller, ts)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(model),
-        diffrax.Tsit5(),
+        structure.solver(),
         ts[0],
         ts[-1],
         dt0,
         y0,
-        saveat=diffrax.SaveAt(ts=ts),
         stepsize_controller=stepsize_controller,
-        max_steps=MAX_STEPS,
+        **solve_options(structure, controller, ts),
     )
-    return sol.ys, sol.stats["num_steps"]
+    return saved_values(sol, structure, ts), sol.stats["num_steps"]
+
+
+def solve_scan(
+    model: VectorField, ts: Float[Array, " times"], y0: Float[Array, "2"], unroll: int = 1
+) -> tuple[Float[Array, "times 2"], Int[Array, ""]]:
+    """One series solved with diffrax's Tsit5 arithmetic, one step per interval of `ts`
+    (what `StepTo(ts)` takes), as a `lax.scan`: no adaptive loop, no saving loop, no
+    checkpointing (reverse mode stores every step).
+
+    - `ts`, `y0`: as in `solve`; a repeated time (padding) is a step of length 0.
+    - `unroll`: `lax.scan`'s unroll.
+
+    The tableau is diffrax's own (`diffrax.Tsit5.tableau`: first stage the same as the
+    last, the last stage's state the step's result); the field is autonomous, so the
+    stages' times are not needed. Returns `(ys, num_steps)` as `solve` does.
+    """
+    tableau = diffrax.Tsit5.tableau
+    a_lower = [jnp.asarray(row, y0.dtype) for row in tableau.a_lower]
+
+    def f(y):
+        return model(None, y, None)
+
+    def step(carry, h):
+        y, f0 = carry
+        ks = [f0]
+        for row in a_lower:
+            yi = y + h * sum(row[j] * k for j, k in enumerate(ks))
+            ks.append(f(yi))
+        return (yi, ks[-1]), yi
+
+    with jax.named_scope("fixed-step-scan"):  # names its loop (`loops.control_flow`)
+        _, ys = jax.lax.scan(step, (y0, f(y0)), jnp.diff(ts), unroll=unroll)
+    return jnp.concatenate([y0[None], ys]), jnp.asarray(ts.shape[0] - 1)
 
 
 def observed(ts: Float[Array, "batch times"]) -> Float[Array, "batch times"]:
@@ -64,15 +105,23 @@ def batch_loss(
     ts: Float[Array, "batch times"],
     ys: Float[Array, "batch times 2"],
     controller: str,
+    structure: Structure = DEFAULT,
 ) -> tuple[Float[Array, ""], Int[Array, " batch"]]:
     """Mean squared error over a batch's observed points (`observed`), each series
-    solved on its own (vmap).
+    solved on its own (vmap); with `structure.solve="scan"` by `solve_scan`.
 
     - `ts`: shape `(batch, n_times)`; `ys`: shape `(batch, n_times, 2)`.
+    - `structure`: as in `solve`.
 
     Returns `(loss, num_steps)` with `num_steps` of shape `(batch,)`.
     """
-    pred, num_steps = jax.vmap(solve, in_axes=(None, 0, 0, None))(model, ts, ys[:, 0], controller)
+    if structure.solve == "scan":
+        one = functools.partial(solve_scan, unroll=structure.unroll)
+        pred, num_steps = jax.vmap(one, in_axes=(None, 0, 0))(model, ts, ys[:, 0])
+    else:
+        pred, num_steps = jax.vmap(solve, in_axes=(None, 0, 0, None, None))(
+            model, ts, ys[:, 0], controller, structure
+        )
     mask = observed(ts)[..., None]
     loss = jnp.sum(mask * (pred - ys) ** 2) / (jnp.sum(mask) * ys.shape[-1])
     return loss, num_steps
@@ -93,12 +142,14 @@ def solve_within_ode(
     ts: Float[Array, "batch times"],
     y0: Float[Array, "batch 2"],
     controller: str,
+    structure: Structure = DEFAULT,
 ) -> tuple[Float[Array, "batch times 2"], Int[Array, " batch"]]:
     """Solve a whole batch as one ODE with one shared step size (DiffEqFlux's
     "within-ODE" batching).
 
     - `ts`: shape `(batch, n_times)`, each row `linspace(0, T_i, n_times)`.
     - `y0`: shape `(batch, 2)`.
+    - `structure`: as in `solve`.
 
     Each series is rescaled to a common time `tau = t / dt_i` (its observation index),
     so `y_i(t) = u_i(t / dt_i)` with `du_i/dtau = dt_i * f(u_i)`: the same solution,
@@ -110,16 +161,15 @@ def solve_within_ode(
     stepsize_controller, dt0 = controller_and_dt0(controller, taus)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_BatchField(model, speed)),
-        diffrax.Tsit5(),
+        structure.solver(),
         taus[0],
         taus[-1],
         dt0,
         y0,
-        saveat=diffrax.SaveAt(ts=taus),
         stepsize_controller=stepsize_controller,
-        max_steps=MAX_STEPS,
+        **solve_options(structure, controller, taus),
     )
-    ys = jnp.swapaxes(sol.ys, 0, 1)
+    ys = jnp.swapaxes(saved_values(sol, structure, taus), 0, 1)
     return ys, jnp.broadcast_to(sol.stats["num_steps"], (ts.shape[0],))
 
 
@@ -128,10 +178,12 @@ def batch_loss_within_ode(
     ts: Float[Array, "batch times"],
     ys: Float[Array, "batch times 2"],
     controller: str,
+    structure: Structure = DEFAULT,
 ) -> tuple[Float[Array, ""], Int[Array, " batch"]]:
     """Like `batch_loss`, but the batch is solved as one ODE (`solve_within_ode`)."""
-    pred, num_steps = solve_within_ode(model, ts, ys[:, 0], controller)
+    pred, num_steps = solve_within_ode(model, ts, ys[:, 0], controller, structure)
     return jnp.mean((pred - ys) ** 2), num_steps
 
 
-LOSSES = {"per_sample": batch_loss, "within_ode": batch_loss_within_ode}
+# The loss of each `Structure.solve` (`scan` is a per-sample solve).
+LOSSES = {"per_sample": batch_loss, "within_ode": batch_loss_within_ode, "scan": batch_loss}

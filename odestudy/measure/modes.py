@@ -20,6 +20,7 @@ from jaxtyping import Array, Float, Int
 
 from .compat import closure_convert_ignores_manual_sharding, make_data_mesh, shard_map
 from .model import LOSSES
+from .solvers import Structure
 
 AXIS = "data"
 
@@ -29,7 +30,7 @@ def make_local_step(
     optimiser: optax.GradientTransformation,
     controller: str,
     axis: str | None,
-    solve: str = "per_sample",
+    solve: "str | Structure" = "per_sample",
 ) -> Callable:
     """The per-device training step.
 
@@ -37,16 +38,18 @@ def make_local_step(
     - `optimiser`: the optax transformation.
     - `controller`: `"pid"` or `"stepto"`.
     - `axis`: the mapped axis name to average over, or `None` for no averaging.
-    - `solve`: `"per_sample"` (vmap) or `"within_ode"` (one ODE per local batch).
+    - `solve`: the solve's `Structure`, or just its `solve` (`"per_sample"`: vmap,
+      `"within_ode"`: one ODE per local batch, `"scan"`: fixed-step `lax.scan`).
 
     The step maps `(params, opt_state, ts, ys)` to
     `(params, opt_state, loss, num_steps)`; `num_steps` is per sample.
     """
 
-    batch_loss = LOSSES[solve]
+    structure = Structure(solve=solve) if isinstance(solve, str) else solve
+    batch_loss = LOSSES[structure.solve]
 
     def loss_fn(params, ts, ys):
-        return batch_loss(eqx.combine(params, static), ts, ys, controller)
+        return batch_loss(eqx.combine(params, static), ts, ys, controller, structure)
 
     def step(params, opt_state, ts, ys):
         (loss, num_steps), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, ts, ys)
@@ -59,6 +62,12 @@ def make_local_step(
         return params, opt_state, loss, num_steps
 
     return step
+
+
+def donated(donate: bool) -> tuple[int, ...]:
+    """The step's arguments given to it to reuse (`donate_argnums`): the parameters and
+    the optimiser state where `donate`, else none."""
+    return (0, 1) if donate else ()
 
 
 class AbstractMode(eqx.Module):
@@ -80,9 +89,12 @@ class AbstractMode(eqx.Module):
     multi_process: eqx.AbstractClassVar[bool]
 
     @abc.abstractmethod
-    def build(self, devices: tuple, local_step: Callable) -> tuple[Callable, Any]:
+    def build(
+        self, devices: tuple, local_step: Callable, donate: bool = False
+    ) -> tuple[Callable, Any]:
         """The jitted step over `devices` and its mesh (None for none), from
-        `local_step(axis)`: the per-device step averaging over mapped axis `axis`."""
+        `local_step(axis)`: the per-device step averaging over mapped axis `axis`;
+        `donate`: the step reuses its parameters' and optimiser state's buffers."""
 
     def place_state(self, step: "ParallelStep", params: Any, opt_state: Any) -> Any:
         """Put parameters and optimiser state on the devices (replicated)."""
@@ -105,10 +117,10 @@ class Single(AbstractMode):
     multi_device: ClassVar[bool] = False
     multi_process: ClassVar[bool] = False
 
-    def build(self, devices, local_step):
+    def build(self, devices, local_step, donate=False):
         if len(devices) != 1:
             raise ValueError(f"mode 'single' runs on 1 device, got {len(devices)}")
-        return jax.jit(local_step(None)), None
+        return jax.jit(local_step(None), donate_argnums=donated(donate)), None
 
     def place_state(self, step, params, opt_state):
         return jax.device_put((params, opt_state), step.devices[0])
@@ -126,8 +138,10 @@ class Pmap(AbstractMode):
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = False
 
-    def build(self, devices, local_step):
-        fn = jax.pmap(local_step(AXIS), axis_name=AXIS, devices=devices)
+    def build(self, devices, local_step, donate=False):
+        fn = jax.pmap(
+            local_step(AXIS), axis_name=AXIS, devices=devices, donate_argnums=donated(donate)
+        )
         # pmap takes arrays whose leading axis is split over this mesh.
         return fn, make_data_mesh(devices, AXIS)
 
@@ -156,13 +170,14 @@ class Shard(AbstractMode):
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = True
 
-    def build(self, devices, local_step):
+    def build(self, devices, local_step, donate=False):
         mesh = make_data_mesh(devices, AXIS)
         replicated, batched = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
         fn = jax.jit(
             local_step(None),
             in_shardings=(replicated, replicated, batched, batched),
             out_shardings=(replicated, replicated, replicated, batched),
+            donate_argnums=donated(donate),
         )
         return fn, mesh
 
@@ -176,7 +191,7 @@ class ShardMap(AbstractMode):
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = True
 
-    def build(self, devices, local_step):
+    def build(self, devices, local_step, donate=False):
         mesh = make_data_mesh(devices, AXIS)
         # Without the replication check (`compat.shard_map`): diffrax's while loops mix
         # per-device and replicated carries.
@@ -186,7 +201,8 @@ class ShardMap(AbstractMode):
                 mesh=mesh,
                 in_specs=(P(), P(), P(AXIS), P(AXIS)),
                 out_specs=(P(), P(), P(), P(AXIS)),
-            )
+            ),
+            donate_argnums=donated(donate),
         )
         return fn, mesh
 
@@ -271,13 +287,16 @@ def make_parallel_step(
     static: Any,
     optimiser: optax.GradientTransformation,
     controller: str,
-    solve: str = "per_sample",
+    solve: "str | Structure" = "per_sample",
+    donate: bool = False,
 ) -> ParallelStep:
     """Build the training step of `mode` over `devices`.
 
     - `mode`: an `AbstractMode`, or its name (one of `MODES`).
     - `devices`: the devices to use (exactly one for `single`).
     - `static`, `optimiser`, `controller`, `solve`: as in `make_local_step`.
+    - `donate`: the step reuses the buffers of the parameters and optimiser state it
+      is given (they are gone after the call).
     """
     mode = parse_mode(mode)
     devices = tuple(devices)
@@ -285,7 +304,7 @@ def make_parallel_step(
     def local_step(axis: str | None) -> Callable:
         return make_local_step(static, optimiser, controller, axis, solve)
 
-    fn, mesh = mode.build(devices, local_step)
+    fn, mesh = mode.build(devices, local_step, donate)
     return ParallelStep(mode, devices, fn, mesh)
 
 

@@ -7,12 +7,20 @@ import math
 from typing import Any
 
 from .modes import MODES, AbstractMode
-from .solvers import CONTROLLERS
+from .solvers import (
+    ADJOINTS,
+    CONTROLLERS,
+    MAX_STEPS,
+    SAVEATS,
+    SOLVES,
+    STAGES,
+    Structure,
+    check_structure,
+)
 
 DEVICES = ("cpu", "gpu")
 SCALINGS = ("strong", "weak")
 BATCHINGS = ("random", "grouped")
-SOLVES = ("per_sample", "within_ode")
 OPTIMISER_STATES = ("fresh", "carry")
 
 # Study sizes. `batch` is the global batch under strong scaling and the per-device
@@ -163,7 +171,8 @@ class Scenario:
     )
     solve: str = _field(
         "per_sample",
-        "per_sample (vmap, one step size each) or within_ode (one ODE per local batch)",
+        "per_sample (vmap, one step size each), within_ode (one ODE per local batch) or "
+        "scan (StepTo's steps as a fixed-step lax.scan)",
         tag="",
         choices=SOLVES,
         keyed_at_default=True,
@@ -222,6 +231,36 @@ class Scenario:
     )
     # Fields added after the first records: hashed by `key()` only where not default.
     width: int = _field(64, "hidden units per layer of the vector field's MLP", tag="w")
+    # The solve's structure (`solvers.Structure`) and the step's buffers.
+    saveat: str = _field(
+        "ts",
+        "ts (an inner save loop per solver step), dense (interpolate afterwards) or "
+        "steps (StepTo: save every step)",
+        tag="save",
+        choices=SAVEATS,
+    )
+    adjoint: str = _field(
+        "recursive",
+        "recursive (diffrax's default checkpointing), all_steps (a checkpoint per step) "
+        "or direct (DirectAdjoint)",
+        tag="adj",
+        choices=ADJOINTS,
+    )
+    max_steps: int = _field(
+        MAX_STEPS,
+        "the PID solve's step bound (StepTo with a structure lever: its own steps)",
+        tag="maxsteps",
+    )
+    unroll: int = _field(1, "lax.scan's unroll with solve=scan", tag="unroll")
+    stages: str = _field(
+        "loop",
+        "Tsit5's stages as diffrax's checkpointed loop, or bounded (a scan)",
+        tag="stages",
+        choices=STAGES,
+    )
+    donate: bool = _field(
+        False, "the step reuses the parameters' and optimiser state's buffers", tag="donate"
+    )
 
     def __post_init__(self):
         if self.scale not in SCALES:
@@ -239,6 +278,13 @@ class Scenario:
     def fields(cls) -> tuple[dataclasses.Field, ...]:
         """The scenario's fields, each with its metadata (`_field`)."""
         return dataclasses.fields(cls)
+
+    @property
+    def structure(self) -> Structure:
+        """How the step's solve is built (`solvers.Structure`)."""
+        return Structure(
+            self.solve, self.saveat, self.adjoint, self.max_steps, self.unroll, self.stages
+        )
 
     @property
     def parallel(self) -> AbstractMode:
@@ -409,3 +455,6 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
         )
     if s.spread < 0:
         raise ValueError(f"spread must be >= 0, got {s.spread}")
+    check_structure(s.structure, s.controller)
+    if not isinstance(s.donate, bool):
+        raise ValueError(f"donate must be true or false, got {s.donate!r}")

@@ -1,4 +1,7 @@
-"""Step-size controllers of the study: adaptive `pid` and fixed `stepto`."""
+"""Step-size controllers of the study (adaptive `pid`, fixed `stepto`) and the solve's
+structure: how diffrax saves, differentiates and bounds a solve (`Structure`)."""
+
+import dataclasses
 
 import diffrax
 import jax
@@ -8,6 +11,59 @@ MAX_STEPS = 4096
 RTOL = 1e-3
 ATOL = 1e-6
 
+# How a batch is solved: one solve per sample (vmap), the batch as one ODE, or a
+# fixed-step Tsit5 written as `lax.scan` over each series' grid (StepTo only).
+SOLVES = ("per_sample", "within_ode", "scan")
+# Where the solution is saved: `SaveAt(ts=...)` (an inner loop over the saved times in
+# every solver step), `SaveAt(dense=True)` evaluated at the times afterwards, or
+# `SaveAt(steps=True)` (StepTo on the series' grid: every step ends at a saved time).
+SAVEATS = ("ts", "dense", "steps")
+# The backward pass: diffrax's default `RecursiveCheckpointAdjoint` (checkpoints about
+# sqrt(2 max_steps), a conditional per backward step), the same with one checkpoint per
+# step (`checkpoints=max_steps`: no recomputation, no conditional), or `DirectAdjoint`.
+ADJOINTS = ("recursive", "all_steps", "direct")
+# How Tsit5 runs its stages within a solver step: diffrax's default, a checkpointed
+# while loop over the stages (`scan_kind=None`), or equinox's bounded loop
+# (`scan_kind="bounded"`: a `lax.scan` over the stages with a conditional each).
+STAGES = ("loop", "bounded")
+
+
+@dataclasses.dataclass(frozen=True)
+class Structure:
+    """How the training step's solve is built; the default is diffrax's default.
+
+    - `solve`: one of `SOLVES`.
+    - `saveat`: one of `SAVEATS`.
+    - `adjoint`: one of `ADJOINTS`.
+    - `max_steps`: the solve's step bound under PID (it sizes the default adjoint's
+      checkpoints and, with `all_steps` or `direct`, the stored steps). Under StepTo
+      every structure lever bounds the solve by the steps it takes: one per interval
+      of the grid.
+    - `unroll`: `lax.scan`'s unroll with `solve="scan"`.
+    - `stages`: one of `STAGES`.
+    """
+
+    solve: str = "per_sample"
+    saveat: str = "ts"
+    adjoint: str = "recursive"
+    max_steps: int = MAX_STEPS
+    unroll: int = 1
+    stages: str = "loop"
+
+    @property
+    def is_default(self) -> bool:
+        """Diffrax's default solve, as the study measured it first."""
+        return (
+            self.saveat == "ts"
+            and self.adjoint == "recursive"
+            and self.max_steps == MAX_STEPS
+            and self.stages == "loop"
+        )
+
+    def solver(self) -> diffrax.Tsit5:
+        """Tsit5, its stages run as `stages` says."""
+        return diffrax.Tsit5() if self.stages == "loop" else diffrax.Tsit5(scan_kind="bounded")
+
 
 def check_controller(controller: str) -> None:
     """Raise a ValueError naming the valid choices if `controller` is unknown."""
@@ -15,6 +71,35 @@ def check_controller(controller: str) -> None:
         raise ValueError(
             f"unknown controller {controller!r}; valid choices: {', '.join(CONTROLLERS)}"
         )
+
+
+def check_structure(structure: Structure, controller: str) -> None:
+    """Raise a ValueError if `structure` cannot run with `controller` (naming the
+    valid choices)."""
+    for name, choices in (
+        ("solve", SOLVES),
+        ("saveat", SAVEATS),
+        ("adjoint", ADJOINTS),
+        ("stages", STAGES),
+    ):
+        value = getattr(structure, name)
+        if value not in choices:
+            raise ValueError(f"unknown {name} {value!r}; valid choices: {', '.join(choices)}")
+    if controller != "stepto":
+        if structure.solve == "scan":
+            raise ValueError("solve='scan' is a fixed-step solve: it needs controller='stepto'")
+        if structure.saveat == "steps":
+            raise ValueError("saveat='steps' saves at StepTo's steps: it needs controller='stepto'")
+    if structure.solve == "scan" and not structure.is_default:
+        raise ValueError(
+            "solve='scan' has no diffrax saveat, adjoint, max_steps or stages: leave them default"
+        )
+    if structure.solve != "scan" and structure.unroll != 1:
+        raise ValueError(f"unroll applies to solve='scan' only, got solve={structure.solve!r}")
+    if not isinstance(structure.max_steps, int) or structure.max_steps < 1:
+        raise ValueError(f"max_steps must be a whole number >= 1, got {structure.max_steps!r}")
+    if not isinstance(structure.unroll, int) or structure.unroll < 1:
+        raise ValueError(f"unroll must be a whole number >= 1, got {structure.unroll!r}")
 
 
 def controller_and_dt0(controller: str, ts: jax.Array):
@@ -28,3 +113,35 @@ def controller_and_dt0(controller: str, ts: jax.Array):
     if controller == "pid":
         return diffrax.PIDController(rtol=RTOL, atol=ATOL), ts[1] - ts[0]
     return diffrax.StepTo(ts=ts), None
+
+
+def solve_options(structure: Structure, controller: str, ts: jax.Array) -> dict:
+    """`diffeqsolve`'s `saveat`, `adjoint` and `max_steps` for `structure` on the times
+    `ts` (shape `(n_times,)`); with `saveat="dense"` the caller evaluates the solution
+    at `ts` itself."""
+    max_steps = structure.max_steps
+    if controller == "stepto" and not structure.is_default:
+        max_steps = ts.shape[0] - 1  # StepTo takes exactly one step per interval
+    if structure.saveat == "ts":
+        saveat = diffrax.SaveAt(ts=ts)
+    elif structure.saveat == "dense":
+        saveat = diffrax.SaveAt(dense=True)
+    else:
+        saveat = diffrax.SaveAt(t0=True, steps=True)
+    adjoint: diffrax.AbstractAdjoint
+    if structure.adjoint == "recursive":
+        adjoint = diffrax.RecursiveCheckpointAdjoint()
+    elif structure.adjoint == "all_steps":
+        adjoint = diffrax.RecursiveCheckpointAdjoint(checkpoints=max_steps)
+    else:
+        adjoint = diffrax.DirectAdjoint()
+    return dict(saveat=saveat, adjoint=adjoint, max_steps=max_steps)
+
+
+def saved_values(sol: diffrax.Solution, structure: Structure, ts: jax.Array) -> jax.Array:
+    """The solution at the times `ts` (shape `(n_times, ...)`) from a solve made with
+    `solve_options(structure, ...)`."""
+    if structure.saveat == "dense":
+        return jax.vmap(sol.evaluate)(ts)
+    assert sol.ys is not None
+    return sol.ys

@@ -107,6 +107,13 @@ def time_call(fn: Callable, *args: Any) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
+def copy_arrays(tree: Any) -> Any:
+    """A copy of every JAX array of `tree`, where it is (same devices and sharding)."""
+    import jax
+
+    return jax.tree.map(lambda x: x.copy() if isinstance(x, jax.Array) else x, tree)
+
+
 def median_time(fn: Callable, *args: Any, repeats: int = 10) -> float:
     """Median seconds of `repeats` calls of `fn(*args)` after one untimed call."""
     time_call(fn, *args)
@@ -136,6 +143,7 @@ def run_steps(
     where: str = "step",
     on_step: Callable[[int, Any, float, float], None] | None = None,
     read_loss: Callable[[Any], float] | None = None,
+    copy_state: bool = False,
 ) -> StepRun:
     """Run `steps` training steps of an AOT-compiled step, each on the clock.
 
@@ -150,6 +158,9 @@ def run_steps(
       off the clock (evaluation, progress).
     - `read_loss`: turns the step's loss output into a host float (default: the first
       element of `np.asarray(loss)`).
+    - `copy_state`: give every step a copy of the parameters and optimiser state, made
+      off the clock (a step that donates its inputs consumes them: with `carry=False`
+      the next step needs them again).
 
     Raises FloatingPointError ("diverged ...") at the first non-finite loss.
     """
@@ -158,7 +169,8 @@ def run_steps(
     p, o = params, opt_state
     for i in range(steps):
         placed = next(iterator)
-        (p_new, o_new, loss, ns), seconds = time_call(compiled, p, o, *placed)
+        p_in, o_in = copy_arrays((p, o)) if copy_state else (p, o)
+        (p_new, o_new, loss, ns), seconds = time_call(compiled, p_in, o_in, *placed)
         value = read_loss(loss) if read_loss else float(np.asarray(loss).reshape(-1)[0])
         if not np.isfinite(value):
             raise FloatingPointError(

@@ -1,0 +1,145 @@
+"""How many loop bodies and conditionals one call of a compiled program runs: the
+program's `while` and `conditional` instructions (from its optimised HLO), each
+counted in a profile of one untimed call (`jax.profiler`: the CPU and GPU runtimes
+record an event per executed instruction, named as in the HLO)."""
+
+import collections
+import glob
+import re
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+_COMPUTATION = re.compile(r"^(?:ENTRY )?%(\S+) .*\{\s*$")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%(\S+) = .*?\b(while|conditional)\((.*)$")
+_NAME = re.compile(r"^\s*(?:ROOT )?%(\S+) = ")
+
+
+def control_flow(hlo: str) -> list[dict[str, Any]]:
+    """The `while` and `conditional` instructions of an optimised HLO module's text
+    (`compiled.as_text()`), each as `name`, `kind`, `op_name` (JAX's name stack),
+    `direction` (`"backward"` inside a transpose, else `"forward"`), `role` (from
+    diffrax's names: `"save"` for the inner loop over saved times, `"solver"` for the
+    loop over solver steps, `"stages"` for a loop within a solver step (Tsit5's
+    stages); `"scan"` for a `lax.scan`; else `"other"`), and for a loop its
+    `body` computation and the names of the instructions directly in it."""
+    computations: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    found = []
+    for line in hlo.splitlines():
+        head = _COMPUTATION.match(line)
+        if head:
+            current = computations.setdefault(head.group(1), [])
+            continue
+        if line.strip() == "}":
+            current = None
+            continue
+        name = _NAME.match(line)
+        if name and current is not None:
+            current.append(name.group(1))
+        match = _INSTRUCTION.match(line)
+        if not match:
+            continue
+        op_name = re.search(r'op_name="([^"]*)"', line)
+        body = re.search(r"body=%?([\w.\-]+)", line)
+        path = op_name.group(1) if op_name else ""
+        role = "other"
+        if "inner-loop" in path:
+            role = "save"
+        elif "outer-loop" in path:
+            # A loop in the solver loop's body: the Runge-Kutta stages of one step.
+            nested = path.split("outer-loop", 1)[1].count("while") > 1
+            role = "stages" if nested else "solver"
+        elif "scan" in path:
+            role = "scan"
+        found.append(
+            {
+                "name": match.group(1),
+                "kind": match.group(2),
+                "op_name": path,
+                "direction": "backward" if "transpose(" in path else "forward",
+                "role": role,
+                "body": body.group(1) if body else None,
+            }
+        )
+    for item in found:
+        item["body_instructions"] = computations.get(item["body"] or "", [])
+    return found
+
+
+def event_counts(fn: Callable, *args: Any) -> collections.Counter:
+    """How often each event name occurs in a profile of one call `fn(*args)` (waited
+    for); an instruction's start and end are one execution, counted once."""
+    import jax
+    from jax.profiler import ProfileData
+
+    with tempfile.TemporaryDirectory(prefix="odestudy-loops-") as folder:
+        with jax.profiler.trace(folder):
+            jax.block_until_ready(fn(*args))
+        files = glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)
+        if not files:
+            raise RuntimeError("the profiler wrote no trace")
+        starts: collections.Counter = collections.Counter()
+        ends: collections.Counter = collections.Counter()
+        for plane in ProfileData.from_file(files[0]).planes:
+            for line in plane.lines:
+                for event in line.events:
+                    name = event.name
+                    if name.startswith("end: "):
+                        ends[name[5:]] += 1
+                    else:
+                        starts[name] += 1
+    return collections.Counter({n: max(starts[n], ends[n]) for n in set(starts) | set(ends)})
+
+
+def count_loops(compiled: Any, *args: Any) -> dict[str, Any]:
+    """Loop bodies and conditionals that one call `compiled(*args)` executes.
+
+    - `compiled`: an AOT-compiled program (`lower(...).compile()`); its inputs are not
+      consumed only if it does not donate them.
+    - `args`: its arguments (placed).
+
+    Returns `loops` (per `while`: `role`, `direction`, `entries` and `bodies`, the
+    body's executions: the most executions of any instruction directly in it),
+    `conditionals` (per `conditional`: `executions`), and the totals `bodies`,
+    `bodies_by` (per `"<direction> <role>"`) and `conditional_executions` (per
+    direction); `static_loops` and `static_conditionals` count the instructions.
+    """
+    found = control_flow(compiled.as_text())
+    counts = event_counts(compiled, *args)
+    loops, conditionals = [], []
+    for item in found:
+        if item["kind"] == "while":
+            bodies = max((counts.get(n, 0) for n in item["body_instructions"]), default=0)
+            loops.append(
+                {
+                    "name": item["name"],
+                    "role": item["role"],
+                    "direction": item["direction"],
+                    "entries": counts.get(item["name"], 0),
+                    "bodies": bodies,
+                }
+            )
+        else:
+            conditionals.append(
+                {
+                    "name": item["name"],
+                    "direction": item["direction"],
+                    "executions": counts.get(item["name"], 0),
+                }
+            )
+    by: collections.Counter = collections.Counter()
+    for loop in loops:
+        by[f"{loop['direction']} {loop['role']}"] += loop["bodies"]
+    cond_by: collections.Counter = collections.Counter()
+    for cond in conditionals:
+        cond_by[cond["direction"]] += cond["executions"]
+    return {
+        "static_loops": len(loops),
+        "static_conditionals": len(conditionals),
+        "bodies": sum(loop["bodies"] for loop in loops),
+        "bodies_by": dict(sorted(by.items())),
+        "conditional_executions": dict(sorted(cond_by.items())),
+        "loops": loops,
+        "conditionals": conditionals,
+    }

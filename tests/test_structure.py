@@ -1,0 +1,129 @@
+"""The solve's structure levers (`solvers.Structure`) train the same model: one step of
+each gives the default's loss and gradients to float32 tolerance; the fixed-step
+`lax.scan` is diffrax's StepTo Tsit5; donation gives the same step and consumes its
+inputs; bad combinations are refused before anything is compiled."""
+
+import equinox as eqx
+import jax
+import jax.random as jr
+import numpy as np
+import optax
+import pytest
+
+from odestudy import Scenario, VectorField, make_dataset, make_parallel_step
+from odestudy.measure.solvers import Structure
+from tests.helpers import one_step
+
+# (controller, structure) pairs, each against the default solve of its controller.
+LEVERS = [
+    ("stepto", Structure(solve="scan")),
+    ("stepto", Structure(solve="scan", unroll=4)),
+    ("stepto", Structure(saveat="steps")),
+    ("stepto", Structure(saveat="dense")),
+    ("stepto", Structure(adjoint="all_steps")),
+    ("stepto", Structure(adjoint="direct")),
+    ("stepto", Structure(solve="within_ode", saveat="steps", adjoint="all_steps")),
+    ("pid", Structure(saveat="dense")),
+    ("pid", Structure(adjoint="all_steps", max_steps=64)),
+    ("pid", Structure(adjoint="direct", max_steps=64)),
+]
+
+
+def _grad_rel_diff(a, b) -> float:
+    leaves = zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    return max(float(np.max(np.abs(x - y)) / np.max(np.abs(y))) for x, y in leaves)
+
+
+@pytest.mark.parametrize(("controller", "structure"), LEVERS, ids=str)
+def test_lever_gives_the_default_loss_and_gradients(controller, structure):
+    base = "within_ode" if structure.solve == "within_ode" else "per_sample"
+    loss0, steps0, grads0, _ = one_step("single", 1, controller, solve=base)
+    loss, steps, grads, _ = one_step("single", 1, controller, solve=structure)
+    np.testing.assert_allclose(loss, loss0, rtol=2e-5)
+    assert _grad_rel_diff(grads, grads0) < 1e-4
+    np.testing.assert_array_equal(steps, steps0)  # the same solver steps per sample
+
+
+def test_scan_takes_one_step_per_interval():
+    _, steps, _, _ = one_step("single", 1, "stepto", solve=Structure(solve="scan"))
+    assert set(np.asarray(steps).tolist()) == {19}  # length 20: 19 intervals
+
+
+def test_scan_runs_no_diffrax_loop():
+    *_, compiled = one_step("single", 1, "stepto", solve=Structure(solve="scan"))
+    *_, default = one_step("single", 1, "stepto")
+    text, base = compiled.as_text(), default.as_text()
+    assert "diffeqsolve" not in text and "diffeqsolve" in base
+
+
+def test_donated_step_matches_and_consumes_its_inputs():
+    data = make_dataset(8, jr.PRNGKey(0)).truncate(20)
+    params, static = eqx.partition(VectorField(jr.PRNGKey(1)), eqx.is_array)
+    optimiser = optax.adabelief(1e-2)
+    out = {}
+    for donate in (False, True):
+        step = make_parallel_step(
+            "single", jax.devices()[:1], static, optimiser, "pid", donate=donate
+        )
+        p, o = step.place_state(params, optimiser.init(params))
+        batch = step.place_batch(data.ts, data.ys)
+        compiled = step.compile(p, o, *batch)
+        new_params, _, loss, _ = compiled(p, o, *batch)
+        out[donate] = (float(loss), step.unplace(new_params))
+        assert all(x.is_deleted() for x in jax.tree.leaves(p)) == donate
+    assert out[True][0] == out[False][0]
+    assert _grad_rel_diff(out[True][1], out[False][1]) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (dict(controller="pid", solve="scan"), "needs controller='stepto'"),
+        (dict(controller="pid", saveat="steps"), "needs controller='stepto'"),
+        (dict(controller="stepto", unroll=4), "unroll applies to solve='scan' only"),
+        (dict(controller="stepto", solve="scan", adjoint="direct"), "leave them default"),
+        (dict(stages="unrolled"), "valid choices: loop, bounded"),
+        (dict(adjoint="checkpointed"), "valid choices: recursive, all_steps, direct"),
+        (dict(saveat="all"), "valid choices: ts, dense, steps"),
+        (dict(max_steps=0), "max_steps must be a whole number >= 1"),
+    ],
+)
+def test_bad_structure_is_refused_at_construction(fields, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        Scenario(scale="smoke", **fields)
+
+
+def test_structure_fields_name_and_key_only_where_set():
+    default = Scenario(scale="smoke", controller="stepto")
+    lever = Scenario(scale="smoke", controller="stepto", solve="scan", unroll=4, donate=True)
+    assert default.name() == "cpu-1dev-single-stepto-strong-smoke"
+    assert lever.name() == "cpu-1dev-single-stepto-strong-smoke-scan-unroll4-donate"
+    assert lever.key() != default.key()
+    assert lever.structure == Structure(solve="scan", unroll=4)
+
+
+def test_loop_counts_of_the_default_stepto_step():
+    """Length 20: 19 StepTo steps per sample, each with Tsit5's stages in a loop of its
+    own; 20 saved times; every sample takes the same steps, so vmap adds none."""
+    *_, compiled = one_step("single", 1, "stepto")
+    counts = _loop_counts(compiled, "stepto")
+    by = counts["bodies_by"]
+    assert by["forward solver"] == 19
+    assert by["forward stages"] == 6 * 19 + 1  # FSAL: 6 new stages a step, 7 in the first
+    assert by["forward save"] == 20
+    assert counts["conditional_executions"]["backward"] >= 19  # one per backward step
+
+
+def test_loop_counts_of_the_scan():
+    *_, compiled = one_step("single", 1, "stepto", solve=Structure(solve="scan"))
+    counts = _loop_counts(compiled, "stepto")
+    assert counts["bodies_by"] == {"backward scan": 19, "forward scan": 19}
+    assert counts["conditional_executions"] == {}
+
+
+def _loop_counts(compiled, controller):
+    from odestudy.measure.loops import count_loops
+
+    data = make_dataset(8, jr.PRNGKey(0)).truncate(20)
+    params, _ = eqx.partition(VectorField(jr.PRNGKey(1)), eqx.is_array)
+    return count_loops(compiled, params, optax.sgd(1.0).init(params), data.ts, data.ys)
