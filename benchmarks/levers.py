@@ -121,7 +121,7 @@ def _worker(args: argparse.Namespace) -> None:
     from odestudy.measure.modes import make_parallel_step
     from odestudy.measure.timing import copy_arrays, run_steps, time_call
     from odestudy.measure.training import prepare, scenario_devices, train
-    from odestudy.study.repeats import load_state, save_state
+    from odestudy.measure.state import load_state, save_state
 
     if "matmul_precision" in levers:
         jax.config.update("jax_default_matmul_precision", levers["matmul_precision"])
