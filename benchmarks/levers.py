@@ -64,6 +64,8 @@ VARIANTS = {
         "adjoint": "all_steps",
         "max_steps": 64,
     },
+    "within_ode+all_steps(64)": {"solve": "within_ode", "adjoint": "all_steps", "max_steps": 64},
+    "within_ode+all_steps": {"solve": "within_ode", "adjoint": "all_steps"},
     "within_ode+steps+all_steps": {
         "solve": "within_ode",
         "saveat": "steps",
@@ -119,9 +121,9 @@ def _worker(args: argparse.Namespace) -> None:
     from odestudy.measure.data import N_TIMES
     from odestudy.measure.loops import count_loops
     from odestudy.measure.modes import make_parallel_step
+    from odestudy.measure.state import load_state, save_state
     from odestudy.measure.timing import copy_arrays, run_steps, time_call
     from odestudy.measure.training import prepare, scenario_devices, train
-    from odestudy.measure.state import load_state, save_state
 
     if "matmul_precision" in levers:
         jax.config.update("jax_default_matmul_precision", levers["matmul_precision"])

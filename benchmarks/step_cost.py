@@ -18,6 +18,9 @@ def main() -> None:
     p.add_argument("--scale", default="quick")
     p.add_argument("--batches", default="1,4,16,64,256", help="comma-separated batch sizes")
     p.add_argument("--timed-steps", type=int, default=20)
+    p.add_argument(
+        "--solve", default="per_sample", help="the scenario's solve (per_sample, within_ode)"
+    )
     p.add_argument("--label", default="", help="a name for this variant (e.g. XLA flags)")
     p.add_argument("--out", required=True, help="output JSON file")
     a = p.parse_args()
@@ -30,7 +33,7 @@ def main() -> None:
     odestudy.configure_devices(a.device, 1)
     from odestudy.measure.cost import step_cost_sweep
 
-    s = odestudy.Scenario(device=a.device, controller=a.controller, scale=a.scale)
+    s = odestudy.Scenario(device=a.device, controller=a.controller, scale=a.scale, solve=a.solve)
     batches = tuple(int(b) for b in a.batches.split(","))
     record = step_cost_sweep(s, batches, timed_steps=a.timed_steps)
     record["label"] = a.label

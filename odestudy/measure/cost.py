@@ -121,7 +121,9 @@ def step_cost_sweep(
     rng = np.random.default_rng(seed)
     loss_fn = LOSSES[s.solve]
     # The forward pass alone (the loss, no gradient), timed on the same batches.
-    forward = jax.jit(lambda p, ts, ys: loss_fn(eqx.combine(p, static), ts, ys, s.controller)[0])
+    forward = jax.jit(
+        lambda p, ts, ys: loss_fn(eqx.combine(p, static), ts, ys, s.controller, s.structure)[0]
+    )
     rows: list[dict[str, Any]] = []
     for batch in batches:
         step = make_parallel_step(

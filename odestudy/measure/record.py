@@ -36,6 +36,7 @@ class Record(TypedDict, total=False):
     lr_scaling: str
     optimiser_state: str
     steps: int
+    training_note: str | None  # why it trains unlike its scale's default, if it does
     # How it went.
     status: Literal["ok", "failed", "not_run"]
     error: str | None

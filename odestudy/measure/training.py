@@ -422,6 +422,7 @@ def base_record(s: Scenario) -> Record:
         "lr_scaling": s.lr_scaling,
         "optimiser_state": s.optimiser_state,
         "steps": s.steps_per_stage * len(s.length_fractions),
+        "training_note": s.training_note(),
     }
 
 

@@ -26,7 +26,7 @@ from .frames import (
 from .intervals import METHOD, fmt_interval
 from .plots import CONTROLLER_STYLE, MODE_STYLE, _save, scaling_figures, step_cost_figure
 from .projection import all_sweeps, projected_table, write_projection
-from .step import verdict
+from .step import loop_summary, loss_limit, verdict
 from .tables import escape as _esc
 from .tables import fmt as _fmt
 from .tables import markdown_table
@@ -450,10 +450,18 @@ def _short_commit(rec: dict[str, Any]) -> str:
     return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
 
 
-def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> str:
+def step_table(
+    sweeps: list[dict[str, Any]],
+    levers: list[dict[str, Any]],
+    spreads: dict[str, dict[str, Any]] | None = None,
+) -> str:
     """What bounds one training step (1 device, trained model) and the levers measured
     on it: the step-cost sweeps' verdicts (`step.verdict`) and the levers' speedups with
-    their intervals and final losses (`benchmarks/levers.py`)."""
+    their intervals, loop counts and final losses (`benchmarks/levers.py`).
+
+    - `spreads`: per controller, the default's run-to-run loss spread
+      (`benchmarks/loss_spread.py`), which says whether a lever trains the same model.
+    """
     parts = ["# What bounds a training step, and the levers on it", ""]
     default = [s for s in sweeps if s.get("label") == "default"]
     if not default:
@@ -515,30 +523,46 @@ def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> st
         ]
     lever_rows = []
     for rec in levers:
+        controller = rec["scenario"]["controller"]
+        spread = (spreads or {}).get(controller)
+        limit = loss_limit(rec["rows"][0]["final_loss"], spread)
         for r in rec["rows"]:
             lo, hi = r["speedup_ci"]
+            bodies, conds = loop_summary(r.get("loops"))
+            same = "–" if limit is None else ("yes" if r["final_loss"] <= limit else "no")
             lever_rows.append(
                 [
-                    rec["scenario"]["controller"],
+                    controller,
                     r["label"],
                     ", ".join(f"{k}={v}" for k, v in r["levers"].items()) or "–",
                     f"{r['step_time_s'] * 1e3:.2f}",
                     fmt_interval(r["speedup_vs_default"], lo, hi),
+                    bodies,
+                    conds,
                     _fmt(r["final_loss"], 3),
-                    _fmt(r["first_step_params_rel_diff_vs_default"], 2),
+                    same,
                     _short_commit(rec),
                 ]
             )
     parts += ["## Levers", ""]
     if lever_rows:
+        spread_text = "; ".join(
+            f"{c}: {v['spread_relative']:.1%} over {len(v['rows'])} seeds"
+            for c, v in sorted((spreads or {}).items())
+        )
         parts += [
             "Each lever against the default on the trained quick model, 1 device, last "
             "(full-length) stage: every variant in its own process, timed from the default's "
             "trained state on the same batches in interleaved blocks; speedup = default "
-            "median step / variant's, 95% bootstrap over blocks and steps. **Final loss**: "
-            "the variant's own training from scratch (equal loss: the same model). "
-            "**First-step diff**: the largest relative parameter difference after one step "
-            "from the same state.",
+            "median step / variant's, 95% bootstrap over blocks and steps. **Loop bodies** "
+            "and **conditionals**: what one step executes, forward / backward, counted "
+            "in a profile of one untimed step (`measure.loops`; every while loop's body: "
+            "solver steps, Tsit5's stages, saved times, checkpoint recomputation). "
+            "**Final loss**: the variant's own training from scratch. **Trains the same "
+            "model**: its final loss is at most the default's plus the default's "
+            f"run-to-run spread over training seeds ({spread_text or 'not measured'}); a "
+            "lower loss trains at least as well. A lever that does not is reported, not "
+            "recommended.",
             "",
             markdown_table(
                 (
@@ -547,16 +571,22 @@ def step_table(sweeps: list[dict[str, Any]], levers: list[dict[str, Any]]) -> st
                     "Levers",
                     "Step (ms)",
                     "Speedup [95% CI]",
+                    "Loop bodies (fwd / bwd)",
+                    "Conditionals (fwd / bwd)",
                     "Final loss",
-                    "First-step diff",
+                    "Trains the same model",
                     "Commit",
                 ),
                 lever_rows,
             ),
             "",
-            "Recommended (`odestudy run --recommended`, `odestudy matrix --recommended`): "
-            + ", ".join(f"`{k}={v}`" for k, v in RECOMMENDED.items())
-            + ", the fastest lever measured that trains to the default's loss.",
+            "Recommended (`odestudy run --recommended`, `odestudy matrix --recommended`), "
+            "per controller: "
+            + "; ".join(
+                f"{c}: " + (", ".join(f"`{k}={v}`" for k, v in levers_.items()) or "the default")
+                for c, levers_ in RECOMMENDED.items()
+            )
+            + ".",
             "",
         ]
     else:
@@ -857,8 +887,17 @@ def write_report(
         if chosen["cpu"]
         else []
     )
+    spreads = (
+        {
+            r["scenario"]["controller"]: r
+            for p in sorted(Path(results, chosen["cpu"], "levers").glob("loss-spread-*.json"))
+            if (r := records.read_json(p))
+        }
+        if chosen["cpu"]
+        else {}
+    )
     path = tables / "step.md"
-    path.write_text(step_table(cpu_sweeps, levers))
+    path.write_text(step_table(cpu_sweeps, levers, spreads))
     written["step"] = path
 
     explain = write_explain([r for r in every if r["machine_id"] == chosen["cpu"]], figures)

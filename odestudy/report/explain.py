@@ -11,7 +11,9 @@ import pandas as pd
 import seaborn as sns
 
 from ..measure.scenario import SCALES
+from ..measure.timing import PROTOCOL
 from .frames import BaselineError, is_default
+from .intervals import fmt_interval, ratio_interval
 from .plots import MODE_STYLE, _save
 from .tables import escape, markdown_table
 from .tables import fmt as _fmt
@@ -20,6 +22,40 @@ from .tables import fmt as _fmt
 # scale: a level a trained model has to work for, fixed before the runs (issue 9): the
 # untrained field sits at 0.25; the reference's final losses are 0.0002-0.0009.
 TARGET_LOSS = {"smoke": 0.2, "quick": 0.01, "seed": 0.001}
+# The evaluation loss a row must reach to count as a trained model: rows above it are
+# marked in every table and not cited (issue 22's quick target).
+TRAINED_LOSS = {"quick": 0.02}
+
+
+def trained(r: dict[str, Any]) -> bool:
+    """Whether record `r` ended at or below its scale's `TRAINED_LOSS` (scales without
+    one: always)."""
+    limit = TRAINED_LOSS.get(r.get("scale", ""))
+    return limit is None or (r.get("final_loss") is not None and r["final_loss"] <= limit)
+
+
+def _loss(r: dict[str, Any]) -> str:
+    """A row's final loss, marked where the model did not train (`trained`)."""
+    text = _fmt(r.get("final_loss"))
+    if not trained(r):
+        text += f" (above {TRAINED_LOSS[r['scale']]:g}: not trained)"
+    return text
+
+
+def _ratio(numerator: dict[str, Any], denominator: dict[str, Any]) -> str:
+    """t(numerator) / t(denominator) with its 95% bootstrap interval over runs and steps."""
+    return fmt_interval(*ratio_interval(numerator, denominator))
+
+
+def _training(r: dict[str, Any]) -> str:
+    """How a row trained: stages x steps per stage, learning rate."""
+    s = r.get("scenario") or {}
+    stages = len(s.get("length_fractions") or ())
+    return f"{stages} x {s.get('steps_per_stage')}, lr {_fmt(s.get('learning_rate'))}"
+
+
+def _runs(r: dict[str, Any]) -> str:
+    return str(len(r.get("step_time_runs_s") or [r.get("step_time_s")]))
 
 
 def _scn(r: dict[str, Any], key: str, default=None):
@@ -61,7 +97,7 @@ def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
     for r in recs:
         if not (
             r.get("status") == "ok"
-            and is_default(r, "spread")
+            and is_default(r, "spread", "steps_per_stage", "learning_rate")
             and r["controller"] == "pid"
             and r["scaling"] == "strong"
             and r["n_devices"] in (1, 2)
@@ -70,11 +106,13 @@ def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
         ):
             continue
         w, st = _waste(r), r["solver_steps"]
+        one = twin(r, recs, mode="single", devices_per_process=1) if r["n_devices"] > 1 else None
         rows.append(
             [
                 r["mode"],
                 str(r["n_devices"]),
                 _fmt(_scn(r, "spread")),
+                _training(r),
                 _fmt(st["mean"], 3),
                 _fmt(st.get("executed_per_device"), 3),
                 _fmt(st["max"], 3),
@@ -82,7 +120,9 @@ def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
                 _fmt(w.get("across_devices"), 2),
                 _fmt(w.get("total"), 2),
                 _fmt(r["step_time_s"]),
-                _fmt(r["final_loss"]),
+                _ratio(one, r) if one else "–",
+                _runs(r),
+                _loss(r),
             ]
         )
         series.setdefault(r["mode"], []).append((_scn(r, "spread"), w, r["step_time_s"]))
@@ -93,6 +133,7 @@ def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
         "Mode",
         "Devices",
         "Spread",
+        "Training",
         "Steps needed (mean)",
         "Steps executed per device",
         "Slowest sample",
@@ -100,6 +141,8 @@ def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
         "Waste across devices",
         "Waste total",
         "Step time (s)",
+        "Speedup vs 1 device [95% CI]",
+        "Runs",
         "Final loss",
     )
     points = pd.DataFrame(
@@ -136,7 +179,10 @@ def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
         "is global, so every device runs the slowest sample of the whole batch. "
         "Waste within device = 1 - needed / executed per device; across devices = "
         "the further share lost waiting for the slowest device (the most an "
-        "asynchronous scheme could recover); total = 1 - needed / slowest.\n\n"
+        "asynchronous scheme could recover); total = 1 - needed / slowest. Speedup: "
+        "the 1-device row's median step over this row's, at the same spread and "
+        "training. Heterogeneous data (spread > 0) trains longer and slower than the "
+        "scale's default (Training); a final loss above the trained level is marked.\n\n"
         + markdown_table(header, rows)
     )
     return text, _save(fig, figures, "lockstep_waste")
@@ -160,9 +206,10 @@ def grouping(recs) -> str:
                 _fmt(_waste(g).get("total"), 2),
                 _fmt(r["step_time_s"]),
                 _fmt(g["step_time_s"]),
-                _fmt(g["step_time_s"] / r["step_time_s"], 3),
-                _fmt(r["final_loss"]),
-                _fmt(g["final_loss"]),
+                _ratio(g, r),
+                f"{_runs(r)} / {_runs(g)}",
+                _loss(r),
+                _loss(g),
             ]
         )
     if not rows:
@@ -176,7 +223,8 @@ def grouping(recs) -> str:
         "Waste grouped",
         "Step random (s)",
         "Step grouped (s)",
-        "Grouped / random",
+        "Grouped / random [95% CI]",
+        "Runs random / grouped",
         "Final loss random",
         "Final loss grouped",
     )
@@ -207,9 +255,10 @@ def within_ode(recs) -> str:
                 _fmt(w["solver_steps"]["max"], 3),
                 _fmt(p["step_time_s"]),
                 _fmt(w["step_time_s"]),
-                _fmt(w["step_time_s"] / p["step_time_s"], 3),
-                _fmt(p["final_loss"]),
-                _fmt(w["final_loss"]),
+                _ratio(p, w),
+                f"{_runs(p)} / {_runs(w)}",
+                _loss(p),
+                _loss(w),
                 f"{p['collectives_in_loops']} / {w['collectives_in_loops']}",
             ]
         )
@@ -225,7 +274,8 @@ def within_ode(recs) -> str:
         "Steps, within-ODE",
         "Step per-sample (s)",
         "Step within-ODE (s)",
-        "Within / per-sample",
+        "Speedup within-ODE [95% CI]",
+        "Runs per-sample / within",
         "Final loss per-sample",
         "Final loss within-ODE",
         "In-loop collectives per-sample / within",
@@ -233,8 +283,10 @@ def within_ode(recs) -> str:
     return (
         "Within-ODE: the local batch is one ODE state with one step size (the "
         "error norm covers the whole batch); per-sample: vmap, one step size per "
-        "sample, the batched loop running until the slowest sample ends.\n\n"
-        + markdown_table(header, rows)
+        "sample, the batched loop running until the slowest sample ends. Speedup: "
+        "the per-sample row's median step over the within-ODE row's; each row is its "
+        "own training, timed in its own runs (the lever study instead times both on "
+        "the same trained state and batches, interleaved).\n\n" + markdown_table(header, rows)
     )
 
 
@@ -494,7 +546,16 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
 def write_explain(recs: list[dict[str, Any]], figures: str | Path) -> dict[str, Any]:
     """Write `figures/tables/explain.md` and its figures from all records of a scale."""
     figures = Path(figures)
+    # One protocol, the current one (`timing.PROTOCOL`), as in the scaling tables.
+    older = [r for r in recs if r.get("status") == "ok" and r.get("protocol") != PROTOCOL]
+    recs = [r for r in recs if r.get("protocol") == PROTOCOL]
     parts, figs = ["# Explaining the scaling", ""], []
+    if older:
+        parts += [
+            f"{len(older)} record(s) of an older measurement protocol are not shown "
+            f"(now {PROTOCOL}).",
+            "",
+        ]
     text, f = heterogeneity(recs, figures)
     parts += ["## Lock-step waste against heterogeneity", "", text or "No records.", ""]
     figs += f

@@ -65,3 +65,38 @@ def verdict(sweep: dict[str, Any]) -> dict[str, Any]:
     else:
         out["bound"] = "overhead"
     return out
+
+
+def loss_limit(default_loss: float, spread: dict[str, Any] | None) -> float | None:
+    """The highest final loss at which a lever still trains the default's model: the
+    default's loss plus its run-to-run spread (`benchmarks/loss_spread.py`: the relative
+    range of the default's final loss over training seeds); None without a spread."""
+    if not spread:
+        return None
+    return default_loss * (1.0 + spread["spread_relative"])
+
+
+def loop_summary(loops: dict[str, Any] | None) -> tuple[str, str]:
+    """`("fwd / bwd", "fwd / bwd")`: loop bodies and conditionals one step executes
+    (`measure.loops.count_loops`), forward and backward; dashes where not counted."""
+    if not loops:
+        return "–", "–"
+    bodies = {"forward": 0, "backward": 0}
+    for key, n in loops["bodies_by"].items():
+        bodies[key.split()[0]] += n
+    conds = loops["conditional_executions"]
+    return (
+        f"{bodies['forward']} / {bodies['backward']}",
+        f"{conds.get('forward', 0)} / {conds.get('backward', 0)}",
+    )
+
+
+def best_lever(record: dict[str, Any], spread: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The fastest row of a levers record whose speedup's interval lies above 1 and
+    whose final loss is within `loss_limit`; None if none qualifies (or no spread)."""
+    rows = record["rows"]
+    limit = loss_limit(rows[0]["final_loss"], spread)
+    if limit is None:
+        return None
+    good = [r for r in rows[1:] if r["speedup_ci"][0] > 1.0 and r["final_loss"] <= limit]
+    return max(good, key=lambda r: r["speedup_vs_default"], default=None)

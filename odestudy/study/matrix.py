@@ -10,7 +10,7 @@ from ..measure.devices import child_environment, gpu_count
 from ..measure.modes import MODES
 from ..measure.recommended import recommended as apply
 from ..measure.record import Record
-from ..measure.scenario import SCALES, Scenario
+from ..measure.scenario import SCALES, Scenario, heterogeneous_training
 from ..measure.timing import PROTOCOL, measurement_env
 from . import records
 from .ceiling import last_ceiling, run_ceiling
@@ -146,7 +146,8 @@ def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
 
 STUDIES = ("scaling", "explain", "versions")
 EXPLAIN_DEVICES = 2  # no more devices than this machine's physical cores
-SPREADS = (0.5, 1.0)
+# Spreads that train with `scenario.HETEROGENEOUS_TRAINING` (spread 1 does not).
+SPREADS = (0.5, 0.75)
 BATCH_SWEEP = (8, 16, 64, 128)
 TARGET_EVAL_EVERY = 10  # the time-to-target runs evaluate every this many steps
 
@@ -154,10 +155,13 @@ TARGET_EVAL_EVERY = 10  # the time-to-target runs evaluate every this many steps
 def explain_scenarios(scale: str) -> list[Scenario]:
     """The scenarios that explain the scaling (CPU, 2 devices, strong scaling):
 
-    - heterogeneity: `spread` 0.5 and 1.0 in every mode with PID (spread 0 is in the
-      scaling matrix); StepTo takes the same steps for every sample by construction;
+    - heterogeneity: `SPREADS` in every mode with PID (spread 0 is in the scaling
+      matrix); StepTo takes the same steps for every sample by construction;
     - complexity-aware batching: `batching="grouped"` at the same spreads;
-    - within-ODE batching: `solve="within_ode"` with both controllers, spread 0 and 1;
+    - within-ODE batching: `solve="within_ode"` with both controllers at spread 0, and
+      with PID at the largest of `SPREADS`;
+
+    Rows with heterogeneous data train as `scenario.heterogeneous_training` says.
     - one-device throughput against batch size;
     - time to target loss: global batch 32 and 64, learning rate fixed and scaled
       linearly, on 1 and 2 devices, the scale's stages, evaluated every 10 steps.
@@ -165,21 +169,23 @@ def explain_scenarios(scale: str) -> list[Scenario]:
     n = EXPLAIN_DEVICES
     one: dict[str, Any] = dict(scale=scale, device="cpu")
     out = []
+
+    def spread_at(spread: float) -> dict[str, Any]:
+        return dict(spread=spread, **(heterogeneous_training(scale) if spread > 0 else {}))
+
     for spread in SPREADS:
-        out.append(Scenario(mode="single", spread=spread, **one))
+        at = spread_at(spread)
+        out.append(Scenario(mode="single", **at, **one))
         for mode in MULTI_MODES:
-            out.append(Scenario(devices_per_process=n, mode=mode, spread=spread, **one))
-        out.append(Scenario(mode="single", spread=spread, batching="grouped", **one))
+            out.append(Scenario(devices_per_process=n, mode=mode, **at, **one))
+        out.append(Scenario(mode="single", batching="grouped", **at, **one))
         for mode in ("shard", "shard_map"):
-            out.append(
-                Scenario(devices_per_process=n, mode=mode, spread=spread, batching="grouped", **one)
-            )
-    for controller, spreads in (("pid", (0.0, 1.0)), ("stepto", (0.0,))):
+            out.append(Scenario(devices_per_process=n, mode=mode, batching="grouped", **at, **one))
+    for controller, spreads in (("pid", (0.0, SPREADS[-1])), ("stepto", (0.0,))):
         for spread in spreads:
+            at = spread_at(spread)
             out.append(
-                Scenario(
-                    mode="single", controller=controller, spread=spread, solve="within_ode", **one
-                )
+                Scenario(mode="single", controller=controller, solve="within_ode", **at, **one)
             )
             for mode in ("shard", "shard_map"):
                 out.append(
@@ -187,8 +193,8 @@ def explain_scenarios(scale: str) -> list[Scenario]:
                         devices_per_process=n,
                         mode=mode,
                         controller=controller,
-                        spread=spread,
                         solve="within_ode",
+                        **at,
                         **one,
                     )
                 )
@@ -384,8 +390,8 @@ def run_matrix(
     failed and the matrix goes on (and runs it again next time). Rows that cannot run
     here get a `not_run` record. `selection` (see `parse_selection`) keeps only the
     scenarios that match it (none matching is an error); `repeats` sets the runs per
-    scenario (default `repeats.REPEATS` for the scaling study, 1 for the explain study
-    and the seed scale). `recommended` applies `recommended.RECOMMENDED` to every
+    scenario (default `repeats.REPEATS` for the scaling and explain studies, 1 for the
+    version study and the seed scale). `recommended` applies `recommended.RECOMMENDED` to every
     scenario of the scaling study. `full`: the whole matrix rather than the one sized to
     this machine (`plan`). `ceiling`: in every repeat round, also measure this
     machine's weak-scaling ceiling (`ceiling.run_ceiling`) on the 1-device scenario of
@@ -434,7 +440,7 @@ def run_matrix(
         if not same:
             records.write_json_atomic(path, failed_record(s, reason, status="not_run"))
 
-    wanted = repeats or (REPEATS if study == "scaling" and scale != "seed" else 1)
+    wanted = repeats or (REPEATS if study in ("scaling", "explain") and scale != "seed" else 1)
     done: dict[Scenario, Record] = {}
     cold = []
     for s in runnable:

@@ -1,0 +1,77 @@
+"""The default's run-to-run spread of the final loss: the trained quick model (1 device)
+trained from other seeds (data, initial model and batches), one process each, one at a
+time. The levers benchmark compares a lever's final loss with it: a lever qualifies for
+the recommended configuration where its loss is no higher than the default's plus this
+spread. A benchmark of losses, not of time.
+
+    .venv/bin/python benchmarks/loss_spread.py --controller pid \\
+        --out results/<machine>/levers/loss-spread-pid.json
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+
+def _worker(controller: str, scale: str, seed: int) -> None:
+    import odestudy
+
+    odestudy.configure_devices("cpu", 1)
+    from odestudy.measure.training import scenario_devices, train
+
+    s = odestudy.Scenario(controller=controller, scale=scale, seed=seed)
+    trained = train(s, scenario_devices(s))
+    print(json.dumps({"seed": seed, "final_loss": trained["final_loss"]}), flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--controller", choices=("pid", "stepto"), default="pid")
+    p.add_argument("--scale", default="quick")
+    p.add_argument("--seeds", default="5678,1,2,3", help="comma-separated seeds")
+    p.add_argument("--out", help="output JSON file (required unless --worker)")
+    p.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    os.environ.setdefault("EQX_ON_ERROR", "nan")  # as in scenario kernels (recorded)
+    if a.worker is not None:
+        return _worker(a.controller, a.scale, a.worker)
+    if not a.out:
+        p.error("--out is required")
+    seeds = [int(x) for x in a.seeds.split(",")]
+    rows = []
+    for seed in seeds:  # one process at a time
+        cmd = [sys.executable, __file__, "--controller", a.controller, "--scale", a.scale]
+        out = subprocess.run(
+            [*cmd, "--worker", str(seed)], check=True, capture_output=True, text=True
+        ).stdout
+        rows.append(json.loads(next(x for x in out.splitlines() if x.startswith("{"))))
+        print(f"seed {seed}: final loss {rows[-1]['final_loss']:.4g}", flush=True)
+    import numpy as np
+
+    import odestudy
+    from odestudy.measure.training import environment
+
+    losses = np.asarray([r["final_loss"] for r in rows])
+    odestudy.configure_devices("cpu", 1)
+    s = odestudy.Scenario(controller=a.controller, scale=a.scale)
+    odestudy.write_json_atomic(
+        a.out,
+        {
+            "scenario": s.to_dict(),
+            "kind": "loss_spread",
+            "method": "the default scenario trained from each seed in its own process; "
+            "spread = (max - min) / median of the final evaluation losses",
+            "rows": rows,
+            "median_loss": float(np.median(losses)),
+            "spread_relative": float(np.ptp(losses) / np.median(losses)),
+            **environment(s),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
