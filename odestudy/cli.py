@@ -57,15 +57,17 @@ def _run(a: argparse.Namespace) -> int:
     from .measure.devices import gpu_count
     from .study.runner import execute_scenario
 
-    if a.recommended and a.solve is not None:
-        raise ValueError(
-            "--recommended sets the solve (see odestudy.recommended); "
-            "give either --recommended or --solve"
-        )
     s = scenario_from_args(a)
     if a.recommended:
+        levers = RECOMMENDED[s.controller]
+        given = [k for k in levers if getattr(a, k) is not None]
+        if given:
+            raise ValueError(
+                f"--recommended sets {', '.join(levers)} (see odestudy.recommended); "
+                f"give either --recommended or --{given[0].replace('_', '-')}"
+            )
         s = recommended(s)
-        print("recommended: " + ", ".join(f"{k}={v}" for k, v in RECOMMENDED.items()))
+        print("recommended: " + ", ".join(f"{k}={v}" for k, v in levers.items()))
     # CPU devices are virtual and made to order; GPUs must exist.
     validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
     check_writable(a.out)
@@ -135,9 +137,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--recommended",
         action="store_true",
-        help="apply the recommended levers (odestudy.recommended): "
-        "within-ODE batching, the fastest measured step that trains "
-        "the same model",
+        help="apply the recommended levers of the controller (odestudy.RECOMMENDED): "
+        "the fastest measured step that trains the same model",
     )
     r.add_argument("--out", required=True, help="output folder")
     r.set_defaults(func=_run)

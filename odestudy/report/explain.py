@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from ..measure.scenario import SCALES
+from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL
 from .frames import BaselineError, is_default
 from .intervals import fmt_interval, ratio_interval
@@ -52,6 +52,18 @@ def _training(r: dict[str, Any]) -> str:
     s = r.get("scenario") or {}
     stages = len(s.get("length_fractions") or ())
     return f"{stages} x {s.get('steps_per_stage')}, lr {_fmt(s.get('learning_rate'))}"
+
+
+# The step's levers (`Scenario` fields of the solve's structure) a row may set.
+STEP_LEVERS = ("solve", "saveat", "adjoint", "max_steps", "stages", "unroll", "donate")
+
+
+def _levers(r: dict[str, Any]) -> str:
+    """The step levers a row sets (`STEP_LEVERS` away from their defaults), or "default"."""
+    s = r.get("scenario") or {}
+    base = Scenario.__dataclass_fields__
+    parts = [f"{k}={s[k]}" for k in STEP_LEVERS if k in s and s[k] != base[k].default]
+    return ", ".join(parts) or "default"
 
 
 def _runs(r: dict[str, Any]) -> str:
@@ -445,6 +457,8 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
             f"{r['mode']} {r['controller']} {r['n_devices']} dev, batch "
             f"{r['global_batch']}, lr {r['learning_rate']:g}"
         )
+        if _levers(r) != "default":
+            label += ", recommended step"
         points += [
             {
                 "run": label,
@@ -463,6 +477,7 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
                 str(r["n_devices"]),
                 str(r["global_batch"]),
                 _fmt(r["learning_rate"]),
+                _levers(r),
                 _fmt(hit["train_time_s"], 3) if hit else "not reached",
                 str(hit["step"]) if hit else "–",
                 _fmt(curve[-1]["eval_loss"]),
@@ -496,6 +511,7 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
         "Devices",
         "Global batch",
         "Learning rate",
+        "Step levers",
         "Time to target (s)",
         "Steps to target",
         "Final eval loss",
@@ -515,6 +531,7 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
             for x in hits
             if x[0]["n_devices"] == 1
             and x[0] is not best
+            and _levers(x[0]) == _levers(best)
             and all(
                 x[0].get(k) == best.get(k) for k in ("controller", "global_batch", "learning_rate")
             )

@@ -164,7 +164,8 @@ def explain_scenarios(scale: str) -> list[Scenario]:
     Rows with heterogeneous data train as `scenario.heterogeneous_training` says.
     - one-device throughput against batch size;
     - time to target loss: global batch 32 and 64, learning rate fixed and scaled
-      linearly, on 1 and 2 devices, the scale's stages, evaluated every 10 steps.
+      linearly, on 1 and 2 devices, the scale's stages, evaluated every 10 steps; and
+      the recommended configuration (`recommended.RECOMMENDED`) at batch 32.
     """
     n = EXPLAIN_DEVICES
     one: dict[str, Any] = dict(scale=scale, device="cpu")
@@ -216,6 +217,8 @@ def explain_scenarios(scale: str) -> list[Scenario]:
                     **target,
                 )
             )
+        # The recommended step's time to target, beside the default's (PID).
+        out.append(apply(Scenario(mode=mode, devices_per_process=devices, **target)))
     return out
 
 
