@@ -5,11 +5,19 @@ from .measure.batching import batch_stream, epoch_batches, solver_cost
 from .measure.compat import closure_convert_ignores_manual_sharding, make_data_mesh
 from .measure.data import Dataset, make_dataset
 from .measure.devices import configure_devices
-from .measure.model import VectorField, batch_loss, batch_loss_within_ode, solve, solve_within_ode
+from .measure.loops import control_flow, count_loops
+from .measure.model import (
+    VectorField,
+    batch_loss,
+    batch_loss_within_ode,
+    solve,
+    solve_scan,
+    solve_within_ode,
+)
 from .measure.modes import MODES, ParallelStep, make_local_step, make_parallel_step
 from .measure.recommended import RECOMMENDED, recommended
 from .measure.scenario import SCALES, Scenario, validate
-from .measure.solvers import CONTROLLERS, controller_and_dt0
+from .measure.solvers import CONTROLLERS, Structure, controller_and_dt0
 from .measure.training import run_scenario, train
 from .report.document import write_report
 from .report.frames import load_curves, load_records, load_runs, load_steps, results_folder
@@ -59,4 +67,8 @@ __all__ = [
     "results_folder",
     "RECOMMENDED",
     "recommended",
+    "Structure",
+    "solve_scan",
+    "count_loops",
+    "control_flow",
 ]

@@ -157,8 +157,9 @@ def parser() -> argparse.ArgumentParser:
         "--study",
         choices=STUDIES,
         default="scaling",
-        help="the scaling tables, the studies that explain them, or the core rows of "
-        "the version study (`make versions` runs them under each JAX release)",
+        help="the scaling tables, the studies that explain them, their time-to-target "
+        "rows alone (`make seed` runs them at the seed scale), or the core rows of the "
+        "version study (`make versions` runs them under each JAX release)",
     )
     m.add_argument("--results", default=str(environment.ROOT / "results"))
     m.add_argument(

@@ -63,6 +63,15 @@ def test_fastest_and_slowest_within_the_cores_with_intervals_and_reason():
     )
 
 
+def test_a_speedup_over_a_baseline_trained_to_another_loss_is_flagged():
+    recs = _cpu(r0={"final_loss": 0.0029}, r3={"final_loss": 0.0002})
+    line = _line(verdict_markdown(scaling_rows(recs), "smoke"), "fixed global batch")
+    assert "trained to final loss 0.0002 against one device's 0.0029" in line
+    assert "not the same model" in line
+    same = _line(verdict_markdown(scaling_rows(_cpu()), "smoke"), "fixed global batch")
+    assert "not the same model" not in same
+
+
 def test_an_interval_that_spans_one_says_no_faster():
     recs = [
         _rec(jitter=0.3, seed=1),

@@ -463,17 +463,18 @@ def step_table(
       (`benchmarks/loss_spread.py`), which says whether a lever trains the same model.
     """
     parts = ["# What bounds a training step, and the levers on it", ""]
-    default = [s for s in sweeps if s.get("label") == "default"]
-    if not default:
+    if not sweeps:
         parts += ["No step-cost sweep of this machine (`benchmarks/step_cost.py`).", ""]
     rows = []
-    for s in default:
+    order = sorted(sweeps, key=lambda s: (s["scenario"]["controller"], s.get("label") != "default"))
+    for s in order:
         v = verdict(s)
         rates = s.get("rates") or {}
         shares = [x for x in v["forward_share"] if x is not None]
         rows.append(
             [
                 s["scenario"]["controller"],
+                _esc(s.get("label") or "default"),
                 _short_commit(s),
                 f"{s['fit']['fixed_per_iteration_s'] * 1e6:.0f}",
                 f"{s['fit']['per_sample_iteration_s'] * 1e6:.1f}",
@@ -505,6 +506,7 @@ def step_table(
             markdown_table(
                 (
                     "Controller",
+                    "Variant",
                     "Commit",
                     "Fixed (us/iteration)",
                     "Per sample (us/iteration)",

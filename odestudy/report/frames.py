@@ -426,6 +426,7 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
             speedup_ci=None,
             efficiency_ci=None,
             baseline_error=None,
+            baseline_final_loss=None,
             ceiling=None,
             efficiency_vs_ceiling=None,
         )
@@ -436,6 +437,7 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
             row["baseline_error"] = str(base)
             base = None
         if rec["status"] == "ok" and base is not None:
+            row["baseline_final_loss"] = base.get("final_loss")
             n = rec["n_devices"]
             ratio, lo, hi = ratio_interval(base, rec)
             if as_scaling == "strong":

@@ -16,6 +16,22 @@ SCALINGS = {
 # Lock-step waste (1 - mean / max solver steps) must exceed the fastest mode's by this
 # much to be named as the reason a mode is slow.
 WASTE_MARGIN = 0.02
+# Final losses further apart than this factor are not "the same model": a speedup between
+# them is flagged (the default's final loss varies by up to 1.8x over training seeds at
+# the quick scale, `benchmarks/loss_spread.py`).
+LOSS_FACTOR = 2.0
+
+
+def unequal_loss(row: dict[str, Any]) -> str | None:
+    """A note where `row` and its 1-device baseline ended at final losses more than
+    `LOSS_FACTOR` apart (its speedup then compares different models); else None."""
+    a, b = row.get("final_loss"), row.get("baseline_final_loss")
+    if not a or not b or max(a, b) / min(a, b) <= LOSS_FACTOR:
+        return None
+    return (
+        f"trained to final loss {escape(fmt(a))} against one device's {escape(fmt(b))}, "
+        f"more than {escape(f'{LOSS_FACTOR:g}')}x apart: not the same model"
+    )
 
 
 def exceeds_cores(row: dict[str, Any]) -> bool:
@@ -145,6 +161,8 @@ def group_sentence(found: dict[str, Any], controller: str, scaling: str) -> str 
         f"{head}, {escape(found['n'])} devices: fastest {_label(fast)}, {metric} "
         f"{_speedup(fast)} over one device, {support(fast)}"
     )
+    if note := unequal_loss(fast):
+        text += f" (but {note})"
     if close:
         text += "; the data do not separate them from " + ", ".join(
             f"{_label(r)} ({_speedup(r)})" for r in close

@@ -144,10 +144,12 @@ def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
     return out
 
 
-STUDIES = ("scaling", "explain", "versions")
+STUDIES = ("scaling", "explain", "target", "versions")
 EXPLAIN_DEVICES = 2  # no more devices than this machine's physical cores
-# Spreads that train with `scenario.HETEROGENEOUS_TRAINING` (spread 1 does not).
-SPREADS = (0.5, 0.75)
+# Spreads of the heterogeneity study, trained as `scenario.HETEROGENEOUS_TRAINING` says
+# (spread 1 does not train; at 0.75 only the 1-device row did, at 0.0184: measured, marked).
+SPREADS = (0.25, 0.5, 0.75)
+WITHIN_ODE_SPREAD = 0.5  # the largest spread whose rows train (the within-ODE study's)
 BATCH_SWEEP = (8, 16, 64, 128)
 TARGET_EVAL_EVERY = 10  # the time-to-target runs evaluate every this many steps
 
@@ -159,13 +161,11 @@ def explain_scenarios(scale: str) -> list[Scenario]:
       matrix); StepTo takes the same steps for every sample by construction;
     - complexity-aware batching: `batching="grouped"` at the same spreads;
     - within-ODE batching: `solve="within_ode"` with both controllers at spread 0, and
-      with PID at the largest of `SPREADS`;
+      with PID at `WITHIN_ODE_SPREAD`;
+    - one-device throughput against batch size;
+    - time to target loss (`target_scenarios`).
 
     Rows with heterogeneous data train as `scenario.heterogeneous_training` says.
-    - one-device throughput against batch size;
-    - time to target loss: global batch 32 and 64, learning rate fixed and scaled
-      linearly, on 1 and 2 devices, the scale's stages, evaluated every 10 steps; and
-      the recommended configuration (`recommended.RECOMMENDED`) at batch 32.
     """
     n = EXPLAIN_DEVICES
     one: dict[str, Any] = dict(scale=scale, device="cpu")
@@ -182,7 +182,7 @@ def explain_scenarios(scale: str) -> list[Scenario]:
         out.append(Scenario(mode="single", batching="grouped", **at, **one))
         for mode in ("shard", "shard_map"):
             out.append(Scenario(devices_per_process=n, mode=mode, batching="grouped", **at, **one))
-    for controller, spreads in (("pid", (0.0, SPREADS[-1])), ("stepto", (0.0,))):
+    for controller, spreads in (("pid", (0.0, WITHIN_ODE_SPREAD)), ("stepto", (0.0,))):
         for spread in spreads:
             at = spread_at(spread)
             out.append(
@@ -202,10 +202,21 @@ def explain_scenarios(scale: str) -> list[Scenario]:
     for batch in BATCH_SWEEP:
         if batch <= SCALES[scale]["dataset_size"]:  # the smoke scale's data set is smaller
             out.append(Scenario(mode="single", batch=batch, **one))
+    return out + target_scenarios(scale)
+
+
+def target_scenarios(scale: str) -> list[Scenario]:
+    """Time to target loss (CPU, PID, evaluated every `TARGET_EVAL_EVERY` steps, the
+    scale's staged training): global batch the scale's and twice it, learning rate fixed
+    and scaled linearly, on 1 and 2 devices (`shard_map`); and the recommended step
+    (`recommended.RECOMMENDED`) at the scale's batch. Part of the explain study; alone,
+    `odestudy matrix --study target` (the seed scale's rows)."""
+    n = EXPLAIN_DEVICES
     base = SCALES[scale]["batch"]
     # The scale's staged training (at the quick scale, one stage at full length from the
     # start did not train in 150 steps: evaluation loss 0.22 in every row).
-    target: dict[str, Any] = dict(eval_every=TARGET_EVAL_EVERY, **one)
+    target: dict[str, Any] = dict(eval_every=TARGET_EVAL_EVERY, scale=scale, device="cpu")
+    out = []
     for mode, devices in (("single", 1), ("shard_map", n)):
         for batch, lr_scaling in ((base, "fixed"), (2 * base, "fixed"), (2 * base, "linear")):
             out.append(
@@ -217,7 +228,7 @@ def explain_scenarios(scale: str) -> list[Scenario]:
                     **target,
                 )
             )
-        # The recommended step's time to target, beside the default's (PID).
+        # The recommended step's time to target, beside the default's.
         out.append(apply(Scenario(mode=mode, devices_per_process=devices, **target)))
     return out
 
@@ -295,9 +306,9 @@ def plan(
     """Scenarios to run here, and those that cannot run here with the reason.
 
     - `device`: `"cpu"`, `"gpu"` or `"auto"` (CPU rows, and GPU rows where GPUs exist).
-    - `study`: `"scaling"` (the tables), `"explain"` (`explain_scenarios`, CPU) or
-      `"versions"` (`versions_scenarios`, CPU: the rows `make versions` runs under each
-      JAX release).
+    - `study`: `"scaling"` (the tables), `"explain"` (`explain_scenarios`, CPU),
+      `"target"` (`target_scenarios`, its time-to-target rows) or `"versions"`
+      (`versions_scenarios`, CPU: the rows `make versions` runs under each JAX release).
     - `full`: the whole scaling matrix (1/2/4/8 CPU devices, whatever the cores);
       otherwise the matrix sized to this machine (`sized_limit`). The seed scale and
       the explain study are always whole.
@@ -308,6 +319,8 @@ def plan(
         raise ValueError(f"unknown study {study!r}; valid choices: {', '.join(STUDIES)}")
     if study == "explain":
         return explain_scenarios(scale), []
+    if study == "target":
+        return target_scenarios(scale), []
     if study == "versions":
         return versions_scenarios(scale), []
     runnable: list[Scenario] = []
@@ -443,7 +456,9 @@ def run_matrix(
         if not same:
             records.write_json_atomic(path, failed_record(s, reason, status="not_run"))
 
-    wanted = repeats or (REPEATS if study in ("scaling", "explain") and scale != "seed" else 1)
+    wanted = repeats or (
+        REPEATS if study in ("scaling", "explain", "target") and scale != "seed" else 1
+    )
     done: dict[Scenario, Record] = {}
     cold = []
     for s in runnable:
