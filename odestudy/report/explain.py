@@ -2,6 +2,7 @@
 complexity-aware batching, within-ODE batching, collectives per step, batch size, and
 time to a target loss. Each reads records; nothing here measures."""
 
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,16 @@ def _levers(r: dict[str, Any]) -> str:
     base = Scenario.__dataclass_fields__
     parts = [f"{k}={s[k]}" for k in STEP_LEVERS if k in s and s[k] != base[k].default]
     return ", ".join(parts) or "default"
+
+
+def _apart(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """Hours between the starts of two records' first runs ("–" where unknown): rows
+    measured in different sessions carry the machine's drift between them."""
+    try:
+        ta, tb = (datetime.datetime.fromisoformat(r["started"]) for r in (a, b))
+    except (KeyError, TypeError, ValueError):
+        return "–"
+    return f"{abs((ta - tb).total_seconds()) / 3600:.1f}"
 
 
 def _runs(r: dict[str, Any]) -> str:
@@ -269,6 +280,7 @@ def within_ode(recs) -> str:
                 _fmt(w["step_time_s"]),
                 _ratio(p, w),
                 f"{_runs(p)} / {_runs(w)}",
+                _apart(p, w),
                 _loss(p),
                 _loss(w),
                 f"{p['collectives_in_loops']} / {w['collectives_in_loops']}",
@@ -288,6 +300,7 @@ def within_ode(recs) -> str:
         "Step within-ODE (s)",
         "Speedup within-ODE [95% CI]",
         "Runs per-sample / within",
+        "Hours apart",
         "Final loss per-sample",
         "Final loss within-ODE",
         "In-loop collectives per-sample / within",
@@ -298,7 +311,10 @@ def within_ode(recs) -> str:
         "sample, the batched loop running until the slowest sample ends. Speedup: "
         "the per-sample row's median step over the within-ODE row's; each row is its "
         "own training, timed in its own runs (the lever study instead times both on "
-        "the same trained state and batches, interleaved).\n\n" + markdown_table(header, rows)
+        "the same trained state and batches, interleaved). **Hours apart**: between the "
+        "two rows' first runs; a ratio of rows measured in different sessions also holds "
+        "the machine's drift between them (this kind of VM drifts by 30% and more), which "
+        "its interval does not.\n\n" + markdown_table(header, rows)
     )
 
 
@@ -478,6 +494,7 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
                 str(r["global_batch"]),
                 _fmt(r["learning_rate"]),
                 _levers(r),
+                str(_scn(r, "eval_every")),
                 _fmt(hit["train_time_s"], 3) if hit else "not reached",
                 str(hit["step"]) if hit else "–",
                 _fmt(curve[-1]["eval_loss"]),
@@ -512,6 +529,7 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
         "Global batch",
         "Learning rate",
         "Step levers",
+        "Evaluated every",
         "Time to target (s)",
         "Steps to target",
         "Final eval loss",
