@@ -588,9 +588,29 @@ def step_table(
                 f"{c}: " + (", ".join(f"`{k}={v}`" for k, v in levers_.items()) or "the default")
                 for c, levers_ in RECOMMENDED.items()
             )
-            + ".",
+            + ". The default is the reference's algorithm (Tsit5, one solve per sample "
+            "under `vmap`, `SaveAt(ts=...)`, diffrax's default adjoint), so a speedup over "
+            "the default is one over the reference's algorithm on this software stack.",
             "",
         ]
+        for controller, levers_ in RECOMMENDED.items():
+            found = [
+                (rec, r)
+                for rec in levers
+                if rec["scenario"]["controller"] == controller
+                for r in rec["rows"]
+                if r["levers"] == levers_
+            ]
+            if found:
+                measured = "; ".join(
+                    f"{fmt_interval(r['speedup_vs_default'], *r['speedup_ci'])} "
+                    f"({r['step_time_s'] * 1e3:.2f} ms a step, final loss "
+                    f"{_fmt(r['final_loss'], 3)} against {_fmt(rec['rows'][0]['final_loss'], 3)}; "
+                    f"{_short_commit(rec)})"
+                    for rec, r in found
+                )
+                parts += [f"- {_esc(controller)}, over the default: {_esc(measured)}."]
+        parts += [""]
     else:
         parts += ["No lever records of this machine (`benchmarks/levers.py`).", ""]
     return "\n".join(parts).rstrip() + "\n"
