@@ -227,6 +227,12 @@ def main() -> None:
     from odestudy.report.intervals import ratio_interval
 
     s = odestudy.Scenario(controller=a.controller, scale=a.scale)
+    for label in labels:  # a bad combination stops here, before any worker compiles
+        fields = {k: v for k, v in VARIANTS[label].items() if k not in PROCESS_LEVERS}
+        try:
+            odestudy.Scenario(controller=a.controller, scale=a.scale, **fields)
+        except ValueError as exc:
+            p.error(f"variant {label!r} with controller {a.controller!r}: {exc}")
     with tempfile.TemporaryDirectory(prefix="odestudy-levers-") as tmp:
         rng = np.random.default_rng(0)
         np.save(

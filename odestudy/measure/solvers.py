@@ -85,6 +85,11 @@ def check_structure(structure: Structure, controller: str) -> None:
         value = getattr(structure, name)
         if value not in choices:
             raise ValueError(f"unknown {name} {value!r}; valid choices: {', '.join(choices)}")
+    if controller == "stepto" and structure.max_steps != MAX_STEPS:
+        raise ValueError(
+            "max_steps bounds the PID solve; StepTo's solve is bounded by its own steps "
+            f"(one per interval of the grid): leave max_steps at {MAX_STEPS}"
+        )
     if controller != "stepto":
         if structure.solve == "scan":
             raise ValueError("solve='scan' is a fixed-step solve: it needs controller='stepto'")

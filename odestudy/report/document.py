@@ -549,7 +549,7 @@ def step_table(
     parts += ["## Levers", ""]
     if lever_rows:
         spread_text = "; ".join(
-            f"{c}: {v['spread_relative']:.1%} over {len(v['rows'])} seeds"
+            f"{_esc(c)}: {v['spread_relative']:.1%} over {len(v['rows'])} seeds"
             for c, v in sorted((spreads or {}).items())
         )
         parts += [
