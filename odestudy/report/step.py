@@ -89,14 +89,3 @@ def loop_summary(loops: dict[str, Any] | None) -> tuple[str, str]:
         f"{bodies['forward']} / {bodies['backward']}",
         f"{conds.get('forward', 0)} / {conds.get('backward', 0)}",
     )
-
-
-def best_lever(record: dict[str, Any], spread: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The fastest row of a levers record whose speedup's interval lies above 1 and
-    whose final loss is within `loss_limit`; None if none qualifies (or no spread)."""
-    rows = record["rows"]
-    limit = loss_limit(rows[0]["final_loss"], spread)
-    if limit is None:
-        return None
-    good = [r for r in rows[1:] if r["speedup_ci"][0] > 1.0 and r["final_loss"] <= limit]
-    return max(good, key=lambda r: r["speedup_vs_default"], default=None)
