@@ -118,9 +118,9 @@ def _worker(args: argparse.Namespace) -> None:
     import jax
     import numpy as np
 
-    from odestudy.measure.data import N_TIMES
     from odestudy.measure.loops import count_loops
     from odestudy.measure.modes import make_parallel_step
+    from odestudy.measure.problem import stage_lengths
     from odestudy.measure.state import load_state, save_state
     from odestudy.measure.timing import copy_arrays, run_steps, time_call
     from odestudy.measure.training import prepare, scenario_devices, train
@@ -139,19 +139,26 @@ def _worker(args: argparse.Namespace) -> None:
     setup = prepare(s, devices)  # fresh model and optimiser: the tree structure
     params, opt_state = load_state(shared, setup.params, setup.opt_state)
     static, optimiser = setup.static, setup.optimiser
-    data = setup.data.truncate(max(2, int(N_TIMES * s.length_fractions[-1])))
+    data = setup.data.truncate(stage_lengths(setup.data.ts.shape[1], s.length_fractions)[-1])
     batches = np.load(work / "batches.npy")
     step = make_parallel_step(
-        "single", devices, static, optimiser, s.controller, s.structure, s.donate
+        "single",
+        devices,
+        static,
+        optimiser,
+        s.controller,
+        s.structure,
+        s.donate,
+        s.problem_object,
     )
     p0, o0 = step.place_state(params, opt_state)
-    placed = [step.place_batch(data.ts[i], data.ys[i]) for i in batches]
+    placed = [step.place_batch((data.ts[i], data.ys[i])) for i in batches]
     t0 = time.perf_counter()
-    compiled = step.compile(p0, o0, *placed[0])
+    compiled = step.compile(p0, o0, placed[0])
     compile_s = time.perf_counter() - t0
     # A donating step consumes its inputs: every call off the blocks gets copies.
-    first, _ = time_call(compiled, *copy_arrays((p0, o0)), *placed[0])
-    loops = count_loops(compiled, *copy_arrays((p0, o0)), *placed[0])  # untimed
+    first, _ = time_call(compiled, *copy_arrays((p0, o0)), placed[0])
+    loops = count_loops(compiled, *copy_arrays((p0, o0)), placed[0])  # untimed
     save_state(work / f"first_{args.index}.npz", step.unplace(first[0]), step.unplace(o0))
     print(
         json.dumps(

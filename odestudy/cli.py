@@ -6,7 +6,7 @@ import typing
 from pathlib import Path
 
 from .measure import environment
-from .measure.recommended import RECOMMENDED, recommended
+from .measure.recommended import RECOMMENDED, recommended, recommended_levers
 from .measure.scenario import SCALES, Scenario, validate
 from .report.versions import write_versions
 from .study import records
@@ -67,7 +67,13 @@ def _run(a: argparse.Namespace) -> int:
                 f"give either --recommended or --{given[0].replace('_', '-')}"
             )
         s = recommended(s)
-        print("recommended: " + ", ".join(f"{k}={v}" for k, v in levers.items()))
+        chosen = recommended_levers(s)
+        print("recommended: " + ", ".join(f"{k}={v}" for k, v in chosen.items()))
+        if chosen != levers:
+            print(
+                f"  (valid for problem {s.problem_object.name!r}; the measured combination "
+                "is " + ", ".join(f"{k}={v}" for k, v in levers.items()) + ")"
+            )
     # CPU devices are virtual and made to order; GPUs must exist.
     validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
     check_writable(a.out)
@@ -161,7 +167,7 @@ def parser() -> argparse.ArgumentParser:
         "rows alone (`make seed` runs them at the seed scale), or the core rows of the "
         "version study (`make versions` runs them under each JAX release)",
     )
-    m.add_argument("--results", default=str(environment.ROOT / "results"))
+    m.add_argument("--results", default=str(environment.workdir("results")))
     m.add_argument(
         "--recommended",
         action="store_true",
@@ -183,8 +189,8 @@ def parser() -> argparse.ArgumentParser:
     m.set_defaults(func=_matrix)
     rep = sub.add_parser("report", help="tables, figures and the HTML report")
     rep.add_argument("--scale", choices=tuple(SCALES), default="quick")
-    rep.add_argument("--results", default=str(environment.ROOT / "results"))
-    rep.add_argument("--figures", default=str(environment.ROOT / "figures"))
+    rep.add_argument("--results", default=str(environment.workdir("results")))
+    rep.add_argument("--figures", default=str(environment.workdir("figures")))
     rep.add_argument(
         "--readme", default=None, help="also refresh the results section of this README"
     )
@@ -201,7 +207,7 @@ def parser() -> argparse.ArgumentParser:
         help="the version sets to measure (default: all)",
     )
     v.add_argument("--table-only", action="store_true", help="only write the table and figure")
-    v.add_argument("--figures", default=str(environment.ROOT / "figures"))
+    v.add_argument("--figures", default=str(environment.workdir("figures")))
     v.set_defaults(func=_versions)
     return p
 
@@ -217,9 +223,24 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def _import_from_workdir() -> None:
+    """Make modules of the working directory importable here and in the kernels and
+    workers this command starts (they inherit `PYTHONPATH`), as `python -m` would: a
+    user's `--problem own_problem:PROBLEM` lives there."""
+    import os
+
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if cwd not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([cwd, *paths])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     _interrupt_on_sigterm()
+    _import_from_workdir()
     try:
         return args.func(args)
     except ValueError as exc:

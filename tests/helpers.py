@@ -46,9 +46,9 @@ def one_step(
     opt_state = optimiser.init(params)
     step = make_parallel_step(mode, jax.devices()[:n_devices], static, optimiser, controller, solve)
     placed_state = step.place_state(params, opt_state)
-    placed_batch = step.place_batch(data.ts, data.ys)
-    compiled = step.compile(*placed_state, *placed_batch)
-    new_params, _, loss, num_steps = compiled(*placed_state, *placed_batch)
+    placed_batch = step.place_batch((data.ts, data.ys))
+    compiled = step.compile(*placed_state, placed_batch)
+    new_params, _, loss, num_steps = compiled(*placed_state, placed_batch)
     grads = jax.tree.map(lambda a, b: a - b, params, step.unplace(new_params))
     return float(np.asarray(loss).reshape(-1)[0]), np.asarray(num_steps), grads, compiled
 

@@ -66,9 +66,9 @@ def test_donated_step_matches_and_consumes_its_inputs():
             "single", jax.devices()[:1], static, optimiser, "pid", donate=donate
         )
         p, o = step.place_state(params, optimiser.init(params))
-        batch = step.place_batch(data.ts, data.ys)
-        compiled = step.compile(p, o, *batch)
-        new_params, _, loss, _ = compiled(p, o, *batch)
+        batch = step.place_batch((data.ts, data.ys))
+        compiled = step.compile(p, o, batch)
+        new_params, _, loss, _ = compiled(p, o, batch)
         out[donate] = (float(loss), step.unplace(new_params))
         assert all(x.is_deleted() for x in jax.tree.leaves(p)) == donate
     assert out[True][0] == out[False][0]

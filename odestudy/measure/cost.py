@@ -120,24 +120,34 @@ def step_cost_sweep(
     optimiser, data = state["optimiser"], state["data"]
     rng = np.random.default_rng(seed)
     loss_fn = LOSSES[s.solve]
+    problem = s.problem_object
     # The forward pass alone (the loss, no gradient), timed on the same batches.
     forward = jax.jit(
-        lambda p, ts, ys: loss_fn(eqx.combine(p, static), ts, ys, s.controller, s.structure)[0]
+        lambda p, ts, ys: loss_fn(
+            eqx.combine(p, static), ts, ys, s.controller, s.structure, problem
+        )[0]
     )
     rows: list[dict[str, Any]] = []
     for batch in batches:
         step = make_parallel_step(
-            s.parallel, devices, static, optimiser, s.controller, s.structure, s.donate
+            s.parallel,
+            devices,
+            static,
+            optimiser,
+            s.controller,
+            s.structure,
+            s.donate,
+            s.problem_object,
         )
         p, o = step.place_state(params, optimiser.init(params))
 
         def sample(batch=batch, step=step):
             idx = rng.choice(len(data), batch, replace=batch > len(data))
-            return step.place_batch(data.ts[idx], data.ys[idx])
+            return step.place_batch((data.ts[idx], data.ys[idx]))
 
         placed = sample()
         t0 = time.perf_counter()
-        compiled = step.compile(p, o, *placed)
+        compiled = step.compile(p, o, placed)
         compile_time = time.perf_counter() - t0
         samples = [placed, *(sample() for _ in range(warmup_steps + timed_steps - 1))]
         run = run_steps(
@@ -158,7 +168,7 @@ def step_cost_sweep(
         # Forward alone against the whole step, both on the last batch.
         forward_compiled = forward.lower(p, *placed).compile()
         forward_s = median_time(forward_compiled, p, *placed, repeats=timed_steps)
-        same_batch_s = median_time(compiled, p, o, *placed, repeats=timed_steps)
+        same_batch_s = median_time(compiled, p, o, placed, repeats=timed_steps)
         rows.append(
             {
                 "batch": batch,

@@ -2,9 +2,10 @@
 per-sample complexity knob."""
 
 import hashlib
+import inspect
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import diffrax
 import jax
@@ -108,21 +109,32 @@ def _key_bytes(key: jax.Array) -> bytes:
 
 
 def cached_dataset(
-    size: int, key: jax.Array, spread: float = 0.0, cache: str | os.PathLike | None = None
+    size: int,
+    key: jax.Array,
+    spread: float = 0.0,
+    cache: str | os.PathLike | None = None,
+    problem: Any = None,
 ) -> tuple[Dataset, bool]:
-    """`make_dataset(size, key, spread)`, read from the folder `cache` if an earlier call
-    wrote it there (same size, key, spread, JAX version and `data.py`), else made and
-    written there. Returns `(dataset, read_from_cache)`; `cache=None` always makes it."""
+    """`problem.make_data(size, key, spread)` (the oscillator's `make_dataset` where
+    `problem` is None), read from the folder `cache` if an earlier call wrote it there
+    (same size, key, spread, JAX version, `data.py`, and the problem's value and source
+    file), else made and written there. Returns `(dataset, read_from_cache)`;
+    `cache=None` always makes it."""
+    make = make_dataset if problem is None else problem.make_data
     if cache is None:
-        return make_dataset(size, key, spread), False
+        return make(size, key, spread), False
     digest = hashlib.sha256()
-    for part in (
+    parts: list[str | bytes] = [
         str(size),
         repr(float(spread)),
         jax.__version__,
         _key_bytes(key),
         Path(__file__).read_bytes(),
-    ):
+    ]
+    if problem is not None and problem.name != "oscillator":
+        # Another problem's data: its value and the file that defines it.
+        parts += [repr(problem), Path(inspect.getfile(type(problem))).read_bytes()]
+    for part in parts:
         digest.update(part if isinstance(part, bytes) else part.encode())
     path = Path(cache) / f"data-{size}-{digest.hexdigest()[:16]}.npz"
     try:
@@ -130,7 +142,7 @@ def cached_dataset(
             return Dataset(f["ts"], f["ys"], f["time_scale"]), True
     except (OSError, KeyError, ValueError):
         pass
-    data = make_dataset(size, key, spread)
+    data = make(size, key, spread)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
     np.savez(tmp, ts=data.ts, ys=data.ys, time_scale=data.time_scale)

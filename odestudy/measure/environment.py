@@ -13,6 +13,29 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+# The notebooks: the checkout's `notebooks/`, or the copy an installed wheel carries as
+# package data (`odestudy/notebooks/`, see pyproject.toml).
+_SHIPPED_NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def notebook(name: str) -> Path:
+    """The path of notebook `name` (for example `"scenario.ipynb"`), in a checkout or
+    in an installed package."""
+    checkout = ROOT / "notebooks" / name
+    return checkout if checkout.exists() else _SHIPPED_NOTEBOOKS / name
+
+
+def in_checkout() -> bool:
+    """Whether the package runs from a git checkout of the study (not a wheel)."""
+    return (ROOT / ".git").exists() and (ROOT / "notebooks").is_dir()
+
+
+def workdir(name: str) -> Path:
+    """Where the study's folder `name` (`results`, `figures`) goes by default: the
+    checkout's, when run from a checkout, else under the working directory."""
+    return ROOT / name if in_checkout() else Path.cwd() / name
+
+
 # What the study writes (records, figures, and README.md, whose results section
 # `odestudy report --readme` rewrites); changes there do not make a checkout dirty.
 OUTPUTS = ("results", "figures", "README.md")

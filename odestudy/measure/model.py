@@ -1,6 +1,8 @@
-"""The neural ODE: an MLP vector field solved with Tsit5, and the training loss."""
+"""The neural ODE solved with Tsit5 (one solve per sample, the batch as one ODE, or a
+fixed-step scan), and the training loss of a problem (`problem.AbstractProblem`)."""
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import diffrax
@@ -9,31 +11,31 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from .problem import AbstractProblem, Oscillator, VectorField
 from .solvers import Structure, controller_and_dt0, saved_values, solve_options
 
 DEFAULT = Structure()  # diffrax's default solve
+OSCILLATOR = Oscillator()  # the default problem
 
-
-class VectorField(eqx.Module):
-    """`dy/dt = MLP(y)`: 2 -> 2, width 64, depth 2, softplus."""
-
-    mlp: eqx.nn.MLP
-
-    def __init__(self, key: jax.Array, width: int = 64, depth: int = 2):
-        self.mlp = eqx.nn.MLP(2, 2, width, depth, activation=jax.nn.softplus, key=key)
-
-    def __call__(self, t: Any, y: Float[Array, "2"], args: Any) -> Float[Array, "2"]:
-        del t, args
-        return self.mlp(y)
+__all__ = [
+    "VectorField",
+    "batch_loss",
+    "batch_loss_within_ode",
+    "eval_loss",
+    "solve",
+    "solve_batch",
+    "solve_scan",
+]
 
 
 def solve(
-    model: VectorField,
+    model: Callable[..., Any],
     ts: Float[Array, " times"],
-    y0: Float[Array, "2"],
+    y0: Float[Array, " state"],
     controller: str,
     structure: Structure = DEFAULT,
-) -> tuple[Float[Array, "times 2"], Int[Array, ""]]:
+    problem: AbstractProblem = OSCILLATOR,
+) -> tuple[Float[Array, "times state"], Int[Array, ""]]:
     """Solve one series with Tsit5 (by default with diffrax's default adjoint,
     `RecursiveCheckpointAdjoint`, saving at `ts`).
 
@@ -42,10 +44,11 @@ def solve(
     - `y0`: initial state, shape `(2,)`.
     - `controller`: `"pid"` or `"stepto"`.
     - `structure`: how the solve saves, differentiates and bounds its steps.
+    - `problem`: gives the PID controller's tolerances.
 
     Returns `(ys, num_steps)`: the states at `ts` and the solver's forward step count.
     """
-    stepsize_controller, dt0 = controller_and_dt0(controller, ts)
+    stepsize_controller, dt0 = controller_and_dt0(controller, ts, problem.rtol, problem.atol)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(model),
         structure.solver(),
@@ -60,35 +63,46 @@ def solve(
 
 
 def solve_scan(
-    model: VectorField, ts: Float[Array, " times"], y0: Float[Array, "2"], unroll: int = 1
-) -> tuple[Float[Array, "times 2"], Int[Array, ""]]:
+    model: Callable[..., Any],
+    ts: Float[Array, " times"],
+    y0: Float[Array, " state"],
+    unroll: int = 1,
+    time_dependent: bool = False,
+) -> tuple[Float[Array, "times state"], Int[Array, ""]]:
     """One series solved with diffrax's Tsit5 arithmetic, one step per interval of `ts`
     (what `StepTo(ts)` takes), as a `lax.scan`: no adaptive loop, no saving loop, no
     checkpointing (reverse mode stores every step).
 
     - `ts`, `y0`: as in `solve`; a repeated time (padding) is a step of length 0.
     - `unroll`: `lax.scan`'s unroll.
+    - `time_dependent`: give the field each stage's time (`t + c_i h`); an autonomous
+      field is called with `t=None`.
 
     The tableau is diffrax's own (`diffrax.Tsit5.tableau`: first stage the same as the
-    last, the last stage's state the step's result); the field is autonomous, so the
-    stages' times are not needed. Returns `(ys, num_steps)` as `solve` does.
+    last, the last stage's state the step's result). Returns `(ys, num_steps)` as
+    `solve` does.
     """
     tableau = diffrax.Tsit5.tableau
     a_lower = [jnp.asarray(row, y0.dtype) for row in tableau.a_lower]
+    c = [float(ci) for ci in tableau.c]  # stage i + 1 at time t + c[i] h
 
-    def f(y):
-        return model(None, y, None)
+    def f(t, y):
+        return model(t, y, None)
 
-    def step(carry, h):
+    def step(carry, interval):
         y, f0 = carry
+        t, h = interval if time_dependent else (None, interval)
         ks = [f0]
-        for row in a_lower:
+        for i, row in enumerate(a_lower):
             yi = y + h * sum(row[j] * k for j, k in enumerate(ks))
-            ks.append(f(yi))
+            ks.append(f(None if t is None else t + c[i] * h, yi))
         return (yi, ks[-1]), yi
 
     with jax.named_scope("fixed-step-scan"):  # names its loop (`loops.control_flow`)
-        _, ys = jax.lax.scan(step, (y0, f(y0)), jnp.diff(ts), unroll=unroll)
+        first = (y0, f(ts[0] if time_dependent else None, y0))
+        # An autonomous field's program carries no times (the study's default program).
+        intervals = (ts[:-1], jnp.diff(ts)) if time_dependent else jnp.diff(ts)
+        _, ys = jax.lax.scan(step, first, intervals, unroll=unroll)
     return jnp.concatenate([y0[None], ys]), jnp.asarray(ts.shape[0] - 1)
 
 
@@ -100,67 +114,105 @@ def observed(ts: Float[Array, "batch times"]) -> Float[Array, "batch times"]:
     return jnp.concatenate([jnp.ones_like(later[:, :1]), later], axis=1).astype(ts.dtype)
 
 
-def batch_loss(
-    model: VectorField,
+def solve_batch(
+    model: Callable[..., Any],
     ts: Float[Array, "batch times"],
-    ys: Float[Array, "batch times 2"],
+    y0: Float[Array, "batch state"],
     controller: str,
     structure: Structure = DEFAULT,
-) -> tuple[Float[Array, ""], Int[Array, " batch"]]:
-    """Mean squared error over a batch's observed points (`observed`), each series
-    solved on its own (vmap); with `structure.solve="scan"` by `solve_scan`.
+    problem: AbstractProblem = OSCILLATOR,
+) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
+    """Each series of a batch solved on its own (vmap of `solve`; with
+    `structure.solve="scan"` of `solve_scan`). Returns `(ys, num_steps)` with
+    `num_steps` of shape `(batch,)`."""
+    if structure.solve == "scan":
+        one = functools.partial(
+            solve_scan, unroll=structure.unroll, time_dependent=problem.time_dependent
+        )
+        return jax.vmap(one, in_axes=(None, 0, 0))(model, ts, y0)
+    return jax.vmap(solve, in_axes=(None, 0, 0, None, None, None))(
+        model, ts, y0, controller, structure, problem
+    )
 
-    - `ts`: shape `(batch, n_times)`; `ys`: shape `(batch, n_times, 2)`.
-    - `structure`: as in `solve`.
+
+def batch_loss(
+    model: Callable[..., Any],
+    ts: Float[Array, "batch times"],
+    ys: Float[Array, "batch times state"],
+    controller: str,
+    structure: Structure = DEFAULT,
+    problem: AbstractProblem = OSCILLATOR,
+) -> tuple[Float[Array, ""], Int[Array, " batch"]]:
+    """The problem's training loss (`problem.loss`; the oscillator's: mean squared
+    error) over a batch's observed points (`observed`), each series solved on its own
+    (`solve_batch`).
+
+    - `ts`: shape `(batch, n_times)`; `ys`: shape `(batch, n_times, state)`.
+    - `structure`, `problem`: as in `solve`.
 
     Returns `(loss, num_steps)` with `num_steps` of shape `(batch,)`.
     """
-    if structure.solve == "scan":
-        one = functools.partial(solve_scan, unroll=structure.unroll)
-        pred, num_steps = jax.vmap(one, in_axes=(None, 0, 0))(model, ts, ys[:, 0])
-    else:
-        pred, num_steps = jax.vmap(solve, in_axes=(None, 0, 0, None, None))(
-            model, ts, ys[:, 0], controller, structure
-        )
-    mask = observed(ts)[..., None]
-    loss = jnp.sum(mask * (pred - ys) ** 2) / (jnp.sum(mask) * ys.shape[-1])
-    return loss, num_steps
+    pred, num_steps = solve_batch(model, ts, ys[:, 0], controller, structure, problem)
+    return problem.loss(pred, ys, observed(ts)[..., None]), num_steps
+
+
+def eval_loss(
+    model: Callable[..., Any],
+    ts: Float[Array, "batch times"],
+    ys: Float[Array, "batch times state"],
+    controller: str,
+    problem: AbstractProblem = OSCILLATOR,
+) -> Float[Array, ""]:
+    """The problem's evaluation loss (`problem.eval_loss`) of full series, each solved
+    on its own with diffrax's default solve: the same definition in every mode."""
+    pred, _ = solve_batch(model, ts, ys[:, 0], controller, DEFAULT, problem)
+    return problem.eval_loss(pred, ys, observed(ts)[..., None])
 
 
 class _BatchField(eqx.Module):
-    """`dy_i/dtau = speed_i * f(y_i)` for a whole batch in one state."""
+    """`du_i/dtau = speed_i * f(t_i, u_i)` for a whole batch in one state, where
+    `t_i = start_i + speed_i * tau` (given to `f` only where it is time-dependent)."""
 
-    model: VectorField
+    model: eqx.Module
     speed: jax.Array
+    start: jax.Array | None
 
     def __call__(self, tau, y, args):
-        return self.speed[:, None] * jax.vmap(lambda yi: self.model(tau, yi, args))(y)
+        if self.start is None:  # autonomous: the field does not read its time
+            return self.speed[:, None] * jax.vmap(lambda yi: self.model(tau, yi, args))(y)
+        times = self.start + self.speed * tau
+        field = jax.vmap(lambda ti, yi: self.model(ti, yi, args))(times, y)
+        return self.speed[:, None] * field
 
 
 def solve_within_ode(
-    model: VectorField,
+    model: eqx.Module,
     ts: Float[Array, "batch times"],
-    y0: Float[Array, "batch 2"],
+    y0: Float[Array, "batch state"],
     controller: str,
     structure: Structure = DEFAULT,
-) -> tuple[Float[Array, "batch times 2"], Int[Array, " batch"]]:
+    problem: AbstractProblem = OSCILLATOR,
+) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
     """Solve a whole batch as one ODE with one shared step size (DiffEqFlux's
     "within-ODE" batching).
 
-    - `ts`: shape `(batch, n_times)`, each row `linspace(0, T_i, n_times)`.
-    - `y0`: shape `(batch, 2)`.
-    - `structure`: as in `solve`.
+    - `ts`: shape `(batch, n_times)`, each row an evenly spaced grid (the problem's
+      `uniform_grid`; `scenario.validate` refuses within-ODE batching otherwise).
+    - `y0`: shape `(batch, state)`.
+    - `structure`, `problem`: as in `solve`.
 
-    Each series is rescaled to a common time `tau = t / dt_i` (its observation index),
-    so `y_i(t) = u_i(t / dt_i)` with `du_i/dtau = dt_i * f(u_i)`: the same solution,
-    one solver loop, one step size for all. Returns `(ys, num_steps)` with
-    `num_steps` repeated per sample so that it reads like the per-sample solve.
+    Each series is rescaled to a common time `tau = (t - t_i0) / dt_i` (its observation
+    index), so `y_i(t) = u_i(tau)` with `du_i/dtau = dt_i * f(t, u_i)`: the same
+    solution, one solver loop, one step size for all. A time-dependent field is given
+    the true time `t`. Returns `(ys, num_steps)` with `num_steps` repeated per sample
+    so that it reads like the per-sample solve.
     """
     speed = ts[:, 1] - ts[:, 0]
+    start = ts[:, 0] if problem.time_dependent else None
     taus = jnp.arange(ts.shape[1], dtype=ts.dtype)
-    stepsize_controller, dt0 = controller_and_dt0(controller, taus)
+    stepsize_controller, dt0 = controller_and_dt0(controller, taus, problem.rtol, problem.atol)
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(_BatchField(model, speed)),
+        diffrax.ODETerm(_BatchField(model, speed, start)),
         structure.solver(),
         taus[0],
         taus[-1],
@@ -174,16 +226,22 @@ def solve_within_ode(
 
 
 def batch_loss_within_ode(
-    model: VectorField,
+    model: eqx.Module,
     ts: Float[Array, "batch times"],
-    ys: Float[Array, "batch times 2"],
+    ys: Float[Array, "batch times state"],
     controller: str,
     structure: Structure = DEFAULT,
+    problem: AbstractProblem = OSCILLATOR,
 ) -> tuple[Float[Array, ""], Int[Array, " batch"]]:
-    """Like `batch_loss`, but the batch is solved as one ODE (`solve_within_ode`)."""
-    pred, num_steps = solve_within_ode(model, ts, ys[:, 0], controller, structure)
-    return jnp.mean((pred - ys) ** 2), num_steps
+    """Like `batch_loss`, but the batch is solved as one ODE (`solve_within_ode`);
+    every point is an observation (no padding), so the loss's mask is None."""
+    pred, num_steps = solve_within_ode(model, ts, ys[:, 0], controller, structure, problem)
+    return problem.loss(pred, ys, None), num_steps
 
 
 # The loss of each `Structure.solve` (`scan` is a per-sample solve).
-LOSSES = {"per_sample": batch_loss, "within_ode": batch_loss_within_ode, "scan": batch_loss}
+LOSSES: dict[str, Callable[..., Any]] = {
+    "per_sample": batch_loss,
+    "within_ode": batch_loss_within_ode,
+    "scan": batch_loss,
+}

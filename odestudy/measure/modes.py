@@ -1,8 +1,10 @@
-"""The four ways of running one training step: `single`, `pmap`, `shard`, `shard_map`.
+"""The four ways of running one training step: `single`, `pmap`, `shard`, `shard_map`,
+and the generic data-parallel step built on them (`make_step`).
 
-Every mode runs the same function, `local_step`: the loss of diffrax's default adjoint,
-gradients averaged over devices (never summed), and the optax update, all inside the
-compiled step.
+Every mode runs the same per-device update (`local_update`): the loss and its gradients,
+averaged over devices (never summed), and the optax update, all inside the compiled
+step. The study's step (`make_parallel_step`) is `make_step` with the problem's loss of a
+solved batch (`study_loss`).
 """
 
 import abc
@@ -16,13 +18,60 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Int
 
 from .compat import closure_convert_ignores_manual_sharding, make_data_mesh, shard_map
-from .model import LOSSES
+from .model import LOSSES, OSCILLATOR
+from .problem import AbstractProblem
 from .solvers import Structure
 
 AXIS = "data"
+
+# A loss for `make_step`: `loss(params, static, batch) -> (value, aux)`; `aux` holds
+# per-sample values (leading axis the batch), or None.
+Loss = Callable[[Any, Any, Any], tuple[Array, Any]]
+
+
+def local_update(
+    loss: Loss, static: Any, optimiser: optax.GradientTransformation, axis: str | None
+) -> Callable:
+    """The per-device training step of `loss`: `(params, opt_state, batch)` to
+    `(params, opt_state, loss_value, aux)`.
+
+    - `loss`: as `make_step` takes it; `static`: its second argument.
+    - `optimiser`: the optax transformation, applied inside the step.
+    - `axis`: the mapped axis name to average loss and gradients over, or None.
+    """
+
+    def step(params, opt_state, batch):
+        (value, aux), grads = jax.value_and_grad(loss, has_aux=True)(params, static, batch)
+        if axis is not None:
+            # Equal per-device batches: the mean of local means is the global mean.
+            value = jax.lax.pmean(value, axis)
+            grads = jax.lax.pmean(grads, axis)
+        updates, opt_state = optimiser.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        return params, opt_state, value, aux
+
+    return step
+
+
+def study_loss(
+    controller: str,
+    structure: "str | Structure" = "per_sample",
+    problem: AbstractProblem = OSCILLATOR,
+) -> Loss:
+    """The study's loss of a batch `(ts, ys)`: the problem's loss of the series solved
+    with `controller` and `structure` (or just its `solve`), with the solver's
+    per-sample step counts as `aux` (`model.LOSSES`)."""
+    structure = Structure(solve=structure) if isinstance(structure, str) else structure
+    batch_loss = LOSSES[structure.solve]
+
+    def loss(params, static, batch):
+        ts, ys = batch
+        return batch_loss(eqx.combine(params, static), ts, ys, controller, structure, problem)
+
+    return loss
 
 
 def make_local_step(
@@ -31,8 +80,9 @@ def make_local_step(
     controller: str,
     axis: str | None,
     solve: "str | Structure" = "per_sample",
+    problem: AbstractProblem = OSCILLATOR,
 ) -> Callable:
-    """The per-device training step.
+    """The study's per-device training step: `local_update` of `study_loss`.
 
     - `static`: the non-array part of the model (`eqx.partition`).
     - `optimiser`: the optax transformation.
@@ -40,28 +90,12 @@ def make_local_step(
     - `axis`: the mapped axis name to average over, or `None` for no averaging.
     - `solve`: the solve's `Structure`, or just its `solve` (`"per_sample"`: vmap,
       `"within_ode"`: one ODE per local batch, `"scan"`: fixed-step `lax.scan`).
+    - `problem`: the problem whose loss it trains.
 
-    The step maps `(params, opt_state, ts, ys)` to
+    The step maps `(params, opt_state, (ts, ys))` to
     `(params, opt_state, loss, num_steps)`; `num_steps` is per sample.
     """
-
-    structure = Structure(solve=solve) if isinstance(solve, str) else solve
-    batch_loss = LOSSES[structure.solve]
-
-    def loss_fn(params, ts, ys):
-        return batch_loss(eqx.combine(params, static), ts, ys, controller, structure)
-
-    def step(params, opt_state, ts, ys):
-        (loss, num_steps), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, ts, ys)
-        if axis is not None:
-            # Equal per-device batches: the mean of local means is the global mean.
-            loss = jax.lax.pmean(loss, axis)
-            grads = jax.lax.pmean(grads, axis)
-        updates, opt_state = optimiser.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        return params, opt_state, loss, num_steps
-
-    return step
+    return local_update(study_loss(controller, solve, problem), static, optimiser, axis)
 
 
 def donated(donate: bool) -> tuple[int, ...]:
@@ -100,9 +134,10 @@ class AbstractMode(eqx.Module):
         """Put parameters and optimiser state on the devices (replicated)."""
         return jax.device_put((params, opt_state), NamedSharding(step.mesh, P()))
 
-    def place_batch(self, step: "ParallelStep", ts: np.ndarray, ys: np.ndarray) -> Any:
-        """Put a global batch on the devices, split along the batch axis."""
-        return jax.device_put((ts, ys), NamedSharding(step.mesh, P(AXIS)))
+    def place_batch(self, step: "ParallelStep", batch: Any) -> Any:
+        """Put a global batch (a pytree of arrays) on the devices, split along the
+        first axis of every leaf."""
+        return jax.device_put(batch, NamedSharding(step.mesh, P(AXIS)))
 
     def unplace(self, step: "ParallelStep", params: Any) -> Any:
         """One host copy of (replicated) parameters."""
@@ -125,8 +160,8 @@ class Single(AbstractMode):
     def place_state(self, step, params, opt_state):
         return jax.device_put((params, opt_state), step.devices[0])
 
-    def place_batch(self, step, ts, ys):
-        return jax.device_put((ts, ys), step.devices[0])
+    def place_batch(self, step, batch):
+        return jax.device_put(batch, step.devices[0])
 
 
 class Pmap(AbstractMode):
@@ -152,10 +187,10 @@ class Pmap(AbstractMode):
         )
         return jax.device_put(stacked, NamedSharding(step.mesh, P(AXIS)))
 
-    def place_batch(self, step, ts, ys):
+    def place_batch(self, step, batch):
         n = step.n_devices
-        ts, ys = ts.reshape(n, -1, *ts.shape[1:]), ys.reshape(n, -1, *ys.shape[1:])
-        return jax.device_put((ts, ys), NamedSharding(step.mesh, P(AXIS)))
+        split = jax.tree.map(lambda x: np.reshape(x, (n, -1, *np.shape(x)[1:])), batch)
+        return jax.device_put(split, NamedSharding(step.mesh, P(AXIS)))
 
     def unplace(self, step, params):
         return jax.tree.map(lambda x: to_host(x)[0], params)
@@ -175,7 +210,7 @@ class Shard(AbstractMode):
         replicated, batched = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
         fn = jax.jit(
             local_step(None),
-            in_shardings=(replicated, replicated, batched, batched),
+            in_shardings=(replicated, replicated, batched),
             out_shardings=(replicated, replicated, replicated, batched),
             donate_argnums=donated(donate),
         )
@@ -199,7 +234,7 @@ class ShardMap(AbstractMode):
             shard_map(
                 local_step(AXIS),
                 mesh=mesh,
-                in_specs=(P(), P(), P(AXIS), P(AXIS)),
+                in_specs=(P(), P(), P(AXIS)),
                 out_specs=(P(), P(), P(), P(AXIS)),
             ),
             donate_argnums=donated(donate),
@@ -222,11 +257,14 @@ def parse_mode(mode: "str | AbstractMode") -> AbstractMode:
 
 
 class ParallelStep(eqx.Module):
-    """A training step for one mode on a set of devices.
+    """A data-parallel training step for one mode on a set of devices (`make_step`).
 
-    Use `place_state` and `place_batch` to put host values where the mode wants them,
-    `compile` for the AOT executable, and `unplace` to read parameters back as one host
-    copy.
+    Call it as `step(params, opt_state, batch)` on placed arguments (`place_state`,
+    `place_batch`): it returns `(params, opt_state, loss, aux)`. `compile` gives the AOT
+    executable of the same call, and `unplace` reads parameters back as one host copy.
+    Calling, lowering and compiling apply the equinox workaround that `shard_map` and
+    `pmap` need (`compat.closure_convert_ignores_manual_sharding`); `fn`, the raw jitted
+    function, does not.
     """
 
     mode: AbstractMode = eqx.field(static=True)
@@ -242,21 +280,25 @@ class ParallelStep(eqx.Module):
         """Put parameters and optimiser state on the devices (replicated)."""
         return self.mode.place_state(self, params, opt_state)
 
-    def place_batch(
-        self, ts: Float[np.ndarray, "batch times"], ys: Float[np.ndarray, "batch times 2"]
-    ) -> tuple[Float[Array, "batch times"], Float[Array, "batch times 2"]]:
-        """Put a global batch on the devices, split along the batch axis (`pmap`: a
-        leading device axis)."""
-        return self.mode.place_batch(self, ts, ys)
+    def place_batch(self, batch: Any) -> Any:
+        """Put a global batch (a pytree of host arrays, the batch on the first axis of
+        every leaf) on the devices, split along that axis (`pmap`: a leading device
+        axis)."""
+        return self.mode.place_batch(self, batch)
 
-    def lower(self, params, opt_state, ts, ys):
+    def __call__(self, params, opt_state, batch):
+        """One training step on placed arguments."""
+        with closure_convert_ignores_manual_sharding():
+            return self.fn(params, opt_state, batch)
+
+    def lower(self, params, opt_state, batch):
         """AOT-lower the step for these (placed) arguments (`jax.stages.Lowered`)."""
         with closure_convert_ignores_manual_sharding():
-            return self.fn.lower(params, opt_state, ts, ys)
+            return self.fn.lower(params, opt_state, batch)
 
-    def compile(self, params, opt_state, ts, ys):
+    def compile(self, params, opt_state, batch):
         """AOT-lower and compile the step for these (placed) arguments."""
-        return self.lower(params, opt_state, ts, ys).compile()
+        return self.lower(params, opt_state, batch).compile()
 
     def unplace(self, params):
         """One host copy of (replicated) parameters."""
@@ -281,6 +323,40 @@ def to_host(x, replicated: bool = False) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
+def make_step(
+    loss: Loss,
+    optimiser: optax.GradientTransformation,
+    mode: "str | AbstractMode",
+    devices: Sequence[jax.Device],
+    *,
+    static: Any = None,
+    donate: bool = False,
+) -> ParallelStep:
+    """A data-parallel training step of any loss: the generic form of the study's step.
+
+    - `loss`: `loss(params, static, batch) -> (value, aux)`: the mean loss of a
+      (per-device) batch and per-sample values `aux` (leading axis the batch) or None.
+    - `optimiser`: an optax transformation; its update runs inside the step.
+    - `mode`: an `AbstractMode`, or its name (one of `MODES`).
+    - `devices`: the devices to use (exactly one for `single`).
+    - `static`: passed to `loss` unchanged (for example the non-array part of an
+      equinox model, `eqx.partition`).
+    - `donate`: the step reuses the buffers of the parameters and optimiser state it
+      is given (they are gone after the call).
+
+    The batch's leaves are split along their first axis over the devices (a multiple of
+    their number); loss and gradients are averaged over devices.
+    """
+    mode = parse_mode(mode)
+    devices = tuple(devices)
+
+    def local_step(axis: str | None) -> Callable:
+        return local_update(loss, static, optimiser, axis)
+
+    fn, mesh = mode.build(devices, local_step, donate)
+    return ParallelStep(mode, devices, fn, mesh)
+
+
 def make_parallel_step(
     mode: "str | AbstractMode",
     devices: Sequence[jax.Device],
@@ -289,23 +365,16 @@ def make_parallel_step(
     controller: str,
     solve: "str | Structure" = "per_sample",
     donate: bool = False,
+    problem: AbstractProblem = OSCILLATOR,
 ) -> ParallelStep:
-    """Build the training step of `mode` over `devices`.
+    """The study's training step of `mode` over `devices`: `make_step` of `study_loss`;
+    its batch is `(ts, ys)`.
 
-    - `mode`: an `AbstractMode`, or its name (one of `MODES`).
-    - `devices`: the devices to use (exactly one for `single`).
-    - `static`, `optimiser`, `controller`, `solve`: as in `make_local_step`.
-    - `donate`: the step reuses the buffers of the parameters and optimiser state it
-      is given (they are gone after the call).
+    - `static`, `optimiser`, `controller`, `solve`, `problem`: as in `make_local_step`.
+    - `donate`: as in `make_step`.
     """
-    mode = parse_mode(mode)
-    devices = tuple(devices)
-
-    def local_step(axis: str | None) -> Callable:
-        return make_local_step(static, optimiser, controller, axis, solve)
-
-    fn, mesh = mode.build(devices, local_step, donate)
-    return ParallelStep(mode, devices, fn, mesh)
+    loss = study_loss(controller, solve, problem)
+    return make_step(loss, optimiser, mode, devices, static=static, donate=donate)
 
 
 def tree_max_rel_diff(a, b) -> float:

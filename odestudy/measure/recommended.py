@@ -35,6 +35,24 @@ RECOMMENDED: dict[str, dict[str, Any]] = {
 }
 
 
+def recommended_levers(s: Scenario) -> dict[str, Any]:
+    """The levers of `RECOMMENDED` for `s`'s controller that are valid for its problem:
+    within-ODE batching only on evenly spaced grids (else one solve per sample), and the
+    PID bound `max_steps` only where the problem names one for its trained field
+    (`AbstractProblem.recommended_max_steps`)."""
+    problem = s.problem_object
+    levers = dict(RECOMMENDED[s.controller])
+    if not problem.uniform_grid and levers.get("solve") == "within_ode":
+        levers["solve"] = "per_sample"
+    if "max_steps" in levers:
+        if problem.recommended_max_steps is None:
+            del levers["max_steps"]
+        else:
+            levers["max_steps"] = problem.recommended_max_steps
+    return levers
+
+
 def recommended(s: Scenario) -> Scenario:
-    """Scenario `s` with the recommended levers of its controller (`RECOMMENDED`)."""
-    return dataclasses.replace(s, **RECOMMENDED[s.controller])
+    """Scenario `s` with the recommended levers of its controller that are valid for its
+    problem (`recommended_levers`)."""
+    return dataclasses.replace(s, **recommended_levers(s))

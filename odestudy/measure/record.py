@@ -37,6 +37,8 @@ class Record(TypedDict, total=False):
     optimiser_state: str
     steps: int
     training_note: str | None  # why it trains unlike its scale's default, if it does
+    problem: str  # what was trained (`Scenario.problem`)
+    problem_facts: dict[str, Any]  # `problem.problem_facts`
     # How it went.
     status: Literal["ok", "failed", "not_run"]
     error: str | None
@@ -46,7 +48,7 @@ class Record(TypedDict, total=False):
     run_id: str | None
     runtime_s: float
     kernel_wall_s: float
-    phase_times_s: dict[str, float]
+    phase_times_s: dict[str, Any]  # per phase: seconds, or a list per stage
     # What was measured: compile apart from steps; step times waited for, per run.
     compile_time_s: float
     compile_time_per_stage_s: list[float]
@@ -57,6 +59,8 @@ class Record(TypedDict, total=False):
     step_times_runs_s: list[list[float]]
     epoch_time_s: float
     final_loss: float
+    trained: bool  # final_loss reached the problem's trained_loss
+    trained_loss: float
     train_loss: list[float]
     eval_curve: list[dict[str, float]]
     stages: list[dict[str, Any]]

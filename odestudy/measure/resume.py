@@ -17,7 +17,7 @@ import numpy as np
 from . import environment
 from .batching import batch_stream, solver_cost
 from .compat import use_compilation_cache
-from .data import N_TIMES
+from .problem import stage_lengths
 from .state import CACHE_DIR, STATE_NAME, load_executable, load_state
 from .timing import run_steps
 from .training import prepare, read_loss, scenario_devices
@@ -50,14 +50,14 @@ def time_repeat(s, out_dir: str | os.PathLike, timed_steps: int = REPEAT_STEPS) 
             out_dir / STATE_NAME, step.unplace(setup.params), step.unplace(setup.opt_state)
         )
         params, opt_state = step.place_state(*host)
-        length = max(2, int(N_TIMES * s.length_fractions[-1]))
+        length = stage_lengths(setup.data.ts.shape[1], s.length_fractions)[-1]
         data = setup.data.truncate(length)
         cost = solver_cost(setup.data) if s.batching == "grouped" else None
         batches = batch_stream(len(data), s.global_batch, s.seed + 1, cost)
 
         def placed_batches():
             while True:
-                yield step.place_batch(*_batch(data, next(batches)))
+                yield step.place_batch(_batch(data, next(batches)))
 
         stream = placed_batches()
         first = next(stream)
@@ -65,7 +65,7 @@ def time_repeat(s, out_dir: str | os.PathLike, timed_steps: int = REPEAT_STEPS) 
         compiled = load_executable(out_dir, params, opt_state, first)
         how = "the cold run's executable"
         if compiled is None:
-            compiled = step.compile(params, opt_state, *first)
+            compiled = step.compile(params, opt_state, first)
             how = "compiled again (persistent cache)"
         compile_time = time.perf_counter() - t0
 

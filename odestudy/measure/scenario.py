@@ -4,9 +4,11 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 from typing import Any
 
 from .modes import MODES, AbstractMode
+from .problem import DEFAULT_PROBLEM, AbstractProblem, resolve_problem
 from .solvers import (
     ADJOINTS,
     CONTROLLERS,
@@ -80,6 +82,13 @@ HETEROGENEOUS_NOTE = (
     "(300 steps per stage at learning rate 3e-3, against 100 at 1e-2): with the "
     "default, spread 0.5 and 1 stayed untrained (evaluation loss 0.10-0.46)"
 )
+
+
+def scale_defaults(scale: str, problem: AbstractProblem) -> dict[str, Any]:
+    """The sizes and training a scenario of `problem` at `scale` takes where its fields
+    are left None: the scale's (`SCALES`), replaced by the problem's own schedule
+    (`AbstractProblem.schedule`)."""
+    return {**SCALES[scale], **problem.schedule(scale)}
 
 
 def heterogeneous_training(scale: str) -> dict[str, Any]:
@@ -252,6 +261,13 @@ class Scenario:
         keyed_at_default=True,
     )
     # Fields added after the first records: hashed by `key()` only where not default.
+    problem: str = _field(
+        DEFAULT_PROBLEM,
+        "what is trained: a shipped problem's name (oscillator) or module:object naming "
+        "an odestudy.AbstractProblem in an importable module",
+        role="size",
+        tag="p",
+    )
     width: int = _field(64, "hidden units per layer of the vector field's MLP", tag="w")
     # The solve's structure (`solvers.Structure`) and the step's buffers.
     saveat: str = _field(
@@ -287,7 +303,7 @@ class Scenario:
     def __post_init__(self):
         if self.scale not in SCALES:
             raise ValueError(f"unknown scale {self.scale!r}; valid choices: {', '.join(SCALES)}")
-        for name, value in SCALES[self.scale].items():
+        for name, value in scale_defaults(self.scale, resolve_problem(self.problem)).items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
         if isinstance(self.length_fractions, list | tuple):
@@ -317,6 +333,11 @@ class Scenario:
         )
 
     @property
+    def problem_object(self) -> AbstractProblem:
+        """What is trained (`problem.AbstractProblem`), resolved from `problem`."""
+        return resolve_problem(self.problem)
+
+    @property
     def parallel(self) -> AbstractMode:
         """The mode as its type (`modes.AbstractMode`): its facts and how it builds the
         step; parsed once, when the scenario is made."""
@@ -326,7 +347,9 @@ class Scenario:
     def default(self, name: str) -> Any:
         """Field `name`'s default for this scenario's scale."""
         field = Scenario.__dataclass_fields__[name]
-        return SCALES[self.scale][name] if field.default is None else field.default
+        if field.default is None:
+            return scale_defaults(self.scale, self.problem_object)[name]
+        return field.default
 
     @property
     def total_devices(self) -> int:
@@ -344,7 +367,7 @@ class Scenario:
     def lr(self) -> float:
         """The learning rate used, after `lr_scaling`."""
         if self.lr_scaling == "linear":
-            return self.learning_rate * self.global_batch / SCALES[self.scale]["batch"]
+            return self.learning_rate * self.global_batch / self.default("batch")
         return self.learning_rate
 
     def to_dict(self) -> dict[str, Any]:
@@ -410,7 +433,7 @@ def _name_text(value: Any) -> str:
         return "_".join(f"{v:g}" for v in value)
     if isinstance(value, float):
         return f"{value:g}"
-    return str(value)
+    return re.sub(r"[^A-Za-z0-9_]", "_", str(value))  # file-system safe (module:object)
 
 
 def default_config(scale: str) -> dict[str, Any]:
@@ -486,5 +509,23 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
     if s.spread < 0:
         raise ValueError(f"spread must be >= 0, got {s.spread}")
     check_structure(s.structure, s.controller)
+    check_problem(s)
     if not isinstance(s.donate, bool):
         raise ValueError(f"donate must be true or false, got {s.donate!r}")
+
+
+def check_problem(s: Scenario) -> None:
+    """Refuse what the scenario's problem cannot train correctly, saying why: the
+    complexity knob on a problem without one, and within-ODE batching (which rescales
+    each series' time by its grid step) on grids that are not evenly spaced."""
+    problem = s.problem_object
+    if s.spread and not problem.has_spread:
+        raise ValueError(
+            f"problem {problem.name!r} has no complexity knob: spread must be 0, got {s.spread}"
+        )
+    if s.solve == "within_ode" and not problem.uniform_grid:
+        raise ValueError(
+            f"solve='within_ode' rescales each series' time by its grid step and needs "
+            f"evenly spaced grids; problem {problem.name!r} says uniform_grid=False: use "
+            "solve per_sample or scan"
+        )

@@ -107,16 +107,18 @@ def check_structure(structure: Structure, controller: str) -> None:
         raise ValueError(f"unroll must be a whole number >= 1, got {structure.unroll!r}")
 
 
-def controller_and_dt0(controller: str, ts: jax.Array):
+def controller_and_dt0(controller: str, ts: jax.Array, rtol: float = RTOL, atol: float = ATOL):
     """The diffrax step-size controller and initial step for one series.
 
-    - `controller`: `"pid"` (`PIDController(rtol=1e-3, atol=1e-6)`, `dt0 = ts[1] - ts[0]`)
+    - `controller`: `"pid"` (`PIDController(rtol, atol)`, `dt0 = ts[1] - ts[0]`)
       or `"stepto"` (`StepTo(ts)`: one solver step per observation, `dt0 = None`).
     - `ts`: the series' observation times, shape `(n_times,)`.
+    - `rtol`, `atol`: the PID controller's tolerances (the problem's; default the
+      reference's 1e-3 and 1e-6).
     """
     check_controller(controller)
     if controller == "pid":
-        return diffrax.PIDController(rtol=RTOL, atol=ATOL), ts[1] - ts[0]
+        return diffrax.PIDController(rtol=rtol, atol=atol), ts[1] - ts[0]
     return diffrax.StepTo(ts=ts), None
 
 

@@ -25,10 +25,10 @@ def save_executable(state_path: str | os.PathLike, payload: bytes, process: int 
 
 
 def load_executable(
-    out_dir: str | os.PathLike, params: Any, opt_state: Any, placed: tuple
+    out_dir: str | os.PathLike, params: Any, opt_state: Any, placed: Any
 ) -> Any | None:
     """The compiled step that `save_executable` saved in `out_dir` for this JAX process,
-    loaded for arguments shaped like `(params, opt_state, *placed)` (placed on the
+    loaded for arguments shaped like `(params, opt_state, placed)` (placed on the
     step's devices); None where there is none or it does not load."""
     import jax
 
@@ -37,7 +37,7 @@ def load_executable(
         return None
     from jax.experimental.serialize_executable import deserialize_and_load
 
-    in_tree = jax.tree.structure(((params, opt_state, *placed), {}))
+    in_tree = jax.tree.structure(((params, opt_state, placed), {}))
     out_tree = jax.tree.structure((params, opt_state, 0, 0))
     try:
         return deserialize_and_load(path.read_bytes(), in_tree, out_tree)

@@ -136,7 +136,7 @@ def run_steps(
     compiled: Callable,
     params: Any,
     opt_state: Any,
-    batches: Iterator[tuple] | Iterable[tuple],
+    batches: Iterator[Any] | Iterable[Any],
     steps: int,
     warmup: int = 0,
     carry: bool = True,
@@ -147,9 +147,9 @@ def run_steps(
 ) -> StepRun:
     """Run `steps` training steps of an AOT-compiled step, each on the clock.
 
-    - `compiled`: maps `(params, opt_state, *batch)` to
+    - `compiled`: maps `(params, opt_state, batch)` to
       `(params, opt_state, loss, num_steps)`.
-    - `batches`: placed batches (tuples of arrays on the step's devices), one per step.
+    - `batches`: placed batches (pytrees of arrays on the step's devices), one per step.
     - `warmup`: the first steps, run and waited for but not kept in `times`.
     - `carry`: feed each step's parameters and optimiser state to the next (training);
       `False` starts every step from the given ones (timing a fixed model).
@@ -170,7 +170,7 @@ def run_steps(
     for i in range(steps):
         placed = next(iterator)
         p_in, o_in = copy_arrays((p, o)) if copy_state else (p, o)
-        (p_new, o_new, loss, ns), seconds = time_call(compiled, p_in, o_in, *placed)
+        (p_new, o_new, loss, ns), seconds = time_call(compiled, p_in, o_in, placed)
         value = read_loss(loss) if read_loss else float(np.asarray(loss).reshape(-1)[0])
         if not np.isfinite(value):
             raise FloatingPointError(

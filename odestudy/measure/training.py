@@ -16,10 +16,11 @@ from .analysis import mean_waste
 from .audit import count_collectives
 from .batching import batch_stream, solver_cost
 from .compat import pmap_implementation
-from .data import DATA_CACHE_ENV, N_TIMES, Dataset, cached_dataset
+from .data import DATA_CACHE_ENV, Dataset, cached_dataset
 from .environment import cpu_info, git_commit, machine_id, now, this_machine, versions
-from .model import VectorField, batch_loss
+from .model import OSCILLATOR, eval_loss
 from .modes import ParallelStep, make_parallel_step, to_host
+from .problem import AbstractProblem, check_uniform_grids, problem_facts, stage_lengths
 from .record import REQUIRED_KEYS, Record
 from .scenario import Scenario, validate
 from .state import save_executable, save_state
@@ -53,15 +54,15 @@ def scenario_devices(s: Scenario) -> list[jax.Device]:
     return devices[: s.devices_per_process]
 
 
-def make_eval_loss(controller: str) -> Callable:
-    """Evaluation loss: MSE over full series, each solved on its own with the
-    scenario's controller. The same definition in every mode."""
+def make_eval_loss(controller: str, problem: AbstractProblem = OSCILLATOR) -> Callable:
+    """The problem's evaluation loss (`model.eval_loss`; the oscillator's: MSE over full
+    series), each solved on its own with the scenario's controller, compiled once."""
 
     @eqx.filter_jit
-    def eval_loss(model, ts, ys):
-        return batch_loss(model, ts, ys, controller)[0]
+    def evaluate(model, ts, ys):
+        return eval_loss(model, ts, ys, controller, problem)
 
-    return eval_loss
+    return evaluate
 
 
 def _steps_summary(per_device: list[np.ndarray], global_loop: bool = False) -> dict[str, Any]:
@@ -89,9 +90,10 @@ def _steps_summary(per_device: list[np.ndarray], global_loop: bool = False) -> d
 
 
 class Setup(NamedTuple):
-    """What a scenario trains with: data, model parts, optimiser and the parallel step
-    (parameters and optimiser state placed on the step's devices)."""
+    """What a scenario trains with: its problem, data, model parts, optimiser and the
+    parallel step (parameters and optimiser state placed on the step's devices)."""
 
+    problem: AbstractProblem
     data: Dataset
     evalset: Dataset
     static: Any
@@ -103,25 +105,33 @@ class Setup(NamedTuple):
 
 
 def prepare(s: Scenario, devices: list[jax.Device]) -> Setup:
-    """Data, initial model, optimiser and parallel step of scenario `s` on `devices`.
+    """Data, initial model, optimiser and parallel step of scenario `s` on `devices`,
+    all from its problem (`Scenario.problem_object`).
 
     The data come from the folder named by `ODESTUDY_DATA_CACHE` when it is set (see
     `data.cached_dataset`); the same seed gives the same data and initial model.
     """
+    problem = s.problem_object
     data_key, model_key = jr.split(jr.PRNGKey(s.seed), 2)
     # One pool, one compile: the training set, then a fixed evaluation set.
     pool, cached = cached_dataset(
-        s.dataset_size + s.eval_size, data_key, s.spread, os.environ.get(DATA_CACHE_ENV) or None
+        s.dataset_size + s.eval_size,
+        data_key,
+        s.spread,
+        os.environ.get(DATA_CACHE_ENV) or None,
+        problem,
     )
     data = pool.take(np.arange(s.dataset_size))
     evalset = pool.take(np.arange(s.dataset_size, len(pool)))
-    params, static = eqx.partition(VectorField(model_key, width=s.width), eqx.is_array)
-    optimiser = optax.adabelief(s.lr)
+    if s.solve == "within_ode":  # before anything compiles
+        check_uniform_grids(problem, data.ts)
+    params, static = eqx.partition(problem.make_field(model_key, s.width), eqx.is_array)
+    optimiser = problem.optimiser(s.lr)
     step = make_parallel_step(
-        s.parallel, devices, static, optimiser, s.controller, s.structure, s.donate
+        s.parallel, devices, static, optimiser, s.controller, s.structure, s.donate, problem
     )
     params, opt_state = step.place_state(params, optimiser.init(params))
-    return Setup(data, evalset, static, optimiser, step, params, opt_state, cached)
+    return Setup(problem, data, evalset, static, optimiser, step, params, opt_state, cached)
 
 
 def read_loss(loss: Any) -> float:
@@ -141,10 +151,10 @@ class CompiledStep(NamedTuple):
     fingerprint: str
 
 
-def compile_step(step: ParallelStep, params: Any, opt_state: Any, placed: tuple) -> CompiledStep:
+def compile_step(step: ParallelStep, params: Any, opt_state: Any, placed: Any) -> CompiledStep:
     """AOT-compile `step` for these placed arguments, on the clock."""
     t0 = time.perf_counter()
-    lowered = step.lower(params, opt_state, *placed)
+    lowered = step.lower(params, opt_state, placed)
     t1 = time.perf_counter()
     compiled = lowered.compile()
     t2 = time.perf_counter()
@@ -152,8 +162,8 @@ def compile_step(step: ParallelStep, params: Any, opt_state: Any, placed: tuple)
 
 
 def shares_program(s: Scenario) -> bool:
-    """Whether the length stages of `s` run one program (see `train`): with PID and one
-    solve per sample."""
+    """Whether the length stages of `s` run one program (see `stage_data`): with PID and
+    one solve per sample."""
     return s.controller == "pid" and s.solve == "per_sample"
 
 
@@ -170,14 +180,147 @@ def serialize_step(compiled: Any) -> bytes | None:
         return None
 
 
+class Progress:
+    """Training time and step count across stages, with the evaluation curve taken
+    off the clock every `s.eval_every` steps (`on_step` is `run_steps`' callback)."""
+
+    def __init__(self, s: Scenario, setup: Setup, report: Callable[[int, int], None] | None):
+        self.total = s.steps_per_stage * len(s.length_fractions)
+        self.every = s.eval_every
+        self.setup = setup
+        self.report = report
+        self.evaluate = make_eval_loss(s.controller, setup.problem)
+        self.train_time = 0.0
+        self.done = 0
+        self.curve: list[dict[str, float]] = []
+
+    def loss(self, params: Any) -> float:
+        """The evaluation loss of placed parameters `params`."""
+        model = eqx.combine(self.setup.step.unplace(params), self.setup.static)
+        return float(self.evaluate(model, self.setup.evalset.ts, self.setup.evalset.ys))
+
+    def on_step(self, i: int, params: Any, loss: float, seconds: float) -> None:
+        self.train_time += seconds
+        self.done += 1
+        if self.every and (self.done % self.every == 0 or self.done == self.total):
+            value = self.loss(params)
+            self.curve.append(
+                {"step": self.done, "train_time_s": self.train_time, "eval_loss": value}
+            )
+        if self.report is not None:
+            self.report(self.done, self.total)
+
+
+class Stage(NamedTuple):
+    """One length stage's result: its timed steps of the compiled program, and the state
+    it ends in."""
+
+    record: dict[str, Any]  # the record's `stages` entry
+    compiled: Any
+    first_batch: Any
+    params: Any
+    opt_state: Any
+    losses: list[float]
+
+
+def stage_data(s: Scenario, data: Dataset, length: int, longest: int) -> Dataset:
+    """The series of a stage of `length` points. With PID and one solve per sample every
+    stage runs one program, compiled at the longest stage's length: shorter stages pad
+    their series (`Dataset.truncate_padded`), which leaves loss, gradients and solver
+    steps as they are. StepTo steps at every time of the grid, so padding would cost the
+    full length; within-ODE batching solves on the observation index. Those compile per
+    stage."""
+    return data.truncate_padded(length, longest) if shares_program(s) else data.truncate(length)
+
+
+def train_stage(
+    s: Scenario,
+    setup: Setup,
+    number: int,
+    length: int,
+    series: Dataset,
+    batches: Iterator[np.ndarray],
+    programs: dict[int, CompiledStep],
+    params: Any,
+    opt_state: Any,
+    progress: Progress,
+    executable_out: dict | None,
+) -> Stage:
+    """Train stage `number` on `series` (`length` observed points each, padded or
+    not): compile its program (once per width, `programs`), then `s.steps_per_stage`
+    steps on the clock, the first `s.warmup_steps` untimed. `executable_out`, if
+    given, receives the program serialized (`"executable"`) when this stage compiles
+    it."""
+    step = setup.step
+
+    def placed() -> Iterator[Any]:
+        while True:
+            idx = next(batches)
+            yield step.place_batch((series.ts[idx], series.ys[idx]))
+
+    stream = placed()
+    first = next(stream)
+    width = series.ts.shape[1]
+    reused = width in programs
+    if not reused:
+        programs[width] = compile_step(step, params, opt_state, first)
+        if executable_out is not None:  # before it first runs: one that ran may not serialize
+            executable_out["executable"] = serialize_step(programs[width].compiled)
+    built = programs[width]
+    t_run = time.perf_counter()
+    run = run_steps(
+        built.compiled,
+        params,
+        opt_state,
+        _chain(first, stream),
+        s.steps_per_stage,
+        s.warmup_steps,
+        where=f"stage {number + 1} of {len(s.length_fractions)}, step",
+        on_step=progress.on_step,
+        read_loss=read_loss,
+    )
+    run_wall = time.perf_counter() - t_run
+    median, p25, p75 = quantiles(run.times)
+    record = {
+        "length": length,
+        "compile_time_s": 0.0 if reused else built.seconds,
+        "steps": s.steps_per_stage,
+        "timed_steps": len(run.times),
+        "step_time_s": median,
+        "step_time_p25_s": p25,
+        "step_time_p75_s": p75,
+        "step_times_s": run.times,
+        "program_fingerprint": built.fingerprint,
+        "program_reused": reused,
+        "points": width,
+        "trace_lower_time_s": 0.0 if reused else built.lower_seconds,
+        "wall_time_s": run_wall,
+        "solver_steps": _steps_summary(
+            [step.per_sample(n) for n in run.num_steps], global_loop=s.parallel.one_loop
+        ),
+    }
+    return Stage(record, built.compiled, first, run.params, run.opt_state, run.losses)
+
+
+def trace_steps(compiled: Any, params: Any, opt_state: Any, placed: Any, trace_dir: str) -> str:
+    """A profiler trace of 3 more steps on `placed` after the timed ones; their results
+    are discarded so that training is unchanged, and nothing timed is perturbed."""
+    with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+        for _ in range(3):
+            # A donating step consumes its state: give it copies.
+            time_call(compiled, *copy_arrays((params, opt_state)), placed)
+    return str(trace_dir)
+
+
 def train(
     s: Scenario,
     devices: list[jax.Device] | None = None,
     progress: Callable[[int, int], None] | None = None,
     trace_dir: str | None = None,
     state_out: dict | None = None,
-) -> dict[str, Any]:
-    """Train one scenario and return its measurements (not yet a full record).
+) -> Record:
+    """Train one scenario and return its measurements (a `Record` without the scenario
+    and environment parts): prepare, train each length stage, trace, evaluate.
 
     - `s`: the scenario (validated here before anything is compiled).
     - `devices`: devices to use; by default the first `s.devices_per_process` local ones.
@@ -194,133 +337,78 @@ def train(
     t_prepare = time.perf_counter()
     setup = prepare(s, devices)
     prepare_wall = time.perf_counter() - t_prepare
-    data, evalset, static, optimiser, step = (
-        setup.data,
-        setup.evalset,
-        setup.static,
-        setup.optimiser,
-        setup.step,
-    )
-    params, opt_state = setup.params, setup.opt_state
-    cost = solver_cost(data) if s.batching == "grouped" else None
-    batches = batch_stream(len(data), s.global_batch, s.seed, cost)
-    eval_loss = make_eval_loss(s.controller)
-
-    total = s.steps_per_stage * len(s.length_fractions)
-    stages: list[dict[str, Any]] = []
-    losses: list[float] = []
-    eval_curve: list[dict[str, float]] = []
-    clock: dict[str, float] = {"train": 0.0, "done": 0}
-
-    def on_step(i: int, params_now: Any, loss: float, seconds: float) -> None:
-        clock["train"] += seconds
-        clock["done"] += 1
-        done = int(clock["done"])
-        if s.eval_every and (done % s.eval_every == 0 or done == total):
-            model_now = eqx.combine(step.unplace(params_now), static)
-            value = float(eval_loss(model_now, evalset.ts, evalset.ys))
-            eval_curve.append({"step": done, "train_time_s": clock["train"], "eval_loss": value})
-        if progress is not None:
-            progress(done, total)
-
-    # With PID and one solve per sample, every length stage runs one program, compiled
-    # once at the last stage's length: shorter stages pad their series
-    # (`Dataset.truncate_padded`), which leaves loss, gradients and solver steps as
-    # they are. StepTo steps at every time of the grid, so padding would cost the full
-    # length; within-ODE batching solves on the observation index. Those compile per
-    # stage.
-    lengths = [max(2, int(N_TIMES * fraction)) for fraction in s.length_fractions]
-    shared = shares_program(s)
+    cost = solver_cost(setup.data) if s.batching == "grouped" else None
+    batches = batch_stream(len(setup.data), s.global_batch, s.seed, cost)
+    tracker = Progress(s, setup, progress)
+    lengths = stage_lengths(setup.data.ts.shape[1], s.length_fractions)
     programs: dict[int, CompiledStep] = {}
+    stages: list[Stage] = []
+    params, opt_state = setup.params, setup.opt_state
     for number, length in enumerate(lengths):
         if number and s.optimiser_state == "fresh":
             # The reference starts each length stage with a new optimiser state.
-            host_params = step.unplace(params)
-            params, opt_state = step.place_state(host_params, optimiser.init(host_params))
-        stage_data = data.truncate_padded(length, lengths[-1]) if shared else data.truncate(length)
-
-        def stage_batches(stage_data=stage_data) -> Iterator[tuple]:
-            while True:
-                idx = next(batches)
-                yield step.place_batch(stage_data.ts[idx], stage_data.ys[idx])
-
-        stage_batch_iter = stage_batches()
-        first = next(stage_batch_iter)
-        width = stage_data.ts.shape[1]
-        reused = width in programs
-        if not reused:
-            programs[width] = compile_step(step, params, opt_state, first)
-            if state_out is not None and width == lengths[-1]:
-                # Before it first runs: an executable that ran may no longer serialize.
-                state_out["executable"] = serialize_step(programs[width].compiled)
-        built = programs[width]
-        compiled: Any = built.compiled
-        compile_time = 0.0 if reused else built.seconds
-        t_run = time.perf_counter()
-        run = run_steps(
-            compiled,
-            params,
-            opt_state,
-            _chain(first, stage_batch_iter),
-            s.steps_per_stage,
-            s.warmup_steps,
-            where=f"stage {number + 1} of {len(s.length_fractions)}, step",
-            on_step=on_step,
-            read_loss=read_loss,
+            host = setup.step.unplace(params)
+            params, opt_state = setup.step.place_state(host, setup.optimiser.init(host))
+        series = stage_data(s, setup.data, length, lengths[-1])
+        # The last stage's program is kept for repeats (with PID it is the first's).
+        keep = state_out if series.ts.shape[1] == lengths[-1] else None
+        stage = train_stage(
+            s, setup, number, length, series, batches, programs, params, opt_state, tracker, keep
         )
-        run_wall = time.perf_counter() - t_run
-        params, opt_state = run.params, run.opt_state
-        losses += run.losses
-        times = run.times
-        steps_seen = [step.per_sample(n) for n in run.num_steps]
-        median, p25, p75 = quantiles(times)
-        stages.append(
-            {
-                "length": length,
-                "compile_time_s": compile_time,
-                "steps": s.steps_per_stage,
-                "timed_steps": len(times),
-                "step_time_s": median,
-                "step_time_p25_s": p25,
-                "step_time_p75_s": p75,
-                "step_times_s": times,
-                "program_fingerprint": built.fingerprint,
-                "program_reused": reused,
-                "points": width,
-                "trace_lower_time_s": 0.0 if reused else built.lower_seconds,
-                "wall_time_s": run_wall,
-                "solver_steps": _steps_summary(steps_seen, global_loop=s.parallel.one_loop),
-            }
-        )
-        placed = first
+        stages.append(stage)
+        params, opt_state = stage.params, stage.opt_state
+    last_stage = stages[-1]
     trace_path = None
     if s.trace and trace_dir:
-        # After the timed steps, on the last stage's first batch; results are discarded so that
-        # training is unchanged. The trace perturbs nothing that is timed.
-        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
-            for _ in range(3):
-                # A donating step consumes its state: give it copies.
-                time_call(compiled, *copy_arrays((params, opt_state)), *placed)
-        trace_path = str(trace_dir)
-    audit = count_collectives(compiled.as_text())
+        trace_path = trace_steps(
+            last_stage.compiled, params, opt_state, last_stage.first_batch, trace_dir
+        )
+    audit = count_collectives(last_stage.compiled.as_text())
     t_eval = time.perf_counter()
-    final_model = eqx.combine(step.unplace(params), static)
-    final_loss = float(eval_loss(final_model, evalset.ts, evalset.ys))
+    final_loss = tracker.loss(params)
     eval_wall = time.perf_counter() - t_eval
     if not np.isfinite(final_loss):
         raise FloatingPointError(f"diverged: the final evaluation loss is {final_loss}")
     if state_out is not None:
         state_out.update(
-            model=final_model,
-            data=data,
-            evalset=evalset,
-            optimiser=optimiser,
-            params=step.unplace(params),
-            opt_state=step.unplace(opt_state),
+            model=eqx.combine(setup.step.unplace(params), setup.static),
+            data=setup.data,
+            evalset=setup.evalset,
+            optimiser=setup.optimiser,
+            params=setup.step.unplace(params),
+            opt_state=setup.step.unplace(opt_state),
         )
+    return measurements(
+        s,
+        setup,
+        [st.record for st in stages],
+        [loss for st in stages for loss in st.losses],
+        tracker.curve,
+        final_loss,
+        audit,
+        {"prepare": prepare_wall, "final_eval": eval_wall},
+        devices[0].device_kind,
+        trace_path,
+    )
+
+
+def measurements(
+    s: Scenario,
+    setup: Setup,
+    stages: list[dict[str, Any]],
+    losses: list[float],
+    curve: list[dict[str, float]],
+    final_loss: float,
+    audit: Any,
+    walls: dict[str, float],
+    device_kind: str,
+    trace_path: str | None,
+) -> Record:
+    """The measured part of a scenario's record from its stages and evaluation."""
     last = stages[-1]
+    threshold = setup.problem.trained_loss
     return {
-        "steps": total,
+        "steps": s.steps_per_stage * len(s.length_fractions),
         "compile_time_s": sum(st["compile_time_s"] for st in stages),
         "compile_time_per_stage_s": [st["compile_time_s"] for st in stages],
         "program_fingerprints": [st["program_fingerprint"] for st in stages],
@@ -329,11 +417,11 @@ def train(
         # with evaluations and progress between them); the final evaluation (its
         # compile included).
         "phase_times_s": {
-            "prepare": prepare_wall,
+            "prepare": walls["prepare"],
             "trace_lower": [st["trace_lower_time_s"] for st in stages],
             "xla_compile": [st["compile_time_s"] - st["trace_lower_time_s"] for st in stages],
             "train": [st["wall_time_s"] for st in stages],
-            "final_eval": eval_wall,
+            "final_eval": walls["final_eval"],
         },
         "step_time_s": last["step_time_s"],
         "step_time_p25_s": last["step_time_p25_s"],
@@ -351,22 +439,26 @@ def train(
             "eval_curve",
             "solver_steps",
         ],
-        "epoch_time_s": last["step_time_s"] * len(data) / s.global_batch,
+        "epoch_time_s": last["step_time_s"] * len(setup.data) / s.global_batch,
         "final_loss": final_loss,
+        # Whether the model reached its problem's trained loss: a row that did not is
+        # marked in every table and never enters a verdict or a speedup.
+        "trained": bool(final_loss <= threshold),
+        "trained_loss": threshold,
         "train_loss": losses,
-        "eval_curve": eval_curve,
+        "eval_curve": curve,
         "solver_steps": last["solver_steps"],
         "stages": stages,
         "collectives_total": audit.total,
         "collectives_in_loops": audit.in_loops,
         "collectives": audit._asdict(),
         "trace_dir": trace_path,
-        "device_kind": devices[0].device_kind,
+        "device_kind": device_kind,
         "data_cached": setup.data_cached,
     }
 
 
-def _chain(first: tuple, rest: Iterator[tuple]) -> Iterator[tuple]:
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
     yield first
     yield from rest
 
@@ -423,6 +515,8 @@ def base_record(s: Scenario) -> Record:
         "optimiser_state": s.optimiser_state,
         "steps": s.steps_per_stage * len(s.length_fractions),
         "training_note": s.training_note(),
+        "problem": s.problem,
+        "problem_facts": problem_facts(s.problem_object),
     }
 
 

@@ -33,7 +33,7 @@ def results_folder(results: str | Path | None = None) -> Path:
     `notebooks/` and `results` from the repository root both find it); None: the
     repository's `results/`."""
     if results is None:
-        return environment.ROOT / "results"
+        return environment.workdir("results")
     path = Path(results)
     if path.exists() or path.is_absolute():
         return path

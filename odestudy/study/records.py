@@ -13,13 +13,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..measure.environment import ROOT, machine_id, this_machine
+from ..measure.environment import machine_id, this_machine, workdir
 from ..measure.record import Record, upgrade
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import code_fingerprint
 
 RECORD_NAME = "metrics.json"
-DEFAULT_RESULTS = ROOT / "results"
+DEFAULT_RESULTS = workdir("results")
 CEILING_FOLDER = "ceiling"
 
 

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from ..measure import environment
 from ..measure.devices import child_environment
-from ..measure.environment import ROOT
+from ..measure.environment import ROOT, in_checkout, notebook
 from ..measure.record import REQUIRED_KEYS, Record
 from ..measure.scenario import Scenario
 from ..measure.timing import PROTOCOL, measurement_env
@@ -18,7 +18,9 @@ from ..measure.training import base_record
 from . import records
 from .records import RECORD_NAME
 
-SCENARIO_NOTEBOOK = ROOT / "notebooks" / "scenario.ipynb"
+SCENARIO_NOTEBOOK = notebook("scenario.ipynb")
+# Kernels start in the checkout, or where the command runs (an installed package).
+KERNEL_CWD = ROOT if in_checkout() else Path.cwd()
 
 
 @contextlib.contextmanager
@@ -89,7 +91,7 @@ def execute_scenario(
                 parameters=parameters,
                 kernel_name="python3",
                 progress_bar=False,
-                cwd=str(ROOT),
+                cwd=str(KERNEL_CWD),
                 execution_timeout=timeout_s,
                 # ipykernel warns at every start that it runs over TCP without
                 # encryption (loopback here); errors still show.
@@ -130,7 +132,7 @@ def execute_report(results: str | os.PathLike, scale: str, figures: str | os.Pat
     figures.mkdir(parents=True, exist_ok=True)
     executed = figures / f"report_{scale}.ipynb"
     papermill.execute_notebook(
-        str(ROOT / "notebooks" / "report.ipynb"),
+        str(notebook("report.ipynb")),
         str(executed),
         parameters={
             "results": str(Path(results).resolve()),
@@ -139,7 +141,7 @@ def execute_report(results: str | os.PathLike, scale: str, figures: str | os.Pat
         },
         kernel_name="python3",
         progress_bar=False,
-        cwd=str(ROOT),
+        cwd=str(KERNEL_CWD),
         extra_arguments=["--log-level=ERROR"],
     )
     html, _ = html_exporter().from_notebook_node(nbformat.read(executed, 4))
