@@ -14,8 +14,22 @@ from .measure.model import (
     solve_scan,
     solve_within_ode,
 )
-from .measure.modes import MODES, ParallelStep, make_local_step, make_parallel_step
-from .measure.recommended import RECOMMENDED, recommended
+from .measure.modes import (
+    MODES,
+    AbstractMode,
+    ParallelStep,
+    make_local_step,
+    make_parallel_step,
+    make_step,
+)
+from .measure.problem import (
+    PROBLEMS,
+    AbstractProblem,
+    Oscillator,
+    resolve_problem,
+    stage_lengths,
+)
+from .measure.recommended import RECOMMENDED, recommended, recommended_levers
 from .measure.scenario import SCALES, Scenario, validate
 from .measure.solvers import CONTROLLERS, Structure, controller_and_dt0
 from .measure.training import run_scenario, train
@@ -26,6 +40,14 @@ from .study.distributed import launch, run_scenario_any
 from .study.records import read_record, save_record, write_json_atomic
 
 __all__ = [
+    "AbstractMode",
+    "AbstractProblem",
+    "Oscillator",
+    "PROBLEMS",
+    "make_step",
+    "recommended_levers",
+    "resolve_problem",
+    "stage_lengths",
     "CONTROLLERS",
     "MODES",
     "SCALES",

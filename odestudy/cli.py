@@ -76,15 +76,17 @@ def _run(a: argparse.Namespace) -> int:
             )
     # CPU devices are virtual and made to order; GPUs must exist.
     validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
-    check_writable(a.out)
-    record = execute_scenario(s, a.out)
-    print(f"{record['status']}: {s.name()} -> {Path(a.out) / records.RECORD_NAME}")
+    out = Path(a.out) if a.out else records.record_path(s, a.results).parent
+    check_writable(out)
+    record = execute_scenario(s, out)
+    print(f"{record['status']}: {s.name()} -> {out / records.RECORD_NAME}")
     if record["status"] != "ok":
         print(record.get("error"), file=sys.stderr)
         return 1
     print(
         f"step time {record['step_time_s']:.4g} s (median), compile "
         f"{record['compile_time_s']:.3g} s, final loss {record['final_loss']:.4g}"
+        + ("" if record.get("trained") else f" (above {record['trained_loss']:g}: not trained)")
     )
     return 0
 
@@ -146,7 +148,13 @@ def parser() -> argparse.ArgumentParser:
         help="apply the recommended levers of the controller (odestudy.RECOMMENDED): "
         "the fastest measured step that trains the same model",
     )
-    r.add_argument("--out", required=True, help="output folder")
+    r.add_argument(
+        "--out",
+        default=None,
+        help="output folder (default: the scenario's folder under --results, where "
+        "`odestudy report` reads it)",
+    )
+    r.add_argument("--results", default=str(environment.workdir("results")))
     r.set_defaults(func=_run)
     m = sub.add_parser("matrix", help="run every scenario of a scale, resumably")
     m.add_argument("--scale", choices=tuple(SCALES), default="quick")

@@ -13,16 +13,22 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-# The notebooks: the checkout's `notebooks/`, or the copy an installed wheel carries as
-# package data (`odestudy/notebooks/`, see pyproject.toml).
-_SHIPPED_NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+# The checkout's `notebooks/` and `data/` travel in an installed wheel as package data
+# (`odestudy/notebooks/`, `odestudy/data/`; see pyproject.toml).
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def shipped(folder: str, name: str) -> Path:
+    """The path of file `name` of the checkout's `folder` (`notebooks`, `data`), or of
+    the copy an installed package carries."""
+    checkout = ROOT / folder / name
+    return checkout if checkout.exists() else _PACKAGE / folder / name
 
 
 def notebook(name: str) -> Path:
     """The path of notebook `name` (for example `"scenario.ipynb"`), in a checkout or
     in an installed package."""
-    checkout = ROOT / "notebooks" / name
-    return checkout if checkout.exists() else _SHIPPED_NOTEBOOKS / name
+    return shipped("notebooks", name)
 
 
 def in_checkout() -> bool:

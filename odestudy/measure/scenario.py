@@ -312,6 +312,17 @@ class Scenario:
         object.__setattr__(self, "_parallel", MODES[self.mode]() if self.mode in MODES else None)
         validate(self)
 
+    def for_problem(self, problem: str) -> "Scenario":
+        """This scenario training `problem` instead: every field left at its scale's
+        default takes the new problem's (`AbstractProblem.schedule`); the others stay.
+        ValueError where the problem cannot run it (`check_problem`)."""
+        values = self.to_dict()
+        for field in self.fields():
+            if field.default is None and getattr(self, field.name) == self.default(field.name):
+                values[field.name] = None
+        values["problem"] = problem
+        return Scenario.from_dict(values)
+
     @classmethod
     def fields(cls) -> tuple[dataclasses.Field, ...]:
         """The scenario's fields, each with its metadata (`_field`)."""

@@ -74,7 +74,15 @@ _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 # scenario, a repeat); the modules they import are found by reading their imports.
 ENTRY_MODULES = ("measure.training", "measure.resume", "study.distributed", "measure.timing")
 PACKAGE = Path(__file__).resolve().parents[1]
-SCENARIO_NOTEBOOK = PACKAGE.parent / "notebooks" / "scenario.ipynb"
+# The checkout's notebook, or the copy an installed package carries (`environment.notebook`).
+SCENARIO_NOTEBOOK = next(
+    p
+    for p in (
+        PACKAGE.parent / "notebooks" / "scenario.ipynb",
+        PACKAGE / "notebooks" / "scenario.ipynb",
+    )
+    if p.exists() or p.parent.parent == PACKAGE
+)
 BLESSED = PACKAGE.parent / "tests" / "protocol_fingerprint.json"
 
 

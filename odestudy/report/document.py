@@ -29,7 +29,7 @@ from .projection import all_sweeps, projected_table, write_projection
 from .step import loop_summary, loss_limit, verdict
 from .tables import escape as _esc
 from .tables import fmt as _fmt
-from .tables import markdown_table
+from .tables import loss_cell, markdown_table
 from .verdict import exceeds_cores, verdict_markdown
 
 __all__ = [
@@ -44,7 +44,7 @@ __all__ = [
 
 # The reference study's two published tables as data (its "epoch time" is one optimiser
 # step), kept in the repo so that a clone anywhere can compare with them.
-REFERENCE_CSV = environment.ROOT / "data" / "reference_tables.csv"
+REFERENCE_CSV = environment.shipped("data", "reference_tables.csv")
 REFERENCE_COLUMNS = (
     "Device",
     "Number of Devices",
@@ -111,7 +111,7 @@ def table_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]
             _fmt(r.get("runtime_s"), 3),
             _fmt(r.get("epoch_time_s")),
             _fmt(r.get("compile_time_s"), 3),
-            _fmt(r.get("final_loss")),
+            loss_cell(r),
             r["scaling"],
             str(r["global_batch"]),
         ]
@@ -131,6 +131,8 @@ def diagnostic_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[
         status = r["status"] if ok else f"{r['status']}: {r.get('error')}"
         if ok and r.get("baseline_error"):
             status += f" (no speedup: {r['baseline_error']})"
+        if ok and r.get("untrained"):
+            status += f" (no speedup: {r['untrained']} did not train)"
         out.append(
             [
                 _devices_label(r, cores),

@@ -16,31 +16,18 @@ from ..measure.timing import PROTOCOL
 from .frames import BaselineError, is_default
 from .intervals import fmt_interval, ratio_interval
 from .plots import MODE_STYLE, _save
-from .tables import escape, markdown_table
+from .tables import escape, loss_cell, markdown_table
 from .tables import fmt as _fmt
 
 # The evaluation loss the time-to-target runs race to (MSE on the evaluation set), per
 # scale: a level a trained model has to work for, fixed before the runs (issue 9): the
 # untrained field sits at 0.25; the reference's final losses are 0.0002-0.0009.
 TARGET_LOSS = {"smoke": 0.2, "quick": 0.01, "seed": 0.001}
-# The evaluation loss a row must reach to count as a trained model: rows above it are
-# marked in every table and not cited (issue 22's quick target).
-TRAINED_LOSS = {"quick": 0.02}
-
-
-def trained(r: dict[str, Any]) -> bool:
-    """Whether record `r` ended at or below its scale's `TRAINED_LOSS` (scales without
-    one: always)."""
-    limit = TRAINED_LOSS.get(r.get("scale", ""))
-    return limit is None or (r.get("final_loss") is not None and r["final_loss"] <= limit)
 
 
 def _loss(r: dict[str, Any]) -> str:
-    """A row's final loss, marked where the model did not train (`trained`)."""
-    text = _fmt(r.get("final_loss"))
-    if not trained(r):
-        text += f" (above {TRAINED_LOSS[r['scale']]:g}: not trained)"
-    return text
+    """A row's final loss, marked where the model did not train (`frames.trained`)."""
+    return loss_cell(r)
 
 
 def _ratio(numerator: dict[str, Any], denominator: dict[str, Any]) -> str:

@@ -15,8 +15,9 @@ import pandas as pd
 
 from ..measure import environment
 from ..measure.modes import MODES
+from ..measure.problem import DEFAULT_PROBLEM, resolve_problem
 from ..measure.recommended import recommended
-from ..measure.scenario import SCALES, default_config
+from ..measure.scenario import SCALES, Scenario, default_config
 from ..study import records
 from ..study.matrix import explain_scenarios, scenarios
 from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
@@ -59,29 +60,77 @@ def record_machine_id(rec: dict[str, Any]) -> str:
     )
 
 
+def _for_problem(found: list[Scenario], problem: str) -> list[Scenario]:
+    """The scenarios of `found` for `problem` (`Scenario.for_problem`), leaving out
+    those it cannot run."""
+    if problem == DEFAULT_PROBLEM:
+        return found
+    out = []
+    for s in found:
+        try:
+            out.append(s.for_problem(problem))
+        except ValueError:  # for example a spread on a problem without one
+            continue
+    return out
+
+
 @functools.cache
-def matrix_keys(scale: str, study: str = "both") -> frozenset[str]:
-    """Scenario keys of the current matrix of `scale`: the scaling tables' scenarios
-    (`study="scaling"`, CPU and GPU), the explanation studies' (`"explain"`), or both
-    (which also holds the scaling scenarios with the recommended levers, the records of
-    `odestudy matrix --recommended`)."""
+def matrix_keys(scale: str, study: str = "both", problem: str = DEFAULT_PROBLEM) -> frozenset[str]:
+    """Scenario keys of the current matrix of `scale` for `problem`: the scaling tables'
+    scenarios (`study="scaling"`, CPU and GPU), the explanation studies' (`"explain"`),
+    or both (which also holds the scaling scenarios with the recommended levers, the
+    records of `odestudy matrix --recommended`)."""
     if scale not in SCALES:
         return frozenset()
+    try:
+        resolve_problem(problem)
+    except ValueError:  # a problem of a module not importable here
+        return frozenset()
     keys = set()
-    scaling = [s for device in ("cpu", "gpu") for s in scenarios(scale, device)]
+    scaling = _for_problem([s for d in ("cpu", "gpu") for s in scenarios(scale, d)], problem)
     if study in ("scaling", "both"):
         keys |= {s.key() for s in scaling}
     if study in ("explain", "both"):
-        keys |= {s.key() for s in explain_scenarios(scale)}
+        keys |= {s.key() for s in _for_problem(explain_scenarios(scale), problem)}
     if study == "both":
         keys |= {recommended(s).key() for s in scaling}
     return frozenset(keys)
 
 
+# The evaluation loss a row must reach to count as a trained model, per scale, for
+# records made before records said so themselves (`trained`; issue 22's quick target).
+TRAINED_LOSS = {"quick": 0.02}
+
+
+def trained(rec: dict[str, Any]) -> bool:
+    """Whether record `rec` trained: its own `trained` (the problem's `trained_loss`
+    reached), or for older records its final loss at or below its scale's
+    `TRAINED_LOSS` (scales without one: always). A row that did not is marked in every
+    table and enters no speedup or verdict."""
+    if rec.get("trained") is not None:
+        return bool(rec["trained"])
+    limit = TRAINED_LOSS.get(rec.get("scale", ""))
+    return limit is None or (rec.get("final_loss") is not None and rec["final_loss"] <= limit)
+
+
+def trained_limit(rec: dict[str, Any]) -> float | None:
+    """The evaluation loss `rec` had to reach (`trained`)."""
+    if rec.get("trained_loss") is not None:
+        return float(rec["trained_loss"])
+    return TRAINED_LOSS.get(rec.get("scale", ""))
+
+
+def record_problem(rec: dict[str, Any]) -> str:
+    """The problem a record trained (`Scenario.problem`; records before problems: the
+    default)."""
+    return (rec.get("scenario") or {}).get("problem") or DEFAULT_PROBLEM
+
+
 def in_scaling_matrix(rec: dict[str, Any]) -> bool:
     """Whether record `rec` is a scenario of its scale's scaling matrix: a row of the
     scaling tables (the explanation studies have tables of their own)."""
-    return rec.get("scenario_key") in matrix_keys(rec.get("scale"), "scaling")
+    keys = matrix_keys(rec.get("scale"), "scaling", record_problem(rec))
+    return rec.get("scenario_key") in keys
 
 
 def read_records(
@@ -112,7 +161,8 @@ def read_records(
         rec.setdefault("machine_id", record_machine_id(rec))
         rec["path"] = str(path)
         if current:
-            if rec.get("scenario_key") not in matrix_keys(rec.get("scale")):
+            keys = matrix_keys(rec.get("scale"), "both", record_problem(rec))
+            if rec.get("scenario_key") not in keys:
                 if skipped is not None:
                     skipped.append((str(path), "stale: matches no scenario of the current matrix"))
                 continue
@@ -206,6 +256,8 @@ def flat(rec: dict[str, Any]) -> dict[str, Any]:
     )
     row["default"] = is_default(rec)
     row["scaling_matrix"] = in_scaling_matrix(rec)
+    row["trained"] = trained(rec) if rec.get("status") == "ok" else None
+    row["problem"] = record_problem(rec)
     return row
 
 
@@ -429,6 +481,7 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
             baseline_final_loss=None,
             ceiling=None,
             efficiency_vs_ceiling=None,
+            untrained=None,
         )
         base: dict[str, Any] | BaselineError | None = found[i]
         if isinstance(base, BaselineError):
@@ -436,7 +489,11 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
                 continue  # another scaling's run that is no point of this one
             row["baseline_error"] = str(base)
             base = None
-        if rec["status"] == "ok" and base is not None:
+        if rec["status"] == "ok" and base is not None and not (trained(rec) and trained(base)):
+            # An untrained model's speedup is no result: marked, never computed.
+            row["untrained"] = "this row" if not trained(rec) else "its 1-device baseline"
+            row["baseline_final_loss"] = base.get("final_loss")
+        elif rec["status"] == "ok" and base is not None:
             row["baseline_final_loss"] = base.get("final_loss")
             n = rec["n_devices"]
             ratio, lo, hi = ratio_interval(base, rec)

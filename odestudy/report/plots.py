@@ -147,7 +147,10 @@ def scaling_figures(
     cores are shaded (times there measure overhead, not speedup)."""
     import seaborn as sns
 
-    data = scaling_frame([r for r in rows if r["device"] == device])
+    # A model that did not train has no speedup to plot: left out, and counted in the title.
+    shown = [r for r in rows if r["device"] == device]
+    kept = [r for r in shown if r.get("trained") is not False and not r.get("untrained")]
+    data = scaling_frame(kept)
     paths = []
     for scaling in ("strong", "weak"):
         sel = data[data["scaling"] == scaling]
@@ -228,7 +231,9 @@ def scaling_figures(
             frameon=False,
         )
         what = "fixed global batch" if scaling == "strong" else "fixed per-device batch"
-        grid.figure.suptitle(f"{device.upper()} {scaling} scaling ({what})", y=1.02)
+        left_out = sum(1 for r in shown if r["scaling"] == scaling and r not in kept)
+        note = f"; {left_out} rows not trained, left out" if left_out else ""
+        grid.figure.suptitle(f"{device.upper()} {scaling} scaling ({what}){note}", y=1.02)
         paths += _save(grid.figure, Path(out), f"{device}_{scaling}_scaling")
     return paths
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from .frames import trained, trained_limit
+
 # Markdown that text could start: emphasis, code, table cells, links and images (a `]`
 # right before `(`), `_` only where it can open or close emphasis (not in `shard_map`).
 _MARKDOWN = re.compile(r"[\\`*|]|\](?=\()|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
@@ -21,6 +23,16 @@ def escape(value: Any) -> str:
     README."""
     text = _MARKDOWN.sub(lambda m: "\\" + m.group(0), str(value))
     return html.escape(text, quote=False)
+
+
+def loss_cell(r: dict[str, Any]) -> str:
+    """A row's final loss, marked where its model did not reach its trained loss
+    (`frames.trained`)."""
+    text = fmt(r.get("final_loss"))
+    if r.get("status", "ok") == "ok" and r.get("final_loss") is not None and not trained(r):
+        limit = trained_limit(r)
+        text += f" (above {limit:g}: not trained)" if limit is not None else " (not trained)"
+    return text
 
 
 def fmt(value: Any, digits: int = 4) -> str:
