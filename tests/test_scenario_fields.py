@@ -31,6 +31,7 @@ OTHER = {
     "eval_every": 10,
     "seed": 1,
     "trace": True,
+    "problem": "tests.problems:UNIFORM",
     "width": 32,
     "saveat": "dense",
     "adjoint": "direct",
