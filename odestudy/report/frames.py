@@ -19,6 +19,7 @@ from ..measure.recommended import recommended
 from ..measure.scenario import SCALES, default_config
 from ..study import records
 from ..study.matrix import explain_scenarios, scenarios
+from . import sessions
 from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
 from .intervals import ratio_interval
 
@@ -97,7 +98,9 @@ def read_records(
     - `skipped`: if a list, gets `(path, reason)` for each file left out: files that do
       not parse as a record, and stale records.
 
-    Each record gets `path` (its file) and `machine_id` (`record_machine_id`).
+    Each record gets `path` (its file), `machine_id` (`record_machine_id`) and
+    `session` (`sessions.Session`: the machine's time window it was measured in, among
+    every record under `results`).
     """
     out = []
     for path in records.record_paths(results, scale):
@@ -117,6 +120,9 @@ def read_records(
                     skipped.append((str(path), "stale: matches no scenario of the current matrix"))
                 continue
         out.append(rec)
+    found = sessions.index(results) if out else {}
+    for rec in out:
+        rec["session"] = found.get(rec["path"]) or sessions.session_of(rec, out)
     return out
 
 
