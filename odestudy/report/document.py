@@ -187,7 +187,7 @@ def machine_line(rows: list[dict[str, Any]], device: str) -> str:
     v = {k: _esc(_known(x)) for k, x in (ok[0].get("versions") or {}).items()}
     v = {k: v.get(k, "unknown") for k in ("python", "jax", "jaxlib", "diffrax", "equinox", "optax")}
     kind = _esc(repr(ok[0].get("device_kind", device)))
-    commits = ", ".join(sorted({_esc(str(r.get("git_commit"))[:12]) for r in ok}))
+    commits = ", ".join(sorted({_esc(str(r.get("git_commit") or "unknown")[:12]) for r in ok}))
     return (
         f"Machine {_esc(ok[0].get('machine_id'))}: {hw.get('cpu_model')} "
         f"({hw.get('physical_cores')} physical cores"

@@ -5,6 +5,7 @@ such a region is hand-written and holds no measured number (`tests/test_docs_cla
 """
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from .tables import escape
 
 GENERATED_START = "<!-- generated:start (odestudy report writes this from the records) -->"
 GENERATED_END = "<!-- generated:end -->"
+# A markdown image: `![alt](path)`.
+IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 
 # Each study's page: its title, the table files it shows (`figures/tables/<name>.md`),
 # and the figures (PNG names under the scale's figures folder), answer first.
@@ -96,17 +99,21 @@ def page(
 
 
 def render_html(markdown: str, html: Path, base: Path) -> Path:
-    """`markdown` as an HTML page (`study.runner.html_exporter`, images embedded from
-    paths relative to `base`), written atomically to `html`."""
-    import nbformat
+    """`markdown` as an HTML page (`study.runner.html_exporter`), its images (paths
+    relative to `base`) embedded, written atomically to `html`."""
+    import nbformat  # nbconvert and nbformat are slow to import: only when rendering
 
-    from ..study.runner import html_exporter
+    from ..study.runner import html_exporter  # the exporter pulls in nbconvert
 
+    images = [(base / m.group(2)).resolve() for m in IMAGE.finditer(markdown)]
+    # nbconvert embeds only files under the path it is given: their common folder.
+    root = Path(os.path.commonpath([base.resolve(), *images]))
+    markdown = IMAGE.sub(lambda m: f"![{m.group(1)}]({_rel(base / m.group(2), root)})", markdown)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell(markdown)]
     exporter = html_exporter()
     exporter.embed_images = True
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"path": str(base)}})
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"path": str(root)}})
     html.parent.mkdir(parents=True, exist_ok=True)
     tmp = html.with_suffix(".html.tmp")
     tmp.write_text(body)
