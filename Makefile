@@ -58,7 +58,7 @@ matrix-full: $(STAMP)
 	$(BIN)/odestudy matrix --scale $(SCALE) --device auto --full
 
 report: $(STAMP)
-	$(BIN)/odestudy report --scale $(SCALE) $(if $(filter quick,$(SCALE)),--readme README.md)
+	$(BIN)/odestudy report --scale $(SCALE) $(if $(filter quick,$(SCALE)),--readme README.md --docs docs)
 
 # The studies that explain the scaling (lock-step waste on heterogeneous data that
 # trains, grouping, within-ODE batching, batch size and time to target), 3 runs each;
@@ -74,7 +74,7 @@ explain: $(STAMP)
 seed: $(STAMP)
 	$(BIN)/odestudy matrix --scale seed --device auto
 	$(BIN)/odestudy matrix --scale seed --study target --select batch=32
-	$(BIN)/odestudy report --scale seed --figures figures/seed
+	$(BIN)/odestudy report --scale seed --figures figures/seed --docs docs
 
 # Only the GPU rows, on a machine with GPUs and the registry: first
 # `.venv/bin/pip install -e ".[cuda13]"` (or ".[cuda12]", matching the driver).

@@ -127,13 +127,16 @@ def _report(a: argparse.Namespace) -> int:
 
     html = settle_report(execute_report(a.results, a.scale, a.figures))
     print(f"report: {html}")
-    if a.readme:  # from the tables and figures the report notebook just wrote
-        from .report.document import update_readme
+    if a.docs:  # from the tables and figures the report notebook just wrote
+        from .report.pages import write_pages
 
-        figures = Path(a.figures)
-        tables = {p.stem: p for p in (figures / "tables").glob("*.md")}
-        update_readme(a.readme, tables, sorted(figures.glob("*.png")), a.scale)
-        print(f"updated the results section of {a.readme}")
+        for path in write_pages(a.results, a.scale, a.figures, a.docs).values():
+            print(f"page: {path}")
+    if a.readme:
+        from .report.pages import update_readme
+
+        update_readme(a.readme, a.results, a.figures)
+        print(f"updated the answer in {a.readme}")
     return 0
 
 
@@ -199,8 +202,9 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--scale", choices=tuple(SCALES), default="quick")
     rep.add_argument("--results", default=str(environment.workdir("results")))
     rep.add_argument("--figures", default=str(environment.workdir("figures")))
+    rep.add_argument("--readme", default=None, help="also refresh the answer in this README")
     rep.add_argument(
-        "--readme", default=None, help="also refresh the results section of this README"
+        "--docs", default=None, help="also write the results pages under DOCS/results/"
     )
     rep.set_defaults(func=_report)
     v = sub.add_parser(

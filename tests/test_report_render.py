@@ -11,6 +11,9 @@ import pytest
 
 from odestudy import cli
 from odestudy.measure.scenario import Scenario
+from odestudy.report import pages
+from odestudy.report.claims import scale_claims
+from odestudy.report.document import report_rows
 from odestudy.report.tables import escape
 from odestudy.study import records
 from odestudy.study.matrix import record_path
@@ -87,16 +90,48 @@ def test_report_opens_with_the_question_the_verdict_and_the_headline_figure(rend
     _, figures = rendered
     html = (figures / "report_smoke.html").read_text()
     question = html.index("Which way of splitting the batch over devices trains")
-    verdict = html.index("fastest <strong>shard_map</strong>, step-time speedup 1.33×")
+    verdict = html.index("<strong>Use <code>shard_map</code></strong>")
     figure = re.search(r'<img [^>]*src="data:image/png', html).start()
     table = html.index("<table")
     assert question < verdict < figure < table
     # The verdict's slowest mode and its measured reason, from the records.
     assert "Slowest <strong>pmap</strong>, 0.80× [0.80, 0.80]" in html
     assert "measured reason: overhead" in html
-    assert "no GPU rows at the smoke scale" in html
+    assert "no multi-device GPU row of the current protocol at the smoke scale" in html
     assert (figures / "headline_speedup.png").exists()
     assert (figures / "tables" / "verdict.md").read_text().startswith("# Verdict (smoke scale)")
+
+
+def test_a_results_page_answers_first_in_html(rendered, tmp_path):
+    results, figures = rendered
+    _, _, rows, _ = report_rows(results, "smoke")
+    claims = scale_claims(str(results), "smoke", rows)
+    text = pages.page("quick", results, figures, tmp_path / "docs", claims)
+    assert text.startswith(pages.GENERATED_START) and text.rstrip().endswith(pages.GENERATED_END)
+    html = pages.render_html(text, tmp_path / "page.html", tmp_path / "docs" / "results")
+    body = html.read_text()
+    answer = body.index("1.33x [1.33, 1.33]")
+    figure = re.search(r'<img [^>]*src="data:image/png', body).start()
+    assert body.index("Quick scaling") < answer < figure < body.index("<table")
+    assert "None." not in body and "odestudy.write_report(" not in body
+
+
+def test_a_page_with_no_rows_says_so_in_one_line(tmp_path):
+    text = pages.page("workloads", tmp_path, tmp_path / "figures", tmp_path / "docs", None)
+    body = [x for x in text.splitlines() if x.strip() and not x.startswith(("<!--", "#"))]
+    assert len(body) == 1 and body[0].startswith("No rows yet")
+
+
+def test_results_page_fits_a_1400_px_window(rendered, tmp_path):
+    if not CHROMIUM.exists():
+        pytest.skip("chromium not installed (/usr/bin/chromium): the page width is not checked")
+    results, figures = rendered
+    _, _, rows, _ = report_rows(results, "smoke")
+    text = pages.page(
+        "quick", results, figures, tmp_path, scale_claims(str(results), "smoke", rows)
+    )
+    html = pages.render_html(text, tmp_path / "quick.html", tmp_path / "results")
+    assert_fits_1400_px(html.read_text(), tmp_path)
 
 
 def test_device_tables_split_in_two_with_the_notes_below(rendered):
@@ -133,8 +168,13 @@ def test_report_page_fits_a_1400_px_window(rendered, tmp_path):
     if not CHROMIUM.exists():
         pytest.skip("chromium not installed (/usr/bin/chromium): the page width is not checked")
     _, figures = rendered
+    assert_fits_1400_px((figures / "report_smoke.html").read_text(), tmp_path)
+
+
+def assert_fits_1400_px(html: str, tmp_path: Path) -> None:
+    """Open `html` in headless Chromium at 1400 px and check no element reaches past the
+    window's right edge."""
     page = tmp_path / "page.html"
-    html = (figures / "report_smoke.html").read_text()
     page.write_text(html.replace("</body>", WIDTH_PROBE + "</body>"))
     args = [
         str(CHROMIUM),

@@ -6,6 +6,8 @@ text. Synthetic records; nothing here runs JAX programs."""
 import json
 
 from odestudy.measure.scenario import Scenario
+from odestudy.report import sessions
+from odestudy.report.claims import verdict_claims
 from odestudy.report.document import scaling_rows, write_report
 from odestudy.report.verdict import verdict_markdown
 from odestudy.study import records
@@ -58,9 +60,51 @@ def test_fastest_and_slowest_within_the_cores_with_intervals_and_reason():
     assert "3 collective(s) inside its solver loops (**shard_map**: 0)" in line
     # The 4-device row beyond the 2 physical cores is named and left out, not ranked.
     assert "4 devices" not in line and "(†: 4 devices) are left out" in verdict
-    assert "**In short:** of 1 comparison below, the fastest mode is **shard_map** in 1" in (
-        verdict
-    )
+    assert "In short" not in verdict  # a tally is no answer: the claims give it
+
+
+def test_the_answer_in_plain_words_names_use_and_avoid_with_intervals_and_sessions():
+    rows = scaling_rows(_cpu())
+    lines = verdict_claims(rows, _cpu())
+    use = _line("\n".join(lines), "**Use")
+    assert "**Use `shard_map` or `pmap`** (fastest first; the intervals separate them)" in use
+    assert "PID `shard_map` 2.00x [2.00, 2.00], `pmap` 1.33x [1.33, 1.33]" in use
+    assert "holds in 1 of 1 sessions with such rows" in use
+    avoid = _line("\n".join(lines), "**Avoid")
+    assert "**Avoid sharded `jit` (`shard`) with PID**: 0.50x [0.50, 0.50]" in avoid
+    assert "3 collective(s) inside its solver loops" in avoid
+    assert "(4 devices) measure overhead" in "\n".join(lines)
+
+
+def test_an_answer_not_supported_by_its_interval_is_weakened():
+    recs = [
+        _rec(jitter=0.3, seed=1),
+        _rec("pmap", 2, 0.02, jitter=0.3, seed=2),
+        _rec("shard_map", 2, 0.019, jitter=0.3, seed=3),
+    ]
+    text = "\n".join(verdict_claims(scaling_rows(recs), recs))
+    assert "**Use" not in text and "not separable from one device" in text
+
+
+def test_a_claim_counts_the_sessions_it_holds_in_and_marks_unequal_losses():
+    earlier = [
+        dict(r, started="2026-01-01T00:00:00+00:00", finished="2026-01-01T00:10:00+00:00")
+        for r in _cpu(shard=0.01)  # an earlier session where `shard` was fast
+    ]
+    later = [
+        dict(r, started="2026-01-02T00:00:00+00:00", finished="2026-01-02T00:10:00+00:00")
+        for r in _cpu(r3={"final_loss": 0.001})
+    ]
+    for r in [*earlier, *later]:
+        r["session"] = None
+    found = sessions.assign([*earlier, *later])
+    for r, s in zip([*earlier, *later], found, strict=True):
+        r["session"] = s
+    assert len(set(found)) == 2
+    lines = "\n".join(verdict_claims(scaling_rows(later), [*earlier, *later]))
+    assert "holds in 1 of 2 sessions." in _line(lines, "**Avoid")
+    assert "2026-01-02 00:00–00:10 UTC" in lines
+    assert "`shard_map` 2.00x [2.00, 2.00] ‡" in lines and "‡: the two rows' final losses" in lines
 
 
 def test_a_speedup_over_a_baseline_trained_to_another_loss_is_flagged():

@@ -14,6 +14,7 @@ from ..measure.recommended import RECOMMENDED
 from ..measure.timing import PROTOCOL
 from ..study import records
 from ..study.runner import html_exporter
+from . import loss, sessions
 from .explain import write_explain
 from .frames import (
     BaselineError,
@@ -75,9 +76,12 @@ DIAGNOSTIC_COLUMNS = IDENTITY_COLUMNS + (
 
 
 def pick_machine(recs: list[dict[str, Any]], device: str) -> str | None:
-    """The machine whose `device` rows make the tables: this machine if it has ok
-    records of that kind, else the machine with the most (ties: the latest)."""
+    """The machine whose `device` rows make the tables: of the machines with ok records
+    of that kind under the current protocol (`timing.PROTOCOL`; any protocol where
+    none has such), this machine if it is one, else the one with the most (ties: the
+    latest), so that every clone writes the same tables from the same records."""
     ok = [r for r in recs if r["device"] == device and r["status"] == "ok"]
+    ok = [r for r in ok if r.get("protocol") == PROTOCOL] or ok
     if not ok:
         return None
     here = environment.machine_id(environment.this_machine())
@@ -145,7 +149,12 @@ def diagnostic_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[
                 (f"{len(r['step_time_runs_s'])} ({runs})" if r.get("step_time_runs_s") else "1")
                 if ok
                 else "–",
-                fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None))),
+                loss.mark(
+                    fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None))),
+                    r.get("final_loss"),
+                    r.get("baseline_final_loss"),
+                    loss.limit_for(r),
+                ),
                 fmt_interval(r["efficiency"], *(r.get("efficiency_ci") or (None, None))),
                 fmt_interval(*(r.get("efficiency_vs_ceiling") or (None, None, None))),
                 f"{_fmt(r.get('collectives_total'))} / {_fmt(r.get('collectives_in_loops'))}",
@@ -156,24 +165,39 @@ def diagnostic_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[
     return out
 
 
+def _known(value: Any) -> Any:
+    """A record's value for a sentence: "unknown" where the record has none."""
+    return "unknown" if value is None else value
+
+
+def _protocol(rows: list[dict[str, Any]]) -> str:
+    """The measurement protocol(s) of `rows`, "none recorded" for records made before
+    protocols were."""
+    found = sorted({str(r["protocol"]) for r in rows if r.get("protocol") is not None})
+    none = any(r.get("protocol") is None for r in rows)
+    return ", ".join(found + (["none recorded"] if none else [])) or "none recorded"
+
+
 def machine_line(rows: list[dict[str, Any]], device: str) -> str:
     """Hardware and versions of the records of one device kind."""
     ok = [r for r in rows if r["device"] == device and r["status"] == "ok"]
     if not ok:
         return ""
-    # Every value here comes from a record: escaped, never markup.
-    hw = {k: _esc(v) for k, v in (ok[0].get("hardware") or {}).items()}
-    v = {k: _esc(x) for k, x in (ok[0].get("versions") or {}).items()}
+    # Every value here comes from a record: escaped, never markup; none left as None.
+    hw = {k: _esc(_known(v)) for k, v in (ok[0].get("hardware") or {}).items()}
+    hw = {k: hw.get(k, "unknown") for k in ("cpu_model", "physical_cores", "logical_cpus")}
+    v = {k: _esc(_known(x)) for k, x in (ok[0].get("versions") or {}).items()}
+    v = {k: v.get(k, "unknown") for k in ("python", "jax", "jaxlib", "diffrax", "equinox", "optax")}
     kind = _esc(repr(ok[0].get("device_kind", device)))
-    commits = ", ".join(sorted({_esc(str(r.get("git_commit"))[:12]) for r in ok}))
+    commits = ", ".join(sorted({_esc(str(r.get("git_commit") or "unknown")[:12]) for r in ok}))
     return (
         f"Machine {_esc(ok[0].get('machine_id'))}: {hw.get('cpu_model')} "
         f"({hw.get('physical_cores')} physical cores"
         f", {hw.get('logical_cpus')} logical), device kind {kind}; python "
         f"{v.get('python')}, jax {v.get('jax')}, jaxlib {v.get('jaxlib')}, diffrax "
         f"{v.get('diffrax')}, equinox {v.get('equinox')}, optax {v.get('optax')}; "
-        f"pmap is {_esc(ok[0].get('pmap_implementation'))}; records from git "
-        f"commit(s) {commits}."
+        f"pmap is {_esc(_known(ok[0].get('pmap_implementation')))}; measurement protocol "
+        f"{_esc(_protocol(ok))}; records from git commit(s) {commits}."
     )
 
 
@@ -211,33 +235,42 @@ EPOCH_NOTE = (
 READ_HEADING = "#### How to read these tables"
 
 
-def device_table(rows: list[dict[str, Any]], device: str, extra: str = "") -> str:
-    """The markdown tables of one device kind: the reference's columns, our
-    diagnostics (`extra`, markdown, after them), then how to read them."""
+def device_table(
+    rows: list[dict[str, Any]], device: str, extra: str = "", guide: bool = True
+) -> str:
+    """The markdown tables of one device kind with ok rows: the reference's columns, our
+    diagnostics (with a **Session** column where the rows span several sessions), the
+    session and machine they were measured on, `extra` (markdown), then how to read
+    them (`guide`; else a pointer to the page that has it)."""
     sel = [r for r in rows if r["device"] == device]
     cores = next(
         ((r.get("hardware") or {}).get("physical_cores") for r in sel if r.get("hardware")), None
     )
-    parts = [f"# {device.upper()} table", ""]
-    if not sel:
-        parts += ["No records.", ""]
-    else:
-        parts += [
-            "One row per scenario, in two tables that share the row's identity (devices, "
-            "mode, controller, scaling, global batch); how to read them: below.",
-            "",
-            "**The reference's columns.**",
-            "",
-            markdown_table(REFERENCE_COLUMNS + ADDED_COLUMNS, table_rows(sel, cores)),
-            "",
-            "**Our diagnostics.**",
-            "",
-            markdown_table(DIAGNOSTIC_COLUMNS, diagnostic_rows(sel, cores)),
-            "",
-        ]
-    if extra:
-        parts += [extra.strip(), ""]
-    parts += [READ_HEADING, ""]
+    found = list(dict.fromkeys(sessions.session_of(r) for r in sel))
+    header: tuple[str, ...] = DIAGNOSTIC_COLUMNS
+    cells = diagnostic_rows(sel, cores)
+    if len(found) > 1:
+        header = (*header, "Session")
+        cells = [[*c, sessions.session_of(r).label] for c, r in zip(cells, sel, strict=True)]
+    parts = [
+        f"# {device.upper()} table",
+        "",
+        _esc(sessions.sessions_line(sel, sel)),
+        "",
+        "**The reference's columns.**",
+        "",
+        markdown_table(REFERENCE_COLUMNS + ADDED_COLUMNS, table_rows(sel, cores)),
+        "",
+        "**Our diagnostics.**",
+        "",
+        markdown_table(header, cells),
+        "",
+    ]
+    if any(loss.MARK in c for row in cells for c in row):
+        parts += [loss.NOTE, ""]
+    line = machine_line(rows, device)
+    if line:
+        parts += [line, ""]
     counts = sorted({r["n_devices"] for r in sel if r["status"] != "not_run"})
     if device == "cpu" and cores and counts:
         whole = max(counts) > cores
@@ -258,16 +291,18 @@ def device_table(rows: list[dict[str, Any]], device: str, extra: str = "") -> st
             ),
             "",
         ]
-    line = machine_line(rows, device)
-    if line:
-        parts += [line, ""]
     if any(r["status"] == "not_run" for r in sel):
         parts += [
             "Rows marked `not_run` need devices this machine does not have; they run "
             "where JAX sees enough GPUs (`make gpu`).",
             "",
         ]
-    parts += [EPOCH_NOTE]
+    if extra:
+        parts += [extra.strip(), ""]
+    if guide:
+        parts += [READ_HEADING, "", EPOCH_NOTE]
+    else:
+        parts += ["How to read these tables: as the CPU table above (`docs/method.md`)."]
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -286,6 +321,14 @@ def reference_rows(path: str | Path = REFERENCE_CSV) -> list[dict[str, Any]]:
         return list(csv.DictReader(f))
 
 
+def _float(text: Any) -> float | None:
+    """A number of the reference's table, None where it has none."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
 def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]) -> str:
     """Our seed-scale strong-scaling rows (`seed_rows`) beside the reference's rows,
     with ratios."""
@@ -300,6 +343,7 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
         "Reference final loss",
         "Our final loss",
         "Our status",
+        "Our session",
     )
     out = []
     for ref in reference:
@@ -326,15 +370,22 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
                 ref["controller"],
                 _fmt(ref_step),
                 _fmt(step),
-                _fmt(step / ref_step, 3) if step else "–",
+                loss.mark(
+                    _fmt(step / ref_step, 3), ours.get("final_loss"), _float(ref["final_loss"])
+                )
+                if ours and step
+                else "–",
                 ref["final_loss"],
                 _fmt(ours.get("final_loss")) if ours else "–",
                 ours["status"] if ours else "no record",
+                f"{sessions.session_of(ours).label} (protocol {_protocol([ours])})"
+                if ours
+                else "–",
             ]
         )
     cpu = machine_line(rows, "cpu") or "no CPU records"
     gpu = machine_line(rows, "gpu") or "no GPU records"
-    protocols = sorted({str(r.get("protocol")) for r in rows if r["status"] == "ok"})
+    protocols = _protocol([r for r in rows if r["status"] == "ok"])
     note = (
         "Like for like: our rows here are the **seed** scale, the reference's own "
         "configuration (2048 series, global batch 32, 10 %, 50 % and 100 % of each series "
@@ -348,10 +399,12 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
         "trained different losses: ratios compare magnitudes only. The reference's "
         "1-device rows are its `shard` mode on one device, our `single`. Our seed rows "
         "run once each (measurement protocol "
-        f"{_esc(', '.join(protocols) or '–')}).\n\nOur CPU machine: {cpu}\n\nOur GPU "
+        f"{_esc(protocols)}).\n\nOur CPU machine: {cpu}\n\nOur GPU "
         f"machine: {gpu}"
     )
-    return "# Ours beside the reference\n\n" + note + "\n\n" + markdown_table(header, out) + "\n"
+    table = markdown_table(header, out)
+    flagged = f"\n\n{loss.NOTE}" if loss.MARK in table else ""
+    return "# Ours beside the reference\n\n" + note + "\n\n" + table + flagged + "\n"
 
 
 def elsewhere(results: str | Path, device: str, scale: str) -> str:
@@ -366,10 +419,9 @@ def elsewhere(results: str | Path, device: str, scale: str) -> str:
         ]
         for m in sorted({r["machine_id"] for r in recs}):
             mine = [r for r in recs if r["machine_id"] == m]
-            protocols = sorted({str(r.get("protocol")) for r in mine})
             found.append(
                 f"{len(mine)} at the {_esc(at)} scale on `{_esc(m)}` (`results/{_esc(m)}/"
-                f"{_esc(at)}/`, protocol {_esc(', '.join(protocols))})"
+                f"{_esc(at)}/`, measurement protocol {_esc(_protocol(mine))})"
             )
     name = device.upper()
     if not found:
@@ -382,6 +434,17 @@ def elsewhere(results: str | Path, device: str, scale: str) -> str:
     )
 
 
+def no_rows(rows: list[dict[str, Any]], results: str | Path, device: str, scale: str) -> str:
+    """The one line of a device kind without ok rows: why its rows of the matrix did not
+    run (where they are records), and where that kind's rows that exist are."""
+    sel = [r for r in rows if r["device"] == device]
+    why = sorted({f"{r['status']}: {r.get('error') or 'no error recorded'}" for r in sel})
+    text = elsewhere(results, device, scale)
+    if why:
+        text += f" The matrix's {len(sel)} {device.upper()} rows here: {_esc('; '.join(why))}."
+    return text
+
+
 def seed_rows(results: str | Path) -> list[dict[str, Any]]:
     """The seed-scale rows (the reference's configuration) of one machine per device
     kind (`pick_machine`), with their speedups: what the reference comparison shows."""
@@ -390,6 +453,13 @@ def seed_rows(results: str | Path) -> list[dict[str, Any]]:
     return scaling_rows(
         [r for r in seed if chosen[r["device"]] == r["machine_id"] and in_scaling_matrix(r)]
     )
+
+
+def _speedup_cell(r: dict[str, Any]) -> str:
+    """A row's speedup with its interval, marked (`loss.MARK`) where it and its
+    baseline trained to different losses."""
+    text = fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None)))
+    return loss.mark(text, r.get("final_loss"), r.get("baseline_final_loss"), loss.limit_for(r))
 
 
 def machines_table(every: list[dict[str, Any]], chosen: Mapping[str, str | None]) -> str:
@@ -418,16 +488,16 @@ def machines_table(every: list[dict[str, Any]], chosen: Mapping[str, str | None]
                         r["name"],
                         _fmt(m["step_time_s"]) if m else "–",
                         _fmt(r["step_time_s"]),
-                        fmt_interval(m["speedup"], *(m["speedup_ci"] or (None, None)))
-                        if m
-                        else "–",
-                        fmt_interval(r["speedup"], *(r["speedup_ci"] or (None, None))),
+                        _speedup_cell(m) if m else "–",
+                        _speedup_cell(r),
                     ]
                 )
             parts += [
                 f"## {device.upper()}: {_esc(here)} (the tables) beside {_esc(other)}",
                 "",
                 machine_line(theirs, device),
+                "",
+                _esc(sessions.sessions_line([*mine.values(), *theirs], [])),
                 "",
                 markdown_table(
                     (
@@ -443,13 +513,16 @@ def machines_table(every: list[dict[str, Any]], chosen: Mapping[str, str | None]
             ]
     if len(parts) == 2:
         parts.append("Only one machine has records of this scale.")
+    elif any(loss.MARK in p for p in parts):
+        parts += [loss.NOTE, ""]
     return "\n".join(parts) + "\n"
 
 
 def _short_commit(rec: dict[str, Any]) -> str:
-    """A record's commit, short, with `-dirty` where the record says so."""
-    commit = rec.get("git_commit") or ""
-    return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+    """A side study's session and commit: `machine, day hh:mm–hh:mm UTC (commit)`."""
+    session = rec.get("session")
+    commit = sessions.short_commit(rec)
+    return f"{session.when} ({commit})" if isinstance(session, sessions.Session) else commit
 
 
 def step_table(
@@ -465,6 +538,14 @@ def step_table(
       (`benchmarks/loss_spread.py`), which says whether a lever trains the same model.
     """
     parts = ["# What bounds a training step, and the levers on it", ""]
+    machines = sorted({_esc(r.get("machine_id")) for r in [*sweeps, *levers]})
+    if machines:
+        parts += [
+            f"Machine: {', '.join(machines)}. Each row says the session it was measured in "
+            "(`odestudy/report/sessions.py`); a speedup compares rows of one record, so "
+            "of one session.",
+            "",
+        ]
     if not sweeps:
         parts += ["No step-cost sweep of this machine (`benchmarks/step_cost.py`).", ""]
     rows = []
@@ -509,7 +590,7 @@ def step_table(
                 (
                     "Controller",
                     "Variant",
-                    "Commit",
+                    "Session (commit)",
                     "Fixed (us/iteration)",
                     "Per sample (us/iteration)",
                     "Crossover batch",
@@ -540,7 +621,8 @@ def step_table(
                     r["label"],
                     ", ".join(f"{k}={v}" for k, v in r["levers"].items()) or "–",
                     f"{r['step_time_s'] * 1e3:.2f}",
-                    fmt_interval(r["speedup_vs_default"], lo, hi),
+                    fmt_interval(r["speedup_vs_default"], lo, hi)
+                    + (f" {loss.MARK}" if same == "no" else ""),
                     bodies,
                     conds,
                     _fmt(r["final_loss"], 3),
@@ -579,7 +661,7 @@ def step_table(
                     "Conditionals (fwd / bwd)",
                     "Final loss",
                     "Trains the same model",
-                    "Commit",
+                    "Session (commit)",
                 ),
                 lever_rows,
             ),
@@ -631,7 +713,7 @@ def skipped_table(skipped: list[tuple[str, str]]) -> str:
     ]
     return (
         "# Records left out of the report\n\n"
-        + (markdown_table(("Record", "Reason"), rows) if rows else "None.")
+        + (markdown_table(("Record", "Reason"), rows) if rows else "No record was left out.")
         + "\n"
     )
 
@@ -641,18 +723,21 @@ def gpu_extra(
 ) -> str:
     """The GPU table's second part: projected 2-GPU rows (labelled, never mixed with
     measured ones) and the reference's GPU rows beside ours."""
-    parts = [
-        "",
-        "**Projected rows (not measured).**",
-        "",
-        "No machine available to this study has two GPUs. These rows are the "
-        "projection model of `projection.md` (validated on CPU rows), anchored on "
-        "the measured 1-GPU rows above; brackets: the cited all-reduce latency "
-        "range.",
-        "",
-    ]
-
-    parts += [projected_table(projected) if projected else "None.", ""]
+    if projected:
+        parts = [
+            "",
+            "**Projected rows (not measured).**",
+            "",
+            "No machine available to this study has two GPUs. These rows are the "
+            "projection model of `projection.md` (validated on CPU rows), anchored on "
+            "the measured 1-GPU rows above; brackets: the cited all-reduce latency "
+            "range.",
+            "",
+            projected_table(projected),
+            "",
+        ]
+    else:
+        parts = ["", "No projected 2-GPU rows (no GPU step-cost sweep of this machine).", ""]
     parts += [
         "**The reference's GPU rows beside ours.**",
         "",
@@ -822,6 +907,27 @@ def headline_figure(rows: list[dict[str, Any]], out: str | Path) -> Path | None:
     return _save(fig, Path(out), "headline_speedup")[0]
 
 
+def report_rows(
+    results: str | Path, scale: str
+) -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]], list[tuple[str, str]]]:
+    """What the report of `scale` shows: every current record (`every`), the machine
+    chosen per device kind (`pick_machine`), the scaling rows of the chosen machines
+    under the current protocol (`scaling_rows`) and the records left out with why."""
+    skipped: list[tuple[str, str]] = []
+    every = read_records(results, scale, current=True, skipped=skipped)
+    here = environment.machine_id(environment.this_machine())
+    chosen = {d: pick_machine(every, d) or here for d in ("cpu", "gpu")}
+    mine = [r for r in every if chosen[r["device"]] == r["machine_id"]]
+    # The scaling tables hold one protocol, the current one: a record of an older one
+    # (`timing.PROTOCOL`) is listed as skipped, not set beside today's rows.
+    older = [r for r in mine if in_scaling_matrix(r) and r.get("protocol") != PROTOCOL]
+    skipped += [
+        (r["path"], f"older measurement protocol ({_protocol([r])}; now {PROTOCOL})") for r in older
+    ]
+    rows = scaling_rows([r for r in mine if in_scaling_matrix(r) and r not in older])
+    return every, chosen, rows, skipped
+
+
 def write_report(
     results: str | Path, scale: str, figures: str | Path, reference: str | Path = REFERENCE_CSV
 ) -> dict[str, Any]:
@@ -836,19 +942,7 @@ def write_report(
     display in the report notebook.
     """
     figures = Path(figures)
-    skipped: list[tuple[str, str]] = []
-    every = read_records(results, scale, current=True, skipped=skipped)
-    here = environment.machine_id(environment.this_machine())
-    chosen = {d: pick_machine(every, d) or here for d in ("cpu", "gpu")}
-    mine = [r for r in every if chosen[r["device"]] == r["machine_id"]]
-    # The scaling tables hold one protocol, the current one: a record of an older one
-    # (`timing.PROTOCOL`) is listed as skipped, not set beside today's rows.
-    older = [r for r in mine if in_scaling_matrix(r) and r.get("protocol") != PROTOCOL]
-    skipped += [
-        (r["path"], f"older measurement protocol ({r.get('protocol')}; now {PROTOCOL})")
-        for r in older
-    ]
-    rows = scaling_rows([r for r in mine if in_scaling_matrix(r) and r not in older])
+    every, chosen, rows, skipped = report_rows(results, scale)
     tables = figures / "tables"
     tables.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -868,12 +962,19 @@ def write_report(
     written["projection"], projected = write_projection(
         results, by_machine, gpu_rows, chosen["gpu"], cpu_rows, tables / "projection.md"
     )
+    guide = True  # how to read the tables: once, in the first table with rows
     for device in ("cpu", "gpu"):
         path = tables / f"{device}.md"
-        extra = gpu_extra(gpu_rows, projected, reference_rows(reference)) if device == "gpu" else ""
         if not any(r["device"] == device and r["status"] == "ok" for r in rows):
-            extra = elsewhere(results, device, scale) + "\n\n" + extra
-        path.write_text(device_table(rows, device, extra))
+            path.write_text(
+                f"# {device.upper()} table\n\n{no_rows(rows, results, device, scale)}\n"
+            )
+        else:
+            extra = (
+                gpu_extra(gpu_rows, projected, reference_rows(reference)) if device == "gpu" else ""
+            )
+            path.write_text(device_table(rows, device, extra, guide))
+            guide = False
         written[device] = path
     verdict_text = verdict_markdown(rows, scale)
     for name, text in (
@@ -905,12 +1006,15 @@ def write_report(
         figs += step_cost_figure(cpu_sweeps, figures, "cpu_step_cost")
     levers = (
         [
-            records.read_json(p)
+            {**records.read_json(p), "path": str(p)}
             for p in sorted(Path(results, chosen["cpu"] or "", "levers").glob("cpu-*.json"))
         ]
         if chosen["cpu"]
         else []
     )
+    found = sessions.index(results)
+    for side in [*cpu_sweeps, *levers]:
+        side["session"] = found.get(side["path"])
     spreads = (
         {
             r["scenario"]["controller"]: r
@@ -963,64 +1067,3 @@ def settle_report(html: str | Path) -> Path:
     tmp.write_text(body)
     tmp.replace(html)
     return html
-
-
-README_START = "<!-- results:start (written by `odestudy report --readme`) -->"
-README_END = "<!-- results:end -->"
-
-
-def update_readme(
-    readme: str | Path, tables: dict[str, Path], figures: list[Path], scale: str
-) -> None:
-    """Put the verdict and headline figure (where `tables` and `figures` have them),
-    the current CPU tables, the GPU tables and the main scaling figure of `scale`
-    between the README's result markers (from the records, never by hand)."""
-    readme = Path(readme)
-    text = readme.read_text()
-    if README_START not in text or README_END not in text:
-        raise ValueError(f"{readme} has no result markers {README_START!r} ... {README_END!r}")
-    root = readme.parent.resolve()
-
-    def rel(p: Path) -> str:
-        return str(Path(p).resolve().relative_to(root))
-
-    def body(path: Path) -> str:  # the table file without its own title
-        return table_body(path).strip()
-
-    main_fig = [p for p in figures if p.name.endswith("cpu_strong_scaling.png")]
-    weak_fig = [p for p in figures if p.name.endswith("cpu_weak_scaling.png")]
-    parts = [README_START, ""]
-    if "verdict" in tables:  # the answer first, as in the report
-        parts += [f"### Verdict ({scale} scale)", "", body(tables["verdict"]), ""]
-    for fig in [p for p in figures if p.name == "headline_speedup.png"]:
-        parts += [f"![{fig.stem}]({rel(fig)})", ""]
-    parts += [f"### CPU ({scale} scale)", "", body(tables["cpu"]), ""]
-    for fig in main_fig + weak_fig:
-        parts += [f"![{fig.stem}]({rel(fig)})", ""]
-    gpu_fig = [p for p in figures if p.name.endswith("gpu_step_cost.png")]
-    parts += [f"### GPU ({scale} scale)", "", body(tables["gpu"]), ""]
-    for fig in gpu_fig:
-        parts += [f"![{fig.stem}]({rel(fig)})", ""]
-    more = [
-        (name, what)
-        for name, what in (
-            ("reference", "ours beside the reference"),
-            ("projection", "the projection model and its validation"),
-            ("machines", "other machines' runs"),
-            ("explain", "why"),
-            ("step", "what bounds a step, and the levers"),
-            ("skipped", "records left out"),
-        )
-        if name in tables
-    ]
-    parts += [
-        "More: "
-        + ", ".join(f"[{rel(tables[n])}]({rel(tables[n])}) ({w})" for n, w in more)
-        + f", and the executed report `figures/report_{scale}.html`.",
-        "",
-        README_END,
-    ]
-    start, end = text.index(README_START), text.index(README_END) + len(README_END)
-    tmp = readme.with_suffix(".md.tmp")
-    tmp.write_text(text[:start] + "\n".join(parts) + text[end:])
-    tmp.replace(readme)

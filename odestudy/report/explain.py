@@ -2,7 +2,6 @@
 complexity-aware batching, within-ODE batching, collectives per step, batch size, and
 time to a target loss. Each reads records; nothing here measures."""
 
-import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import seaborn as sns
 
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL
+from . import loss, sessions
 from .frames import BaselineError, is_default
 from .intervals import fmt_interval, ratio_interval
 from .plots import MODE_STYLE, _save
@@ -26,13 +26,17 @@ TARGET_LOSS = {"smoke": 0.2, "quick": 0.01, "seed": 0.001}
 
 
 def _loss(r: dict[str, Any]) -> str:
-    """A row's final loss, marked where the model did not train (`frames.trained`)."""
+    """A row's final loss, marked where the model did not train (`loss.trained`)."""
     return loss_cell(r)
 
 
 def _ratio(numerator: dict[str, Any], denominator: dict[str, Any]) -> str:
-    """t(numerator) / t(denominator) with its 95% bootstrap interval over runs and steps."""
-    return fmt_interval(*ratio_interval(numerator, denominator))
+    """t(numerator) / t(denominator) with its 95% bootstrap interval over runs and steps,
+    marked (`loss.MARK`) where the two rows' final losses differ by more than the
+    run-to-run spread."""
+    return loss.pair_mark(
+        fmt_interval(*ratio_interval(numerator, denominator)), numerator, denominator
+    )
 
 
 def _training(r: dict[str, Any]) -> str:
@@ -54,14 +58,31 @@ def _levers(r: dict[str, Any]) -> str:
     return ", ".join(parts) or "default"
 
 
-def _apart(a: dict[str, Any], b: dict[str, Any]) -> str:
-    """Hours between the starts of two records' first runs ("–" where unknown): rows
-    measured in different sessions carry the machine's drift between them."""
-    try:
-        ta, tb = (datetime.datetime.fromisoformat(r["started"]) for r in (a, b))
-    except (KeyError, TypeError, ValueError):
-        return "–"
-    return f"{abs((ta - tb).total_seconds()) / 3600:.1f}"
+def _apart(a: dict[str, Any], b: dict[str, Any], recs: list[dict[str, Any]]) -> str:
+    """The sessions a ratio of `a` and `b` joins (`sessions.joined`)."""
+    return sessions.joined(a, b, recs)
+
+
+def _table(header: tuple[str, ...], rows: list[list[Any]], recs: list[dict[str, Any]]) -> str:
+    """A markdown table of `rows` whose last item is the pair of records a row's ratio
+    joins (`(record, None)` for a row of one record). Rows of one session: a line below
+    names it. Rows of several: a **Session** column says, per row, the session and,
+    for a ratio across two, both and the hours between them."""
+    pairs = [r[-1] for r in rows]
+    cells = [r[:-1] for r in rows]
+    shown = [x for pair in pairs for x in pair if x is not None]
+    if len({sessions.session_of(x, recs) for x in shown}) > 1:
+        header = (*header, "Session")
+        cells = [
+            [
+                *c,
+                sessions.joined(a, b, recs)
+                if b is not None
+                else sessions.session_of(a, recs).label,
+            ]
+            for c, (a, b) in zip(cells, pairs, strict=True)
+        ]
+    return markdown_table(header, cells) + "\n\n" + escape(sessions.sessions_line(shown, recs))
 
 
 def _runs(r: dict[str, Any]) -> str:
@@ -102,7 +123,7 @@ def _waste(r) -> dict[str, float]:
 
 def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
     """Lock-step waste and step time against the complexity knob, per mode (PID)."""
-    rows: list[list[str]] = []
+    rows: list[list[Any]] = []
     series: dict[str, Any] = {}
     for r in recs:
         if not (
@@ -133,6 +154,7 @@ def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
                 _ratio(one, r) if one else "–",
                 _runs(r),
                 _loss(r),
+                (r, one),
             ]
         )
         series.setdefault(r["mode"], []).append((_scn(r, "spread"), w, r["step_time_s"]))
@@ -193,7 +215,7 @@ def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
         "the 1-device row's median step over this row's, at the same spread and "
         "training. Heterogeneous data (spread > 0) trains longer and slower than the "
         "scale's default (Training); a final loss above the trained level is marked.\n\n"
-        + markdown_table(header, rows)
+        + _table(header, rows, recs)
     )
     return text, _save(fig, figures, "lockstep_waste")
 
@@ -220,6 +242,7 @@ def grouping(recs) -> str:
                 f"{_runs(r)} / {_runs(g)}",
                 _loss(r),
                 _loss(g),
+                (g, r),
             ]
         )
     if not rows:
@@ -242,7 +265,7 @@ def grouping(recs) -> str:
         "Grouped batching sorts each epoch's samples by their time horizon (known "
         "from the training data alone, no evaluation data), cuts batches of similar "
         "cost and shuffles their order: every sample is still seen once per epoch, "
-        "at the same number of steps.\n\n" + markdown_table(header, rows)
+        "at the same number of steps.\n\n" + _table(header, rows, recs)
     )
 
 
@@ -267,10 +290,10 @@ def within_ode(recs) -> str:
                 _fmt(w["step_time_s"]),
                 _ratio(p, w),
                 f"{_runs(p)} / {_runs(w)}",
-                _apart(p, w),
                 _loss(p),
                 _loss(w),
                 f"{p['collectives_in_loops']} / {w['collectives_in_loops']}",
+                (p, w),
             ]
         )
     if not rows:
@@ -287,7 +310,6 @@ def within_ode(recs) -> str:
         "Step within-ODE (s)",
         "Speedup within-ODE [95% CI]",
         "Runs per-sample / within",
-        "Hours apart",
         "Final loss per-sample",
         "Final loss within-ODE",
         "In-loop collectives per-sample / within",
@@ -298,10 +320,10 @@ def within_ode(recs) -> str:
         "sample, the batched loop running until the slowest sample ends. Speedup: "
         "the per-sample row's median step over the within-ODE row's; each row is its "
         "own training, timed in its own runs (the lever study instead times both on "
-        "the same trained state and batches, interleaved). **Hours apart**: between the "
-        "two rows' first runs; a ratio of rows measured in different sessions also holds "
-        "the machine's drift between them (this kind of VM drifts by 30% and more), which "
-        "its interval does not.\n\n" + markdown_table(header, rows)
+        "the same trained state and batches, interleaved). A ratio of rows measured in "
+        "different sessions also holds the machine's drift between them, which its "
+        "interval does not: such rows say so (**Sessions joined**).\n\n"
+        + _table(header, rows, recs)
     )
 
 
@@ -337,6 +359,7 @@ def collectives(recs) -> str:
                 _fmt(iters, 3),
                 _fmt(executed, 4),
                 _fmt(share, 2),
+                (r, sm),
             ]
         )
     if not rows:
@@ -360,7 +383,7 @@ def collectives(recs) -> str:
         "at the same devices, controller and batch: the time the compiler-partitioned "
         "step loses to collectives inside the solver loops and global lock-step, "
         "against a build with neither. Rows with more devices than physical cores "
-        "measure overhead.\n\n" + markdown_table(header, rows)
+        "measure overhead.\n\n" + _table(header, rows, recs)
     )
 
 
@@ -383,6 +406,7 @@ def batch_size(recs, figures: Path) -> tuple[str, list[Path]]:
             str(r["global_batch"]),
             _fmt(r["step_time_s"]),
             _fmt(r["global_batch"] / r["step_time_s"], 4),
+            (r, None),
         ]
         for r in sel
     ]
@@ -402,7 +426,7 @@ def batch_size(recs, figures: Path) -> tuple[str, list[Path]]:
     )
     fig.tight_layout()
     return (
-        markdown_table(("Batch", "Step time (s)", "Samples / s"), rows),
+        _table(("Batch", "Step time (s)", "Samples / s"), rows, recs),
         _save(fig, figures, "throughput_vs_batch"),
     )
 
@@ -485,6 +509,7 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
                 _fmt(hit["train_time_s"], 3) if hit else "not reached",
                 str(hit["step"]) if hit else "–",
                 _fmt(curve[-1]["eval_loss"]),
+                (r, None),
             ]
         )
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -524,12 +549,16 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
     text = (
         f"Target: evaluation loss {target}, fixed before the runs. Time is the sum "
         "of the waited-for training steps; evaluations are excluded.\n\n"
-        + markdown_table(header, rows)
+        + _table(header, rows, recs)
     )
     hits = [(r, h) for r in sel if (h := _hit(r, target)) is not None]
+    if hits:
+        # One session per result: the fastest row against rows of its own session.
+        best, hb = min(hits, key=lambda x: x[1]["train_time_s"])
+        here = sessions.session_of(best, recs)
+        hits = [x for x in hits if sessions.session_of(x[0], recs) == here]
     if len(hits) >= 2:
         rng = np.random.default_rng(0)
-        best, hb = min(hits, key=lambda x: x[1]["train_time_s"])
         # One device with the fastest row's controller, batch and learning rate.
         one = [
             x
@@ -554,13 +583,14 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
         b, o = (
             {k: escape(x[k]) for k in ("mode", "controller", "n_devices")} for x in (best, other[0])
         )  # record text: never markup
+        shown = loss.pair_mark(f"{ratio:.2f}x as long [{lo:.2f}, {hi:.2f}]", other[0], best)
         text += (
-            f"\n\n**Fastest to the target here:** {b['mode']} {b['controller']} "
-            f"on {b['n_devices']} device(s), {_fmt(hb['train_time_s'], 3)} s; "
-            f"{o['mode']} {o['controller']} on "
-            f"{o['n_devices']} device(s) takes {ratio:.2f}x as long "
-            f"[{lo:.2f}, {hi:.2f}] (95% bootstrap over each run's step times; one "
-            "run per row, so run-to-run drift of the machine is not in the interval)."
+            f"\n\n**Fastest to the target here** ({escape(here.label)}): {b['mode']} "
+            f"{b['controller']} on {b['n_devices']} device(s), "
+            f"{_fmt(hb['train_time_s'], 3)} s; {o['mode']} {o['controller']} on "
+            f"{o['n_devices']} device(s) takes {shown} (95% bootstrap over each run's step "
+            "times; one run per row, so run-to-run drift of the machine is not in the "
+            "interval)."
         )
     return text, _save(fig, figures, "time_to_target")
 
@@ -595,6 +625,8 @@ def write_explain(recs: list[dict[str, Any]], figures: str | Path) -> dict[str, 
     text, f = time_to_target(recs, figures)
     parts += ["## Batch size and learning rate: time to target loss", "", text or "No records.", ""]
     figs += f
+    if loss.MARK in "\n".join(parts):
+        parts += [loss.NOTE, ""]
     path = figures / "tables" / "explain.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts))

@@ -20,8 +20,10 @@ from ..measure.recommended import recommended
 from ..measure.scenario import SCALES, Scenario, default_config
 from ..study import records
 from ..study.matrix import explain_scenarios, scenarios
+from . import sessions
 from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
 from .intervals import ratio_interval
+from .loss import trained
 
 
 class BaselineError(LookupError):
@@ -97,29 +99,6 @@ def matrix_keys(scale: str, study: str = "both", problem: str = DEFAULT_PROBLEM)
     return frozenset(keys)
 
 
-# The evaluation loss a row must reach to count as a trained model, per scale, for
-# records made before records said so themselves (`trained`; issue 22's quick target).
-TRAINED_LOSS = {"quick": 0.02}
-
-
-def trained(rec: dict[str, Any]) -> bool:
-    """Whether record `rec` trained: its own `trained` (the problem's `trained_loss`
-    reached), or for older records its final loss at or below its scale's
-    `TRAINED_LOSS` (scales without one: always). A row that did not is marked in every
-    table and enters no speedup or verdict."""
-    if rec.get("trained") is not None:
-        return bool(rec["trained"])
-    limit = TRAINED_LOSS.get(rec.get("scale", ""))
-    return limit is None or (rec.get("final_loss") is not None and rec["final_loss"] <= limit)
-
-
-def trained_limit(rec: dict[str, Any]) -> float | None:
-    """The evaluation loss `rec` had to reach (`trained`)."""
-    if rec.get("trained_loss") is not None:
-        return float(rec["trained_loss"])
-    return TRAINED_LOSS.get(rec.get("scale", ""))
-
-
 def record_problem(rec: dict[str, Any]) -> str:
     """The problem a record trained (`Scenario.problem`; records before problems: the
     default)."""
@@ -146,7 +125,9 @@ def read_records(
     - `skipped`: if a list, gets `(path, reason)` for each file left out: files that do
       not parse as a record, and stale records.
 
-    Each record gets `path` (its file) and `machine_id` (`record_machine_id`).
+    Each record gets `path` (its file), `machine_id` (`record_machine_id`) and
+    `session` (`sessions.Session`: the machine's time window it was measured in, among
+    every record under `results`).
     """
     out = []
     for path in records.record_paths(results, scale):
@@ -167,6 +148,9 @@ def read_records(
                     skipped.append((str(path), "stale: matches no scenario of the current matrix"))
                 continue
         out.append(rec)
+    found = sessions.index(results) if out else {}
+    for rec in out:
+        rec["session"] = found.get(rec["path"]) or sessions.session_of(rec, out)
     return out
 
 

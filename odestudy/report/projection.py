@@ -49,7 +49,7 @@ def all_sweeps(folder: str | Path, device: str | None = None) -> list[dict[str, 
     """Every step-cost sweep of one machine (`<machine>/step_cost/*.json`, written by
     `benchmarks/step_cost.py`), of one device kind if `device` is given."""
     paths = records.side_study_paths(folder, "step_cost", f"{device or '*'}-*.json")
-    return [records.read_json(p) for p in paths]
+    return [{**records.read_json(p), "path": str(p)} for p in paths]
 
 
 def load_sweeps(folder: str | Path) -> dict[tuple[str, str], dict[str, Any]]:

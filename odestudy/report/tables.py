@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from .frames import trained, trained_limit
+from .loss import trained, trained_limit
 
 # Markdown that text could start: emphasis, code, table cells, links and images (a `]`
 # right before `(`), `_` only where it can open or close emphasis (not in `shard_map`).

@@ -181,31 +181,6 @@ def _count(k: int, word: str) -> str:
     return f"{escape(k)} {word}{'' if k == 1 else 's'}"
 
 
-def _modes(rows: list[dict[str, Any]]) -> str:
-    """`**shard_map** in 3 and **pmap** in 1`: how often each mode is in `rows`."""
-    count: dict[str, int] = {}
-    for r in rows:
-        count[_label(r)] = count.get(_label(r), 0) + 1
-    ranked = sorted(count.items(), key=lambda kv: -kv[1])
-    return " and ".join(f"{label} in {escape(k)}" for label, k in ranked)
-
-
-def summary(found: list[dict[str, Any]]) -> str | None:
-    """`In short`: which modes are fastest and slowest how often over the comparisons
-    `found` (`compare` results), and in how many the fastest is not separated."""
-    found = [f for f in found if f["n"] is not None and len(f["ranked"]) > 1]
-    if not found:
-        return None
-    total = escape(len(found))
-    close = sum(1 for f in found if f["close"])
-    return (
-        f"**In short:** of {_count(len(found), 'comparison')} below, the fastest mode is "
-        f"{_modes([f['ranked'][0] for f in found])}, the slowest "
-        f"{_modes([f['ranked'][-1] for f in found])}; in {escape(close)} of {total} the "
-        "fastest's interval overlaps another mode's."
-    )
-
-
 def _why(rows: Sequence[dict[str, Any]]) -> str:
     """`not_run: needs 2 GPU(s), 0 present`: the statuses of `rows` and their errors."""
     by_status: dict[str, set[str]] = {}
@@ -257,8 +232,7 @@ def device_verdict(rows: Sequence[dict[str, Any]], device: str, scale: str | Non
                 else "."
             )
         )
-    short = summary([g[0] for g in groups])
-    lines = [f"**{name}** ({where})" + (f". {short}" if short else ":"), "", *bullets]
+    lines = [f"**{name}** ({where}):", "", *bullets]
     beyond = sorted({r["n_devices"] for r in ok if exceeds_cores(r)})
     if beyond:
         lines += [

@@ -1,0 +1,181 @@
+"""The pages a person opens: one results page per study under `docs/results/` (markdown,
+answer first) and its HTML rendering, and the README's generated answer. Every page and
+region written here lies between `GENERATED_START` and `GENERATED_END`: a line outside
+such a region is hand-written and holds no measured number (`tests/test_docs_claims.py`).
+"""
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from .claims import scale_claims
+from .document import report_rows, table_body
+from .tables import escape
+
+GENERATED_START = "<!-- generated:start (odestudy report writes this from the records) -->"
+GENERATED_END = "<!-- generated:end -->"
+# A markdown image: `![alt](path)`.
+IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
+
+# Each study's page: its title, the table files it shows (`figures/tables/<name>.md`),
+# and the figures (PNG names under the scale's figures folder), answer first.
+STUDIES: dict[str, dict[str, Any]] = {
+    "quick": {
+        "title": "Quick scaling (`make all`)",
+        "tables": ("cpu", "gpu", "machines", "projection", "skipped"),
+        "figures": ("headline_speedup", "cpu_strong_scaling", "cpu_weak_scaling"),
+        "scale": "quick",
+    },
+    "seed": {
+        "title": "The reference configuration (`make seed`)",
+        "tables": ("reference", "cpu", "gpu", "explain", "skipped"),
+        "figures": ("headline_speedup", "time_to_target", "gpu_step_cost"),
+        "scale": "seed",
+    },
+    "explain": {
+        "title": "Explanations (`make explain`)",
+        "tables": ("explain",),
+        "figures": ("lockstep_waste", "throughput_vs_batch", "time_to_target"),
+    },
+    "step": {
+        "title": "The step: what bounds it, and the levers",
+        "tables": ("step",),
+        "figures": ("cpu_step_cost",),
+    },
+    "versions": {
+        "title": "JAX releases (`make versions`)",
+        "tables": ("versions",),
+        "figures": ("versions",),
+    },
+    "workloads": {
+        "title": "Workload map",
+        "tables": ("workloads",),
+        "figures": ("workloads",),
+    },
+}
+# The pages a report of each scale writes.
+SCALE_PAGES = {"quick": ("quick", "explain", "step", "versions", "workloads"), "seed": ("seed",)}
+
+
+def generated(body: str) -> str:
+    """`body` between the generated-region markers."""
+    return f"{GENERATED_START}\n\n{body.strip()}\n\n{GENERATED_END}"
+
+
+def _rel(path: Path, start: Path) -> str:
+    return Path(os.path.relpath(Path(path).resolve(), Path(start).resolve())).as_posix()
+
+
+def page(
+    name: str, results: str | Path, figures: Path, docs: Path, claims: list[str] | None
+) -> str:
+    """The markdown of study `name`'s page: title, the answer (`claims`), figures,
+    then the tables, or one line where the study has no rows yet."""
+    spec = STUDIES[name]
+    out = docs / "results"
+    tables = [figures / "tables" / f"{t}.md" for t in spec["tables"]]
+    tables = [t for t in tables if t.exists()]
+    pngs = [figures / f"{f}.png" for f in spec["figures"]]
+    parts = [f"# {spec['title']}", ""]
+    if not tables and not claims:
+        parts += [
+            f"No rows yet: no record of this study has been measured "
+            f"(`{_rel(figures / 'tables' / (spec['tables'][0] + '.md'), docs.parent)}` "
+            "is written from its records).",
+        ]
+        return generated("\n".join(parts))
+    if claims:
+        parts += ["## The answer", "", *claims, ""]
+    parts += [f"![{p.stem}]({_rel(p, out)})\n" for p in pngs if p.exists()]
+    for t in tables:
+        title = t.read_text().splitlines()[0].lstrip("# ").strip()
+        parts += [f"## {title}", "", table_body(t), ""]
+    parts += [
+        "How to read the tables, and how the runs and intervals are made: "
+        f"[the method]({_rel(docs / 'method.md', out)}).",
+    ]
+    return generated("\n".join(parts))
+
+
+def render_html(markdown: str, html: Path, base: Path) -> Path:
+    """`markdown` as an HTML page (`study.runner.html_exporter`), its images (paths
+    relative to `base`) embedded, written atomically to `html`."""
+    import nbformat  # nbconvert and nbformat are slow to import: only when rendering
+
+    from ..study.runner import html_exporter  # the exporter pulls in nbconvert
+
+    images = [(base / m.group(2)).resolve() for m in IMAGE.finditer(markdown)]
+    # nbconvert embeds only files under the path it is given: their common folder.
+    root = Path(os.path.commonpath([base.resolve(), *images]))
+    markdown = IMAGE.sub(lambda m: f"![{m.group(1)}]({_rel(base / m.group(2), root)})", markdown)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(markdown)]
+    exporter = html_exporter()
+    exporter.embed_images = True
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"path": str(root)}})
+    html.parent.mkdir(parents=True, exist_ok=True)
+    tmp = html.with_suffix(".html.tmp")
+    tmp.write_text(body)
+    tmp.replace(html)
+    return html
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text.rstrip() + "\n")
+    tmp.replace(path)
+    return path
+
+
+def write_pages(
+    results: str | Path, scale: str, figures: str | Path, docs: str | Path
+) -> dict[str, Path]:
+    """Write the results pages of `scale` (`SCALE_PAGES`) under `docs/results/` and
+    their HTML under `figures/pages/`, from the tables and figures the report wrote
+    into `figures` and the claims computed from the records. Returns the pages."""
+    figures, docs = Path(figures), Path(docs)
+    _, _, rows, _ = report_rows(results, scale)
+    written = {}
+    for name in SCALE_PAGES.get(scale, ()):
+        spec = STUDIES[name]
+        claims = scale_claims(str(results), scale, rows) if spec.get("scale") == scale else None
+        text = page(name, results, figures, docs, claims)
+        md = _write(docs / "results" / f"{name}.md", text)
+        render_html(text, figures / "pages" / f"{name}.html", md.parent)
+        written[name] = md
+    return written
+
+
+def fill(text: str, region: str, body: str) -> str:
+    """`text` with the generated region named `region` (`<!-- region:NAME -->` then the
+    generated markers) holding `body`."""
+    anchor = f"<!-- region:{region} -->"
+    if anchor not in text:
+        raise ValueError(f"no {anchor!r} in the file to fill")
+    start = text.index(anchor) + len(anchor)
+    if text[start:].lstrip().startswith(GENERATED_START):
+        end = text.index(GENERATED_END, start) + len(GENERATED_END)
+    else:
+        end = start
+    return text[:start] + "\n" + generated(body) + text[end:]
+
+
+def update_readme(readme: str | Path, results: str | Path, figures: str | Path) -> Path:
+    """Write the README's answer (`<!-- region:answer -->`): the quick scale's claims,
+    per device kind, and the headline figure, from the records."""
+    readme, figures = Path(readme), Path(figures)
+    _, _, rows, _ = report_rows(results, "quick")
+    claims = scale_claims(str(results), "quick", rows)
+    head = figures / "headline_speedup.png"
+    body = [*claims]
+    if head.exists():
+        body += [f"![Speedup over one device, by mode]({_rel(head, readme.parent)})", ""]
+    body += [
+        "Every number above is written by `make report` from the committed records "
+        f"(`{escape('odestudy/report/claims.py')}`); the full tables: "
+        "[quick scaling](docs/results/quick.md).",
+    ]
+    text = fill(readme.read_text(), "answer", "\n".join(body))
+    return _write(readme, text)

@@ -1,0 +1,212 @@
+"""Sessions: which records were measured together.
+
+A VM's speed drifts between sessions by more than the intervals of one session hold,
+so a ratio of two records is only as good as the session they share. A **session** is
+the records of one machine whose times fall in one contiguous window: sorted by time,
+a gap of more than `SESSION_GAP_HOURS` between one record's window and the next starts
+a new session. A record's window runs from its `started` time to its last run
+(`runs_finished`) or `finished`; a record that carries no time (the benchmarks' side
+studies) is placed at its commit's time (`git log`), the commit it was measured at
+being the closest the repository knows; with neither it is a session of its own, named
+by its commit.
+"""
+
+import datetime
+import functools
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..measure import environment
+from ..study import records
+
+# Records further apart than this (hours) are not of one session.
+SESSION_GAP_HOURS = 2.0
+
+
+@dataclass(frozen=True)
+class Session:
+    """One machine's records of one time window.
+
+    - `machine`: the machine id.
+    - `start`, `end`: the window (None for a session known only by its commit).
+    - `commits`: the short commits its records were measured at.
+    """
+
+    machine: str
+    start: datetime.datetime | None
+    end: datetime.datetime | None
+    commits: tuple[str, ...]
+
+    @property
+    def when(self) -> str:
+        """`2026-11-24 19:11–20:03 UTC`, or `commit 70db496` where the session has no
+        time."""
+        if self.start is None or self.end is None:
+            return f"commit {', '.join(self.commits) or 'unknown'}"
+        day = self.start.strftime("%Y-%m-%d")
+        end = self.end.strftime("%H:%M" if self.end.date() == self.start.date() else "%m-%d %H:%M")
+        return f"{day} {self.start:%H:%M}–{end} UTC"
+
+    @property
+    def label(self) -> str:
+        """The machine and `when`: `amd-epyc-2cpu-1a6ba1, 2026-11-24 19:11–20:03 UTC`."""
+        return f"{self.machine}, {self.when}"
+
+
+def _parse(text: Any) -> datetime.datetime | None:
+    try:
+        t = datetime.datetime.fromisoformat(str(text))
+    except (TypeError, ValueError):
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=datetime.UTC)
+
+
+@functools.cache
+def commit_time(commit: str) -> datetime.datetime | None:
+    """The committer time of `commit` in this repository's history; None where git or
+    the commit is not there."""
+    commit = commit.removesuffix("-dirty")
+    if not commit:
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(environment.ROOT), "log", "-1", "--format=%cI", commit, "--"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return _parse(out.stdout.strip()) if out.returncode == 0 else None
+
+
+def short_commit(rec: dict[str, Any]) -> str:
+    """A record's commit, short, with `-dirty` where the record says so."""
+    commit = rec.get("git_commit") or ""
+    return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
+def window(rec: dict[str, Any]) -> tuple[datetime.datetime, datetime.datetime] | None:
+    """When `rec` was measured: `(first, last)` from its own times, else its commit's
+    time (both ends), else None."""
+    stamps = [rec.get("started"), *(rec.get("runs_finished") or []), rec.get("finished")]
+    times = [t for t in map(_parse, stamps) if t is not None]
+    if not times:
+        at = commit_time(rec.get("git_commit") or "")
+        return (at, at) if at else None
+    return min(times), max(times)
+
+
+def machine_of(rec: dict[str, Any]) -> str:
+    """The machine id of a record or side-study record."""
+    return str(rec.get("machine_id") or "unknown machine")
+
+
+def assign(recs: Sequence[dict[str, Any]]) -> list[Session]:
+    """Each record's session, in the order of `recs` (`SESSION_GAP_HOURS`)."""
+    out: list[Session | None] = [None] * len(recs)
+    gap = datetime.timedelta(hours=SESSION_GAP_HOURS)
+    by_machine: dict[str, list[int]] = {}
+    for i, r in enumerate(recs):
+        by_machine.setdefault(machine_of(r), []).append(i)
+    for machine, idx in by_machine.items():
+        timed = sorted(
+            ((w, i) for i in idx if (w := window(recs[i])) is not None), key=lambda x: x[0]
+        )
+        groups: list[list[tuple[tuple[datetime.datetime, datetime.datetime], int]]] = []
+        for w, i in timed:
+            if groups and w[0] - max(x[0][1] for x in groups[-1]) <= gap:
+                groups[-1].append((w, i))
+            else:
+                groups.append([(w, i)])
+        for group in groups:
+            session = Session(
+                machine,
+                min(w[0] for w, _ in group),
+                max(w[1] for w, _ in group),
+                tuple(sorted({short_commit(recs[i]) for _, i in group})),
+            )
+            for _, i in group:
+                out[i] = session
+        for i in idx:
+            if out[i] is None:
+                out[i] = Session(machine, None, None, (short_commit(recs[i]),))
+    return [s for s in out if s is not None]
+
+
+SIDE_STUDIES = ("step_cost", "levers", "collectives")
+
+
+def pool(results: str | Path) -> list[dict[str, Any]]:
+    """Every record under `results` that says when or at which commit it was measured:
+    the scenario records of every scale and the side studies' (`SIDE_STUDIES`) of every
+    machine, each with its `path` (and the machine folder's name where it names no
+    machine)."""
+    out = []
+    for path in records.record_paths(results):
+        try:
+            rec = records.read_record(path)
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict):
+            out.append({**rec, "path": str(path)})
+    root = Path(results)
+    for machine in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        for study in SIDE_STUDIES:
+            for path in records.side_study_paths(machine, study):
+                try:
+                    rec = records.read_json(path)
+                except (OSError, ValueError):
+                    continue
+                if isinstance(rec, dict):
+                    out.append({"machine_id": machine.name, **rec, "path": str(path)})
+    return out
+
+
+def index(results: str | Path) -> dict[str, Session]:
+    """The session of every record under `results` (`pool`), by its path: sessions are
+    a property of a machine's whole set of records, whatever page shows them."""
+    found = pool(results)
+    return {r["path"]: s for r, s in zip(found, assign(found), strict=True)}
+
+
+def session_of(rec: dict[str, Any], recs: Sequence[dict[str, Any]] = ()) -> Session:
+    """The session of `rec`: the one `frames.read_records` gave it (`session`), else its
+    session among `recs` (`rec` itself counted where it is not there)."""
+    if isinstance(rec.get("session"), Session):
+        return rec["session"]
+    pool_ = list(recs) if any(r is rec for r in recs) else [*recs, rec]
+    at = next(i for i, r in enumerate(pool_) if r is rec)
+    return assign(pool_)[at]
+
+
+def hours_apart(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+    """Hours between the starts of two records' windows; None where one has no time."""
+    wa, wb = window(a), window(b)
+    if wa is None or wb is None:
+        return None
+    return abs((wa[0] - wb[0]).total_seconds()) / 3600
+
+
+def joined(a: dict[str, Any], b: dict[str, Any], recs: Sequence[dict[str, Any]]) -> str:
+    """What a ratio of records `a` and `b` joins: their one session's label, or both
+    sessions and the hours between the records."""
+    sa, sb = session_of(a, recs), session_of(b, recs)
+    if sa == sb:
+        return sa.label
+    hours = hours_apart(a, b)
+    apart = f", {hours:.1f} h apart" if hours is not None else ""
+    return f"two sessions ({sa.label}; {sb.label}{apart})"
+
+
+def sessions_line(rows: Sequence[dict[str, Any]], recs: Sequence[dict[str, Any]]) -> str:
+    """One line naming the session(s) of `rows` (among `recs`, which decide the
+    windows): "Session: ..." or "Sessions (N): ...", with the commits."""
+    found = list(dict.fromkeys(session_of(r, recs) for r in rows))
+    if not found:
+        return ""
+    text = "; ".join(f"{s.label} (commit {', '.join(s.commits)})" for s in found)
+    return ("Session: " if len(found) == 1 else f"Sessions ({len(found)}): ") + text + "."
