@@ -2,6 +2,7 @@
 solves' correctness for a time-dependent field on irregular and uniform grids, and the
 generic data-parallel step (`odestudy.make_step`) on a model of the user's."""
 
+import os
 from typing import ClassVar
 
 import equinox as eqx
@@ -207,3 +208,31 @@ def test_a_problem_field_is_a_scenario_field_everywhere():
     s = Scenario(problem=UNIFORM_SPEC)
     assert Scenario.from_dict(s.to_dict()) == s
     assert s.for_problem("oscillator").key() == Scenario().key()  # its schedule undone
+
+
+def test_the_readme_example_trains_a_user_model_with_shard_map(tmp_path):
+    """The README's example as a user runs it: a fresh process whose local devices are
+    2 virtual CPUs (this machine's cores)."""
+    import subprocess
+    import sys
+
+    from odestudy.measure.environment import ROOT
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Your own model") :]
+    code = section[section.index("```python") + len("```python") : section.index("```\n\nMore")]
+    assert len(code.strip().splitlines()) <= 25
+    prelude = 'import jax\njax.config.update("jax_num_cpu_devices", 2)\n'
+    check = (
+        "\nfirst = float(loss(*eqx.partition(model, eqx.is_array), (x, y))[0])"
+        "\nprint(step.n_devices, first, float(value))\n"
+    )
+    script = tmp_path / "example.py"
+    script.write_text(prelude + code + check)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    devices, first, last = out.stdout.split()[-3:]
+    assert int(devices) == 2 and float(last) < 0.5 * float(first)

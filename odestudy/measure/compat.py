@@ -120,3 +120,12 @@ def use_compilation_cache(path: str | None) -> bool:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     return path is not None
+
+
+def collectives_need_sync(devices: tuple) -> bool:
+    """Whether a step with collectives over `devices` must be waited for before the next
+    is dispatched: on several CPU devices (virtual ones included), XLA:CPU's collectives
+    deadlock when many steps are in flight (jax 0.10.2: a `shard_map` step called 200
+    times without waiting stalled in an all-reduce rendezvous and aborted; waited for,
+    it ran). GPUs keep asynchronous dispatch."""
+    return len(devices) > 1 and all(d.platform == "cpu" for d in devices)

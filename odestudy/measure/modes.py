@@ -20,7 +20,12 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Int
 
-from .compat import closure_convert_ignores_manual_sharding, make_data_mesh, shard_map
+from .compat import (
+    closure_convert_ignores_manual_sharding,
+    collectives_need_sync,
+    make_data_mesh,
+    shard_map,
+)
 from .model import LOSSES, OSCILLATOR
 from .problem import AbstractProblem
 from .solvers import Structure
@@ -287,9 +292,11 @@ class ParallelStep(eqx.Module):
         return self.mode.place_batch(self, batch)
 
     def __call__(self, params, opt_state, batch):
-        """One training step on placed arguments."""
+        """One training step on placed arguments (waited for on several CPU devices,
+        `compat.collectives_need_sync`)."""
         with closure_convert_ignores_manual_sharding():
-            return self.fn(params, opt_state, batch)
+            out = self.fn(params, opt_state, batch)
+        return jax.block_until_ready(out) if collectives_need_sync(self.devices) else out
 
     def lower(self, params, opt_state, batch):
         """AOT-lower the step for these (placed) arguments (`jax.stages.Lowered`)."""
@@ -345,7 +352,9 @@ def make_step(
       is given (they are gone after the call).
 
     The batch's leaves are split along their first axis over the devices (a multiple of
-    their number); loss and gradients are averaged over devices.
+    their number); loss and gradients are averaged over devices. The step returns
+    `(params, opt_state, loss, aux)`; under `pmap` every output has a leading device
+    axis (the loss once per device), and `unplace` reads parameters back.
     """
     mode = parse_mode(mode)
     devices = tuple(devices)

@@ -60,7 +60,7 @@ REFERENCE_COLUMNS = (
 # device kind is `REFERENCE_COLUMNS + ADDED_COLUMNS`, the second (our diagnostics)
 # `DIAGNOSTIC_COLUMNS`, which start with the same row identity so that the two read side
 # by side (each fits a 1400 px page).
-ADDED_COLUMNS = ("Scaling", "Global batch")
+ADDED_COLUMNS = ("Scaling", "Global batch", "Problem")
 IDENTITY_COLUMNS = ("Devices", "Mode", "Controller", "Scaling", "Global batch")
 DIAGNOSTIC_COLUMNS = IDENTITY_COLUMNS + (
     "Step time median (s)",
@@ -118,9 +118,15 @@ def table_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]
             loss_cell(r),
             r["scaling"],
             str(r["global_batch"]),
+            _esc(problem_name(r)),
         ]
         for r in rows
     ]
+
+
+def problem_name(r: dict[str, Any]) -> str:
+    """What a row trained: its problem's name (records before problems: the oscillator)."""
+    return str((r.get("problem_facts") or {}).get("name") or r.get("problem") or "oscillator")
 
 
 def diagnostic_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]:
