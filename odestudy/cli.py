@@ -114,6 +114,60 @@ def _matrix(a: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _predict(a: argparse.Namespace) -> int:
+    from .measure.devices import configure_devices
+    from .predict import predict_modes
+
+    s = Scenario(
+        problem=a.problem,
+        controller=a.controller,
+        scale=a.scale,
+        device=a.device,
+        **({"batch": a.batch} if a.batch else {}),
+    )
+    if a.devices < 2:
+        raise ValueError(f"--devices must be >= 2, got {a.devices}")
+    if s.global_batch % a.devices:
+        raise ValueError(
+            f"global batch {s.global_batch} is not divisible by {a.devices} devices; "
+            f"give --batch a multiple of {a.devices}"
+        )
+    configure_devices(s.device, a.devices)
+    out = predict_modes(s, a.devices, timed_steps=a.timed_steps)
+    trained = "trained" if out["trained"] else f"NOT trained (above {out['trained_loss']:g})"
+    print(
+        f"{s.problem_object.name}, {s.controller}, global batch {s.global_batch}, "
+        f"{a.devices} {s.device} devices"
+        + (
+            " (more than this machine's cores: overhead, not speedup)"
+            if out["exceeds_cores"]
+            else ""
+        )
+    )
+    print(
+        f"measured here: 1-device step {out['one_device_step_s'] * 1e3:.3g} ms "
+        f"(final loss {out['final_loss']:.3g}, {trained}); all-reduce "
+        f"{out['allreduce_gradient_s'] * 1e6:.3g} us ({out['gradient_floats']} floats), "
+        f"{out['allreduce_one_float_s'] * 1e6:.3g} us (1 float); `shard` runs "
+        f"{out['shard_loop_collectives']} collective(s) in its loops"
+    )
+    for r in out["rows"]:
+        print(
+            f"  {r['mode']:10s} predicted step {r['step_time_s'] * 1e3:8.3g} ms, "
+            f"speedup {r['speedup']:.2f}x  (compute {r['compute_s'] * 1e3:.3g} ms, "
+            f"all-reduce {r['allreduce_s'] * 1e3:.3g} ms, in-loop {r['in_loop_s'] * 1e3:.3g} ms)"
+        )
+    print("assumptions:")
+    for line in out["assumptions"]:
+        print(f"  - {line}")
+    if a.out:
+        from .study.records import write_json_atomic
+
+        write_json_atomic(a.out, out)
+        print(f"-> {a.out}")
+    return 0
+
+
 def _versions(a: argparse.Namespace) -> int:
     status = 0 if a.table_only else run_versions("quick", a.runs, tuple(a.sets))
     out = write_versions(RESULTS, a.figures, "quick")
@@ -207,6 +261,19 @@ def parser() -> argparse.ArgumentParser:
         "--docs", default=None, help="also write the results pages under DOCS/results/"
     )
     rep.set_defaults(func=_report)
+    pr = sub.add_parser(
+        "predict",
+        help="each mode's step time at N devices for a problem, from a short 1-device sweep",
+    )
+    pr.add_argument("--problem", default="oscillator", help="a problem's name or module:object")
+    pr.add_argument("--devices", type=int, required=True, help="devices to predict for")
+    pr.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    pr.add_argument("--controller", choices=("pid", "stepto"), default="pid")
+    pr.add_argument("--scale", choices=tuple(SCALES), default="quick")
+    pr.add_argument("--batch", type=int, default=None, help="global batch (default: the scale's)")
+    pr.add_argument("--timed-steps", type=int, default=10, help="timed steps per swept batch")
+    pr.add_argument("--out", default=None, help="also write the prediction as JSON here")
+    pr.set_defaults(func=_predict)
     v = sub.add_parser(
         "versions", help="the core rows under each JAX release (own environments), and their table"
     )

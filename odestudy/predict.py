@@ -1,0 +1,116 @@
+"""A prediction a user can run: each mode's step time and speedup at N devices for a
+problem, from a short 1-device step-cost sweep of its trained model on this machine, the
+all-reduce latency measured here, and the collectives the compiled `shard` step runs in
+its loops (the projection model, `report.projection.predict`)."""
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .measure.audit import count_collectives
+from .measure.scenario import Scenario
+
+# What the prediction assumes, printed with it.
+ASSUMPTIONS = (
+    "devices run in lock-step: each device's solver loop runs as many iterations as the "
+    "slowest sample of the global batch (measured per batch size by the sweep)",
+    "a solver iteration costs what one device measured at the per-device batch "
+    "(interpolated on log2 batch between the swept sizes)",
+    "one gradient all-reduce per step at the latency measured here for the gradient's size",
+    "`shard` runs one loop over the global batch with the collectives counted in its "
+    "compiled loop bodies, each at the latency of a one-float all-reduce, every iteration",
+    "virtual CPU devices share this machine's cores: beyond its physical cores the "
+    "prediction is of overhead, not of parallel speedup",
+)
+
+
+def _sweep_batches(global_batch: int, n: int) -> tuple[int, ...]:
+    """The batches to sweep: the per-device batch and the global batch (and one more
+    size so that the fitted line has two distinct points where they coincide)."""
+    local = max(1, global_batch // n)
+    return tuple(sorted({local, global_batch, max(2, 2 * global_batch)}))
+
+
+def shard_loop_collectives(s: Scenario, n: int) -> int:
+    """Collectives inside the loop bodies of the compiled `shard` step of `s`'s
+    problem and controller on `n` devices (compiled, never run)."""
+    import jax
+
+    from .measure.training import prepare
+
+    shard = dataclasses.replace(s, mode="shard", devices_per_process=n)
+    setup = prepare(shard, jax.devices("cpu")[:n] if s.device == "cpu" else jax.devices()[:n])
+    data = setup.data.truncate(setup.data.ts.shape[1])
+    batch = setup.step.place_batch((data.ts[: s.global_batch], data.ys[: s.global_batch]))
+    compiled = setup.step.compile(setup.params, setup.opt_state, batch)
+    return count_collectives(compiled.as_text()).in_loops
+
+
+def predict_modes(s: Scenario, n: int, timed_steps: int = 10) -> dict[str, Any]:
+    """Predict every multi-device mode's step time for scenario `s` (its problem,
+    controller, scale and global batch) on `n` devices of this machine.
+
+    - `s`: a 1-device `single` scenario; JAX must see at least `n` devices of its kind
+      (`configure_devices`).
+    - `timed_steps`: timed steps per batch size of the sweep.
+
+    Returns the sweep, the latencies, the loop collectives and one row per mode.
+    """
+    from .measure.cost import step_cost_sweep
+    from .measure.environment import cpu_info
+    from .report.projection import MULTI_DEVICE, collective_latency, predict
+
+    if s.mode != "single" or s.total_devices != 1:
+        raise ValueError(f"predict starts from the 1-device 'single' scenario, got {s.mode!r}")
+    if n < 2:
+        raise ValueError(f"predict needs --devices >= 2, got {n}")
+    if s.global_batch % n:
+        raise ValueError(f"global batch {s.global_batch} is not divisible by {n} devices")
+    sweep = step_cost_sweep(s, _sweep_batches(s.global_batch, n), timed_steps=timed_steps)
+    params = parameter_count(s)
+    gradient = collective_latency(n, iterations=200, size=max(1, params))["latency_s"]
+    one_float = collective_latency(n)["latency_s"]
+    in_loop = shard_loop_collectives(s, n)
+    base_row = next(r for r in sweep["rows"] if r["batch"] == s.global_batch)
+    base = {"step_time_s": base_row["step_time_s"], "global_batch": s.global_batch}
+    rows = []
+    for mode in MULTI_DEVICE:
+        p = predict(
+            sweep,
+            base,
+            mode,
+            n,
+            s.global_batch,
+            gradient,
+            in_loop if mode == "shard" else 0,
+            one_float,
+        )
+        rows.append(dict(p, mode=mode, speedup=base["step_time_s"] / p["step_time_s"]))
+    cores = cpu_info().get("physical_cores")
+    return {
+        "scenario": s.to_dict(),
+        "n_devices": n,
+        "one_device_step_s": base["step_time_s"],
+        "final_loss": sweep["final_loss"],
+        "trained": bool(sweep["final_loss"] <= s.problem_object.trained_loss),
+        "trained_loss": s.problem_object.trained_loss,
+        "gradient_floats": params,
+        "allreduce_gradient_s": gradient,
+        "allreduce_one_float_s": one_float,
+        "shard_loop_collectives": in_loop,
+        "exceeds_cores": s.device == "cpu" and cores is not None and n > int(cores),
+        "rows": rows,
+        "sweep": sweep,
+        "assumptions": list(ASSUMPTIONS),
+    }
+
+
+def parameter_count(s: Scenario) -> int:
+    """Floats in the gradient of `s`'s field: what the gradient all-reduce moves."""
+    import equinox as eqx
+    import jax
+    import jax.random as jr
+
+    field = s.problem_object.make_field(jr.PRNGKey(s.seed), s.width)
+    return int(sum(np.size(x) for x in jax.tree.leaves(eqx.filter(field, eqx.is_array))))
