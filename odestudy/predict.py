@@ -26,10 +26,8 @@ ASSUMPTIONS = (
 
 
 def _sweep_batches(global_batch: int, n: int) -> tuple[int, ...]:
-    """The batches to sweep: the per-device batch and the global batch (and one more
-    size so that the fitted line has two distinct points where they coincide)."""
-    local = max(1, global_batch // n)
-    return tuple(sorted({local, global_batch, max(2, 2 * global_batch)}))
+    """The batches to sweep: the per-device batch and the global batch."""
+    return (global_batch // n, global_batch)
 
 
 def shard_loop_collectives(s: Scenario, n: int) -> int:
