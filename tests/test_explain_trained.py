@@ -5,7 +5,8 @@ study of their own. Synthetic records; nothing here trains."""
 
 from odestudy.measure.recommended import RECOMMENDED
 from odestudy.measure.scenario import Scenario, heterogeneous_training
-from odestudy.report.explain import grouping, trained, within_ode
+from odestudy.report.explain import grouping, within_ode
+from odestudy.report.loss import trained
 from odestudy.study.matrix import (
     SPREADS,
     WITHIN_ODE_SPREAD,

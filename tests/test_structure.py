@@ -126,7 +126,7 @@ def _loop_counts(compiled, controller):
 
     data = make_dataset(8, jr.PRNGKey(0)).truncate(20)
     params, _ = eqx.partition(VectorField(jr.PRNGKey(1)), eqx.is_array)
-    return count_loops(compiled, params, optax.sgd(1.0).init(params), data.ts, data.ys)
+    return count_loops(compiled, params, optax.sgd(1.0).init(params), (data.ts, data.ys))
 
 
 def test_stepto_refuses_a_step_bound_it_would_ignore():
