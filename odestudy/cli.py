@@ -71,7 +71,10 @@ def _run(a: argparse.Namespace) -> int:
     # CPU devices are virtual and made to order; GPUs must exist.
     validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
     check_writable(a.out)
-    record = execute_scenario(s, a.out)
+    from .study.lock import measuring
+
+    with measuring(f"odestudy run {s.name()}", a.wait):
+        record = execute_scenario(s, a.out)
     print(f"{record['status']}: {s.name()} -> {Path(a.out) / records.RECORD_NAME}")
     if record["status"] != "ok":
         print(record.get("error"), file=sys.stderr)
@@ -81,6 +84,24 @@ def _run(a: argparse.Namespace) -> int:
         f"{record['compile_time_s']:.3g} s, final loss {record['final_loss']:.4g}"
     )
     return 0
+
+
+def _executor(a: argparse.Namespace):
+    """The executor the options of `odestudy matrix` name."""
+    from .study.executors import LocalExecutor
+
+    if a.executor == "local":
+        return LocalExecutor()
+    from .study.slurm import SlurmExecutor, parse_sbatch
+
+    return SlurmExecutor(
+        partition=a.partition,
+        gpu_partition=a.gpu_partition,
+        time_min=a.time_limit,
+        gpus_per_node=a.gpus_per_node,
+        tasks_per_node=a.tasks_per_node,
+        sbatch=parse_sbatch(a.sbatch),
+    )
 
 
 def _matrix(a: argparse.Namespace) -> int:
@@ -97,6 +118,8 @@ def _matrix(a: argparse.Namespace) -> int:
         recommended=a.recommended,
         repeats=a.runs,
         full=a.full,
+        executor=_executor(a),
+        wait=a.wait,
     )
     failed = [r["name"] for r in recs if r["status"] != "ok"]
     print(
@@ -107,7 +130,7 @@ def _matrix(a: argparse.Namespace) -> int:
 
 
 def _versions(a: argparse.Namespace) -> int:
-    status = 0 if a.table_only else run_versions("quick", a.runs, tuple(a.sets))
+    status = 0 if a.table_only else run_versions("quick", a.runs, tuple(a.sets), a.wait)
     out = write_versions(RESULTS, a.figures, "quick")
     print(f"versions: {out['rows']} rows of {', '.join(out['sets'])} -> {out['table']}")
     return status
@@ -129,6 +152,47 @@ def _report(a: argparse.Namespace) -> int:
     return 0
 
 
+def add_wait_option(p: argparse.ArgumentParser) -> None:
+    """`--wait`: wait for another measurement on this machine rather than refuse."""
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="where another measurement runs on this machine (it holds the lock), wait "
+        "for it to finish; by default refuse at once, naming it",
+    )
+
+
+def add_slurm_options(p: argparse.ArgumentParser) -> None:
+    """`--executor` and the options of the SLURM executor (`study.slurm`)."""
+    p.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="run here one after another, or submit every run as a SLURM job",
+    )
+    p.add_argument("--partition", default=None, help="SLURM partition of the CPU rows")
+    p.add_argument("--gpu-partition", default=None, help="SLURM partition of the GPU rows")
+    p.add_argument(
+        "--time-limit", type=int, default=60, help="SLURM time limit of each job, minutes"
+    )
+    p.add_argument(
+        "--gpus-per-node", type=int, default=None, help="GPUs per GPU job (default: its rows')"
+    )
+    p.add_argument(
+        "--tasks-per-node",
+        type=int,
+        default=None,
+        help="JAX processes per node of a multi-process row (default: all on one node)",
+    )
+    p.add_argument(
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="OPTION[=VALUE]",
+        help="another sbatch option for every job, e.g. --sbatch account=proj (repeatable)",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="odestudy", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -141,6 +205,7 @@ def parser() -> argparse.ArgumentParser:
         "the fastest measured step that trains the same model",
     )
     r.add_argument("--out", required=True, help="output folder")
+    add_wait_option(r)
     r.set_defaults(func=_run)
     m = sub.add_parser("matrix", help="run every scenario of a scale, resumably")
     m.add_argument("--scale", choices=tuple(SCALES), default="quick")
@@ -180,6 +245,8 @@ def parser() -> argparse.ArgumentParser:
         default="",
         help="only scenarios with these fields, e.g. scaling=strong,devices_per_process=2",
     )
+    add_wait_option(m)
+    add_slurm_options(m)
     m.set_defaults(func=_matrix)
     rep = sub.add_parser("report", help="tables, figures and the HTML report")
     rep.add_argument("--scale", choices=tuple(SCALES), default="quick")
@@ -201,6 +268,7 @@ def parser() -> argparse.ArgumentParser:
         help="the version sets to measure (default: all)",
     )
     v.add_argument("--table-only", action="store_true", help="only write the table and figure")
+    add_wait_option(v)
     v.add_argument("--figures", default=str(environment.ROOT / "figures"))
     v.set_defaults(func=_versions)
     return p
@@ -220,11 +288,16 @@ def _interrupt_on_sigterm() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     _interrupt_on_sigterm()
+    from .study.lock import BUSY_STATUS, MachineBusy
+
     try:
         return args.func(args)
     except ValueError as exc:
         print(f"odestudy: error: {exc}", file=sys.stderr)
         return 2
+    except MachineBusy as exc:
+        print(f"odestudy: {exc}", file=sys.stderr)
+        return BUSY_STATUS
 
 
 if __name__ == "__main__":

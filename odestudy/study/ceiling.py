@@ -34,6 +34,7 @@ from ..measure.devices import child_environment, configure_devices
 from ..measure.scenario import Scenario
 from ..measure.timing import PROTOCOL, measurement_env
 from . import records
+from .lock import measuring
 from .records import ceiling_path
 from .repeats import cache_environment, time_repeat
 
@@ -116,7 +117,10 @@ def run_ceiling(
         steps=steps,
     )
     run: dict[str, Any] = {"started": environment.now()}
-    with tempfile.TemporaryDirectory(prefix="odestudy-ceiling-") as tmp:
+    with (
+        measuring(f"machine ceiling, {s.controller}"),
+        tempfile.TemporaryDirectory(prefix="odestudy-ceiling-") as tmp,
+    ):
         work = Path(tmp)
         job = work / "job.json"
         job.write_text(

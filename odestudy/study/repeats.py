@@ -32,6 +32,7 @@ from ..measure.scenario import Scenario
 from ..measure.state import CACHE_DIR, EXEC_NAME, STATE_NAME
 from . import records
 from .distributed import launch
+from .lock import measuring
 from .runner import environ
 
 REPEATS = 3  # runs per timed scenario: the cold run and two repeats
@@ -146,12 +147,13 @@ def run_repeat_round(
         env = child_environment(first.device, first.devices_per_process)
         env.pop("JAX_COMPILATION_CACHE_DIR", None)  # set per scenario by the worker
         env["ODESTUDY_DATA_CACHE"] = str(Path(items[0][1]).resolve().parent / DATA_DIR)
-        done = subprocess.run(
-            [sys.executable, "-m", "odestudy.study.repeats", str(job_path)],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
+        with measuring(f"repeat round of {len(items)} scenario(s)"):
+            done = subprocess.run(
+                [sys.executable, "-m", "odestudy.study.repeats", str(job_path)],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
         merged = []
         for (s, out_dir), item in zip(items, job["items"], strict=True):
             try:
@@ -181,7 +183,7 @@ def repeat_processes(s: Scenario, out_dir: str | os.PathLike) -> Record:
     path = out_dir / records.RECORD_NAME
     record = records.read_record(path)
     # The workers inherit the scenario's caches.
-    with environ({**os.environ, **cache_environment(out_dir)}):
+    with measuring(f"repeat of {s.name()}"), environ({**os.environ, **cache_environment(out_dir)}):
         repeat = launch(s, repeat_dir=out_dir)
     merged = merge_runs(record, repeat)
     records.write_json_atomic(path, merged)
