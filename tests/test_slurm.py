@@ -7,6 +7,7 @@ and the rerun completes it."""
 
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from odestudy import Scenario
-from odestudy.study.executors import LocalExecutor
 from odestudy.study.matrix import run_matrix
 from odestudy.study.plan import ColdRun
 from odestudy.study.records import read_record, record_path
@@ -44,6 +44,18 @@ VOLATILE = {
     "epoch_time_s",
     "eval_curve",
 }
+
+LOCAL_MATRIX = [
+    "matrix",
+    "--scale",
+    "smoke",
+    "--device",
+    "cpu",
+    "--runs",
+    "1",
+    "--select",
+    "scaling=strong,devices_per_process=1,processes=1,controller=pid",
+]
 
 needs_slurm = pytest.mark.skipif(
     bool(missing_binaries()) and not os.environ.get("CI"),
@@ -105,6 +117,13 @@ def test_sbatch_options_and_job_parameters():
 
 
 @needs_slurm
+def test_a_partition_the_cluster_lacks_is_a_clear_error(cluster, tmp_path):
+    with pytest.raises(ValueError, match="sbatch refused the job of .*invalid partition"):
+        _matrix(tmp_path, [ONE], SlurmExecutor(partition="nosuchpartition"))
+    assert not list(tmp_path.glob(f"*/smoke/{ONE.name()}"))  # nothing recorded
+
+
+@needs_slurm
 def test_a_cancelled_job_is_recorded_failed_with_its_reason(cluster, tmp_path_factory):
     results = tmp_path_factory.getbasetemp() / "slurm-results"
     out: list = []
@@ -129,15 +148,26 @@ def test_a_cancelled_job_is_recorded_failed_with_its_reason(cluster, tmp_path_fa
 def test_smoke_rows_through_slurm_match_a_local_run(cluster, tmp_path_factory):
     """Runs after the cancellation: its rerun completes the cancelled row."""
     results = tmp_path_factory.getbasetemp() / "slurm-results"
+    # The same row run here meanwhile, by `odestudy matrix` under a lock of its own (the
+    # comparison is of contents, not times).
+    here = tmp_path_factory.mktemp("local-results")
+    local_run = subprocess.Popen(
+        [sys.executable, "-m", "odestudy.cli", *LOCAL_MATRIX, "--results", str(here)],
+        env={**os.environ, "ODESTUDY_LOCK": str(here / "lock")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     one, two = _matrix(results, [ONE, TWO_PROCESSES], SlurmExecutor(time_min=10))
     assert one["status"] == "ok", one.get("error")
     assert two["status"] == "ok", (two.get("error"), two.get("worker_logs"))
     # The 2-process row ran as the two tasks of an srun step, joined by jax.distributed.
     assert two["hardware"]["process_count"] == 2 and len(two["per_process_hardware"]) == 2
     assert (Path(record_path(ONE, results).parent) / "scenario.ipynb").exists()
-    # The same row run here: the same record but for times, timestamps and ids.
-    local = _matrix(tmp_path_factory.mktemp("local-results"), [ONE], LocalExecutor())[0]
-    assert local["status"] == "ok"
+    # The same record as the local run's but for times, timestamps and ids.
+    output, _ = local_run.communicate(timeout=600)
+    assert local_run.returncode == 0, output
+    local = read_record(next(here.glob(f"*/smoke/{ONE.name()}/metrics.json")))
     assert set(one) == set(local)
     a, b = _steady(one), _steady(local)
     differ = {k for k in a if a[k] != b[k]}
@@ -145,7 +175,7 @@ def test_smoke_rows_through_slurm_match_a_local_run(cluster, tmp_path_factory):
 
 
 def _steady(rec: dict) -> dict:
-    """A record without `VOLATILE` fields (its stages without their compile times)."""
+    """A record without `VOLATILE` fields (its stages without their times)."""
     out = {k: v for k, v in rec.items() if k not in VOLATILE}
-    out["stages"] = [{k: v for k, v in st.items() if k != "compile_time_s"} for st in rec["stages"]]
+    out["stages"] = [{k: v for k, v in st.items() if "time" not in k} for st in rec["stages"]]
     return out

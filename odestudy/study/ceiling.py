@@ -36,7 +36,7 @@ from ..measure.timing import PROTOCOL, measurement_env
 from . import records
 from .lock import measuring
 from .records import ceiling_path
-from .repeats import cache_environment, time_repeat
+from .repeats import cache_environment, die_with_parent, time_repeat
 
 CEILING_STEPS = 40  # timed steps per process and phase (as many as a repeat)
 PHASES = (("alone", (0,)), ("paired", (0, 1)), ("one_core", (2,)))
@@ -71,6 +71,12 @@ def worker(job_path: str | os.PathLike, rank: int) -> int:
         (work / f"done{number}.{rank}").touch()
     records.write_json_atomic(work / f"times{rank}.json", out)
     return 0
+
+
+def _pinned() -> None:
+    """In a ceiling worker before it starts: follow the parent, run on one core."""
+    die_with_parent()
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 
 def run_ceiling(
@@ -131,11 +137,7 @@ def run_ceiling(
         procs = []
         try:
             for rank in range(3):
-                pin = (
-                    (lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}))
-                    if rank == 2
-                    else None
-                )
+                pin = _pinned if rank == 2 else die_with_parent
                 procs.append(
                     subprocess.Popen(
                         [sys.executable, "-m", "odestudy.study.ceiling", str(job), str(rank)],

@@ -16,6 +16,7 @@ those of multi-process scenarios in their processes, joined again
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,18 @@ from .runner import environ
 
 REPEATS = 3  # runs per timed scenario: the cold run and two repeats
 DATA_DIR = ".data"  # generated data sets, per scale folder (ignored by git)
+
+
+def die_with_parent() -> None:
+    """Have the kernel kill this process when its parent dies (Linux; elsewhere nothing):
+    for workers, and for SLURM jobs, whose batch script `scancel` kills while submitit
+    ignores SIGTERM, on clusters that track a job's processes by parent
+    (`proctrack/linuxproc`), which lose orphans."""
+    if sys.platform.startswith("linux"):
+        import ctypes  # Linux's prctl, only where there is one
+
+        pr_set_pdeathsig = 1  # from <sys/prctl.h>
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
 
 
 def cache_environment(out_dir: str | os.PathLike) -> dict[str, str]:
@@ -151,6 +164,7 @@ def run_repeat_round(
             done = subprocess.run(
                 [sys.executable, "-m", "odestudy.study.repeats", str(job_path)],
                 env=env,
+                preexec_fn=die_with_parent,
                 capture_output=True,
                 text=True,
             )

@@ -38,7 +38,7 @@ from .plan import (
     why_stale,
 )
 from .records import RECORD_NAME
-from .repeats import merge_runs
+from .repeats import die_with_parent, merge_runs
 from .runner import failed_record
 
 JOBS_FOLDER = ".slurm"  # submitit's job files and logs, in the results folder
@@ -137,11 +137,16 @@ class SlurmExecutor(Executor):
     ) -> bool:
         """Submit every run of `wave`, then report each as its job ends; returns whether
         any run did something."""
-        jobs = []
+        jobs: list[tuple[Run, Any]] = []
         for run in wave:
             executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
             executor.update_parameters(**self.parameters(run, folder))
-            jobs.append((run, executor.submit(perform, run, results, folder)))
+            try:
+                jobs.append((run, executor.submit(perform, run, results, folder)))
+            except (submitit.core.utils.FailedJobError, OSError) as exc:
+                for _, job in jobs:  # none half-submitted: the command can be rerun
+                    job.cancel(check=False)
+                raise ValueError(f"sbatch refused the job of {run.label()}: {exc}") from None
         did = False
         last_sacct = time.monotonic()
         pending = list(jobs)
@@ -198,6 +203,7 @@ class SlurmExecutor(Executor):
 def perform(run: Run, results: Path, folder: Path) -> list[Done]:
     """What a job does on its node: say which machine it is (`NODES_FOLDER`), then
     perform `run` under the node's measurement lock, multi-process rows through srun."""
+    die_with_parent()
     machine = environment.this_machine()
     here = environment.machine_id(machine)
     node = os.environ.get("SLURMD_NODENAME") or machine["hostname"]
@@ -218,9 +224,19 @@ def _outcome(run: Run, job: Any, results: Path, folder: Path) -> list[Done]:
         return list(job.result())
     except Exception as exc:  # the job failed: SLURM's state says why
         state = job.watcher.get_state(job.job_id, mode="force")
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        why = f"SLURM job {job.job_id} ended {state}: {detail}"[:500]
+        why = f"SLURM job {job.job_id} ended {state}: {_detail(exc)}"[:500]
         return _record_failure(run, why, results, folder, job.job_id)
+
+
+def _detail(exc: Exception) -> str:
+    """The line of a job's error that says what happened: the last line of the job's
+    traceback where it has one, else the first line."""
+    text = str(exc).strip()
+    parts = text.split("-" * 22)
+    lines = (parts[1] if len(parts) >= 3 else text).strip().splitlines()
+    if not lines:
+        return type(exc).__name__
+    return lines[-1] if len(parts) >= 3 else lines[0]
 
 
 def _record_failure(run: Run, why: str, results: Path, folder: Path, job_id: str) -> list[Done]:
