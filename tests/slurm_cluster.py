@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
-CLIENTS = ("sbatch", "srun", "scancel", "sacct", "sinfo", "scontrol")
+CLIENTS = ("sbatch", "srun", "scancel", "sacct", "sinfo", "squeue")
 # The node is named as this machine: JAX under srun takes its coordinator's address
 # from the node list (`SLURM_STEP_NODELIST`), which must resolve.
 NODE = socket.gethostname().split(".")[0]
@@ -172,6 +172,7 @@ def local_cluster(folder: str | os.PathLike, cpus: int | None = None) -> Iterato
         os.environ.update(env)
         yield env
     finally:
+        _drain(daemon_env)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -186,6 +187,38 @@ def local_cluster(folder: str | os.PathLike, cpus: int | None = None) -> Iterato
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        _kill_steps(conf)
+
+
+def _drain(env: dict[str, str], timeout_s: float = 30.0) -> None:
+    """Cancel every job and wait until none is left, so that no step daemon is still
+    reporting to the controller when it stops."""
+    subprocess.run([_which("scancel"), "--user", "root"], env=env, capture_output=True)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = subprocess.run(
+            [_which("squeue"), "-h", "-o", "%i"], env=env, capture_output=True, text=True
+        )
+        if out.returncode != 0 or not out.stdout.strip():
+            return
+        time.sleep(0.2)
+
+
+def _kill_steps(conf: Path) -> None:
+    """Kill the step daemons (`slurmstepd`, started by slurmd) of this cluster that
+    outlive it."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if not (proc / "comm").read_text().startswith("slurmstepd"):
+                continue
+            env = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"SLURM_CONF={conf}".encode() in env:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGKILL)
 
 
 def main(argv: list[str]) -> int:
