@@ -54,6 +54,7 @@ def _wait_for(path: Path, timeout_s: float = BARRIER_TIMEOUT_S) -> None:
 def worker(job_path: str | os.PathLike, rank: int) -> int:
     """One process of a ceiling run (see the module docstring): set up, then take part
     in the phases that name `rank`, each behind a barrier file; writes its times."""
+    die_with_parent()
     job = json.loads(Path(job_path).read_text())
     work = Path(job_path).parent
     configure_devices("cpu", 1)
@@ -74,8 +75,7 @@ def worker(job_path: str | os.PathLike, rank: int) -> int:
 
 
 def _pinned() -> None:
-    """In a ceiling worker before it starts: follow the parent, run on one core."""
-    die_with_parent()
+    """In a ceiling worker before it starts: run on one core."""
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 
@@ -137,7 +137,7 @@ def run_ceiling(
         procs = []
         try:
             for rank in range(3):
-                pin = _pinned if rank == 2 else die_with_parent
+                pin = _pinned if rank == 2 else None
                 procs.append(
                     subprocess.Popen(
                         [sys.executable, "-m", "odestudy.study.ceiling", str(job), str(rank)],

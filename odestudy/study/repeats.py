@@ -41,8 +41,9 @@ DATA_DIR = ".data"  # generated data sets, per scale folder (ignored by git)
 
 
 def die_with_parent() -> None:
-    """Have the kernel kill this process when its parent dies (Linux; elsewhere nothing):
-    for workers, and for SLURM jobs, whose batch script `scancel` kills while submitit
+    """Have the kernel kill this process when its parent dies (Linux; elsewhere nothing),
+    called first thing in a worker (not between fork and exec: the parent runs JAX's
+    threads): for workers, and for SLURM jobs, whose batch script `scancel` kills while submitit
     ignores SIGTERM, on clusters that track a job's processes by parent
     (`proctrack/linuxproc`), which lose orphans."""
     if sys.platform.startswith("linux"):
@@ -114,6 +115,7 @@ def merge_runs(record: Mapping[str, Any], repeat: Mapping[str, Any]) -> Record:
 def worker(job_path: str | os.PathLike) -> int:
     """Run a job file written by `run_repeat_round`: configure the devices, time every
     listed scenario once, and write each result (JSON, atomically) as it finishes."""
+    die_with_parent()
     job = json.loads(Path(job_path).read_text())
     configure_devices(job["device"], job["devices_per_process"])
     for item in job["items"]:
@@ -164,7 +166,6 @@ def run_repeat_round(
             done = subprocess.run(
                 [sys.executable, "-m", "odestudy.study.repeats", str(job_path)],
                 env=env,
-                preexec_fn=die_with_parent,
                 capture_output=True,
                 text=True,
             )
