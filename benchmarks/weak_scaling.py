@@ -73,4 +73,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from odestudy.study.lock import run_measuring
+
+    run_measuring(main, f"benchmarks/{__file__.rsplit('/', 1)[-1]}")

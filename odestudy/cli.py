@@ -6,6 +6,7 @@ import typing
 from pathlib import Path
 
 from .measure import environment
+from .measure.problem import resolve_problem
 from .measure.recommended import RECOMMENDED, recommended, recommended_levers
 from .measure.scenario import SCALES, Scenario, validate
 from .report.versions import write_versions
@@ -78,7 +79,10 @@ def _run(a: argparse.Namespace) -> int:
     validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
     out = Path(a.out) if a.out else records.record_path(s, a.results).parent
     check_writable(out)
-    record = execute_scenario(s, out)
+    from .study.lock import measuring
+
+    with measuring(f"odestudy run {s.name()}", a.wait):
+        record = execute_scenario(s, out)
     print(f"{record['status']}: {s.name()} -> {out / records.RECORD_NAME}")
     if record["status"] != "ok":
         print(record.get("error"), file=sys.stderr)
@@ -91,10 +95,29 @@ def _run(a: argparse.Namespace) -> int:
     return 0
 
 
+def _executor(a: argparse.Namespace):
+    """The executor the options of `odestudy matrix` name."""
+    from .study.executors import LocalExecutor
+
+    if a.executor == "local":
+        return LocalExecutor()
+    from .study.slurm import SlurmExecutor, parse_sbatch
+
+    return SlurmExecutor(
+        partition=a.partition,
+        gpu_partition=a.gpu_partition,
+        time_min=a.time_limit,
+        gpus_per_node=a.gpus_per_node,
+        tasks_per_node=a.tasks_per_node,
+        sbatch=parse_sbatch(a.sbatch),
+    )
+
+
 def _matrix(a: argparse.Namespace) -> int:
     from .study.matrix import parse_selection, run_matrix
 
     check_writable(a.results)
+    resolve_problem(a.problem)  # a clear error before anything runs
     recs = run_matrix(
         a.scale,
         a.device,
@@ -105,6 +128,9 @@ def _matrix(a: argparse.Namespace) -> int:
         recommended=a.recommended,
         repeats=a.runs,
         full=a.full,
+        executor=_executor(a),
+        wait=a.wait,
+        problem=a.problem,
     )
     failed = [r["name"] for r in recs if r["status"] != "ok"]
     print(
@@ -133,7 +159,10 @@ def _predict(a: argparse.Namespace) -> int:
             f"give --batch a multiple of {a.devices}"
         )
     configure_devices(s.device, a.devices)
-    out = predict_modes(s, a.devices, timed_steps=a.timed_steps)
+    from .study.lock import measuring
+
+    with measuring(f"odestudy predict {s.problem_object.name}", a.wait):
+        out = predict_modes(s, a.devices, timed_steps=a.timed_steps)
     trained = "trained" if out["trained"] else f"NOT trained (above {out['trained_loss']:g})"
     print(
         f"{s.problem_object.name}, {s.controller}, global batch {s.global_batch}, "
@@ -169,7 +198,7 @@ def _predict(a: argparse.Namespace) -> int:
 
 
 def _versions(a: argparse.Namespace) -> int:
-    status = 0 if a.table_only else run_versions("quick", a.runs, tuple(a.sets))
+    status = 0 if a.table_only else run_versions("quick", a.runs, tuple(a.sets), a.wait)
     out = write_versions(RESULTS, a.figures, "quick")
     print(f"versions: {out['rows']} rows of {', '.join(out['sets'])} -> {out['table']}")
     return status
@@ -194,6 +223,47 @@ def _report(a: argparse.Namespace) -> int:
     return 0
 
 
+def add_wait_option(p: argparse.ArgumentParser) -> None:
+    """`--wait`: wait for another measurement on this machine rather than refuse."""
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="where another measurement runs on this machine (it holds the lock), wait "
+        "for it to finish; by default refuse at once, naming it",
+    )
+
+
+def add_slurm_options(p: argparse.ArgumentParser) -> None:
+    """`--executor` and the options of the SLURM executor (`study.slurm`)."""
+    p.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="run here one after another, or submit every run as a SLURM job",
+    )
+    p.add_argument("--partition", default=None, help="SLURM partition of the CPU rows")
+    p.add_argument("--gpu-partition", default=None, help="SLURM partition of the GPU rows")
+    p.add_argument(
+        "--time-limit", type=int, default=60, help="SLURM time limit of each job, minutes"
+    )
+    p.add_argument(
+        "--gpus-per-node", type=int, default=None, help="GPUs per GPU job (default: its rows')"
+    )
+    p.add_argument(
+        "--tasks-per-node",
+        type=int,
+        default=None,
+        help="JAX processes per node of a multi-process row (default: all on one node)",
+    )
+    p.add_argument(
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="OPTION[=VALUE]",
+        help="another sbatch option for every job, e.g. --sbatch account=proj (repeatable)",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="odestudy", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -212,9 +282,15 @@ def parser() -> argparse.ArgumentParser:
         "`odestudy report` reads it)",
     )
     r.add_argument("--results", default=str(environment.workdir("results")))
+    add_wait_option(r)
     r.set_defaults(func=_run)
     m = sub.add_parser("matrix", help="run every scenario of a scale, resumably")
     m.add_argument("--scale", choices=tuple(SCALES), default="quick")
+    m.add_argument(
+        "--problem",
+        default="oscillator",
+        help="what every scenario trains: a problem's name or module:object",
+    )
     m.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto")
     m.add_argument("--force", action="store_true", help="rerun finished scenarios")
     m.add_argument(
@@ -251,6 +327,8 @@ def parser() -> argparse.ArgumentParser:
         default="",
         help="only scenarios with these fields, e.g. scaling=strong,devices_per_process=2",
     )
+    add_wait_option(m)
+    add_slurm_options(m)
     m.set_defaults(func=_matrix)
     rep = sub.add_parser("report", help="tables, figures and the HTML report")
     rep.add_argument("--scale", choices=tuple(SCALES), default="quick")
@@ -273,6 +351,7 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--batch", type=int, default=None, help="global batch (default: the scale's)")
     pr.add_argument("--timed-steps", type=int, default=10, help="timed steps per swept batch")
     pr.add_argument("--out", default=None, help="also write the prediction as JSON here")
+    add_wait_option(pr)
     pr.set_defaults(func=_predict)
     v = sub.add_parser(
         "versions", help="the core rows under each JAX release (own environments), and their table"
@@ -286,6 +365,7 @@ def parser() -> argparse.ArgumentParser:
         help="the version sets to measure (default: all)",
     )
     v.add_argument("--table-only", action="store_true", help="only write the table and figure")
+    add_wait_option(v)
     v.add_argument("--figures", default=str(environment.workdir("figures")))
     v.set_defaults(func=_versions)
     return p
@@ -320,11 +400,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     _interrupt_on_sigterm()
     _import_from_workdir()
+    from .study.lock import BUSY_STATUS, MachineBusy
+
     try:
         return args.func(args)
     except ValueError as exc:
         print(f"odestudy: error: {exc}", file=sys.stderr)
         return 2
+    except MachineBusy as exc:
+        print(f"odestudy: {exc}", file=sys.stderr)
+        return BUSY_STATUS
 
 
 if __name__ == "__main__":

@@ -10,3 +10,9 @@ os.environ["XLA_FLAGS"] = (
 import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
+
+# Every test process measures under a lock of its own (`odestudy.study.lock`), so that
+# pytest's workers, and the tests, never wait for or refuse each other.
+import tempfile  # noqa: E402
+
+os.environ["ODESTUDY_LOCK"] = os.path.join(tempfile.mkdtemp(prefix="odestudy-lock-"), "lock")

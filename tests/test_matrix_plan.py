@@ -6,7 +6,7 @@ import pytest
 from odestudy import cli
 from odestudy.measure import environment
 from odestudy.measure.scenario import Scenario
-from odestudy.study import matrix
+from odestudy.study import matrix, runner
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def test_the_plan_line_says_what_runs_and_how_long(tmp_path, cores, monkeypatch,
     cores(2)
     # Run nothing: every scenario's cold run is replaced by a failed record.
     monkeypatch.setattr(
-        matrix,
+        runner,
         "execute_scenario",
         lambda s, out, **k: {"status": "failed", "error": "skipped", "name": s.name()},
     )

@@ -13,7 +13,7 @@ import pytest
 from odestudy.measure import environment, timing
 from odestudy.measure.scenario import Scenario
 from odestudy.measure.training import base_record
-from odestudy.study import matrix, records
+from odestudy.study import matrix, plan, records
 
 
 def test_the_measuring_code_is_the_blessed_one():
@@ -104,7 +104,7 @@ def test_a_record_is_reused_while_protocol_and_environment_match(tmp_path, monke
     monkeypatch.delenv("EQX_ON_ERROR")
     assert matrix.reusable(s, path) is not None
     # A new protocol makes every record stale.
-    monkeypatch.setattr(matrix, "PROTOCOL", timing.PROTOCOL + 1)
+    monkeypatch.setattr(plan, "PROTOCOL", timing.PROTOCOL + 1)
     assert "protocol" in matrix.why_stale(s, records.read_record(path))
 
 

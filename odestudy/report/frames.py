@@ -17,9 +17,9 @@ from ..measure import environment
 from ..measure.modes import MODES
 from ..measure.problem import DEFAULT_PROBLEM, resolve_problem
 from ..measure.recommended import recommended
-from ..measure.scenario import SCALES, Scenario, default_config
+from ..measure.scenario import SCALES, default_config
 from ..study import records
-from ..study.matrix import explain_scenarios, scenarios
+from ..study.matrix import explain_scenarios, for_problem, scenarios
 from . import sessions
 from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
 from .intervals import ratio_interval
@@ -62,20 +62,6 @@ def record_machine_id(rec: dict[str, Any]) -> str:
     )
 
 
-def _for_problem(found: list[Scenario], problem: str) -> list[Scenario]:
-    """The scenarios of `found` for `problem` (`Scenario.for_problem`), leaving out
-    those it cannot run."""
-    if problem == DEFAULT_PROBLEM:
-        return found
-    out = []
-    for s in found:
-        try:
-            out.append(s.for_problem(problem))
-        except ValueError:  # for example a spread on a problem without one
-            continue
-    return out
-
-
 @functools.cache
 def matrix_keys(scale: str, study: str = "both", problem: str = DEFAULT_PROBLEM) -> frozenset[str]:
     """Scenario keys of the current matrix of `scale` for `problem`: the scaling tables'
@@ -89,11 +75,11 @@ def matrix_keys(scale: str, study: str = "both", problem: str = DEFAULT_PROBLEM)
     except ValueError:  # a problem of a module not importable here
         return frozenset()
     keys = set()
-    scaling = _for_problem([s for d in ("cpu", "gpu") for s in scenarios(scale, d)], problem)
+    scaling = for_problem([s for d in ("cpu", "gpu") for s in scenarios(scale, d)], problem)
     if study in ("scaling", "both"):
         keys |= {s.key() for s in scaling}
     if study in ("explain", "both"):
-        keys |= {s.key() for s in _for_problem(explain_scenarios(scale), problem)}
+        keys |= {s.key() for s in for_problem(explain_scenarios(scale), problem)}
     if study == "both":
         keys |= {recommended(s).key() for s in scaling}
     return frozenset(keys)

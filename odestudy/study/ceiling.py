@@ -34,8 +34,9 @@ from ..measure.devices import child_environment, configure_devices
 from ..measure.scenario import Scenario
 from ..measure.timing import PROTOCOL, measurement_env
 from . import records
+from .lock import measuring
 from .records import ceiling_path
-from .repeats import cache_environment, time_repeat
+from .repeats import cache_environment, die_with_parent, time_repeat
 
 CEILING_STEPS = 40  # timed steps per process and phase (as many as a repeat)
 PHASES = (("alone", (0,)), ("paired", (0, 1)), ("one_core", (2,)))
@@ -53,6 +54,7 @@ def _wait_for(path: Path, timeout_s: float = BARRIER_TIMEOUT_S) -> None:
 def worker(job_path: str | os.PathLike, rank: int) -> int:
     """One process of a ceiling run (see the module docstring): set up, then take part
     in the phases that name `rank`, each behind a barrier file; writes its times."""
+    die_with_parent()
     job = json.loads(Path(job_path).read_text())
     work = Path(job_path).parent
     configure_devices("cpu", 1)
@@ -70,6 +72,11 @@ def worker(job_path: str | os.PathLike, rank: int) -> int:
         (work / f"done{number}.{rank}").touch()
     records.write_json_atomic(work / f"times{rank}.json", out)
     return 0
+
+
+def _pinned() -> None:
+    """In a ceiling worker before it starts: run on one core."""
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 
 def run_ceiling(
@@ -116,7 +123,10 @@ def run_ceiling(
         steps=steps,
     )
     run: dict[str, Any] = {"started": environment.now()}
-    with tempfile.TemporaryDirectory(prefix="odestudy-ceiling-") as tmp:
+    with (
+        measuring(f"machine ceiling, {s.controller}"),
+        tempfile.TemporaryDirectory(prefix="odestudy-ceiling-") as tmp,
+    ):
         work = Path(tmp)
         job = work / "job.json"
         job.write_text(
@@ -127,11 +137,7 @@ def run_ceiling(
         procs = []
         try:
             for rank in range(3):
-                pin = (
-                    (lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}))
-                    if rank == 2
-                    else None
-                )
+                pin = _pinned if rank == 2 else None
                 procs.append(
                     subprocess.Popen(
                         [sys.executable, "-m", "odestudy.study.ceiling", str(job), str(rank)],

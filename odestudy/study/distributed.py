@@ -2,9 +2,10 @@
 
 `launch` starts `processes` local workers on loopback (coordinator on 127.0.0.1 at a
 free port), each with its own virtual CPU devices; they join with
-`jax.distributed.initialize` and train one scenario over the global mesh. Under SLURM
-(`srun`), run `python -m odestudy.study.distributed --scenario FILE --out FILE` once per task
-with no coordinator: JAX's cluster detection fills it in.
+`jax.distributed.initialize` and train one scenario over the global mesh. Inside a SLURM
+job with `LAUNCHER_VARIABLE=srun` (the SLURM executor's jobs, `slurm.py`), `launch` starts
+them as the tasks of one `srun` step instead, with no coordinator: JAX's cluster detection
+reads SLURM's environment (`SLURM_STEP_NODELIST`, `SLURM_NTASKS`, `SLURM_PROCID`).
 """
 
 import argparse
@@ -32,6 +33,8 @@ from . import records
 from .runner import failed_record
 
 INIT_TIMEOUT_S = 60
+LAUNCHER_VARIABLE = "ODESTUDY_LAUNCHER"  # "srun": workers are the tasks of an srun step
+STOP_WAIT_S = 10  # how long srun gets to end its step before it is killed
 # Whole-run limits per scale (seconds), unless the caller gives one.
 RUN_TIMEOUT_S = {"smoke": 300, "quick": 1800, "seed": 6 * 3600}
 
@@ -45,6 +48,12 @@ def free_port() -> int:
 
 def _kill_all(procs: list[subprocess.Popen]) -> None:
     for p in procs:
+        if p.poll() is None and _under_srun():
+            p.terminate()  # srun ends its step's tasks on every node, then exits
+            try:
+                p.wait(timeout=STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                pass
         if p.poll() is None:
             try:
                 os.killpg(p.pid, signal.SIGKILL)
@@ -54,6 +63,30 @@ def _kill_all(procs: list[subprocess.Popen]) -> None:
         p.wait()
 
 
+def _under_srun() -> bool:
+    """Whether workers start as the tasks of an srun step (see the module docstring)."""
+    return os.environ.get(LAUNCHER_VARIABLE) == "srun"
+
+
+def srun_command(s: Scenario, worker_args: list[str]) -> list[str]:
+    """The srun step that runs one worker per process of `s` in the current SLURM job:
+    the job's tasks spread over its nodes, each with its share of the node's CPUs."""
+    nodes = int(os.environ.get("SLURM_JOB_NUM_NODES", "1"))
+    per_node = -(-s.processes // nodes)
+    cpus = max(1, int(os.environ.get("SLURM_CPUS_ON_NODE", "1")) // per_node)
+    return [
+        "srun",
+        f"--ntasks={s.processes}",
+        f"--cpus-per-task={cpus}",
+        "--kill-on-bad-exit=1",
+        "--label",
+        sys.executable,
+        "-m",
+        "odestudy.study.distributed",
+        *worker_args,
+    ]
+
+
 def launch(
     s: Scenario,
     timeout_s: float | None = None,
@@ -61,7 +94,8 @@ def launch(
     state_path: str | os.PathLike | None = None,
     repeat_dir: str | os.PathLike | None = None,
 ) -> Record:
-    """Run scenario `s` in `s.processes` local processes; return process 0's record.
+    """Run scenario `s` in `s.processes` local processes (or as the tasks of an srun
+    step, see the module docstring); return process 0's record.
 
     - `timeout_s`: limit for the whole run (default by scale); past it every process
       is killed and the scenario is recorded as failed.
@@ -77,37 +111,49 @@ def launch(
     timeout_s = RUN_TIMEOUT_S[s.scale] if timeout_s is None else timeout_s
     start = time.perf_counter()
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="odestudy-mp-") as tmp:
+    # Under srun the workers may run on other nodes: their files go beside the record
+    # (the shared results folder) rather than in this node's /tmp.
+    shared = Path(state_path).parent if state_path else repeat_dir
+    where = str(shared) if _under_srun() and shared else None
+    with tempfile.TemporaryDirectory(prefix=".odestudy-mp-", dir=where) as tmp:
         scenario_file = Path(tmp) / "scenario.json"
         scenario_file.write_text(json.dumps(s.to_dict()))
         out_file = Path(tmp) / "record.json"
         env = child_environment("cpu" if s.device == "cpu" else "gpu", s.devices_per_process)
         procs, logs = [], []
+        common = [
+            "--scenario",
+            str(scenario_file),
+            "--out",
+            str(out_file),
+            *(["--state", str(Path(state_path).resolve())] if state_path else []),
+            *(["--repeat", str(Path(repeat_dir).resolve())] if repeat_dir else []),
+        ]
         try:
-            for rank in range(s.processes):
+            for rank in range(1 if _under_srun() else s.processes):
+                command = (
+                    srun_command(s, common)
+                    if _under_srun()
+                    else [
+                        sys.executable,
+                        "-m",
+                        "odestudy.study.distributed",
+                        *common,
+                        "--coordinator",
+                        f"127.0.0.1:{port}",
+                        "--num-processes",
+                        str(s.processes),
+                        "--process-id",
+                        str(rank),
+                        "--parent-pid",
+                        str(os.getpid()),
+                    ]
+                )
                 log = open(Path(tmp) / f"worker{rank}.log", "w+")
                 logs.append(log)
                 procs.append(
                     subprocess.Popen(
-                        [
-                            sys.executable,
-                            "-m",
-                            "odestudy.study.distributed",
-                            "--scenario",
-                            str(scenario_file),
-                            "--out",
-                            str(out_file),
-                            "--coordinator",
-                            f"127.0.0.1:{port}",
-                            "--num-processes",
-                            str(s.processes),
-                            "--process-id",
-                            str(rank),
-                            "--parent-pid",
-                            str(os.getpid()),
-                            *(["--state", str(Path(state_path).resolve())] if state_path else []),
-                            *(["--repeat", str(Path(repeat_dir).resolve())] if repeat_dir else []),
-                        ],
+                        command,
                         env=env,
                         stdout=log,
                         stderr=subprocess.STDOUT,
@@ -123,7 +169,11 @@ def launch(
                 if bad:
                     rank, code = bad[0]
                     how = f"signal {-code}" if code < 0 else f"exit code {code}"
-                    error = f"process {rank} of {s.processes} failed with {how}"
+                    error = (
+                        f"the srun step of {s.processes} processes failed with {how}"
+                        if _under_srun()
+                        else f"process {rank} of {s.processes} failed with {how}"
+                    )
                     break
                 if all(c == 0 for c in codes):
                     break

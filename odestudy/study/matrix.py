@@ -1,30 +1,27 @@
 """The study's scenario matrix: which scenarios, where records go, resumable runs."""
 
-import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 from ..measure import environment
-from ..measure.devices import child_environment, gpu_count
+from ..measure.devices import gpu_count
 from ..measure.modes import MODES
+from ..measure.problem import DEFAULT_PROBLEM
 from ..measure.recommended import recommended as apply
 from ..measure.record import Record
 from ..measure.scenario import SCALES, Scenario, heterogeneous_training
-from ..measure.timing import PROTOCOL, measurement_env
 from . import records
-from .ceiling import last_ceiling, run_ceiling
+from .executors import Executor, LocalExecutor, Progress
+from .lock import measuring
+from .plan import CeilingProbe, expected_env, make_plan, reusable, runs, why_stale
+from .plan import Plan as MatrixPlan
 from .records import DEFAULT_RESULTS, record_path
-from .repeats import (
-    REPEAT_STEPS,
-    REPEATS,
-    cache_environment,
-    clear_cache,
-    repeat_processes,
-    run_repeat_round,
-    runs,
-)
+from .repeats import REPEAT_STEPS, REPEATS
 from .runner import execute_scenario, failed_record
+
+__all__ = ["execute_scenario", "expected_env", "reusable", "runs", "why_stale"]
 
 CPU_DEVICE_COUNTS = (2, 4, 8)
 GPU_DEVICE_COUNTS = (2,)
@@ -233,40 +230,6 @@ def target_scenarios(scale: str) -> list[Scenario]:
     return out
 
 
-def expected_env(s: Scenario) -> dict[str, str]:
-    """The measurement environment (`timing.measurement_env`) a kernel started here for
-    `s` runs in: this process's environment as `devices.child_environment` passes it on."""
-    return measurement_env(child_environment(s.device, s.devices_per_process))
-
-
-def why_stale(s: Scenario, rec: Mapping[str, Any]) -> str | None:
-    """Why record `rec` cannot stand for scenario `s` here, or None if it can: it must
-    be an ok record of this very scenario, made on this machine with the same package
-    versions, measurement protocol (`timing.PROTOCOL`) and measurement environment."""
-    checks = (
-        ("scenario", rec.get("scenario_key"), s.key()),
-        ("status", rec.get("status"), "ok"),
-        ("machine", rec.get("machine_id"), environment.machine_id(environment.this_machine())),
-        ("versions", rec.get("versions"), environment.versions()),
-        ("protocol", rec.get("protocol"), PROTOCOL),
-        ("measurement environment", rec.get("measurement_env"), expected_env(s)),
-    )
-    for what, have, want in checks:
-        if have != want:
-            return f"{what} differs: record {have!r}, here {want!r}"
-    return None
-
-
-def reusable(s: Scenario, path: Path) -> Record | None:
-    """The record at `path` if it may be reused (`why_stale` finds nothing); failed,
-    not-run, unreadable, foreign and stale records give None (the scenario runs again)."""
-    try:
-        rec = records.read_record(path)
-    except (OSError, ValueError):
-        return None
-    return rec if why_stale(s, rec) is None else None
-
-
 def sized_limit(device: str) -> int:
     """The most devices a row of the sized matrix uses on `device`: CPU devices up to
     this machine's physical cores (more virtual devices than cores measure overhead,
@@ -394,6 +357,9 @@ def run_matrix(
     recommended: bool = False,
     full: bool = False,
     ceiling: bool | None = None,
+    executor: Executor | None = None,
+    wait: bool = False,
+    problem: str = DEFAULT_PROBLEM,
 ) -> list[Record]:
     """Run the matrix one scenario at a time in rounds: every scenario's first, cold
     run (a fresh kernel), then every scenario's repeats (`repeats.REPEATS` runs in all
@@ -413,13 +379,76 @@ def run_matrix(
     machine's weak-scaling ceiling (`ceiling.run_ceiling`) on the 1-device scenario of
     each controller; by default with the scaling study's CPU rows.
 
-    Prints the plan with an estimate of its duration first, then one line per run.
-    """
-    from tqdm.auto import tqdm
+    - `executor`: who makes the runs (`executors.LocalExecutor`, the default, or
+      `slurm.SlurmExecutor`).
+    - `wait`: where another measurement holds this machine's lock (`lock.measuring`),
+      wait for it; otherwise `lock.MachineBusy` is raised before anything is written.
+    - `problem`: what every scenario trains (`Scenario.for_problem`; a scenario the
+      problem cannot run, such as a spread on a problem without one, is left out).
 
+    Prints the plan (`matrix_plan`) with an estimate of its duration first, then one
+    line per run.
+    """
+    executor = executor or LocalExecutor()
+    runnable, not_run, wanted, probes = _scenarios_to_run(
+        scale, device, study, full, only, selection, repeats, recommended, ceiling, problem
+    )
+    results = Path(results)
+    held = measuring(f"{scale} {study} matrix", wait) if executor.needs_lock() else nullcontext()
+    with held:
+        _write_not_run(not_run, results)
+        the_plan = make_plan(
+            runnable,
+            not_run,
+            wanted,
+            lambda s: executor.current(s, results),
+            force=force,
+            probes=probes,
+        )
+        if show_progress:
+            print(plan_line(the_plan, scale, study, full or scale == "seed", results), flush=True)
+        todo = sum(max(0, n) for n in the_plan.missing.values())
+        progress = Progress(todo, f"{scale} matrix", show_progress)
+        try:
+            done = executor.execute(the_plan, results, progress)
+        finally:
+            progress.close()
+    return [done[s] for s in runnable]
+
+
+def for_problem(found: list, problem: str) -> list:
+    """Scenarios (or `(scenario, why)` pairs) of the matrix for `problem`
+    (`Scenario.for_problem`), leaving out those the problem cannot run."""
+    out = []
+    for item in found:
+        s, rest = (item[0], item[1:]) if isinstance(item, tuple) else (item, ())
+        try:
+            moved = s.for_problem(problem)
+        except ValueError:  # for example a spread on a problem without one
+            continue
+        out.append((moved, *rest) if rest else moved)
+    return out
+
+
+def _scenarios_to_run(
+    scale: str,
+    device: str,
+    study: str,
+    full: bool,
+    only: Iterable[Scenario] | None,
+    selection: dict[str, str] | None,
+    repeats: int | None,
+    recommended: bool,
+    ceiling: bool | None,
+    problem: str = DEFAULT_PROBLEM,
+) -> tuple[list[Scenario], list[tuple[Scenario, str]], int, list[Scenario]]:
+    """The scenarios a matrix command runs, those it cannot run here (with the reason),
+    the runs wanted per scenario and the ceiling probes (see `run_matrix`)."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; valid choices: {', '.join(SCALES)}")
     runnable, not_run = plan(scale, device, study, full)
+    if problem != DEFAULT_PROBLEM:
+        runnable, not_run = for_problem(runnable, problem), for_problem(not_run, problem)
     if recommended:
         if study != "scaling":
             raise ValueError(
@@ -440,35 +469,9 @@ def run_matrix(
                 f"--select {shown} matches none of the {every} scenarios "
                 f"of the {scale} {study} matrix"
             )
-    here = environment.machine_id(environment.this_machine())
-    for s, reason in not_run:
-        path = record_path(s, results)
-        try:  # the same not_run record already there: leave it (and the checkout) alone
-            old = records.read_record(path)
-            same = (
-                old.get("status") == "not_run"
-                and old.get("error") == reason
-                and old.get("scenario_key") == s.key()
-                and old.get("machine_id") == here
-            )
-        except (OSError, ValueError):
-            same = False
-        if not same:
-            records.write_json_atomic(path, failed_record(s, reason, status="not_run"))
-
     wanted = repeats or (
         REPEATS if study in ("scaling", "explain", "target") and scale != "seed" else 1
     )
-    done: dict[Scenario, Record] = {}
-    cold = []
-    for s in runnable:
-        rec: Record | None = None if force else reusable(s, record_path(s, results))
-        if rec is None:
-            cold.append(s)
-        else:
-            done[s] = rec
-    missing = {s: wanted - (runs(done[s]) if s in done else 0) for s in runnable}
-    todo = sum(max(0, n) for n in missing.values())
     if ceiling is None:
         ceiling = study == "scaling" and scale != "seed" and wanted > 1
     probes = (
@@ -483,78 +486,44 @@ def run_matrix(
         if ceiling
         else []
     )
-    ceiling = bool(probes)
-    if show_progress:
-        seconds = sum(estimate_s(s, results, n) for s, n in missing.items() if n > 0)
-        seconds += 25.0 * len(probes) * (wanted - 1) if todo else 0.0
-        counts = sorted({s.total_devices for s in runnable})
-        print(
-            f"{scale} {study} matrix ({'whole' if full or scale == 'seed' else 'sized'}"
-            f": devices {', '.join(map(str, counts)) or 'none'}): {len(runnable)} "
-            f"scenarios, {len(runnable) - len(cold)} reusable; {todo} run(s) to do "
-            f"({len(cold)} cold, {todo - len(cold)} repeats"
-            f"{', machine ceiling each round' if ceiling and todo else ''}), "
-            f"about {seconds / 60:.0f} min here",
-            flush=True,
-        )
-    # A bar on a terminal only (tqdm's disable=None); one line per finished run always.
-    bar = tqdm(
-        total=todo, desc=f"{scale} matrix", unit="run", disable=None if show_progress else True
-    )
+    return runnable, not_run, wanted, probes
 
-    def report(rec: Mapping[str, Any], what: str) -> None:
-        if show_progress:
-            step = rec.get("step_time_s")
-            timing = f"step {step * 1e3:.2f} ms" if step else rec.get("error") or ""
-            bar.write(f"{rec.get('status', '?'):7s} {what}  {timing}"[:200], file=sys.stdout)
-            sys.stdout.flush()  # a line per run also in a log file, as it happens
 
-    for s in cold:
-        bar.set_postfix_str(s.name())
+def _write_not_run(not_run: list[tuple[Scenario, str]], results: Path) -> None:
+    """A `not_run` record for every row that cannot run here (the same one already
+    there is left alone, and the checkout with it)."""
+    here = environment.machine_id(environment.this_machine())
+    for s, reason in not_run:
         path = record_path(s, results)
-        clear_cache(path.parent)
-        done[s] = execute_scenario(s, path.parent, extra_env=cache_environment(path.parent))
-        report(done[s], f"{s.name()} (run 1, {done[s].get('kernel_wall_s') or 0:.0f} s)")
-        bar.update()
-    for round_ in range(2, wanted + 1):
-        due = [s for s in runnable if done[s]["status"] == "ok" and runs(done[s]) < round_]
-        # One plain process per device kind and count times its scenarios once;
-        # multi-process scenarios repeat in their processes, joined again.
-        groups: dict[tuple[str, int], list[Scenario]] = {}
-        for s in due:
-            if s.processes == 1:
-                groups.setdefault((s.device, s.devices_per_process), []).append(s)
-        for (kind, count), group in groups.items():
-            bar.set_postfix_str(f"run {round_}: {len(group)} on {count} {kind} device(s)")
-            items = [(s, record_path(s, results).parent) for s in group]
-            for s, rec in zip(group, run_repeat_round(items), strict=True):
-                done[s] = rec
-                report(rec, f"{s.name()} (run {runs(rec)})")
-            bar.update(len(group))
-        for s in due:
-            if s.processes > 1:
-                bar.set_postfix_str(f"{s.name()} (run {round_})")
-                done[s] = repeat_processes(s, record_path(s, results).parent)
-                report(done[s], f"{s.name()} (run {runs(done[s])})")
-                bar.update()
-        for probe in probes if due else []:
-            if done[probe]["status"] != "ok":
-                continue
+        try:
+            old = records.read_record(path)
+            same = (
+                old.get("status") == "not_run"
+                and old.get("error") == reason
+                and old.get("scenario_key") == s.key()
+                and old.get("machine_id") == here
+            )
+        except (OSError, ValueError):
+            same = False
+        if not same:
+            records.write_json_atomic(path, failed_record(s, reason, status="not_run"))
 
-            folder = record_path(probe, results).parent
-            ceiling_rec = run_ceiling(probe, folder, folder.parent)
-            last = ceiling_rec["runs"][-1]
-            if show_progress:
-                got = last_ceiling(ceiling_rec)
-                text = (
-                    f"t(alone)/t(paired) {got:.2f} (this run's median)"
-                    if got is not None
-                    else last.get("error", "")
-                )
-                bar.write(
-                    f"{last['status']:7s} machine ceiling, {probe.controller} (run "
-                    f"{len(ceiling_rec['runs'])})  {text}",
-                    file=sys.stdout,
-                )
-    bar.close()
-    return [done[s] for s in runnable]
+
+def plan_line(p: MatrixPlan, scale: str, study: str, whole: bool, results: Path) -> str:
+    """The plan of a matrix command in one line: scenarios, reusable records, runs to do
+    and an estimate of their duration here."""
+    missing = p.missing
+    todo = sum(max(0, n) for n in missing.values())
+    cold = len(p.cold)
+    probes = p.count(CeilingProbe)
+    seconds = sum(estimate_s(s, results, n) for s, n in missing.items() if n > 0)
+    seconds += 25.0 * probes
+    counts = sorted({s.total_devices for s in p.scenarios})
+    return (
+        f"{scale} {study} matrix ({'whole' if whole else 'sized'}"
+        f": devices {', '.join(map(str, counts)) or 'none'}): {len(p.scenarios)} "
+        f"scenarios, {len(p.scenarios) - cold} reusable; {todo} run(s) to do "
+        f"({cold} cold, {todo - cold} repeats"
+        f"{', machine ceiling each round' if probes and todo else ''}), "
+        f"about {seconds / 60:.0f} min here"
+    )

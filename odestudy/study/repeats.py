@@ -16,6 +16,7 @@ those of multi-process scenarios in their processes, joined again
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -32,10 +33,24 @@ from ..measure.scenario import Scenario
 from ..measure.state import CACHE_DIR, EXEC_NAME, STATE_NAME
 from . import records
 from .distributed import launch
+from .lock import measuring
 from .runner import environ
 
 REPEATS = 3  # runs per timed scenario: the cold run and two repeats
 DATA_DIR = ".data"  # generated data sets, per scale folder (ignored by git)
+
+
+def die_with_parent() -> None:
+    """Have the kernel kill this process when its parent dies (Linux; elsewhere nothing),
+    called first thing in a worker (not between fork and exec: the parent runs JAX's
+    threads): for workers, and for SLURM jobs, whose batch script `scancel` kills while submitit
+    ignores SIGTERM, on clusters that track a job's processes by parent
+    (`proctrack/linuxproc`), which lose orphans."""
+    if sys.platform.startswith("linux"):
+        import ctypes  # Linux's prctl, only where there is one
+
+        pr_set_pdeathsig = 1  # from <sys/prctl.h>
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
 
 
 def cache_environment(out_dir: str | os.PathLike) -> dict[str, str]:
@@ -100,6 +115,7 @@ def merge_runs(record: Mapping[str, Any], repeat: Mapping[str, Any]) -> Record:
 def worker(job_path: str | os.PathLike) -> int:
     """Run a job file written by `run_repeat_round`: configure the devices, time every
     listed scenario once, and write each result (JSON, atomically) as it finishes."""
+    die_with_parent()
     job = json.loads(Path(job_path).read_text())
     configure_devices(job["device"], job["devices_per_process"])
     for item in job["items"]:
@@ -146,12 +162,13 @@ def run_repeat_round(
         env = child_environment(first.device, first.devices_per_process)
         env.pop("JAX_COMPILATION_CACHE_DIR", None)  # set per scenario by the worker
         env["ODESTUDY_DATA_CACHE"] = str(Path(items[0][1]).resolve().parent / DATA_DIR)
-        done = subprocess.run(
-            [sys.executable, "-m", "odestudy.study.repeats", str(job_path)],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
+        with measuring(f"repeat round of {len(items)} scenario(s)"):
+            done = subprocess.run(
+                [sys.executable, "-m", "odestudy.study.repeats", str(job_path)],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
         merged = []
         for (s, out_dir), item in zip(items, job["items"], strict=True):
             try:
@@ -181,7 +198,7 @@ def repeat_processes(s: Scenario, out_dir: str | os.PathLike) -> Record:
     path = out_dir / records.RECORD_NAME
     record = records.read_record(path)
     # The workers inherit the scenario's caches.
-    with environ({**os.environ, **cache_environment(out_dir)}):
+    with measuring(f"repeat of {s.name()}"), environ({**os.environ, **cache_environment(out_dir)}):
         repeat = launch(s, repeat_dir=out_dir)
     merged = merge_runs(record, repeat)
     records.write_json_atomic(path, merged)

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from ..measure.environment import ROOT
+from .lock import measuring
 
 # Oldest first: the reference's stack, the last release before `pmap` became `jit` over
 # `shard_map` (0.8) and mesh axes Explicit by default (0.9), and the current release.
@@ -48,11 +49,20 @@ def build(name: str) -> Path:
     return python_of(name)
 
 
-def run_versions(scale: str = "quick", runs: int = 3, sets: tuple[str, ...] = VERSION_SETS) -> int:
+def run_versions(
+    scale: str = "quick", runs: int = 3, sets: tuple[str, ...] = VERSION_SETS, wait: bool = False
+) -> int:
     """Build every set's environment, then measure the core rows: round `r` brings every
-    row of every set to `r` runs (the matrix is resumable), one set after another.
-    Returns 0, or 1 where a set's matrix reported failed scenarios."""
+    row of every set to `r` runs (the matrix is resumable), one set after another, all
+    under this machine's measurement lock (`lock.measuring`; `wait`: wait for another
+    holder rather than refuse). Returns 0, or 1 where a set's matrix reported failed
+    scenarios."""
     pythons = {name: build(name) for name in sets}
+    with measuring("version study", wait):
+        return _rounds(scale, runs, pythons)
+
+
+def _rounds(scale: str, runs: int, pythons: dict[str, Path]) -> int:
     status = 0
     for r in range(1, runs + 1):
         for name, python in pythons.items():

@@ -1,0 +1,335 @@
+"""What a matrix run does, computed once from the scenarios and their records: the runs
+to make (cold runs, repeat rounds, ceiling probes), each with why, in the order they
+run. An executor (`executors`) carries a plan out; every run kind knows how to perform
+itself on the machine that runs it (`Run.perform`), so that the local executor and a
+SLURM job do the same thing.
+"""
+
+import abc
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..measure import environment
+from ..measure.devices import child_environment
+from ..measure.record import Record
+from ..measure.scenario import Scenario
+from ..measure.timing import PROTOCOL, measurement_env
+from . import records, runner
+from .ceiling import last_ceiling, run_ceiling
+from .lock import measuring
+from .records import record_path
+from .repeats import cache_environment, clear_cache, repeat_processes, run_repeat_round
+
+
+def expected_env(s: Scenario) -> dict[str, str]:
+    """The measurement environment (`timing.measurement_env`) a kernel started here for
+    `s` runs in: this process's environment as `devices.child_environment` passes it on."""
+    return measurement_env(child_environment(s.device, s.devices_per_process))
+
+
+def why_stale(s: Scenario, rec: Mapping[str, Any], machine: str | None = None) -> str | None:
+    """Why record `rec` cannot stand for scenario `s`, or None if it can: it must be an
+    ok record of this very scenario, made on machine `machine` (default: this one) with
+    the same package versions, measurement protocol (`timing.PROTOCOL`) and measurement
+    environment."""
+    here = machine or environment.machine_id(environment.this_machine())
+    checks = (
+        ("scenario", rec.get("scenario_key"), s.key()),
+        ("status", rec.get("status"), "ok"),
+        ("machine", rec.get("machine_id"), here),
+        ("versions", rec.get("versions"), environment.versions()),
+        ("protocol", rec.get("protocol"), PROTOCOL),
+        ("measurement environment", rec.get("measurement_env"), expected_env(s)),
+    )
+    for what, have, want in checks:
+        if have != want:
+            return f"{what} differs: record {have!r}, here {want!r}"
+    return None
+
+
+def reusable(s: Scenario, path: Path) -> Record | None:
+    """The record at `path` if it may be reused (`why_stale` finds nothing); failed,
+    not-run, unreadable, foreign and stale records give None (the scenario runs again)."""
+    try:
+        rec = records.read_record(path)
+    except (OSError, ValueError):
+        return None
+    return rec if why_stale(s, rec) is None else None
+
+
+def runs(record: Mapping[str, Any]) -> int:
+    """How many runs' step times a record holds (records before repeats: 1)."""
+    return len(record.get("step_time_runs_s") or [record.get("step_time_s")])
+
+
+def _read(path: Path) -> Record | None:
+    try:
+        return records.read_record(path)
+    except (OSError, ValueError):
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Done:
+    """What one run did: the line to report and the record it left (None for runs that
+    leave no scenario record, such as a ceiling probe)."""
+
+    line: str
+    scenario: Scenario | None = None
+    record: Record | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Run(abc.ABC):
+    """One run of a plan.
+
+    - `why`: why it runs (no reusable record, a missing repeat, a round's probe).
+    - `folders`: each scenario's record folder, where its cold run left it (repeats and
+      probes run where their cold run ran); empty or None: this machine's
+      (`records.record_path`).
+    """
+
+    why: str
+    folders: tuple[Path | None, ...] = ()
+
+    @abc.abstractmethod
+    def scenarios(self) -> tuple[Scenario, ...]:
+        """The scenarios this run times."""
+
+    @abc.abstractmethod
+    def label(self) -> str:
+        """What it is, in a few words."""
+
+    @abc.abstractmethod
+    def perform(self, results: Path) -> list[Done]:
+        """Carry the run out on this machine, writing records under `results` (atomically);
+        a failure is recorded, never raised."""
+
+    @property
+    def processes(self) -> int:
+        """JAX processes the run starts at once (one per SLURM task)."""
+        return 1
+
+    def where(self, s: Scenario, results: Path) -> Path:
+        """The record file of `s` this run reads and writes."""
+        folder = self.folders[self.scenarios().index(s)] if self.folders else None
+        if folder is not None:
+            return folder / records.RECORD_NAME
+        return record_path(s, results)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ColdRun(Run):
+    """A scenario's first run: a fresh kernel that compiles from cold, trains, and saves
+    the trained state its repeats time from."""
+
+    scenario: Scenario
+
+    def scenarios(self) -> tuple[Scenario, ...]:
+        return (self.scenario,)
+
+    def label(self) -> str:
+        return f"{self.scenario.name()} (run 1)"
+
+    @property
+    def processes(self) -> int:
+        return self.scenario.processes
+
+    def perform(self, results: Path) -> list[Done]:
+
+        s = self.scenario
+        path = self.where(s, results)
+        with measuring(f"cold run of {s.name()}"):
+            clear_cache(path.parent)
+            rec = runner.execute_scenario(s, path.parent, extra_env=cache_environment(path.parent))
+        line = f"{s.name()} (run 1, {rec.get('kernel_wall_s') or 0:.0f} s)"
+        return [Done(line, s, rec)]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RepeatRound(Run):
+    """Round `round` of the repeats of one-process scenarios of one device kind and count,
+    timed in one plain process (`repeats.run_repeat_round`); scenarios whose record is
+    not ok, or already has `round` runs, are left out when it runs."""
+
+    round: int
+    group: tuple[Scenario, ...]
+
+    def scenarios(self) -> tuple[Scenario, ...]:
+        return self.group
+
+    def label(self) -> str:
+        first = self.group[0]
+        return (
+            f"run {self.round}: {len(self.group)} on {first.devices_per_process} "
+            f"{first.device} device(s)"
+        )
+
+    def due(self, results: Path) -> list[Scenario]:
+        """The scenarios of the group that still need this round (read from their records)."""
+        out = []
+        for s in self.group:
+            rec = _read(self.where(s, results))
+            if rec is not None and rec.get("status") == "ok" and runs(rec) < self.round:
+                out.append(s)
+        return out
+
+    def perform(self, results: Path) -> list[Done]:
+
+        due = self.due(results)
+        items = [(s, self.where(s, results).parent) for s in due]
+        merged = run_repeat_round(items)
+        return [Done(f"{s.name()} (run {runs(r)})", s, r) for s, r in zip(due, merged, strict=True)]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProcessRepeat(Run):
+    """Round `round` of a multi-process scenario: its processes joined again
+    (`repeats.repeat_processes`)."""
+
+    round: int
+    scenario: Scenario
+
+    def scenarios(self) -> tuple[Scenario, ...]:
+        return (self.scenario,)
+
+    def label(self) -> str:
+        return f"{self.scenario.name()} (run {self.round})"
+
+    @property
+    def processes(self) -> int:
+        return self.scenario.processes
+
+    def perform(self, results: Path) -> list[Done]:
+
+        s = self.scenario
+        path = self.where(s, results)
+        rec = _read(path)
+        if rec is None or rec.get("status") != "ok" or runs(rec) >= self.round:
+            return []
+        rec = repeat_processes(s, path.parent)
+        return [Done(f"{s.name()} (run {runs(rec)})", s, rec)]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CeilingProbe(Run):
+    """This machine's weak-scaling ceiling (`ceiling.run_ceiling`) in round `round`, on
+    the trained 1-device scenario `scenario`; runs only after some repeat of its round
+    ran, and only while the scenario's record is ok."""
+
+    round: int
+    scenario: Scenario
+
+    def scenarios(self) -> tuple[Scenario, ...]:
+        return (self.scenario,)
+
+    def label(self) -> str:
+        return f"machine ceiling, {self.scenario.controller} (round {self.round})"
+
+    def perform(self, results: Path) -> list[Done]:
+
+        path = self.where(self.scenario, results)
+        rec = _read(path)
+        if rec is None or rec.get("status") != "ok":
+            return []
+        ceiling_rec = run_ceiling(self.scenario, path.parent, path.parent.parent)
+        last = ceiling_rec["runs"][-1]
+        got = last_ceiling(ceiling_rec)
+        text = (
+            f"t(alone)/t(paired) {got:.2f} (this run's median)"
+            if got is not None
+            else last.get("error", "")
+        )
+        line = (
+            f"machine ceiling, {self.scenario.controller} (run {len(ceiling_rec['runs'])})  {text}"
+        )
+        return [Done(line, None, {"status": last["status"]})]
+
+
+@dataclasses.dataclass
+class Plan:
+    """The runs of one matrix command, in order, and what they start from.
+
+    - `scenarios`: the scenarios that run here (their records are the command's result).
+    - `not_run`: scenarios that cannot run here, with the reason.
+    - `reused`: the records that stand (no cold run needed).
+    - `wanted`: runs per scenario.
+    - `runs`: cold runs first, then round by round the repeats and the ceiling probes.
+    """
+
+    scenarios: list[Scenario]
+    not_run: list[tuple[Scenario, str]]
+    reused: dict[Scenario, Record]
+    wanted: int
+    runs: list[Run]
+
+    def count(self, kind: type[Run]) -> int:
+        """Scenario runs of `kind` (a repeat round counts its scenarios)."""
+        return sum(len(r.scenarios()) for r in self.runs if isinstance(r, kind))
+
+    @property
+    def cold(self) -> list[Scenario]:
+        return [r.scenario for r in self.runs if isinstance(r, ColdRun)]
+
+    @property
+    def missing(self) -> dict[Scenario, int]:
+        """Runs each scenario lacks."""
+        have = {s: runs(rec) for s, rec in self.reused.items()}
+        return {s: self.wanted - have.get(s, 0) for s in self.scenarios}
+
+
+def make_plan(
+    scenarios: Sequence[Scenario],
+    not_run: Sequence[tuple[Scenario, str]],
+    wanted: int,
+    current: Callable[[Scenario], tuple[Record | None, str | None, Path | None]],
+    force: bool = False,
+    probes: Sequence[Scenario] = (),
+) -> Plan:
+    """The plan for `scenarios` with `wanted` runs each.
+
+    - `current`: a scenario's current record, why it cannot stand (None: it can) and
+      its folder (None: this machine's); the local executor reads this machine's
+      record, the SLURM executor the best record of any node.
+    - `force`: run every scenario cold again.
+    - `probes`: 1-device scenarios that measure the machine's ceiling in every round
+      that repeats something.
+    """
+    reused: dict[Scenario, Record] = {}
+    folders: dict[Scenario, Path | None] = {}
+    out: list[Run] = []
+    for s in scenarios:
+        rec, why, folder = current(s)
+        if rec is not None and why is None and not force:
+            reused[s], folders[s] = rec, folder
+        else:
+            why = "--force" if force and why is None else why or "no record"
+            out.append(ColdRun(scenario=s, why=why))
+            folders[s] = None
+    have = {s: runs(reused[s]) if s in reused else 1 for s in scenarios}
+    for round_ in range(2, wanted + 1):
+        due = [s for s in scenarios if have[s] < round_]
+        why = f"run {round_} of {wanted}"
+        groups: dict[tuple[str, int, Path | None], list[Scenario]] = {}
+        for s in due:
+            if s.processes == 1:
+                key = (s.device, s.devices_per_process, _machine_of(folders[s]))
+                groups.setdefault(key, []).append(s)
+        for group in groups.values():
+            where = tuple(folders[s] for s in group)
+            out.append(RepeatRound(round=round_, group=tuple(group), why=why, folders=where))
+        for s in due:
+            if s.processes > 1:
+                where = (folders[s],)
+                out.append(ProcessRepeat(round=round_, scenario=s, why=why, folders=where))
+        for s in probes if due else ():
+            why = f"machine ceiling, round {round_}"
+            out.append(CeilingProbe(round=round_, scenario=s, why=why, folders=(folders[s],)))
+    return Plan(list(scenarios), list(not_run), reused, wanted, out)
+
+
+def _machine_of(folder: Path | None) -> Path | None:
+    """The machine folder of a scenario folder (`<machine>/<scale>/<name>`)."""
+    return folder.parent.parent if folder is not None else None

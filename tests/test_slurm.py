@@ -1,0 +1,181 @@
+"""The matrix on a real SLURM: a one-node cluster on localhost (`slurm_cluster`), the
+SLURM executor against it. Two smoke rows of the matrix run through it (the 1-device
+PID row, and the 2-process `shard_map` row, whose processes start under `srun` and join
+through `jax.distributed` from SLURM's environment), one run each: the whole smoke matrix
+would take minutes. A job cancelled mid-run is recorded as failed with SLURM's state,
+and the rerun completes it."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from odestudy import Scenario
+from odestudy.study.matrix import run_matrix
+from odestudy.study.plan import ColdRun
+from odestudy.study.records import read_record, record_path
+from odestudy.study.slurm import SlurmExecutor, parse_sbatch
+
+from .slurm_cluster import local_cluster, missing_binaries
+
+ONE = Scenario(scale="smoke")  # 1 device, single, PID, strong
+TWO_PROCESSES = Scenario(scale="smoke", mode="shard_map", processes=2)
+# Fields that differ between two runs of one scenario whoever runs it: times, timestamps
+# and ids (and the kernel's start-up time).
+VOLATILE = {
+    "run_id",
+    "started",
+    "finished",
+    "runs_finished",
+    "kernel_wall_s",
+    "runtime_s",
+    "compile_time_s",
+    "compile_time_per_stage_s",
+    "phase_times_s",
+    "step_time_s",
+    "step_time_p25_s",
+    "step_time_p75_s",
+    "step_time_runs_s",
+    "step_times_runs_s",
+    "epoch_time_s",
+    "eval_curve",
+}
+
+LOCAL_MATRIX = [
+    "matrix",
+    "--scale",
+    "smoke",
+    "--device",
+    "cpu",
+    "--runs",
+    "1",
+    "--select",
+    "scaling=strong,devices_per_process=1,processes=1,controller=pid",
+]
+
+needs_slurm = pytest.mark.skipif(
+    bool(missing_binaries()) and not os.environ.get("CI"),
+    reason=f"not installed: {', '.join(missing_binaries())} (apt-get install -y slurm-wlm "
+    "munge; CI installs them, .ci/run)",
+)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with local_cluster(tmp_path_factory.mktemp("slurm")) as env:
+        yield env
+
+
+def _matrix(results: Path, scenarios: list[Scenario], executor) -> list[dict]:
+    return run_matrix(
+        "smoke",
+        "cpu",
+        results=results,
+        show_progress=False,
+        only=scenarios,
+        repeats=1,
+        ceiling=False,
+        executor=executor,
+    )
+
+
+def _running_job() -> str | None:
+    out = subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True).stdout
+    running = [line.split()[0] for line in out.splitlines() if line.endswith("RUNNING")]
+    return running[0] if running else None
+
+
+def test_sbatch_options_and_job_parameters():
+    assert parse_sbatch(["account=proj", "--qos=high", "requeue"]) == {
+        "account": "proj",
+        "qos": "high",
+        "requeue": True,
+    }
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        parse_sbatch(["=x"])
+    ex = SlurmExecutor(partition="cpu", gpu_partition="gpu", time_min=30, sbatch={"qos": "x"})
+    two = ex.parameters(ColdRun(scenario=TWO_PROCESSES, why="test"), Path("/nowhere"))
+    assert two["slurm_additional_parameters"] == {
+        "exclusive": True,
+        "ntasks_per_node": 2,
+        "qos": "x",
+    }
+    assert (two["nodes"], two["timeout_min"], two["slurm_partition"]) == (1, 30, "cpu")
+    gpu = ex.parameters(
+        ColdRun(scenario=Scenario(device="gpu", devices_per_process=2, mode="shard"), why="t"),
+        Path("/x"),
+    )
+    assert (gpu["gpus_per_node"], gpu["slurm_partition"]) == (2, "gpu")
+    spread = SlurmExecutor(tasks_per_node=1).parameters(
+        ColdRun(scenario=TWO_PROCESSES, why="test"), Path("/nowhere")
+    )
+    assert spread["nodes"] == 2 and spread["slurm_additional_parameters"]["ntasks_per_node"] == 1
+
+
+@needs_slurm
+def test_a_partition_the_cluster_lacks_is_a_clear_error(cluster, tmp_path):
+    with pytest.raises(ValueError, match="sbatch refused the job of .*invalid partition"):
+        _matrix(tmp_path, [ONE], SlurmExecutor(partition="nosuchpartition"))
+    assert not list(tmp_path.glob(f"*/smoke/{ONE.name()}"))  # nothing recorded
+
+
+@needs_slurm
+def test_a_cancelled_job_is_recorded_failed_with_its_reason(cluster, tmp_path_factory):
+    results = tmp_path_factory.getbasetemp() / "slurm-results"
+    out: list = []
+    run = threading.Thread(
+        target=lambda: out.append(_matrix(results, [ONE], SlurmExecutor(time_min=10)))
+    )
+    run.start()
+    deadline = time.monotonic() + 120
+    while (job := _running_job()) is None:
+        assert time.monotonic() < deadline and run.is_alive(), "the job never ran"
+        time.sleep(0.2)
+    time.sleep(3.0)  # mid-run: the kernel has started
+    subprocess.run(["scancel", job], check=True)
+    run.join(timeout=180)
+    (rec,) = out[0]
+    assert rec["status"] == "failed"
+    assert f"SLURM job {job} ended CANCELLED" in rec["error"]
+    assert read_record(record_path(ONE, results))["error"] == rec["error"]
+
+
+@needs_slurm
+def test_smoke_rows_through_slurm_match_a_local_run(cluster, tmp_path_factory):
+    """Runs after the cancellation: its rerun completes the cancelled row."""
+    results = tmp_path_factory.getbasetemp() / "slurm-results"
+    # The same row run here meanwhile, by `odestudy matrix` under a lock of its own (the
+    # comparison is of contents, not times).
+    here = tmp_path_factory.mktemp("local-results")
+    local_run = subprocess.Popen(
+        [sys.executable, "-m", "odestudy.cli", *LOCAL_MATRIX, "--results", str(here)],
+        env={**os.environ, "ODESTUDY_LOCK": str(here / "lock")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    one, two = _matrix(results, [ONE, TWO_PROCESSES], SlurmExecutor(time_min=10))
+    assert one["status"] == "ok", one.get("error")
+    assert two["status"] == "ok", (two.get("error"), two.get("worker_logs"))
+    # The 2-process row ran as the two tasks of an srun step, joined by jax.distributed.
+    assert two["hardware"]["process_count"] == 2 and len(two["per_process_hardware"]) == 2
+    assert (Path(record_path(ONE, results).parent) / "scenario.ipynb").exists()
+    # The same record as the local run's but for times, timestamps and ids.
+    output, _ = local_run.communicate(timeout=600)
+    assert local_run.returncode == 0, output
+    local = read_record(next(here.glob(f"*/smoke/{ONE.name()}/metrics.json")))
+    assert set(one) == set(local)
+    a, b = _steady(one), _steady(local)
+    differ = {k for k in a if a[k] != b[k]}
+    assert not differ, {k: (a[k], b[k]) for k in differ}
+
+
+def _steady(rec: dict) -> dict:
+    """A record without `VOLATILE` fields (its stages without their times)."""
+    out = {k: v for k, v in rec.items() if k not in VOLATILE}
+    out["stages"] = [{k: v for k, v in st.items() if "time" not in k} for st in rec["stages"]]
+    return out
