@@ -105,7 +105,7 @@ def test_recommended_picks_only_levers_valid_for_the_problem(controller):
 
 
 def _loss_and_grads(problem, controller, structure, data):
-    params, static = eqx.partition(problem.make_field(jr.PRNGKey(1), 16), eqx.is_array)
+    params, static = eqx.partition(problem.make_field(jr.PRNGKey(1), 8), eqx.is_array)
     loss_fn = LOSSES[structure.solve]
 
     def value(p):
@@ -135,7 +135,7 @@ TOLERANCE = {"pid": 1e-3, "stepto": 1e-5}
 
 @pytest.mark.parametrize("controller", ["pid", "stepto"])
 def test_recommended_step_of_a_time_dependent_field_matches_the_default(controller):
-    data = UNIFORM.make_data(4, jr.PRNGKey(3)).truncate(12)
+    data = UNIFORM.make_data(3, jr.PRNGKey(3)).truncate(8)
     levers = recommended_levers(Scenario(problem=UNIFORM_SPEC, controller=controller))
     fast = Structure(**{k: v for k, v in levers.items()})
     assert fast.solve == "within_ode"
@@ -189,7 +189,7 @@ def test_make_step_trains_a_user_model_in_every_mode(mode, n):
     assert _rel(step.unplace(new_p), expected_params) <= 1e-5
 
 
-@pytest.mark.parametrize("mode, n", MODES[1:])
+@pytest.mark.parametrize("mode, n", [("pmap", 2), ("shard_map", 2)])  # the equinox workaround
 def test_the_study_step_called_directly_matches_its_compiled_form(mode, n):
     data = UNIFORM.make_data(4, jr.PRNGKey(5)).truncate(8)
     params, static = eqx.partition(UNIFORM.make_field(jr.PRNGKey(1), 8), eqx.is_array)
