@@ -14,15 +14,17 @@
 # its time limit still returns what finished. The exit status is the last failed part's
 # (0 when every part ran).
 #
-# The CPU parts' sizes can be set (tests/test_gpu_session.py runs them tiny): CPU_SCALE
-# (quick; the scale of `cpu` and of `cpucost`'s trained model), CPU_SELECT (the `cpu`
-# rows), CPU_RUNS (runs per `cpu` row; default the matrix's), COST_CONTROLLERS,
-# COST_BATCHES and COST_TIMED_STEPS (`cpucost`'s sweeps), COLLECTIVE_DEVICES,
-# COLLECTIVE_SIZES and COLLECTIVE_ITERATIONS (its all-reduce latencies).
+# Sizes can be set (tests/test_pipeline.py runs the CPU parts tiny): COST_SCALE (quick;
+# the trained model of every step-cost sweep), COST_TIMED_STEPS, GPU_COST_BATCHES
+# (`cost`), COST_CONTROLLERS and COST_BATCHES (`cpucost`'s sweeps), COLLECTIVE_DEVICES,
+# COLLECTIVE_SIZES and COLLECTIVE_ITERATIONS (its all-reduce latencies), CPU_SCALE,
+# CPU_SELECT and CPU_RUNS (`cpu`: the rows and runs per row; default the matrix's).
 set -u
 PY=${GPU_PYTHON:-python3}
 RESULTS=${RESULTS:-results-gpu-machine}
 WHEELS=${GPU_WHEELS:-.whl/gpu}
+COST_SCALE=${COST_SCALE:-quick}
+GPU_COST_BATCHES=${GPU_COST_BATCHES:-1,4,16,64,256}
 CPU_SCALE=${CPU_SCALE:-quick}
 CPU_SELECT=${CPU_SELECT:-scaling=strong,processes=1,controller=pid}
 CPU_RUNS=${CPU_RUNS:-}
@@ -44,19 +46,21 @@ here() { $PY -c "from odestudy.study.records import machine_folder; print(machin
 cost() {  # cost LABEL CONTROLLER BATCHES [XLA_FLAGS]
   local dir; dir=$(here) || return 1
   XLA_FLAGS="${4:-}" $PY benchmarks/step_cost.py --device gpu --controller "$2" \
-    --batches "$3" --label "$1" --out "$dir/step_cost/gpu-$2-$1.json"
+    --scale "$COST_SCALE" --batches "$3" --timed-steps "$COST_TIMED_STEPS" --label "$1" \
+    --out "$dir/step_cost/gpu-$2-$1.json"
 }
 
 cpucost() {  # 1-device CPU step-cost sweeps, then all-reduce latencies on N CPU devices
-  local dir c n size; dir=$(here) || return 1
+  local dir c n size r=0; dir=$(here) || return 1
   for c in $COST_CONTROLLERS; do JAX_PLATFORMS=cpu $PY benchmarks/step_cost.py \
-    --device cpu --controller "$c" --scale "$CPU_SCALE" --batches "$COST_BATCHES" \
+    --device cpu --controller "$c" --scale "$COST_SCALE" --batches "$COST_BATCHES" \
     --timed-steps "$COST_TIMED_STEPS" --label default \
-    --out "$dir/step_cost/cpu-$c-default.json" || return 1; done
+    --out "$dir/step_cost/cpu-$c-default.json" || r=1; done
   for n in $COLLECTIVE_DEVICES; do for size in $COLLECTIVE_SIZES; do JAX_PLATFORMS=cpu \
     $PY benchmarks/collectives.py --device cpu --devices "$n" --size "$size" \
     --iterations "$COLLECTIVE_ITERATIONS" --out "$dir/collectives/cpu-$n-$size.json" \
-    || return 1; done; done
+    || r=1; done; done
+  return $r
 }
 
 # Also pack every 60 s, so that a call cut off by its time limit inside a long part still
@@ -75,11 +79,12 @@ for part in "$@"; do
     quick) $PY -m odestudy.cli matrix --scale quick --device gpu --results "$RESULTS" ;;
     seed) $PY -m odestudy.cli matrix --scale seed --device gpu --results "$RESULTS" \
         --select scaling=strong ;;
-    cost) cost default pid 1,4,16,64,256
-          cost default stepto 1,4,16,64,256 ;;
-    cmdbuf) cost cmdbuf-off pid 1,32,256 "--xla_gpu_enable_command_buffer="
+    cost) cost default pid "$GPU_COST_BATCHES"; r=$?
+          cost default stepto "$GPU_COST_BATCHES" && (exit $r) ;;
+    cmdbuf) cost cmdbuf-off pid 1,32,256 "--xla_gpu_enable_command_buffer="; r=$?
             cost cmdbuf-while pid 1,32,256 \
-              "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE" ;;
+              "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE" \
+              && (exit $r) ;;
     cpucost) cpucost ;;
     cpu) JAX_PLATFORMS=cpu $PY -m odestudy.cli matrix --scale "$CPU_SCALE" --device cpu \
         --results "$RESULTS" --select "$CPU_SELECT" ${CPU_RUNS:+--runs "$CPU_RUNS"} ;;
