@@ -11,22 +11,56 @@
 # scaling, 1/2/4/8 devices on the machine's own cores). Records land in $RESULTS (default results-gpu-machine/, a fresh folder, so
 # that no record of another machine is resumed); after each part they are packed into
 # $OUT/gpu_results.tgz when $OUT is set (and every 60 s), so that a command cut off by
-# its time limit still returns what finished.
+# its time limit still returns what finished. The exit status is the last failed part's
+# (0 when every part ran).
+#
+# Sizes can be set (tests/test_pipeline.py runs the CPU parts tiny): COST_SCALE (quick;
+# the trained model of every step-cost sweep), COST_TIMED_STEPS, GPU_COST_BATCHES
+# (`cost`), COST_CONTROLLERS and COST_BATCHES (`cpucost`'s sweeps), COLLECTIVE_DEVICES,
+# COLLECTIVE_SIZES and COLLECTIVE_ITERATIONS (its all-reduce latencies), CPU_SCALE,
+# CPU_SELECT and CPU_RUNS (`cpu`: the rows and runs per row; default the matrix's).
 set -u
 PY=${GPU_PYTHON:-python3}
 RESULTS=${RESULTS:-results-gpu-machine}
 WHEELS=${GPU_WHEELS:-.whl/gpu}
+COST_SCALE=${COST_SCALE:-quick}
+GPU_COST_BATCHES=${GPU_COST_BATCHES:-1,4,16,64,256}
+CPU_SCALE=${CPU_SCALE:-quick}
+CPU_SELECT=${CPU_SELECT:-scaling=strong,processes=1,controller=pid}
+CPU_RUNS=${CPU_RUNS:-}
+COST_CONTROLLERS=${COST_CONTROLLERS:-pid stepto}
+COST_BATCHES=${COST_BATCHES:-4,8,16,32,64,128,256}
+COST_TIMED_STEPS=${COST_TIMED_STEPS:-20}
+COLLECTIVE_DEVICES=${COLLECTIVE_DEVICES:-2 4 8}
+COLLECTIVE_SIZES=${COLLECTIVE_SIZES:-1 4482}
+COLLECTIVE_ITERATIONS=${COLLECTIVE_ITERATIONS:-2000}
 
 pack() {
   [ -n "${OUT:-}" ] || return 0
   [ -d "$RESULTS" ] && tar czf "$OUT/.pack.$BASHPID.tmp" "$RESULTS" && mv "$OUT/.pack.$BASHPID.tmp" "$OUT/gpu_results.tgz"
 }
 
-here() { $PY -c "from odestudy.study.matrix import machine_folder; print(machine_folder('$RESULTS'))"; }
+# This machine's folder of records under $RESULTS (after `install`: the package is needed).
+here() { $PY -c "from odestudy.study.records import machine_folder; print(machine_folder('$RESULTS'))"; }
 
 cost() {  # cost LABEL CONTROLLER BATCHES [XLA_FLAGS]
+  local dir; dir=$(here) || return 1
   XLA_FLAGS="${4:-}" $PY benchmarks/step_cost.py --device gpu --controller "$2" \
-    --batches "$3" --label "$1" --out "$(here)/step_cost/gpu-$2-$1.json"
+    --scale "$COST_SCALE" --batches "$3" --timed-steps "$COST_TIMED_STEPS" --label "$1" \
+    --out "$dir/step_cost/gpu-$2-$1.json"
+}
+
+cpucost() {  # 1-device CPU step-cost sweeps, then all-reduce latencies on N CPU devices
+  local dir c n size r=0; dir=$(here) || return 1
+  for c in $COST_CONTROLLERS; do JAX_PLATFORMS=cpu $PY benchmarks/step_cost.py \
+    --device cpu --controller "$c" --scale "$COST_SCALE" --batches "$COST_BATCHES" \
+    --timed-steps "$COST_TIMED_STEPS" --label default \
+    --out "$dir/step_cost/cpu-$c-default.json" || r=1; done
+  for n in $COLLECTIVE_DEVICES; do for size in $COLLECTIVE_SIZES; do JAX_PLATFORMS=cpu \
+    $PY benchmarks/collectives.py --device cpu --devices "$n" --size "$size" \
+    --iterations "$COLLECTIVE_ITERATIONS" --out "$dir/collectives/cpu-$n-$size.json" \
+    || r=1; done; done
+  return $r
 }
 
 # Also pack every 60 s, so that a call cut off by its time limit inside a long part still
@@ -35,6 +69,7 @@ cost() {  # cost LABEL CONTROLLER BATCHES [XLA_FLAGS]
 PACKER=$!
 trap 'kill $PACKER 2>/dev/null' EXIT
 
+status=0
 for part in "$@"; do
   echo "=== $part $(date -u +%H:%M:%S)"
   case $part in
@@ -44,23 +79,22 @@ for part in "$@"; do
     quick) $PY -m odestudy.cli matrix --scale quick --device gpu --results "$RESULTS" ;;
     seed) $PY -m odestudy.cli matrix --scale seed --device gpu --results "$RESULTS" \
         --select scaling=strong ;;
-    cost) cost default pid 1,4,16,64,256
-          cost default stepto 1,4,16,64,256 ;;
-    cmdbuf) cost cmdbuf-off pid 1,32,256 "--xla_gpu_enable_command_buffer="
+    cost) cost default pid "$GPU_COST_BATCHES"; r=$?
+          cost default stepto "$GPU_COST_BATCHES" && (exit $r) ;;
+    cmdbuf) cost cmdbuf-off pid 1,32,256 "--xla_gpu_enable_command_buffer="; r=$?
             cost cmdbuf-while pid 1,32,256 \
-              "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE" ;;
-    cpucost) for c in pid stepto; do JAX_PLATFORMS=cpu $PY benchmarks/step_cost.py \
-          --device cpu --controller $c --batches 4,8,16,32,64,128,256 --label default \
-          --out "$(here)/step_cost/cpu-$c-default.json"; done
-        for n in 2 4 8; do for size in 1 4482; do JAX_PLATFORMS=cpu $PY \
-          benchmarks/collectives.py --device cpu --devices $n --size $size \
-          --out "$(here)/collectives/cpu-$n-$size.json"; done; done ;;
-    cpu) JAX_PLATFORMS=cpu $PY -m odestudy.cli matrix --scale quick --device cpu \
-        --results "$RESULTS" --select scaling=strong,processes=1,controller=pid ;;
+              "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE" \
+              && (exit $r) ;;
+    cpucost) cpucost ;;
+    cpu) JAX_PLATFORMS=cpu $PY -m odestudy.cli matrix --scale "$CPU_SCALE" --device cpu \
+        --results "$RESULTS" --select "$CPU_SELECT" ${CPU_RUNS:+--runs "$CPU_RUNS"} ;;
     *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu" >&2
        exit 2 ;;
   esac
-  echo "=== $part done rc=$? $(date -u +%H:%M:%S)"
+  rc=$?
+  [ $rc -eq 0 ] || status=$rc
+  echo "=== $part done rc=$rc $(date -u +%H:%M:%S)"
   nvidia-smi --query-gpu=name,memory.used --format=csv,noheader 2>/dev/null
   pack
 done
+exit $status

@@ -33,6 +33,7 @@ from .measure.recommended import RECOMMENDED, recommended, recommended_levers
 from .measure.scenario import SCALES, Scenario, validate
 from .measure.solvers import CONTROLLERS, Structure, controller_and_dt0
 from .measure.training import run_scenario, train
+from .measure.tsit5 import StraightTsit5
 from .report.document import write_report
 from .report.frames import load_curves, load_records, load_runs, load_steps, results_folder
 from .report.plots import plot_scenario, summary
@@ -55,6 +56,7 @@ __all__ = [
     "Dataset",
     "ParallelStep",
     "Scenario",
+    "StraightTsit5",
     "VectorField",
     "batch_loss",
     "batch_loss_within_ode",

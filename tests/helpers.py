@@ -22,9 +22,6 @@ from odestudy.study.matrix import expected_env
 RTOL_STEP = 1e-5
 
 
-# Several tests of a module check the same compiled step (its result, its collectives):
-# built once per test process.
-@functools.cache
 def one_step(
     mode: str,
     n_devices: int,
@@ -39,6 +36,16 @@ def one_step(
     compared through the gradient instead: the step uses plain SGD with learning
     rate 1, so `params_before - params_after` is the averaged gradient.
     """
+    structure = Structure(solve=solve) if isinstance(solve, str) else solve
+    return _one_step(mode, n_devices, controller, batch, length, structure)
+
+
+# Several tests of a module check the same compiled step (its result, its collectives):
+# built once per test process, however its arguments are spelled.
+@functools.cache
+def _one_step(
+    mode: str, n_devices: int, controller: str, batch: int, length: int, solve: Structure
+):
     data = make_dataset(batch, jr.PRNGKey(0)).truncate(length)
     model = VectorField(jr.PRNGKey(1))
     params, static = eqx.partition(model, eqx.is_array)

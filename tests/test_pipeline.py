@@ -87,3 +87,76 @@ def test_a_failed_repeat_is_recorded_and_the_record_kept(results, tmp_path):
     assert after["step_time_runs_s"] == before["step_time_runs_s"]
     assert "FileNotFoundError" in after["repeat_errors"][-1]
     assert read_record(copy / "metrics.json")["repeat_errors"] == after["repeat_errors"]
+
+
+def _gpu_session(parts: list[str], results, **sizes: str):
+    """Run benchmarks/gpu_session.sh's `parts` with this interpreter on `results`, in a
+    plain environment (no test device flags), at the given sizes."""
+    import os
+    import subprocess
+    import sys
+
+    from odestudy.measure.environment import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS", "OUT")}
+    env.update(GPU_PYTHON=sys.executable, RESULTS=str(results), **sizes)
+    script = ROOT / "benchmarks" / "gpu_session.sh"
+    return subprocess.run(
+        ["bash", str(script), *parts], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+
+def test_gpu_session_cpu_parts_run_tiny(results, tmp_path):
+    """The GPU machine's script (benchmarks/gpu_session.sh), its CPU parts at tiny
+    sizes: a step-cost sweep and an all-reduce latency written to this machine's
+    folder, and the CPU rows resumed from the matrix's finished records (nothing run
+    again)."""
+    import json
+    import shutil
+
+    from odestudy.study.matrix import sized_limit
+    from odestudy.study.records import machine_folder
+
+    root, _ = results
+    copy = tmp_path / "results"
+    shutil.copytree(root, copy)
+    parts = ["cpucost"] + (["cpu"] if sized_limit("cpu") >= 2 else [])
+    run = _gpu_session(
+        parts,
+        copy,
+        COST_SCALE="smoke",
+        COST_CONTROLLERS="pid",
+        COST_BATCHES="1,2",
+        COST_TIMED_STEPS="1",
+        COLLECTIVE_DEVICES="2",
+        COLLECTIVE_SIZES="1",
+        COLLECTIVE_ITERATIONS="10",
+        CPU_SCALE="smoke",
+        CPU_SELECT="scaling=strong,processes=1,controller=pid,mode=shard_map,devices_per_process=2",
+        CPU_RUNS="2",
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    folder = machine_folder(copy)
+    sweep = json.loads((folder / "step_cost" / "cpu-pid-default.json").read_text())
+    assert [r["batch"] for r in sweep["rows"]] == [1, 2]
+    latency = json.loads((folder / "collectives" / "cpu-2-1.json").read_text())
+    assert latency["latency_s"] > 0
+    if "cpu" in parts:
+        assert "1 reusable; 0 run(s) to do" in run.stdout, run.stdout[-3000:]
+
+
+def test_gpu_session_gpu_cost_part_runs_tiny(tmp_path):
+    """Its GPU step-cost part at tiny sizes, where a GPU is present."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("nvidia-smi") or subprocess.run(["nvidia-smi"]).returncode != 0:
+        pytest.skip("no GPU here: the GPU parts of benchmarks/gpu_session.sh are not run")
+    run = _gpu_session(
+        ["cost"], tmp_path, COST_SCALE="smoke", COST_TIMED_STEPS="1", GPU_COST_BATCHES="1,2"
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    from odestudy.study.records import machine_folder
+
+    for c in ("pid", "stepto"):
+        assert (machine_folder(tmp_path) / "step_cost" / f"gpu-{c}-default.json").exists()

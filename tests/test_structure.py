@@ -26,6 +26,8 @@ LEVERS = [
     ("pid", Structure(saveat="dense")),
     ("pid", Structure(adjoint="all_steps", max_steps=64)),
     ("pid", Structure(adjoint="direct", max_steps=64)),
+    ("stepto", Structure(stages="unrolled")),
+    ("pid", Structure(stages="unrolled")),
 ]
 
 
@@ -82,7 +84,7 @@ def test_donated_step_matches_and_consumes_its_inputs():
         (dict(controller="pid", saveat="steps"), "needs controller='stepto'"),
         (dict(controller="stepto", unroll=4), "unroll applies to solve='scan' only"),
         (dict(controller="stepto", solve="scan", adjoint="direct"), "leave them default"),
-        (dict(stages="unrolled"), "valid choices: loop, bounded"),
+        (dict(stages="scan"), "valid choices: loop, bounded, unrolled"),
         (dict(adjoint="checkpointed"), "valid choices: recursive, all_steps, direct"),
         (dict(saveat="all"), "valid choices: ts, dense, steps"),
         (dict(max_steps=0), "max_steps must be a whole number >= 1"),
@@ -119,6 +121,22 @@ def test_loop_counts_of_the_scan():
     counts = _loop_counts(compiled, "stepto")
     assert counts["bodies_by"] == {"backward scan": 19, "forward scan": 19}
     assert counts["conditional_executions"] == {}
+
+
+def test_unrolled_stages_run_no_stage_loop():
+    """`stages="unrolled"` (PID: the solve's bound and checkpoints unchanged): the same
+    solver steps and saved times, forward and backward, and none of the stage loops'
+    bodies (6 a step, 7 in the first; again in the backward pass)."""
+    *_, default = one_step("single", 1, "pid")
+    *_, unrolled = one_step("single", 1, "pid", solve=Structure(stages="unrolled"))
+    base, counts = _loop_counts(default, "pid"), _loop_counts(unrolled, "pid")
+    stage_bodies = {k: v for k, v in base["bodies_by"].items() if k.endswith(" stages")}
+    assert stage_bodies["forward stages"] > 0 and stage_bodies["backward stages"] > 0
+    assert counts["bodies_by"] == {
+        k: v for k, v in base["bodies_by"].items() if k not in stage_bodies
+    }
+    assert counts["bodies"] == base["bodies"] - sum(stage_bodies.values())
+    assert counts["static_loops"] == base["static_loops"] - 3  # forward, 2 backward
 
 
 def _loop_counts(compiled, controller):

@@ -292,7 +292,7 @@ class Scenario:
     unroll: int = _field(1, "lax.scan's unroll with solve=scan", tag="unroll")
     stages: str = _field(
         "loop",
-        "Tsit5's stages as diffrax's checkpointed loop, or bounded (a scan)",
+        "Tsit5's stages as diffrax's checkpointed loop, bounded (a scan) or unrolled (no loop)",
         tag="stages",
         choices=STAGES,
     )

@@ -6,6 +6,8 @@ import dataclasses
 import diffrax
 import jax
 
+from .tsit5 import StraightTsit5
+
 CONTROLLERS = ("pid", "stepto")
 MAX_STEPS = 4096
 RTOL = 1e-3
@@ -23,9 +25,10 @@ SAVEATS = ("ts", "dense", "steps")
 # step (`checkpoints=max_steps`: no recomputation, no conditional), or `DirectAdjoint`.
 ADJOINTS = ("recursive", "all_steps", "direct")
 # How Tsit5 runs its stages within a solver step: diffrax's default, a checkpointed
-# while loop over the stages (`scan_kind=None`), or equinox's bounded loop
-# (`scan_kind="bounded"`: a `lax.scan` over the stages with a conditional each).
-STAGES = ("loop", "bounded")
+# while loop over the stages (`scan_kind=None`), equinox's bounded loop
+# (`scan_kind="bounded"`: a `lax.scan` over the stages with a conditional each), or
+# straight-line code with no loop over the stages (`tsit5.StraightTsit5`).
+STAGES = ("loop", "bounded", "unrolled")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +65,8 @@ class Structure:
 
     def solver(self) -> diffrax.Tsit5:
         """Tsit5, its stages run as `stages` says."""
+        if self.stages == "unrolled":
+            return StraightTsit5()
         return diffrax.Tsit5() if self.stages == "loop" else diffrax.Tsit5(scan_kind="bounded")
 
 
