@@ -38,10 +38,11 @@ $(DEV_STAMP): $(STAMP) pyproject.toml
 
 setup: $(STAMP)
 
-# Two test workers (pytest-xdist), each test module on one worker so that module
-# fixtures (trained smoke scenarios, compiled steps) are built once.
+# Two test workers (pytest-xdist), each group of modules on one worker (tests/conftest.py:
+# a module, or modules sharing trained smoke scenarios or compiled steps), the heaviest
+# groups first.
 test: lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadscope
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
 
 # Lint, formatting and types: ruff (notebooks included) and mypy over the package.
 lint: $(DEV_STAMP)

@@ -55,9 +55,11 @@ def main() -> None:
     from odestudy.report.step import verdict
 
     v, rates = verdict(record), record["rates"]
+    # No crossover where the fitted cost per sample-iteration is not positive.
+    crossover = "none" if v["crossover_batch"] is None else f"{v['crossover_batch']:.1f}"
     print(
         f"  forward share {min(v['forward_share']):.2f}-{max(v['forward_share']):.2f}; "
-        f"crossover batch {v['crossover_batch']:.1f}; per-sample work "
+        f"crossover batch {crossover}; per-sample work "
         f"{(v['flops_per_s'] or 0) / 1e9:.2f} GFLOP/s (matmul "
         f"{rates['matmul_flops_per_s'] / 1e9:.1f}), {(v['bytes_per_s'] or 0) / 1e9:.2f} "
         f"GB/s (cache {rates['cache_bytes_per_s'] / 1e9:.1f}, memory "

@@ -21,6 +21,21 @@ from odestudy.study.matrix import expected_env
 # float32: one step in any mode must match one device to this relative tolerance.
 RTOL_STEP = 1e-5
 
+# The scenarios of the smoke matrix (conftest's `smoke_matrix`): 2 virtual devices.
+SMOKE_SCENARIOS = [
+    Scenario(devices_per_process=2, mode=m, scale="smoke") for m in ("shard", "shard_map")
+]
+
+
+@functools.cache
+def dataset(size: int, seed: int, spread: float = 0.0):
+    """`make_dataset(size, PRNGKey(seed), spread)`, made once per test process (each
+    call of `make_dataset` compiles its reference solve); not to be modified."""
+    data = make_dataset(size, jr.PRNGKey(seed), spread)
+    for array in data:
+        array.setflags(write=False)
+    return data
+
 
 def one_step(
     mode: str,
@@ -46,7 +61,7 @@ def one_step(
 def _one_step(
     mode: str, n_devices: int, controller: str, batch: int, length: int, solve: Structure
 ):
-    data = make_dataset(batch, jr.PRNGKey(0)).truncate(length)
+    data = dataset(batch, 0).truncate(length)
     model = VectorField(jr.PRNGKey(1))
     params, static = eqx.partition(model, eqx.is_array)
     optimiser = optax.sgd(1.0)

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from odestudy import Scenario, launch, run_scenario
+from odestudy import Scenario, launch, read_record
+from odestudy.study.records import record_path
+
+from .helpers import SMOKE_SCENARIOS
 
 # 2 processes x 1 device and 1 process x 2 devices run the same float32 computation
 # with a different all-reduce implementation; after training, final losses agree to:
@@ -30,10 +33,13 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("mode", ["shard_map", "shard"])
-def test_two_processes_match_two_devices(mode):
+def test_two_processes_match_two_devices(mode, smoke_matrix):
+    """Against the smoke matrix's run of the mode on 2 devices of one process."""
     multi = launch(Scenario(devices_per_process=1, processes=2, mode=mode, scale="smoke"))
     assert multi["status"] == "ok", (multi["error"], multi.get("worker_logs"))
-    local = run_scenario(Scenario(devices_per_process=2, mode=mode, scale="smoke"))
+    (one_process,) = [s for s in SMOKE_SCENARIOS if s.mode == mode]
+    local = read_record(record_path(one_process, smoke_matrix[0]))
+    assert local["status"] == "ok" and local["n_devices"] == 2 and local["processes"] == 1
     assert multi["n_devices"] == 2 and multi["processes"] == 2
     assert multi["hardware"]["process_count"] == 2
     assert len(multi["per_process_hardware"]) == 2

@@ -11,14 +11,13 @@ from odestudy.study.matrix import record_path, run_matrix
 from odestudy.study.records import read_record
 from odestudy.study.runner import execute_scenario
 
-SCENARIOS = [Scenario(devices_per_process=2, mode=m, scale="smoke") for m in ("shard", "shard_map")]
+from .helpers import SMOKE_SCENARIOS as SCENARIOS
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    root = tmp_path_factory.mktemp("results")
-    recs = run_matrix("smoke", "cpu", results=root, show_progress=False, only=SCENARIOS, repeats=2)
-    return root, recs
+def results(smoke_matrix):
+    """The smoke matrix (conftest): `(results folder, records)`."""
+    return smoke_matrix
 
 
 def test_notebook_runs_write_records_and_executed_notebooks(results):

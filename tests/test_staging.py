@@ -7,16 +7,16 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from odestudy import Scenario, VectorField, batch_loss, make_dataset, train
+from odestudy import Scenario, VectorField, batch_loss, train
 from odestudy.measure.training import shares_program
 
-from .helpers import RTOL_STEP
+from .helpers import RTOL_STEP, dataset
 
 
 def test_padding_leaves_loss_gradients_and_solver_steps_alone():
     """At the quick scale's first stage: 10 of 100 points."""
     length = 10
-    data = make_dataset(8, jr.PRNGKey(0))
+    data = dataset(8, 0)
     params, static = eqx.partition(VectorField(jr.PRNGKey(1)), eqx.is_array)
 
     def loss_fn(p, ts, ys):

@@ -10,9 +10,9 @@ import numpy as np
 import optax
 import pytest
 
-from odestudy import Scenario, VectorField, make_dataset, make_parallel_step
+from odestudy import Scenario, VectorField, make_parallel_step
 from odestudy.measure.solvers import Structure
-from tests.helpers import one_step
+from tests.helpers import dataset, one_step
 
 # (controller, structure) pairs, each against the default solve of its controller.
 LEVERS = [
@@ -59,7 +59,7 @@ def test_scan_runs_no_diffrax_loop():
 
 
 def test_donated_step_matches_and_consumes_its_inputs():
-    data = make_dataset(8, jr.PRNGKey(0)).truncate(20)
+    data = dataset(8, 0).truncate(20)
     params, static = eqx.partition(VectorField(jr.PRNGKey(1)), eqx.is_array)
     optimiser = optax.adabelief(1e-2)
     out = {}
@@ -142,7 +142,7 @@ def test_unrolled_stages_run_no_stage_loop():
 def _loop_counts(compiled, controller):
     from odestudy.measure.loops import count_loops
 
-    data = make_dataset(8, jr.PRNGKey(0)).truncate(20)
+    data = dataset(8, 0).truncate(20)
     params, _ = eqx.partition(VectorField(jr.PRNGKey(1)), eqx.is_array)
     return count_loops(compiled, params, optax.sgd(1.0).init(params), (data.ts, data.ys))
 

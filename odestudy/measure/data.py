@@ -74,6 +74,10 @@ def _solve_true(ts: jax.Array, y0: jax.Array) -> jax.Array:
     return sol.ys
 
 
+# Compiled once per process (and shape), not at every call.
+_solve_all = jax.jit(jax.vmap(_solve_true))
+
+
 def make_dataset(size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
     """Generate `size` series of the nonlinear oscillator.
 
@@ -93,7 +97,7 @@ def make_dataset(size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
     scale = jnp.exp(spread * jr.normal(scale_key, (size,)))
     base = jnp.linspace(0.0, T_END, N_TIMES)
     ts = scale[:, None] * base[None, :]
-    ys = jax.jit(jax.vmap(_solve_true))(ts, y0)
+    ys = _solve_all(ts, y0)
     return Dataset(np.asarray(ts), np.asarray(ys), np.asarray(scale))
 
 
