@@ -142,7 +142,7 @@ def _matrix(a: argparse.Namespace) -> int:
 
 def _predict(a: argparse.Namespace) -> int:
     from .measure.devices import configure_devices
-    from .predict import predict_modes
+    from .predict import check_prediction, predict_modes
 
     s = Scenario(
         problem=a.problem,
@@ -151,13 +151,7 @@ def _predict(a: argparse.Namespace) -> int:
         device=a.device,
         **({"batch": a.batch} if a.batch else {}),
     )
-    if a.devices < 2:
-        raise ValueError(f"--devices must be >= 2, got {a.devices}")
-    if s.global_batch % a.devices:
-        raise ValueError(
-            f"global batch {s.global_batch} is not divisible by {a.devices} devices; "
-            f"give --batch a multiple of {a.devices}"
-        )
+    check_prediction(s, a.devices)  # before JAX starts or anything compiles
     configure_devices(s.device, a.devices)
     from .study.lock import measuring
 

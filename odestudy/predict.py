@@ -45,6 +45,17 @@ def shard_loop_collectives(s: Scenario, n: int) -> int:
     return count_collectives(compiled.as_text()).in_loops
 
 
+def check_prediction(s: Scenario, n: int) -> None:
+    """Raise ValueError, saying why, unless `s` is a 1-device `single` scenario whose
+    multi-device form on `n >= 2` devices is valid (`scenario.validate`: for example a
+    global batch that `n` divides)."""
+    if s.mode != "single" or s.total_devices != 1:
+        raise ValueError(f"predict starts from the 1-device 'single' scenario, got {s.mode!r}")
+    if n < 2:
+        raise ValueError(f"predict needs --devices >= 2, got {n}")
+    dataclasses.replace(s, mode="shard_map", devices_per_process=n)  # validates itself
+
+
 def predict_modes(s: Scenario, n: int, timed_steps: int = 10) -> dict[str, Any]:
     """Predict every multi-device mode's step time for scenario `s` (its problem,
     controller, scale and global batch) on `n` devices of this machine.
@@ -59,12 +70,7 @@ def predict_modes(s: Scenario, n: int, timed_steps: int = 10) -> dict[str, Any]:
     from .measure.environment import cpu_info
     from .report.projection import MULTI_DEVICE, collective_latency, predict
 
-    if s.mode != "single" or s.total_devices != 1:
-        raise ValueError(f"predict starts from the 1-device 'single' scenario, got {s.mode!r}")
-    if n < 2:
-        raise ValueError(f"predict needs --devices >= 2, got {n}")
-    if s.global_batch % n:
-        raise ValueError(f"global batch {s.global_batch} is not divisible by {n} devices")
+    check_prediction(s, n)
     sweep = step_cost_sweep(s, _sweep_batches(s.global_batch, n), timed_steps=timed_steps)
     params = parameter_count(s)
     gradient = collective_latency(n, iterations=200, size=max(1, params))["latency_s"]

@@ -60,4 +60,4 @@ def test_predict_refuses_bad_input_before_compiling():
         text=True,
         timeout=120,
     )
-    assert run.returncode == 2 and "not divisible by 3 devices" in run.stderr
+    assert run.returncode == 2 and "not divisible by the device count 3" in run.stderr
