@@ -139,7 +139,8 @@ def test_gpu_session_cpu_parts_run_tiny(results, tmp_path):
     sweep = json.loads((folder / "step_cost" / "cpu-pid-default.json").read_text())
     assert [r["batch"] for r in sweep["rows"]] == [1, 2]
     latency = json.loads((folder / "collectives" / "cpu-2-1.json").read_text())
-    assert latency["latency_s"] > 0
+    # A measurement of this moment: its value is not checked (10 iterations can clip to 0).
+    assert latency["n_devices"] == 2 and latency["latency_s"] >= 0
     if "cpu" in parts:
         assert "1 reusable; 0 run(s) to do" in run.stdout, run.stdout[-3000:]
 
