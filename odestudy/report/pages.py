@@ -110,7 +110,8 @@ def render_html(markdown: str, html: Path, base: Path) -> Path:
     root = Path(os.path.commonpath([base.resolve(), *images]))
     markdown = IMAGE.sub(lambda m: f"![{m.group(1)}]({_rel(base / m.group(2), root)})", markdown)
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell(markdown)]
+    # A fixed cell id: the page is the same file whenever its markdown is the same.
+    nb.cells = [nbformat.v4.new_markdown_cell(markdown, id="page")]
     exporter = html_exporter()
     exporter.embed_images = True
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"path": str(root)}})
