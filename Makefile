@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: versions all full setup test lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: versions all full map setup test lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -20,6 +20,16 @@ all: $(STAMP)
 full: $(STAMP)
 	@$(BIN)/odestudy matrix --scale $(SCALE) --device auto --full; status=$$?; \
 		$(MAKE) --no-print-directory report && exit $$status
+
+# The workload map: the oscillator at field widths 16, 64 and 256 and a bank of 8
+# oscillators (state 16), 1 and 2 CPU devices in every mode, both controllers, the
+# default and the recommended step, 3 interleaved runs (records under results/map/);
+# then each workload's prediction (`odestudy predict --map`) from its trained 1-device
+# row, and the report (figures/tables/workloads.md). Resumable.
+map: $(STAMP)
+	$(BIN)/odestudy matrix --scale quick --study map --device cpu
+	$(BIN)/odestudy predict --map --devices 2
+	$(MAKE) --no-print-directory report
 
 # The core rows under each JAX release of versions/ (one environment each, .venvs/),
 # round by round across releases; then figures/tables/versions.md.

@@ -115,14 +115,17 @@ def _executor(a: argparse.Namespace):
 
 def _matrix(a: argparse.Namespace) -> int:
     from .study.matrix import parse_selection, run_matrix
+    from .study.workloads import MAP_FOLDER
 
-    check_writable(a.results)
+    # The map keeps its records apart, so that all its rows come from one `make map`.
+    results = Path(a.results) / MAP_FOLDER if a.study == "map" else Path(a.results)
+    check_writable(results)
     resolve_problem(a.problem)  # a clear error before anything runs
     recs = run_matrix(
         a.scale,
         a.device,
         force=a.force,
-        results=a.results,
+        results=results,
         study=a.study,
         selection=parse_selection(a.select),
         recommended=a.recommended,
@@ -140,10 +143,26 @@ def _matrix(a: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _predict_map(a: argparse.Namespace) -> int:
+    """`odestudy predict --map`: the prediction of every workload of the map."""
+    from .measure.devices import configure_devices
+    from .predict import predict_map
+    from .study.lock import measuring
+    from .study.workloads import MAP_FOLDER
+
+    configure_devices("cpu", a.devices)
+    with measuring("odestudy predict --map", a.wait):
+        done = predict_map(Path(a.results) / MAP_FOLDER, a.devices, a.scale)
+    print(f"{len(done)} prediction(s) of the workload map")
+    return 0
+
+
 def _predict(a: argparse.Namespace) -> int:
     from .measure.devices import configure_devices
     from .predict import check_prediction, predict_modes
 
+    if a.map:
+        return _predict_map(a)
     s = Scenario(
         problem=a.problem,
         controller=a.controller,
@@ -299,8 +318,9 @@ def parser() -> argparse.ArgumentParser:
         choices=STUDIES,
         default="scaling",
         help="the scaling tables, the studies that explain them, their time-to-target "
-        "rows alone (`make seed` runs them at the seed scale), or the core rows of the "
-        "version study (`make versions` runs them under each JAX release)",
+        "rows alone (`make seed` runs them at the seed scale), the core rows of the "
+        "version study (`make versions` runs them under each JAX release), or the "
+        "workload map (`make map`; records under RESULTS/map)",
     )
     m.add_argument("--results", default=str(environment.workdir("results")))
     m.add_argument(
@@ -345,6 +365,13 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--batch", type=int, default=None, help="global batch (default: the scale's)")
     pr.add_argument("--timed-steps", type=int, default=10, help="timed steps per swept batch")
     pr.add_argument("--out", default=None, help="also write the prediction as JSON here")
+    pr.add_argument(
+        "--map",
+        action="store_true",
+        help="predict every workload of the map (`make map`) from its trained 1-device "
+        "row, to check against the map's measured rows (records under RESULTS/map)",
+    )
+    pr.add_argument("--results", default=str(environment.workdir("results")))
     add_wait_option(pr)
     pr.set_defaults(func=_predict)
     v = sub.add_parser(

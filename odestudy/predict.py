@@ -4,6 +4,8 @@ all-reduce latency measured here, and the collectives the compiled `shard` step 
 its loops (the projection model, `report.projection.predict`)."""
 
 import dataclasses
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,13 +58,20 @@ def check_prediction(s: Scenario, n: int) -> None:
     dataclasses.replace(s, mode="shard_map", devices_per_process=n)  # validates itself
 
 
-def predict_modes(s: Scenario, n: int, timed_steps: int = 10) -> dict[str, Any]:
+def predict_modes(
+    s: Scenario,
+    n: int,
+    timed_steps: int = 10,
+    trained_state: tuple[str | os.PathLike, float] | None = None,
+) -> dict[str, Any]:
     """Predict every multi-device mode's step time for scenario `s` (its problem,
     controller, scale and global batch) on `n` devices of this machine.
 
     - `s`: a 1-device `single` scenario; JAX must see at least `n` devices of its kind
       (`configure_devices`).
     - `timed_steps`: timed steps per batch size of the sweep.
+    - `trained_state`: `(path, final_loss)` of the state a cold run of `s` saved, to
+      start from instead of training (the workload map's predictions).
 
     Returns the sweep, the latencies, the loop collectives and one row per mode.
     """
@@ -71,7 +80,13 @@ def predict_modes(s: Scenario, n: int, timed_steps: int = 10) -> dict[str, Any]:
     from .report.projection import MULTI_DEVICE, collective_latency, predict
 
     check_prediction(s, n)
-    sweep = step_cost_sweep(s, _sweep_batches(s.global_batch, n), timed_steps=timed_steps)
+    sweep = step_cost_sweep(
+        s,
+        _sweep_batches(s.global_batch, n),
+        timed_steps=timed_steps,
+        trained_state=trained_state,
+        extras=False,
+    )
     params = parameter_count(s)
     gradient = collective_latency(n, iterations=200, size=max(1, params))["latency_s"]
     one_float = collective_latency(n)["latency_s"]
@@ -118,3 +133,81 @@ def parameter_count(s: Scenario) -> int:
 
     field = s.problem_object.make_field(jr.PRNGKey(s.seed), s.width)
     return int(sum(np.size(x) for x in jax.tree.leaves(eqx.filter(field, eqx.is_array))))
+
+
+# Timed steps per swept batch in the map's predictions (the user's command: 10).
+MAP_TIMED_STEPS = 20
+
+
+def map_prediction_path(results: str | Path, workload: Any, controller: str) -> Path:
+    """Where this machine's prediction of one workload and controller of the map lives:
+    `<map results>/<machine>/predict/<workload>-<controller>.json`."""
+    import re
+
+    from .study.records import machine_folder
+
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", workload.name).strip("_")
+    return machine_folder(results) / "predict" / f"{slug}-{controller}.json"
+
+
+def predict_map(
+    results: str | Path, n: int, scale: str = "quick", show: bool = True
+) -> list[dict[str, Any]]:
+    """The prediction of every workload and controller of the map (`study.workloads`) on
+    `n` devices, each from its trained 1-device row (the state its cold run saved), so
+    that it can be checked against the map's measured rows of the same session.
+
+    - `results`: the map's results folder (`<results>/map`); `scale`: the map's scale.
+
+    Resumable: a prediction made from the same 1-device record (its run) is kept. A
+    workload whose 1-device row is missing or failed gets no prediction (a line says
+    so); one of an untrained row says `trained: false`, and the report checks none.
+    JAX must see `n` CPU devices. Returns the predictions.
+    """
+    from .measure.environment import machine_id, now, this_machine, versions
+    from .measure.state import STATE_NAME
+    from .measure.timing import PROTOCOL
+    from .study import records
+    from .study.workloads import CONTROLLERS, WORKLOADS
+
+    out = []
+    for w in WORKLOADS:
+        for controller in CONTROLLERS:
+            s = w.scenario(controller=controller, device="cpu", scale=scale)
+            path = records.record_path(s, results)
+            target = map_prediction_path(results, w, controller)
+            try:
+                rec = records.read_record(path)
+            except (OSError, ValueError):
+                rec = {}
+            state = path.parent / STATE_NAME
+            made_from = {"scenario_key": s.key(), "started": rec.get("started")}
+            if rec.get("status") != "ok" or not state.exists():
+                if show:
+                    print(
+                        f"no prediction for {w.name} {controller}: its 1-device row is "
+                        f"{rec.get('status', 'missing')}"
+                    )
+                continue
+            try:
+                old = records.read_json(target)
+                if old.get("made_from") == made_from:
+                    out.append(old)
+                    continue
+            except (OSError, ValueError):
+                pass
+            p = predict_modes(s, n, MAP_TIMED_STEPS, (state, float(rec["final_loss"])))
+            p.update(
+                workload=w.name,
+                made_from=made_from,
+                machine_id=machine_id(this_machine()),
+                versions=versions(),
+                protocol=PROTOCOL,
+                finished=now(),
+            )
+            records.write_json_atomic(target, p)
+            if show:
+                speedups = ", ".join(f"{r['mode']} {r['speedup']:.2f}x" for r in p["rows"])
+                print(f"predicted {w.name} {controller}: {speedups}", flush=True)
+            out.append(p)
+    return out

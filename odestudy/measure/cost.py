@@ -4,6 +4,7 @@ the forward pass's share; FLOPs and bytes from XLA's cost analysis against this
 machine's measured matmul rate and memory bandwidth; and a verdict on what bounds the
 step."""
 
+import os
 import time
 from typing import Any
 
@@ -15,7 +16,7 @@ from .model import LOSSES
 from .modes import make_parallel_step
 from .scenario import Scenario, validate
 from .timing import median_time, run_steps
-from .training import environment, scenario_devices, train
+from .training import environment, load_trained, scenario_devices, train
 
 
 def _cost(compiled, key: str = "flops") -> float | None:
@@ -89,6 +90,8 @@ def step_cost_sweep(
     timed_steps: int = 20,
     warmup_steps: int = 3,
     seed: int = 0,
+    trained_state: tuple[str | os.PathLike, float] | None = None,
+    extras: bool = True,
 ) -> dict[str, Any]:
     """Train `s` (one device), then time the training step of the trained model at each
     batch size, the model held fixed (every step starts from the trained parameters).
@@ -98,6 +101,9 @@ def step_cost_sweep(
       replacement where a batch exceeds it).
     - `timed_steps`, `warmup_steps`: steps timed (each waited for) and steps discarded.
     - `seed`: the batch sampler's seed.
+    - `trained_state`: `(path, final_loss)` of the state a cold run of `s` saved
+      (`state.save_state`) and its evaluation loss: start from it instead of training.
+    - `extras`: also time the forward pass alone and measure this machine's rates.
 
     Returns a record: the trained scenario's final loss, and per batch the compile
     time, median step time with quartiles, executed solver iterations (the batch's
@@ -115,7 +121,12 @@ def step_cost_sweep(
         raise ValueError(f"batches must be >= 1 with at least two sizes, got {batches}")
     devices = scenario_devices(s)
     state: dict[str, Any] = {}
-    trained = train(s, devices, state_out=state)
+    trained: dict[str, Any]
+    if trained_state is None:
+        trained = dict(train(s, devices, state_out=state))
+    else:
+        trained = load_trained(s, devices, trained_state[0], state_out=state)
+        trained["final_loss"] = trained_state[1]
     params, static = eqx.partition(state["model"], eqx.is_array)
     optimiser, data = state["optimiser"], state["data"]
     rng = np.random.default_rng(seed)
@@ -165,16 +176,17 @@ def step_cost_sweep(
         placed = samples[-1]
         median = float(np.median(times))
         executed = float(np.mean(iterations))
-        # Forward alone against the whole step, both on the last batch.
-        forward_compiled = forward.lower(p, *placed).compile()
-        forward_s = median_time(forward_compiled, p, *placed, repeats=timed_steps)
-        same_batch_s = median_time(compiled, p, o, placed, repeats=timed_steps)
+        forward_s = same_batch_s = None
+        if extras:  # forward alone against the whole step, both on the last batch
+            forward_compiled = forward.lower(p, *placed).compile()
+            forward_s = median_time(forward_compiled, p, *placed, repeats=timed_steps)
+            same_batch_s = median_time(compiled, p, o, placed, repeats=timed_steps)
         rows.append(
             {
                 "batch": batch,
                 "compile_time_s": compile_time,
                 "forward_time_s": forward_s,
-                "forward_share": forward_s / same_batch_s,
+                "forward_share": forward_s / same_batch_s if forward_s and same_batch_s else None,
                 "step_time_s": median,
                 "step_time_p25_s": float(np.percentile(times, 25)),
                 "step_time_p75_s": float(np.percentile(times, 75)),
@@ -194,6 +206,6 @@ def step_cost_sweep(
         "device_kind": trained["device_kind"],
         "rows": rows,
         "fit": fit,
-        "rates": machine_rates(devices[0]),
+        "rates": machine_rates(devices[0]) if extras else None,
         **environment(s),
     }

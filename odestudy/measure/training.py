@@ -23,7 +23,7 @@ from .modes import ParallelStep, make_parallel_step, to_host
 from .problem import AbstractProblem, check_uniform_grids, problem_facts, stage_lengths
 from .record import REQUIRED_KEYS, Record
 from .scenario import Scenario, validate
-from .state import save_executable, save_state
+from .state import load_state, save_executable, save_state
 from .timing import (
     PROTOCOL,
     copy_arrays,
@@ -390,6 +390,27 @@ def train(
         devices[0].device_kind,
         trace_path,
     )
+
+
+def load_trained(
+    s: Scenario, devices: list[jax.Device], state_path: str | os.PathLike, state_out: dict
+) -> dict[str, Any]:
+    """Scenario `s`'s model as its cold run left it (the state `state.save_state` wrote
+    at `state_path`), in `state_out` as `train` fills it (without the executable), with
+    no training. Returns what `train` returns that this gives: the device kind."""
+    validate(s)
+    setup = prepare(s, devices)
+    host = setup.step.unplace((setup.params, setup.opt_state))
+    params, opt_state = load_state(state_path, *host)
+    state_out.update(
+        model=eqx.combine(params, setup.static),
+        data=setup.data,
+        evalset=setup.evalset,
+        optimiser=setup.optimiser,
+        params=params,
+        opt_state=opt_state,
+    )
+    return {"device_kind": devices[0].device_kind}
 
 
 def measurements(

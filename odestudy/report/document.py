@@ -32,6 +32,7 @@ from .tables import escape as _esc
 from .tables import fmt as _fmt
 from .tables import loss_cell, markdown_table
 from .verdict import exceeds_cores, verdict_markdown
+from .workloads import write_workloads
 
 __all__ = [
     "BaselineError",
@@ -1036,6 +1037,9 @@ def write_report(
 
     explain = write_explain([r for r in every if r["machine_id"] == chosen["cpu"]], figures)
     written["explain"] = explain["table"]
+    workloads = write_workloads(results, figures, scale)  # `make map`: the quick scale
+    written["workloads"] = workloads["table"]
+    figs += [workloads["figure"]] if "figure" in workloads else []
     return {
         "rows": rows,
         "verdict": verdict_text,

@@ -20,6 +20,7 @@ from .plan import Plan as MatrixPlan
 from .records import DEFAULT_RESULTS, record_path
 from .repeats import REPEAT_STEPS, REPEATS
 from .runner import execute_scenario, failed_record
+from .workloads import map_scenarios
 
 __all__ = ["execute_scenario", "expected_env", "reusable", "runs", "why_stale"]
 
@@ -141,7 +142,7 @@ def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
     return out
 
 
-STUDIES = ("scaling", "explain", "target", "versions")
+STUDIES = ("scaling", "explain", "target", "versions", "map")
 EXPLAIN_DEVICES = 2  # no more devices than this machine's physical cores
 # Spreads of the heterogeneity study, trained as `scenario.HETEROGENEOUS_TRAINING` says
 # (spread 1 does not train; at 0.75 only the 1-device row did, at 0.0184: measured, marked).
@@ -270,8 +271,9 @@ def plan(
 
     - `device`: `"cpu"`, `"gpu"` or `"auto"` (CPU rows, and GPU rows where GPUs exist).
     - `study`: `"scaling"` (the tables), `"explain"` (`explain_scenarios`, CPU),
-      `"target"` (`target_scenarios`, its time-to-target rows) or `"versions"`
-      (`versions_scenarios`, CPU: the rows `make versions` runs under each JAX release).
+      `"target"` (`target_scenarios`, its time-to-target rows), `"versions"`
+      (`versions_scenarios`, CPU: the rows `make versions` runs under each JAX release)
+      or `"map"` (`workloads.map_scenarios`, CPU: the workload map).
     - `full`: the whole scaling matrix (1/2/4/8 CPU devices, whatever the cores);
       otherwise the matrix sized to this machine (`sized_limit`). The seed scale and
       the explain study are always whole.
@@ -286,6 +288,8 @@ def plan(
         return target_scenarios(scale), []
     if study == "versions":
         return versions_scenarios(scale), []
+    if study == "map":
+        return map_scenarios(scale), []
     runnable: list[Scenario] = []
     not_run: list[tuple[Scenario, str]] = []
     sized = not full and scale != "seed"
@@ -470,7 +474,7 @@ def _scenarios_to_run(
                 f"of the {scale} {study} matrix"
             )
     wanted = repeats or (
-        REPEATS if study in ("scaling", "explain", "target") and scale != "seed" else 1
+        REPEATS if study in ("scaling", "explain", "target", "map") and scale != "seed" else 1
     )
     if ceiling is None:
         ceiling = study == "scaling" and scale != "seed" and wanted > 1

@@ -1,0 +1,419 @@
+"""The workload map's table and figure (`make map`, `study.workloads`): each mode's
+2-device speedup and the recommended step's worth against the 1-device time per solver
+iteration, where the ranking of modes changes, and the prediction (`odestudy predict
+--map`) checked against the measured rows."""
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ..measure.recommended import RECOMMENDED
+from ..study import records
+from ..study.workloads import MAP_DEVICES, MAP_FOLDER, MULTI_MODES, map_scenarios, workload_of
+from . import sessions
+from .frames import read_records
+from .intervals import METHOD, fmt_interval, ratio_interval
+from .loss import pair_mark, trained
+from .plots import MODE_STYLE, _save
+from .tables import escape, loss_cell, markdown_table
+
+# The prediction passes where its median |error| over a mode's rows is at most this.
+PREDICTION_LIMIT = 0.25
+
+
+def step_of(rec: dict[str, Any]) -> str:
+    """`"recommended"` where the record's scenario has its controller's recommended
+    levers (`recommended.RECOMMENDED`), else `"default"`."""
+    scenario = rec.get("scenario") or {}
+    levers = RECOMMENDED.get(str(scenario.get("controller")), {})
+    solve = scenario.get("solve")
+    return "recommended" if levers and solve == levers.get("solve") else "default"
+
+
+def map_records(results: str | Path, scale: str = "quick") -> list[dict[str, Any]]:
+    """The map's records at `scale` of one machine (the one with the most ok rows) under
+    `results/map`: rows of the current map only."""
+    keys = {s.key() for s in map_scenarios(scale)}
+    folder = Path(results) / MAP_FOLDER
+    recs = [r for r in read_records(folder, scale, current=False) if r["scenario_key"] in keys]
+    if not recs:
+        return []
+    ok = [r["machine_id"] for r in recs if r.get("status") == "ok"] or [recs[0]["machine_id"]]
+    machine = max(sorted(set(ok)), key=ok.count)
+    return [r for r in recs if r["machine_id"] == machine]
+
+
+def per_iteration_s(rec: dict[str, Any]) -> float | None:
+    """A 1-device record's time per executed solver iteration (its step time over the
+    iterations of the batch's slowest sample)."""
+    executed = (rec.get("solver_steps") or {}).get("executed_per_device")
+    if rec.get("status") != "ok" or not executed:
+        return None
+    return float(rec["step_time_s"]) / float(executed)
+
+
+def map_rows(recs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per record of the map: its workload, step, mode, devices, step time, the
+    1-device default row's time per solver iteration (the workload's cost) and the
+    speedup over that row with its interval (None where either row failed or did not
+    train)."""
+    base = {}
+    for r in recs:
+        w = workload_of(r["scenario"])
+        if w and r["n_devices"] == 1 and step_of(r) == "default":
+            base[(w.name, r["controller"])] = r
+    out = []
+    for r in recs:
+        w = workload_of(r["scenario"])
+        if w is None:
+            continue
+        b = base.get((w.name, r["controller"]))
+        row = {
+            "workload": w.name,
+            "problem": w.problem,
+            "width": w.width,
+            "controller": r["controller"],
+            "step": step_of(r),
+            "mode": r["mode"],
+            "n_devices": r["n_devices"],
+            "status": r["status"],
+            "record": r,
+            "base": b,
+            "per_iteration_s": per_iteration_s(b) if b else None,
+            "speedup": None,
+        }
+        if b is not None and r is not b and _ok(r) and _ok(b):
+            row["speedup"] = ratio_interval(b, r)
+        out.append(row)
+    order = {w: i for i, w in enumerate(_workload_order(out))}
+    modes = ("single", *MULTI_MODES)
+    out.sort(
+        key=lambda x: (
+            order[x["workload"]],
+            x["controller"],
+            x["step"] != "default",
+            modes.index(x["mode"]),
+        )
+    )
+    return out
+
+
+def _ok(r: dict[str, Any]) -> bool:
+    return r["status"] == "ok" and trained(r)
+
+
+def _workload_order(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Workloads from the lightest to the heaviest (PID's time per solver iteration)."""
+    cost: dict[str, float] = {}
+    for r in rows:
+        if r["per_iteration_s"] is not None and r["controller"] == "pid":
+            cost[r["workload"]] = r["per_iteration_s"]
+    names = list(dict.fromkeys(r["workload"] for r in rows))
+    return sorted(names, key=lambda n: cost.get(n, float("inf")))
+
+
+def _speedup_cell(r: dict[str, Any]) -> str:
+    if r["status"] != "ok":
+        return escape(r["status"])
+    if r["record"] is r["base"]:
+        return "1 (baseline)"
+    if r["speedup"] is None:
+        return "untrained: no speedup"
+    return pair_mark(fmt_interval(*r["speedup"]), r["record"], r["base"])
+
+
+def workloads_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The map's rows as markdown: one row per workload, controller, step and mode."""
+    body = []
+    for r in rows:
+        rec = r["record"]
+        ok = rec["status"] == "ok"
+        body.append(
+            [
+                escape(r["workload"]),
+                escape(r["controller"]),
+                r["step"],
+                escape(r["mode"]),
+                str(r["n_devices"]),
+                f"{r['per_iteration_s'] * 1e3:.3f}" if r["per_iteration_s"] else "–",
+                f"{rec['step_time_s'] * 1e3:.2f}" if ok else "–",
+                _speedup_cell(r),
+                loss_cell(rec) if ok else "–",
+                str(len(rec.get("step_time_runs_s") or [])) if ok else "0",
+            ]
+        )
+    return markdown_table(
+        (
+            "Workload",
+            "Controller",
+            "Step",
+            "Mode",
+            "Devices",
+            "1-device ms per solver iteration",
+            "Step time (ms)",
+            "Speedup over 1 device, default step [95%]",
+            "Final loss",
+            "Runs",
+        ),
+        body,
+    )
+
+
+def _find(rows, workload, controller, step, mode):
+    return next(
+        (
+            r
+            for r in rows
+            if r["workload"] == workload
+            and r["controller"] == controller
+            and r["step"] == step
+            and r["mode"] == mode
+        ),
+        None,
+    )
+
+
+def _slowest(rows, workload, controller) -> bool | None:
+    """Whether `shard` is the slow mode of a workload and controller: its speedup's
+    interval lies below both other modes' intervals (None where a row is missing)."""
+    found = {m: _find(rows, workload, controller, "default", m) for m in MULTI_MODES}
+    if any(r is None or r["speedup"] is None for r in found.values()):
+        return None
+    high = found["shard"]["speedup"][2]
+    return all(found[m]["speedup"][1] > high for m in MULTI_MODES if m != "shard")
+
+
+def crossover(rows: Sequence[dict[str, Any]], controller: str) -> str:
+    """Where `shard` stops being the slow mode, and where the recommended step's worth
+    at 1 device changes sign, along the workloads (lightest first), for one controller."""
+    names = _workload_order(rows)
+    slow = [(n, _slowest(rows, n, controller)) for n in names]
+    known = [(n, s) for n, s in slow if s is not None]
+    if not known:
+        return f"{controller}: no workload has all three modes measured and trained."
+    if all(s for _, s in known):
+        shard = "`shard` is the slow mode at every measured workload"
+    elif not any(s for _, s in known):
+        shard = "`shard` is not the slow mode at any measured workload"
+    else:
+        changes = [
+            f"between {escape(a)} and {escape(b)}"
+            for (a, sa), (b, sb) in zip(known, known[1:], strict=False)
+            if sa != sb
+        ]
+        shard = "`shard` stops or starts being the slow mode " + ", ".join(changes)
+    worth = []
+    for n in names:
+        r = _find(rows, n, controller, "recommended", "single")
+        if r is None or r["speedup"] is None:
+            continue
+        est, low, high = r["speedup"]
+        verdict = "faster" if low > 1 else "slower" if high < 1 else "level"
+        worth.append(f"{escape(n)} {verdict} ({fmt_interval(est, low, high)}x)")
+    rec = "; the recommended step at 1 device: " + ", ".join(worth) if worth else ""
+    return f"{controller}: {shard}{rec}."
+
+
+def predictions(results: str | Path, machine: str) -> list[dict[str, Any]]:
+    """The map's predictions of `machine` (`odestudy predict --map`)."""
+    folder = Path(results) / MAP_FOLDER / machine
+    return [records.read_json(p) for p in records.side_study_paths(folder, "predict")]
+
+
+def prediction_errors(
+    rows: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each prediction's row against the measured 2-device default row of the same
+    workload, controller and mode, where both it and its 1-device row trained:
+    predicted and measured step time, the error and the prediction's terms."""
+    out = []
+    for p in found:
+        controller = p["scenario"]["controller"]
+        for pr in p["rows"]:
+            r = _find(rows, p["workload"], controller, "default", pr["mode"])
+            if r is None or r["speedup"] is None or r["n_devices"] != p["n_devices"]:
+                continue  # a failed or untrained row, or another device count
+            measured = float(r["record"]["step_time_s"])
+            out.append(
+                {
+                    "workload": p["workload"],
+                    "controller": controller,
+                    "mode": pr["mode"],
+                    "predicted_s": pr["step_time_s"],
+                    "measured_s": measured,
+                    "error": pr["step_time_s"] / measured - 1,
+                    "compute_s": pr["compute_s"],
+                    "allreduce_s": pr["allreduce_s"],
+                    "in_loop_s": pr["in_loop_s"],
+                }
+            )
+    return out
+
+
+def _wrong_term(errors: Sequence[dict[str, Any]], mode: str) -> str:
+    """Which term of the prediction would have to change, and by how much, to fit the
+    measured rows of `mode` (the others held): the in-loop collectives for `shard`, the
+    lock-step compute for the others."""
+    term = "in_loop_s" if mode == "shard" else "compute_s"
+    factors = []
+    for e in errors:
+        missing = e["measured_s"] - e["predicted_s"]
+        if e[term] > 0:
+            factors.append((e[term] + missing) / e[term])
+    sign = "high" if np.median([e["error"] for e in errors]) > 0 else "low"
+    what = (
+        "the collectives in `shard`'s solver loop (count x iterations x one-float "
+        "all-reduce latency)"
+        if mode == "shard"
+        else "the lock-step compute (1-device cost per iteration at the per-device batch "
+        "x the global batch's iterations)"
+    )
+    if not factors:
+        return f"too {sign}; {what} is zero, so another term is wrong"
+    return (
+        f"too {sign}; to fit, {what} would have to be x{np.median(factors):.2f} "
+        "(median over its rows, the other terms held)"
+    )
+
+
+def validation_lines(errors: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per mode: `median |error| = X %` over its rows, and where it exceeds
+    `PREDICTION_LIMIT`, which term is wrong."""
+    lines = []
+    for mode in MULTI_MODES:
+        mine = [e for e in errors if e["mode"] == mode]
+        if not mine:
+            lines.append(f"- `{mode}`: no prediction checked (no prediction or no row).")
+            continue
+        median = float(np.median([abs(e["error"]) for e in mine])) * 100
+        line = f"- `{mode}`: median |error| = {median:.0f} % over {len(mine)} rows"
+        if median > PREDICTION_LIMIT * 100:
+            line += f" (above {PREDICTION_LIMIT * 100:.0f} %: {_wrong_term(mine, mode)})"
+        lines.append(line + ".")
+    return lines
+
+
+def errors_table(errors: Sequence[dict[str, Any]]) -> str:
+    """Predicted against measured, one row per workload, controller and mode."""
+    body = [
+        [
+            escape(e["workload"]),
+            escape(e["controller"]),
+            escape(e["mode"]),
+            f"{e['predicted_s'] * 1e3:.2f}",
+            f"{e['measured_s'] * 1e3:.2f}",
+            f"{e['error'] * 100:+.0f} %",
+            f"{e['compute_s'] * 1e3:.2f} / {e['allreduce_s'] * 1e3:.3f} / "
+            f"{e['in_loop_s'] * 1e3:.2f}",
+        ]
+        for e in errors
+    ]
+    return markdown_table(
+        (
+            "Workload",
+            "Controller",
+            "Mode",
+            "Predicted (ms)",
+            "Measured (ms)",
+            "Error",
+            "Terms (ms): compute / all-reduce / in-loop",
+        ),
+        body,
+    )
+
+
+def workloads_markdown(
+    results: str | Path, scale: str = "quick"
+) -> tuple[str, list[dict[str, Any]]]:
+    """`workloads.md`: the map's table, where the answer changes, and the prediction's
+    check; and the rows (for the figure). Says so where the map has no records."""
+    recs = map_records(results, scale)
+    if not recs:
+        return (
+            "# Workload map\n\nNo records of the workload map yet: run `make map` "
+            "(records under results/map/).\n",
+            [],
+        )
+    rows = map_rows(recs)
+    machine = recs[0]["machine_id"]
+    found = predictions(results, machine)
+    errors = prediction_errors(rows, found)
+    hardware = recs[0].get("hardware") or {}
+    parts = [
+        "# Workload map",
+        "",
+        f"Machine {escape(machine)} ({escape(hardware.get('cpu_model'))}, "
+        f"{escape(hardware.get('physical_cores'))} physical cores); "
+        + sessions.sessions_line([r for r in recs if r["status"] == "ok"], recs)
+        + f". {MAP_DEVICES} devices are virtual CPU devices, one per physical core. "
+        f"Strong scaling, global batch {escape(recs[0].get('global_batch'))}. {METHOD}.",
+        "",
+        "## Where the answer changes",
+        "",
+        *(f"- {crossover(rows, c)}" for c in ("pid", "stepto")),
+        "",
+        "## Rows",
+        "",
+        workloads_table(rows),
+        "## The prediction (`odestudy predict`) against the measured rows",
+        "",
+        *validation_lines(errors),
+        "",
+        errors_table(errors) if errors else "No prediction of the map yet.",
+    ]
+    return "\n".join(parts) + "\n", rows
+
+
+def workloads_figure(rows: Sequence[dict[str, Any]], out: str | Path) -> list[Path]:
+    """Each mode's 2-device speedup and the recommended step's speedups against the
+    1-device time per solver iteration, one panel per controller, with intervals."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    series = [("default", m, MODE_STYLE[m], "-o") for m in MULTI_MODES]
+    series += [
+        ("recommended", "single", "k", ":^"),
+        ("recommended", "shard_map", MODE_STYLE["shard_map"], ":^"),
+    ]
+    for ax, controller in zip(axes, ("pid", "stepto"), strict=True):
+        for step, mode, color, style in series:
+            pts = [
+                (r["per_iteration_s"] * 1e3, *r["speedup"])
+                for r in rows
+                if r["controller"] == controller
+                and r["step"] == step
+                and r["mode"] == mode
+                and r["speedup"] is not None
+                and r["per_iteration_s"]
+            ]
+            if not pts:
+                continue
+            x, y, low, high = (np.array(v) for v in zip(*sorted(pts), strict=True))
+            label = mode if step == "default" else f"recommended, {mode}"
+            ax.errorbar(
+                x, y, yerr=[y - low, high - y], fmt=style, color=color, label=label, capsize=3
+            )
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_title(f"{controller}: speedup over 1 device, default step")
+        ax.set_xlabel("1-device time per solver iteration (ms), default step")
+    axes[0].set_ylabel(f"speedup ({MAP_DEVICES} devices, or the recommended step)")
+    axes[1].legend(fontsize=8)
+    fig.suptitle("Workload map: untrained or failed rows left out; bars: 95% intervals")
+    return _save(fig, Path(out), "workloads")
+
+
+def write_workloads(
+    results: str | Path, figures: str | Path, scale: str = "quick"
+) -> dict[str, Path]:
+    """Write `figures/tables/workloads.md` and, where the map has rows,
+    `figures/workloads.png` (and `.svg`)."""
+    text, rows = workloads_markdown(results, scale)
+    table = Path(figures) / "tables" / "workloads.md"
+    table.parent.mkdir(parents=True, exist_ok=True)
+    table.write_text(text)
+    out = {"table": table}
+    if any(r["speedup"] is not None for r in rows):
+        out["figure"] = workloads_figure(rows, figures)[0]
+    return out

@@ -1,0 +1,108 @@
+"""The workload map (`make map`): the same rows on workloads of different cost per solver
+step, to find where the answer (which mode, whether the recommended step helps) changes.
+
+A workload is a problem at a field width, trained as chosen before its runs (its own
+scenario fields, so that its records name them). For each workload and controller the
+map runs 1 device and `MAP_DEVICES` devices in every multi-device mode with the default
+step, and the recommended step (`recommended.recommended`) in `RECOMMENDED_MODES`;
+strong scaling at the quick scale, 3 interleaved runs each (the matrix's rounds).
+"""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from ..measure.modes import MODES
+from ..measure.recommended import recommended
+from ..measure.scenario import Scenario
+
+MAP_DEVICES = 2  # this machine's physical cores: more would measure overhead
+MULTI_MODES = tuple(name for name, m in MODES.items() if m.multi_device)
+CONTROLLERS = ("pid", "stepto")
+# The recommended step on 1 device and in the mode that scales best on the quick
+# matrix (`shard_map`): its worth at 1 device and its 2-device speedup, at half the
+# cost of every mode (the map's 30 minutes on the 2-core machine).
+RECOMMENDED_MODES = ("single", "shard_map")
+# Where the map's records live under a results folder (its own machine folders), apart
+# from the quick matrix's rows, so that every row of the map comes from one `make map`.
+MAP_FOLDER = "map"
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """One workload of the map.
+
+    - `name`: its name in tables and figures.
+    - `problem`: the problem (`problem.PROBLEMS` name, or `module:object`).
+    - `width`: hidden units per layer of the field.
+    - `training`: `Scenario` fields that train it where the scale's defaults do not,
+      chosen before the map's runs (`note` says from what).
+    - `note`: why it trains as it does.
+    """
+
+    name: str
+    problem: str
+    width: int
+    training: tuple[tuple[str, Any], ...] = ()
+    note: str = "the quick scale's training"
+
+    def fields(self) -> dict[str, Any]:
+        """The `Scenario` fields every row of this workload sets."""
+        return {"problem": self.problem, "width": self.width, **dict(self.training)}
+
+    def scenario(self, **identity: Any) -> Scenario:
+        """This workload's scenario with the `identity` fields given (mode, devices...)."""
+        return Scenario(**self.fields(), **identity)
+
+    def matches(self, scenario: Mapping[str, Any]) -> bool:
+        """Whether a record's scenario (`Scenario.to_dict`) is a row of this workload."""
+        return all(_same(scenario.get(k), v) for k, v in self.fields().items())
+
+
+def _same(have: Any, want: Any) -> bool:
+    if isinstance(want, float) and isinstance(have, int | float):
+        return abs(have - want) <= 1e-12 * max(1.0, abs(want))
+    return have == want
+
+
+# The map's workloads, lightest first. Trainings were chosen from one 1-device PID probe
+# each before the map (quick scale, 2 x 100 steps):
+# - width 16 at the quick scale's learning rate 1e-2 ends at 0.011 (trained);
+# - width 256 at 1e-2 ends at 0.21 (untrained); at 3e-3 it trains (see its note);
+# - the oscillator bank (state 16, `problem.OscillatorBank`) at width 16 ends at 0.011
+#   (trained; at width 64 at 0.0025, at about three times the step time).
+WORKLOADS: tuple[Workload, ...] = (
+    Workload("oscillator w16", "oscillator", 16),
+    Workload("oscillator w64", "oscillator", 64),
+    Workload(
+        "oscillator w256",
+        "oscillator",
+        256,
+        (("learning_rate", 3e-3),),
+        "learning rate 3e-3: at the quick scale's 1e-2 width 256 ended at evaluation "
+        "loss 0.21 (untrained)",
+    ),
+    Workload("bank w16 (state 16)", "oscillator_bank", 16),
+)
+
+
+def workload_of(scenario: Mapping[str, Any]) -> Workload | None:
+    """The workload a record's scenario belongs to, or None."""
+    return next((w for w in WORKLOADS if w.matches(scenario)), None)
+
+
+def map_scenarios(scale: str = "quick", workloads: tuple[Workload, ...] = WORKLOADS) -> list:
+    """The map's rows: per workload and controller, 1 device (`single`) and
+    `MAP_DEVICES` devices in every multi-device mode with the default step, and the
+    recommended step in `RECOMMENDED_MODES`; strong scaling, CPU."""
+    out: list[Scenario] = []
+    for w in workloads:
+        for controller in CONTROLLERS:
+            one = w.scenario(scale=scale, controller=controller, device="cpu")
+            rows = [one] + [
+                dataclasses.replace(one, mode=m, devices_per_process=MAP_DEVICES)
+                for m in MULTI_MODES
+            ]
+            out += rows
+            out += [recommended(r) for r in rows if r.mode in RECOMMENDED_MODES]
+    return out
