@@ -200,11 +200,11 @@ def crossover(rows: Sequence[dict[str, Any]], controller: str) -> str:
         shard = "`shard` is not the slow mode at any measured workload"
     else:
         changes = [
-            f"between {escape(a)} and {escape(b)}"
+            f"{'stops' if sa else 'starts'} being the slow mode between {escape(a)} and {escape(b)}"
             for (a, sa), (b, sb) in zip(known, known[1:], strict=False)
             if sa != sb
         ]
-        shard = "`shard` stops or starts being the slow mode " + ", ".join(changes)
+        shard = "`shard` " + ", then ".join(changes)
     worth = []
     for n in names:
         r = _find(rows, n, controller, "recommended", "single")

@@ -1,0 +1,164 @@
+"""The workload map: its rows, the larger-state problem, a trained state loaded back,
+and its report (table, where the answer changes, the prediction's check) on synthetic
+records. Nothing here times anything."""
+
+import dataclasses
+
+import equinox as eqx
+import jax
+import jax.random as jr
+import numpy as np
+import pytest
+
+from odestudy.measure.problem import PROBLEMS, OscillatorBank
+from odestudy.measure.scenario import Scenario
+from odestudy.measure.state import save_state
+from odestudy.measure.training import load_trained, prepare
+from odestudy.report import workloads as report
+from odestudy.study import records
+from odestudy.study.workloads import (
+    MAP_DEVICES,
+    MAP_FOLDER,
+    MULTI_MODES,
+    RECOMMENDED_MODES,
+    WORKLOADS,
+    map_scenarios,
+    workload_of,
+)
+
+from .helpers import dataset, record
+
+
+def test_the_map_has_every_mode_and_controller_of_every_workload():
+    rows = map_scenarios()
+    assert len({s.key() for s in rows}) == len(rows) == len(WORKLOADS) * 2 * 6
+    assert {s.problem for s in rows} >= {"oscillator", "oscillator_bank"}
+    assert len({s.width for s in rows if s.problem == "oscillator"}) >= 3
+    for w in WORKLOADS:
+        mine = [s for s in rows if workload_of(s.to_dict()) is w]
+        for controller in ("pid", "stepto"):
+            default = {
+                (s.mode, s.total_devices)
+                for s in mine
+                if s.controller == controller and s.solve == "per_sample"
+            }
+            assert default == {("single", 1)} | {(m, MAP_DEVICES) for m in MULTI_MODES}
+            levers = {
+                s.mode for s in mine if s.controller == controller and s.solve != "per_sample"
+            }
+            assert levers == set(RECOMMENDED_MODES)
+    assert all(s.scaling == "strong" and s.device == "cpu" for s in rows)
+    # A workload's own training is part of every row's name and key.
+    w256 = next(w for w in WORKLOADS if w.width == 256)
+    assert all("lr0.003" in s.name() for s in rows if workload_of(s.to_dict()) is w256)
+
+
+def test_the_bank_stacks_oscillator_series_in_one_state():
+    bank = PROBLEMS["oscillator_bank"]
+    assert isinstance(bank, OscillatorBank)
+    data = bank.make_data(3, jr.PRNGKey(0))
+    assert data.ys.shape == (3, 100, 2 * bank.COPIES) and data.ts.shape == (3, 100)
+    one = dataset(3 * bank.COPIES, 0)
+    # jr.PRNGKey(0) as `helpers.dataset` draws it: series i, copy k is oscillator series
+    # COPIES * i + k.
+    np.testing.assert_allclose(data.ys[1, :, 4:6], one.ys[bank.COPIES + 2])
+    field = bank.make_field(jr.PRNGKey(1), 16)
+    assert field(0.0, data.ys[0, 0], None).shape == (16,)
+
+
+def test_a_saved_state_loads_back_as_the_trained_model(tmp_path):
+    s = Scenario(scale="smoke", width=16)
+    devices = jax.devices("cpu")[:1]
+    setup = prepare(s, devices)
+    params = jax.tree.map(lambda x: x + 1.0, setup.step.unplace(setup.params))
+    opt_state = setup.step.unplace(setup.opt_state)
+    save_state(tmp_path / "state.npz", params, opt_state)
+    state: dict = {}
+    assert load_trained(s, devices, tmp_path / "state.npz", state)["device_kind"]
+    loaded = eqx.filter(state["model"], eqx.is_array)
+    for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(params), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _map_records(speedups: dict[str, list[float]]) -> list[dict]:
+    """Synthetic map records of the first two workloads, PID: 1 device at 10 ms (the
+    first workload with twice the solver iterations: the lighter per iteration), each
+    2-device mode at 10 ms / its speedup per workload."""
+    out = []
+    for i, w in enumerate(WORKLOADS[:2]):
+        one = w.scenario(controller="pid")
+        base = record(one, step=0.01, jitter=0.02, seed=i)
+        base["solver_steps"] = {"executed_per_device": 20.0 / (i + 1), "mean": 5, "max": 10}
+        out.append(base)
+        for mode, values in speedups.items():
+            s = dataclasses.replace(one, mode=mode, devices_per_process=MAP_DEVICES)
+            out.append(record(s, step=0.01 / values[i], jitter=0.02, seed=10 + i))
+    for r in out:
+        r["machine_id"] = "m"
+        r["path"] = "x"
+    return out
+
+
+def test_map_rows_give_speedups_and_leave_untrained_rows_without_one():
+    recs = _map_records({"pmap": [1.5, 1.6], "shard": [0.4, 1.2], "shard_map": [1.5, 1.7]})
+    recs[-1]["trained"], recs[-1]["final_loss"] = False, 0.3
+    rows = report.map_rows(recs)
+    first = [r for r in rows if r["workload"] == WORKLOADS[0].name]
+    assert [r["mode"] for r in first] == ["single", *MULTI_MODES]
+    shard = next(r for r in first if r["mode"] == "shard")
+    est, low, high = shard["speedup"]
+    assert low <= est <= high and est == pytest.approx(0.4, rel=0.05)
+    untrained = next(r for r in rows if r["record"] is recs[-1])
+    assert untrained["speedup"] is None  # untrained: no speedup
+    assert "untrained" in report.workloads_table(rows)
+
+
+def test_the_crossover_names_where_shard_stops_being_the_slow_mode():
+    recs = _map_records({"pmap": [1.5, 1.6], "shard": [0.4, 1.65], "shard_map": [1.5, 1.7]})
+    text = report.crossover(report.map_rows(recs), "pid")
+    assert f"stops being the slow mode between {WORKLOADS[0].name} and {WORKLOADS[1].name}" in (
+        text
+    )
+    slow = _map_records({"pmap": [1.5, 1.6], "shard": [0.4, 0.5], "shard_map": [1.5, 1.7]})
+    assert "slow mode at every measured workload" in report.crossover(report.map_rows(slow), "pid")
+
+
+def test_the_prediction_check_gives_a_median_error_per_mode_and_the_wrong_term():
+    recs = _map_records({"pmap": [1.5, 1.6], "shard": [0.4, 1.2], "shard_map": [1.5, 1.7]})
+    rows = report.map_rows(recs)
+    measured = {
+        (r["workload"], r["mode"]): r["record"]["step_time_s"] for r in rows if r["n_devices"] > 1
+    }
+
+    def prediction(w, factor):
+        out = []
+        for mode in MULTI_MODES:
+            t = measured[(w.name, mode)] * factor[mode]
+            loop = t / 2 if mode == "shard" else 0.0
+            out.append(
+                dict(mode=mode, step_time_s=t, compute_s=t - loop, allreduce_s=0.0, in_loop_s=loop)
+            )
+        return {"workload": w.name, "scenario": {"controller": "pid"}, "n_devices": 2, "rows": out}
+
+    factor = {"pmap": 1.1, "shard": 0.5, "shard_map": 0.9}
+    errors = report.prediction_errors(rows, [prediction(w, factor) for w in WORKLOADS[:2]])
+    assert len(errors) == 6
+    lines = report.validation_lines(errors)
+    assert lines[0].startswith("- `pmap`: median |error| = 10 % over 2 rows")
+    assert "above 25 %" in lines[1] and "too low" in lines[1] and "solver loop" in lines[1]
+    assert "above" not in lines[2]
+
+
+def test_the_table_says_so_where_the_map_has_no_records(tmp_path):
+    text, rows = report.workloads_markdown(tmp_path)
+    assert rows == [] and "make map" in text
+
+
+def test_map_records_read_the_map_folder_of_one_machine(tmp_path):
+    s = WORKLOADS[0].scenario(controller="pid")
+    path = records.record_path(s, tmp_path / MAP_FOLDER)
+    records.write_json_atomic(path, record(s))
+    stray = Scenario(width=48)  # not a row of the map: left out
+    records.write_json_atomic(records.record_path(stray, tmp_path / MAP_FOLDER), record(stray))
+    found = report.map_records(tmp_path)
+    assert [r["scenario_key"] for r in found] == [s.key()]
