@@ -12,6 +12,7 @@ from typing import Any
 from .claims import scale_claims
 from .document import report_rows, table_body
 from .tables import escape
+from .workloads import readme_lines
 
 GENERATED_START = "<!-- generated:start (odestudy report writes this from the records) -->"
 GENERATED_END = "<!-- generated:end -->"
@@ -173,10 +174,12 @@ def update_readme(readme: str | Path, results: str | Path, figures: str | Path) 
     body = [*claims]
     if head.exists():
         body += [f"![Speedup over one device, by mode]({_rel(head, readme.parent)})", ""]
+    body += readme_lines(results)
     body += [
         "Every number above is written by `make report` from the committed records "
-        f"(`{escape('odestudy/report/claims.py')}`); the full tables: "
-        "[quick scaling](docs/results/quick.md).",
+        f"(`{escape('odestudy/report/claims.py')}`, `{escape('odestudy/report/workloads.py')}`)"
+        "; the full tables: [quick scaling](docs/results/quick.md), "
+        "[workload map](docs/results/workloads.md).",
     ]
     text = fill(readme.read_text(), "answer", "\n".join(body))
     return _write(readme, text)

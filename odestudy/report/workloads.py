@@ -12,7 +12,14 @@ import numpy as np
 
 from ..measure.recommended import RECOMMENDED
 from ..study import records
-from ..study.workloads import MAP_DEVICES, MAP_FOLDER, MULTI_MODES, map_scenarios, workload_of
+from ..study.workloads import (
+    MAP_DEVICES,
+    MAP_FOLDER,
+    MULTI_MODES,
+    WORKLOADS,
+    map_scenarios,
+    workload_of,
+)
 from . import sessions
 from .frames import read_records
 from .intervals import METHOD, fmt_interval, ratio_interval
@@ -186,6 +193,13 @@ def _slowest(rows, workload, controller) -> bool | None:
     return all(found[m]["speedup"][1] > high for m in MULTI_MODES if m != "shard")
 
 
+def _label(rows: Sequence[dict[str, Any]], name: str, controller: str) -> str:
+    """A workload's name with its 1-device time per solver iteration (ms)."""
+    r = _find(rows, name, controller, "default", "single")
+    cost = r["per_iteration_s"] if r else None
+    return escape(name) + (f" ({cost * 1e3:.2f} ms per solver iteration)" if cost else "")
+
+
 def crossover(rows: Sequence[dict[str, Any]], controller: str) -> str:
     """Where `shard` stops being the slow mode, and where the recommended step's worth
     at 1 device changes sign, along the workloads (lightest first), for one controller."""
@@ -200,7 +214,8 @@ def crossover(rows: Sequence[dict[str, Any]], controller: str) -> str:
         shard = "`shard` is not the slow mode at any measured workload"
     else:
         changes = [
-            f"{'stops' if sa else 'starts'} being the slow mode between {escape(a)} and {escape(b)}"
+            f"{'stops' if sa else 'starts'} being the slow mode between "
+            f"{_label(rows, a, controller)} and {_label(rows, b, controller)}"
             for (a, sa), (b, sb) in zip(known, known[1:], strict=False)
             if sa != sb
         ]
@@ -212,7 +227,7 @@ def crossover(rows: Sequence[dict[str, Any]], controller: str) -> str:
             continue
         est, low, high = r["speedup"]
         verdict = "faster" if low > 1 else "slower" if high < 1 else "level"
-        worth.append(f"{escape(n)} {verdict} ({fmt_interval(est, low, high)}x)")
+        worth.append(f"{_label(rows, n, controller)} {verdict} ({fmt_interval(est, low, high)}x)")
     rec = "; the recommended step at 1 device: " + ", ".join(worth) if worth else ""
     return f"{controller}: {shard}{rec}."
 
@@ -365,6 +380,26 @@ def workloads_markdown(
         errors_table(errors) if errors else "No prediction of the map yet.",
     ]
     return "\n".join(parts) + "\n", rows
+
+
+def readme_lines(results: str | Path) -> list[str]:
+    """The README's sentence on the workload map: where the answer changes along the
+    measured workloads, per controller, with the machine and session; or that the map
+    has not been measured."""
+    recs = map_records(results)
+    if not recs:
+        return ["The workload map (`make map`) has no records yet.", ""]
+    rows = map_rows(recs)
+    ok = [r for r in recs if r["status"] == "ok"]
+    return [
+        f"**Along the workload map** ({len(WORKLOADS)} workloads, 1 and {MAP_DEVICES} "
+        f"devices, machine {escape(recs[0]['machine_id'])}; "
+        + sessions.sessions_line(ok, recs)
+        + " Speedups over 1 device with 95% intervals):",
+        "",
+        *(f"- {crossover(rows, c)}" for c in ("pid", "stepto")),
+        "",
+    ]
 
 
 def workloads_figure(rows: Sequence[dict[str, Any]], out: str | Path) -> list[Path]:
