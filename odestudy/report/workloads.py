@@ -363,7 +363,7 @@ def workloads_markdown(
         f"Machine {escape(machine)} ({escape(hardware.get('cpu_model'))}, "
         f"{escape(hardware.get('physical_cores'))} physical cores); "
         + sessions.sessions_line([r for r in recs if r["status"] == "ok"], recs)
-        + f". {MAP_DEVICES} devices are virtual CPU devices, one per physical core. "
+        + f" {MAP_DEVICES} devices are virtual CPU devices, one per physical core. "
         f"Strong scaling, global batch {escape(recs[0].get('global_batch'))}. {METHOD}.",
         "",
         "## Where the answer changes",
@@ -380,6 +380,25 @@ def workloads_markdown(
         errors_table(errors) if errors else "No prediction of the map yet.",
     ]
     return "\n".join(parts) + "\n", rows
+
+
+def _workload_ticks(ax: Any, rows: Sequence[dict[str, Any]], controller: str) -> None:
+    """Ticks at the workloads' costs, named, and the span where `shard` stops (or
+    starts) being the slow mode shaded."""
+    names = _workload_order(rows)
+    cost = {}
+    for n in names:
+        r = _find(rows, n, controller, "default", "single")
+        if r and r["per_iteration_s"]:
+            cost[n] = r["per_iteration_s"] * 1e3
+    labels = [f"{n}: {cost[n]:.2f}" for n in cost]
+    ax.set_xticks([cost[n] for n in cost], labels, fontsize=7, rotation=25, ha="right")
+    ax.minorticks_off()
+    known = [(n, s) for n in cost if (s := _slowest(rows, n, controller)) is not None]
+    for (a, sa), (b, sb) in zip(known, known[1:], strict=False):
+        if sa != sb:
+            label = f"shard {'stops' if sa else 'starts'} being the slow mode"
+            ax.axvspan(cost[a], cost[b], color="tab:red", alpha=0.08, label=label)
 
 
 def readme_lines(results: str | Path) -> list[str]:
@@ -431,6 +450,7 @@ def workloads_figure(rows: Sequence[dict[str, Any]], out: str | Path) -> list[Pa
             )
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xscale("log")
+        _workload_ticks(ax, rows, controller)
         ax.set_title(f"{controller}: speedup over 1 device, default step")
         ax.set_xlabel("1-device time per solver iteration (ms), default step")
     axes[0].set_ylabel(f"speedup ({MAP_DEVICES} devices, or the recommended step)")
