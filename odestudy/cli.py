@@ -191,7 +191,8 @@ def _predict(a: argparse.Namespace) -> int:
         f"(final loss {out['final_loss']:.3g}, {trained}); all-reduce "
         f"{out['allreduce_gradient_s'] * 1e6:.3g} us ({out['gradient_floats']} floats), "
         f"{out['allreduce_one_float_s'] * 1e6:.3g} us (1 float); `shard` runs "
-        f"{out['shard_loop_collectives']} collective(s) in its loops"
+        f"{out['shard_loop_collectives']} collective(s) in its loops, "
+        f"{out['shard_loop_collectives_per_iteration']:.3g} run per solver iteration"
     )
     for r in out["rows"]:
         print(

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .measure.audit import count_collectives
+from .measure.audit import count_collectives, loop_collective_names
 from .measure.scenario import Scenario
 
 # What the prediction assumes, printed with it.
@@ -20,8 +20,9 @@ ASSUMPTIONS = (
     "a solver iteration costs what one device measured at the per-device batch "
     "(interpolated on log2 batch between the swept sizes)",
     "one gradient all-reduce per step at the latency measured here for the gradient's size",
-    "`shard` runs one loop over the global batch with the collectives counted in its "
-    "compiled loop bodies, each at the latency of a one-float all-reduce, every iteration",
+    "`shard` runs one loop over the global batch; per solver iteration it runs its loop "
+    "collectives as often as a profile of one call of its compiled step counts, each at "
+    "the latency of a one-float all-reduce",
     "virtual CPU devices share this machine's cores: beyond its physical cores the "
     "prediction is of overhead, not of parallel speedup",
 )
@@ -32,19 +33,38 @@ def _sweep_batches(global_batch: int, n: int) -> tuple[int, ...]:
     return (global_batch // n, global_batch)
 
 
-def shard_loop_collectives(s: Scenario, n: int) -> int:
-    """Collectives inside the loop bodies of the compiled `shard` step of `s`'s
-    problem and controller on `n` devices (compiled, never run)."""
+def shard_loop_collectives(s: Scenario, n: int, params: Any = None) -> dict[str, Any]:
+    """The collectives inside the loop bodies of the compiled `shard` step of `s`'s
+    problem and controller on `n` devices: `static` (instructions in the program) and
+    `per_iteration` (executions per solver iteration on one device, counted in a
+    profile of one untimed call on the first global batch of the data: a collective in
+    a loop nested in the solver loop, such as Tsit5's stages, runs several times per
+    iteration), with the batch's `iterations`.
+
+    - `params`: the trained parameters (host arrays) to run it with; None: the initial
+      model (its iterations differ from a trained one's).
+    """
     import jax
 
+    from .measure.loops import event_counts
     from .measure.training import prepare
 
     shard = dataclasses.replace(s, mode="shard", devices_per_process=n)
     setup = prepare(shard, jax.devices("cpu")[:n] if s.device == "cpu" else jax.devices()[:n])
+    placed_params, opt_state = setup.params, setup.opt_state
+    if params is not None:
+        placed_params, opt_state = setup.step.place_state(params, setup.optimiser.init(params))
     data = setup.data.truncate(setup.data.ts.shape[1])
     batch = setup.step.place_batch((data.ts[: s.global_batch], data.ys[: s.global_batch]))
-    compiled = setup.step.compile(setup.params, setup.opt_state, batch)
-    return count_collectives(compiled.as_text()).in_loops
+    compiled = setup.step.compile(placed_params, opt_state, batch)
+    counts = event_counts(compiled, placed_params, opt_state, batch)
+    executed = sum(counts.get(name, 0) for name in loop_collective_names(compiled.as_text()))
+    iterations = int(np.max(np.asarray(compiled(placed_params, opt_state, batch)[3])))
+    return {
+        "static": count_collectives(compiled.as_text()).in_loops,
+        "per_iteration": executed / n / max(1, iterations),
+        "iterations": iterations,
+    }
 
 
 def check_prediction(s: Scenario, n: int) -> None:
@@ -80,17 +100,20 @@ def predict_modes(
     from .report.projection import MULTI_DEVICE, collective_latency, predict
 
     check_prediction(s, n)
+    state: dict[str, Any] = {}
     sweep = step_cost_sweep(
         s,
         _sweep_batches(s.global_batch, n),
         timed_steps=timed_steps,
         trained_state=trained_state,
         extras=False,
+        state_out=state,
     )
     params = parameter_count(s)
     gradient = collective_latency(n, iterations=200, size=max(1, params))["latency_s"]
     one_float = collective_latency(n)["latency_s"]
-    in_loop = shard_loop_collectives(s, n)
+    loop = shard_loop_collectives(s, n, state["params"])
+    in_loop = loop["per_iteration"]
     base_row = next(r for r in sweep["rows"] if r["batch"] == s.global_batch)
     base = {"step_time_s": base_row["step_time_s"], "global_batch": s.global_batch}
     rows = []
@@ -117,7 +140,8 @@ def predict_modes(
         "gradient_floats": params,
         "allreduce_gradient_s": gradient,
         "allreduce_one_float_s": one_float,
-        "shard_loop_collectives": in_loop,
+        "shard_loop_collectives": loop["static"],
+        "shard_loop_collectives_per_iteration": in_loop,
         "exceeds_cores": s.device == "cpu" and cores is not None and n > int(cores),
         "rows": rows,
         "sweep": sweep,
@@ -137,6 +161,9 @@ def parameter_count(s: Scenario) -> int:
 
 # Timed steps per swept batch in the map's predictions (the user's command: 10).
 MAP_TIMED_STEPS = 20
+# The prediction's model, in the map's records: a prediction of another model is made
+# again. 2: `shard`'s loop collectives counted as executed (a profile of one call).
+PREDICTION_MODEL = 2
 
 
 def map_prediction_path(results: str | Path, workload: Any, controller: str) -> Path:
@@ -181,7 +208,11 @@ def predict_map(
             except (OSError, ValueError):
                 rec = {}
             state = path.parent / STATE_NAME
-            made_from = {"scenario_key": s.key(), "started": rec.get("started")}
+            made_from = {
+                "scenario_key": s.key(),
+                "started": rec.get("started"),
+                "model": PREDICTION_MODEL,
+            }
             if rec.get("status") != "ok" or not state.exists():
                 if show:
                     print(

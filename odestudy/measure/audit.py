@@ -90,13 +90,9 @@ def _callees(line: str) -> list[str]:
     return names
 
 
-def count_collectives(hlo: str) -> CollectiveCount:
-    """Audit the text of a compiled HLO module (`compiled.as_text()`).
-
-    A collective is "in a loop" when its computation is reachable from the body or
-    condition of a `while` instruction: it then runs once per loop iteration.
-    """
-    computations = _parse(hlo)
+def _in_loop(computations: dict) -> tuple[set[str], int]:
+    """The computations reachable from a `while` body or condition, and the number of
+    `while` instructions."""
     calls = {
         name: [c for _, line, _ in instrs for c in _callees(line) if c in computations]
         for name, instrs in computations.items()
@@ -116,6 +112,38 @@ def count_collectives(hlo: str) -> CollectiveCount:
             continue
         in_loop.add(name)
         stack.extend(calls.get(name, []))
+    return in_loop, n_while
+
+
+# An instruction's name: `%name = ...` (ROOT optional).
+_INSTR_NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=")
+
+
+def loop_collective_names(hlo: str) -> list[str]:
+    """The names of the collective instructions inside while loops (at any depth) of a
+    compiled HLO module's text: what a profile of one call counts (`loops.event_counts`)
+    to give how often they run."""
+    computations = _parse(hlo)
+    in_loop, _ = _in_loop(computations)
+    names = []
+    for name in in_loop:
+        for opcode, line, _ in computations[name]:
+            found = _INSTR_NAME.match(line)
+            if _kind(opcode) is not None and found:
+                names.append(found.group(1))
+    return sorted(names)
+
+
+def count_collectives(hlo: str) -> CollectiveCount:
+    """Audit the text of a compiled HLO module (`compiled.as_text()`).
+
+    A collective is "in a loop" when its computation is reachable from the body or
+    condition of a `while` instruction: it runs once per iteration of that loop (a
+    loop nested in the solver loop, such as Tsit5's stages, runs it several times per
+    solver step).
+    """
+    computations = _parse(hlo)
+    in_loop, n_while = _in_loop(computations)
     by_kind: dict[str, int] = {}
     in_loops_by_kind: dict[str, int] = {}
     nbytes = {True: 0, False: 0}

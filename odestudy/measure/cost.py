@@ -92,6 +92,7 @@ def step_cost_sweep(
     seed: int = 0,
     trained_state: tuple[str | os.PathLike, float] | None = None,
     extras: bool = True,
+    state_out: dict | None = None,
 ) -> dict[str, Any]:
     """Train `s` (one device), then time the training step of the trained model at each
     batch size, the model held fixed (every step starts from the trained parameters).
@@ -104,6 +105,8 @@ def step_cost_sweep(
     - `trained_state`: `(path, final_loss)` of the state a cold run of `s` saved
       (`state.save_state`) and its evaluation loss: start from it instead of training.
     - `extras`: also time the forward pass alone and measure this machine's rates.
+    - `state_out`: if given, receives the trained model's state as `train` gives it
+      (`"params"` and `"data"` among others).
 
     Returns a record: the trained scenario's final loss, and per batch the compile
     time, median step time with quartiles, executed solver iterations (the batch's
@@ -120,7 +123,7 @@ def step_cost_sweep(
     if any(b < 1 for b in batches) or len(set(batches)) < 2:
         raise ValueError(f"batches must be >= 1 with at least two sizes, got {batches}")
     devices = scenario_devices(s)
-    state: dict[str, Any] = {}
+    state: dict[str, Any] = {} if state_out is None else state_out
     trained: dict[str, Any]
     if trained_state is None:
         trained = dict(train(s, devices, state_out=state))
