@@ -191,7 +191,7 @@ def predict_map(
     so); one of an untrained row says `trained: false`, and the report checks none.
     JAX must see `n` CPU devices. Returns the predictions.
     """
-    from .measure.environment import machine_id, now, this_machine, versions
+    from .measure.environment import git_commit, machine_id, now, this_machine, versions
     from .measure.state import STATE_NAME
     from .measure.timing import PROTOCOL
     from .study import records
@@ -234,6 +234,7 @@ def predict_map(
                 machine_id=machine_id(this_machine()),
                 versions=versions(),
                 protocol=PROTOCOL,
+                git_commit=git_commit(),
                 finished=now(),
             )
             records.write_json_atomic(target, p)

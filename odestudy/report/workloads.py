@@ -294,6 +294,20 @@ def _wrong_term(errors: Sequence[dict[str, Any]], mode: str) -> str:
     )
 
 
+def _predictions_line(found: Sequence[dict[str, Any]]) -> str:
+    """When and from what the map's predictions were made."""
+    if not found:
+        return "No prediction of the map yet (`odestudy predict --map`)."
+    times = sorted(str(p.get("finished")) for p in found)
+    models = sorted({str((p.get("made_from") or {}).get("model", 1)) for p in found})
+    return (
+        f"{len(found)} predictions (`odestudy predict --map`, {MAP_DEVICES} devices, "
+        f"prediction model {', '.join(models)}), made {escape(times[0])} to "
+        f"{escape(times[-1])} from the map's trained 1-device rows; each mode's rows "
+        "are the measured 2-device default rows of the table above."
+    )
+
+
 def validation_lines(errors: Sequence[dict[str, Any]]) -> list[str]:
     """One line per mode: `median |error| = X %` over its rows, and where it exceeds
     `PREDICTION_LIMIT`, which term is wrong."""
@@ -375,6 +389,8 @@ def workloads_markdown(
         workloads_table(rows),
         "## The prediction (`odestudy predict`) against the measured rows",
         "",
+        _predictions_line(found),
+        "",
         *validation_lines(errors),
         "",
         errors_table(errors) if errors else "No prediction of the map yet.",
@@ -417,7 +433,26 @@ def readme_lines(results: str | Path) -> list[str]:
         + " Speedups over 1 device with 95% intervals):",
         "",
         *(f"- {crossover(rows, c)}" for c in ("pid", "stepto")),
+        *_prediction_summary(rows, predictions(results, recs[0]["machine_id"])),
         "",
+    ]
+
+
+def _prediction_summary(
+    rows: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]]
+) -> list[str]:
+    """The README's line on `odestudy predict` checked against the map's rows."""
+    errors = prediction_errors(rows, found)
+    if not errors:
+        return []
+    parts = [
+        f"`{m}` {np.median([abs(e['error']) for e in errors if e['mode'] == m]) * 100:.0f} %"
+        for m in MULTI_MODES
+        if any(e["mode"] == m for e in errors)
+    ]
+    return [
+        "- `odestudy predict` against these measured 2-device rows, median |error| per "
+        "mode: " + ", ".join(parts) + "."
     ]
 
 
