@@ -1,12 +1,32 @@
 """Shared test set-up: 8 virtual CPU devices, set before JAX starts; the smoke matrix
 that several modules read; how the modules are spread over the test workers."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ["JAX_PLATFORMS"] = "cpu"
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 ).strip()
+
+# One JAX persistent compilation cache for the whole test session, in a fresh folder:
+# the first process (pytest itself, or xdist's controller) makes it, and every process
+# it starts inherits it (xdist workers, notebook kernels, subprocesses, SLURM jobs), so
+# that a program compiled by one test process is loaded by the next that compiles it.
+# Tests only: measured runs never see it; a scenario's kernel still gets the cache of
+# its own record folder (`repeats.cache_environment`). The size bound turns on JAX's
+# file lock, so that concurrent processes never read a half-written entry.
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="odestudy-test-jax-cache-")
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+    os.environ.update(
+        JAX_COMPILATION_CACHE_DIR=_cache,
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+        JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1",
+        JAX_COMPILATION_CACHE_MAX_SIZE=str(8 << 30),
+    )
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -15,24 +35,34 @@ jax.config.update("jax_num_cpu_devices", 8)
 
 # Every test process measures under a lock of its own (`odestudy.study.lock`), so that
 # pytest's workers, and the tests, never wait for or refuse each other.
-import tempfile  # noqa: E402
-
 os.environ["ODESTUDY_LOCK"] = os.path.join(tempfile.mkdtemp(prefix="odestudy-lock-"), "lock")
 
 # `make test` runs two workers with `--dist loadgroup`: each group's tests on one
-# worker. Modules that share expensive work are one group: the compiled one-device
-# steps (`helpers.one_step`) and the smoke matrix's records (`smoke_matrix`); every
-# other module is a group of its own.
+# worker. Modules that share expensive work in-process are one group: the compiled
+# one-device steps (`helpers.one_step`) and the smoke matrix's records; every other
+# module is a group of its own. The smoke matrix itself (`smoke_matrix`) is made once
+# per session whichever worker asks first, so `test_distributed`, which compares with
+# it, runs beside its group on the other worker.
 GROUPS = {
     "test_modes": "steps",
     "test_structure": "steps",
     "test_pipeline": "smoke_runs",
     "test_records": "smoke_runs",
-    "test_distributed": "smoke_runs",
 }
 # The heaviest groups first (most compiles, or scenario runs in processes of their
 # own), so that both workers finish together; the others follow in collection order.
-HEAVIEST_FIRST = ("steps", "smoke_runs", "test_staging", "test_tsit5", "test_solvers")
+HEAVIEST_FIRST = (
+    "smoke_runs",
+    "steps",
+    "test_slurm",
+    "test_distributed",
+    "test_predict",
+    "test_installed",
+    "test_problems",
+    "test_staging",
+    "test_tsit5",
+    "test_solvers",
+)
 
 
 def _group(item: pytest.Item) -> str:
@@ -52,16 +82,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def smoke_matrix(tmp_path_factory):
+def smoke_matrix(tmp_path_factory, worker_id):
     """The smoke matrix of `helpers.SMOKE_SCENARIOS` (2 virtual devices, `shard` and
     `shard_map`): each a notebook run and one repeat. Returns `(results folder,
-    records)`."""
-    from odestudy.study.matrix import run_matrix
+    records)`.
+
+    Run once per test session: under xdist the first worker to ask runs it in the
+    session's temporary folder (under a file lock) and the others read its records."""
+    from filelock import FileLock
+
+    from odestudy.study.matrix import record_path, run_matrix
+    from odestudy.study.records import read_record
 
     from .helpers import SMOKE_SCENARIOS
 
-    root = tmp_path_factory.mktemp("results")
-    recs = run_matrix(
-        "smoke", "cpu", results=root, show_progress=False, only=SMOKE_SCENARIOS, repeats=2
-    )
+    base = tmp_path_factory.getbasetemp()
+    shared = base if worker_id == "master" else base.parent  # xdist: basetemp/popen-gwN
+    root, done = shared / "smoke-results", shared / "smoke-results.done"
+    with FileLock(str(shared / "smoke-results.lock")):
+        if done.exists():
+            return root, [read_record(record_path(s, root)) for s in SMOKE_SCENARIOS]
+        recs = run_matrix(
+            "smoke", "cpu", results=root, show_progress=False, only=SMOKE_SCENARIOS, repeats=2
+        )
+        done.touch()
     return root, recs
