@@ -70,6 +70,10 @@ def _group(item: pytest.Item) -> str:
     return GROUPS.get(module, module)
 
 
+# First among the collection hooks: xdist's worker reads the `xdist_group` marks in its
+# own hook (it suffixes each test's id with its group), which otherwise ran before this
+# one and found none, so that every test was spread over the workers on its own.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         item.add_marker(pytest.mark.xdist_group(_group(item)))
