@@ -1038,7 +1038,7 @@ def write_report(
     explain = write_explain([r for r in every if r["machine_id"] == chosen["cpu"]], figures)
     written["explain"] = explain["table"]
     workloads = write_workloads(results, figures, scale)  # `make map`: the quick scale
-    written["workloads"] = workloads["table"]
+    written.update({"workloads": workloads["table"]} if "table" in workloads else {})
     figs += [workloads["figure"]] if "figure" in workloads else []
     return {
         "rows": rows,

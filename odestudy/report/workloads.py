@@ -10,7 +10,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..measure.recommended import RECOMMENDED
+from ..measure.recommended import recommended
+from ..measure.scenario import Scenario
 from ..study import records
 from ..study.workloads import (
     MAP_DEVICES,
@@ -32,12 +33,11 @@ PREDICTION_LIMIT = 0.25
 
 
 def step_of(rec: dict[str, Any]) -> str:
-    """`"recommended"` where the record's scenario has its controller's recommended
-    levers (`recommended.RECOMMENDED`), else `"default"`."""
-    scenario = rec.get("scenario") or {}
-    levers = RECOMMENDED.get(str(scenario.get("controller")), {})
-    solve = scenario.get("solve")
-    return "recommended" if levers and solve == levers.get("solve") else "default"
+    """`"recommended"` where the record's scenario is its own recommended form (it has
+    the levers `recommended.recommended` gives its controller and problem), else
+    `"default"`."""
+    s = Scenario.from_dict(rec["scenario"])
+    return "recommended" if recommended(s) == s else "default"
 
 
 def map_records(results: str | Path, scale: str = "quick") -> list[dict[str, Any]]:
@@ -227,7 +227,8 @@ def crossover(rows: Sequence[dict[str, Any]], controller: str) -> str:
             continue
         est, low, high = r["speedup"]
         verdict = "faster" if low > 1 else "slower" if high < 1 else "level"
-        worth.append(f"{_label(rows, n, controller)} {verdict} ({fmt_interval(est, low, high)}x)")
+        ratio = pair_mark(f"{fmt_interval(est, low, high)}x", r["record"], r["base"])
+        worth.append(f"{_label(rows, n, controller)} {verdict} ({ratio})")
     rec = "; the recommended step at 1 device: " + ", ".join(worth) if worth else ""
     return f"{controller}: {shard}{rec}."
 
@@ -498,12 +499,15 @@ def write_workloads(
     results: str | Path, figures: str | Path, scale: str = "quick"
 ) -> dict[str, Path]:
     """Write `figures/tables/workloads.md` and, where the map has rows,
-    `figures/workloads.png` (and `.svg`)."""
+    `figures/workloads.png` (and `.svg`); at another scale than quick, only where the
+    map has rows at that scale."""
     text, rows = workloads_markdown(results, scale)
+    if not rows and scale != "quick":
+        return {}  # the map is measured at the quick scale: no table of another
     table = Path(figures) / "tables" / "workloads.md"
     table.parent.mkdir(parents=True, exist_ok=True)
     table.write_text(text)
-    out = {"table": table}
+    out: dict[str, Path] = {"table": table}
     if any(r["speedup"] is not None for r in rows):
         out["figure"] = workloads_figure(rows, figures)[0]
     return out

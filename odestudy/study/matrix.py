@@ -20,14 +20,12 @@ from .plan import Plan as MatrixPlan
 from .records import DEFAULT_RESULTS, record_path
 from .repeats import REPEAT_STEPS, REPEATS
 from .runner import execute_scenario, failed_record
-from .workloads import map_scenarios
+from .workloads import CONTROLLERS, MULTI_MODES, map_scenarios
 
 __all__ = ["execute_scenario", "expected_env", "reusable", "runs", "why_stale"]
 
 CPU_DEVICE_COUNTS = (2, 4, 8)
 GPU_DEVICE_COUNTS = (2,)
-MULTI_MODES = tuple(name for name, m in MODES.items() if m.multi_device)
-CONTROLLERS = ("pid", "stepto")
 # Multi-process CPU rows: (processes, devices per process).
 PROCESS_LAYOUTS = ((2, 1),)
 

@@ -17,6 +17,8 @@ from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 
 MAP_DEVICES = 2  # this machine's physical cores: more would measure overhead
+# The multi-device modes and the controllers, in the order of every table (also the
+# scaling matrix's, `matrix`).
 MULTI_MODES = tuple(name for name, m in MODES.items() if m.multi_device)
 CONTROLLERS = ("pid", "stepto")
 # The recommended step on 1 device and in the mode that scales best on the quick
