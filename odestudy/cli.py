@@ -159,7 +159,7 @@ def _predict_map(a: argparse.Namespace) -> int:
 
 def _predict(a: argparse.Namespace) -> int:
     from .measure.devices import configure_devices
-    from .predict import check_prediction, predict_modes
+    from .predict import check_prediction, predict_modes, recorded_state
 
     if a.map:
         return _predict_map(a)
@@ -174,8 +174,12 @@ def _predict(a: argparse.Namespace) -> int:
     configure_devices(s.device, a.devices)
     from .study.lock import measuring
 
+    state = None if a.retrain else recorded_state(s, a.results)
+    if state:
+        print(f"from the trained 1-device row recorded at {state[0].parent} (no training)")
     with measuring(f"odestudy predict {s.problem_object.name}", a.wait):
-        out = predict_modes(s, a.devices, timed_steps=a.timed_steps)
+        out = predict_modes(s, a.devices, timed_steps=a.timed_steps, trained_state=state)
+    out["trained_from"] = str(state[0].parent) if state else None
     trained = "trained" if out["trained"] else f"NOT trained (above {out['trained_loss']:g})"
     print(
         f"{s.problem_object.name}, {s.controller}, global batch {s.global_batch}, "
@@ -372,7 +376,17 @@ def parser() -> argparse.ArgumentParser:
         help="predict every workload of the map (`make map`) from its trained 1-device "
         "row, to check against the map's measured rows (records under RESULTS/map)",
     )
-    pr.add_argument("--results", default=str(environment.workdir("results")))
+    pr.add_argument(
+        "--results",
+        default=str(environment.workdir("results")),
+        help="where records live: a trained 1-device row of the problem recorded here "
+        "(`odestudy run`) is swept instead of training again",
+    )
+    pr.add_argument(
+        "--retrain",
+        action="store_true",
+        help="train the model anew even where its trained 1-device row is recorded",
+    )
     add_wait_option(pr)
     pr.set_defaults(func=_predict)
     v = sub.add_parser(

@@ -67,6 +67,23 @@ def shard_loop_collectives(s: Scenario, n: int, params: Any = None) -> dict[str,
     }
 
 
+def recorded_state(s: Scenario, results: str | Path) -> tuple[Path, float] | None:
+    """The trained state that a cold run of `s` (`odestudy run`, or the matrix) saved
+    under `results` on this machine, with its final loss, where its record may stand
+    for `s` (`plan.reusable`: ok, and made here with the same versions, protocol and
+    measurement environment); None otherwise."""
+    from .measure.state import STATE_NAME
+    from .study import records
+    from .study.plan import reusable
+
+    path = records.record_path(s, results)
+    rec = reusable(s, path)
+    state = path.parent / STATE_NAME
+    if rec is None or not state.exists():
+        return None
+    return state, float(rec["final_loss"])
+
+
 def check_prediction(s: Scenario, n: int) -> None:
     """Raise ValueError, saying why, unless `s` is a 1-device `single` scenario whose
     multi-device form on `n >= 2` devices is valid (`scenario.validate`: for example a

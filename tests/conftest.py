@@ -17,11 +17,17 @@ os.environ["XLA_FLAGS"] = (
 # that a program compiled by one test process is loaded by the next that compiles it.
 # Tests only: measured runs never see it; a scenario's kernel still gets the cache of
 # its own record folder (`repeats.cache_environment`). The size bound turns on JAX's
-# file lock, so that concurrent processes never read a half-written entry.
+# file lock, so that concurrent processes never read a half-written entry. Likewise
+# one data set cache (`data.cached_dataset`, keyed by what makes each data set), which
+# every scenario's kernel and worker reads instead of its scale folder's
+# (`repeats.data_cache`): each process would otherwise generate the same smoke data.
 if "PYTEST_XDIST_WORKER" not in os.environ:
     _cache = tempfile.mkdtemp(prefix="odestudy-test-jax-cache-")
-    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+    _data = tempfile.mkdtemp(prefix="odestudy-test-data-")
+    for _folder in (_cache, _data):
+        atexit.register(shutil.rmtree, _folder, ignore_errors=True)
     os.environ.update(
+        ODESTUDY_DATA_CACHE=_data,
         JAX_COMPILATION_CACHE_DIR=_cache,
         JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
         JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1",
@@ -85,29 +91,56 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)  # stable: each module's tests keep their order
 
 
+def _once(tmp_path_factory, worker_id, name: str, make):
+    """`make(folder)` run once per test session in the session's folder `name`, under a
+    file lock: under xdist the first worker to ask runs it and the others wait for it.
+    Returns the folder."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base if worker_id == "master" else base.parent  # xdist: basetemp/popen-gwN
+    root, done = shared / name, shared / f"{name}.done"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.exists():
+            make(root)
+            done.touch()
+    return root
+
+
 @pytest.fixture(scope="session")
 def smoke_matrix(tmp_path_factory, worker_id):
     """The smoke matrix of `helpers.SMOKE_SCENARIOS` (2 virtual devices, `shard` and
     `shard_map`): each a notebook run and one repeat. Returns `(results folder,
-    records)`.
-
-    Run once per test session: under xdist the first worker to ask runs it in the
-    session's temporary folder (under a file lock) and the others read its records."""
-    from filelock import FileLock
-
+    records)`; made once per test session (`_once`)."""
     from odestudy.study.matrix import record_path, run_matrix
     from odestudy.study.records import read_record
 
     from .helpers import SMOKE_SCENARIOS
 
-    base = tmp_path_factory.getbasetemp()
-    shared = base if worker_id == "master" else base.parent  # xdist: basetemp/popen-gwN
-    root, done = shared / "smoke-results", shared / "smoke-results.done"
-    with FileLock(str(shared / "smoke-results.lock")):
-        if done.exists():
-            return root, [read_record(record_path(s, root)) for s in SMOKE_SCENARIOS]
-        recs = run_matrix(
+    def make(root):
+        run_matrix(
             "smoke", "cpu", results=root, show_progress=False, only=SMOKE_SCENARIOS, repeats=2
         )
-        done.touch()
-    return root, recs
+
+    root = _once(tmp_path_factory, worker_id, "smoke-results", make)
+    return root, [read_record(record_path(s, root)) for s in SMOKE_SCENARIOS]
+
+
+@pytest.fixture(scope="session")
+def two_process_record(tmp_path_factory, worker_id):
+    """The matrix's local run of `helpers.TWO_PROCESSES` (2 processes of 1 device,
+    `shard_map`, joined by jax.distributed), one run: `test_distributed` compares it
+    with 2 devices of one process, `test_slurm` with the same row run through SLURM.
+    Made once per test session (`_once`)."""
+    from odestudy.study.matrix import record_path, run_matrix
+    from odestudy.study.records import read_record
+
+    from .helpers import TWO_PROCESSES
+
+    def make(root):
+        run_matrix(
+            "smoke", "cpu", results=root, show_progress=False, only=[TWO_PROCESSES], repeats=1
+        )
+
+    root = _once(tmp_path_factory, worker_id, "two-process-results", make)
+    return read_record(record_path(TWO_PROCESSES, root))

@@ -25,6 +25,8 @@ RTOL_STEP = 1e-5
 SMOKE_SCENARIOS = [
     Scenario(devices_per_process=2, mode=m, scale="smoke") for m in ("shard", "shard_map")
 ]
+# The multi-process smoke row: 2 processes of 1 device, `shard_map`.
+TWO_PROCESSES = Scenario(devices_per_process=1, processes=2, mode="shard_map", scale="smoke")
 
 
 @functools.cache

@@ -10,7 +10,7 @@ import pytest
 from odestudy import Scenario, launch, read_record
 from odestudy.study.records import record_path
 
-from .helpers import SMOKE_SCENARIOS
+from .helpers import SMOKE_SCENARIOS, TWO_PROCESSES
 
 # 2 processes x 1 device and 1 process x 2 devices run the same float32 computation
 # with a different all-reduce implementation; after training, final losses agree to:
@@ -32,18 +32,28 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
-@pytest.mark.parametrize("mode", ["shard_map", "shard"])
-def test_two_processes_match_two_devices(mode, smoke_matrix):
-    """Against the smoke matrix's run of the mode on 2 devices of one process."""
-    multi = launch(Scenario(devices_per_process=1, processes=2, mode=mode, scale="smoke"))
+def _matches_two_devices(multi: dict, smoke_matrix) -> None:
+    """`multi` (a 2-process record of a mode) against the smoke matrix's run of the
+    mode on 2 devices of one process."""
     assert multi["status"] == "ok", (multi["error"], multi.get("worker_logs"))
-    (one_process,) = [s for s in SMOKE_SCENARIOS if s.mode == mode]
+    (one_process,) = [s for s in SMOKE_SCENARIOS if s.mode == multi["mode"]]
     local = read_record(record_path(one_process, smoke_matrix[0]))
     assert local["status"] == "ok" and local["n_devices"] == 2 and local["processes"] == 1
     assert multi["n_devices"] == 2 and multi["processes"] == 2
     assert multi["hardware"]["process_count"] == 2
     assert len(multi["per_process_hardware"]) == 2
     assert abs(multi["final_loss"] - local["final_loss"]) <= RTOL_LOSS * local["final_loss"]
+
+
+def test_two_processes_match_two_devices_with_shard(smoke_matrix):
+    multi = launch(Scenario(devices_per_process=1, processes=2, mode="shard", scale="smoke"))
+    _matches_two_devices(multi, smoke_matrix)
+
+
+def test_two_processes_match_two_devices_with_shard_map(two_process_record, smoke_matrix):
+    """The matrix's run of the row (`two_process_record`, through `launch`)."""
+    assert two_process_record["mode"] == TWO_PROCESSES.mode == "shard_map"
+    _matches_two_devices(two_process_record, smoke_matrix)
 
 
 def test_killed_process_fails_the_scenario_in_bounded_time():

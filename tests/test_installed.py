@@ -1,7 +1,8 @@
 """The package outside a checkout: built as a wheel, installed (not editable) into a
 folder of its own, and run from an empty directory that holds only the README's example
 problem (`examples/own_problem.py`): `odestudy run --problem ...` writes its record under
-that directory's `results/`, and `odestudy report` shows it."""
+that directory's `results/`, `odestudy predict` predicts every mode from that trained
+row, and `odestudy report` shows the record."""
 
 import json
 import os
@@ -15,7 +16,8 @@ from odestudy.measure.environment import ROOT
 
 def _installed(tmp_path: Path) -> dict[str, str]:
     """Build the wheel, install it with no dependencies into `tmp_path/site` (they come
-    from this environment), and return the environment that imports it from there."""
+    from this environment), and return the environment that imports it from there (with
+    no test device flags: each command sets its own devices)."""
     wheels, site = tmp_path / "wheels", tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(wheels)],
@@ -28,7 +30,8 @@ def _installed(tmp_path: Path) -> dict[str, str]:
         check=True,
         capture_output=True,
     )
-    return {**os.environ, "PYTHONPATH": str(site)}
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    return {**env, "PYTHONPATH": str(site)}
 
 
 def _odestudy(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -68,8 +71,32 @@ def test_the_example_problem_runs_and_reports_from_an_installed_wheel(tmp_path):
     assert record["trained"] is (record["final_loss"] <= record["trained_loss"])
     assert "not trained" in run.stdout or record["trained"]
 
+    _predicts_every_mode_from_the_trained_row(env, work, path.parent)
+
     report = _odestudy(env, work, "report", "--scale", "smoke")
     assert report.returncode == 0, report.stdout + report.stderr
     tables = "\n".join(p.read_text() for p in (work / "figures" / "tables").glob("*.md"))
     assert "forced_decay" in tables or "own_problem" in tables
     assert (work / "figures" / "report_smoke.html").exists()
+
+
+def _predicts_every_mode_from_the_trained_row(env: dict[str, str], work: Path, row: Path):
+    """`odestudy predict` for the example problem on 2 devices, from the trained row
+    (`row`) that `run` recorded: every mode gets a prediction built from the measured
+    parts the model names. The numbers are measurements of this moment (not checked)."""
+    out = work / "prediction.json"
+    args = ("--problem", "own_problem:PROBLEM", "--devices", "2", "--scale", "smoke")
+    run = _odestudy(env, work, "predict", *args, "--timed-steps", "2", "--out", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    p = json.loads(out.read_text())
+    assert p["trained_from"] == str(row) and "no training" in run.stdout
+    assert [r["mode"] for r in p["rows"]] == ["pmap", "shard", "shard_map"]
+    assert p["scenario"]["problem"] == "own_problem:PROBLEM" and p["n_devices"] == 2
+    assert isinstance(p["shard_loop_collectives"], int) and p["assumptions"]
+    assert p["shard_loop_collectives"] > 0 and p["shard_loop_collectives_per_iteration"] > 0
+    for r in p["rows"]:
+        parts = r["compute_s"] + r["allreduce_s"] + r["in_loop_s"]
+        assert r["step_time_s"] > 0 and abs(r["step_time_s"] - parts) <= 1e-12
+        assert abs(r["speedup"] - p["one_device_step_s"] / r["step_time_s"]) <= 1e-9
+        assert (r["in_loop_s"] > 0) == (r["mode"] == "shard")
+    assert "shard" in run.stdout and "assumptions" in run.stdout

@@ -143,9 +143,11 @@ def test_recommended_step_of_a_time_dependent_field_matches_the_default(controll
     loss_fast, grads_fast = _loss_and_grads(UNIFORM, controller, fast, data)
     assert abs(loss_fast - loss) <= TOLERANCE[controller] * loss
     assert _rel(grads_fast, grads) <= TOLERANCE[controller]
-    # The check has power: given the index for the time, the gradients are far off.
-    _, grads_blind = _loss_and_grads(_Blind(), controller, fast, data)
-    assert _rel(grads_blind, grads) > 0.1
+    # The check has power: given the index for the time, the gradients are far off
+    # (checked with one controller: a third compile of the step each).
+    if controller == "stepto":
+        _, grads_blind = _loss_and_grads(_Blind(), controller, fast, data)
+        assert _rel(grads_blind, grads) > 0.1
 
 
 def test_the_scan_solve_of_a_time_dependent_field_on_irregular_grids_matches_stepto():

@@ -1,13 +1,12 @@
 """The matrix on a real SLURM: a one-node cluster on localhost (`slurm_cluster`), the
-SLURM executor against it. Two smoke rows of the matrix run through it (the 1-device
-PID row, and the 2-process `shard_map` row, whose processes start under `srun` and join
-through `jax.distributed` from SLURM's environment), one run each: the whole smoke matrix
-would take minutes. A job cancelled mid-run is recorded as failed with SLURM's state,
-and the rerun completes it."""
+SLURM executor against it. The smoke matrix's 2-process `shard_map` row runs through it
+(its kernel in the job, its processes started under `srun` and joined through
+`jax.distributed` from SLURM's environment), one run: the whole smoke matrix would take
+minutes. A job cancelled mid-run is recorded as failed with SLURM's state, and the rerun
+completes it with the record of a local run (`two_process_record`)."""
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,12 +19,13 @@ from odestudy.study.plan import ColdRun
 from odestudy.study.records import read_record, record_path
 from odestudy.study.slurm import SlurmExecutor, parse_sbatch
 
+from .helpers import TWO_PROCESSES
 from .slurm_cluster import local_cluster, missing_binaries
 
 ONE = Scenario(scale="smoke")  # 1 device, single, PID, strong
-TWO_PROCESSES = Scenario(scale="smoke", mode="shard_map", processes=2)
 # Fields that differ between two runs of one scenario whoever runs it: times, timestamps
-# and ids (and the kernel's start-up time).
+# and ids (and the kernel's start-up time), and whether the data set was read from the
+# cache (a test session shares one).
 VOLATILE = {
     "run_id",
     "started",
@@ -43,19 +43,8 @@ VOLATILE = {
     "step_times_runs_s",
     "epoch_time_s",
     "eval_curve",
+    "data_cached",
 }
-
-LOCAL_MATRIX = [
-    "matrix",
-    "--scale",
-    "smoke",
-    "--device",
-    "cpu",
-    "--runs",
-    "1",
-    "--select",
-    "scaling=strong,devices_per_process=1,processes=1,controller=pid",
-]
 
 needs_slurm = pytest.mark.skipif(
     bool(missing_binaries()) and not os.environ.get("CI"),
@@ -128,7 +117,7 @@ def test_a_cancelled_job_is_recorded_failed_with_its_reason(cluster, tmp_path_fa
     results = tmp_path_factory.getbasetemp() / "slurm-results"
     out: list = []
     run = threading.Thread(
-        target=lambda: out.append(_matrix(results, [ONE], SlurmExecutor(time_min=10)))
+        target=lambda: out.append(_matrix(results, [TWO_PROCESSES], SlurmExecutor(time_min=10)))
     )
     run.start()
     deadline = time.monotonic() + 120
@@ -141,35 +130,24 @@ def test_a_cancelled_job_is_recorded_failed_with_its_reason(cluster, tmp_path_fa
     (rec,) = out[0]
     assert rec["status"] == "failed"
     assert f"SLURM job {job} ended CANCELLED" in rec["error"]
-    assert read_record(record_path(ONE, results))["error"] == rec["error"]
+    assert read_record(record_path(TWO_PROCESSES, results))["error"] == rec["error"]
 
 
 @needs_slurm
-def test_smoke_rows_through_slurm_match_a_local_run(cluster, tmp_path_factory):
+def test_the_rerun_completes_the_row_as_a_local_run_does(
+    cluster, tmp_path_factory, two_process_record
+):
     """Runs after the cancellation: its rerun completes the cancelled row."""
     results = tmp_path_factory.getbasetemp() / "slurm-results"
-    # The same row run here meanwhile, by `odestudy matrix` under a lock of its own (the
-    # comparison is of contents, not times).
-    here = tmp_path_factory.mktemp("local-results")
-    local_run = subprocess.Popen(
-        [sys.executable, "-m", "odestudy.cli", *LOCAL_MATRIX, "--results", str(here)],
-        env={**os.environ, "ODESTUDY_LOCK": str(here / "lock")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    one, two = _matrix(results, [ONE, TWO_PROCESSES], SlurmExecutor(time_min=10))
-    assert one["status"] == "ok", one.get("error")
-    assert two["status"] == "ok", (two.get("error"), two.get("worker_logs"))
-    # The 2-process row ran as the two tasks of an srun step, joined by jax.distributed.
-    assert two["hardware"]["process_count"] == 2 and len(two["per_process_hardware"]) == 2
-    assert (Path(record_path(ONE, results).parent) / "scenario.ipynb").exists()
+    (rec,) = _matrix(results, [TWO_PROCESSES], SlurmExecutor(time_min=10))
+    assert rec["status"] == "ok", (rec.get("error"), rec.get("worker_logs"))
+    # The row ran as the two tasks of an srun step, joined by jax.distributed.
+    assert rec["hardware"]["process_count"] == 2 and len(rec["per_process_hardware"]) == 2
+    assert (Path(record_path(TWO_PROCESSES, results).parent) / "scenario.ipynb").exists()
     # The same record as the local run's but for times, timestamps and ids.
-    output, _ = local_run.communicate(timeout=600)
-    assert local_run.returncode == 0, output
-    local = read_record(next(here.glob(f"*/smoke/{ONE.name()}/metrics.json")))
-    assert set(one) == set(local)
-    a, b = _steady(one), _steady(local)
+    local = two_process_record
+    assert set(rec) == set(local)
+    a, b = _steady(rec), _steady(local)
     differ = {k for k in a if a[k] != b[k]}
     assert not differ, {k: (a[k], b[k]) for k in differ}
 

@@ -26,6 +26,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from ..measure.data import DATA_CACHE_ENV
 from ..measure.devices import child_environment, configure_devices
 from ..measure.record import Record
 from ..measure.resume import REPEAT_STEPS, time_repeat
@@ -53,16 +54,24 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
 
 
+def data_cache(out_dir: str | os.PathLike) -> str:
+    """The data set cache (`data.cached_dataset`) of the scenario whose record lives in
+    `out_dir`: the folder `ODESTUDY_DATA_CACHE` names where it is set (the tests set
+    one per test session), else its scale folder's. Data sets are keyed by what makes
+    them, so that one folder serves every scale and problem."""
+    return os.environ.get(DATA_CACHE_ENV) or str(Path(out_dir).resolve().parent / DATA_DIR)
+
+
 def cache_environment(out_dir: str | os.PathLike) -> dict[str, str]:
     """Environment variables for a kernel that runs the scenario whose record lives in
     `out_dir`: JAX's persistent compilation cache of that scenario, and the data set
-    cache of its scale folder (`data.cached_dataset`)."""
+    cache (`data_cache`)."""
     out_dir = Path(out_dir).resolve()
     return {
         "JAX_COMPILATION_CACHE_DIR": str(out_dir / CACHE_DIR),
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
-        "ODESTUDY_DATA_CACHE": str(out_dir.parent / DATA_DIR),
+        DATA_CACHE_ENV: data_cache(out_dir),
     }
 
 
@@ -161,7 +170,7 @@ def run_repeat_round(
         job_path.write_text(json.dumps(job))
         env = child_environment(first.device, first.devices_per_process)
         env.pop("JAX_COMPILATION_CACHE_DIR", None)  # set per scenario by the worker
-        env["ODESTUDY_DATA_CACHE"] = str(Path(items[0][1]).resolve().parent / DATA_DIR)
+        env[DATA_CACHE_ENV] = data_cache(items[0][1])
         with measuring(f"repeat round of {len(items)} scenario(s)"):
             done = subprocess.run(
                 [sys.executable, "-m", "odestudy.study.repeats", str(job_path)],
