@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: versions all full map setup test lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: versions all full map map-levers setup test lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -29,6 +29,23 @@ full: $(STAMP)
 map: $(STAMP)
 	$(BIN)/odestudy matrix --scale quick --study map --device cpu
 	$(BIN)/odestudy predict --map --devices 2
+	$(MAKE) --no-print-directory report
+
+# Tsit5 without its stage loop (`StraightTsit5`, `stages=unrolled`) as a lever along the
+# map: per workload and controller, the default and the recommended step, each without
+# and with it, trained and timed in interleaved blocks (`benchmarks/levers.py
+# --workload`; records under results/map/<machine>/levers/, a finished one kept); then
+# the report (its section of figures/tables/workloads.md).
+MAP_LEVERS = default,stages=unrolled,recommended,recommended+unrolled
+map-levers: $(STAMP)
+	@dir=$$($(BIN)/python -c "from odestudy.study.records import machine_folder; print(machine_folder('results/map'))")/levers; \
+	for w in $$($(BIN)/python -c "from odestudy.study.workloads import WORKLOADS; print(*(w.slug() for w in WORKLOADS))"); do \
+	  for c in pid stepto; do \
+	    [ -f "$$dir/$$w-$$c.json" ] || $(BIN)/python benchmarks/levers.py --workload "$$w" \
+	      --controller "$$c" --variants $(MAP_LEVERS) --blocks 6 --steps-per-block 10 \
+	      --out "$$dir/$$w-$$c.json" || exit 1; \
+	  done; \
+	done
 	$(MAKE) --no-print-directory report
 
 # The core rows under each JAX release of versions/ (one environment each, .venvs/),

@@ -65,9 +65,12 @@ cpucost() {  # 1-device CPU step-cost sweeps, then all-reduce latencies on N CPU
 
 # Also pack every 60 s, so that a call cut off by its time limit inside a long part still
 # returns the scenarios that part finished (a part once lost 15 runs that way).
-( while sleep 60; do pack; done ) &
+# Its output goes nowhere: a `sleep` still running when the script ends would otherwise
+# hold the caller's pipe open for up to a minute (a test that captures the output waited
+# for it).
+( while sleep 60; do pack; done ) >/dev/null 2>&1 &
 PACKER=$!
-trap 'kill $PACKER 2>/dev/null' EXIT
+trap 'pkill -P $PACKER 2>/dev/null; kill $PACKER 2>/dev/null' EXIT
 
 status=0
 for part in "$@"; do

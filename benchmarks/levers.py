@@ -22,6 +22,11 @@ process of its own:
 
     .venv/bin/python benchmarks/levers.py --controller pid \
         --out results/<machine>/levers/cpu-pid.json
+
+On a workload of the map (`--workload`, `study.workloads.WORKLOADS`; `make map-levers`)
+the scenario is the workload's, and the variants `recommended` and
+`recommended+unrolled` are its recommended step (`recommended.recommended_levers`),
+without and with Tsit5's stages as straight-line code.
 """
 
 import argparse
@@ -124,6 +129,19 @@ DEFAULT_VARIANTS = {
 }
 # Levers that are not `Scenario` fields.
 PROCESS_LEVERS = ("xla_flags", "matmul_precision")
+# Variants whose levers depend on the scenario's problem: its recommended step
+# (`recommended.recommended_levers`), without and with Tsit5's stages unrolled.
+RECOMMENDED_VARIANTS = ("recommended", "recommended+unrolled")
+
+
+def levers_of(label: str, s) -> dict:
+    """The levers of variant `label` for scenario `s` (its problem and controller)."""
+    if label not in RECOMMENDED_VARIANTS:
+        return VARIANTS[label]
+    from odestudy.measure.recommended import recommended_levers
+
+    levers = recommended_levers(s)
+    return {**levers, "stages": "unrolled"} if label.endswith("+unrolled") else levers
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -147,7 +165,8 @@ def _worker(args: argparse.Namespace) -> None:
     if "matmul_precision" in levers:
         jax.config.update("jax_default_matmul_precision", levers["matmul_precision"])
     fields = {k: v for k, v in levers.items() if k not in PROCESS_LEVERS}
-    s = odestudy.Scenario(controller=args.controller, scale=args.scale, **fields)
+    base = json.loads(args.fields or "{}")  # the workload's fields
+    s = odestudy.Scenario(controller=args.controller, scale=args.scale, **base, **fields)
     devices = scenario_devices(s)
     state: dict = {}
     trained = train(s, devices, state_out=state)
@@ -229,11 +248,17 @@ def main() -> None:
         help="comma-separated labels, the first the baseline (default: the controller's "
         f"structure levers, DEFAULT_VARIANTS); valid: {', '.join(VARIANTS)}",
     )
+    p.add_argument(
+        "--workload",
+        help="a workload of the map (its slug, `Workload.slug`): its problem, width and "
+        "training instead of the quick model's",
+    )
     p.add_argument("--blocks", type=int, default=8, help="interleaved blocks per variant")
     p.add_argument("--steps-per-block", type=int, default=15)
     p.add_argument("--out", help="output JSON file (required unless --worker)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--levers", help=argparse.SUPPRESS)
+    p.add_argument("--fields", help=argparse.SUPPRESS)
     p.add_argument("--work", help=argparse.SUPPRESS)
     p.add_argument("--index", type=int, help=argparse.SUPPRESS)
     p.add_argument("--first", action="store_true", help=argparse.SUPPRESS)
@@ -244,21 +269,34 @@ def main() -> None:
     if not a.out:
         p.error("--out is required")
     labels = a.variants.split(",") if a.variants else DEFAULT_VARIANTS[a.controller]
-    unknown = [x for x in labels if x not in VARIANTS]
+    unknown = [x for x in labels if x not in VARIANTS and x not in RECOMMENDED_VARIANTS]
     if unknown:
-        p.error(f"unknown variant(s) {unknown}; valid choices: {', '.join(VARIANTS)}")
+        valid = ", ".join([*VARIANTS, *RECOMMENDED_VARIANTS])
+        p.error(f"unknown variant(s) {unknown}; valid choices: {valid}")
     import numpy as np
 
     import odestudy
     from odestudy.report.intervals import ratio_interval
+    from odestudy.study.workloads import WORKLOADS
 
-    s = odestudy.Scenario(controller=a.controller, scale=a.scale)
+    workload = None
+    if a.workload:
+        slugs = {w.slug(): w for w in WORKLOADS}
+        if a.workload not in slugs:
+            p.error(f"unknown workload {a.workload!r}; valid choices: {', '.join(slugs)}")
+        workload = slugs[a.workload]
+    base = workload.fields() if workload else {}
+    s = odestudy.Scenario(controller=a.controller, scale=a.scale, **base)
+    chosen = {label: levers_of(label, s) for label in labels}
     for label in labels:  # a bad combination stops here, before any worker compiles
-        fields = {k: v for k, v in VARIANTS[label].items() if k not in PROCESS_LEVERS}
+        fields = {k: v for k, v in chosen[label].items() if k not in PROCESS_LEVERS}
         try:
-            odestudy.Scenario(controller=a.controller, scale=a.scale, **fields)
+            odestudy.Scenario(controller=a.controller, scale=a.scale, **base, **fields)
         except ValueError as exc:
             p.error(f"variant {label!r} with controller {a.controller!r}: {exc}")
+    from odestudy.measure.environment import now
+
+    started = now()
     with tempfile.TemporaryDirectory(prefix="odestudy-levers-") as tmp:
         rng = np.random.default_rng(0)
         np.save(
@@ -273,7 +311,7 @@ def main() -> None:
         env = {**os.environ, "ODESTUDY_DATA_CACHE": str(Path(tmp) / "data")}
         workers, ready = {}, {}
         for i, label in enumerate(labels):  # one at a time: training is measured work
-            levers = VARIANTS[label]
+            levers = chosen[label]
             wenv = dict(env)
             if levers.get("xla_flags"):
                 wenv["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {levers['xla_flags']}"
@@ -283,6 +321,8 @@ def main() -> None:
                 "--worker",
                 "--levers",
                 json.dumps(levers),
+                "--fields",
+                json.dumps(base),
                 "--work",
                 tmp,
                 "--index",
@@ -331,7 +371,7 @@ def main() -> None:
             rows.append(
                 {
                     "label": label,
-                    "levers": VARIANTS[label],
+                    "levers": chosen[label],
                     **ready[label],
                     "step_time_s": float(np.median(np.concatenate(runs[label]))),
                     "speedup_vs_default": ratio,
@@ -355,6 +395,9 @@ def main() -> None:
         a.out,
         {
             "scenario": s.to_dict(),
+            "workload": workload.name if workload else None,
+            "started": started,
+            "finished": now(),
             "blocks": a.blocks,
             "steps_per_block": a.steps_per_block,
             "method": "one worker process per variant; interleaved blocks; speedup = "

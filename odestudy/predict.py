@@ -186,12 +186,9 @@ PREDICTION_MODEL = 2
 def map_prediction_path(results: str | Path, workload: Any, controller: str) -> Path:
     """Where this machine's prediction of one workload and controller of the map lives:
     `<map results>/<machine>/predict/<workload>-<controller>.json`."""
-    import re
-
     from .study.records import machine_folder
 
-    slug = re.sub(r"[^A-Za-z0-9]+", "_", workload.name).strip("_")
-    return machine_folder(results) / "predict" / f"{slug}-{controller}.json"
+    return machine_folder(results) / "predict" / f"{workload.slug()}-{controller}.json"
 
 
 def predict_map(

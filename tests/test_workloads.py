@@ -161,3 +161,42 @@ def test_map_records_read_the_map_folder_of_one_machine(tmp_path):
     records.write_json_atomic(records.record_path(stray, tmp_path / MAP_FOLDER), record(stray))
     found = report.map_records(tmp_path)
     assert [r["scenario_key"] for r in found] == [s.key()]
+
+
+def _lever_row(label: str, step_s: float, loss: float) -> dict:
+    rng = np.random.default_rng(len(label))
+    times = [list(step_s * (1 + 0.01 * rng.standard_normal(10))) for _ in range(6)]
+    return {
+        "label": label,
+        "levers": {},
+        "final_loss": loss,
+        "step_time_runs_s": [float(np.median(t)) for t in times],
+        "step_times_runs_s": times,
+    }
+
+
+def test_the_unrolled_lever_along_the_map_gives_each_pair_its_speedup(tmp_path):
+    w = WORKLOADS[0]
+    rec = {
+        "workload": w.name,
+        "scenario": w.scenario(controller="pid", scale="quick").to_dict(),
+        "machine_id": "m",
+        "started": "2026-11-25T10:00:00+00:00",
+        "finished": "2026-11-25T10:05:00+00:00",
+        "rows": [
+            _lever_row("default", 0.010, 0.004),
+            _lever_row("stages=unrolled", 0.008, 0.004),
+            _lever_row("recommended", 0.008, 0.004),
+            _lever_row("recommended+unrolled", 0.010, 0.5),  # did not train
+        ],
+    }
+    path = tmp_path / MAP_FOLDER / "m" / "levers" / f"{w.slug()}-pid.json"
+    records.write_json_atomic(path, rec)
+    assert report.lever_records(tmp_path, "m") == [rec]
+    text = "\n".join(report.unrolled_lines(tmp_path, "m"))
+    (row,) = [line for line in text.splitlines() if line.startswith("| ")][1:]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:2] == [w.name, "pid"]
+    assert cells[2].startswith("1.25 [") and "not trained" not in cells[2]
+    assert cells[3].startswith("0.80 [") and "not trained" in cells[3]
+    assert report.unrolled_lines(tmp_path, "other")[2].startswith("No records yet")

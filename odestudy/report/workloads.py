@@ -355,6 +355,80 @@ def errors_table(errors: Sequence[dict[str, Any]]) -> str:
     )
 
 
+# The levers benchmark's variants on the map (`make map-levers`): (baseline, with the
+# lever) pairs, each the step without and with Tsit5's stages unrolled.
+UNROLLED_PAIRS = (("default", "stages=unrolled"), ("recommended", "recommended+unrolled"))
+
+
+def lever_records(results: str | Path, machine: str) -> list[dict[str, Any]]:
+    """This machine's records of `benchmarks/levers.py --workload` (`make map-levers`),
+    in the map's order of workloads and controllers."""
+    folder = Path(results) / MAP_FOLDER / machine / "levers"
+    recs = []
+    for w in WORKLOADS:
+        for controller in ("pid", "stepto"):
+            path = folder / f"{w.slug()}-{controller}.json"
+            try:
+                recs.append(records.read_json(path))
+            except (OSError, ValueError):
+                continue
+    return recs
+
+
+def _variant(rec: dict[str, Any], label: str) -> dict[str, Any] | None:
+    return next((r for r in rec["rows"] if r["label"] == label), None)
+
+
+def _lever_cell(rec: dict[str, Any], base: str, lever: str) -> str:
+    """The lever's speedup over its baseline with its interval, and both final losses
+    (a model above the problem's trained loss said so; unequal losses marked)."""
+    a, b = _variant(rec, base), _variant(rec, lever)
+    if a is None or b is None:
+        return "–"
+    ratio, lo, hi = ratio_interval(a, b)
+    limit = Scenario.from_dict(rec["scenario"]).problem_object.trained_loss
+    losses = f"loss {a['final_loss']:.2g} → {b['final_loss']:.2g}"
+    if max(a["final_loss"], b["final_loss"]) > limit:
+        losses += f" (above {limit:g}: not trained)"
+    return pair_mark(fmt_interval(ratio, lo, hi), a, b) + f"; {losses}"
+
+
+def unrolled_lines(results: str | Path, machine: str) -> list[str]:
+    """`workloads.md`'s section on Tsit5 without its stage loop (`StraightTsit5`) along
+    the map: per workload and controller, its speedup on the default and on the
+    recommended step, from `make map-levers`'s records."""
+    recs = lever_records(results, machine)
+    head = ["## Tsit5 without its stage loop (`stages=unrolled`) along the map", ""]
+    if not recs:
+        return [*head, "No records yet: run `make map-levers`.", ""]
+    body = [
+        [
+            escape(rec.get("workload")),
+            escape(rec["scenario"]["controller"]),
+            *(escape(_lever_cell(rec, base, lever)) for base, lever in UNROLLED_PAIRS),
+        ]
+        for rec in recs
+    ]
+    return [
+        *head,
+        "`benchmarks/levers.py --workload` on one device: each variant trained from "
+        "scratch in its own process (its final loss), then timed from the default's "
+        "trained state on the same batches in interleaved blocks; speedup = the step "
+        "without the lever over the step with it, 95% bootstrap over blocks and steps. "
+        + sessions.sessions_line(recs, recs),
+        "",
+        markdown_table(
+            (
+                "Workload",
+                "Controller",
+                "Unrolled on the default step",
+                "Unrolled on the recommended step",
+            ),
+            body,
+        ),
+    ]
+
+
 def workloads_markdown(
     results: str | Path, scale: str = "quick"
 ) -> tuple[str, list[dict[str, Any]]]:
@@ -395,6 +469,8 @@ def workloads_markdown(
         *validation_lines(errors),
         "",
         errors_table(errors) if errors else "No prediction of the map yet.",
+        "",
+        *unrolled_lines(results, machine),
     ]
     return "\n".join(parts) + "\n", rows
 

@@ -9,6 +9,7 @@ strong scaling at the quick scale, 3 interleaved runs each (the matrix's rounds)
 """
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,6 +48,10 @@ class Workload:
     width: int
     training: tuple[tuple[str, Any], ...] = ()
     note: str = "the quick scale's training"
+
+    def slug(self) -> str:
+        """Its name as a file name and command-line value (`oscillator_w16`)."""
+        return re.sub(r"[^A-Za-z0-9]+", "_", self.name).strip("_")
 
     def fields(self) -> dict[str, Any]:
         """The `Scenario` fields every row of this workload sets."""
