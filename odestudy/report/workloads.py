@@ -511,7 +511,37 @@ def readme_lines(results: str | Path) -> list[str]:
         "",
         *(f"- {crossover(rows, c)}" for c in ("pid", "stepto")),
         *_prediction_summary(rows, predictions(results, recs[0]["machine_id"])),
+        *_unrolled_summary(lever_records(results, recs[0]["machine_id"])),
         "",
+    ]
+
+
+def unrolled_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> list[dict]:
+    """Per lever record (workload and controller), the speedup of `lever` over `base`
+    with its interval, and whether the two trained models' losses are equal
+    (`loss.pair_mark` leaves the text unmarked)."""
+    out = []
+    for rec in recs:
+        a, b = _variant(rec, base), _variant(rec, lever)
+        if a is None or b is None:
+            continue
+        ratio, lo, hi = ratio_interval(a, b)
+        out.append({"ratio": ratio, "low": lo, "high": hi, "equal": pair_mark("", a, b) == ""})
+    return out
+
+
+def _unrolled_summary(recs: Sequence[dict[str, Any]]) -> list[str]:
+    """The README's line on Tsit5 without its stage loop along the map."""
+    found = unrolled_speedups(recs, *UNROLLED_PAIRS[1])
+    if not found:
+        return []
+    lows = [f for f in found if f["low"] > 1 and f["equal"]]
+    session = sessions.sessions_line(recs, recs)
+    return [
+        "- Tsit5 without its stage loop (`stages=unrolled`) on the recommended step, 1 "
+        f"device: {min(f['ratio'] for f in found):.2f}x to {max(f['ratio'] for f in found):.2f}x "
+        f"over {len(found)} workload and controller pairs, {len(lows)} of them faster with "
+        f"the whole interval above 1 at equal loss ({session.rstrip('.')})."
     ]
 
 
