@@ -200,5 +200,8 @@ def test_the_unrolled_lever_along_the_map_gives_each_pair_its_speedup(tmp_path):
     assert cells[2].startswith("1.25 [") and "not trained" not in cells[2]
     assert cells[3].startswith("0.80 [") and "not trained" in cells[3]
     assert report.unrolled_lines(tmp_path, "other")[2].startswith("No records yet")
-    (line,) = report._unrolled_summary([rec])  # the README's line: the recommended pair
+    # The README's line counts only pairs whose models trained: here none.
+    assert report._unrolled_summary([rec]) == []
+    rec["rows"][3] = _lever_row("recommended+unrolled", 0.010, 0.004)
+    (line,) = report._unrolled_summary([rec])
     assert "0.80x to 0.80x over 1 workload" in line and "0 of them faster" in line
