@@ -110,6 +110,7 @@ def _executor(a: argparse.Namespace):
         gpus_per_node=a.gpus_per_node,
         tasks_per_node=a.tasks_per_node,
         sbatch=parse_sbatch(a.sbatch),
+        state_every_s=a.state_every,
     )
 
 
@@ -279,6 +280,14 @@ def add_slurm_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="OPTION[=VALUE]",
         help="another sbatch option for every job, e.g. --sbatch account=proj (repeatable)",
+    )
+    p.add_argument(
+        "--state-every",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="ask SLURM's accounting for unfinished jobs' states every S seconds: a job that "
+        "ends without a result is noticed within S (default 30)",
     )
 
 

@@ -128,3 +128,14 @@ def test_package_imports_inside_functions_only_delay_heavy_libraries(module):
         assert any("#" in line for line in context), (
             f"{module}:{node.lineno}: say why the import of {target} waits (a comment)"
         )
+
+
+def test_importing_the_package_loads_no_figure_library():
+    """Every scenario's kernel and worker process imports the package: matplotlib and
+    seaborn wait for a figure (about a second of each process's start)."""
+    import subprocess
+    import sys
+
+    code = "import sys, odestudy; print(sorted({'matplotlib', 'seaborn'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

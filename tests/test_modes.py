@@ -18,11 +18,14 @@ def reference():
     return {c: one_step("single", 1, c) for c in ("pid", "stepto")}
 
 
-# Both controllers on 2 devices; on 4 (2 samples a device), PID only: its samples take
-# different solver steps, so it is the controller whose lock-step loop a wrong split
-# would show (StepTo runs one fixed loop, the same code path as on 2 devices).
-@pytest.mark.parametrize("mode", MULTI)
-@pytest.mark.parametrize(("n_devices", "controller"), [(2, "pid"), (2, "stepto"), (4, "pid")])
+# Both controllers on 2 devices; on 4 (2 samples a device), `shard` with PID only: its
+# split is the compiler's (pmap and shard_map split the batch as the code says, the same
+# code path on 2 devices as on 4), and PID's samples take different solver steps, so it
+# is the controller whose lock-step loop a wrong split would show.
+CASES = [(m, n, c) for m in MULTI for n, c in ((2, "pid"), (2, "stepto"))] + [("shard", 4, "pid")]
+
+
+@pytest.mark.parametrize(("mode", "n_devices", "controller"), CASES)
 def test_step_matches_single_device(reference, mode, controller, n_devices):
     loss0, steps0, grads0, _ = reference[controller]
     loss, steps, grads, _ = one_step(mode, n_devices, controller)

@@ -59,6 +59,10 @@ def cluster(tmp_path_factory):
         yield env
 
 
+# A job that ends without a result is noticed within this (the executor asks sacct).
+STATE_EVERY_S = 2.0
+
+
 def _matrix(results: Path, scenarios: list[Scenario], executor) -> list[dict]:
     return run_matrix(
         "smoke",
@@ -86,6 +90,8 @@ def test_sbatch_options_and_job_parameters():
     }
     with pytest.raises(ValueError, match="NAME=VALUE"):
         parse_sbatch(["=x"])
+    with pytest.raises(ValueError, match="state_every_s must be"):
+        SlurmExecutor(state_every_s=-1)
     ex = SlurmExecutor(partition="cpu", gpu_partition="gpu", time_min=30, sbatch={"qos": "x"})
     two = ex.parameters(ColdRun(scenario=TWO_PROCESSES, why="test"), Path("/nowhere"))
     assert two["slurm_additional_parameters"] == {
@@ -117,7 +123,11 @@ def test_a_cancelled_job_is_recorded_failed_with_its_reason(cluster, tmp_path_fa
     results = tmp_path_factory.getbasetemp() / "slurm-results"
     out: list = []
     run = threading.Thread(
-        target=lambda: out.append(_matrix(results, [TWO_PROCESSES], SlurmExecutor(time_min=10)))
+        target=lambda: out.append(
+            _matrix(
+                results, [TWO_PROCESSES], SlurmExecutor(time_min=10, state_every_s=STATE_EVERY_S)
+            )
+        )
     )
     run.start()
     deadline = time.monotonic() + 120

@@ -5,10 +5,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
-
 from ..measure import environment
 from ..measure.recommended import RECOMMENDED
 from ..measure.timing import PROTOCOL
@@ -825,6 +821,10 @@ def headline_figure(rows: list[dict[str, Any]], out: str | Path) -> Path | None:
     device kind and scaling with ok rows (`scaling_rows` of each scaling); ideal
     scaling dotted, one device's speed dashed, devices beyond the physical cores
     shaded. Returns the PNG, or None without ok rows with a speedup."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     ok = [r for r in rows if r["status"] == "ok" and r.get("speedup") is not None]
     panels = [
         (device, scaling)

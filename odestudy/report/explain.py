@@ -5,10 +5,8 @@ time to a target loss. Each reads records; nothing here measures."""
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL
@@ -123,6 +121,9 @@ def _waste(r) -> dict[str, float]:
 
 def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
     """Lock-step waste and step time against the complexity knob, per mode (PID)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     rows: list[list[Any]] = []
     series: dict[str, Any] = {}
     for r in recs:
@@ -389,6 +390,9 @@ def collectives(recs) -> str:
 
 def batch_size(recs, figures: Path) -> tuple[str, list[Path]]:
     """One-device step time and throughput against the batch size (PID, spread 0)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     sel = [
         r
         for r in recs
@@ -453,6 +457,8 @@ def _time_resamples(r: dict[str, Any], hit_step: int, rng, resamples: int = 2000
 
 def _run_palette(curves: pd.DataFrame) -> dict[str, Any]:
     """Each run's colour: its mode's, lighter for later runs of the same mode."""
+    import seaborn as sns
+
     out: dict[str, Any] = {}
     for mode, group in curves.groupby("mode"):
         runs = list(dict.fromkeys(group["run"]))
@@ -464,6 +470,9 @@ def _run_palette(curves: pd.DataFrame) -> dict[str, Any]:
 def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
     """Evaluation loss against training wall clock, time to the scale's `TARGET_LOSS`,
     and which configuration reaches it first (ratio with a 95% bootstrap interval)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     sel = [r for r in recs if r.get("status") == "ok" and r.get("eval_curve")]
     if not sel:
         return "", []

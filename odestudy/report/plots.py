@@ -4,11 +4,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+
+# matplotlib and seaborn are imported inside the functions that draw (here and in the
+# report's other modules): every scenario's kernel and worker imports the package and
+# draws nothing, and the two cost about a second of each process's start.
 
 MODE_STYLE = {"single": "k", "pmap": "tab:blue", "shard": "tab:red", "shard_map": "tab:green"}
 CONTROLLER_STYLE = {"pid": "-o", "stepto": "--s"}
@@ -43,6 +44,8 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
 
 def plot_scenario(record: dict[str, Any]):
     """Training loss per step and a histogram of per-sample solver steps."""
+    import matplotlib.pyplot as plt
+
     fig, (ax_loss, ax_steps) = plt.subplots(1, 2, figsize=(10, 3.5))
     losses = record.get("train_loss") or []
     ax_loss.semilogy(np.arange(1, len(losses) + 1), losses)
@@ -56,6 +59,8 @@ def plot_scenario(record: dict[str, Any]):
 
 
 def _save(fig, out: Path, stem: str) -> list[Path]:
+    import matplotlib.pyplot as plt
+
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{stem}.png", out / f"{stem}.svg"]
     with plt.rc_context({"svg.hashsalt": "odestudy"}):  # the same figure, the same file
@@ -122,6 +127,8 @@ def scaling_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
 def _draw(data: pd.DataFrame, color=None, **_) -> None:
     """One mode's lines on one facet: a line per controller (solid PID, dashed StepTo),
     error bars from `low`/`high`; multi-process rows as hollow markers."""
+    import matplotlib.pyplot as plt
+
     ax = plt.gca()
     for (controller, processes), group in data.groupby(["controller", "processes"]):
         group = group.dropna(subset=["value"]).sort_values("devices")
@@ -146,6 +153,8 @@ def scaling_figures(
     `frames.scaling_rows`; ideal scaling is dotted, and devices beyond `cores` physical
     cores are shaded (times there measure overhead, not speedup)."""
     import seaborn as sns
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     # A model that did not train has no speedup to plot: left out, and counted in the title.
     shown = [r for r in rows if r["device"] == device]
@@ -242,6 +251,7 @@ def step_cost_figure(sweeps: Sequence[dict[str, Any]], out: str | Path, stem: st
     """Step time and time per executed solver iteration against batch size, one line
     per sweep (`benchmarks/step_cost.py` records: controller and label), with the
     fitted line `fixed + per_sample * batch` of the time per iteration (dotted)."""
+    import matplotlib.pyplot as plt
     import seaborn as sns
 
     def name(sw: dict[str, Any]) -> str:

@@ -5,7 +5,6 @@
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ..study.matrix import versions_scenarios
@@ -124,6 +123,8 @@ def versions_markdown(by_set: dict[str, list[dict]]) -> str:
 def versions_figure(by_set: dict[str, list[dict]], out: str | Path) -> list[Path]:
     """Step time per mode against the JAX release (one panel per controller; 2-device
     modes and the 1-device row; bars from the 25th to the 75th percentile)."""
+    import matplotlib.pyplot as plt
+
     if not by_set:
         return []
     names = list(by_set)

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ..measure.recommended import recommended
@@ -577,6 +576,8 @@ def _prediction_summary(
 def workloads_figure(rows: Sequence[dict[str, Any]], out: str | Path) -> list[Path]:
     """Each mode's 2-device speedup and the recommended step's speedups against the
     1-device time per solver iteration, one panel per controller, with intervals."""
+    import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     series = [("default", m, MODE_STYLE[m], "-o") for m in MULTI_MODES]
     series += [

@@ -45,7 +45,6 @@ JOBS_FOLDER = ".slurm"  # submitit's job files and logs, in the results folder
 NODES_FOLDER = "nodes"  # machine id -> SLURM node name, written by every job
 JOBS_SEEN = "started"  # job id -> the machine it started on, written by every job
 POLL_S = 1.0
-SACCT_EVERY_S = 30.0  # ask sacct for the state of unfinished jobs at least this often
 
 
 @dataclasses.dataclass
@@ -61,6 +60,9 @@ class SlurmExecutor(Executor):
     - `sbatch`: more sbatch options, name without dashes to value (`{"account": "x"}`;
       a value of `True` gives a bare flag).
     - `folder`: submitit's job files and logs (None: `<results>/.slurm`).
+    - `state_every_s`: how often to ask SLURM's accounting (sacct) for the state of the
+      unfinished jobs, in seconds; a job that ends without a result (cancelled, timed
+      out, its node lost) is noticed within this time. Keep it long on a shared cluster.
     """
 
     partition: str | None = None
@@ -70,6 +72,13 @@ class SlurmExecutor(Executor):
     tasks_per_node: int | None = None
     sbatch: dict[str, Any] = dataclasses.field(default_factory=dict)
     folder: Path | None = None
+    state_every_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.state_every_s >= 0:
+            raise ValueError(
+                f"state_every_s must be a number of seconds >= 0, got {self.state_every_s!r}"
+            )
 
     def needs_lock(self) -> bool:
         return False  # the jobs hold their nodes' locks; nothing is timed here
@@ -151,7 +160,7 @@ class SlurmExecutor(Executor):
         last_sacct = time.monotonic()
         pending = list(jobs)
         while pending:
-            if time.monotonic() - last_sacct > SACCT_EVERY_S:
+            if time.monotonic() - last_sacct > self.state_every_s:
                 pending[0][1].watcher.update()
                 last_sacct = time.monotonic()
             for item in [p for p in pending if p[1].done()]:
@@ -218,8 +227,19 @@ def perform(run: Run, results: Path, folder: Path) -> list[Done]:
         return run.perform(results)
 
 
+# SLURM's states of a job that it ended by stopping its processes: no result can come.
+KILLED_STATES = ("CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "DEADLINE")
+
+
 def _outcome(run: Run, job: Any, results: Path, folder: Path) -> list[Done]:
-    """The runs a finished job reports, or, where it failed, the failure recorded."""
+    """The runs a finished job reports, or, where it failed, the failure recorded. A job
+    that SLURM killed is recorded at once: submitit would wait for its result file (a
+    slow shared filesystem's delay) although none can come."""
+    if not job.paths.result_pickle.exists():
+        state = job.watcher.get_state(job.job_id, mode="force")
+        if state.startswith(KILLED_STATES):
+            why = f"SLURM job {job.job_id} ended {state}: no result (SLURM stopped it)"
+            return _record_failure(run, why, results, folder, job.job_id)
     try:
         return list(job.result())
     except Exception as exc:  # the job failed: SLURM's state says why
