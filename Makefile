@@ -33,19 +33,13 @@ map: $(STAMP)
 
 # Tsit5 without its stage loop (`StraightTsit5`, `stages=unrolled`) as a lever along the
 # map: per workload and controller, the default and the recommended step, each without
-# and with it, trained and timed in interleaved blocks (`benchmarks/levers.py
-# --workload`; records under results/map/<machine>/levers/, a finished one kept); then
-# the report (its section of figures/tables/workloads.md).
+# and with it, trained and timed in interleaved blocks (`benchmarks/levers.py --map`;
+# records under results/map/<machine>/levers/, one kept where it stands for the run:
+# the same variants, machine, versions and protocol); then the report (its section of
+# figures/tables/workloads.md).
 MAP_LEVERS = default,stages=unrolled,recommended,recommended+unrolled
 map-levers: $(STAMP)
-	@dir=$$($(BIN)/python -c "from odestudy.study.records import machine_folder; print(machine_folder('results/map'))")/levers; \
-	for w in $$($(BIN)/python -c "from odestudy.study.workloads import WORKLOADS; print(*(w.slug() for w in WORKLOADS))"); do \
-	  for c in pid stepto; do \
-	    [ -f "$$dir/$$w-$$c.json" ] || $(BIN)/python benchmarks/levers.py --workload "$$w" \
-	      --controller "$$c" --variants $(MAP_LEVERS) --blocks 6 --steps-per-block 10 \
-	      --out "$$dir/$$w-$$c.json" || exit 1; \
-	  done; \
-	done
+	$(BIN)/python benchmarks/levers.py --map --variants $(MAP_LEVERS) --blocks 6 --steps-per-block 10
 	$(MAKE) --no-print-directory report
 
 # The core rows under each JAX release of versions/ (one environment each, .venvs/),

@@ -253,9 +253,16 @@ def main() -> None:
         help="a workload of the map (its slug, `Workload.slug`): its problem, width and "
         "training instead of the quick model's",
     )
+    p.add_argument(
+        "--map",
+        action="store_true",
+        help="every workload of the map with both controllers (`make map-levers`), each "
+        "to results/map/<machine>/levers/<workload>-<controller>.json; a record there "
+        "that stands for the run (`why_rerun`) is kept",
+    )
     p.add_argument("--blocks", type=int, default=8, help="interleaved blocks per variant")
     p.add_argument("--steps-per-block", type=int, default=15)
-    p.add_argument("--out", help="output JSON file (required unless --worker)")
+    p.add_argument("--out", help="output JSON file (required unless --worker or --map)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--levers", help=argparse.SUPPRESS)
     p.add_argument("--fields", help=argparse.SUPPRESS)
@@ -266,34 +273,100 @@ def main() -> None:
     os.environ.setdefault("EQX_ON_ERROR", "nan")  # as in scenario kernels (recorded)
     if a.worker:
         return _worker(a)
-    if not a.out:
-        p.error("--out is required")
+    if not a.out and not a.map:
+        p.error("--out is required (or --map)")
+    if a.map and not a.variants:
+        p.error("--map needs --variants (the same for both controllers)")
+    # Every run's workers start from this environment (the parent's later changes to
+    # its own, such as its device set-up for the record, are not passed on).
+    start_env = dict(os.environ)
     labels = a.variants.split(",") if a.variants else DEFAULT_VARIANTS[a.controller]
     unknown = [x for x in labels if x not in VARIANTS and x not in RECOMMENDED_VARIANTS]
     if unknown:
         valid = ", ".join([*VARIANTS, *RECOMMENDED_VARIANTS])
         p.error(f"unknown variant(s) {unknown}; valid choices: {valid}")
+    from odestudy.study.workloads import WORKLOADS
+
+    slugs = {w.slug(): w for w in WORKLOADS}
+    if a.workload and a.workload not in slugs:
+        p.error(f"unknown workload {a.workload!r}; valid choices: {', '.join(slugs)}")
+    if not a.map:
+        runs = [(a.controller, slugs.get(a.workload), Path(a.out))]
+    else:
+        from odestudy.study.records import machine_folder
+        from odestudy.study.workloads import MAP_FOLDER
+
+        folder = machine_folder(Path("results") / MAP_FOLDER) / "levers"
+        runs = [
+            (c, w, folder / f"{w.slug()}-{c}.json") for w in WORKLOADS for c in ("pid", "stepto")
+        ]
+    checked = [(w, out, _scenario(a, c, w, labels, p)) for c, w, out in runs]
+    for workload, out, s in checked:  # every scenario checked before any run
+        if a.map:
+            why = why_rerun(out, s, labels, a.blocks, a.steps_per_block)
+            if why is None:
+                print(f"kept: {out} (made here, with these variants, versions and protocol)")
+                continue
+            print(f"{s.name()}: measuring ({why})", flush=True)
+        measure(a, s, labels, workload, out, start_env)
+
+
+def _scenario(a: argparse.Namespace, controller: str, workload, labels: list[str], p):
+    """The scenario of `controller` on `workload` (None: the quick model), each variant
+    checked on it (a bad combination stops here, before any worker compiles)."""
+    import odestudy
+
+    base = workload.fields() if workload else {}
+    s = odestudy.Scenario(controller=controller, scale=a.scale, **base)
+    for label in labels:
+        fields = {k: v for k, v in levers_of(label, s).items() if k not in PROCESS_LEVERS}
+        try:
+            odestudy.Scenario(controller=controller, scale=a.scale, **base, **fields)
+        except ValueError as exc:
+            p.error(f"variant {label!r} with controller {controller!r}: {exc}")
+    return s
+
+
+def why_rerun(path: Path, s, labels: list[str], blocks: int, steps: int) -> str | None:
+    """Why the record at `path` cannot stand for a run of `labels` on scenario `s`, or
+    None if it can: the same scenario, variants and blocks, made on this machine with
+    the same package versions, measurement protocol and measurement environment."""
+    from odestudy import Scenario
+    from odestudy.measure import environment
+    from odestudy.measure.timing import PROTOCOL, measurement_env
+
+    try:
+        old = json.loads(Path(path).read_text())
+        key = Scenario.from_dict(old["scenario"]).key()
+    except (OSError, ValueError, KeyError, TypeError):
+        return "no record to keep"
+    checks = (
+        ("scenario", key, s.key()),
+        ("variants", [r.get("label") for r in old.get("rows", [])], labels),
+        ("blocks", [old.get("blocks"), old.get("steps_per_block")], [blocks, steps]),
+        ("machine", old.get("machine_id"), environment.machine_id(environment.this_machine())),
+        ("versions", old.get("versions"), environment.versions()),
+        ("protocol", old.get("protocol"), PROTOCOL),
+        ("measurement environment", old.get("measurement_env"), measurement_env()),
+    )
+    for what, have, want in checks:
+        if have != want:
+            return f"{what} differs: record {have!r}, here {want!r}"
+    return None
+
+
+def measure(
+    a: argparse.Namespace, s, labels: list[str], workload, out: Path, start_env: dict
+) -> None:
+    """Train and time `labels` on scenario `s` (of `workload`, or None), interleaved,
+    from workers started in `start_env`, and write the record to `out`."""
     import numpy as np
 
     import odestudy
     from odestudy.report.intervals import ratio_interval
-    from odestudy.study.workloads import WORKLOADS
 
-    workload = None
-    if a.workload:
-        slugs = {w.slug(): w for w in WORKLOADS}
-        if a.workload not in slugs:
-            p.error(f"unknown workload {a.workload!r}; valid choices: {', '.join(slugs)}")
-        workload = slugs[a.workload]
     base = workload.fields() if workload else {}
-    s = odestudy.Scenario(controller=a.controller, scale=a.scale, **base)
     chosen = {label: levers_of(label, s) for label in labels}
-    for label in labels:  # a bad combination stops here, before any worker compiles
-        fields = {k: v for k, v in chosen[label].items() if k not in PROCESS_LEVERS}
-        try:
-            odestudy.Scenario(controller=a.controller, scale=a.scale, **base, **fields)
-        except ValueError as exc:
-            p.error(f"variant {label!r} with controller {a.controller!r}: {exc}")
     from odestudy.measure.environment import now
 
     started = now()
@@ -308,7 +381,7 @@ def main() -> None:
                 ]
             ),
         )
-        env = {**os.environ, "ODESTUDY_DATA_CACHE": str(Path(tmp) / "data")}
+        env = {**start_env, "ODESTUDY_DATA_CACHE": str(Path(tmp) / "data")}
         workers, ready = {}, {}
         for i, label in enumerate(labels):  # one at a time: training is measured work
             levers = chosen[label]
@@ -328,7 +401,7 @@ def main() -> None:
                 "--index",
                 str(i),
                 "--controller",
-                a.controller,
+                s.controller,
                 "--scale",
                 a.scale,
             ] + (["--first"] if i == 0 else [])
@@ -392,7 +465,7 @@ def main() -> None:
 
     odestudy.configure_devices("cpu", 1)
     odestudy.write_json_atomic(
-        a.out,
+        out,
         {
             "scenario": s.to_dict(),
             "workload": workload.name if workload else None,

@@ -23,3 +23,64 @@ def test_every_package_name_a_benchmark_imports_exists(script):
                 assert hasattr(module, alias.name), f"{script.name}: {node.module}.{alias.name}"
                 imported += 1
     assert imported, f"{script.name} imports nothing from the package"
+
+
+def _script(name: str):
+    """A benchmark script as a module (its `__main__` part does not run)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        name.removesuffix(".py"), ROOT / "benchmarks" / name
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _lever_record(s, labels: list[str]) -> dict:
+    """A record of `benchmarks/levers.py` for `labels` on `s`, made here and now."""
+    from odestudy.measure import environment
+    from odestudy.measure.timing import PROTOCOL, measurement_env
+
+    return {
+        "scenario": s.to_dict(),
+        "rows": [{"label": label} for label in labels],
+        "blocks": 6,
+        "steps_per_block": 10,
+        "machine_id": environment.machine_id(environment.this_machine()),
+        "versions": environment.versions(),
+        "protocol": PROTOCOL,
+        "measurement_env": measurement_env(),
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({}, None),
+        ({"machine_id": "elsewhere"}, "machine differs"),
+        ({"protocol": -1}, "protocol differs"),
+        ({"versions": {"jax": "0.0"}}, "versions differs"),
+        ({"measurement_env": {"XLA_FLAGS": "--x"}}, "measurement environment differs"),
+        ({"blocks": 5}, "blocks differs"),
+        ({"rows": [{"label": "default"}]}, "variants differs"),
+        ({"scenario": {"controller": "stepto"}}, "scenario differs"),
+        (None, "no record to keep"),
+    ],
+)
+def test_a_map_lever_record_is_kept_only_where_it_stands_for_the_run(tmp_path, change, why):
+    """`make map-levers` (`levers.py --map`) keeps a record on a rerun only where it was
+    made for the same run on this machine, versions, protocol and environment."""
+    import json
+
+    from odestudy import Scenario
+    from odestudy.study.workloads import WORKLOADS
+
+    levers = _script("levers.py")
+    s = Scenario(controller="pid", **WORKLOADS[0].fields())
+    labels = ["default", "stages=unrolled"]
+    path = tmp_path / "levers.json"
+    if change is not None:
+        path.write_text(json.dumps({**_lever_record(s, labels), **change}))
+    found = levers.why_rerun(path, s, labels, 6, 10)
+    assert found is None if why is None else found.startswith(why)
