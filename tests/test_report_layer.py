@@ -91,7 +91,7 @@ def test_report_skips_corrupt_and_stale_records(tmp_path):
     stale = _write(results, stale_rec)
     # `odestudy matrix --recommended` writes records of its own: not stale.
     levered = _write(results, record(recommended(Scenario(scale="smoke")), step=0.018))
-    out = write_report(results, "smoke", tmp_path / "figures")
+    out = write_report(results, "smoke", tmp_path / "figures", draw=False)
     reasons = dict(out["skipped"])
     assert reasons[str(corrupt)].startswith("unreadable")
     assert reasons[str(stale)].startswith("stale")
@@ -100,6 +100,8 @@ def test_report_skips_corrupt_and_stale_records(tmp_path):
     assert "1.33 [1.33, 1.33]" in table  # 0.02 / 0.015, a 95% interval
     assert HERE in table
     assert "corrupt" in out["tables"]["skipped"].read_text()
+    # Tables only: no scaling or headline figure drawn.
+    assert out["headline"] is None and not list((tmp_path / "figures").glob("*scaling*"))
 
 
 def test_the_scaling_tables_hold_the_current_protocol_only(tmp_path):
@@ -115,7 +117,7 @@ def test_the_scaling_tables_hold_the_current_protocol_only(tmp_path):
             protocol=PROTOCOL - 1,
         ),
     )
-    out = write_report(results, "smoke", tmp_path / "figures")
+    out = write_report(results, "smoke", tmp_path / "figures", draw=False)
     assert dict(out["skipped"])[str(old)].startswith("older measurement protocol")
     table = out["tables"]["cpu"].read_text()
     # The reference's columns: one row each for 1 and 2 devices, none for the old 4.
@@ -127,12 +129,14 @@ def test_the_reference_is_compared_with_seed_rows_only(tmp_path):
     beside the quick scale's, whatever scale the report holds."""
     results = tmp_path / "results"
     _write(results, record(Scenario(scale="quick"), step=0.0123))
-    out = write_report(results, "quick", tmp_path / "figures")
+    out = write_report(results, "quick", tmp_path / "figures", draw=False)
     text = out["tables"]["reference"].read_text()
     assert "0.0123" not in text and "no record" in text and "**seed** scale" in text
     (one,) = [s for s in seed_scenarios("cpu") if s.total_devices == 1 and s.controller == "pid"]
     _write(results, record(one, step=0.0456))
-    text = write_report(results, "quick", tmp_path / "figures")["tables"]["reference"].read_text()
+    text = write_report(results, "quick", tmp_path / "figures", draw=False)["tables"][
+        "reference"
+    ].read_text()
     assert "0.0456" in text and "0.0123" not in text
 
 
@@ -143,7 +147,9 @@ def test_the_gpu_table_says_where_the_gpu_rows_are(tmp_path):
     _write(results, record(Scenario(scale="smoke"), step=0.02))
     (one,) = [s for s in seed_scenarios("gpu") if s.total_devices == 1 and s.controller == "pid"]
     _write(results, dict(record(one, machine="a-gpu-machine"), protocol=PROTOCOL - 1))
-    text = write_report(results, "smoke", tmp_path / "figures")["tables"]["gpu"].read_text()
+    text = write_report(results, "smoke", tmp_path / "figures", draw=False)["tables"][
+        "gpu"
+    ].read_text()
     assert "No GPU row of the current protocol" in text
     assert "1 at the seed scale on `a-gpu-machine`" in text
 

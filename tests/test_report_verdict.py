@@ -166,7 +166,7 @@ def test_doctored_records_change_the_verdict(tmp_path):
     recs = _cpu()
     for rec in recs:
         records.write_json_atomic(record_path(Scenario.from_dict(rec["scenario"]), results), rec)
-    before = write_report(results, "smoke", tmp_path / "before")
+    before = write_report(results, "smoke", tmp_path / "before", draw=False)
     assert before["tables"]["verdict"].read_text().endswith(before["verdict"])
     line = _line(before["verdict"], "fixed global batch")
     assert "fastest **shard_map**, step-time speedup 2.00× [2.00, 2.00]" in line
@@ -176,7 +176,7 @@ def test_doctored_records_change_the_verdict(tmp_path):
     rec["step_times_runs_s"] = [[t / 3 for t in run] for run in rec["step_times_runs_s"]]
     rec["step_time_s"] /= 3  # 0.005 s: 4x one device
     records.write_json_atomic(pmap, rec)
-    after = write_report(results, "smoke", tmp_path / "after")
+    after = write_report(results, "smoke", tmp_path / "after", draw=False)
     line = _line(after["verdict"], "fixed global batch")
     assert "fastest **pmap**, step-time speedup 4.00× [4.00, 4.00]" in line
     assert "Slowest **shard**, 0.50× [0.50, 0.50]" in line

@@ -935,11 +935,41 @@ def report_rows(
     return every, chosen, rows, skipped
 
 
+def _draw_figures(
+    results: str | Path, rows: list[dict[str, Any]], every: list[dict[str, Any]], figures: Path
+) -> tuple[list[Path], Path | None]:
+    """The report's scaling figures (per device kind) and GPU step-cost figure, and its
+    headline figure (None without ok multi-device rows)."""
+    figs = []
+    recs = [r for r in rows if r["status"] == "ok"]
+    by_scaling = {k: scaling_rows(recs, k) for k in ("strong", "weak")}
+    for device in ("cpu", "gpu"):
+        sel = [r for k in by_scaling for r in by_scaling[k] if r["device"] == device]
+        cores = next(((r.get("hardware") or {}).get("physical_cores") for r in sel), None)
+        figs += scaling_figures(sel, figures, device, cores)
+    headline = headline_figure([r for k in by_scaling for r in by_scaling[k]], figures)
+    sweeps = [
+        s
+        for m in sorted({r["machine_id"] for r in every if r["device"] == "gpu"})
+        for s in all_sweeps(Path(results) / m, "gpu")
+    ]
+    if sweeps:
+        figs += step_cost_figure(sweeps, figures, "gpu_step_cost")
+    return figs, headline
+
+
 def write_report(
-    results: str | Path, scale: str, figures: str | Path, reference: str | Path = REFERENCE_CSV
+    results: str | Path,
+    scale: str,
+    figures: str | Path,
+    reference: str | Path = REFERENCE_CSV,
+    draw: bool = True,
 ) -> dict[str, Any]:
     """Write `figures/tables/{verdict,cpu,gpu,reference,machines,skipped,explain,...}.md`,
     the headline figure (`headline_figure`) and the other figures.
+
+    - `draw`: also draw the scaling, headline and step-cost figures (False: the tables,
+      and the explain and workload studies' figures, only; much faster).
 
     Each device kind's tables come from one machine (`pick_machine`); records that do
     not parse or match no scenario of the current matrices are listed in
@@ -993,23 +1023,9 @@ def write_report(
         path = tables / f"{name}.md"
         path.write_text(text)
         written[name] = path
-    figs = []
-    recs = [r for r in rows if r["status"] == "ok"]
-    by_scaling = {k: scaling_rows(recs, k) for k in ("strong", "weak")}
-    for device in ("cpu", "gpu"):
-        sel = [r for k in by_scaling for r in by_scaling[k] if r["device"] == device]
-        cores = next(((r.get("hardware") or {}).get("physical_cores") for r in sel), None)
-        figs += scaling_figures(sel, figures, device, cores)
-    headline = headline_figure([r for k in by_scaling for r in by_scaling[k]], figures)
-    sweeps = [
-        s
-        for m in sorted({r["machine_id"] for r in every if r["device"] == "gpu"})
-        for s in all_sweeps(Path(results) / m, "gpu")
-    ]
-    if sweeps:
-        figs += step_cost_figure(sweeps, figures, "gpu_step_cost")
+    figs, headline = _draw_figures(results, rows, every, figures) if draw else ([], None)
     cpu_sweeps = all_sweeps(Path(results) / chosen["cpu"], "cpu") if chosen["cpu"] else []
-    if cpu_sweeps:
+    if cpu_sweeps and draw:
         figs += step_cost_figure(cpu_sweeps, figures, "cpu_step_cost")
     levers = (
         [
