@@ -293,10 +293,10 @@ def main() -> None:
     if not a.map:
         runs = [(a.controller, slugs.get(a.workload), Path(a.out))]
     else:
-        from odestudy.study.records import machine_folder
+        from odestudy.study.records import DEFAULT_RESULTS, machine_folder
         from odestudy.study.workloads import MAP_FOLDER
 
-        folder = machine_folder(Path("results") / MAP_FOLDER) / "levers"
+        folder = machine_folder(Path(DEFAULT_RESULTS) / MAP_FOLDER) / "levers"
         runs = [
             (c, w, folder / f"{w.slug()}-{c}.json") for w in WORKLOADS for c in ("pid", "stepto")
         ]
@@ -329,11 +329,11 @@ def _scenario(a: argparse.Namespace, controller: str, workload, labels: list[str
 
 def why_rerun(path: Path, s, labels: list[str], blocks: int, steps: int) -> str | None:
     """Why the record at `path` cannot stand for a run of `labels` on scenario `s`, or
-    None if it can: the same scenario, variants and blocks, made on this machine with
-    the same package versions, measurement protocol and measurement environment."""
+    None if it can: the same scenario, variants and blocks, made here
+    (`plan.why_not_here`: this machine, versions, protocol and measurement environment)."""
     from odestudy import Scenario
-    from odestudy.measure import environment
-    from odestudy.measure.timing import PROTOCOL, measurement_env
+    from odestudy.measure.timing import measurement_env
+    from odestudy.study.plan import why_not_here
 
     try:
         old = json.loads(Path(path).read_text())
@@ -344,15 +344,11 @@ def why_rerun(path: Path, s, labels: list[str], blocks: int, steps: int) -> str 
         ("scenario", key, s.key()),
         ("variants", [r.get("label") for r in old.get("rows", [])], labels),
         ("blocks", [old.get("blocks"), old.get("steps_per_block")], [blocks, steps]),
-        ("machine", old.get("machine_id"), environment.machine_id(environment.this_machine())),
-        ("versions", old.get("versions"), environment.versions()),
-        ("protocol", old.get("protocol"), PROTOCOL),
-        ("measurement environment", old.get("measurement_env"), measurement_env()),
     )
     for what, have, want in checks:
         if have != want:
             return f"{what} differs: record {have!r}, here {want!r}"
-    return None
+    return why_not_here(old, measurement_env())
 
 
 def measure(

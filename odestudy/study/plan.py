@@ -34,14 +34,28 @@ def why_stale(s: Scenario, rec: Mapping[str, Any], machine: str | None = None) -
     ok record of this very scenario, made on machine `machine` (default: this one) with
     the same package versions, measurement protocol (`timing.PROTOCOL`) and measurement
     environment."""
-    here = machine or environment.machine_id(environment.this_machine())
     checks = (
         ("scenario", rec.get("scenario_key"), s.key()),
         ("status", rec.get("status"), "ok"),
+    )
+    for what, have, want in checks:
+        if have != want:
+            return f"{what} differs: record {have!r}, here {want!r}"
+    return why_not_here(rec, expected_env(s), machine)
+
+
+def why_not_here(
+    rec: Mapping[str, Any], env: Mapping[str, str], machine: str | None = None
+) -> str | None:
+    """Why record `rec` was not made here, or None: on machine `machine` (default: this
+    one), with this environment's package versions, the current `timing.PROTOCOL` and
+    the measurement environment `env` (`timing.measurement_env`)."""
+    here = machine or environment.machine_id(environment.this_machine())
+    checks = (
         ("machine", rec.get("machine_id"), here),
         ("versions", rec.get("versions"), environment.versions()),
         ("protocol", rec.get("protocol"), PROTOCOL),
-        ("measurement environment", rec.get("measurement_env"), expected_env(s)),
+        ("measurement environment", rec.get("measurement_env"), dict(env)),
     )
     for what, have, want in checks:
         if have != want:
