@@ -24,9 +24,9 @@ process of its own:
         --out results/<machine>/levers/cpu-pid.json
 
 On a workload of the map (`--workload`, `study.workloads.WORKLOADS`; `make map-levers`)
-the scenario is the workload's, and the variants `recommended` and
-`recommended+unrolled` are its recommended step (`recommended.recommended_levers`),
-without and with Tsit5's stages as straight-line code.
+the scenario is the workload's, and the variants `recommended-unrolled` and
+`recommended` are its recommended step (`recommended.recommended_levers`) without and
+with its Tsit5 stages as straight-line code (`stages=loop` against `stages=unrolled`).
 """
 
 import argparse
@@ -130,8 +130,9 @@ DEFAULT_VARIANTS = {
 # Levers that are not `Scenario` fields.
 PROCESS_LEVERS = ("xla_flags", "matmul_precision")
 # Variants whose levers depend on the scenario's problem: its recommended step
-# (`recommended.recommended_levers`), without and with Tsit5's stages unrolled.
-RECOMMENDED_VARIANTS = ("recommended", "recommended+unrolled")
+# (`recommended.recommended_levers`, Tsit5's stages unrolled), and that step with
+# diffrax's stage loop instead.
+RECOMMENDED_VARIANTS = ("recommended-unrolled", "recommended")
 
 
 def levers_of(label: str, s) -> dict:
@@ -141,7 +142,7 @@ def levers_of(label: str, s) -> dict:
     from odestudy.measure.recommended import recommended_levers
 
     levers = recommended_levers(s)
-    return {**levers, "stages": "unrolled"} if label.endswith("+unrolled") else levers
+    return {**levers, "stages": "loop"} if label == "recommended-unrolled" else levers
 
 
 def _worker(args: argparse.Namespace) -> None:

@@ -186,8 +186,8 @@ def test_the_unrolled_lever_along_the_map_gives_each_pair_its_speedup(tmp_path):
         "rows": [
             _lever_row("default", 0.010, 0.004),
             _lever_row("stages=unrolled", 0.008, 0.004),
-            _lever_row("recommended", 0.008, 0.004),
-            _lever_row("recommended+unrolled", 0.010, 0.5),  # did not train
+            _lever_row("recommended-unrolled", 0.008, 0.004),
+            _lever_row("recommended", 0.010, 0.5),  # did not train
         ],
     }
     path = tmp_path / MAP_FOLDER / "m" / "levers" / f"{w.slug()}-pid.json"
@@ -202,6 +202,23 @@ def test_the_unrolled_lever_along_the_map_gives_each_pair_its_speedup(tmp_path):
     assert report.unrolled_lines(tmp_path, "other")[2].startswith("No records yet")
     # The README's line counts only pairs whose models trained: here none.
     assert report._unrolled_summary([rec]) == []
-    rec["rows"][3] = _lever_row("recommended+unrolled", 0.010, 0.004)
+    rec["rows"][3] = _lever_row("recommended", 0.010, 0.004)
     (line,) = report._unrolled_summary([rec])
     assert "0.80x to 0.80x over 1 workload" in line and "0 of them faster" in line
+
+
+def test_the_map_time_is_read_from_its_records_only_within_one_session():
+    def timed(started: str, finished: str) -> dict:
+        return {"machine_id": "m", "started": started, "runs_finished": [finished]}
+
+    rows = [
+        timed("2026-11-25T06:45:00+00:00", "2026-11-25T07:10:00+00:00"),
+        timed("2026-11-25T06:50:00+00:00", "2026-11-25T07:12:00+00:00"),
+    ]
+    found = [{"machine_id": "m", "finished": "2026-11-25T07:20:00+00:00"}]
+    line = report.map_time_line(rows, found)
+    assert "2 rows and 1 predictions here in 35 min (06:45–07:20 UTC" in line
+    # A row measured hours later is another session: no one time.
+    late = [*rows, timed("2026-11-25T11:00:00+00:00", "2026-11-25T11:05:00+00:00")]
+    assert "span 2 sessions" in report.map_time_line(late, found)
+    assert report.map_time_line([], []) == ""

@@ -1,22 +1,20 @@
 """The recommended configuration, per controller: the fastest combination of levers on
 the training step that trains the default's model (`benchmarks/levers.py`, records in
-`results/<machine>/levers/`; the step table, `figures/tables/step.md`, shows them all).
-
-Measured on the trained quick model, 1 device, last-stage step, interleaved blocks from
-the same trained state (AMD EPYC, 2 cores; speedups over the default, 95% intervals):
+`results/<machine>/levers/`; the step table, `figures/tables/step.md`, shows them all
+with their speedups, intervals and final losses).
 
 - PID: within-ODE batching (the batch solved as one ODE with one shared step size),
   the solution evaluated from its dense output instead of an inner loop over the saved
-  times, and one checkpoint per solver step with the solve bounded at 64 steps (no
-  recomputation, no conditional in the backward pass; a trained field takes about 25):
-  1.29x [1.24, 1.32] (final loss 0.0035 against 0.0040).
+  times, one checkpoint per solver step with the solve bounded at 64 steps (no
+  recomputation, no conditional in the backward pass; a trained field takes about 25),
+  and Tsit5's stages as straight-line code (`stages="unrolled"`, `tsit5.StraightTsit5`).
 - StepTo: within-ODE batching, `SaveAt(steps=True)` (every StepTo step ends at a saved
-  time: no save loop) and one checkpoint per step: 1.17x [1.16, 1.18] (the same loss).
+  time: no save loop), one checkpoint per step, and Tsit5's stages unrolled.
 
-None reaches 1.5x: most of what is left is diffrax's solver loop and Tsit5's stage loop
-inside each step (`measure.loops`). For StepTo, the same arithmetic as a `lax.scan`
-(`solve="scan"`) runs 1.91x [1.88, 1.96] as fast as the default: the floor, not
-recommended (no adaptive steps, no adjoint choice).
+The unrolled stages joined the others after `make map-levers` measured them on the
+recommended step of every workload of the map (`figures/tables/workloads.md`): faster
+at equal loss on each. For StepTo, the same arithmetic as a `lax.scan` (`solve="scan"`)
+is the floor, not recommended (no adaptive steps, no adjoint choice).
 
 Each trains to a final loss within the default's run-to-run spread over training seeds
 (`benchmarks/loss_spread.py`). A PID solve that needs more than `max_steps` steps fails
@@ -30,8 +28,19 @@ from .scenario import Scenario
 
 # controller -> the `Scenario` fields to set.
 RECOMMENDED: dict[str, dict[str, Any]] = {
-    "pid": {"solve": "within_ode", "saveat": "dense", "adjoint": "all_steps", "max_steps": 64},
-    "stepto": {"solve": "within_ode", "saveat": "steps", "adjoint": "all_steps"},
+    "pid": {
+        "solve": "within_ode",
+        "saveat": "dense",
+        "adjoint": "all_steps",
+        "max_steps": 64,
+        "stages": "unrolled",
+    },
+    "stepto": {
+        "solve": "within_ode",
+        "saveat": "steps",
+        "adjoint": "all_steps",
+        "stages": "unrolled",
+    },
 }
 
 

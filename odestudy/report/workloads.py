@@ -232,6 +232,25 @@ def crossover(rows: Sequence[dict[str, Any]], controller: str) -> str:
     return f"{controller}: {shard}{rec}."
 
 
+def map_time_line(recs: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]]) -> str:
+    """How long the map took to measure here, from its records: the first cold run's
+    start to the last repeat's or prediction's end, where every row and prediction falls
+    in one session (`sessions.assign`); else that there is no one time to give."""
+    timed = [(r, w) for r in [*recs, *found] if (w := sessions.window(r)) is not None]
+    if not timed:
+        return ""
+    n = len(set(sessions.assign([r for r, _ in timed])))
+    if n > 1:
+        return f"The map's rows and predictions span {n} sessions: no one `make map` time to give."
+    start, end = min(w[0] for _, w in timed), max(w[1] for _, w in timed)
+    minutes = (end - start).total_seconds() / 60
+    return (
+        f"`make map` measured its {len(recs)} rows and {len(found)} predictions here in "
+        f"{minutes:.0f} min ({start:%H:%M}–{end:%H:%M} UTC; the report after them not "
+        "included)."
+    )
+
+
 def predictions(results: str | Path, machine: str) -> list[dict[str, Any]]:
     """The map's predictions of `machine` (`odestudy predict --map`)."""
     folder = Path(results) / MAP_FOLDER / machine
@@ -356,7 +375,7 @@ def errors_table(errors: Sequence[dict[str, Any]]) -> str:
 
 # The levers benchmark's variants on the map (`make map-levers`): (baseline, with the
 # lever) pairs, each the step without and with Tsit5's stages unrolled.
-UNROLLED_PAIRS = (("default", "stages=unrolled"), ("recommended", "recommended+unrolled"))
+UNROLLED_PAIRS = (("default", "stages=unrolled"), ("recommended-unrolled", "recommended"))
 
 
 def lever_records(results: str | Path, machine: str) -> list[dict[str, Any]]:
@@ -458,6 +477,8 @@ def workloads_markdown(
         + sessions.sessions_line([r for r in recs if r["status"] == "ok"], recs)
         + f" {MAP_DEVICES} devices are virtual CPU devices, one per physical core. "
         f"Strong scaling, global batch {escape(recs[0].get('global_batch'))}. {METHOD}.",
+        "",
+        map_time_line(recs, found),
         "",
         "## Where the answer changes",
         "",
