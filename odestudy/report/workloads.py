@@ -629,7 +629,8 @@ def workloads_figure(rows: Sequence[dict[str, Any]], out: str | Path) -> list[Pa
         ax.set_title(f"{controller}: speedup over 1 device, default step")
         ax.set_xlabel("1-device time per solver iteration (ms), default step")
     axes[0].set_ylabel(f"speedup ({MAP_DEVICES} devices, or the recommended step)")
-    axes[1].legend(fontsize=8)
+    # Beside the panels, where it hides no point.
+    axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.suptitle("Workload map: untrained or failed rows left out; bars: 95% intervals")
     return _save(fig, Path(out), "workloads")
 
