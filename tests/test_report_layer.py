@@ -376,3 +376,26 @@ def test_step_cost_figure_splits_forward_from_the_rest_when_timed(tmp_path):
         assert {p.suffix for p in paths} == {".png", ".svg"}
         widths[forward] = mpimg.imread(png).shape[1]
     assert widths[True] > widths[False] * 1.3  # three panels against two
+
+
+def test_time_to_target_calls_a_row_fastest_only_where_its_interval_says_so(tmp_path):
+    """On the committed time-to-target rows of each machine: the heading says "Fastest"
+    only where the compared row's interval lies above 1, else that they are not
+    separable."""
+    import re
+
+    from odestudy.report.explain import FIRST_NOT_SEPARABLE, time_to_target
+
+    folders = sorted((environment.ROOT / "results").glob("*/quick"))
+    checked = 0
+    for folder in folders:
+        recs = [json.loads(p.read_text()) for p in folder.glob("*every10*/metrics.json")]
+        text, _ = time_to_target(recs, tmp_path)
+        found = re.search(r"\*\*(.+?)\*\* \(.*takes [\d.]+x as long \[([\d.]+), [\d.]+\]", text)
+        if found is None:
+            continue
+        head, low = found.group(1), float(found.group(2))
+        if low != 1.0:  # printed to 2 decimals: 1.00 may be either side of 1
+            assert head == ("Fastest to the target here" if low > 1 else FIRST_NOT_SEPARABLE)
+        checked += 1
+    assert checked >= 1
