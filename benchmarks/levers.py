@@ -161,7 +161,7 @@ def _worker(args: argparse.Namespace) -> None:
     from odestudy.measure.problem import stage_lengths
     from odestudy.measure.state import load_state, save_state
     from odestudy.measure.timing import copy_arrays, run_steps, time_call
-    from odestudy.measure.training import prepare, scenario_devices, train
+    from odestudy.measure.training import prepare, scenario_devices, step_key, train
 
     if "matmul_precision" in levers:
         jax.config.update("jax_default_matmul_precision", levers["matmul_precision"])
@@ -178,7 +178,10 @@ def _worker(args: argparse.Namespace) -> None:
     setup = prepare(s, devices)  # fresh model and optimiser: the tree structure
     params, opt_state = load_state(shared, setup.params, setup.opt_state)
     static, optimiser = setup.static, setup.optimiser
-    data = setup.data.truncate(stage_lengths(setup.data.ts.shape[1], s.length_fractions)[-1])
+    problem = setup.problem
+    n_times = np.shape(problem.times(setup.data))[1]
+    last = stage_lengths(n_times, s.length_fractions)[-1]
+    data = problem.truncate(setup.data, last, last)
     batches = np.load(work / "batches.npy")
     step = make_parallel_step(
         "single",
@@ -188,10 +191,13 @@ def _worker(args: argparse.Namespace) -> None:
         s.controller,
         s.structure,
         s.donate,
-        s.problem_object,
+        problem,
     )
     p0, o0 = step.place_state(params, opt_state)
-    placed = [step.place_batch((data.ts[i], data.ys[i])) for i in batches]
+    placed = [
+        step.place_batch(problem.take(data, idx), step_key(s, i) if problem.needs_key else None)
+        for i, idx in enumerate(batches)
+    ]
     t0 = time.perf_counter()
     compiled = step.compile(p0, o0, placed[0])
     compile_s = time.perf_counter() - t0

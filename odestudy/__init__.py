@@ -2,11 +2,14 @@
 
 from .measure.audit import CollectiveCount, count_collectives
 from .measure.batching import batch_stream, epoch_batches, solver_cost
+from .measure.checks import ProblemError
 from .measure.compat import closure_convert_ignores_manual_sharding, make_data_mesh
 from .measure.data import Dataset, make_dataset
 from .measure.devices import configure_devices
 from .measure.loops import control_flow, count_loops
+from .measure.loss import Mean
 from .measure.model import (
+    BatchSolve,
     VectorField,
     batch_loss,
     batch_loss_within_ode,
@@ -24,8 +27,13 @@ from .measure.modes import (
 )
 from .measure.problem import (
     PROBLEMS,
+    AbstractODEProblem,
     AbstractProblem,
     Oscillator,
+    OscillatorBank,
+    SeriesProblem,
+    observed,
+    register_problem,
     resolve_problem,
     stage_lengths,
 )
@@ -39,10 +47,21 @@ from .report.frames import load_curves, load_records, load_runs, load_steps, res
 from .report.plots import plot_scenario, summary
 from .study.distributed import launch, run_scenario_any
 from .study.records import read_record, save_record, write_json_atomic
+from .timemodes import ModeTimes, time_modes
 
 __all__ = [
     "AbstractMode",
+    "AbstractODEProblem",
     "AbstractProblem",
+    "BatchSolve",
+    "Mean",
+    "OscillatorBank",
+    "ProblemError",
+    "SeriesProblem",
+    "observed",
+    "register_problem",
+    "ModeTimes",
+    "time_modes",
     "Oscillator",
     "PROBLEMS",
     "make_step",

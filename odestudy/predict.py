@@ -47,15 +47,16 @@ def shard_loop_collectives(s: Scenario, n: int, params: Any = None) -> dict[str,
     import jax
 
     from .measure.loops import event_counts
-    from .measure.training import prepare
+    from .measure.training import prepare, step_key
 
     shard = dataclasses.replace(s, mode="shard", devices_per_process=n)
     setup = prepare(shard, jax.devices("cpu")[:n] if s.device == "cpu" else jax.devices()[:n])
     placed_params, opt_state = setup.params, setup.opt_state
     if params is not None:
         placed_params, opt_state = setup.step.place_state(params, setup.optimiser.init(params))
-    data = setup.data.truncate(setup.data.ts.shape[1])
-    batch = setup.step.place_batch((data.ts[: s.global_batch], data.ys[: s.global_batch]))
+    problem = setup.problem
+    key = step_key(shard, 0) if problem.needs_key else None
+    batch = setup.step.place_batch(problem.take(setup.data, np.arange(s.global_batch)), key)
     compiled = setup.step.compile(placed_params, opt_state, batch)
     counts = event_counts(compiled, placed_params, opt_state, batch)
     executed = sum(counts.get(name, 0) for name in loop_collective_names(compiled.as_text()))
@@ -167,13 +168,13 @@ def predict_modes(
 
 
 def parameter_count(s: Scenario) -> int:
-    """Floats in the gradient of `s`'s field: what the gradient all-reduce moves."""
+    """Floats in the gradient of `s`'s model: what the gradient all-reduce moves."""
     import equinox as eqx
     import jax
     import jax.random as jr
 
-    field = s.problem_object.make_field(jr.PRNGKey(s.seed), s.width)
-    return int(sum(np.size(x) for x in jax.tree.leaves(eqx.filter(field, eqx.is_array))))
+    model = s.ode_problem.make_model(jr.PRNGKey(s.seed), s.width)
+    return int(sum(np.size(x) for x in jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))))
 
 
 # Timed steps per swept batch in the map's predictions (the user's command: 10).

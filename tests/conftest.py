@@ -64,6 +64,7 @@ HEAVIEST_FIRST = (
     "test_distributed",
     "test_predict",
     "test_installed",
+    "test_any_problem",
     "test_problems",
     "test_staging",
     "test_tsit5",

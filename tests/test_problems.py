@@ -44,7 +44,7 @@ def test_problems_resolve_by_name_or_module_object():
         ("nope", "valid choices: oscillator"),
         ("no_such_module_here:X", "cannot load problem"),
         ("tests.problems:MISSING", "cannot load problem"),
-        ("tests.problems:EXAMPLE", "not an odestudy.AbstractProblem"),
+        ("tests.problems:EXAMPLE", "not an odestudy.AbstractODEProblem or AbstractProblem"),
     ],
 )
 def test_a_bad_problem_is_refused_with_the_reason(spec, message):
@@ -225,11 +225,12 @@ def test_the_readme_example_trains_a_user_model_with_shard_map(tmp_path):
 
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Your own model") :]
-    code = section[section.index("```python") + len("```python") : section.index("```\n\nMore")]
+    start = section.index("```python") + len("```python")
+    code = section[start : section.index("```\n", start)]
     assert len(code.strip().splitlines()) <= 25
     prelude = 'import jax\njax.config.update("jax_num_cpu_devices", 2)\n'
     check = (
-        "\nfirst = float(loss(*eqx.partition(model, eqx.is_array), (x, y))[0])"
+        "\nfirst = float(loss(*eqx.partition(model, eqx.is_inexact_array), (x, y))[0])"
         "\nprint(step.n_devices, first, float(value))\n"
     )
     script = tmp_path / "example.py"

@@ -12,6 +12,7 @@ import pytest
 
 from odestudy.measure.problem import PROBLEMS, OscillatorBank
 from odestudy.measure.scenario import Scenario
+from odestudy.measure.solvers import Structure
 from odestudy.measure.state import save_state
 from odestudy.measure.training import load_trained, prepare
 from odestudy.report import workloads as report
@@ -40,11 +41,11 @@ def test_the_map_has_every_mode_and_controller_of_every_workload():
             default = {
                 (s.mode, s.total_devices)
                 for s in mine
-                if s.controller == controller and s.solve == "per_sample"
+                if s.controller == controller and s.structure == Structure()
             }
             assert default == {("single", 1)} | {(m, MAP_DEVICES) for m in MULTI_MODES}
             levers = {
-                s.mode for s in mine if s.controller == controller and s.solve != "per_sample"
+                s.mode for s in mine if s.controller == controller and s.structure != Structure()
             }
             assert levers == set(RECOMMENDED_MODES)
     assert all(s.scaling == "strong" and s.device == "cpu" for s in rows)

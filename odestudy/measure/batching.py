@@ -5,10 +5,15 @@ import numpy as np
 from .data import Dataset
 
 
-def solver_cost(data: Dataset) -> np.ndarray:
+def solver_cost(times: "np.ndarray | Dataset") -> np.ndarray:
     """An estimate of each sample's adaptive solver cost, from the training data alone:
-    its time horizon (steps of an adaptive solver grow with the horizon)."""
-    return np.asarray(data.ts[:, -1] - data.ts[:, 0], dtype=np.float64)
+    its time horizon (steps of an adaptive solver grow with the horizon).
+
+    - `times`: the observation times, shape `(n, n_times)` (padding repeats the last
+      time), or a `Dataset`.
+    """
+    ts = np.asarray(times.ts if isinstance(times, Dataset) else times)
+    return np.asarray(ts[:, -1] - ts[:, 0], dtype=np.float64)
 
 
 def epoch_batches(

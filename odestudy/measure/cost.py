@@ -12,11 +12,11 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from .model import LOSSES
-from .modes import make_parallel_step
+from .loss import mean_value
+from .modes import make_parallel_step, study_loss
 from .scenario import Scenario, validate
 from .timing import median_time, run_steps
-from .training import environment, load_trained, scenario_devices, train
+from .training import environment, load_trained, scenario_devices, step_key, train
 
 
 def _cost(compiled, key: str = "flops") -> float | None:
@@ -130,34 +130,30 @@ def step_cost_sweep(
     else:
         trained = load_trained(s, devices, trained_state[0], state_out=state)
         trained["final_loss"] = trained_state[1]
-    params, static = eqx.partition(state["model"], eqx.is_array)
-    optimiser, data = state["optimiser"], state["data"]
+    params, static = eqx.partition(state["model"], eqx.is_inexact_array)
+    optimiser, data, problem = state["optimiser"], state["data"], state["problem"]
     rng = np.random.default_rng(seed)
-    loss_fn = LOSSES[s.solve]
-    problem = s.problem_object
+    loss = study_loss(s.controller, s.structure, problem)
+
     # The forward pass alone (the loss, no gradient), timed on the same batches.
-    forward = jax.jit(
-        lambda p, ts, ys: loss_fn(
-            eqx.combine(p, static), ts, ys, s.controller, s.structure, problem
-        )[0]
-    )
+    @jax.jit
+    def forward(p, placed):
+        batch, key = placed if problem.needs_key else (placed, None)
+        return mean_value(loss(p, static, batch, key)[0])
+
     rows: list[dict[str, Any]] = []
+    size = problem.size(data)
+    keys = iter(range(1 << 30))
     for batch in batches:
         step = make_parallel_step(
-            s.parallel,
-            devices,
-            static,
-            optimiser,
-            s.controller,
-            s.structure,
-            s.donate,
-            s.problem_object,
+            s.parallel, devices, static, optimiser, s.controller, s.structure, s.donate, problem
         )
         p, o = step.place_state(params, optimiser.init(params))
 
         def sample(batch=batch, step=step):
-            idx = rng.choice(len(data), batch, replace=batch > len(data))
-            return step.place_batch((data.ts[idx], data.ys[idx]))
+            idx = rng.choice(size, batch, replace=batch > size)
+            key = step_key(s, next(keys)) if problem.needs_key else None
+            return step.place_batch(problem.take(data, idx), key)
 
         placed = sample()
         t0 = time.perf_counter()
@@ -181,8 +177,8 @@ def step_cost_sweep(
         executed = float(np.mean(iterations))
         forward_s = same_batch_s = None
         if extras:  # forward alone against the whole step, both on the last batch
-            forward_compiled = forward.lower(p, *placed).compile()
-            forward_s = median_time(forward_compiled, p, *placed, repeats=timed_steps)
+            forward_compiled = forward.lower(p, placed).compile()
+            forward_s = median_time(forward_compiled, p, placed, repeats=timed_steps)
             same_batch_s = median_time(compiled, p, o, placed, repeats=timed_steps)
         rows.append(
             {

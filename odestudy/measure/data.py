@@ -4,6 +4,7 @@ per-sample complexity knob."""
 import hashlib
 import inspect
 import os
+import pickle
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -112,20 +113,59 @@ def _key_bytes(key: jax.Array) -> bytes:
     return np.asarray(jr.key_data(key) if typed else key).tobytes()
 
 
+def _problem_source(problem: Any) -> list[str | bytes] | None:
+    """What identifies another problem's data beyond size, key and spread: its value and
+    the file defining its class (a `SeriesProblem`'s: the series problem's); None where
+    the class has no file (defined in a notebook: its data is not cached)."""
+    problem = getattr(problem, "problem", problem)
+    if problem.name == "oscillator":
+        return []
+    try:
+        source = Path(inspect.getfile(type(problem))).read_bytes()
+    except (TypeError, OSError):
+        return None
+    return [repr(problem), source]
+
+
+def _read(path: Path) -> Any:
+    """The data written at `path` (`.npz`: a `Dataset`; `.pkl`: any pytree), or None."""
+    try:
+        if path.suffix == ".npz":
+            with np.load(path) as f:
+                return Dataset(f["ts"], f["ys"], f["time_scale"])
+        with path.open("rb") as f:
+            return pickle.load(f)
+    except (OSError, KeyError, ValueError, EOFError, pickle.UnpicklingError, AttributeError):
+        return None
+
+
+def _write(path: Path, data: Any) -> None:
+    """Write `data` at `path` atomically (a `Dataset` as `.npz`, else a pickle)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    if isinstance(data, Dataset):
+        np.savez(tmp, ts=data.ts, ys=data.ys, time_scale=data.time_scale)
+    else:
+        with tmp.open("wb") as f:
+            pickle.dump(jax.tree.map(np.asarray, data), f)
+    os.replace(tmp, path)
+
+
 def cached_dataset(
     size: int,
     key: jax.Array,
     spread: float = 0.0,
     cache: str | os.PathLike | None = None,
     problem: Any = None,
-) -> tuple[Dataset, bool]:
+) -> tuple[Any, bool]:
     """`problem.make_data(size, key, spread)` (the oscillator's `make_dataset` where
     `problem` is None), read from the folder `cache` if an earlier call wrote it there
     (same size, key, spread, JAX version, `data.py`, and the problem's value and source
-    file), else made and written there. Returns `(dataset, read_from_cache)`;
-    `cache=None` always makes it."""
+    file), else made and written there. Returns `(data, read_from_cache)`; `cache=None`
+    (or a problem whose class has no source file) always makes it."""
     make = make_dataset if problem is None else problem.make_data
-    if cache is None:
+    extra = [] if problem is None else _problem_source(problem)
+    if cache is None or extra is None:
         return make(size, key, spread), False
     digest = hashlib.sha256()
     parts: list[str | bytes] = [
@@ -134,21 +174,15 @@ def cached_dataset(
         jax.__version__,
         _key_bytes(key),
         Path(__file__).read_bytes(),
+        *extra,
     ]
-    if problem is not None and problem.name != "oscillator":
-        # Another problem's data: its value and the file that defines it.
-        parts += [repr(problem), Path(inspect.getfile(type(problem))).read_bytes()]
     for part in parts:
         digest.update(part if isinstance(part, bytes) else part.encode())
-    path = Path(cache) / f"data-{size}-{digest.hexdigest()[:16]}.npz"
-    try:
-        with np.load(path) as f:
-            return Dataset(f["ts"], f["ys"], f["time_scale"]), True
-    except (OSError, KeyError, ValueError):
-        pass
+    stem = Path(cache) / f"data-{size}-{digest.hexdigest()[:16]}"
+    for suffix in (".npz", ".pkl"):
+        found = _read(stem.with_suffix(suffix))
+        if found is not None:
+            return found, True
     data = make(size, key, spread)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
-    np.savez(tmp, ts=data.ts, ys=data.ys, time_scale=data.time_scale)
-    os.replace(tmp, path)
+    _write(stem.with_suffix(".npz" if isinstance(data, Dataset) else ".pkl"), data)
     return data, False

@@ -1,5 +1,6 @@
 """The neural ODE solved with Tsit5 (one solve per sample, the batch as one ODE, or a
-fixed-step scan), and the training loss of a problem (`problem.AbstractProblem`)."""
+fixed-step scan); the configured batched solve a problem's loss is handed
+(`BatchSolve`), and the training loss of a problem."""
 
 import functools
 from collections.abc import Callable
@@ -11,13 +12,15 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from .problem import AbstractProblem, Oscillator, VectorField
+from .loss import mean_value
+from .problem import AbstractODEProblem, AbstractProblem, Oscillator, VectorField, observed
 from .solvers import Structure, controller_and_dt0, saved_values, solve_options
 
 DEFAULT = Structure()  # diffrax's default solve
 OSCILLATOR = Oscillator()  # the default problem
 
 __all__ = [
+    "BatchSolve",
     "VectorField",
     "batch_loss",
     "batch_loss_within_ode",
@@ -34,7 +37,8 @@ def solve(
     y0: Float[Array, " state"],
     controller: str,
     structure: Structure = DEFAULT,
-    problem: AbstractProblem = OSCILLATOR,
+    problem: "AbstractProblem | AbstractODEProblem" = OSCILLATOR,
+    args: Any = None,
 ) -> tuple[Float[Array, "times state"], Int[Array, ""]]:
     """Solve one series with Tsit5 (by default with diffrax's default adjoint,
     `RecursiveCheckpointAdjoint`, saving at `ts`).
@@ -45,6 +49,7 @@ def solve(
     - `controller`: `"pid"` or `"stepto"`.
     - `structure`: how the solve saves, differentiates and bounds its steps.
     - `problem`: gives the PID controller's tolerances.
+    - `args`: the field's third argument (this series' control or parameters).
 
     Returns `(ys, num_steps)`: the states at `ts` and the solver's forward step count.
     """
@@ -56,6 +61,7 @@ def solve(
         ts[-1],
         dt0,
         y0,
+        args=args,
         stepsize_controller=stepsize_controller,
         **solve_options(structure, controller, ts),
     )
@@ -68,6 +74,7 @@ def solve_scan(
     y0: Float[Array, " state"],
     unroll: int = 1,
     time_dependent: bool = False,
+    args: Any = None,
 ) -> tuple[Float[Array, "times state"], Int[Array, ""]]:
     """One series solved with diffrax's Tsit5 arithmetic, one step per interval of `ts`
     (what `StepTo(ts)` takes), as a `lax.scan`: no adaptive loop, no saving loop, no
@@ -77,6 +84,7 @@ def solve_scan(
     - `unroll`: `lax.scan`'s unroll.
     - `time_dependent`: give the field each stage's time (`t + c_i h`); an autonomous
       field is called with `t=None`.
+    - `args`: the field's third argument.
 
     The tableau is diffrax's own (`diffrax.Tsit5.tableau`: first stage the same as the
     last, the last stage's state the step's result). Returns `(ys, num_steps)` as
@@ -87,7 +95,7 @@ def solve_scan(
     c = [float(ci) for ci in tableau.c]  # stage i + 1 at time t + c[i] h
 
     def f(t, y):
-        return model(t, y, None)
+        return model(t, y, args)
 
     def step(carry, interval):
         y, f0 = carry
@@ -106,32 +114,32 @@ def solve_scan(
     return jnp.concatenate([y0[None], ys]), jnp.asarray(ts.shape[0] - 1)
 
 
-def observed(ts: Float[Array, "batch times"]) -> Float[Array, "batch times"]:
-    """Which points of each series are observations, not padding: the first, and
-    every later one whose time exceeds the one before (`Dataset.truncate_padded`
-    repeats the last time). Shape `(batch, n_times)`, float 0/1."""
-    later = ts[:, 1:] > ts[:, :-1]
-    return jnp.concatenate([jnp.ones_like(later[:, :1]), later], axis=1).astype(ts.dtype)
-
-
 def solve_batch(
     model: Callable[..., Any],
     ts: Float[Array, "batch times"],
     y0: Float[Array, "batch state"],
     controller: str,
     structure: Structure = DEFAULT,
-    problem: AbstractProblem = OSCILLATOR,
+    problem: "AbstractProblem | AbstractODEProblem" = OSCILLATOR,
+    args: Any = None,
 ) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
     """Each series of a batch solved on its own (vmap of `solve`; with
-    `structure.solve="scan"` of `solve_scan`). Returns `(ys, num_steps)` with
+    `structure.solve="scan"` of `solve_scan`); `args`: the field's third argument per
+    series (the batch on its first axis), or None. Returns `(ys, num_steps)` with
     `num_steps` of shape `(batch,)`."""
     if structure.solve == "scan":
         one = functools.partial(
             solve_scan, unroll=structure.unroll, time_dependent=problem.time_dependent
         )
-        return jax.vmap(one, in_axes=(None, 0, 0))(model, ts, y0)
-    return jax.vmap(solve, in_axes=(None, 0, 0, None, None, None))(
-        model, ts, y0, controller, structure, problem
+        if args is None:  # the study's program as it was measured
+            return jax.vmap(one, in_axes=(None, 0, 0))(model, ts, y0)
+        return jax.vmap(lambda t, y, a: one(model, t, y, args=a))(ts, y0, args)
+    if args is None:
+        return jax.vmap(solve, in_axes=(None, 0, 0, None, None, None))(
+            model, ts, y0, controller, structure, problem
+        )
+    return jax.vmap(lambda t, y, a: solve(model, t, y, controller, structure, problem, a))(
+        ts, y0, args
     )
 
 
@@ -173,11 +181,16 @@ class _BatchField(eqx.Module):
     """`du_i/dtau = speed_i * f(t_i, u_i)` for a whole batch in one state, where
     `t_i = start_i + speed_i * tau` (given to `f` only where it is time-dependent)."""
 
-    model: eqx.Module
+    model: Callable[..., Any]
     speed: jax.Array
     start: jax.Array | None
 
     def __call__(self, tau, y, args):
+        # `args`: None, or each series' own (the batch on its first axis).
+        if args is not None:
+            times = tau if self.start is None else self.start + self.speed * tau
+            at = jax.vmap(self.model, in_axes=(None if self.start is None else 0, 0, 0))
+            return self.speed[:, None] * at(times, y, args)
         if self.start is None:  # autonomous: the field does not read its time
             return self.speed[:, None] * jax.vmap(lambda yi: self.model(tau, yi, args))(y)
         times = self.start + self.speed * tau
@@ -186,12 +199,13 @@ class _BatchField(eqx.Module):
 
 
 def solve_within_ode(
-    model: eqx.Module,
+    model: Callable[..., Any],
     ts: Float[Array, "batch times"],
     y0: Float[Array, "batch state"],
     controller: str,
     structure: Structure = DEFAULT,
-    problem: AbstractProblem = OSCILLATOR,
+    problem: "AbstractProblem | AbstractODEProblem" = OSCILLATOR,
+    args: Any = None,
 ) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
     """Solve a whole batch as one ODE with one shared step size (DiffEqFlux's
     "within-ODE" batching).
@@ -200,6 +214,8 @@ def solve_within_ode(
       `uniform_grid`; `scenario.validate` refuses within-ODE batching otherwise).
     - `y0`: shape `(batch, state)`.
     - `structure`, `problem`: as in `solve`.
+    - `args`: the field's third argument per series (the batch on its first axis), or
+      None.
 
     Each series is rescaled to a common time `tau = (t - t_i0) / dt_i` (its observation
     index), so `y_i(t) = u_i(tau)` with `du_i/dtau = dt_i * f(t, u_i)`: the same
@@ -218,6 +234,7 @@ def solve_within_ode(
         taus[-1],
         dt0,
         y0,
+        args=args,
         stepsize_controller=stepsize_controller,
         **solve_options(structure, controller, taus),
     )
@@ -226,7 +243,7 @@ def solve_within_ode(
 
 
 def batch_loss_within_ode(
-    model: eqx.Module,
+    model: Callable[..., Any],
     ts: Float[Array, "batch times"],
     ys: Float[Array, "batch times state"],
     controller: str,
@@ -245,3 +262,102 @@ LOSSES: dict[str, Callable[..., Any]] = {
     "within_ode": batch_loss_within_ode,
     "scan": batch_loss,
 }
+
+
+class BatchSolve:
+    """The study's configured batched solve, handed to a problem's loss as `solve`:
+    Tsit5 with the scenario's controller, tolerances (the problem's), adjoint, stages,
+    saving and batching (one solve per sample, the batch as one ODE, or a fixed-step
+    scan). It keeps the per-sample solver steps of every call (`steps`), so that the
+    study reads them whatever the loss does with the solution.
+
+    - `controller`: `"pid"` or `"stepto"`.
+    - `structure`: the solve's `Structure`.
+    - `problem`: the problem (its tolerances and `time_dependent`).
+    """
+
+    def __init__(
+        self,
+        controller: str,
+        structure: Structure,
+        problem: "AbstractProblem | AbstractODEProblem",
+    ):
+        self.controller = controller
+        self.structure = structure
+        self.problem = problem
+        self.calls: list[Int[Array, " batch"]] = []
+
+    @property
+    def within_ode(self) -> bool:
+        """The batch is solved as one ODE (every series on an equal, unpadded grid)."""
+        return self.structure.solve == "within_ode"
+
+    def __call__(
+        self,
+        field: Callable[..., Any],
+        ts: Float[Array, "batch times"],
+        y0: Float[Array, "batch state"],
+        args: Any = None,
+    ) -> Float[Array, "batch times state"]:
+        """The states of every series at its times `ts`, from `y0`.
+
+        - `field`: the vector field, called as `field(t, y, args_i)` on one series.
+        - `ts`: shape `(batch, n_times)`; a series shorter than the grid repeats its
+          last time (padding, `problem.observed`).
+        - `y0`: initial states, shape `(batch, state)`.
+        - `args`: a pytree with the batch on the first axis of every leaf (each series'
+          control or parameters), or None.
+        """
+        if jnp.ndim(ts) != 2 or jnp.ndim(y0) != 2 or ts.shape[0] != y0.shape[0]:
+            raise ValueError(
+                "solve takes ts of shape (batch, n_times) and y0 of shape (batch, state), "
+                f"got {jnp.shape(ts)} and {jnp.shape(y0)}"
+            )
+        if self.within_ode:
+            ys, steps = solve_within_ode(
+                field, ts, y0, self.controller, self.structure, self.problem, args
+            )
+        else:
+            ys, steps = solve_batch(
+                field, ts, y0, self.controller, self.structure, self.problem, args
+            )
+        self.calls.append(steps)
+        return ys
+
+    def steps(self) -> Int[Array, " batch"]:
+        """Per-sample solver steps of the calls so far (summed); a ValueError if the loss
+        never called the solve."""
+        if not self.calls:
+            raise ValueError("the loss never called solve: the study times solved models")
+        return functools.reduce(jnp.add, self.calls)
+
+
+def problem_loss(
+    problem: AbstractODEProblem,
+    model: Any,
+    batch: Any,
+    key: jax.Array | None,
+    controller: str,
+    structure: Structure = DEFAULT,
+    evaluate: bool = False,
+) -> tuple[Any, Int[Array, " batch"]]:
+    """`problem.loss` (or `eval_loss` where `evaluate`) of `model` on `batch`, handed
+    the study's solve for `controller` and `structure`; returns the loss value as the
+    problem gives it (a scalar or a `Mean`) and the per-sample solver steps."""
+    solve = BatchSolve(controller, structure, problem)
+    which = problem.eval_loss if evaluate else problem.loss
+    return which(model, batch, key, solve), solve.steps()
+
+
+# The key every evaluation draws from: the same evaluation in every mode and run.
+EVAL_KEY_SEED = 0
+
+
+def evaluation(
+    problem: AbstractODEProblem, model: Any, batch: Any, controller: str
+) -> Float[Array, ""]:
+    """The problem's evaluation loss (`eval_loss`) of full series, each solved with
+    diffrax's default solve and a fixed key: the same definition in every mode."""
+    key = jax.random.PRNGKey(EVAL_KEY_SEED) if problem.needs_key else None
+    value, _ = problem_loss(problem, model, batch, key, controller, DEFAULT, evaluate=True)
+    return mean_value(value)

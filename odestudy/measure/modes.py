@@ -2,14 +2,14 @@
 and the generic data-parallel step built on them (`make_step`).
 
 Every mode runs the same per-device update (`local_update`): the loss and its gradients,
-averaged over devices (never summed), and the optax update, all inside the compiled
-step. The study's step (`make_parallel_step`) is `make_step` with the problem's loss of a
-solved batch (`study_loss`).
+reduced over devices to the global mean (never summed), and the optax update, all
+inside the compiled step. The study's step (`make_parallel_step`) is `make_step` with
+the problem's loss, handed the study's solve (`study_loss`).
 """
 
 import abc
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -26,34 +26,130 @@ from .compat import (
     make_data_mesh,
     shard_map,
 )
-from .model import LOSSES, OSCILLATOR
-from .problem import AbstractProblem
+from .loss import Mean
+from .model import OSCILLATOR, problem_loss
+from .problem import AnyProblem, as_ode_problem
 from .solvers import Structure
 
 AXIS = "data"
 
-# A loss for `make_step`: `loss(params, static, batch) -> (value, aux)`; `aux` holds
-# per-sample values (leading axis the batch), or None.
-Loss = Callable[[Any, Any, Any], tuple[Array, Any]]
+# A loss for `make_step`: `loss(params, static, batch) -> (value, aux)`, or with
+# `keyed=True` `loss(params, static, batch, key)`. `value`: a scalar mean or a `Mean`;
+# `aux`: a pytree of per-sample values (leading axis the batch) and scalars, or None.
+Loss = Callable[..., tuple[Any, Any]]
+
+# What an `aux` leaf is (`make_step`'s `aux`): per-sample values, split over devices
+# like the batch, or a scalar, averaged over devices.
+PER_SAMPLE = "per_sample"
+SCALAR = "scalar"
+AUX_KINDS = (PER_SAMPLE, SCALAR)
+
+
+class Layout(NamedTuple):
+    """What a step's inputs and outputs hold beyond parameters and optimiser state.
+
+    - `aux`: `PER_SAMPLE`, `SCALAR`, or a pytree prefix of the loss's `aux` of them.
+    - `keyed`: the step's batch argument is `(batch, key)`, one key per call.
+    """
+
+    aux: Any = PER_SAMPLE
+    keyed: bool = False
+
+    def aux_specs(self, per_sample: Any, scalar: Any) -> Any:
+        """`aux` with each kind replaced by the spec given for it."""
+        return jax.tree.map(lambda kind: per_sample if kind == PER_SAMPLE else scalar, self.aux)
+
+    def batch_spec(self, batched: Any, replicated: Any) -> Any:
+        """The batch argument's spec: split, with the key replicated where `keyed`."""
+        return (batched, replicated) if self.keyed else batched
+
+
+DEFAULT_LAYOUT = Layout()  # the study's: per-sample aux (solver steps), no key
+
+
+def check_layout(layout: Layout) -> None:
+    """A one-line ValueError naming the valid choices where `layout.aux` holds another
+    kind than `AUX_KINDS`."""
+    for kind in jax.tree.leaves(layout.aux):
+        if kind not in AUX_KINDS:
+            raise ValueError(f"unknown aux kind {kind!r}; valid choices: {', '.join(AUX_KINDS)}")
+
+
+def _reduce_value(value: Any, axis: str | None) -> tuple[Array, Array | None]:
+    """The global mean of a loss value over `axis`, and the weight its gradient is
+    divided by (None: the gradient is already a mean's). A `Mean` adds every device's
+    sum and count before dividing; a scalar is averaged over devices."""
+    if isinstance(value, Mean):
+        count = jax.lax.stop_gradient(value.count)
+        if axis is not None:
+            count = jax.lax.psum(count, axis)
+            return jax.lax.psum(value.total, axis) / count, count
+        return value.total / count, count
+    return (value if axis is None else jax.lax.pmean(value, axis)), None
+
+
+def _reduce_aux(aux: Any, layout: Layout, axis: str | None) -> Any:
+    """Scalars of `aux` averaged over `axis`; per-sample values kept. A one-line
+    ValueError where a leaf said to be per-sample is a scalar."""
+    if aux is None:
+        return None
+
+    def reduce(kind, sub):
+        def leaf(x):
+            if kind == SCALAR:
+                return x if axis is None else jax.lax.pmean(x, axis)
+            if jnp.ndim(x) == 0:
+                raise ValueError(
+                    "an aux leaf is a scalar: declare it with make_step(aux=...) as "
+                    f"{SCALAR!r} (a pytree prefix of aux)"
+                )
+            return x
+
+        return jax.tree.map(leaf, sub)
+
+    return jax.tree.map(reduce, layout.aux, aux)
 
 
 def local_update(
-    loss: Loss, static: Any, optimiser: optax.GradientTransformation, axis: str | None
+    loss: Loss,
+    static: Any,
+    optimiser: optax.GradientTransformation,
+    axis: str | None,
+    layout: Layout = DEFAULT_LAYOUT,
 ) -> Callable:
     """The per-device training step of `loss`: `(params, opt_state, batch)` to
     `(params, opt_state, loss_value, aux)`.
 
     - `loss`: as `make_step` takes it; `static`: its second argument.
     - `optimiser`: the optax transformation, applied inside the step.
-    - `axis`: the mapped axis name to average loss and gradients over, or None.
+    - `axis`: the mapped axis name to reduce loss, gradients and scalar `aux` over, or
+      None.
+    - `layout`: what `aux` holds and whether the batch carries a key (`Layout`); a
+      keyed step gives the loss the key folded with the device's index on `axis`.
     """
 
     def step(params, opt_state, batch):
-        (value, aux), grads = jax.value_and_grad(loss, has_aux=True)(params, static, batch)
-        if axis is not None:
-            # Equal per-device batches: the mean of local means is the global mean.
-            value = jax.lax.pmean(value, axis)
+        extra: tuple = ()
+        if layout.keyed:
+            batch, key = batch
+            extra = (key if axis is None else jax.random.fold_in(key, jax.lax.axis_index(axis)),)
+
+        def objective(p):
+            value, aux = loss(p, static, batch, *extra)
+            # Differentiate the sum where the value is a `Mean`: its gradient is then
+            # divided by the global count (a constant).
+            local = value.total if isinstance(value, Mean) else value
+            return local, (value, aux)
+
+        (_, (value, aux)), grads = jax.value_and_grad(objective, has_aux=True)(params)
+        value, weight = _reduce_value(value, axis)
+        if weight is not None:
+            grads = jax.tree.map(lambda g: g / weight, grads)
+            if axis is not None:
+                grads = jax.lax.psum(grads, axis)
+        elif axis is not None:
             grads = jax.lax.pmean(grads, axis)
+        aux = _reduce_aux(aux, layout, axis)
         updates, opt_state = optimiser.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         return params, opt_state, value, aux
@@ -64,17 +160,18 @@ def local_update(
 def study_loss(
     controller: str,
     structure: "str | Structure" = "per_sample",
-    problem: AbstractProblem = OSCILLATOR,
+    problem: AnyProblem = OSCILLATOR,
 ) -> Loss:
-    """The study's loss of a batch `(ts, ys)`: the problem's loss of the series solved
-    with `controller` and `structure` (or just its `solve`), with the solver's
-    per-sample step counts as `aux` (`model.LOSSES`)."""
+    """The study's loss of a batch: the problem's loss (`AbstractODEProblem.loss`),
+    handed the study's solve for `controller` and `structure` (or just its `solve`),
+    with the solver's per-sample step counts as `aux`. Takes a key where the problem
+    `needs_key`."""
     structure = Structure(solve=structure) if isinstance(structure, str) else structure
-    batch_loss = LOSSES[structure.solve]
+    ode_problem = as_ode_problem(problem)
 
-    def loss(params, static, batch):
-        ts, ys = batch
-        return batch_loss(eqx.combine(params, static), ts, ys, controller, structure, problem)
+    def loss(params, static, batch, key=None):
+        model = eqx.combine(params, static)
+        return problem_loss(ode_problem, model, batch, key, controller, structure)
 
     return loss
 
@@ -85,7 +182,7 @@ def make_local_step(
     controller: str,
     axis: str | None,
     solve: "str | Structure" = "per_sample",
-    problem: AbstractProblem = OSCILLATOR,
+    problem: AnyProblem = OSCILLATOR,
 ) -> Callable:
     """The study's per-device training step: `local_update` of `study_loss`.
 
@@ -97,10 +194,13 @@ def make_local_step(
       `"within_ode"`: one ODE per local batch, `"scan"`: fixed-step `lax.scan`).
     - `problem`: the problem whose loss it trains.
 
-    The step maps `(params, opt_state, (ts, ys))` to
-    `(params, opt_state, loss, num_steps)`; `num_steps` is per sample.
+    The step maps `(params, opt_state, batch)` to `(params, opt_state, loss,
+    num_steps)`; `num_steps` is per sample. The batch is `(ts, ys)` for an
+    `AbstractProblem`, the problem's batch otherwise, and `(batch, key)` where the
+    problem `needs_key`.
     """
-    return local_update(study_loss(controller, solve, problem), static, optimiser, axis)
+    layout = Layout(keyed=as_ode_problem(problem).needs_key)
+    return local_update(study_loss(controller, solve, problem), static, optimiser, axis, layout)
 
 
 def donated(donate: bool) -> tuple[int, ...]:
@@ -129,11 +229,16 @@ class AbstractMode(eqx.Module):
 
     @abc.abstractmethod
     def build(
-        self, devices: tuple, local_step: Callable, donate: bool = False
+        self,
+        devices: tuple,
+        local_step: Callable,
+        donate: bool = False,
+        layout: Layout = DEFAULT_LAYOUT,
     ) -> tuple[Callable, Any]:
         """The jitted step over `devices` and its mesh (None for none), from
-        `local_step(axis)`: the per-device step averaging over mapped axis `axis`;
-        `donate`: the step reuses its parameters' and optimiser state's buffers."""
+        `local_step(axis)`: the per-device step reducing over mapped axis `axis`;
+        `donate`: the step reuses its parameters' and optimiser state's buffers;
+        `layout`: what its batch and `aux` hold (`Layout`)."""
 
     def place_state(self, step: "ParallelStep", params: Any, opt_state: Any) -> Any:
         """Put parameters and optimiser state on the devices (replicated)."""
@@ -143,6 +248,10 @@ class AbstractMode(eqx.Module):
         """Put a global batch (a pytree of arrays) on the devices, split along the
         first axis of every leaf."""
         return jax.device_put(batch, NamedSharding(step.mesh, P(AXIS)))
+
+    def place_key(self, step: "ParallelStep", key: Any) -> Any:
+        """Put a step's key on the devices (replicated)."""
+        return jax.device_put(key, NamedSharding(step.mesh, P()))
 
     def unplace(self, step: "ParallelStep", params: Any) -> Any:
         """One host copy of (replicated) parameters."""
@@ -157,7 +266,7 @@ class Single(AbstractMode):
     multi_device: ClassVar[bool] = False
     multi_process: ClassVar[bool] = False
 
-    def build(self, devices, local_step, donate=False):
+    def build(self, devices, local_step, donate=False, layout=DEFAULT_LAYOUT):
         if len(devices) != 1:
             raise ValueError(f"mode 'single' runs on 1 device, got {len(devices)}")
         return jax.jit(local_step(None), donate_argnums=donated(donate)), None
@@ -167,6 +276,9 @@ class Single(AbstractMode):
 
     def place_batch(self, step, batch):
         return jax.device_put(batch, step.devices[0])
+
+    def place_key(self, step, key):
+        return jax.device_put(key, step.devices[0])
 
 
 class Pmap(AbstractMode):
@@ -178,7 +290,9 @@ class Pmap(AbstractMode):
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = False
 
-    def build(self, devices, local_step, donate=False):
+    def build(self, devices, local_step, donate=False, layout=DEFAULT_LAYOUT):
+        # Every input and output has a leading device axis (the key: one copy per
+        # device, `place_key`; scalars of aux: one reduced copy per device).
         fn = jax.pmap(
             local_step(AXIS), axis_name=AXIS, devices=devices, donate_argnums=donated(donate)
         )
@@ -186,10 +300,14 @@ class Pmap(AbstractMode):
         return fn, make_data_mesh(devices, AXIS)
 
     def place_state(self, step, params, opt_state):
+        return self._copies(step, (params, opt_state))
+
+    def place_key(self, step, key):
+        return self._copies(step, key)
+
+    def _copies(self, step, tree):
         n = step.n_devices
-        stacked = jax.tree.map(
-            lambda x: np.broadcast_to(np.asarray(x), (n, *np.shape(x))), (params, opt_state)
-        )
+        stacked = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (n, *np.shape(x))), tree)
         return jax.device_put(stacked, NamedSharding(step.mesh, P(AXIS)))
 
     def place_batch(self, step, batch):
@@ -210,13 +328,18 @@ class Shard(AbstractMode):
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = True
 
-    def build(self, devices, local_step, donate=False):
+    def build(self, devices, local_step, donate=False, layout=DEFAULT_LAYOUT):
         mesh = make_data_mesh(devices, AXIS)
         replicated, batched = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
         fn = jax.jit(
             local_step(None),
-            in_shardings=(replicated, replicated, batched),
-            out_shardings=(replicated, replicated, replicated, batched),
+            in_shardings=(replicated, replicated, layout.batch_spec(batched, replicated)),
+            out_shardings=(
+                replicated,
+                replicated,
+                replicated,
+                layout.aux_specs(batched, replicated),
+            ),
             donate_argnums=donated(donate),
         )
         return fn, mesh
@@ -231,7 +354,7 @@ class ShardMap(AbstractMode):
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = True
 
-    def build(self, devices, local_step, donate=False):
+    def build(self, devices, local_step, donate=False, layout=DEFAULT_LAYOUT):
         mesh = make_data_mesh(devices, AXIS)
         # Without the replication check (`compat.shard_map`): diffrax's while loops mix
         # per-device and replicated carries.
@@ -239,8 +362,8 @@ class ShardMap(AbstractMode):
             shard_map(
                 local_step(AXIS),
                 mesh=mesh,
-                in_specs=(P(), P(), P(AXIS)),
-                out_specs=(P(), P(), P(), P(AXIS)),
+                in_specs=(P(), P(), layout.batch_spec(P(AXIS), P())),
+                out_specs=(P(), P(), P(), layout.aux_specs(P(AXIS), P())),
             ),
             donate_argnums=donated(donate),
         )
@@ -276,6 +399,7 @@ class ParallelStep(eqx.Module):
     devices: tuple = eqx.field(static=True)
     fn: Callable = eqx.field(static=True)
     mesh: Any = eqx.field(static=True)
+    layout: Layout = eqx.field(static=True, default=DEFAULT_LAYOUT)
 
     @property
     def n_devices(self) -> int:
@@ -285,11 +409,17 @@ class ParallelStep(eqx.Module):
         """Put parameters and optimiser state on the devices (replicated)."""
         return self.mode.place_state(self, params, opt_state)
 
-    def place_batch(self, batch: Any) -> Any:
+    def place_batch(self, batch: Any, key: Any = None) -> Any:
         """Put a global batch (a pytree of host arrays, the batch on the first axis of
         every leaf) on the devices, split along that axis (`pmap`: a leading device
-        axis)."""
-        return self.mode.place_batch(self, batch)
+        axis). A keyed step (`make_step(keyed=True)`) takes this call's `key` too (one
+        key; each device folds in its index) and returns `(batch, key)` placed."""
+        if self.layout.keyed != (key is not None):
+            raise ValueError(
+                "a keyed step takes place_batch(batch, key); an unkeyed one takes no key"
+            )
+        placed = self.mode.place_batch(self, batch)
+        return (placed, self.mode.place_key(self, key)) if self.layout.keyed else placed
 
     def __call__(self, params, opt_state, batch):
         """One training step on placed arguments (waited for on several CPU devices,
@@ -338,32 +468,47 @@ def make_step(
     *,
     static: Any = None,
     donate: bool = False,
+    aux: Any = PER_SAMPLE,
+    keyed: bool = False,
 ) -> ParallelStep:
     """A data-parallel training step of any loss: the generic form of the study's step.
 
-    - `loss`: `loss(params, static, batch) -> (value, aux)`: the mean loss of a
-      (per-device) batch and per-sample values `aux` (leading axis the batch) or None.
+    - `loss`: `loss(params, static, batch) -> (value, aux)` (with `keyed`:
+      `loss(params, static, batch, key)`). `value` is the loss of a (per-device) batch:
+      a scalar mean, averaged over devices, or a `Mean(total, count)`, whose sums and
+      counts are added over devices first, so that the loss and gradients are the global
+      mean's whatever each device holds (a masked loss, for example). `aux`: per-sample
+      values and scalars (see `aux` below), or None.
     - `optimiser`: an optax transformation; its update runs inside the step.
     - `mode`: an `AbstractMode`, or its name (one of `MODES`).
     - `devices`: the devices to use (exactly one for `single`).
-    - `static`: passed to `loss` unchanged (for example the non-array part of an
-      equinox model, `eqx.partition`).
+    - `static`: passed to `loss` unchanged (for example the non-trained part of an
+      equinox model, `eqx.partition(model, eqx.is_inexact_array)`).
     - `donate`: the step reuses the buffers of the parameters and optimiser state it
       is given (they are gone after the call).
+    - `aux`: what the loss's `aux` holds: `"per_sample"` (every leaf has the batch on
+      its first axis; split over devices like the batch), `"scalar"` (a mean over the
+      batch, such as an accuracy: averaged over devices, which gives the global batch's
+      where the devices' shares are equal), or a pytree prefix of `aux` made of these.
+    - `keyed`: the loss takes a random key. Place each call's batch with
+      `step.place_batch(batch, key)`, one key per call (say `jr.fold_in(key, i)` at
+      step `i`); each device's loss gets it folded with the device's index.
 
     The batch's leaves are split along their first axis over the devices (a multiple of
-    their number); loss and gradients are averaged over devices. The step returns
-    `(params, opt_state, loss, aux)`; under `pmap` every output has a leading device
-    axis (the loss once per device), and `unplace` reads parameters back.
+    their number). The step returns `(params, opt_state, loss, aux)`; under `pmap` every
+    output has a leading device axis (the loss once per device), and `unplace` reads
+    parameters back.
     """
     mode = parse_mode(mode)
     devices = tuple(devices)
+    layout = Layout(aux, keyed)
+    check_layout(layout)
 
     def local_step(axis: str | None) -> Callable:
-        return local_update(loss, static, optimiser, axis)
+        return local_update(loss, static, optimiser, axis, layout)
 
-    fn, mesh = mode.build(devices, local_step, donate)
-    return ParallelStep(mode, devices, fn, mesh)
+    fn, mesh = mode.build(devices, local_step, donate, layout)
+    return ParallelStep(mode, devices, fn, mesh, layout)
 
 
 def make_parallel_step(
@@ -374,16 +519,17 @@ def make_parallel_step(
     controller: str,
     solve: "str | Structure" = "per_sample",
     donate: bool = False,
-    problem: AbstractProblem = OSCILLATOR,
+    problem: AnyProblem = OSCILLATOR,
 ) -> ParallelStep:
     """The study's training step of `mode` over `devices`: `make_step` of `study_loss`;
-    its batch is `(ts, ys)`.
+    its batch is as in `make_local_step` (keyed where the problem `needs_key`).
 
     - `static`, `optimiser`, `controller`, `solve`, `problem`: as in `make_local_step`.
     - `donate`: as in `make_step`.
     """
     loss = study_loss(controller, solve, problem)
-    return make_step(loss, optimiser, mode, devices, static=static, donate=donate)
+    keyed = as_ode_problem(problem).needs_key
+    return make_step(loss, optimiser, mode, devices, static=static, donate=donate, keyed=keyed)
 
 
 def tree_max_rel_diff(a, b) -> float:

@@ -1,11 +1,19 @@
-"""What a scenario trains: the problem (data, vector field, losses, optimiser, schedule).
+"""What a scenario trains: the problem (data, model, losses, optimiser, schedule).
 
-A problem is a type, as diffrax's solvers are: `AbstractProblem` says what the study
-needs, `Oscillator` (the reference's toy set, the default) is one final implementation,
-and a user brings their own by subclassing it in any importable module and naming it as
-`module:object` (`odestudy run --problem own_problem:PROBLEM`).
+A problem is a type, as diffrax's solvers are. `AbstractODEProblem` is any neural ODE:
+the problem owns its model (any equinox module: an encoder, a field and a decoder), its
+batch (any pytree split on its first axis) and its loss, and the study owns the solve,
+which it hands to the loss (`model.BatchSolve`). `AbstractProblem` is the shorter form
+for the family whose ODE state is the observed series itself (a field, data as a
+`Dataset`, a loss of solved against observed series); the study runs it through
+`SeriesProblem`, an `AbstractODEProblem`. `Oscillator` (the reference's toy set, the
+default) is one final implementation. A user brings their own by subclassing either type
+in any importable module and naming it as `module:object`
+(`odestudy run --problem own_problem:PROBLEM`), or by registering an object
+(`register_problem`).
 """
 
+import abc
 import functools
 import importlib
 import sys
@@ -21,6 +29,7 @@ import optax
 from jaxtyping import Array, Float
 
 from .data import Dataset, make_dataset
+from .loss import Mean
 from .solvers import ATOL, RTOL
 
 
@@ -53,9 +62,136 @@ class SharedField(eqx.Module):
         return jax.vmap(self.mlp)(y.reshape(self.copies, 2)).reshape(-1)
 
 
+def observed(ts: Float[Array | np.ndarray, "batch times"]) -> Float[Array, "batch times"]:
+    """Which points of each series are observations, not padding: the first, and every
+    later one whose time exceeds the one before (the padding rule: a series shorter than
+    the batch's grid repeats its last time and value). Shape `(batch, n_times)`, float
+    0/1; works on host and traced arrays."""
+    xp = jnp if isinstance(ts, jax.Array) else np
+    later = ts[:, 1:] > ts[:, :-1]
+    return xp.concatenate([xp.ones_like(later[:, :1]), later], axis=1).astype(ts.dtype)
+
+
+def select_series(data: Any, idx: np.ndarray) -> Any:
+    """The series at indices `idx` of `data` (any pytree with the series on the first
+    axis of every leaf; a `Dataset` stays one), in that order."""
+    return jax.tree.map(lambda x: x[idx], data)
+
+
+class AbstractODEProblem(eqx.Module):
+    """Any neural-ODE training problem: the problem owns its model, its batch and its
+    loss; the study owns the solve. Subclass it (an `eqx.Module`) and implement the
+    abstract methods; `docs/own_model.md` says what each part means.
+
+    Class attributes (facts about the problem, read before anything compiles):
+
+    - `name`: a short name for tables and records.
+    - `time_dependent`: the vector field reads its time argument `t`. The study's solves
+      then give it the true time in every stage; a solve that cannot is refused.
+    - `uniform_grid`: every series is observed on an evenly spaced grid (within-ODE
+      batching rescales time by the grid's step and needs it).
+    - `trained_loss`: the evaluation loss at or below which a model counts as trained;
+      a record above it says `trained: false` and no table counts its speedup.
+    - `rtol`, `atol`: the PID controller's tolerances.
+    - `recommended_max_steps`: a bound on the adaptive solve's steps that the
+      recommended step may use (None: keep the scenario's `max_steps`); set it only
+      where the trained field is known to need fewer.
+    - `has_spread`: `make_data` honours the complexity knob `spread` (else only 0).
+    - `needs_key`: the loss draws random numbers from its `key` (one per step and
+      device); False: it is given `key=None` and the step carries no key.
+    """
+
+    name: eqx.AbstractClassVar[str]
+    time_dependent: eqx.AbstractClassVar[bool]
+    uniform_grid: eqx.AbstractClassVar[bool]
+    trained_loss: eqx.AbstractClassVar[float]
+    rtol: ClassVar[float] = RTOL
+    atol: ClassVar[float] = ATOL
+    recommended_max_steps: ClassVar[int | None] = None
+    has_spread: ClassVar[bool] = False
+    needs_key: ClassVar[bool] = True
+
+    @abc.abstractmethod
+    def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Any:
+        """`size` series as a pytree of host arrays, every leaf with `size` on its first
+        axis (the study splits batches along it). The same key must give the same data.
+        `spread`: the complexity knob (only where `has_spread`; else 0)."""
+
+    @abc.abstractmethod
+    def times(self, data: Any) -> Float[np.ndarray, "size times"]:
+        """The observation times of every series of `data` (`make_data`'s or a batch of
+        it), shape `(size, n_times)`: increasing in each row, apart from padding at its
+        end that repeats the last time (`observed`)."""
+
+    @abc.abstractmethod
+    def make_model(self, key: jax.Array, width: int) -> eqx.Module:
+        """The model to train (any equinox module: an encoder, a vector field and a
+        decoder, for example); `width` is the scenario's width knob (hidden units). Its
+        inexact arrays are trained; other leaves (integers, static fields) are kept."""
+
+    @abc.abstractmethod
+    def loss(self, model: Any, batch: Any, key: jax.Array | None, solve: Any) -> Any:
+        """The training loss of `model` on `batch` (a pytree as `make_data` gives, cut to
+        a batch): a scalar mean, or a `Mean(total, count)` that reduces exactly over
+        devices.
+
+        - `key`: a random key for this step and device (None unless `needs_key`).
+        - `solve`: the study's configured batched solve (`model.BatchSolve`), called as
+          `solve(field, ts, y0, args=None)` with `ts` of shape `(batch, n_times)`, `y0`
+          of shape `(batch, state)` and `args` a pytree with the batch on its first axis
+          (or None); it returns the states at `ts`, shape `(batch, n_times, state)`, and
+          the field is called as `field(t, y, args_i)` on one series. Call it on the
+          whole batch (not inside your own `vmap`): the study reads its solver steps.
+        """
+
+    def eval_loss(self, model: Any, batch: Any, key: jax.Array | None, solve: Any) -> Any:
+        """The evaluation loss (compared with `trained_loss`), on full series with
+        diffrax's default solve and a fixed key; default: `loss`."""
+        return self.loss(model, batch, key, solve)
+
+    def optimiser(self, learning_rate: float) -> optax.GradientTransformation:
+        """The optax optimiser at the scenario's learning rate; default: adabelief."""
+        return optax.adabelief(learning_rate)
+
+    def schedule(self, scale: str) -> dict[str, Any]:
+        """The problem's own training at `scale`, as `Scenario` fields that replace the
+        scale's (`steps_per_stage`, `learning_rate`, `length_fractions`, `batch`,
+        `dataset_size`, `eval_size`, `warmup_steps`, `optimiser_state`); default: none."""
+        del scale
+        return {}
+
+    def take(self, data: Any, idx: np.ndarray) -> Any:
+        """The batch of the series at indices `idx` (what the loss receives); default:
+        every leaf indexed on its first axis (`select_series`)."""
+        return select_series(data, idx)
+
+    def truncate(self, data: Any, length: int, total: int) -> Any:
+        """The first `length` observations of every series, padded to `total` points by
+        repeating the last kept one (the padding rule; `total == length`: no padding),
+        for the study's length stages. Default: every leaf with the series' `n_times`
+        points on its second axis is cut so; other leaves are kept."""
+        n_times = np.shape(self.times(data))[1]
+        if not 1 <= length <= total <= n_times:
+            raise ValueError(f"need 1 <= length <= total <= {n_times}, got {length}, {total}")
+        idx = np.minimum(np.arange(total), length - 1)
+
+        def cut(x):
+            return x[:, idx] if np.ndim(x) >= 2 and np.shape(x)[1] == n_times else x
+
+        return jax.tree.map(cut, data)
+
+    def size(self, data: Any) -> int:
+        """How many series `data` holds."""
+        return int(np.shape(self.times(data))[0])
+
+
 class AbstractProblem(eqx.Module):
-    """A neural-ODE training problem: what the study trains, independent of how the step
-    runs over devices. Subclass it (an `eqx.Module`) and implement the abstract parts.
+    """A neural-ODE training problem whose ODE state is the observed series itself: the
+    field, data as a `Dataset`, and a loss of solved against observed series. Subclass
+    it (an `eqx.Module`) and implement the abstract methods; the study runs it as an
+    `AbstractODEProblem` (`SeriesProblem`: every solve starts from `ys[:, 0]`, with
+    `args=None`). For any other neural ODE (a latent or controlled one), subclass
+    `AbstractODEProblem`.
 
     Class attributes (facts about the problem, read before anything compiles):
 
@@ -82,17 +218,22 @@ class AbstractProblem(eqx.Module):
     recommended_max_steps: ClassVar[int | None] = None
     has_spread: ClassVar[bool] = False
 
+    @abc.abstractmethod
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
         """`size` series as a `Dataset`: `ts` of shape `(size, n_times)` (increasing in
-        each row), `ys` of shape `(size, n_times, state)` with `ys[:, 0]` the initial
-        states. The same key must give the same data. `spread`: the complexity knob
-        (only where `has_spread`; the study passes 0 otherwise)."""
-        raise NotImplementedError
+        each row, apart from padding that repeats the last time and value), `ys` of
+        shape `(size, n_times, state)` with `ys[:, 0]` the initial states, `time_scale`
+        of shape `(size,)` (each series' horizon relative to a reference, 1.0 where all
+        share one: a fact of the data that the study carries but does not read). The
+        same key
+        must give the same data. `spread`: the complexity knob (only where
+        `has_spread`; the study passes 0 otherwise)."""
 
+    @abc.abstractmethod
     def make_field(self, key: jax.Array, width: int) -> eqx.Module:
         """The vector field to train, called as `field(t, y, args)` with `y` one state
-        (shape `(state,)`); `width` is the scenario's width knob (hidden units)."""
-        raise NotImplementedError
+        (shape `(state,)`) and `args` None; `width` is the scenario's width knob (hidden
+        units)."""
 
     def loss(
         self,
@@ -183,12 +324,125 @@ class OscillatorBank(AbstractProblem):
         return SharedField(key, width, self.COPIES)
 
 
-# The problems shipped with the package, by name.
-PROBLEMS: dict[str, AbstractProblem] = {
+class SeriesProblem(AbstractODEProblem):
+    """An `AbstractProblem` (the ODE's state is the observed series) as the study runs
+    it: the data is its `Dataset`, a batch is `(ts, ys)`, and the loss solves the field
+    from `ys[:, 0]` with `args=None` and applies the problem's `loss(pred, ys, mask)`.
+
+    - `problem`: the series problem; its facts are this problem's.
+    - `weighted`: return the loss as a `Mean` weighted by the observed points (set by
+      `for_data` where series hold different numbers of them), so that the mean over
+      devices is the global mean; the problem's loss must then be a mean over its
+      observed points. Otherwise a scalar, as the study has always trained it.
+    """
+
+    problem: AbstractProblem
+    weighted: bool = eqx.field(default=False, static=True)
+    needs_key: ClassVar[bool] = False
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.problem.name
+
+    @property
+    def time_dependent(self) -> bool:  # type: ignore[override]
+        return self.problem.time_dependent
+
+    @property
+    def uniform_grid(self) -> bool:  # type: ignore[override]
+        return self.problem.uniform_grid
+
+    @property
+    def trained_loss(self) -> float:  # type: ignore[override]
+        return self.problem.trained_loss
+
+    @property
+    def rtol(self) -> float:  # type: ignore[override]
+        return self.problem.rtol
+
+    @property
+    def atol(self) -> float:  # type: ignore[override]
+        return self.problem.atol
+
+    @property
+    def recommended_max_steps(self) -> int | None:  # type: ignore[override]
+        return self.problem.recommended_max_steps
+
+    @property
+    def has_spread(self) -> bool:  # type: ignore[override]
+        return self.problem.has_spread
+
+    def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
+        return self.problem.make_data(size, key, spread)
+
+    def times(self, data: Any) -> Any:
+        return data[0]  # a Dataset's or a batch's `ts`
+
+    def make_model(self, key: jax.Array, width: int) -> eqx.Module:
+        return self.problem.make_field(key, width)
+
+    def _series_loss(self, which: Any, model: Any, batch: Any, solve: Any) -> Any:
+        ts, ys = batch
+        pred = solve(model, ts, ys[:, 0])
+        # Within-ODE batching solves equal grids only: every point is observed.
+        mask = None if solve.within_ode else observed(ts)[..., None]
+        value = which(pred, ys, mask)
+        if not self.weighted:
+            return value
+        count = (ys.size if mask is None else jnp.sum(mask) * ys.shape[-1]).astype(value.dtype)
+        return Mean(value * count, count)
+
+    def loss(self, model, batch, key, solve):
+        del key
+        return self._series_loss(self.problem.loss, model, batch, solve)
+
+    def eval_loss(self, model, batch, key, solve):
+        del key
+        return self._series_loss(self.problem.eval_loss, model, batch, solve)
+
+    def optimiser(self, learning_rate: float) -> optax.GradientTransformation:
+        return self.problem.optimiser(learning_rate)
+
+    def schedule(self, scale: str) -> dict[str, Any]:
+        return self.problem.schedule(scale)
+
+    def take(self, data: Dataset, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return data.ts[idx], data.ys[idx]
+
+    def truncate(self, data: Dataset, length: int, total: int) -> Dataset:
+        return data.truncate_padded(length, total)
+
+    def for_data(self, data: Dataset) -> "SeriesProblem":
+        """This problem weighted (`weighted`) where the series of `data` hold different
+        numbers of observed points, else itself."""
+        counts = observed(np.asarray(data.ts)).sum(axis=1)
+        return SeriesProblem(self.problem, weighted=bool(np.ptp(counts) > 0))
+
+
+AnyProblem = AbstractProblem | AbstractODEProblem
+
+
+def as_ode_problem(problem: AnyProblem) -> AbstractODEProblem:
+    """`problem` as the study runs it: an `AbstractODEProblem` as it is, an
+    `AbstractProblem` through `SeriesProblem`."""
+    if isinstance(problem, AbstractODEProblem):
+        return problem
+    return SeriesProblem(problem)
+
+
+# The problems shipped with the package, by name (`register_problem` adds to it).
+PROBLEMS: dict[str, AnyProblem] = {
     "oscillator": Oscillator(),
     "oscillator_bank": OscillatorBank(),
 }
 DEFAULT_PROBLEM = "oscillator"
+_SHIPPED = frozenset(PROBLEMS)
+# Problems whose module is imported when first named (their JAX work stays out of the
+# package's import): name -> module:object.
+LAZY_PROBLEMS: dict[str, str] = {
+    "latent_ode": "odestudy.problems.latent:PROBLEM",
+    "forced_oscillator": "odestudy.problems.controlled:PROBLEM",
+}
 
 
 def _import(module: str):
@@ -203,36 +457,87 @@ def _import(module: str):
         return importlib.import_module(module)
 
 
+def _instantiate(spec: str, found: Any) -> Any:
+    """A problem class made with no arguments; a one-line ValueError naming what an
+    incomplete subclass lacks."""
+    if not (isinstance(found, type) and issubclass(found, AbstractProblem | AbstractODEProblem)):
+        return found
+    try:
+        return found()
+    except TypeError as exc:
+        raise ValueError(f"problem {spec!r} cannot be made: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def check_problem_type(spec: str, problem: Any) -> AnyProblem:
+    """`problem` if it is a problem object with every fact a problem needs (`name` a
+    non-empty string); a one-line ValueError naming `spec` and the rule otherwise."""
+    if not isinstance(problem, AbstractProblem | AbstractODEProblem):
+        raise ValueError(
+            f"problem {spec!r} is a {type(problem).__name__}, not an odestudy."
+            "AbstractODEProblem or AbstractProblem"
+        )
+    for fact, kind in (("name", str), ("time_dependent", bool), ("uniform_grid", bool)):
+        value = getattr(problem, fact, None)
+        if not isinstance(value, kind) or (kind is str and not value):
+            raise ValueError(
+                f"problem {spec!r}: class attribute {fact} must be a {kind.__name__}, got {value!r}"
+            )
+    trained = getattr(problem, "trained_loss", None)
+    if isinstance(trained, bool) or not isinstance(trained, int | float) or not trained > 0:
+        raise ValueError(f"problem {spec!r}: trained_loss must be a number > 0, got {trained!r}")
+    return problem
+
+
+def register_problem(problem: AnyProblem) -> str:
+    """Make `problem` (an object, from a notebook for example) known to this process by
+    its `name`, so that scenarios, matrices and `predict` run it as `problem=name`.
+    Returns the name; a ValueError for a shipped name
+    (shipped names cannot be taken; registering a name again replaces its problem, as a
+    notebook cell run again does). Runs in other processes (the matrix's kernels) need
+    a `module:object` they can import instead."""
+    problem = check_problem_type(repr(problem), _instantiate(repr(problem), problem))
+    name = problem.name
+    if (name in _SHIPPED and PROBLEMS[name] is not problem) or name in LAZY_PROBLEMS:
+        raise ValueError(f"problem name {name!r} is shipped: give your problem another name")
+    PROBLEMS[name] = problem
+    resolve_problem.cache_clear()
+    return name
+
+
 @functools.cache
-def resolve_problem(spec: str) -> AbstractProblem:
-    """The problem named by `spec`: a shipped problem's name (`PROBLEMS`), or
-    `module:object` where `object` is an `AbstractProblem` instance or subclass (made
-    with no arguments) in an importable module. ValueError saying why otherwise."""
+def resolve_problem(spec: str) -> AnyProblem:
+    """The problem named by `spec`: a shipped or registered problem's name (`PROBLEMS`,
+    `LAZY_PROBLEMS`), or `module:object` where `object` is a problem instance or
+    subclass (made with no arguments) in an importable module. A one-line ValueError
+    saying why otherwise."""
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"problem must be a name or module:object, got {spec!r}")
     if spec in PROBLEMS:
         return PROBLEMS[spec]
-    module, sep, attr = spec.partition(":")
+    target = LAZY_PROBLEMS.get(spec, spec)
+    module, sep, attr = target.partition(":")
     if not sep or not module or not attr:
         raise ValueError(
-            f"unknown problem {spec!r}; valid choices: {', '.join(PROBLEMS)}, or "
-            "module:object naming an odestudy.AbstractProblem"
+            f"unknown problem {spec!r}; valid choices: "
+            f"{', '.join([*PROBLEMS, *LAZY_PROBLEMS])}, or module:object naming an "
+            "odestudy.AbstractODEProblem or AbstractProblem"
         )
     try:
         found: Any = getattr(_import(module), attr)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"cannot load problem {spec!r}: {type(exc).__name__}: {exc}") from None
-    if isinstance(found, type) and issubclass(found, AbstractProblem):
-        found = found()
-    if not isinstance(found, AbstractProblem):
-        raise ValueError(
-            f"problem {spec!r} is a {type(found).__name__}, not an odestudy.AbstractProblem"
-        )
-    return found
+    return check_problem_type(spec, _instantiate(spec, found))
 
 
-def problem_facts(problem: AbstractProblem) -> dict[str, Any]:
-    """What a record says of its problem."""
+def problem_facts(problem: AnyProblem) -> dict[str, Any]:
+    """What a record says of its problem (the user's class, also where the study runs
+    it through `SeriesProblem`)."""
+    if isinstance(problem, SeriesProblem):
+        problem = problem.problem
     cls = type(problem)
     return {
         "name": problem.name,
@@ -245,7 +550,7 @@ def problem_facts(problem: AbstractProblem) -> dict[str, Any]:
     }
 
 
-def check_uniform_grids(problem: AbstractProblem, ts: np.ndarray) -> None:
+def check_uniform_grids(problem: AnyProblem, ts: np.ndarray) -> None:
     """Raise ValueError if `problem` claims evenly spaced grids (`uniform_grid`) and a
     row of `ts` (shape `(n, n_times)`) is not one: within-ODE batching would train on
     wrong times without an error."""

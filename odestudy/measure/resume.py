@@ -7,6 +7,7 @@ its record; `time_repeat` loads both in another process and times `REPEAT_STEPS`
 full-length steps with the study's one timing loop (`timing.run_steps`).
 """
 
+import itertools
 import os
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from .compat import use_compilation_cache
 from .problem import stage_lengths
 from .state import CACHE_DIR, STATE_NAME, load_executable, load_state
 from .timing import run_steps
-from .training import prepare, read_loss, scenario_devices
+from .training import prepare, read_loss, scenario_devices, step_key
 
 REPEAT_STEPS = 40  # timed steps per repeat (after the scenario's warm-up steps)
 
@@ -50,14 +51,18 @@ def time_repeat(s, out_dir: str | os.PathLike, timed_steps: int = REPEAT_STEPS) 
             out_dir / STATE_NAME, step.unplace(setup.params), step.unplace(setup.opt_state)
         )
         params, opt_state = step.place_state(*host)
-        length = stage_lengths(setup.data.ts.shape[1], s.length_fractions)[-1]
-        data = setup.data.truncate(length)
-        cost = solver_cost(setup.data) if s.batching == "grouped" else None
-        batches = batch_stream(len(data), s.global_batch, s.seed + 1, cost)
+        problem = setup.problem
+        grid = np.asarray(problem.times(setup.data))
+        length = stage_lengths(grid.shape[1], s.length_fractions)[-1]
+        data = problem.truncate(setup.data, length, length)
+        cost = solver_cost(grid) if s.batching == "grouped" else None
+        batches = batch_stream(len(grid), s.global_batch, s.seed + 1, cost)
 
         def placed_batches():
-            while True:
-                yield step.place_batch(_batch(data, next(batches)))
+            # Keys past the cold run's: numbered on from its last step.
+            for i in itertools.count(s.steps_per_stage * len(s.length_fractions)):
+                key = step_key(s, i) if problem.needs_key else None
+                yield step.place_batch(problem.take(data, next(batches)), key)
 
         stream = placed_batches()
         first = next(stream)
@@ -97,7 +102,3 @@ def time_repeat(s, out_dir: str | os.PathLike, timed_steps: int = REPEAT_STEPS) 
         result.update(status="failed", error=f"{type(exc).__name__}: {exc}")
     result["finished"] = environment.now()
     return result
-
-
-def _batch(data, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return data.ts[idx], data.ys[idx]

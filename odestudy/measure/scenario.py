@@ -8,7 +8,13 @@ import re
 from typing import Any
 
 from .modes import MODES, AbstractMode
-from .problem import DEFAULT_PROBLEM, AbstractProblem, resolve_problem
+from .problem import (
+    DEFAULT_PROBLEM,
+    AbstractODEProblem,
+    AnyProblem,
+    as_ode_problem,
+    resolve_problem,
+)
 from .solvers import (
     ADJOINTS,
     CONTROLLERS,
@@ -84,7 +90,7 @@ HETEROGENEOUS_NOTE = (
 )
 
 
-def scale_defaults(scale: str, problem: AbstractProblem) -> dict[str, Any]:
+def scale_defaults(scale: str, problem: AnyProblem) -> dict[str, Any]:
     """The sizes and training a scenario of `problem` at `scale` takes where its fields
     are left None: the scale's (`SCALES`), replaced by the problem's own schedule
     (`AbstractProblem.schedule`)."""
@@ -344,9 +350,15 @@ class Scenario:
         )
 
     @property
-    def problem_object(self) -> AbstractProblem:
-        """What is trained (`problem.AbstractProblem`), resolved from `problem`."""
+    def problem_object(self) -> AnyProblem:
+        """What is trained, as the user wrote it (`problem.AbstractODEProblem` or
+        `problem.AbstractProblem`), resolved from `problem`."""
         return resolve_problem(self.problem)
+
+    @property
+    def ode_problem(self) -> AbstractODEProblem:
+        """What is trained, as the study runs it (`problem.as_ode_problem`)."""
+        return as_ode_problem(self.problem_object)
 
     @property
     def parallel(self) -> AbstractMode:

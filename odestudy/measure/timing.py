@@ -72,7 +72,15 @@ _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 # Where `code_fingerprint` starts: the modules whose functions run a measurement (a
 # scenario, a repeat); the modules they import are found by reading their imports.
-ENTRY_MODULES = ("measure.training", "measure.resume", "study.distributed", "measure.timing")
+# The shipped problems beyond the oscillator (`problems/`) run where a scenario names them.
+ENTRY_MODULES = (
+    "measure.training",
+    "measure.resume",
+    "study.distributed",
+    "measure.timing",
+    "problems.latent",
+    "problems.controlled",
+)
 PACKAGE = Path(__file__).resolve().parents[1]
 # The checkout's notebook, or the copy an installed package carries (`environment.notebook`).
 SCENARIO_NOTEBOOK = next(

@@ -1,6 +1,7 @@
 """Run one scenario: data, model, staged training under a parallel mode, timings and
 a record."""
 
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -15,12 +16,22 @@ import optax
 from .analysis import mean_waste
 from .audit import count_collectives
 from .batching import batch_stream, solver_cost
+from .checks import ProblemError, call_part, check_data, check_parts
 from .compat import pmap_implementation
-from .data import DATA_CACHE_ENV, Dataset, cached_dataset
+from .data import DATA_CACHE_ENV, cached_dataset
 from .environment import cpu_info, git_commit, machine_id, now, this_machine, versions
-from .model import OSCILLATOR, eval_loss
+from .model import OSCILLATOR, evaluation
 from .modes import ParallelStep, make_parallel_step, to_host
-from .problem import AbstractProblem, check_uniform_grids, problem_facts, stage_lengths
+from .problem import (
+    AbstractODEProblem,
+    AnyProblem,
+    SeriesProblem,
+    as_ode_problem,
+    check_uniform_grids,
+    problem_facts,
+    select_series,
+    stage_lengths,
+)
 from .record import REQUIRED_KEYS, Record
 from .scenario import Scenario, validate
 from .state import load_state, save_executable, save_state
@@ -54,15 +65,27 @@ def scenario_devices(s: Scenario) -> list[jax.Device]:
     return devices[: s.devices_per_process]
 
 
-def make_eval_loss(controller: str, problem: AbstractProblem = OSCILLATOR) -> Callable:
-    """The problem's evaluation loss (`model.eval_loss`; the oscillator's: MSE over full
-    series), each solved on its own with the scenario's controller, compiled once."""
+def make_eval_loss(controller: str, problem: AnyProblem = OSCILLATOR) -> Callable:
+    """The problem's evaluation loss (`model.evaluation`; the oscillator's: MSE over full
+    series), each solved on its own with the scenario's controller, compiled once;
+    called as `evaluate(model, batch)`."""
+    ode_problem = as_ode_problem(problem)
 
     @eqx.filter_jit
-    def evaluate(model, ts, ys):
-        return eval_loss(model, ts, ys, controller, problem)
+    def evaluate(model, batch):
+        return evaluation(ode_problem, model, batch, controller)
 
     return evaluate
+
+
+# The training key of a scenario: `fold_in(PRNGKey(seed), TRAIN_KEY)`, then folded with
+# the step's number (`step_key`); the data and model keys are split from the seed.
+TRAIN_KEY = 1
+
+
+def step_key(s: Scenario, number: int) -> jax.Array:
+    """The key of training step `number` (from 0, counted over all stages)."""
+    return jr.fold_in(jr.fold_in(jr.PRNGKey(s.seed), TRAIN_KEY), number)
 
 
 def _steps_summary(per_device: list[np.ndarray], global_loop: bool = False) -> dict[str, Any]:
@@ -93,9 +116,9 @@ class Setup(NamedTuple):
     """What a scenario trains with: its problem, data, model parts, optimiser and the
     parallel step (parameters and optimiser state placed on the step's devices)."""
 
-    problem: AbstractProblem
-    data: Dataset
-    evalset: Dataset
+    problem: AbstractODEProblem
+    data: Any
+    evalset: Any
     static: Any
     optimiser: optax.GradientTransformation
     step: ParallelStep
@@ -106,26 +129,36 @@ class Setup(NamedTuple):
 
 def prepare(s: Scenario, devices: list[jax.Device]) -> Setup:
     """Data, initial model, optimiser and parallel step of scenario `s` on `devices`,
-    all from its problem (`Scenario.problem_object`).
+    all from its problem (`Scenario.ode_problem`), checked before anything compiles
+    (`checks`: a `ProblemError` names the problem, the part and the rule broken).
 
     The data come from the folder named by `ODESTUDY_DATA_CACHE` when it is set (see
     `data.cached_dataset`); the same seed gives the same data and initial model.
     """
-    problem = s.problem_object
+    problem = s.ode_problem
     data_key, model_key = jr.split(jr.PRNGKey(s.seed), 2)
     # One pool, one compile: the training set, then a fixed evaluation set.
-    pool, cached = cached_dataset(
+    pool, cached = call_part(
+        problem,
+        "data",
+        "make_data",
+        cached_dataset,
         s.dataset_size + s.eval_size,
         data_key,
         s.spread,
         os.environ.get(DATA_CACHE_ENV) or None,
         problem,
     )
-    data = pool.take(np.arange(s.dataset_size))
-    evalset = pool.take(np.arange(s.dataset_size, len(pool)))
+    check_data(problem, pool, s.dataset_size + s.eval_size)
+    if isinstance(problem, SeriesProblem):
+        problem = problem.for_data(pool)
+    data = select_series(pool, np.arange(s.dataset_size))
+    evalset = select_series(pool, np.arange(s.dataset_size, problem.size(pool)))
     if s.solve == "within_ode":  # before anything compiles
-        check_uniform_grids(problem, data.ts)
-    params, static = eqx.partition(problem.make_field(model_key, s.width), eqx.is_array)
+        check_uniform_grids(problem, np.asarray(problem.times(data)))
+    model = call_part(problem, "model", "make_model", problem.make_model, model_key, s.width)
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    check_parts(s, problem, data, params, static)
     optimiser = problem.optimiser(s.lr)
     step = make_parallel_step(
         s.parallel, devices, static, optimiser, s.controller, s.structure, s.donate, problem
@@ -190,6 +223,8 @@ class Progress:
         self.setup = setup
         self.report = report
         self.evaluate = make_eval_loss(s.controller, setup.problem)
+        evalset = setup.evalset
+        self.batch = setup.problem.take(evalset, np.arange(setup.problem.size(evalset)))
         self.train_time = 0.0
         self.done = 0
         self.curve: list[dict[str, float]] = []
@@ -197,7 +232,7 @@ class Progress:
     def loss(self, params: Any) -> float:
         """The evaluation loss of placed parameters `params`."""
         model = eqx.combine(self.setup.step.unplace(params), self.setup.static)
-        return float(self.evaluate(model, self.setup.evalset.ts, self.setup.evalset.ys))
+        return float(self.evaluate(model, self.batch))
 
     def on_step(self, i: int, params: Any, loss: float, seconds: float) -> None:
         self.train_time += seconds
@@ -223,14 +258,16 @@ class Stage(NamedTuple):
     losses: list[float]
 
 
-def stage_data(s: Scenario, data: Dataset, length: int, longest: int) -> Dataset:
-    """The series of a stage of `length` points. With PID and one solve per sample every
-    stage runs one program, compiled at the longest stage's length: shorter stages pad
-    their series (`Dataset.truncate_padded`), which leaves loss, gradients and solver
-    steps as they are. StepTo steps at every time of the grid, so padding would cost the
-    full length; within-ODE batching solves on the observation index. Those compile per
-    stage."""
-    return data.truncate_padded(length, longest) if shares_program(s) else data.truncate(length)
+def stage_data(
+    s: Scenario, problem: AbstractODEProblem, data: Any, length: int, longest: int
+) -> Any:
+    """The series of a stage of `length` points (`AbstractODEProblem.truncate`). With
+    PID and one solve per sample every stage runs one program, compiled at the longest
+    stage's length: shorter stages pad their series (the padding rule), which leaves
+    loss, gradients and solver steps as they are. StepTo steps at every time of the
+    grid, so padding would cost the full length; within-ODE batching solves on the
+    observation index. Those compile per stage."""
+    return problem.truncate(data, length, longest if shares_program(s) else length)
 
 
 def train_stage(
@@ -238,7 +275,7 @@ def train_stage(
     setup: Setup,
     number: int,
     length: int,
-    series: Dataset,
+    series: Any,
     batches: Iterator[np.ndarray],
     programs: dict[int, CompiledStep],
     params: Any,
@@ -251,16 +288,17 @@ def train_stage(
     steps on the clock, the first `s.warmup_steps` untimed. `executable_out`, if
     given, receives the program serialized (`"executable"`) when this stage compiles
     it."""
-    step = setup.step
+    step, problem = setup.step, setup.problem
 
     def placed() -> Iterator[Any]:
-        while True:
-            idx = next(batches)
-            yield step.place_batch((series.ts[idx], series.ys[idx]))
+        for i in itertools.count(number * s.steps_per_stage):
+            batch = problem.take(series, next(batches))
+            key = step_key(s, i) if problem.needs_key else None
+            yield step.place_batch(batch, key)
 
     stream = placed()
     first = next(stream)
-    width = series.ts.shape[1]
+    width = np.shape(problem.times(series))[1]
     reused = width in programs
     if not reused:
         programs[width] = compile_step(step, params, opt_state, first)
@@ -326,10 +364,11 @@ def train(
     - `devices`: devices to use; by default the first `s.devices_per_process` local ones.
     - `progress`: called as `progress(done_steps, total_steps)`.
     - `trace_dir`: with `s.trace`, where the profiler trace goes.
-    - `state_out`: if given, receives the trained model (`"model"`), the data
-      (`"data"`, `"evalset"`), the optimiser, and host copies of the trained
-      `"params"` and `"opt_state"`, and the last stage's serialized step
-      (`"executable"`, `serialize_step`), for repeats and benchmarks that go on from here.
+    - `state_out`: if given, receives the trained model (`"model"`), the problem as
+      the study ran it (`"problem"`), the data (`"data"`, `"evalset"`), the optimiser,
+      host copies of the trained `"params"` and `"opt_state"`, and the last stage's
+      serialized step (`"executable"`, `serialize_step`), for repeats and benchmarks
+      that go on from here.
     """
     validate(s)
     if devices is None:
@@ -337,10 +376,11 @@ def train(
     t_prepare = time.perf_counter()
     setup = prepare(s, devices)
     prepare_wall = time.perf_counter() - t_prepare
-    cost = solver_cost(setup.data) if s.batching == "grouped" else None
-    batches = batch_stream(len(setup.data), s.global_batch, s.seed, cost)
+    times = np.asarray(setup.problem.times(setup.data))
+    cost = solver_cost(times) if s.batching == "grouped" else None
+    batches = batch_stream(len(times), s.global_batch, s.seed, cost)
     tracker = Progress(s, setup, progress)
-    lengths = stage_lengths(setup.data.ts.shape[1], s.length_fractions)
+    lengths = stage_lengths(times.shape[1], s.length_fractions)
     programs: dict[int, CompiledStep] = {}
     stages: list[Stage] = []
     params, opt_state = setup.params, setup.opt_state
@@ -349,9 +389,9 @@ def train(
             # The reference starts each length stage with a new optimiser state.
             host = setup.step.unplace(params)
             params, opt_state = setup.step.place_state(host, setup.optimiser.init(host))
-        series = stage_data(s, setup.data, length, lengths[-1])
+        series = stage_data(s, setup.problem, setup.data, length, lengths[-1])
         # The last stage's program is kept for repeats (with PID it is the first's).
-        keep = state_out if series.ts.shape[1] == lengths[-1] else None
+        keep = state_out if np.shape(setup.problem.times(series))[1] == lengths[-1] else None
         stage = train_stage(
             s, setup, number, length, series, batches, programs, params, opt_state, tracker, keep
         )
@@ -372,6 +412,7 @@ def train(
     if state_out is not None:
         state_out.update(
             model=eqx.combine(setup.step.unplace(params), setup.static),
+            problem=setup.problem,
             data=setup.data,
             evalset=setup.evalset,
             optimiser=setup.optimiser,
@@ -404,6 +445,7 @@ def load_trained(
     params, opt_state = load_state(state_path, *host)
     state_out.update(
         model=eqx.combine(params, setup.static),
+        problem=setup.problem,
         data=setup.data,
         evalset=setup.evalset,
         optimiser=setup.optimiser,
@@ -460,7 +502,7 @@ def measurements(
             "eval_curve",
             "solver_steps",
         ],
-        "epoch_time_s": last["step_time_s"] * len(setup.data) / s.global_batch,
+        "epoch_time_s": last["step_time_s"] * setup.problem.size(setup.data) / s.global_batch,
         "final_loss": final_loss,
         # Whether the model reached its problem's trained loss: a row that did not is
         # marked in every table and never enters a verdict or a speedup.
@@ -569,6 +611,8 @@ def run_scenario(
             if state.get("executable"):
                 save_executable(state_path, state["executable"], jax.process_index())
         record.update(status="ok", error=None)
+    except ProblemError as exc:  # the problem's own one-line error, no traceback
+        record.update(status="failed", error=str(exc))
     except ValueError:
         raise
     except Exception as exc:  # a failed scenario is a result, not a crash

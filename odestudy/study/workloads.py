@@ -77,7 +77,10 @@ def _same(have: Any, want: Any) -> bool:
 # - width 16 at the quick scale's learning rate 1e-2 ends at 0.011 (trained);
 # - width 256 at 1e-2 ends at 0.21 (untrained); at 3e-3 it trains (see its note);
 # - the oscillator bank (state 16, `problem.OscillatorBank`) at width 16 ends at 0.011
-#   (trained; at width 64 at 0.0025, at about three times the step time).
+#   (trained; at width 64 at 0.0025, at about three times the step time);
+# - the latent ODE (`problems.latent`) and the forced oscillator, a controlled ODE
+#   (`problems.controlled`), at width 64 with their own schedules: one 1-device probe
+#   per controller, each trained.
 WORKLOADS: tuple[Workload, ...] = (
     Workload("oscillator w16", "oscillator", 16),
     Workload("oscillator w64", "oscillator", 64),
@@ -90,6 +93,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "loss 0.21 (untrained)",
     ),
     Workload("bank w16 (state 16)", "oscillator_bank", 16),
+    Workload("latent ODE w64", "latent_ode", 64),
+    Workload("forced oscillator w64 (controlled)", "forced_oscillator", 64),
 )
 
 

@@ -1,0 +1,198 @@
+"""A problem checked before anything compiles: its data, then its model and loss on one
+sample, traced but not compiled (`jax.eval_shape`). Each failure is a `ProblemError`:
+one line naming the problem, the part and the rule broken."""
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from .loss import Mean
+from .modes import study_loss
+from .problem import AbstractODEProblem, SeriesProblem
+from .scenario import Scenario
+
+
+class ProblemError(ValueError):
+    """A problem that cannot be trained, found before anything compiles."""
+
+    def __init__(self, problem: AbstractODEProblem, part: str, rule: str):
+        super().__init__(f"problem {problem.name!r}, {part}: {rule}")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def call_part(problem: AbstractODEProblem, part: str, method: str, fn: Any, *args: Any) -> Any:
+    """`fn(*args)`, which runs the user's `method` (`make_data`, `make_model`); what it
+    raises becomes a `ProblemError` naming the part and the method, in one line."""
+    try:
+        return fn(*args)
+    except ProblemError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's code: one line, no traceback
+        raise ProblemError(problem, part, f"{method} fails: {_one_line(exc)}") from None
+
+
+def check_times(problem: AbstractODEProblem, ts: np.ndarray) -> None:
+    """Observation times: shape `(size, n_times)` with at least 2 points, finite, and
+    strictly increasing along each series apart from padding at its end that repeats
+    the last time (`problem.observed`)."""
+    if ts.ndim != 2 or ts.shape[1] < 2:
+        raise ProblemError(
+            problem, "data", f"times must have shape (size, n_times >= 2), got {ts.shape}"
+        )
+    steps = np.diff(ts.astype(np.float64), axis=1)
+    decreasing = steps < 0
+    if decreasing.any():
+        row, col = np.argwhere(decreasing)[0]
+        raise ProblemError(
+            problem,
+            "data",
+            f"observation times must increase along each series; series {row} goes back "
+            f"in time at point {col + 1}",
+        )
+    # Padding repeats the last time: once a step is 0, every later step is 0 too.
+    padded = np.cumsum(steps == 0, axis=1) > 0
+    inner = padded & (steps > 0)
+    if inner.any():
+        row, col = np.argwhere(inner)[0]
+        raise ProblemError(
+            problem,
+            "data",
+            f"series {row} repeats a time before point {col + 1} and then goes on; only "
+            "padding at a series' end may repeat its last time",
+        )
+
+
+def check_data(problem: AbstractODEProblem, data: Any, size: int) -> None:
+    """`make_data`'s result for `size` series: a pytree of arrays, every leaf with the
+    series on its first axis and finite, and valid observation times (`check_times`);
+    for an `AbstractProblem`, observations of shape `(size, n_times, state)`."""
+    leaves = jax.tree_util.tree_leaves_with_path(data)
+    if not leaves:
+        raise ProblemError(problem, "data", "make_data returned no arrays")
+    for path, leaf in leaves:
+        where = f"leaf {jax.tree_util.keystr(path) or '(root)'}"
+        if not isinstance(leaf, np.ndarray | jax.Array):
+            raise ProblemError(problem, "data", f"{where} is a {type(leaf).__name__}, not an array")
+        if np.ndim(leaf) == 0 or np.shape(leaf)[0] != size:
+            raise ProblemError(
+                problem,
+                "data",
+                f"{where} has shape {np.shape(leaf)}: every leaf needs the {size} series on "
+                "its first axis",
+            )
+        value = np.asarray(leaf)
+        if np.issubdtype(value.dtype, np.inexact) and not np.isfinite(value).all():
+            bad = int(np.size(value) - np.isfinite(value).sum())
+            raise ProblemError(problem, "data", f"{where} holds {bad} NaN or infinite values")
+    try:
+        ts = np.asarray(problem.times(data))
+    except Exception as exc:  # noqa: BLE001 - the user's method: say which part failed
+        raise ProblemError(problem, "times", _one_line(exc)) from None
+    check_times(problem, ts)
+    if isinstance(problem, SeriesProblem):
+        ys = np.asarray(data.ys)
+        if ys.ndim != 3 or ys.shape[:2] != ts.shape:
+            raise ProblemError(
+                problem,
+                "data",
+                f"ys must have shape (size, n_times, state) = {(*ts.shape, 'state')}, "
+                f"got {ys.shape}",
+            )
+        if not np.issubdtype(ys.dtype, np.floating):
+            raise ProblemError(problem, "data", f"ys must be floating point, got {ys.dtype}")
+
+
+def check_field(problem: SeriesProblem, field: Any, ts: np.ndarray, ys: np.ndarray) -> None:
+    """An `AbstractProblem`'s field on one state: called as `field(t, y, args)` with
+    `args=None`, it returns an array of the state's shape and dtype."""
+    t = jax.ShapeDtypeStruct((), ts.dtype)
+    y = jax.ShapeDtypeStruct(ys.shape[2:], ys.dtype)
+    try:
+        out = eqx.filter_eval_shape(field, t, y, None)
+    except Exception as exc:  # noqa: BLE001
+        raise ProblemError(
+            problem,
+            "field",
+            f"must be callable as field(t, y, args) with y of shape {y.shape}: {_one_line(exc)}",
+        ) from None
+    if getattr(out, "shape", None) != y.shape:
+        raise ProblemError(
+            problem,
+            "field",
+            f"field(t, y, args) must return the state's shape {y.shape}, got "
+            f"{getattr(out, 'shape', type(out).__name__)}",
+        )
+
+
+def _is_scalar(x: Any) -> bool:
+    return getattr(x, "shape", None) == () and jnp.issubdtype(x.dtype, jnp.inexact)
+
+
+def check_loss(s: Scenario, problem: AbstractODEProblem, batch: Any, params: Any, static: Any):
+    """The loss of one batch, traced (not compiled) with the scenario's solve: it calls
+    the solve and returns a floating scalar or a `Mean` of them."""
+    loss = study_loss(s.controller, s.structure, problem)
+    key = jr.PRNGKey(0) if problem.needs_key else None
+    try:
+        value, _ = jax.eval_shape(lambda p, b: loss(p, static, b, key), params, batch)
+    except Exception as exc:  # noqa: BLE001 - the user's code: one line, no traceback
+        raise ProblemError(problem, "loss", f"fails on one sample: {_one_line(exc)}") from None
+    parts = [value.total, value.count] if isinstance(value, Mean) else [value]
+    if not all(_is_scalar(x) for x in parts):
+        shapes = [getattr(x, "shape", type(x).__name__) for x in parts]
+        raise ProblemError(
+            problem,
+            "loss",
+            f"must return one floating scalar (or odestudy.Mean of scalars), got shape "
+            f"{shapes[0] if len(shapes) == 1 else shapes}",
+        )
+
+
+def check_parts(
+    s: Scenario, problem: AbstractODEProblem, data: Any, params: Any, static: Any
+) -> None:
+    """The model and loss of `problem` on one sample of `data` (its field's call for an
+    `AbstractProblem` first), as scenario `s` trains them; a `ProblemError` otherwise.
+    Traced once per problem, solve and shapes in a process."""
+    if not jax.tree.leaves(params):
+        raise ProblemError(problem, "model", "make_model returned no inexact arrays to train")
+    one = problem.take(data, np.arange(1))
+    if isinstance(problem, SeriesProblem):
+        check_field(problem, eqx.combine(params, static), np.asarray(one[0]), np.asarray(one[1]))
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype), one)
+    _check_loss_once(s.controller, s.structure, problem, shapes, params, static, s)
+
+
+def _check_loss_once(controller, structure, problem, shapes, params, static, s) -> None:
+    key: tuple | None = (
+        controller,
+        structure,
+        problem,
+        jax.tree.structure(shapes),
+        _shapes(shapes),
+    ) + (jax.tree.structure(params), _shapes(params), static)
+    try:
+        cached = key in _CHECKED
+    except TypeError:  # an unhashable model part: check every time
+        cached, key = False, None
+    if cached:
+        return
+    check_loss(s, problem, shapes, params, static)
+    if key is not None:
+        _CHECKED.add(key)
+
+
+def _shapes(tree: Any) -> tuple:
+    return tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(tree))
+
+
+# Checks passed in this process (a test worker runs many scenarios of one problem).
+_CHECKED: set = set()

@@ -1,0 +1,169 @@
+"""A user's own training step timed in every mode on the local devices, with the study's
+protocol: each mode compiled apart (AOT), warm-up steps run and left out, then
+interleaved blocks of timed steps (every step waited for), and each median and speedup
+over one device with its 95% interval (a bootstrap over blocks, then steps)."""
+
+import time
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .measure.modes import MODES, PER_SAMPLE, make_step
+from .report.intervals import bootstrap_medians, fmt_interval, ratio_interval
+
+
+class ModeTimes(NamedTuple):
+    """What `time_modes` measured.
+
+    - `rows`: one dict per mode: `mode`, `devices`, `compile_s`, `step_s` (pooled
+      median) with `step_low_s` and `step_high_s`, `speedup` over `single` with
+      `speedup_low` and `speedup_high` (None for `single` or without it), `loss` (the
+      first step's), and `step_times_blocks_s` (every block's step times).
+    - `machine`, `versions`: where and with what it was measured.
+    """
+
+    rows: list[dict[str, Any]]
+    machine: str
+    versions: dict[str, str | None]
+
+    def table(self) -> str:
+        """The rows as a markdown table naming the machine."""
+        lines = [
+            f"Machine {self.machine}; step time (median ms) and speedup over `single`, "
+            "95% intervals over blocks and steps",
+            "",
+            "| mode | devices | compile s | step ms | speedup | loss |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in self.rows:
+            step = fmt_interval(1e3 * r["step_s"], 1e3 * r["step_low_s"], 1e3 * r["step_high_s"])
+            speedup = fmt_interval(r["speedup"], r["speedup_low"], r["speedup_high"])
+            lines.append(
+                f"| `{r['mode']}` | {r['devices']} | {r['compile_s']:.2f} | {step} | "
+                f"{speedup} | {r['loss']:.4g} |"
+            )
+        return "\n".join(lines)
+
+
+def _default_modes(n_devices: int) -> tuple[str, ...]:
+    return tuple(MODES) if n_devices >= 2 else ("single",)
+
+
+def _check(
+    batch: Any, devices: Sequence, modes: Sequence[str], blocks: int, steps: int, warmup: int
+) -> None:
+    """One-line ValueErrors before anything compiles."""
+    import jax
+
+    for mode in modes:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; valid choices: {', '.join(MODES)}")
+    sizes = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree.leaves(batch)}
+    if len(sizes) != 1 or None in sizes:
+        raise ValueError(f"every batch leaf needs the batch on its first axis, got {sizes}")
+    size = int(next(iter(sizes)) or 0)
+    if any(m != "single" for m in modes) and size % len(devices):
+        raise ValueError(f"the batch of {size} does not split over {len(devices)} devices")
+    if blocks < 2 or steps < 1 or warmup < 1:
+        raise ValueError(
+            "need blocks >= 2, steps_per_block >= 1 and warmup_steps >= 1, got "
+            f"{blocks}, {steps}, {warmup}"
+        )
+
+
+def _interval(runs: list[np.ndarray]) -> tuple[float, float]:
+    medians = bootstrap_medians(runs, np.random.default_rng(0))
+    low, high = np.percentile(medians, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def time_modes(
+    loss: Any,
+    optimiser: Any,
+    params: Any,
+    batch: Any,
+    *,
+    static: Any = None,
+    devices: Sequence[Any] | None = None,
+    modes: Sequence[str] | None = None,
+    aux: Any = PER_SAMPLE,
+    key: Any = None,
+    blocks: int = 5,
+    steps_per_block: int = 10,
+    warmup_steps: int = 3,
+) -> ModeTimes:
+    """Time one training step of `loss` in every mode on the local devices.
+
+    - `loss`, `optimiser`, `static`, `aux`: as `make_step` takes them.
+    - `params`: the parameters to time from (every timed step starts from them).
+    - `batch`: one global batch (host arrays, the batch on the first axis).
+    - `devices`: the devices (default: every local device); `single` runs on the first.
+    - `modes`: the modes to time (default: all four with 2 or more devices).
+    - `key`: a random key for a keyed loss (`make_step(keyed=True)`), or None.
+    - `blocks`, `steps_per_block`: interleaved blocks (the order of modes rotates from
+      block to block) of timed steps each; `warmup_steps`: untimed steps first.
+
+    Hold the machine to yourself while it runs: the timings are of everything the
+    machine does meanwhile. Returns a `ModeTimes`; `.table()` renders it.
+    """
+    import jax
+
+    from .measure.environment import machine_id, this_machine, versions
+    from .measure.timing import run_steps
+    from .study.lock import measuring
+
+    devices = list(devices or jax.local_devices())
+    modes = tuple(modes or _default_modes(len(devices)))
+    _check(batch, devices, modes, blocks, steps_per_block, warmup_steps)
+    runs: dict[str, Any] = {}
+    for mode in modes:
+        on = devices[:1] if mode == "single" else devices
+        step = make_step(loss, optimiser, mode, on, static=static, aux=aux, keyed=key is not None)
+        p, o = step.place_state(params, optimiser.init(params))
+        placed = step.place_batch(batch, key)
+        t0 = time.perf_counter()
+        compiled = step.compile(p, o, placed)
+        compile_s = time.perf_counter() - t0
+        first = run_steps(compiled, p, o, [placed] * warmup_steps, warmup_steps, carry=False)
+        runs[mode] = dict(
+            mode=mode, devices=len(on), compile_s=compile_s, loss=first.losses[0],
+            compiled=compiled, args=(p, o, placed), blocks=[],
+        )  # fmt: skip
+    with measuring("odestudy.time_modes", wait=True):
+        for b in range(blocks):
+            for mode in modes[b % len(modes) :] + modes[: b % len(modes)]:
+                r = runs[mode]
+                p, o, placed = r["args"]
+                timed = run_steps(
+                    r["compiled"], p, o, [placed] * steps_per_block, steps_per_block, carry=False
+                )
+                r["blocks"].append(np.asarray(timed.times))
+    return ModeTimes(
+        [_row(runs[m], runs.get("single")) for m in modes],
+        machine_id(this_machine()),
+        versions(),
+    )
+
+
+def _row(run: dict[str, Any], single: dict[str, Any] | None) -> dict[str, Any]:
+    blocks = run["blocks"]
+    low, high = _interval(blocks)
+    speedup: tuple[float | None, ...] = (None, None, None)
+    if single is not None and single is not run:
+        speedup = ratio_interval(
+            {"step_times_runs_s": single["blocks"]}, {"step_times_runs_s": blocks}
+        )
+    return {
+        "mode": run["mode"],
+        "devices": run["devices"],
+        "compile_s": run["compile_s"],
+        "step_s": float(np.median(np.concatenate(blocks))),
+        "step_low_s": low,
+        "step_high_s": high,
+        "speedup": speedup[0],
+        "speedup_low": speedup[1],
+        "speedup_high": speedup[2],
+        "loss": run["loss"],
+        "step_times_blocks_s": [b.tolist() for b in blocks],
+    }

@@ -1,0 +1,294 @@
+"""Any neural ODE through the study: the general problem type (its model, batch and
+loss, handed the study's solve), the shipped latent and controlled problems, problems
+checked before anything compiles, and `make_step`'s exact reductions, scalar aux and
+keys."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import optax
+import pytest
+
+import odestudy
+from odestudy.measure import training
+from odestudy.measure.model import BatchSolve
+from odestudy.measure.problem import resolve_problem
+from odestudy.measure.solvers import Structure
+from odestudy.measure.training import run_scenario
+
+CPU = jax.devices("cpu")
+BAD = "tests.bad_problems:"
+
+
+@pytest.fixture
+def no_compile(monkeypatch):
+    """Fail a test that reaches a training step's compile."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a training step was compiled")
+
+    monkeypatch.setattr(training, "compile_step", refuse)
+
+
+@pytest.mark.parametrize(
+    "name, part, rule",
+    [
+        ("DecreasingTimes", "data", "observation times must increase"),
+        ("NaNData", "data", "NaN or infinite"),
+        ("RaisingData", "data", "make_data fails: ValueError: assignment destination"),
+        ("WrongRank", "data", "ys must have shape (size, n_times, state)"),
+        ("BareMLP", "field", "must be callable as field(t, y, args)"),
+        ("WrongOutput", "field", "must return the state's shape (2,)"),
+        ("PerSeriesLoss", "loss", "must return one floating scalar"),
+        ("NeverSolves", "loss", "never called solve"),
+        ("RaggedLeaf", "data", "every leaf needs the"),
+    ],
+)
+def test_a_bad_problem_is_recorded_failed_with_one_line_before_compiling(
+    no_compile, name, part, rule
+):
+    s = odestudy.Scenario(problem=BAD + name, scale="smoke")
+    record = run_scenario(s)
+    assert record["status"] == "failed"
+    error = record["error"]
+    assert "\n" not in error and "traceback" not in record
+    assert error.startswith(f"problem {s.problem_object.name!r}, {part}: ")
+    assert rule in error
+
+
+@pytest.mark.parametrize(
+    "name, rule",
+    [
+        ("NoName", "name"),
+        ("NoField", "make_field"),
+    ],
+)
+def test_an_incomplete_subclass_is_refused_in_one_line(name, rule):
+    with pytest.raises(ValueError) as info:
+        odestudy.Scenario(problem=BAD + name, scale="smoke")
+    message = str(info.value)
+    assert "\n" not in message and rule in message and BAD + name in message
+
+
+def test_the_cli_refuses_a_bad_problem_in_one_line_with_a_failed_record(tmp_path):
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "odestudy.cli", "run", "--problem", BAD + "DecreasingTimes"]
+        + ["--scale", "smoke", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 1
+    record = odestudy.read_record(out / "metrics.json")
+    assert record["status"] == "failed"
+    assert record["error"].startswith("problem 'decreasing_times', data: observation times")
+    assert done.stderr.strip().splitlines()[-1] == record["error"]
+
+
+# --- make_step: exact global means, scalar aux, keys -------------------------------
+
+
+def _masked_problem():
+    """8 samples, 5 observed: 4 on the first device's half, 1 on the second's."""
+    x = jr.normal(jr.PRNGKey(0), (8, 3))
+    y = jr.normal(jr.PRNGKey(1), (8,))
+    mask = jnp.array([1, 1, 1, 1, 0, 0, 0, 1], dtype=jnp.float32)
+    params = jnp.array([0.3, -0.2, 0.5])
+
+    def loss(p, static, batch):
+        x, y, mask = batch
+        residual = mask * (x @ p - y) ** 2
+        value = odestudy.Mean(jnp.sum(residual), jnp.sum(mask))
+        aux = {"observed": jnp.mean(mask), "residual": residual}
+        return value, aux
+
+    return loss, params, (np.asarray(x), np.asarray(y), np.asarray(mask))
+
+
+def _one(mode, devices, loss, params, batch, **kw):
+    step = odestudy.make_step(loss, optax.sgd(1.0), mode, devices, **kw)
+    p, o = step.place_state(params, optax.sgd(1.0).init(params))
+    new, _, value, aux = step(p, o, step.place_batch(batch))
+    grad = np.asarray(params) - np.asarray(step.unplace(new))
+    return float(np.asarray(value).reshape(-1)[0]), grad, aux
+
+
+@pytest.mark.parametrize("mode", ["pmap", "shard", "shard_map"])
+def test_a_masked_mean_gives_the_global_loss_and_gradients_in_every_mode(mode):
+    loss, params, batch = _masked_problem()
+    aux_kinds = {"observed": "scalar", "residual": "per_sample"}
+    want, want_grad, _ = _one("single", CPU[:1], loss, params, batch, aux=aux_kinds)
+    x, y, mask = batch
+    truth = np.sum(mask * (x @ np.asarray(params) - y) ** 2) / mask.sum()
+    np.testing.assert_allclose(want, truth, rtol=1e-6)
+    value, grad, aux = _one(mode, CPU[:2], loss, params, batch, aux=aux_kinds)
+    np.testing.assert_allclose(value, want, rtol=1e-6)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-7)
+    # A scalar (a mean over the batch) is the global batch's, as averaged over devices;
+    # per-sample values keep the batch.
+    assert np.allclose(np.asarray(aux["observed"]), 5 / 8)
+    assert np.asarray(aux["residual"]).size == 8
+
+
+def test_a_scalar_aux_said_to_be_per_sample_is_refused_in_one_line():
+    loss, params, batch = _masked_problem()
+    with pytest.raises(ValueError, match="aux leaf is a scalar"):
+        _one("shard_map", CPU[:2], loss, params, batch)
+    with pytest.raises(ValueError, match="unknown aux kind 'scalars'"):
+        odestudy.make_step(loss, optax.sgd(1.0), "single", CPU[:1], aux="scalars")
+
+
+@pytest.mark.parametrize("mode", ["pmap", "shard_map"])
+def test_a_keyed_step_gives_each_device_and_call_its_own_key(mode):
+    def loss(p, static, batch, key):
+        noise = jr.uniform(key, (batch.shape[0],))
+        return jnp.mean((batch - p) ** 2), noise
+
+    step = odestudy.make_step(loss, optax.sgd(0.0), mode, CPU[:2], keyed=True)
+    p, o = step.place_state(jnp.zeros(()), optax.sgd(0.0).init(jnp.zeros(())))
+    data = np.arange(4.0, dtype=np.float32)
+    draws = [
+        np.asarray(step(p, o, step.place_batch(data, jr.PRNGKey(k)))[3]).reshape(2, 2)
+        for k in (0, 0, 1)
+    ]
+    np.testing.assert_array_equal(draws[0], draws[1])  # the same key, the same draws
+    assert not np.allclose(draws[0][0], draws[0][1])  # each device its own
+    assert not np.allclose(draws[0], draws[2])  # each call its own
+    with pytest.raises(ValueError, match="keyed step takes place_batch"):
+        step.place_batch(data)
+
+
+# --- the general problem type and the shipped problems ----------------------------
+
+
+def test_a_series_problem_with_unequal_padding_trains_the_global_mean_in_every_mode():
+    """An `AbstractProblem` whose series hold different numbers of observed points is
+    weighted by them (`SeriesProblem.for_data`): `shard_map` then trains the global mean
+    as `single` does (`make_step`'s reduction is tested in every mode above)."""
+    problem = odestudy.SeriesProblem(resolve_problem(BAD + "Good"))
+    data = problem.make_data(8, jr.PRNGKey(0))
+    ts, ys = data.ts.copy(), data.ys.copy()
+    for i, length in enumerate([12, 12, 12, 12, 3, 3, 3, 3]):  # pad the second half
+        ts[i, length:], ys[i, length:] = ts[i, length - 1], ys[i, length - 1]
+    padded = odestudy.Dataset(ts, ys, data.time_scale)
+    weighted = problem.for_data(padded)
+    assert weighted.weighted and not problem.for_data(data).weighted
+    model = weighted.make_model(jr.PRNGKey(1), 8)
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    batch = weighted.take(padded, np.arange(8))
+    results = {}
+    for mode, devices in (("single", CPU[:1]), ("shard_map", CPU[:2])):
+        # The fixed-step scan: the cheapest solve to compile, padding steps of length 0.
+        step = odestudy.make_parallel_step(
+            mode, devices, static, optax.sgd(1.0), "stepto", "scan", problem=weighted
+        )
+        p, o = step.place_state(params, optax.sgd(1.0).init(params))
+        new, _, value, _ = step(p, o, step.place_batch(batch))
+        grads = jax.tree.map(lambda a, b: a - b, params, step.unplace(new))
+        results[mode] = (float(np.asarray(value).reshape(-1)[0]), grads)
+    for mode in ("shard_map",):
+        np.testing.assert_allclose(results[mode][0], results["single"][0], rtol=1e-5)
+        pairs = zip(
+            jax.tree.leaves(results[mode][1]), jax.tree.leaves(results["single"][1]), strict=True
+        )
+        for a, b in pairs:
+            np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6)
+
+
+def test_the_controlled_problem_reads_args_alike_in_every_batching():
+    """The forced oscillator's field reads each series' forcing (`args`): solved one
+    series at a time, as one ODE, and as a fixed-step scan on its grid, the solutions
+    agree (the scan to its fixed step's accuracy)."""
+    problem = resolve_problem("forced_oscillator")
+    data = problem.make_data(4, jr.PRNGKey(0))
+    field = problem.make_model(jr.PRNGKey(1), 16)
+    ts, y0, forcing = data.ts[:, :20], data.ys[:, 0], data.forcing
+    solves = {
+        "per_sample": BatchSolve("pid", Structure(), problem),
+        "within_ode": BatchSolve("pid", Structure(solve="within_ode"), problem),
+        "scan": BatchSolve("stepto", Structure(solve="scan"), problem),
+    }
+    out = {k: np.asarray(solve(field, ts, y0, args=forcing)) for k, solve in solves.items()}
+    np.testing.assert_allclose(out["within_ode"], out["per_sample"], atol=2e-3)
+    np.testing.assert_allclose(out["scan"], out["per_sample"], atol=2e-2)
+    # Another forcing gives another solution: the field does read it.
+    other = np.asarray(solves["per_sample"](field, ts, y0, args=forcing[::-1]))
+    assert not np.allclose(other, out["per_sample"], atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "problem, fields",
+    [
+        ("latent_ode", {"mode": "shard_map", "devices_per_process": 2}),
+        ("forced_oscillator", {"solve": "within_ode", "controller": "pid"}),
+    ],
+)
+def test_a_shipped_problem_of_another_family_trains_through_the_study(problem, fields):
+    s = odestudy.Scenario(problem=problem, scale="smoke", **fields)
+    record = run_scenario(s)
+    assert record["status"] == "ok", record["error"]
+    assert record["problem_facts"]["name"] == problem
+    assert np.isfinite(record["final_loss"])
+    steps = record["solver_steps"]["last_step_per_sample"]
+    assert len(steps) == s.global_batch and min(steps) > 0
+
+
+def test_a_problem_object_from_a_notebook_runs_by_its_registered_name():
+    class Mine(odestudy.AbstractODEProblem):
+        name = "mine_in_a_notebook"
+        time_dependent = False
+        uniform_grid = True
+        trained_loss = 1.0
+        needs_key = False
+
+        def make_data(self, size, key, spread=0.0):
+            y0 = np.asarray(jr.normal(key, (size, 2)))
+            ts = np.broadcast_to(np.linspace(0.0, 1.0, 6), (size, 6)).copy()
+            return {"ts": ts, "ys": y0[:, None, :] * np.exp(-ts)[..., None]}
+
+        def times(self, data):
+            return data["ts"]
+
+        def make_model(self, key, width):
+            return odestudy.VectorField(key, width)
+
+        def loss(self, model, batch, key, solve):
+            pred = solve(model, batch["ts"], batch["ys"][:, 0])
+            return jnp.mean((pred - batch["ys"]) ** 2)
+
+    name = odestudy.register_problem(Mine())
+    assert name == "mine_in_a_notebook"
+    s = odestudy.Scenario(problem=name, scale="smoke", controller="stepto", solve="scan")
+    record = run_scenario(s)
+    assert record["status"] == "ok", record["error"]
+    assert record["problem_facts"]["class"].endswith("Mine")
+    with pytest.raises(ValueError, match="is shipped"):
+        odestudy.register_problem(type("Clash", (Mine,), {"name": "oscillator"})())
+
+
+def test_time_modes_times_a_users_step_in_every_mode_as_a_table():
+    loss, params, batch = _masked_problem()
+    aux_kinds = {"observed": "scalar", "residual": "per_sample"}
+    result = odestudy.time_modes(
+        loss, optax.sgd(0.1), params, batch, devices=CPU[:2], aux=aux_kinds,
+        blocks=2, steps_per_block=2, warmup_steps=1,
+    )  # fmt: skip
+    rows = {r["mode"]: r for r in result.rows}
+    assert set(rows) == {"single", "pmap", "shard", "shard_map"}
+    assert rows["single"]["speedup"] is None and rows["pmap"]["speedup"] is not None
+    losses = [r["loss"] for r in result.rows]
+    np.testing.assert_allclose(losses, losses[0], rtol=1e-6)  # one objective in all modes
+    for r in result.rows:
+        assert [len(b) for b in r["step_times_blocks_s"]] == [2, 2]
+        assert r["step_low_s"] <= r["step_s"] <= r["step_high_s"]
+    table = result.table()
+    assert result.machine in table and table.count("\n| `") == 4
+    with pytest.raises(ValueError, match="does not split over 3 devices"):
+        odestudy.time_modes(loss, optax.sgd(0.1), params, batch, devices=CPU[:3])
