@@ -99,6 +99,15 @@ class PerSeriesLoss(Good):
         return jnp.mean((pred - ys) ** 2, axis=(1, 2))
 
 
+class PerSeriesEval(Good):
+    """An evaluation loss with one value per series."""
+
+    name: ClassVar[str] = "per_series_eval"
+
+    def eval_loss(self, pred, ys, mask):
+        return jnp.mean((pred - ys) ** 2, axis=(1, 2))
+
+
 class NoName(odestudy.AbstractProblem):
     """A subclass without its `name`."""
 

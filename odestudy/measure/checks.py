@@ -11,8 +11,9 @@ import jax.random as jr
 import numpy as np
 
 from .loss import Mean
+from .model import evaluation
 from .modes import study_loss
-from .problem import AbstractODEProblem, SeriesProblem
+from .problem import AbstractODEProblem, AbstractProblem, SeriesProblem
 from .scenario import Scenario
 
 
@@ -145,12 +146,35 @@ def check_loss(s: Scenario, problem: AbstractODEProblem, batch: Any, params: Any
         value, _ = jax.eval_shape(lambda p, b: loss(p, static, b, key), params, batch)
     except Exception as exc:  # noqa: BLE001 - the user's code: one line, no traceback
         raise ProblemError(problem, "loss", f"fails on one sample: {_one_line(exc)}") from None
+    _check_scalar(problem, "loss", value)
+    if _own_eval_loss(problem):
+        try:
+            value = jax.eval_shape(
+                lambda p, b: evaluation(problem, eqx.combine(p, static), b, s.controller),
+                params,
+                batch,
+            )
+        except Exception as exc:  # noqa: BLE001
+            raise ProblemError(
+                problem, "eval_loss", f"fails on one sample: {_one_line(exc)}"
+            ) from None
+        _check_scalar(problem, "eval_loss", value)
+
+
+def _own_eval_loss(problem: AbstractODEProblem) -> bool:
+    """Whether the problem's evaluation loss is its own, not its training loss."""
+    if isinstance(problem, SeriesProblem):
+        return type(problem.problem).eval_loss is not AbstractProblem.eval_loss
+    return type(problem).eval_loss is not AbstractODEProblem.eval_loss
+
+
+def _check_scalar(problem: AbstractODEProblem, part: str, value: Any) -> None:
     parts = [value.total, value.count] if isinstance(value, Mean) else [value]
     if not all(_is_scalar(x) for x in parts):
         shapes = [getattr(x, "shape", type(x).__name__) for x in parts]
         raise ProblemError(
             problem,
-            "loss",
+            part,
             f"must return one floating scalar (or odestudy.Mean of scalars), got shape "
             f"{shapes[0] if len(shapes) == 1 else shapes}",
         )

@@ -42,9 +42,10 @@ def workdir(name: str) -> Path:
     return ROOT / name if in_checkout() else Path.cwd() / name
 
 
-# What the study writes (records, figures, and README.md, whose results section
-# `odestudy report --readme` rewrites); changes there do not make a checkout dirty.
-OUTPUTS = ("results", "figures", "README.md")
+# What the study writes (records, figures, the results pages under docs/results, and
+# README.md, whose results section `odestudy report --readme` rewrites); changes there
+# do not make a checkout dirty.
+OUTPUTS = ("results", "figures", "README.md", "docs/results")
 PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "numpy")
 
 

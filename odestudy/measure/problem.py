@@ -494,11 +494,10 @@ def check_problem_type(spec: str, problem: Any) -> AnyProblem:
 
 def register_problem(problem: AnyProblem) -> str:
     """Make `problem` (an object, from a notebook for example) known to this process by
-    its `name`, so that scenarios, matrices and `predict` run it as `problem=name`.
-    Returns the name; a ValueError for a shipped name
-    (shipped names cannot be taken; registering a name again replaces its problem, as a
-    notebook cell run again does). Runs in other processes (the matrix's kernels) need
-    a `module:object` they can import instead."""
+    its `name`, so that scenarios and `predict` run it as `problem=name`; returns the
+    name. Registering a name again replaces its problem (as a notebook cell run again
+    does); a shipped name is refused (ValueError). Other processes (the matrix's
+    kernels, SLURM jobs) cannot make it: they need a `module:object` to import."""
     problem = check_problem_type(repr(problem), _instantiate(repr(problem), problem))
     name = problem.name
     if (name in _SHIPPED and PROBLEMS[name] is not problem) or name in LAZY_PROBLEMS:
@@ -506,6 +505,36 @@ def register_problem(problem: AnyProblem) -> str:
     PROBLEMS[name] = problem
     resolve_problem.cache_clear()
     return name
+
+
+def problem_spec(problem: "str | AnyProblem") -> str:
+    """How scenarios name `problem`: a string as it is; an object by its shipped or
+    registered name where it is that problem, else as `module:Class` where its class is
+    importable (not defined in `__main__`) and made with no arguments gives it back;
+    else it is registered (`register_problem`) and runs in this process only."""
+    if isinstance(problem, str):
+        return problem
+    problem = check_problem_type(repr(problem), problem)
+    if problem.name in PROBLEMS or problem.name in LAZY_PROBLEMS:
+        if resolve_problem(problem.name) is problem:
+            return problem.name
+    cls = type(problem)
+    if cls.__module__ != "__main__" and "<locals>" not in cls.__qualname__:
+        spec = f"{cls.__module__}:{cls.__qualname__}"
+        try:
+            same = bool(resolve_problem(spec) == problem)
+        except Exception:  # noqa: BLE001 - not made so, or not comparable: register it
+            same = False
+        if same:
+            return spec
+    return register_problem(problem)
+
+
+def in_this_process_only(spec: str) -> bool:
+    """Whether problem `spec` is known to this process only (registered, neither shipped
+    nor `module:object`): other processes (the matrix's kernels, SLURM jobs) cannot
+    make it."""
+    return spec in PROBLEMS and spec not in _SHIPPED
 
 
 @functools.cache

@@ -13,6 +13,7 @@ from .problem import (
     AbstractODEProblem,
     AnyProblem,
     as_ode_problem,
+    problem_spec,
     resolve_problem,
 )
 from .solvers import (
@@ -269,8 +270,10 @@ class Scenario:
     # Fields added after the first records: hashed by `key()` only where not default.
     problem: str = _field(
         DEFAULT_PROBLEM,
-        "what is trained: a shipped problem's name (oscillator) or module:object naming "
-        "an odestudy.AbstractProblem in an importable module",
+        "what is trained: a shipped problem's name (oscillator, oscillator_bank, "
+        "latent_ode, forced_oscillator), module:object naming an odestudy."
+        "AbstractODEProblem or AbstractProblem in an importable module, or a registered "
+        "problem's name (odestudy.register_problem)",
         role="size",
         tag="p",
     )
@@ -307,6 +310,8 @@ class Scenario:
     )
 
     def __post_init__(self):
+        # A problem object (from a notebook) is named as scenarios name problems.
+        object.__setattr__(self, "problem", problem_spec(self.problem))
         if self.scale not in SCALES:
             raise ValueError(f"unknown scale {self.scale!r}; valid choices: {', '.join(SCALES)}")
         for name, value in scale_defaults(self.scale, resolve_problem(self.problem)).items():

@@ -8,7 +8,7 @@ from typing import Any
 from ..measure import environment
 from ..measure.devices import gpu_count
 from ..measure.modes import MODES
-from ..measure.problem import DEFAULT_PROBLEM
+from ..measure.problem import DEFAULT_PROBLEM, AnyProblem, in_this_process_only, problem_spec
 from ..measure.recommended import recommended as apply
 from ..measure.record import Record
 from ..measure.scenario import SCALES, Scenario, heterogeneous_training
@@ -361,7 +361,7 @@ def run_matrix(
     ceiling: bool | None = None,
     executor: Executor | None = None,
     wait: bool = False,
-    problem: str = DEFAULT_PROBLEM,
+    problem: "str | AnyProblem" = DEFAULT_PROBLEM,
 ) -> list[Record]:
     """Run the matrix one scenario at a time in rounds: every scenario's first, cold
     run (a fresh kernel), then every scenario's repeats (`repeats.REPEATS` runs in all
@@ -386,11 +386,21 @@ def run_matrix(
     - `wait`: where another measurement holds this machine's lock (`lock.measuring`),
       wait for it; otherwise `lock.MachineBusy` is raised before anything is written.
     - `problem`: what every scenario trains (`Scenario.for_problem`; a scenario the
-      problem cannot run, such as a spread on a problem without one, is left out).
+      problem cannot run, such as a spread on a problem without one, is left out): a
+      name, `module:object`, or a problem object whose class the kernels can import
+      (`problem.problem_spec`). One registered in this process only is refused: the runs
+      are processes of their own.
 
     Prints the plan (`matrix_plan`) with an estimate of its duration first, then one
     line per run.
     """
+    problem = problem_spec(problem)
+    if in_this_process_only(problem):
+        raise ValueError(
+            f"problem {problem!r} is registered in this process only; the matrix runs each "
+            "scenario in a process of its own: define its class in a module they can import "
+            "and pass the object or module:object"
+        )
     executor = executor or LocalExecutor()
     runnable, not_run, wanted, probes = _scenarios_to_run(
         scale, device, study, full, only, selection, repeats, recommended, ceiling, problem
