@@ -2,6 +2,9 @@
 sample, traced but not compiled (`jax.eval_shape`). Each failure is a `ProblemError`:
 one line naming the problem, the part and the rule broken."""
 
+import hashlib
+import os
+from pathlib import Path
 from typing import Any
 
 import equinox as eqx
@@ -10,11 +13,13 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from .data import DATA_CACHE_ENV, problem_source
 from .loss import Mean
 from .model import evaluation
 from .modes import study_loss
 from .problem import AbstractODEProblem, AbstractProblem, SeriesProblem
 from .scenario import Scenario
+from .timing import code_fingerprint
 
 
 class ProblemError(ValueError):
@@ -185,7 +190,8 @@ def check_parts(
 ) -> None:
     """The model and loss of `problem` on one sample of `data` (its field's call for an
     `AbstractProblem` first), as scenario `s` trains them; a `ProblemError` otherwise.
-    Traced once per problem, solve and shapes in a process."""
+    A loss check passed before for the same problem, solve and shapes is not traced
+    again (`_passed_marker`)."""
     if not jax.tree.leaves(params):
         raise ProblemError(problem, "model", "make_model returned no inexact arrays to train")
     one = problem.take(data, np.arange(1))
@@ -196,27 +202,41 @@ def check_parts(
 
 
 def _check_loss_once(controller, structure, problem, shapes, params, static, s) -> None:
-    key: tuple | None = (
-        controller,
-        structure,
-        problem,
-        jax.tree.structure(shapes),
-        _shapes(shapes),
-    ) + (jax.tree.structure(params), _shapes(params), static)
-    try:
-        cached = key in _CHECKED
-    except TypeError:  # an unhashable model part: check every time
-        cached, key = False, None
-    if cached:
+    marker = _passed_marker(s, problem, shapes, params)
+    if marker is not None and marker.exists():
         return
     check_loss(s, problem, shapes, params, static)
-    if key is not None:
-        _CHECKED.add(key)
+    if marker is not None:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
+        tmp.write_text("passed\n")
+        os.replace(tmp, marker)
+
+
+def _passed_marker(s: Scenario, problem: Any, shapes: Any, params: Any) -> Path | None:
+    """Where a passed loss check is remembered: in the data cache folder (`data.
+    DATA_CACHE_ENV`, which the matrix gives its kernels and repeats), named by what
+    decides the check (the measuring code, JAX's version, the problem's value and
+    source, the controller and solve, the shapes); None without that folder or for a
+    problem without a source file (every run checks then)."""
+    folder = os.environ.get(DATA_CACHE_ENV)
+    source = problem_source(problem)
+    if not folder or source is None:
+        return None
+    digest = hashlib.sha256()
+    parts = [
+        code_fingerprint()["fingerprint"],
+        jax.__version__,
+        s.controller,
+        repr(s.structure),
+        repr((jax.tree.structure(shapes), _shapes(shapes), _shapes(params))),
+        type(problem).__qualname__,
+        *source,
+    ]
+    for part in parts:
+        digest.update(part if isinstance(part, bytes) else str(part).encode())
+    return Path(folder) / f"checked-{digest.hexdigest()[:20]}"
 
 
 def _shapes(tree: Any) -> tuple:
     return tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(tree))
-
-
-# Checks passed in this process (a test worker runs many scenarios of one problem).
-_CHECKED: set = set()

@@ -113,7 +113,7 @@ def _key_bytes(key: jax.Array) -> bytes:
     return np.asarray(jr.key_data(key) if typed else key).tobytes()
 
 
-def _problem_source(problem: Any) -> list[str | bytes] | None:
+def problem_source(problem: Any) -> list[str | bytes] | None:
     """What identifies another problem's data beyond size, key and spread: its value and
     the file defining its class (a `SeriesProblem`'s: the series problem's); None where
     the class has no file (defined in a notebook: its data is not cached)."""
@@ -164,7 +164,7 @@ def cached_dataset(
     file), else made and written there. Returns `(data, read_from_cache)`; `cache=None`
     (or a problem whose class has no source file) always makes it."""
     make = make_dataset if problem is None else problem.make_data
-    extra = [] if problem is None else _problem_source(problem)
+    extra = [] if problem is None else problem_source(problem)
     if cache is None or extra is None:
         return make(size, key, spread), False
     digest = hashlib.sha256()

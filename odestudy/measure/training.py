@@ -127,10 +127,13 @@ class Setup(NamedTuple):
     data_cached: bool
 
 
-def prepare(s: Scenario, devices: list[jax.Device]) -> Setup:
+def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup:
     """Data, initial model, optimiser and parallel step of scenario `s` on `devices`,
     all from its problem (`Scenario.ode_problem`), checked before anything compiles
     (`checks`: a `ProblemError` names the problem, the part and the rule broken).
+
+    - `check`: check the model and loss on one sample (traced); the data are always
+      checked. A run that goes on from a checked cold run of `s` (a repeat) skips it.
 
     The data come from the folder named by `ODESTUDY_DATA_CACHE` when it is set (see
     `data.cached_dataset`); the same seed gives the same data and initial model.
@@ -158,7 +161,8 @@ def prepare(s: Scenario, devices: list[jax.Device]) -> Setup:
         check_uniform_grids(problem, np.asarray(problem.times(data)))
     model = call_part(problem, "model", "make_model", problem.make_model, model_key, s.width)
     params, static = eqx.partition(model, eqx.is_inexact_array)
-    check_parts(s, problem, data, params, static)
+    if check:
+        check_parts(s, problem, data, params, static)
     optimiser = problem.optimiser(s.lr)
     step = make_parallel_step(
         s.parallel, devices, static, optimiser, s.controller, s.structure, s.donate, problem
