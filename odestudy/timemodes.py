@@ -116,21 +116,11 @@ def time_modes(
     devices = list(devices or jax.local_devices())
     modes = tuple(modes or _default_modes(len(devices)))
     _check(batch, devices, modes, blocks, steps_per_block, warmup_steps)
-    runs: dict[str, Any] = {}
-    for mode in modes:
-        on = devices[:1] if mode == "single" else devices
-        step = make_step(loss, optimiser, mode, on, static=static, aux=aux, keyed=key is not None)
-        p, o = step.place_state(params, optimiser.init(params))
-        placed = step.place_batch(batch, key)
-        t0 = time.perf_counter()
-        compiled = step.compile(p, o, placed)
-        compile_s = time.perf_counter() - t0
-        first = run_steps(compiled, p, o, [placed] * warmup_steps, warmup_steps, carry=False)
-        runs[mode] = dict(
-            mode=mode, devices=len(on), compile_s=compile_s, loss=first.losses[0],
-            compiled=compiled, args=(p, o, placed), blocks=[],
-        )  # fmt: skip
+    # The lock covers compiles and warm-up too: they load the cores another
+    # measurement would be timing.
     with measuring("odestudy.time_modes", wait=True):
+        runs = {m: _prepare(m, loss, optimiser, params, batch, devices, static, aux, key,
+                            warmup_steps) for m in modes}  # fmt: skip
         for b in range(blocks):
             for mode in modes[b % len(modes) :] + modes[: b % len(modes)]:
                 r = runs[mode]
@@ -144,6 +134,26 @@ def time_modes(
         machine_id(this_machine()),
         versions(),
     )
+
+
+def _prepare(
+    mode, loss, optimiser, params, batch, devices, static, aux, key, warmup_steps
+) -> dict[str, Any]:
+    """One mode's step compiled apart (AOT, timed) and warmed up (untimed)."""
+    from .measure.timing import run_steps
+
+    on = devices[:1] if mode == "single" else devices
+    step = make_step(loss, optimiser, mode, on, static=static, aux=aux, keyed=key is not None)
+    p, o = step.place_state(params, optimiser.init(params))
+    placed = step.place_batch(batch, key)
+    t0 = time.perf_counter()
+    compiled = step.compile(p, o, placed)
+    compile_s = time.perf_counter() - t0
+    first = run_steps(compiled, p, o, [placed] * warmup_steps, warmup_steps, carry=False)
+    return dict(
+        mode=mode, devices=len(on), compile_s=compile_s, loss=first.losses[0],
+        compiled=compiled, args=(p, o, placed), blocks=[],
+    )  # fmt: skip
 
 
 def _row(run: dict[str, Any], single: dict[str, Any] | None) -> dict[str, Any]:
