@@ -23,7 +23,7 @@ def main() -> None:
     import odestudy
 
     odestudy.configure_devices(a.device, a.devices)
-    from odestudy.report.projection import collective_latency
+    from odestudy.measure.probe import collective_latency
 
     rec = collective_latency(a.devices, a.iterations, a.size)
     rec.update(

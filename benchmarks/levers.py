@@ -284,9 +284,6 @@ def main() -> None:
         p.error("--out is required (or --map)")
     if a.map and not a.variants:
         p.error("--map needs --variants (the same for both controllers)")
-    # Every run's workers start from this environment (the parent's later changes to
-    # its own, such as its device set-up for the record, are not passed on).
-    start_env = dict(os.environ)
     labels = a.variants.split(",") if a.variants else DEFAULT_VARIANTS[a.controller]
     unknown = [x for x in labels if x not in VARIANTS and x not in RECOMMENDED_VARIANTS]
     if unknown:
@@ -308,6 +305,20 @@ def main() -> None:
             (c, w, folder / f"{w.slug()}-{c}.json") for w in WORKLOADS for c in ("pid", "stepto")
         ]
     checked = [(w, out, _scenario(a, c, w, labels, p)) for c, w, out in runs]
+    from odestudy.study.probing import session_probe
+    from odestudy.study.records import DEFAULT_RESULTS, machine_folder
+
+    with session_probe("cpu", 1, machine_folder(DEFAULT_RESULTS)):
+        # Every run's workers start from this environment, the probe's named (the
+        # parent's later changes to its own, such as its device set-up for the record,
+        # are not passed on).
+        start_env = dict(os.environ)
+        _measure_all(a, checked, labels, start_env)
+
+
+def _measure_all(a: argparse.Namespace, checked: list, labels: list[str], start_env: dict) -> None:
+    """Measure each of `checked` (workload, output, scenario), keeping a map record that
+    stands for its run."""
     for workload, out, s in checked:  # every scenario checked before any run
         if a.map:
             why = why_rerun(out, s, labels, a.blocks, a.steps_per_block)

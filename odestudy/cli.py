@@ -145,75 +145,153 @@ def _matrix(a: argparse.Namespace) -> int:
 
 
 def _predict_map(a: argparse.Namespace) -> int:
-    """`odestudy predict --map`: the prediction of every workload of the map."""
+    """`odestudy predict --map`: the prediction of every workload of the map, from this
+    session's probe of its devices, or from `--profile` without measuring them."""
     from .measure.devices import configure_devices
     from .predict import predict_map
     from .study.lock import measuring
+    from .study.probing import session_probe
+    from .study.profiles import load_profile
+    from .study.records import machine_folder
     from .study.workloads import MAP_FOLDER
 
-    configure_devices("cpu", a.devices)
+    n, results = a.devices or 2, Path(a.results) / MAP_FOLDER
+    profile = load_profile(a.profile, a.results) if a.profile else None
+    configure_devices("cpu", n)
     with measuring("odestudy predict --map", a.wait):
-        done = predict_map(Path(a.results) / MAP_FOLDER, a.devices, a.scale)
+        with session_probe("cpu", 1 if profile else n, machine_folder(results)):
+            done = predict_map(results, n, a.scale or "quick", profile)
     print(f"{len(done)} prediction(s) of the workload map")
     return 0
 
 
 def _predict(a: argparse.Namespace) -> int:
-    from .measure.devices import configure_devices
-    from .predict import check_prediction, predict_modes, recorded_state
+    from .predict import check_prediction, one_device, recorded_state
+    from .study.profiles import load_profile
 
     if a.map:
         return _predict_map(a)
-    s = Scenario(
-        problem=a.problem,
-        controller=a.controller,
-        scale=a.scale,
-        device=a.device,
-        **({"batch": a.batch} if a.batch else {}),
-    )
-    check_prediction(s, a.devices)  # before JAX starts or anything compiles
-    configure_devices(s.device, a.devices)
+    if a.mode is not None:
+        raise ValueError("predict predicts every multi-device mode; leave out --mode")
+    if (a.devices_per_process or 1) * (a.processes or 1) < 2:
+        raise ValueError("predict needs --devices N (and --processes P) for 2 or more devices")
+    a.mode = "shard_map"  # the placement is read from it; every mode is predicted
+    target = scenario_from_args(a)
+    if a.recommended:
+        target = recommended(target)
+    profile = load_profile(a.profile, a.results) if a.profile else None
+    check_prediction(target, profile)  # before JAX starts or anything compiles
+    _predict_devices(target, profile is None)
     from .study.lock import measuring
 
-    state = None if a.retrain else recorded_state(s, a.results)
+    state = None if a.retrain else recorded_state(one_device(target), a.results)
     if state:
         print(f"from the trained 1-device row recorded at {state[0].parent} (no training)")
-    with measuring(f"odestudy predict {s.problem_object.name}", a.wait):
-        out = predict_modes(s, a.devices, timed_steps=a.timed_steps, trained_state=state)
+    with measuring(f"odestudy predict {target.problem_object.name}", a.wait):
+        out = _predict_with(target, profile, a, state)
     out["trained_from"] = str(state[0].parent) if state else None
-    trained = "trained" if out["trained"] else f"NOT trained (above {out['trained_loss']:g})"
-    print(
-        f"{s.problem_object.name}, {s.controller}, global batch {s.global_batch}, "
-        f"{a.devices} {s.device} devices"
-        + (
-            " (more than this machine's cores: overhead, not speedup)"
-            if out["exceeds_cores"]
-            else ""
-        )
-    )
-    print(
-        f"measured here: 1-device step {out['one_device_step_s'] * 1e3:.3g} ms "
-        f"(final loss {out['final_loss']:.3g}, {trained}); all-reduce "
-        f"{out['allreduce_gradient_s'] * 1e6:.3g} us ({out['gradient_floats']} floats), "
-        f"{out['allreduce_one_float_s'] * 1e6:.3g} us (1 float); `shard` runs "
-        f"{out['shard_loop_collectives']} collective(s) in its loops, "
-        f"{out['shard_loop_collectives_per_iteration']:.3g} run per solver iteration"
-    )
-    for r in out["rows"]:
-        print(
-            f"  {r['mode']:10s} predicted step {r['step_time_s'] * 1e3:8.3g} ms, "
-            f"speedup {r['speedup']:.2f}x  (compute {r['compute_s'] * 1e3:.3g} ms, "
-            f"all-reduce {r['allreduce_s'] * 1e3:.3g} ms, in-loop {r['in_loop_s'] * 1e3:.3g} ms)"
-        )
-    print("assumptions:")
-    for line in out["assumptions"]:
-        print(f"  - {line}")
+    print_prediction(out, target)
     if a.out:
         from .study.records import write_json_atomic
 
         write_json_atomic(a.out, out)
         print(f"-> {a.out}")
     return 0
+
+
+def _predict_devices(target: Scenario, present: bool) -> None:
+    """Set up JAX's devices for a prediction: `target.total_devices` CPU devices (the
+    sweep runs on the first; `shard`'s program is partitioned over all of them), and,
+    for GPUs, the GPUs present, which must be as many where `present` (no profile)."""
+    from .measure.devices import configure_devices, gpu_count
+
+    n = target.total_devices
+    if target.device == "gpu":
+        if present and gpu_count() < n:
+            raise ValueError(
+                f"{n} GPUs are not present here ({gpu_count()}): name a profile "
+                "(--profile h100-nvlink, pcie-gpu or a file) to predict them from one"
+            )
+        configure_devices("gpu", 1)
+        import jax
+
+        jax.config.update("jax_num_cpu_devices", n)
+    else:
+        configure_devices("cpu", n)
+
+
+def _predict_with(target: Scenario, profile, a: argparse.Namespace, state) -> dict:
+    """The prediction, in a timing session: its probe of the devices of `target` where
+    no `profile` is given (its values then the collective costs), else of one device."""
+    from .measure.probe import probe, read_probe
+    from .predict import predict_modes, session_profile
+    from .study.probing import session_probe
+    from .study.profiles import ProfileError, machine_profile
+    from .study.records import machine_folder
+
+    n = target.total_devices if profile is None else 1
+    with session_probe(target.device, n, machine_folder(a.results)) as found:
+        if profile is None:
+            try:
+                machine = machine_profile(a.results)
+            except ProfileError:
+                machine = None
+            # No session probe (`ODESTUDY_PROBE=off`): the probe runs here, in-process.
+            values = read_probe(found) if found else probe()
+            profile = session_profile(values, machine)
+        return predict_modes(target, profile, timed_steps=a.timed_steps, trained_state=state)
+
+
+def print_prediction(out: dict, target: Scenario) -> None:
+    """The prediction `out` as lines: the placement, the measured 1-device step, each
+    mode's step and speedup with intervals, the terms (measured or profiled) and the
+    assumptions."""
+    trained = "trained" if out["trained"] else f"NOT trained (above {out['trained_loss']:g})"
+    where = (
+        f"{out['n_devices']} {target.device} devices"
+        + (f" in {out['processes']} processes" if out["processes"] > 1 else "")
+        + (f" on {out['nodes']} nodes" if out["nodes"] > 1 else "")
+    )
+    prof = out["profile"]
+    print(
+        f"{target.problem_object.name}, {target.controller}, global batch "
+        f"{target.global_batch}, {where}, profile {prof['name']} ({prof['device']})"
+        + (" (more than this machine's cores: overhead, not speedup)" if out["exceeds_cores"]
+           else "")
+    )  # fmt: skip
+    if prof["device"] != target.device:
+        print(
+            f"  note: the compute terms are measured on {target.device} here, the collective "
+            f"costs profiled for {prof['device']}: for {prof['device']} compute, run this on "
+            f"one {prof['device']} device"
+        )
+    print(
+        f"measured here: 1-device step {out['one_device_step_s'] * 1e3:.3g} ms "
+        f"(final loss {out['final_loss']:.3g}, {trained})"
+    )
+    for r in out["rows"]:
+        lo, hi = r["step_time_interval_s"]
+        slo, shi = r["speedup_interval"]
+        print(
+            f"  {r['mode']:10s} predicted step {r['step_time_s'] * 1e3:8.3g} ms "
+            f"[{lo * 1e3:.3g}, {hi * 1e3:.3g}], speedup {r['speedup']:.2f}x "
+            f"[{slo:.2f}, {shi:.2f}]  (compute {r['compute_s'] * 1e3:.3g} ms, all-reduce "
+            f"{r['allreduce_s'] * 1e3:.3g} ms, in-loop {r['in_loop_s'] * 1e3:.3g} ms)"
+        )
+    print(
+        f"  pmap is {out['pmap_implementation']} in this JAX: "
+        + ("`pmap` and `shard_map` are one program here, predicted as one"
+           if out["pmap_is_shard_map"]
+           else "the legacy `pmap` runs apart; its own dispatch is not modelled")
+    )  # fmt: skip
+    print("terms:")
+    for t in out["terms"]:
+        how = "measured" if t["measured"] else "profiled"
+        value = f" {t['value_s'] * 1e6:.3g} us" if "value_s" in t else ""
+        print(f"  - {t['term']}{value}: {how}, {t['source']}")
+    print("assumptions:")
+    for line in out["assumptions"]:
+        print(f"  - {line}")
 
 
 def _versions(a: argparse.Namespace) -> int:
@@ -371,12 +449,19 @@ def parser() -> argparse.ArgumentParser:
         "predict",
         help="each mode's step time at N devices for a problem, from a short 1-device sweep",
     )
-    pr.add_argument("--problem", default="oscillator", help="a problem's name or module:object")
-    pr.add_argument("--devices", type=int, required=True, help="devices to predict for")
-    pr.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    pr.add_argument("--controller", choices=("pid", "stepto"), default="pid")
-    pr.add_argument("--scale", choices=tuple(SCALES), default="quick")
-    pr.add_argument("--batch", type=int, default=None, help="global batch (default: the scale's)")
+    add_scenario_options(pr)  # --devices N and --processes P: the placement predicted
+    pr.add_argument(
+        "--recommended",
+        action="store_true",
+        help="predict the recommended step (odestudy.RECOMMENDED) of the controller",
+    )
+    pr.add_argument(
+        "--profile",
+        default=None,
+        help="the collective costs: cpu (this machine's recorded probes), a shipped "
+        "profile (h100-nvlink, pcie-gpu) or a profile file; default: a probe of the N "
+        "devices here",
+    )
     pr.add_argument("--timed-steps", type=int, default=10, help="timed steps per swept batch")
     pr.add_argument("--out", default=None, help="also write the prediction as JSON here")
     pr.add_argument(

@@ -1,7 +1,10 @@
-"""A prediction a user can run: each mode's step time and speedup at N devices for a
-problem, from a short 1-device step-cost sweep of its trained model on this machine, the
-all-reduce latency measured here, and the collectives the compiled `shard` step runs in
-its loops (the projection model, `report.projection.predict`)."""
+"""A prediction a user can run: each mode's step time and speedup at N devices (in P
+processes, on nodes) for a problem, from a short 1-device step-cost sweep of its trained
+model on the device kind present here, and the collective costs of a hardware profile:
+this session's machine probe where the N devices are present, or a named profile
+(`study.profiles`: this machine's probes, NVLink H100s, PCIe GPUs). Every term says
+whether it was measured or profiled, and every time and speedup carries an interval
+(the sweep's timed steps resampled, the profile's stated range)."""
 
 import dataclasses
 import os
@@ -11,26 +14,29 @@ from typing import Any
 import numpy as np
 
 from .measure.audit import count_collectives, loop_collective_names
+from .measure.modes import MODES
 from .measure.scenario import Scenario
+from .study.profiles import HardwareProfile, Value
 
 # What the prediction assumes, printed with it.
 ASSUMPTIONS = (
-    "devices run in lock-step: each device's solver loop runs as many iterations as the "
-    "slowest sample of the global batch (measured per batch size by the sweep)",
-    "a solver iteration costs what one device measured at the per-device batch "
-    "(interpolated on log2 batch between the swept sizes)",
-    "one gradient all-reduce per step at the latency measured here for the gradient's size",
+    "every device's solver loop runs as many iterations as the slowest sample of its "
+    "share, and the step ends with the slowest device: the step's iterations are the "
+    "expected maximum over the global batch, drawn from the sweep's measured per-sample "
+    "solver steps",
+    "a solver iteration costs what one device measured at the per-device batch",
+    "one gradient all-reduce per step at the profile's latency for the gradient's size",
     "`shard` runs one loop over the global batch; per solver iteration it runs its loop "
     "collectives as often as a profile of one call of its compiled step counts, each at "
     "the latency of a one-float all-reduce",
     "virtual CPU devices share this machine's cores: beyond its physical cores the "
     "prediction is of overhead, not of parallel speedup",
 )
-
-
-def _sweep_batches(global_batch: int, n: int) -> tuple[int, ...]:
-    """The batches to sweep: the per-device batch and the global batch."""
-    return (global_batch // n, global_batch)
+# Resampled draws behind each interval; the interval's central coverage.
+DRAWS = 2000
+COVERAGE = 0.95
+# Simulated steps per draw in the expected maximum of a batch's solver steps.
+SIMULATED_STEPS = 20
 
 
 def shard_loop_collectives(s: Scenario, n: int, params: Any = None) -> dict[str, Any]:
@@ -50,7 +56,11 @@ def shard_loop_collectives(s: Scenario, n: int, params: Any = None) -> dict[str,
     from .measure.training import prepare, step_key
 
     shard = dataclasses.replace(s, mode="shard", devices_per_process=n)
-    setup = prepare(shard, jax.devices("cpu")[:n] if s.device == "cpu" else jax.devices()[:n])
+    # The program partitioned for N CPU devices where N devices of the kind are absent
+    # (one GPU here): the same collectives in its loops.
+    present = jax.devices()
+    devices = jax.devices("cpu")[:n] if s.device == "cpu" or len(present) < n else present[:n]
+    setup = prepare(shard, devices)
     placed_params, opt_state = setup.params, setup.opt_state
     if params is not None:
         placed_params, opt_state = setup.step.place_state(params, setup.optimiser.init(params))
@@ -85,86 +95,275 @@ def recorded_state(s: Scenario, results: str | Path) -> tuple[Path, float] | Non
     return state, float(rec["final_loss"])
 
 
-def check_prediction(s: Scenario, n: int) -> None:
-    """Raise ValueError, saying why, unless `s` is a 1-device `single` scenario whose
-    multi-device form on `n >= 2` devices is valid (`scenario.validate`: for example a
-    global batch that `n` divides)."""
-    if s.mode != "single" or s.total_devices != 1:
-        raise ValueError(f"predict starts from the 1-device 'single' scenario, got {s.mode!r}")
-    if n < 2:
-        raise ValueError(f"predict needs --devices >= 2, got {n}")
-    dataclasses.replace(s, mode="shard_map", devices_per_process=n)  # validates itself
+def one_device(target: Scenario) -> Scenario:
+    """The 1-device `single` form of `target`: what the sweep measures."""
+    one = dataclasses.replace(target, mode="single", devices_per_process=1, processes=1)
+    extra: dict[str, Any] = {"nodes": 1} if hasattr(one, "nodes") else {}
+    return dataclasses.replace(one, **extra)
+
+
+def predicted_modes(target: Scenario) -> tuple[str, ...]:
+    """The modes predicted for `target`'s placement: every multi-device mode, the
+    multi-process ones where it spans processes."""
+    several = target.processes > 1
+    return tuple(
+        name for name, m in MODES.items() if m.multi_device and (m.multi_process or not several)
+    )
+
+
+def check_prediction(target: Scenario, profile: HardwareProfile | None = None) -> None:
+    """Raise ValueError, saying why, unless every mode can be predicted for `target`
+    (its placement: devices, processes, nodes; its problem, fields and batch) from a
+    1-device sweep, with collective costs from `profile`, or from a probe of the devices
+    where `profile` is None. Runs before JAX starts devices or anything compiles."""
+    if target.total_devices < 2:
+        raise ValueError(f"predict needs --devices >= 2 in all, got {target.total_devices}")
+    for mode in predicted_modes(target):
+        dataclasses.replace(target, mode=mode)  # validates itself (a batch N divides)
+    one_device(target)
+    placement = (target.total_devices, target.processes, getattr(target, "nodes", 1))
+    if profile is not None:
+        profile.latency(*placement)  # ProfileError names the placements it has
+    elif target.processes > 1:
+        raise ValueError(
+            "a prediction over several processes takes its cross-process all-reduce from a "
+            "profile: --profile cpu (this machine's multi-process records) or a profile file"
+        )
+
+
+def session_profile(probe: dict[str, Any], machine: HardwareProfile | None) -> HardwareProfile:
+    """A profile of this session's machine probe: its values central, the range that of
+    this machine's probes over sessions (`machine`), widened to include them."""
+    from .measure.probe import allreduce_s
+
+    allreduce, per_float = {}, {}
+    source = f"measured here by this session's probe ({probe.get('path')})"
+    for n in sorted({a["n_devices"] for a in probe.get("allreduce", [])}):
+        key = (n, 1, 1)
+        one = allreduce_s(probe, n, 1) or 0.0
+        sizes = [a["size"] for a in probe["allreduce"] if a["n_devices"] == n]
+        slope = (allreduce_s(probe, n, max(sizes)) or one) - one
+        slope = max(0.0, slope / max(1, max(sizes) - 1))
+        spread = machine.allreduce.get(key) if machine else None
+        per = machine.per_float.get(key) if machine else None
+        allreduce[key] = Value(
+            one,
+            min(one, spread.low if spread else one),
+            max(one, spread.high if spread else one),
+            source
+            + (" ; range over " + spread.source.removeprefix("measured here: ") if spread else ""),
+            measured=True,
+        )
+        per_float[key] = Value(
+            slope,
+            min(slope, per.low if per else slope),
+            max(slope, per.high if per else slope),
+            source,
+            measured=True,
+        )
+    return HardwareProfile("probe", probe.get("platform", "cpu"), "this session's probe",
+                           allreduce, per_float)  # fmt: skip
+
+
+def expected_max(per_sample: np.ndarray, batch: int, rng: np.random.Generator) -> float:
+    """The mean over `SIMULATED_STEPS` batches of `batch` samples drawn (with
+    replacement) from `per_sample` solver steps of the largest: what a loop over such a
+    batch executes."""
+    draws = rng.choice(per_sample, size=(SIMULATED_STEPS, batch), replace=True)
+    return float(draws.max(axis=1).mean())
+
+
+def _bootstrap_median(times: list[float], rng: np.random.Generator) -> float:
+    return float(np.median(rng.choice(np.asarray(times), size=len(times), replace=True)))
+
+
+def _uniform(v: Value, rng: np.random.Generator) -> float:
+    return float(rng.uniform(v.low, v.high)) if v.high > v.low else v.central
+
+
+def _interval(draws: list[float]) -> list[float]:
+    tail = (1 - COVERAGE) / 2 * 100
+    return [float(np.percentile(draws, tail)), float(np.percentile(draws, 100 - tail))]
+
+
+def _terms(
+    sweep: dict[str, Any],
+    target: Scenario,
+    per_sample: np.ndarray,
+    rng: np.random.Generator | None,
+) -> dict[str, float]:
+    """One draw (or, with `rng` None, the central values) of the measured terms: the
+    1-device step at the global batch, the time per solver iteration at the per-device
+    batch, and the expected iterations of a device's share and of the global batch."""
+    by_batch = {r["batch"]: r for r in sweep["rows"]}
+    local, full = (
+        by_batch[target.global_batch // target.total_devices],
+        by_batch[target.global_batch],
+    )
+
+    def median(row: dict[str, Any]) -> float:
+        return _bootstrap_median(row["step_times_s"], rng) if rng else row["step_time_s"]
+
+    steps_rng = rng or np.random.default_rng(0)
+    return {
+        "one_device_s": median(full),
+        "per_iteration_s": median(local) / local["iterations_executed"],
+        "iterations_device": expected_max(per_sample, local["batch"], steps_rng),
+        "iterations_step": expected_max(per_sample, target.global_batch, steps_rng),
+    }
+
+
+def mode_time(
+    mode: str, terms: dict[str, float], gradient_s: float, loop_s: float, in_loop: float
+) -> dict[str, float]:
+    """One mode's predicted step from the measured `terms` (`_terms`), the gradient
+    all-reduce and, for a mode with one loop over the global batch (`shard`), `in_loop`
+    collectives per solver iteration at `loop_s` each."""
+    compute = terms["per_iteration_s"] * terms["iterations_step"]
+    loop = in_loop * terms["iterations_step"] * loop_s if MODES[mode].one_loop else 0.0
+    total = compute + gradient_s + loop
+    return {"step_time_s": total, "compute_s": compute, "allreduce_s": gradient_s,
+            "in_loop_s": loop}  # fmt: skip
+
+
+def predict_rows(
+    sweep: dict[str, Any],
+    target: Scenario,
+    gradient: Value,
+    loop_latency: Value,
+    in_loop: float,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Each mode's predicted step and speedup for `target`, central values and intervals
+    (`DRAWS` draws: the sweep's timed steps and per-sample steps resampled, the
+    profile's values uniform over their ranges)."""
+    per_sample = np.asarray(
+        [n for r in sweep["rows"] for n in r.get("per_sample_steps") or []] or [1]
+    )
+    rng = np.random.default_rng(seed)
+    central = _terms(sweep, target, per_sample, None)
+    draws = [_terms(sweep, target, per_sample, rng) for _ in range(DRAWS)]
+    comms = [(_uniform(gradient, rng), _uniform(loop_latency, rng)) for _ in range(DRAWS)]
+    rows = []
+    for mode in predicted_modes(target):
+        c = mode_time(mode, central, gradient.central, loop_latency.central, in_loop)
+        times = [mode_time(mode, d, g, lat, in_loop)["step_time_s"]
+                 for d, (g, lat) in zip(draws, comms, strict=True)]  # fmt: skip
+        speedups = [d["one_device_s"] / t for d, t in zip(draws, times, strict=True)]
+        rows.append(dict(
+            c,
+            mode=mode,
+            speedup=central["one_device_s"] / c["step_time_s"],
+            step_time_interval_s=_interval(times),
+            speedup_interval=_interval(speedups),
+            iterations=central["iterations_step"],
+            iterations_per_device=central["iterations_device"],
+        ))  # fmt: skip
+    return rows
 
 
 def predict_modes(
-    s: Scenario,
-    n: int,
+    target: Scenario,
+    profile: HardwareProfile,
     timed_steps: int = 10,
     trained_state: tuple[str | os.PathLike, float] | None = None,
 ) -> dict[str, Any]:
-    """Predict every multi-device mode's step time for scenario `s` (its problem,
-    controller, scale and global batch) on `n` devices of this machine.
+    """Predict every multi-device mode's step for `target` (its problem, fields, global
+    batch and placement: `total_devices` in `processes` processes).
 
-    - `s`: a 1-device `single` scenario; JAX must see at least `n` devices of its kind
-      (`configure_devices`).
+    - `target`: the scenario to predict (its mode is not read); the sweep trains and
+      measures its 1-device form (`one_device`) on the device kind present.
+    - `profile`: the collective costs (`session_profile` of this session's probe, or a
+      named profile).
     - `timed_steps`: timed steps per batch size of the sweep.
-    - `trained_state`: `(path, final_loss)` of the state a cold run of `s` saved, to
-      start from instead of training (the workload map's predictions).
+    - `trained_state`: `(path, final_loss)` of the state a cold run of the 1-device form
+      saved, to start from instead of training (the workload map's predictions).
 
-    Returns the sweep, the latencies, the loop collectives and one row per mode.
+    JAX must see `target.total_devices` CPU devices (for counting `shard`'s loop
+    collectives in its compiled program). Returns the sweep, the terms (each measured or
+    profiled, with its source) and one row per mode.
     """
+    from .measure.compat import pmap_implementation
     from .measure.cost import step_cost_sweep
     from .measure.environment import cpu_info
-    from .report.projection import MULTI_DEVICE, collective_latency, predict
 
-    check_prediction(s, n)
+    check_prediction(target, profile)
+    base, n = one_device(target), target.total_devices
+    placement = (n, target.processes, getattr(target, "nodes", 1))
     state: dict[str, Any] = {}
-    sweep = step_cost_sweep(
-        s,
-        _sweep_batches(s.global_batch, n),
-        timed_steps=timed_steps,
-        trained_state=trained_state,
-        extras=False,
-        state_out=state,
-    )
-    params = parameter_count(s)
-    gradient = collective_latency(n, iterations=200, size=max(1, params))["latency_s"]
-    one_float = collective_latency(n)["latency_s"]
-    loop = shard_loop_collectives(s, n, state["params"])
-    in_loop = loop["per_iteration"]
-    base_row = next(r for r in sweep["rows"] if r["batch"] == s.global_batch)
-    base = {"step_time_s": base_row["step_time_s"], "global_batch": s.global_batch}
-    rows = []
-    for mode in MULTI_DEVICE:
-        p = predict(
-            sweep,
-            base,
-            mode,
-            n,
-            s.global_batch,
-            gradient,
-            in_loop if mode == "shard" else 0,
-            one_float,
-        )
-        rows.append(dict(p, mode=mode, speedup=base["step_time_s"] / p["step_time_s"]))
+    local = target.global_batch // n
+    sweep = step_cost_sweep(base, (local, target.global_batch), timed_steps=timed_steps,
+                            trained_state=trained_state, extras=False, state_out=state)  # fmt: skip
+    floats = parameter_count(base)
+    gradient = profile.gradient(floats, *placement)
+    loop_latency = profile.latency(*placement)
+    loop = shard_loop_collectives(base, n, state["params"])
+    rows = predict_rows(sweep, target, gradient, loop_latency, loop["per_iteration"])
     cores = cpu_info().get("physical_cores")
+    implementation = pmap_implementation()
+    one = "shard_map" in implementation
     return {
-        "scenario": s.to_dict(),
+        "scenario": target.to_dict(),
         "n_devices": n,
-        "one_device_step_s": base["step_time_s"],
+        "processes": target.processes,
+        "nodes": placement[2],
+        "profile": {
+            "name": profile.name,
+            "device": profile.device,
+            "description": profile.description,
+        },  # fmt: skip
+        "one_device_step_s": next(
+            r["step_time_s"] for r in sweep["rows"] if r["batch"] == target.global_batch
+        ),
         "final_loss": sweep["final_loss"],
-        "trained": bool(sweep["final_loss"] <= s.problem_object.trained_loss),
-        "trained_loss": s.problem_object.trained_loss,
-        "gradient_floats": params,
-        "allreduce_gradient_s": gradient,
-        "allreduce_one_float_s": one_float,
+        "trained": bool(sweep["final_loss"] <= base.problem_object.trained_loss),
+        "trained_loss": base.problem_object.trained_loss,
+        "gradient_floats": floats,
+        "allreduce_gradient_s": gradient.central,
+        "allreduce_one_float_s": loop_latency.central,
         "shard_loop_collectives": loop["static"],
-        "shard_loop_collectives_per_iteration": in_loop,
-        "exceeds_cores": s.device == "cpu" and cores is not None and n > int(cores),
+        "shard_loop_collectives_per_iteration": loop["per_iteration"],
+        "terms": terms_said(sweep, base, gradient, loop_latency, loop, profile),
+        "pmap_implementation": implementation,
+        "pmap_is_shard_map": one,
+        "exceeds_cores": profile.device == target.device == "cpu"
+        and cores is not None
+        and n > int(cores),
         "rows": rows,
         "sweep": sweep,
         "assumptions": list(ASSUMPTIONS),
     }
+
+
+def terms_said(
+    sweep: dict[str, Any],
+    base: Scenario,
+    gradient: Value,
+    loop_latency: Value,
+    loop: dict[str, Any],
+    profile: HardwareProfile,
+) -> list[dict[str, Any]]:
+    """Each term of the prediction: what it is, its value, and whether it was measured
+    here (and how) or profiled (and its source)."""
+    kind = sweep.get("device_kind", base.device)
+    return [
+        {"term": "time per solver iteration at the per-device batch", "measured": True,
+         "source": f"the 1-device sweep here on {kind} ({len(sweep['rows'])} batch sizes)"},
+        {"term": "solver iterations of a step (expected maximum over the global batch)",
+         "measured": True, "source": "the sweep's per-sample solver steps, resampled"},
+        {"term": "gradient all-reduce", "value_s": gradient.central,
+         "range_s": [gradient.low, gradient.high], "measured": gradient.measured,
+         "source": gradient.source},
+        {"term": "one-float all-reduce in `shard`'s loop", "value_s": loop_latency.central,
+         "range_s": [loop_latency.low, loop_latency.high], "measured": loop_latency.measured,
+         "source": loop_latency.source},
+        {"term": "`shard`'s loop collectives per solver iteration",
+         "value": loop["per_iteration"], "measured": True,
+         "source": "counted in a profile of one call of its compiled step here "
+         f"({loop['static']} in its loops)"},
+        {"term": "profile", "measured": profile.name == "probe",
+         "source": f"{profile.name}: {profile.description} ({profile.device})"},
+    ]  # fmt: skip
 
 
 def parameter_count(s: Scenario) -> int:
@@ -181,80 +380,99 @@ def parameter_count(s: Scenario) -> int:
 MAP_TIMED_STEPS = 20
 # The prediction's model, in the map's records: a prediction of another model is made
 # again. 2: `shard`'s loop collectives counted as executed (a profile of one call).
-PREDICTION_MODEL = 2
+# 3: the step's iterations drawn from the per-sample solver steps; intervals; profiles.
+PREDICTION_MODEL = 3
 
 
-def map_prediction_path(results: str | Path, workload: Any, controller: str) -> Path:
+def map_prediction_path(
+    results: str | Path, workload: Any, controller: str, profile: str | None = None
+) -> Path:
     """Where this machine's prediction of one workload and controller of the map lives:
-    `<map results>/<machine>/predict/<workload>-<controller>.json`."""
+    `<map results>/<machine>/predict/<workload>-<controller>.json`, with
+    `-profile-<name>` before `.json` where it was made from a named profile."""
     from .study.records import machine_folder
 
-    return machine_folder(results) / "predict" / f"{workload.slug()}-{controller}.json"
+    tail = f"-profile-{Path(profile).stem}" if profile else ""
+    return machine_folder(results) / "predict" / f"{workload.slug()}-{controller}{tail}.json"
 
 
 def predict_map(
-    results: str | Path, n: int, scale: str = "quick", show: bool = True
+    results: str | Path,
+    n: int,
+    scale: str = "quick",
+    profile: HardwareProfile | None = None,
+    show: bool = True,
 ) -> list[dict[str, Any]]:
     """The prediction of every workload and controller of the map (`study.workloads`) on
     `n` devices, each from its trained 1-device row (the state its cold run saved), so
-    that it can be checked against the map's measured rows of the same session.
+    that it can be checked against the map's measured rows.
 
     - `results`: the map's results folder (`<results>/map`); `scale`: the map's scale.
+    - `profile`: the collective costs; None: this session's probe of `n` devices (the
+      session must have one: `probing.session_probe`).
 
-    Resumable: a prediction made from the same 1-device record (its run) is kept. A
-    workload whose 1-device row is missing or failed gets no prediction (a line says
-    so); one of an untrained row says `trained: false`, and the report checks none.
-    JAX must see `n` CPU devices. Returns the predictions.
+    Resumable: a prediction made from the same 1-device record (its run), model and
+    profile is kept. A workload whose 1-device row is missing or failed gets no
+    prediction (a line says so); one of an untrained row says `trained: false`, and the
+    report checks none. JAX must see `n` CPU devices. Returns the predictions.
     """
-    from .measure.environment import git_commit, machine_id, now, this_machine, versions
-    from .measure.state import STATE_NAME
-    from .measure.timing import PROTOCOL
-    from .study import records
     from .study.workloads import CONTROLLERS, WORKLOADS
 
     out = []
     for w in WORKLOADS:
         for controller in CONTROLLERS:
-            s = w.scenario(controller=controller, device="cpu", scale=scale)
-            path = records.record_path(s, results)
-            target = map_prediction_path(results, w, controller)
-            try:
-                rec = records.read_record(path)
-            except (OSError, ValueError):
-                rec = {}
-            state = path.parent / STATE_NAME
-            made_from = {
-                "scenario_key": s.key(),
-                "started": rec.get("started"),
-                "model": PREDICTION_MODEL,
-            }
-            if rec.get("status") != "ok" or not state.exists():
-                if show:
-                    print(
-                        f"no prediction for {w.name} {controller}: its 1-device row is "
-                        f"{rec.get('status', 'missing')}"
-                    )
-                continue
-            try:
-                old = records.read_json(target)
-                if old.get("made_from") == made_from:
-                    out.append(old)
-                    continue
-            except (OSError, ValueError):
-                pass
-            p = predict_modes(s, n, MAP_TIMED_STEPS, (state, float(rec["final_loss"])))
-            p.update(
-                workload=w.name,
-                made_from=made_from,
-                machine_id=machine_id(this_machine()),
-                versions=versions(),
-                protocol=PROTOCOL,
-                git_commit=git_commit(),
-                finished=now(),
-            )
-            records.write_json_atomic(target, p)
-            if show:
-                speedups = ", ".join(f"{r['mode']} {r['speedup']:.2f}x" for r in p["rows"])
-                print(f"predicted {w.name} {controller}: {speedups}", flush=True)
-            out.append(p)
+            p = _map_prediction(results, w, controller, n, scale, profile, show)
+            if p is not None:
+                out.append(p)
     return out
+
+
+def _map_prediction(
+    results: str | Path,
+    w: Any,
+    controller: str,
+    n: int,
+    scale: str,
+    profile: HardwareProfile | None,
+    show: bool,
+) -> dict[str, Any] | None:
+    """One workload and controller of `predict_map`: kept, made, or None (said)."""
+    from .measure.environment import git_commit, machine_id, now, this_machine, versions
+    from .measure.probe import session_probe
+    from .measure.state import STATE_NAME
+    from .measure.timing import PROTOCOL
+    from .study import records
+
+    s = w.scenario(controller=controller, device="cpu", scale=scale)
+    path = records.record_path(s, results)
+    named = profile.name if profile else None
+    target_path = map_prediction_path(results, w, controller, named)
+    try:
+        rec = records.read_record(path)
+    except (OSError, ValueError):
+        rec = {}
+    state = path.parent / STATE_NAME
+    made_from = {"scenario_key": s.key(), "started": rec.get("started"),
+                 "model": PREDICTION_MODEL, "profile": named}  # fmt: skip
+    if rec.get("status") != "ok" or not state.exists():
+        if show:
+            print(f"no prediction for {w.name} {controller}: its 1-device row is "
+                  f"{rec.get('status', 'missing')}")  # fmt: skip
+        return None
+    try:
+        old = records.read_json(target_path)
+        if old.get("made_from") == made_from:
+            return old
+    except (OSError, ValueError):
+        pass
+    used = profile or session_profile(session_probe() or {}, None)
+    target = dataclasses.replace(s, mode="shard_map", devices_per_process=n)
+    p = predict_modes(target, used, MAP_TIMED_STEPS, (state, float(rec["final_loss"])))
+    made = {"machine_id": machine_id(this_machine()), "versions": versions(),
+            "protocol": PROTOCOL, "git_commit": git_commit(), "finished": now()}  # fmt: skip
+    p.update(made, workload=w.name, made_from=made_from)
+    records.write_json_atomic(target_path, p)
+    if show:
+        speedups = ", ".join(f"{r['mode']} {r['speedup']:.2f}x" for r in p["rows"])
+        print(f"predicted {w.name} {controller} ({named or 'probe'}): {speedups}", flush=True)
+    return p

@@ -34,6 +34,12 @@ if "PYTEST_XDIST_WORKER" not in os.environ:
         JAX_COMPILATION_CACHE_MAX_SIZE=str(8 << 30),
     )
 
+# Timing sessions run no machine probe in the tests (`study.probing`), except the smoke
+# matrix's, which `test_probe` reads.
+os.environ.setdefault("ODESTUDY_PROBE", "off")
+
+import contextlib  # noqa: E402
+
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
@@ -108,6 +114,17 @@ def _once(tmp_path_factory, worker_id, name: str, make):
     return root
 
 
+@contextlib.contextmanager
+def probing_on():
+    """Timing sessions run their machine probe in the body (the tests' default is off)."""
+    saved = os.environ.pop("ODESTUDY_PROBE", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["ODESTUDY_PROBE"] = saved
+
+
 @pytest.fixture(scope="session")
 def smoke_matrix(tmp_path_factory, worker_id):
     """The smoke matrix of `helpers.SMOKE_SCENARIOS` (2 virtual devices, `shard` and
@@ -119,9 +136,10 @@ def smoke_matrix(tmp_path_factory, worker_id):
     from .helpers import SMOKE_SCENARIOS
 
     def make(root):
-        run_matrix(
-            "smoke", "cpu", results=root, show_progress=False, only=SMOKE_SCENARIOS, repeats=2
-        )
+        with probing_on():
+            run_matrix(
+                "smoke", "cpu", results=root, show_progress=False, only=SMOKE_SCENARIOS, repeats=2
+            )
 
     root = _once(tmp_path_factory, worker_id, "smoke-results", make)
     return root, [read_record(record_path(s, root)) for s in SMOKE_SCENARIOS]

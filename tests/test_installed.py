@@ -99,4 +99,8 @@ def _predicts_every_mode_from_the_trained_row(env: dict[str, str], work: Path, r
         assert r["step_time_s"] > 0 and abs(r["step_time_s"] - parts) <= 1e-12
         assert abs(r["speedup"] - p["one_device_step_s"] / r["step_time_s"]) <= 1e-9
         assert (r["in_loop_s"] > 0) == (r["mode"] == "shard")
-    assert "shard" in run.stdout and "assumptions" in run.stdout
+        lo, hi = r["step_time_interval_s"]
+        assert lo <= r["step_time_s"] <= hi
+    assert p["profile"]["name"] == "probe" and p["pmap_is_shard_map"] in (True, False)
+    assert {t["measured"] for t in p["terms"]} == {True}  # 2 devices probed here
+    assert "shard" in run.stdout and "assumptions" in run.stdout and "terms:" in run.stdout

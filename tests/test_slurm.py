@@ -44,6 +44,8 @@ VOLATILE = {
     "epoch_time_s",
     "eval_curve",
     "data_cached",
+    "probe",  # each session's machine probe
+    "probe_processes",
 }
 
 needs_slurm = pytest.mark.skipif(

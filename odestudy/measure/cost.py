@@ -191,6 +191,13 @@ def step_cost_sweep(
                 "step_time_p75_s": float(np.percentile(times, 75)),
                 "step_times_s": times,
                 "iterations_executed": executed,
+                # Every sample's solver steps over the timed steps: the distribution
+                # the lock-step term of a prediction draws device shares from.
+                "per_sample_steps": np.concatenate(
+                    [np.asarray(n).reshape(-1) for n in run.num_steps]
+                )
+                .astype(int)
+                .tolist(),
                 "per_iteration_s": median / executed,
                 "flops_cost_analysis": _cost(compiled, "flops"),
                 "bytes_cost_analysis": _cost(compiled, "bytes accessed"),

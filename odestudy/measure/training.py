@@ -22,6 +22,7 @@ from .data import DATA_CACHE_ENV, cached_dataset
 from .environment import cpu_info, git_commit, machine_id, now, this_machine, versions
 from .model import OSCILLATOR, evaluation
 from .modes import ParallelStep, make_parallel_step, to_host
+from .probe import GRADIENT_FLOATS, collective_latency, session_probe
 from .problem import (
     AbstractODEProblem,
     AnyProblem,
@@ -554,7 +555,21 @@ def environment(s: Scenario) -> dict[str, Any]:
         "git_commit": git_commit(),
         "machine": this_machine(),
         "machine_id": machine_id(this_machine()),
+        # What the machine probe measured at the start of this timing session (None:
+        # a session without one).
+        "probe": session_probe(),
     }
+
+
+def processes_probe(s: Scenario) -> list[dict[str, Any]]:
+    """The all-reduce latency of one float and of a gradient's size
+    (`probe.GRADIENT_FLOATS`) over every device of a multi-process scenario's
+    processes, measured in the scenario's own job before it trains: the cross-process
+    collective cost that the machine probe, run in one process, cannot see."""
+    return [
+        collective_latency(s.total_devices, iterations=iterations, size=size, repeats=5)
+        for size, iterations in ((1, 300), (GRADIENT_FLOATS, 50))
+    ]
 
 
 def base_record(s: Scenario) -> Record:
@@ -607,6 +622,8 @@ def run_scenario(
     try:
         record.update(environment(s))
         devices = scenario_devices(s)
+        if s.processes > 1:  # what this job's collectives cost across its processes
+            record["probe_processes"] = processes_probe(s)
         state: dict[str, Any] = {}
         record.update(train(s, devices, progress, trace_dir, state_out=state))
         if state_path is not None:

@@ -17,13 +17,11 @@ Step time of N devices in data parallel at global batch B (per-device batch b = 
   latency `l(N)` (an all-reduce of one float).
 """
 
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..measure.compat import make_data_mesh, shard_map
 from ..measure.modes import MODES
 from ..study import records
 from .frames import BaselineError, baseline
@@ -355,59 +353,3 @@ def write_projection(
     out = Path(out)
     out.write_text(projection_markdown(validation, machines, projected))
     return out, projected
-
-
-def collective_latency(
-    n_devices: int, iterations: int = 2000, size: int = 1, repeats: int = 7
-) -> dict[str, Any]:
-    """Time of one all-reduce (`psum`) across `n_devices` devices inside a loop: the
-    per-collective latency that collectives inside solver loops pay each iteration.
-
-    - `n_devices`: devices to reduce over (this process must see that many).
-    - `iterations`: loop iterations per timing; `size`: float32 elements reduced.
-    - `repeats`: timings of each program; the medians are compared.
-
-    Times a `shard_map`ped `fori_loop` whose body adds a `psum` of its carry, against
-    the same loop whose body does the same arithmetic without the `psum`; the
-    difference over `iterations` is the latency (seconds per collective).
-    """
-    import jax
-    from jax.sharding import PartitionSpec as P
-
-    devices = jax.devices()[:n_devices]
-    if len(devices) < n_devices:
-        raise ValueError(f"{n_devices} devices requested, {len(devices)} present")
-    mesh = make_data_mesh(devices)
-    axis = mesh.axis_names[0]
-
-    def program(with_psum: bool):
-        def local(x):
-            def body(i, c):
-                return (jax.lax.psum(c, axis) if with_psum else c * n_devices) * 0.5 + 1.0
-
-            return jax.lax.fori_loop(0, iterations, body, x)
-
-        return jax.jit(shard_map(local, mesh=mesh, in_specs=P(axis), out_specs=P(axis)))
-
-    x = jax.device_put(
-        np.ones((n_devices * size,), np.float32), jax.sharding.NamedSharding(mesh, P(axis))
-    )
-    medians = {}
-    for with_psum in (False, True):
-        fn = program(with_psum).lower(x).compile()
-        jax.block_until_ready(fn(x))
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            jax.block_until_ready(fn(x))
-            times.append(time.perf_counter() - t0)
-        medians[with_psum] = float(np.median(times))
-    return {
-        "n_devices": n_devices,
-        "iterations": iterations,
-        "size": size,
-        "loop_s": medians[False],
-        "loop_with_psum_s": medians[True],
-        "latency_s": max(0.0, (medians[True] - medians[False]) / iterations),
-        "platform": jax.default_backend(),
-    }

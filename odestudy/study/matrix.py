@@ -17,6 +17,7 @@ from .executors import Executor, LocalExecutor, Progress
 from .lock import measuring
 from .plan import CeilingProbe, expected_env, make_plan, reusable, runs, why_stale
 from .plan import Plan as MatrixPlan
+from .probing import session_probe
 from .records import DEFAULT_RESULTS, record_path
 from .repeats import REPEAT_STEPS, REPEATS
 from .runner import execute_scenario, failed_record
@@ -420,12 +421,26 @@ def run_matrix(
         if show_progress:
             print(plan_line(the_plan, scale, study, full or scale == "seed", results), flush=True)
         todo = sum(max(0, n) for n in the_plan.missing.values())
+        probed = (
+            session_probe(*probe_devices(runnable), records.machine_folder(results))
+            if todo and executor.needs_lock()
+            else nullcontext()
+        )
         progress = Progress(todo, f"{scale} matrix", show_progress)
         try:
-            done = executor.execute(the_plan, results, progress)
+            with probed:
+                done = executor.execute(the_plan, results, progress)
         finally:
             progress.close()
     return [done[s] for s in runnable]
+
+
+def probe_devices(scenarios: list[Scenario]) -> tuple[str, int]:
+    """The device kind and count a session of `scenarios` probes: its CPU devices (the
+    most in one process) where it has CPU rows, else its GPUs."""
+    kind = "cpu" if any(s.device == "cpu" for s in scenarios) or not scenarios else "gpu"
+    counts = [s.devices_per_process for s in scenarios if s.device == kind]
+    return kind, max(counts, default=1)
 
 
 def for_problem(found: list, problem: str) -> list:

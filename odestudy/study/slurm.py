@@ -37,6 +37,7 @@ from .plan import (
     runs,
     why_stale,
 )
+from .probing import session_probe
 from .records import RECORD_NAME
 from .repeats import die_with_parent, merge_runs
 from .runner import failed_record
@@ -223,8 +224,12 @@ def perform(run: Run, results: Path, folder: Path) -> list[Done]:
     records.write_json_atomic(Path(folder, JOBS_SEEN, f"{job}.json"), info)
     if run.processes > 1:
         os.environ[LAUNCHER_VARIABLE] = "srun"
+    first = run.scenarios()[0]
     with measuring(f"SLURM job: {run.label()}", wait=True):
-        return run.perform(results)
+        with session_probe(
+            first.device, first.devices_per_process, records.machine_folder(results), show=False
+        ):
+            return run.perform(results)
 
 
 # SLURM's states of a job that it ended by stopping its processes: no result can come.

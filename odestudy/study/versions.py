@@ -16,6 +16,8 @@ from pathlib import Path
 
 from ..measure.environment import ROOT
 from .lock import measuring
+from .probing import session_probe
+from .records import machine_folder
 
 # Oldest first: the reference's stack, the last release before `pmap` became `jit` over
 # `shard_map` (0.8) and mesh axes Explicit by default (0.9), and the current release.
@@ -59,7 +61,10 @@ def run_versions(
     scenarios."""
     pythons = {name: build(name) for name in sets}
     with measuring("version study", wait):
-        return _rounds(scale, runs, pythons)
+        # One probe for the session, measured with this environment's JAX; every set's
+        # matrices inherit it (`probing.session_probe`).
+        with session_probe("cpu", 2, machine_folder(RESULTS)):
+            return _rounds(scale, runs, pythons)
 
 
 def _rounds(scale: str, runs: int, pythons: dict[str, Path]) -> int:

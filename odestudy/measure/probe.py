@@ -1,0 +1,218 @@
+"""The machine probe: a few seconds, at the start of every timing session, measuring
+what the predictions are made of, so that every record of the session can say what the
+machine was like when it was measured.
+
+- the all-reduce latency of one float and of a gradient's size over 2, 4, ... of the
+  devices in use (`collective_latency`);
+- one device's matmul rate at a training step's own shape (a batch of 32 by a width of
+  64) and at 1024 x 1024 (`matmul_rate`);
+- the cost of one iteration of an empty compiled loop (`loop_iteration_s`).
+
+A session runs the probe once, in a process of its own (`study.probing`: the devices
+in use must be set before JAX starts), writes it as JSON beside the session's records
+and names that file in `PROBE_VARIABLE`; the processes the session starts (the scenario
+kernels, the SLURM jobs, the version study's matrices) inherit the variable, and
+`session_probe()` reads the file back into each record.
+"""
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import PartitionSpec as P
+
+from . import environment
+from .compat import make_data_mesh, shard_map
+
+PROBE_VARIABLE = "ODESTUDY_PROBE"  # the file of this session's probe
+PROBE_FOLDER = "probes"  # beside the records of a machine
+# The gradient size the probe reduces (float32 elements): between the study's smallest
+# model (oscillator width 16) and its widest (width 256); sizes between are
+# interpolated linearly, as a latency plus a size over a bandwidth.
+GRADIENT_FLOATS = 16384
+# What the probe's record means; a change of what it measures bumps it.
+PROBE_VERSION = 1
+
+
+def _time(fn: Any, *args: Any, repeats: int) -> float:
+    """Median wall time of `repeats` waited-for calls of a compiled `fn` (one warm-up)."""
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def collective_latency(
+    n_devices: int, iterations: int = 2000, size: int = 1, repeats: int = 7
+) -> dict[str, Any]:
+    """Time of one all-reduce (`psum`) across the first `n_devices` devices inside a loop:
+    the per-collective latency that collectives inside solver loops pay each iteration.
+
+    - `n_devices`: devices to reduce over (this process, or the processes joined by
+      `jax.distributed`, must see that many).
+    - `iterations`: loop iterations per timing; `size`: float32 elements reduced.
+    - `repeats`: timings of each program; the medians are compared.
+
+    Times a `shard_map`ped `fori_loop` whose body adds a `psum` of its carry, against
+    the same loop whose body does the same arithmetic without the `psum`; the
+    difference over `iterations` is the latency (seconds per collective).
+    """
+    devices = jax.devices()[:n_devices]
+    if len(devices) < n_devices:
+        raise ValueError(f"{n_devices} devices requested, {len(devices)} present")
+    mesh = make_data_mesh(devices)
+    axis = mesh.axis_names[0]
+
+    def program(with_psum: bool) -> Any:
+        def local(x: Any) -> Any:
+            def body(i: Any, c: Any) -> Any:
+                return (jax.lax.psum(c, axis) if with_psum else c * n_devices) * 0.5 + 1.0
+
+            return jax.lax.fori_loop(0, iterations, body, x)
+
+        return jax.jit(shard_map(local, mesh=mesh, in_specs=P(axis), out_specs=P(axis)))
+
+    x = jax.make_array_from_callback(
+        (n_devices * size,),
+        jax.sharding.NamedSharding(mesh, P(axis)),
+        lambda index: np.ones((n_devices * size,), np.float32)[index],
+    )
+    medians = {
+        with_psum: _time(program(with_psum).lower(x).compile(), x, repeats=repeats)
+        for with_psum in (False, True)
+    }
+    return {
+        "n_devices": n_devices,
+        "processes": jax.process_count(),
+        "iterations": iterations,
+        "size": size,
+        "loop_s": medians[False],
+        "loop_with_psum_s": medians[True],
+        "latency_s": max(0.0, (medians[True] - medians[False]) / iterations),
+        "platform": jax.default_backend(),
+    }
+
+
+def matmul_rate(batch: int, width: int, iterations: int = 200, repeats: int = 7) -> dict:
+    """Float32 FLOP/s of one device on a loop of `iterations` matmul-and-tanh steps of a
+    `batch` x `width` state by a `width` x `width` matrix (2 * batch * width**2 FLOPs
+    each): the rate a field of that width sustains at that batch."""
+    rng = np.random.default_rng(0)
+    w = jax.device_put(rng.standard_normal((width, width), np.float32) / np.sqrt(width))
+    y = jax.device_put(rng.standard_normal((batch, width), np.float32))
+    fn = jax.jit(
+        lambda y, w: jax.lax.fori_loop(0, iterations, lambda i, c: jax.numpy.tanh(c @ w), y)
+    )
+    seconds = _time(fn.lower(y, w).compile(), y, w, repeats=repeats)
+    return {
+        "batch": batch,
+        "width": width,
+        "flops_per_s": 2.0 * batch * width**2 * iterations / seconds,
+    }
+
+
+def loop_iteration_s(iterations: int = 20000, repeats: int = 7) -> float:
+    """Seconds per iteration of a compiled `fori_loop` whose body adds one to a scalar:
+    what a solver loop pays per step before any work."""
+    fn = jax.jit(lambda x: jax.lax.fori_loop(0, iterations, lambda i, c: c + 1.0, x))
+    x = jax.numpy.float32(0.0)
+    return _time(fn.lower(x).compile(), x, repeats=repeats) / iterations
+
+
+def device_counts(n_devices: int) -> list[int]:
+    """The device counts the probe reduces over: 2, 4, 8, ... up to `n_devices`, and
+    `n_devices` itself."""
+    counts = [n for n in (2**k for k in range(1, 12)) if n <= n_devices]
+    return sorted({*counts, n_devices} - {1})
+
+
+def probe(gradient_floats: int = GRADIENT_FLOATS) -> dict[str, Any]:
+    """Measure this process's devices (see the module doc); returns the probe record
+    without its environment (`record_probe` adds it).
+
+    - `gradient_floats`: the float32 elements of the gradient-sized all-reduce.
+    """
+    start = time.perf_counter()
+    allreduce = []
+    for n in device_counts(len(jax.devices())):
+        for size, iterations in ((1, 2000), (gradient_floats, 200)):
+            allreduce.append(collective_latency(n, iterations=iterations, size=size))
+    return {
+        "probe_version": PROBE_VERSION,
+        "device_kind": jax.devices()[0].device_kind,
+        "platform": jax.default_backend(),
+        "n_devices": len(jax.devices()),
+        "allreduce": [
+            {k: a[k] for k in ("n_devices", "processes", "size", "latency_s")} for a in allreduce
+        ],
+        "matmul": [matmul_rate(32, 64), matmul_rate(1024, 1024, iterations=4)],
+        "loop_iteration_s": loop_iteration_s(),
+        "probe_s": time.perf_counter() - start,
+    }
+
+
+def record_probe(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with the machine, versions, commit and time it was measured at."""
+    return {
+        **values,
+        "machine_id": environment.machine_id(environment.this_machine()),
+        "hardware": environment.cpu_info(),
+        "versions": environment.versions(),
+        "git_commit": environment.git_commit(),
+        "finished": environment.now(),
+    }
+
+
+def read_probe(path: str | os.PathLike) -> dict[str, Any]:
+    """A probe record from its file, with its `path`."""
+    return {**json.loads(Path(path).read_text()), "path": str(path)}
+
+
+def session_probe() -> dict[str, Any] | None:
+    """This session's probe (the file `PROBE_VARIABLE` names), or None where the
+    session has none; what goes into every record of the session."""
+    path = os.environ.get(PROBE_VARIABLE)
+    if not path:
+        return None
+    try:
+        return read_probe(path)
+    except (OSError, ValueError):
+        return None
+
+
+def allreduce_s(p: dict[str, Any], n_devices: int, size: int = 1) -> float | None:
+    """The probe's all-reduce latency over `n_devices` devices of `size` float32
+    elements, interpolated linearly between the sizes it measured; None where it did not
+    measure that device count."""
+    rows = sorted(
+        (a["size"], a["latency_s"]) for a in p.get("allreduce", []) if a["n_devices"] == n_devices
+    )
+    if not rows:
+        return None
+    sizes, latencies = zip(*rows, strict=True)
+    if len(rows) == 1:
+        return float(latencies[0])
+    slope = (latencies[-1] - latencies[0]) / (sizes[-1] - sizes[0])
+    return float(max(latencies[0], latencies[0] + slope * (size - sizes[0])))
+
+
+def summary(p: dict[str, Any]) -> str:
+    """The probe as one line."""
+    reduce = ", ".join(
+        f"{a['n_devices']} devices {a['latency_s'] * 1e6:.3g} us"
+        for a in p.get("allreduce", [])
+        if a["size"] == 1
+    )
+    small = p["matmul"][0]
+    return (
+        f"machine probe ({p['probe_s']:.1f} s): all-reduce of one float: {reduce or 'n/a'}; "
+        f"matmul {small['flops_per_s'] / 1e9:.3g} GFLOP/s at {small['batch']}x"
+        f"{small['width']}; empty loop iteration {p['loop_iteration_s'] * 1e9:.3g} ns"
+    )

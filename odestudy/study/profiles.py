@@ -1,0 +1,226 @@
+"""Hardware profiles: what a collective costs on hardware a prediction is made for,
+each value with where it comes from.
+
+A profile gives, per placement (devices, processes, nodes), the latency of an
+all-reduce of one float, and a bandwidth that prices a gradient's size. Two sources:
+
+- a **file** (`data/profiles/<name>.json`, or any path in that format): cited values,
+  each with its source and a stated range (2, 4 and 8 NVLink-connected H100s; PCIe
+  GPUs);
+- **this machine's probes** (`cpu`): every machine probe (`measure.probe`) recorded
+  here, and the cross-process all-reduces that multi-process rows measured in their own
+  jobs (`probe_processes`), the central value their median and the range their spread
+  over sessions, each citing its records.
+"""
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..measure import environment
+from ..measure.probe import PROBE_FOLDER
+from . import records
+
+# The profile built from this machine's probes (`machine_profile`).
+HERE = "cpu"
+# 4 bytes per float32, moved 2 (n - 1) / n times by a ring all-reduce over n devices.
+FLOAT_BYTES = 4
+
+
+class ProfileError(ValueError):
+    """A profile that does not exist, or lacks the placement asked for."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Value:
+    """One profiled quantity: its central value, a range, and where it comes from.
+
+    - `central`, `low`, `high`: the value and its stated range (seconds, or bytes/s).
+    - `source`: a citation, or the records it was measured in.
+    - `measured`: measured on this machine (True), or cited (False).
+    """
+
+    central: float
+    low: float
+    high: float
+    source: str
+    measured: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+Placement = tuple[int, int, int]  # (devices in all, processes, nodes)
+
+
+@dataclasses.dataclass(frozen=True)
+class HardwareProfile:
+    """What collectives cost on one kind of hardware.
+
+    - `name`: the profile's name (`h100-nvlink`, `cpu`, a file's stem).
+    - `device`: the device kind its values are of (`"cpu"` or `"gpu"`).
+    - `description`: the hardware in words.
+    - `allreduce`: per placement `(devices, processes, nodes)`, one float's all-reduce.
+    - `per_float`: per placement, the added seconds per float32 of a larger all-reduce
+      (None: from `bandwidth`).
+    - `bandwidth`: the all-reduce bus bandwidth (bytes/s), where `per_float` lacks one.
+    """
+
+    name: str
+    device: str
+    description: str
+    allreduce: dict[Placement, Value]
+    per_float: dict[Placement, Value] = dataclasses.field(default_factory=dict)
+    bandwidth: Value | None = None
+
+    def placements(self) -> list[Placement]:
+        """The placements it has values for, sorted."""
+        return sorted(self.allreduce)
+
+    def latency(self, devices: int, processes: int = 1, nodes: int = 1) -> Value:
+        """One float's all-reduce over `devices` devices in `processes` processes on
+        `nodes` nodes; ProfileError naming the placements it has otherwise."""
+        key = (devices, processes, nodes)
+        if key not in self.allreduce:
+            have = ", ".join(_placement(p) for p in self.placements()) or "none"
+            raise ProfileError(
+                f"profile {self.name!r} has no all-reduce for {_placement(key)}; it has: {have}"
+            )
+        return self.allreduce[key]
+
+    def gradient(self, floats: int, devices: int, processes: int = 1, nodes: int = 1) -> Value:
+        """An all-reduce of `floats` float32 elements: one float's latency plus the
+        size at the profile's per-float cost (or bandwidth), the ranges added."""
+        base = self.latency(devices, processes, nodes)
+        extra = self.per_float.get((devices, processes, nodes))
+        if extra is None and self.bandwidth is not None:
+            moved = 2 * (devices - 1) / devices * FLOAT_BYTES
+            bw = self.bandwidth
+            extra = Value(moved / bw.central, moved / bw.high, moved / bw.low, bw.source)
+        if extra is None:
+            return base
+        return Value(
+            base.central + floats * extra.central,
+            base.low + floats * extra.low,
+            base.high + floats * extra.high,
+            f"{base.source}; size: {extra.source}",
+            base.measured and extra.measured,
+        )
+
+
+def _placement(p: Placement) -> str:
+    devices, processes, nodes = p
+    where = f" in {processes} processes" if processes > 1 else ""
+    return f"{devices} devices{where}" + (f" on {nodes} nodes" if nodes > 1 else "")
+
+
+def shipped_profiles() -> dict[str, Path]:
+    """The profile files the package ships, name -> path."""
+    folder = environment.shipped("data", "profiles")
+    return {p.stem: p for p in sorted(Path(folder).glob("*.json"))}
+
+
+def profile_from_file(path: str | os.PathLike) -> HardwareProfile:
+    """A profile from a JSON file in the shipped format (see `data/profiles/`)."""
+    data = json.loads(Path(path).read_text())
+    allreduce = {
+        (int(a["devices"]), int(a.get("processes", 1)), int(a.get("nodes", 1))): Value(
+            a["central_s"], a["low_s"], a["high_s"], a["source"]
+        )
+        for a in data["allreduce"]
+    }
+    bw = data.get("bandwidth")
+    bandwidth = (
+        Value(
+            bw["central_bytes_per_s"], bw["low_bytes_per_s"], bw["high_bytes_per_s"], bw["source"]
+        )
+        if bw
+        else None
+    )
+    return HardwareProfile(
+        data["name"], data["device"], data.get("description", ""), allreduce, bandwidth=bandwidth
+    )
+
+
+def load_profile(
+    name: str, results: str | os.PathLike = records.DEFAULT_RESULTS
+) -> HardwareProfile:
+    """The profile `name`: `cpu` (this machine's probes under `results`), a shipped
+    profile's name, or a file's path; ProfileError naming the choices otherwise."""
+    if name == HERE:
+        return machine_profile(results)
+    shipped = shipped_profiles()
+    if name in shipped:
+        return profile_from_file(shipped[name])
+    if Path(name).is_file():
+        return profile_from_file(name)
+    choices = ", ".join([HERE, *shipped])
+    raise ProfileError(f"unknown profile {name!r}; valid choices: {choices}, or a profile file")
+
+
+def _probe_points(results: Path, machine: str) -> dict[Placement, list[tuple[int, float, str]]]:
+    """Every all-reduce this machine's probes and multi-process records measured:
+    placement -> [(floats, seconds, the file it was measured in)]."""
+    points: dict[Placement, list[tuple[int, float, str]]] = {}
+    for path in sorted(results.glob(f"**/{machine}/{PROBE_FOLDER}/*.json")):
+        try:
+            probe = records.read_json(path)
+        except (OSError, ValueError):
+            continue
+        for a in probe.get("allreduce", []):
+            key = (int(a["n_devices"]), int(a.get("processes", 1)), 1)
+            points.setdefault(key, []).append((int(a["size"]), float(a["latency_s"]), str(path)))
+    for path in sorted(results.glob(f"**/{machine}/*/*/{records.RECORD_NAME}")):
+        try:
+            rec = records.read_json(path)
+        except (OSError, ValueError):
+            continue
+        nodes = int((rec.get("scenario") or {}).get("nodes", 1))
+        for a in rec.get("probe_processes") or []:
+            key = (int(a["n_devices"]), int(a["processes"]), nodes)
+            points.setdefault(key, []).append((int(a["size"]), float(a["latency_s"]), str(path)))
+    return points
+
+
+def _value(seconds: list[float], files: list[str], results: Path) -> Value:
+    """Median and range of `seconds`, citing the records they were measured in."""
+    named = sorted({os.path.relpath(f, results) for f in files})
+    more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+    return Value(
+        float(np.median(seconds)),
+        float(np.min(seconds)),
+        float(np.max(seconds)),
+        f"measured here: {len(seconds)} probe(s), {', '.join(named[:3])}{more}",
+        measured=True,
+    )
+
+
+def machine_profile(results: str | os.PathLike = records.DEFAULT_RESULTS) -> HardwareProfile:
+    """The profile of this machine from what its probes measured (see the module doc):
+    one float's all-reduce per placement, and the added cost per float from the
+    gradient-sized ones. ProfileError where this machine has no probe yet."""
+    results = Path(results)
+    machine = environment.machine_id(environment.this_machine())
+    points = _probe_points(results, machine)
+    if not points:
+        raise ProfileError(
+            f"no machine probe recorded for {machine} under {results}: run a timing session "
+            "here first (for example `make all`), or name a profile file"
+        )
+    allreduce, per_float = {}, {}
+    for key, rows in points.items():
+        one = [(s, f) for n, s, f in rows if n == 1]
+        big = [(n, s, f) for n, s, f in rows if n > 1]
+        if not one:
+            continue
+        allreduce[key] = _value([s for s, _ in one], [f for _, f in one], results)
+        if big:
+            base = allreduce[key].central
+            slopes = [max(0.0, (s - base) / n) for n, s, _ in big]
+            per_float[key] = _value(slopes, [f for *_, f in big], results)
+    description = f"this machine ({machine}): its CPU cores as virtual devices"
+    return HardwareProfile(HERE, "cpu", description, allreduce, per_float)

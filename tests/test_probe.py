@@ -1,0 +1,180 @@
+"""The machine probe in every timing session's records, the hardware profiles, and the
+prediction's arithmetic (intervals, the lock-step term, the terms said measured or
+profiled), on synthetic sweeps: no timing is asserted."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from odestudy.cli import main
+from odestudy.measure.environment import machine_id, this_machine
+from odestudy.measure.probe import GRADIENT_FLOATS, PROBE_VARIABLE, allreduce_s
+from odestudy.measure.scenario import Scenario
+from odestudy.predict import (
+    check_prediction,
+    expected_max,
+    one_device,
+    predict_rows,
+    predicted_modes,
+    session_profile,
+)
+from odestudy.study.probing import PROBE_OFF, session_probe
+from odestudy.study.profiles import (
+    HardwareProfile,
+    ProfileError,
+    Value,
+    load_profile,
+    machine_profile,
+    shipped_profiles,
+)
+
+
+def test_every_record_of_a_session_carries_its_one_probe(smoke_matrix):
+    _, recs = smoke_matrix
+    probes = [r["probe"] for r in recs]
+    assert all(p is not None for p in probes)
+    assert len({p["path"] for p in probes}) == 1  # one probe for the session
+    p = probes[0]
+    assert {(a["n_devices"], a["size"]) for a in p["allreduce"]} == {
+        (2, 1),
+        (2, GRADIENT_FLOATS),
+    }
+    assert all(a["latency_s"] >= 0 for a in p["allreduce"])
+    assert p["matmul"][0]["flops_per_s"] > 0 and p["loop_iteration_s"] > 0
+    assert p["machine_id"] == machine_id(this_machine())
+
+
+def test_a_multi_process_row_measures_its_cross_process_allreduce(two_process_record):
+    found = two_process_record["probe_processes"]
+    assert [(a["n_devices"], a["processes"], a["size"]) for a in found] == [
+        (2, 2, 1),
+        (2, 2, GRADIENT_FLOATS),
+    ]
+
+
+def test_a_session_inside_another_keeps_its_probe_and_off_runs_none(tmp_path, monkeypatch):
+    outer = tmp_path / "outer.json"
+    outer.write_text("{}")
+    monkeypatch.setenv(PROBE_VARIABLE, str(outer))
+    with session_probe("cpu", 2, tmp_path) as found:
+        assert found == outer
+    monkeypatch.setenv(PROBE_VARIABLE, PROBE_OFF)
+    with session_probe("cpu", 2, tmp_path) as found:
+        assert found is None
+    assert not (tmp_path / "probes").exists()
+
+
+def test_the_probe_interpolates_the_gradient_size():
+    probe = {"allreduce": [
+        {"n_devices": 2, "size": 1, "latency_s": 10e-6},
+        {"n_devices": 2, "size": 1001, "latency_s": 20e-6},
+    ]}  # fmt: skip
+    assert allreduce_s(probe, 2, 1) == pytest.approx(10e-6)
+    assert allreduce_s(probe, 2, 501) == pytest.approx(15e-6)
+    assert allreduce_s(probe, 4, 1) is None
+
+
+@pytest.mark.parametrize("name", sorted(shipped_profiles()))
+def test_every_shipped_profile_cites_each_value_and_states_a_range(name):
+    profile = load_profile(name)
+    assert profile.placements()
+    for value in profile.allreduce.values():
+        assert value.low <= value.central <= value.high and value.source
+        assert not value.measured
+    big, small = profile.gradient(10**6, 2), profile.gradient(1, 2)
+    assert big.central > small.central and big.low <= big.central <= big.high
+
+
+def test_a_profile_names_the_placements_it_has():
+    with pytest.raises(ProfileError, match="no all-reduce for 3 devices; it has: 2 devices"):
+        load_profile("h100-nvlink").latency(3)
+    with pytest.raises(ProfileError, match="valid choices: cpu, h100-nvlink, pcie-gpu"):
+        load_profile("no-such-profile")
+
+
+def test_this_machines_profile_is_its_probes_median_and_spread(tmp_path):
+    here = machine_id(this_machine())
+    folder = tmp_path / here / "probes"
+    folder.mkdir(parents=True)
+    for i, latency in enumerate((10e-6, 30e-6, 20e-6)):
+        probe = {"allreduce": [
+            {"n_devices": 2, "processes": 1, "size": 1, "latency_s": latency},
+            {"n_devices": 2, "processes": 1, "size": 101, "latency_s": latency + 1e-6},
+        ]}  # fmt: skip
+        (folder / f"{i}.json").write_text(json.dumps(probe))
+    row = tmp_path / here / "quick" / "cpu-2x1-shard_map-pid-strong-quick"
+    row.mkdir(parents=True)
+    found = [{"n_devices": 2, "processes": 2, "size": 1, "latency_s": 50e-6}]
+    (row / "metrics.json").write_text(json.dumps({"probe_processes": found, "scenario": {}}))
+    profile = machine_profile(tmp_path)
+    one = profile.latency(2)
+    assert (one.central, one.low, one.high, one.measured) == (20e-6, 10e-6, 30e-6, True)
+    assert "3 probe(s)" in one.source
+    assert profile.latency(2, processes=2).central == 50e-6
+    assert profile.gradient(101, 2).central == pytest.approx(20e-6 + 1e-6, rel=0.3)
+    with pytest.raises(ProfileError, match="no machine probe recorded"):
+        machine_profile(tmp_path / "empty")
+
+
+def _sweep(local_times, full_times, per_sample):
+    return {"rows": [
+        {"batch": 4, "step_times_s": local_times, "step_time_s": float(np.median(local_times)),
+         "iterations_executed": 10.0, "per_sample_steps": per_sample},
+        {"batch": 8, "step_times_s": full_times, "step_time_s": float(np.median(full_times)),
+         "iterations_executed": 12.0, "per_sample_steps": per_sample},
+    ]}  # fmt: skip
+
+
+def test_each_mode_gets_its_step_and_speedup_with_intervals():
+    target = Scenario(mode="shard_map", devices_per_process=2, scale="smoke")
+    rng = np.random.default_rng(1)
+    sweep = _sweep(list(1e-3 + 1e-4 * rng.random(10)), list(2e-3 + 1e-4 * rng.random(10)),
+                   list(rng.integers(8, 13, 64)))  # fmt: skip
+    gradient = Value(20e-6, 10e-6, 40e-6, "cited")
+    loop = Value(10e-6, 5e-6, 20e-6, "cited")
+    rows = {r["mode"]: r for r in predict_rows(sweep, target, gradient, loop, in_loop=5.0)}
+    assert tuple(rows) == predicted_modes(target) == ("pmap", "shard", "shard_map")
+    for r in rows.values():
+        lo, hi = r["step_time_interval_s"]
+        assert lo <= r["step_time_s"] <= hi and r["allreduce_s"] == gradient.central
+        assert r["speedup_interval"][0] <= r["speedup"] <= r["speedup_interval"][1]
+        parts = r["compute_s"] + r["allreduce_s"] + r["in_loop_s"]
+        assert r["step_time_s"] == pytest.approx(parts)
+        assert r["iterations_per_device"] <= r["iterations"] <= 12
+    assert rows["shard"]["in_loop_s"] == pytest.approx(5 * rows["shard"]["iterations"] * 10e-6)
+    assert rows["pmap"]["in_loop_s"] == rows["shard_map"]["in_loop_s"] == 0
+    assert rows["pmap"]["step_time_s"] == rows["shard_map"]["step_time_s"]
+
+
+def test_the_lock_step_term_is_the_expected_maximum_of_a_share():
+    rng = np.random.default_rng(0)
+    steps = np.arange(1, 101)
+    shares = [expected_max(steps, b, rng) for b in (1, 4, 32, 256)]
+    assert shares == sorted(shares) and shares[-1] <= 100
+    assert expected_max(np.full(10, 7), 64, rng) == 7
+
+
+def test_a_probe_session_profile_is_measured_and_spans_this_machines_range():
+    probe = {"path": "p.json", "platform": "cpu", "allreduce": [
+        {"n_devices": 2, "size": 1, "latency_s": 40e-6},
+        {"n_devices": 2, "size": 1001, "latency_s": 50e-6},
+    ]}  # fmt: skip
+    machine = HardwareProfile("cpu", "cpu", "", {(2, 1, 1): Value(30e-6, 20e-6, 35e-6, "x", True)})
+    one = session_profile(probe, machine).latency(2)
+    assert (one.central, one.low, one.high, one.measured) == (40e-6, 20e-6, 40e-6, True)
+
+
+def test_predict_checks_its_placement_before_anything_runs(capsys):
+    target = Scenario(mode="shard_map", devices_per_process=1, processes=2, scale="smoke")
+    with pytest.raises(ValueError, match="cross-process all-reduce from a profile"):
+        check_prediction(target)
+    with pytest.raises(ProfileError, match="it has: 2 devices, 4 devices, 8 devices"):
+        check_prediction(target, load_profile("h100-nvlink"))
+    assert one_device(target).total_devices == 1
+    assert main(["predict", "--devices", "8", "--profile", "nope", "--scale", "smoke"]) == 2
+    assert "valid choices: cpu, h100-nvlink" in capsys.readouterr().err
+    assert main(["predict", "--devices", "1", "--scale", "smoke"]) == 2
+    assert "2 or more devices" in capsys.readouterr().err
+    assert os.environ.get(PROBE_VARIABLE) == PROBE_OFF  # nothing started a session
