@@ -165,12 +165,35 @@ def _predict_map(a: argparse.Namespace) -> int:
     return 0
 
 
+def _predict_rows(a: argparse.Namespace) -> int:
+    """`odestudy predict --rows --profile P`: every measured multi-device row of this
+    machine's matrix of the scale, predicted from its 1-device row and the profile."""
+    from .measure.devices import configure_devices
+    from .predict import predict_recorded_rows
+    from .study.lock import measuring
+    from .study.probing import session_probe
+    from .study.profiles import load_profile
+    from .study.records import machine_folder
+
+    if not a.profile:
+        raise ValueError("--rows predicts from a profile without measuring: give --profile")
+    profile = load_profile(a.profile, a.results)
+    configure_devices("cpu", max(2, max((p[0] for p in profile.placements()), default=2)))
+    with measuring("odestudy predict --rows", a.wait):
+        with session_probe("cpu", 1, machine_folder(a.results)):
+            done = predict_recorded_rows(a.results, profile, a.scale or "quick")
+    print(f"{len(done)} prediction(s) of the measured rows")
+    return 0
+
+
 def _predict(a: argparse.Namespace) -> int:
     from .predict import check_prediction, one_device, recorded_state
     from .study.profiles import load_profile
 
     if a.map:
         return _predict_map(a)
+    if a.rows:
+        return _predict_rows(a)
     if a.mode is not None:
         raise ValueError("predict predicts every multi-device mode; leave out --mode")
     if (a.devices_per_process or 1) * (a.processes or 1) < 2:
@@ -469,6 +492,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="predict every workload of the map (`make map`) from its trained 1-device "
         "row, to check against the map's measured rows (records under RESULTS/map)",
+    )
+    pr.add_argument(
+        "--rows",
+        action="store_true",
+        help="predict every measured multi-device row of this machine's matrix of the "
+        "scale (one, several processes, several nodes) from its 1-device row and "
+        "--profile, for the report to check",
     )
     pr.add_argument(
         "--results",

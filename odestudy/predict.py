@@ -437,42 +437,118 @@ def _map_prediction(
     show: bool,
 ) -> dict[str, Any] | None:
     """One workload and controller of `predict_map`: kept, made, or None (said)."""
+    s = w.scenario(controller=controller, device="cpu", scale=scale)
+    target = dataclasses.replace(s, mode="shard_map", devices_per_process=n)
+    out = map_prediction_path(results, w, controller, profile.name if profile else None)
+    p = predict_from_row(target, results, out, profile, f"{w.name} {controller}", show)
+    return p if p is None else {**p, "workload": w.name}
+
+
+def predict_from_row(
+    target: Scenario,
+    results: str | Path,
+    out: Path,
+    profile: HardwareProfile | None,
+    label: str,
+    show: bool = True,
+) -> dict[str, Any] | None:
+    """The prediction of `target` from the trained 1-device row (`one_device(target)`)
+    recorded under `results` on this machine, written to `out`; a prediction already
+    there made from the same row, model and profile is kept. None (said) where the
+    1-device row is missing or failed.
+
+    - `profile`: the collective costs; None: this session's probe (`session_probe`).
+    - `label`: names the prediction in what is printed.
+    """
     from .measure.environment import git_commit, machine_id, now, this_machine, versions
     from .measure.probe import session_probe
     from .measure.state import STATE_NAME
     from .measure.timing import PROTOCOL
     from .study import records
 
-    s = w.scenario(controller=controller, device="cpu", scale=scale)
-    path = records.record_path(s, results)
-    named = profile.name if profile else None
-    target_path = map_prediction_path(results, w, controller, named)
+    base = one_device(target)
+    path = records.record_path(base, results)
     try:
         rec = records.read_record(path)
     except (OSError, ValueError):
         rec = {}
     state = path.parent / STATE_NAME
-    made_from = {"scenario_key": s.key(), "started": rec.get("started"),
-                 "model": PREDICTION_MODEL, "profile": named}  # fmt: skip
+    named = profile.name if profile else None
+    made_from = {"scenario_key": base.key(), "started": rec.get("started"),
+                 "model": PREDICTION_MODEL, "profile": named,
+                 "target_key": target.key()}  # fmt: skip
     if rec.get("status") != "ok" or not state.exists():
         if show:
-            print(f"no prediction for {w.name} {controller}: its 1-device row is "
-                  f"{rec.get('status', 'missing')}")  # fmt: skip
+            print(f"no prediction for {label}: its 1-device row is {rec.get('status', 'missing')}")
         return None
     try:
-        old = records.read_json(target_path)
+        old = records.read_json(out)
         if old.get("made_from") == made_from:
             return old
     except (OSError, ValueError):
         pass
     used = profile or session_profile(session_probe() or {}, None)
-    target = dataclasses.replace(s, mode="shard_map", devices_per_process=n)
+    try:
+        check_prediction(target, used)
+    except ValueError as exc:  # for example a profile without this placement
+        if show:
+            print(f"no prediction for {label}: {exc}")
+        return None
     p = predict_modes(target, used, MAP_TIMED_STEPS, (state, float(rec["final_loss"])))
     made = {"machine_id": machine_id(this_machine()), "versions": versions(),
             "protocol": PROTOCOL, "git_commit": git_commit(), "finished": now()}  # fmt: skip
-    p.update(made, workload=w.name, made_from=made_from)
-    records.write_json_atomic(target_path, p)
+    p.update(made, made_from=made_from, label=label)
+    records.write_json_atomic(out, p)
     if show:
         speedups = ", ".join(f"{r['mode']} {r['speedup']:.2f}x" for r in p["rows"])
-        print(f"predicted {w.name} {controller} ({named or 'probe'}): {speedups}", flush=True)
+        print(f"predicted {label} ({named or 'probe'}): {speedups}", flush=True)
     return p
+
+
+def row_targets(results: str | Path, scale: str = "quick") -> list[Scenario]:
+    """One prediction target per placement and controller of this machine's measured
+    multi-device rows of `scale` under `results` (ok, strong scaling, the default
+    problem, within the physical cores): the 2-device rows of one process, the
+    2-process rows, the rows across nodes."""
+    from .measure.environment import cpu_info
+    from .study import records
+
+    cores = cpu_info().get("physical_cores") or 1
+    found: dict[str, Scenario] = {}
+    for path in sorted(records.machine_folder(results).glob(f"{scale}/*/{records.RECORD_NAME}")):
+        try:
+            rec = records.read_record(path)
+        except (OSError, ValueError):
+            continue
+        s = Scenario.from_dict(rec["scenario"])
+        if (
+            rec.get("status") != "ok"
+            or s.total_devices < 2
+            or s.scaling != "strong"
+            or s.total_devices > cores
+            or s.problem != "oscillator"
+            or s.device != "cpu"
+        ):
+            continue  # fmt: skip
+        target = dataclasses.replace(s, mode="shard_map")
+        found.setdefault(target.key(), target)
+    return list(found.values())
+
+
+def predict_recorded_rows(
+    results: str | Path, profile: HardwareProfile, scale: str = "quick", show: bool = True
+) -> list[dict[str, Any]]:
+    """The prediction of every placement and controller of this machine's measured
+    multi-device rows (`row_targets`) from its 1-device row and `profile`, without
+    measuring the devices predicted; each to `<machine>/predict/<target>-profile-<name>.json`
+    for the report to check against the rows. Resumable (`predict_from_row`)."""
+    from .study import records
+
+    folder = records.machine_folder(results) / "predict"
+    out = []
+    for target in row_targets(results, scale):
+        path = folder / f"{target.name()}-profile-{Path(profile.name).stem}.json"
+        p = predict_from_row(target, results, path, profile, target.name(), show)
+        if p is not None:
+            out.append(p)
+    return out

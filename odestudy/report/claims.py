@@ -6,8 +6,10 @@ different losses, and says in how many of the sessions whose records answer the 
 question it holds. Record text is escaped (`tables.escape`)."""
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from ..study.workloads import MAP_FOLDER
 from . import loss, sessions
 from .frames import in_scaling_matrix, read_records, scaling_rows
 from .tables import escape
@@ -186,6 +188,7 @@ def scale_claims(
     `scale` under `results` (each session of each machine); a device kind without
     multi-device rows gets one line saying so."""
     every = [r for r in read_records(results, scale, current=True) if r["status"] == "ok"]
+    every += related_records(results, scale, every)
     lines = []
     for device in ("cpu", "gpu"):
         found = verdict_claims(rows, every, scaling, device)
@@ -199,3 +202,103 @@ def scale_claims(
                 "",
             ]
     return lines
+
+
+def related_records(
+    results: str | Path, scale: str, rows: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The ok records of the workload map's and the version study's folders under
+    `results` that repeat a scenario of `rows` (its key) under the same protocol and JAX
+    release: the sessions a claim counts besides the scale's own."""
+    same = {(r.get("scenario_key"), r.get("protocol"), _jax(r)) for r in rows}
+    folders = [Path(results) / MAP_FOLDER]
+    versions = Path(results) / "versions"
+    folders += sorted(p for p in versions.iterdir() if p.is_dir()) if versions.is_dir() else []
+    out = []
+    for folder in folders:
+        for r in read_records(folder, scale, current=False):
+            if r["status"] == "ok" and (r.get("scenario_key"), r.get("protocol"), _jax(r)) in same:
+                out.append({**r, "source": folder.name})
+    return out
+
+
+def _jax(rec: dict[str, Any]) -> str | None:
+    return (rec.get("versions") or {}).get("jax")
+
+
+def _source(rec: dict[str, Any]) -> str:
+    return str(rec.get("source") or rec.get("scale"))
+
+
+def probe_said(probe: dict[str, Any] | None, n: int) -> str:
+    """What a session's machine probe measured, in words (the all-reduce of one float on
+    `n` devices, the matmul rate at a step's shape, an empty loop iteration), or that
+    the session ran none."""
+    if not probe:
+        return "no probe (measured before sessions ran one)"
+    latency = next(
+        (a["latency_s"] for a in probe.get("allreduce", [])
+         if a["n_devices"] == n and a["size"] == 1),
+        None,
+    )  # fmt: skip
+    small = (probe.get("matmul") or [{}])[0]
+    said = f"all-reduce of one float on {n} devices {latency * 1e6:.3g} us" if latency else ""
+    return (
+        (said + "; " if said else "")
+        + f"matmul {small.get('flops_per_s', 0) / 1e9:.3g} GFLOP/s at "
+        f"{small.get('batch')}x{small.get('width')}; empty loop iteration "
+        f"{probe.get('loop_iteration_s', 0) * 1e9:.3g} ns"
+    )
+
+
+def across_sessions(
+    every: Sequence[dict[str, Any]],
+    mode: str = "shard",
+    controller: str = "pid",
+    n: int = 2,
+    device: str = "cpu",
+) -> list[str]:
+    """One row (`mode`, `controller`, `n` devices, strong scaling) in every session that
+    holds it and its 1-device baseline: its speedup with interval, where the session's
+    records come from (the scale, the map, a version set), what the session's probe
+    measured, and the in-loop collective cost the probe's latency gives (collectives in
+    its loops x solver iterations x latency) against its measured step."""
+    lines = []
+    for session, recs in sorted(groups(every, device).items(), key=lambda kv: kv[0].label):
+        rows = scaling_rows(recs, "strong")
+        row = next(
+            (r for r in rows if r["mode"] == mode and r["controller"] == controller
+             and r["n_devices"] == n and r.get("processes", 1) == 1
+             and r.get("speedup_ci")),
+            None,
+        )  # fmt: skip
+        if row is None:
+            continue
+        probe = row.get("probe")
+        line = f"- {escape(session.label)} ({escape(_source(row))}): {_x(row)}; " + escape(
+            probe_said(probe, n)
+        )
+        latency = next(
+            (a["latency_s"] for a in (probe or {}).get("allreduce", [])
+             if a["n_devices"] == n and a["size"] == 1),
+            None,
+        )  # fmt: skip
+        steps = (row.get("solver_steps") or {}).get("executed_per_device")
+        loops = row.get("collectives_in_loops")
+        if latency and steps and loops:
+            cost = loops * steps * latency
+            line += (
+                f"; in-loop collectives at that latency: {escape(loops)} x {steps:.0f} "
+                f"iterations x {latency * 1e6:.3g} us = {cost * 1e3:.3g} ms of its "
+                f"{row['step_time_s'] * 1e3:.3g} ms step"
+            )
+        lines.append(line + ".")
+    if not lines:
+        return []
+    head = (
+        f"**{_mode(mode)} with {_ctrl(controller)} on {n} devices, session by session** "
+        f"(every session holding the row and its 1-device baseline, {len(lines)} in all; "
+        "speedup over one device with its 95% interval; the probe is the machine probe "
+        "run at the session's start):"
+    )
+    return [head, "", *lines, ""]

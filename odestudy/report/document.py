@@ -22,6 +22,7 @@ from .frames import (
 )
 from .intervals import METHOD, fmt_interval
 from .plots import CONTROLLER_STYLE, MODE_STYLE, _save, scaling_figures, step_cost_figure
+from .prediction import write_prediction
 from .projection import all_sweeps, projected_table, write_projection
 from .step import loop_summary, loss_limit, verdict
 from .tables import escape as _esc
@@ -1053,6 +1054,7 @@ def write_report(
 
     explain = write_explain([r for r in every if r["machine_id"] == chosen["cpu"]], figures)
     written["explain"] = explain["table"]
+    written["prediction"] = write_prediction(results, figures, chosen["cpu"])
     workloads = write_workloads(results, figures, scale)  # `make map`: the quick scale
     written.update({"workloads": workloads["table"]} if "table" in workloads else {})
     figs += [workloads["figure"]] if "figure" in workloads else []

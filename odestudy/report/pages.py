@@ -9,8 +9,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .claims import scale_claims
+from .claims import across_sessions, related_records, scale_claims
 from .document import report_rows, table_body
+from .frames import read_records
 from .tables import escape
 from .workloads import readme_lines
 
@@ -54,9 +55,17 @@ STUDIES: dict[str, dict[str, Any]] = {
         "tables": ("workloads",),
         "figures": ("workloads",),
     },
+    "prediction": {
+        "title": "The prediction (`odestudy predict`) checked, and the machine probes",
+        "tables": ("prediction",),
+        "figures": (),
+    },
 }
 # The pages a report of each scale writes.
-SCALE_PAGES = {"quick": ("quick", "explain", "step", "versions", "workloads"), "seed": ("seed",)}
+SCALE_PAGES = {
+    "quick": ("quick", "explain", "step", "versions", "workloads", "prediction"),
+    "seed": ("seed",),
+}
 
 
 def generated(body: str) -> str:
@@ -142,12 +151,21 @@ def write_pages(
     written = {}
     for name in SCALE_PAGES.get(scale, ()):
         spec = STUDIES[name]
-        claims = scale_claims(str(results), scale, rows) if spec.get("scale") == scale else None
+        claims = None
+        if spec.get("scale") == scale:
+            claims = scale_claims(str(results), scale, rows) + session_lines(results, scale)
         text = page(name, results, figures, docs, claims)
         md = _write(docs / "results" / f"{name}.md", text)
         render_html(text, figures / "pages" / f"{name}.html", md.parent)
         written[name] = md
     return written
+
+
+def session_lines(results: str | Path, scale: str) -> list[str]:
+    """The `shard` PID row of `scale` session by session, with each session's probe
+    (`claims.across_sessions`), over the scale's records and those that repeat them."""
+    every = [r for r in read_records(results, scale, current=True) if r["status"] == "ok"]
+    return across_sessions([*every, *related_records(results, scale, every)])
 
 
 def fill(text: str, region: str, body: str) -> str:

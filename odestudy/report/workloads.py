@@ -251,10 +251,15 @@ def map_time_line(recs: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]
     )
 
 
-def predictions(results: str | Path, machine: str) -> list[dict[str, Any]]:
-    """The map's predictions of `machine` (`odestudy predict --map`)."""
+def predictions(
+    results: str | Path, machine: str, profile: str | None = None
+) -> list[dict[str, Any]]:
+    """The map's predictions of `machine` (`odestudy predict --map`): those made from
+    their session's probe of the devices (`profile` None), or from the named profile
+    without measuring them (`--profile`)."""
     folder = Path(results) / MAP_FOLDER / machine
-    return [records.read_json(p) for p in records.side_study_paths(folder, "predict")]
+    found = [records.read_json(p) for p in records.side_study_paths(folder, "predict")]
+    return [p for p in found if (p.get("made_from") or {}).get("profile") == profile]
 
 
 def prediction_errors(
@@ -325,6 +330,36 @@ def _predictions_line(found: Sequence[dict[str, Any]]) -> str:
         f"{escape(times[-1])} from the map's trained 1-device rows; each mode's rows "
         "are the measured 2-device default rows of the table above."
     )
+
+
+# The profile the map's extrapolation is checked from: this machine's recorded probes.
+EXTRAPOLATION_PROFILE = "cpu"
+
+
+def extrapolation_lines(
+    rows: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]]
+) -> list[str]:
+    """The section on the map's predictions made from a profile, without measuring the
+    devices predicted (`odestudy predict --map --profile cpu`), against the same rows."""
+    head = [f"## The prediction from the `{EXTRAPOLATION_PROFILE}` profile, without measuring "
+            f"{MAP_DEVICES} devices", ""]  # fmt: skip
+    if not found:
+        return [*head, "No such prediction of the map yet "
+                f"(`odestudy predict --map --profile {EXTRAPOLATION_PROFILE}`).", ""]  # fmt: skip
+    errors = prediction_errors(rows, found)
+    times = sorted(str(p.get("finished")) for p in found)
+    return [
+        *head,
+        f"{len(found)} predictions made {escape(times[0])} to {escape(times[-1])} from the "
+        "map's trained 1-device rows, each collective cost taken from this machine's "
+        "recorded probes (median over sessions, range their spread); the rows are the "
+        "measured 2-device default rows above.",
+        "",
+        *validation_lines(errors),
+        "",
+        errors_table(errors) if errors else "No measured row to check.",
+        "",
+    ]
 
 
 def validation_lines(errors: Sequence[dict[str, Any]]) -> list[str]:
@@ -495,6 +530,7 @@ def workloads_markdown(
         "",
         errors_table(errors) if errors else "No prediction of the map yet.",
         "",
+        *extrapolation_lines(rows, predictions(results, machine, EXTRAPOLATION_PROFILE)),
         *unrolled_lines(results, machine),
     ]
     return "\n".join(parts) + "\n", rows

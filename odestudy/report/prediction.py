@@ -1,0 +1,165 @@
+"""`prediction.md`: `odestudy predict` checked against the measured multi-device rows
+of the quick matrix (one process, several processes, several nodes), each predicted
+from its 1-device row and this machine's profile without measuring the devices
+(`odestudy predict --rows --profile cpu`), and the machine probe of every session."""
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..measure.modes import MODES
+from ..measure.probe import PROBE_FOLDER
+from ..study import records
+from . import sessions
+from .frames import read_records, scaling_rows
+from .tables import escape, markdown_table
+
+
+def row_predictions(results: str | Path, machine: str) -> list[dict[str, Any]]:
+    """The predictions of `machine`'s measured rows (`predict --rows`): files named
+    `<target>-profile-<name>.json` in its `predict` folder."""
+    folder = Path(results) / machine
+    return [records.read_json(p) for p in records.side_study_paths(folder, "predict")]
+
+
+def _placement(rec: dict[str, Any]) -> tuple[int, int, int]:
+    s = rec["scenario"]
+    return (int(rec["n_devices"]), int(s.get("processes", 1)), int(s.get("nodes", 1)))
+
+
+def _where(placement: tuple[int, int, int]) -> str:
+    devices, processes, nodes = placement
+    text = f"{devices} devices"
+    if processes > 1:
+        text += f", {processes} processes"
+    return text + (f", {nodes} nodes" if nodes > 1 else "")
+
+
+def checked_rows(
+    rows: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each measured ok row (`frames.scaling_rows`, strong scaling) with a prediction of
+    its controller, placement and mode: predicted step and interval, measured step,
+    error, and whether the measured step lies in the interval."""
+    out = []
+    for p in found:
+        s = p["scenario"]
+        where = (p["n_devices"], p.get("processes", 1), p.get("nodes", 1))
+        for pr in p["rows"]:
+            r = next(
+                (r for r in rows if r["status"] == "ok" and r["scaling"] == "strong"
+                 and r["controller"] == s["controller"] and r["mode"] == pr["mode"]
+                 and _placement(r) == where and r["problem"] == s["problem"]),
+                None,
+            )  # fmt: skip
+            if r is None:
+                continue
+            lo, hi = pr["step_time_interval_s"]
+            measured = float(r["step_time_s"])
+            out.append({
+                "name": r["name"], "mode": pr["mode"], "controller": s["controller"],
+                "placement": where, "predicted_s": pr["step_time_s"], "low_s": lo,
+                "high_s": hi, "measured_s": measured,
+                "error": pr["step_time_s"] / measured - 1, "inside": lo <= measured <= hi,
+                "profile": (p.get("profile") or {}).get("name"), "session": r["session"],
+            })  # fmt: skip
+    return out
+
+
+def summary_lines(checked: Sequence[dict[str, Any]]) -> list[str]:
+    """Per placement kind and mode: the median |error| beside its count, and how many
+    measured steps fall in their predicted interval."""
+    lines = []
+    kinds = sorted({c["placement"] for c in checked})
+    for where in kinds:
+        for mode in (m for m, v in MODES.items() if v.multi_device):
+            mine = [c for c in checked if c["placement"] == where and c["mode"] == mode]
+            if not mine:
+                continue
+            median = float(np.median([abs(c["error"]) for c in mine])) * 100
+            inside = sum(c["inside"] for c in mine)
+            lines.append(
+                f"- {escape(_where(where))}, `{escape(mode)}`: median |error| {median:.0f} % "
+                f"over {len(mine)} row(s); {inside} of {len(mine)} measured inside the "
+                "predicted interval."
+            )
+    return lines
+
+
+def checked_table(checked: Sequence[dict[str, Any]]) -> str:
+    body = [
+        [
+            escape(c["name"]),
+            escape(_where(c["placement"])),
+            escape(c["session"].label if c.get("session") else ""),
+            f"{c['predicted_s'] * 1e3:.2f} [{c['low_s'] * 1e3:.2f}, {c['high_s'] * 1e3:.2f}]",
+            f"{c['measured_s'] * 1e3:.2f}",
+            f"{c['error'] * 100:+.0f} %",
+        ]
+        for c in checked
+    ]
+    return markdown_table(
+        ("Row", "Placement", "Session", "Predicted (ms) [95% interval]", "Measured (ms)",
+         "Error"),
+        body,
+    )  # fmt: skip
+
+
+def probes_table(results: str | Path, machine: str) -> str:
+    """Every machine probe recorded for `machine` under `results` (its sessions')."""
+    paths = sorted(Path(results).glob(f"**/{machine}/{PROBE_FOLDER}/*.json"))
+    body = []
+    for path in paths:
+        p = records.read_json(path)
+        one = {a["n_devices"]: a["latency_s"] for a in p.get("allreduce", []) if a["size"] == 1}
+        body.append([
+            escape(p.get("finished")),
+            escape(Path(path).relative_to(results).as_posix()),
+            escape(", ".join(f"{n}: {v * 1e6:.3g}" for n, v in sorted(one.items())) or "none"),
+            f"{p['matmul'][0]['flops_per_s'] / 1e9:.3g}",
+            f"{p['loop_iteration_s'] * 1e9:.3g}",
+        ])  # fmt: skip
+    if not body:
+        return "No machine probe recorded on this machine yet (every timing session runs one)."
+    return markdown_table(
+        ("Finished", "Probe", "All-reduce of one float (devices: us)",
+         "Matmul at 32x64 (GFLOP/s)", "Empty loop iteration (ns)"),
+        body,
+    )  # fmt: skip
+
+
+def prediction_markdown(results: str | Path, machine: str) -> str:
+    """The page: the rows checked, per placement and mode, then the probes."""
+    recs = [r for r in read_records(results, "quick", current=False) if r["machine_id"] == machine]
+    rows = scaling_rows(recs)
+    checked = checked_rows(rows, row_predictions(results, machine))
+    parts = [
+        "# The prediction against measured rows, and the machine probes",
+        "",
+        f"Machine {escape(machine)}. Each row of its quick matrix on several devices "
+        "(one process, several processes, several nodes) against its prediction from the "
+        "1-device row and this machine's `cpu` profile, made without measuring the "
+        "devices predicted (`odestudy predict --rows --profile cpu`). "
+        + sessions.sessions_line([r for r in recs if r["status"] == "ok"], recs),
+        "",
+        *(summary_lines(checked) or ["No measured row has a prediction yet."]),
+        "",
+    ]
+    if checked:
+        parts += [checked_table(checked), ""]
+    parts += ["## The machine probe of every session", "", probes_table(results, machine), ""]
+    return "\n".join(parts) + "\n"
+
+
+def write_prediction(results: str | Path, figures: str | Path, machine: str | None) -> Path:
+    """Write `figures/tables/prediction.md` for `machine` (the report's CPU machine)."""
+    out = Path(figures) / "tables" / "prediction.md"
+    text = (
+        prediction_markdown(results, machine)
+        if machine
+        else "# The prediction against measured rows, and the machine probes\n\nNo CPU rows.\n"
+    )
+    out.write_text(text)
+    return out
