@@ -178,3 +178,30 @@ def test_predict_checks_its_placement_before_anything_runs(capsys):
     assert main(["predict", "--devices", "1", "--scale", "smoke"]) == 2
     assert "2 or more devices" in capsys.readouterr().err
     assert os.environ.get(PROBE_VARIABLE) == PROBE_OFF  # nothing started a session
+
+
+def test_the_prediction_page_checks_each_row_against_its_placement_and_mode():
+    from odestudy.report.prediction import checked_rows, summary_lines
+
+    def row(mode, processes, nodes, step):
+        return {"status": "ok", "scaling": "strong", "controller": "pid", "mode": mode,
+                "n_devices": 2, "problem": "oscillator", "step_time_s": step,
+                "scenario": {"processes": processes, "nodes": nodes}, "name": mode,
+                "session": None}  # fmt: skip
+
+    rows = [row("shard_map", 1, 1, 0.010), row("shard_map", 2, 1, 0.020), row("shard", 2, 2, 0.05)]
+    found = [
+        {"scenario": {"controller": "pid", "problem": "oscillator"}, "n_devices": 2,
+         "processes": 2, "nodes": 1, "profile": {"name": "cpu"}, "rows": [
+             {"mode": "shard_map", "step_time_s": 0.022, "step_time_interval_s": [0.018, 0.03]},
+             {"mode": "shard", "step_time_s": 0.04, "step_time_interval_s": [0.03, 0.045]},
+         ]},
+    ]  # fmt: skip
+    checked = checked_rows(rows, found)
+    assert [(c["mode"], c["placement"]) for c in checked] == [("shard_map", (2, 2, 1))]
+    assert checked[0]["error"] == pytest.approx(0.1) and checked[0]["inside"]
+    lines = summary_lines(checked)
+    assert lines == [
+        "- 2 devices, 2 processes, `shard_map`: median |error| 10 % over 1 row(s); 1 of 1 "
+        "measured inside the predicted interval."
+    ]
