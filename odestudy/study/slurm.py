@@ -182,11 +182,14 @@ class SlurmExecutor(Executor):
     def parameters(self, run: Run, folder: Path) -> dict[str, Any]:
         """submitit's parameters of the job that performs `run`: its node to itself, one
         task (multi-process rows: the batch script starts their srun step itself), the
-        partition and GPUs of its device kind, and the node of its records."""
+        partition and GPUs of its device kind, and the node of its records. A row over
+        several nodes (`Scenario.nodes`) gets that many, whatever `tasks_per_node` says."""
         first = run.scenarios()[0]
         gpu = first.device == "gpu"
         tasks = run.processes
         per_node = min(tasks, self.tasks_per_node or tasks)
+        if tasks > 1 and first.nodes > 1:  # the row says its hosts
+            per_node = tasks // first.nodes
         # submitit sees one task (it runs `perform` once, in the batch script); the job
         # holds the tasks of the row's srun step.
         extra: dict[str, Any] = {"exclusive": True, "ntasks_per_node": per_node, **self.sbatch}
