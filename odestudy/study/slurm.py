@@ -151,7 +151,9 @@ class SlurmExecutor(Executor):
             executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
             executor.update_parameters(**self.parameters(run, folder))
             try:
-                jobs.append((run, executor.submit(perform, run, results, folder)))
+                # A job over several nodes is several tasks to submitit, but the batch
+                # script runs `perform` once, as task 0: its result is the job's.
+                jobs.append((run, executor.submit(perform, run, results, folder).task(0)))
             except (submitit.core.utils.FailedJobError, OSError) as exc:
                 for _, job in jobs:  # none half-submitted: the command can be rerun
                     job.cancel(check=False)
