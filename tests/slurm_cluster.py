@@ -159,11 +159,17 @@ def _nodes_idle(env: dict[str, str], count: int) -> bool:
     return out.returncode == 0 and len(states) == count and set(states) <= {"idle", "mix"}
 
 
+# Looked up here, not in the forked child (`_die_with_parent`), where another thread's
+# locks may be held.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
+
+
 def _die_with_parent() -> None:
-    """In a child before it execs: the kernel sends it SIGTERM when this process dies,
-    however it dies (`PR_SET_PDEATHSIG`, kept across exec)."""
-    PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    """In a child before it execs: the kernel sends it SIGTERM when the thread that
+    started it (here, the main thread) ends, however this process dies
+    (`PR_SET_PDEATHSIG`, kept across exec)."""
+    _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
