@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: versions all full map map-levers setup test lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: versions all full map map-levers nodes setup test test-nodes lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -42,6 +42,17 @@ map-levers: $(STAMP)
 	$(BIN)/python benchmarks/levers.py --map --variants $(MAP_LEVERS) --blocks 6 --steps-per-block 10
 	$(MAKE) --no-print-directory report
 
+# The row over two hosts: 2 nodes x 1 device `shard_map`, PID, 3 runs, one JAX process
+# per node, through the SLURM executor on a two-node cluster of network namespaces on
+# this machine, started in a temporary folder (root; benchmarks/nodes.py); records
+# under results/ as the matrix's.
+NODES_ARGS ?= --scale $(SCALE) --runs 3
+nodes: $(STAMP)
+	@cluster=$$(mktemp -d); \
+		$(BIN)/python -m tests.slurm_cluster --nodes 2 $$cluster \
+			--run "$(BIN)/python benchmarks/nodes.py $(NODES_ARGS)"; status=$$?; \
+		rm -rf $$cluster; exit $$status
+
 # The core rows under each JAX release of versions/ (one environment each, .venvs/),
 # round by round across releases; then figures/tables/versions.md.
 versions: $(STAMP)
@@ -62,8 +73,14 @@ setup: $(STAMP)
 # Two test workers (pytest-xdist), each group of modules on one worker (tests/conftest.py:
 # a module, or modules sharing trained smoke scenarios or compiled steps), the heaviest
 # groups first.
+# The tests of a cluster of network namespaces (`nodes`, root) are left to `test-nodes`.
 test: lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not nodes"
+
+# A two-node SLURM cluster in network namespaces on this machine (tests/slurm_cluster.py)
+# and the 2-node row through it (tests/test_slurm_nodes.py); needs root.
+test-nodes: $(DEV_STAMP)
+	$(BIN)/python -m pytest -q -m nodes tests/test_slurm_nodes.py
 
 # Lint, formatting and types: ruff (notebooks included) and mypy over the package.
 lint: $(DEV_STAMP)

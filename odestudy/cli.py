@@ -75,6 +75,10 @@ def _run(a: argparse.Namespace) -> int:
                 f"  (valid for problem {s.problem_object.name!r}; the measured combination "
                 "is " + ", ".join(f"{k}={v}" for k, v in levers.items()) + ")"
             )
+    from .study.executors import needs_cluster
+
+    if why := needs_cluster(s):
+        raise ValueError(f"{why}; odestudy run runs on this machine only (see make nodes)")
     # CPU devices are virtual and made to order; GPUs must exist.
     validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
     out = Path(a.out) if a.out else records.record_path(s, a.results).parent

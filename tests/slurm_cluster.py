@@ -9,20 +9,43 @@ database (slurmdbd needs MySQL): finished jobs go to the job completion log
 and is first on `PATH` while the cluster is up (the only change a cluster with accounting
 does not need).
 
+With `nodes` > 1 (root and iproute2 needed), each node is a network namespace of its
+own on this machine (`node_network`): a bridge with the controller's address on the host
+side, a veth pair per namespace into it, one `slurmd -N nodeK` per namespace at its own
+address (`NodeAddr`). Names resolve per node, through a `hosts` file in `folder` that
+is bind-mounted over /etc/hosts in a mount namespace of the node's slurmd (and so of its
+jobs; the host's /etc/hosts is untouched): `nodeK` to its namespace's address, for JAX's
+coordinator (the first node of `SLURM_STEP_NODELIST`), and this machine's hostname to the
+node's own address, for gloo, which binds to the address of the hostname. (Not `ip netns
+exec`: it remounts /sys, where slurmd needs the host's cgroups.) munged's socket is a
+file in `folder`, shared by every namespace.
+
+The daemons die with the process that started them (`PR_SET_PDEATHSIG`), even killed;
+SIGTERM and SIGHUP stop the script the way Ctrl-C does, so that it also removes the
+namespaces, veths and bridge. Leftovers of a helper killed outright are
+removed by the next one (`sweep`).
+
 Debian/Ubuntu: `apt-get install -y slurm-wlm munge` (22.05 tested). As a script:
 
     python -m tests.slurm_cluster FOLDER    # starts it, prints the environment, waits
+    python -m tests.slurm_cluster --nodes 2 FOLDER --run "COMMAND"   # COMMAND in it
 """
 
+import argparse
 import contextlib
+import ctypes
+import ipaddress
 import os
+import random
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
@@ -55,10 +78,23 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _config(folder: Path, cpus: int, memory_mb: int) -> str:
+def _config(folder: Path, cpus: int, memory_mb: int, net: "Network | None" = None) -> str:
+    """slurm.conf of the cluster in `folder`: one node on localhost, or the nodes of
+    `net` at their namespaces' addresses (their files named by node, `%n`)."""
+    if net is None:
+        controller = f"{NODE}(127.0.0.1)"
+        nodes = f"NodeName={NODE} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb}"
+        node_files = ""
+    else:
+        controller = f"{NODE}({net.host_address})"
+        nodes = "\n".join(
+            f"NodeName={n} NodeAddr={a} CPUs={cpus} RealMemory={memory_mb}"
+            for n, a in zip(net.names, net.addresses, strict=True)
+        )
+        node_files = "-%n"
     return f"""\
 ClusterName=odestudy
-SlurmctldHost={NODE}(127.0.0.1)
+SlurmctldHost={controller}
 MailProg=/bin/true
 SlurmctldPort={_free_port()}
 SlurmdPort={_free_port()}
@@ -68,11 +104,11 @@ AuthType=auth/munge
 AuthInfo=socket={folder / "munge.socket"}
 CredType=cred/munge
 StateSaveLocation={folder / "state"}
-SlurmdSpoolDir={folder / "spool"}
+SlurmdSpoolDir={folder / "spool"}{node_files}
 SlurmctldPidFile={folder / "slurmctld.pid"}
-SlurmdPidFile={folder / "slurmd.pid"}
+SlurmdPidFile={folder / "slurmd"}{node_files}.pid
 SlurmctldLogFile={folder / "slurmctld.log"}
-SlurmdLogFile={folder / "slurmd.log"}
+SlurmdLogFile={folder / "slurmd"}{node_files}.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -89,8 +125,7 @@ KillWait=2
 InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout=30
-NodeName={NODE} NodeAddr=127.0.0.1 CPUs={cpus} \
-RealMemory={memory_mb} State=UNKNOWN
+{nodes}
 PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -115,29 +150,203 @@ def _wait(check, what: str, procs: list[subprocess.Popen], folder: Path) -> None
         time.sleep(0.1)
 
 
-def _node_idle(env: dict[str, str]) -> bool:
+def _nodes_idle(env: dict[str, str], count: int) -> bool:
+    """Whether all `count` nodes of the cluster are up and free."""
     out = subprocess.run(
         [_which("sinfo"), "-h", "-N", "-o", "%t"], env=env, capture_output=True, text=True
     )
-    return out.returncode == 0 and out.stdout.strip() in ("idle", "mix")
+    states = out.stdout.split()
+    return out.returncode == 0 and len(states) == count and set(states) <= {"idle", "mix"}
+
+
+# Looked up here, not in the forked child (`_die_with_parent`), where another thread's
+# locks may be held.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
+
+
+def _die_with_parent() -> None:
+    """In a child before it execs: the kernel sends it SIGTERM when the thread that
+    started it (here, the main thread) ends, however this process dies
+    (`PR_SET_PDEATHSIG`, kept across exec)."""
+    _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`ip ARGS`, its output captured; CalledProcessError (with ip's message) if it
+    fails and `check`."""
+    out = subprocess.run([_which("ip"), *args], capture_output=True, text=True)
+    if check and out.returncode:
+        raise subprocess.CalledProcessError(out.returncode, out.args, out.stdout, out.stderr)
+    return out
+
+
+# Everything of a multi-node cluster is named with the PID of the process that made it
+# (bridge `odbr<pid>`, veths `od<pid>h<k>`/`od<pid>n<k>`, namespaces `odestudy-<pid>-<k>`):
+# unique among live processes, and a dead one's leftovers can be told apart (`sweep`).
+NAMESPACE = re.compile(r"odestudy-(\d+)-\d+$")
+LINK = re.compile(r"od(?:br(\d+)|(\d+)h\d+)$")  # our bridge or a host end of our veths
+
+
+@dataclass
+class Network:
+    """The network of a multi-node cluster on this machine.
+
+    - `bridge`: the bridge the nodes' veths are plugged into.
+    - `host_address`: the bridge's address (the controller's, as the nodes see it).
+    - `names`: the nodes' SLURM names (`node1`, ...).
+    - `namespaces`: each node's network namespace.
+    - `addresses`: each node's address in its namespace.
+    - `hosts`: each node's /etc/hosts (`_hosts_file`).
+    """
+
+    bridge: str
+    host_address: str
+    names: list[str]
+    namespaces: list[str]
+    addresses: list[str]
+    hosts: list[Path]
+
+    def command(self, node: int, argv: list[str]) -> list[str]:
+        """`argv` run as node `node` (0-based): in its network namespace, with its hosts
+        file over /etc/hosts in a mount namespace of its own."""
+        # sh -c SCRIPT HOSTS NETNS ARGV...: $0 is HOSTS, $1 NETNS, then ARGV.
+        nsenter = _which("nsenter")
+        script = (
+            f'mount --bind "$0" /etc/hosts && n=$1 && shift && exec {nsenter} --net="$n" -- "$@"'
+        )
+        netns = f"/run/netns/{self.namespaces[node]}"
+        unshare = [_which("unshare"), "--mount", "--propagation", "private", "--"]
+        return [*unshare, "sh", "-c", script, str(self.hosts[node]), netns, *argv]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def sweep(pid: int | None = None) -> None:
+    """Remove the namespaces, veths and bridges left by
+    helpers that died without cleaning up, or all those of process `pid`."""
+    stale: Callable[[int], bool] = (lambda p: p == pid) if pid else (lambda p: not _alive(p))
+    for line in _ip("netns", "list", check=False).stdout.splitlines():
+        ns = line.split()[0] if line.split() else ""
+        if (m := NAMESPACE.match(ns)) and stale(int(m.group(1))):
+            _ip("netns", "delete", ns, check=False)
+    # A veth whose namespace is still held by a dying process outlives `netns delete`.
+    for line in _ip("-o", "link", "show", check=False).stdout.splitlines():
+        name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
+        if (m := LINK.match(name)) and stale(int(m.group(1) or m.group(2))):
+            _ip("link", "delete", name, check=False)
+
+
+def _networks_in_use() -> list[ipaddress.IPv4Network]:
+    """The IPv4 networks of this machine's addresses and routes (but the default)."""
+    found = []
+    for line in _ip("-o", "-4", "addr", "show").stdout.splitlines():
+        tokens = line.split()
+        if "inet" in tokens:
+            found.append(ipaddress.ip_interface(tokens[tokens.index("inet") + 1]).network)
+    for line in _ip("-4", "route", "show").stdout.splitlines():
+        if line.split() and line.split()[0] != "default":
+            found.append(ipaddress.ip_network(line.split()[0], strict=False))
+    return [n for n in found if isinstance(n, ipaddress.IPv4Network)]
+
+
+def free_subnet() -> str:
+    """A /24 of 10.213.0.0/16, as `10.213.K`, that overlaps no address or route of this
+    machine."""
+    used = _networks_in_use()
+    for k in random.sample(range(1, 255), 254):
+        candidate = ipaddress.ip_network(f"10.213.{k}.0/24")
+        if not any(candidate.overlaps(n) for n in used):
+            return f"10.213.{k}"
+    raise RuntimeError("no free 10.213.K.0/24 subnet on this machine")
+
+
+def _hosts_file(net: Network, node: int) -> str:
+    """The /etc/hosts node `node` sees: the node names, and this machine's hostname at the
+    node's own address."""
+    lines = ["127.0.0.1 localhost", f"{net.addresses[node]} {socket.gethostname()} {NODE}"]
+    lines += [f"{a} {n}" for n, a in zip(net.names, net.addresses, strict=True)]
+    return "\n".join(dict.fromkeys(lines)) + "\n"
 
 
 @contextlib.contextmanager
-def local_cluster(folder: str | os.PathLike, cpus: int | None = None) -> Iterator[dict[str, str]]:
-    """Start munged, slurmctld and slurmd for a one-node cluster with `cpus` CPUs (default:
-    this machine's) in `folder`; yields the environment its clients need (`SLURM_CONF`,
-    `PATH`), set in `os.environ` meanwhile. Stops the daemons afterwards."""
+def node_network(nodes: int, folder: Path) -> Iterator[Network]:
+    """`nodes` network namespaces joined by a bridge of their own, on a free private
+    subnet (`free_subnet`): the bridge at `.1`, node K at `.(K+1)`, loopback up in each,
+    each node's hosts file (`_hosts_file`) in `folder`. Removes the namespaces, veths and
+    bridge afterwards, whatever happens."""
+    pid = os.getpid()
+    sweep()
+    sweep(pid)
+    prefix = free_subnet()
+    net = Network(
+        bridge=f"odbr{pid}",
+        host_address=f"{prefix}.1",
+        names=[f"node{k}" for k in range(1, nodes + 1)],
+        namespaces=[f"odestudy-{pid}-{k}" for k in range(1, nodes + 1)],
+        addresses=[f"{prefix}.{k + 1}" for k in range(1, nodes + 1)],
+        hosts=[folder / f"hosts-node{k}" for k in range(1, nodes + 1)],
+    )
+    try:
+        _ip("link", "add", net.bridge, "type", "bridge")
+        _ip("addr", "add", f"{net.host_address}/24", "dev", net.bridge)
+        _ip("link", "set", net.bridge, "up")
+        for k, (ns, address) in enumerate(zip(net.namespaces, net.addresses, strict=True), 1):
+            host_end, node_end = f"od{pid}h{k}", f"od{pid}n{k}"
+            _ip("netns", "add", ns)
+            net.hosts[k - 1].write_text(_hosts_file(net, k - 1))
+            _ip("link", "add", host_end, "type", "veth", "peer", "name", node_end)
+            _ip("link", "set", node_end, "netns", ns)
+            _ip("link", "set", host_end, "master", net.bridge)
+            _ip("link", "set", host_end, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+            _ip("-n", ns, "addr", "add", f"{address}/24", "dev", node_end)
+            _ip("-n", ns, "link", "set", node_end, "up")
+        yield net
+    finally:
+        sweep(pid)
+
+
+@contextlib.contextmanager
+def local_cluster(
+    folder: str | os.PathLike, cpus: int | None = None, nodes: int = 1
+) -> Iterator[dict[str, str]]:
+    """Start munged, slurmctld and slurmd for a cluster of `nodes` nodes with `cpus` CPUs
+    each (default: this machine's) in `folder`: one on localhost, or more in network
+    namespaces of their own (`node_network`; root only). Yields the environment its
+    clients need (`SLURM_CONF`, `PATH`), set in `os.environ` meanwhile. Stops the daemons
+    (and removes the namespaces) afterwards."""
     folder = Path(folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        net = stack.enter_context(node_network(nodes, folder)) if nodes > 1 else None
+        yield stack.enter_context(_cluster(folder, cpus, net))
+
+
+@contextlib.contextmanager
+def _cluster(folder: Path, cpus: int | None, net: Network | None) -> Iterator[dict[str, str]]:
+    """The daemons of `local_cluster` in `folder`; `net`: the nodes' namespaces (None:
+    one node on localhost)."""
+    folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)
-    for sub in ("state", "spool"):
+    names = net.names if net else [NODE]
+    spools = [f"spool-{n}" for n in names] if net else ["spool"]
+    for sub in ("state", *spools):
         (folder / sub).mkdir(exist_ok=True)
     key = folder / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20 // 2
     conf = folder / "slurm.conf"
-    conf.write_text(_config(folder, cpus or os.cpu_count() or 1, memory_mb))
+    conf.write_text(_config(folder, cpus or os.cpu_count() or 1, memory_mb, net))
     _sacct_shim(folder)
     env = {"SLURM_CONF": str(conf), "PATH": f"{folder / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     daemon_env = {**os.environ, **env}
@@ -153,8 +362,10 @@ def local_cluster(folder: str | os.PathLike, cpus: int | None = None) -> Iterato
             f"--seed-file={folder / 'munged.seed'}",
         ],
         "slurmctld": [_which("slurmctld"), "-D", "-i", "-f", str(conf)],
-        "slurmd": [_which("slurmd"), "-D", "-N", NODE, "-f", str(conf)],
     }
+    for k, node in enumerate(names):
+        slurmd = [_which("slurmd"), "-D", "-N", node, "-f", str(conf)]
+        commands[f"slurmd-{node}" if net else "slurmd"] = net.command(k, slurmd) if net else slurmd
     procs: list[subprocess.Popen] = []
     saved = {k: os.environ.get(k) for k in env}
     try:
@@ -162,13 +373,18 @@ def local_cluster(folder: str | os.PathLike, cpus: int | None = None) -> Iterato
             out = open(folder / f"{name}.out", "w")
             procs.append(
                 subprocess.Popen(
-                    command, env=daemon_env, stdout=out, stderr=subprocess.STDOUT, cwd=folder
+                    command,
+                    env=daemon_env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    cwd=folder,
+                    preexec_fn=_die_with_parent,
                 )
             )
             out.close()
             if name == "munged":
                 _wait((folder / "munge.socket").exists, "munged", procs, folder)
-        _wait(lambda: _node_idle(daemon_env), "the node", procs, folder)
+        _wait(lambda: _nodes_idle(daemon_env, len(names)), "the nodes", procs, folder)
         os.environ.update(env)
         yield env
     finally:
@@ -221,17 +437,56 @@ def _kill_steps(conf: Path) -> None:
                 os.kill(int(proc.name), signal.SIGKILL)
 
 
+class Stopped(Exception):
+    """Raised by SIGTERM and SIGHUP in the script, so that its cleanup runs."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Stopped(signal.Signals(signum).name)
+
+
+def _run_in(command: str, env: dict[str, str]) -> int:
+    """Run shell `command` with the cluster's environment `env`; its exit status. It is
+    stopped (then killed) if this process is stopped, and dies with it."""
+    child = subprocess.Popen(
+        command, shell=True, env={**os.environ, **env}, preexec_fn=_die_with_parent
+    )
+    try:
+        return child.wait()
+    finally:
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
-    with local_cluster(argv[0]) as env:
-        print(" ".join(f"export {k}={v}" for k, v in env.items()), flush=True)
-        try:
-            signal.pause()
-        except KeyboardInterrupt:
-            pass
-    return 0
+    p = argparse.ArgumentParser(
+        prog="python -m tests.slurm_cluster",
+        description="A SLURM cluster on this machine: prints its environment and waits "
+        "(Ctrl-C, SIGTERM or SIGHUP stop it), or runs a command in it.",
+    )
+    p.add_argument("folder", help="the cluster's configuration, keys, state and logs")
+    p.add_argument("--nodes", type=int, default=1, help="nodes (>1: network namespaces, root)")
+    p.add_argument("--cpus", type=int, default=None, help="CPUs per node (default: all)")
+    p.add_argument("--run", default=None, help="a shell command to run in the cluster, then stop")
+    a = p.parse_args(argv)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop)
+    status = 0
+    try:
+        with local_cluster(a.folder, a.cpus, a.nodes) as env:
+            if a.run is not None:
+                status = _run_in(a.run, env)
+            else:
+                print(" ".join(f"export {k}={v}" for k, v in env.items()), flush=True)
+                signal.pause()
+    except (KeyboardInterrupt, Stopped):
+        status = 128 + signal.SIGTERM if a.run is not None else 0
+    return status
 
 
 if __name__ == "__main__":

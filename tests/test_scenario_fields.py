@@ -140,3 +140,41 @@ def test_a_field_added_later_keeps_every_record_its_scenarios():
     assert checked >= 16
     wider = dataclasses.replace(Scenario(), width=32)
     assert wider.key() != Scenario().key() and wider.name().endswith("-w32")
+
+
+# Names and keys made before `nodes` was added (at 6b46217): unchanged by it.
+KEYS_BEFORE_NODES = {
+    Scenario(): ("cpu-1dev-single-pid-strong-quick", "5e2e077a8357"),
+    Scenario(scale="smoke"): ("cpu-1dev-single-pid-strong-smoke", "e6003a1d92ec"),
+    Scenario(mode="shard_map", processes=2): ("cpu-2x1-shard_map-pid-strong-quick", "693c90c3e240"),
+    Scenario(mode="shard_map", processes=2, scale="smoke"): (
+        "cpu-2x1-shard_map-pid-strong-smoke",
+        "4e610d6d075f",
+    ),
+    Scenario(devices_per_process=2, mode="pmap", controller="stepto", scaling="weak"): (
+        "cpu-2dev-pmap-stepto-weak-quick",
+        "e8b5dea3074d",
+    ),
+}
+
+
+def test_nodes_leaves_every_name_and_key_at_its_default():
+    for s, (name, key) in KEYS_BEFORE_NODES.items():
+        assert s.nodes == 1 and (s.name(), s.key()) == (name, key)
+    two = dataclasses.replace(Scenario(mode="shard_map", processes=2, scale="smoke"), nodes=2)
+    assert two.name() == "cpu-2x1-shard_map-pid-strong-smoke-2nodes"
+    assert two.key() != Scenario(mode="shard_map", processes=2, scale="smoke").key()
+    assert Scenario.from_dict(two.to_dict()) == two
+
+
+@pytest.mark.parametrize(
+    "fields, error",
+    [
+        (dict(nodes=0), "nodes must be a whole number >= 1"),
+        (dict(nodes=2), "2 nodes need several processes"),
+        (dict(mode="shard_map", processes=3, nodes=2), r"nodes \(2\) must divide processes \(3\)"),
+    ],
+)
+def test_nodes_must_divide_the_processes(fields, error):
+    with pytest.raises(ValueError, match=error):
+        Scenario(scale="smoke", **fields)

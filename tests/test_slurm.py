@@ -6,6 +6,7 @@ minutes. A job cancelled mid-run is recorded as failed with SLURM's state, and t
 completes it with the record of a local run (`two_process_record`)."""
 
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -19,6 +20,7 @@ from odestudy.study.plan import ColdRun
 from odestudy.study.records import read_record, record_path
 from odestudy.study.slurm import SlurmExecutor, parse_sbatch
 
+from .cluster_helper import processes_of, start_helper, wait_none_left
 from .helpers import TWO_PROCESSES
 from .slurm_cluster import local_cluster, missing_binaries
 
@@ -169,3 +171,21 @@ def _steady(rec: dict) -> dict:
     out = {k: v for k, v in rec.items() if k not in VOLATILE}
     out["stages"] = [{k: v for k, v in st.items() if "time" not in k} for st in rec["stages"]]
     return out
+
+
+@needs_slurm
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_the_daemons_stop_however_the_helper_is_stopped(how, tmp_path):
+    """SIGTERM and SIGHUP stop the helper script as Ctrl-C does (it stops its daemons);
+    killed outright, its daemons die with it (`PR_SET_PDEATHSIG`)."""
+    folder = tmp_path / "cluster"
+    helper = start_helper(folder)
+    try:
+        assert len(processes_of(folder)) >= 3  # munged, slurmctld, slurmd
+        helper.send_signal(how)
+        helper.wait(timeout=60)
+    finally:
+        if helper.poll() is None:
+            helper.kill()
+            helper.wait()
+    assert not wait_none_left(folder)

@@ -308,6 +308,12 @@ class Scenario:
     donate: bool = _field(
         False, "the step reuses the parameters' and optimiser state's buffers", tag="donate"
     )
+    # Where the processes run: more than one host needs a cluster (`--executor slurm`).
+    nodes: int = _field(
+        1,
+        "hosts the processes are spread over, evenly (>1: SLURM jobs only)",
+        role="identity",
+    )
 
     def __post_init__(self):
         # A problem object (from a notebook) is named as scenarios name problems.
@@ -444,6 +450,8 @@ class Scenario:
             else f"{self.devices_per_process}dev"
         )
         parts = [self.device, devices, self.mode, self.controller, self.scaling, self.scale]
+        if self.nodes > 1:
+            parts.append(f"{self.nodes}nodes")
         for field in self.fields():
             if field.metadata["role"] == "identity":
                 continue
@@ -499,6 +507,15 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
         )
     if not isinstance(s.processes, int) or s.processes < 1:
         raise ValueError(f"processes must be a whole number >= 1, got {s.processes!r}")
+    if not isinstance(s.nodes, int) or s.nodes < 1:
+        raise ValueError(f"nodes must be a whole number >= 1, got {s.nodes!r}")
+    if s.nodes > 1 and s.processes == 1:
+        raise ValueError(f"{s.nodes} nodes need several processes (one or more per node)")
+    if s.processes % s.nodes:
+        raise ValueError(
+            f"nodes ({s.nodes}) must divide processes ({s.processes}): each node runs as "
+            "many processes"
+        )
     if available_devices is not None and s.devices_per_process > available_devices:
         valid = f"1..{available_devices}" if available_devices else "none: no such device"
         raise ValueError(

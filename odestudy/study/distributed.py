@@ -74,9 +74,14 @@ def srun_command(s: Scenario, worker_args: list[str]) -> list[str]:
     nodes = int(os.environ.get("SLURM_JOB_NUM_NODES", "1"))
     per_node = -(-s.processes // nodes)
     cpus = max(1, int(os.environ.get("SLURM_CPUS_ON_NODE", "1")) // per_node)
+    # A row over several nodes places its processes evenly, as it says.
+    spread = (
+        [f"--nodes={s.nodes}", f"--ntasks-per-node={s.processes // s.nodes}"] if s.nodes > 1 else []
+    )
     return [
         "srun",
         f"--ntasks={s.processes}",
+        *spread,
         f"--cpus-per-task={cpus}",
         "--kill-on-bad-exit=1",
         "--label",
@@ -108,6 +113,8 @@ def launch(
     are killed (each runs in its own process group, so nothing is left behind).
     """
     validate(s)
+    if s.nodes > 1 and not _under_srun():  # its record would claim hosts it never had
+        return failed_record(s, f"{s.nodes} nodes: runs only as a SLURM job (--executor slurm)")
     timeout_s = RUN_TIMEOUT_S[s.scale] if timeout_s is None else timeout_s
     start = time.perf_counter()
     port = free_port()

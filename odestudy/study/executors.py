@@ -4,7 +4,7 @@ SLURM jobs."""
 
 import abc
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +75,30 @@ class Executor(abc.ABC):
         times here)."""
         return True
 
+    def check(self, scenarios: Iterable[Scenario]) -> None:
+        """Raise ValueError (one line) where this executor cannot run one of `scenarios`;
+        called before anything runs or is written. Every one can, by default."""
+        return None
+
+
+def needs_cluster(s: Scenario) -> str | None:
+    """Why `s` cannot run on this machine alone (its processes on several hosts), or
+    None."""
+    if s.nodes > 1:
+        return f"{s.name()} spreads its processes over {s.nodes} nodes: it needs --executor slurm"
+    return None
+
 
 class LocalExecutor(Executor):
     """Every run on this machine, one after another, in the plan's order."""
 
+    def check(self, scenarios: Iterable[Scenario]) -> None:
+        for s in scenarios:
+            if why := needs_cluster(s):
+                raise ValueError(why)
+
     def execute(self, plan: Plan, results: Path, progress: Progress) -> dict[Scenario, Record]:
+        self.check(plan.scenarios)
         done: dict[Scenario, Record] = dict(plan.reused)
         ran: set[int] = set()  # rounds in which some repeat ran
         for run in plan.runs:

@@ -406,6 +406,7 @@ def run_matrix(
     runnable, not_run, wanted, probes = _scenarios_to_run(
         scale, device, study, full, only, selection, repeats, recommended, ceiling, problem
     )
+    executor.check(runnable)
     results = Path(results)
     held = measuring(f"{scale} {study} matrix", wait) if executor.needs_lock() else nullcontext()
     with held:

@@ -152,7 +152,9 @@ class SlurmExecutor(Executor):
             executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
             executor.update_parameters(**self.parameters(run, folder))
             try:
-                jobs.append((run, executor.submit(perform, run, results, folder)))
+                # A job over several nodes is several tasks to submitit, but the batch
+                # script runs `perform` once, as task 0: its result is the job's.
+                jobs.append((run, executor.submit(perform, run, results, folder).task(0)))
             except (submitit.core.utils.FailedJobError, OSError) as exc:
                 for _, job in jobs:  # none half-submitted: the command can be rerun
                     job.cancel(check=False)
@@ -183,11 +185,14 @@ class SlurmExecutor(Executor):
     def parameters(self, run: Run, folder: Path) -> dict[str, Any]:
         """submitit's parameters of the job that performs `run`: its node to itself, one
         task (multi-process rows: the batch script starts their srun step itself), the
-        partition and GPUs of its device kind, and the node of its records."""
+        partition and GPUs of its device kind, and the node of its records. A row over
+        several nodes (`Scenario.nodes`) gets that many, whatever `tasks_per_node` says."""
         first = run.scenarios()[0]
         gpu = first.device == "gpu"
         tasks = run.processes
         per_node = min(tasks, self.tasks_per_node or tasks)
+        if tasks > 1 and first.nodes > 1:  # the row says its hosts
+            per_node = tasks // first.nodes
         # submitit sees one task (it runs `perform` once, in the batch script); the job
         # holds the tasks of the row's srun step.
         extra: dict[str, Any] = {"exclusive": True, "ntasks_per_node": per_node, **self.sbatch}
