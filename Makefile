@@ -11,8 +11,12 @@ SCALE ?= quick
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
+# Then every measured multi-device row's prediction from its 1-device row and this
+# machine's recorded probes (`predict --rows --profile cpu`, resumable), for the report
+# to check; a machine with no probe yet says so and goes on.
 all: $(STAMP)
 	@$(BIN)/odestudy matrix --scale $(SCALE) --device auto; status=$$?; \
+		$(BIN)/odestudy predict --rows --profile cpu --scale $(SCALE); \
 		$(MAKE) --no-print-directory report && exit $$status
 
 # The whole matrix: 1/2/4/8 CPU devices (rows with more devices than physical cores
@@ -25,10 +29,12 @@ full: $(STAMP)
 # oscillators (state 16), 1 and 2 CPU devices in every mode, both controllers, the
 # default and the recommended step, 3 interleaved runs (records under results/map/);
 # then each workload's prediction (`odestudy predict --map`) from its trained 1-device
-# row, and the report (figures/tables/workloads.md). Resumable.
+# row, with the 2 devices probed and from the `cpu` profile without them, and the report
+# (figures/tables/workloads.md). Resumable.
 map: $(STAMP)
 	$(BIN)/odestudy matrix --scale quick --study map --device cpu
 	$(BIN)/odestudy predict --map --devices 2
+	$(BIN)/odestudy predict --map --devices 2 --profile cpu
 	$(MAKE) --no-print-directory report
 
 # Tsit5 without its stage loop (`StraightTsit5`, `stages=unrolled`) as a lever along the

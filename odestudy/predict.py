@@ -97,9 +97,7 @@ def recorded_state(s: Scenario, results: str | Path) -> tuple[Path, float] | Non
 
 def one_device(target: Scenario) -> Scenario:
     """The 1-device `single` form of `target`: what the sweep measures."""
-    one = dataclasses.replace(target, mode="single", devices_per_process=1, processes=1)
-    extra: dict[str, Any] = {"nodes": 1} if hasattr(one, "nodes") else {}
-    return dataclasses.replace(one, **extra)
+    return dataclasses.replace(target, mode="single", devices_per_process=1, processes=1, nodes=1)
 
 
 def predicted_modes(target: Scenario) -> tuple[str, ...]:
@@ -121,7 +119,7 @@ def check_prediction(target: Scenario, profile: HardwareProfile | None = None) -
     for mode in predicted_modes(target):
         dataclasses.replace(target, mode=mode)  # validates itself (a batch N divides)
     one_device(target)
-    placement = (target.total_devices, target.processes, getattr(target, "nodes", 1))
+    placement = (target.total_devices, target.processes, target.nodes)
     if profile is not None:
         profile.latency(*placement)  # ProfileError names the placements it has
     elif target.processes > 1:
@@ -289,7 +287,7 @@ def predict_modes(
 
     check_prediction(target, profile)
     base, n = one_device(target), target.total_devices
-    placement = (n, target.processes, getattr(target, "nodes", 1))
+    placement = (n, target.processes, target.nodes)
     state: dict[str, Any] = {}
     local = target.global_batch // n
     sweep = step_cost_sweep(base, (local, target.global_batch), timed_steps=timed_steps,
