@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: versions all full map map-levers nodes setup test test-nodes lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: versions all full map map-levers nodes setup test test-cluster lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -79,14 +79,15 @@ setup: $(STAMP)
 # Two test workers (pytest-xdist), each group of modules on one worker (tests/conftest.py:
 # a module, or modules sharing trained smoke scenarios or compiled steps), the heaviest
 # groups first.
-# The tests of a cluster of network namespaces (`nodes`, root) are left to `test-nodes`.
+# The tests on a local SLURM cluster (`cluster`) are left to `test-cluster`.
 test: lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not nodes"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not cluster"
 
-# A two-node SLURM cluster in network namespaces on this machine (tests/slurm_cluster.py)
-# and the 2-node row through it (tests/test_slurm_nodes.py); needs root.
-test-nodes: $(DEV_STAMP)
-	$(BIN)/python -m pytest -q -m nodes tests/test_slurm_nodes.py
+# The tests on local SLURM clusters (tests/slurm_cluster.py): the executor on a one-node
+# cluster on localhost (tests/test_slurm.py), and a two-node cluster in network
+# namespaces with the 2-node row through it (tests/test_slurm_nodes.py; root).
+test-cluster: $(DEV_STAMP)
+	$(BIN)/python -m pytest -q -m cluster tests/test_slurm.py tests/test_slurm_nodes.py
 
 # Lint, formatting and types: ruff (notebooks included) and mypy over the package.
 lint: $(DEV_STAMP)

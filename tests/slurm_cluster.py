@@ -315,6 +315,17 @@ def node_network(nodes: int, folder: Path) -> Iterator[Network]:
         sweep(pid)
 
 
+def _forget_jobs() -> None:
+    """Clear submitit's cache of job states in this process: it is keyed by job id, and
+    every fresh cluster numbers its jobs from 1 again (a job of an earlier cluster would
+    otherwise be taken for the new one's)."""
+    try:
+        from submitit.slurm.slurm import SlurmJob
+    except ImportError:
+        return
+    SlurmJob.watcher.clear()
+
+
 @contextlib.contextmanager
 def local_cluster(
     folder: str | os.PathLike, cpus: int | None = None, nodes: int = 1
@@ -386,6 +397,7 @@ def _cluster(folder: Path, cpus: int | None, net: Network | None) -> Iterator[di
                 _wait((folder / "munge.socket").exists, "munged", procs, folder)
         _wait(lambda: _nodes_idle(daemon_env, len(names)), "the nodes", procs, folder)
         os.environ.update(env)
+        _forget_jobs()
         yield env
     finally:
         _drain(daemon_env)

@@ -50,11 +50,17 @@ VOLATILE = {
     "probe_processes",
 }
 
-needs_slurm = pytest.mark.skipif(
+_installed = pytest.mark.skipif(
     bool(missing_binaries()) and not os.environ.get("CI"),
     reason=f"not installed: {', '.join(missing_binaries())} (apt-get install -y slurm-wlm "
     "munge; CI installs them, .ci/run)",
 )
+
+
+def needs_slurm(test):
+    """A test on a local SLURM cluster: skipped where SLURM is not installed (outside
+    CI), and marked `cluster`: `make test-cluster` runs it, `make test` leaves it out."""
+    return pytest.mark.cluster(_installed(test))
 
 
 @pytest.fixture(scope="module")
@@ -174,6 +180,7 @@ def _steady(rec: dict) -> dict:
 
 
 @needs_slurm
+@pytest.mark.cluster
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
 def test_the_daemons_stop_however_the_helper_is_stopped(how, tmp_path):
     """SIGTERM and SIGHUP stop the helper script as Ctrl-C does (it stops its daemons);
