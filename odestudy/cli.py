@@ -159,7 +159,7 @@ def _predict_map(a: argparse.Namespace) -> int:
     from .study.records import machine_folder
     from .study.workloads import MAP_FOLDER
 
-    n, results = a.devices or 2, Path(a.results) / MAP_FOLDER
+    n, results = a.devices_per_process or 2, Path(a.results) / MAP_FOLDER
     profile = load_profile(a.profile, a.results) if a.profile else None
     configure_devices("cpu", n)
     with measuring("odestudy predict --map", a.wait):
