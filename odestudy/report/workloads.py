@@ -571,7 +571,11 @@ def readme_lines(results: str | Path) -> list[str]:
         + " Speedups over 1 device with 95% intervals):",
         "",
         *(f"- {crossover(rows, c)}" for c in ("pid", "stepto")),
-        *_prediction_summary(rows, predictions(results, recs[0]["machine_id"])),
+        *_prediction_summary(
+            rows,
+            predictions(results, recs[0]["machine_id"]),
+            predictions(results, recs[0]["machine_id"], EXTRAPOLATION_PROFILE),
+        ),
         *_unrolled_summary(lever_records(results, recs[0]["machine_id"])),
         "",
     ]
@@ -613,21 +617,31 @@ def _unrolled_summary(recs: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _prediction_summary(
-    rows: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]]
+    rows: Sequence[dict[str, Any]],
+    found: Sequence[dict[str, Any]],
+    extrapolated: Sequence[dict[str, Any]] = (),
 ) -> list[str]:
-    """The README's line on `odestudy predict` checked against the map's rows."""
-    errors = prediction_errors(rows, found)
-    if not errors:
-        return []
-    parts = [
-        f"`{m}` {np.median([abs(e['error']) for e in errors if e['mode'] == m]) * 100:.0f} %"
-        for m in MULTI_MODES
-        if any(e["mode"] == m for e in errors)
-    ]
-    return [
-        "- `odestudy predict` against these measured 2-device rows, median |error| per "
-        "mode: " + ", ".join(parts) + "."
-    ]
+    """The README's line on `odestudy predict` checked against the map's rows: made
+    with the devices probed (`found`), and from the `cpu` profile without them
+    (`extrapolated`); each mode's median |error| beside its count."""
+    lines = []
+    for what, preds in (
+        ("with the 2 devices probed", found),
+        (f"from the `{EXTRAPOLATION_PROFILE}` profile, without measuring 2 devices", extrapolated),
+    ):
+        errors = prediction_errors(rows, preds)
+        if not errors:
+            continue
+        parts = []
+        for m in MULTI_MODES:
+            mine = [abs(e["error"]) for e in errors if e["mode"] == m]
+            if mine:
+                parts.append(f"`{m}` {np.median(mine) * 100:.0f} % ({len(mine)} rows)")
+        lines.append(
+            f"- `odestudy predict` {what}, against these measured 2-device rows, median "
+            "|error| per mode: " + ", ".join(parts) + "."
+        )
+    return lines
 
 
 def workloads_figure(rows: Sequence[dict[str, Any]], out: str | Path) -> list[Path]:
