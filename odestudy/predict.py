@@ -31,6 +31,8 @@ ASSUMPTIONS = (
     "the latency of a one-float all-reduce",
     "virtual CPU devices share this machine's cores: beyond its physical cores the "
     "prediction is of overhead, not of parallel speedup",
+    "an interval covers the sweep's timing noise and the profile's stated range, not the "
+    "model's own error (`docs/results/prediction.md` measures that)",
 )
 # Resampled draws behind each interval; the interval's central coverage.
 DRAWS = 2000
@@ -438,8 +440,8 @@ def _map_prediction(
     s = w.scenario(controller=controller, device="cpu", scale=scale)
     target = dataclasses.replace(s, mode="shard_map", devices_per_process=n)
     out = map_prediction_path(results, w, controller, profile.name if profile else None)
-    p = predict_from_row(target, results, out, profile, f"{w.name} {controller}", show)
-    return p if p is None else {**p, "workload": w.name}
+    label = f"{w.name} {controller}"
+    return predict_from_row(target, results, out, profile, label, show, {"workload": w.name})
 
 
 def predict_from_row(
@@ -449,6 +451,7 @@ def predict_from_row(
     profile: HardwareProfile | None,
     label: str,
     show: bool = True,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """The prediction of `target` from the trained 1-device row (`one_device(target)`)
     recorded under `results` on this machine, written to `out`; a prediction already
@@ -457,6 +460,7 @@ def predict_from_row(
 
     - `profile`: the collective costs; None: this session's probe (`session_probe`).
     - `label`: names the prediction in what is printed.
+    - `extra`: more fields for the written prediction (the map's `workload`).
     """
     from .measure.environment import git_commit, machine_id, now, this_machine, versions
     from .measure.probe import session_probe
@@ -495,7 +499,7 @@ def predict_from_row(
     p = predict_modes(target, used, MAP_TIMED_STEPS, (state, float(rec["final_loss"])))
     made = {"machine_id": machine_id(this_machine()), "versions": versions(),
             "protocol": PROTOCOL, "git_commit": git_commit(), "finished": now()}  # fmt: skip
-    p.update(made, made_from=made_from, label=label)
+    p.update(made, made_from=made_from, label=label, **(extra or {}))
     records.write_json_atomic(out, p)
     if show:
         speedups = ", ".join(f"{r['mode']} {r['speedup']:.2f}x" for r in p["rows"])

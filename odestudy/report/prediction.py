@@ -142,7 +142,10 @@ def prediction_markdown(results: str | Path, machine: str) -> str:
         "(one process, several processes, several nodes) against its prediction from the "
         "1-device row and this machine's `cpu` profile, made without measuring the "
         "devices predicted (`odestudy predict --rows --profile cpu`). "
-        + sessions.sessions_line([r for r in recs if r["status"] == "ok"], recs),
+        + sessions.sessions_line([r for r in recs if r["status"] == "ok"], recs)
+        + " A predicted interval covers the 1-device sweep's timing noise (its timed steps "
+        "resampled) and the profile's stated range, not the model's own error: the errors "
+        "below measure that.",
         "",
         *(summary_lines(checked) or ["No measured row has a prediction yet."]),
         "",

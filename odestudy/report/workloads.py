@@ -353,7 +353,9 @@ def extrapolation_lines(
         f"{len(found)} predictions made {escape(times[0])} to {escape(times[-1])} from the "
         "map's trained 1-device rows, each collective cost taken from this machine's "
         "recorded probes (median over sessions, range their spread); the rows are the "
-        "measured 2-device default rows above.",
+        "measured 2-device default rows above. Where these times fall outside the rows' "
+        "session, the predictions' 1-device sweeps are of another session than the rows, "
+        "and their errors include the machine's drift between the two.",
         "",
         *validation_lines(errors),
         "",
