@@ -12,21 +12,14 @@ import sys
 from odestudy import Scenario
 from odestudy.measure import environment
 from odestudy.measure.scenario import SCALES
-from odestudy.study.matrix import run_matrix
+from odestudy.study.matrix import node_scenarios, run_matrix
 from odestudy.study.slurm import SlurmExecutor
 
 
 def two_nodes(scale: str) -> Scenario:
-    """The 2-node x 1-device `shard_map` PID row at `scale`."""
-    return Scenario(
-        mode="shard_map",
-        processes=2,
-        devices_per_process=1,
-        nodes=2,
-        device="cpu",
-        scale=scale,
-        controller="pid",
-    )
+    """The 2-node x 1-device `shard_map` PID row at `scale` (`matrix.node_scenarios`)."""
+    (s,) = node_scenarios(scale)
+    return s
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from ..measure.problem import DEFAULT_PROBLEM, resolve_problem
 from ..measure.recommended import recommended
 from ..measure.scenario import SCALES, default_config
 from ..study import records
-from ..study.matrix import explain_scenarios, for_problem, scenarios
+from ..study.matrix import explain_scenarios, for_problem, node_scenarios, scenarios
 from . import sessions
 from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
 from .intervals import ratio_interval
@@ -82,6 +82,7 @@ def matrix_keys(scale: str, study: str = "both", problem: str = DEFAULT_PROBLEM)
         keys |= {s.key() for s in for_problem(explain_scenarios(scale), problem)}
     if study == "both":
         keys |= {recommended(s).key() for s in scaling}
+        keys |= {s.key() for s in for_problem(node_scenarios(scale), problem)}
     return frozenset(keys)
 
 

@@ -70,6 +70,16 @@ def seed_scenarios(device: str = "cpu") -> list[Scenario]:
     return out
 
 
+def node_scenarios(scale: str) -> list[Scenario]:
+    """The rows over several hosts (`make nodes`, through SLURM): 2 nodes x 1 device
+    `shard_map`, PID. Not in the local matrix (one host cannot run them); the report
+    reads their records beside it."""
+    return [
+        Scenario(mode="shard_map", processes=2, devices_per_process=1, nodes=2, device="cpu",
+                 scale=scale, controller="pid")
+    ]  # fmt: skip
+
+
 def scenarios(scale: str, device: str, max_devices: int | None = None) -> list[Scenario]:
     """The matrix of one device kind.
 
