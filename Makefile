@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: versions all full map map-levers nodes setup test test-cluster lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: versions all full map map-levers nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -79,15 +79,17 @@ setup: $(STAMP)
 # Two test workers (pytest-xdist), each group of modules on one worker (tests/conftest.py:
 # a module, or modules sharing trained smoke scenarios or compiled steps), the heaviest
 # groups first.
-# The tests on a local SLURM cluster (`cluster`) are left to `test-cluster`.
+# The long tests (`long`: SLURM clusters, several JAX processes, the built wheel) are left
+# to `test-long`.
 test: lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not cluster"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not long"
 
-# The tests on local SLURM clusters (tests/slurm_cluster.py): the executor on a one-node
-# cluster on localhost (tests/test_slurm.py), and a two-node cluster in network
-# namespaces with the 2-node row through it (tests/test_slurm_nodes.py; root).
-test-cluster: $(DEV_STAMP)
-	$(BIN)/python -m pytest -q -m cluster tests/test_slurm.py tests/test_slurm_nodes.py
+# The long tests, about 4 minutes here: the SLURM executor on a one-node cluster on
+# localhost and a two-node cluster in network namespaces with the 2-node row through it
+# (tests/slurm_cluster.py; root), the study over two JAX processes against two devices,
+# and the package run from a built wheel.
+test-long: $(DEV_STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m long
 
 # Lint, formatting and types: ruff (notebooks included) and mypy over the package.
 lint: $(DEV_STAMP)

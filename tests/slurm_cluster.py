@@ -43,6 +43,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ CLIENTS = ("sbatch", "srun", "scancel", "sacct", "sinfo", "squeue")
 NODE = socket.gethostname().split(".")[0]
 PARTITION = "debug"
 START_TIMEOUT_S = 60
+# The longest cluster folder that holds its nodes' spool folders itself (`_cluster`).
+SHORT_PATH = 48
 
 
 def missing_binaries() -> list[str]:
@@ -78,9 +81,12 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _config(folder: Path, cpus: int, memory_mb: int, net: "Network | None" = None) -> str:
+def _config(
+    folder: Path, cpus: int, memory_mb: int, net: "Network | None" = None, spool: Path | None = None
+) -> str:
     """slurm.conf of the cluster in `folder`: one node on localhost, or the nodes of
-    `net` at their namespaces' addresses (their files named by node, `%n`)."""
+    `net` at their namespaces' addresses (their files named by node, `%n`); the nodes'
+    spool folders under `spool` (default: `folder`)."""
     if net is None:
         controller = f"{NODE}(127.0.0.1)"
         nodes = f"NodeName={NODE} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb}"
@@ -104,7 +110,7 @@ AuthType=auth/munge
 AuthInfo=socket={folder / "munge.socket"}
 CredType=cred/munge
 StateSaveLocation={folder / "state"}
-SlurmdSpoolDir={folder / "spool"}{node_files}
+SlurmdSpoolDir={(spool or folder) / "spool"}{node_files}
 SlurmctldPidFile={folder / "slurmctld.pid"}
 SlurmdPidFile={folder / "slurmd"}{node_files}.pid
 SlurmctldLogFile={folder / "slurmctld.log"}
@@ -350,14 +356,18 @@ def _cluster(folder: Path, cpus: int | None, net: Network | None) -> Iterator[di
     folder.chmod(0o700)
     names = net.names if net else [NODE]
     spools = [f"spool-{n}" for n in names] if net else ["spool"]
-    for sub in ("state", *spools):
-        (folder / sub).mkdir(exist_ok=True)
+    # A step's Unix socket lives in its node's spool folder, and a socket's path has at
+    # most 107 bytes: a long `folder` (pytest's under xdist) gets a short one for them.
+    spool = folder if len(str(folder)) <= SHORT_PATH else Path(tempfile.mkdtemp(prefix="ods-"))
+    for sub in spools:
+        (spool / sub).mkdir(exist_ok=True)
+    (folder / "state").mkdir(exist_ok=True)
     key = folder / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20 // 2
     conf = folder / "slurm.conf"
-    conf.write_text(_config(folder, cpus or os.cpu_count() or 1, memory_mb, net))
+    conf.write_text(_config(folder, cpus or os.cpu_count() or 1, memory_mb, net, spool))
     _sacct_shim(folder)
     env = {"SLURM_CONF": str(conf), "PATH": f"{folder / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     daemon_env = {**os.environ, **env}
@@ -416,6 +426,8 @@ def _cluster(folder: Path, cpus: int | None, net: Network | None) -> Iterator[di
                 p.kill()
                 p.wait()
         _kill_steps(conf)
+        if spool != folder:
+            shutil.rmtree(spool, ignore_errors=True)
 
 
 def _drain(env: dict[str, str], timeout_s: float = 30.0) -> None:

@@ -45,11 +45,13 @@ def _matches_two_devices(multi: dict, smoke_matrix) -> None:
     assert abs(multi["final_loss"] - local["final_loss"]) <= RTOL_LOSS * local["final_loss"]
 
 
+@pytest.mark.long
 def test_two_processes_match_two_devices_with_shard(smoke_matrix):
     multi = launch(Scenario(devices_per_process=1, processes=2, mode="shard", scale="smoke"))
     _matches_two_devices(multi, smoke_matrix)
 
 
+@pytest.mark.long
 def test_two_processes_match_two_devices_with_shard_map(two_process_record, smoke_matrix):
     """The matrix's run of the row (`two_process_record`, through `launch`)."""
     assert two_process_record["mode"] == TWO_PROCESSES.mode == "shard_map"

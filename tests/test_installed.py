@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from odestudy.measure.environment import ROOT
 
 
@@ -45,6 +47,7 @@ def _odestudy(env: dict[str, str], cwd: Path, *args: str) -> subprocess.Complete
     )
 
 
+@pytest.mark.long
 def test_the_example_problem_runs_and_reports_from_an_installed_wheel(tmp_path):
     env = _installed(tmp_path)
     work = tmp_path / "work"

@@ -46,6 +46,7 @@ def test_every_record_of_a_session_carries_its_one_probe(smoke_matrix):
     assert p["machine_id"] == machine_id(this_machine())
 
 
+@pytest.mark.long
 def test_a_multi_process_row_measures_its_cross_process_allreduce(two_process_record):
     found = two_process_record["probe_processes"]
     assert [(a["n_devices"], a["processes"], a["size"]) for a in found] == [

@@ -59,8 +59,8 @@ _installed = pytest.mark.skipif(
 
 def needs_slurm(test):
     """A test on a local SLURM cluster: skipped where SLURM is not installed (outside
-    CI), and marked `cluster`: `make test-cluster` runs it, `make test` leaves it out."""
-    return pytest.mark.cluster(_installed(test))
+    CI), and marked `long`: `make test-long` runs it, `make test` leaves it out."""
+    return pytest.mark.long(_installed(test))
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +180,7 @@ def _steady(rec: dict) -> dict:
 
 
 @needs_slurm
-@pytest.mark.cluster
+@pytest.mark.long
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
 def test_the_daemons_stop_however_the_helper_is_stopped(how, tmp_path):
     """SIGTERM and SIGHUP stop the helper script as Ctrl-C does (it stops its daemons);

@@ -1,8 +1,8 @@
 """A row over two hosts: the 2-node x 1-device `shard_map` smoke row through the SLURM
 executor on a two-node cluster of network namespaces on this machine (`slurm_cluster`,
 `nodes=2`): one process per node, joined by jax.distributed over the namespaces'
-addresses. Needs root (namespaces, veths, a bridge): marked `cluster`, left out of
-`make test` and run by `make test-cluster`. The job parameters and the local executor's
+addresses. Needs root (namespaces, veths, a bridge): marked `long`, left out of
+`make test` and run by `make test-long`. The job parameters and the local executor's
 refusal are checked everywhere."""
 
 import os
@@ -44,7 +44,7 @@ def _why_not() -> str | None:
     if missing:
         return f"not installed: {', '.join(missing)} (apt-get install -y slurm-wlm munge iproute2)"
     if os.geteuid() != 0:
-        return "network namespaces need root (make test-cluster; CI runs it with sudo)"
+        return "network namespaces need root (make test-long; CI runs it with sudo)"
     return None
 
 
@@ -86,7 +86,7 @@ def _our_network(pid: int) -> list[str]:
     return re.findall(rf"odestudy-{pid}-\d+|od(?:br)?{pid}(?:h\d+)?\b", names + links)
 
 
-@pytest.mark.cluster
+@pytest.mark.long
 @needs_nodes
 def test_the_two_node_helper_leaves_nothing_when_stopped(tmp_path):
     folder = tmp_path / "cluster"
@@ -103,7 +103,7 @@ def test_the_two_node_helper_leaves_nothing_when_stopped(tmp_path):
     assert not _our_network(helper.pid)
 
 
-@pytest.mark.cluster
+@pytest.mark.long
 @needs_nodes
 def test_a_row_over_two_nodes_runs_one_process_in_each(tmp_path):
     folder, results = tmp_path / "cluster", tmp_path / "results"
