@@ -1,6 +1,7 @@
 """The `odestudy` command: run one scenario, the matrix, or the report."""
 
 import argparse
+import contextlib
 import sys
 import typing
 from pathlib import Path
@@ -152,7 +153,7 @@ def _predict_map(a: argparse.Namespace) -> int:
     """`odestudy predict --map`: the prediction of every workload of the map, from this
     session's probe of its devices, or from `--profile` without measuring them."""
     from .measure.devices import configure_devices
-    from .predict import predict_map
+    from .predict import map_to_predict, predict_map
     from .study.lock import measuring
     from .study.probing import session_probe
     from .study.profiles import load_profile
@@ -162,9 +163,11 @@ def _predict_map(a: argparse.Namespace) -> int:
     n, results = a.devices_per_process or 2, Path(a.results) / MAP_FOLDER
     profile = load_profile(a.profile, a.results) if a.profile else None
     configure_devices("cpu", n)
-    with measuring("odestudy predict --map", a.wait):
-        with session_probe("cpu", 1 if profile else n, machine_folder(results)):
-            done = predict_map(results, n, a.scale or "quick", profile)
+    todo = map_to_predict(results, n, a.scale or "quick", profile)
+    # A timing session (its probe) only where a prediction is to be made.
+    probed = session_probe("cpu", 1 if profile else n, machine_folder(results)) if todo else None
+    with measuring("odestudy predict --map", a.wait), probed or contextlib.nullcontext():
+        done = predict_map(results, n, a.scale or "quick", profile)
     print(f"{len(done)} prediction(s) of the workload map")
     return 0
 
@@ -173,7 +176,7 @@ def _predict_rows(a: argparse.Namespace) -> int:
     """`odestudy predict --rows --profile P`: every measured multi-device row of this
     machine's matrix of the scale, predicted from its 1-device row and the profile."""
     from .measure.devices import configure_devices
-    from .predict import predict_recorded_rows
+    from .predict import predict_recorded_rows, rows_to_predict
     from .study.lock import measuring
     from .study.probing import session_probe
     from .study.profiles import load_profile
@@ -183,9 +186,11 @@ def _predict_rows(a: argparse.Namespace) -> int:
         raise ValueError("--rows predicts from a profile without measuring: give --profile")
     profile = load_profile(a.profile, a.results)
     configure_devices("cpu", max(2, max((p[0] for p in profile.placements()), default=2)))
-    with measuring("odestudy predict --rows", a.wait):
-        with session_probe("cpu", 1, machine_folder(a.results)):
-            done = predict_recorded_rows(a.results, profile, a.scale or "quick")
+    todo = rows_to_predict(a.results, profile, a.scale or "quick")
+    # A timing session (its probe) only where a prediction is to be made.
+    probed = session_probe("cpu", 1, machine_folder(a.results)) if todo else None
+    with measuring("odestudy predict --rows", a.wait), probed or contextlib.nullcontext():
+        done = predict_recorded_rows(a.results, profile, a.scale or "quick")
     print(f"{len(done)} prediction(s) of the measured rows")
     return 0
 

@@ -468,27 +468,15 @@ def predict_from_row(
     from .measure.timing import PROTOCOL
     from .study import records
 
-    base = one_device(target)
-    path = records.record_path(base, results)
-    try:
-        rec = records.read_record(path)
-    except (OSError, ValueError):
-        rec = {}
-    state = path.parent / STATE_NAME
-    named = profile.name if profile else None
-    made_from = {"scenario_key": base.key(), "started": rec.get("started"),
-                 "model": PREDICTION_MODEL, "profile": named,
-                 "target_key": target.key()}  # fmt: skip
+    rec, made_from, kept = _made_from(target, results, out, profile)
+    if kept is not None:
+        return kept
+    state = records.record_path(one_device(target), results).parent / STATE_NAME
     if rec.get("status") != "ok" or not state.exists():
         if show:
             print(f"no prediction for {label}: its 1-device row is {rec.get('status', 'missing')}")
         return None
-    try:
-        old = records.read_json(out)
-        if old.get("made_from") == made_from:
-            return old
-    except (OSError, ValueError):
-        pass
+    named = profile.name if profile else None
     used = profile or session_profile(session_probe() or {}, None)
     try:
         check_prediction(target, used)
@@ -505,6 +493,65 @@ def predict_from_row(
         speedups = ", ".join(f"{r['mode']} {r['speedup']:.2f}x" for r in p["rows"])
         print(f"predicted {label} ({named or 'probe'}): {speedups}", flush=True)
     return p
+
+
+def _made_from(
+    target: Scenario, results: str | Path, out: Path, profile: HardwareProfile | None
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+    """The 1-device record a prediction of `target` is made from, what it is made from
+    (the record's run, the model, the profile), and the prediction at `out` where one
+    made from the same is there (else None)."""
+    from .study import records
+
+    base = one_device(target)
+    rec: dict[str, Any]
+    try:
+        rec = dict(records.read_record(records.record_path(base, results)))
+    except (OSError, ValueError):
+        rec = {}
+    made_from: dict[str, Any] = {"scenario_key": base.key(), "started": rec.get("started"),
+                 "model": PREDICTION_MODEL, "profile": profile.name if profile else None,
+                 "target_key": target.key()}  # fmt: skip
+    try:
+        old = records.read_json(out)
+    except (OSError, ValueError):
+        old = {}
+    return rec, made_from, old if old.get("made_from") == made_from else None
+
+
+def rows_to_predict(
+    results: str | Path, profile: HardwareProfile, scale: str = "quick"
+) -> list[tuple[Scenario, Path]]:
+    """The targets of `predict_recorded_rows` (`row_targets`) with where each goes,
+    left out those already predicted from the same record, model and profile: what a
+    run would measure."""
+    from .study import records
+
+    folder = records.machine_folder(results) / "predict"
+    out = []
+    for target in row_targets(results, scale):
+        path = folder / f"{target.name()}-profile-{Path(profile.name).stem}.json"
+        if _made_from(target, results, path, profile)[2] is None:
+            out.append((target, path))
+    return out
+
+
+def map_to_predict(
+    results: str | Path, n: int, scale: str = "quick", profile: HardwareProfile | None = None
+) -> list[tuple[Any, str]]:
+    """The workload and controller pairs of `predict_map` not already predicted from
+    the same record, model and profile."""
+    from .study.workloads import CONTROLLERS, WORKLOADS
+
+    out = []
+    for w in WORKLOADS:
+        for controller in CONTROLLERS:
+            s = w.scenario(controller=controller, device="cpu", scale=scale)
+            target = dataclasses.replace(s, mode="shard_map", devices_per_process=n)
+            path = map_prediction_path(results, w, controller, profile.name if profile else None)
+            if _made_from(target, results, path, profile)[2] is None:
+                out.append((w, controller))
+    return out
 
 
 def row_targets(results: str | Path, scale: str = "quick") -> list[Scenario]:
