@@ -79,15 +79,16 @@ setup: $(STAMP)
 # Two test workers (pytest-xdist), each group of modules on one worker (tests/conftest.py:
 # a module, or modules sharing trained smoke scenarios or compiled steps), the heaviest
 # groups first.
-# The long tests (`long`: SLURM clusters, several JAX processes, the built wheel) are left
-# to `test-long`.
+# The long tests (`long`: SLURM clusters, several JAX processes, the built wheel, any
+# test over 15 s here) are left to `test-long`.
 test: lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not long"
 
-# The long tests, about 4 minutes here: the SLURM executor on a one-node cluster on
+# The long tests, about 5 minutes here: the SLURM executor on a one-node cluster on
 # localhost and a two-node cluster in network namespaces with the 2-node row through it
 # (tests/slurm_cluster.py; root), the study over two JAX processes against two devices,
-# and the package run from a built wheel.
+# the package run from a built wheel, the GPU machine's script at tiny sizes, and every
+# other test that takes over 15 s here (marked where it is defined).
 test-long: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m long
 

@@ -235,6 +235,7 @@ def test_the_controlled_problem_reads_args_alike_in_every_batching():
     assert not np.allclose(other, out["per_sample"], atol=1e-3)
 
 
+@pytest.mark.long  # over 15 s here: make test-long
 def test_the_latent_ode_trains_through_the_study():
     """The latent ODE (a general problem: its own batch, a key per step, a `Mean` loss)
     through a whole scenario, with the cheapest solve to compile; keys per device are

@@ -105,6 +105,7 @@ def _gpu_session(parts: list[str], results, **sizes: str):
     )
 
 
+@pytest.mark.long
 def test_gpu_session_cpu_parts_run_tiny(results, tmp_path):
     """The GPU machine's script (benchmarks/gpu_session.sh), its CPU parts at tiny
     sizes: a step-cost sweep and an all-reduce latency written to this machine's

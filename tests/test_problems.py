@@ -133,6 +133,7 @@ class _Blind(ForcedUniform):
 TOLERANCE = {"pid": 1e-3, "stepto": 1e-5}
 
 
+@pytest.mark.long  # over 15 s here: make test-long
 @pytest.mark.parametrize("controller", ["pid", "stepto"])
 def test_recommended_step_of_a_time_dependent_field_matches_the_default(controller):
     data = UNIFORM.make_data(3, jr.PRNGKey(3)).truncate(8)
@@ -191,6 +192,7 @@ def test_make_step_trains_a_user_model_in_every_mode(mode, n):
     assert _rel(step.unplace(new_p), expected_params) <= 1e-5
 
 
+@pytest.mark.long  # over 15 s here: make test-long
 def test_the_study_step_called_directly_gives_one_result_in_the_explicit_modes():
     """The study's step called directly (traced and compiled by its call, not AOT) under
     `pmap` and `shard_map`, where the equinox workaround applies: the two give the same

@@ -13,6 +13,7 @@ from odestudy.measure.training import shares_program
 from .helpers import RTOL_STEP, dataset
 
 
+@pytest.mark.long  # over 15 s here: make test-long
 def test_padding_leaves_loss_gradients_and_solver_steps_alone():
     """At the quick scale's first stage: 10 of 100 points."""
     length = 10

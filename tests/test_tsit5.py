@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
+import pytest
 
 from odestudy import StraightTsit5, VectorField, make_dataset
 
@@ -58,6 +59,7 @@ def _train_batch(solver, field, ts, ys):
     return value, grads, dense, stats
 
 
+@pytest.mark.long  # over 15 s here: make test-long
 def test_time_dependent_field_with_jumps_and_dense_output_under_vmap():
     """The study's field, its stages at their times (`TimeField`), on the study's data
     (different steps per sample), with jumps (the first stage evaluated again after

@@ -73,6 +73,10 @@ def event_counts(fn: Callable, *args: Any) -> collections.Counter:
     import jax
     from jax.profiler import ProfileData
 
+    # Work still running from earlier calls would land in the profile, its instructions
+    # named as this program's may be ("fusion.3"): wait for every live array first.
+    for array in jax.live_arrays():
+        array.block_until_ready()
     with tempfile.TemporaryDirectory(prefix="odestudy-loops-") as folder:
         with jax.profiler.trace(folder):
             jax.block_until_ready(fn(*args))
