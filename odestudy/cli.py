@@ -304,11 +304,17 @@ def print_prediction(out: dict, target: Scenario) -> None:
     for r in out["rows"]:
         lo, hi = r["step_time_interval_s"]
         slo, shi = r["speedup_interval"]
+        # A model that did not train gets step times, never a speedup.
+        speedup = (
+            f"speedup {r['speedup']:.2f}x [{slo:.2f}, {shi:.2f}]"
+            if out["trained"]
+            else "no speedup (not trained)"
+        )
         print(
             f"  {r['mode']:10s} predicted step {r['step_time_s'] * 1e3:8.3g} ms "
-            f"[{lo * 1e3:.3g}, {hi * 1e3:.3g}], speedup {r['speedup']:.2f}x "
-            f"[{slo:.2f}, {shi:.2f}]  (compute {r['compute_s'] * 1e3:.3g} ms, all-reduce "
-            f"{r['allreduce_s'] * 1e3:.3g} ms, in-loop {r['in_loop_s'] * 1e3:.3g} ms)"
+            f"[{lo * 1e3:.3g}, {hi * 1e3:.3g}], {speedup}  (compute "
+            f"{r['compute_s'] * 1e3:.3g} ms, all-reduce {r['allreduce_s'] * 1e3:.3g} ms, "
+            f"in-loop {r['in_loop_s'] * 1e3:.3g} ms)"
         )
     print(
         f"  pmap is {out['pmap_implementation']} in this JAX: "

@@ -283,7 +283,7 @@ def predict_modes(
     collectives in its compiled program). Returns the sweep, the terms (each measured or
     profiled, with its source) and one row per mode.
     """
-    from .measure.compat import pmap_implementation
+    from .measure.compat import pmap_implementation, pmap_is_shard_map
     from .measure.cost import step_cost_sweep
     from .measure.environment import cpu_info
 
@@ -300,8 +300,7 @@ def predict_modes(
     loop = shard_loop_collectives(base, n, state["params"])
     rows = predict_rows(sweep, target, gradient, loop_latency, loop["per_iteration"])
     cores = cpu_info().get("physical_cores")
-    implementation = pmap_implementation()
-    one = "shard_map" in implementation
+    implementation, one = pmap_implementation(), pmap_is_shard_map()
     return {
         "scenario": target.to_dict(),
         "n_devices": n,

@@ -193,11 +193,12 @@ def test_the_prediction_page_checks_each_row_against_its_placement_and_mode():
     rows = [row("shard_map", 1, 1, 0.010), row("shard_map", 2, 1, 0.020), row("shard", 2, 2, 0.05)]
     found = [
         {"scenario": {"controller": "pid", "problem": "oscillator"}, "n_devices": 2,
-         "processes": 2, "nodes": 1, "profile": {"name": "cpu"}, "rows": [
+         "processes": 2, "nodes": 1, "profile": {"name": "cpu"}, "trained": True, "rows": [
              {"mode": "shard_map", "step_time_s": 0.022, "step_time_interval_s": [0.018, 0.03]},
              {"mode": "shard", "step_time_s": 0.04, "step_time_interval_s": [0.03, 0.045]},
          ]},
     ]  # fmt: skip
+    assert checked_rows(rows, [{**found[0], "trained": False}]) == []  # did not train
     checked = checked_rows(rows, found)
     assert [(c["mode"], c["placement"]) for c in checked] == [("shard_map", (2, 2, 1))]
     assert checked[0]["error"] == pytest.approx(0.1) and checked[0]["inside"]

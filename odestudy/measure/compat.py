@@ -86,16 +86,19 @@ def closure_convert_ignores_manual_sharding() -> Iterator[None]:
         eqx_ad._strip_weak_dtype = original
 
 
-def pmap_implementation() -> str:
-    """What `jax.pmap` is in the running JAX: built on `shard_map`, or the legacy path."""
+def pmap_is_shard_map() -> bool:
+    """Whether `jax.pmap` is `jit` of `shard_map` in the running JAX (0.8 and later),
+    rather than the legacy path."""
     try:
         from jax._src import pmap as pmap_module
-
-        if hasattr(pmap_module, "shard_map"):
-            return "jit+shard_map (jax._src.pmap)"
     except ImportError:
-        pass
-    return "legacy pxla pmap"
+        return False
+    return hasattr(pmap_module, "shard_map")
+
+
+def pmap_implementation() -> str:
+    """What `jax.pmap` is in the running JAX: built on `shard_map`, or the legacy path."""
+    return "jit+shard_map (jax._src.pmap)" if pmap_is_shard_map() else "legacy pxla pmap"
 
 
 def use_compilation_cache(path: str | None) -> bool:

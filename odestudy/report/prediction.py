@@ -45,11 +45,14 @@ def checked_rows(
     error, and whether the measured step lies in the interval."""
     out = []
     for p in found:
+        if not p.get("trained"):
+            continue  # a prediction from a model that did not train checks nothing
         s = p["scenario"]
         where = (p["n_devices"], p.get("processes", 1), p.get("nodes", 1))
         for pr in p["rows"]:
             r = next(
-                (r for r in rows if r["status"] == "ok" and r["scaling"] == "strong"
+                (r for r in rows if r["status"] == "ok" and r.get("trained", True)
+                 and r["scaling"] == "strong"
                  and r["controller"] == s["controller"] and r["mode"] == pr["mode"]
                  and _placement(r) == where and r["problem"] == s["problem"]),
                 None,
