@@ -91,6 +91,33 @@ VARIANTS = {
         "adjoint": "all_steps",
         "stages": "unrolled",
     },
+    # The fused solve (`measure/fused.py`): Tsit5 and the controller as one loop carrying
+    # only what a step needs, each of its reverse modes (a checkpoint per step, diffrax's
+    # default checkpoints, a checkpointed scan), per sample and within-ODE.
+    "fused": {"integrator": "fused", "adjoint": "all_steps"},
+    "fused(64)": {"integrator": "fused", "adjoint": "all_steps", "max_steps": 64},
+    "fused_recursive(64)": {"integrator": "fused", "adjoint": "recursive", "max_steps": 64},
+    "fused_scan(64)": {"integrator": "fused", "adjoint": "scan", "max_steps": 64},
+    "within_ode+fused(64)": {
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "all_steps",
+        "max_steps": 64,
+    },
+    "within_ode+fused_scan(64)": {
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "scan",
+        "max_steps": 64,
+    },
+    "within_ode+fused_checkpointed_scan(64)": {
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "checkpointed_scan",
+        "max_steps": 64,
+    },
+    "within_ode+fused": {"solve": "within_ode", "integrator": "fused", "adjoint": "all_steps"},
+    "within_ode+fused_scan": {"solve": "within_ode", "integrator": "fused", "adjoint": "scan"},
     # The floor: StepTo's Tsit5 arithmetic as a lax.scan over the grid (no diffrax loop).
     "scan": {"solve": "scan"},
     "scan(unroll=2)": {"solve": "scan", "unroll": 2},

@@ -28,6 +28,11 @@ LEVERS = [
     ("pid", Structure(saveat="dense", adjoint="all_steps", max_steps=64)),
     ("pid", Structure(adjoint="direct", max_steps=64)),
     ("pid", Structure(stages="unrolled")),
+    # The fused solve (`fused.py`) per sample and within-ODE (each reverse mode against
+    # diffrax on a time-dependent field and irregular grids: test_fused.py).
+    ("pid", Structure(integrator="fused", adjoint="all_steps", max_steps=64)),
+    ("pid", Structure(solve="within_ode", integrator="fused", adjoint="scan", max_steps=64)),
+    ("stepto", Structure(solve="within_ode", integrator="fused", adjoint="checkpointed_scan")),
 ]
 
 
@@ -85,7 +90,13 @@ def test_donated_step_matches_and_consumes_its_inputs():
         (dict(controller="stepto", unroll=4), "unroll applies to solve='scan' only"),
         (dict(controller="stepto", solve="scan", adjoint="direct"), "leave them default"),
         (dict(stages="scan"), "valid choices: loop, bounded, unrolled"),
-        (dict(adjoint="checkpointed"), "valid choices: recursive, all_steps, direct"),
+        (dict(adjoint="checkpointed"), "valid choices: recursive, all_steps, direct, scan"),
+        (dict(adjoint="scan"), "needs integrator='fused'"),
+        (dict(integrator="fused", saveat="dense"), "leave saveat at ts and stages at loop"),
+        (dict(integrator="fused", stages="unrolled"), "leave saveat at ts and stages at loop"),
+        (dict(integrator="fused", adjoint="direct"), "takes adjoint all_steps, recursive, scan"),
+        (dict(controller="stepto", solve="scan", integrator="fused"), "cannot use it"),
+        (dict(integrator="loop"), "valid choices: diffrax, fused"),
         (dict(saveat="all"), "valid choices: ts, dense, steps"),
         (dict(max_steps=0), "max_steps must be a whole number >= 1"),
     ],

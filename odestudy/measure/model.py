@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from . import fused
 from .loss import mean_value
 from .problem import AbstractODEProblem, AbstractProblem, Oscillator, VectorField, observed
 from .solvers import Structure, controller_and_dt0, saved_values, solve_options
@@ -53,6 +54,8 @@ def solve(
 
     Returns `(ys, num_steps)`: the states at `ts` and the solver's forward step count.
     """
+    if structure.integrator == "fused":
+        return solve_fused(model, ts, y0, controller, structure, problem, args)
     stepsize_controller, dt0 = controller_and_dt0(controller, ts, problem.rtol, problem.atol)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(model),
@@ -66,6 +69,33 @@ def solve(
         **solve_options(structure, controller, ts),
     )
     return saved_values(sol, structure, ts), sol.stats["num_steps"]
+
+
+def solve_fused(
+    field: Callable[..., Any],
+    ts: Float[Array, " times"],
+    y0: Array,
+    controller: str,
+    structure: Structure,
+    problem: "AbstractProblem | AbstractODEProblem",
+    args: Any = None,
+) -> tuple[Array, Int[Array, ""]]:
+    """One ODE solved by the fused loop (`fused.solve_pid` or `fused.solve_stepto`),
+    its reverse mode `structure.adjoint` and, under PID, its bound `structure.max_steps`
+    and the problem's tolerances. Arguments and result as in `solve`; `y0` may be a
+    whole batch's state (within-ODE batching)."""
+    if controller == "pid":
+        return fused.solve_pid(
+            field,
+            ts,
+            y0,
+            args,
+            problem.rtol,
+            problem.atol,
+            structure.max_steps,
+            structure.adjoint,
+        )
+    return fused.solve_stepto(field, ts, y0, args, structure.adjoint)
 
 
 def solve_scan(
@@ -226,9 +256,13 @@ def solve_within_ode(
     speed = ts[:, 1] - ts[:, 0]
     start = ts[:, 0] if problem.time_dependent else None
     taus = jnp.arange(ts.shape[1], dtype=ts.dtype)
+    field = _BatchField(model, speed, start)
+    if structure.integrator == "fused":
+        ys, steps = solve_fused(field, taus, y0, controller, structure, problem, args)
+        return jnp.swapaxes(ys, 0, 1), jnp.broadcast_to(steps, (ts.shape[0],))
     stepsize_controller, dt0 = controller_and_dt0(controller, taus, problem.rtol, problem.atol)
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(_BatchField(model, speed, start)),
+        diffrax.ODETerm(field),
         structure.solver(),
         taus[0],
         taus[-1],

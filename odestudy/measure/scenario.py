@@ -19,6 +19,7 @@ from .problem import (
 from .solvers import (
     ADJOINTS,
     CONTROLLERS,
+    INTEGRATORS,
     MAX_STEPS,
     SAVEATS,
     SOLVES,
@@ -289,7 +290,7 @@ class Scenario:
     adjoint: str = _field(
         "recursive",
         "recursive (diffrax's default checkpointing), all_steps (a checkpoint per step) "
-        "or direct (DirectAdjoint)",
+        "direct (DirectAdjoint) or, with integrator=fused only, scan (a checkpointed scan)",
         tag="adj",
         choices=ADJOINTS,
     )
@@ -304,6 +305,13 @@ class Scenario:
         "Tsit5's stages as diffrax's checkpointed loop, bounded (a scan) or unrolled (no loop)",
         tag="stages",
         choices=STAGES,
+    )
+    integrator: str = _field(
+        "diffrax",
+        "diffrax (diffeqsolve) or fused (Tsit5 and the controller as one loop carrying "
+        "only what a step needs; adjoint all_steps, recursive or scan)",
+        tag="int",
+        choices=INTEGRATORS,
     )
     donate: bool = _field(
         False, "the step reuses the parameters' and optimiser state's buffers", tag="donate"
@@ -357,7 +365,13 @@ class Scenario:
     def structure(self) -> Structure:
         """How the step's solve is built (`solvers.Structure`)."""
         return Structure(
-            self.solve, self.saveat, self.adjoint, self.max_steps, self.unroll, self.stages
+            self.solve,
+            self.saveat,
+            self.adjoint,
+            self.max_steps,
+            self.unroll,
+            self.stages,
+            self.integrator,
         )
 
     @property

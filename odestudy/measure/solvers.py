@@ -23,12 +23,19 @@ SAVEATS = ("ts", "dense", "steps")
 # The backward pass: diffrax's default `RecursiveCheckpointAdjoint` (checkpoints about
 # sqrt(2 max_steps), a conditional per backward step), the same with one checkpoint per
 # step (`checkpoints=max_steps`: no recomputation, no conditional), or `DirectAdjoint`.
-ADJOINTS = ("recursive", "all_steps", "direct")
+# A checkpointed `lax.scan` over `max_steps` (`scan`) is the fused loop's alone.
+ADJOINTS = ("recursive", "all_steps", "direct", "scan", "checkpointed_scan")
 # How Tsit5 runs its stages within a solver step: diffrax's default, a checkpointed
 # while loop over the stages (`scan_kind=None`), equinox's bounded loop
 # (`scan_kind="bounded"`: a `lax.scan` over the stages with a conditional each), or
 # straight-line code with no loop over the stages (`tsit5.StraightTsit5`).
 STAGES = ("loop", "bounded", "unrolled")
+# Which loop runs the solve: diffrax's `diffeqsolve`, or the package's fused loop
+# (`fused.py`: Tsit5 and the controller as one loop carrying only what a step needs;
+# it saves at the observation times itself and runs its stages as straight-line code).
+INTEGRATORS = ("diffrax", "fused")
+# The adjoints the fused loop takes (`fused.REVERSE`); `scan` is the fused loop's alone.
+FUSED_ADJOINTS = ("all_steps", "recursive", "scan", "checkpointed_scan")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +51,7 @@ class Structure:
       of the grid.
     - `unroll`: `lax.scan`'s unroll with `solve="scan"`.
     - `stages`: one of `STAGES`.
+    - `integrator`: one of `INTEGRATORS`.
     """
 
     solve: str = "per_sample"
@@ -52,6 +60,7 @@ class Structure:
     max_steps: int = MAX_STEPS
     unroll: int = 1
     stages: str = "loop"
+    integrator: str = "diffrax"
 
     @property
     def is_default(self) -> bool:
@@ -61,6 +70,7 @@ class Structure:
             and self.adjoint == "recursive"
             and self.max_steps == MAX_STEPS
             and self.stages == "loop"
+            and self.integrator == "diffrax"
         )
 
     def solver(self) -> diffrax.Tsit5:
@@ -86,6 +96,7 @@ def check_structure(structure: Structure, controller: str) -> None:
         ("saveat", SAVEATS),
         ("adjoint", ADJOINTS),
         ("stages", STAGES),
+        ("integrator", INTEGRATORS),
     ):
         value = getattr(structure, name)
         if value not in choices:
@@ -100,6 +111,10 @@ def check_structure(structure: Structure, controller: str) -> None:
             raise ValueError("solve='scan' is a fixed-step solve: it needs controller='stepto'")
         if structure.saveat == "steps":
             raise ValueError("saveat='steps' saves at StepTo's steps: it needs controller='stepto'")
+    if structure.integrator == "fused":
+        check_fused(structure)
+    elif structure.adjoint == "scan":
+        raise ValueError("adjoint='scan' is the fused solve's: it needs integrator='fused'")
     if structure.solve == "scan" and not structure.is_default:
         raise ValueError(
             "solve='scan' has no diffrax saveat, adjoint, max_steps or stages: leave them default"
@@ -110,6 +125,24 @@ def check_structure(structure: Structure, controller: str) -> None:
         raise ValueError(f"max_steps must be a whole number >= 1, got {structure.max_steps!r}")
     if not isinstance(structure.unroll, int) or structure.unroll < 1:
         raise ValueError(f"unroll must be a whole number >= 1, got {structure.unroll!r}")
+
+
+def check_fused(structure: Structure) -> None:
+    """Raise a ValueError if the fused solve cannot run `structure`: it is its own
+    loop (no fixed-step `scan` solve), saves at the observation times itself and runs
+    Tsit5's stages as straight-line code (saveat and stages stay default), and takes the
+    adjoints of `FUSED_ADJOINTS`."""
+    if structure.solve == "scan":
+        raise ValueError("integrator='fused' is a solve of its own: solve='scan' cannot use it")
+    if structure.saveat != "ts" or structure.stages != "loop":
+        raise ValueError(
+            "the fused solve saves at the observation times and runs its stages as "
+            "straight-line code itself: leave saveat at ts and stages at loop"
+        )
+    if structure.adjoint not in FUSED_ADJOINTS:
+        raise ValueError(
+            f"the fused solve takes adjoint {', '.join(FUSED_ADJOINTS)}; got {structure.adjoint!r}"
+        )
 
 
 def controller_and_dt0(controller: str, ts: jax.Array, rtol: float = RTOL, atol: float = ATOL):

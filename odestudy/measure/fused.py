@@ -1,0 +1,200 @@
+"""A fused adaptive solve: Tsit5 with diffrax's PID controller (or `StepTo`) as one loop
+that carries only what a step needs.
+
+Diffrax's `diffeqsolve` carries its whole state through every step (events, `SaveAt`
+bookkeeping with an inner loop over saved times, progress meter, result codes, dense
+buffers, jump handling). The fused solve keeps diffrax's arithmetic (Tsit5's
+tableau, as straight-line code with no stage buffer; diffrax's
+`PIDController.adapt_step_size`; Tsit5's interpolation; diffrax's clipping of the last
+step) and carries only the time, the next
+time, the state, the FSAL stage, the controller's memory, the solution at the
+observation times and two counters. Saving evaluates the step's interpolant at every
+observation time and keeps those inside the step: straight-line code, no inner loop.
+
+Reverse mode (`REVERSE`), chosen by the scenario's `adjoint`:
+- `all_steps`: equinox's checkpointed while loop with a checkpoint per step (as
+  diffrax's adjoint with `checkpoints=max_steps`): the forward pass stops at the end,
+  the backward pass recomputes each step from its stored carry;
+- `recursive`: the same loop with diffrax's default number of checkpoints;
+- `scan`: a bounded loop with per-step storage, a `lax.scan` over `max_steps` that
+  stores every step's residuals (no recomputation); steps after the end are skipped by
+  a conditional, which `vmap` (one solve per sample) turns into a select;
+- `checkpointed_scan`: that scan with each step rematerialised in the backward pass.
+
+A PID solve that needs more than `max_steps` steps returns NaN at the times it did not
+reach, so that the loss is non-finite and the run fails loudly.
+"""
+
+from collections.abc import Callable
+from typing import Any, NamedTuple, cast
+
+import diffrax
+import equinox.internal as eqxi
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+# Reverse mode of the fused loop, the `adjoint` values it takes (see the module's text).
+REVERSE = ("all_steps", "recursive", "scan", "checkpointed_scan")
+
+_TABLEAU = diffrax.Tsit5.tableau
+_A = [[float(a) for a in row] for row in _TABLEAU.a_lower]  # stage i+1 from stages 0..i
+_C = [float(c) for c in _TABLEAU.c]  # stage i+1 at time t + c[i] h
+_B_ERROR = [float(b) for b in _TABLEAU.b_error]
+_ERROR_ORDER = 5  # Tsit5's order + 1, as diffrax's `Tsit5.error_order` gives it
+
+
+def tsit5_step(
+    field: Callable[..., Any], t: Array, tnext: Array, y: Array, f: Array, args: Any
+) -> tuple[Array, Array, Array, Array]:
+    """One Tsit5 step from `(t, y)` to `tnext` as straight-line code, no stage buffer:
+    each stage's state from the earlier stages' nonzero coefficients alone.
+
+    - `field`: called as `field(t, y, args)`; `f`: its value at `(t, y)` (FSAL).
+
+    Returns `(y1, error, k, f1)`: the new state, the embedded error estimate, the 7
+    stages times the step (diffrax's `k`, stacked, for the interpolation) and the field
+    at `(tnext, y1)` (the next step's first stage).
+    """
+    h = tnext - t
+    ks = [f * h]
+    fi = yi = f
+    for row, c in zip(_A, _C, strict=True):
+        yi = y + sum(a * k for a, k in zip(row, ks, strict=True) if a != 0.0)
+        fi = field(tnext if c == 1.0 else t + c * h, yi, args)
+        ks.append(fi * h)
+    error = cast(Array, sum(b * k for b, k in zip(_B_ERROR, ks, strict=True)))
+    return yi, error, jnp.stack(ks), fi  # Tsit5's last stage state is the step's result
+
+
+class _Carry(NamedTuple):
+    """What the fused PID loop carries from step to step."""
+
+    t: Array  # the current time (the start of the next step)
+    tnext: Array  # the end of the next step
+    y: Any  # the state at `t`
+    f: Any  # the field at `(t, y)`: Tsit5's first-same-as-last stage
+    controller: Any  # the PID controller's memory (diffrax's `_PidState`)
+    ys: Any  # the solution at the observation times, filled as steps pass them
+    steps: Array  # steps taken (accepted and rejected)
+
+
+def _clip_floor(t1: Array) -> Array:
+    """`t1` less 100 ULPs: a next time past it is rounded to `t1` (diffrax's rule, so
+    that the last step is not a sliver)."""
+    floor = t1
+    for _ in range(100):
+        floor = eqxi.prevbefore(floor)
+    return floor
+
+
+def _loop(
+    cond: Callable[[_Carry], Array],
+    body: Callable[[_Carry], _Carry],
+    init: _Carry,
+    max_steps: int,
+    reverse: str,
+) -> _Carry:
+    """Run `body` while `cond` holds, at most `max_steps` times, differentiable as
+    `reverse` says (`REVERSE`)."""
+    if reverse in ("scan", "checkpointed_scan"):
+
+        def scanned(carry, _):
+            return jax.lax.cond(cond(carry), body, lambda c: c, carry), None
+
+        if reverse == "checkpointed_scan":
+            scanned = jax.checkpoint(scanned)
+        final, _ = jax.lax.scan(scanned, init, None, length=max_steps)
+        return final
+    checkpoints = max_steps if reverse == "all_steps" else None
+    return eqxi.while_loop(
+        cond, body, init, max_steps=max_steps, kind="checkpointed", checkpoints=checkpoints
+    )
+
+
+def solve_pid(
+    field: Callable[..., Any],
+    ts: Float[Array, " times"],
+    y0: Array,
+    args: Any,
+    rtol: float,
+    atol: float,
+    max_steps: int,
+    reverse: str = "all_steps",
+) -> tuple[Array, Int[Array, ""]]:
+    """One ODE solved with Tsit5 under diffrax's `PIDController(rtol, atol)` from
+    `ts[0]` to `ts[-1]` (first step `ts[1] - ts[0]`), saved at `ts`.
+
+    - `field`: the vector field, called as `field(t, y, args)`.
+    - `ts`: the observation times, shape `(n_times,)`, non-decreasing (padding repeats
+      the last time).
+    - `y0`: the initial state (any array shape).
+    - `args`: the field's third argument.
+    - `rtol`, `atol`: the controller's tolerances.
+    - `max_steps`: the bound on steps taken; past it the unreached times are NaN.
+    - `reverse`: one of `REVERSE`.
+
+    Returns `(ys, num_steps)`: the states at `ts` (shape `(n_times, *y0.shape)`) and the
+    steps taken, accepted and rejected, as diffrax's `stats["num_steps"]`.
+    """
+    term = diffrax.ODETerm(field)
+    controller = diffrax.PIDController(rtol=rtol, atol=atol)
+    t0, t1 = ts[0], ts[-1]
+    tnext, memory = controller.init(term, t0, t1, y0, ts[1] - t0, args, field, _ERROR_ORDER)
+    del term
+    tnext = jnp.minimum(tnext, t1)
+    floor = _clip_floor(t1)
+    ys = jnp.zeros((ts.shape[0], *y0.shape), y0.dtype).at[0].set(y0)
+    f0 = field(t0, y0, args)
+    init = _Carry(t0, tnext, y0, f0, memory, ys, jnp.asarray(0))
+
+    def body(c: _Carry) -> _Carry:
+        y1, error, k, f1 = tsit5_step(field, c.t, c.tnext, c.y, c.f, args)
+        error = jnp.where(jnp.isnan(error), jnp.inf, error)  # as diffrax: reject a NaN
+        keep, t, tnext, _, memory, _ = controller.adapt_step_size(
+            c.t, c.tnext, c.y, y1, args, error, _ERROR_ORDER, c.controller
+        )
+        t = jnp.minimum(t, t1)
+        tnext = jnp.where(tnext > floor, jnp.where(keep, t1, t + 0.5 * (t1 - t)), tnext)
+        interpolation = diffrax.Tsit5.interpolation_cls(t0=c.t, t1=c.tnext, y0=c.y, y1=y1, k=k)
+        inside = keep & (ts > c.t) & (ts <= c.tnext)
+        at_times = jax.vmap(interpolation.evaluate)(ts)
+        mask = inside.reshape(inside.shape + (1,) * y0.ndim)
+        return _Carry(
+            t,
+            tnext,
+            jnp.where(keep, y1, c.y),
+            jnp.where(keep, f1, c.f),
+            memory,
+            jnp.where(mask, at_times, c.ys),
+            c.steps + 1,
+        )
+
+    final = _loop(lambda c: c.t < t1, body, init, max_steps, reverse)
+    reached = (ts <= final.t).reshape((-1,) + (1,) * y0.ndim)
+    return jnp.where(reached, final.ys, jnp.nan), final.steps
+
+
+def solve_stepto(
+    field: Callable[..., Any],
+    ts: Float[Array, " times"],
+    y0: Array,
+    args: Any,
+    reverse: str = "all_steps",
+) -> tuple[Array, Int[Array, ""]]:
+    """One ODE solved with Tsit5 one step per interval of `ts` (diffrax's `StepTo(ts)`),
+    saved at every step's end: a `lax.scan` over the intervals, each step's stages
+    straight-line code. `reverse="checkpointed_scan"` rematerialises each step in the
+    backward pass; otherwise every step's values are stored. Arguments as in `solve_pid`; a repeated
+    time (padding) is a step of length 0. Returns `(ys, num_steps)`."""
+
+    def step(carry, interval):
+        y, f = carry
+        y1, _, _, f1 = tsit5_step(field, *interval, y, f, args)
+        return (y1, f1), y1
+
+    if reverse == "checkpointed_scan":
+        step = jax.checkpoint(step)
+    first = (y0, field(ts[0], y0, args))
+    _, ys = jax.lax.scan(step, first, (ts[:-1], ts[1:]))
+    return jnp.concatenate([y0[None], ys]), jnp.asarray(ts.shape[0] - 1)

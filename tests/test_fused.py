@@ -1,0 +1,194 @@
+"""The fused solve (`odestudy.measure.fused`) against diffrax's Tsit5 with the same
+controller: the same accepted and rejected steps, saved values, loss and gradients to
+float32 tolerance, per sample under `vmap` and for the batch as one ODE, for a field that
+reads its time, on irregular grids (PID: padded with repeats of the last time); float64
+gradients against central finite differences; a PID solve past its bound is NaN. (One
+training step of each reverse mode against the default solve: test_structure.py.)"""
+
+import functools
+import types
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+from odestudy import VectorField
+from odestudy.measure import fused
+from odestudy.measure.model import solve_within_ode
+from odestudy.measure.solvers import Structure
+
+
+class TimeField(eqx.Module):
+    """`dy/dt = 2 cos(5 t) MLP(y) + [t, -t]`: every stage's time matters."""
+
+    field: VectorField
+
+    def __call__(self, t, y, args):
+        return jnp.cos(5 * t) * 2 * self.field(t, y, args) + jnp.stack([t, -t])
+
+
+def _grid(n: int = 6, length: int = 12, pad: int = 0) -> jax.Array:
+    """`n` irregular grids, each of its own horizon and a large first interval (so that
+    PID rejects steps), the last `pad` times repeating the series' end."""
+    gaps = jr.uniform(jr.PRNGKey(3), (n, length - 1), minval=0.05, maxval=0.4)
+    gaps = gaps.at[:, 0].set(1.5)
+    ts = jnp.concatenate([jnp.zeros((n, 1)), jnp.cumsum(gaps, axis=1)], axis=1)
+    if pad:
+        ts = ts.at[:, -pad:].set(ts[:, -pad - 1 : -pad])
+    return ts
+
+
+def _diffrax(field, ts, y0, controller):
+    """One series by diffrax's default solve, saved at `ts`; (ys, steps, rejected)."""
+    pid = diffrax.PIDController(rtol=1e-3, atol=1e-6)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(field),
+        diffrax.Tsit5(),
+        ts[0],
+        ts[-1],
+        ts[1] - ts[0] if controller == "pid" else None,
+        y0,
+        stepsize_controller=pid if controller == "pid" else diffrax.StepTo(ts=ts),
+        saveat=diffrax.SaveAt(ts=ts),
+    )
+    return sol.ys, sol.stats["num_steps"]
+
+
+def _fused(field, ts, y0, controller, reverse, tol=(1e-3, 1e-6), max_steps=64):
+    if controller == "pid":
+        return fused.solve_pid(field, ts, y0, None, *tol, max_steps, reverse)
+    return fused.solve_stepto(field, ts, y0, None, reverse)
+
+
+@eqx.filter_jit
+def _per_sample(solve, field, ts, y0):
+    """A batch solved one series at a time (vmap): the loss, its gradients with respect
+    to the field, the solutions and the step counts."""
+
+    def loss(field):
+        ys, steps = jax.vmap(lambda t, y: solve(field, t, y))(ts, y0)
+        return jnp.mean(ys**2), (ys, steps)
+
+    (value, (ys, steps)), grads = eqx.filter_value_and_grad(loss, has_aux=True)(field)
+    return value, grads, ys, steps
+
+
+def _assert_same(a, b):
+    """Loss, gradients, solutions and steps of two `_per_sample` results alike."""
+    (loss, grads, ys, steps), (loss0, grads0, ys0, steps0) = a, b
+    np.testing.assert_array_equal(steps, steps0)
+    # Tsit5's interpolant has coefficients up to about 50 that cancel: a saved value
+    # between two steps carries some 100 float32 roundings of the stages.
+    np.testing.assert_allclose(ys, ys0, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(loss, loss0, rtol=1e-5)
+    for x, y in zip(jax.tree.leaves(grads), jax.tree.leaves(grads0), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4 * float(np.max(np.abs(y))))
+
+
+def _irregular(controller: str):
+    """The field, grids and initial states of the irregular-grid comparison."""
+    field = TimeField(VectorField(jr.PRNGKey(1), width=16))
+    ts = _grid(pad=2 if controller == "pid" else 0)  # diffrax's StepTo takes no repeats
+    return field, ts, jr.normal(jr.PRNGKey(2), (ts.shape[0], 2))
+
+
+@functools.cache
+def _irregular_diffrax(controller: str):
+    """Diffrax's result on `_irregular(controller)`, computed once per test process."""
+    return _per_sample(lambda f, t, y: _diffrax(f, t, y, controller), *_irregular(controller))
+
+
+# The reverse modes past the first of each controller compile a solve each: make test-long.
+_LONG = pytest.mark.long
+
+
+@pytest.mark.parametrize(
+    ("controller", "reverse"),
+    [
+        ("pid", "all_steps"),
+        ("stepto", "all_steps"),
+        pytest.param("pid", "recursive", marks=_LONG),
+        pytest.param("pid", "scan", marks=_LONG),
+        pytest.param("pid", "checkpointed_scan", marks=_LONG),
+        pytest.param("stepto", "checkpointed_scan", marks=_LONG),
+    ],
+)
+def test_time_dependent_field_on_irregular_grids_matches_diffrax(controller, reverse):
+    base = _irregular_diffrax(controller)
+    solve = functools.partial(_fused, controller=controller, reverse=reverse)
+    ours = _per_sample(lambda f, t, y: solve(f, t, y), *_irregular(controller))
+    _assert_same(ours, base)
+    if controller == "pid":  # the grids make PID reject, and the samples differ
+        assert len(set(np.asarray(base[3]).tolist())) > 1
+
+
+@pytest.mark.parametrize("controller", ["pid", pytest.param("stepto", marks=_LONG)])
+def test_batch_as_one_ode_with_a_time_dependent_field_matches_diffrax(controller):
+    """Within-ODE batching (one shared step; the field given each series' true time)."""
+    field = TimeField(VectorField(jr.PRNGKey(1), width=16))
+    ts = jnp.stack([jnp.linspace(0.0, 2.0 + i, 10) for i in range(4)])
+    y0 = jr.normal(jr.PRNGKey(2), (4, 2))
+    problem = types.SimpleNamespace(rtol=1e-3, atol=1e-6, time_dependent=True)
+    adjoint = "all_steps" if controller == "pid" else "recursive"
+    structures = {
+        "diffrax": Structure(solve="within_ode", adjoint=adjoint),
+        "fused": Structure(solve="within_ode", adjoint=adjoint, integrator="fused"),
+    }
+
+    @eqx.filter_jit
+    def run(field, structure):
+        def loss(field):
+            ys, steps = solve_within_ode(field, ts, y0, controller, structure, problem)
+            return jnp.mean(ys**2), (ys, steps)
+
+        (value, aux), grads = eqx.filter_value_and_grad(loss, has_aux=True)(field)
+        return value, grads, *aux
+
+    _assert_same(run(field, structures["fused"]), run(field, structures["diffrax"]))
+
+
+@pytest.mark.parametrize(
+    ("controller", "reverse"), [("pid", "all_steps"), ("stepto", "checkpointed_scan")]
+)
+def test_float64_gradients_match_central_differences(controller, reverse):
+    """PID's step sizes are constants to the gradient (diffrax's controller stops their
+    gradient), so its solve is held to tolerances at which they barely move the
+    solution; StepTo's steps are the grid's."""
+    with jax.enable_x64(True):
+        field = TimeField(VectorField(jr.PRNGKey(1), width=8))
+        field = jax.tree.map(lambda x: x.astype(jnp.float64) if eqx.is_array(x) else x, field)
+        ts = _grid(n=1, length=8)[0].astype(jnp.float64)
+        y0 = jnp.array([0.3, -0.2], jnp.float64)
+        params, static = eqx.partition(field, eqx.is_inexact_array)
+
+        def loss(p):
+            ys, _ = _fused(
+                eqx.combine(p, static), ts, y0, controller, reverse, (1e-10, 1e-10), 4096
+            )
+            return jnp.sum(jnp.sin(ys))
+
+        grads = jax.jit(jax.grad(loss))(params)
+        leaves, tree = jax.tree.flatten(params)
+        direction = jax.tree.unflatten(
+            tree, [jr.normal(jr.PRNGKey(i), x.shape, x.dtype) for i, x in enumerate(leaves)]
+        )
+        eps = 1e-6
+        shifted = jax.jit(lambda s: loss(jax.tree.map(lambda p, v: p + s * v, params, direction)))
+        numeric = (shifted(eps) - shifted(-eps)) / (2 * eps)
+        analytic = sum(
+            jnp.vdot(g, v)
+            for g, v in zip(jax.tree.leaves(grads), jax.tree.leaves(direction), strict=True)
+        )
+        assert abs(float(analytic) - float(numeric)) < 1e-6 * max(1.0, abs(float(numeric)))
+
+
+def test_pid_past_its_bound_is_nan_where_unreached():
+    field = VectorField(jr.PRNGKey(1), width=16)
+    ts = _grid(n=1)[0]
+    ys, steps = fused.solve_pid(field, ts, jnp.ones(2), None, 1e-3, 1e-6, 1)
+    assert int(steps) == 1
+    assert bool(jnp.all(jnp.isfinite(ys[0]))) and bool(jnp.isnan(ys[-1]).all())
