@@ -8,7 +8,10 @@
 # on the GPU, both controllers), cmdbuf (the same for PID under XLA command-buffer
 # options), cpucost (1-device CPU step-cost sweeps and all-reduce latencies on 2/4/8
 # CPU devices, for the projection model), cpu (the quick CPU rows with PID, strong
-# scaling, 1/2/4/8 devices on the machine's own cores). Records land in $RESULTS (default results-gpu-machine/, a fresh folder, so
+# scaling, 1/2/4/8 devices on the machine's own cores), levers (the PID step's levers on
+# one GPU at $LEVER_SCALES: the default, the recommended step, the fused solve, XLA's
+# command buffers; benchmarks/levers.py), predict (`odestudy predict` for 2, 4 and 8
+# H100s from a 1-GPU sweep and the h100-nvlink profile). Records land in $RESULTS (default results-gpu-machine/, a fresh folder, so
 # that no record of another machine is resumed); after each part they are packed into
 # $OUT/gpu_results.tgz when $OUT is set (and every 60 s), so that a command cut off by
 # its time limit still returns what finished. The exit status is the last failed part's
@@ -34,6 +37,10 @@ COST_TIMED_STEPS=${COST_TIMED_STEPS:-20}
 COLLECTIVE_DEVICES=${COLLECTIVE_DEVICES:-2 4 8}
 COLLECTIVE_SIZES=${COLLECTIVE_SIZES:-1 4482}
 COLLECTIVE_ITERATIONS=${COLLECTIVE_ITERATIONS:-2000}
+LEVER_SCALES=${LEVER_SCALES:-quick seed}
+LEVERS_quick=${LEVERS_quick:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused(64),within_ode+fused(64)+cmdbuf,fused(64)"}
+LEVERS_seed=${LEVERS_seed:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused(64)"}
+PREDICT_DEVICES=${PREDICT_DEVICES:-2 4 8}
 
 pack() {
   [ -n "${OUT:-}" ] || return 0
@@ -63,6 +70,22 @@ cpucost() {  # 1-device CPU step-cost sweeps, then all-reduce latencies on N CPU
   return $r
 }
 
+levers() {  # the PID step's levers on one GPU, per scale of $LEVER_SCALES
+  local dir sc variants r=0; dir=$(here) || return 1
+  for sc in $LEVER_SCALES; do variants="LEVERS_$sc"; $PY benchmarks/levers.py --device gpu \
+    --controller pid --scale "$sc" --variants "${!variants}" --blocks 6 --steps-per-block 10 \
+    --out "$dir/levers/gpu-pid-$sc.json" || r=1; pack; done
+  return $r
+}
+
+predict() {  # N H100s predicted from one GPU's sweep and the h100-nvlink profile
+  local dir n r=0; dir=$(here) || return 1; mkdir -p "$dir/predictions"
+  for n in $PREDICT_DEVICES; do $PY -m odestudy.cli predict --device gpu --devices "$n" \
+    --profile h100-nvlink --controller pid --scale quick --results "$RESULTS" \
+    --out "$dir/predictions/gpu-pid-quick-$n-h100-nvlink.json" || r=1; done
+  return $r
+}
+
 # Also pack every 60 s, so that a call cut off by its time limit inside a long part still
 # returns the scenarios that part finished (a part once lost 15 runs that way).
 # Its output goes nowhere: a `sleep` still running when the script ends would otherwise
@@ -89,9 +112,11 @@ for part in "$@"; do
               "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE" \
               && (exit $r) ;;
     cpucost) cpucost ;;
+    levers) levers ;;
+    predict) predict ;;
     cpu) JAX_PLATFORMS=cpu $PY -m odestudy.cli matrix --scale "$CPU_SCALE" --device cpu \
         --results "$RESULTS" --select "$CPU_SELECT" ${CPU_RUNS:+--runs "$CPU_RUNS"} ;;
-    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu" >&2
+    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu levers predict" >&2
        exit 2 ;;
   esac
   rc=$?

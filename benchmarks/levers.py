@@ -40,6 +40,11 @@ from pathlib import Path
 # label -> levers: `Scenario` fields (the solve's structure, `solvers.Structure`, and
 # buffer donation), XLA flags (as XLA's CPU backend names them, xla/debug_options_flags.cc;
 # a flag this jaxlib does not know stops the worker) or JAX's default matmul precision.
+# XLA's GPU command buffers including while loops (the flag's full list of kinds, as
+# jaxlib 0.11 names them).
+CMDBUF_WHILE = (
+    "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE"
+)
 VARIANTS = {
     "default": {},
     "within_ode": {"solve": "within_ode"},
@@ -117,6 +122,23 @@ VARIANTS = {
         "max_steps": 64,
     },
     "within_ode+fused": {"solve": "within_ode", "integrator": "fused", "adjoint": "all_steps"},
+    # On a GPU: XLA's command buffers with while loops (the solver loop's body is then
+    # launched as one CUDA graph), on the recommended step and on the fused solve.
+    "within_ode+dense+all_steps(64)+unrolled+cmdbuf": {
+        "solve": "within_ode",
+        "saveat": "dense",
+        "adjoint": "all_steps",
+        "max_steps": 64,
+        "stages": "unrolled",
+        "xla_flags": CMDBUF_WHILE,
+    },
+    "within_ode+fused(64)+cmdbuf": {
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "all_steps",
+        "max_steps": 64,
+        "xla_flags": CMDBUF_WHILE,
+    },
     "within_ode+fused_scan": {"solve": "within_ode", "integrator": "fused", "adjoint": "scan"},
     # The floor: StepTo's Tsit5 arithmetic as a lax.scan over the grid (no diffrax loop).
     "scan": {"solve": "scan"},
@@ -177,7 +199,8 @@ def _worker(args: argparse.Namespace) -> None:
     levers = json.loads(args.levers)
     import odestudy
 
-    odestudy.configure_devices("cpu", 1)
+    base = json.loads(args.fields or "{}")  # the workload's fields (and the device)
+    odestudy.configure_devices(base.get("device", "cpu"), 1)
     import time
 
     import jax
@@ -193,7 +216,6 @@ def _worker(args: argparse.Namespace) -> None:
     if "matmul_precision" in levers:
         jax.config.update("jax_default_matmul_precision", levers["matmul_precision"])
     fields = {k: v for k, v in levers.items() if k not in PROCESS_LEVERS}
-    base = json.loads(args.fields or "{}")  # the workload's fields
     s = odestudy.Scenario(controller=args.controller, scale=args.scale, **base, **fields)
     devices = scenario_devices(s)
     state: dict = {}
@@ -278,6 +300,12 @@ def main() -> None:
     p.add_argument("--controller", choices=("pid", "stepto"), default="pid")
     p.add_argument("--scale", default="quick")
     p.add_argument(
+        "--device",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="the one device the step runs on (the machine's first GPU with gpu)",
+    )
+    p.add_argument(
         "--variants",
         help="comma-separated labels, the first the baseline (default: the controller's "
         f"structure levers, DEFAULT_VARIANTS); valid: {', '.join(VARIANTS)}",
@@ -335,7 +363,7 @@ def main() -> None:
     from odestudy.study.probing import session_probe
     from odestudy.study.records import DEFAULT_RESULTS, machine_folder
 
-    with session_probe("cpu", 1, machine_folder(DEFAULT_RESULTS)):
+    with session_probe(a.device, 1, machine_folder(DEFAULT_RESULTS)):
         # Every run's workers start from this environment, the probe's named (the
         # parent's later changes to its own, such as its device set-up for the record,
         # are not passed on).
@@ -356,12 +384,17 @@ def _measure_all(a: argparse.Namespace, checked: list, labels: list[str], start_
         measure(a, s, labels, workload, out, start_env)
 
 
+def _base(a: argparse.Namespace, workload) -> dict:
+    """The `Scenario` fields every variant shares: the workload's, and the device."""
+    return {**(workload.fields() if workload else {}), "device": a.device}
+
+
 def _scenario(a: argparse.Namespace, controller: str, workload, labels: list[str], p):
     """The scenario of `controller` on `workload` (None: the quick model), each variant
     checked on it (a bad combination stops here, before any worker compiles)."""
     import odestudy
 
-    base = workload.fields() if workload else {}
+    base = _base(a, workload)
     s = odestudy.Scenario(controller=controller, scale=a.scale, **base)
     for label in labels:
         fields = {k: v for k, v in levers_of(label, s).items() if k not in PROCESS_LEVERS}
@@ -406,7 +439,7 @@ def measure(
     import odestudy
     from odestudy.report.intervals import ratio_interval
 
-    base = workload.fields() if workload else {}
+    base = _base(a, workload)
     chosen = {label: levers_of(label, s) for label in labels}
     from odestudy.measure.environment import now
 
@@ -504,7 +537,7 @@ def measure(
             )
     from odestudy.measure.training import environment
 
-    odestudy.configure_devices("cpu", 1)
+    odestudy.configure_devices(s.device, 1)
     odestudy.write_json_atomic(
         out,
         {
