@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: versions all full map map-levers nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: versions all full map map-levers map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -46,6 +46,16 @@ map: $(STAMP)
 MAP_LEVERS = default,stages=unrolled,recommended-unrolled,recommended
 map-levers: $(STAMP)
 	$(BIN)/python benchmarks/levers.py --map --variants $(MAP_LEVERS) --blocks 6 --steps-per-block 10
+	$(MAKE) --no-print-directory report
+
+# The fused solve (`measure/fused.py`) along the map: per workload and controller, the
+# default step, the recommended step and the recommended step run by the fused solve,
+# trained and timed in interleaved blocks (records under results/map/<machine>/fused/,
+# each with its compute floor); then the report (figures/tables/workloads.md).
+MAP_FUSED = default,recommended,recommended-fused
+map-fused: $(STAMP)
+	$(BIN)/python benchmarks/levers.py --map --map-folder fused --variants $(MAP_FUSED) \
+		--blocks 6 --steps-per-block 10
 	$(MAKE) --no-print-directory report
 
 # The row over two hosts: 2 nodes x 1 device `shard_map`, PID, 3 runs, one JAX process

@@ -115,6 +115,12 @@ VARIANTS = {
         "adjoint": "scan",
         "max_steps": 64,
     },
+    "within_ode+fused_recursive(64)": {
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "recursive",
+        "max_steps": 64,
+    },
     "within_ode+fused_checkpointed_scan(64)": {
         "solve": "within_ode",
         "integrator": "fused",
@@ -122,6 +128,11 @@ VARIANTS = {
         "max_steps": 64,
     },
     "within_ode+fused": {"solve": "within_ode", "integrator": "fused", "adjoint": "all_steps"},
+    "within_ode+fused_checkpointed_scan": {
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "checkpointed_scan",
+    },
     # On a GPU: XLA's command buffers with while loops (the solver loop's body is then
     # launched as one CUDA graph), on the recommended step and on the fused solve.
     "within_ode+dense+all_steps(64)+unrolled+cmdbuf": {
@@ -158,6 +169,11 @@ DEFAULT_VARIANTS = {
         "dense+all_steps(64)",
         "within_ode+dense+all_steps(64)",
         "within_ode+dense+all_steps(64)+unrolled",
+        "fused(64)",
+        "within_ode+fused(64)",
+        "within_ode+fused_recursive(64)",
+        "within_ode+fused_scan(64)",
+        "within_ode+fused_checkpointed_scan(64)",
     ],
     "stepto": [
         "default",
@@ -174,14 +190,21 @@ DEFAULT_VARIANTS = {
         "within_ode+steps+all_steps+unrolled",
         "scan",
         "scan(unroll=2)",
+        "fused",
+        "within_ode+fused",
+        "within_ode+fused_checkpointed_scan",
     ],
 }
 # Levers that are not `Scenario` fields.
 PROCESS_LEVERS = ("xla_flags", "matmul_precision")
 # Variants whose levers depend on the scenario's problem: its recommended step
-# (`recommended.recommended_levers`, Tsit5's stages unrolled), and that step with
-# diffrax's stage loop instead.
-RECOMMENDED_VARIANTS = ("recommended-unrolled", "recommended")
+# (`recommended.recommended_levers`, Tsit5's stages unrolled), that step with diffrax's
+# stage loop instead, and that step run by the fused solve.
+RECOMMENDED_VARIANTS = ("recommended-unrolled", "recommended", "recommended-fused")
+# The recommended step run by the fused solve (`integrator=fused`, a checkpoint per
+# step): the fused loop saves at the observation times and runs its stages as
+# straight-line code itself, so `saveat` and `stages` go back to their defaults.
+FUSED = {"integrator": "fused", "adjoint": "all_steps", "saveat": "ts", "stages": "loop"}
 
 
 def levers_of(label: str, s) -> dict:
@@ -191,6 +214,8 @@ def levers_of(label: str, s) -> dict:
     from odestudy.measure.recommended import recommended_levers
 
     levers = recommended_levers(s)
+    if label == "recommended-fused":
+        return {**levers, **FUSED}
     return {**levers, "stages": "loop"} if label == "recommended-unrolled" else levers
 
 
@@ -322,6 +347,12 @@ def main() -> None:
         "to results/map/<machine>/levers/<workload>-<controller>.json; a record there "
         "that stands for the run (`why_rerun`) is kept",
     )
+    p.add_argument(
+        "--map-folder",
+        default="levers",
+        help="with --map: the folder of results/map/<machine>/ the records go to (levers: "
+        "the unrolled stages' comparison; fused: the fused solve's)",
+    )
     p.add_argument("--blocks", type=int, default=8, help="interleaved blocks per variant")
     p.add_argument("--steps-per-block", type=int, default=15)
     p.add_argument("--out", help="output JSON file (required unless --worker or --map)")
@@ -355,7 +386,7 @@ def main() -> None:
         from odestudy.study.records import DEFAULT_RESULTS, machine_folder
         from odestudy.study.workloads import MAP_FOLDER
 
-        folder = machine_folder(Path(DEFAULT_RESULTS) / MAP_FOLDER) / "levers"
+        folder = machine_folder(Path(DEFAULT_RESULTS) / MAP_FOLDER) / a.map_folder
         runs = [
             (c, w, folder / f"{w.slug()}-{c}.json") for w in WORKLOADS for c in ("pid", "stepto")
         ]
@@ -382,6 +413,20 @@ def _measure_all(a: argparse.Namespace, checked: list, labels: list[str], start_
                 continue
             print(f"{s.name()}: measuring ({why})", flush=True)
         measure(a, s, labels, workload, out, start_env)
+
+
+def floor_of(s) -> dict:
+    """What `s`'s step must compute (`measure.floor.evaluation_flops`: FLOPs of one field
+    evaluation over the batch, forward and backward, and of the rest of the step) and
+    the rate this device sustains at its shapes (`probe.matmul_rate` at the per-device
+    batch and the field's width); a row's floor is `floor.floor_time` of these and its
+    executed solver steps."""
+    from odestudy.measure.floor import evaluation_flops
+    from odestudy.measure.probe import matmul_rate
+
+    flops = evaluation_flops(s)
+    rate = matmul_rate(flops["batch"], s.width)
+    return {**flops, "width": s.width, "matmul_flops_per_s": rate["flops_per_s"]}
 
 
 def _base(a: argparse.Namespace, workload) -> dict:
@@ -538,6 +583,7 @@ def measure(
     from odestudy.measure.training import environment
 
     odestudy.configure_devices(s.device, 1)
+    floor = floor_of(s)  # after every timed block: it compiles and runs a probe
     odestudy.write_json_atomic(
         out,
         {
@@ -552,6 +598,7 @@ def measure(
             "and steps; every variant timed from the default's trained state on the "
             "same batches; final_loss from the variant's own training",
             "rows": rows,
+            "floor": floor,
             **environment(s),
         },
     )
