@@ -1,0 +1,261 @@
+"""A step's ratio to its compute floor (`measure.floor`), from a levers record: the floor
+of each row from the record's FLOPs, the row's executed solver steps and the device's
+matmul rate at the step's shapes; and the fused solve along the map."""
+
+from pathlib import Path
+from typing import Any
+
+from ..measure.floor import floor_time
+from ..study import records
+from ..study.workloads import MAP_FOLDER, WORKLOADS
+from .intervals import fmt_interval, ratio_interval
+from .loss import pair_mark
+from .tables import escape, markdown_table
+
+# Where a levers record made elsewhere keeps its floor: beside it, `<name>.floor.json`
+# (`benchmarks/floor.py`), for records written before levers.py counted it.
+SIDECAR = ".floor.json"
+
+
+def record_floor(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """The record's floor counts (`benchmarks/levers.py`'s `floor_of`), or its sidecar's
+    (`SIDECAR`, found by the record's `path`), or None."""
+    if rec.get("floor"):
+        return rec["floor"]
+    path = rec.get("path")
+    if not path:
+        return None
+    try:
+        return records.read_json(Path(path).with_suffix(SIDECAR))
+    except (OSError, ValueError):
+        return None
+
+
+def row_floor_s(rec: dict[str, Any], row: dict[str, Any]) -> float | None:
+    """The floor time of one variant's step: its executed solver steps' arithmetic at
+    the record's rate; None without a floor or step count."""
+    counts = record_floor(rec)
+    steps = row.get("solver_steps_max")
+    if not counts or steps is None:
+        return None
+    return floor_time(counts, float(steps), counts["matmul_flops_per_s"])
+
+
+def floor_ratio(
+    rec: dict[str, Any], row: dict[str, Any]
+) -> tuple[float, float, float] | tuple[None, None, None]:
+    """The variant's step time over its floor with the 95% bootstrap interval of its
+    median step (the floor counted once: its own spread is the probe's)."""
+    floor = row_floor_s(rec, row)
+    if floor is None:
+        return None, None, None
+    return ratio_interval(row, {"step_times_runs_s": [[floor]]})
+
+
+def floor_cells(rec: dict[str, Any], row: dict[str, Any]) -> list[str]:
+    """The floor (ms) and the ratio to it with its interval, as table cells."""
+    floor = row_floor_s(rec, row)
+    return [
+        "–" if floor is None else f"{floor * 1e3:.2f}",
+        fmt_interval(*floor_ratio(rec, row), decimals=1),
+    ]
+
+
+FLOOR_TEXT = (
+    "**Floor**: the arithmetic the step's executed solver steps must do (`measure/floor.py`): "
+    "XLA's count of one field evaluation over the batch, forward and backward, times "
+    "`6 n + 1` evaluations for `n` executed solver steps (the batch's slowest sample "
+    "under `vmap`, the shared count within-ODE), plus the rest of the step, at the rate "
+    "the device's probe sustains on a loop of matmul-and-tanh at the step's batch and "
+    "width. **x floor**: the step's median over its floor, with the interval of its "
+    "median; what lies above 1 is loop machinery, memory traffic and launch cost."
+)
+
+# The map's fused-solve variants (`make map-fused`), baseline first.
+FUSED_VARIANTS = ("default", "recommended", "recommended-fused")
+
+
+def fused_records(results: str | Path, machine: str) -> list[dict[str, Any]]:
+    """This machine's `make map-fused` records, in the map's order."""
+    folder = Path(results) / MAP_FOLDER / machine / "fused"
+    recs = []
+    for w in WORKLOADS:
+        for controller in ("pid", "stepto"):
+            path = folder / f"{w.slug()}-{controller}.json"
+            try:
+                recs.append({**records.read_json(path), "path": str(path)})
+            except (OSError, ValueError):
+                continue
+    return recs
+
+
+def _row(rec: dict[str, Any], label: str) -> dict[str, Any] | None:
+    return next((r for r in rec["rows"] if r["label"] == label), None)
+
+
+def _fused_cells(rec: dict[str, Any]) -> list[str]:
+    """Per variant: step (ms), x floor; then the fused step's speedups over the default
+    and the recommended step, marked where the losses differ."""
+    rows = [_row(rec, label) for label in FUSED_VARIANTS]
+    cells = []
+    for r in rows:
+        if r is None:
+            cells += ["–", "–"]
+            continue
+        cells += [f"{r['step_time_s'] * 1e3:.2f}", floor_cells(rec, r)[1]]
+    default, recommended, fused = rows
+    for base in (default, recommended):
+        if base is None or fused is None:
+            cells.append("–")
+            continue
+        cells.append(pair_mark(fmt_interval(*ratio_interval(base, fused)), base, fused))
+    cells.append(" / ".join("–" if r is None else f"{r['final_loss']:.2g}" for r in rows))
+    return cells
+
+
+def fused_lines(results: str | Path, machine: str) -> list[str]:
+    """`workloads.md`'s section on the fused solve along the map: per workload and
+    controller, the default, the recommended step and the recommended step run by the
+    fused solve, each with its ratio to its floor, from `make map-fused`'s records."""
+    recs = fused_records(results, machine)
+    head = ["## The fused solve along the map, and each step's ratio to its floor", ""]
+    if not recs:
+        return [*head, "No records yet: run `make map-fused`.", ""]
+    body = [
+        [escape(rec.get("workload")), escape(rec["scenario"]["controller"])]
+        + [escape(c) for c in _fused_cells(rec)]
+        for rec in recs
+    ]
+    header = (
+        "Workload",
+        "Controller",
+        "Default (ms)",
+        "Default x floor",
+        "Recommended (ms)",
+        "Recommended x floor",
+        "Fused (ms)",
+        "Fused x floor",
+        "Fused over default",
+        "Fused over recommended",
+        "Final loss (default / recommended / fused)",
+    )
+    return [
+        *head,
+        "Per workload and controller, 1 device, each variant trained from scratch and "
+        "timed from the default's trained state in interleaved blocks (`make map-fused`, "
+        "`benchmarks/levers.py`): the default step, the recommended step "
+        "(`odestudy/measure/recommended.py`) and the recommended step run by the fused "
+        "solve (`integrator=fused`, `odestudy/measure/fused.py`: Tsit5 and the "
+        "controller as one loop carrying only what a step needs). Speedups with 95% "
+        "bootstrap intervals over blocks and steps; a mark where the final losses differ "
+        "by more than the loss spread. " + FLOOR_TEXT,
+        "",
+        markdown_table(header, body),
+        "",
+    ]
+
+
+def gpu_lever_records(results: str | Path) -> list[dict[str, Any]]:
+    """Every machine's levers records of a GPU (`benchmarks/gpu_session.sh levers`)."""
+    return [
+        {**records.read_json(p), "path": str(p)}
+        for p in sorted(Path(results).glob("*/levers/gpu-*.json"))
+        if not p.name.endswith(SIDECAR)
+    ]
+
+
+def gpu_lever_lines(results: str | Path) -> list[str]:
+    """The step page's GPU section: each GPU levers record's variants with their
+    speedups, ratios to the floor and final losses, machine and session named."""
+    recs = gpu_lever_records(results)
+    head = ["## On a GPU", ""]
+    if not recs:
+        return [*head, "No GPU levers records (`benchmarks/gpu_session.sh levers`).", ""]
+    parts = [
+        *head,
+        "The PID step's levers on one GPU (`benchmarks/gpu_session.sh levers`), at the "
+        "quick scale and at the reference's configuration (the seed scale: 3 length "
+        "stages of 1000 steps), measured as on the CPU (each variant trained from "
+        "scratch, timed from the default's trained state in interleaved blocks). "
+        "`+cmdbuf`: XLA's command buffers with while loops. On a GPU the probe's "
+        "matmul-and-tanh loop at the step's small shapes is bound by kernel launches, so "
+        "its rate, and the floor from it, is that of launches, not of arithmetic: a "
+        "ratio below 1 is a step that launches fewer kernels per field evaluation than "
+        "the probe's loop. " + FLOOR_TEXT,
+        "",
+    ]
+    for rec in recs:
+        base = rec["rows"][0]
+        body = [
+            [
+                escape(r["label"]),
+                f"{r['step_time_s'] * 1e3:.2f}",
+                escape(pair_mark(fmt_interval(*ratio_interval(base, r)), base, r)),
+                *floor_cells(rec, r),
+                f"{r['final_loss']:.2g}",
+            ]
+            for r in rec["rows"]
+        ]
+        commit = str(rec.get("git_commit") or "")[:7]
+        tree = (record_floor(rec) or {}).get("tree_commit")
+        if tree:  # the device copy's git metadata named another commit
+            commit = f"{str(tree)[:7]}; the record's git_commit reads {commit}"
+        parts += [
+            f"### {escape(rec['scenario']['scale'])} scale: {escape(rec.get('machine_id'))}, "
+            f"{escape((rec.get('probe') or {}).get('device_kind'))}, JAX "
+            f"{escape(rec['versions'].get('jax'))}, session {escape(rec.get('started'))} "
+            f"(commit {escape(commit)})",
+            "",
+            markdown_table(
+                (
+                    "Variant",
+                    "Step (ms)",
+                    "Speedup [95% CI]",
+                    "Floor (ms)",
+                    "x floor [95% CI]",
+                    "Final loss",
+                ),
+                body,
+            ),
+            "",
+        ]
+    return parts
+
+
+def fused_summary(recs: list[dict[str, Any]]) -> list[str]:
+    """The README's line on the fused solve along the map (`make map-fused`'s records):
+    its speedup over the recommended step where both models trained, and each
+    variant's median ratio to its floor; and what the recommended step is made of."""
+    from ..measure.recommended import RECOMMENDED
+    from . import sessions
+    from .workloads import unrolled_speedups
+
+    made_of = "; ".join(
+        f"{c}: " + ", ".join(f"`{k}={v}`" for k, v in levers.items())
+        for c, levers in RECOMMENDED.items()
+    )
+    lines = [f"- The recommended step (`--recommended`) is, per controller, {made_of}."]
+    found = unrolled_speedups(recs, "recommended", "recommended-fused")
+    if not found:
+        return lines
+    faster = [f for f in found if f["low"] > 1 and f["equal"]]
+    slower = [f for f in found if f["high"] < 1]
+    ratios = {
+        label: [
+            x
+            for rec in recs
+            if (r := _row(rec, label)) is not None and (x := floor_ratio(rec, r)[0]) is not None
+        ]
+        for label in FUSED_VARIANTS
+    }
+    floors = ", ".join(f"{label} {sorted(v)[len(v) // 2]:.1f}x" for label, v in ratios.items() if v)
+    session = sessions.sessions_line(recs, recs)
+    return [
+        *lines,
+        "- The recommended step run by the fused solve (`integrator=fused`), 1 device: "
+        f"{min(f['ratio'] for f in found):.2f}x to {max(f['ratio'] for f in found):.2f}x "
+        f"of the recommended step's speed over {len(found)} workload and controller pairs "
+        f"whose models trained; {len(faster)} faster and {len(slower)} slower with the "
+        f"whole interval past 1 (faster: at equal loss). Median ratio of a step to its "
+        f"compute floor: {floors} ({session.rstrip('.')}).",
+    ]
