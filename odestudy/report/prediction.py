@@ -155,8 +155,63 @@ def prediction_markdown(results: str | Path, machine: str) -> str:
     ]
     if checked:
         parts += [checked_table(checked), ""]
+    parts += gpu_prediction_lines(results)
     parts += ["## The machine probe of every session", "", probes_table(results, machine), ""]
     return "\n".join(parts) + "\n"
+
+
+def gpu_prediction_lines(results: str | Path) -> list[str]:
+    """The section on GPUs predicted from one: every machine's `predict` records for
+    GPUs (`benchmarks/gpu_session.sh predict`), each mode's predicted step and speedup
+    with intervals, the profile named, machine and session said. No GPU machine has
+    measured several GPUs of the current protocol, so none is checked."""
+    found = sorted(Path(results).glob("*/predictions/gpu-*.json"))
+    head = ["## GPUs predicted from one", ""]
+    if not found:
+        return [*head, "No GPU prediction records (`benchmarks/gpu_session.sh predict`).", ""]
+    body = []
+    for path in found:
+        rec = records.read_json(path)
+        for r in rec["rows"]:
+            lo, hi = r["step_time_interval_s"]
+            slo, shi = r["speedup_interval"]
+            body.append(
+                [
+                    escape(path.parent.parent.name),
+                    escape(rec["profile"]["name"]),
+                    str(rec["n_devices"]),
+                    escape(r["mode"]),
+                    f"{rec['one_device_step_s'] * 1e3:.1f}",
+                    f"{r['step_time_s'] * 1e3:.1f} [{lo * 1e3:.1f}, {hi * 1e3:.1f}]",
+                    f"{r['speedup']:.2f} [{slo:.2f}, {shi:.2f}]",
+                    "yes" if rec["trained"] else "no",
+                    escape(path.stem),
+                ]
+            )
+    return [
+        *head,
+        "`odestudy predict --device gpu --devices N --profile h100-nvlink` on one GPU "
+        "(the quick PID model, `benchmarks/gpu_session.sh predict`): the 1-device sweep "
+        "measured on that GPU, the collective costs from the cited profile. One GPU's "
+        "session per record (its probe in the record); no machine measured several GPUs "
+        "under the current protocol, so these predictions are not checked.",
+        "",
+        markdown_table(
+            (
+                "Machine",
+                "Profile",
+                "GPUs",
+                "Mode",
+                "1 GPU measured (ms)",
+                "Predicted step (ms)",
+                "Predicted speedup",
+                "Trained",
+                "Record",
+            ),
+            body,
+        ),
+        "",
+    ]
 
 
 def write_prediction(results: str | Path, figures: str | Path, machine: str | None) -> Path:
