@@ -27,7 +27,9 @@ import numpy as np
 
 from .loss import mean_value
 from .model import BatchSolve
+from .problem import stage_lengths
 from .scenario import Scenario
+from .training import prepare
 
 STAGES_PER_STEP = 6  # Tsit5's new stages per solver step (first same as last)
 
@@ -75,9 +77,6 @@ def evaluation_flops(s: Scenario) -> dict[str, float]:
     """The FLOPs of one field evaluation over `s`'s per-device batch, forward and
     backward (`per_evaluation`), and of the step outside its solve (`rest`), counted on
     this process's default device from `s`'s problem, model and full-length data."""
-    from .problem import stage_lengths
-    from .training import prepare
-
     setup = prepare(s, jax.devices()[:1], check=False)
     problem = setup.problem
     n_times = np.shape(problem.times(setup.data))[1]

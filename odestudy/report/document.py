@@ -12,6 +12,7 @@ from ..study import records
 from ..study.runner import html_exporter
 from . import loss, sessions
 from .explain import write_explain
+from .floor import FLOOR_TEXT, floor_cells, gpu_lever_lines
 from .frames import (
     BaselineError,
     baseline,
@@ -631,6 +632,7 @@ def step_table(
                     conds,
                     _fmt(r["final_loss"], 3),
                     same,
+                    *floor_cells(rec, r),
                     _short_commit(rec),
                 ]
             )
@@ -652,7 +654,7 @@ def step_table(
             "model**: its final loss is at most the default's plus the default's "
             f"run-to-run spread over training seeds ({spread_text or 'not measured'}); a "
             "lower loss trains at least as well. A lever that does not is reported, not "
-            "recommended.",
+            "recommended. " + FLOOR_TEXT,
             "",
             markdown_table(
                 (
@@ -665,6 +667,8 @@ def step_table(
                     "Conditionals (fwd / bwd)",
                     "Final loss",
                     "Trains the same model",
+                    "Floor (ms)",
+                    "x floor [95% CI]",
                     "Session (commit)",
                 ),
                 lever_rows,
@@ -1049,7 +1053,8 @@ def write_report(
         else {}
     )
     path = tables / "step.md"
-    path.write_text(step_table(cpu_sweeps, levers, spreads))
+    gpu = "\n".join(gpu_lever_lines(results))
+    path.write_text(step_table(cpu_sweeps, levers, spreads) + "\n" + gpu)
     written["step"] = path
 
     explain = write_explain([r for r in every if r["machine_id"] == chosen["cpu"]], figures)

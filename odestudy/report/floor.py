@@ -55,9 +55,10 @@ def floor_ratio(
 def floor_cells(rec: dict[str, Any], row: dict[str, Any]) -> list[str]:
     """The floor (ms) and the ratio to it with its interval, as table cells."""
     floor = row_floor_s(rec, row)
+    ratio, low, high = floor_ratio(rec, row)
     return [
         "–" if floor is None else f"{floor * 1e3:.2f}",
-        fmt_interval(*floor_ratio(rec, row), decimals=1),
+        fmt_interval(ratio, low, high, decimals=1),
     ]
 
 
@@ -220,42 +221,3 @@ def gpu_lever_lines(results: str | Path) -> list[str]:
             "",
         ]
     return parts
-
-
-def fused_summary(recs: list[dict[str, Any]]) -> list[str]:
-    """The README's line on the fused solve along the map (`make map-fused`'s records):
-    its speedup over the recommended step where both models trained, and each
-    variant's median ratio to its floor; and what the recommended step is made of."""
-    from ..measure.recommended import RECOMMENDED
-    from . import sessions
-    from .workloads import unrolled_speedups
-
-    made_of = "; ".join(
-        f"{c}: " + ", ".join(f"`{k}={v}`" for k, v in levers.items())
-        for c, levers in RECOMMENDED.items()
-    )
-    lines = [f"- The recommended step (`--recommended`) is, per controller, {made_of}."]
-    found = unrolled_speedups(recs, "recommended", "recommended-fused")
-    if not found:
-        return lines
-    faster = [f for f in found if f["low"] > 1 and f["equal"]]
-    slower = [f for f in found if f["high"] < 1]
-    ratios = {
-        label: [
-            x
-            for rec in recs
-            if (r := _row(rec, label)) is not None and (x := floor_ratio(rec, r)[0]) is not None
-        ]
-        for label in FUSED_VARIANTS
-    }
-    floors = ", ".join(f"{label} {sorted(v)[len(v) // 2]:.1f}x" for label, v in ratios.items() if v)
-    session = sessions.sessions_line(recs, recs)
-    return [
-        *lines,
-        "- The recommended step run by the fused solve (`integrator=fused`), 1 device: "
-        f"{min(f['ratio'] for f in found):.2f}x to {max(f['ratio'] for f in found):.2f}x "
-        f"of the recommended step's speed over {len(found)} workload and controller pairs "
-        f"whose models trained; {len(faster)} faster and {len(slower)} slower with the "
-        f"whole interval past 1 (faster: at equal loss). Median ratio of a step to its "
-        f"compute floor: {floors} ({session.rstrip('.')}).",
-    ]

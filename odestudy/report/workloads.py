@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..measure.recommended import recommended
+from ..measure.recommended import RECOMMENDED, recommended
 from ..measure.scenario import Scenario
 from ..study import records
 from ..study.workloads import (
@@ -21,6 +21,7 @@ from ..study.workloads import (
     workload_of,
 )
 from . import sessions
+from .floor import FUSED_VARIANTS, floor_ratio, fused_lines, fused_records
 from .frames import read_records
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import limit_for, pair_mark, trained, unequal
@@ -534,6 +535,7 @@ def workloads_markdown(
         "",
         *extrapolation_lines(rows, predictions(results, machine, EXTRAPOLATION_PROFILE)),
         *unrolled_lines(results, machine),
+        *fused_lines(results, machine),
     ]
     return "\n".join(parts) + "\n", rows
 
@@ -579,6 +581,7 @@ def readme_lines(results: str | Path) -> list[str]:
             predictions(results, recs[0]["machine_id"], EXTRAPOLATION_PROFILE),
         ),
         *_unrolled_summary(lever_records(results, recs[0]["machine_id"])),
+        *fused_summary(fused_records(results, recs[0]["machine_id"])),
         "",
     ]
 
@@ -615,6 +618,40 @@ def _unrolled_summary(recs: Sequence[dict[str, Any]]) -> list[str]:
         f"over {len(found)} workload and controller pairs whose models trained, {len(lows)} "
         f"of them faster with the whole interval above 1 at equal loss "
         f"({session.rstrip('.')})."
+    ]
+
+
+def fused_summary(recs: list[dict[str, Any]]) -> list[str]:
+    """The README's line on the fused solve along the map (`make map-fused`'s records):
+    its speedup over the recommended step where both models trained, and each
+    variant's median ratio to its floor; and what the recommended step is made of."""
+    made_of = "; ".join(
+        f"{c}: " + ", ".join(f"`{k}={v}`" for k, v in levers.items())
+        for c, levers in RECOMMENDED.items()
+    )
+    made = f"The recommended step (`--recommended`) is, per controller, {made_of}."
+    found = unrolled_speedups(recs, "recommended", "recommended-fused")
+    if not found:
+        return [f"- {made}"]
+    faster = [f for f in found if f["low"] > 1 and f["equal"]]
+    slower = [f for f in found if f["high"] < 1]
+    ratios = {
+        label: [
+            x
+            for rec in recs
+            if (r := _variant(rec, label)) is not None and (x := floor_ratio(rec, r)[0]) is not None
+        ]
+        for label in FUSED_VARIANTS
+    }
+    floors = ", ".join(f"{label} {sorted(v)[len(v) // 2]:.1f}x" for label, v in ratios.items() if v)
+    session = sessions.sessions_line(recs, recs)
+    return [
+        f"- {made} Run by the fused solve (`integrator=fused`), 1 device: "
+        f"{min(f['ratio'] for f in found):.2f}x to {max(f['ratio'] for f in found):.2f}x "
+        f"of the recommended step's speed over {len(found)} workload and controller pairs "
+        f"whose models trained; {len(faster)} faster and {len(slower)} slower with the "
+        f"whole interval past 1 (faster: at equal loss). Median ratio of a step to its "
+        f"compute floor: {floors} ({session.rstrip('.')}).",
     ]
 
 
