@@ -13,7 +13,7 @@ from ..study.workloads import MAP_FOLDER
 from . import loss, sessions
 from .frames import in_scaling_matrix, read_records, scaling_rows
 from .tables import escape
-from .verdict import compare, exceeds_cores
+from .verdict import ONE_RUN, compare, exceeds_cores, one_run
 
 CONTROLLER_NAME = {"pid": "PID", "stepto": "StepTo"}
 MODE_NAME = {"shard": "sharded `jit` (`shard`)"}
@@ -32,21 +32,22 @@ def _x(row: dict[str, Any]) -> str:
     baseline trained to different losses."""
     low, high = row["speedup_ci"]
     text = f"{row['speedup']:.2f}x [{low:.2f}, {high:.2f}]"
-    return loss.mark(
-        text, row.get("final_loss"), row.get("baseline_final_loss"), loss.limit_for(row)
-    )
+    return loss.baseline_flag(text, row)
 
 
 def judge(found: dict[str, Any]) -> dict[str, Any]:
     """The rows of one comparison (`verdict.compare`, fastest first) sorted into `use`
     (faster than one device within their interval), `avoid` (slower than one device
-    within their interval) and `none` (not separable from one device); `separable`:
-    whether a `use` row's interval misses the fastest's."""
-    out: dict[str, Any] = {"use": [], "avoid": [], "none": [], "separable": False}
+    within their interval), `none` (not separable from one device) and `one_run` (timed
+    in one run: its interval backs no verdict, `verdict.one_run`); `separable`: whether a
+    `use` row's interval misses the fastest's."""
+    out: dict[str, Any] = {"use": [], "avoid": [], "none": [], "one_run": [], "separable": False}
     close = [found["ranked"][0], *found["close"]] if found["ranked"] else []
     for r in found["ranked"]:
         low, high = r["speedup_ci"]
-        if low > 1:
+        if one_run(r):
+            out["one_run"].append(r)
+        elif low > 1:
             out["use"].append(r)
             out["separable"] |= not any(r is c for c in close)
         elif high < 1:
@@ -54,6 +55,21 @@ def judge(found: dict[str, Any]) -> dict[str, Any]:
         else:
             out["none"].append(r)
     return out
+
+
+def _apart(per: dict[str, Any]) -> str:
+    """Whether the intervals separate the modes faster than one device, per controller
+    where the controllers differ: `(not separable from each other)`, `(fastest first;
+    the intervals separate them)`, or which controller separates them."""
+    seps = {c: j["separable"] for c, (_, j) in per.items() if j["use"]}
+    if not any(seps.values()):
+        return " (not separable from each other)"
+    if all(seps.values()):
+        return " (fastest first; the intervals separate them)"
+    said = ", ".join(
+        f"{'separated' if sep else 'not separable'} with {_ctrl(c)}" for c, sep in seps.items()
+    )
+    return f" (fastest first; {said})"
 
 
 def _why(slow: dict[str, Any]) -> str:
@@ -86,8 +102,9 @@ def holds(
         per = {}
         for controller in sorted({r["controller"] for r in rows}):
             found = compare(rows, controller, scaling)
-            if found["n"] == n:
-                per[controller] = judge(found)
+            judged = judge(found) if found["n"] == n else None
+            if judged and len(judged["one_run"]) < len(found["ranked"]):
+                per[controller] = judged
         if not per:
             continue
         answered += 1
@@ -129,13 +146,7 @@ def verdict_claims(
             for c, (_, j) in per.items()
             if j["use"]
         )
-        apart = ""
-        if len(modes) > 1:
-            apart = (
-                " (fastest first; the intervals separate them)"
-                if any(j["separable"] for _, j in per.values())
-                else " (not separable from each other)"
-            )
+        apart = _apart(per) if len(modes) > 1 else ""
         k, m = holds(
             by_session,
             scaling,
@@ -165,10 +176,28 @@ def verdict_claims(
                 f"speed{_why(r)}. Measured on {label}; holds in {k} of {m} sessions."
             )
         for r in j["none"]:
+            k, m = holds(
+                by_session,
+                scaling,
+                n,
+                lambda p, c=c, mode=r["mode"]: c in p and mode in [x["mode"] for x in p[c]["none"]],
+            )
             lines.append(
                 f"- {_mode(r['mode'])} with {_ctrl(c)} gains nothing measurable: {_x(r)}, "
-                f"not separable from one device. Measured on {label}."
+                f"not separable from one device. Measured on {label}; holds in {k} of {m} "
+                "sessions."
             )
+    single = {c: j["one_run"] for c, (_, j) in per.items() if j["one_run"]}
+    if single:
+        shown = "; ".join(
+            f"{_ctrl(c)} " + ", ".join(f"{_mode(r['mode'])} {_x(r)}" for r in rs)
+            for c, rs in single.items()
+        )
+        lines.append(
+            f"- One run each on {escape(n)} devices at {what} ({shown}): {ONE_RUN}, so "
+            f"these rows call no mode faster or slower than one device, nor separate two "
+            f"modes. Measured on {label}."
+        )
     beyond = sorted({r["n_devices"] for r in ok if exceeds_cores(r)})
     if beyond:
         lines.append(
@@ -275,7 +304,8 @@ def across_sessions(
         if row is None:
             continue
         probe = row.get("probe")
-        line = f"- {escape(session.label)} ({escape(_source(row))}): {_x(row)}; " + escape(
+        runs = " (one run)" if one_run(row) else ""
+        line = f"- {escape(session.label)} ({escape(_source(row))}): {_x(row)}{runs}; " + escape(
             probe_said(probe, n)
         )
         latency = next(

@@ -24,7 +24,7 @@ from .intervals import METHOD, fmt_interval
 from .plots import CONTROLLER_STYLE, MODE_STYLE, _save, scaling_figures, step_cost_figure
 from .prediction import write_prediction
 from .projection import all_sweeps, projected_table, write_projection
-from .step import loop_summary, loss_limit, verdict
+from .step import loop_summary, same_model, verdict
 from .tables import escape as _esc
 from .tables import fmt as _fmt
 from .tables import loss_cell, markdown_table
@@ -153,11 +153,8 @@ def diagnostic_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[
                 (f"{len(r['step_time_runs_s'])} ({runs})" if r.get("step_time_runs_s") else "1")
                 if ok
                 else "–",
-                loss.mark(
-                    fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None))),
-                    r.get("final_loss"),
-                    r.get("baseline_final_loss"),
-                    loss.limit_for(r),
+                loss.baseline_flag(
+                    fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None))), r
                 ),
                 fmt_interval(r["efficiency"], *(r.get("efficiency_ci") or (None, None))),
                 fmt_interval(*(r.get("efficiency_vs_ceiling") or (None, None, None))),
@@ -333,6 +330,19 @@ def _float(text: Any) -> float | None:
         return None
 
 
+def _reference_status(ours: dict[str, Any] | None) -> str:
+    """Our row's status beside the reference's, saying where its record is of an older
+    measurement protocol (left out of every other table: `skipped.md`)."""
+    if ours is None:
+        return "no record"
+    if ours["status"] == "ok" and ours.get("protocol") != PROTOCOL:
+        return (
+            f"ok, older measurement protocol ({_protocol([ours])}; now {PROTOCOL}): left "
+            "out of the other tables, magnitudes only"
+        )
+    return str(ours["status"])
+
+
 def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]) -> str:
     """Our seed-scale strong-scaling rows (`seed_rows`) beside the reference's rows,
     with ratios."""
@@ -374,14 +384,12 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
                 ref["controller"],
                 _fmt(ref_step),
                 _fmt(step),
-                loss.mark(
-                    _fmt(step / ref_step, 3), ours.get("final_loss"), _float(ref["final_loss"])
-                )
+                loss.flag(_fmt(step / ref_step, 3), ours, _float(ref["final_loss"]))
                 if ours and step
                 else "–",
                 ref["final_loss"],
                 _fmt(ours.get("final_loss")) if ours else "–",
-                ours["status"] if ours else "no record",
+                _reference_status(ours),
                 f"{sessions.session_of(ours).label} (protocol {_protocol([ours])})"
                 if ours
                 else "–",
@@ -463,7 +471,7 @@ def _speedup_cell(r: dict[str, Any]) -> str:
     """A row's speedup with its interval, marked (`loss.MARK`) where it and its
     baseline trained to different losses."""
     text = fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None)))
-    return loss.mark(text, r.get("final_loss"), r.get("baseline_final_loss"), loss.limit_for(r))
+    return loss.baseline_flag(text, r)
 
 
 def machines_table(every: list[dict[str, Any]], chosen: Mapping[str, str | None]) -> str:
@@ -614,11 +622,11 @@ def step_table(
     for rec in levers:
         controller = rec["scenario"]["controller"]
         spread = (spreads or {}).get(controller)
-        limit = loss_limit(rec["rows"][0]["final_loss"], spread)
         for r in rec["rows"]:
             lo, hi = r["speedup_ci"]
             bodies, conds = loop_summary(r.get("loops"))
-            same = "–" if limit is None else ("yes" if r["final_loss"] <= limit else "no")
+            equal = same_model(r["final_loss"], rec["rows"][0]["final_loss"], spread)
+            same = "–" if equal is None else ("yes" if equal else "no")
             lever_rows.append(
                 [
                     controller,

@@ -450,6 +450,7 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
             efficiency_ci=None,
             baseline_error=None,
             baseline_final_loss=None,
+            baseline_runs=None,
             ceiling=None,
             efficiency_vs_ceiling=None,
             untrained=None,
@@ -464,8 +465,10 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
             # An untrained model's speedup is no result: marked, never computed.
             row["untrained"] = "this row" if not trained(rec) else "its 1-device baseline"
             row["baseline_final_loss"] = base.get("final_loss")
+            row["baseline_runs"] = len(base.get("step_time_runs_s") or [])
         elif rec["status"] == "ok" and base is not None:
             row["baseline_final_loss"] = base.get("final_loss")
+            row["baseline_runs"] = len(base.get("step_time_runs_s") or [])
             n = rec["n_devices"]
             ratio, lo, hi = ratio_interval(base, rec)
             if as_scaling == "strong":

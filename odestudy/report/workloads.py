@@ -23,7 +23,7 @@ from ..study.workloads import (
 from . import sessions
 from .frames import read_records
 from .intervals import METHOD, fmt_interval, ratio_interval
-from .loss import limit_for, pair_mark, trained, unequal
+from .loss import differs, pair_mark, trained
 from .plots import MODE_STYLE, _save
 from .tables import escape, loss_cell, markdown_table
 
@@ -182,14 +182,37 @@ def _find(rows, workload, controller, step, mode):
     )
 
 
-def _slowest(rows, workload, controller) -> bool | None:
-    """Whether `shard` is the slow mode of a workload and controller: its speedup's
-    interval lies below both other modes' intervals (None where a row is missing)."""
+def _below(rows, workload, controller) -> list[str] | None:
+    """The other multi-device modes whose speedup's interval lies wholly above
+    `shard`'s at a workload and controller (None where a row is missing)."""
     found = {m: _find(rows, workload, controller, "default", m) for m in MULTI_MODES}
     if any(r is None or r["speedup"] is None for r in found.values()):
         return None
     high = found["shard"]["speedup"][2]
-    return all(found[m]["speedup"][1] > high for m in MULTI_MODES if m != "shard")
+    return [m for m in MULTI_MODES if m != "shard" and found[m]["speedup"][1] > high]
+
+
+def _slowest(rows, workload, controller) -> bool | None:
+    """Whether `shard` is the slow mode of a workload and controller: its speedup's
+    interval lies below both other modes' intervals (None where a row is missing)."""
+    below = _below(rows, workload, controller)
+    return None if below is None else len(below) == len(MULTI_MODES) - 1
+
+
+def _change(rows, a: str, b: str, slow_at_a: bool, controller: str) -> str:
+    """Where `shard` stops (or starts) being the slow mode between workloads `a` and
+    `b`, saying where it is still below one of the other modes (an overlap with one
+    mode's interval is no change against the other)."""
+    between = f"between {_label(rows, a, controller)} and {_label(rows, b, controller)}"
+    still = _below(rows, b if slow_at_a else a, controller) or []
+    if not still:
+        return f"{'stops' if slow_at_a else 'starts'} being the slow mode {between}"
+    modes = ", ".join(f"`{m}`" for m in still)
+    at = "there" if slow_at_a else "before"
+    return (
+        f"{'stops' if slow_at_a else 'starts'} being below both other modes {between} "
+        f"(still below {modes} {at}: not separable from the other mode only)"
+    )
 
 
 def _label(rows: Sequence[dict[str, Any]], name: str, controller: str) -> str:
@@ -213,8 +236,7 @@ def crossover(rows: Sequence[dict[str, Any]], controller: str) -> str:
         shard = "`shard` is not the slow mode at any measured workload"
     else:
         changes = [
-            f"{'stops' if sa else 'starts'} being the slow mode between "
-            f"{_label(rows, a, controller)} and {_label(rows, b, controller)}"
+            _change(rows, a, b, bool(sa), controller)
             for (a, sa), (b, sb) in zip(known, known[1:], strict=False)
             if sa != sb
         ]
@@ -587,7 +609,7 @@ def unrolled_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> 
     """Per lever record (workload and controller) whose two models both trained (their
     problem's trained loss), the speedup of `lever` over `base` with its interval, and
     whether their final losses are equal (within the run-to-run spread,
-    `loss.limit_for`)."""
+    `loss.differs`)."""
     out = []
     for rec in recs:
         a, b = _variant(rec, base), _variant(rec, lever)
@@ -596,7 +618,7 @@ def unrolled_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> 
         if max(a["final_loss"], b["final_loss"]) > _trained_limit(rec):
             continue  # a model that did not train: no speedup
         ratio, lo, hi = ratio_interval(a, b)
-        equal = not unequal(a["final_loss"], b["final_loss"], limit_for(a))
+        equal = not differs(a, b)
         out.append({"ratio": ratio, "low": lo, "high": hi, "equal": equal})
     return out
 
