@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..measure.modes import MODES
 from ..study.workloads import MAP_FOLDER
 from . import loss, sessions
 from .frames import in_scaling_matrix, read_records, scaling_rows
@@ -16,11 +17,12 @@ from .tables import escape
 from .verdict import ONE_RUN, compare, exceeds_cores, one_run
 
 CONTROLLER_NAME = {"pid": "PID", "stepto": "StepTo"}
-MODE_NAME = {"shard": "sharded `jit` (`shard`)"}
 
 
 def _mode(mode: str) -> str:
-    return MODE_NAME.get(mode, f"`{escape(mode)}`")
+    """A mode as the answer names it: its class's `label`, else its name as code."""
+    found = MODES.get(mode)
+    return found.label if found is not None else f"`{escape(mode)}`"
 
 
 def _ctrl(controller: str) -> str:

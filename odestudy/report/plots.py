@@ -1,17 +1,38 @@
 """Figures: one scenario (notebook) and the scaling figures of the report."""
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..measure.modes import MODES
+
 # matplotlib and seaborn are imported inside the functions that draw (here and in the
 # report's other modules): every scenario's kernel and worker imports the package and
 # draws nothing, and the two cost about a second of each process's start.
 
-MODE_STYLE = {"single": "k", "pmap": "tab:blue", "shard": "tab:red", "shard_map": "tab:green"}
+# A mode no class names (a record of a mode since removed) is drawn in this colour.
+OTHER_COLOUR = "tab:gray"
+
+
+class ModeColours(Mapping[str, str]):
+    """Each registered mode's colour (`AbstractMode.colour`), in the order of the
+    tables; any other name gets `OTHER_COLOUR`, never a KeyError."""
+
+    def __getitem__(self, mode: str) -> str:
+        found = MODES.get(mode)
+        return found.colour if found is not None else OTHER_COLOUR
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(MODES))
+
+    def __len__(self) -> int:
+        return len(MODES)
+
+
+MODE_STYLE = ModeColours()
 CONTROLLER_STYLE = {"pid": "-o", "stepto": "--s"}
 
 
@@ -165,14 +186,15 @@ def scaling_figures(
         sel = data[data["scaling"] == scaling]
         if sel.empty:
             continue
-        modes = [m for m in MODE_STYLE if m in set(sel["mode"])]
+        present = set(sel["mode"])
+        modes = [m for m in MODE_STYLE if m in present] + sorted(present - set(MODE_STYLE))
         grid = sns.FacetGrid(
             sel,
             col="metric",
             col_order=list(METRICS),
             hue="mode",
             hue_order=modes,
-            palette=MODE_STYLE,
+            palette={m: MODE_STYLE[m] for m in modes},
             sharey=False,
             height=4.2,
             aspect=1.1,

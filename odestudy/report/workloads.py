@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..measure.modes import MODES
 from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 from ..study import records
@@ -316,9 +317,11 @@ def prediction_errors(
 
 def _wrong_term(errors: Sequence[dict[str, Any]], mode: str) -> str:
     """Which term of the prediction would have to change, and by how much, to fit the
-    measured rows of `mode` (the others held): the in-loop collectives for `shard`, the
-    lock-step compute for the others."""
-    term = "in_loop_s" if mode == "shard" else "compute_s"
+    measured rows of `mode` (the others held): the in-loop collectives for a mode with
+    one loop over the global batch (`AbstractMode.one_loop`: `shard`), the lock-step
+    compute for the others."""
+    one_loop = (found := MODES.get(mode)) is not None and found.one_loop
+    term = "in_loop_s" if one_loop else "compute_s"
     factors = []
     for e in errors:
         missing = e["measured_s"] - e["predicted_s"]
@@ -326,9 +329,9 @@ def _wrong_term(errors: Sequence[dict[str, Any]], mode: str) -> str:
             factors.append((e[term] + missing) / e[term])
     sign = "high" if np.median([e["error"] for e in errors]) > 0 else "low"
     what = (
-        "the collectives in `shard`'s solver loop (count x iterations x one-float "
+        f"the collectives in `{escape(mode)}`'s solver loop (count x iterations x one-float "
         "all-reduce latency)"
-        if mode == "shard"
+        if one_loop
         else "the lock-step compute (1-device cost per iteration at the per-device batch "
         "x the global batch's iterations)"
     )
