@@ -12,7 +12,7 @@ from .measure.recommended import RECOMMENDED, recommended, recommended_levers
 from .measure.scenario import SCALES, Scenario, validate
 from .report.versions import write_versions
 from .study import records
-from .study.studies import get_study
+from .study.matrix import get_study
 from .study.versions import RESULTS, VERSION_SETS, run_versions
 
 

@@ -13,8 +13,9 @@ import pytest
 
 from odestudy.measure.environment import ROOT
 from odestudy.study import matrix
+from odestudy.study.matrix import get_study
 from odestudy.study.records import record_path
-from odestudy.study.studies import STUDIES, Study, Table, get_study
+from odestudy.study.studies import STUDIES, Study, Table
 
 from .helpers import record
 

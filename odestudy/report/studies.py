@@ -5,7 +5,8 @@ markers). `odestudy report --study NAME_OR_MODULE:CLASS` writes it."""
 
 from pathlib import Path
 
-from ..study.studies import Study, Table, get_study
+from ..study.matrix import get_study
+from ..study.studies import Study, Table
 from .pages import GENERATED_END, GENERATED_START
 from .tables import escape, markdown_table
 

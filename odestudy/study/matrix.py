@@ -9,6 +9,7 @@ from ..measure import environment
 from ..measure.devices import gpu_count
 from ..measure.modes import MODES
 from ..measure.problem import DEFAULT_PROBLEM, AnyProblem, in_this_process_only, problem_spec
+from ..measure.problem import _import as import_module
 from ..measure.recommended import recommended as apply
 from ..measure.record import Record
 from ..measure.scenario import SCALES, Scenario, heterogeneous_training
@@ -21,7 +22,7 @@ from .probing import session_probe
 from .records import DEFAULT_RESULTS, record_path
 from .repeats import REPEAT_STEPS
 from .runner import execute_scenario, failed_record
-from .studies import STUDIES, Study, get_study
+from .studies import STUDIES, Study
 from .workloads import CONTROLLERS, MAP_FOLDER, MULTI_MODES, map_scenarios
 
 __all__ = ["STUDIES", "execute_scenario", "expected_env", "reusable", "runs", "why_stale"]
@@ -622,4 +623,25 @@ def plan_line(p: MatrixPlan, scale: str, study: str, whole: bool, results: Path)
         f"({cold} cold, {todo - cold} repeats"
         f"{', machine ceiling each round' if probes and todo else ''}), "
         f"about {seconds / 60:.0f} min here"
+    )
+
+
+def get_study(spec: "str | Study | type[Study]") -> Study:
+    """The study `spec` names: a registered name, or `module:Class` (imported, also from
+    the working directory) of a `Study` subclass; ValueError naming the choices
+    otherwise."""
+    if isinstance(spec, Study):
+        return spec
+    if isinstance(spec, type) and issubclass(spec, Study):
+        return spec()
+    if spec in STUDIES:
+        return STUDIES[spec]()
+    if ":" in spec:
+        module, _, attr = spec.partition(":")
+        found = getattr(import_module(module), attr, None)
+        if isinstance(found, type) and issubclass(found, Study):
+            return found()
+        raise ValueError(f"study {spec!r}: {attr!r} of {module!r} is no Study subclass")
+    raise ValueError(
+        f"unknown study {spec!r}; valid choices: {', '.join(STUDIES)}, or module:Class"
     )

@@ -1,23 +1,23 @@
 """Studies as types. A study knows its name, its scenarios at a scale, how many runs each
 gets, the folder its records go to, its records, its tables and its page. Each final
 subclass of `Study` registers itself (`STUDIES`) when its class is defined, as a mode
-does: `odestudy matrix --study` and `odestudy report --study` ask it, by its name or,
-for a study defined outside the package, as `module:Class` (imported from the working
-directory, as a problem is). The built-in studies (scaling, explain, target, versions,
-map) are defined beside the scenario matrix (`matrix.py`).
+does: `odestudy matrix --study` and `odestudy report --study` ask it
+(`matrix.get_study`), by its name or, for a study defined outside the package, as
+`module:Class` (imported from the working directory, as a problem is). The built-in
+studies (scaling, explain, target, versions, map) are defined beside the scenario
+matrix (`matrix.py`).
 
 A table is a value (`Table`): a title, a header, rows of cells and notes, made once from
 the records; the report renders it and the study's page (`report.studies`)."""
 
 import abc
 import dataclasses
-import importlib
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ..measure.scenario import Scenario
+from . import records
 from .repeats import REPEATS
 
 # Every study by name, in the order defined: filled as each final class is defined.
@@ -77,8 +77,6 @@ class Study(abc.ABC):
     def records(self, results: str | Path, scale: str) -> list[dict[str, Any]]:
         """Its records at `scale` (any machine, any protocol): those of `results` whose
         scenario is one of its CPU scenarios at that scale, read once."""
-        from . import records
-
         keys = {s.key() for s in self.scenarios(scale, "cpu", True)[0]}
         out = []
         for path in records.record_paths(self.results(results), scale):
@@ -98,43 +96,3 @@ class Study(abc.ABC):
     def intro(self, scale: str) -> str:
         """What its results page says above its tables (markdown; none by default)."""
         return ""
-
-
-def get_study(spec: "str | Study | type[Study]") -> Study:
-    """The study `spec` names: a registered name, or `module:Class` (imported, also from
-    the working directory) of a `Study` subclass; ValueError naming the choices
-    otherwise."""
-    from . import matrix  # noqa: F401  (defines the built-in studies)
-
-    if isinstance(spec, Study):
-        return spec
-    if isinstance(spec, type) and issubclass(spec, Study):
-        return spec()
-    if spec in STUDIES:
-        return STUDIES[spec]()
-    if ":" in spec:
-        module, _, attr = spec.partition(":")
-        found = getattr(_import(module), attr, None)
-        if isinstance(found, type) and issubclass(found, Study):
-            return found()
-        raise ValueError(f"study {spec!r}: {attr!r} of {module!r} is no Study subclass")
-    raise ValueError(
-        f"unknown study {spec!r}; valid choices: {', '.join(STUDIES)}, or module:Class"
-    )
-
-
-def study_name(spec: "str | Study | type[Study]") -> str:
-    """The name of the study `spec` names (`get_study`)."""
-    return get_study(spec).name
-
-
-def _import(module: str) -> Any:
-    """Import `module`, also from the working directory (as `python -m` would)."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        cwd = str(Path.cwd())
-        if exc.name != module.split(".")[0] or cwd in sys.path:
-            raise
-        sys.path.insert(0, cwd)
-        return importlib.import_module(module)
