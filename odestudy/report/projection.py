@@ -253,22 +253,8 @@ def projected_table(projected: list[dict[str, Any]]) -> str:
     )
 
 
-def projection_markdown(
-    validation: list[dict[str, Any]], machines: list[str], projected: list[dict[str, Any]]
-) -> str:
-    """`projection.md`: the model, its validation, the projected GPU rows, and the
-    closing line `validation: median |error| = X%` over the `pmap` and `shard_map`
-    rows."""
-    parts = [
-        "# Projection model",
-        "",
-        __doc__.split("\n\n", 1)[1].strip(),
-        "",
-        "## Validation: predicted from 1-device measurements against measured",
-        "",
-        "Machines: " + (", ".join(f"`{m}`" for m in machines) or "none"),
-        "",
-    ]
+def _validation_table(validation: list[dict[str, Any]]) -> list[str]:
+    """The validation rows as a markdown table (or one line without rows)."""
     rows = [
         [
             v["machine"],
@@ -286,7 +272,7 @@ def projection_markdown(
         ]
         for v in validation
     ]
-    parts += [
+    return [
         markdown_table(
             (
                 "Machine",
@@ -308,6 +294,25 @@ def projection_markdown(
         else "No multi-device rows with sweeps and latencies to validate.",
         "",
     ]
+
+
+def projection_markdown(
+    validation: list[dict[str, Any]], machines: list[str], projected: list[dict[str, Any]]
+) -> str:
+    """`projection.md`: the model, its validation, the projected GPU rows, and the
+    closing line `validation: median |error| = X%` over the `pmap` and `shard_map`
+    rows."""
+    parts = [
+        "# Projection model",
+        "",
+        __doc__.split("\n\n", 1)[1].strip(),
+        "",
+        "## Validation: predicted from 1-device measurements against measured",
+        "",
+        "Machines: " + (", ".join(f"`{m}`" for m in machines) or "none"),
+        "",
+    ]
+    parts += _validation_table(validation)
     for mode in MULTI_DEVICE:
         errs = [abs(v["error"]) for v in validation if v["mode"] == mode]
         if errs:

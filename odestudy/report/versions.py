@@ -77,6 +77,16 @@ def versions_markdown(by_set: dict[str, list[dict]]) -> str:
         _where(by_set),
         "",
     ]
+    parts += _sentences(by_set, current) + [""]
+    parts.append(markdown_table(TABLE_HEADER, _table(by_set)))
+    if loss.MARK in "\n".join(parts):
+        parts += ["", loss.NOTE]
+    return "\n".join(parts)
+
+
+def _sentences(by_set: dict[str, list[dict]], current: str) -> list[str]:
+    """What the table says with intervals: each release's 1-device step against the
+    current release's, and sharded `jit`'s speedup at each release."""
     lines = []
     for controller in ("pid", "stepto"):
         base = _one_device(by_set[current], controller)
@@ -100,7 +110,11 @@ def versions_markdown(by_set: dict[str, list[dict]]) -> str:
         if text:
             stack = escape(_stack(rows[0]))
             lines.append(f"- sharded `jit` (`shard`) speedup over 1 device, {stack}: {text}.")
-    parts += lines + [""]
+    return lines
+
+
+def _table(by_set: dict[str, list[dict]]) -> list[list[Any]]:
+    """The version table's cells, a row per record."""
     table = []
     for rows in by_set.values():
         for r in sorted(rows, key=lambda r: (r["controller"], r["n_devices"], r["mode"])):
@@ -124,10 +138,7 @@ def versions_markdown(by_set: dict[str, list[dict]]) -> str:
                     sessions.session_of(r).label,
                 ]
             )
-    parts.append(markdown_table(TABLE_HEADER, table))
-    if loss.MARK in "\n".join(parts):
-        parts += ["", loss.NOTE]
-    return "\n".join(parts)
+    return table
 
 
 def _where(by_set: dict[str, list[dict]]) -> str:
