@@ -12,7 +12,7 @@ from .measure.recommended import RECOMMENDED, recommended, recommended_levers
 from .measure.scenario import SCALES, Scenario, validate
 from .report.versions import write_versions
 from .study import records
-from .study.matrix import STUDIES
+from .study.matrix import get_study
 from .study.versions import RESULTS, VERSION_SETS, run_versions
 
 
@@ -121,10 +121,11 @@ def _executor(a: argparse.Namespace):
 
 def _matrix(a: argparse.Namespace) -> int:
     from .study.matrix import parse_selection, run_matrix
-    from .study.workloads import MAP_FOLDER
 
-    # The map keeps its records apart, so that all its rows come from one `make map`.
-    results = Path(a.results) / MAP_FOLDER if a.study == "map" else Path(a.results)
+    # A study says where its records go (the map keeps its own apart, so that all its
+    # rows come from one `make map`).
+    study = get_study(a.study)
+    results = study.results(a.results)
     check_writable(results)
     resolve_problem(a.problem)  # a clear error before anything runs
     recs = run_matrix(
@@ -132,7 +133,7 @@ def _matrix(a: argparse.Namespace) -> int:
         a.device,
         force=a.force,
         results=results,
-        study=a.study,
+        study=study,
         selection=parse_selection(a.select),
         recommended=a.recommended,
         repeats=a.runs,
@@ -343,6 +344,13 @@ def _report(a: argparse.Namespace) -> int:
     from .report.document import settle_report
     from .study.runner import execute_report
 
+    if a.study:  # one study's own tables and page, nothing else
+        from .report.studies import write_study_report
+
+        for path in write_study_report(a.study, a.results, a.scale, a.figures, a.docs):
+            print(f"wrote {path}")
+        return 0
+
     html = settle_report(execute_report(a.results, a.scale, a.figures))
     print(f"report: {html}")
     if a.docs:  # from the tables and figures the report notebook just wrote
@@ -445,12 +453,12 @@ def parser() -> argparse.ArgumentParser:
     )
     m.add_argument(
         "--study",
-        choices=STUDIES,
         default="scaling",
-        help="the scaling tables, the studies that explain them, their time-to-target "
-        "rows alone (`make seed` runs them at the seed scale), the core rows of the "
-        "version study (`make versions` runs them under each JAX release), or the "
-        "workload map (`make map`; records under RESULTS/map)",
+        help="a registered study: scaling (the tables), explain (the studies that explain "
+        "them), target (their time-to-target rows alone; `make seed` runs them at the "
+        "seed scale), versions (the core rows `make versions` runs under each JAX "
+        "release), map (the workload map; records under RESULTS/map); or module:Class, a "
+        "study defined outside the package (odestudy.study.studies.Study)",
     )
     m.add_argument("--results", default=str(environment.workdir("results")))
     m.add_argument(
@@ -481,6 +489,12 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--readme", default=None, help="also refresh the answer in this README")
     rep.add_argument(
         "--docs", default=None, help="also write the results pages under DOCS/results/"
+    )
+    rep.add_argument(
+        "--study",
+        default=None,
+        help="only this study's tables and results page (a registered name or "
+        "module:Class); default: the whole report",
     )
     rep.set_defaults(func=_report)
     pr = sub.add_parser(

@@ -10,7 +10,9 @@ option values, file names, commit ids), link targets and HTML comments are taken
   `19 MB`, `GB/s`), except the interval level chosen before any run (`95% interval`);
 - no interval (`[1.49, 2.16]`).
 Integers without such a unit (counts and settings: `3 runs`, `2 devices`, `150 lines`)
-are method, not measurement.
+are method, not measurement. Nor may a hand-written line state a measured claim in words
+(`WORDS`: "several times slower", "N-fold", "to float32 tolerance", "by more than the
+intervals hold"), across line breaks too.
 """
 
 import re
@@ -29,6 +31,21 @@ MEASURED = [
     ("with a unit", re.compile(rf"(?<![\w.])\d+(?:\.\d+)?\s?{UNITS}(?![\w/])(?! ?\d)", re.I)),
     ("interval", re.compile(r"\[\s*-?\d+(?:\.\d+)?\s*,\s*-?\d+(?:\.\d+)?\s*\]")),
 ]
+# Measured claims in words: a factor in words ("several times slower", "twice as fast"),
+# an N-fold anything, a precision reached ("to float32 tolerance"), a measured excess
+# ("by more than the intervals").
+_AMOUNT = r"(?:several|many|a\s+few|some|two|three|four|five|six|seven|eight|nine|ten|\d+)"
+_COMPARED = (
+    r"(?:faster|slower|quicker|longer|shorter|larger|smaller|more|less|fewer|higher|lower|as)"
+)
+WORDS = re.compile(
+    rf"\b{_AMOUNT}\s+times\s+{_COMPARED}\b"
+    r"|\b(?:twice|thrice|half)\s+as\s+\w+"
+    r"|\b[\w.]+-fold\b"
+    r"|\bto\s+(?:float\d*|machine|single|double)\s+(?:tolerance|precision|accuracy)\b"
+    r"|\bby\s+(?:far\s+)?more\s+than\s+(?:the|its|their|one|a)\s+(?:\w+\s+)?(?:intervals?|spread|noise)",
+    re.I,
+)
 # The interval level (chosen before any run) and versions (`0.10.2`, `jax 0.10`).
 ALLOWED = re.compile(
     rf"95\s?% (?:interval|confidence|bootstrap)|\b{PACKAGES}\s+\d+(?:\.\d+)*|\d+\.\d+\.\d+", re.I
@@ -58,12 +75,18 @@ def hand_written(text: str) -> list[tuple[int, str]]:
 
 
 def measured_numbers(text: str) -> list[str]:
-    """`line N: what (text)` for each measured number on a hand-written line."""
+    """`line N: what (text)` for each measured number on a hand-written line, and each
+    measured claim in words (`WORDS`, also where it runs over a line break)."""
     found = []
-    for number, line in hand_written(text):
+    lines = hand_written(text)
+    for number, line in lines:
         line = ALLOWED.sub("", line)
         for what, pattern in MEASURED:
             found += [f"line {number}: {what} ({m.group(0)!r})" for m in pattern.finditer(line)]
+    joined = "\n".join(line for _, line in lines)
+    for m in WORDS.finditer(joined):
+        number = lines[joined.count("\n", 0, m.start())][0]
+        found.append(f"line {number}: in words ({' '.join(m.group(0).split())!r})")
     return found
 
 
@@ -79,6 +102,29 @@ def test_the_rule_catches_measured_numbers_and_spares_method():
     assert measured_numbers(fenced) == []
     region = f"{GENERATED_START}\n1.57x [1.49, 2.16]\n{GENERATED_END}\nthen 3 runs"
     assert measured_numbers(region) == []
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        "found sharded jit several times slower than one device",
+        "found sharded jit several times\nslower than one device",
+        "a tenfold gain, or a 3-fold one, an N-fold one",
+        "the losses agree to float32 tolerance",
+        "it drifts between sessions by more than the intervals of one session hold",
+        "twice as fast as pmap",
+    ],
+)
+def test_the_rule_catches_measured_claims_in_words(claim: str):
+    assert measured_numbers(claim), claim
+
+
+def test_the_rule_in_words_spares_method():
+    good = (
+        "Each scenario runs three times, interleaved; the step runs 3 times per block; "
+        "a gap of more than the session gap starts a new one."
+    )
+    assert measured_numbers(good) == []
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -181,3 +181,35 @@ def test_doctored_records_change_the_verdict(tmp_path):
     assert "fastest **pmap**, step-time speedup 4.00× [4.00, 4.00]" in line
     assert "Slowest **shard**, 0.50× [0.50, 0.50]" in line
     assert after["verdict"] != before["verdict"]
+
+
+def test_one_run_rows_back_no_verdict_and_are_labelled_one_run():
+    recs = [dict(r, step_time_runs_s=r["step_time_runs_s"][:1]) for r in _cpu()]
+    rows = scaling_rows(recs)
+    claims = "\n".join(verdict_claims(rows, recs))
+    assert "**Use" not in claims and "**Avoid" not in claims
+    assert "One run each on 2 devices" in claims and "separate" not in claims.replace(
+        "nor separate two modes", ""
+    )
+    verdict = verdict_markdown(rows, "smoke")
+    assert "(one run each)" in verdict and "one run: its interval" in verdict
+    assert "within its 95% interval" not in verdict and "do not separate" not in verdict
+
+
+def test_the_unequal_loss_flag_is_one_rule_for_every_machine(tmp_path):
+    from odestudy.report import loss
+
+    spread = {"kind": "loss_spread", "spread_relative": 0.25}
+    spread["scenario"] = {"scale": "quick", "controller": "pid"}
+    folder = tmp_path / "results" / "machine-a" / "levers"
+    folder.mkdir(parents=True)
+    (folder / "loss-spread-pid.json").write_text(json.dumps(spread))
+    path = tmp_path / "results" / "machine-b" / "quick" / "x" / "metrics.json"
+    row = {"path": str(path), "scale": "quick", "controller": "pid", "final_loss": 0.013}
+    # Machine b measured no spread: machine a's holds for it too (not `LOSS_FACTOR`).
+    assert loss.limit_for(row) == 1.25
+    assert loss.differs(row, 0.01) and loss.baseline_flag(
+        "1.5x", dict(row, baseline_final_loss=0.01)
+    ).endswith(loss.MARK)
+    assert not loss.differs(dict(row, final_loss=0.012), 0.01)
+    assert not loss.differs(dict(row, controller="stepto"), 0.01)  # `LOSS_FACTOR` 2

@@ -118,6 +118,10 @@ def test_the_crossover_names_where_shard_stops_being_the_slow_mode():
     recs = _map_records({"pmap": [1.5, 1.6], "shard": [0.4, 1.65], "shard_map": [1.5, 1.7]})
     text = report.crossover(report.map_rows(recs), "pid")
     first, second = (f"{w.name} (" for w in WORKLOADS[:2])
+    assert f"stops being below both other modes between {first}" in text
+    assert f"and {second}" in text and "(still below `shard_map` there" in text
+    level = _map_records({"pmap": [1.5, 1.6], "shard": [0.4, 1.8], "shard_map": [1.5, 1.7]})
+    text = report.crossover(report.map_rows(level), "pid")
     assert f"stops being the slow mode between {first}" in text and f"and {second}" in text
     slow = _map_records({"pmap": [1.5, 1.6], "shard": [0.4, 0.5], "shard_map": [1.5, 1.7]})
     assert "slow mode at every measured workload" in report.crossover(report.map_rows(slow), "pid")

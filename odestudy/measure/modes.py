@@ -209,12 +209,20 @@ def donated(donate: bool) -> tuple[int, ...]:
     return (0, 1) if donate else ()
 
 
+# Every mode by name, in the order of the tables: each final subclass of `AbstractMode`
+# registers itself here when its class is defined.
+MODES: dict[str, type["AbstractMode"]] = {}
+
+
 class AbstractMode(eqx.Module):
     """How a training step runs over devices. Abstract: one final subclass per mode
     (`Single`, `Pmap`, `Shard`, `ShardMap`) owns building the step, placing its inputs
-    and reading its parameters back, and the facts the study needs about it.
+    and reading its parameters back, and the facts the study needs about it. Defining
+    the class registers it (`MODES`): the study, the report and `predict` ask the class.
 
     - `name`: the mode's name in scenarios, records and tables.
+    - `label`: how the answer's sentences name it (markdown).
+    - `colour`: its colour in every figure (a matplotlib colour).
     - `one_loop`: one solver loop spans all devices (the compiler partitions a batched
       loop), so every device runs as many solver steps as the global batch's slowest
       sample; otherwise each device runs its own loop to its own slowest sample.
@@ -223,9 +231,16 @@ class AbstractMode(eqx.Module):
     """
 
     name: eqx.AbstractClassVar[str]
+    label: eqx.AbstractClassVar[str]
+    colour: eqx.AbstractClassVar[str]
     one_loop: eqx.AbstractClassVar[bool]
     multi_device: eqx.AbstractClassVar[bool]
     multi_process: eqx.AbstractClassVar[bool]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if isinstance(cls.__dict__.get("name"), str):  # a final mode, not an abstract one
+            MODES[cls.__dict__["name"]] = cls
 
     @abc.abstractmethod
     def build(
@@ -262,6 +277,8 @@ class Single(AbstractMode):
     """`jax.jit` on one device: the baseline."""
 
     name: ClassVar[str] = "single"
+    label: ClassVar[str] = "`single`"
+    colour: ClassVar[str] = "k"
     one_loop: ClassVar[bool] = False  # one device: its loop is the only one
     multi_device: ClassVar[bool] = False
     multi_process: ClassVar[bool] = False
@@ -286,6 +303,8 @@ class Pmap(AbstractMode):
     averaged with `pmean`."""
 
     name: ClassVar[str] = "pmap"
+    label: ClassVar[str] = "`pmap`"
+    colour: ClassVar[str] = "tab:blue"
     one_loop: ClassVar[bool] = False
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = False
@@ -324,6 +343,8 @@ class Shard(AbstractMode):
     vmapped solve; one solver loop spans all devices, no explicit collective."""
 
     name: ClassVar[str] = "shard"
+    label: ClassVar[str] = "sharded `jit` (`shard`)"
+    colour: ClassVar[str] = "tab:red"
     one_loop: ClassVar[bool] = True
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = True
@@ -350,6 +371,8 @@ class ShardMap(AbstractMode):
     shard; gradients averaged with `pmean`."""
 
     name: ClassVar[str] = "shard_map"
+    label: ClassVar[str] = "`shard_map`"
+    colour: ClassVar[str] = "tab:green"
     one_loop: ClassVar[bool] = False
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = True
@@ -370,8 +393,10 @@ class ShardMap(AbstractMode):
         return fn, mesh
 
 
-# Every mode by name, in the order of the tables.
-MODES: dict[str, type[AbstractMode]] = {m.name: m for m in (Single, Pmap, Shard, ShardMap)}
+def mode_facts(name: str) -> type[AbstractMode] | None:
+    """The registered mode class named `name` (`MODES`), None for a name no class has
+    (a record of a mode since removed): callers fall back to the name itself."""
+    return MODES.get(name)
 
 
 def parse_mode(mode: "str | AbstractMode") -> AbstractMode:

@@ -93,11 +93,11 @@ class ForcedOscillator(odestudy.AbstractODEProblem):
     name: ClassVar[str] = "forced_oscillator"
     time_dependent: ClassVar[bool] = True
     uniform_grid: ClassVar[bool] = True
-    # The series' variance is about 0.5; chosen before any run.
+    # Chosen before any run, below the series' variance.
     trained_loss: ClassVar[float] = 0.02
     needs_key: ClassVar[bool] = False
-    # A trained model takes about 15 PID steps per series (the probe before the map):
-    # the recommended step may bound the solve (one checkpoint per step) at 64.
+    # A bound above the PID steps per series a trained model takes (the probe before
+    # the map): the recommended step may bound the solve (one checkpoint per step) at it.
     recommended_max_steps: ClassVar[int | None] = 64
 
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Forced:

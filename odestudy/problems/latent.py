@@ -106,12 +106,12 @@ class LatentODE(odestudy.AbstractODEProblem):
     name: ClassVar[str] = "latent_ode"
     time_dependent: ClassVar[bool] = False
     uniform_grid: ClassVar[bool] = False
-    # The observations' variance is about 0.4; a reconstruction at the noise level
-    # would be NOISE**2 = 0.0025. Chosen before any run.
+    # Chosen before any run, above a reconstruction at the noise level (NOISE**2) and
+    # below the observations' variance.
     trained_loss: ClassVar[float] = 0.05
     needs_key: ClassVar[bool] = True
-    # A trained model takes about 15 PID steps per series (the probe before the map):
-    # the recommended step may bound the solve (one checkpoint per step) at 64.
+    # A bound above the PID steps per series a trained model takes (the probe before
+    # the map): the recommended step may bound the solve (one checkpoint per step) at it.
     recommended_max_steps: ClassVar[int | None] = 64
 
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Series:

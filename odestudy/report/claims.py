@@ -5,22 +5,25 @@ support it ("not separable from one device"), flags a ratio of rows trained to
 different losses, and says in how many of the sessions whose records answer the same
 question it holds. Record text is escaped (`tables.escape`)."""
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..measure.modes import MODES
 from ..study.workloads import MAP_FOLDER
 from . import loss, sessions
 from .frames import in_scaling_matrix, read_records, scaling_rows
 from .tables import escape
-from .verdict import compare, exceeds_cores
+from .verdict import ONE_RUN, compare, exceeds_cores, one_run
 
 CONTROLLER_NAME = {"pid": "PID", "stepto": "StepTo"}
-MODE_NAME = {"shard": "sharded `jit` (`shard`)"}
 
 
 def _mode(mode: str) -> str:
-    return MODE_NAME.get(mode, f"`{escape(mode)}`")
+    """A mode as the answer names it: its class's `label`, else its name as code."""
+    found = MODES.get(mode)
+    return found.label if found is not None else f"`{escape(mode)}`"
 
 
 def _ctrl(controller: str) -> str:
@@ -32,21 +35,22 @@ def _x(row: dict[str, Any]) -> str:
     baseline trained to different losses."""
     low, high = row["speedup_ci"]
     text = f"{row['speedup']:.2f}x [{low:.2f}, {high:.2f}]"
-    return loss.mark(
-        text, row.get("final_loss"), row.get("baseline_final_loss"), loss.limit_for(row)
-    )
+    return loss.baseline_flag(text, row)
 
 
 def judge(found: dict[str, Any]) -> dict[str, Any]:
     """The rows of one comparison (`verdict.compare`, fastest first) sorted into `use`
     (faster than one device within their interval), `avoid` (slower than one device
-    within their interval) and `none` (not separable from one device); `separable`:
-    whether a `use` row's interval misses the fastest's."""
-    out: dict[str, Any] = {"use": [], "avoid": [], "none": [], "separable": False}
+    within their interval), `none` (not separable from one device) and `one_run` (timed
+    in one run: its interval backs no verdict, `verdict.one_run`); `separable`: whether a
+    `use` row's interval misses the fastest's."""
+    out: dict[str, Any] = {"use": [], "avoid": [], "none": [], "one_run": [], "separable": False}
     close = [found["ranked"][0], *found["close"]] if found["ranked"] else []
     for r in found["ranked"]:
         low, high = r["speedup_ci"]
-        if low > 1:
+        if one_run(r):
+            out["one_run"].append(r)
+        elif low > 1:
             out["use"].append(r)
             out["separable"] |= not any(r is c for c in close)
         elif high < 1:
@@ -54,6 +58,21 @@ def judge(found: dict[str, Any]) -> dict[str, Any]:
         else:
             out["none"].append(r)
     return out
+
+
+def _apart(per: dict[str, Any]) -> str:
+    """Whether the intervals separate the modes faster than one device, per controller
+    where the controllers differ: `(not separable from each other)`, `(fastest first;
+    the intervals separate them)`, or which controller separates them."""
+    seps = {c: j["separable"] for c, (_, j) in per.items() if j["use"]}
+    if not any(seps.values()):
+        return " (not separable from each other)"
+    if all(seps.values()):
+        return " (fastest first; the intervals separate them)"
+    said = ", ".join(
+        f"{'separated' if sep else 'not separable'} with {_ctrl(c)}" for c, sep in seps.items()
+    )
+    return f" (fastest first; {said})"
 
 
 def _why(slow: dict[str, Any]) -> str:
@@ -86,13 +105,123 @@ def holds(
         per = {}
         for controller in sorted({r["controller"] for r in rows}):
             found = compare(rows, controller, scaling)
-            if found["n"] == n:
-                per[controller] = judge(found)
+            judged = judge(found) if found["n"] == n else None
+            if judged and len(judged["one_run"]) < len(found["ranked"]):
+                per[controller] = judged
         if not per:
             continue
         answered += 1
         yes += bool(test(per))
     return yes, answered
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """What one machine and session's scaling rows answer (`answer`): per controller
+    its comparison and judgement, the device count, where measured (`label`), what is
+    held fixed (`what`), and every session's rows (`by_session`) to count in."""
+
+    per: dict[str, tuple[dict[str, Any], dict[str, Any]]]
+    n: int
+    label: str
+    what: str
+    scaling: str
+    by_session: dict[Any, list[dict[str, Any]]]
+
+    def holds(self, test: Any) -> tuple[int, int]:
+        """`holds` of `test` over every session's rows on this answer's devices."""
+        return holds(self.by_session, self.scaling, self.n, test)
+
+
+def answer(
+    rows: Sequence[dict[str, Any]], every: Sequence[dict[str, Any]], scaling: str, device: str
+) -> Answer | None:
+    """Select: the comparisons of `rows` (one machine and session) per controller, None
+    where no controller has multi-device rows."""
+    ok = [r for r in rows if r["status"] == "ok" and r["device"] == device]
+    per = {}
+    for controller in dict.fromkeys(r["controller"] for r in ok):
+        found = compare(ok, controller, scaling)
+        if found["n"] is not None:
+            per[controller] = (found, judge(found))
+    if not per:
+        return None
+    n = next(iter(per.values()))[0]["n"]
+    where = {sessions.session_of(r) for r in ok if r["n_devices"] == n}
+    return Answer(
+        per=per,
+        n=n,
+        label="; ".join(sorted(escape(s.label) for s in where)),
+        what="a fixed global batch" if scaling == "strong" else "a fixed per-device batch",
+        scaling=scaling,
+        by_session=groups(every, device),
+    )
+
+
+def _use(a: Answer) -> list[str]:
+    """The bullet naming the modes faster than one device with every controller."""
+    use = {c: [r["mode"] for r in j["use"]] for c, (_, j) in a.per.items()}
+    modes = [m for m in next(iter(use.values())) if all(m in ms for ms in use.values())]
+    if not modes:
+        return []
+    shown = "; ".join(
+        f"{_ctrl(c)} " + ", ".join(f"{_mode(r['mode'])} {_x(r)}" for r in j["use"])
+        for c, (_, j) in a.per.items()
+        if j["use"]
+    )
+    apart = _apart(a.per) if len(modes) > 1 else ""
+    k, m = a.holds(
+        lambda p: all(
+            mode in [r["mode"] for r in p[c]["use"]] for c in use for mode in modes if c in p
+        )
+    )
+    return [
+        f"- **Use {' or '.join(_mode(x) for x in modes)}**{apart}: faster than one "
+        f"device within their 95% intervals on {escape(a.n)} devices at {a.what} (every "
+        f"mode that is, per controller: {shown}). "
+        f"Measured on {a.label}; holds in {k} of {m} sessions with such rows."
+    ]
+
+
+def _in(kind: str, c: str, mode: str) -> Any:
+    """A test of one session's judgement: `mode` is among its `kind` rows of `c`."""
+    return lambda p: c in p and mode in [x["mode"] for x in p[c][kind]]
+
+
+def _avoid_and_level(a: Answer) -> list[str]:
+    """A bullet per mode slower than one device, and per mode not separable from it."""
+    lines = []
+    for c, (_, j) in a.per.items():
+        for r in j["avoid"]:
+            k, m = a.holds(_in("avoid", c, r["mode"]))
+            lines.append(
+                f"- **Avoid {_mode(r['mode'])} with {_ctrl(c)}**: {_x(r)} of one device's "
+                f"speed{_why(r)}. Measured on {a.label}; holds in {k} of {m} sessions."
+            )
+        for r in j["none"]:
+            k, m = a.holds(_in("none", c, r["mode"]))
+            lines.append(
+                f"- {_mode(r['mode'])} with {_ctrl(c)} gains nothing measurable: {_x(r)}, "
+                f"not separable from one device. Measured on {a.label}; holds in {k} of "
+                f"{m} sessions."
+            )
+    return lines
+
+
+def _one_run(a: Answer) -> list[str]:
+    """The bullet listing rows timed in one run, which back no verdict."""
+    single = {c: j["one_run"] for c, (_, j) in a.per.items() if j["one_run"]}
+    if not single:
+        return []
+    shown = "; ".join(
+        f"{_ctrl(c)} " + ", ".join(f"{_mode(r['mode'])} {_x(r)}" for r in rs)
+        for c, rs in single.items()
+    )
+    return [
+        f"- One run each on {escape(a.n)} devices at {a.what} ({shown}): {ONE_RUN}, so "
+        f"these rows call no mode faster or slower than one device, nor separate two "
+        f"modes. Measured on {a.label}."
+    ]
 
 
 def verdict_claims(
@@ -106,69 +235,11 @@ def verdict_claims(
     to avoid, per controller, with intervals and the measured reason, the machine and
     session named; each says in how many sessions of `every` (ok records of the same
     scale, every machine) that answer it, it holds."""
-    ok = [r for r in rows if r["status"] == "ok" and r["device"] == device]
-    per = {}
-    for controller in dict.fromkeys(r["controller"] for r in ok):
-        found = compare(ok, controller, scaling)
-        if found["n"] is not None:
-            per[controller] = (found, judge(found))
-    if not per:
+    found = answer(rows, every, scaling, device)
+    if found is None:
         return []
-    n = next(iter(per.values()))[0]["n"]
-    where = {sessions.session_of(r) for r in ok if r["n_devices"] == n}
-    label = "; ".join(sorted(escape(s.label) for s in where))
-    what = "a fixed global batch" if scaling == "strong" else "a fixed per-device batch"
-    by_session = groups(every, device)
-    lines = []
-    use = {c: [r["mode"] for r in j["use"]] for c, (_, j) in per.items()}
-    # The modes faster than one device with every controller; others are listed.
-    modes = [m for m in next(iter(use.values())) if all(m in ms for ms in use.values())]
-    if modes:
-        shown = "; ".join(
-            f"{_ctrl(c)} " + ", ".join(f"{_mode(r['mode'])} {_x(r)}" for r in j["use"])
-            for c, (_, j) in per.items()
-            if j["use"]
-        )
-        apart = ""
-        if len(modes) > 1:
-            apart = (
-                " (fastest first; the intervals separate them)"
-                if any(j["separable"] for _, j in per.values())
-                else " (not separable from each other)"
-            )
-        k, m = holds(
-            by_session,
-            scaling,
-            n,
-            lambda p: all(
-                mode in [r["mode"] for r in p[c]["use"]] for c in use for mode in modes if c in p
-            ),
-        )
-        lines.append(
-            f"- **Use {' or '.join(_mode(x) for x in modes)}**{apart}: faster than one "
-            f"device within their 95% intervals on {escape(n)} devices at {what} (every "
-            f"mode that is, per controller: {shown}). "
-            f"Measured on {label}; holds in {k} of {m} sessions with such rows."
-        )
-    for c, (_, j) in per.items():
-        for r in j["avoid"]:
-            k, m = holds(
-                by_session,
-                scaling,
-                n,
-                lambda p, c=c, mode=r["mode"]: (
-                    c in p and mode in [x["mode"] for x in p[c]["avoid"]]
-                ),
-            )
-            lines.append(
-                f"- **Avoid {_mode(r['mode'])} with {_ctrl(c)}**: {_x(r)} of one device's "
-                f"speed{_why(r)}. Measured on {label}; holds in {k} of {m} sessions."
-            )
-        for r in j["none"]:
-            lines.append(
-                f"- {_mode(r['mode'])} with {_ctrl(c)} gains nothing measurable: {_x(r)}, "
-                f"not separable from one device. Measured on {label}."
-            )
+    lines = _use(found) + _avoid_and_level(found) + _one_run(found)
+    ok = [r for r in rows if r["status"] == "ok" and r["device"] == device]
     beyond = sorted({r["n_devices"] for r in ok if exceeds_cores(r)})
     if beyond:
         lines.append(
@@ -275,7 +346,8 @@ def across_sessions(
         if row is None:
             continue
         probe = row.get("probe")
-        line = f"- {escape(session.label)} ({escape(_source(row))}): {_x(row)}; " + escape(
+        runs = " (one run)" if one_run(row) else ""
+        line = f"- {escape(session.label)} ({escape(_source(row))}): {_x(row)}{runs}; " + escape(
             probe_said(probe, n)
         )
         latency = next(

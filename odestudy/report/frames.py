@@ -418,6 +418,32 @@ def baseline(rec: dict[str, Any], recs: list[dict[str, Any]], scaling: str) -> d
     return found
 
 
+def _join(row: dict[str, Any], rec: dict[str, Any], base: dict[str, Any], scaling: str) -> None:
+    """Fill `row` (ok record `rec` as a point of `scaling`) from its 1-device baseline
+    `base`: its final loss and runs, and the speedup and efficiency with intervals (or
+    `untrained` where either model did not train)."""
+    row["baseline_final_loss"] = base.get("final_loss")
+    row["baseline_runs"] = len(base.get("step_time_runs_s") or [])
+    if not (trained(rec) and trained(base)):
+        # An untrained model's speedup is no result: marked, never computed.
+        row["untrained"] = "this row" if not trained(rec) else "its 1-device baseline"
+        return
+    n = rec["n_devices"]
+    ratio, lo, hi = ratio_interval(base, rec)
+    if scaling == "strong":
+        row.update(
+            speedup=ratio, speedup_ci=(lo, hi), efficiency=ratio / n, efficiency_ci=(lo / n, hi / n)
+        )
+        return
+    row.update(
+        speedup=ratio * n, speedup_ci=(lo * n, hi * n), efficiency=ratio, efficiency_ci=(lo, hi)
+    )
+    machine = ceiling_for(rec) if n > 1 and rec["device"] == "cpu" else None
+    if machine is not None:
+        row["ceiling"] = ceiling_interval(machine).get("ceiling")
+        row["efficiency_vs_ceiling"] = efficiency_against_ceiling(base, rec, machine)
+
+
 def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list[dict[str, Any]]:
     """Records with speedup and efficiency, with 95% intervals (`intervals.METHOD`),
     against their 1-device baseline (`baselines`).
@@ -450,6 +476,7 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
             efficiency_ci=None,
             baseline_error=None,
             baseline_final_loss=None,
+            baseline_runs=None,
             ceiling=None,
             efficiency_vs_ceiling=None,
             untrained=None,
@@ -460,32 +487,8 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
                 continue  # another scaling's run that is no point of this one
             row["baseline_error"] = str(base)
             base = None
-        if rec["status"] == "ok" and base is not None and not (trained(rec) and trained(base)):
-            # An untrained model's speedup is no result: marked, never computed.
-            row["untrained"] = "this row" if not trained(rec) else "its 1-device baseline"
-            row["baseline_final_loss"] = base.get("final_loss")
-        elif rec["status"] == "ok" and base is not None:
-            row["baseline_final_loss"] = base.get("final_loss")
-            n = rec["n_devices"]
-            ratio, lo, hi = ratio_interval(base, rec)
-            if as_scaling == "strong":
-                row.update(
-                    speedup=ratio,
-                    speedup_ci=(lo, hi),
-                    efficiency=ratio / n,
-                    efficiency_ci=(lo / n, hi / n),
-                )
-            else:
-                row.update(
-                    speedup=ratio * n,
-                    speedup_ci=(lo * n, hi * n),
-                    efficiency=ratio,
-                    efficiency_ci=(lo, hi),
-                )
-                machine = ceiling_for(rec) if n > 1 and rec["device"] == "cpu" else None
-                if machine is not None:
-                    row["ceiling"] = ceiling_interval(machine).get("ceiling")
-                    row["efficiency_vs_ceiling"] = efficiency_against_ceiling(base, rec, machine)
+        if rec["status"] == "ok" and base is not None:
+            _join(row, rec, base, as_scaling)
         rows.append(row)
     rows.sort(
         key=lambda r: (

@@ -66,26 +66,67 @@ def factor(controller: str | None, spread: dict[str, float] | None = None) -> fl
     return LOSS_FACTOR
 
 
+def results_root(path: str | Path) -> Path | None:
+    """The results tree a record at `path` lies in: its nearest folder named `results`,
+    else its machine's folder's parent (`<root>/<machine>/<scale>/<scenario>/x.json`);
+    None where the path is too short."""
+    p = Path(path)
+    for parent in p.parents:
+        if parent.name == "results":
+            return parent
+    return p.parents[3] if len(p.parents) > 3 else None
+
+
 @functools.cache
-def _machine_spreads(folder: str, scale: str) -> dict[str, float]:
-    return spreads(folder, scale)
+def _tree_spreads(root: str, scale: str) -> dict[str, float]:
+    """Per controller, the largest run-to-run spread of the final loss measured at
+    `scale` on any machine under `root` (`*/levers/loss-spread-*.json`, the map's and the
+    version sets' machines included): one value for every table and claim, whichever
+    machine a row comes from."""
+    out: dict[str, float] = {}
+    folders = {p.parent.parent for p in Path(root).glob("**/levers/loss-spread-*.json")}
+    for folder in sorted(folders):
+        for controller, value in spreads(folder, scale).items():
+            out[controller] = max(value, out.get(controller, 0.0))
+    return out
 
 
 def limit_for(rec: dict[str, Any]) -> float:
     """How far apart `rec`'s final loss and another's may be for one model: the factor
-    (`factor`) of its controller from the loss spread measured on its machine at its
-    scale (read beside its record: `results/<machine>/levers/`)."""
-    path = rec.get("path")
-    if not path or len(Path(path).parents) < 3:
+    (`factor`) of its controller from the largest loss spread measured at its scale on
+    any machine of its results tree (`results_root`), else `LOSS_FACTOR`."""
+    root = results_root(rec["path"]) if rec.get("path") else None
+    if root is None:
         return LOSS_FACTOR
-    folder = str(Path(path).parents[2])
-    return factor(rec.get("controller"), _machine_spreads(folder, rec.get("scale") or ""))
+    spread = _tree_spreads(str(root), rec.get("scale") or "")
+    return factor(rec.get("controller"), spread)
+
+
+def _loss(x: dict[str, Any] | float | None) -> float | None:
+    return x.get("final_loss") if isinstance(x, dict) else x
+
+
+def differs(a: dict[str, Any], b: dict[str, Any] | float | None) -> bool:
+    """THE test of unequal losses, used by every table and claim: whether record (or
+    row) `a` and record `b` (or a bare final loss) trained to final losses further apart
+    than `limit_for(a)`, so that a ratio of the two compares different models."""
+    return unequal(_loss(a), _loss(b), limit_for(a))
+
+
+def flag(text: str, a: dict[str, Any], b: dict[str, Any] | float | None) -> str:
+    """`text` (a ratio of `a` and `b`) with `MARK` where they differ (`differs`)."""
+    return f"{text} {MARK}" if differs(a, b) else text
+
+
+def baseline_flag(text: str, row: dict[str, Any]) -> str:
+    """`text` (a scaling row's speedup) with `MARK` where the row and its 1-device
+    baseline trained to different losses (`differs`)."""
+    return flag(text, row, row.get("baseline_final_loss"))
 
 
 def pair_mark(text: str, a: dict[str, Any], b: dict[str, Any]) -> str:
-    """`text` (a ratio of records `a` and `b`) with `MARK` where their final losses are
-    further apart than `limit_for(a)`."""
-    return mark(text, a.get("final_loss"), b.get("final_loss"), limit_for(a))
+    """`text` (a ratio of records `a` and `b`), flagged as `flag` does."""
+    return flag(text, a, b)
 
 
 def unequal(a: float | None, b: float | None, limit: float = LOSS_FACTOR) -> bool:

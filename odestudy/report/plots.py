@@ -1,17 +1,38 @@
 """Figures: one scenario (notebook) and the scaling figures of the report."""
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..measure.modes import MODES
+
 # matplotlib and seaborn are imported inside the functions that draw (here and in the
 # report's other modules): every scenario's kernel and worker imports the package and
 # draws nothing, and the two cost about a second of each process's start.
 
-MODE_STYLE = {"single": "k", "pmap": "tab:blue", "shard": "tab:red", "shard_map": "tab:green"}
+# A mode no class names (a record of a mode since removed) is drawn in this colour.
+OTHER_COLOUR = "tab:gray"
+
+
+class ModeColours(Mapping[str, str]):
+    """Each registered mode's colour (`AbstractMode.colour`), in the order of the
+    tables; any other name gets `OTHER_COLOUR`, never a KeyError."""
+
+    def __getitem__(self, mode: str) -> str:
+        found = MODES.get(mode)
+        return found.colour if found is not None else OTHER_COLOUR
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(MODES))
+
+    def __len__(self) -> int:
+        return len(MODES)
+
+
+MODE_STYLE = ModeColours()
 CONTROLLER_STYLE = {"pid": "-o", "stepto": "--s"}
 
 
@@ -145,6 +166,78 @@ def _draw(data: pd.DataFrame, color=None, **_) -> None:
         ax.errorbar(group["devices"], group["value"], yerr=err, fmt=fmt, capsize=3, **style)
 
 
+def _scaling_axes(grid: Any, ns: list[int], scaling: str, cores: int | None) -> None:
+    """Each facet's scales, labels and ideal line; devices beyond `cores` shaded."""
+    labels = {
+        "step time (s)": "step time (s): median, IQR bars",
+        "speedup": "speedup t(1)/t(N), 95% interval"
+        if scaling == "strong"
+        else "throughput speedup N·t(1)/t(N), 95% interval",
+        "efficiency": "efficiency speedup/N, 95% interval"
+        if scaling == "strong"
+        else "efficiency t(1)/t(N), 95% interval",
+    }
+    for ax, metric in zip(grid.axes.flat, METRICS, strict=True):
+        if metric == "speedup":
+            ax.plot(ns, ns, ":", color="grey")
+        elif metric == "efficiency":
+            ax.plot(ns, [1.0] * len(ns), ":", color="grey")
+        else:
+            ax.set_yscale("log")
+        ax.set(xscale="log", xticks=ns, xlabel="devices", ylabel=labels[metric], title=metric)
+        ax.set_xticklabels([str(n) for n in ns])
+        if cores and max(ns) > cores:
+            ax.axvspan(cores + 0.5, max(ns) * 1.2, color="grey", alpha=0.15)
+
+
+def _scaling_legend(
+    grid: Any, modes: list[str], sel: pd.DataFrame, ns: list[int], cores: int | None
+) -> None:
+    """The legend below the facets: modes, controllers, ideal, several processes, and
+    the shaded devices beyond `cores`."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles: list[Any] = [Line2D([], [], color=MODE_STYLE[m], lw=2, label=m) for m in modes]
+    handles += [
+        Line2D(
+            [],
+            [],
+            color="k",
+            ls=CONTROLLER_STYLE[c][:-1],
+            marker=CONTROLLER_STYLE[c][-1],
+            label=c,
+        )
+        for c in CONTROLLER_STYLE
+        if c in set(sel["controller"])
+    ]
+    handles.append(Line2D([], [], color="grey", ls=":", label="ideal"))
+    if (sel["processes"] > 1).any():
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="k",
+                marker="o",
+                ls="",
+                markerfacecolor="none",
+                label="several processes",
+            )
+        )
+    if cores and max(ns) > cores:
+        handles.append(
+            Patch(color="grey", alpha=0.15, label=f"devices > {cores} physical cores (overhead)")
+        )
+    grid.figure.legend(
+        handles=handles,
+        loc="upper center",
+        ncol=len(handles),
+        fontsize=8,
+        bbox_to_anchor=(0.5, 0.0),
+        frameon=False,
+    )
+
+
 def scaling_figures(
     rows: Sequence[dict[str, Any]], out: str | Path, device: str, cores: int | None
 ) -> list[Path]:
@@ -153,8 +246,6 @@ def scaling_figures(
     `frames.scaling_rows`; ideal scaling is dotted, and devices beyond `cores` physical
     cores are shaded (times there measure overhead, not speedup)."""
     import seaborn as sns
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
 
     # A model that did not train has no speedup to plot: left out, and counted in the title.
     shown = [r for r in rows if r["device"] == device]
@@ -165,86 +256,96 @@ def scaling_figures(
         sel = data[data["scaling"] == scaling]
         if sel.empty:
             continue
-        modes = [m for m in MODE_STYLE if m in set(sel["mode"])]
+        present = set(sel["mode"])
+        modes = [m for m in MODE_STYLE if m in present] + sorted(present - set(MODE_STYLE))
         grid = sns.FacetGrid(
             sel,
             col="metric",
             col_order=list(METRICS),
             hue="mode",
             hue_order=modes,
-            palette=MODE_STYLE,
+            palette={m: MODE_STYLE[m] for m in modes},
             sharey=False,
             height=4.2,
             aspect=1.1,
         )
         grid.map_dataframe(_draw)
         ns = sorted(set(sel["devices"]))
-        labels = {
-            "step time (s)": "step time (s): median, IQR bars",
-            "speedup": "speedup t(1)/t(N), 95% interval"
-            if scaling == "strong"
-            else "throughput speedup N·t(1)/t(N), 95% interval",
-            "efficiency": "efficiency speedup/N, 95% interval"
-            if scaling == "strong"
-            else "efficiency t(1)/t(N), 95% interval",
-        }
-        for ax, metric in zip(grid.axes.flat, METRICS, strict=True):
-            if metric == "speedup":
-                ax.plot(ns, ns, ":", color="grey")
-            elif metric == "efficiency":
-                ax.plot(ns, [1.0] * len(ns), ":", color="grey")
-            else:
-                ax.set_yscale("log")
-            ax.set(xscale="log", xticks=ns, xlabel="devices", ylabel=labels[metric], title=metric)
-            ax.set_xticklabels([str(n) for n in ns])
-            if cores and device == "cpu" and max(ns) > cores:
-                ax.axvspan(cores + 0.5, max(ns) * 1.2, color="grey", alpha=0.15)
-        handles: list[Any] = [Line2D([], [], color=MODE_STYLE[m], lw=2, label=m) for m in modes]
-        handles += [
-            Line2D(
-                [],
-                [],
-                color="k",
-                ls=CONTROLLER_STYLE[c][:-1],
-                marker=CONTROLLER_STYLE[c][-1],
-                label=c,
-            )
-            for c in CONTROLLER_STYLE
-            if c in set(sel["controller"])
-        ]
-        handles.append(Line2D([], [], color="grey", ls=":", label="ideal"))
-        if (sel["processes"] > 1).any():
-            handles.append(
-                Line2D(
-                    [],
-                    [],
-                    color="k",
-                    marker="o",
-                    ls="",
-                    markerfacecolor="none",
-                    label="several processes",
-                )
-            )
-        if cores and device == "cpu" and max(ns) > cores:
-            handles.append(
-                Patch(
-                    color="grey", alpha=0.15, label=f"devices > {cores} physical cores (overhead)"
-                )
-            )
-        grid.figure.legend(
-            handles=handles,
-            loc="upper center",
-            ncol=len(handles),
-            fontsize=8,
-            bbox_to_anchor=(0.5, 0.0),
-            frameon=False,
-        )
+        _scaling_axes(grid, ns, scaling, cores if device == "cpu" else None)
+        _scaling_legend(grid, modes, sel, ns, cores if device == "cpu" else None)
         what = "fixed global batch" if scaling == "strong" else "fixed per-device batch"
         left_out = sum(1 for r in shown if r["scaling"] == scaling and r not in kept)
         note = f"; {left_out} rows not trained, left out" if left_out else ""
         grid.figure.suptitle(f"{device.upper()} {scaling} scaling ({what}){note}", y=1.02)
         paths += _save(grid.figure, Path(out), f"{device}_{scaling}_scaling")
     return paths
+
+
+def _forward_axes(
+    c: Any, sweeps: Sequence[dict[str, Any]], data: pd.DataFrame, palette: dict, name: Any
+) -> None:
+    """The step-cost figure's third panel: the forward pass alone against the rest of
+    the step, per sweep that timed it."""
+    for sw in sweeps:
+        sel = data[(data["sweep"] == name(sw)) & data["forward_s"].notna()]
+        c.plot(
+            sel["batch"],
+            sel["forward_s"] * 1e3,
+            "o-",
+            color=palette[name(sw)],
+            label=f"{name(sw)}: forward",
+        )
+        c.plot(
+            sel["batch"],
+            (sel["step_s"] - sel["forward_s"]) * 1e3,
+            "s--",
+            color=palette[name(sw)],
+            label=f"{name(sw)}: backward + update",
+        )
+    c.set(
+        xscale="log",
+        yscale="log",
+        xlabel="batch (one device)",
+        ylabel="ms per step (medians)",
+        title="forward (loss alone) vs the rest",
+    )
+    c.legend(fontsize=7)
+
+
+def _cost_axes(
+    a: Any, b: Any, sweeps: Sequence[dict[str, Any]], data: pd.DataFrame, palette: dict, name: Any
+) -> None:
+    """The step-cost figure's first two panels: each sweep's step time with its IQR
+    bars, and its fitted time per iteration (dotted)."""
+    for sw in sweeps:
+        sel = data[data["sweep"] == name(sw)]
+        a.errorbar(
+            sel["batch"],
+            sel["step_s"],
+            yerr=[sel["step_s"] - sel["p25"], sel["p75"] - sel["step_s"]],
+            fmt="none",
+            capsize=3,
+            color=palette[name(sw)],
+        )
+        x = sel["batch"].to_numpy(float)
+        fit = sw["fit"]
+        b.plot(
+            x,
+            (fit["fixed_per_iteration_s"] + fit["per_sample_iteration_s"] * x) * 1e3,
+            ":",
+            color=palette[name(sw)],
+        )
+    a.set(
+        xscale="log",
+        yscale="log",
+        xlabel="batch (one device)",
+        ylabel="step time (s), median, IQR bars",
+    )
+    b.set(
+        xscale="log",
+        xlabel="batch (one device)",
+        ylabel="ms per executed solver iteration (dotted: fit)",
+    )
 
 
 def step_cost_figure(sweeps: Sequence[dict[str, Any]], out: str | Path, stem: str) -> list[Path]:
@@ -277,31 +378,7 @@ def step_cost_figure(sweeps: Sequence[dict[str, Any]], out: str | Path, stem: st
     fig, axes = plt.subplots(1, 3 if split else 2, figsize=(16 if split else 11, 4))
     a, b = axes[0], axes[1]
     if split:
-        c = axes[2]
-        for sw in sweeps:
-            sel = data[(data["sweep"] == name(sw)) & data["forward_s"].notna()]
-            c.plot(
-                sel["batch"],
-                sel["forward_s"] * 1e3,
-                "o-",
-                color=palette[name(sw)],
-                label=f"{name(sw)}: forward",
-            )
-            c.plot(
-                sel["batch"],
-                (sel["step_s"] - sel["forward_s"]) * 1e3,
-                "s--",
-                color=palette[name(sw)],
-                label=f"{name(sw)}: backward + update",
-            )
-        c.set(
-            xscale="log",
-            yscale="log",
-            xlabel="batch (one device)",
-            ylabel="ms per step (medians)",
-            title="forward (loss alone) vs the rest",
-        )
-        c.legend(fontsize=7)
+        _forward_axes(axes[2], sweeps, data, palette, name)
     sns.lineplot(data=data, x="batch", y="step_s", hue="sweep", palette=palette, marker="o", ax=a)
     sns.lineplot(
         data=data,
@@ -313,35 +390,7 @@ def step_cost_figure(sweeps: Sequence[dict[str, Any]], out: str | Path, stem: st
         ax=b,
         legend=False,
     )
-    for sw in sweeps:
-        sel = data[data["sweep"] == name(sw)]
-        a.errorbar(
-            sel["batch"],
-            sel["step_s"],
-            yerr=[sel["step_s"] - sel["p25"], sel["p75"] - sel["step_s"]],
-            fmt="none",
-            capsize=3,
-            color=palette[name(sw)],
-        )
-        x = sel["batch"].to_numpy(float)
-        fit = sw["fit"]
-        b.plot(
-            x,
-            (fit["fixed_per_iteration_s"] + fit["per_sample_iteration_s"] * x) * 1e3,
-            ":",
-            color=palette[name(sw)],
-        )
-    a.set(
-        xscale="log",
-        yscale="log",
-        xlabel="batch (one device)",
-        ylabel="step time (s), median, IQR bars",
-    )
-    b.set(
-        xscale="log",
-        xlabel="batch (one device)",
-        ylabel="ms per executed solver iteration (dotted: fit)",
-    )
+    _cost_axes(a, b, sweeps, data, palette, name)
     a.legend(fontsize=8)
     kind = sweeps[0].get("device_kind", "") if sweeps else ""
     if kind == "cpu":

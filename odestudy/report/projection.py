@@ -24,6 +24,7 @@ import numpy as np
 
 from ..measure.modes import MODES
 from ..study import records
+from . import sessions
 from .frames import BaselineError, baseline
 from .tables import fmt as _fmt
 from .tables import markdown_table
@@ -164,6 +165,8 @@ def validate_model(
                 scaling=r["scaling"],
                 measured_s=r["step_time_s"],
                 error=p["step_time_s"] / r["step_time_s"] - 1,
+                session=sessions.session_of(r).label,
+                protocol=r.get("protocol"),
             )
         )
     return out
@@ -250,6 +253,49 @@ def projected_table(projected: list[dict[str, Any]]) -> str:
     )
 
 
+def _validation_table(validation: list[dict[str, Any]]) -> list[str]:
+    """The validation rows as a markdown table (or one line without rows)."""
+    rows = [
+        [
+            v["machine"],
+            v["mode"],
+            str(v["n_devices"]),
+            v["controller"],
+            v["scaling"],
+            _fmt(v["measured_s"]),
+            _fmt(v["step_time_s"]),
+            _fmt(v["compute_s"]),
+            _fmt(v["allreduce_s"]),
+            _fmt(v["in_loop_s"]),
+            f"{100 * v['error']:+.0f}%",
+            f"{v.get('session', '–')} (protocol {v.get('protocol')})",
+        ]
+        for v in validation
+    ]
+    return [
+        markdown_table(
+            (
+                "Machine",
+                "Mode",
+                "Devices",
+                "Controller",
+                "Scaling",
+                "Measured (s)",
+                "Predicted (s)",
+                "Compute",
+                "All-reduce",
+                "In-loop collectives",
+                "Error",
+                "Session (protocol)",
+            ),
+            rows,
+        )
+        if rows
+        else "No multi-device rows with sweeps and latencies to validate.",
+        "",
+    ]
+
+
 def projection_markdown(
     validation: list[dict[str, Any]], machines: list[str], projected: list[dict[str, Any]]
 ) -> str:
@@ -266,48 +312,13 @@ def projection_markdown(
         "Machines: " + (", ".join(f"`{m}`" for m in machines) or "none"),
         "",
     ]
-    rows = [
-        [
-            v["machine"],
-            v["mode"],
-            str(v["n_devices"]),
-            v["controller"],
-            v["scaling"],
-            _fmt(v["measured_s"]),
-            _fmt(v["step_time_s"]),
-            _fmt(v["compute_s"]),
-            _fmt(v["allreduce_s"]),
-            _fmt(v["in_loop_s"]),
-            f"{100 * v['error']:+.0f}%",
-        ]
-        for v in validation
-    ]
-    parts += [
-        markdown_table(
-            (
-                "Machine",
-                "Mode",
-                "Devices",
-                "Controller",
-                "Scaling",
-                "Measured (s)",
-                "Predicted (s)",
-                "Compute",
-                "All-reduce",
-                "In-loop collectives",
-                "Error",
-            ),
-            rows,
-        )
-        if rows
-        else "No multi-device rows with sweeps and latencies to validate.",
-        "",
-    ]
+    parts += _validation_table(validation)
     for mode in MULTI_DEVICE:
         errs = [abs(v["error"]) for v in validation if v["mode"] == mode]
         if errs:
             parts.append(
                 f"- `{mode}`: median |error| {100 * np.median(errs):.0f}% over {len(errs)} rows"
+                f"{_joined(v for v in validation if v['mode'] == mode)}"
             )
     parts += [
         "",
@@ -321,12 +332,27 @@ def projection_markdown(
     parts += [projected_table(projected) if projected else "No GPU sweep.", ""]
     both = [abs(v["error"]) for v in validation if not MODES[v["mode"]].one_loop]
     median = f"{100 * np.median(both):.0f}%" if both else "n/a"
+    joined = _joined(v for v in validation if not MODES[v["mode"]].one_loop)
     parts += [
-        "The closing line is over the `pmap` and `shard_map` rows.",
+        f"The closing line is over the `pmap` and `shard_map` rows{joined}.",
         "",
         f"validation: median |error| = {median}",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _joined(validation: Any) -> str:
+    """`` (one machine, one protocol) or ` of 2 machines (a, b) under protocols 1, 2`:
+    what a median over `validation`'s rows joins, said where it joins several."""
+    rows = list(validation)
+    machines = sorted({str(v["machine"]) for v in rows})
+    protocols = sorted({str(v.get("protocol")) for v in rows})
+    said = ""
+    if len(machines) > 1:
+        said += f" of {len(machines)} machines ({', '.join(machines)})"
+    if len(protocols) > 1:
+        said += f" under measurement protocols {', '.join(protocols)}"
+    return said
 
 
 def write_projection(

@@ -5,6 +5,8 @@ from typing import Any
 
 import numpy as np
 
+from .loss import unequal
+
 
 def verdict(sweep: dict[str, Any]) -> dict[str, Any]:
     """What bounds the step of a step-cost sweep (`step_cost_sweep`'s record).
@@ -67,13 +69,16 @@ def verdict(sweep: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def loss_limit(default_loss: float, spread: dict[str, Any] | None) -> float | None:
-    """The highest final loss at which a lever still trains the default's model: the
-    default's loss plus its run-to-run spread (`benchmarks/loss_spread.py`: the relative
-    range of the default's final loss over training seeds); None without a spread."""
+def same_model(
+    final_loss: float, default_loss: float, spread: dict[str, Any] | None
+) -> bool | None:
+    """Whether a lever trained the default's model: its final loss and the default's
+    within the default's run-to-run spread (`benchmarks/loss_spread.py`: the relative
+    range of the default's final loss over training seeds), by `loss.unequal`, the test
+    every table applies; None without a spread."""
     if not spread:
         return None
-    return default_loss * (1.0 + spread["spread_relative"])
+    return not unequal(final_loss, default_loss, 1.0 + spread["spread_relative"])
 
 
 def loop_summary(loops: dict[str, Any] | None) -> tuple[str, str]:

@@ -6,6 +6,7 @@ and the measured reason the slowest is slow, written from the scaling rows
 from collections.abc import Sequence
 from typing import Any
 
+from . import loss, sessions
 from .tables import escape, fmt
 
 QUESTION = "Which way of splitting the batch over devices trains a neural ODE fastest, and why?"
@@ -16,22 +17,34 @@ SCALINGS = {
 # Lock-step waste (1 - mean / max solver steps) must exceed the fastest mode's by this
 # much to be named as the reason a mode is slow.
 WASTE_MARGIN = 0.02
-# Final losses further apart than this factor are not "the same model": a speedup between
-# them is flagged (the default's final loss varies by up to 1.8x over training seeds at
-# the quick scale, `benchmarks/loss_spread.py`).
-LOSS_FACTOR = 2.0
 
 
 def unequal_loss(row: dict[str, Any]) -> str | None:
-    """A note where `row` and its 1-device baseline ended at final losses more than
-    `LOSS_FACTOR` apart (its speedup then compares different models); else None."""
+    """A note where `row` and its 1-device baseline trained to different losses
+    (`loss.differs`, the test every table applies: its speedup then compares different
+    models); else None."""
     a, b = row.get("final_loss"), row.get("baseline_final_loss")
-    if not a or not b or max(a, b) / min(a, b) <= LOSS_FACTOR:
+    if not loss.differs(row, b):
         return None
     return (
         f"trained to final loss {escape(fmt(a))} against one device's {escape(fmt(b))}, "
-        f"more than {escape(f'{LOSS_FACTOR:g}')}x apart: not the same model"
+        f"more than {escape(f'{loss.limit_for(row):.2g}')}x apart: not the same model "
+        f"{loss.MARK}"
     )
+
+
+def one_run(row: dict[str, Any]) -> bool:
+    """Whether `row` or its 1-device baseline was timed in one run only (seed-scale and
+    GPU rows): its interval then holds the spread of steps within that run, not the
+    run-to-run spread, and backs no verdict ("one run", never "separate")."""
+    runs = len(row.get("step_time_runs_s") or [])
+    base = row.get("baseline_runs")
+    return runs <= 1 or (base is not None and base <= 1)
+
+
+ONE_RUN = (
+    "one run: its interval holds only the spread of steps within that run and backs no verdict"
+)
 
 
 def exceeds_cores(row: dict[str, Any]) -> bool:
@@ -49,6 +62,8 @@ def support(row: dict[str, Any]) -> str:
     low, high = row.get("speedup_ci") or (None, None)
     if low is None or high is None:
         return "without an interval"
+    if one_run(row):
+        return ONE_RUN
     if low > 1:
         return "faster than one device within its 95% interval"
     if high < 1:
@@ -56,13 +71,15 @@ def support(row: dict[str, Any]) -> str:
     return "no faster than one device within its interval"
 
 
-def _speedup(row: dict[str, Any]) -> str:
-    """`1.30× [1.18, 1.47]`: the speedup and its 95% interval."""
+def _speedup(row: dict[str, Any], flagged: bool = True) -> str:
+    """`1.30× [1.18, 1.47]`: the speedup and its 95% interval, flagged (`loss.MARK`)
+    where the row and its baseline trained to different losses (not where `flagged` is
+    false: a sentence that says so in words)."""
     low, high = row.get("speedup_ci") or (None, None)
     text = f"{row['speedup']:.2f}×"
     if low is not None and high is not None:
         text += f" [{low:.2f}, {high:.2f}]"
-    return escape(text)
+    return loss.baseline_flag(escape(text), row) if flagged else escape(text)
 
 
 def _label(row: dict[str, Any]) -> str:
@@ -157,21 +174,29 @@ def group_sentence(found: dict[str, Any], controller: str, scaling: str) -> str 
         return None
     ranked, close = found["ranked"], found["close"]
     fast, slow = ranked[0], ranked[-1]
+    single = any(one_run(r) for r in ranked)
     text = (
-        f"{head}, {escape(found['n'])} devices: fastest {_label(fast)}, {metric} "
-        f"{_speedup(fast)} over one device, {support(fast)}"
+        f"{head}, {escape(found['n'])} devices{' (one run each)' if single else ''}: "
+        f"fastest {'measured ' if single else ''}{_label(fast)}, {metric} "
+        f"{_speedup(fast, False)} over one device, {support(fast)}"
     )
     if note := unequal_loss(fast):
         text += f" (but {note})"
-    if close:
+    if single and len(ranked) > 2:
+        text += "; the others: " + ", ".join(f"{_label(r)} ({_speedup(r)})" for r in ranked[1:-1])
+    elif close:
         text += "; the data do not separate them from " + ", ".join(
             f"{_label(r)} ({_speedup(r)})" for r in close
         )
     text += "."
     if slow is fast:
         return text
-    text += f" Slowest {_label(slow)}, {_speedup(slow)}, {support(slow)}"
-    if _overlaps(fast, slow):
+    text += f" Slowest {'measured ' if single else ''}{_label(slow)}, {_speedup(slow, False)}"
+    if not single:
+        text += f", {support(slow)}"
+    if note := unequal_loss(slow):
+        text += f" ({note})"
+    if not single and _overlaps(fast, slow):
         return text + "; within the fastest's interval."
     return text + f"; measured reason: {reason(slow, fast)}."
 
@@ -214,6 +239,8 @@ def device_verdict(rows: Sequence[dict[str, Any]], device: str, scale: str | Non
     where = f"machine {', '.join(machines)}"
     if device == "cpu" and cores:
         where += f", {escape(cores)} physical cores"
+    labels = sorted({sessions.session_of(r).label for r in ok})
+    where += f"; session{'s' if len(labels) > 1 else ''} {escape('; '.join(labels))}"
     controllers = list(dict.fromkeys(r["controller"] for r in ok))
     groups = [
         (compare(ok, controller, scaling), controller, scaling)
@@ -258,4 +285,6 @@ def verdict_markdown(rows: Sequence[dict[str, Any]], scale: str | None = None) -
     parts.append(
         "Speedup: the 1-device median step time over the mode's (weak scaling: x devices)."
     )
+    if loss.MARK in "\n".join(parts):
+        parts += ["", loss.NOTE]
     return "\n".join(parts).rstrip() + "\n"

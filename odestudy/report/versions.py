@@ -9,6 +9,7 @@ import numpy as np
 
 from ..study.matrix import versions_scenarios
 from ..study.versions import RESULTS, VERSION_SETS
+from . import loss, sessions
 from .frames import read_records, scaling_rows
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .plots import MODE_STYLE
@@ -26,6 +27,7 @@ TABLE_HEADER = (
     "Final loss",
     "Collectives total / in loops",
     "pmap is",
+    "Session",
 )
 
 
@@ -72,7 +74,19 @@ def versions_markdown(by_set: dict[str, list[dict]]) -> str:
         "against the same release's 1-device row. Rows with more devices than physical "
         "cores (8) measure overhead, as in the reference. " + METHOD,
         "",
+        _where(by_set),
+        "",
     ]
+    parts += _sentences(by_set, current) + [""]
+    parts.append(markdown_table(TABLE_HEADER, _table(by_set)))
+    if loss.MARK in "\n".join(parts):
+        parts += ["", loss.NOTE]
+    return "\n".join(parts)
+
+
+def _sentences(by_set: dict[str, list[dict]], current: str) -> list[str]:
+    """What the table says with intervals: each release's 1-device step against the
+    current release's, and sharded `jit`'s speedup at each release."""
     lines = []
     for controller in ("pid", "stepto"):
         base = _one_device(by_set[current], controller)
@@ -83,19 +97,24 @@ def versions_markdown(by_set: dict[str, list[dict]]) -> str:
             est, lo, hi = ratio_interval(one, base)
             lines.append(
                 f"- {escape(controller)}, 1 device: the step on {escape(_stack(one))} takes "
-                f"{fmt_interval(est, lo, hi)} times as long as on {escape(_stack(base))}."
+                f"{loss.pair_mark(fmt_interval(est, lo, hi), one, base)} times as long as on "
+                f"{escape(_stack(base))}."
             )
     for rows in by_set.values():
         shard = [r for r in rows if r["mode"] == "shard" and r.get("speedup") is not None]
         text = "; ".join(
             f"{escape(r['controller'])} on {r['n_devices']} devices "
-            f"{fmt_interval(r['speedup'], *r['speedup_ci'])}"
+            + loss.baseline_flag(fmt_interval(r["speedup"], *r["speedup_ci"]), r)
             for r in shard
         )
         if text:
             stack = escape(_stack(rows[0]))
             lines.append(f"- sharded `jit` (`shard`) speedup over 1 device, {stack}: {text}.")
-    parts += lines + [""]
+    return lines
+
+
+def _table(by_set: dict[str, list[dict]]) -> list[list[Any]]:
+    """The version table's cells, a row per record."""
     table = []
     for rows in by_set.values():
         for r in sorted(rows, key=lambda r: (r["controller"], r["n_devices"], r["mode"])):
@@ -109,15 +128,24 @@ def versions_markdown(by_set: dict[str, list[dict]]) -> str:
                     r["n_devices"],
                     len(r.get("step_time_runs_s") or []) if ok else 0,
                     fmt(r["step_time_s"] * 1e3, 3) if ok else r["status"],
-                    fmt_interval(r["speedup"], *r["speedup_ci"]) if r.get("speedup") else "–",
+                    loss.baseline_flag(fmt_interval(r["speedup"], *r["speedup_ci"]), r)
+                    if r.get("speedup")
+                    else "–",
                     fmt(r.get("compile_time_s"), 3),
                     fmt(r.get("final_loss"), 3),
                     f"{fmt(r.get('collectives_total'))} / {fmt(r.get('collectives_in_loops'))}",
                     r.get("pmap_implementation") or "–" if r["mode"] == "pmap" else "",
+                    sessions.session_of(r).label,
                 ]
             )
-    parts.append(markdown_table(TABLE_HEADER, table))
-    return "\n".join(parts)
+    return table
+
+
+def _where(by_set: dict[str, list[dict]]) -> str:
+    """The machine(s) and session(s) of the version study's rows."""
+    rows = [r for rows in by_set.values() for r in rows]
+    machines = sorted({str(r.get("machine_id")) for r in rows})
+    return escape(f"Machine: {', '.join(machines)}. " + sessions.sessions_line(rows, rows))
 
 
 def versions_figure(by_set: dict[str, list[dict]], out: str | Path) -> list[Path]:

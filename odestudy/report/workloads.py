@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..measure.modes import MODES
 from ..measure.recommended import RECOMMENDED, recommended
 from ..measure.scenario import Scenario
 from ..study import records
@@ -24,7 +25,7 @@ from . import sessions
 from .floor import FUSED_VARIANTS, floor_ratio, fused_lines, fused_records
 from .frames import read_records
 from .intervals import METHOD, fmt_interval, ratio_interval
-from .loss import limit_for, pair_mark, trained, unequal
+from .loss import differs, pair_mark, trained
 from .plots import MODE_STYLE, _save
 from .tables import escape, loss_cell, markdown_table
 
@@ -183,14 +184,37 @@ def _find(rows, workload, controller, step, mode):
     )
 
 
-def _slowest(rows, workload, controller) -> bool | None:
-    """Whether `shard` is the slow mode of a workload and controller: its speedup's
-    interval lies below both other modes' intervals (None where a row is missing)."""
+def _below(rows, workload, controller) -> list[str] | None:
+    """The other multi-device modes whose speedup's interval lies wholly above
+    `shard`'s at a workload and controller (None where a row is missing)."""
     found = {m: _find(rows, workload, controller, "default", m) for m in MULTI_MODES}
     if any(r is None or r["speedup"] is None for r in found.values()):
         return None
     high = found["shard"]["speedup"][2]
-    return all(found[m]["speedup"][1] > high for m in MULTI_MODES if m != "shard")
+    return [m for m in MULTI_MODES if m != "shard" and found[m]["speedup"][1] > high]
+
+
+def _slowest(rows, workload, controller) -> bool | None:
+    """Whether `shard` is the slow mode of a workload and controller: its speedup's
+    interval lies below both other modes' intervals (None where a row is missing)."""
+    below = _below(rows, workload, controller)
+    return None if below is None else len(below) == len(MULTI_MODES) - 1
+
+
+def _change(rows, a: str, b: str, slow_at_a: bool, controller: str) -> str:
+    """Where `shard` stops (or starts) being the slow mode between workloads `a` and
+    `b`, saying where it is still below one of the other modes (an overlap with one
+    mode's interval is no change against the other)."""
+    between = f"between {_label(rows, a, controller)} and {_label(rows, b, controller)}"
+    still = _below(rows, b if slow_at_a else a, controller) or []
+    if not still:
+        return f"{'stops' if slow_at_a else 'starts'} being the slow mode {between}"
+    modes = ", ".join(f"`{m}`" for m in still)
+    at = "there" if slow_at_a else "before"
+    return (
+        f"{'stops' if slow_at_a else 'starts'} being below both other modes {between} "
+        f"(still below {modes} {at}: not separable from the other mode only)"
+    )
 
 
 def _label(rows: Sequence[dict[str, Any]], name: str, controller: str) -> str:
@@ -214,8 +238,7 @@ def crossover(rows: Sequence[dict[str, Any]], controller: str) -> str:
         shard = "`shard` is not the slow mode at any measured workload"
     else:
         changes = [
-            f"{'stops' if sa else 'starts'} being the slow mode between "
-            f"{_label(rows, a, controller)} and {_label(rows, b, controller)}"
+            _change(rows, a, b, bool(sa), controller)
             for (a, sa), (b, sb) in zip(known, known[1:], strict=False)
             if sa != sb
         ]
@@ -295,9 +318,11 @@ def prediction_errors(
 
 def _wrong_term(errors: Sequence[dict[str, Any]], mode: str) -> str:
     """Which term of the prediction would have to change, and by how much, to fit the
-    measured rows of `mode` (the others held): the in-loop collectives for `shard`, the
-    lock-step compute for the others."""
-    term = "in_loop_s" if mode == "shard" else "compute_s"
+    measured rows of `mode` (the others held): the in-loop collectives for a mode with
+    one loop over the global batch (`AbstractMode.one_loop`: `shard`), the lock-step
+    compute for the others."""
+    one_loop = (found := MODES.get(mode)) is not None and found.one_loop
+    term = "in_loop_s" if one_loop else "compute_s"
     factors = []
     for e in errors:
         missing = e["measured_s"] - e["predicted_s"]
@@ -305,9 +330,9 @@ def _wrong_term(errors: Sequence[dict[str, Any]], mode: str) -> str:
             factors.append((e[term] + missing) / e[term])
     sign = "high" if np.median([e["error"] for e in errors]) > 0 else "low"
     what = (
-        "the collectives in `shard`'s solver loop (count x iterations x one-float "
+        f"the collectives in `{escape(mode)}`'s solver loop (count x iterations x one-float "
         "all-reduce latency)"
-        if mode == "shard"
+        if one_loop
         else "the lock-step compute (1-device cost per iteration at the per-device batch "
         "x the global batch's iterations)"
     )
@@ -590,7 +615,7 @@ def unrolled_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> 
     """Per lever record (workload and controller) whose two models both trained (their
     problem's trained loss), the speedup of `lever` over `base` with its interval, and
     whether their final losses are equal (within the run-to-run spread,
-    `loss.limit_for`)."""
+    `loss.differs`)."""
     out = []
     for rec in recs:
         a, b = _variant(rec, base), _variant(rec, lever)
@@ -599,7 +624,7 @@ def unrolled_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> 
         if max(a["final_loss"], b["final_loss"]) > _trained_limit(rec):
             continue  # a model that did not train: no speedup
         ratio, lo, hi = ratio_interval(a, b)
-        equal = not unequal(a["final_loss"], b["final_loss"], limit_for(a))
+        equal = not differs(a, b)
         out.append({"ratio": ratio, "low": lo, "high": hi, "equal": equal})
     return out
 

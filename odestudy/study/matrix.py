@@ -3,12 +3,13 @@
 from collections.abc import Iterable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..measure import environment
 from ..measure.devices import gpu_count
 from ..measure.modes import MODES
 from ..measure.problem import DEFAULT_PROBLEM, AnyProblem, in_this_process_only, problem_spec
+from ..measure.problem import _import as import_module
 from ..measure.recommended import recommended as apply
 from ..measure.record import Record
 from ..measure.scenario import SCALES, Scenario, heterogeneous_training
@@ -19,11 +20,12 @@ from .plan import CeilingProbe, expected_env, make_plan, reusable, runs, why_sta
 from .plan import Plan as MatrixPlan
 from .probing import session_probe
 from .records import DEFAULT_RESULTS, record_path
-from .repeats import REPEAT_STEPS, REPEATS
+from .repeats import REPEAT_STEPS
 from .runner import execute_scenario, failed_record
-from .workloads import CONTROLLERS, MULTI_MODES, map_scenarios
+from .studies import STUDIES, Study
+from .workloads import CONTROLLERS, MAP_FOLDER, MULTI_MODES, map_scenarios
 
-__all__ = ["execute_scenario", "expected_env", "reusable", "runs", "why_stale"]
+__all__ = ["STUDIES", "execute_scenario", "expected_env", "reusable", "runs", "why_stale"]
 
 CPU_DEVICE_COUNTS = (2, 4, 8)
 GPU_DEVICE_COUNTS = (2,)
@@ -34,8 +36,8 @@ PROCESS_LAYOUTS = ((2, 1),)
 def weak_batch(scale: str) -> int:
     """Per-device batch under weak scaling: the strong global batch, so that weak
     scaling at 1 device is the strong 1-device run (and every row trains on batches
-    of at least that size: at the quick scale a per-device batch of 8 or 16 ends
-    above evaluation loss 0.02 after its 200 steps, measured 0.11 and 0.037)."""
+    of at least that size: smaller per-device batches did not reach the trained loss
+    in the quick scale's steps; the batch-size study's records say by how much)."""
     return SCALES[scale]["batch"]
 
 
@@ -151,7 +153,6 @@ def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
     return out
 
 
-STUDIES = ("scaling", "explain", "target", "versions", "map")
 EXPLAIN_DEVICES = 2  # no more devices than this machine's physical cores
 # Spreads of the heterogeneity study, trained as `scenario.HETEROGENEOUS_TRAINING` says
 # (spread 1 does not train; at 0.75 only the 1-device row did, at 0.0184: measured, marked).
@@ -274,31 +275,31 @@ def versions_scenarios(scale: str) -> list[Scenario]:
 
 
 def plan(
-    scale: str, device: str = "auto", study: str = "scaling", full: bool = False
+    scale: str, device: str = "auto", study: "str | Study" = "scaling", full: bool = False
 ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
-    """Scenarios to run here, and those that cannot run here with the reason.
+    """Scenarios to run here, and those that cannot run here with the reason: those of
+    `study` (`studies.get_study`: a registered name or `module:Class`).
 
     - `device`: `"cpu"`, `"gpu"` or `"auto"` (CPU rows, and GPU rows where GPUs exist).
     - `study`: `"scaling"` (the tables), `"explain"` (`explain_scenarios`, CPU),
       `"target"` (`target_scenarios`, its time-to-target rows), `"versions"`
-      (`versions_scenarios`, CPU: the rows `make versions` runs under each JAX release)
-      or `"map"` (`workloads.map_scenarios`, CPU: the workload map).
+      (`versions_scenarios`, CPU: the rows `make versions` runs under each JAX release),
+      `"map"` (`workloads.map_scenarios`, CPU: the workload map), or any other
+      registered study.
     - `full`: the whole scaling matrix (1/2/4/8 CPU devices, whatever the cores);
       otherwise the matrix sized to this machine (`sized_limit`). The seed scale and
       the explain study are always whole.
     """
     if device not in ("cpu", "gpu", "auto"):
         raise ValueError(f"unknown device {device!r}; valid choices: cpu, gpu, auto")
-    if study not in STUDIES:
-        raise ValueError(f"unknown study {study!r}; valid choices: {', '.join(STUDIES)}")
-    if study == "explain":
-        return explain_scenarios(scale), []
-    if study == "target":
-        return target_scenarios(scale), []
-    if study == "versions":
-        return versions_scenarios(scale), []
-    if study == "map":
-        return map_scenarios(scale), []
+    return get_study(study).scenarios(scale, device, full)
+
+
+def scaling_plan(
+    scale: str, device: str, full: bool
+) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
+    """The scaling study's scenarios here (`plan`), sized to this machine unless
+    `full` or the seed scale."""
     runnable: list[Scenario] = []
     not_run: list[tuple[Scenario, str]] = []
     sized = not full and scale != "seed"
@@ -312,6 +313,64 @@ def plan(
             else:
                 not_run.append((s, f"needs {s.total_devices} GPU(s), {have} present"))
     return runnable, not_run
+
+
+class Scaling(Study):
+    """The scaling tables: every mode and controller on the device counts here."""
+
+    name: ClassVar[str] = "scaling"
+    title: ClassVar[str] = "Quick scaling"
+    ceiling: ClassVar[bool] = True
+    recommendable: ClassVar[bool] = True
+
+    def scenarios(self, scale, device="auto", full=False):
+        return scaling_plan(scale, device, full)
+
+
+class Explain(Study):
+    """The studies that explain the scaling (`explain_scenarios`, CPU)."""
+
+    name: ClassVar[str] = "explain"
+    title: ClassVar[str] = "Explanations"
+
+    def scenarios(self, scale, device="auto", full=False):
+        return explain_scenarios(scale), []
+
+
+class Target(Study):
+    """The time-to-target rows alone (`target_scenarios`)."""
+
+    name: ClassVar[str] = "target"
+    title: ClassVar[str] = "Time to target"
+
+    def scenarios(self, scale, device="auto", full=False):
+        return target_scenarios(scale), []
+
+
+class Versions(Study):
+    """The core rows `make versions` runs under each JAX release (one run each)."""
+
+    name: ClassVar[str] = "versions"
+    title: ClassVar[str] = "The core rows across JAX releases"
+    repeated: ClassVar[bool] = False
+
+    def scenarios(self, scale, device="auto", full=False):
+        return versions_scenarios(scale), []
+
+
+class Map(Study):
+    """The workload map (`workloads.map_scenarios`, CPU), its records apart."""
+
+    name: ClassVar[str] = "map"
+    title: ClassVar[str] = "The workload map"
+    folder: ClassVar[str | None] = MAP_FOLDER
+
+    def scenarios(self, scale, device="auto", full=False):
+        return map_scenarios(scale), []
+
+
+# The built-in studies' names (`studies.STUDIES` holds every registered one).
+BUILT_IN = ("scaling", "explain", "target", "versions", "map")
 
 
 def parse_selection(text: str) -> dict[str, str]:
@@ -364,7 +423,7 @@ def run_matrix(
     results: str | Path = DEFAULT_RESULTS,
     show_progress: bool = True,
     only: Iterable[Scenario] | None = None,
-    study: str = "scaling",
+    study: "str | Study" = "scaling",
     selection: dict[str, str] | None = None,
     repeats: int | None = None,
     recommended: bool = False,
@@ -418,7 +477,8 @@ def run_matrix(
     )
     executor.check(runnable)
     results = Path(results)
-    held = measuring(f"{scale} {study} matrix", wait) if executor.needs_lock() else nullcontext()
+    name = get_study(study).name
+    held = measuring(f"{scale} {name} matrix", wait) if executor.needs_lock() else nullcontext()
     with held:
         _write_not_run(not_run, results)
         the_plan = make_plan(
@@ -430,7 +490,7 @@ def run_matrix(
             probes=probes,
         )
         if show_progress:
-            print(plan_line(the_plan, scale, study, full or scale == "seed", results), flush=True)
+            print(plan_line(the_plan, scale, name, full or scale == "seed", results), flush=True)
         todo = sum(max(0, n) for n in the_plan.missing.values())
         probed = (
             session_probe(*probe_devices(runnable), records.machine_folder(results))
@@ -471,7 +531,7 @@ def for_problem(found: list, problem: str) -> list:
 def _scenarios_to_run(
     scale: str,
     device: str,
-    study: str,
+    study: "str | Study",
     full: bool,
     only: Iterable[Scenario] | None,
     selection: dict[str, str] | None,
@@ -484,13 +544,14 @@ def _scenarios_to_run(
     the runs wanted per scenario and the ceiling probes (see `run_matrix`)."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; valid choices: {', '.join(SCALES)}")
-    runnable, not_run = plan(scale, device, study, full)
+    the_study = get_study(study)
+    runnable, not_run = plan(scale, device, the_study, full)
     if problem != DEFAULT_PROBLEM:
         runnable, not_run = for_problem(runnable, problem), for_problem(not_run, problem)
     if recommended:
-        if study != "scaling":
+        if not the_study.recommendable:
             raise ValueError(
-                f"--recommended applies to the scaling study only; got study {study!r}"
+                f"--recommended applies to the scaling study only; got study {the_study.name!r}"
             )
 
         runnable = [apply(s) for s in runnable]
@@ -505,13 +566,11 @@ def _scenarios_to_run(
             shown = ",".join(f"{k}={v}" for k, v in selection.items())
             raise ValueError(
                 f"--select {shown} matches none of the {every} scenarios "
-                f"of the {scale} {study} matrix"
+                f"of the {scale} {the_study.name} matrix"
             )
-    wanted = repeats or (
-        REPEATS if study in ("scaling", "explain", "target", "map") and scale != "seed" else 1
-    )
+    wanted = repeats or the_study.runs(scale)
     if ceiling is None:
-        ceiling = study == "scaling" and scale != "seed" and wanted > 1
+        ceiling = the_study.ceiling and scale != "seed" and wanted > 1
     probes = (
         [
             s
@@ -564,4 +623,25 @@ def plan_line(p: MatrixPlan, scale: str, study: str, whole: bool, results: Path)
         f"({cold} cold, {todo - cold} repeats"
         f"{', machine ceiling each round' if probes and todo else ''}), "
         f"about {seconds / 60:.0f} min here"
+    )
+
+
+def get_study(spec: "str | Study | type[Study]") -> Study:
+    """The study `spec` names: a registered name, or `module:Class` (imported, also from
+    the working directory) of a `Study` subclass; ValueError naming the choices
+    otherwise."""
+    if isinstance(spec, Study):
+        return spec
+    if isinstance(spec, type) and issubclass(spec, Study):
+        return spec()
+    if spec in STUDIES:
+        return STUDIES[spec]()
+    if ":" in spec:
+        module, _, attr = spec.partition(":")
+        found = getattr(import_module(module), attr, None)
+        if isinstance(found, type) and issubclass(found, Study):
+            return found()
+        raise ValueError(f"study {spec!r}: {attr!r} of {module!r} is no Study subclass")
+    raise ValueError(
+        f"unknown study {spec!r}; valid choices: {', '.join(STUDIES)}, or module:Class"
     )

@@ -1,0 +1,341 @@
+"""The device tables (`cpu.md`, `gpu.md`): the reference's columns, then our diagnostics,
+per row; the machine each names, the notes on how to read them, and what a device kind
+without rows of the scale says instead."""
+
+from pathlib import Path
+from typing import Any
+
+from ..measure import environment
+from ..measure.timing import PROTOCOL
+from . import loss, sessions
+from .frames import (
+    read_records,
+)
+from .intervals import METHOD, fmt_interval
+from .tables import escape as _esc
+from .tables import fmt as _fmt
+from .tables import loss_cell, markdown_table
+
+# The reference study's two published tables as data (its "epoch time" is one optimiser
+# step), kept in the repo so that a clone anywhere can compare with them.
+REFERENCE_CSV = environment.shipped("data", "reference_tables.csv")
+
+
+REFERENCE_COLUMNS = (
+    "Device",
+    "Number of Devices",
+    "Mode",
+    "Controller",
+    "Runtime (s)",
+    "Epoch Time (s)",
+    "Compile Time (s)",
+    "Final Loss",
+)
+
+
+# The reference's table gets the row identity it leaves implicit: the first table of a
+# device kind is `REFERENCE_COLUMNS + ADDED_COLUMNS`, the second (our diagnostics)
+# `DIAGNOSTIC_COLUMNS`, which start with the same row identity so that the two read side
+# by side (each fits a 1400 px page).
+ADDED_COLUMNS = ("Scaling", "Global batch", "Problem")
+
+
+IDENTITY_COLUMNS = ("Devices", "Mode", "Controller", "Scaling", "Global batch")
+
+
+DIAGNOSTIC_COLUMNS = IDENTITY_COLUMNS + (
+    "Step time median (s)",
+    "Step time IQR (s)",
+    "Runs",
+    "Speedup [95% CI]",
+    "Efficiency [95% CI]",
+    "Efficiency vs machine ceiling [95% CI]",
+    "Collectives total / in loops",
+    "Solver steps max / mean",
+    "Status",
+)
+
+
+def pick_machine(recs: list[dict[str, Any]], device: str) -> str | None:
+    """The machine whose `device` rows make the tables: of the machines with ok records
+    of that kind under the current protocol (`timing.PROTOCOL`; any protocol where
+    none has such), this machine if it is one, else the one with the most (ties: the
+    latest), so that every clone writes the same tables from the same records."""
+    ok = [r for r in recs if r["device"] == device and r["status"] == "ok"]
+    ok = [r for r in ok if r.get("protocol") == PROTOCOL] or ok
+    if not ok:
+        return None
+    here = environment.machine_id(environment.this_machine())
+    if any(r["machine_id"] == here for r in ok):
+        return here
+    count: dict[str, tuple[int, str]] = {}
+    for r in ok:
+        n, last = count.get(r["machine_id"], (0, ""))
+        count[r["machine_id"]] = (n + 1, max(last, str(r.get("finished"))))
+    return max(count, key=lambda m: count[m])
+
+
+def _devices_label(r: dict[str, Any], cores: int | None) -> str:
+    label = str(r["n_devices"])
+    if r.get("processes", 1) > 1:
+        label += f" ({r['processes']} proc × {r['devices_per_process']})"
+    if cores and r["device"] == "cpu" and r["n_devices"] > cores:
+        label += " †"
+    return label
+
+
+def table_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]:
+    """The first table's cells: the reference's columns, then the row identity it
+    leaves implicit (`REFERENCE_COLUMNS + ADDED_COLUMNS`)."""
+    return [
+        [
+            r["device"],
+            _devices_label(r, cores),
+            r["mode"],
+            r["controller"],
+            _fmt(r.get("runtime_s"), 3),
+            _fmt(r.get("epoch_time_s")),
+            _fmt(r.get("compile_time_s"), 3),
+            loss_cell(r),
+            r["scaling"],
+            str(r["global_batch"]),
+            _esc(problem_name(r)),
+        ]
+        for r in rows
+    ]
+
+
+def problem_name(r: dict[str, Any]) -> str:
+    """What a row trained: its problem's name (records before problems: the oscillator)."""
+    return str((r.get("problem_facts") or {}).get("name") or r.get("problem") or "oscillator")
+
+
+def diagnostic_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]:
+    """The second table's cells: the row identity, then our diagnostics
+    (`DIAGNOSTIC_COLUMNS`)."""
+    out = []
+    for r in rows:
+        ok = r["status"] == "ok"
+        steps = r.get("solver_steps") or {}
+        iqr = f"{_fmt(r['step_time_p25_s'])}–{_fmt(r['step_time_p75_s'])}" if ok else "–"
+        runs = ", ".join(_fmt(x, 3) for x in r.get("step_time_runs_s") or []) if ok else ""
+        status = r["status"] if ok else f"{r['status']}: {r.get('error')}"
+        if ok and r.get("baseline_error"):
+            status += f" (no speedup: {r['baseline_error']})"
+        if ok and r.get("untrained"):
+            status += f" (no speedup: {r['untrained']} did not train)"
+        out.append(
+            [
+                _devices_label(r, cores),
+                r["mode"],
+                r["controller"],
+                r["scaling"],
+                str(r["global_batch"]),
+                _fmt(r.get("step_time_s")),
+                iqr,
+                (f"{len(r['step_time_runs_s'])} ({runs})" if r.get("step_time_runs_s") else "1")
+                if ok
+                else "–",
+                loss.baseline_flag(
+                    fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None))), r
+                ),
+                fmt_interval(r["efficiency"], *(r.get("efficiency_ci") or (None, None))),
+                fmt_interval(*(r.get("efficiency_vs_ceiling") or (None, None, None))),
+                f"{_fmt(r.get('collectives_total'))} / {_fmt(r.get('collectives_in_loops'))}",
+                f"{_fmt(steps.get('max'), 3)} / {_fmt(steps.get('mean'), 3)}" if ok else "–",
+                status,
+            ]
+        )
+    return out
+
+
+def _known(value: Any) -> Any:
+    """A record's value for a sentence: "unknown" where the record has none."""
+    return "unknown" if value is None else value
+
+
+def _protocol(rows: list[dict[str, Any]]) -> str:
+    """The measurement protocol(s) of `rows`, "none recorded" for records made before
+    protocols were."""
+    found = sorted({str(r["protocol"]) for r in rows if r.get("protocol") is not None})
+    none = any(r.get("protocol") is None for r in rows)
+    return ", ".join(found + (["none recorded"] if none else [])) or "none recorded"
+
+
+def machine_line(rows: list[dict[str, Any]], device: str) -> str:
+    """Hardware and versions of the records of one device kind."""
+    ok = [r for r in rows if r["device"] == device and r["status"] == "ok"]
+    if not ok:
+        return ""
+    # Every value here comes from a record: escaped, never markup; none left as None.
+    hw = {k: _esc(_known(v)) for k, v in (ok[0].get("hardware") or {}).items()}
+    hw = {k: hw.get(k, "unknown") for k in ("cpu_model", "physical_cores", "logical_cpus")}
+    v = {k: _esc(_known(x)) for k, x in (ok[0].get("versions") or {}).items()}
+    v = {k: v.get(k, "unknown") for k in ("python", "jax", "jaxlib", "diffrax", "equinox", "optax")}
+    kind = _esc(repr(ok[0].get("device_kind", device)))
+    commits = ", ".join(sorted({_esc(str(r.get("git_commit") or "unknown")[:12]) for r in ok}))
+    return (
+        f"Machine {_esc(ok[0].get('machine_id'))}: {hw.get('cpu_model')} "
+        f"({hw.get('physical_cores')} physical cores"
+        f", {hw.get('logical_cpus')} logical), device kind {kind}; python "
+        f"{v.get('python')}, jax {v.get('jax')}, jaxlib {v.get('jaxlib')}, diffrax "
+        f"{v.get('diffrax')}, equinox {v.get('equinox')}, optax {v.get('optax')}; "
+        f"pmap is {_esc(_known(ok[0].get('pmap_implementation')))}; measurement protocol "
+        f"{_esc(_protocol(ok))}; records from git commit(s) {commits}."
+    )
+
+
+EPOCH_NOTE = (
+    "**Epoch Time** here is one pass over the training set: the median step time times "
+    "(data set size / global batch). The reference's column of that name is the mean "
+    "time of one optimiser step; compare it with *Step time median*. **Runtime** is the "
+    "whole scenario (data, compiles, training, evaluation) and **Compile Time** the "
+    "AOT `lower().compile()` of the training step, summed over the programs its length "
+    "stages compile (PID: one program for every stage; StepTo: one per stage). **Final Loss** "
+    "is the MSE on a fixed evaluation set of full series, solved with the scenario's "
+    "controller, the same in every mode. Speedup and efficiency are step-time ratios "
+    "against the 1-device row of the same controller, scaling and batch, measured on the "
+    "same machine, versions and code (an explicit join on every other scenario field), "
+    "one scenario at a time. **Runs**: the number of runs and each run's median step "
+    "time. The quick scaling matrix runs every scenario 3 times at different times, "
+    "interleaved: the first a fresh kernel that trains both stages and compiles cold; "
+    "each repeat times 40 more full-length steps from that run's trained state with "
+    "that run's own compiled step (never its timings), in a plain process per device "
+    "count and round. The step time is the median of all runs' steps pooled. **Efficiency "
+    "vs machine ceiling** (weak scaling): the efficiency divided by this machine's "
+    "ceiling, t(one 1-device training alone) / t(two side by side), measured in every "
+    "repeat round (`odestudy/study/ceiling.py`): 1 is as good as two independent trainings. "
+    "Seed-scale rows and "
+    "the GPU rows run once: their intervals hold the spread of steps within that run "
+    "only. Compile time and final loss are the first run's. "
+    + METHOD
+    + ". Solver steps: forward steps per sample of the "
+    "last stage's timed steps: the steps a batched loop executes (the per-device "
+    "maximum; in `shard` one loop spans all devices, so the global batch's maximum) "
+    "and the mean."
+)
+
+
+READ_HEADING = "#### How to read these tables"
+
+
+def _devices_note(sel: list[dict[str, Any]], cores: int | None) -> list[str]:
+    """The CPU table's note on its device counts against the machine's cores."""
+    counts = sorted({r["n_devices"] for r in sel if r["status"] != "not_run"})
+    if not (cores and counts):
+        return []
+    whole = max(counts) > cores
+    return [
+        f"Devices in this table: {', '.join(map(str, counts))}, on a machine "
+        f"of {cores} physical cores: "
+        + (
+            "the whole matrix (`make full`)."
+            if whole
+            else "the matrix sized to the machine (`make all`); `make full` adds "
+            "the rows with more virtual devices than cores."
+        )
+        + (
+            f" † more virtual devices than the {cores} physical cores: those "
+            "rows measure overhead, not parallel speedup."
+            if whole
+            else ""
+        ),
+        "",
+    ]
+
+
+def device_table(
+    rows: list[dict[str, Any]], device: str, extra: str = "", guide: bool = True
+) -> str:
+    """The markdown tables of one device kind with ok rows: the reference's columns, our
+    diagnostics (with a **Session** column where the rows span several sessions), the
+    session and machine they were measured on, `extra` (markdown), then how to read
+    them (`guide`; else a pointer to the page that has it)."""
+    sel = [r for r in rows if r["device"] == device]
+    cores = next(
+        ((r.get("hardware") or {}).get("physical_cores") for r in sel if r.get("hardware")), None
+    )
+    found = list(dict.fromkeys(sessions.session_of(r) for r in sel))
+    header: tuple[str, ...] = DIAGNOSTIC_COLUMNS
+    cells = diagnostic_rows(sel, cores)
+    if len(found) > 1:
+        header = (*header, "Session")
+        cells = [[*c, sessions.session_of(r).label] for c, r in zip(cells, sel, strict=True)]
+    parts = [
+        f"# {device.upper()} table",
+        "",
+        _esc(sessions.sessions_line(sel, sel)),
+        "",
+        "**The reference's columns.**",
+        "",
+        markdown_table(REFERENCE_COLUMNS + ADDED_COLUMNS, table_rows(sel, cores)),
+        "",
+        "**Our diagnostics.**",
+        "",
+        markdown_table(header, cells),
+        "",
+    ]
+    if any(loss.MARK in c for row in cells for c in row):
+        parts += [loss.NOTE, ""]
+    line = machine_line(rows, device)
+    if line:
+        parts += [line, ""]
+    if device == "cpu":
+        parts += _devices_note(sel, cores)
+    if any(r["status"] == "not_run" for r in sel):
+        parts += [
+            "Rows marked `not_run` need devices this machine does not have; they run "
+            "where JAX sees enough GPUs (`make gpu`).",
+            "",
+        ]
+    if extra:
+        parts += [extra.strip(), ""]
+    if guide:
+        parts += [READ_HEADING, "", EPOCH_NOTE]
+    else:
+        parts += ["How to read these tables: as the CPU table above (`docs/method.md`)."]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def table_body(path: str | Path) -> str:
+    """A table file without its own title line (its first line), for a page that gives
+    it a heading of its own (the report notebook, the README)."""
+    return "\n".join(Path(path).read_text().splitlines()[1:]).strip() + "\n"
+
+
+def elsewhere(results: str | Path, device: str, scale: str) -> str:
+    """Where the `device` rows that exist are, when none of this scale is current: ok
+    records of an older protocol at this scale and at the seed scale, per machine."""
+    found = []
+    for at in dict.fromkeys((scale, "seed")):
+        recs = [
+            r
+            for r in read_records(results, at, current=True)
+            if r["device"] == device and r["status"] == "ok"
+        ]
+        for m in sorted({r["machine_id"] for r in recs}):
+            mine = [r for r in recs if r["machine_id"] == m]
+            found.append(
+                f"{len(mine)} at the {_esc(at)} scale on `{_esc(m)}` (`results/{_esc(m)}/"
+                f"{_esc(at)}/`, measurement protocol {_esc(_protocol(mine))})"
+            )
+    name = device.upper()
+    if not found:
+        return (
+            f"No {name} row of the current protocol at the {_esc(scale)} scale, and none elsewhere."
+        )
+    return (
+        f"No {name} row of the current protocol (`timing.PROTOCOL` {PROTOCOL}) at the "
+        f"{_esc(scale)} scale. The {name} rows that exist: " + "; ".join(found) + "."
+    )
+
+
+def no_rows(rows: list[dict[str, Any]], results: str | Path, device: str, scale: str) -> str:
+    """The one line of a device kind without ok rows: why its rows of the matrix did not
+    run (where they are records), and where that kind's rows that exist are."""
+    sel = [r for r in rows if r["device"] == device]
+    why = sorted({f"{r['status']}: {r.get('error') or 'no error recorded'}" for r in sel})
+    text = elsewhere(results, device, scale)
+    if why:
+        text += f" The matrix's {len(sel)} {device.upper()} rows here: {_esc('; '.join(why))}."
+    return text

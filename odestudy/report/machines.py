@@ -1,0 +1,99 @@
+"""Other machines' rows beside the chosen machine's (`machines.md`), and the records
+left out of the report (`skipped.md`)."""
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..measure import environment
+from . import loss, sessions
+from .device_tables import machine_line
+from .frames import (
+    in_scaling_matrix,
+    scaling_rows,
+)
+from .intervals import fmt_interval
+from .tables import escape as _esc
+from .tables import fmt as _fmt
+from .tables import markdown_table
+
+
+def _speedup_cell(r: dict[str, Any]) -> str:
+    """A row's speedup with its interval, marked (`loss.MARK`) where it and its
+    baseline trained to different losses."""
+    text = fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None)))
+    return loss.baseline_flag(text, r)
+
+
+def machines_table(every: list[dict[str, Any]], chosen: Mapping[str, str | None]) -> str:
+    """Other machines' ok rows of the main tables beside the chosen machine's: step
+    times and speedups (with intervals) per scenario, when another machine has any."""
+    main = [r for r in every if in_scaling_matrix(r) and r["status"] == "ok"]
+    parts = ["# Machines compared", ""]
+    for device in ("cpu", "gpu"):
+        here = chosen.get(device)
+        others = sorted({r["machine_id"] for r in main if r["device"] == device} - {here})
+        mine = {
+            r["name"]: r
+            for r in scaling_rows(
+                [r for r in main if r["device"] == device and r["machine_id"] == here]
+            )
+        }
+        for other in others:
+            theirs = scaling_rows(
+                [r for r in main if r["device"] == device and r["machine_id"] == other]
+            )
+            out = []
+            for r in theirs:
+                m = mine.get(r["name"])
+                out.append(
+                    [
+                        r["name"],
+                        _fmt(m["step_time_s"]) if m else "–",
+                        _fmt(r["step_time_s"]),
+                        _speedup_cell(m) if m else "–",
+                        _speedup_cell(r),
+                    ]
+                )
+            parts += [
+                f"## {device.upper()}: {_esc(here)} (the tables) beside {_esc(other)}",
+                "",
+                machine_line(theirs, device),
+                "",
+                _esc(sessions.sessions_line([*mine.values(), *theirs], [])),
+                "",
+                markdown_table(
+                    (
+                        "Scenario",
+                        f"Step (s) {here}",
+                        f"Step (s) {other}",
+                        f"Speedup {here}",
+                        f"Speedup {other}",
+                    ),
+                    out,
+                ),
+                "",
+            ]
+    if len(parts) == 2:
+        parts.append("Only one machine has records of this scale.")
+    elif any(loss.MARK in p for p in parts):
+        parts += [loss.NOTE, ""]
+    return "\n".join(parts) + "\n"
+
+
+def skipped_table(skipped: list[tuple[str, str]]) -> str:
+    """The records the report left out, with the reason."""
+    rows = [
+        [
+            str(Path(p).relative_to(environment.ROOT))
+            if Path(p).is_relative_to(environment.ROOT)
+            else p,
+            why,
+        ]
+        for p, why in skipped
+    ]
+    return (
+        "# Records left out of the report\n\n"
+        + (markdown_table(("Record", "Reason"), rows) if rows else "No record was left out.")
+        + "\n"
+    )

@@ -1,0 +1,53 @@
+"""A study's own report: its records read once (`Study.records`), its tables made once
+from them (`Study.tables`, `Table` values), rendered as markdown under
+`figures/tables/` and as its results page under `docs/results/` (between the generated
+markers). `odestudy report --study NAME_OR_MODULE:CLASS` writes it."""
+
+from pathlib import Path
+
+from ..study.matrix import get_study
+from ..study.studies import Study, Table
+from .pages import GENERATED_END, GENERATED_START
+from .tables import escape, markdown_table
+
+
+def render(table: Table, level: int = 1) -> str:
+    """`table` as markdown: its title (a heading of `level`), the table (cells escaped),
+    its notes; one line where it has no rows."""
+    body = markdown_table(table.header, table.rows) if table.rows else "No rows yet."
+    parts = [f"{'#' * level} {escape(table.title)}", "", body, ""]
+    return "\n".join(parts + ([table.notes, ""] if table.notes else []))
+
+
+def render_page(study: Study, tables: list[Table], scale: str) -> str:
+    """`study`'s results page: its title and scale, its intro, each table."""
+    head = f"# {escape(study.title or study.name)} ({escape(scale)} scale)"
+    intro = [study.intro(scale), ""] if study.intro(scale) else []
+    return "\n".join([head, "", *intro, *(render(t, 2) for t in tables)])
+
+
+def write_study_report(
+    study: "str | Study",
+    results: str | Path,
+    scale: str,
+    figures: str | Path,
+    docs: str | Path | None = None,
+) -> list[Path]:
+    """Write `study`'s tables (`<figures>/tables/<table>.md`) and, with `docs`, its page
+    (`<docs>/results/<study>.md`); returns the paths written."""
+    found = get_study(study)
+    tables = found.tables(found.records(results, scale), scale)
+    out = []
+    folder = Path(figures) / "tables"
+    folder.mkdir(parents=True, exist_ok=True)
+    for table in tables:
+        path = folder / f"{table.name}.md"
+        path.write_text(render(table))
+        out.append(path)
+    if docs is not None:
+        page = Path(docs) / "results" / f"{found.name}.md"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        text = render_page(found, tables, scale)
+        page.write_text(f"{GENERATED_START}\n\n{text}\n{GENERATED_END}\n")
+        out.append(page)
+    return out

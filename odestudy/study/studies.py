@@ -1,0 +1,98 @@
+"""Studies as types. A study knows its name, its scenarios at a scale, how many runs each
+gets, the folder its records go to, its records, its tables and its page. Each final
+subclass of `Study` registers itself (`STUDIES`) when its class is defined, as a mode
+does: `odestudy matrix --study` and `odestudy report --study` ask it
+(`matrix.get_study`), by its name or, for a study defined outside the package, as
+`module:Class` (imported from the working directory, as a problem is). The built-in
+studies (scaling, explain, target, versions, map) are defined beside the scenario
+matrix (`matrix.py`).
+
+A table is a value (`Table`): a title, a header, rows of cells and notes, made once from
+the records; the report renders it and the study's page (`report.studies`)."""
+
+import abc
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..measure.scenario import Scenario
+from . import records
+from .repeats import REPEATS
+
+# Every study by name, in the order defined: filled as each final class is defined.
+STUDIES: dict[str, type["Study"]] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """One table of a study's report: `name` (its file, `<name>.md`), `title`, the
+    `header` and `rows` of cells (text), and `notes` below it (markdown)."""
+
+    name: str
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    notes: str = ""
+
+
+class Study(abc.ABC):
+    """A study of the matrix. Final subclasses set `name` (and `title`) and define
+    `scenarios`; the class variables below say how it runs, the methods what its report
+    holds.
+
+    - `repeated`: each scenario runs `repeats.REPEATS` times (once at the seed scale);
+      otherwise once.
+    - `ceiling`: its runs also measure the machine's weak-scaling ceiling.
+    - `recommendable`: `--recommended` applies to its scenarios.
+    - `folder`: its records' folder under the results folder (None: that folder).
+    """
+
+    name: ClassVar[str]
+    title: ClassVar[str] = ""
+    repeated: ClassVar[bool] = True
+    ceiling: ClassVar[bool] = False
+    recommendable: ClassVar[bool] = False
+    folder: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if isinstance(cls.__dict__.get("name"), str):
+            STUDIES[cls.__dict__["name"]] = cls
+
+    @abc.abstractmethod
+    def scenarios(
+        self, scale: str, device: str = "auto", full: bool = False
+    ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
+        """Its scenarios at `scale` that run here, and those that cannot (with why)."""
+
+    def runs(self, scale: str) -> int:
+        """Runs per scenario at `scale`."""
+        return REPEATS if self.repeated and scale != "seed" else 1
+
+    def results(self, results: str | Path) -> Path:
+        """The folder its records go to, under `results`."""
+        return Path(results) / self.folder if self.folder else Path(results)
+
+    def records(self, results: str | Path, scale: str) -> list[dict[str, Any]]:
+        """Its records at `scale` (any machine, any protocol): those of `results` whose
+        scenario is one of its CPU scenarios at that scale, read once."""
+        keys = {s.key() for s in self.scenarios(scale, "cpu", True)[0]}
+        out = []
+        for path in records.record_paths(self.results(results), scale):
+            try:
+                rec = dict(records.read_record(path), path=str(path))
+            except (OSError, ValueError):
+                continue
+            if rec.get("scenario_key") in keys:
+                out.append(rec)
+        return out
+
+    def tables(self, records: Sequence[dict[str, Any]], scale: str) -> list[Table]:
+        """Its tables, from its records (none by default: the built-in studies' tables
+        are written by the report's own modules)."""
+        return []
+
+    def intro(self, scale: str) -> str:
+        """What its results page says above its tables (markdown; none by default)."""
+        return ""

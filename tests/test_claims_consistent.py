@@ -1,0 +1,164 @@
+"""No two generated sentences contradict each other: every page the report writes (the
+README's generated blocks, `docs/results/`, the tables under `figures/`) is read, and
+each ratio with its interval (`1.46x [1.45, 1.47]`: the same three numbers are the same
+comparison) must carry the same unequal-loss flag (`loss.MARK`) and the same verdict
+against one device (faster, slower, not separable, one run) wherever it is stated; two
+sentences that name the same ratios must not say once that the intervals separate them
+and once that they do not."""
+
+import re
+from collections import defaultdict
+
+import pytest
+
+from odestudy.measure.environment import ROOT
+from odestudy.report.loss import MARK
+from odestudy.report.pages import GENERATED_END, GENERATED_START
+
+TRIPLE = re.compile(r"(\d+\.\d+)\s?[x×]?\s?\[(\d+\.\d+), (\d+\.\d+)\]")
+# Verdict phrases after a ratio (its own), and for a whole bullet (the claims').
+AFTER = [
+    ("one run", re.compile(r"\bone run\b", re.I)),
+    ("level", re.compile(r"not separable from one device|no faster than one device", re.I)),
+    ("faster", re.compile(r"faster than one device within", re.I)),
+    ("slower", re.compile(r"slower than one device within", re.I)),
+]
+BULLET = [
+    ("one run", re.compile(r"^- One run each")),
+    ("faster", re.compile(r"^- \*\*Use ")),
+    ("slower", re.compile(r"^- \*\*Avoid ")),
+    ("level", re.compile(r"gains nothing measurable")),
+]
+APART = re.compile(r"not separable from each other|do not separate them")
+TOGETHER = re.compile(r"the intervals separate them")
+
+
+def generated_pages() -> dict[str, str]:
+    """Every page the report writes, by path: only the generated regions of pages that
+    also hold hand-written text."""
+    out = {}
+    paths = [ROOT / "README.md", *sorted((ROOT / "docs" / "results").glob("*.md"))]
+    paths += sorted((ROOT / "figures").glob("**/tables/*.md"))
+    for path in paths:
+        text = path.read_text()
+        if GENERATED_START in text:
+            text = "\n".join(
+                part.split(GENERATED_END)[0] for part in text.split(GENERATED_START)[1:]
+            )
+        out[str(path.relative_to(ROOT))] = text
+    return out
+
+
+def statements(pages: dict[str, str]) -> list[dict]:
+    """Each ratio with its interval on the pages: the three numbers, whether it is
+    flagged, its verdict (None where the text gives none of its own), where."""
+    out = []
+    for where, text in pages.items():
+        for number, line in enumerate(text.splitlines(), start=1):
+            found = list(TRIPLE.finditer(line))
+            whole = [v for v, p in BULLET if p.search(line)]
+            for i, m in enumerate(found):
+                end = found[i + 1].start() if i + 1 < len(found) else len(line)
+                cell = line.find("|", m.end())
+                if cell != -1:
+                    end = min(end, cell)
+                after = line[m.end() : end]
+                own = next((v for v, p in AFTER if p.search(after)), None)
+                out.append(
+                    {
+                        "key": m.groups(),
+                        "flag": MARK in after,
+                        "verdict": own or (whole[0] if len(whole) == 1 else None),
+                        "where": f"{where}:{number}",
+                    }
+                )
+    return out
+
+
+def separations(pages: dict[str, str]) -> list[dict]:
+    """Each sentence that says whether intervals separate modes: its ratios, and
+    whether it says they are apart (None where it says both, per controller)."""
+    out = []
+    for where, text in pages.items():
+        for number, line in enumerate(text.splitlines(), start=1):
+            for sentence in re.split(r"(?<=[.)])\s+(?=[A-Z*-])", line):
+                apart, together = APART.search(sentence), TOGETHER.search(sentence)
+                if not apart and not together:
+                    continue
+                keys = {m.groups() for m in TRIPLE.finditer(sentence)}
+                said = None if (apart and together) else bool(together)
+                out.append({"keys": keys, "apart": said, "where": f"{where}:{number}"})
+    return out
+
+
+def contradictions(pages: dict[str, str]) -> list[str]:
+    """Every pair of places that state one comparison differently."""
+    found = []
+    by_key: dict[tuple, list[dict]] = defaultdict(list)
+    for s in statements(pages):
+        by_key[s["key"]].append(s)
+    for key, said in by_key.items():
+        flags = {s["flag"] for s in said}
+        if len(flags) > 1:
+            found.append(
+                f"{key}: flagged at {[s['where'] for s in said if s['flag']]}, "
+                f"not at {[s['where'] for s in said if not s['flag']]}"
+            )
+        verdicts = {s["verdict"] for s in said if s["verdict"]}
+        if len(verdicts) > 1:
+            found.append(
+                f"{key}: verdicts "
+                + ", ".join(f"{s['verdict']} at {s['where']}" for s in said if s["verdict"])
+            )
+    seps = [s for s in separations(pages) if s["apart"] is not None]
+    for i, a in enumerate(seps):
+        for b in seps[i + 1 :]:
+            if a["apart"] != b["apart"] and len(a["keys"] & b["keys"]) >= 2:
+                found.append(
+                    f"{sorted(a['keys'] & b['keys'])}: separated at "
+                    f"{(a if a['apart'] else b)['where']}, not at "
+                    f"{(b if a['apart'] else a)['where']}"
+                )
+    return found
+
+
+def test_no_two_generated_sentences_state_one_comparison_differently():
+    pages = generated_pages()
+    assert len(pages) > 10 and statements(pages)
+    found = contradictions(pages)
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "pages",
+    [
+        {  # the seed page's claim against the seed verdict (the audit's first item)
+            "a.md": "- **Use `shard_map` or `pmap`** (fastest first; the intervals separate "
+            "them): StepTo `shard_map` 1.65x [1.57, 1.69], `pmap` 1.57x [1.49, 1.61].",
+            "b.md": "- **stepto**, 2 devices: fastest **shard_map**, 1.65× [1.57, 1.69] over "
+            "one device; the data do not separate them from **pmap** (1.57× [1.49, 1.61]).",
+        },
+        {  # one ratio flagged on one page and not on another
+            "a.md": "| 2 | pmap | 1.89 [1.80, 2.63] ‡ | 0.9 |",
+            "b.md": "- fastest **pmap**, 1.89× [1.80, 2.63] over one device, faster than one "
+            "device within its 95% interval.",
+        },
+        {  # one run on one page, a verdict on another
+            "a.md": "- One run each on 2 devices (PID `shard` 0.71x [0.70, 0.71]): no verdict.",
+            "b.md": "- **Avoid sharded `jit` (`shard`) with PID**: 0.71x [0.70, 0.71] of one "
+            "device's speed.",
+        },
+    ],
+)
+def test_the_check_finds_a_contradiction(pages: dict[str, str]):
+    assert contradictions(pages)
+
+
+def test_the_check_spares_one_comparison_stated_alike():
+    pages = {
+        "a.md": "| 2 | pmap | 1.89 [1.80, 2.63] ‡ | 0.95 [0.90, 1.31] |",
+        "b.md": "- fastest **pmap**, 1.89× [1.80, 2.63] over one device (but not the same "
+        f"model {MARK}); the data do not separate them from **shard_map** (2.07× [1.78, 2.46]).",
+        "c.md": "- sharded `jit` with StepTo gains nothing measurable: 2.07x [1.78, 2.46] flat.",
+    }
+    assert contradictions(pages) == [], contradictions(pages)

@@ -1,0 +1,99 @@
+"""Studies as types (`odestudy.study.studies`): the built-in studies are registered
+classes that `plan` and the matrix ask (their scenarios, runs, ceiling, folder), and a
+study defined in one file outside the package (`tests/example_study.py`: scenarios, one
+table, one page) runs through `odestudy matrix --study` and `odestudy report --study`
+with no edit to the package."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from odestudy.measure.environment import ROOT
+from odestudy.study import matrix
+from odestudy.study.matrix import get_study
+from odestudy.study.records import record_path
+from odestudy.study.studies import STUDIES, Study, Table
+
+from .helpers import record
+
+SPEC = "tests.example_study:TinyStudy"
+
+
+def test_the_built_in_studies_are_registered_and_say_how_they_run():
+    assert set(matrix.BUILT_IN) <= set(STUDIES)
+    assert get_study("scaling").ceiling and get_study("scaling").recommendable
+    assert get_study("explain").runs("quick") == 3
+    assert get_study("versions").runs("quick") == 1 and get_study("explain").runs("seed") == 1
+    assert str(get_study("map").results("results")).endswith("map")
+    with pytest.raises(ValueError, match="valid choices: scaling, explain"):
+        get_study("nope")
+
+
+def test_plan_asks_the_study():
+    explain, _ = matrix.plan("quick", "cpu", "explain")
+    assert explain == matrix.explain_scenarios("quick")
+    tiny, not_run = matrix.plan("smoke", "cpu", SPEC)
+    assert [s.mode for s in tiny] == ["single"] and not not_run
+    runnable, _, wanted, probes = matrix._scenarios_to_run(
+        "smoke", "cpu", SPEC, False, None, None, None, False, None
+    )
+    assert runnable == tiny and wanted == 1 and probes == []
+    with pytest.raises(ValueError, match="scaling study only"):
+        matrix._scenarios_to_run("smoke", "cpu", SPEC, False, None, None, None, True, None)
+
+
+def test_a_study_in_one_file_writes_its_table_and_page_from_its_records(tmp_path):
+    from odestudy.report.studies import write_study_report
+
+    study = get_study(SPEC)
+    (s,) = study.scenarios("smoke")[0]
+    path = record_path(s, tmp_path / "results")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record(s, step=0.004)))
+    written = write_study_report(SPEC, tmp_path / "results", "smoke", tmp_path / "fig", tmp_path)
+    table = (tmp_path / "fig" / "tables" / "tiny.md").read_text()
+    assert table.startswith("# Step time of the tiny study") and s.name() in table
+    page = (tmp_path / "results" / "tiny.md").read_text()
+    assert "# A tiny study (smoke scale)" in page and "| Step time (ms)" in page
+    assert len(written) == 2
+
+
+def test_a_study_needs_only_its_class():
+    class Empty(Study):
+        name = "empty-test-study"
+
+        def scenarios(self, scale, device="auto", full=False):
+            return [], []
+
+    try:
+        assert isinstance(get_study("empty-test-study"), Empty)
+        assert get_study(Empty).tables([], "quick") == [] and Table("t", "T", (), ()).rows == ()
+    finally:
+        STUDIES.pop("empty-test-study")
+
+
+@pytest.mark.long  # one smoke scenario trained in its own kernel
+def test_odestudy_matrix_and_report_run_a_study_defined_outside_the_package(tmp_path):
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
+    results = tmp_path / "results"
+    command = [sys.executable, "-m", "odestudy.cli"]
+    run = subprocess.run(
+        [*command, "matrix", "--study", SPEC, "--scale", "smoke", "--device", "cpu",
+         "--results", str(results), "--wait"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 of 1 scenarios ok" in run.stdout
+    report = subprocess.run(
+        [*command, "report", "--study", SPEC, "--scale", "smoke", "--results", str(results),
+         "--figures", str(tmp_path / "figures"), "--docs", str(tmp_path / "docs")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stdout + report.stderr
+    page = (tmp_path / "docs" / "results" / "tiny.md").read_text()
+    assert "| ok " in page and "smoke" in page
