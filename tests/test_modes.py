@@ -22,7 +22,9 @@ def reference():
 # split is the compiler's (pmap and shard_map split the batch as the code says, the same
 # code path on 2 devices as on 4), and PID's samples take different solver steps, so it
 # is the controller whose lock-step loop a wrong split would show.
-CASES = [(m, n, c) for m in MULTI for n, c in ((2, "pid"), (2, "stepto"))] + [("shard", 4, "pid")]
+CASES = [(m, n, c) for m in MULTI for n, c in ((2, "pid"), (2, "stepto"))] + [
+    pytest.param("shard", 4, "pid", marks=pytest.mark.long)  # 4 devices: make test-long
+]
 
 
 @pytest.mark.parametrize(("mode", "n_devices", "controller"), CASES)

@@ -151,6 +151,7 @@ def test_recommended_step_of_a_time_dependent_field_matches_the_default(controll
         assert _rel(grads_blind, grads) > 0.1
 
 
+@pytest.mark.long  # over 10 s here: make test-long
 def test_the_scan_solve_of_a_time_dependent_field_on_irregular_grids_matches_stepto():
     data = FORCED.make_data(4, jr.PRNGKey(4)).truncate(12)
     loss, grads = _loss_and_grads(FORCED, "stepto", Structure(), data)

@@ -38,6 +38,7 @@ OTHER = {
     "max_steps": 64,
     "unroll": 4,
     "stages": "bounded",
+    "integrator": "fused",
     "donate": True,
 }
 # Fields whose other value needs others set (in the base scenario too).

@@ -18,20 +18,29 @@ from tests.helpers import dataset, one_step
 # Levers that touch different parts of the solve (what is saved, how the backward pass
 # is made, how the stages run) are checked together where they combine, one compiled
 # step for several: a lever that changed the loss or gradients fails its combination.
-# Every lever's value is in one pair at least, with each controller where it applies.
+# Every lever's value is in one pair at least, with each controller where it applies
+# (make test and make test-long together).
+# Levers past the first of their kind compile a step each: make test-long.
+_LONG = pytest.mark.long
 LEVERS = [
     ("stepto", Structure(solve="scan")),
-    ("stepto", Structure(solve="scan", unroll=4)),
-    ("stepto", Structure(solve="within_ode", saveat="steps", adjoint="all_steps")),
-    ("stepto", Structure(saveat="steps", adjoint="direct")),
-    ("stepto", Structure(saveat="dense", stages="unrolled")),
+    pytest.param("stepto", Structure(solve="scan", unroll=4), marks=_LONG),
+    pytest.param(
+        "stepto", Structure(solve="within_ode", saveat="steps", adjoint="all_steps"), marks=_LONG
+    ),
+    pytest.param("stepto", Structure(saveat="steps", adjoint="direct"), marks=_LONG),
+    pytest.param("stepto", Structure(saveat="dense", stages="unrolled"), marks=_LONG),
     ("pid", Structure(saveat="dense", adjoint="all_steps", max_steps=64)),
-    ("pid", Structure(adjoint="direct", max_steps=64)),
+    pytest.param("pid", Structure(adjoint="direct", max_steps=64), marks=_LONG),
     ("pid", Structure(stages="unrolled")),
     # The fused solve (`fused.py`) per sample and within-ODE (each reverse mode against
     # diffrax on a time-dependent field and irregular grids: test_fused.py).
     ("pid", Structure(integrator="fused", adjoint="all_steps", max_steps=64)),
-    ("pid", Structure(solve="within_ode", integrator="fused", adjoint="scan", max_steps=64)),
+    pytest.param(
+        "pid",
+        Structure(solve="within_ode", integrator="fused", adjoint="scan", max_steps=64),
+        marks=_LONG,
+    ),
     ("stepto", Structure(solve="within_ode", integrator="fused", adjoint="checkpointed_scan")),
 ]
 
