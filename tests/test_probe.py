@@ -207,3 +207,13 @@ def test_the_prediction_page_checks_each_row_against_its_placement_and_mode():
         "- 2 devices, 2 processes, `shard_map`: median |error| 10 % over 1 row(s); 1 of 1 "
         "measured inside the predicted interval."
     ]
+
+
+def test_a_profile_value_s_range_holds_its_central_value():
+    """A session's probe outside the range of the machine's other sessions widens it."""
+    from odestudy.study.profiles import Value
+
+    v = Value(central=1.0, low=2.0, high=3.0, source="test")
+    assert (v.low, v.central, v.high) == (1.0, 1.0, 3.0)
+    w = Value(central=5.0, low=2.0, high=3.0, source="test")
+    assert (w.low, w.high) == (2.0, 5.0)

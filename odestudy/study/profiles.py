@@ -50,6 +50,13 @@ class Value:
     source: str
     measured: bool = False
 
+    def __post_init__(self):
+        # The range stated holds the value used: a session's own probe outside the range
+        # of the machine's other sessions widens it (a prediction's draws, uniform over
+        # the range, would otherwise all fall on one side of its central value).
+        object.__setattr__(self, "low", min(self.low, self.central))
+        object.__setattr__(self, "high", max(self.high, self.central))
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
