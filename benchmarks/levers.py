@@ -1,11 +1,13 @@
-"""Levers on one training step of the trained quick model (1 device), each against
-today's default at equal work and at equal final loss. A benchmark, not a test.
+"""Levers on one training step of the trained quick model (1 device: the first CPU, or the
+first GPU with `--device gpu`), each against today's default at equal work and at equal
+final loss, and each step's compute floor (`floor_of`). A benchmark, not a test.
 
 A variant is a set of levers (`VARIANTS`): `Scenario` fields (the solve's structure,
 `solvers.Structure`: per-sample vmap, within-ODE batching or a fixed-step `lax.scan`;
 where it saves; its adjoint; its step bound `max_steps`, which also sizes diffrax's
 default checkpointing, about sqrt(2 max_steps) checkpoints: 90 at 4096, 10 at 64;
-Tsit5's stage loop; and buffer donation), JAX's default matmul precision, and XLA
+Tsit5's stage loop; the package's fused solve, `integrator=fused`, and its reverse
+modes; and buffer donation), JAX's default matmul precision, and XLA
 flags (the CPU backend's legacy runtime instead of thunks, single-threaded Eigen,
 XNNPACK). Flags are read once when JAX starts, so every variant runs in a worker
 process of its own:

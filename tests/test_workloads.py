@@ -197,7 +197,7 @@ def test_the_unrolled_lever_along_the_map_gives_each_pair_its_speedup(tmp_path):
     }
     path = tmp_path / MAP_FOLDER / "m" / "levers" / f"{w.slug()}-pid.json"
     records.write_json_atomic(path, rec)
-    assert report.lever_records(tmp_path, "m") == [rec]
+    assert report.lever_records(tmp_path, "m") == [{**rec, "path": str(path)}]
     text = "\n".join(report.unrolled_lines(tmp_path, "m"))
     (row,) = [line for line in text.splitlines() if line.startswith("| ")][1:]
     cells = [c.strip() for c in row.strip("|").split("|")]

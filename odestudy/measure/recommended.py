@@ -1,12 +1,15 @@
-"""The recommended configuration, per controller: the fastest combination of levers on
-the training step that trains the default's model (`benchmarks/levers.py`, records in
-`results/<machine>/levers/`; the step table, `figures/tables/step.md`, shows them all
-with their speedups, intervals and final losses).
+"""The recommended configuration, per controller: the fastest combination of diffrax's
+levers on the training step that trains the default's model (`benchmarks/levers.py`,
+records in `results/<machine>/levers/`; the step table, `figures/tables/step.md`, shows
+them all with their speedups, intervals and final losses). The package's fused solve
+(`integrator="fused"`, `fused.py`) is not part of it: along the map
+(`make map-fused`, `figures/tables/workloads.md`) it is faster on some workloads and
+slower on others, so it would join per problem, not per controller.
 
 - PID: within-ODE batching (the batch solved as one ODE with one shared step size),
   the solution evaluated from its dense output instead of an inner loop over the saved
   times, one checkpoint per solver step with the solve bounded at 64 steps (no
-  recomputation, no conditional in the backward pass; a trained field takes about 25),
+  recomputation, no conditional in the backward pass; a trained field takes fewer),
   and Tsit5's stages as straight-line code (`stages="unrolled"`, `tsit5.StraightTsit5`).
 - StepTo: within-ODE batching, `SaveAt(steps=True)` (every StepTo step ends at a saved
   time: no save loop), one checkpoint per step, and Tsit5's stages unrolled.

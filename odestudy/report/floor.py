@@ -76,13 +76,15 @@ FLOOR_TEXT = (
 FUSED_VARIANTS = ("default", "recommended", "recommended-fused")
 
 
-def fused_records(results: str | Path, machine: str) -> list[dict[str, Any]]:
-    """This machine's `make map-fused` records, in the map's order."""
-    folder = Path(results) / MAP_FOLDER / machine / "fused"
+def map_lever_records(results: str | Path, machine: str, folder: str) -> list[dict[str, Any]]:
+    """This machine's `benchmarks/levers.py --map` records in `results/map/<machine>/
+    <folder>/` (`levers`: `make map-levers`; `fused`: `make map-fused`), in the map's
+    order of workloads and controllers, each with its `path`."""
+    where = Path(results) / MAP_FOLDER / machine / folder
     recs = []
     for w in WORKLOADS:
         for controller in ("pid", "stepto"):
-            path = folder / f"{w.slug()}-{controller}.json"
+            path = where / f"{w.slug()}-{controller}.json"
             try:
                 recs.append({**records.read_json(path), "path": str(path)})
             except (OSError, ValueError):
@@ -90,14 +92,20 @@ def fused_records(results: str | Path, machine: str) -> list[dict[str, Any]]:
     return recs
 
 
-def _row(rec: dict[str, Any], label: str) -> dict[str, Any] | None:
+def fused_records(results: str | Path, machine: str) -> list[dict[str, Any]]:
+    """This machine's `make map-fused` records, in the map's order."""
+    return map_lever_records(results, machine, "fused")
+
+
+def variant_row(rec: dict[str, Any], label: str) -> dict[str, Any] | None:
+    """The row of variant `label` in a levers record, or None."""
     return next((r for r in rec["rows"] if r["label"] == label), None)
 
 
 def _fused_cells(rec: dict[str, Any]) -> list[str]:
     """Per variant: step (ms), x floor; then the fused step's speedups over the default
     and the recommended step, marked where the losses differ."""
-    rows = [_row(rec, label) for label in FUSED_VARIANTS]
+    rows = [variant_row(rec, label) for label in FUSED_VARIANTS]
     cells = []
     for r in rows:
         if r is None:

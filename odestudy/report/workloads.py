@@ -22,7 +22,14 @@ from ..study.workloads import (
     workload_of,
 )
 from . import sessions
-from .floor import FUSED_VARIANTS, floor_ratio, fused_lines, fused_records
+from .floor import (
+    FUSED_VARIANTS,
+    floor_ratio,
+    fused_lines,
+    fused_records,
+    map_lever_records,
+    variant_row,
+)
 from .frames import read_records
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import differs, pair_mark, trained
@@ -444,20 +451,7 @@ UNROLLED_PAIRS = (("default", "stages=unrolled"), ("recommended-unrolled", "reco
 def lever_records(results: str | Path, machine: str) -> list[dict[str, Any]]:
     """This machine's records of `benchmarks/levers.py --workload` (`make map-levers`),
     in the map's order of workloads and controllers."""
-    folder = Path(results) / MAP_FOLDER / machine / "levers"
-    recs = []
-    for w in WORKLOADS:
-        for controller in ("pid", "stepto"):
-            path = folder / f"{w.slug()}-{controller}.json"
-            try:
-                recs.append(records.read_json(path))
-            except (OSError, ValueError):
-                continue
-    return recs
-
-
-def _variant(rec: dict[str, Any], label: str) -> dict[str, Any] | None:
-    return next((r for r in rec["rows"] if r["label"] == label), None)
+    return map_lever_records(results, machine, "levers")
 
 
 def _trained_limit(rec: dict[str, Any]) -> float:
@@ -468,7 +462,7 @@ def _trained_limit(rec: dict[str, Any]) -> float:
 def _lever_cell(rec: dict[str, Any], base: str, lever: str) -> str:
     """The lever's speedup over its baseline with its interval, and both final losses
     (a model above the problem's trained loss said so; unequal losses marked)."""
-    a, b = _variant(rec, base), _variant(rec, lever)
+    a, b = variant_row(rec, base), variant_row(rec, lever)
     if a is None or b is None:
         return "–"
     ratio, lo, hi = ratio_interval(a, b)
@@ -611,14 +605,14 @@ def readme_lines(results: str | Path) -> list[str]:
     ]
 
 
-def unrolled_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> list[dict]:
+def lever_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> list[dict]:
     """Per lever record (workload and controller) whose two models both trained (their
     problem's trained loss), the speedup of `lever` over `base` with its interval, and
     whether their final losses are equal (within the run-to-run spread,
     `loss.differs`)."""
     out = []
     for rec in recs:
-        a, b = _variant(rec, base), _variant(rec, lever)
+        a, b = variant_row(rec, base), variant_row(rec, lever)
         if a is None or b is None:
             continue
         if max(a["final_loss"], b["final_loss"]) > _trained_limit(rec):
@@ -632,7 +626,7 @@ def unrolled_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> 
 def _unrolled_summary(recs: Sequence[dict[str, Any]]) -> list[str]:
     """The README's line on Tsit5 without its stage loop along the map (pairs whose
     models trained)."""
-    found = unrolled_speedups(recs, *UNROLLED_PAIRS[1])
+    found = lever_speedups(recs, *UNROLLED_PAIRS[1])
     if not found:
         return []
     lows = [f for f in found if f["low"] > 1 and f["equal"]]
@@ -655,28 +649,29 @@ def fused_summary(recs: list[dict[str, Any]]) -> list[str]:
         for c, levers in RECOMMENDED.items()
     )
     made = f"The recommended step (`--recommended`) is, per controller, {made_of}."
-    found = unrolled_speedups(recs, "recommended", "recommended-fused")
+    found = lever_speedups(recs, "recommended", "recommended-fused")
     if not found:
         return [f"- {made}"]
     faster = [f for f in found if f["low"] > 1 and f["equal"]]
     slower = [f for f in found if f["high"] < 1]
+    rows = {label: [(rec, variant_row(rec, label)) for rec in recs] for label in FUSED_VARIANTS}
     ratios = {
-        label: [
-            x
-            for rec in recs
-            if (r := _variant(rec, label)) is not None and (x := floor_ratio(rec, r)[0]) is not None
-        ]
-        for label in FUSED_VARIANTS
+        label: [x for rec, r in found_rows if r and (x := floor_ratio(rec, r)[0]) is not None]
+        for label, found_rows in rows.items()
     }
-    floors = ", ".join(f"{label} {sorted(v)[len(v) // 2]:.1f}x" for label, v in ratios.items() if v)
+    floors = ", ".join(
+        f"{label} {sorted(v)[len(v) // 2]:.1f}x ({min(v):.1f}x to {max(v):.1f}x over {len(v)})"
+        for label, v in ratios.items()
+        if v
+    )
     session = sessions.sessions_line(recs, recs)
     return [
         f"- {made} Run by the fused solve (`integrator=fused`), 1 device: "
         f"{min(f['ratio'] for f in found):.2f}x to {max(f['ratio'] for f in found):.2f}x "
         f"of the recommended step's speed over {len(found)} workload and controller pairs "
         f"whose models trained; {len(faster)} faster and {len(slower)} slower with the "
-        f"whole interval past 1 (faster: at equal loss). Median ratio of a step to its "
-        f"compute floor: {floors} ({session.rstrip('.')}).",
+        f"whole interval past 1 (faster: at equal loss). Ratio of a step to its compute "
+        f"floor, median (range over the pairs): {floors} ({session.rstrip('.')}).",
     ]
 
 
