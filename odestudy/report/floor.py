@@ -69,7 +69,8 @@ FLOOR_TEXT = (
     "under `vmap`, the shared count within-ODE), plus the rest of the step, at the rate "
     "the device's probe sustains on a loop of matmul-and-tanh at the step's batch and "
     "width. **x floor**: the step's median over its floor, with the interval of its "
-    "median; what lies above 1 is loop machinery, memory traffic and launch cost."
+    "median; what lies above 1 is time its arithmetic does not account for (loop "
+    "machinery, memory traffic and launches, not measured apart here)."
 )
 
 # The map's fused-solve variants (`make map-fused`), baseline first.
@@ -189,8 +190,8 @@ def gpu_lever_lines(results: str | Path) -> list[str]:
         "`+cmdbuf`: XLA's command buffers with while loops. On a GPU the probe's "
         "matmul-and-tanh loop at the step's small shapes is bound by kernel launches, so "
         "its rate, and the floor from it, is that of launches, not of arithmetic: a "
-        "ratio below 1 is a step that launches fewer kernels per field evaluation than "
-        "the probe's loop. " + FLOOR_TEXT,
+        "ratio below 1 says only that the step evaluates its field faster than that loop. "
+        + FLOOR_TEXT,
         "",
     ]
     for rec in recs:
