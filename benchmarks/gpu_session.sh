@@ -11,7 +11,11 @@
 # scaling, 1/2/4/8 devices on the machine's own cores), levers (the PID step's levers on
 # one GPU at $LEVER_SCALES: the default, the recommended step, the fused solve, XLA's
 # command buffers; benchmarks/levers.py), predict (`odestudy predict` for 2, 4 and 8
-# H100s from a 1-GPU sweep and the h100-nvlink profile). Records land in $RESULTS (default results-gpu-machine/, a fresh folder, so
+# H100s from a 1-GPU sweep and the h100-nvlink profile), mapfused (the fused solve along
+# the workload map on one GPU, as `make map-fused`: per controller of $MAP_CONTROLLERS and
+# workload of $MAP_WORKLOADS, the default, the recommended step and the recommended step
+# run by the fused solve; records under results/map/<machine>/fused/, packed with the
+# machine's probes into $OUT/gpu_map.tgz). Records land in $RESULTS (default results-gpu-machine/, a fresh folder, so
 # that no record of another machine is resumed); after each part they are packed into
 # $OUT/gpu_results.tgz when $OUT is set (and every 60 s), so that a command cut off by
 # its time limit still returns what finished. The exit status is the last failed part's
@@ -41,6 +45,10 @@ LEVER_SCALES=${LEVER_SCALES:-quick seed}
 LEVERS_quick=${LEVERS_quick:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused(64),within_ode+fused(64)+cmdbuf,fused(64)"}
 LEVERS_seed=${LEVERS_seed:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused(64)"}
 PREDICT_DEVICES=${PREDICT_DEVICES:-2 4 8}
+MAP_CONTROLLERS=${MAP_CONTROLLERS:-pid stepto}
+MAP_WORKLOADS=${MAP_WORKLOADS:-}
+MAP_FUSED=${MAP_FUSED:-default,recommended,recommended-fused}
+MAP_BLOCKS=${MAP_BLOCKS:-6}
 
 pack() {
   [ -n "${OUT:-}" ] || return 0
@@ -86,6 +94,22 @@ predict() {  # N H100s predicted from one GPU's sweep and the h100-nvlink profil
   return $r
 }
 
+mapfused() {  # the fused solve along the map on one GPU, each controller's workloads in turn
+  local dir here w c r=0
+  here=$($PY -c "from odestudy.study.records import machine_folder as m; print(m('results'))") || return 1
+  dir=$($PY -c "from odestudy.study.records import machine_folder as m; print(m('results/map'))")/fused
+  [ -n "$MAP_WORKLOADS" ] || MAP_WORKLOADS=$($PY -c \
+    "from odestudy.study.workloads import WORKLOADS; print(' '.join(w.slug() for w in WORKLOADS))")
+  mkdir -p "$dir"
+  for c in $MAP_CONTROLLERS; do for w in $MAP_WORKLOADS; do
+    $PY benchmarks/levers.py --device gpu --controller "$c" --workload "$w" \
+      --variants "$MAP_FUSED" --blocks "$MAP_BLOCKS" --steps-per-block 10 \
+      --out "$dir/$w-$c.json" || r=1
+    [ -n "${OUT:-}" ] && tar czf "$OUT/.map.tmp" "$dir" "$here" && mv "$OUT/.map.tmp" "$OUT/gpu_map.tgz"
+  done; done
+  return $r
+}
+
 # Also pack every 60 s, so that a call cut off by its time limit inside a long part still
 # returns the scenarios that part finished (a part once lost 15 runs that way).
 # Its output goes nowhere: a `sleep` still running when the script ends would otherwise
@@ -114,9 +138,10 @@ for part in "$@"; do
     cpucost) cpucost ;;
     levers) levers ;;
     predict) predict ;;
+    mapfused) mapfused ;;
     cpu) JAX_PLATFORMS=cpu $PY -m odestudy.cli matrix --scale "$CPU_SCALE" --device cpu \
         --results "$RESULTS" --select "$CPU_SELECT" ${CPU_RUNS:+--runs "$CPU_RUNS"} ;;
-    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu levers predict" >&2
+    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu levers predict mapfused" >&2
        exit 2 ;;
   esac
   rc=$?
