@@ -85,3 +85,38 @@ def test_a_record_without_a_floor_reads_its_sidecar_or_says_none(tmp_path):
     fast = next(line for line in text.splitlines() if line.startswith("| fast "))
     cells = [c.strip() for c in fast.strip("|").split("|")]
     assert cells[1] == "5.00" and cells[3] == "1.21"  # its step; the floor from the sidecar
+
+
+def test_the_map_fused_section_shows_each_gpus_records_and_what_it_did_not_measure(tmp_path):
+    """A GPU's `gpu_session.sh mapfused` records get their own table, with the machine,
+    the session and the commit named, and the workload pairs not measured there listed;
+    a CPU machine's map records do not."""
+    import json
+
+    from odestudy.report.floor import fused_lines, gpu_fused_machines
+    from odestudy.study.workloads import WORKLOADS
+
+    labels = ("default", "recommended", "recommended-fused")
+    w = WORKLOADS[0]
+    for machine, device in (("gpu-box", "gpu"), ("cpu-box", "cpu")):
+        folder = tmp_path / "map" / machine / "fused"
+        folder.mkdir(parents=True)
+        rec = _lever_record(tmp_path, "x.json", FLOOR, labels)
+        rec.update(
+            workload=w.name,
+            machine_id=machine,
+            scenario={"controller": "pid", "scale": "quick", "device": device},
+            versions={"jax": "0.11.2"},
+            probe={"device_kind": "Some GPU"},
+            started="2026-11-26T05:55:00+00:00",
+            finished="2026-11-26T05:57:00+00:00",
+            git_commit="abcdef1234",
+        )
+        (folder / f"{w.slug()}-pid.json").write_text(json.dumps(rec))
+    assert gpu_fused_machines(tmp_path) == ["gpu-box"]
+    text = "\n".join(fused_lines(tmp_path, "cpu-box"))
+    gpu = text[text.index("### On one GPU: gpu-box (Some GPU)") :]
+    assert "commit abcdef1" in gpu and "2026-11-26T05:55:00+00:00" in gpu
+    assert f"{w.name} stepto" in gpu and f"{w.name} pid," not in gpu  # measured: not listed
+    assert gpu.count(f"| {w.name} ") == 1
+    assert "cpu-box" not in gpu

@@ -123,32 +123,40 @@ def _fused_cells(rec: dict[str, Any]) -> list[str]:
     return cells
 
 
-def fused_lines(results: str | Path, machine: str) -> list[str]:
-    """`workloads.md`'s section on the fused solve along the map: per workload and
-    controller, the default, the recommended step and the recommended step run by the
-    fused solve, each with its ratio to its floor, from `make map-fused`'s records."""
-    recs = fused_records(results, machine)
-    head = ["## The fused solve along the map, and each step's ratio to its floor", ""]
-    if not recs:
-        return [*head, "No records yet: run `make map-fused`.", ""]
+_FUSED_HEADER = (
+    "Workload",
+    "Controller",
+    "Default (ms)",
+    "Default x floor",
+    "Recommended (ms)",
+    "Recommended x floor",
+    "Fused (ms)",
+    "Fused x floor",
+    "Fused over default",
+    "Fused over recommended",
+    "Final loss (default / recommended / fused)",
+)
+
+
+def _fused_table(recs: list[dict[str, Any]]) -> str:
+    """One row per `make map-fused` record (workload and controller)."""
     body = [
         [escape(rec.get("workload")), escape(rec["scenario"]["controller"])]
         + [escape(c) for c in _fused_cells(rec)]
         for rec in recs
     ]
-    header = (
-        "Workload",
-        "Controller",
-        "Default (ms)",
-        "Default x floor",
-        "Recommended (ms)",
-        "Recommended x floor",
-        "Fused (ms)",
-        "Fused x floor",
-        "Fused over default",
-        "Fused over recommended",
-        "Final loss (default / recommended / fused)",
-    )
+    return markdown_table(_FUSED_HEADER, body)
+
+
+def fused_lines(results: str | Path, machine: str) -> list[str]:
+    """`workloads.md`'s section on the fused solve along the map: per workload and
+    controller, the default, the recommended step and the recommended step run by the
+    fused solve, each with its ratio to its floor, from `make map-fused`'s records; then
+    the same on each GPU measured (`gpu_fused_lines`)."""
+    recs = fused_records(results, machine)
+    head = ["## The fused solve along the map, and each step's ratio to its floor", ""]
+    if not recs:
+        return [*head, "No records yet: run `make map-fused`.", "", *gpu_fused_lines(results)]
     return [
         *head,
         "Per workload and controller, 1 device, each variant trained from scratch and "
@@ -160,9 +168,53 @@ def fused_lines(results: str | Path, machine: str) -> list[str]:
         "bootstrap intervals over blocks and steps; a mark where the final losses differ "
         "by more than the loss spread. " + FLOOR_TEXT,
         "",
-        markdown_table(header, body),
+        _fused_table(recs),
         "",
+        *gpu_fused_lines(results),
     ]
+
+
+def gpu_fused_machines(results: str | Path) -> list[str]:
+    """The machines whose map has fused-solve records made on a GPU
+    (`benchmarks/gpu_session.sh mapfused`), by name."""
+    where = Path(results) / MAP_FOLDER
+    names = sorted(p.parent.name for p in where.glob("*/fused")) if where.is_dir() else []
+    return [
+        m
+        for m in names
+        if any(r["scenario"].get("device") == "gpu" for r in fused_records(results, m))
+    ]
+
+
+def gpu_fused_lines(results: str | Path) -> list[str]:
+    """The fused solve along the map on each GPU measured: the same table as on this
+    machine, with the GPU, the session and the commit named; the workloads and
+    controllers not measured there are said."""
+    parts: list[str] = []
+    for machine in gpu_fused_machines(results):
+        recs = fused_records(results, machine)
+        kinds = {str((r.get("probe") or {}).get("device_kind")) for r in recs}
+        commits = sorted({str(r.get("git_commit") or "")[:7] for r in recs})
+        done = {(r.get("workload"), r["scenario"]["controller"]) for r in recs}
+        missing = [
+            f"{w.name} {c}" for w in WORKLOADS for c in ("pid", "stepto") if (w.name, c) not in done
+        ]
+        parts += [
+            f"### On one GPU: {escape(machine)} ({escape(', '.join(sorted(kinds)))}), JAX "
+            f"{escape(recs[0]['versions'].get('jax'))}",
+            "",
+            f"Measured as above (`benchmarks/gpu_session.sh mapfused`), one session "
+            f"{escape(min(r['started'] for r in recs))} to "
+            f"{escape(max(r['finished'] for r in recs))} (commit "
+            f"{escape(', '.join(commits))}). On a GPU the probe's matmul-and-tanh loop at "
+            "these small shapes is bound by kernel launches: a ratio to the floor below 1 "
+            "says only that the step evaluates its field faster than that loop."
+            + (f" Not measured there: {escape(', '.join(missing))}." if missing else ""),
+            "",
+            _fused_table(recs),
+            "",
+        ]
+    return parts
 
 
 def gpu_lever_records(results: str | Path) -> list[dict[str, Any]]:

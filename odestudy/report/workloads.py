@@ -27,6 +27,7 @@ from .floor import (
     floor_ratio,
     fused_lines,
     fused_records,
+    gpu_fused_machines,
     map_lever_records,
     variant_row,
 )
@@ -601,6 +602,7 @@ def readme_lines(results: str | Path) -> list[str]:
         ),
         *_unrolled_summary(lever_records(results, recs[0]["machine_id"])),
         *fused_summary(fused_records(results, recs[0]["machine_id"])),
+        *gpu_fused_summary(results),
         "",
     ]
 
@@ -673,6 +675,31 @@ def fused_summary(recs: list[dict[str, Any]]) -> list[str]:
         f"whole interval past 1 (faster: at equal loss). Ratio of a step to its compute "
         f"floor, median (range over the pairs): {floors} ({session.rstrip('.')}).",
     ]
+
+
+def gpu_fused_summary(results: str | Path) -> list[str]:
+    """The README's line per GPU with fused-solve map records (`gpu_session.sh
+    mapfused`): the recommended step over the default, and the fused solve over the
+    recommended step, ranges over the workload and controller pairs that trained."""
+    lines = []
+    for machine in gpu_fused_machines(results):
+        recs = fused_records(results, machine)
+        over_default = lever_speedups(recs, "default", "recommended")
+        fused = lever_speedups(recs, "recommended", "recommended-fused")
+        if not over_default or not fused:
+            continue
+        pairs = ", ".join(
+            f"{escape(r.get('workload'))} {escape(r['scenario']['controller'])}" for r in recs
+        )
+        lines.append(
+            f"- On one GPU ({sessions.sessions_line(recs, recs).rstrip('.')}; "
+            f"{pairs}): the recommended step "
+            f"{min(f['ratio'] for f in over_default):.2f}x to "
+            f"{max(f['ratio'] for f in over_default):.2f}x the default's speed, the fused "
+            f"solve {min(f['ratio'] for f in fused):.2f}x to {max(f['ratio'] for f in fused):.2f}x "
+            "the recommended step's (`figures/tables/workloads.md`)."
+        )
+    return lines
 
 
 def _prediction_summary(
