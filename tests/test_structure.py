@@ -157,6 +157,10 @@ def test_unrolled_stages_run_no_stage_loop():
     }
     assert counts["bodies"] == base["bodies"] - sum(stage_bodies.values())
     assert counts["static_loops"] == base["static_loops"] - 3  # forward, 2 backward
+    # Every executed instruction is a dispatched kernel: no stage loop, fewer of them
+    # (a loop body runs at least one instruction each time).
+    assert base["instructions"] >= base["bodies"] and counts["instructions"] >= counts["bodies"]
+    assert counts["instructions"] < base["instructions"]
 
 
 def _loop_counts(compiled, controller):

@@ -107,10 +107,14 @@ def count_loops(compiled: Any, *args: Any) -> dict[str, Any]:
     body's executions: the most executions of any instruction directly in it),
     `conditionals` (per `conditional`: `executions`), and the totals `bodies`,
     `bodies_by` (per `"<direction> <role>"`) and `conditional_executions` (per
-    direction); `static_loops` and `static_conditionals` count the instructions.
+    direction); `static_loops` and `static_conditionals` count the instructions;
+    `instructions` counts every instruction of the program the call executed (each a
+    kernel the runtime dispatches: a fusion, a matmul, a copy, a loop's test...).
     """
-    found = control_flow(compiled.as_text())
+    hlo = compiled.as_text()
+    found = control_flow(hlo)
     counts = event_counts(compiled, *args)
+    names = {m.group(1) for line in hlo.splitlines() if (m := _NAME.match(line))}
     loops, conditionals = [], []
     for item in found:
         if item["kind"] == "while":
@@ -139,6 +143,7 @@ def count_loops(compiled: Any, *args: Any) -> dict[str, Any]:
     for cond in conditionals:
         cond_by[cond["direction"]] += cond["executions"]
     return {
+        "instructions": sum(n for name, n in counts.items() if name in names),
         "static_loops": len(loops),
         "static_conditionals": len(conditionals),
         "bodies": sum(loop["bodies"] for loop in loops),
