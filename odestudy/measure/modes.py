@@ -9,7 +9,7 @@ the problem's loss, handed the study's solve (`study_loss`).
 
 import abc
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -27,9 +27,11 @@ from .compat import (
     shard_map,
 )
 from .loss import Mean
-from .model import OSCILLATOR, problem_loss
+from .model import Solve, problem_loss
 from .problem import AnyProblem, as_ode_problem
-from .solvers import Structure
+
+if TYPE_CHECKING:
+    from .scenario import Scenario
 
 AXIS = "data"
 
@@ -157,21 +159,16 @@ def local_update(
     return step
 
 
-def study_loss(
-    controller: str,
-    structure: "str | Structure" = "per_sample",
-    problem: AnyProblem = OSCILLATOR,
-) -> Loss:
-    """The study's loss of a batch: the problem's loss (`AbstractODEProblem.loss`),
-    handed the study's solve for `controller` and `structure` (or just its `solve`),
-    with the solver's per-sample step counts as `aux`. Takes a key where the problem
-    `needs_key`."""
-    structure = Structure(solve=structure) if isinstance(structure, str) else structure
-    ode_problem = as_ode_problem(problem)
+def study_loss(spec: Solve) -> Loss:
+    """The study's loss of a batch: the loss of `spec`'s problem (as the study runs it,
+    `AbstractODEProblem.loss`), handed the study's solve `spec` (its controller and
+    structure), with the solver's per-sample step counts as `aux`. Takes a key where
+    the problem `needs_key`."""
+    spec = spec.as_ode()
 
     def loss(params, static, batch, key=None):
         model = eqx.combine(params, static)
-        return problem_loss(ode_problem, model, batch, key, controller, structure)
+        return problem_loss(model, batch, key, spec)
 
     return loss
 
@@ -179,28 +176,25 @@ def study_loss(
 def make_local_step(
     static: Any,
     optimiser: optax.GradientTransformation,
-    controller: str,
     axis: str | None,
-    solve: "str | Structure" = "per_sample",
-    problem: AnyProblem = OSCILLATOR,
+    spec: Solve,
 ) -> Callable:
     """The study's per-device training step: `local_update` of `study_loss`.
 
     - `static`: the non-array part of the model (`eqx.partition`).
     - `optimiser`: the optax transformation.
-    - `controller`: `"pid"` or `"stepto"`.
     - `axis`: the mapped axis name to average over, or `None` for no averaging.
-    - `solve`: the solve's `Structure`, or just its `solve` (`"per_sample"`: vmap,
-      `"within_ode"`: one ODE per local batch, `"scan"`: fixed-step `lax.scan`).
-    - `problem`: the problem whose loss it trains.
+    - `spec`: the solve (`Solve`): the controller, the structure (its `solve`:
+      `"per_sample"`: vmap, `"within_ode"`: one ODE per local batch, `"scan"`:
+      fixed-step `lax.scan`) and the problem whose loss it trains.
 
     The step maps `(params, opt_state, batch)` to `(params, opt_state, loss,
     num_steps)`; `num_steps` is per sample. The batch is `(ts, ys)` for an
     `AbstractProblem`, the problem's batch otherwise, and `(batch, key)` where the
     problem `needs_key`.
     """
-    layout = Layout(keyed=as_ode_problem(problem).needs_key)
-    return local_update(study_loss(controller, solve, problem), static, optimiser, axis, layout)
+    layout = Layout(keyed=as_ode_problem(spec.problem).needs_key)
+    return local_update(study_loss(spec), static, optimiser, axis, layout)
 
 
 def donated(donate: bool) -> tuple[int, ...]:
@@ -537,24 +531,33 @@ def make_step(
 
 
 def make_parallel_step(
-    mode: "str | AbstractMode",
+    scenario: "Scenario",
     devices: Sequence[jax.Device],
     static: Any,
     optimiser: optax.GradientTransformation,
-    controller: str,
-    solve: "str | Structure" = "per_sample",
-    donate: bool = False,
-    problem: AnyProblem = OSCILLATOR,
+    *,
+    problem: AnyProblem | None = None,
 ) -> ParallelStep:
-    """The study's training step of `mode` over `devices`: `make_step` of `study_loss`;
-    its batch is as in `make_local_step` (keyed where the problem `needs_key`).
+    """The study's training step of `scenario` over `devices`: `make_step` of
+    `study_loss`, in the scenario's mode (`Scenario.parallel`), with its solve
+    (`Scenario.ode_solve`) and buffers (`donate`, as in `make_step`); its batch is as in
+    `make_local_step` (keyed where the problem `needs_key`).
 
-    - `static`, `optimiser`, `controller`, `solve`, `problem`: as in `make_local_step`.
-    - `donate`: as in `make_step`.
+    - `static`, `optimiser`: as in `make_local_step`.
+    - `problem`: the problem as the data made it (`SeriesProblem.for_data` weights it
+      where the series hold different numbers of points); default the scenario's.
     """
-    loss = study_loss(controller, solve, problem)
-    keyed = as_ode_problem(problem).needs_key
-    return make_step(loss, optimiser, mode, devices, static=static, donate=donate, keyed=keyed)
+    spec = scenario.ode_solve(problem)
+    keyed = as_ode_problem(spec.problem).needs_key
+    return make_step(
+        study_loss(spec),
+        optimiser,
+        scenario.parallel,
+        devices,
+        static=static,
+        donate=scenario.donate,
+        keyed=keyed,
+    )
 
 
 def tree_max_rel_diff(a, b) -> float:
