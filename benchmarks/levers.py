@@ -234,9 +234,9 @@ def _worker(args: argparse.Namespace) -> None:
     import numpy as np
 
     from odestudy.measure.loops import count_loops
-    from odestudy.measure.modes import make_parallel_step
     from odestudy.measure.problem import stage_lengths
     from odestudy.measure.state import load_state, save_state
+    from odestudy.measure.step import make_parallel_step
     from odestudy.measure.timing import copy_arrays, run_steps, time_call
     from odestudy.measure.training import prepare, scenario_devices, step_key, train
 

@@ -19,14 +19,7 @@ from .measure.model import (
     solve_scan,
     solve_within_ode,
 )
-from .measure.modes import (
-    MODES,
-    AbstractMode,
-    ParallelStep,
-    make_local_step,
-    make_parallel_step,
-    make_step,
-)
+from .measure.modes import MODES, AbstractMode, ParallelStep, make_step
 from .measure.problem import (
     PROBLEMS,
     AbstractODEProblem,
@@ -42,6 +35,7 @@ from .measure.problem import (
 from .measure.recommended import RECOMMENDED, recommended, recommended_levers
 from .measure.scenario import SCALES, Scenario, validate
 from .measure.solvers import Structure
+from .measure.step import make_local_step, make_parallel_step
 from .measure.training import run_scenario, train
 from .measure.tsit5 import StraightTsit5
 from .report.document import write_report

@@ -141,3 +141,10 @@ def test_the_third_controller_solves_and_trains(third):
     placed = step.place_state(params, optax.sgd(1e-3).init(params))
     _, _, loss, steps = step(*placed, step.place_batch((data.ts, data.ys)))
     assert np.isfinite(float(loss)) and np.all(np.asarray(steps) >= 4 * 9)
+
+
+def test_a_controller_without_a_recommendation_says_so(third):
+    from odestudy.measure.recommended import recommended_levers
+
+    with pytest.raises(ValueError, match="no recommended step for controller 'constant'"):
+        recommended_levers(Scenario(scale="smoke", controller="constant"))

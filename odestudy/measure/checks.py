@@ -16,9 +16,9 @@ import numpy as np
 from .data import DATA_CACHE_ENV, problem_source
 from .loss import Mean
 from .model import evaluation
-from .modes import study_loss
 from .problem import AbstractODEProblem, AbstractProblem, SeriesProblem
 from .scenario import Scenario
+from .step import study_loss
 from .timing import code_fingerprint
 
 

@@ -3,14 +3,11 @@ observation). A scenario, a record and the command line name a controller by its
 `name`; the code asks its type (`CONTROLLERS`) whatever depends on it."""
 
 import abc
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import diffrax
 import equinox as eqx
 import jax
-
-if TYPE_CHECKING:
-    from .solvers import Structure
 
 # Every controller by name, in the order of the tables: each final subclass of
 # `AbstractController` registers itself here when its class is defined.
@@ -59,14 +56,15 @@ class AbstractController(eqx.Module):
         - `rtol`, `atol`: the problem's tolerances (an adaptive controller's).
         """
 
-    def max_steps(self, structure: "Structure", n_times: int) -> int:
-        """The solve's step bound for `structure` on a grid of `n_times` points:
-        `structure.max_steps`, except that an `on_grid` controller's solve with a
-        structure lever is bounded by its own steps, one per interval. Diffrax's default
-        solve keeps its bound (the program the study measured first)."""
-        if self.on_grid and not structure.is_default:
+    def max_steps(self, bound: int, lever: bool, n_times: int) -> int:
+        """The solve's step bound on a grid of `n_times` points: the structure's `bound`
+        (`Structure.max_steps`), except that an `on_grid` controller's solve with a
+        structure `lever` (not `Structure.is_default`) is bounded by its own steps, one
+        per interval. Diffrax's default solve keeps its bound (the program the study
+        measured first)."""
+        if self.on_grid and lever:
             return n_times - 1
-        return structure.max_steps
+        return bound
 
 
 class PID(AbstractController):

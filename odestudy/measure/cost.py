@@ -13,8 +13,8 @@ import jax
 import numpy as np
 
 from .loss import mean_value
-from .modes import make_parallel_step, study_loss
 from .scenario import Scenario, validate
+from .step import make_parallel_step, study_loss
 from .timing import median_time, run_steps
 from .training import environment, load_trained, scenario_devices, step_key, train
 

@@ -3,13 +3,13 @@ and the generic data-parallel step built on them (`make_step`).
 
 Every mode runs the same per-device update (`local_update`): the loss and its gradients,
 reduced over devices to the global mean (never summed), and the optax update, all
-inside the compiled step. The study's step (`make_parallel_step`) is `make_step` with
-the problem's loss, handed the study's solve (`study_loss`).
+inside the compiled step. The study's step of a scenario (`step.make_parallel_step`) is
+`make_step` with the problem's loss, handed the study's solve.
 """
 
 import abc
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -27,11 +27,6 @@ from .compat import (
     shard_map,
 )
 from .loss import Mean
-from .model import Solve, problem_loss
-from .problem import AnyProblem, as_ode_problem
-
-if TYPE_CHECKING:
-    from .scenario import Scenario
 
 AXIS = "data"
 
@@ -157,44 +152,6 @@ def local_update(
         return params, opt_state, value, aux
 
     return step
-
-
-def study_loss(spec: Solve) -> Loss:
-    """The study's loss of a batch: the loss of `spec`'s problem (as the study runs it,
-    `AbstractODEProblem.loss`), handed the study's solve `spec` (its controller and
-    structure), with the solver's per-sample step counts as `aux`. Takes a key where
-    the problem `needs_key`."""
-    spec = spec.as_ode()
-
-    def loss(params, static, batch, key=None):
-        model = eqx.combine(params, static)
-        return problem_loss(model, batch, key, spec)
-
-    return loss
-
-
-def make_local_step(
-    static: Any,
-    optimiser: optax.GradientTransformation,
-    axis: str | None,
-    spec: Solve,
-) -> Callable:
-    """The study's per-device training step: `local_update` of `study_loss`.
-
-    - `static`: the non-array part of the model (`eqx.partition`).
-    - `optimiser`: the optax transformation.
-    - `axis`: the mapped axis name to average over, or `None` for no averaging.
-    - `spec`: the solve (`Solve`): the controller, the structure (its `solve`:
-      `"per_sample"`: vmap, `"within_ode"`: one ODE per local batch, `"scan"`:
-      fixed-step `lax.scan`) and the problem whose loss it trains.
-
-    The step maps `(params, opt_state, batch)` to `(params, opt_state, loss,
-    num_steps)`; `num_steps` is per sample. The batch is `(ts, ys)` for an
-    `AbstractProblem`, the problem's batch otherwise, and `(batch, key)` where the
-    problem `needs_key`.
-    """
-    layout = Layout(keyed=as_ode_problem(spec.problem).needs_key)
-    return local_update(study_loss(spec), static, optimiser, axis, layout)
 
 
 def donated(donate: bool) -> tuple[int, ...]:
@@ -528,36 +485,6 @@ def make_step(
 
     fn, mesh = mode.build(devices, local_step, donate, layout)
     return ParallelStep(mode, devices, fn, mesh, layout)
-
-
-def make_parallel_step(
-    scenario: "Scenario",
-    devices: Sequence[jax.Device],
-    static: Any,
-    optimiser: optax.GradientTransformation,
-    *,
-    problem: AnyProblem | None = None,
-) -> ParallelStep:
-    """The study's training step of `scenario` over `devices`: `make_step` of
-    `study_loss`, in the scenario's mode (`Scenario.parallel`), with its solve
-    (`Scenario.ode_solve`) and buffers (`donate`, as in `make_step`); its batch is as in
-    `make_local_step` (keyed where the problem `needs_key`).
-
-    - `static`, `optimiser`: as in `make_local_step`.
-    - `problem`: the problem as the data made it (`SeriesProblem.for_data` weights it
-      where the series hold different numbers of points); default the scenario's.
-    """
-    spec = scenario.ode_solve(problem)
-    keyed = as_ode_problem(spec.problem).needs_key
-    return make_step(
-        study_loss(spec),
-        optimiser,
-        scenario.parallel,
-        devices,
-        static=static,
-        donate=scenario.donate,
-        keyed=keyed,
-    )
 
 
 def tree_max_rel_diff(a, b) -> float:

@@ -147,7 +147,7 @@ def solve_options(structure: Structure, controller: AbstractController, ts: jax.
     """`diffeqsolve`'s `saveat`, `adjoint` and `max_steps` for `structure` and
     `controller` on the times `ts` (shape `(n_times,)`); with `saveat="dense"` the
     caller evaluates the solution at `ts` itself."""
-    max_steps = controller.max_steps(structure, ts.shape[0])
+    max_steps = controller.max_steps(structure.max_steps, not structure.is_default, ts.shape[0])
     if structure.saveat == "ts":
         saveat = diffrax.SaveAt(ts=ts)
     elif structure.saveat == "dense":

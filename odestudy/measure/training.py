@@ -21,7 +21,7 @@ from .compat import pmap_implementation
 from .data import DATA_CACHE_ENV, cached_dataset
 from .environment import cpu_info, git_commit, machine_id, now, this_machine, versions
 from .model import Solve, evaluation
-from .modes import ParallelStep, make_parallel_step, to_host
+from .modes import ParallelStep, to_host
 from .probe import GRADIENT_FLOATS, collective_latency, session_probe
 from .problem import (
     AbstractODEProblem,
@@ -34,6 +34,7 @@ from .problem import (
 from .record import REQUIRED_KEYS, Record
 from .scenario import Scenario, validate
 from .state import load_state, save_executable, save_state
+from .step import make_parallel_step
 from .timing import (
     PROTOCOL,
     copy_arrays,
