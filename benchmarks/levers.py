@@ -234,9 +234,9 @@ def _worker(args: argparse.Namespace) -> None:
     import numpy as np
 
     from odestudy.measure.loops import count_loops
-    from odestudy.measure.modes import make_parallel_step
     from odestudy.measure.problem import stage_lengths
     from odestudy.measure.state import load_state, save_state
+    from odestudy.measure.step import make_parallel_step
     from odestudy.measure.timing import copy_arrays, run_steps, time_call
     from odestudy.measure.training import prepare, scenario_devices, step_key, train
 
@@ -259,16 +259,7 @@ def _worker(args: argparse.Namespace) -> None:
     last = stage_lengths(n_times, s.length_fractions)[-1]
     data = problem.truncate(setup.data, last, last)
     batches = np.load(work / "batches.npy")
-    step = make_parallel_step(
-        "single",
-        devices,
-        static,
-        optimiser,
-        s.controller,
-        s.structure,
-        s.donate,
-        problem,
-    )
+    step = make_parallel_step(s, devices, static, optimiser, problem=problem)
     p0, o0 = step.place_state(params, opt_state)
     placed = [
         step.place_batch(problem.take(data, idx), step_key(s, i) if problem.needs_key else None)
@@ -321,10 +312,13 @@ def _read_json(proc: subprocess.Popen) -> dict:
 
 
 def main() -> None:
+    os.environ.setdefault("EQX_ON_ERROR", "nan")  # as in scenario kernels (recorded)
+    from odestudy.measure.controllers import CONTROLLERS
+
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--controller", choices=("pid", "stepto"), default="pid")
+    p.add_argument("--controller", choices=tuple(CONTROLLERS), default="pid")
     p.add_argument("--scale", default="quick")
     p.add_argument(
         "--device",
@@ -365,7 +359,6 @@ def main() -> None:
     p.add_argument("--index", type=int, help=argparse.SUPPRESS)
     p.add_argument("--first", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
-    os.environ.setdefault("EQX_ON_ERROR", "nan")  # as in scenario kernels (recorded)
     if a.worker:
         return _worker(a)
     if not a.out and not a.map:
@@ -389,9 +382,7 @@ def main() -> None:
         from odestudy.study.workloads import MAP_FOLDER
 
         folder = machine_folder(Path(DEFAULT_RESULTS) / MAP_FOLDER) / a.map_folder
-        runs = [
-            (c, w, folder / f"{w.slug()}-{c}.json") for w in WORKLOADS for c in ("pid", "stepto")
-        ]
+        runs = [(c, w, folder / f"{w.slug()}-{c}.json") for w in WORKLOADS for c in CONTROLLERS]
     checked = [(w, out, _scenario(a, c, w, labels, p)) for c, w, out in runs]
     from odestudy.study.probing import session_probe
     from odestudy.study.records import DEFAULT_RESULTS, machine_folder

@@ -27,16 +27,18 @@ def _worker(controller: str, scale: str, seed: int) -> None:
 
 
 def main() -> None:
+    os.environ.setdefault("EQX_ON_ERROR", "nan")  # as in scenario kernels (recorded)
+    from odestudy.measure.controllers import CONTROLLERS
+
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--controller", choices=("pid", "stepto"), default="pid")
+    p.add_argument("--controller", choices=tuple(CONTROLLERS), default="pid")
     p.add_argument("--scale", default="quick")
     p.add_argument("--seeds", default="5678,1,2,3", help="comma-separated seeds")
     p.add_argument("--out", help="output JSON file (required unless --worker)")
     p.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     a = p.parse_args()
-    os.environ.setdefault("EQX_ON_ERROR", "nan")  # as in scenario kernels (recorded)
     if a.worker is not None:
         return _worker(a.controller, a.scale, a.worker)
     if not a.out:

@@ -12,9 +12,14 @@ import argparse
 
 
 def main() -> None:
+    import os
+
+    os.environ.setdefault("EQX_ON_ERROR", "nan")  # as in scenario kernels (recorded)
+    from odestudy.measure.controllers import CONTROLLERS
+
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    p.add_argument("--controller", choices=("pid", "stepto"), default="pid")
+    p.add_argument("--controller", choices=tuple(CONTROLLERS), default="pid")
     p.add_argument("--scale", default="quick")
     p.add_argument("--batches", default="1,4,16,64,256", help="comma-separated batch sizes")
     p.add_argument("--timed-steps", type=int, default=20)
@@ -24,10 +29,6 @@ def main() -> None:
     p.add_argument("--label", default="", help="a name for this variant (e.g. XLA flags)")
     p.add_argument("--out", required=True, help="output JSON file")
     a = p.parse_args()
-    import os
-
-    os.environ.setdefault("EQX_ON_ERROR", "nan")  # as in scenario kernels (recorded)
-
     import odestudy
 
     odestudy.configure_devices(a.device, 1)

@@ -11,7 +11,7 @@ and whether the interval supports "efficiency below 1". A benchmark, not a test.
 
 import argparse
 
-from odestudy import Scenario
+from odestudy import CONTROLLERS, Scenario
 from odestudy.report.document import scaling_rows
 from odestudy.report.intervals import fmt_interval
 from odestudy.study.matrix import record_path, run_matrix, weak_batch
@@ -31,7 +31,7 @@ def main() -> None:
     a.batch = a.batch or weak_batch(a.scale)
     scenarios = [
         Scenario(mode="single", controller=c, scaling="strong", scale=a.scale, batch=a.batch)
-        for c in ("pid", "stepto")
+        for c in CONTROLLERS
     ]
     scenarios += [
         Scenario(
@@ -42,7 +42,7 @@ def main() -> None:
             scale=a.scale,
             batch=a.batch,
         )
-        for c in ("pid", "stepto")
+        for c in CONTROLLERS
         for m in ("pmap", "shard", "shard_map")
     ]
     recs = run_matrix(a.scale, "cpu", only=scenarios)

@@ -4,12 +4,14 @@ from .measure.audit import CollectiveCount, count_collectives
 from .measure.batching import batch_stream, epoch_batches, solver_cost
 from .measure.checks import ProblemError
 from .measure.compat import closure_convert_ignores_manual_sharding, make_data_mesh
+from .measure.controllers import CONTROLLERS, PID, AbstractController, StepTo
 from .measure.data import Dataset, make_dataset
 from .measure.devices import configure_devices
 from .measure.loops import control_flow, count_loops
 from .measure.loss import Mean
 from .measure.model import (
     BatchSolve,
+    Solve,
     VectorField,
     batch_loss,
     batch_loss_within_ode,
@@ -17,14 +19,7 @@ from .measure.model import (
     solve_scan,
     solve_within_ode,
 )
-from .measure.modes import (
-    MODES,
-    AbstractMode,
-    ParallelStep,
-    make_local_step,
-    make_parallel_step,
-    make_step,
-)
+from .measure.modes import MODES, AbstractMode, ParallelStep, make_step
 from .measure.problem import (
     PROBLEMS,
     AbstractODEProblem,
@@ -39,7 +34,8 @@ from .measure.problem import (
 )
 from .measure.recommended import RECOMMENDED, recommended, recommended_levers
 from .measure.scenario import SCALES, Scenario, validate
-from .measure.solvers import CONTROLLERS, Structure, controller_and_dt0
+from .measure.solvers import Structure
+from .measure.step import make_local_step, make_parallel_step
 from .measure.training import run_scenario, train
 from .measure.tsit5 import StraightTsit5
 from .report.document import write_report
@@ -50,10 +46,14 @@ from .study.records import read_record, save_record, write_json_atomic
 from .timemodes import ModeTimes, time_modes
 
 __all__ = [
+    "AbstractController",
     "AbstractMode",
     "AbstractODEProblem",
     "AbstractProblem",
     "BatchSolve",
+    "PID",
+    "Solve",
+    "StepTo",
     "Mean",
     "OscillatorBank",
     "ProblemError",
@@ -81,7 +81,6 @@ __all__ = [
     "batch_loss_within_ode",
     "batch_stream",
     "closure_convert_ignores_manual_sharding",
-    "controller_and_dt0",
     "count_collectives",
     "epoch_batches",
     "make_data_mesh",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .measure import environment
 from .measure.problem import resolve_problem
-from .measure.recommended import RECOMMENDED, recommended, recommended_levers
+from .measure.recommended import controller_levers, recommended, recommended_levers
 from .measure.scenario import SCALES, Scenario, validate
 from .report.versions import write_versions
 from .study import records
@@ -61,7 +61,7 @@ def _run(a: argparse.Namespace) -> int:
 
     s = scenario_from_args(a)
     if a.recommended:
-        levers = RECOMMENDED[s.controller]
+        levers = controller_levers(s.controller)
         given = [k for k in levers if getattr(a, k) is not None]
         if given:
             raise ValueError(

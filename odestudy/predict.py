@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .measure.audit import count_collectives, loop_collective_names
+from .measure.controllers import CONTROLLERS
 from .measure.modes import MODES
 from .measure.scenario import Scenario
 from .study.profiles import HardwareProfile, Value
@@ -415,7 +416,7 @@ def predict_map(
     prediction (a line says so); one of an untrained row says `trained: false`, and the
     report checks none. JAX must see `n` CPU devices. Returns the predictions.
     """
-    from .study.workloads import CONTROLLERS, WORKLOADS
+    from .study.workloads import WORKLOADS
 
     out = []
     for w in WORKLOADS:
@@ -540,7 +541,7 @@ def map_to_predict(
 ) -> list[tuple[Any, str]]:
     """The workload and controller pairs of `predict_map` not already predicted from
     the same record, model and profile."""
-    from .study.workloads import CONTROLLERS, WORKLOADS
+    from .study.workloads import WORKLOADS
 
     out = []
     for w in WORKLOADS:

@@ -1,5 +1,6 @@
 """Helpers shared by the tests."""
 
+import dataclasses
 import functools
 
 import equinox as eqx
@@ -11,6 +12,7 @@ import optax
 from odestudy import VectorField, make_dataset, make_parallel_step
 from odestudy.measure import environment
 from odestudy.measure.environment import machine_id, this_machine, versions
+from odestudy.measure.model import DEFAULT
 from odestudy.measure.record import REQUIRED_KEYS
 from odestudy.measure.scenario import Scenario
 from odestudy.measure.solvers import Structure
@@ -27,6 +29,27 @@ SMOKE_SCENARIOS = [
 ]
 # The multi-process smoke row: 2 processes of 1 device, `shard_map`.
 TWO_PROCESSES = Scenario(devices_per_process=1, processes=2, mode="shard_map", scale="smoke")
+
+
+def step_scenario(
+    mode: str,
+    n_devices: int,
+    controller: str,
+    structure: Structure = DEFAULT,
+    donate: bool = False,
+    **fields,
+) -> Scenario:
+    """The smoke scenario whose step (`make_parallel_step`) runs `mode` on `n_devices`
+    with `controller`, `structure` and `donate`; `fields`: other scenario fields."""
+    return Scenario(
+        scale="smoke",
+        mode=mode,
+        devices_per_process=n_devices,
+        controller=controller,
+        donate=donate,
+        **dataclasses.asdict(structure),
+        **fields,
+    )
 
 
 @functools.cache
@@ -68,7 +91,8 @@ def _one_step(
     params, static = eqx.partition(model, eqx.is_array)
     optimiser = optax.sgd(1.0)
     opt_state = optimiser.init(params)
-    step = make_parallel_step(mode, jax.devices()[:n_devices], static, optimiser, controller, solve)
+    s = step_scenario(mode, n_devices, controller, solve)
+    step = make_parallel_step(s, jax.devices()[:n_devices], static, optimiser)
     placed_state = step.place_state(params, opt_state)
     placed_batch = step.place_batch((data.ts, data.ys))
     compiled = step.compile(*placed_state, placed_batch)

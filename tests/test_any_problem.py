@@ -17,11 +17,12 @@ import pytest
 
 import odestudy
 from odestudy.measure import training
-from odestudy.measure.model import BatchSolve
+from odestudy.measure.model import BatchSolve, Solve
 from odestudy.measure.problem import resolve_problem
 from odestudy.measure.solvers import Structure
 from odestudy.measure.training import run_scenario
 from odestudy.study.matrix import run_matrix
+from tests.helpers import step_scenario
 
 CPU = jax.devices("cpu")
 BAD = "tests.bad_problems:"
@@ -188,9 +189,8 @@ def test_a_series_problem_with_unequal_padding_trains_the_global_mean_in_every_m
     results = {}
     for mode, devices in (("single", CPU[:1]), ("shard_map", CPU[:2])):
         # The fixed-step scan: the cheapest solve to compile, padding steps of length 0.
-        step = odestudy.make_parallel_step(
-            mode, devices, static, optax.sgd(1.0), "stepto", "scan", problem=weighted
-        )
+        s = step_scenario(mode, len(devices), "stepto", Structure(solve="scan"))
+        step = odestudy.make_parallel_step(s, devices, static, optax.sgd(1.0), problem=weighted)
         p, o = step.place_state(params, optax.sgd(1.0).init(params))
         new, _, value, _ = step(p, o, step.place_batch(batch))
         grads = jax.tree.map(lambda a, b: a - b, params, step.unplace(new))
@@ -219,7 +219,7 @@ def test_the_controlled_problem_reads_args_alike_in_every_batching():
     forcing = np.array([[0.2, 0.5], [1.0, 2.0], [0.6, 1.0], [0.9, 1.5]], np.float32)
 
     def solved(controller, structure):
-        solve = BatchSolve(controller, structure, problem)
+        solve = BatchSolve(Solve(controller, structure, problem))
         return jax.jit(lambda args: solve(field, ts, y0, args=args))
 
     per_sample = solved("pid", Structure())

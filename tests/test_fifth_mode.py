@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import pytest
 
-from odestudy import predict
+from odestudy import cli, predict
 from odestudy.measure.modes import MODES, AbstractMode
 from odestudy.measure.scenario import Scenario
 from odestudy.report import workloads
@@ -54,7 +54,7 @@ def _records(mode: str) -> list[dict]:
                 solver_steps={"max": 15.0, "mean": 12.0},
             )
         )
-    # The record of `mode` (the scenario's own choices are fixed when it is imported).
+    # The record of `mode`, also of one no class names (a scenario refuses such a mode).
     out[-1] = dict(out[-1], mode=mode, name=out[-1]["name"].replace("shard", mode))
     return out
 
@@ -62,6 +62,15 @@ def _records(mode: str) -> list[dict]:
 def test_defining_the_class_registers_the_mode(fifth):
     assert MODES["fifth"] is fifth and list(MODES)[-1] == "fifth"
     assert MODE_STYLE["fifth"] == "tab:purple" and MODE_STYLE["unknown"] == "tab:gray"
+
+
+def test_the_fifth_mode_is_a_choice_of_scenarios_and_the_command_line(fifth):
+    s = Scenario(scale="smoke", devices_per_process=2, mode="fifth")
+    assert isinstance(s.parallel, fifth) and s.name().startswith("cpu-2dev-fifth-pid")
+    args = cli.parser().parse_args(["run", "--out", "x", "--mode", "fifth", "--devices", "2"])
+    assert cli.scenario_from_args(args) == Scenario(mode="fifth", devices_per_process=2)
+    with pytest.raises(ValueError, match="valid choices: single, pmap, shard, shard_map, fifth"):
+        Scenario(mode="sixth")
 
 
 def test_predict_takes_the_fifth_mode_from_its_class(fifth):

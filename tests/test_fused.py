@@ -18,7 +18,7 @@ import pytest
 
 from odestudy import VectorField
 from odestudy.measure import fused
-from odestudy.measure.model import solve_within_ode
+from odestudy.measure.model import Solve, solve_within_ode
 from odestudy.measure.solvers import Structure
 
 
@@ -143,7 +143,7 @@ def test_batch_as_one_ode_with_a_time_dependent_field_matches_diffrax(controller
     @eqx.filter_jit
     def run(field, structure):
         def loss(field):
-            ys, steps = solve_within_ode(field, ts, y0, controller, structure, problem)
+            ys, steps = solve_within_ode(field, ts, y0, Solve(controller, structure, problem))
             return jnp.mean(ys**2), (ys, steps)
 
         (value, aux), grads = eqx.filter_value_and_grad(loss, has_aux=True)(field)

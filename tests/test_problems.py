@@ -23,9 +23,10 @@ from odestudy import (
     resolve_problem,
     stage_lengths,
 )
-from odestudy.measure.model import LOSSES
+from odestudy.measure.model import LOSSES, Solve
 from odestudy.measure.problem import check_uniform_grids
 from odestudy.measure.solvers import Structure
+from tests.helpers import step_scenario
 from tests.problems import FORCED, UNIFORM, ForcedUniform
 
 FORCED_SPEC = "tests.problems:FORCED"
@@ -109,7 +110,8 @@ def _loss_and_grads(problem, controller, structure, data):
     loss_fn = LOSSES[structure.solve]
 
     def value(p):
-        return loss_fn(eqx.combine(p, static), data.ts, data.ys, controller, structure, problem)[0]
+        spec = Solve(controller, structure, problem)
+        return loss_fn(eqx.combine(p, static), data.ts, data.ys, spec)[0]
 
     loss, grads = jax.jit(jax.value_and_grad(value))(params)
     return float(loss), grads
@@ -203,9 +205,8 @@ def test_the_study_step_called_directly_gives_one_result_in_the_explicit_modes()
     optimiser = optax.sgd(0.1)
     out = {}
     for mode in ("pmap", "shard_map"):
-        step = make_parallel_step(
-            mode, jax.devices()[:2], static, optimiser, "pid", "per_sample", problem=UNIFORM
-        )
+        s = step_scenario(mode, 2, "pid")
+        step = make_parallel_step(s, jax.devices()[:2], static, optimiser, problem=UNIFORM)
         state = step.place_state(params, optimiser.init(params))
         out[mode] = step.unplace(step(*state, step.place_batch((data.ts, data.ys)))[0])
     assert _rel(out["pmap"], out["shard_map"]) <= 1e-6

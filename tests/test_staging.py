@@ -7,7 +7,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from odestudy import Scenario, VectorField, batch_loss, train
+from odestudy import Scenario, Solve, VectorField, batch_loss, train
 from odestudy.measure.training import shares_program
 
 from .helpers import RTOL_STEP, dataset
@@ -21,7 +21,7 @@ def test_padding_leaves_loss_gradients_and_solver_steps_alone():
     params, static = eqx.partition(VectorField(jr.PRNGKey(1)), eqx.is_array)
 
     def loss_fn(p, ts, ys):
-        return batch_loss(eqx.combine(p, static), ts, ys, "pid")
+        return batch_loss(eqx.combine(p, static), ts, ys, Solve("pid"))
 
     grad = jax.jit(jax.value_and_grad(loss_fn, has_aux=True))
     short, padded = data.truncate(length), data.truncate_padded(length, 100)

@@ -12,7 +12,7 @@ import pytest
 
 from odestudy import Scenario, VectorField, make_parallel_step
 from odestudy.measure.solvers import Structure
-from tests.helpers import dataset, one_step
+from tests.helpers import dataset, one_step, step_scenario
 
 # (controller, structure) pairs, each against the default solve of its controller.
 # Levers that touch different parts of the solve (what is saved, how the backward pass
@@ -81,7 +81,8 @@ def test_donated_step_matches_and_consumes_its_inputs():
     params, static = eqx.partition(VectorField(jr.PRNGKey(1)), eqx.is_array)
     optimiser = optax.sgd(1.0)
     before = jax.tree.map(np.array, params)  # host copies: placing may share buffers
-    step = make_parallel_step("single", jax.devices()[:1], static, optimiser, "pid", donate=True)
+    s = step_scenario("single", 1, "pid", donate=True)
+    step = make_parallel_step(s, jax.devices()[:1], static, optimiser)
     p, o = step.place_state(params, optimiser.init(params))
     batch = step.place_batch((data.ts, data.ys))
     new_params, _, loss, _ = step.compile(p, o, batch)(p, o, batch)

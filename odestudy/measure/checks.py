@@ -16,9 +16,9 @@ import numpy as np
 from .data import DATA_CACHE_ENV, problem_source
 from .loss import Mean
 from .model import evaluation
-from .modes import study_loss
 from .problem import AbstractODEProblem, AbstractProblem, SeriesProblem
 from .scenario import Scenario
+from .step import study_loss
 from .timing import code_fingerprint
 
 
@@ -145,7 +145,8 @@ def _is_scalar(x: Any) -> bool:
 def check_loss(s: Scenario, problem: AbstractODEProblem, batch: Any, params: Any, static: Any):
     """The loss of one batch, traced (not compiled) with the scenario's solve: it calls
     the solve and returns a floating scalar or a `Mean` of them."""
-    loss = study_loss(s.controller, s.structure, problem)
+    spec = s.ode_solve(problem)
+    loss = study_loss(spec)
     key = jr.PRNGKey(0) if problem.needs_key else None
     try:
         value, _ = jax.eval_shape(lambda p, b: loss(p, static, b, key), params, batch)
@@ -155,7 +156,7 @@ def check_loss(s: Scenario, problem: AbstractODEProblem, batch: Any, params: Any
     if _own_eval_loss(problem):
         try:
             value = jax.eval_shape(
-                lambda p, b: evaluation(problem, eqx.combine(p, static), b, s.controller),
+                lambda p, b: evaluation(eqx.combine(p, static), b, spec),
                 params,
                 batch,
             )
@@ -198,10 +199,10 @@ def check_parts(
     if isinstance(problem, SeriesProblem):
         check_field(problem, eqx.combine(params, static), np.asarray(one[0]), np.asarray(one[1]))
     shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype), one)
-    _check_loss_once(s.controller, s.structure, problem, shapes, params, static, s)
+    _check_loss_once(problem, shapes, params, static, s)
 
 
-def _check_loss_once(controller, structure, problem, shapes, params, static, s) -> None:
+def _check_loss_once(problem, shapes, params, static, s) -> None:
     marker = _passed_marker(s, problem, shapes, params)
     if marker is not None and marker.exists():
         return

@@ -13,8 +13,8 @@ import jax
 import numpy as np
 
 from .loss import mean_value
-from .modes import make_parallel_step, study_loss
 from .scenario import Scenario, validate
+from .step import make_parallel_step, study_loss
 from .timing import median_time, run_steps
 from .training import environment, load_trained, scenario_devices, step_key, train
 
@@ -133,7 +133,7 @@ def step_cost_sweep(
     params, static = eqx.partition(state["model"], eqx.is_inexact_array)
     optimiser, data, problem = state["optimiser"], state["data"], state["problem"]
     rng = np.random.default_rng(seed)
-    loss = study_loss(s.controller, s.structure, problem)
+    loss = study_loss(s.ode_solve(problem))
 
     # The forward pass alone (the loss, no gradient), timed on the same batches.
     @jax.jit
@@ -145,9 +145,7 @@ def step_cost_sweep(
     size = problem.size(data)
     keys = iter(range(1 << 30))
     for batch in batches:
-        step = make_parallel_step(
-            s.parallel, devices, static, optimiser, s.controller, s.structure, s.donate, problem
-        )
+        step = make_parallel_step(s, devices, static, optimiser, problem=problem)
         p, o = step.place_state(params, optimiser.init(params))
 
         def sample(batch=batch, step=step):

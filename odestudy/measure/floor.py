@@ -63,7 +63,7 @@ def _flops(s: Scenario, problem: Any, model: Any, batch: Any, evaluations: int) 
     key = jax.random.PRNGKey(0) if problem.needs_key else None
 
     def loss(p):
-        solve = EvaluationsSolve(evaluations, s.controller, s.structure, problem)
+        solve = EvaluationsSolve(evaluations, s.ode_solve(problem))
         return mean_value(problem.loss(eqx.combine(p, static), batch, key, solve))
 
     cost = jax.jit(jax.value_and_grad(loss)).lower(params).compile().cost_analysis()

@@ -1,7 +1,8 @@
 """The neural ODE solved with Tsit5 (one solve per sample, the batch as one ODE, or a
-fixed-step scan); the configured batched solve a problem's loss is handed
-(`BatchSolve`), and the training loss of a problem."""
+fixed-step scan) as a `Solve` says; the configured batched solve a problem's loss is
+handed (`BatchSolve`), and the training loss of a problem."""
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -13,15 +14,24 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 from . import fused
+from .controllers import AbstractController, parse_controller
 from .loss import mean_value
-from .problem import AbstractODEProblem, AbstractProblem, Oscillator, VectorField, observed
-from .solvers import Structure, controller_and_dt0, saved_values, solve_options
+from .problem import (
+    AbstractODEProblem,
+    AbstractProblem,
+    Oscillator,
+    VectorField,
+    as_ode_problem,
+    observed,
+)
+from .solvers import Structure, saved_values, solve_options
 
 DEFAULT = Structure()  # diffrax's default solve
 OSCILLATOR = Oscillator()  # the default problem
 
 __all__ = [
     "BatchSolve",
+    "Solve",
     "VectorField",
     "batch_loss",
     "batch_loss_within_ode",
@@ -32,31 +42,58 @@ __all__ = [
 ]
 
 
+@dataclasses.dataclass(frozen=True)
+class Solve:
+    """How the study solves the ODE: the step-size controller, the solve's structure and
+    the problem whose tolerances (and whether its field reads its time) it uses.
+
+    - `controller`: an `AbstractController`, or its name (`"pid"`, `"stepto"`: one of
+      `CONTROLLERS`), parsed at construction.
+    - `structure`: how the solve saves, differentiates and bounds its steps, and how it
+      batches (`Structure`; default diffrax's default solve, one solve per sample).
+    - `problem`: the problem (an `AbstractProblem`, or an `AbstractODEProblem` where its
+      loss is handed the solve: `BatchSolve`).
+    """
+
+    controller: AbstractController
+    structure: Structure = DEFAULT
+    problem: "AbstractProblem | AbstractODEProblem" = OSCILLATOR
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "controller", parse_controller(self.controller))
+
+    def for_evaluation(self) -> "Solve":
+        """The solve every evaluation uses: this controller and problem with diffrax's
+        default structure, the same definition in every mode."""
+        return dataclasses.replace(self, structure=DEFAULT)
+
+    def as_ode(self) -> "Solve":
+        """This solve with its problem as the study runs it (`as_ode_problem`)."""
+        return dataclasses.replace(self, problem=as_ode_problem(self.problem))
+
+
 def solve(
     model: Callable[..., Any],
     ts: Float[Array, " times"],
     y0: Float[Array, " state"],
-    controller: str,
-    structure: Structure = DEFAULT,
-    problem: "AbstractProblem | AbstractODEProblem" = OSCILLATOR,
+    spec: Solve,
     args: Any = None,
 ) -> tuple[Float[Array, "times state"], Int[Array, ""]]:
-    """Solve one series with Tsit5 (by default with diffrax's default adjoint,
-    `RecursiveCheckpointAdjoint`, saving at `ts`).
+    """Solve one series with Tsit5 as `spec` says (by default with diffrax's default
+    adjoint, `RecursiveCheckpointAdjoint`, saving at `ts`).
 
     - `model`: the vector field.
     - `ts`: observation times of this series, shape `(n_times,)`.
     - `y0`: initial state, shape `(2,)`.
-    - `controller`: `"pid"` or `"stepto"`.
-    - `structure`: how the solve saves, differentiates and bounds its steps.
-    - `problem`: gives the PID controller's tolerances.
+    - `spec`: the controller, the structure and the problem's tolerances (`Solve`).
     - `args`: the field's third argument (this series' control or parameters).
 
     Returns `(ys, num_steps)`: the states at `ts` and the solver's forward step count.
     """
+    structure, problem = spec.structure, spec.problem
     if structure.integrator == "fused":
-        return solve_fused(model, ts, y0, controller, structure, problem, args)
-    stepsize_controller, dt0 = controller_and_dt0(controller, ts, problem.rtol, problem.atol)
+        return solve_fused(model, ts, y0, spec, args)
+    stepsize_controller, dt0 = spec.controller.stepsize_controller(ts, problem.rtol, problem.atol)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(model),
         structure.solver(),
@@ -66,7 +103,7 @@ def solve(
         y0,
         args=args,
         stepsize_controller=stepsize_controller,
-        **solve_options(structure, controller, ts),
+        **solve_options(structure, spec.controller, ts),
     )
     return saved_values(sol, structure, ts), sol.stats["num_steps"]
 
@@ -75,16 +112,15 @@ def solve_fused(
     field: Callable[..., Any],
     ts: Float[Array, " times"],
     y0: Array,
-    controller: str,
-    structure: Structure,
-    problem: "AbstractProblem | AbstractODEProblem",
+    spec: Solve,
     args: Any = None,
 ) -> tuple[Array, Int[Array, ""]]:
-    """One ODE solved by the fused loop (`fused.solve_pid` or `fused.solve_stepto`),
-    its reverse mode `structure.adjoint` and, under PID, its bound `structure.max_steps`
-    and the problem's tolerances. Arguments and result as in `solve`; `y0` may be a
-    whole batch's state (within-ODE batching)."""
-    if controller == "pid":
+    """One ODE solved by the fused loop (`fused.solve_pid` where the controller is
+    `adaptive`, else `fused.solve_stepto`), its reverse mode `structure.adjoint` and,
+    under PID, its bound `structure.max_steps` and the problem's tolerances. Arguments
+    and result as in `solve`; `y0` may be a whole batch's state (within-ODE batching)."""
+    controller, structure, problem = spec.controller, spec.structure, spec.problem
+    if controller.adaptive:
         return fused.solve_pid(
             field,
             ts,
@@ -148,49 +184,44 @@ def solve_batch(
     model: Callable[..., Any],
     ts: Float[Array, "batch times"],
     y0: Float[Array, "batch state"],
-    controller: str,
-    structure: Structure = DEFAULT,
-    problem: "AbstractProblem | AbstractODEProblem" = OSCILLATOR,
+    spec: Solve,
     args: Any = None,
 ) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
     """Each series of a batch solved on its own (vmap of `solve`; with
-    `structure.solve="scan"` of `solve_scan`); `args`: the field's third argument per
-    series (the batch on its first axis), or None. Returns `(ys, num_steps)` with
+    `spec.structure.solve="scan"` of `solve_scan`); `args`: the field's third argument
+    per series (the batch on its first axis), or None. Returns `(ys, num_steps)` with
     `num_steps` of shape `(batch,)`."""
+    structure = spec.structure
     if structure.solve == "scan":
         one = functools.partial(
-            solve_scan, unroll=structure.unroll, time_dependent=problem.time_dependent
+            solve_scan, unroll=structure.unroll, time_dependent=spec.problem.time_dependent
         )
         if args is None:  # the study's program as it was measured
             return jax.vmap(one, in_axes=(None, 0, 0))(model, ts, y0)
         return jax.vmap(lambda t, y, a: one(model, t, y, args=a))(ts, y0, args)
     if args is None:
-        return jax.vmap(solve, in_axes=(None, 0, 0, None, None, None))(
-            model, ts, y0, controller, structure, problem
-        )
-    return jax.vmap(lambda t, y, a: solve(model, t, y, controller, structure, problem, a))(
-        ts, y0, args
-    )
+        return jax.vmap(solve, in_axes=(None, 0, 0, None))(model, ts, y0, spec)
+    return jax.vmap(lambda t, y, a: solve(model, t, y, spec, a))(ts, y0, args)
 
 
 def batch_loss(
     model: Callable[..., Any],
     ts: Float[Array, "batch times"],
     ys: Float[Array, "batch times state"],
-    controller: str,
-    structure: Structure = DEFAULT,
-    problem: AbstractProblem = OSCILLATOR,
+    spec: Solve,
 ) -> tuple[Float[Array, ""], Int[Array, " batch"]]:
-    """The problem's training loss (`problem.loss`; the oscillator's: mean squared
-    error) over a batch's observed points (`observed`), each series solved on its own
-    (`solve_batch`).
+    """The problem's training loss (`spec.problem.loss`, an `AbstractProblem`'s; the
+    oscillator's: mean squared error) over a batch's observed points (`observed`), each
+    series solved on its own (`solve_batch`).
 
     - `ts`: shape `(batch, n_times)`; `ys`: shape `(batch, n_times, state)`.
-    - `structure`, `problem`: as in `solve`.
+    - `spec`: as in `solve`.
 
     Returns `(loss, num_steps)` with `num_steps` of shape `(batch,)`.
     """
-    pred, num_steps = solve_batch(model, ts, ys[:, 0], controller, structure, problem)
+    problem = spec.problem
+    assert isinstance(problem, AbstractProblem)
+    pred, num_steps = solve_batch(model, ts, ys[:, 0], spec)
     return problem.loss(pred, ys, observed(ts)[..., None]), num_steps
 
 
@@ -198,12 +229,14 @@ def eval_loss(
     model: Callable[..., Any],
     ts: Float[Array, "batch times"],
     ys: Float[Array, "batch times state"],
-    controller: str,
-    problem: AbstractProblem = OSCILLATOR,
+    spec: Solve,
 ) -> Float[Array, ""]:
-    """The problem's evaluation loss (`problem.eval_loss`) of full series, each solved
-    on its own with diffrax's default solve: the same definition in every mode."""
-    pred, _ = solve_batch(model, ts, ys[:, 0], controller, DEFAULT, problem)
+    """The problem's evaluation loss (`spec.problem.eval_loss`, an `AbstractProblem`'s)
+    of full series, each solved on its own with diffrax's default solve
+    (`Solve.for_evaluation`): the same definition in every mode."""
+    problem = spec.problem
+    assert isinstance(problem, AbstractProblem)
+    pred, _ = solve_batch(model, ts, ys[:, 0], spec.for_evaluation())
     return problem.eval_loss(pred, ys, observed(ts)[..., None])
 
 
@@ -232,9 +265,7 @@ def solve_within_ode(
     model: Callable[..., Any],
     ts: Float[Array, "batch times"],
     y0: Float[Array, "batch state"],
-    controller: str,
-    structure: Structure = DEFAULT,
-    problem: "AbstractProblem | AbstractODEProblem" = OSCILLATOR,
+    spec: Solve,
     args: Any = None,
 ) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
     """Solve a whole batch as one ODE with one shared step size (DiffEqFlux's
@@ -243,7 +274,7 @@ def solve_within_ode(
     - `ts`: shape `(batch, n_times)`, each row an evenly spaced grid (the problem's
       `uniform_grid`; `scenario.validate` refuses within-ODE batching otherwise).
     - `y0`: shape `(batch, state)`.
-    - `structure`, `problem`: as in `solve`.
+    - `spec`: as in `solve`.
     - `args`: the field's third argument per series (the batch on its first axis), or
       None.
 
@@ -253,14 +284,15 @@ def solve_within_ode(
     the true time `t`. Returns `(ys, num_steps)` with `num_steps` repeated per sample
     so that it reads like the per-sample solve.
     """
+    structure, problem = spec.structure, spec.problem
     speed = ts[:, 1] - ts[:, 0]
     start = ts[:, 0] if problem.time_dependent else None
     taus = jnp.arange(ts.shape[1], dtype=ts.dtype)
     field = _BatchField(model, speed, start)
     if structure.integrator == "fused":
-        ys, steps = solve_fused(field, taus, y0, controller, structure, problem, args)
+        ys, steps = solve_fused(field, taus, y0, spec, args)
         return jnp.swapaxes(ys, 0, 1), jnp.broadcast_to(steps, (ts.shape[0],))
-    stepsize_controller, dt0 = controller_and_dt0(controller, taus, problem.rtol, problem.atol)
+    stepsize_controller, dt0 = spec.controller.stepsize_controller(taus, problem.rtol, problem.atol)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(field),
         structure.solver(),
@@ -270,7 +302,7 @@ def solve_within_ode(
         y0,
         args=args,
         stepsize_controller=stepsize_controller,
-        **solve_options(structure, controller, taus),
+        **solve_options(structure, spec.controller, taus),
     )
     ys = jnp.swapaxes(saved_values(sol, structure, taus), 0, 1)
     return ys, jnp.broadcast_to(sol.stats["num_steps"], (ts.shape[0],))
@@ -280,13 +312,13 @@ def batch_loss_within_ode(
     model: Callable[..., Any],
     ts: Float[Array, "batch times"],
     ys: Float[Array, "batch times state"],
-    controller: str,
-    structure: Structure = DEFAULT,
-    problem: AbstractProblem = OSCILLATOR,
+    spec: Solve,
 ) -> tuple[Float[Array, ""], Int[Array, " batch"]]:
     """Like `batch_loss`, but the batch is solved as one ODE (`solve_within_ode`);
     every point is an observation (no padding), so the loss's mask is None."""
-    pred, num_steps = solve_within_ode(model, ts, ys[:, 0], controller, structure, problem)
+    problem = spec.problem
+    assert isinstance(problem, AbstractProblem)
+    pred, num_steps = solve_within_ode(model, ts, ys[:, 0], spec)
     return problem.loss(pred, ys, None), num_steps
 
 
@@ -305,26 +337,18 @@ class BatchSolve:
     scan). It keeps the per-sample solver steps of every call (`steps`), so that the
     study reads them whatever the loss does with the solution.
 
-    - `controller`: `"pid"` or `"stepto"`.
-    - `structure`: the solve's `Structure`.
-    - `problem`: the problem (its tolerances and `time_dependent`).
+    - `spec`: the solve (`Solve`: controller, structure, and the problem whose
+      tolerances and `time_dependent` it uses).
     """
 
-    def __init__(
-        self,
-        controller: str,
-        structure: Structure,
-        problem: "AbstractProblem | AbstractODEProblem",
-    ):
-        self.controller = controller
-        self.structure = structure
-        self.problem = problem
+    def __init__(self, spec: Solve):
+        self.spec = spec
         self.calls: list[Int[Array, " batch"]] = []
 
     @property
     def within_ode(self) -> bool:
         """The batch is solved as one ODE (every series on an equal, unpadded grid)."""
-        return self.structure.solve == "within_ode"
+        return self.spec.structure.solve == "within_ode"
 
     def __call__(
         self,
@@ -348,13 +372,9 @@ class BatchSolve:
                 f"got {jnp.shape(ts)} and {jnp.shape(y0)}"
             )
         if self.within_ode:
-            ys, steps = solve_within_ode(
-                field, ts, y0, self.controller, self.structure, self.problem, args
-            )
+            ys, steps = solve_within_ode(field, ts, y0, self.spec, args)
         else:
-            ys, steps = solve_batch(
-                field, ts, y0, self.controller, self.structure, self.problem, args
-            )
+            ys, steps = solve_batch(field, ts, y0, self.spec, args)
         self.calls.append(steps)
         return ys
 
@@ -367,18 +387,19 @@ class BatchSolve:
 
 
 def problem_loss(
-    problem: AbstractODEProblem,
     model: Any,
     batch: Any,
     key: jax.Array | None,
-    controller: str,
-    structure: Structure = DEFAULT,
+    spec: Solve,
     evaluate: bool = False,
 ) -> tuple[Any, Int[Array, " batch"]]:
-    """`problem.loss` (or `eval_loss` where `evaluate`) of `model` on `batch`, handed
-    the study's solve for `controller` and `structure`; returns the loss value as the
-    problem gives it (a scalar or a `Mean`) and the per-sample solver steps."""
-    solve = BatchSolve(controller, structure, problem)
+    """`spec.problem.loss` (an `AbstractODEProblem`'s; `eval_loss` where `evaluate`) of
+    `model` on `batch`, handed the study's solve `spec` (`BatchSolve`); returns the loss
+    value as the problem gives it (a scalar or a `Mean`) and the per-sample solver
+    steps."""
+    problem = spec.problem
+    assert isinstance(problem, AbstractODEProblem)
+    solve = BatchSolve(spec)
     which = problem.eval_loss if evaluate else problem.loss
     return which(model, batch, key, solve), solve.steps()
 
@@ -387,11 +408,12 @@ def problem_loss(
 EVAL_KEY_SEED = 0
 
 
-def evaluation(
-    problem: AbstractODEProblem, model: Any, batch: Any, controller: str
-) -> Float[Array, ""]:
-    """The problem's evaluation loss (`eval_loss`) of full series, each solved with
-    diffrax's default solve and a fixed key: the same definition in every mode."""
+def evaluation(model: Any, batch: Any, spec: Solve) -> Float[Array, ""]:
+    """The evaluation loss (`eval_loss`) of `spec`'s problem (an `AbstractODEProblem`)
+    of full series, each solved with diffrax's default solve (`Solve.for_evaluation`)
+    and a fixed key: the same definition in every mode."""
+    problem = spec.problem
+    assert isinstance(problem, AbstractODEProblem)
     key = jax.random.PRNGKey(EVAL_KEY_SEED) if problem.needs_key else None
-    value, _ = problem_loss(problem, model, batch, key, controller, DEFAULT, evaluate=True)
+    value, _ = problem_loss(model, batch, key, spec.for_evaluation(), evaluate=True)
     return mean_value(value)

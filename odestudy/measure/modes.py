@@ -3,8 +3,8 @@ and the generic data-parallel step built on them (`make_step`).
 
 Every mode runs the same per-device update (`local_update`): the loss and its gradients,
 reduced over devices to the global mean (never summed), and the optax update, all
-inside the compiled step. The study's step (`make_parallel_step`) is `make_step` with
-the problem's loss, handed the study's solve (`study_loss`).
+inside the compiled step. The study's step of a scenario (`step.make_parallel_step`) is
+`make_step` with the problem's loss, handed the study's solve.
 """
 
 import abc
@@ -27,9 +27,6 @@ from .compat import (
     shard_map,
 )
 from .loss import Mean
-from .model import OSCILLATOR, problem_loss
-from .problem import AnyProblem, as_ode_problem
-from .solvers import Structure
 
 AXIS = "data"
 
@@ -155,52 +152,6 @@ def local_update(
         return params, opt_state, value, aux
 
     return step
-
-
-def study_loss(
-    controller: str,
-    structure: "str | Structure" = "per_sample",
-    problem: AnyProblem = OSCILLATOR,
-) -> Loss:
-    """The study's loss of a batch: the problem's loss (`AbstractODEProblem.loss`),
-    handed the study's solve for `controller` and `structure` (or just its `solve`),
-    with the solver's per-sample step counts as `aux`. Takes a key where the problem
-    `needs_key`."""
-    structure = Structure(solve=structure) if isinstance(structure, str) else structure
-    ode_problem = as_ode_problem(problem)
-
-    def loss(params, static, batch, key=None):
-        model = eqx.combine(params, static)
-        return problem_loss(ode_problem, model, batch, key, controller, structure)
-
-    return loss
-
-
-def make_local_step(
-    static: Any,
-    optimiser: optax.GradientTransformation,
-    controller: str,
-    axis: str | None,
-    solve: "str | Structure" = "per_sample",
-    problem: AnyProblem = OSCILLATOR,
-) -> Callable:
-    """The study's per-device training step: `local_update` of `study_loss`.
-
-    - `static`: the non-array part of the model (`eqx.partition`).
-    - `optimiser`: the optax transformation.
-    - `controller`: `"pid"` or `"stepto"`.
-    - `axis`: the mapped axis name to average over, or `None` for no averaging.
-    - `solve`: the solve's `Structure`, or just its `solve` (`"per_sample"`: vmap,
-      `"within_ode"`: one ODE per local batch, `"scan"`: fixed-step `lax.scan`).
-    - `problem`: the problem whose loss it trains.
-
-    The step maps `(params, opt_state, batch)` to `(params, opt_state, loss,
-    num_steps)`; `num_steps` is per sample. The batch is `(ts, ys)` for an
-    `AbstractProblem`, the problem's batch otherwise, and `(batch, key)` where the
-    problem `needs_key`.
-    """
-    layout = Layout(keyed=as_ode_problem(problem).needs_key)
-    return local_update(study_loss(controller, solve, problem), static, optimiser, axis, layout)
 
 
 def donated(donate: bool) -> tuple[int, ...]:
@@ -534,27 +485,6 @@ def make_step(
 
     fn, mesh = mode.build(devices, local_step, donate, layout)
     return ParallelStep(mode, devices, fn, mesh, layout)
-
-
-def make_parallel_step(
-    mode: "str | AbstractMode",
-    devices: Sequence[jax.Device],
-    static: Any,
-    optimiser: optax.GradientTransformation,
-    controller: str,
-    solve: "str | Structure" = "per_sample",
-    donate: bool = False,
-    problem: AnyProblem = OSCILLATOR,
-) -> ParallelStep:
-    """The study's training step of `mode` over `devices`: `make_step` of `study_loss`;
-    its batch is as in `make_local_step` (keyed where the problem `needs_key`).
-
-    - `static`, `optimiser`, `controller`, `solve`, `problem`: as in `make_local_step`.
-    - `donate`: as in `make_step`.
-    """
-    loss = study_loss(controller, solve, problem)
-    keyed = as_ode_problem(problem).needs_key
-    return make_step(loss, optimiser, mode, devices, static=static, donate=donate, keyed=keyed)
 
 
 def tree_max_rel_diff(a, b) -> float:

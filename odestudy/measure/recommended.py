@@ -47,13 +47,24 @@ RECOMMENDED: dict[str, dict[str, Any]] = {
 }
 
 
+def controller_levers(controller: str) -> dict[str, Any]:
+    """The levers `RECOMMENDED` sets for `controller`; a ValueError for a controller
+    without a recommendation (one defined outside the package, say)."""
+    if controller not in RECOMMENDED:
+        raise ValueError(
+            f"no recommended step for controller {controller!r}; "
+            f"one is measured for {', '.join(RECOMMENDED)}"
+        )
+    return dict(RECOMMENDED[controller])
+
+
 def recommended_levers(s: Scenario) -> dict[str, Any]:
     """The levers of `RECOMMENDED` for `s`'s controller that are valid for its problem:
     within-ODE batching only on evenly spaced grids (else one solve per sample), and the
     PID bound `max_steps` only where the problem names one for its trained field
     (`AbstractProblem.recommended_max_steps`)."""
     problem = s.problem_object
-    levers = dict(RECOMMENDED[s.controller])
+    levers = controller_levers(s.controller)
     if not problem.uniform_grid and levers.get("solve") == "within_ode":
         levers["solve"] = "per_sample"
     if "max_steps" in levers:

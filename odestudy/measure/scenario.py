@@ -5,8 +5,11 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Collection
 from typing import Any
 
+from .controllers import CONTROLLERS, AbstractController
+from .model import Solve
 from .modes import MODES, AbstractMode
 from .problem import (
     DEFAULT_PROBLEM,
@@ -18,7 +21,6 @@ from .problem import (
 )
 from .solvers import (
     ADJOINTS,
-    CONTROLLERS,
     INTEGRATORS,
     MAX_STEPS,
     SAVEATS,
@@ -117,7 +119,7 @@ def _field(
     *,
     role: str = "config",
     tag: str | None = None,
-    choices: tuple | None = None,
+    choices: Collection | None = None,
     option: str | None = None,
     keyed_at_default: bool = False,
 ) -> Any:
@@ -130,7 +132,9 @@ def _field(
       lever of the configuration) or `"config"` (named where it differs from its
       default, and part of the default configuration that tables compare against).
     - `tag`: the prefix of the field's part of `Scenario.name()` (`"b"` gives `b64`).
-    - `choices`: the valid values, checked at construction.
+    - `choices`: the valid values, checked at construction: a tuple, or a registry (a
+      dict by name, such as `MODES`) asked at every check, so that a class defined
+      after this module (in a test, say) is a valid choice.
     - `option`: the command-line option, where it is not `--<field-with-dashes>`.
     - `keyed_at_default`: `Scenario.key()` hashes the field also at its default. True
       for the fields records were first keyed by; a field added later is hashed only
@@ -171,7 +175,7 @@ class Scenario:
         "single",
         "how the step runs over devices",
         role="identity",
-        choices=tuple(MODES),
+        choices=MODES,
         keyed_at_default=True,
     )
     controller: str = _field(
@@ -333,8 +337,11 @@ class Scenario:
                 object.__setattr__(self, name, value)
         if isinstance(self.length_fractions, list | tuple):
             object.__setattr__(self, "length_fractions", tuple(self.length_fractions))
-        # The mode's type, parsed once here (`parallel`); validate names the valid choices.
+        # The mode's and controller's types, parsed once here (`parallel`,
+        # `stepsize_controller`); validate names the valid choices.
         object.__setattr__(self, "_parallel", MODES[self.mode]() if self.mode in MODES else None)
+        found = CONTROLLERS.get(self.controller)
+        object.__setattr__(self, "_controller", found() if found is not None else None)
         validate(self)
 
     def for_problem(self, problem: str) -> "Scenario":
@@ -391,6 +398,20 @@ class Scenario:
         step; parsed once, when the scenario is made."""
         mode: AbstractMode = self._parallel  # type: ignore[attr-defined]
         return mode
+
+    @property
+    def stepsize_controller(self) -> AbstractController:
+        """The controller as its type (`controllers.AbstractController`): its facts and
+        how it builds diffrax's controller; parsed once, when the scenario is made."""
+        controller: AbstractController = self._controller  # type: ignore[attr-defined]
+        return controller
+
+    def ode_solve(self, problem: AnyProblem | None = None) -> Solve:
+        """How the step solves the ODE (`model.Solve`): the controller, the structure
+        and `problem` (default the scenario's, as the study runs it: `ode_problem`;
+        training passes the problem its data weighted, `SeriesProblem.for_data`)."""
+        chosen = self.ode_problem if problem is None else problem
+        return Solve(self.stepsize_controller, self.structure, chosen)
 
     def default(self, name: str) -> Any:
         """Field `name`'s default for this scenario's scale."""
@@ -567,7 +588,7 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
         )
     if s.spread < 0:
         raise ValueError(f"spread must be >= 0, got {s.spread}")
-    check_structure(s.structure, s.controller)
+    check_structure(s.structure, s.stepsize_controller)
     check_problem(s)
     if not isinstance(s.donate, bool):
         raise ValueError(f"donate must be true or false, got {s.donate!r}")

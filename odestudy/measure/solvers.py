@@ -1,14 +1,15 @@
-"""Step-size controllers of the study (adaptive `pid`, fixed `stepto`) and the solve's
-structure: how diffrax saves, differentiates and bounds a solve (`Structure`)."""
+"""The solve's structure: how diffrax saves, differentiates and bounds a solve
+(`Structure`), and which structures a controller (`controllers.AbstractController`)
+can run."""
 
 import dataclasses
 
 import diffrax
 import jax
 
+from .controllers import AbstractController, on_grid_names
 from .tsit5 import StraightTsit5
 
-CONTROLLERS = ("pid", "stepto")
 MAX_STEPS = 4096
 RTOL = 1e-3
 ATOL = 1e-6
@@ -80,15 +81,7 @@ class Structure:
         return diffrax.Tsit5() if self.stages == "loop" else diffrax.Tsit5(scan_kind="bounded")
 
 
-def check_controller(controller: str) -> None:
-    """Raise a ValueError naming the valid choices if `controller` is unknown."""
-    if controller not in CONTROLLERS:
-        raise ValueError(
-            f"unknown controller {controller!r}; valid choices: {', '.join(CONTROLLERS)}"
-        )
-
-
-def check_structure(structure: Structure, controller: str) -> None:
+def check_structure(structure: Structure, controller: AbstractController) -> None:
     """Raise a ValueError if `structure` cannot run with `controller` (naming the
     valid choices)."""
     for name, choices in (
@@ -101,17 +94,22 @@ def check_structure(structure: Structure, controller: str) -> None:
         value = getattr(structure, name)
         if value not in choices:
             raise ValueError(f"unknown {name} {value!r}; valid choices: {', '.join(choices)}")
-    if controller == "stepto" and structure.max_steps != MAX_STEPS:
+    if controller.on_grid and structure.max_steps != MAX_STEPS:
         raise ValueError(
-            "max_steps bounds the PID solve; StepTo's solve is bounded by its own steps "
-            f"(one per interval of the grid): leave max_steps at {MAX_STEPS}"
+            f"max_steps bounds the PID solve; {controller.label}'s solve is bounded by its "
+            f"own steps (one per interval of the grid): leave max_steps at {MAX_STEPS}"
         )
-    if controller != "stepto":
+    if not controller.on_grid:
         if structure.solve == "scan":
-            raise ValueError("solve='scan' is a fixed-step solve: it needs controller='stepto'")
+            raise ValueError(f"solve='scan' is a fixed-step solve: it needs {on_grid_names()}")
         if structure.saveat == "steps":
-            raise ValueError("saveat='steps' saves at StepTo's steps: it needs controller='stepto'")
+            raise ValueError(f"saveat='steps' saves at StepTo's steps: it needs {on_grid_names()}")
     if structure.integrator == "fused":
+        if not controller.fused:
+            raise ValueError(
+                f"the fused loop has no controller {controller.name!r}: it needs "
+                "integrator='diffrax'"
+            )
         check_fused(structure)
     elif structure.adjoint == "scan":
         raise ValueError("adjoint='scan' is the fused solve's: it needs integrator='fused'")
@@ -145,28 +143,11 @@ def check_fused(structure: Structure) -> None:
         )
 
 
-def controller_and_dt0(controller: str, ts: jax.Array, rtol: float = RTOL, atol: float = ATOL):
-    """The diffrax step-size controller and initial step for one series.
-
-    - `controller`: `"pid"` (`PIDController(rtol, atol)`, `dt0 = ts[1] - ts[0]`)
-      or `"stepto"` (`StepTo(ts)`: one solver step per observation, `dt0 = None`).
-    - `ts`: the series' observation times, shape `(n_times,)`.
-    - `rtol`, `atol`: the PID controller's tolerances (the problem's; default the
-      reference's 1e-3 and 1e-6).
-    """
-    check_controller(controller)
-    if controller == "pid":
-        return diffrax.PIDController(rtol=rtol, atol=atol), ts[1] - ts[0]
-    return diffrax.StepTo(ts=ts), None
-
-
-def solve_options(structure: Structure, controller: str, ts: jax.Array) -> dict:
-    """`diffeqsolve`'s `saveat`, `adjoint` and `max_steps` for `structure` on the times
-    `ts` (shape `(n_times,)`); with `saveat="dense"` the caller evaluates the solution
-    at `ts` itself."""
-    max_steps = structure.max_steps
-    if controller == "stepto" and not structure.is_default:
-        max_steps = ts.shape[0] - 1  # StepTo takes exactly one step per interval
+def solve_options(structure: Structure, controller: AbstractController, ts: jax.Array) -> dict:
+    """`diffeqsolve`'s `saveat`, `adjoint` and `max_steps` for `structure` and
+    `controller` on the times `ts` (shape `(n_times,)`); with `saveat="dense"` the
+    caller evaluates the solution at `ts` itself."""
+    max_steps = controller.max_steps(structure.max_steps, not structure.is_default, ts.shape[0])
     if structure.saveat == "ts":
         saveat = diffrax.SaveAt(ts=ts)
     elif structure.saveat == "dense":

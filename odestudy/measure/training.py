@@ -20,14 +20,12 @@ from .checks import ProblemError, call_part, check_data, check_parts
 from .compat import pmap_implementation
 from .data import DATA_CACHE_ENV, cached_dataset
 from .environment import cpu_info, git_commit, machine_id, now, this_machine, versions
-from .model import OSCILLATOR, evaluation
-from .modes import ParallelStep, make_parallel_step, to_host
+from .model import Solve, evaluation
+from .modes import ParallelStep, to_host
 from .probe import GRADIENT_FLOATS, collective_latency, session_probe
 from .problem import (
     AbstractODEProblem,
-    AnyProblem,
     SeriesProblem,
-    as_ode_problem,
     check_uniform_grids,
     problem_facts,
     select_series,
@@ -36,6 +34,7 @@ from .problem import (
 from .record import REQUIRED_KEYS, Record
 from .scenario import Scenario, validate
 from .state import load_state, save_executable, save_state
+from .step import make_parallel_step
 from .timing import (
     PROTOCOL,
     copy_arrays,
@@ -66,15 +65,15 @@ def scenario_devices(s: Scenario) -> list[jax.Device]:
     return devices[: s.devices_per_process]
 
 
-def make_eval_loss(controller: str, problem: AnyProblem = OSCILLATOR) -> Callable:
-    """The problem's evaluation loss (`model.evaluation`; the oscillator's: MSE over full
-    series), each solved on its own with the scenario's controller, compiled once;
-    called as `evaluate(model, batch)`."""
-    ode_problem = as_ode_problem(problem)
+def make_eval_loss(spec: Solve) -> Callable:
+    """The evaluation loss of `spec`'s problem (`model.evaluation`; the oscillator's: MSE
+    over full series), each series solved on its own with `spec`'s controller, compiled
+    once; called as `evaluate(model, batch)`."""
+    spec = spec.as_ode()
 
     @eqx.filter_jit
     def evaluate(model, batch):
-        return evaluation(ode_problem, model, batch, controller)
+        return evaluation(model, batch, spec)
 
     return evaluate
 
@@ -165,9 +164,7 @@ def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup
     if check:
         check_parts(s, problem, data, params, static)
     optimiser = problem.optimiser(s.lr)
-    step = make_parallel_step(
-        s.parallel, devices, static, optimiser, s.controller, s.structure, s.donate, problem
-    )
+    step = make_parallel_step(s, devices, static, optimiser, problem=problem)
     params, opt_state = step.place_state(params, optimiser.init(params))
     return Setup(problem, data, evalset, static, optimiser, step, params, opt_state, cached)
 
@@ -200,9 +197,10 @@ def compile_step(step: ParallelStep, params: Any, opt_state: Any, placed: Any) -
 
 
 def shares_program(s: Scenario) -> bool:
-    """Whether the length stages of `s` run one program (see `stage_data`): with PID and
-    one solve per sample."""
-    return s.controller == "pid" and s.solve == "per_sample"
+    """Whether the length stages of `s` run one program (see `stage_data`): one solve per
+    sample, with a controller whose steps are not the grid's (PID: padding a series adds
+    no step; `AbstractController.on_grid`)."""
+    return not s.stepsize_controller.on_grid and s.solve == "per_sample"
 
 
 def serialize_step(compiled: Any) -> bytes | None:
@@ -227,7 +225,7 @@ class Progress:
         self.every = s.eval_every
         self.setup = setup
         self.report = report
-        self.evaluate = make_eval_loss(s.controller, setup.problem)
+        self.evaluate = make_eval_loss(s.ode_solve(setup.problem))
         evalset = setup.evalset
         self.batch = setup.problem.take(evalset, np.arange(setup.problem.size(evalset)))
         self.train_time = 0.0

@@ -10,14 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 from ..study.workloads import MAP_FOLDER
 from . import loss, sessions
 from .frames import in_scaling_matrix, read_records, scaling_rows
 from .tables import escape
 from .verdict import ONE_RUN, compare, exceeds_cores, one_run
-
-CONTROLLER_NAME = {"pid": "PID", "stepto": "StepTo"}
 
 
 def _mode(mode: str) -> str:
@@ -27,7 +26,9 @@ def _mode(mode: str) -> str:
 
 
 def _ctrl(controller: str) -> str:
-    return CONTROLLER_NAME.get(controller, escape(controller))
+    """A controller as the answer names it: its class's `label`, else its name."""
+    found = CONTROLLERS.get(controller)
+    return found.label if found is not None else escape(controller)
 
 
 def _x(row: dict[str, Any]) -> str:

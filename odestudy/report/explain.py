@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..measure.controllers import PID
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL
 from . import loss, sessions
@@ -146,7 +147,7 @@ def _heterogeneity_rows(recs) -> tuple[list[list[Any]], dict[str, Any]]:
         if not (
             r.get("status") == "ok"
             and is_default(r, "spread", "steps_per_stage", "learning_rate")
-            and r["controller"] == "pid"
+            and r["controller"] == PID.name
             and r["scaling"] == "strong"
             and r["n_devices"] in (1, 2)
             and r.get("processes", 1) == 1
@@ -415,7 +416,7 @@ def batch_size(recs, figures: Path) -> tuple[str, list[Path]]:
         if r.get("status") == "ok"
         and is_default(r)
         and r["mode"] == "single"
-        and r["controller"] == "pid"
+        and r["controller"] == PID.name
         and r["scaling"] == "strong"
     ]
     if len(sel) < 2:

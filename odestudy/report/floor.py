@@ -5,6 +5,7 @@ matmul rate at the step's shapes; and the fused solve along the map."""
 from pathlib import Path
 from typing import Any
 
+from ..measure.controllers import CONTROLLERS
 from ..measure.floor import floor_time
 from ..study import records
 from ..study.workloads import MAP_FOLDER, WORKLOADS
@@ -84,7 +85,7 @@ def map_lever_records(results: str | Path, machine: str, folder: str) -> list[di
     where = Path(results) / MAP_FOLDER / machine / folder
     recs = []
     for w in WORKLOADS:
-        for controller in ("pid", "stepto"):
+        for controller in CONTROLLERS:
             path = where / f"{w.slug()}-{controller}.json"
             try:
                 recs.append({**records.read_json(path), "path": str(path)})

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 
 # matplotlib and seaborn are imported inside the functions that draw (here and in the
@@ -15,6 +16,8 @@ from ..measure.modes import MODES
 
 # A mode no class names (a record of a mode since removed) is drawn in this colour.
 OTHER_COLOUR = "tab:gray"
+# A controller no class names is drawn with this line and marker.
+OTHER_LINE = "-o"
 
 
 class ModeColours(Mapping[str, str]):
@@ -32,8 +35,23 @@ class ModeColours(Mapping[str, str]):
         return len(MODES)
 
 
+class ControllerLines(Mapping[str, str]):
+    """Each registered controller's line and marker (`AbstractController.line`), in the
+    order of the tables; any other name gets `OTHER_LINE`, never a KeyError."""
+
+    def __getitem__(self, controller: str) -> str:
+        found = CONTROLLERS.get(controller)
+        return found.line if found is not None else OTHER_LINE
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(CONTROLLERS))
+
+    def __len__(self) -> int:
+        return len(CONTROLLERS)
+
+
 MODE_STYLE = ModeColours()
-CONTROLLER_STYLE = {"pid": "-o", "stepto": "--s"}
+CONTROLLER_STYLE = ControllerLines()
 
 
 def summary(record: dict[str, Any]) -> dict[str, Any]:

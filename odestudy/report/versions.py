@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..measure.controllers import CONTROLLERS
 from ..study.matrix import versions_scenarios
 from ..study.versions import RESULTS, VERSION_SETS
 from . import loss, sessions
@@ -88,7 +89,7 @@ def _sentences(by_set: dict[str, list[dict]], current: str) -> list[str]:
     """What the table says with intervals: each release's 1-device step against the
     current release's, and sharded `jit`'s speedup at each release."""
     lines = []
-    for controller in ("pid", "stepto"):
+    for controller in CONTROLLERS:
         base = _one_device(by_set[current], controller)
         for name, rows in by_set.items():
             one = _one_device(rows, controller)
@@ -156,8 +157,8 @@ def versions_figure(by_set: dict[str, list[dict]], out: str | Path) -> list[Path
     if not by_set:
         return []
     names = list(by_set)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
-    for ax, controller in zip(axes, ("pid", "stepto"), strict=True):
+    fig, axes = plt.subplots(1, len(CONTROLLERS), figsize=(11, 4), sharey=False)
+    for ax, controller in zip(axes, CONTROLLERS, strict=True):
         for mode in ("single", "pmap", "shard", "shard_map"):
             xs, ys, lo, hi = [], [], [], []
             for i, name in enumerate(names):

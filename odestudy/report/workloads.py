@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..measure.controllers import CONTROLLERS, PID
 from ..measure.modes import MODES
 from ..measure.recommended import RECOMMENDED, recommended
 from ..measure.scenario import Scenario
@@ -125,7 +126,7 @@ def _workload_order(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Workloads from the lightest to the heaviest (PID's time per solver iteration)."""
     cost: dict[str, float] = {}
     for r in rows:
-        if r["per_iteration_s"] is not None and r["controller"] == "pid":
+        if r["per_iteration_s"] is not None and r["controller"] == PID.name:
             cost[r["workload"]] = r["per_iteration_s"]
     names = list(dict.fromkeys(r["workload"] for r in rows))
     return sorted(names, key=lambda n: cost.get(n, float("inf")))
@@ -540,7 +541,7 @@ def workloads_markdown(
         "",
         "## Where the answer changes",
         "",
-        *(f"- {crossover(rows, c)}" for c in ("pid", "stepto")),
+        *(f"- {crossover(rows, c)}" for c in CONTROLLERS),
         "",
         "## Rows",
         "",
@@ -594,7 +595,7 @@ def readme_lines(results: str | Path) -> list[str]:
         + sessions.sessions_line(ok, recs)
         + " Speedups over 1 device with 95% intervals):",
         "",
-        *(f"- {crossover(rows, c)}" for c in ("pid", "stepto")),
+        *(f"- {crossover(rows, c)}" for c in CONTROLLERS),
         *_prediction_summary(
             rows,
             predictions(results, recs[0]["machine_id"]),
@@ -735,13 +736,13 @@ def workloads_figure(rows: Sequence[dict[str, Any]], out: str | Path) -> list[Pa
     1-device time per solver iteration, one panel per controller, with intervals."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    fig, axes = plt.subplots(1, len(CONTROLLERS), figsize=(11, 4.2), sharey=True)
     series = [("default", m, MODE_STYLE[m], "-o") for m in MULTI_MODES]
     series += [
         ("recommended", "single", "k", ":^"),
         ("recommended", "shard_map", MODE_STYLE["shard_map"], ":^"),
     ]
-    for ax, controller in zip(axes, ("pid", "stepto"), strict=True):
+    for ax, controller in zip(axes, CONTROLLERS, strict=True):
         for step, mode, color, style in series:
             pts = [
                 (r["per_iteration_s"] * 1e3, *r["speedup"])

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..measure import environment
+from ..measure.controllers import CONTROLLERS
 from ..measure.devices import gpu_count
 from ..measure.modes import MODES
 from ..measure.problem import DEFAULT_PROBLEM, AnyProblem, in_this_process_only, problem_spec
@@ -23,7 +24,7 @@ from .records import DEFAULT_RESULTS, record_path
 from .repeats import REPEAT_STEPS
 from .runner import execute_scenario, failed_record
 from .studies import STUDIES, Study
-from .workloads import CONTROLLERS, MAP_FOLDER, MULTI_MODES, map_scenarios
+from .workloads import MAP_FOLDER, MULTI_MODES, map_scenarios
 
 __all__ = ["STUDIES", "execute_scenario", "expected_env", "reusable", "runs", "why_stale"]
 

@@ -13,15 +13,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 
 MAP_DEVICES = 2  # this machine's physical cores: more would measure overhead
-# The multi-device modes and the controllers, in the order of every table (also the
-# scaling matrix's, `matrix`).
+# The multi-device modes, in the order of every table (also the scaling matrix's,
+# `matrix`); the controllers are every registered one (`controllers.CONTROLLERS`).
 MULTI_MODES = tuple(name for name, m in MODES.items() if m.multi_device)
-CONTROLLERS = ("pid", "stepto")
 # The recommended step on 1 device and in the mode that scales best on the quick
 # matrix (`shard_map`): its worth at 1 device and its 2-device speedup, at half the
 # cost of every mode (the map's 30 minutes on the 2-core machine).
