@@ -38,21 +38,21 @@ map: $(STAMP)
 	$(MAKE) --no-print-directory report
 
 # Tsit5 without its stage loop (`StraightTsit5`, `stages=unrolled`) as a lever along the
-# map: per workload and controller, the default and the recommended step, each without
-# and with it, trained and timed in interleaved blocks (`benchmarks/levers.py --map`;
+# map: per workload and controller, the default and the recommended step run by
+# diffrax's loop, each without and with it, trained and timed in interleaved blocks (`benchmarks/levers.py --map`;
 # records under results/map/<machine>/levers/, one kept where it stands for the run:
 # the same variants, machine, versions and protocol); then the report (its section of
 # figures/tables/workloads.md).
-MAP_LEVERS = default,stages=unrolled,recommended-unrolled,recommended
+MAP_LEVERS = default,stages=unrolled,recommended-unrolled,recommended-diffrax
 map-levers: $(STAMP)
 	$(BIN)/python benchmarks/levers.py --map --variants $(MAP_LEVERS) --blocks 6 --steps-per-block 10
 	$(MAKE) --no-print-directory report
 
 # The fused solve (`measure/fused.py`) along the map: per workload and controller, the
-# default step, the recommended step and the recommended step run by the fused solve,
+# default step and the recommended step run by diffrax's loop and by the fused solve,
 # trained and timed in interleaved blocks (records under results/map/<machine>/fused/,
 # each with its compute floor); then the report (figures/tables/workloads.md).
-MAP_FUSED = default,recommended,recommended-fused
+MAP_FUSED = default,recommended-diffrax,recommended-fused
 map-fused: $(STAMP)
 	$(BIN)/python benchmarks/levers.py --map --map-folder fused --variants $(MAP_FUSED) \
 		--blocks 6 --steps-per-block 10

@@ -47,7 +47,7 @@ LEVERS_seed=${LEVERS_seed:-"default,within_ode+dense+all_steps(64)+unrolled,with
 PREDICT_DEVICES=${PREDICT_DEVICES:-2 4 8}
 MAP_CONTROLLERS=${MAP_CONTROLLERS:-pid stepto}
 MAP_WORKLOADS=${MAP_WORKLOADS:-}
-MAP_FUSED=${MAP_FUSED:-default,recommended,recommended-fused}
+MAP_FUSED=${MAP_FUSED:-default,recommended-diffrax,recommended-fused}
 MAP_BLOCKS=${MAP_BLOCKS:-6}
 
 pack() {

@@ -26,9 +26,12 @@ process of its own:
         --out results/<machine>/levers/cpu-pid.json
 
 On a workload of the map (`--workload`, `study.workloads.WORKLOADS`; `make map-levers`)
-the scenario is the workload's, and the variants `recommended-unrolled` and
-`recommended` are its recommended step (`recommended.recommended_levers`) without and
-with its Tsit5 stages as straight-line code (`stages=loop` against `stages=unrolled`).
+the scenario is the workload's: the variants `recommended-unrolled` and
+`recommended-diffrax` are its recommended step run by diffrax's loop
+(`recommended.diffrax_levers`) without and with its Tsit5 stages as straight-line code
+(`stages=loop` against `stages=unrolled`), `recommended-fused` that step run by the fused
+solve, and `recommended` the recommended step itself (`recommended.recommended_levers`:
+one of the two, as the problem says).
 """
 
 import argparse
@@ -200,24 +203,30 @@ DEFAULT_VARIANTS = {
 # Levers that are not `Scenario` fields.
 PROCESS_LEVERS = ("xla_flags", "matmul_precision")
 # Variants whose levers depend on the scenario's problem: its recommended step
-# (`recommended.recommended_levers`, Tsit5's stages unrolled), that step with diffrax's
-# stage loop instead, and that step run by the fused solve.
-RECOMMENDED_VARIANTS = ("recommended-unrolled", "recommended", "recommended-fused")
-# The recommended step run by the fused solve (`integrator=fused`, a checkpoint per
-# step): the fused loop saves at the observation times and runs its stages as
-# straight-line code itself, so `saveat` and `stages` go back to their defaults.
-FUSED = {"integrator": "fused", "adjoint": "all_steps", "saveat": "ts", "stages": "loop"}
+# (`recommended.recommended_levers`: run by the fused solve where the problem says so),
+# that step run by diffrax's loop (`recommended.diffrax_levers`, Tsit5's stages
+# unrolled), the diffrax step with its stage loop instead, and the diffrax step run by
+# the fused solve (`recommended.fused_levers`: a checkpoint per step, saving and stages
+# its own).
+RECOMMENDED_VARIANTS = (
+    "recommended-unrolled",
+    "recommended-diffrax",
+    "recommended",
+    "recommended-fused",
+)
 
 
 def levers_of(label: str, s) -> dict:
     """The levers of variant `label` for scenario `s` (its problem and controller)."""
     if label not in RECOMMENDED_VARIANTS:
         return VARIANTS[label]
-    from odestudy.measure.recommended import recommended_levers
+    from odestudy.measure.recommended import diffrax_levers, fused_levers, recommended_levers
 
-    levers = recommended_levers(s)
+    if label == "recommended":
+        return recommended_levers(s)
+    levers = diffrax_levers(s)
     if label == "recommended-fused":
-        return {**levers, **FUSED}
+        return fused_levers(levers)
     return {**levers, "stages": "loop"} if label == "recommended-unrolled" else levers
 
 

@@ -32,7 +32,13 @@ from .measure.problem import (
     resolve_problem,
     stage_lengths,
 )
-from .measure.recommended import RECOMMENDED, recommended, recommended_levers
+from .measure.recommended import (
+    RECOMMENDED,
+    diffrax_levers,
+    fused_levers,
+    recommended,
+    recommended_levers,
+)
 from .measure.scenario import SCALES, Scenario, validate
 from .measure.solvers import Structure
 from .measure.step import make_local_step, make_parallel_step
@@ -66,6 +72,8 @@ __all__ = [
     "PROBLEMS",
     "make_step",
     "recommended_levers",
+    "diffrax_levers",
+    "fused_levers",
     "resolve_problem",
     "stage_lengths",
     "CONTROLLERS",

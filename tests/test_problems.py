@@ -16,6 +16,8 @@ import pytest
 from odestudy import (
     RECOMMENDED,
     Scenario,
+    diffrax_levers,
+    fused_levers,
     make_parallel_step,
     make_step,
     recommended,
@@ -96,8 +98,18 @@ def test_a_uniform_claim_is_checked_against_the_data():
 
 @pytest.mark.parametrize("controller", ["pid", "stepto"])
 def test_recommended_picks_only_levers_valid_for_the_problem(controller):
-    oscillator = recommended_levers(Scenario(controller=controller))
-    assert oscillator == RECOMMENDED[controller]
+    oscillator = Scenario(controller=controller)
+    assert diffrax_levers(oscillator) == RECOMMENDED[controller]
+    # The oscillator's recommended step is run by the fused solve (its problem says so):
+    # the same batching and bound, a checkpoint per step, its own saving and stages.
+    fused = recommended_levers(oscillator)
+    assert fused == fused_levers(RECOMMENDED[controller])
+    assert fused["integrator"] == "fused" and not {"saveat", "stages"} & set(fused)
+    assert recommended(oscillator).structure.integrator == "fused"  # valid: no error
+    bank = recommended_levers(Scenario(problem="oscillator_bank", controller=controller))
+    assert "integrator" not in bank and bank == diffrax_levers(
+        Scenario(problem="oscillator_bank", controller=controller)
+    )
     irregular = recommended_levers(Scenario(problem=FORCED_SPEC, controller=controller))
     assert irregular["solve"] == "per_sample" and "max_steps" not in irregular
     uniform = recommended_levers(Scenario(problem=UNIFORM_SPEC, controller=controller))

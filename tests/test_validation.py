@@ -83,11 +83,11 @@ def test_cli_exits_nonzero_with_message(capsys, args, message):
 
 
 def test_recommended_applies_its_levers_and_keeps_the_rest():
-    from odestudy.measure.recommended import RECOMMENDED, recommended
+    from odestudy.measure.recommended import recommended, recommended_levers
 
     base = Scenario(scale="smoke", controller="stepto", devices_per_process=2, mode="shard_map")
     s = recommended(base)
-    levers = RECOMMENDED["stepto"]
+    levers = recommended_levers(base)
     assert levers and all(getattr(s, k) == v for k, v in levers.items())
     assert (s.controller, s.devices_per_process, s.mode, s.scale) == (
         "stepto",

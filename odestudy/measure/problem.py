@@ -96,6 +96,9 @@ class AbstractODEProblem(eqx.Module):
     - `recommended_max_steps`: a bound on the adaptive solve's steps that the
       recommended step may use (None: keep the scenario's `max_steps`); set it only
       where the trained field is known to need fewer.
+    - `recommended_fused`: the recommended step runs by the package's fused solve
+      (`integrator="fused"`) instead of diffrax's loop; set it only where the map's
+      fused-solve records (`make map-fused`) show it faster on this problem.
     - `has_spread`: `make_data` honours the complexity knob `spread` (else only 0).
     - `needs_key`: the loss draws random numbers from its `key` (one per step and
       device); False: it is given `key=None` and the step carries no key.
@@ -108,6 +111,7 @@ class AbstractODEProblem(eqx.Module):
     rtol: ClassVar[float] = RTOL
     atol: ClassVar[float] = ATOL
     recommended_max_steps: ClassVar[int | None] = None
+    recommended_fused: ClassVar[bool] = False
     has_spread: ClassVar[bool] = False
     needs_key: ClassVar[bool] = True
 
@@ -206,6 +210,9 @@ class AbstractProblem(eqx.Module):
     - `recommended_max_steps`: a bound on the adaptive solve's steps that the
       recommended step may use (None: keep the scenario's `max_steps`); set it only
       where the trained field is known to need fewer.
+    - `recommended_fused`: the recommended step runs by the package's fused solve
+      (`integrator="fused"`) instead of diffrax's loop; set it only where the map's
+      fused-solve records (`make map-fused`) show it faster on this problem.
     - `has_spread`: `make_data` honours the complexity knob `spread` (else only 0).
     """
 
@@ -216,6 +223,7 @@ class AbstractProblem(eqx.Module):
     rtol: ClassVar[float] = RTOL
     atol: ClassVar[float] = ATOL
     recommended_max_steps: ClassVar[int | None] = None
+    recommended_fused: ClassVar[bool] = False
     has_spread: ClassVar[bool] = False
 
     @abc.abstractmethod
@@ -284,6 +292,10 @@ class Oscillator(AbstractProblem):
     # A bound above the PID steps per series a trained field takes (the levers
     # benchmark's records hold them).
     recommended_max_steps: ClassVar[int | None] = 64
+    # The fused solve was faster than diffrax's loop on the recommended step of every
+    # oscillator workload of the map, both controllers, on the 2-core CPU machine, and
+    # never slower on one GPU (`figures/tables/workloads.md`).
+    recommended_fused: ClassVar[bool] = True
     has_spread: ClassVar[bool] = True
 
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
@@ -369,6 +381,10 @@ class SeriesProblem(AbstractODEProblem):
     @property
     def recommended_max_steps(self) -> int | None:  # type: ignore[override]
         return self.problem.recommended_max_steps
+
+    @property
+    def recommended_fused(self) -> bool:  # type: ignore[override]
+        return self.problem.recommended_fused
 
     @property
     def has_spread(self) -> bool:  # type: ignore[override]

@@ -1,10 +1,13 @@
 """The recommended configuration, per controller: the fastest combination of diffrax's
 levers on the training step that trains the default's model (`benchmarks/levers.py`,
 records in `results/<machine>/levers/`; the step table, `figures/tables/step.md`, shows
-them all with their speedups, intervals and final losses). The package's fused solve
-(`integrator="fused"`, `fused.py`) is not part of it: along the map
-(`make map-fused`, `figures/tables/workloads.md`) it is faster on some workloads and
-slower on others, so it would join per problem, not per controller.
+them all with their speedups, intervals and final losses). Per problem, the package's
+fused solve (`integrator="fused"`, `fused.py`) runs it where the problem says so
+(`recommended_fused`): along the map (`make map-fused`, `figures/tables/workloads.md`)
+it is faster on some workloads and slower on others. It saves at the observation times
+and runs Tsit5's stages as straight-line code itself, so the step it runs keeps the
+solve's structure (batching, step bound, a checkpoint per step) and drops `saveat` and
+`stages`.
 
 - PID: within-ODE batching (the batch solved as one ODE with one shared step size),
   the solution evaluated from its dense output instead of an inner loop over the saved
@@ -58,11 +61,11 @@ def controller_levers(controller: str) -> dict[str, Any]:
     return dict(RECOMMENDED[controller])
 
 
-def recommended_levers(s: Scenario) -> dict[str, Any]:
-    """The levers of `RECOMMENDED` for `s`'s controller that are valid for its problem:
-    within-ODE batching only on evenly spaced grids (else one solve per sample), and the
-    PID bound `max_steps` only where the problem names one for its trained field
-    (`AbstractProblem.recommended_max_steps`)."""
+def diffrax_levers(s: Scenario) -> dict[str, Any]:
+    """The levers of `RECOMMENDED` for `s`'s controller that are valid for its problem,
+    run by diffrax's loop: within-ODE batching only on evenly spaced grids (else one
+    solve per sample), and the PID bound `max_steps` only where the problem names one
+    for its trained field (`AbstractProblem.recommended_max_steps`)."""
     problem = s.problem_object
     levers = controller_levers(s.controller)
     if not problem.uniform_grid and levers.get("solve") == "within_ode":
@@ -73,6 +76,23 @@ def recommended_levers(s: Scenario) -> dict[str, Any]:
         else:
             levers["max_steps"] = problem.recommended_max_steps
     return levers
+
+
+def fused_levers(levers: dict[str, Any]) -> dict[str, Any]:
+    """`levers` run by the fused solve: its integrator with a checkpoint per step, and
+    diffrax's saving and stages back to their defaults (the fused loop saves at the
+    observation times and runs the stages as straight-line code itself)."""
+    out = {k: v for k, v in levers.items() if k not in ("saveat", "stages")}
+    return {**out, "integrator": "fused", "adjoint": "all_steps"}
+
+
+def recommended_levers(s: Scenario) -> dict[str, Any]:
+    """The recommended step's levers for `s`: `diffrax_levers`, run by the fused solve
+    (`fused_levers`) where its problem says so (`AbstractProblem.recommended_fused`) and
+    the fused loop runs its controller."""
+    levers = diffrax_levers(s)
+    fused = s.problem_object.recommended_fused and s.stepsize_controller.fused
+    return fused_levers(levers) if fused else levers
 
 
 def recommended(s: Scenario) -> Scenario:

@@ -75,7 +75,10 @@ FLOOR_TEXT = (
 )
 
 # The map's fused-solve variants (`make map-fused`), baseline first.
-FUSED_VARIANTS = ("default", "recommended", "recommended-fused")
+FUSED_VARIANTS = ("default", "recommended-diffrax", "recommended-fused")
+# A variant's label in records made before the recommended step could be run by the
+# fused solve: `recommended-diffrax` was `recommended` (its levers name no integrator).
+_FORMER_LABELS = {"recommended-diffrax": "recommended"}
 
 
 def map_lever_records(results: str | Path, machine: str, folder: str) -> list[dict[str, Any]]:
@@ -100,8 +103,15 @@ def fused_records(results: str | Path, machine: str) -> list[dict[str, Any]]:
 
 
 def variant_row(rec: dict[str, Any], label: str) -> dict[str, Any] | None:
-    """The row of variant `label` in a levers record, or None."""
-    return next((r for r in rec["rows"] if r["label"] == label), None)
+    """The row of variant `label` in a levers record (or of its former label, where its
+    levers run no fused solve: `_FORMER_LABELS`), or None."""
+    row = next((r for r in rec["rows"] if r["label"] == label), None)
+    former = _FORMER_LABELS.get(label)
+    if row is None and former is not None:
+        row = next((r for r in rec["rows"] if r["label"] == former), None)
+        if row is not None and row.get("levers", {}).get("integrator") == "fused":
+            return None
+    return row
 
 
 def _fused_cells(rec: dict[str, Any]) -> list[str]:
@@ -198,7 +208,7 @@ def gpu_fused_lines(results: str | Path) -> list[str]:
         commits = sorted({str(r.get("git_commit") or "")[:7] for r in recs})
         done = {(r.get("workload"), r["scenario"]["controller"]) for r in recs}
         missing = [
-            f"{w.name} {c}" for w in WORKLOADS for c in ("pid", "stepto") if (w.name, c) not in done
+            f"{w.name} {c}" for w in WORKLOADS for c in CONTROLLERS if (w.name, c) not in done
         ]
         parts += [
             f"### On one GPU: {escape(machine)} ({escape(', '.join(sorted(kinds)))}), JAX "
