@@ -351,17 +351,16 @@ def _report(a: argparse.Namespace) -> int:
             print(f"wrote {path}")
         return 0
 
-    html = settle_report(execute_report(a.results, a.scale, a.figures))
+    # One read of the records, in the report notebook, writes the tables and figures,
+    # the pages (`--docs`) and the README's answer (`--readme`) (`report.publish`).
+    html = settle_report(execute_report(a.results, a.scale, a.figures, a.docs, a.readme))
     print(f"report: {html}")
-    if a.docs:  # from the tables and figures the report notebook just wrote
-        from .report.pages import write_pages
+    if a.docs:
+        from .report.pages import SCALE_PAGES
 
-        for path in write_pages(a.results, a.scale, a.figures, a.docs).values():
-            print(f"page: {path}")
+        for name in SCALE_PAGES.get(a.scale, ()):
+            print(f"page: {Path(a.docs) / 'results' / f'{name}.md'}")
     if a.readme:
-        from .report.pages import update_readme
-
-        update_readme(a.readme, a.results, a.figures)
         print(f"updated the answer in {a.readme}")
     return 0
 

@@ -383,7 +383,8 @@ def baselines(
             "size": [recs[i]["global_batch"] for i in ones],
         },
         columns=["base", "key", "size"],
-    )
+    ).astype({"key": object})  # no 1-device record: an empty key column, not floats
+    left = left.astype({"key": object})
     shared = right.duplicated(["key", "size"], keep=False)
     ambiguous = right[shared].groupby(["key", "size"])["base"].agg(list)
     joined = left.merge(

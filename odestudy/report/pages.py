@@ -61,6 +61,8 @@ STUDIES: dict[str, dict[str, Any]] = {
         "figures": (),
     },
 }
+# The scale whose answer the README gives (`update_readme`).
+README_SCALE = "quick"
 # The pages a report of each scale writes.
 SCALE_PAGES = {
     "quick": ("quick", "explain", "step", "versions", "workloads", "prediction"),
@@ -141,20 +143,28 @@ def _write(path: Path, text: str) -> Path:
 
 
 def write_pages(
-    results: str | Path, scale: str, figures: str | Path, docs: str | Path
+    results: str | Path,
+    scale: str,
+    figures: str | Path,
+    docs: str | Path,
+    claims: list[str] | None = None,
 ) -> dict[str, Path]:
     """Write the results pages of `scale` (`SCALE_PAGES`) under `docs/results/` and
     their HTML under `figures/pages/`, from the tables and figures the report wrote
-    into `figures` and the claims computed from the records. Returns the pages."""
+    into `figures` and the claims computed from the records.
+
+    - `claims`: the scale's answer (`claims.scale_claims`) where already computed;
+      None: computed here.
+
+    Returns the pages."""
     figures, docs = Path(figures), Path(docs)
-    _, _, rows, _ = report_rows(results, scale)
+    if claims is None:
+        claims = scale_claims(str(results), scale, report_rows(results, scale)[2])
     written = {}
     for name in SCALE_PAGES.get(scale, ()):
         spec = STUDIES[name]
-        claims = None
-        if spec.get("scale") == scale:
-            claims = scale_claims(str(results), scale, rows) + session_lines(results, scale)
-        text = page(name, results, figures, docs, claims)
+        answer = claims + session_lines(results, scale) if spec.get("scale") == scale else None
+        text = page(name, results, figures, docs, answer)
         md = _write(docs / "results" / f"{name}.md", text)
         render_html(text, figures / "pages" / f"{name}.html", md.parent)
         written[name] = md
@@ -182,12 +192,20 @@ def fill(text: str, region: str, body: str) -> str:
     return text[:start] + "\n" + generated(body) + text[end:]
 
 
-def update_readme(readme: str | Path, results: str | Path, figures: str | Path) -> Path:
-    """Write the README's answer (`<!-- region:answer -->`): the quick scale's claims,
-    per device kind, and the headline figure, from the records."""
+def update_readme(
+    readme: str | Path,
+    results: str | Path,
+    figures: str | Path,
+    claims: list[str] | None = None,
+) -> Path:
+    """Write the README's answer (`<!-- region:answer -->`): the claims of
+    `README_SCALE`, per device kind, and the headline figure, from the records.
+
+    - `claims`: those claims where already computed; None: computed here."""
     readme, figures = Path(readme), Path(figures)
-    _, _, rows, _ = report_rows(results, "quick")
-    claims = scale_claims(str(results), "quick", rows)
+    if claims is None:
+        rows = report_rows(results, README_SCALE)[2]
+        claims = scale_claims(str(results), README_SCALE, rows)
     head = figures / "headline_speedup.png"
     body = [*claims]
     if head.exists():
