@@ -97,3 +97,47 @@ def test_odestudy_matrix_and_report_run_a_study_defined_outside_the_package(tmp_
     assert report.returncode == 0, report.stdout + report.stderr
     page = (tmp_path / "docs" / "results" / "tiny.md").read_text()
     assert "| ok " in page and "smoke" in page
+
+
+def test_the_seed_study_is_the_seed_scales_rows_and_their_time_to_target():
+    seed, _ = matrix.plan("seed", "cpu", "seed")
+    scaling, _ = matrix.plan("seed", "cpu", "scaling")
+    target = matrix.select(matrix.target_scenarios("seed"), {"batch": "32"})
+    assert seed == scaling + target and get_study("seed").runs("seed") == 1
+    assert matrix.plan("quick", "cpu", "seed") == ([], [])
+
+
+def test_the_report_asks_the_studies_which_records_are_current_and_which_pages_it_writes():
+    from odestudy.measure.recommended import recommended
+    from odestudy.report import frames
+    from odestudy.study.studies import pages_of
+
+    for scale in ("quick", "seed"):
+        grid = [s for d in ("cpu", "gpu") for s in matrix.scenarios(scale, d)]
+        assert frames.scaling_keys(scale) == {s.key() for s in grid}
+        current = [*grid, *map(recommended, grid), *matrix.node_scenarios(scale)]
+        current += matrix.explain_scenarios(scale)
+        assert frames.current_keys(scale) == {s.key() for s in current}
+    assert [p.name for p in pages_of("quick")] == [
+        "quick",
+        "explain",
+        "versions",
+        "workloads",
+        "step",
+        "prediction",
+    ]
+    assert [p.name for p in pages_of("seed")] == ["seed"] and pages_of("smoke") == []
+    assert [p.name for p in pages_of("quick") if p.answer] == ["quick"]
+
+
+def test_the_step_study_reads_a_machines_lever_records(tmp_path):
+    step = get_study("step")
+    folder = tmp_path / "results" / "a-machine" / "levers"
+    folder.mkdir(parents=True)
+    lever = {"scenario": {"controller": "pid"}, "rows": []}
+    (folder / "cpu-pid.json").write_text(json.dumps(lever))
+    (folder / "loss-spread-pid.json").write_text(json.dumps(dict(lever, spread_relative=0.1)))
+    (found,) = step.lever_records(tmp_path / "results", "a-machine")
+    assert found["path"].endswith("cpu-pid.json") and step.records(tmp_path / "results", "quick")
+    assert step.loss_spreads(tmp_path / "results", "a-machine")["pid"]["spread_relative"] == 0.1
+    assert step.scenarios("quick") == ([], [])

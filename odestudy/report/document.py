@@ -5,7 +5,7 @@ from typing import Any
 
 from ..measure import environment
 from ..measure.timing import PROTOCOL
-from ..study import records
+from ..study.matrix import Step
 from ..study.runner import html_exporter
 from . import sessions
 from .device_tables import (
@@ -165,19 +165,11 @@ def _step_inputs(
     if not machine:
         return [], [], {}
     cpu_sweeps = all_sweeps(Path(results) / machine, "cpu")
-    levers = [
-        {**records.read_json(p), "path": str(p)}
-        for p in sorted(Path(results, machine, "levers").glob("cpu-*.json"))
-    ]
+    levers = Step().lever_records(results, machine)
     found = sessions.index(results)
     for side in [*cpu_sweeps, *levers]:
         side["session"] = found.get(side["path"])
-    spreads = {
-        r["scenario"]["controller"]: r
-        for p in sorted(Path(results, machine, "levers").glob("loss-spread-*.json"))
-        if (r := records.read_json(p))
-    }
-    return cpu_sweeps, levers, spreads
+    return cpu_sweeps, levers, Step().loss_spreads(results, machine)
 
 
 def _write_step(

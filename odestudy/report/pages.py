@@ -7,8 +7,8 @@ such a region is hand-written and holds no measured number (`tests/test_docs_cla
 import os
 import re
 from pathlib import Path
-from typing import Any
 
+from ..study.studies import page_named, pages_of
 from .claims import across_sessions, related_records, scale_claims
 from .document import report_rows, table_body
 from .frames import read_records
@@ -20,54 +20,8 @@ GENERATED_END = "<!-- generated:end -->"
 # A markdown image: `![alt](path)`.
 IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 
-# Each study's page: its title, the table files it shows (`figures/tables/<name>.md`),
-# and the figures (PNG names under the scale's figures folder), answer first.
-STUDIES: dict[str, dict[str, Any]] = {
-    "quick": {
-        "title": "Quick scaling (`make all`)",
-        "tables": ("cpu", "gpu", "machines", "projection", "skipped"),
-        "figures": ("headline_speedup", "cpu_strong_scaling", "cpu_weak_scaling"),
-        "scale": "quick",
-    },
-    "seed": {
-        "title": "The reference configuration (`make seed`)",
-        "tables": ("reference", "cpu", "gpu", "explain", "skipped"),
-        "figures": ("headline_speedup", "time_to_target", "gpu_step_cost"),
-        "scale": "seed",
-    },
-    "explain": {
-        "title": "Explanations (`make explain`)",
-        "tables": ("explain",),
-        "figures": ("lockstep_waste", "throughput_vs_batch", "time_to_target"),
-    },
-    "step": {
-        "title": "The step: what bounds it, and the levers",
-        "tables": ("step",),
-        "figures": ("cpu_step_cost",),
-    },
-    "versions": {
-        "title": "JAX releases (`make versions`)",
-        "tables": ("versions",),
-        "figures": ("versions",),
-    },
-    "workloads": {
-        "title": "Workload map",
-        "tables": ("workloads",),
-        "figures": ("workloads",),
-    },
-    "prediction": {
-        "title": "The prediction (`odestudy predict`) checked, and the machine probes",
-        "tables": ("prediction",),
-        "figures": (),
-    },
-}
 # The scale whose answer the README gives (`update_readme`).
 README_SCALE = "quick"
-# The pages a report of each scale writes.
-SCALE_PAGES = {
-    "quick": ("quick", "explain", "step", "versions", "workloads", "prediction"),
-    "seed": ("seed",),
-}
 
 
 def generated(body: str) -> str:
@@ -82,18 +36,19 @@ def _rel(path: Path, start: Path) -> str:
 def page(
     name: str, results: str | Path, figures: Path, docs: Path, claims: list[str] | None
 ) -> str:
-    """The markdown of study `name`'s page: title, the answer (`claims`), figures,
-    then the tables, or one line where the study has no rows yet."""
-    spec = STUDIES[name]
+    """The markdown of page `name` (a study's `Page`, `studies.page_named`): title, the
+    answer (`claims`), figures, then the tables, or one line where the study has no rows
+    yet."""
+    spec = page_named(name)
     out = docs / "results"
-    tables = [figures / "tables" / f"{t}.md" for t in spec["tables"]]
+    tables = [figures / "tables" / f"{t}.md" for t in spec.tables]
     tables = [t for t in tables if t.exists()]
-    pngs = [figures / f"{f}.png" for f in spec["figures"]]
-    parts = [f"# {spec['title']}", ""]
+    pngs = [figures / f"{f}.png" for f in spec.figures]
+    parts = [f"# {spec.title}", ""]
     if not tables and not claims:
         parts += [
             f"No rows yet: no record of this study has been measured "
-            f"(`{_rel(figures / 'tables' / (spec['tables'][0] + '.md'), docs.parent)}` "
+            f"(`{_rel(figures / 'tables' / (spec.tables[0] + '.md'), docs.parent)}` "
             "is written from its records).",
         ]
         return generated("\n".join(parts))
@@ -149,7 +104,7 @@ def write_pages(
     docs: str | Path,
     claims: list[str] | None = None,
 ) -> dict[str, Path]:
-    """Write the results pages of `scale` (`SCALE_PAGES`) under `docs/results/` and
+    """Write the results pages of `scale` (`studies.pages_of`) under `docs/results/` and
     their HTML under `figures/pages/`, from the tables and figures the report wrote
     into `figures` and the claims computed from the records.
 
@@ -161,13 +116,12 @@ def write_pages(
     if claims is None:
         claims = scale_claims(str(results), scale, report_rows(results, scale)[2])
     written = {}
-    for name in SCALE_PAGES.get(scale, ()):
-        spec = STUDIES[name]
-        answer = claims + session_lines(results, scale) if spec.get("scale") == scale else None
-        text = page(name, results, figures, docs, answer)
-        md = _write(docs / "results" / f"{name}.md", text)
-        render_html(text, figures / "pages" / f"{name}.html", md.parent)
-        written[name] = md
+    for spec in pages_of(scale):
+        answer = claims + session_lines(results, scale) if spec.answer else None
+        text = page(spec.name, results, figures, docs, answer)
+        md = _write(docs / "results" / f"{spec.name}.md", text)
+        render_html(text, figures / "pages" / f"{spec.name}.html", md.parent)
+        written[spec.name] = md
     return written
 
 
