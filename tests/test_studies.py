@@ -141,3 +141,22 @@ def test_the_step_study_reads_a_machines_lever_records(tmp_path):
     assert found["path"].endswith("cpu-pid.json") and step.records(tmp_path / "results", "quick")
     assert step.loss_spreads(tmp_path / "results", "a-machine")["pid"]["spread_relative"] == 0.1
     assert step.scenarios("quick") == ([], [])
+
+
+def test_the_answer_and_the_figures_are_values_that_pages_render(tmp_path):
+    from odestudy.report.claims import render_claims
+    from odestudy.report.pages import page_figures, render_figure
+    from odestudy.study.studies import Claim, page_named
+
+    claims = [Claim("cpu", ("- Use `shard_map`.",)), Claim("gpu", missing="no rows.")]
+    assert render_claims(claims) == [
+        "**CPU**",
+        "",
+        "- Use `shard_map`.",
+        "",
+        "**GPU**: no rows.",
+        "",
+    ]
+    (tmp_path / "workloads.png").write_bytes(b"")
+    (figure,) = page_figures(page_named("workloads"), tmp_path)
+    assert render_figure(figure, tmp_path / "docs") == "![workloads](../workloads.png)"

@@ -6,10 +6,11 @@ such a region is hand-written and holds no measured number (`tests/test_docs_cla
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
-from ..study.studies import page_named, pages_of
-from .claims import across_sessions, related_records, scale_claims
+from ..study.studies import Claim, Figure, Page, page_named, pages_of
+from .claims import across_sessions, answer_claims, related_records, render_claims
 from .document import report_rows, table_body
 from .frames import read_records
 from .tables import escape
@@ -20,8 +21,10 @@ GENERATED_END = "<!-- generated:end -->"
 # A markdown image: `![alt](path)`.
 IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 
-# The scale whose answer the README gives (`update_readme`).
+# The scale whose answer the README gives (`update_readme`), and its headline figure's
+# text.
 README_SCALE = "quick"
+HEADLINE_ALT = "Speedup over one device, by mode"
 
 
 def generated(body: str) -> str:
@@ -31,6 +34,17 @@ def generated(body: str) -> str:
 
 def _rel(path: Path, start: Path) -> str:
     return Path(os.path.relpath(Path(path).resolve(), Path(start).resolve())).as_posix()
+
+
+def page_figures(spec: Page, figures: Path) -> list[Figure]:
+    """The figures of page `spec` drawn into `figures` (`<name>.png`), in its order."""
+    found = [Figure(f, figures / f"{f}.png", f) for f in spec.figures]
+    return [f for f in found if f.path.exists()]
+
+
+def render_figure(figure: Figure, base: Path) -> str:
+    """`figure` as a markdown image, its path relative to `base` (the page's folder)."""
+    return f"![{figure.alt}]({_rel(figure.path, base)})"
 
 
 def page(
@@ -43,7 +57,6 @@ def page(
     out = docs / "results"
     tables = [figures / "tables" / f"{t}.md" for t in spec.tables]
     tables = [t for t in tables if t.exists()]
-    pngs = [figures / f"{f}.png" for f in spec.figures]
     parts = [f"# {spec.title}", ""]
     if not tables and not claims:
         parts += [
@@ -54,7 +67,7 @@ def page(
         return generated("\n".join(parts))
     if claims:
         parts += ["## The answer", "", *claims, ""]
-    parts += [f"![{p.stem}]({_rel(p, out)})\n" for p in pngs if p.exists()]
+    parts += [render_figure(f, out) + "\n" for f in page_figures(spec, figures)]
     for t in tables:
         title = t.read_text().splitlines()[0].lstrip("# ").strip()
         parts += [f"## {title}", "", table_body(t), ""]
@@ -102,22 +115,22 @@ def write_pages(
     scale: str,
     figures: str | Path,
     docs: str | Path,
-    claims: list[str] | None = None,
+    claims: Sequence[Claim] | None = None,
 ) -> dict[str, Path]:
     """Write the results pages of `scale` (`studies.pages_of`) under `docs/results/` and
     their HTML under `figures/pages/`, from the tables and figures the report wrote
     into `figures` and the claims computed from the records.
 
-    - `claims`: the scale's answer (`claims.scale_claims`) where already computed;
-      None: computed here.
+    - `claims`: the scale's answer (`claims.answer_claims`) where already made; None:
+      made here.
 
     Returns the pages."""
     figures, docs = Path(figures), Path(docs)
     if claims is None:
-        claims = scale_claims(str(results), scale, report_rows(results, scale)[2])
+        claims = answer_claims(results, scale, report_rows(results, scale)[2])
     written = {}
     for spec in pages_of(scale):
-        answer = claims + session_lines(results, scale) if spec.answer else None
+        answer = render_claims(claims) + session_lines(results, scale) if spec.answer else None
         text = page(spec.name, results, figures, docs, answer)
         md = _write(docs / "results" / f"{spec.name}.md", text)
         render_html(text, figures / "pages" / f"{spec.name}.html", md.parent)
@@ -150,20 +163,21 @@ def update_readme(
     readme: str | Path,
     results: str | Path,
     figures: str | Path,
-    claims: list[str] | None = None,
+    claims: Sequence[Claim] | None = None,
 ) -> Path:
     """Write the README's answer (`<!-- region:answer -->`): the claims of
     `README_SCALE`, per device kind, and the headline figure, from the records.
 
-    - `claims`: those claims where already computed; None: computed here."""
+    - `claims`: that answer (`claims.answer_claims`) where already made; None: made
+      here."""
     readme, figures = Path(readme), Path(figures)
     if claims is None:
         rows = report_rows(results, README_SCALE)[2]
-        claims = scale_claims(str(results), README_SCALE, rows)
-    head = figures / "headline_speedup.png"
-    body = [*claims]
-    if head.exists():
-        body += [f"![Speedup over one device, by mode]({_rel(head, readme.parent)})", ""]
+        claims = answer_claims(results, README_SCALE, rows)
+    head = Figure("headline_speedup", figures / "headline_speedup.png", HEADLINE_ALT)
+    body = render_claims(claims)
+    if head.path.exists():
+        body += [render_figure(head, readme.parent), ""]
     body += readme_lines(results)
     body += [
         "Every number above is written by `make report` from the committed records "

@@ -1,6 +1,6 @@
 """One `odestudy report`, from one read of the records (`records.read_once`): the
-report's tables and figures (`document.write_report`), its claims (`claims.scale_claims`,
-computed once), the results pages that show them (`pages.write_pages`) and the README's
+report's tables and figures (`document.write_report`), its answer (`claims.answer_claims`:
+`Claim` values, made once), the results pages that show them (`pages.write_pages`) and the README's
 answer (`pages.update_readme`). The report notebook calls it, and renders what it
 returns."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..study import records
-from .claims import scale_claims
+from .claims import answer_claims
 from .document import write_report
 from .pages import README_SCALE, update_readme, write_pages
 from .reference import REFERENCE_CSV
@@ -32,12 +32,13 @@ def publish(
       none.
     - `reference`, `draw`: as `document.write_report`.
 
-    Returns `write_report`'s values, with `claims` (the answer, markdown lines), and
+    Returns `write_report`'s values, with `claims` (the answer, `Claim` values, rendered
+    by `claims.render_claims`), and
     `pages` (by name) and `readme` (its path) where written.
     """
     with records.read_once():
         report = write_report(results, scale, figures, reference, draw)
-        report["claims"] = scale_claims(str(results), scale, report["rows"])
+        report["claims"] = answer_claims(results, scale, report["rows"])
         if docs is not None:
             report["pages"] = write_pages(results, scale, figures, docs, report["claims"])
         if readme is not None:

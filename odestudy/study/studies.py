@@ -8,7 +8,9 @@ studies (scaling, explain, target, versions, map) are defined beside the scenari
 matrix (`matrix.py`).
 
 A table is a value (`Table`): a title, a header, rows of cells and notes, made once from
-the records; the report renders it and the study's page (`report.studies`). A page of
+the records; the report renders it and the study's page (`report.studies`). So are a
+figure (`Figure`) and the answer for a device kind (`Claim`): the report makes them
+once, and the pages, the report notebook and the README render them. A page of
 the whole report is a value too (`Page`): each study names its own (`Study.page`), and
 the report writes those of its scale (`pages_of`).
 
@@ -41,6 +43,27 @@ class Table:
     header: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     notes: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """One figure of a study's report: `name` (its PNG, `<name>.png` under the scale's
+    figures folder), `path` (where it lies) and `alt` (its text where not shown)."""
+
+    name: str
+    path: Path
+    alt: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """The answer of a study's report for one device kind, made once from the records:
+    `device` (its kind), `bullets` (markdown sentences, each with its numbers, intervals,
+    machine and sessions), or where there are none, `missing` (why, in a sentence)."""
+
+    device: str
+    bullets: tuple[str, ...] = ()
+    missing: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
