@@ -59,6 +59,8 @@ def test_a_study_in_one_file_writes_its_table_and_page_from_its_records(tmp_path
     page = (tmp_path / "results" / "tiny.md").read_text()
     assert "# A tiny study (smoke scale)" in page and "| Step time (ms)" in page
     assert len(written) == 2
+    with pytest.raises(ValueError, match="whole report's"):
+        write_study_report("step", tmp_path / "results", "quick", tmp_path / "fig", tmp_path)
 
 
 def test_a_study_needs_only_its_class():
