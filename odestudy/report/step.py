@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..measure.recommended import RECOMMENDED
+from ..measure.problem import PROBLEMS
+from ..measure.recommended import RECOMMENDED, recommended_levers
+from ..measure.scenario import Scenario
 from . import sessions
 from .floor import FLOOR_TEXT, floor_cells
 from .intervals import fmt_interval
@@ -193,6 +195,8 @@ LEVER_HEADER = (
     "Speedup [95% CI]",
     "Loop bodies (fwd / bwd)",
     "Conditionals (fwd / bwd)",
+    "Kernels",
+    "µs per kernel",
     "Final loss",
     "Trains the same model",
     "Floor (ms)",
@@ -216,6 +220,9 @@ def lever_text(spreads: dict[str, dict[str, Any]]) -> str:
         "and **conditionals**: what one step executes, forward / backward, counted "
         "in a profile of one untimed step (`measure.loops`; every while loop's body: "
         "solver steps, Tsit5's stages, saved times, checkpoint recomputation). "
+        "**Kernels**: every instruction of the compiled step that one step executes, "
+        "counted in the same profile (each a kernel the runtime dispatches: a fusion, a "
+        "matmul, a copy, a loop's test), and the step's median time per kernel. "
         "**Final loss**: the variant's own training from scratch. **Trains the same "
         "model**: its final loss is at most the default's plus the default's "
         f"run-to-run spread over training seeds ({spread_text or 'not measured'}); a "
@@ -229,6 +236,7 @@ def lever_row(rec: dict[str, Any], r: dict[str, Any], spread: dict[str, Any] | N
     default), `spread` the default's loss spread for its controller (None: unknown)."""
     lo, hi = r["speedup_ci"]
     bodies, conds = loop_summary(r.get("loops"))
+    kernels = (r.get("loops") or {}).get("instructions")
     equal = same_model(r["final_loss"], rec["rows"][0]["final_loss"], spread)
     same = "–" if equal is None else ("yes" if equal else "no")
     return [
@@ -239,6 +247,8 @@ def lever_row(rec: dict[str, Any], r: dict[str, Any], spread: dict[str, Any] | N
         fmt_interval(r["speedup_vs_default"], lo, hi) + (f" {MARK}" if same == "no" else ""),
         bodies,
         conds,
+        "–" if not kernels else str(kernels),
+        "–" if not kernels else f"{r['step_time_s'] / kernels * 1e6:.2f}",
         _fmt(r["final_loss"], 3),
         same,
         *floor_cells(rec, r),
@@ -246,9 +256,18 @@ def lever_row(rec: dict[str, Any], r: dict[str, Any], spread: dict[str, Any] | N
     ]
 
 
+def _record_levers(rec: dict[str, Any]) -> dict[str, Any]:
+    """The recommended levers for a lever record's scenario (its problem and
+    controller): diffrax's combination, run by the fused solve where the problem says so."""
+    scenario = rec["scenario"]
+    fields = {k: scenario[k] for k in ("controller", "problem") if scenario.get(k)}
+    return recommended_levers(Scenario(**fields))
+
+
 def recommended_lines(levers: Sequence[dict[str, Any]]) -> list[str]:
-    """What `--recommended` sets per controller, and its measured speedup over the
-    default in each lever record that holds it."""
+    """What `--recommended` sets per controller (and where the fused solve runs it), and
+    its measured speedup over the default in each lever record that holds it."""
+    fused = ", ".join(f"`{name}`" for name, p in PROBLEMS.items() if p.recommended_fused)
     lines = [
         "Recommended (`odestudy run --recommended`, `odestudy matrix --recommended`), "
         "per controller: "
@@ -256,23 +275,25 @@ def recommended_lines(levers: Sequence[dict[str, Any]]) -> list[str]:
             f"{c}: " + (", ".join(f"`{k}={v}`" for k, v in chosen.items()) or "the default")
             for c, chosen in RECOMMENDED.items()
         )
-        + ". The default is the reference's algorithm (Tsit5, one solve per sample "
-        "under `vmap`, `SaveAt(ts=...)`, diffrax's default adjoint), so a speedup over "
-        "the default is one over the reference's algorithm on this software stack.",
+        + f"; run by the fused solve (`integrator=fused`, saving and stages its own) on the "
+        f"problems that say so (`recommended_fused`: {fused or 'none'}). The default is "
+        "the reference's algorithm (Tsit5, one solve per sample under `vmap`, "
+        "`SaveAt(ts=...)`, diffrax's default adjoint), so a speedup over the default is "
+        "one over the reference's algorithm on this software stack.",
         "",
     ]
-    for controller, chosen in RECOMMENDED.items():
+    for controller in RECOMMENDED:
         found = [
             (rec, r)
             for rec in levers
             if rec["scenario"]["controller"] == controller
             for r in rec["rows"]
-            if r["levers"] == chosen
+            if r["levers"] == _record_levers(rec)
         ]
         if found:
             measured = "; ".join(
                 f"{fmt_interval(r['speedup_vs_default'], *r['speedup_ci'])} "
-                f"({r['step_time_s'] * 1e3:.2f} ms a step, final loss "
+                f"({r['label']}: {r['step_time_s'] * 1e3:.2f} ms a step, final loss "
                 f"{_fmt(r['final_loss'], 3)} against {_fmt(rec['rows'][0]['final_loss'], 3)}; "
                 f"{session_commit(rec)})"
                 for rec, r in found
