@@ -129,10 +129,10 @@ explain: $(STAMP)
 # rows (1 device; 8 devices pmap, shard, shard_map) and 2 devices in every mode, both
 # controllers, one run each; resumable (2147 s on the 2-core machine of the committed
 # records); then the time to target of the default and the recommended step (PID, batch
-# 32, 1 device and 2 devices `shard_map`). Tables and figures go to figures/seed/.
+# 32, 1 device and 2 devices `shard_map`): the seed study (`matrix.Seed`). Tables and
+# figures go to figures/seed/.
 seed: $(STAMP)
-	$(BIN)/odestudy matrix --scale seed --device auto
-	$(BIN)/odestudy matrix --scale seed --study target --select batch=32
+	$(BIN)/odestudy matrix --scale seed --study seed --device auto
 	$(BIN)/odestudy report --scale seed --figures figures/seed --docs docs
 
 # Only the GPU rows, on a machine with GPUs and the registry: first

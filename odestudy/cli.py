@@ -351,17 +351,16 @@ def _report(a: argparse.Namespace) -> int:
             print(f"wrote {path}")
         return 0
 
-    html = settle_report(execute_report(a.results, a.scale, a.figures))
+    # One read of the records, in the report notebook, writes the tables and figures,
+    # the pages (`--docs`) and the README's answer (`--readme`) (`report.publish`).
+    html = settle_report(execute_report(a.results, a.scale, a.figures, a.docs, a.readme))
     print(f"report: {html}")
-    if a.docs:  # from the tables and figures the report notebook just wrote
-        from .report.pages import write_pages
+    if a.docs:
+        from .study.studies import pages_of
 
-        for path in write_pages(a.results, a.scale, a.figures, a.docs).values():
-            print(f"page: {path}")
+        for page in pages_of(a.scale):
+            print(f"page: {Path(a.docs) / 'results' / f'{page.name}.md'}")
     if a.readme:
-        from .report.pages import update_readme
-
-        update_readme(a.readme, a.results, a.figures)
         print(f"updated the answer in {a.readme}")
     return 0
 
@@ -457,8 +456,11 @@ def parser() -> argparse.ArgumentParser:
         help="a registered study: scaling (the tables), explain (the studies that explain "
         "them), target (their time-to-target rows alone; `make seed` runs them at the "
         "seed scale), versions (the core rows `make versions` runs under each JAX "
-        "release), map (the workload map; records under RESULTS/map); or module:Class, a "
-        "study defined outside the package (odestudy.study.studies.Study)",
+        "release), map (the workload map; records under RESULTS/map), seed (`make seed`: "
+        "the seed scale's scaling rows and their time-to-target rows at its batch), step "
+        "and prediction (no matrix runs: benchmarks/levers.py and odestudy predict make "
+        "their records); or module:Class, a study defined outside the package "
+        "(odestudy.study.studies.Study)",
     )
     m.add_argument("--results", default=str(environment.workdir("results")))
     m.add_argument(

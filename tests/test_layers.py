@@ -139,3 +139,19 @@ def test_importing_the_package_loads_no_figure_library():
     code = "import sys, odestudy; print(sorted({'matplotlib', 'seaborn'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# The report layer reads as select -> rows -> render: no function of it longer than this.
+REPORT_FUNCTION_LINES = 60
+
+
+def test_no_report_function_is_over_60_lines():
+    long = [
+        f"{path.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in sorted((PACKAGE / "report").glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > REPORT_FUNCTION_LINES
+    ]
+    assert not long, long

@@ -316,7 +316,7 @@ def test_step_verdict_from_the_fit_and_the_measured_rates(per_sample_flops, boun
 
 
 def test_step_table_lists_the_verdict_and_every_lever():
-    from odestudy.report.document import step_table
+    from odestudy.report.step import step_table
 
     lever = {
         "label": "within_ode",

@@ -62,10 +62,10 @@ def test_report_html_shows_no_code_and_no_live_record_markup(rendered):
     html = (figures / "report_smoke.html").read_text()
     assert "<script>alert" not in html and "<img src=x" not in html
     assert "&lt;script&gt;alert" in html  # the error is there, as text
-    assert "odestudy.write_report(" not in html  # no input cells
+    assert "publish(" not in html  # no input cells
     assert "hl-ipython3" not in html  # no highlighted code cell
     # The executed notebook keeps the code for those who want it.
-    assert "write_report" in (figures / "report_smoke.ipynb").read_text()
+    assert "publish(" in (figures / "report_smoke.ipynb").read_text()
 
 
 def test_report_tables_hold_record_text_as_text(rendered):

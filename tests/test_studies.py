@@ -59,6 +59,8 @@ def test_a_study_in_one_file_writes_its_table_and_page_from_its_records(tmp_path
     page = (tmp_path / "results" / "tiny.md").read_text()
     assert "# A tiny study (smoke scale)" in page and "| Step time (ms)" in page
     assert len(written) == 2
+    with pytest.raises(ValueError, match="whole report's"):
+        write_study_report("step", tmp_path / "results", "quick", tmp_path / "fig", tmp_path)
 
 
 def test_a_study_needs_only_its_class():
@@ -97,3 +99,66 @@ def test_odestudy_matrix_and_report_run_a_study_defined_outside_the_package(tmp_
     assert report.returncode == 0, report.stdout + report.stderr
     page = (tmp_path / "docs" / "results" / "tiny.md").read_text()
     assert "| ok " in page and "smoke" in page
+
+
+def test_the_seed_study_is_the_seed_scales_rows_and_their_time_to_target():
+    seed, _ = matrix.plan("seed", "cpu", "seed")
+    scaling, _ = matrix.plan("seed", "cpu", "scaling")
+    target = matrix.select(matrix.target_scenarios("seed"), {"batch": "32"})
+    assert seed == scaling + target and get_study("seed").runs("seed") == 1
+    assert matrix.plan("quick", "cpu", "seed") == ([], [])
+
+
+def test_the_report_asks_the_studies_which_records_are_current_and_which_pages_it_writes():
+    from odestudy.measure.recommended import recommended
+    from odestudy.report import frames
+    from odestudy.study.studies import pages_of
+
+    for scale in ("quick", "seed"):
+        grid = [s for d in ("cpu", "gpu") for s in matrix.scenarios(scale, d)]
+        assert frames.scaling_keys(scale) == {s.key() for s in grid}
+        current = [*grid, *map(recommended, grid), *matrix.node_scenarios(scale)]
+        current += matrix.explain_scenarios(scale)
+        assert frames.current_keys(scale) == {s.key() for s in current}
+    assert [p.name for p in pages_of("quick")] == [
+        "quick",
+        "explain",
+        "versions",
+        "workloads",
+        "step",
+        "prediction",
+    ]
+    assert [p.name for p in pages_of("seed")] == ["seed"] and pages_of("smoke") == []
+    assert [p.name for p in pages_of("quick") if p.answer] == ["quick"]
+
+
+def test_the_step_study_reads_a_machines_lever_records(tmp_path):
+    step = get_study("step")
+    folder = tmp_path / "results" / "a-machine" / "levers"
+    folder.mkdir(parents=True)
+    lever = {"scenario": {"controller": "pid"}, "rows": []}
+    (folder / "cpu-pid.json").write_text(json.dumps(lever))
+    (folder / "loss-spread-pid.json").write_text(json.dumps(dict(lever, spread_relative=0.1)))
+    (found,) = step.lever_records(tmp_path / "results", "a-machine")
+    assert found["path"].endswith("cpu-pid.json") and step.records(tmp_path / "results", "quick")
+    assert step.loss_spreads(tmp_path / "results", "a-machine")["pid"]["spread_relative"] == 0.1
+    assert step.scenarios("quick") == ([], [])
+
+
+def test_the_answer_and_the_figures_are_values_that_pages_render(tmp_path):
+    from odestudy.report.claims import render_claims
+    from odestudy.report.pages import page_figures, render_figure
+    from odestudy.study.studies import Claim, page_named
+
+    claims = [Claim("cpu", ("- Use `shard_map`.",)), Claim("gpu", missing="no rows.")]
+    assert render_claims(claims) == [
+        "**CPU**",
+        "",
+        "- Use `shard_map`.",
+        "",
+        "**GPU**: no rows.",
+        "",
+    ]
+    (tmp_path / "workloads.png").write_bytes(b"")
+    (figure,) = page_figures(page_named("workloads"), tmp_path)
+    assert render_figure(figure, tmp_path / "docs") == "![workloads](../workloads.png)"

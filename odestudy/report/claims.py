@@ -12,6 +12,7 @@ from typing import Any
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
+from ..study.studies import Claim
 from ..study.workloads import MAP_FOLDER
 from . import loss, sessions
 from .frames import in_scaling_matrix, read_records, scaling_rows
@@ -253,27 +254,44 @@ def verdict_claims(
     return lines
 
 
-def scale_claims(
-    results: str, scale: str, rows: Sequence[dict[str, Any]], scaling: str = "strong"
-) -> list[str]:
-    """`verdict_claims` of `rows` per device kind against every ok scaling record of
-    `scale` under `results` (each session of each machine); a device kind without
-    multi-device rows gets one line saying so."""
+def answer_claims(
+    results: str | Path, scale: str, rows: Sequence[dict[str, Any]], scaling: str = "strong"
+) -> list[Claim]:
+    """The answer per device kind (`Claim`): `verdict_claims` of `rows` against every ok
+    scaling record of `scale` under `results` (each session of each machine, and the
+    records that repeat them elsewhere, `related_records`); a device kind without
+    multi-device rows says so."""
     every = [r for r in read_records(results, scale, current=True) if r["status"] == "ok"]
     every += related_records(results, scale, every)
-    lines = []
+    out = []
     for device in ("cpu", "gpu"):
         found = verdict_claims(rows, every, scaling, device)
         name = device.upper()
-        if found:
-            lines += [f"**{name}**", "", *found, ""]
+        missing = (
+            f"no multi-device {name} row of the current protocol at the {escape(scale)} scale."
+        )
+        out.append(Claim(device, tuple(found), "" if found else missing))
+    return out
+
+
+def render_claims(claims: Sequence[Claim]) -> list[str]:
+    """`claims` as markdown lines: per device kind its name in bold, then its bullets,
+    or its name and why it has none."""
+    lines = []
+    for claim in claims:
+        name = claim.device.upper()
+        if claim.bullets:
+            lines += [f"**{name}**", "", *claim.bullets, ""]
         else:
-            lines += [
-                f"**{name}**: no multi-device {name} row of the current protocol at the "
-                f"{escape(scale)} scale.",
-                "",
-            ]
+            lines += [f"**{name}**: {claim.missing}", ""]
     return lines
+
+
+def scale_claims(
+    results: str | Path, scale: str, rows: Sequence[dict[str, Any]], scaling: str = "strong"
+) -> list[str]:
+    """The answer of `scale` as markdown lines: `render_claims(answer_claims(...))`."""
+    return render_claims(answer_claims(results, scale, rows, scaling))
 
 
 def related_records(

@@ -4,11 +4,10 @@ from pathlib import Path
 from typing import Any
 
 from ..measure import environment
-from ..measure.recommended import RECOMMENDED
 from ..measure.timing import PROTOCOL
-from ..study import records
+from ..study.matrix import Step
 from ..study.runner import html_exporter
-from . import loss, sessions
+from . import sessions
 from .device_tables import (
     ADDED_COLUMNS,
     DIAGNOSTIC_COLUMNS,
@@ -23,7 +22,7 @@ from .device_tables import (
     table_rows,
 )
 from .explain import write_explain
-from .floor import FLOOR_TEXT, floor_cells, gpu_lever_lines
+from .floor import gpu_lever_lines
 from .frames import (
     BaselineError,
     baseline,
@@ -33,16 +32,13 @@ from .frames import (
     scaling_rows,
 )
 from .gpu import gpu_extra, headline_figure
-from .intervals import fmt_interval
 from .machines import machines_table, skipped_table
 from .plots import scaling_figures, step_cost_figure
 from .prediction import write_prediction
 from .projection import all_sweeps, write_projection
 from .reference import REFERENCE_CSV, comparison_table, reference_rows, seed_rows
-from .step import loop_summary, same_model, verdict
+from .step import step_table
 from .tables import escape as _esc
-from .tables import fmt as _fmt
-from .tables import markdown_table
 from .verdict import verdict_markdown
 from .workloads import write_workloads
 
@@ -71,191 +67,6 @@ __all__ = [
     "table_body",
     "write_report",
 ]
-
-
-def _short_commit(rec: dict[str, Any]) -> str:
-    """A side study's session and commit: `machine, day hh:mm–hh:mm UTC (commit)`."""
-    session = rec.get("session")
-    commit = sessions.short_commit(rec)
-    return f"{session.when} ({commit})" if isinstance(session, sessions.Session) else commit
-
-
-def step_table(
-    sweeps: list[dict[str, Any]],
-    levers: list[dict[str, Any]],
-    spreads: dict[str, dict[str, Any]] | None = None,
-) -> str:
-    """What bounds one training step (1 device, trained model) and the levers measured
-    on it: the step-cost sweeps' verdicts (`step.verdict`) and the levers' speedups with
-    their intervals, loop counts and final losses (`benchmarks/levers.py`).
-
-    - `spreads`: per controller, the default's run-to-run loss spread
-      (`benchmarks/loss_spread.py`), which says whether a lever trains the same model.
-    """
-    parts = ["# What bounds a training step, and the levers on it", ""]
-    machines = sorted({_esc(r.get("machine_id")) for r in [*sweeps, *levers]})
-    if machines:
-        parts += [
-            f"Machine: {', '.join(machines)}. Each row says the session it was measured in "
-            "(`odestudy/report/sessions.py`); a speedup compares rows of one record, so "
-            "of one session.",
-            "",
-        ]
-    if not sweeps:
-        parts += ["No step-cost sweep of this machine (`benchmarks/step_cost.py`).", ""]
-    rows = []
-    order = sorted(sweeps, key=lambda s: (s["scenario"]["controller"], s.get("label") != "default"))
-    for s in order:
-        v = verdict(s)
-        rates = s.get("rates") or {}
-        shares = [x for x in v["forward_share"] if x is not None]
-        rows.append(
-            [
-                s["scenario"]["controller"],
-                _esc(s.get("label") or "default"),
-                _short_commit(s),
-                f"{s['fit']['fixed_per_iteration_s'] * 1e6:.0f}",
-                f"{s['fit']['per_sample_iteration_s'] * 1e6:.1f}",
-                _fmt(v["crossover_batch"], 2),
-                f"{min(shares):.2f}–{max(shares):.2f}" if shares else "–",
-                _fmt(v["flops_per_s"] and v["flops_per_s"] / 1e9, 3),
-                _fmt(rates.get("matmul_flops_per_s") and rates["matmul_flops_per_s"] / 1e9, 3),
-                _fmt(v["bytes_per_s"] and v["bytes_per_s"] / 1e9, 3),
-                _fmt(rates.get("cache_bytes_per_s") and rates["cache_bytes_per_s"] / 1e9, 3),
-                _fmt(rates.get("memory_bytes_per_s") and rates["memory_bytes_per_s"] / 1e9, 3),
-                v["bound"] or "–",
-            ]
-        )
-    if rows:
-        parts += [
-            "Step time per executed solver iteration = fixed + per sample x batch, fitted "
-            "over batch sizes (`benchmarks/step_cost.py`). **Crossover**: the batch at which "
-            "the per-sample work equals the fixed cost; below it the fixed cost bounds the "
-            "step. **Forward share**: the forward pass (the loss alone) over the whole step, "
-            "over the batch sizes swept. The per-sample work's GFLOP/s and GB/s come from "
-            "XLA's cost analysis (one forward and one backward loop body per iteration) "
-            "against this machine's measured float32 matmul rate and bandwidths (**cache**: "
-            "an elementwise update of a 1 MB array repeated in one compiled loop; "
-            "**memory**: of a 256 MB array). XLA counts the bytes of every operation, most "
-            "of them cache hits for this model's small arrays, so **bound** is compute "
-            "where the FLOP/s reach half the matmul rate, memory where the bytes/s reach "
-            "half the cache bandwidth, else overhead.",
-            "",
-            markdown_table(
-                (
-                    "Controller",
-                    "Variant",
-                    "Session (commit)",
-                    "Fixed (us/iteration)",
-                    "Per sample (us/iteration)",
-                    "Crossover batch",
-                    "Forward share",
-                    "Per-sample GFLOP/s",
-                    "Matmul GFLOP/s",
-                    "Per-sample GB/s",
-                    "Cache GB/s",
-                    "Memory GB/s",
-                    "Bound",
-                ),
-                rows,
-            ),
-            "",
-        ]
-    lever_rows = []
-    for rec in levers:
-        controller = rec["scenario"]["controller"]
-        spread = (spreads or {}).get(controller)
-        for r in rec["rows"]:
-            lo, hi = r["speedup_ci"]
-            bodies, conds = loop_summary(r.get("loops"))
-            equal = same_model(r["final_loss"], rec["rows"][0]["final_loss"], spread)
-            same = "–" if equal is None else ("yes" if equal else "no")
-            lever_rows.append(
-                [
-                    controller,
-                    r["label"],
-                    ", ".join(f"{k}={v}" for k, v in r["levers"].items()) or "–",
-                    f"{r['step_time_s'] * 1e3:.2f}",
-                    fmt_interval(r["speedup_vs_default"], lo, hi)
-                    + (f" {loss.MARK}" if same == "no" else ""),
-                    bodies,
-                    conds,
-                    _fmt(r["final_loss"], 3),
-                    same,
-                    *floor_cells(rec, r),
-                    _short_commit(rec),
-                ]
-            )
-    parts += ["## Levers", ""]
-    if lever_rows:
-        spread_text = "; ".join(
-            f"{_esc(c)}: {v['spread_relative']:.1%} over {len(v['rows'])} seeds"
-            for c, v in sorted((spreads or {}).items())
-        )
-        parts += [
-            "Each lever against the default on the trained quick model, 1 device, last "
-            "(full-length) stage: every variant in its own process, timed from the default's "
-            "trained state on the same batches in interleaved blocks; speedup = default "
-            "median step / variant's, 95% bootstrap over blocks and steps. **Loop bodies** "
-            "and **conditionals**: what one step executes, forward / backward, counted "
-            "in a profile of one untimed step (`measure.loops`; every while loop's body: "
-            "solver steps, Tsit5's stages, saved times, checkpoint recomputation). "
-            "**Final loss**: the variant's own training from scratch. **Trains the same "
-            "model**: its final loss is at most the default's plus the default's "
-            f"run-to-run spread over training seeds ({spread_text or 'not measured'}); a "
-            "lower loss trains at least as well. A lever that does not is reported, not "
-            "recommended. " + FLOOR_TEXT,
-            "",
-            markdown_table(
-                (
-                    "Controller",
-                    "Variant",
-                    "Levers",
-                    "Step (ms)",
-                    "Speedup [95% CI]",
-                    "Loop bodies (fwd / bwd)",
-                    "Conditionals (fwd / bwd)",
-                    "Final loss",
-                    "Trains the same model",
-                    "Floor (ms)",
-                    "x floor [95% CI]",
-                    "Session (commit)",
-                ),
-                lever_rows,
-            ),
-            "",
-            "Recommended (`odestudy run --recommended`, `odestudy matrix --recommended`), "
-            "per controller: "
-            + "; ".join(
-                f"{c}: " + (", ".join(f"`{k}={v}`" for k, v in levers_.items()) or "the default")
-                for c, levers_ in RECOMMENDED.items()
-            )
-            + ". The default is the reference's algorithm (Tsit5, one solve per sample "
-            "under `vmap`, `SaveAt(ts=...)`, diffrax's default adjoint), so a speedup over "
-            "the default is one over the reference's algorithm on this software stack.",
-            "",
-        ]
-        for controller, levers_ in RECOMMENDED.items():
-            found = [
-                (rec, r)
-                for rec in levers
-                if rec["scenario"]["controller"] == controller
-                for r in rec["rows"]
-                if r["levers"] == levers_
-            ]
-            if found:
-                measured = "; ".join(
-                    f"{fmt_interval(r['speedup_vs_default'], *r['speedup_ci'])} "
-                    f"({r['step_time_s'] * 1e3:.2f} ms a step, final loss "
-                    f"{_fmt(r['final_loss'], 3)} against {_fmt(rec['rows'][0]['final_loss'], 3)}; "
-                    f"{_short_commit(rec)})"
-                    for rec, r in found
-                )
-                parts += [f"- {_esc(controller)}, over the default: {_esc(measured)}."]
-        parts += [""]
-    else:
-        parts += ["No lever records of this machine (`benchmarks/levers.py`).", ""]
-    return "\n".join(parts).rstrip() + "\n"
 
 
 def report_rows(
@@ -354,19 +165,42 @@ def _step_inputs(
     if not machine:
         return [], [], {}
     cpu_sweeps = all_sweeps(Path(results) / machine, "cpu")
-    levers = [
-        {**records.read_json(p), "path": str(p)}
-        for p in sorted(Path(results, machine, "levers").glob("cpu-*.json"))
-    ]
+    levers = Step().lever_records(results, machine)
     found = sessions.index(results)
     for side in [*cpu_sweeps, *levers]:
         side["session"] = found.get(side["path"])
-    spreads = {
-        r["scenario"]["controller"]: r
-        for p in sorted(Path(results, machine, "levers").glob("loss-spread-*.json"))
-        if (r := records.read_json(p))
+    return cpu_sweeps, levers, Step().loss_spreads(results, machine)
+
+
+def _write_step(
+    results: str | Path, machine: str | None, figures: Path, draw: bool
+) -> tuple[Path, list[Path]]:
+    """Write `tables/step.md` (the step page's table of `machine`'s CPU records and the
+    GPU levers' lines) and, with `draw`, the CPU step-cost figure; returns the table's
+    path and the figures drawn."""
+    cpu_sweeps, levers, spreads = _step_inputs(results, machine)
+    figs = step_cost_figure(cpu_sweeps, figures, "cpu_step_cost") if cpu_sweeps and draw else []
+    path = figures / "tables" / "step.md"
+    gpu = "\n".join(gpu_lever_lines(results))
+    path.write_text(step_table(cpu_sweeps, levers, spreads) + "\n" + gpu)
+    return path, figs
+
+
+def _write_side_studies(
+    results: str | Path, scale: str, every: list[dict[str, Any]], machine: str, figures: Path
+) -> tuple[dict[str, Path], list[Path]]:
+    """Write the explanation, prediction and workload studies' tables and figures (the
+    explanation's from `machine`'s records among `every`); returns the tables' paths by
+    name and the figures."""
+    explain = write_explain([r for r in every if r["machine_id"] == machine], figures)
+    written = {
+        "explain": explain["table"],
+        "prediction": write_prediction(results, figures, machine),
     }
-    return cpu_sweeps, levers, spreads
+    workloads = write_workloads(results, figures, scale)  # `make map`: the quick scale
+    written.update({"workloads": workloads["table"]} if "table" in workloads else {})
+    figs = [workloads["figure"]] if "figure" in workloads else []
+    return written, figs + explain["figures"]
 
 
 def write_report(
@@ -393,9 +227,7 @@ def write_report(
     every, chosen, rows, skipped = report_rows(results, scale)
     tables = figures / "tables"
     tables.mkdir(parents=True, exist_ok=True)
-    written = {}
-
-    written.update(_device_tables(results, scale, every, chosen, rows, tables, reference))
+    written = _device_tables(results, scale, every, chosen, rows, tables, reference)
     verdict_text = verdict_markdown(rows, scale)
     for name, text in (
         ("verdict", f"# Verdict ({_esc(scale)} scale)\n\n{verdict_text}"),
@@ -403,30 +235,18 @@ def write_report(
         ("machines", machines_table(every, chosen)),
         ("skipped", skipped_table(skipped)),
     ):
-        path = tables / f"{name}.md"
-        path.write_text(text)
-        written[name] = path
+        written[name] = tables / f"{name}.md"
+        written[name].write_text(text)
     figs, headline = _draw_figures(results, rows, every, figures) if draw else ([], None)
-    cpu_sweeps, levers, spreads = _step_inputs(results, chosen["cpu"])
-    if cpu_sweeps and draw:
-        figs += step_cost_figure(cpu_sweeps, figures, "cpu_step_cost")
-    path = tables / "step.md"
-    gpu = "\n".join(gpu_lever_lines(results))
-    path.write_text(step_table(cpu_sweeps, levers, spreads) + "\n" + gpu)
-    written["step"] = path
-
-    explain = write_explain([r for r in every if r["machine_id"] == chosen["cpu"]], figures)
-    written["explain"] = explain["table"]
-    written["prediction"] = write_prediction(results, figures, chosen["cpu"])
-    workloads = write_workloads(results, figures, scale)  # `make map`: the quick scale
-    written.update({"workloads": workloads["table"]} if "table" in workloads else {})
-    figs += [workloads["figure"]] if "figure" in workloads else []
+    written["step"], step_figs = _write_step(results, chosen["cpu"], figures, draw)
+    side, side_figs = _write_side_studies(results, scale, every, chosen["cpu"], figures)
+    written.update(side)
     return {
         "rows": rows,
         "verdict": verdict_text,
         "headline": headline,
         "tables": written,
-        "figures": figs + explain["figures"],
+        "figures": figs + step_figs + side_figs,
         "skipped": skipped,
         "machines": chosen,
     }

@@ -71,7 +71,8 @@ FLOOR_TEXT = (
     "the device's probe sustains on a loop of matmul-and-tanh at the step's batch and "
     "width. **x floor**: the step's median over its floor, with the interval of its "
     "median; what lies above 1 is time its arithmetic does not account for (loop "
-    "machinery, memory traffic and launches, not measured apart here)."
+    "machinery, memory traffic, launches). Where a record counts them, the step table "
+    "gives the kernels one step dispatches and its time per kernel beside it."
 )
 
 # The map's fused-solve variants (`make map-fused`), baseline first.

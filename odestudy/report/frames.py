@@ -16,10 +16,10 @@ import pandas as pd
 from ..measure import environment
 from ..measure.modes import MODES
 from ..measure.problem import DEFAULT_PROBLEM, resolve_problem
-from ..measure.recommended import recommended
 from ..measure.scenario import SCALES, default_config
 from ..study import records
-from ..study.matrix import explain_scenarios, for_problem, node_scenarios, scenarios
+from ..study.matrix import for_problem
+from ..study.studies import STUDIES
 from . import sessions
 from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
 from .intervals import ratio_interval
@@ -62,28 +62,35 @@ def record_machine_id(rec: dict[str, Any]) -> str:
     )
 
 
-@functools.cache
-def matrix_keys(scale: str, study: str = "both", problem: str = DEFAULT_PROBLEM) -> frozenset[str]:
-    """Scenario keys of the current matrix of `scale` for `problem`: the scaling tables'
-    scenarios (`study="scaling"`, CPU and GPU), the explanation studies' (`"explain"`),
-    or both (which also holds the scaling scenarios with the recommended levers, the
-    records of `odestudy matrix --recommended`)."""
-    if scale not in SCALES:
-        return frozenset()
+def _problem_known(problem: str) -> bool:
+    """Whether `problem` resolves here (a problem of a module not importable here does
+    not: no record of it is current)."""
     try:
         resolve_problem(problem)
-    except ValueError:  # a problem of a module not importable here
+    except ValueError:
+        return False
+    return True
+
+
+@functools.cache
+def current_keys(scale: str, problem: str = DEFAULT_PROBLEM) -> frozenset[str]:
+    """Scenario keys at `scale` for `problem` whose records under the results folder are
+    current: every registered study's (`Study.current`; the scaling tables', the
+    explanation studies', the recommended step's, the rows over several hosts)."""
+    if scale not in SCALES or not _problem_known(problem):
         return frozenset()
-    keys = set()
-    scaling = for_problem([s for d in ("cpu", "gpu") for s in scenarios(scale, d)], problem)
-    if study in ("scaling", "both"):
-        keys |= {s.key() for s in scaling}
-    if study in ("explain", "both"):
-        keys |= {s.key() for s in for_problem(explain_scenarios(scale), problem)}
-    if study == "both":
-        keys |= {recommended(s).key() for s in scaling}
-        keys |= {s.key() for s in for_problem(node_scenarios(scale), problem)}
-    return frozenset(keys)
+    return frozenset(s.key() for c in STUDIES.values() for s in c().current(scale, problem))
+
+
+@functools.cache
+def scaling_keys(scale: str, problem: str = DEFAULT_PROBLEM) -> frozenset[str]:
+    """Scenario keys of the scaling tables at `scale` for `problem`: the whole matrix
+    (`Study.matrix`, every device kind) of each study whose records are their rows
+    (`Study.scaling_table`)."""
+    if scale not in SCALES or not _problem_known(problem):
+        return frozenset()
+    found = [s for c in STUDIES.values() if c.scaling_table for s in c().matrix(scale)]
+    return frozenset(s.key() for s in for_problem(found, problem))
 
 
 def record_problem(rec: dict[str, Any]) -> str:
@@ -95,8 +102,7 @@ def record_problem(rec: dict[str, Any]) -> str:
 def in_scaling_matrix(rec: dict[str, Any]) -> bool:
     """Whether record `rec` is a scenario of its scale's scaling matrix: a row of the
     scaling tables (the explanation studies have tables of their own)."""
-    keys = matrix_keys(rec.get("scale"), "scaling", record_problem(rec))
-    return rec.get("scenario_key") in keys
+    return rec.get("scenario_key") in scaling_keys(rec.get("scale"), record_problem(rec))
 
 
 def read_records(
@@ -129,8 +135,7 @@ def read_records(
         rec.setdefault("machine_id", record_machine_id(rec))
         rec["path"] = str(path)
         if current:
-            keys = matrix_keys(rec.get("scale"), "both", record_problem(rec))
-            if rec.get("scenario_key") not in keys:
+            if rec.get("scenario_key") not in current_keys(rec.get("scale"), record_problem(rec)):
                 if skipped is not None:
                     skipped.append((str(path), "stale: matches no scenario of the current matrix"))
                 continue
@@ -383,7 +388,8 @@ def baselines(
             "size": [recs[i]["global_batch"] for i in ones],
         },
         columns=["base", "key", "size"],
-    )
+    ).astype({"key": object})  # no 1-device record: an empty key column, not floats
+    left = left.astype({"key": object})
     shared = right.duplicated(["key", "size"], keep=False)
     ambiguous = right[shared].groupby(["key", "size"])["base"].agg(list)
     joined = left.merge(

@@ -6,10 +6,11 @@ such a region is hand-written and holds no measured number (`tests/test_docs_cla
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from .claims import across_sessions, related_records, scale_claims
+from ..study.studies import Claim, Figure, Page, page_named, pages_of
+from .claims import across_sessions, answer_claims, related_records, render_claims
 from .document import report_rows, table_body
 from .frames import read_records
 from .tables import escape
@@ -20,52 +21,10 @@ GENERATED_END = "<!-- generated:end -->"
 # A markdown image: `![alt](path)`.
 IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 
-# Each study's page: its title, the table files it shows (`figures/tables/<name>.md`),
-# and the figures (PNG names under the scale's figures folder), answer first.
-STUDIES: dict[str, dict[str, Any]] = {
-    "quick": {
-        "title": "Quick scaling (`make all`)",
-        "tables": ("cpu", "gpu", "machines", "projection", "skipped"),
-        "figures": ("headline_speedup", "cpu_strong_scaling", "cpu_weak_scaling"),
-        "scale": "quick",
-    },
-    "seed": {
-        "title": "The reference configuration (`make seed`)",
-        "tables": ("reference", "cpu", "gpu", "explain", "skipped"),
-        "figures": ("headline_speedup", "time_to_target", "gpu_step_cost"),
-        "scale": "seed",
-    },
-    "explain": {
-        "title": "Explanations (`make explain`)",
-        "tables": ("explain",),
-        "figures": ("lockstep_waste", "throughput_vs_batch", "time_to_target"),
-    },
-    "step": {
-        "title": "The step: what bounds it, and the levers",
-        "tables": ("step",),
-        "figures": ("cpu_step_cost",),
-    },
-    "versions": {
-        "title": "JAX releases (`make versions`)",
-        "tables": ("versions",),
-        "figures": ("versions",),
-    },
-    "workloads": {
-        "title": "Workload map",
-        "tables": ("workloads",),
-        "figures": ("workloads",),
-    },
-    "prediction": {
-        "title": "The prediction (`odestudy predict`) checked, and the machine probes",
-        "tables": ("prediction",),
-        "figures": (),
-    },
-}
-# The pages a report of each scale writes.
-SCALE_PAGES = {
-    "quick": ("quick", "explain", "step", "versions", "workloads", "prediction"),
-    "seed": ("seed",),
-}
+# The scale whose answer the README gives (`update_readme`), and its headline figure's
+# text.
+README_SCALE = "quick"
+HEADLINE_ALT = "Speedup over one device, by mode"
 
 
 def generated(body: str) -> str:
@@ -77,27 +36,38 @@ def _rel(path: Path, start: Path) -> str:
     return Path(os.path.relpath(Path(path).resolve(), Path(start).resolve())).as_posix()
 
 
+def page_figures(spec: Page, figures: Path) -> list[Figure]:
+    """The figures of page `spec` drawn into `figures` (`<name>.png`), in its order."""
+    found = [Figure(f, figures / f"{f}.png", f) for f in spec.figures]
+    return [f for f in found if f.path.exists()]
+
+
+def render_figure(figure: Figure, base: Path) -> str:
+    """`figure` as a markdown image, its path relative to `base` (the page's folder)."""
+    return f"![{figure.alt}]({_rel(figure.path, base)})"
+
+
 def page(
     name: str, results: str | Path, figures: Path, docs: Path, claims: list[str] | None
 ) -> str:
-    """The markdown of study `name`'s page: title, the answer (`claims`), figures,
-    then the tables, or one line where the study has no rows yet."""
-    spec = STUDIES[name]
+    """The markdown of page `name` (a study's `Page`, `studies.page_named`): title, the
+    answer (`claims`), figures, then the tables, or one line where the study has no rows
+    yet."""
+    spec = page_named(name)
     out = docs / "results"
-    tables = [figures / "tables" / f"{t}.md" for t in spec["tables"]]
+    tables = [figures / "tables" / f"{t}.md" for t in spec.tables]
     tables = [t for t in tables if t.exists()]
-    pngs = [figures / f"{f}.png" for f in spec["figures"]]
-    parts = [f"# {spec['title']}", ""]
+    parts = [f"# {spec.title}", ""]
     if not tables and not claims:
         parts += [
             f"No rows yet: no record of this study has been measured "
-            f"(`{_rel(figures / 'tables' / (spec['tables'][0] + '.md'), docs.parent)}` "
+            f"(`{_rel(figures / 'tables' / (spec.tables[0] + '.md'), docs.parent)}` "
             "is written from its records).",
         ]
         return generated("\n".join(parts))
     if claims:
         parts += ["## The answer", "", *claims, ""]
-    parts += [f"![{p.stem}]({_rel(p, out)})\n" for p in pngs if p.exists()]
+    parts += [render_figure(f, out) + "\n" for f in page_figures(spec, figures)]
     for t in tables:
         title = t.read_text().splitlines()[0].lstrip("# ").strip()
         parts += [f"## {title}", "", table_body(t), ""]
@@ -141,23 +111,30 @@ def _write(path: Path, text: str) -> Path:
 
 
 def write_pages(
-    results: str | Path, scale: str, figures: str | Path, docs: str | Path
+    results: str | Path,
+    scale: str,
+    figures: str | Path,
+    docs: str | Path,
+    claims: Sequence[Claim] | None = None,
 ) -> dict[str, Path]:
-    """Write the results pages of `scale` (`SCALE_PAGES`) under `docs/results/` and
+    """Write the results pages of `scale` (`studies.pages_of`) under `docs/results/` and
     their HTML under `figures/pages/`, from the tables and figures the report wrote
-    into `figures` and the claims computed from the records. Returns the pages."""
+    into `figures` and the claims computed from the records.
+
+    - `claims`: the scale's answer (`claims.answer_claims`) where already made; None:
+      made here.
+
+    Returns the pages."""
     figures, docs = Path(figures), Path(docs)
-    _, _, rows, _ = report_rows(results, scale)
+    if claims is None:
+        claims = answer_claims(results, scale, report_rows(results, scale)[2])
     written = {}
-    for name in SCALE_PAGES.get(scale, ()):
-        spec = STUDIES[name]
-        claims = None
-        if spec.get("scale") == scale:
-            claims = scale_claims(str(results), scale, rows) + session_lines(results, scale)
-        text = page(name, results, figures, docs, claims)
-        md = _write(docs / "results" / f"{name}.md", text)
-        render_html(text, figures / "pages" / f"{name}.html", md.parent)
-        written[name] = md
+    for spec in pages_of(scale):
+        answer = render_claims(claims) + session_lines(results, scale) if spec.answer else None
+        text = page(spec.name, results, figures, docs, answer)
+        md = _write(docs / "results" / f"{spec.name}.md", text)
+        render_html(text, figures / "pages" / f"{spec.name}.html", md.parent)
+        written[spec.name] = md
     return written
 
 
@@ -182,16 +159,25 @@ def fill(text: str, region: str, body: str) -> str:
     return text[:start] + "\n" + generated(body) + text[end:]
 
 
-def update_readme(readme: str | Path, results: str | Path, figures: str | Path) -> Path:
-    """Write the README's answer (`<!-- region:answer -->`): the quick scale's claims,
-    per device kind, and the headline figure, from the records."""
+def update_readme(
+    readme: str | Path,
+    results: str | Path,
+    figures: str | Path,
+    claims: Sequence[Claim] | None = None,
+) -> Path:
+    """Write the README's answer (`<!-- region:answer -->`): the claims of
+    `README_SCALE`, per device kind, and the headline figure, from the records.
+
+    - `claims`: that answer (`claims.answer_claims`) where already made; None: made
+      here."""
     readme, figures = Path(readme), Path(figures)
-    _, _, rows, _ = report_rows(results, "quick")
-    claims = scale_claims(str(results), "quick", rows)
-    head = figures / "headline_speedup.png"
-    body = [*claims]
-    if head.exists():
-        body += [f"![Speedup over one device, by mode]({_rel(head, readme.parent)})", ""]
+    if claims is None:
+        rows = report_rows(results, README_SCALE)[2]
+        claims = answer_claims(results, README_SCALE, rows)
+    head = Figure("headline_speedup", figures / "headline_speedup.png", HEADLINE_ALT)
+    body = render_claims(claims)
+    if head.path.exists():
+        body += [render_figure(head, readme.parent), ""]
     body += readme_lines(results)
     body += [
         "Every number above is written by `make report` from the committed records "

@@ -1,11 +1,22 @@
-"""What bounds a training step: the verdict of a step-cost sweep
-(`measure.cost.step_cost_sweep`), from its fit and the machine's measured rates."""
+"""What bounds a training step, and the levers on it: the verdict of a step-cost sweep
+(`measure.cost.step_cost_sweep`), from its fit and the machine's measured rates, and
+the step page's table (`step_table`): the sweeps' rows, the levers' rows
+(`benchmarks/levers.py`), rendered."""
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .loss import unequal
+from ..measure.problem import PROBLEMS
+from ..measure.recommended import RECOMMENDED, recommended_levers
+from ..measure.scenario import Scenario
+from . import sessions
+from .floor import FLOOR_TEXT, floor_cells
+from .intervals import fmt_interval
+from .loss import MARK, unequal
+from .tables import escape, markdown_table
+from .tables import fmt as _fmt
 
 
 def verdict(sweep: dict[str, Any]) -> dict[str, Any]:
@@ -94,3 +105,242 @@ def loop_summary(loops: dict[str, Any] | None) -> tuple[str, str]:
         f"{bodies['forward']} / {bodies['backward']}",
         f"{conds.get('forward', 0)} / {conds.get('backward', 0)}",
     )
+
+
+def session_commit(rec: dict[str, Any]) -> str:
+    """A side study's session and commit, `machine, day hh:mm–hh:mm UTC (commit)`, from
+    `rec` (a sweep or lever record, its `session` set by `sessions.index`)."""
+    session = rec.get("session")
+    commit = sessions.short_commit(rec)
+    return f"{session.when} ({commit})" if isinstance(session, sessions.Session) else commit
+
+
+def _rate(value: float | None, digits: int = 3) -> str:
+    """A rate in units of 1e9 (GFLOP/s, GB/s) as a cell; a dash where not measured."""
+    return _fmt(value and value / 1e9, digits)
+
+
+# --- the step-cost sweeps --------------------------------------------------------------
+
+SWEEP_HEADER = (
+    "Controller",
+    "Variant",
+    "Session (commit)",
+    "Fixed (us/iteration)",
+    "Per sample (us/iteration)",
+    "Crossover batch",
+    "Forward share",
+    "Per-sample GFLOP/s",
+    "Matmul GFLOP/s",
+    "Per-sample GB/s",
+    "Cache GB/s",
+    "Memory GB/s",
+    "Bound",
+)
+SWEEP_TEXT = (
+    "Step time per executed solver iteration = fixed + per sample x batch, fitted "
+    "over batch sizes (`benchmarks/step_cost.py`). **Crossover**: the batch at which "
+    "the per-sample work equals the fixed cost; below it the fixed cost bounds the "
+    "step. **Forward share**: the forward pass (the loss alone) over the whole step, "
+    "over the batch sizes swept. The per-sample work's GFLOP/s and GB/s come from "
+    "XLA's cost analysis (one forward and one backward loop body per iteration) "
+    "against this machine's measured float32 matmul rate and bandwidths (**cache**: "
+    "an elementwise update of a 1 MB array repeated in one compiled loop; "
+    "**memory**: of a 256 MB array). XLA counts the bytes of every operation, most "
+    "of them cache hits for this model's small arrays, so **bound** is compute "
+    "where the FLOP/s reach half the matmul rate, memory where the bytes/s reach "
+    "half the cache bandwidth, else overhead."
+)
+
+
+def sweep_row(s: dict[str, Any]) -> list[str]:
+    """The step-cost table's row of sweep `s`: its fit, its verdict (`verdict`) and the
+    machine's rates."""
+    v = verdict(s)
+    rates = s.get("rates") or {}
+    shares = [x for x in v["forward_share"] if x is not None]
+    return [
+        s["scenario"]["controller"],
+        escape(s.get("label") or "default"),
+        session_commit(s),
+        f"{s['fit']['fixed_per_iteration_s'] * 1e6:.0f}",
+        f"{s['fit']['per_sample_iteration_s'] * 1e6:.1f}",
+        _fmt(v["crossover_batch"], 2),
+        f"{min(shares):.2f}–{max(shares):.2f}" if shares else "–",
+        _rate(v["flops_per_s"]),
+        _rate(rates.get("matmul_flops_per_s")),
+        _rate(v["bytes_per_s"]),
+        _rate(rates.get("cache_bytes_per_s")),
+        _rate(rates.get("memory_bytes_per_s")),
+        v["bound"] or "–",
+    ]
+
+
+def sweep_section(sweeps: Sequence[dict[str, Any]]) -> list[str]:
+    """The step-cost sweeps' lines: the table (per controller, the default first), or
+    one line where this machine has none."""
+    if not sweeps:
+        return ["No step-cost sweep of this machine (`benchmarks/step_cost.py`).", ""]
+    order = sorted(sweeps, key=lambda s: (s["scenario"]["controller"], s.get("label") != "default"))
+    return [SWEEP_TEXT, "", markdown_table(SWEEP_HEADER, [sweep_row(s) for s in order]), ""]
+
+
+# --- the levers ---------------------------------------------------------------------------
+
+LEVER_HEADER = (
+    "Controller",
+    "Variant",
+    "Levers",
+    "Step (ms)",
+    "Speedup [95% CI]",
+    "Loop bodies (fwd / bwd)",
+    "Conditionals (fwd / bwd)",
+    "Kernels",
+    "µs per kernel",
+    "Final loss",
+    "Trains the same model",
+    "Floor (ms)",
+    "x floor [95% CI]",
+    "Session (commit)",
+)
+
+
+def lever_text(spreads: dict[str, dict[str, Any]]) -> str:
+    """What the lever table shows and how, naming the default's loss spread per
+    controller (`spreads`)."""
+    spread_text = "; ".join(
+        f"{escape(c)}: {v['spread_relative']:.1%} over {len(v['rows'])} seeds"
+        for c, v in sorted(spreads.items())
+    )
+    return (
+        "Each lever against the default on the trained quick model, 1 device, last "
+        "(full-length) stage: every variant in its own process, timed from the default's "
+        "trained state on the same batches in interleaved blocks; speedup = default "
+        "median step / variant's, 95% bootstrap over blocks and steps. **Loop bodies** "
+        "and **conditionals**: what one step executes, forward / backward, counted "
+        "in a profile of one untimed step (`measure.loops`; every while loop's body: "
+        "solver steps, Tsit5's stages, saved times, checkpoint recomputation). "
+        "**Kernels**: every instruction of the compiled step that one step executes, "
+        "counted in the same profile (each a kernel the runtime dispatches: a fusion, a "
+        "matmul, a copy, a loop's test), and the step's median time per kernel. "
+        "**Final loss**: the variant's own training from scratch. **Trains the same "
+        "model**: its final loss is at most the default's plus the default's "
+        f"run-to-run spread over training seeds ({spread_text or 'not measured'}); a "
+        "lower loss trains at least as well. A lever that does not is reported, not "
+        "recommended. " + FLOOR_TEXT
+    )
+
+
+def lever_row(rec: dict[str, Any], r: dict[str, Any], spread: dict[str, Any] | None) -> list[str]:
+    """The lever table's row of variant `r` of lever record `rec` (its first row the
+    default), `spread` the default's loss spread for its controller (None: unknown)."""
+    lo, hi = r["speedup_ci"]
+    bodies, conds = loop_summary(r.get("loops"))
+    kernels = (r.get("loops") or {}).get("instructions")
+    equal = same_model(r["final_loss"], rec["rows"][0]["final_loss"], spread)
+    same = "–" if equal is None else ("yes" if equal else "no")
+    return [
+        rec["scenario"]["controller"],
+        r["label"],
+        ", ".join(f"{k}={v}" for k, v in r["levers"].items()) or "–",
+        f"{r['step_time_s'] * 1e3:.2f}",
+        fmt_interval(r["speedup_vs_default"], lo, hi) + (f" {MARK}" if same == "no" else ""),
+        bodies,
+        conds,
+        "–" if not kernels else str(kernels),
+        "–" if not kernels else f"{r['step_time_s'] / kernels * 1e6:.2f}",
+        _fmt(r["final_loss"], 3),
+        same,
+        *floor_cells(rec, r),
+        session_commit(rec),
+    ]
+
+
+def _record_levers(rec: dict[str, Any]) -> dict[str, Any]:
+    """The recommended levers for a lever record's scenario (its problem and
+    controller): diffrax's combination, run by the fused solve where the problem says so."""
+    scenario = rec["scenario"]
+    fields = {k: scenario[k] for k in ("controller", "problem") if scenario.get(k)}
+    return recommended_levers(Scenario(**fields))
+
+
+def recommended_lines(levers: Sequence[dict[str, Any]]) -> list[str]:
+    """What `--recommended` sets per controller (and where the fused solve runs it), and
+    its measured speedup over the default in each lever record that holds it."""
+    fused = ", ".join(f"`{name}`" for name, p in PROBLEMS.items() if p.recommended_fused)
+    lines = [
+        "Recommended (`odestudy run --recommended`, `odestudy matrix --recommended`), "
+        "per controller: "
+        + "; ".join(
+            f"{c}: " + (", ".join(f"`{k}={v}`" for k, v in chosen.items()) or "the default")
+            for c, chosen in RECOMMENDED.items()
+        )
+        + f"; run by the fused solve (`integrator=fused`, saving and stages its own) on the "
+        f"problems that say so (`recommended_fused`: {fused or 'none'}). The default is "
+        "the reference's algorithm (Tsit5, one solve per sample under `vmap`, "
+        "`SaveAt(ts=...)`, diffrax's default adjoint), so a speedup over the default is "
+        "one over the reference's algorithm on this software stack.",
+        "",
+    ]
+    for controller in RECOMMENDED:
+        found = [
+            (rec, r)
+            for rec in levers
+            if rec["scenario"]["controller"] == controller
+            for r in rec["rows"]
+            if r["levers"] == _record_levers(rec)
+        ]
+        if found:
+            measured = "; ".join(
+                f"{fmt_interval(r['speedup_vs_default'], *r['speedup_ci'])} "
+                f"({r['label']}: {r['step_time_s'] * 1e3:.2f} ms a step, final loss "
+                f"{_fmt(r['final_loss'], 3)} against {_fmt(rec['rows'][0]['final_loss'], 3)}; "
+                f"{session_commit(rec)})"
+                for rec, r in found
+            )
+            lines += [f"- {escape(controller)}, over the default: {escape(measured)}."]
+    return [*lines, ""]
+
+
+def lever_section(
+    levers: Sequence[dict[str, Any]], spreads: dict[str, dict[str, Any]]
+) -> list[str]:
+    """The levers' lines: heading, how to read, the table and what is recommended, or
+    one line where this machine has no lever record."""
+    rows = [
+        lever_row(rec, r, spreads.get(rec["scenario"]["controller"]))
+        for rec in levers
+        for r in rec["rows"]
+    ]
+    if not rows:
+        return ["## Levers", "", "No lever records of this machine (`benchmarks/levers.py`).", ""]
+    table = markdown_table(LEVER_HEADER, rows)
+    return ["## Levers", "", lever_text(spreads), "", table, "", *recommended_lines(levers)]
+
+
+def step_table(
+    sweeps: Sequence[dict[str, Any]],
+    levers: Sequence[dict[str, Any]],
+    spreads: dict[str, dict[str, Any]] | None = None,
+) -> str:
+    """What bounds one training step (1 device, trained model) and the levers measured
+    on it, as markdown.
+
+    - `sweeps`: the machine's step-cost sweeps (`benchmarks/step_cost.py`), each with its
+      `session`: their verdicts (`verdict`).
+    - `levers`: its lever records (`benchmarks/levers.py`): speedups with intervals,
+      loop counts and final losses.
+    - `spreads`: per controller, the default's run-to-run loss spread
+      (`benchmarks/loss_spread.py`), which says whether a lever trains the same model.
+    """
+    parts = ["# What bounds a training step, and the levers on it", ""]
+    machines = sorted({escape(r.get("machine_id")) for r in [*sweeps, *levers]})
+    if machines:
+        parts += [
+            f"Machine: {', '.join(machines)}. Each row says the session it was measured in "
+            "(`odestudy/report/sessions.py`); a speedup compares rows of one record, so "
+            "of one session.",
+            "",
+        ]
+    parts += sweep_section(sweeps) + lever_section(levers, spreads or {})
+    return "\n".join(parts).rstrip() + "\n"

@@ -34,8 +34,14 @@ def write_study_report(
     docs: str | Path | None = None,
 ) -> list[Path]:
     """Write `study`'s tables (`<figures>/tables/<table>.md`) and, with `docs`, its page
-    (`<docs>/results/<study>.md`); returns the paths written."""
+    (`<docs>/results/<study>.md`); returns the paths written. A study whose page the
+    whole report writes (`Study.page`) is refused: this would write over it."""
     found = get_study(study)
+    if found.page is not None:
+        raise ValueError(
+            f"the {found.name} study's tables and page ({found.page.name}) are the whole "
+            "report's: odestudy report without --study writes them"
+        )
     tables = found.tables(found.records(results, scale), scale)
     out = []
     folder = Path(figures) / "tables"

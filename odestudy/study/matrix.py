@@ -23,7 +23,7 @@ from .probing import session_probe
 from .records import DEFAULT_RESULTS, record_path
 from .repeats import REPEAT_STEPS
 from .runner import execute_scenario, failed_record
-from .studies import STUDIES, Study
+from .studies import STUDIES, Page, Study
 from .workloads import MAP_FOLDER, MULTI_MODES, map_scenarios
 
 __all__ = ["STUDIES", "execute_scenario", "expected_env", "reusable", "runs", "why_stale"]
@@ -323,9 +323,26 @@ class Scaling(Study):
     title: ClassVar[str] = "Quick scaling"
     ceiling: ClassVar[bool] = True
     recommendable: ClassVar[bool] = True
+    scaling_table: ClassVar[bool] = True
+    page: ClassVar[Page | None] = Page(
+        "quick",
+        "Quick scaling (`make all`)",
+        ("cpu", "gpu", "machines", "projection", "skipped"),
+        ("headline_speedup", "cpu_strong_scaling", "cpu_weak_scaling"),
+        answer=True,
+    )
 
     def scenarios(self, scale, device="auto", full=False):
         return scaling_plan(scale, device, full)
+
+    def matrix(self, scale: str) -> list[Scenario]:
+        return [s for d in ("cpu", "gpu") for s in scenarios(scale, d)]
+
+    def current(self, scale: str, problem: str) -> list[Scenario]:
+        """Its matrix, the same with the recommended levers (`odestudy matrix
+        --recommended`) and the rows over several hosts (`node_scenarios`)."""
+        found = for_problem(self.matrix(scale), problem)
+        return found + [apply(s) for s in found] + for_problem(node_scenarios(scale), problem)
 
 
 class Explain(Study):
@@ -333,9 +350,18 @@ class Explain(Study):
 
     name: ClassVar[str] = "explain"
     title: ClassVar[str] = "Explanations"
+    page: ClassVar[Page | None] = Page(
+        "explain",
+        "Explanations (`make explain`)",
+        ("explain",),
+        ("lockstep_waste", "throughput_vs_batch", "time_to_target"),
+    )
 
     def scenarios(self, scale, device="auto", full=False):
         return explain_scenarios(scale), []
+
+    def current(self, scale: str, problem: str) -> list[Scenario]:
+        return for_problem(self.matrix(scale), problem)
 
 
 class Target(Study):
@@ -347,6 +373,9 @@ class Target(Study):
     def scenarios(self, scale, device="auto", full=False):
         return target_scenarios(scale), []
 
+    def current(self, scale: str, problem: str) -> list[Scenario]:
+        return for_problem(self.matrix(scale), problem)
+
 
 class Versions(Study):
     """The core rows `make versions` runs under each JAX release (one run each)."""
@@ -354,6 +383,9 @@ class Versions(Study):
     name: ClassVar[str] = "versions"
     title: ClassVar[str] = "The core rows across JAX releases"
     repeated: ClassVar[bool] = False
+    page: ClassVar[Page | None] = Page(
+        "versions", "JAX releases (`make versions`)", ("versions",), ("versions",)
+    )
 
     def scenarios(self, scale, device="auto", full=False):
         return versions_scenarios(scale), []
@@ -365,13 +397,103 @@ class Map(Study):
     name: ClassVar[str] = "map"
     title: ClassVar[str] = "The workload map"
     folder: ClassVar[str | None] = MAP_FOLDER
+    page: ClassVar[Page | None] = Page("workloads", "Workload map", ("workloads",), ("workloads",))
 
     def scenarios(self, scale, device="auto", full=False):
         return map_scenarios(scale), []
 
 
+# The seed study's scale: the reference's configuration.
+SEED_SCALE = "seed"
+
+
+class Seed(Study):
+    """The reference's configuration (`make seed`): the scaling rows of the seed scale
+    (`seed_scenarios`) and their time-to-target rows at its batch, one run each; at any
+    other scale, none."""
+
+    name: ClassVar[str] = "seed"
+    title: ClassVar[str] = "The reference configuration"
+    scaling_table: ClassVar[bool] = True
+    page: ClassVar[Page | None] = Page(
+        "seed",
+        "The reference configuration (`make seed`)",
+        ("reference", "cpu", "gpu", "explain", "skipped"),
+        ("headline_speedup", "time_to_target", "gpu_step_cost"),
+        scales=(SEED_SCALE,),
+        answer=True,
+    )
+
+    def scenarios(self, scale, device="auto", full=False):
+        if scale != SEED_SCALE:
+            return [], []
+        runnable, not_run = scaling_plan(scale, device, full)
+        if device in ("cpu", "auto"):
+            batch = SCALES[scale]["batch"]
+            runnable += [s for s in target_scenarios(scale) if s.batch == batch]
+        return runnable, not_run
+
+    def matrix(self, scale: str) -> list[Scenario]:
+        return Scaling().matrix(scale) if scale == SEED_SCALE else []
+
+    def current(self, scale: str, problem: str) -> list[Scenario]:
+        return Scaling().current(scale, problem) if scale == SEED_SCALE else []
+
+
+# A machine's folder of lever and loss-spread records (`benchmarks/levers.py`).
+LEVERS_FOLDER = "levers"
+# Its CPU lever records (one per controller) and its loss spreads (one per controller).
+LEVER_RECORDS = "cpu-*.json"
+LOSS_SPREADS = "loss-spread-*.json"
+
+
+class Step(Study):
+    """What bounds one training step, and the levers on it: no matrix scenarios (its runs
+    are `benchmarks/levers.py`'s and `benchmarks/step_cost.py`'s, one machine at a time);
+    its records are each machine's lever records."""
+
+    name: ClassVar[str] = "step"
+    title: ClassVar[str] = "The step: what bounds it, and the levers"
+    page: ClassVar[Page | None] = Page("step", title, ("step",), ("cpu_step_cost",))
+
+    def scenarios(self, scale, device="auto", full=False):
+        return [], []
+
+    def lever_records(self, results: str | Path, machine: str) -> list[dict[str, Any]]:
+        """`machine`'s CPU lever records under `results`, each with its `path`."""
+        paths = records.side_study_paths(Path(results) / machine, LEVERS_FOLDER, LEVER_RECORDS)
+        return [{**records.read_json(p), "path": str(p)} for p in paths]
+
+    def loss_spreads(self, results: str | Path, machine: str) -> dict[str, dict[str, Any]]:
+        """`machine`'s run-to-run loss spreads of the default, by controller."""
+        paths = records.side_study_paths(Path(results) / machine, LEVERS_FOLDER, LOSS_SPREADS)
+        return {r["scenario"]["controller"]: r for p in paths if (r := records.read_json(p))}
+
+    def records(self, results: str | Path, scale: str) -> list[dict[str, Any]]:
+        """Every machine's CPU lever records under `results` (any scale)."""
+        root = Path(results)
+        machines = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        return [r for m in machines for r in self.lever_records(results, m)]
+
+
+class Prediction(Study):
+    """The prediction (`odestudy predict --rows`) checked against the measured rows, and
+    the machine probes: no matrix scenarios (its runs are `odestudy predict`'s)."""
+
+    name: ClassVar[str] = "prediction"
+    title: ClassVar[str] = "The prediction checked"
+    page: ClassVar[Page | None] = Page(
+        "prediction",
+        "The prediction (`odestudy predict`) checked, and the machine probes",
+        ("prediction",),
+    )
+
+    def scenarios(self, scale, device="auto", full=False):
+        return [], []
+
+
 # The built-in studies' names (`studies.STUDIES` holds every registered one).
-BUILT_IN = ("scaling", "explain", "target", "versions", "map")
+BUILT_IN = ("scaling", "explain", "target", "versions", "map", "seed", "step", "prediction")
 
 
 def parse_selection(text: str) -> dict[str, str]:

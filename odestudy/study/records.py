@@ -7,9 +7,12 @@ scales the machine's side studies (`results/<machine id>/<study>/*.json`: `step_
 (`results/<machine id>/<scale>/ceiling/<controller>.json`).
 """
 
+import contextlib
+import contextvars
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +46,63 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
         raise
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    """Read a JSON file written by `write_json_atomic` (ceiling runs, side studies)."""
+class ReadOnce:
+    """The record files read while it is active (`read_once`): each file's text (or the
+    error reading it gave), read from disk the first time it is asked for and kept, by
+    its absolute path. Every read parses that text anew, so that no reader sees
+    another's changes to a record."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, str | OSError] = {}
+
+    def text(self, path: str | os.PathLike) -> str:
+        """The text of the file at `path`, read from disk once; a file that could not be
+        read (not there) raises its error again without another try."""
+        key = os.path.abspath(path)
+        if key not in self.texts:
+            try:
+                self.texts[key] = read_text(path)
+            except OSError as exc:
+                self.texts[key] = exc
+        found = self.texts[key]
+        if isinstance(found, OSError):
+            raise found
+        return found
+
+
+_READING: contextvars.ContextVar[ReadOnce | None] = contextvars.ContextVar(
+    "odestudy_read_once", default=None
+)
+
+
+@contextlib.contextmanager
+def read_once() -> Iterator[ReadOnce]:
+    """Within it, every record (`read_json`, `read_record`) is read from disk once, however
+    many readers ask for it: one `odestudy report` reads the records once. Nested, the
+    outer one holds."""
+    active = _READING.get()
+    if active is not None:
+        yield active
+        return
+    reading = ReadOnce()
+    token = _READING.set(reading)
+    try:
+        yield reading
+    finally:
+        _READING.reset(token)
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The text of the file at `path`, from disk: the one place a record is opened."""
     with open(path) as f:
-        return json.load(f)
+        return f.read()
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Read a JSON file written by `write_json_atomic` (records, ceiling runs, side
+    studies): from disk, or from what `read_once` already read."""
+    reading = _READING.get()
+    return json.loads(reading.text(path) if reading is not None else read_text(path))
 
 
 def read_record(path: str | os.PathLike) -> Record:

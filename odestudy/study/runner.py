@@ -122,23 +122,34 @@ def html_exporter():
     )
 
 
-def execute_report(results: str | os.PathLike, scale: str, figures: str | os.PathLike) -> Path:
+def execute_report(
+    results: str | os.PathLike,
+    scale: str,
+    figures: str | os.PathLike,
+    docs: str | os.PathLike | None = None,
+    readme: str | os.PathLike | None = None,
+) -> Path:
     """Execute `notebooks/report.ipynb` over the records of `scale` and render it as
-    HTML; returns the HTML path. Tables and figures land in `figures`."""
+    HTML; returns the HTML path. Tables and figures land in `figures`; with `docs`, the
+    results pages under it; with `readme`, that README's answer: all from one read of
+    the records, in the notebook (`report.publish`)."""
     import nbformat
     import papermill
 
     figures = Path(figures)
     figures.mkdir(parents=True, exist_ok=True)
     executed = figures / f"report_{scale}.ipynb"
+    parameters = {
+        "results": str(Path(results).resolve()),
+        "scale": scale,
+        "figures": str(figures.resolve()),
+        "docs": str(Path(docs).resolve()) if docs is not None else None,
+        "readme": str(Path(readme).resolve()) if readme is not None else None,
+    }
     papermill.execute_notebook(
         str(notebook("report.ipynb")),
         str(executed),
-        parameters={
-            "results": str(Path(results).resolve()),
-            "scale": scale,
-            "figures": str(figures.resolve()),
-        },
+        parameters=parameters,
         kernel_name="python3",
         progress_bar=False,
         cwd=str(KERNEL_CWD),

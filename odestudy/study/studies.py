@@ -8,7 +8,16 @@ studies (scaling, explain, target, versions, map) are defined beside the scenari
 matrix (`matrix.py`).
 
 A table is a value (`Table`): a title, a header, rows of cells and notes, made once from
-the records; the report renders it and the study's page (`report.studies`)."""
+the records; the report renders it and the study's page (`report.studies`). So are a
+figure (`Figure`) and the answer for a device kind (`Claim`): the report makes them
+once, and the pages, the report notebook and the README render them. A page of
+the whole report is a value too (`Page`): each study names its own (`Study.page`), and
+the report writes those of its scale (`pages_of`).
+
+The seed, step and prediction studies are registered as well (`matrix.Seed`, `Step`,
+`Prediction`): the report asks the studies which records are current (`current`),
+which are the scaling tables' rows (`scaling_table`, `matrix`) and which pages it writes,
+rather than naming them."""
 
 import abc
 import dataclasses
@@ -36,6 +45,45 @@ class Table:
     notes: str = ""
 
 
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """One figure of a study's report: `name` (its PNG, `<name>.png` under the scale's
+    figures folder), `path` (where it lies) and `alt` (its text where not shown)."""
+
+    name: str
+    path: Path
+    alt: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """The answer of a study's report for one device kind, made once from the records:
+    `device` (its kind), `bullets` (markdown sentences, each with its numbers, intervals,
+    machine and sessions), or where there are none, `missing` (why, in a sentence)."""
+
+    device: str
+    bullets: tuple[str, ...] = ()
+    missing: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Page:
+    """A results page of the report (`docs/results/<name>.md`, `report.pages`): `name`,
+    `title`, the `tables` it shows (`figures/tables/<table>.md`) and the `figures` (PNG
+    names under the scale's figures folder), answer first.
+
+    - `scales`: the scales whose report writes it.
+    - `answer`: it opens with the scale's answer (`claims.scale_claims`).
+    """
+
+    name: str
+    title: str
+    tables: tuple[str, ...]
+    figures: tuple[str, ...] = ()
+    scales: tuple[str, ...] = ("quick",)
+    answer: bool = False
+
+
 class Study(abc.ABC):
     """A study of the matrix. Final subclasses set `name` (and `title`) and define
     `scenarios`; the class variables below say how it runs, the methods what its report
@@ -46,6 +94,9 @@ class Study(abc.ABC):
     - `ceiling`: its runs also measure the machine's weak-scaling ceiling.
     - `recommendable`: `--recommended` applies to its scenarios.
     - `folder`: its records' folder under the results folder (None: that folder).
+    - `scaling_table`: its records (`matrix`) are the rows of the scaling tables.
+    - `page`: its page in the whole report (`report.pages`), whose tables the report's
+      own modules write; None: none (a study with `tables` has its own, `--study`).
     """
 
     name: ClassVar[str]
@@ -54,6 +105,8 @@ class Study(abc.ABC):
     ceiling: ClassVar[bool] = False
     recommendable: ClassVar[bool] = False
     folder: ClassVar[str | None] = None
+    scaling_table: ClassVar[bool] = False
+    page: ClassVar[Page | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -65,6 +118,17 @@ class Study(abc.ABC):
         self, scale: str, device: str = "auto", full: bool = False
     ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
         """Its scenarios at `scale` that run here, and those that cannot (with why)."""
+
+    def matrix(self, scale: str) -> list[Scenario]:
+        """Its whole matrix at `scale`, whatever the machine (every device kind, every
+        device count): by default its CPU scenarios, unsized."""
+        return self.scenarios(scale, "cpu", True)[0]
+
+    def current(self, scale: str, problem: str) -> list[Scenario]:
+        """Its scenarios at `scale` for `problem` whose records, under the results folder
+        itself, the report keeps as current (a record that matches no study's is stale,
+        `frames.read_records`); none by default (its records are read apart)."""
+        return []
 
     def runs(self, scale: str) -> int:
         """Runs per scenario at `scale`."""
@@ -96,3 +160,15 @@ class Study(abc.ABC):
     def intro(self, scale: str) -> str:
         """What its results page says above its tables (markdown; none by default)."""
         return ""
+
+
+def pages_of(scale: str) -> list[Page]:
+    """The pages the report of `scale` writes: the registered studies' pages of that
+    scale, in the order the studies were defined."""
+    return [c.page for c in STUDIES.values() if c.page is not None and scale in c.page.scales]
+
+
+def page_named(name: str) -> Page:
+    """The registered page `name` (`Page.name`); KeyError where no study has it."""
+    found = {c.page.name: c.page for c in STUDIES.values() if c.page is not None}
+    return found[name]

@@ -1,0 +1,47 @@
+"""One `odestudy report`, from one read of the records (`records.read_once`): the
+report's tables and figures (`document.write_report`), its answer (`claims.answer_claims`:
+`Claim` values, made once), the results pages that show them (`pages.write_pages`) and the README's
+answer (`pages.update_readme`). The report notebook calls it, and renders what it
+returns."""
+
+from pathlib import Path
+from typing import Any
+
+from ..study import records
+from .claims import answer_claims
+from .document import write_report
+from .pages import README_SCALE, update_readme, write_pages
+from .reference import REFERENCE_CSV
+
+
+def publish(
+    results: str | Path,
+    scale: str,
+    figures: str | Path,
+    docs: str | Path | None = None,
+    readme: str | Path | None = None,
+    reference: str | Path = REFERENCE_CSV,
+    draw: bool = True,
+) -> dict[str, Any]:
+    """Write the report of `scale` from the records under `results`, each read once.
+
+    - `figures`: the folder of its tables (`tables/`) and figures.
+    - `docs`: the documentation folder whose results pages (`docs/results/`) it writes;
+      None: no pages.
+    - `readme`: the README whose answer it writes (the `README_SCALE` claims); None:
+      none.
+    - `reference`, `draw`: as `document.write_report`.
+
+    Returns `write_report`'s values, with `claims` (the answer, `Claim` values, rendered
+    by `claims.render_claims`), and
+    `pages` (by name) and `readme` (its path) where written.
+    """
+    with records.read_once():
+        report = write_report(results, scale, figures, reference, draw)
+        report["claims"] = answer_claims(results, scale, report["rows"])
+        if docs is not None:
+            report["pages"] = write_pages(results, scale, figures, docs, report["claims"])
+        if readme is not None:
+            claims = report["claims"] if scale == README_SCALE else None
+            report["readme"] = update_readme(readme, results, figures, claims)
+    return report
