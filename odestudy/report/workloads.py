@@ -606,10 +606,19 @@ def readme_lines(results: str | Path) -> list[str]:
             predictions(results, recs[0]["machine_id"], EXTRAPOLATION_PROFILE),
         ),
         *_unrolled_summary(lever_records(results, recs[0]["machine_id"])),
-        *fused_summary(fused_records(results, recs[0]["machine_id"])),
-        *gpu_fused_summary(results),
+        *_joined(
+            fused_summary(fused_records(results, recs[0]["machine_id"])), gpu_fused_summary(results)
+        ),
         "",
     ]
+
+
+def _joined(lines: list[str], more: list[str]) -> list[str]:
+    """`lines` with the sentences of `more` (bullets) appended to its last bullet: the
+    README stays short."""
+    if not lines:
+        return more
+    return [*lines[:-1], " ".join([lines[-1], *(m.removeprefix("- ") for m in more)])]
 
 
 def lever_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> list[dict]:
