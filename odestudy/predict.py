@@ -474,7 +474,12 @@ def predict_from_row(
     state = records.record_path(one_device(target), results).parent / STATE_NAME
     if rec.get("status") != "ok" or not state.exists():
         if show:
-            print(f"no prediction for {label}: its 1-device row is {rec.get('status', 'missing')}")
+            why = (
+                f"its 1-device row is {rec.get('status', 'missing')}"
+                if rec.get("status") != "ok"
+                else f"its 1-device row's trained state is not here ({state})"
+            )
+            print(f"no prediction for {label}: {why}")
         return None
     named = profile.name if profile else None
     used = profile or session_profile(session_probe() or {}, None)
