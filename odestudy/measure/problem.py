@@ -292,9 +292,8 @@ class Oscillator(AbstractProblem):
     # A bound above the PID steps per series a trained field takes (the levers
     # benchmark's records hold them).
     recommended_max_steps: ClassVar[int | None] = 64
-    # The fused solve was faster than diffrax's loop on the recommended step of every
-    # oscillator workload of the map, both controllers, on the 2-core CPU machine, and
-    # never slower on one GPU (`figures/tables/workloads.md`).
+    # Chosen from the map's fused-solve records (`make map-fused`, their table in
+    # `figures/tables/workloads.md`): the oscillator's workloads, not the others'.
     recommended_fused: ClassVar[bool] = True
     has_spread: ClassVar[bool] = True
 

@@ -699,7 +699,8 @@ def fused_summary(recs: list[dict[str, Any]]) -> list[str]:
 def gpu_fused_summary(results: str | Path) -> list[str]:
     """The README's line per GPU with fused-solve map records (`gpu_session.sh
     mapfused`): the recommended step over the default, and the fused solve over the
-    recommended step, ranges over the workload and controller pairs that trained."""
+    recommended step, ranges over the workload and controller pairs that trained, with
+    how many the intervals separate (`_faster_count`)."""
     lines = []
     for machine in gpu_fused_machines(results):
         recs = fused_records(results, machine)
@@ -716,9 +717,20 @@ def gpu_fused_summary(results: str | Path) -> list[str]:
             f"{min(f['ratio'] for f in over_default):.2f}x to "
             f"{max(f['ratio'] for f in over_default):.2f}x the default's speed, by the fused "
             f"solve {min(f['ratio'] for f in fused):.2f}x to {max(f['ratio'] for f in fused):.2f}x "
-            "diffrax's (`figures/tables/workloads.md`)."
+            f"diffrax's, {_faster_count(fused)} (`figures/tables/workloads.md`)."
         )
     return lines
+
+
+def _faster_count(found: Sequence[dict[str, Any]]) -> str:
+    """How many of `lever_speedups`' pairs are faster with the whole interval above 1 at
+    equal loss, and slower with it below 1."""
+    faster = sum(f["low"] > 1 and f["equal"] for f in found)
+    slower = sum(f["high"] < 1 for f in found)
+    return (
+        f"{faster} of {len(found)} faster with the whole interval above 1 at equal loss, "
+        f"{slower} slower"
+    )
 
 
 def _prediction_summary(
