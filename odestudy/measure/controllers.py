@@ -9,12 +9,14 @@ import diffrax
 import equinox as eqx
 import jax
 
+from .registry import Registered, lookup
+
 # Every controller by name, in the order of the tables: each final subclass of
 # `AbstractController` registers itself here when its class is defined.
 CONTROLLERS: dict[str, type["AbstractController"]] = {}
 
 
-class AbstractController(eqx.Module):
+class AbstractController(Registered, eqx.Module, registry=CONTROLLERS):
     """How a solve chooses its steps. Abstract: one final subclass per controller (`PID`,
     `StepTo`) holds the facts the study asks about it and builds diffrax's controller.
     Defining the class registers it (`CONTROLLERS`), so that scenarios, the command line
@@ -39,11 +41,6 @@ class AbstractController(eqx.Module):
     adaptive: eqx.AbstractClassVar[bool]
     on_grid: eqx.AbstractClassVar[bool]
     fused: eqx.AbstractClassVar[bool]
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if isinstance(cls.__dict__.get("name"), str):  # a final controller
-            CONTROLLERS[cls.__dict__["name"]] = cls
 
     @abc.abstractmethod
     def stepsize_controller(
@@ -102,11 +99,7 @@ def parse_controller(controller: "str | AbstractController") -> AbstractControll
     ValueError naming the valid choices if there is none."""
     if isinstance(controller, AbstractController):
         return controller
-    if controller not in CONTROLLERS:
-        raise ValueError(
-            f"unknown controller {controller!r}; valid choices: {', '.join(CONTROLLERS)}"
-        )
-    return CONTROLLERS[controller]()
+    return lookup(CONTROLLERS, "controller", controller)()
 
 
 def on_grid_names() -> str:

@@ -27,6 +27,7 @@ from .compat import (
     shard_map,
 )
 from .loss import Mean
+from .registry import Registered, lookup
 
 AXIS = "data"
 
@@ -165,7 +166,7 @@ def donated(donate: bool) -> tuple[int, ...]:
 MODES: dict[str, type["AbstractMode"]] = {}
 
 
-class AbstractMode(eqx.Module):
+class AbstractMode(Registered, eqx.Module, registry=MODES):
     """How a training step runs over devices. Abstract: one final subclass per mode
     (`Single`, `Pmap`, `Shard`, `ShardMap`) owns building the step, placing its inputs
     and reading its parameters back, and the facts the study needs about it. Defining
@@ -187,11 +188,6 @@ class AbstractMode(eqx.Module):
     one_loop: eqx.AbstractClassVar[bool]
     multi_device: eqx.AbstractClassVar[bool]
     multi_process: eqx.AbstractClassVar[bool]
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if isinstance(cls.__dict__.get("name"), str):  # a final mode, not an abstract one
-            MODES[cls.__dict__["name"]] = cls
 
     @abc.abstractmethod
     def build(
@@ -355,9 +351,7 @@ def parse_mode(mode: "str | AbstractMode") -> AbstractMode:
     choices if there is none."""
     if isinstance(mode, AbstractMode):
         return mode
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; valid choices: {', '.join(MODES)}")
-    return MODES[mode]()
+    return lookup(MODES, "mode", mode)()
 
 
 class ParallelStep(eqx.Module):

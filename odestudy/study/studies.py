@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..measure.registry import Registered
 from ..measure.scenario import Scenario
 from . import records
 from .repeats import REPEATS
@@ -84,7 +85,7 @@ class Page:
     answer: bool = False
 
 
-class Study(abc.ABC):
+class Study(Registered, abc.ABC, registry=STUDIES):
     """A study of the matrix. Final subclasses set `name` (and `title`) and define
     `scenarios`; the class variables below say how it runs, the methods what its report
     holds.
@@ -107,11 +108,6 @@ class Study(abc.ABC):
     folder: ClassVar[str | None] = None
     scaling_table: ClassVar[bool] = False
     page: ClassVar[Page | None] = None
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if isinstance(cls.__dict__.get("name"), str):
-            STUDIES[cls.__dict__["name"]] = cls
 
     @abc.abstractmethod
     def scenarios(
