@@ -40,7 +40,7 @@ from .measure.recommended import (
     recommended_levers,
 )
 from .measure.scenario import SCALES, Scenario, validate
-from .measure.solvers import Structure
+from .measure.solvers import INTEGRATORS, AbstractIntegrator, Diffrax, Fused, Structure
 from .measure.step import make_local_step, make_parallel_step
 from .measure.training import run_scenario, train
 from .measure.tsit5 import StraightTsit5
@@ -53,6 +53,7 @@ from .timemodes import ModeTimes, time_modes
 
 __all__ = [
     "AbstractController",
+    "AbstractIntegrator",
     "AbstractMode",
     "AbstractODEProblem",
     "AbstractProblem",
@@ -77,6 +78,9 @@ __all__ = [
     "resolve_problem",
     "stage_lengths",
     "CONTROLLERS",
+    "INTEGRATORS",
+    "Diffrax",
+    "Fused",
     "MODES",
     "SCALES",
     "CollectiveCount",

@@ -1,6 +1,5 @@
 """Helpers shared by the tests."""
 
-import dataclasses
 import functools
 
 import equinox as eqx
@@ -47,7 +46,7 @@ def step_scenario(
         devices_per_process=n_devices,
         controller=controller,
         donate=donate,
-        **dataclasses.asdict(structure),
+        **structure.fields(),
         **fields,
     )
 

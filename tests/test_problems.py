@@ -27,7 +27,7 @@ from odestudy import (
 )
 from odestudy.measure.model import LOSSES, Solve
 from odestudy.measure.problem import check_uniform_grids
-from odestudy.measure.solvers import Structure
+from odestudy.measure.solvers import Fused, Structure
 from tests.helpers import step_scenario
 from tests.problems import FORCED, UNIFORM, ForcedUniform
 
@@ -105,7 +105,7 @@ def test_recommended_picks_only_levers_valid_for_the_problem(controller):
     fused = recommended_levers(oscillator)
     assert fused == fused_levers(RECOMMENDED[controller])
     assert fused["integrator"] == "fused" and not {"saveat", "stages"} & set(fused)
-    assert recommended(oscillator).structure.integrator == "fused"  # valid: no error
+    assert recommended(oscillator).structure.integrator == Fused()  # valid: no error
     bank = recommended_levers(Scenario(problem="oscillator_bank", controller=controller))
     assert "integrator" not in bank and bank == diffrax_levers(
         Scenario(problem="oscillator_bank", controller=controller)

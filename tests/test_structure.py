@@ -3,6 +3,9 @@ each gives the default's loss and gradients to float32 tolerance; the fixed-step
 `lax.scan` is diffrax's StepTo Tsit5; donation gives the same step and consumes its
 inputs; bad combinations are refused before anything is compiled."""
 
+import dataclasses
+import json
+
 import equinox as eqx
 import jax
 import jax.random as jr
@@ -11,7 +14,7 @@ import optax
 import pytest
 
 from odestudy import Scenario, VectorField, make_parallel_step
-from odestudy.measure.solvers import Structure
+from odestudy.measure.solvers import INTEGRATORS, Diffrax, Fused, Structure, parse_integrator
 from tests.helpers import dataset, one_step, step_scenario
 
 # (controller, structure) pairs, each against the default solve of its controller.
@@ -102,6 +105,7 @@ def test_donated_step_matches_and_consumes_its_inputs():
         (dict(stages="scan"), "valid choices: loop, bounded, unrolled"),
         (dict(adjoint="checkpointed"), "valid choices: recursive, all_steps, direct, scan"),
         (dict(adjoint="scan"), "needs integrator='fused'"),
+        (dict(adjoint="checkpointed_scan"), "needs integrator='fused'"),
         (dict(integrator="fused", saveat="dense"), "leave saveat at ts and stages at loop"),
         (dict(integrator="fused", stages="unrolled"), "leave saveat at ts and stages at loop"),
         (dict(integrator="fused", adjoint="direct"), "takes adjoint all_steps, recursive, scan"),
@@ -114,6 +118,23 @@ def test_donated_step_matches_and_consumes_its_inputs():
 def test_bad_structure_is_refused_at_construction(fields, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         Scenario(scale="smoke", **fields)
+
+
+def test_the_integrator_is_a_type_and_the_scenario_keeps_its_name():
+    """A structure holds its integrator's type (parsed from its name at construction);
+    a scenario and its record keep the name, so that records read as before."""
+    assert INTEGRATORS == {"diffrax": Diffrax, "fused": Fused}
+    for name, cls in INTEGRATORS.items():
+        s = Scenario(scale="smoke", integrator=name, adjoint="all_steps")
+        assert type(s.structure.integrator) is cls and s.to_dict()["integrator"] == name
+        assert Structure(integrator=name) == Structure(integrator=cls())
+        assert s.structure.fields() == {**dataclasses.asdict(s.structure), "integrator": name}
+        assert Scenario.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+    old = {k: v for k, v in Scenario(scale="smoke").to_dict().items() if k != "integrator"}
+    assert isinstance(Scenario.from_dict(old).structure.integrator, Diffrax)
+    assert Structure().is_default and not Structure(integrator="fused").is_default
+    with pytest.raises(ValueError, match="integrator 'loop'; valid choices: diffrax, fused"):
+        parse_integrator("loop")
 
 
 def test_structure_fields_name_and_key_only_where_set():

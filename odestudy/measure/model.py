@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from . import fused
 from .controllers import AbstractController, parse_controller
 from .loss import mean_value
 from .problem import (
@@ -24,7 +23,7 @@ from .problem import (
     as_ode_problem,
     observed,
 )
-from .solvers import Structure, saved_values, solve_options
+from .solvers import Structure
 
 DEFAULT = Structure()  # diffrax's default solve
 OSCILLATOR = Oscillator()  # the default problem
@@ -88,50 +87,10 @@ def solve(
     - `spec`: the controller, the structure and the problem's tolerances (`Solve`).
     - `args`: the field's third argument (this series' control or parameters).
 
-    Returns `(ys, num_steps)`: the states at `ts` and the solver's forward step count.
+    Returns `(ys, num_steps)`: the states at `ts` and the solver's forward step count
+    (the structure's integrator solves it: `solvers.AbstractIntegrator`).
     """
-    structure, problem = spec.structure, spec.problem
-    if structure.integrator == "fused":
-        return solve_fused(model, ts, y0, spec, args)
-    stepsize_controller, dt0 = spec.controller.stepsize_controller(ts, problem.rtol, problem.atol)
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(model),
-        structure.solver(),
-        ts[0],
-        ts[-1],
-        dt0,
-        y0,
-        args=args,
-        stepsize_controller=stepsize_controller,
-        **solve_options(structure, spec.controller, ts),
-    )
-    return saved_values(sol, structure, ts), sol.stats["num_steps"]
-
-
-def solve_fused(
-    field: Callable[..., Any],
-    ts: Float[Array, " times"],
-    y0: Array,
-    spec: Solve,
-    args: Any = None,
-) -> tuple[Array, Int[Array, ""]]:
-    """One ODE solved by the fused loop (`fused.solve_pid` where the controller is
-    `adaptive`, else `fused.solve_stepto`), its reverse mode `structure.adjoint` and,
-    under PID, its bound `structure.max_steps` and the problem's tolerances. Arguments
-    and result as in `solve`; `y0` may be a whole batch's state (within-ODE batching)."""
-    controller, structure, problem = spec.controller, spec.structure, spec.problem
-    if controller.adaptive:
-        return fused.solve_pid(
-            field,
-            ts,
-            y0,
-            args,
-            problem.rtol,
-            problem.atol,
-            structure.max_steps,
-            structure.adjoint,
-        )
-    return fused.solve_stepto(field, ts, y0, args, structure.adjoint)
+    return spec.structure.integrator.solve(model, ts, y0, spec, args)
 
 
 def solve_scan(
@@ -284,28 +243,12 @@ def solve_within_ode(
     the true time `t`. Returns `(ys, num_steps)` with `num_steps` repeated per sample
     so that it reads like the per-sample solve.
     """
-    structure, problem = spec.structure, spec.problem
     speed = ts[:, 1] - ts[:, 0]
-    start = ts[:, 0] if problem.time_dependent else None
+    start = ts[:, 0] if spec.problem.time_dependent else None
     taus = jnp.arange(ts.shape[1], dtype=ts.dtype)
     field = _BatchField(model, speed, start)
-    if structure.integrator == "fused":
-        ys, steps = solve_fused(field, taus, y0, spec, args)
-        return jnp.swapaxes(ys, 0, 1), jnp.broadcast_to(steps, (ts.shape[0],))
-    stepsize_controller, dt0 = spec.controller.stepsize_controller(taus, problem.rtol, problem.atol)
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(field),
-        structure.solver(),
-        taus[0],
-        taus[-1],
-        dt0,
-        y0,
-        args=args,
-        stepsize_controller=stepsize_controller,
-        **solve_options(structure, spec.controller, taus),
-    )
-    ys = jnp.swapaxes(saved_values(sol, structure, taus), 0, 1)
-    return ys, jnp.broadcast_to(sol.stats["num_steps"], (ts.shape[0],))
+    ys, steps = spec.structure.integrator.solve(field, taus, y0, spec, args)
+    return jnp.swapaxes(ys, 0, 1), jnp.broadcast_to(steps, (ts.shape[0],))
 
 
 def batch_loss_within_ode(

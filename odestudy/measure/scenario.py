@@ -28,6 +28,7 @@ from .solvers import (
     STAGES,
     Structure,
     check_structure,
+    parse_integrator,
 )
 
 DEVICES = ("cpu", "gpu")
@@ -370,7 +371,8 @@ class Scenario:
 
     @property
     def structure(self) -> Structure:
-        """How the step's solve is built (`solvers.Structure`)."""
+        """How the step's solve is built (`solvers.Structure`), its integrator's name
+        parsed to its type (`solvers.AbstractIntegrator`)."""
         return Structure(
             self.solve,
             self.saveat,
@@ -378,7 +380,7 @@ class Scenario:
             self.max_steps,
             self.unroll,
             self.stages,
-            self.integrator,
+            parse_integrator(self.integrator),
         )
 
     @property

@@ -1,13 +1,21 @@
 """The solve's structure: how diffrax saves, differentiates and bounds a solve
-(`Structure`), and which structures a controller (`controllers.AbstractController`)
-can run."""
+(`Structure`), which loop runs it (the integrators as types: `AbstractIntegrator`,
+`Diffrax`, `Fused`), and which structures a controller
+(`controllers.AbstractController`) can run."""
 
+import abc
 import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol
 
 import diffrax
+import equinox as eqx
 import jax
+from jaxtyping import Array, Int
 
+from . import fused
 from .controllers import AbstractController, on_grid_names
+from .registry import Registered, lookup
 from .tsit5 import StraightTsit5
 
 MAX_STEPS = 4096
@@ -24,19 +32,179 @@ SAVEATS = ("ts", "dense", "steps")
 # The backward pass: diffrax's default `RecursiveCheckpointAdjoint` (checkpoints about
 # sqrt(2 max_steps), a conditional per backward step), the same with one checkpoint per
 # step (`checkpoints=max_steps`: no recomputation, no conditional), or `DirectAdjoint`.
-# A checkpointed `lax.scan` over `max_steps` (`scan`) is the fused loop's alone.
+# A `lax.scan` over `max_steps` storing every step (`scan`), or rematerialising each
+# (`checkpointed_scan`), is the fused loop's alone (each integrator's `adjoints`).
 ADJOINTS = ("recursive", "all_steps", "direct", "scan", "checkpointed_scan")
 # How Tsit5 runs its stages within a solver step: diffrax's default, a checkpointed
 # while loop over the stages (`scan_kind=None`), equinox's bounded loop
 # (`scan_kind="bounded"`: a `lax.scan` over the stages with a conditional each), or
 # straight-line code with no loop over the stages (`tsit5.StraightTsit5`).
 STAGES = ("loop", "bounded", "unrolled")
-# Which loop runs the solve: diffrax's `diffeqsolve`, or the package's fused loop
-# (`fused.py`: Tsit5 and the controller as one loop carrying only what a step needs;
-# it saves at the observation times itself and runs its stages as straight-line code).
-INTEGRATORS = ("diffrax", "fused")
-# The adjoints the fused loop takes (`fused.REVERSE`); `scan` is the fused loop's alone.
-FUSED_ADJOINTS = ("all_steps", "recursive", "scan", "checkpointed_scan")
+
+
+class Tolerances(Protocol):
+    """What an integrator reads of a problem (`problem.AbstractProblem`): the
+    tolerances of an adaptive controller."""
+
+    @property
+    def rtol(self) -> float: ...
+
+    @property
+    def atol(self) -> float: ...
+
+
+class SolveSpec(Protocol):
+    """What an integrator reads of a solve (`model.Solve`, which this module cannot
+    import): the controller, the structure and the problem's tolerances."""
+
+    @property
+    def controller(self) -> AbstractController: ...
+
+    @property
+    def structure(self) -> "Structure": ...
+
+    @property
+    def problem(self) -> Tolerances: ...
+
+
+# Which loop runs the solve, by name, in the order of the choices: each final subclass
+# of `AbstractIntegrator` registers itself here when its class is defined.
+INTEGRATORS: dict[str, type["AbstractIntegrator"]] = {}
+
+
+class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
+    """Which loop runs a solve. Abstract: one final subclass per loop (`Diffrax`,
+    `Fused`) holds the facts the study asks about it, refuses the structures it cannot
+    run (`check`) and solves one ODE (`solve`). Defining the class registers it
+    (`INTEGRATORS`): a scenario and a record name it by `name`, a `Structure` holds
+    its type.
+
+    - `name`: its name in scenarios, records and the command line (`integrator=`).
+    - `label`: how error messages name it.
+    - `adjoints`: the reverse modes it takes (`Structure.adjoint`, of `ADJOINTS`).
+    - `own_saving`: it saves at the observation times and runs Tsit5's stages as
+      straight-line code itself: `saveat` and `stages` stay at their defaults.
+    """
+
+    name: eqx.AbstractClassVar[str]
+    label: eqx.AbstractClassVar[str]
+    adjoints: eqx.AbstractClassVar[tuple[str, ...]]
+    own_saving: eqx.AbstractClassVar[bool]
+
+    @abc.abstractmethod
+    def solve(
+        self, field: Callable[..., Any], ts: Array, y0: Array, spec: SolveSpec, args: Any = None
+    ) -> tuple[Array, Int[Array, ""]]:
+        """One ODE solved as `spec` says (`model.Solve`: the controller, the structure
+        and the problem's tolerances).
+
+        - `field`: the vector field, called as `field(t, y, args)`.
+        - `ts`: the times it is saved at, shape `(n_times,)`, from the first to the last.
+        - `y0`: the initial state (a whole batch's under within-ODE batching).
+        - `args`: the field's third argument.
+
+        Returns `(ys, num_steps)`: the states at `ts` (the times on the first axis) and
+        the solver's forward step count.
+        """
+
+    def check(self, structure: "Structure", controller: AbstractController) -> None:
+        """Raise a one-line ValueError if it cannot run `structure` with `controller`:
+        by default where it saves and runs the stages itself (`own_saving`) but
+        `structure` sets them, or it does not take `structure.adjoint` (naming those it
+        takes and the integrators that take it)."""
+        if self.own_saving and (structure.saveat != "ts" or structure.stages != "loop"):
+            raise ValueError(
+                f"{self.label} saves at the observation times and runs its stages as "
+                "straight-line code itself: leave saveat at ts and stages at loop"
+            )
+        if structure.adjoint not in self.adjoints:
+            takers = [
+                f"integrator={n!r}"
+                for n, c in INTEGRATORS.items()
+                if structure.adjoint in c.adjoints
+            ]
+            raise ValueError(
+                f"{self.label} takes adjoint {', '.join(self.adjoints)}; got "
+                f"{structure.adjoint!r}"
+                + (f", which needs {' or '.join(takers)}" if takers else "")
+            )
+
+
+class Diffrax(AbstractIntegrator):
+    """Diffrax's `diffeqsolve`: Tsit5 with its stages as `Structure.stages` says, any
+    controller, and the saving, adjoint and step bound of `solve_options`."""
+
+    name: ClassVar[str] = "diffrax"
+    label: ClassVar[str] = "diffrax's loop"
+    adjoints: ClassVar[tuple[str, ...]] = ("recursive", "all_steps", "direct")
+    own_saving: ClassVar[bool] = False
+
+    def solve(self, field, ts, y0, spec, args=None):
+        structure, problem = spec.structure, spec.problem
+        stepsize_controller, dt0 = spec.controller.stepsize_controller(
+            ts, problem.rtol, problem.atol
+        )
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(field),
+            structure.solver(),
+            ts[0],
+            ts[-1],
+            dt0,
+            y0,
+            args=args,
+            stepsize_controller=stepsize_controller,
+            **solve_options(structure, spec.controller, ts),
+        )
+        return saved_values(sol, structure, ts), sol.stats["num_steps"]
+
+
+class Fused(AbstractIntegrator):
+    """The package's fused loop (`fused.py`: Tsit5 and the controller as one loop
+    carrying only what a step needs): `fused.solve_pid` where the controller is
+    `adaptive` (bounded by `structure.max_steps`, with the problem's tolerances), else
+    `fused.solve_stepto`; its reverse mode `structure.adjoint` (`fused.REVERSE`). It
+    runs the controllers that say so (`AbstractController.fused`) and is a loop of its
+    own: no fixed-step `scan` solve."""
+
+    name: ClassVar[str] = "fused"
+    label: ClassVar[str] = "the fused solve"
+    adjoints: ClassVar[tuple[str, ...]] = fused.REVERSE
+    own_saving: ClassVar[bool] = True
+
+    def solve(self, field, ts, y0, spec, args=None):
+        controller, structure, problem = spec.controller, spec.structure, spec.problem
+        if controller.adaptive:
+            return fused.solve_pid(
+                field,
+                ts,
+                y0,
+                args,
+                problem.rtol,
+                problem.atol,
+                structure.max_steps,
+                structure.adjoint,
+            )
+        return fused.solve_stepto(field, ts, y0, args, structure.adjoint)
+
+    def check(self, structure, controller):
+        if not controller.fused:
+            raise ValueError(
+                f"the fused loop has no controller {controller.name!r}: it needs "
+                f"integrator={Diffrax.name!r}"
+            )
+        if structure.solve == "scan":
+            raise ValueError(
+                f"integrator={self.name!r} is a solve of its own: solve='scan' cannot use it"
+            )
+        super().check(structure, controller)
+
+
+def parse_integrator(integrator: "str | AbstractIntegrator") -> AbstractIntegrator:
+    """The integrator named `integrator` (an `AbstractIntegrator` passes through); a
+    ValueError naming the valid choices if there is none."""
+    if isinstance(integrator, AbstractIntegrator):
+        return integrator
+    return lookup(INTEGRATORS, "integrator", integrator)()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +220,8 @@ class Structure:
       of the grid.
     - `unroll`: `lax.scan`'s unroll with `solve="scan"`.
     - `stages`: one of `STAGES`.
-    - `integrator`: one of `INTEGRATORS`.
+    - `integrator`: the loop that runs it (an `AbstractIntegrator`), or its name (one of
+      `INTEGRATORS`), parsed at construction.
     """
 
     solve: str = "per_sample"
@@ -61,7 +230,16 @@ class Structure:
     max_steps: int = MAX_STEPS
     unroll: int = 1
     stages: str = "loop"
-    integrator: str = "diffrax"
+    integrator: AbstractIntegrator = Diffrax()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "integrator", parse_integrator(self.integrator))
+
+    def fields(self) -> dict[str, Any]:
+        """Its levers as a scenario's (and a record's) fields hold them: the integrator
+        by its name."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {**values, "integrator": self.integrator.name}
 
     @property
     def is_default(self) -> bool:
@@ -71,7 +249,7 @@ class Structure:
             and self.adjoint == "recursive"
             and self.max_steps == MAX_STEPS
             and self.stages == "loop"
-            and self.integrator == "diffrax"
+            and isinstance(self.integrator, Diffrax)
         )
 
     def solver(self) -> diffrax.Tsit5:
@@ -89,7 +267,6 @@ def check_structure(structure: Structure, controller: AbstractController) -> Non
         ("saveat", SAVEATS),
         ("adjoint", ADJOINTS),
         ("stages", STAGES),
-        ("integrator", INTEGRATORS),
     ):
         value = getattr(structure, name)
         if value not in choices:
@@ -104,15 +281,7 @@ def check_structure(structure: Structure, controller: AbstractController) -> Non
             raise ValueError(f"solve='scan' is a fixed-step solve: it needs {on_grid_names()}")
         if structure.saveat == "steps":
             raise ValueError(f"saveat='steps' saves at StepTo's steps: it needs {on_grid_names()}")
-    if structure.integrator == "fused":
-        if not controller.fused:
-            raise ValueError(
-                f"the fused loop has no controller {controller.name!r}: it needs "
-                "integrator='diffrax'"
-            )
-        check_fused(structure)
-    elif structure.adjoint == "scan":
-        raise ValueError("adjoint='scan' is the fused solve's: it needs integrator='fused'")
+    structure.integrator.check(structure, controller)
     if structure.solve == "scan" and not structure.is_default:
         raise ValueError(
             "solve='scan' has no diffrax saveat, adjoint, max_steps or stages: leave them default"
@@ -123,24 +292,6 @@ def check_structure(structure: Structure, controller: AbstractController) -> Non
         raise ValueError(f"max_steps must be a whole number >= 1, got {structure.max_steps!r}")
     if not isinstance(structure.unroll, int) or structure.unroll < 1:
         raise ValueError(f"unroll must be a whole number >= 1, got {structure.unroll!r}")
-
-
-def check_fused(structure: Structure) -> None:
-    """Raise a ValueError if the fused solve cannot run `structure`: it is its own
-    loop (no fixed-step `scan` solve), saves at the observation times itself and runs
-    Tsit5's stages as straight-line code (saveat and stages stay default), and takes the
-    adjoints of `FUSED_ADJOINTS`."""
-    if structure.solve == "scan":
-        raise ValueError("integrator='fused' is a solve of its own: solve='scan' cannot use it")
-    if structure.saveat != "ts" or structure.stages != "loop":
-        raise ValueError(
-            "the fused solve saves at the observation times and runs its stages as "
-            "straight-line code itself: leave saveat at ts and stages at loop"
-        )
-    if structure.adjoint not in FUSED_ADJOINTS:
-        raise ValueError(
-            f"the fused solve takes adjoint {', '.join(FUSED_ADJOINTS)}; got {structure.adjoint!r}"
-        )
 
 
 def solve_options(structure: Structure, controller: AbstractController, ts: jax.Array) -> dict:
