@@ -30,6 +30,7 @@ def fifth():
         one_loop: ClassVar[bool] = True
         multi_device: ClassVar[bool] = True
         multi_process: ClassVar[bool] = False
+        twin_mode: ClassVar[str | None] = "shard_map"
 
         def build(self, devices, local_step, donate=False, layout=None):
             raise NotImplementedError("never compiled here")
@@ -91,6 +92,25 @@ def test_the_report_takes_the_fifth_mode_from_its_class(fifth, tmp_path):
     assert scaling_figures(rows, tmp_path, "cpu", 2)
     errors = [{"measured_s": 0.04, "predicted_s": 0.03, "in_loop_s": 0.01, "error": -0.25}]
     assert "`fifth`'s solver loop" in workloads._wrong_term(errors, "fifth")
+
+
+def test_the_explain_and_version_pages_take_the_fifth_mode_s_facts(fifth):
+    """Explain's collectives table sets a mode's step against its `twin_mode`'s (the
+    fifth's, as `shard`'s: `shard_map`), and the version page gives the speedup of
+    every mode that runs `one_loop`, named by its `label`."""
+    from odestudy.report.explain import collectives
+    from odestudy.report.versions import _sentences
+
+    recs = [dict(r, collectives={"total": 4, "in_loops": 3}) for r in _records("fifth")]
+    cells = [
+        [c.strip() for c in line.split("|")[1:-1]]
+        for line in collectives(recs).splitlines()
+        if line.startswith("|")
+    ]
+    share = {row[0]: row[8] for row in cells}  # the share of the step against the twin's
+    assert share["fifth"] == "0.75" and share["shard_map"] == "–"  # 1 - 0.01 / 0.04
+    lines = _sentences({"jax": scaling_rows(_records("fifth"))}, "jax")
+    assert len(lines) == 1 and lines[0].startswith("- the fifth mode (`fifth`) speedup over 1")
 
 
 def test_a_mode_no_class_names_is_drawn_and_named_without_a_key_error(tmp_path):

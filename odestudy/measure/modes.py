@@ -180,6 +180,11 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
       sample; otherwise each device runs its own loop to its own slowest sample.
     - `multi_device`: runs on more than one device.
     - `multi_process`: runs over devices of several JAX processes (`jax.distributed`).
+    - `twin_mode`: the mode whose step the report sets this one's against at the same
+      devices, controller and batch: the same step with a solver loop per device and
+      its collectives written out (`shard`'s: `shard_map`), so that the difference is
+      what the compiler's partitioning costs (collectives inside the loops, global
+      lock-step); None (the default): none.
     """
 
     name: eqx.AbstractClassVar[str]
@@ -188,6 +193,7 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
     one_loop: eqx.AbstractClassVar[bool]
     multi_device: eqx.AbstractClassVar[bool]
     multi_process: eqx.AbstractClassVar[bool]
+    twin_mode: ClassVar[str | None] = None
 
     @abc.abstractmethod
     def build(
@@ -295,6 +301,7 @@ class Shard(AbstractMode):
     one_loop: ClassVar[bool] = True
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = True
+    twin_mode: ClassVar[str | None] = "shard_map"
 
     def build(self, devices, local_step, donate=False, layout=DEFAULT_LAYOUT):
         mesh = make_data_mesh(devices, AXIS)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..measure.controllers import PID
+from ..measure.modes import mode_facts
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL
 from . import loss, sessions
@@ -364,7 +365,9 @@ def collectives(recs) -> str:
         iters = r["solver_steps"]["max"]
         outside = c["total"] - c["in_loops"]
         executed = outside + c["in_loops"] * iters
-        sm = twin(r, recs, mode="shard_map") if r["mode"] == "shard" else None
+        facts = mode_facts(r["mode"])
+        against = facts.twin_mode if facts is not None else None
+        sm = twin(r, recs, mode=against) if against is not None else None
         share = (1 - sm["step_time_s"] / r["step_time_s"]) if sm else None
         rows.append(
             [

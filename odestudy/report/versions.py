@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..measure.controllers import CONTROLLERS
+from ..measure.modes import MODES
 from ..study.matrix import versions_scenarios
 from ..study.versions import RESULTS, VERSION_SETS
 from . import loss, sessions
@@ -87,7 +88,9 @@ def versions_markdown(by_set: dict[str, list[dict]]) -> str:
 
 def _sentences(by_set: dict[str, list[dict]], current: str) -> list[str]:
     """What the table says with intervals: each release's 1-device step against the
-    current release's, and sharded `jit`'s speedup at each release."""
+    current release's, and at each release the speedup of each mode whose one solver
+    loop the release's compiler partitions over the devices (`AbstractMode.one_loop`:
+    sharded `jit`)."""
     lines = []
     for controller in CONTROLLERS:
         base = _one_device(by_set[current], controller)
@@ -102,16 +105,22 @@ def _sentences(by_set: dict[str, list[dict]], current: str) -> list[str]:
                 f"{escape(_stack(base))}."
             )
     for rows in by_set.values():
-        shard = [r for r in rows if r["mode"] == "shard" and r.get("speedup") is not None]
-        text = "; ".join(
-            f"{escape(r['controller'])} on {r['n_devices']} devices "
-            + loss.baseline_flag(fmt_interval(r["speedup"], *r["speedup_ci"]), r)
-            for r in shard
-        )
-        if text:
-            stack = escape(_stack(rows[0]))
-            lines.append(f"- sharded `jit` (`shard`) speedup over 1 device, {stack}: {text}.")
+        for mode in (m for m in MODES.values() if m.one_loop):
+            text = _speedups([r for r in rows if r["mode"] == mode.name])
+            if text:
+                stack = escape(_stack(rows[0]))
+                lines.append(f"- {mode.label} speedup over 1 device, {stack}: {text}.")
     return lines
+
+
+def _speedups(rows: list[dict]) -> str:
+    """Each row's speedup with its interval, by controller and devices (`; `-joined)."""
+    return "; ".join(
+        f"{escape(r['controller'])} on {r['n_devices']} devices "
+        + loss.baseline_flag(fmt_interval(r["speedup"], *r["speedup_ci"]), r)
+        for r in rows
+        if r.get("speedup") is not None
+    )
 
 
 def _table(by_set: dict[str, list[dict]]) -> list[list[Any]]:
@@ -159,7 +168,7 @@ def versions_figure(by_set: dict[str, list[dict]], out: str | Path) -> list[Path
     names = list(by_set)
     fig, axes = plt.subplots(1, len(CONTROLLERS), figsize=(11, 4), sharey=False)
     for ax, controller in zip(axes, CONTROLLERS, strict=True):
-        for mode in ("single", "pmap", "shard", "shard_map"):
+        for mode, facts in MODES.items():
             xs, ys, lo, hi = [], [], [], []
             for i, name in enumerate(names):
                 r = next(
@@ -180,7 +189,7 @@ def versions_figure(by_set: dict[str, list[dict]], out: str | Path) -> list[Path
                 lo.append(r["step_time_s"] * 1e3 - r["step_time_p25_s"] * 1e3)
                 hi.append(r["step_time_p75_s"] * 1e3 - r["step_time_s"] * 1e3)
             if xs:
-                label = "single (1 device)" if mode == "single" else f"{mode} (2 devices)"
+                label = f"{mode} (2 devices)" if facts.multi_device else f"{mode} (1 device)"
                 ax.errorbar(
                     xs,
                     ys,
