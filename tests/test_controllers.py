@@ -119,6 +119,38 @@ def test_defining_the_class_makes_it_a_choice(third):
     assert _ctrl("constant") == "constant step" and CONTROLLER_STYLE["constant"] == ":x"
 
 
+def test_the_explain_figure_draws_the_third_controller_with_its_line(third):
+    """The time-to-target figure takes each controller's dashes from its class's `line`
+    (a record of a controller no class names is solid), so that a third controller's
+    records draw (the dashes were keyed by pid and stepto: seaborn refused any other)."""
+    import matplotlib.pyplot as plt
+
+    from odestudy.report.explain import _target_figure
+    from odestudy.report.plots import controller_dashes
+
+    names = ["pid", "stepto", "constant", "removed"]
+    assert controller_dashes(names) == {
+        "pid": "",
+        "stepto": (4, 2),
+        "constant": (1, 2),
+        "removed": "",
+    }
+    points = [
+        {"run": f"{c} run", "mode": "single", "controller": c, "time_s": t, "loss": 1 / (1 + t)}
+        for c in names
+        for t in (1.0, 2.0, 3.0)
+    ]
+    fig = _target_figure(points, 0.3)
+    legend = {line.get_label(): line for line in fig.axes[0].get_legend().get_lines()}
+    assert {n: legend[n].get_linestyle() for n in names} == {
+        "pid": "-",
+        "stepto": "--",
+        "constant": "--",
+        "removed": "-",
+    }
+    plt.close(fig)
+
+
 def test_the_third_controller_s_facts_refuse_what_it_cannot_run(third):
     with pytest.raises(ValueError, match="fixed-step solve: it needs controller='stepto'"):
         Scenario(scale="smoke", controller="constant", solve="scan")

@@ -15,7 +15,7 @@ from ..measure.timing import PROTOCOL
 from . import loss, sessions
 from .frames import BaselineError, is_default
 from .intervals import fmt_interval, ratio_interval
-from .plots import MODE_STYLE, _save
+from .plots import MODE_STYLE, _save, controller_dashes
 from .tables import escape, loss_cell, markdown_table
 from .tables import fmt as _fmt
 
@@ -558,7 +558,8 @@ def _target_rows(sel, target: float) -> tuple[list[list[Any]], list[dict[str, An
 
 
 def _target_figure(points: list[dict[str, Any]], target: float) -> Any:
-    """Evaluation loss against training wall clock, a line per run."""
+    """Evaluation loss against training wall clock, a line per run (its mode's colour,
+    its controller's line: `plots.controller_dashes`)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -571,7 +572,7 @@ def _target_figure(points: list[dict[str, Any]], target: float) -> Any:
         hue="run",
         style="controller",
         palette=_run_palette(curves),
-        dashes={"pid": "", "stepto": (4, 2)},
+        dashes=controller_dashes(curves["controller"].unique()),
         estimator=None,
         ax=ax,
     )

@@ -1,6 +1,6 @@
 """Figures: one scenario (notebook) and the scaling figures of the report."""
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,27 @@ class ControllerLines(Mapping[str, str]):
 
 MODE_STYLE = ModeColours()
 CONTROLLER_STYLE = ControllerLines()
+
+# seaborn's dashes (`lineplot(dashes=...)`) of a matplotlib line style, the longer
+# styles first; "" is a solid line.
+DASHES: dict[str, str | tuple[float, ...]] = {
+    "--": (4, 2),
+    "-.": (4, 1.5, 1, 1.5),
+    ":": (1, 2),
+    "-": "",
+}
+
+
+def line_dashes(line: str) -> str | tuple[float, ...]:
+    """seaborn's dashes of a matplotlib format's line style (`"--s"` gives `(4, 2)`); a
+    format without one is solid."""
+    return next((dashes for style, dashes in DASHES.items() if line.startswith(style)), "")
+
+
+def controller_dashes(controllers: Iterable[str]) -> dict[str, str | tuple[float, ...]]:
+    """Each of `controllers`' dashes in a seaborn figure, from its line
+    (`CONTROLLER_STYLE`: its class's `line`, any other name `OTHER_LINE`)."""
+    return {c: line_dashes(CONTROLLER_STYLE[c]) for c in controllers}
 
 
 def summary(record: dict[str, Any]) -> dict[str, Any]:
