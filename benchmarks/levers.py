@@ -7,10 +7,10 @@ A variant is a set of levers (`VARIANTS`): `Scenario` fields (the solve's struct
 where it saves; its adjoint; its step bound `max_steps`, which also sizes diffrax's
 default checkpointing, about sqrt(2 max_steps) checkpoints: 90 at 4096, 10 at 64;
 Tsit5's stage loop; the package's fused solve, `integrator=fused`, and its reverse
-modes; and buffer donation), JAX's default matmul precision, and XLA
-flags (the CPU backend's legacy runtime instead of thunks, single-threaded Eigen,
-XNNPACK). Flags are read once when JAX starts, so every variant runs in a worker
-process of its own:
+modes (`accepted_steps`: its own reverse loop, `measure/replay.py`); and buffer
+donation), JAX's default matmul precision, and XLA flags (the CPU backend's legacy
+runtime instead of thunks, single-threaded Eigen, XNNPACK). Flags are read once when
+JAX starts, so every variant runs in a worker process of its own:
 
 1. Workers start one at a time (never two measuring at once). Each trains the scenario
    from scratch under its own levers (its final evaluation loss says whether the lever
@@ -133,6 +133,21 @@ VARIANTS = {
         "max_steps": 64,
     },
     "within_ode+fused": {"solve": "within_ode", "integrator": "fused", "adjoint": "all_steps"},
+    # The fused solve with its own reverse loop (`measure/replay.py`): a checkpoint per
+    # accepted step, only the accepted steps replayed, the observation times
+    # interpolated once after the loop.
+    "fused_accepted(64)": {"integrator": "fused", "adjoint": "accepted_steps", "max_steps": 64},
+    "within_ode+fused_accepted(64)": {
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "accepted_steps",
+        "max_steps": 64,
+    },
+    "within_ode+fused_accepted": {
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "accepted_steps",
+    },
     "within_ode+fused_checkpointed_scan": {
         "solve": "within_ode",
         "integrator": "fused",
@@ -179,6 +194,8 @@ DEFAULT_VARIANTS = {
         "within_ode+fused_recursive(64)",
         "within_ode+fused_scan(64)",
         "within_ode+fused_checkpointed_scan(64)",
+        "fused_accepted(64)",
+        "within_ode+fused_accepted(64)",
     ],
     "stepto": [
         "default",
@@ -198,6 +215,7 @@ DEFAULT_VARIANTS = {
         "fused",
         "within_ode+fused",
         "within_ode+fused_checkpointed_scan",
+        "within_ode+fused_accepted",
     ],
 }
 # Levers that are not `Scenario` fields.

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from odestudy import VectorField
-from odestudy.measure import fused
+from odestudy.measure import fused, replay
 from odestudy.measure.model import Solve, solve_within_ode
 from odestudy.measure.solvers import Structure
 
@@ -59,6 +59,10 @@ def _diffrax(field, ts, y0, controller):
 
 
 def _fused(field, ts, y0, controller, reverse, tol=(1e-3, 1e-6), max_steps=64):
+    if reverse == replay.ADJOINT:  # the fused solve's own reverse loop
+        if controller == "pid":
+            return replay.solve_pid(field, ts, y0, None, *tol, max_steps)
+        return replay.solve_stepto(field, ts, y0, None)
     if controller == "pid":
         return fused.solve_pid(field, ts, y0, None, *tol, max_steps, reverse)
     return fused.solve_stepto(field, ts, y0, None, reverse)
@@ -111,6 +115,8 @@ _LONG = pytest.mark.long
     [
         ("pid", "all_steps"),
         ("stepto", "all_steps"),
+        ("pid", "accepted_steps"),
+        ("stepto", "accepted_steps"),
         pytest.param("pid", "recursive", marks=_LONG),
         pytest.param("pid", "scan", marks=_LONG),
         pytest.param("pid", "checkpointed_scan", marks=_LONG),
@@ -127,17 +133,19 @@ def test_time_dependent_field_on_irregular_grids_matches_diffrax(controller, rev
 
 
 @pytest.mark.long  # within-ODE fused steps of both controllers: test_structure.py
+@pytest.mark.parametrize("reverse", ["all_steps", "accepted_steps"])
 @pytest.mark.parametrize("controller", ["pid", "stepto"])
-def test_batch_as_one_ode_with_a_time_dependent_field_matches_diffrax(controller):
+def test_batch_as_one_ode_with_a_time_dependent_field_matches_diffrax(controller, reverse):
     """Within-ODE batching (one shared step; the field given each series' true time)."""
     field = TimeField(VectorField(jr.PRNGKey(1), width=16))
     ts = jnp.stack([jnp.linspace(0.0, 2.0 + i, 10) for i in range(4)])
     y0 = jr.normal(jr.PRNGKey(2), (4, 2))
     problem = types.SimpleNamespace(rtol=1e-3, atol=1e-6, time_dependent=True)
     adjoint = "all_steps" if controller == "pid" else "recursive"
+    fused_adjoint = adjoint if reverse == "all_steps" else reverse
     structures = {
         "diffrax": Structure(solve="within_ode", adjoint=adjoint),
-        "fused": Structure(solve="within_ode", adjoint=adjoint, integrator="fused"),
+        "fused": Structure(solve="within_ode", adjoint=fused_adjoint, integrator="fused"),
     }
 
     @eqx.filter_jit
@@ -153,7 +161,13 @@ def test_batch_as_one_ode_with_a_time_dependent_field_matches_diffrax(controller
 
 
 @pytest.mark.parametrize(
-    ("controller", "reverse"), [("pid", "all_steps"), ("stepto", "checkpointed_scan")]
+    ("controller", "reverse"),
+    [
+        ("pid", "all_steps"),
+        ("stepto", "checkpointed_scan"),
+        ("pid", "accepted_steps"),
+        ("stepto", "accepted_steps"),
+    ],
 )
 def test_float64_gradients_match_central_differences(controller, reverse):
     """PID's step sizes are constants to the gradient (diffrax's controller stops their
@@ -187,10 +201,11 @@ def test_float64_gradients_match_central_differences(controller, reverse):
         assert abs(float(analytic) - float(numeric)) < 1e-6 * max(1.0, abs(float(numeric)))
 
 
-def test_pid_past_its_bound_is_nan_where_unreached():
+@pytest.mark.parametrize("reverse", ["all_steps", "accepted_steps"])
+def test_pid_past_its_bound_is_nan_where_unreached(reverse):
     field = VectorField(jr.PRNGKey(1), width=16)
     ts = _grid(n=1)[0]
-    solve = jax.jit(lambda y0: fused.solve_pid(field, ts, y0, None, 1e-3, 1e-6, 1))
+    solve = jax.jit(lambda y0: _fused(field, ts, y0, "pid", reverse, max_steps=1))
     ys, steps = solve(jnp.ones(2))
     assert int(steps) == 1
     assert bool(jnp.all(jnp.isfinite(ys[0]))) and bool(jnp.isnan(ys[-1]).all())

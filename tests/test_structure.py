@@ -45,6 +45,12 @@ LEVERS = [
         marks=_LONG,
     ),
     ("stepto", Structure(solve="within_ode", integrator="fused", adjoint="checkpointed_scan")),
+    # Its own reverse loop over the accepted steps (`replay.py`).
+    (
+        "pid",
+        Structure(solve="within_ode", integrator="fused", adjoint="accepted_steps", max_steps=64),
+    ),
+    ("stepto", Structure(integrator="fused", adjoint="accepted_steps")),
 ]
 
 

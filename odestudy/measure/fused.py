@@ -21,6 +21,9 @@ Reverse mode (`REVERSE`), chosen by the scenario's `adjoint`:
   a conditional, which `vmap` (one solve per sample) turns into a select;
 - `checkpointed_scan`: that scan with each step rematerialised in the backward pass.
 
+The solve's own reverse loop, which replays only the accepted steps and interpolates the
+observation times once after the loop, is `replay.py` (`adjoint="accepted_steps"`).
+
 A PID solve that needs more than `max_steps` steps returns NaN at the times it did not
 reach, so that the loss is non-finite and the run fails loudly.
 """
@@ -44,27 +47,69 @@ _B_ERROR = [float(b) for b in _TABLEAU.b_error]
 _ERROR_ORDER = 5  # Tsit5's order + 1, as diffrax's `Tsit5.error_order` gives it
 
 
-def tsit5_step(
+def tsit5_stages(
     field: Callable[..., Any], t: Array, tnext: Array, y: Array, f: Array, args: Any
-) -> tuple[Array, Array, Array, Array]:
+) -> tuple[Array, Array, list[Array], list[Array]]:
     """One Tsit5 step from `(t, y)` to `tnext` as straight-line code, no stage buffer:
     each stage's state from the earlier stages' nonzero coefficients alone.
 
     - `field`: called as `field(t, y, args)`; `f`: its value at `(t, y)` (FSAL).
 
-    Returns `(y1, error, k, f1)`: the new state, the embedded error estimate, the 7
-    stages times the step (diffrax's `k`, stacked, for the interpolation) and the field
-    at `(tnext, y1)` (the next step's first stage).
+    Returns `(y1, error, fs, ks)`: the new state, the embedded error estimate, the 7
+    stages' field values (`fs[0]` is `f`, `fs[-1]` the field at `(tnext, y1)`, the next
+    step's first stage) and the same times the step (diffrax's `k`).
     """
     h = tnext - t
-    ks = [f * h]
+    fs, ks = [f], [f * h]
     fi = yi = f
     for row, c in zip(_A, _C, strict=True):
         yi = y + sum(a * k for a, k in zip(row, ks, strict=True) if a != 0.0)
         fi = field(tnext if c == 1.0 else t + c * h, yi, args)
+        fs.append(fi)
         ks.append(fi * h)
     error = cast(Array, sum(b * k for b, k in zip(_B_ERROR, ks, strict=True)))
-    return yi, error, jnp.stack(ks), fi  # Tsit5's last stage state is the step's result
+    return yi, error, fs, ks  # Tsit5's last stage state is the step's result
+
+
+def tsit5_step(
+    field: Callable[..., Any], t: Array, tnext: Array, y: Array, f: Array, args: Any
+) -> tuple[Array, Array, Array, Array]:
+    """One Tsit5 step (`tsit5_stages`) as `(y1, error, k, f1)`: the new state, the error
+    estimate, the 7 stages times the step (stacked, for the interpolation) and the field
+    at `(tnext, y1)`."""
+    y1, error, fs, ks = tsit5_stages(field, t, tnext, y, f, args)
+    return y1, error, jnp.stack(ks), fs[-1]
+
+
+class PIDSteps(NamedTuple):
+    """Diffrax's `PIDController` as the fused loops drive it: the controller, its first
+    step's end and memory, and `t1` less 100 ULPs (`_clip_floor`)."""
+
+    controller: diffrax.PIDController
+    tnext: Array
+    memory: Any
+    floor: Array
+
+    @classmethod
+    def start(cls, field, ts, y0, args, rtol: float, atol: float) -> "PIDSteps":
+        """The controller with tolerances `rtol`, `atol` at the start of a solve over `ts`
+        (first step `ts[1] - ts[0]`)."""
+        term = diffrax.ODETerm(field)
+        controller = diffrax.PIDController(rtol=rtol, atol=atol)
+        t0, t1 = ts[0], ts[-1]
+        tnext, memory = controller.init(term, t0, t1, y0, ts[1] - t0, args, field, _ERROR_ORDER)
+        return cls(controller, jnp.minimum(tnext, t1), memory, _clip_floor(t1))
+
+    def adapt(self, t, tnext, y, y1, args, error, memory, t1):
+        """After a trial step from `(t, y)` to `(tnext, y1)` with `error`: `(keep, t,
+        tnext, memory)`, the next step's bounds as diffrax clips them at `t1`."""
+        error = jnp.where(jnp.isnan(error), jnp.inf, error)  # as diffrax: reject a NaN
+        keep, t, tnext, _, memory, _ = self.controller.adapt_step_size(
+            t, tnext, y, y1, args, error, _ERROR_ORDER, memory
+        )
+        t = jnp.minimum(t, t1)
+        tnext = jnp.where(tnext > self.floor, jnp.where(keep, t1, t + 0.5 * (t1 - t)), tnext)
+        return keep, t, tnext, memory
 
 
 class _Carry(NamedTuple):
@@ -137,25 +182,15 @@ def solve_pid(
     Returns `(ys, num_steps)`: the states at `ts` (shape `(n_times, *y0.shape)`) and the
     steps taken, accepted and rejected, as diffrax's `stats["num_steps"]`.
     """
-    term = diffrax.ODETerm(field)
-    controller = diffrax.PIDController(rtol=rtol, atol=atol)
+    pid = PIDSteps.start(field, ts, y0, args, rtol, atol)
     t0, t1 = ts[0], ts[-1]
-    tnext, memory = controller.init(term, t0, t1, y0, ts[1] - t0, args, field, _ERROR_ORDER)
-    del term
-    tnext = jnp.minimum(tnext, t1)
-    floor = _clip_floor(t1)
     ys = jnp.zeros((ts.shape[0], *y0.shape), y0.dtype).at[0].set(y0)
     f0 = field(t0, y0, args)
-    init = _Carry(t0, tnext, y0, f0, memory, ys, jnp.asarray(0))
+    init = _Carry(t0, pid.tnext, y0, f0, pid.memory, ys, jnp.asarray(0))
 
     def body(c: _Carry) -> _Carry:
         y1, error, k, f1 = tsit5_step(field, c.t, c.tnext, c.y, c.f, args)
-        error = jnp.where(jnp.isnan(error), jnp.inf, error)  # as diffrax: reject a NaN
-        keep, t, tnext, _, memory, _ = controller.adapt_step_size(
-            c.t, c.tnext, c.y, y1, args, error, _ERROR_ORDER, c.controller
-        )
-        t = jnp.minimum(t, t1)
-        tnext = jnp.where(tnext > floor, jnp.where(keep, t1, t + 0.5 * (t1 - t)), tnext)
+        keep, t, tnext, memory = pid.adapt(c.t, c.tnext, c.y, y1, args, error, c.controller, t1)
         interpolation = diffrax.Tsit5.interpolation_cls(t0=c.t, t1=c.tnext, y0=c.y, y1=y1, k=k)
         inside = keep & (ts > c.t) & (ts <= c.tnext)
         at_times = jax.vmap(interpolation.evaluate)(ts)

@@ -13,7 +13,7 @@ import equinox as eqx
 import jax
 from jaxtyping import Array, Int
 
-from . import fused
+from . import fused, replay
 from .controllers import AbstractController, on_grid_names
 from .registry import Registered, lookup
 from .tsit5 import StraightTsit5
@@ -33,8 +33,9 @@ SAVEATS = ("ts", "dense", "steps")
 # sqrt(2 max_steps), a conditional per backward step), the same with one checkpoint per
 # step (`checkpoints=max_steps`: no recomputation, no conditional), or `DirectAdjoint`.
 # A `lax.scan` over `max_steps` storing every step (`scan`), or rematerialising each
-# (`checkpointed_scan`), is the fused loop's alone (each integrator's `adjoints`).
-ADJOINTS = ("recursive", "all_steps", "direct", "scan", "checkpointed_scan")
+# (`checkpointed_scan`), is the fused loop's alone (each integrator's `adjoints`), as is
+# its own reverse loop replaying only the accepted steps (`accepted_steps`, `replay.py`).
+ADJOINTS = ("recursive", "all_steps", "direct", "scan", "checkpointed_scan", replay.ADJOINT)
 # How Tsit5 runs its stages within a solver step: diffrax's default, a checkpointed
 # while loop over the stages (`scan_kind=None`), equinox's bounded loop
 # (`scan_kind="bounded"`: a `lax.scan` over the stages with a conditional each), or
@@ -162,17 +163,20 @@ class Fused(AbstractIntegrator):
     """The package's fused loop (`fused.py`: Tsit5 and the controller as one loop
     carrying only what a step needs): `fused.solve_pid` where the controller is
     `adaptive` (bounded by `structure.max_steps`, with the problem's tolerances), else
-    `fused.solve_stepto`; its reverse mode `structure.adjoint` (`fused.REVERSE`). It
+    `fused.solve_stepto`; its reverse mode `structure.adjoint` (`fused.REVERSE`, or
+    `accepted_steps`: its own reverse loop over the accepted steps, `replay.py`). It
     runs the controllers that say so (`AbstractController.fused`) and is a loop of its
     own: no fixed-step `scan` solve."""
 
     name: ClassVar[str] = "fused"
     label: ClassVar[str] = "the fused solve"
-    adjoints: ClassVar[tuple[str, ...]] = fused.REVERSE
+    adjoints: ClassVar[tuple[str, ...]] = (*fused.REVERSE, replay.ADJOINT)
     own_saving: ClassVar[bool] = True
 
     def solve(self, field, ts, y0, spec, args=None):
         controller, structure, problem = spec.controller, spec.structure, spec.problem
+        if structure.adjoint == replay.ADJOINT:
+            return self._replayed(field, ts, y0, spec, args)
         if controller.adaptive:
             return fused.solve_pid(
                 field,
@@ -185,6 +189,15 @@ class Fused(AbstractIntegrator):
                 structure.adjoint,
             )
         return fused.solve_stepto(field, ts, y0, args, structure.adjoint)
+
+    @staticmethod
+    def _replayed(field, ts, y0, spec, args):
+        """The solve with its own reverse loop over the accepted steps (`replay.py`)."""
+        problem = spec.problem
+        if spec.controller.adaptive:
+            max_steps = spec.structure.max_steps
+            return replay.solve_pid(field, ts, y0, args, problem.rtol, problem.atol, max_steps)
+        return replay.solve_stepto(field, ts, y0, args)
 
     def check(self, structure, controller):
         if not controller.fused:
