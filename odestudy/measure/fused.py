@@ -91,13 +91,12 @@ class PIDSteps(NamedTuple):
     floor: Array
 
     @classmethod
-    def start(cls, field, ts, y0, args, rtol: float, atol: float) -> "PIDSteps":
-        """The controller with tolerances `rtol`, `atol` at the start of a solve over `ts`
-        (first step `ts[1] - ts[0]`)."""
+    def start(cls, field, t0, t1, dt0, y0, args, rtol: float, atol: float) -> "PIDSteps":
+        """The controller with tolerances `rtol`, `atol` at the start of a solve from
+        `t0` to `t1` whose first step is `dt0`."""
         term = diffrax.ODETerm(field)
         controller = diffrax.PIDController(rtol=rtol, atol=atol)
-        t0, t1 = ts[0], ts[-1]
-        tnext, memory = controller.init(term, t0, t1, y0, ts[1] - t0, args, field, _ERROR_ORDER)
+        tnext, memory = controller.init(term, t0, t1, y0, dt0, args, field, _ERROR_ORDER)
         return cls(controller, jnp.minimum(tnext, t1), memory, _clip_floor(t1))
 
     def adapt(self, t, tnext, y, y1, args, error, memory, t1):
@@ -182,8 +181,8 @@ def solve_pid(
     Returns `(ys, num_steps)`: the states at `ts` (shape `(n_times, *y0.shape)`) and the
     steps taken, accepted and rejected, as diffrax's `stats["num_steps"]`.
     """
-    pid = PIDSteps.start(field, ts, y0, args, rtol, atol)
     t0, t1 = ts[0], ts[-1]
+    pid = PIDSteps.start(field, t0, t1, ts[1] - t0, y0, args, rtol, atol)
     ys = jnp.zeros((ts.shape[0], *y0.shape), y0.dtype).at[0].set(y0)
     f0 = field(t0, y0, args)
     init = _Carry(t0, pid.tnext, y0, f0, pid.memory, ys, jnp.asarray(0))

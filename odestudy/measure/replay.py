@@ -88,8 +88,8 @@ def _holding(ts: Array, bounds: Array, accepted: Array) -> Array:
 def _pid_forward(vjp_arg, ts, rtol, atol, max_steps):
     """The PID solve, its checkpoints kept: `((ys, steps), residuals)`."""
     field, y0, args = vjp_arg
-    pid = PIDSteps.start(field, ts, y0, args, rtol, atol)
     t0, t1 = ts[0], ts[-1]
+    pid = PIDSteps.start(field, t0, t1, ts[1] - t0, y0, args, rtol, atol)
     step = jax.tree.map(lambda _: False, vjp_arg)
     diff, static = _split(field, args, step)
     f0 = field(t0, y0, args)
