@@ -224,7 +224,7 @@ PROCESS_LEVERS = ("xla_flags", "matmul_precision")
 # (`recommended.recommended_levers`: run by the fused solve where the problem says so),
 # that step run by diffrax's loop (`recommended.diffrax_levers`, Tsit5's stages
 # unrolled), the diffrax step with its stage loop instead, and the diffrax step run by
-# the fused solve (`recommended.fused_levers`: a checkpoint per step, saving and stages
+# the fused solve (`recommended.fused_levers`: the controller's reverse mode, saving and stages
 # its own).
 RECOMMENDED_VARIANTS = (
     "recommended-unrolled",
@@ -244,7 +244,7 @@ def levers_of(label: str, s) -> dict:
         return recommended_levers(s)
     levers = diffrax_levers(s)
     if label == "recommended-fused":
-        return fused_levers(levers)
+        return fused_levers(levers, s.stepsize_controller)
     return {**levers, "stages": "loop"} if label == "recommended-unrolled" else levers
 
 

@@ -33,6 +33,9 @@ class AbstractController(Registered, eqx.Module, registry=CONTROLLERS):
       last time) would add steps, so that length stages compile one program each.
     - `fused`: the fused loop (`fused.py`) runs it: PID's loop where `adaptive`,
       StepTo's otherwise.
+    - `fused_adjoint`: the reverse mode the recommended step takes when the fused solve
+      runs it (`recommended.fused_levers`), the faster in this machine's levers records
+      (`figures/tables/step.md`); None where the fused loop does not run it.
     """
 
     name: eqx.AbstractClassVar[str]
@@ -41,6 +44,7 @@ class AbstractController(Registered, eqx.Module, registry=CONTROLLERS):
     adaptive: eqx.AbstractClassVar[bool]
     on_grid: eqx.AbstractClassVar[bool]
     fused: eqx.AbstractClassVar[bool]
+    fused_adjoint: ClassVar[str | None] = None
 
     @abc.abstractmethod
     def stepsize_controller(
@@ -74,6 +78,8 @@ class PID(AbstractController):
     adaptive: ClassVar[bool] = True
     on_grid: ClassVar[bool] = False
     fused: ClassVar[bool] = True
+    # Its own reverse loop, replaying only the accepted steps (`replay.py`).
+    fused_adjoint: ClassVar[str | None] = "accepted_steps"
 
     def stepsize_controller(self, ts, rtol, atol):
         return diffrax.PIDController(rtol=rtol, atol=atol), ts[1] - ts[0]
@@ -88,6 +94,8 @@ class StepTo(AbstractController):
     adaptive: ClassVar[bool] = False
     on_grid: ClassVar[bool] = True
     fused: ClassVar[bool] = True
+    # Every step stored (a `lax.scan`): its own reverse loop measured no faster here.
+    fused_adjoint: ClassVar[str | None] = "all_steps"
 
     def stepsize_controller(self, ts, rtol, atol):
         del rtol, atol  # it takes no step it was not told to

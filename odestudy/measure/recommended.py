@@ -6,8 +6,10 @@ fused solve (`integrator="fused"`, `fused.py`) runs it where the problem says so
 (`recommended_fused`): along the map (`make map-fused`, `figures/tables/workloads.md`)
 it is faster on some workloads and slower on others. It saves at the observation times
 and runs Tsit5's stages as straight-line code itself, so the step it runs keeps the
-solve's structure (batching, step bound, a checkpoint per step) and drops `saveat` and
-`stages`.
+solve's structure (batching, step bound) and drops `saveat` and `stages`; its reverse
+mode is the controller's (`AbstractController.fused_adjoint`): under PID its own
+reverse loop replaying only the accepted steps (`adjoint="accepted_steps"`,
+`replay.py`), faster in the levers records; under StepTo a checkpoint per step.
 
 - PID: within-ODE batching (the batch solved as one ODE with one shared step size),
   the solution evaluated from its dense output instead of an inner loop over the saved
@@ -30,6 +32,7 @@ loudly (a non-finite loss, recorded as a failed run), never silently.
 import dataclasses
 from typing import Any
 
+from .controllers import AbstractController
 from .scenario import Scenario
 
 # controller -> the `Scenario` fields to set.
@@ -78,12 +81,15 @@ def diffrax_levers(s: Scenario) -> dict[str, Any]:
     return levers
 
 
-def fused_levers(levers: dict[str, Any]) -> dict[str, Any]:
-    """`levers` run by the fused solve: its integrator with a checkpoint per step, and
-    diffrax's saving and stages back to their defaults (the fused loop saves at the
-    observation times and runs the stages as straight-line code itself)."""
+def fused_levers(levers: dict[str, Any], controller: AbstractController) -> dict[str, Any]:
+    """`levers` run by the fused solve: its integrator with `controller`'s reverse mode
+    (`AbstractController.fused_adjoint`), and diffrax's saving and stages back to their
+    defaults (the fused loop saves at the observation times and runs the stages as
+    straight-line code itself)."""
+    if controller.fused_adjoint is None:
+        raise ValueError(f"the fused solve does not run controller {controller.name!r}")
     out = {k: v for k, v in levers.items() if k not in ("saveat", "stages")}
-    return {**out, "integrator": "fused", "adjoint": "all_steps"}
+    return {**out, "integrator": "fused", "adjoint": controller.fused_adjoint}
 
 
 def recommended_levers(s: Scenario) -> dict[str, Any]:
@@ -92,7 +98,7 @@ def recommended_levers(s: Scenario) -> dict[str, Any]:
     the fused loop runs its controller."""
     levers = diffrax_levers(s)
     fused = s.problem_object.recommended_fused and s.stepsize_controller.fused
-    return fused_levers(levers) if fused else levers
+    return fused_levers(levers, s.stepsize_controller) if fused else levers
 
 
 def recommended(s: Scenario) -> Scenario:

@@ -294,3 +294,14 @@ def gpu_lever_lines(results: str | Path) -> list[str]:
             "",
         ]
     return parts
+
+
+def fused_run() -> str:
+    """How the fused solve runs the recommended step (`fused_levers`: its integrator
+    and each controller's reverse mode), for the pages and the README."""
+    adjoints = [
+        f"`adjoint={c.fused_adjoint}` under {c.name}"
+        for c in CONTROLLERS.values()
+        if c.fused and c.fused_adjoint is not None
+    ]
+    return f"the fused solve (`integrator=fused`, {', '.join(adjoints)}; saving and stages its own)"

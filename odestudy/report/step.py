@@ -12,7 +12,7 @@ from ..measure.problem import PROBLEMS
 from ..measure.recommended import RECOMMENDED, recommended_levers
 from ..measure.scenario import Scenario
 from . import sessions
-from .floor import FLOOR_TEXT, floor_cells
+from .floor import FLOOR_TEXT, floor_cells, fused_run
 from .intervals import fmt_interval
 from .loss import MARK, unequal
 from .tables import escape, markdown_table
@@ -275,7 +275,7 @@ def recommended_lines(levers: Sequence[dict[str, Any]]) -> list[str]:
             f"{c}: " + (", ".join(f"`{k}={v}`" for k, v in chosen.items()) or "the default")
             for c, chosen in RECOMMENDED.items()
         )
-        + f"; run by the fused solve (`integrator=fused`, saving and stages its own) on the "
+        + f"; run by {fused_run()} on the "
         f"problems that say so (`recommended_fused`: {fused or 'none'}). The default is "
         "the reference's algorithm (Tsit5, one solve per sample under `vmap`, "
         "`SaveAt(ts=...)`, diffrax's default adjoint), so a speedup over the default is "

@@ -29,6 +29,7 @@ from .floor import (
     floor_ratio,
     fused_lines,
     fused_records,
+    fused_run,
     gpu_fused_machines,
     map_lever_records,
     variant_row,
@@ -666,9 +667,8 @@ def fused_summary(recs: list[dict[str, Any]]) -> list[str]:
     )
     fused = ", ".join(f"`{name}`" for name, p in PROBLEMS.items() if p.recommended_fused)
     made = (
-        f"The recommended step (`--recommended`) is, per controller, {made_of}; run by the "
-        f"fused solve (`integrator=fused`, saving and stages its own) on the problems that "
-        f"say so (`recommended_fused`: {fused or 'none'})."
+        f"The recommended step (`--recommended`) is, per controller, {made_of}; run by "
+        f"{fused_run()} on the problems that say so (`recommended_fused`: {fused or 'none'})."
     )
     found = lever_speedups(recs, "recommended-diffrax", "recommended-fused")
     if not found:
