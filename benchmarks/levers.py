@@ -472,8 +472,10 @@ def _scenario(a: argparse.Namespace, controller: str, workload, labels: list[str
 
 def why_rerun(path: Path, s, labels: list[str], blocks: int, steps: int) -> str | None:
     """Why the record at `path` cannot stand for a run of `labels` on scenario `s`, or
-    None if it can: the same scenario, variants and blocks, made here
-    (`plan.why_not_here`: this machine, versions, protocol and measurement environment)."""
+    None if it can: the same scenario, variants (each label with the levers it stands
+    for now: `recommended-fused`'s follow `recommended.fused_levers`) and blocks, made
+    here (`plan.why_not_here`: this machine, versions, protocol and measurement
+    environment)."""
     from odestudy import Scenario
     from odestudy.measure.timing import measurement_env
     from odestudy.study.plan import why_not_here
@@ -486,6 +488,11 @@ def why_rerun(path: Path, s, labels: list[str], blocks: int, steps: int) -> str 
     checks = (
         ("scenario", key, s.key()),
         ("variants", [r.get("label") for r in old.get("rows", [])], labels),
+        (
+            "levers",
+            [r.get("levers") for r in old.get("rows", [])],
+            [levers_of(label, s) for label in labels],
+        ),
         ("blocks", [old.get("blocks"), old.get("steps_per_block")], [blocks, steps]),
     )
     for what, have, want in checks:

@@ -42,9 +42,10 @@ def _lever_record(s, labels: list[str]) -> dict:
     from odestudy.measure import environment
     from odestudy.measure.timing import PROTOCOL, measurement_env
 
+    levers = _script("levers.py")
     return {
         "scenario": s.to_dict(),
-        "rows": [{"label": label} for label in labels],
+        "rows": [{"label": label, "levers": levers.levers_of(label, s)} for label in labels],
         "blocks": 6,
         "steps_per_block": 10,
         "machine_id": environment.machine_id(environment.this_machine()),
@@ -64,6 +65,16 @@ def _lever_record(s, labels: list[str]) -> dict:
         ({"measurement_env": {"XLA_FLAGS": "--x"}}, "measurement environment differs"),
         ({"blocks": 5}, "blocks differs"),
         ({"rows": [{"label": "default"}]}, "variants differs"),
+        # A label whose levers changed since (the fused solve's reverse mode, say).
+        (
+            {
+                "rows": [
+                    {"label": "default", "levers": {}},
+                    {"label": "recommended-fused", "levers": {"adjoint": "all_steps"}},
+                ]
+            },
+            "levers differs",
+        ),
         ({"scenario": {"controller": "stepto"}}, "scenario differs"),
         (None, "no record to keep"),
     ],
@@ -78,7 +89,7 @@ def test_a_map_lever_record_is_kept_only_where_it_stands_for_the_run(tmp_path, c
 
     levers = _script("levers.py")
     s = Scenario(controller="pid", **WORKLOADS[0].fields())
-    labels = ["default", "stages=unrolled"]
+    labels = ["default", "recommended-fused"]
     path = tmp_path / "levers.json"
     if change is not None:
         path.write_text(json.dumps({**_lever_record(s, labels), **change}))

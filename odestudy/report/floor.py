@@ -2,6 +2,7 @@
 of each row from the record's FLOPs, the row's executed solver steps and the device's
 matmul rate at the step's shapes; and the fused solve along the map."""
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,20 @@ def variant_row(rec: dict[str, Any], label: str) -> dict[str, Any] | None:
         if row is not None and row.get("levers", {}).get("integrator") == "fused":
             return None
     return row
+
+
+def fused_adjoints(recs: Sequence[dict[str, Any]]) -> str:
+    """The reverse modes the fused variant (`recommended-fused`) of `recs` ran, per
+    controller, as a sentence names them (`adjoint=all_steps` under pid, ...)."""
+    seen: dict[str, set[str]] = {}
+    for rec in recs:
+        row = variant_row(rec, "recommended-fused")
+        if row is not None:
+            adjoint = str(row.get("levers", {}).get("adjoint"))
+            seen.setdefault(adjoint, set()).add(str(rec["scenario"]["controller"]))
+    return ", ".join(
+        f"`adjoint={escape(a)}` under {escape(', '.join(sorted(cs)))}" for a, cs in seen.items()
+    )
 
 
 def _fused_cells(rec: dict[str, Any]) -> list[str]:

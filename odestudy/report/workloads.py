@@ -27,6 +27,7 @@ from . import sessions
 from .floor import (
     FUSED_VARIANTS,
     floor_ratio,
+    fused_adjoints,
     fused_lines,
     fused_records,
     fused_run,
@@ -687,7 +688,8 @@ def fused_summary(recs: list[dict[str, Any]]) -> list[str]:
     )
     session = sessions.sessions_line(recs, recs)
     return [
-        f"- {made} The fused solve against diffrax's loop on that step, 1 device: "
+        f"- {made} The fused solve ({fused_adjoints(recs)}) against diffrax's loop on that "
+        f"step, 1 device: "
         f"{min(f['ratio'] for f in found):.2f}x to {max(f['ratio'] for f in found):.2f}x "
         f"its speed over {len(found)} workload and controller pairs "
         f"whose models trained; {len(faster)} faster and {len(slower)} slower with the "
@@ -716,7 +718,8 @@ def gpu_fused_summary(results: str | Path) -> list[str]:
             f"{pairs}): the recommended step run by diffrax's loop "
             f"{min(f['ratio'] for f in over_default):.2f}x to "
             f"{max(f['ratio'] for f in over_default):.2f}x the default's speed, by the fused "
-            f"solve {min(f['ratio'] for f in fused):.2f}x to {max(f['ratio'] for f in fused):.2f}x "
+            f"solve ({fused_adjoints(recs)}) {min(f['ratio'] for f in fused):.2f}x to "
+            f"{max(f['ratio'] for f in fused):.2f}x "
             f"diffrax's, {_faster_count(fused)} (`figures/tables/workloads.md`)."
         )
     return lines
