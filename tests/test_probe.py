@@ -255,23 +255,31 @@ def test_predict_checks_its_placement_before_anything_runs(capsys):
     assert os.environ.get(PROBE_VARIABLE) == PROBE_OFF  # nothing started a session
 
 
-def test_the_prediction_page_checks_each_row_against_its_placement_and_mode():
+def test_the_prediction_page_checks_each_row_against_its_own_scenario():
     from odestudy.report.prediction import checked_rows, summary_lines
 
-    def row(mode, processes, nodes, step):
-        return {"status": "ok", "scaling": "strong", "controller": "pid", "mode": mode,
-                "n_devices": 2, "problem": "oscillator", "step_time_s": step,
-                "scenario": {"processes": processes, "nodes": nodes}, "name": mode,
-                "session": None}  # fmt: skip
+    def scenario(mode, processes, nodes, **fields):
+        return Scenario(mode=mode, devices_per_process=2 // processes, processes=processes,
+                        nodes=nodes, scale="quick", **fields)  # fmt: skip
 
-    rows = [row("shard_map", 1, 1, 0.010), row("shard_map", 2, 1, 0.020), row("shard", 2, 2, 0.05)]
-    found = [
-        {"scenario": {"controller": "pid", "problem": "oscillator"}, "n_devices": 2,
-         "processes": 2, "nodes": 1, "profile": {"name": "cpu"}, "trained": True, "rows": [
+    def row(step, *placed, **fields):
+        s = scenario(*placed, **fields)
+        return {"status": "ok", "scaling": "strong", "controller": "pid", "mode": s.mode,
+                "n_devices": 2, "problem": "oscillator", "step_time_s": step,
+                "scenario": s.to_dict(), "name": s.name(), "session": None}  # fmt: skip
+
+    rows = [row(0.010, "shard_map", 1, 1), row(0.020, "shard_map", 2, 1),
+            row(0.05, "shard", 2, 2), row(0.030, "shard_map", 2, 1, batch=64)]  # fmt: skip
+
+    def prediction(**fields):
+        return {"scenario": scenario("shard_map", 2, 1, **fields).to_dict(), "n_devices": 2,
+                "processes": 2, "nodes": 1, "profile": {"name": "cpu"}, "trained": True,
+                "rows": [
              {"mode": "shard_map", "step_time_s": 0.022, "step_time_interval_s": [0.018, 0.03]},
              {"mode": "shard", "step_time_s": 0.04, "step_time_interval_s": [0.03, 0.045]},
-         ]},
-    ]  # fmt: skip
+        ]}  # fmt: skip
+
+    found = [prediction()]
     assert checked_rows(rows, [{**found[0], "trained": False}]) == []  # did not train
     checked = checked_rows(rows, found)
     assert [(c["mode"], c["placement"]) for c in checked] == [("shard_map", (2, 2, 1))]
@@ -281,6 +289,9 @@ def test_the_prediction_page_checks_each_row_against_its_placement_and_mode():
         "- 2 devices, 2 processes, `shard_map`: median |error| 10 % over 1 row(s); 1 of 1 "
         "measured inside the predicted interval."
     ]
+    # A prediction of another batch is checked against that batch's row, not the default's.
+    other = checked_rows(rows, [prediction(batch=64)])
+    assert [(c["name"], c["measured_s"]) for c in other] == [(rows[3]["name"], 0.030)]
 
 
 def test_a_profile_value_s_range_holds_its_central_value():
