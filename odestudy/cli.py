@@ -157,18 +157,20 @@ def _predict_map(a: argparse.Namespace) -> int:
     from .predict import map_to_predict, predict_map
     from .study.lock import measuring
     from .study.probing import session_probe
-    from .study.profiles import load_profile
+    from .study.profiles import load_profile, machine_profile_if_any
     from .study.records import machine_folder
     from .study.workloads import MAP_FOLDER
 
     n, results = a.devices_per_process or 2, Path(a.results) / MAP_FOLDER
     profile = load_profile(a.profile, a.results) if a.profile else None
+    # A prediction from this session's probe is ranged over this machine's probes.
+    machine = None if profile else machine_profile_if_any(a.results)
     configure_devices("cpu", n)
     todo = map_to_predict(results, n, a.scale or "quick", profile)
     # A timing session (its probe) only where a prediction is to be made.
     probed = session_probe("cpu", 1 if profile else n, machine_folder(results)) if todo else None
     with measuring("odestudy predict --map", a.wait), probed or contextlib.nullcontext():
-        done = predict_map(results, n, a.scale or "quick", profile)
+        done = predict_map(results, n, a.scale or "quick", profile, machine=machine)
     print(f"{len(done)} prediction(s) of the workload map")
     return 0
 
@@ -259,16 +261,13 @@ def _predict_with(target: Scenario, profile, a: argparse.Namespace, state) -> di
     from .measure.probe import probe, read_probe
     from .predict import predict_modes, session_profile
     from .study.probing import session_probe
-    from .study.profiles import ProfileError, machine_profile
+    from .study.profiles import machine_profile_if_any
     from .study.records import machine_folder
 
     n = target.total_devices if profile is None else 1
     with session_probe(target.device, n, machine_folder(a.results)) as found:
         if profile is None:
-            try:
-                machine = machine_profile(a.results)
-            except ProfileError:
-                machine = None
+            machine = machine_profile_if_any(a.results)
             # No session probe (`ODESTUDY_PROBE=off`): the probe runs here, in-process.
             values = read_probe(found) if found else probe()
             profile = session_profile(values, machine)

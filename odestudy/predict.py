@@ -25,7 +25,9 @@ ASSUMPTIONS = (
     "share, and the step ends with the slowest device: the step's iterations are the "
     "expected maximum over the global batch, drawn from the sweep's measured per-sample "
     "solver steps",
-    "a solver iteration costs what one device measured at the per-device batch",
+    "a solver iteration costs what one device measured at the per-device batch; where the "
+    "prediction is made from a recorded 1-device row, the sweep's times are scaled to that "
+    "row's step (the sweep gives their ratio over batches, the row the session's level)",
     "one gradient all-reduce per step at the profile's latency for the gradient's size",
     "`shard` runs one loop over the global batch; per solver iteration it runs its loop "
     "collectives as often as a profile of one call of its compiled step counts, each at "
@@ -96,6 +98,39 @@ def recorded_state(s: Scenario, results: str | Path) -> tuple[Path, float] | Non
     if rec is None or not state.exists():
         return None
     return state, float(rec["final_loss"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Anchor:
+    """A recorded 1-device row's timed steps at its batch: what a prediction made from
+    the row scales the sweep's step times to, so that its compute is of the row's
+    session (the rows it is checked against), not of the sweep's.
+
+    - `batch`: the row's global batch (one of the swept batches).
+    - `step_times_s`: its timed steps, every run's pooled (their median: its step).
+    - `source`: the record, in words.
+    """
+
+    batch: int
+    step_times_s: tuple[float, ...]
+    source: str
+
+    @classmethod
+    def of_record(cls, rec: dict[str, Any], source: str) -> "Anchor":
+        """The anchor of a 1-device record: its runs' step times pooled (its one step
+        time where it has none)."""
+        runs = rec.get("step_times_runs_s") or [[rec["step_time_s"]]]
+        times = tuple(float(t) for run in runs for t in run)
+        return cls(int(rec["global_batch"]), times, source)
+
+    @property
+    def step_time_s(self) -> float:
+        """The row's step time: the median of its pooled steps."""
+        return float(np.median(self.step_times_s))
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a prediction says of its anchor: the batch, the step and the record."""
+        return {"batch": self.batch, "step_time_s": self.step_time_s, "source": self.source}
 
 
 def one_device(target: Scenario) -> Scenario:
@@ -187,15 +222,29 @@ def _interval(draws: list[float]) -> list[float]:
     return [float(np.percentile(draws, tail)), float(np.percentile(draws, 100 - tail))]
 
 
+def _scale(
+    anchor: Anchor | None, swept: dict[int, float], rng: np.random.Generator | None
+) -> float:
+    """The factor from the sweep's step times to the anchor's session: the anchor's
+    step (one draw of it, with `rng`) over the sweep's at the anchor's batch; 1 without
+    an anchor."""
+    if anchor is None:
+        return 1.0
+    row = _bootstrap_median(list(anchor.step_times_s), rng) if rng else anchor.step_time_s
+    return row / swept[anchor.batch]
+
+
 def _terms(
     sweep: dict[str, Any],
     target: Scenario,
     per_sample: np.ndarray,
     rng: np.random.Generator | None,
+    anchor: Anchor | None = None,
 ) -> dict[str, float]:
     """One draw (or, with `rng` None, the central values) of the measured terms: the
     1-device step at the global batch, the time per solver iteration at the per-device
-    batch, and the expected iterations of a device's share and of the global batch."""
+    batch (both scaled to `anchor`'s session where given), and the expected iterations
+    of a device's share and of the global batch."""
     by_batch = {r["batch"]: r for r in sweep["rows"]}
     local, full = (
         by_batch[target.global_batch // target.total_devices],
@@ -205,10 +254,13 @@ def _terms(
     def median(row: dict[str, Any]) -> float:
         return _bootstrap_median(row["step_times_s"], rng) if rng else row["step_time_s"]
 
+    swept = {full["batch"]: median(full)}
+    swept[local["batch"]] = median(local)
+    scale = _scale(anchor, swept, rng)
     steps_rng = rng or np.random.default_rng(0)
     return {
-        "one_device_s": median(full),
-        "per_iteration_s": median(local) / local["iterations_executed"],
+        "one_device_s": swept[full["batch"]] * scale,
+        "per_iteration_s": swept[local["batch"]] / local["iterations_executed"] * scale,
         "iterations_device": expected_max(per_sample, local["batch"], steps_rng),
         "iterations_step": expected_max(per_sample, target.global_batch, steps_rng),
     }
@@ -234,16 +286,18 @@ def predict_rows(
     loop_latency: Value,
     in_loop: float,
     seed: int = 0,
+    anchor: Anchor | None = None,
 ) -> list[dict[str, Any]]:
     """Each mode's predicted step and speedup for `target`, central values and intervals
-    (`DRAWS` draws: the sweep's timed steps and per-sample steps resampled, the
-    profile's values uniform over their ranges)."""
+    (`DRAWS` draws: the sweep's timed steps, the anchor's and per-sample steps
+    resampled, the profile's values uniform over their ranges); the sweep's times
+    scaled to `anchor`'s session where given."""
     per_sample = np.asarray(
         [n for r in sweep["rows"] for n in r.get("per_sample_steps") or []] or [1]
     )
     rng = np.random.default_rng(seed)
-    central = _terms(sweep, target, per_sample, None)
-    draws = [_terms(sweep, target, per_sample, rng) for _ in range(DRAWS)]
+    central = _terms(sweep, target, per_sample, None, anchor)
+    draws = [_terms(sweep, target, per_sample, rng, anchor) for _ in range(DRAWS)]
     comms = [(_uniform(gradient, rng), _uniform(loop_latency, rng)) for _ in range(DRAWS)]
     rows = []
     for mode in predicted_modes(target):
@@ -255,6 +309,7 @@ def predict_rows(
             c,
             mode=mode,
             speedup=central["one_device_s"] / c["step_time_s"],
+            one_device_s=central["one_device_s"],
             step_time_interval_s=_interval(times),
             speedup_interval=_interval(speedups),
             iterations=central["iterations_step"],
@@ -268,6 +323,7 @@ def predict_modes(
     profile: HardwareProfile,
     timed_steps: int = 10,
     trained_state: tuple[str | os.PathLike, float] | None = None,
+    anchor: Anchor | None = None,
 ) -> dict[str, Any]:
     """Predict every multi-device mode's step for `target` (its problem, fields, global
     batch and placement: `total_devices` in `processes` processes).
@@ -279,6 +335,8 @@ def predict_modes(
     - `timed_steps`: timed steps per batch size of the sweep.
     - `trained_state`: `(path, final_loss)` of the state a cold run of the 1-device form
       saved, to start from instead of training (the workload map's predictions).
+    - `anchor`: the recorded 1-device row the prediction is made from, whose step the
+      sweep's times are scaled to (`Anchor`); None: the sweep's own.
 
     JAX must see `target.total_devices` CPU devices (for counting `shard`'s loop
     collectives in its compiled program). Returns the sweep, the terms (each measured or
@@ -299,7 +357,8 @@ def predict_modes(
     gradient = profile.gradient(floats, *placement)
     loop_latency = profile.latency(*placement)
     loop = shard_loop_collectives(base, n, state["params"])
-    rows = predict_rows(sweep, target, gradient, loop_latency, loop["per_iteration"])
+    rows = predict_rows(sweep, target, gradient, loop_latency, loop["per_iteration"],
+                        anchor=anchor)  # fmt: skip
     cores = cpu_info().get("physical_cores")
     implementation, one = pmap_implementation(), pmap_is_shard_map()
     return {
@@ -312,9 +371,11 @@ def predict_modes(
             "device": profile.device,
             "description": profile.description,
         },  # fmt: skip
-        "one_device_step_s": next(
+        "one_device_step_s": rows[0]["one_device_s"],
+        "swept_step_s": next(
             r["step_time_s"] for r in sweep["rows"] if r["batch"] == target.global_batch
         ),
+        "anchor": None if anchor is None else anchor.to_dict(),
         "final_loss": sweep["final_loss"],
         "trained": bool(sweep["final_loss"] <= base.problem_object.trained_loss),
         "trained_loss": base.problem_object.trained_loss,
@@ -323,7 +384,7 @@ def predict_modes(
         "allreduce_one_float_s": loop_latency.central,
         "shard_loop_collectives": loop["static"],
         "shard_loop_collectives_per_iteration": loop["per_iteration"],
-        "terms": terms_said(sweep, base, gradient, loop_latency, loop, profile),
+        "terms": terms_said(sweep, base, gradient, loop_latency, loop, profile, anchor),
         "pmap_implementation": implementation,
         "pmap_is_shard_map": one,
         "exceeds_cores": profile.device == target.device == "cpu"
@@ -342,11 +403,17 @@ def terms_said(
     loop_latency: Value,
     loop: dict[str, Any],
     profile: HardwareProfile,
+    anchor: Anchor | None = None,
 ) -> list[dict[str, Any]]:
     """Each term of the prediction: what it is, its value, and whether it was measured
     here (and how) or profiled (and its source)."""
     kind = sweep.get("device_kind", base.device)
+    anchored = [] if anchor is None else [
+        {"term": "the 1-device step the sweep's times are scaled to",
+         "value_s": anchor.step_time_s, "measured": True,
+         "source": f"{anchor.source} ({len(anchor.step_times_s)} timed steps)"}]  # fmt: skip
     return [
+        *anchored,
         {"term": "time per solver iteration at the per-device batch", "measured": True,
          "source": f"the 1-device sweep here on {kind} ({len(sweep['rows'])} batch sizes)"},
         {"term": "solver iterations of a step (expected maximum over the global batch)",
@@ -381,7 +448,9 @@ MAP_TIMED_STEPS = 20
 # The prediction's model, in the map's records: a prediction of another model is made
 # again. 2: `shard`'s loop collectives counted as executed (a profile of one call).
 # 3: the step's iterations drawn from the per-sample solver steps; intervals; profiles.
-PREDICTION_MODEL = 3
+# 4: the sweep's times scaled to the step of the recorded 1-device row it is made from
+# (`Anchor`); a probe's collective costs ranged over this machine's probes.
+PREDICTION_MODEL = 4
 
 
 def map_prediction_path(
@@ -402,14 +471,17 @@ def predict_map(
     scale: str = "quick",
     profile: HardwareProfile | None = None,
     show: bool = True,
+    machine: HardwareProfile | None = None,
 ) -> list[dict[str, Any]]:
     """The prediction of every workload and controller of the map (`study.workloads`) on
-    `n` devices, each from its trained 1-device row (the state its cold run saved), so
-    that it can be checked against the map's measured rows.
+    `n` devices, each from its trained 1-device row (the state its cold run saved, its
+    step the sweep's times are scaled to), so that it can be checked against the map's
+    measured rows.
 
     - `results`: the map's results folder (`<results>/map`); `scale`: the map's scale.
     - `profile`: the collective costs; None: this session's probe of `n` devices (the
-      session must have one: `probing.session_probe`).
+      session must have one: `probing.session_probe`), ranged over `machine` (this
+      machine's probes, `profiles.machine_profile_if_any`).
 
     Resumable: a prediction made from the same 1-device record (its run), model and
     profile is kept. A workload whose 1-device row is missing or failed gets no
@@ -421,7 +493,7 @@ def predict_map(
     out = []
     for w in WORKLOADS:
         for controller in CONTROLLERS:
-            p = _map_prediction(results, w, controller, n, scale, profile, show)
+            p = _map_prediction(results, w, controller, n, scale, profile, show, machine)
             if p is not None:
                 out.append(p)
     return out
@@ -435,13 +507,15 @@ def _map_prediction(
     scale: str,
     profile: HardwareProfile | None,
     show: bool,
+    machine: HardwareProfile | None = None,
 ) -> dict[str, Any] | None:
     """One workload and controller of `predict_map`: kept, made, or None (said)."""
     s = w.scenario(controller=controller, device="cpu", scale=scale)
     target = dataclasses.replace(s, mode="shard_map", devices_per_process=n)
     out = map_prediction_path(results, w, controller, profile.name if profile else None)
     label = f"{w.name} {controller}"
-    return predict_from_row(target, results, out, profile, label, show, {"workload": w.name})
+    extra = {"workload": w.name}
+    return predict_from_row(target, results, out, profile, label, show, extra, machine)
 
 
 def predict_from_row(
@@ -452,13 +526,16 @@ def predict_from_row(
     label: str,
     show: bool = True,
     extra: dict[str, Any] | None = None,
+    machine: HardwareProfile | None = None,
 ) -> dict[str, Any] | None:
     """The prediction of `target` from the trained 1-device row (`one_device(target)`)
-    recorded under `results` on this machine, written to `out`; a prediction already
-    there made from the same row, model and profile is kept. None (said) where the
-    1-device row is missing or failed.
+    recorded under `results` on this machine, written to `out`: the sweep starts from
+    the row's trained state and its times are scaled to the row's step (`Anchor`). A
+    prediction already there made from the same row, model and profile is kept. None
+    (said) where the 1-device row is missing or failed.
 
-    - `profile`: the collective costs; None: this session's probe (`session_probe`).
+    - `profile`: the collective costs; None: this session's probe (`session_probe`),
+      ranged over `machine` (this machine's probes over sessions) where given.
     - `label`: names the prediction in what is printed.
     - `extra`: more fields for the written prediction (the map's `workload`).
     """
@@ -482,14 +559,15 @@ def predict_from_row(
             print(f"no prediction for {label}: {why}")
         return None
     named = profile.name if profile else None
-    used = profile or session_profile(session_probe() or {}, None)
+    used = profile or session_profile(session_probe() or {}, machine)
     try:
         check_prediction(target, used)
     except ValueError as exc:  # for example a profile without this placement
         if show:
             print(f"no prediction for {label}: {exc}")
         return None
-    p = predict_modes(target, used, MAP_TIMED_STEPS, (state, float(rec["final_loss"])))
+    row = Anchor.of_record(rec, f"the recorded 1-device row started {rec.get('started')}")
+    p = predict_modes(target, used, MAP_TIMED_STEPS, (state, float(rec["final_loss"])), row)
     made = {"machine_id": machine_id(this_machine()), "versions": versions(),
             "protocol": PROTOCOL, "git_commit": git_commit(), "finished": now()}  # fmt: skip
     p.update(made, made_from=made_from, label=label, **(extra or {}))

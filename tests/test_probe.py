@@ -8,11 +8,13 @@ import os
 import numpy as np
 import pytest
 
+from odestudy import predict
 from odestudy.cli import main
 from odestudy.measure.environment import machine_id, this_machine
 from odestudy.measure.probe import GRADIENT_FLOATS, PROBE_VARIABLE, allreduce_s
 from odestudy.measure.scenario import Scenario
 from odestudy.predict import (
+    Anchor,
     check_prediction,
     expected_max,
     one_device,
@@ -27,6 +29,7 @@ from odestudy.study.profiles import (
     Value,
     load_profile,
     machine_profile,
+    machine_profile_if_any,
     shipped_profiles,
 )
 
@@ -117,6 +120,8 @@ def test_this_machines_profile_is_its_probes_median_and_spread(tmp_path):
     assert profile.gradient(101, 2).central == pytest.approx(20e-6 + 1e-6, rel=0.3)
     with pytest.raises(ProfileError, match="no machine probe recorded"):
         machine_profile(tmp_path / "empty")
+    assert machine_profile_if_any(tmp_path / "empty") is None
+    assert machine_profile_if_any(tmp_path) == profile
 
 
 def _sweep(local_times, full_times, per_sample):
@@ -147,6 +152,75 @@ def test_each_mode_gets_its_step_and_speedup_with_intervals():
     assert rows["shard"]["in_loop_s"] == pytest.approx(5 * rows["shard"]["iterations"] * 10e-6)
     assert rows["pmap"]["in_loop_s"] == rows["shard_map"]["in_loop_s"] == 0
     assert rows["pmap"]["step_time_s"] == rows["shard_map"]["step_time_s"]
+
+
+def test_a_prediction_from_a_recorded_row_takes_its_level_from_the_row():
+    """The sweep gives the ratio of batches, the recorded 1-device row its session's
+    level: a sweep run 1.5x slower than the row (another session) predicts the same."""
+    target = Scenario(mode="shard_map", devices_per_process=2, scale="smoke")
+    rng = np.random.default_rng(2)
+    local, full = list(1e-3 + 1e-5 * rng.random(20)), list(2e-3 + 1e-5 * rng.random(20))
+    sweep, slow = _sweep(local, full, [10, 12]), _sweep(
+        [1.5 * t for t in local], [1.5 * t for t in full], [10, 12])  # fmt: skip
+    gradient, loop = Value(20e-6, 10e-6, 40e-6, "cited"), Value(10e-6, 5e-6, 20e-6, "cited")
+    runs = {"global_batch": 8, "step_time_s": 0.0, "step_times_runs_s": [full[:10], full[10:]]}
+    row = Anchor.of_record(runs, "row")
+    assert row.step_time_s == pytest.approx(float(np.median(full)))
+
+    def rows(s, anchor=None):
+        return {r["mode"]: r for r in predict_rows(s, target, gradient, loop, 5.0, anchor=anchor)}
+
+    plain, off, fixed = rows(sweep), rows(slow), rows(slow, row)
+    for mode, r in fixed.items():
+        assert r["step_time_s"] == pytest.approx(plain[mode]["step_time_s"])
+        assert r["one_device_s"] == pytest.approx(row.step_time_s)
+        assert off[mode]["compute_s"] == pytest.approx(1.5 * plain[mode]["compute_s"])
+        lo, hi = r["step_time_interval_s"]
+        assert lo <= r["step_time_s"] <= hi
+    # An anchor at the per-device batch (a weak-scaling row) scales by the sweep's there.
+    weak = Anchor(4, tuple(local), "row at the per-device batch")
+    assert rows(slow, weak)["pmap"]["compute_s"] == pytest.approx(plain["pmap"]["compute_s"])
+
+
+def test_a_record_without_runs_anchors_on_its_one_step():
+    row = Anchor.of_record({"global_batch": 32, "step_time_s": 0.02}, "old row")
+    assert (row.batch, row.step_times_s, row.step_time_s) == (32, (0.02,), 0.02)
+    assert row.to_dict() == {"batch": 32, "step_time_s": 0.02, "source": "old row"}
+
+
+def test_a_prediction_from_a_row_is_anchored_and_ranged_over_the_machines_probes(
+    tmp_path, monkeypatch
+):
+    """`predict_from_row` (the map's and the rows' predictions) hands the sweep the
+    recorded row as its anchor, and a session probe's latency the machine's range."""
+    from odestudy.measure.state import STATE_NAME
+    from odestudy.study import records
+
+    target = Scenario(mode="shard_map", devices_per_process=2, scale="smoke")
+    path = records.record_path(one_device(target), tmp_path)
+    path.parent.mkdir(parents=True)
+    (path.parent / STATE_NAME).write_bytes(b"")
+    rec = {"status": "ok", "started": "then", "final_loss": 0.01, "global_batch": 32,
+           "step_time_s": 0.02, "step_times_runs_s": [[0.01, 0.02, 0.03]]}  # fmt: skip
+    path.write_text(json.dumps(rec))
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps({"allreduce": [{"n_devices": 2, "size": 1, "latency_s": 15e-6}]}))
+    monkeypatch.setenv(PROBE_VARIABLE, str(probe))
+    machine = HardwareProfile("cpu", "cpu", "", {(2, 1, 1): Value(40e-6, 10e-6, 90e-6, "x", True)})
+    seen = {}
+
+    def made(target, profile, steps, state, anchor):
+        seen.update(profile=profile, anchor=anchor)
+        return {"rows": []}
+
+    monkeypatch.setattr(predict, "predict_modes", made)
+    out = tmp_path / "p.json"
+    p = predict.predict_from_row(target, tmp_path, out, None, "it", False, None, machine)
+    assert p is not None and p["made_from"]["model"] == predict.PREDICTION_MODEL
+    assert seen["anchor"].step_times_s == (0.01, 0.02, 0.03)
+    assert seen["anchor"].batch == 32
+    one = seen["profile"].latency(2)
+    assert (one.central, one.low, one.high) == (15e-6, 10e-6, 90e-6)
 
 
 def test_the_lock_step_term_is_the_expected_maximum_of_a_share():
@@ -181,23 +255,31 @@ def test_predict_checks_its_placement_before_anything_runs(capsys):
     assert os.environ.get(PROBE_VARIABLE) == PROBE_OFF  # nothing started a session
 
 
-def test_the_prediction_page_checks_each_row_against_its_placement_and_mode():
+def test_the_prediction_page_checks_each_row_against_its_own_scenario():
     from odestudy.report.prediction import checked_rows, summary_lines
 
-    def row(mode, processes, nodes, step):
-        return {"status": "ok", "scaling": "strong", "controller": "pid", "mode": mode,
-                "n_devices": 2, "problem": "oscillator", "step_time_s": step,
-                "scenario": {"processes": processes, "nodes": nodes}, "name": mode,
-                "session": None}  # fmt: skip
+    def scenario(mode, processes, nodes, **fields):
+        return Scenario(mode=mode, devices_per_process=2 // processes, processes=processes,
+                        nodes=nodes, scale="quick", **fields)  # fmt: skip
 
-    rows = [row("shard_map", 1, 1, 0.010), row("shard_map", 2, 1, 0.020), row("shard", 2, 2, 0.05)]
-    found = [
-        {"scenario": {"controller": "pid", "problem": "oscillator"}, "n_devices": 2,
-         "processes": 2, "nodes": 1, "profile": {"name": "cpu"}, "trained": True, "rows": [
+    def row(step, *placed, **fields):
+        s = scenario(*placed, **fields)
+        return {"status": "ok", "scaling": "strong", "controller": "pid", "mode": s.mode,
+                "n_devices": 2, "problem": "oscillator", "step_time_s": step,
+                "scenario": s.to_dict(), "name": s.name(), "session": None}  # fmt: skip
+
+    rows = [row(0.010, "shard_map", 1, 1), row(0.020, "shard_map", 2, 1),
+            row(0.05, "shard", 2, 2), row(0.030, "shard_map", 2, 1, batch=64)]  # fmt: skip
+
+    def prediction(**fields):
+        return {"scenario": scenario("shard_map", 2, 1, **fields).to_dict(), "n_devices": 2,
+                "processes": 2, "nodes": 1, "profile": {"name": "cpu"}, "trained": True,
+                "rows": [
              {"mode": "shard_map", "step_time_s": 0.022, "step_time_interval_s": [0.018, 0.03]},
              {"mode": "shard", "step_time_s": 0.04, "step_time_interval_s": [0.03, 0.045]},
-         ]},
-    ]  # fmt: skip
+        ]}  # fmt: skip
+
+    found = [prediction()]
     assert checked_rows(rows, [{**found[0], "trained": False}]) == []  # did not train
     checked = checked_rows(rows, found)
     assert [(c["mode"], c["placement"]) for c in checked] == [("shard_map", (2, 2, 1))]
@@ -207,6 +289,9 @@ def test_the_prediction_page_checks_each_row_against_its_placement_and_mode():
         "- 2 devices, 2 processes, `shard_map`: median |error| 10 % over 1 row(s); 1 of 1 "
         "measured inside the predicted interval."
     ]
+    # A prediction of another batch is checked against that batch's row, not the default's.
+    other = checked_rows(rows, [prediction(batch=64)])
+    assert [(c["name"], c["measured_s"]) for c in other] == [(rows[3]["name"], 0.030)]
 
 
 def test_a_profile_value_s_range_holds_its_central_value():

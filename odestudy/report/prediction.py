@@ -3,6 +3,7 @@ of the quick matrix (one process, several processes, several nodes), each predic
 from its 1-device row and this machine's profile without measuring the devices
 (`odestudy predict --rows --profile cpu`), and the machine probe of every session."""
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import numpy as np
 
 from ..measure.modes import MODES
 from ..measure.probe import PROBE_FOLDER
+from ..measure.scenario import Scenario
 from ..study import records
 from . import sessions
 from .frames import read_records, scaling_rows
@@ -24,11 +26,6 @@ def row_predictions(results: str | Path, machine: str) -> list[dict[str, Any]]:
     return [records.read_json(p) for p in records.side_study_paths(folder, "predict")]
 
 
-def _placement(rec: dict[str, Any]) -> tuple[int, int, int]:
-    s = rec["scenario"]
-    return (int(rec["n_devices"]), int(s.get("processes", 1)), int(s.get("nodes", 1)))
-
-
 def _where(placement: tuple[int, int, int]) -> str:
     devices, processes, nodes = placement
     text = f"{devices} devices"
@@ -40,21 +37,23 @@ def _where(placement: tuple[int, int, int]) -> str:
 def checked_rows(
     rows: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Each measured ok row (`frames.scaling_rows`, strong scaling) with a prediction of
-    its controller, placement and mode: predicted step and interval, measured step,
-    error, and whether the measured step lies in the interval."""
+    """Each measured ok row (`frames.scaling_rows`) of a predicted scenario in a
+    predicted mode (the prediction's target in that mode: its placement, problem and
+    every field, a batch or an evaluation interval included): predicted step and
+    interval, measured step, error, and whether the measured step lies in the
+    interval."""
     out = []
     for p in found:
         if not p.get("trained"):
             continue  # a prediction from a model that did not train checks nothing
         s = p["scenario"]
+        target = Scenario.from_dict(s)
         where = (p["n_devices"], p.get("processes", 1), p.get("nodes", 1))
         for pr in p["rows"]:
+            name = dataclasses.replace(target, mode=pr["mode"]).name()
             r = next(
                 (r for r in rows if r["status"] == "ok" and r.get("trained", True)
-                 and r["scaling"] == "strong"
-                 and r["controller"] == s["controller"] and r["mode"] == pr["mode"]
-                 and _placement(r) == where and r["problem"] == s["problem"]),
+                 and r["name"] == name),
                 None,
             )  # fmt: skip
             if r is None:

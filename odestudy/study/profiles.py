@@ -231,3 +231,14 @@ def machine_profile(results: str | os.PathLike = records.DEFAULT_RESULTS) -> Har
             per_float[key] = _value(slopes, [f for *_, f in big], results)
     description = f"this machine ({machine}): its CPU cores as virtual devices"
     return HardwareProfile(HERE, "cpu", description, allreduce, per_float)
+
+
+def machine_profile_if_any(
+    results: str | os.PathLike = records.DEFAULT_RESULTS,
+) -> HardwareProfile | None:
+    """`machine_profile(results)`, or None where this machine has no probe yet: the
+    range over sessions of a prediction made from one session's probe."""
+    try:
+        return machine_profile(results)
+    except ProfileError:
+        return None
