@@ -549,13 +549,9 @@ def predict_from_row(
     if kept is not None:
         return kept
     state = records.record_path(one_device(target), results).parent / STATE_NAME
-    if rec.get("status") != "ok" or not state.exists():
+    why = _unusable(rec, state)
+    if why is not None:
         if show:
-            why = (
-                f"its 1-device row is {rec.get('status', 'missing')}"
-                if rec.get("status") != "ok"
-                else f"its 1-device row's trained state is not here ({state})"
-            )
             print(f"no prediction for {label}: {why}")
         return None
     named = profile.name if profile else None
@@ -576,6 +572,21 @@ def predict_from_row(
         speedups = ", ".join(f"{r['mode']} {r['speedup']:.2f}x" for r in p["rows"])
         print(f"predicted {label} ({named or 'probe'}): {speedups}", flush=True)
     return p
+
+
+def _unusable(rec: dict[str, Any], state: Path) -> str | None:
+    """Why the 1-device record `rec` (its trained state at `state`) cannot anchor a
+    prediction here, or None: failed or missing, no trained state, or made elsewhere
+    (another machine, versions, protocol or measurement environment: `plan.why_not_here`)."""
+    from .measure.timing import measurement_env
+    from .study.plan import why_not_here
+
+    if rec.get("status") != "ok":
+        return f"its 1-device row is {rec.get('status', 'missing')}"
+    if not state.exists():
+        return f"its 1-device row's trained state is not here ({state})"
+    foreign = why_not_here(rec, measurement_env())
+    return None if foreign is None else f"its 1-device row was not made here ({foreign})"
 
 
 def _made_from(

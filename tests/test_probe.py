@@ -302,3 +302,26 @@ def test_a_profile_value_s_range_holds_its_central_value():
     assert (v.low, v.central, v.high) == (1.0, 1.0, 3.0)
     w = Value(central=5.0, low=2.0, high=3.0, source="test")
     assert (w.low, w.high) == (2.0, 5.0)
+
+
+def test_a_prediction_is_made_only_from_a_1_device_row_made_here(tmp_path):
+    """`predict_from_row` scales to and starts from the recorded 1-device row only where
+    that row was made here (machine, versions, protocol, measurement environment)."""
+    from odestudy.measure import environment
+    from odestudy.measure.timing import PROTOCOL, measurement_env
+    from odestudy.predict import _unusable
+
+    state = tmp_path / "state.npz"
+    here = {
+        "status": "ok",
+        "machine_id": environment.machine_id(environment.this_machine()),
+        "versions": environment.versions(),
+        "protocol": PROTOCOL,
+        "measurement_env": measurement_env(),
+    }
+    assert _unusable(here, state).startswith("its 1-device row's trained state is not here")
+    state.write_bytes(b"")
+    assert _unusable(here, state) is None
+    assert _unusable({**here, "status": "failed"}, state) == "its 1-device row is failed"
+    foreign = _unusable({**here, "machine_id": "elsewhere"}, state)
+    assert foreign.startswith("its 1-device row was not made here (machine differs")
