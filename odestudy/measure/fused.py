@@ -83,11 +83,12 @@ def tsit5_step(
 
 class PIDSteps(NamedTuple):
     """Diffrax's `PIDController` as the fused loops drive it: the controller, its first
-    step's end and memory, and `t1` less 100 ULPs (`_clip_floor`)."""
+    step's end and memory, the solve's end `t1` and `t1` less 100 ULPs (`_clip_floor`)."""
 
     controller: diffrax.PIDController
     tnext: Array
     memory: Any
+    t1: Array
     floor: Array
 
     @classmethod
@@ -97,11 +98,12 @@ class PIDSteps(NamedTuple):
         term = diffrax.ODETerm(field)
         controller = diffrax.PIDController(rtol=rtol, atol=atol)
         tnext, memory = controller.init(term, t0, t1, y0, dt0, args, field, _ERROR_ORDER)
-        return cls(controller, jnp.minimum(tnext, t1), memory, _clip_floor(t1))
+        return cls(controller, jnp.minimum(tnext, t1), memory, t1, _clip_floor(t1))
 
-    def adapt(self, t, tnext, y, y1, args, error, memory, t1):
+    def adapt(self, t, tnext, y, y1, args, error, memory):
         """After a trial step from `(t, y)` to `(tnext, y1)` with `error`: `(keep, t,
         tnext, memory)`, the next step's bounds as diffrax clips them at `t1`."""
+        t1 = self.t1
         error = jnp.where(jnp.isnan(error), jnp.inf, error)  # as diffrax: reject a NaN
         keep, t, tnext, _, memory, _ = self.controller.adapt_step_size(
             t, tnext, y, y1, args, error, _ERROR_ORDER, memory
@@ -189,7 +191,7 @@ def solve_pid(
 
     def body(c: _Carry) -> _Carry:
         y1, error, k, f1 = tsit5_step(field, c.t, c.tnext, c.y, c.f, args)
-        keep, t, tnext, memory = pid.adapt(c.t, c.tnext, c.y, y1, args, error, c.controller, t1)
+        keep, t, tnext, memory = pid.adapt(c.t, c.tnext, c.y, y1, args, error, c.controller)
         interpolation = diffrax.Tsit5.interpolation_cls(t0=c.t, t1=c.tnext, y0=c.y, y1=y1, k=k)
         inside = keep & (ts > c.t) & (ts <= c.tnext)
         at_times = jax.vmap(interpolation.evaluate)(ts)

@@ -90,8 +90,7 @@ def _pid_forward(vjp_arg, ts, rtol, atol, max_steps):
     field, y0, args = vjp_arg
     t0, t1 = ts[0], ts[-1]
     pid = PIDSteps.start(field, t0, t1, ts[1] - t0, y0, args, rtol, atol)
-    step = jax.tree.map(lambda _: False, vjp_arg)
-    diff, static = _split(field, args, step)
+    diff, static = _split(field, args, jax.tree.map(lambda _: False, vjp_arg))
     f0 = field(t0, y0, args)
     bounds = jnp.zeros((max_steps, 2), ts.dtype)
     rows = jnp.zeros((max_steps, 2 + _STAGES, *y0.shape), y0.dtype)  # y, y1, fs
@@ -99,7 +98,7 @@ def _pid_forward(vjp_arg, ts, rtol, atol, max_steps):
     def body(c):
         t, tnext, y, f, memory, steps, accepted, bounds, rows = c
         (y1, fs), error = _step(static, t, tnext)(y, f, diff)
-        keep, t_, tnext_, memory = pid.adapt(t, tnext, y, y1, args, error, memory, t1)
+        keep, t_, tnext_, memory = pid.adapt(t, tnext, y, y1, args, error, memory)
         bounds = bounds.at[accepted].set(jnp.stack([t, tnext]))
         rows = rows.at[accepted].set(jnp.concatenate([jnp.stack([y, y1]), fs]))
         return (
