@@ -201,7 +201,8 @@ def test_a_prediction_from_a_row_is_anchored_and_ranged_over_the_machines_probes
     path.parent.mkdir(parents=True)
     (path.parent / STATE_NAME).write_bytes(b"")
     rec = {"status": "ok", "started": "then", "final_loss": 0.01, "global_batch": 32,
-           "step_time_s": 0.02, "step_times_runs_s": [[0.01, 0.02, 0.03]]}  # fmt: skip
+           "step_time_s": 0.02, "step_times_runs_s": [[0.01, 0.02, 0.03]],
+           **_made_here()}  # fmt: skip
     path.write_text(json.dumps(rec))
     probe = tmp_path / "probe.json"
     probe.write_text(json.dumps({"allreduce": [{"n_devices": 2, "size": 1, "latency_s": 15e-6}]}))
@@ -304,21 +305,26 @@ def test_a_profile_value_s_range_holds_its_central_value():
     assert (w.low, w.high) == (2.0, 5.0)
 
 
-def test_a_prediction_is_made_only_from_a_1_device_row_made_here(tmp_path):
-    """`predict_from_row` scales to and starts from the recorded 1-device row only where
-    that row was made here (machine, versions, protocol, measurement environment)."""
+def _made_here() -> dict:
+    """A record's fields that say it was made here (`plan.why_not_here`)."""
     from odestudy.measure import environment
     from odestudy.measure.timing import PROTOCOL, measurement_env
-    from odestudy.predict import _unusable
 
-    state = tmp_path / "state.npz"
-    here = {
-        "status": "ok",
+    return {
         "machine_id": environment.machine_id(environment.this_machine()),
         "versions": environment.versions(),
         "protocol": PROTOCOL,
         "measurement_env": measurement_env(),
     }
+
+
+def test_a_prediction_is_made_only_from_a_1_device_row_made_here(tmp_path):
+    """`predict_from_row` scales to and starts from the recorded 1-device row only where
+    that row was made here (machine, versions, protocol, measurement environment)."""
+    from odestudy.predict import _unusable
+
+    state = tmp_path / "state.npz"
+    here = {"status": "ok", **_made_here()}
     assert _unusable(here, state).startswith("its 1-device row's trained state is not here")
     state.write_bytes(b"")
     assert _unusable(here, state) is None
