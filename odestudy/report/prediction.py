@@ -133,8 +133,10 @@ def probes_table(results: str | Path, machine: str) -> str:
 
 
 def prediction_markdown(results: str | Path, machine: str) -> str:
-    """The page: the rows checked, per placement and mode, then the probes."""
-    recs = [r for r in read_records(results, "quick", current=False) if r["machine_id"] == machine]
+    """The page: the rows checked, per placement and mode, then the probes. Only the
+    current rows (`frames.current_keys`) are checked: a row whose scenario the studies
+    no longer run (a recommended step since re-keyed, say) is history, not a check."""
+    recs = [r for r in read_records(results, "quick") if r["machine_id"] == machine]
     rows = scaling_rows(recs)
     checked = checked_rows(rows, row_predictions(results, machine))
     parts = [
