@@ -8,7 +8,8 @@ where it saves; its adjoint; its step bound `max_steps`, which also sizes diffra
 default checkpointing, about sqrt(2 max_steps) checkpoints: 90 at 4096, 10 at 64;
 Tsit5's stage loop; the package's fused solve, `integrator=fused`, and its reverse
 modes (`accepted_steps`: its own reverse loop, `measure/replay.py`); and buffer
-donation), JAX's default matmul precision, and XLA flags (the CPU backend's legacy
+donation; the model's activations by their faster equivalents, `fast_activations`),
+JAX's default matmul precision, and XLA flags (the CPU backend's legacy
 runtime instead of thunks, single-threaded Eigen, XNNPACK). Flags are read once when
 JAX starts, so every variant runs in a worker process of its own:
 
@@ -148,6 +149,37 @@ VARIANTS = {
         "integrator": "fused",
         "adjoint": "accepted_steps",
     },
+    # The model's activations by their faster equivalents (`measure/activations.py`:
+    # softplus from one tanh and one log), alone and on each controller's fastest step.
+    "fastact": {"fast_activations": True},
+    "within_ode+dense+all_steps(64)+unrolled+fastact": {
+        "solve": "within_ode",
+        "saveat": "dense",
+        "adjoint": "all_steps",
+        "max_steps": 64,
+        "stages": "unrolled",
+        "fast_activations": True,
+    },
+    "within_ode+fused_accepted(64)+fastact": {
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "accepted_steps",
+        "max_steps": 64,
+        "fast_activations": True,
+    },
+    "within_ode+steps+all_steps+unrolled+fastact": {
+        "solve": "within_ode",
+        "saveat": "steps",
+        "adjoint": "all_steps",
+        "stages": "unrolled",
+        "fast_activations": True,
+    },
+    "within_ode+fused+fastact": {
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "all_steps",
+        "fast_activations": True,
+    },
     "within_ode+fused_checkpointed_scan": {
         "solve": "within_ode",
         "integrator": "fused",
@@ -196,6 +228,9 @@ DEFAULT_VARIANTS = {
         "within_ode+fused_checkpointed_scan(64)",
         "fused_accepted(64)",
         "within_ode+fused_accepted(64)",
+        "fastact",
+        "within_ode+dense+all_steps(64)+unrolled+fastact",
+        "within_ode+fused_accepted(64)+fastact",
     ],
     "stepto": [
         "default",
@@ -216,6 +251,9 @@ DEFAULT_VARIANTS = {
         "within_ode+fused",
         "within_ode+fused_checkpointed_scan",
         "within_ode+fused_accepted",
+        "fastact",
+        "within_ode+steps+all_steps+unrolled+fastact",
+        "within_ode+fused+fastact",
     ],
 }
 # Levers that are not `Scenario` fields.

@@ -1,5 +1,6 @@
 """odestudy: data-parallel training of neural ODEs, measured honestly."""
 
+from .measure.activations import FASTER, tanh_softplus
 from .measure.audit import CollectiveCount, count_collectives
 from .measure.batching import batch_stream, epoch_batches, solver_cost
 from .measure.checks import ProblemError
@@ -125,4 +126,6 @@ __all__ = [
     "solve_scan",
     "count_loops",
     "control_flow",
+    "FASTER",
+    "tanh_softplus",
 ]

@@ -99,6 +99,10 @@ class AbstractODEProblem(eqx.Module):
     - `recommended_fused`: the recommended step runs by the package's fused solve
       (`integrator="fused"`) instead of diffrax's loop; set it only where the map's
       fused-solve records (`make map-fused`) show it faster on this problem.
+    - `recommended_fast_activations`: the recommended step computes the model's
+      activations by their faster equivalents (`fast_activations`,
+      `activations.FASTER`); set it only where the model holds one (a softplus) and the
+      levers records show the step faster with it.
     - `has_spread`: `make_data` honours the complexity knob `spread` (else only 0).
     - `needs_key`: the loss draws random numbers from its `key` (one per step and
       device); False: it is given `key=None` and the step carries no key.
@@ -112,6 +116,7 @@ class AbstractODEProblem(eqx.Module):
     atol: ClassVar[float] = ATOL
     recommended_max_steps: ClassVar[int | None] = None
     recommended_fused: ClassVar[bool] = False
+    recommended_fast_activations: ClassVar[bool] = False
     has_spread: ClassVar[bool] = False
     needs_key: ClassVar[bool] = True
 
@@ -213,6 +218,10 @@ class AbstractProblem(eqx.Module):
     - `recommended_fused`: the recommended step runs by the package's fused solve
       (`integrator="fused"`) instead of diffrax's loop; set it only where the map's
       fused-solve records (`make map-fused`) show it faster on this problem.
+    - `recommended_fast_activations`: the recommended step computes the model's
+      activations by their faster equivalents (`fast_activations`,
+      `activations.FASTER`); set it only where the model holds one (a softplus) and the
+      levers records show the step faster with it.
     - `has_spread`: `make_data` honours the complexity knob `spread` (else only 0).
     """
 
@@ -224,6 +233,7 @@ class AbstractProblem(eqx.Module):
     atol: ClassVar[float] = ATOL
     recommended_max_steps: ClassVar[int | None] = None
     recommended_fused: ClassVar[bool] = False
+    recommended_fast_activations: ClassVar[bool] = False
     has_spread: ClassVar[bool] = False
 
     @abc.abstractmethod
@@ -384,6 +394,10 @@ class SeriesProblem(AbstractODEProblem):
     @property
     def recommended_fused(self) -> bool:  # type: ignore[override]
         return self.problem.recommended_fused
+
+    @property
+    def recommended_fast_activations(self) -> bool:  # type: ignore[override]
+        return self.problem.recommended_fast_activations
 
     @property
     def has_spread(self) -> bool:  # type: ignore[override]

@@ -67,12 +67,16 @@ def controller_levers(controller: str) -> dict[str, Any]:
 def diffrax_levers(s: Scenario) -> dict[str, Any]:
     """The levers of `RECOMMENDED` for `s`'s controller that are valid for its problem,
     run by diffrax's loop: within-ODE batching only on evenly spaced grids (else one
-    solve per sample), and the PID bound `max_steps` only where the problem names one
-    for its trained field (`AbstractProblem.recommended_max_steps`)."""
+    solve per sample), the PID bound `max_steps` only where the problem names one
+    for its trained field (`AbstractProblem.recommended_max_steps`), and the model's
+    activations by their faster equivalents where the problem says so
+    (`AbstractProblem.recommended_fast_activations`)."""
     problem = s.problem_object
     levers = controller_levers(s.controller)
     if not problem.uniform_grid and levers.get("solve") == "within_ode":
         levers["solve"] = "per_sample"
+    if problem.recommended_fast_activations:
+        levers["fast_activations"] = True
     if "max_steps" in levers:
         if problem.recommended_max_steps is None:
             del levers["max_steps"]

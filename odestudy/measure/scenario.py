@@ -321,6 +321,12 @@ class Scenario:
     donate: bool = _field(
         False, "the step reuses the parameters' and optimiser state's buffers", tag="donate"
     )
+    fast_activations: bool = _field(
+        False,
+        "the model's activation functions by their faster equivalents (activations."
+        "FASTER: jax.nn.softplus from one tanh and one log)",
+        tag="fastact",
+    )
     # Where the processes run: more than one host needs a cluster (`--executor slurm`).
     nodes: int = _field(
         1,

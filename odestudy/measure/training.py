@@ -13,6 +13,7 @@ import jax.random as jr
 import numpy as np
 import optax
 
+from .activations import FASTER, faster
 from .analysis import mean_waste
 from .audit import count_collectives
 from .batching import batch_stream, solver_cost
@@ -127,6 +128,21 @@ class Setup(NamedTuple):
     data_cached: bool
 
 
+def fast_activations(problem: AbstractODEProblem, model: Any) -> Any:
+    """`model` with its activations swapped for their faster equivalents
+    (`activations.faster`); a `ProblemError` where it has none to swap, so that the
+    lever `fast_activations` never runs the model it names unchanged."""
+    model, swapped = faster(model)
+    if not swapped:
+        raise ProblemError(
+            problem,
+            "model",
+            "fast_activations: the model holds no activation with a faster equivalent "
+            f"(activations.FASTER: {', '.join(f.__name__ for f in FASTER)})",
+        )
+    return model
+
+
 def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup:
     """Data, initial model, optimiser and parallel step of scenario `s` on `devices`,
     all from its problem (`Scenario.ode_problem`), checked before anything compiles
@@ -160,6 +176,8 @@ def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup
     if s.solve == "within_ode":  # before anything compiles
         check_uniform_grids(problem, np.asarray(problem.times(data)))
     model = call_part(problem, "model", "make_model", problem.make_model, model_key, s.width)
+    if s.fast_activations:
+        model = fast_activations(problem, model)
     params, static = eqx.partition(model, eqx.is_inexact_array)
     if check:
         check_parts(s, problem, data, params, static)

@@ -47,7 +47,16 @@ def _training(r: dict[str, Any]) -> str:
 
 
 # The step's levers (`Scenario` fields of the solve's structure) a row may set.
-STEP_LEVERS = ("solve", "saveat", "adjoint", "max_steps", "stages", "unroll", "donate")
+STEP_LEVERS = (
+    "solve",
+    "saveat",
+    "adjoint",
+    "max_steps",
+    "stages",
+    "unroll",
+    "donate",
+    "fast_activations",
+)
 
 
 def _levers(r: dict[str, Any]) -> str:
