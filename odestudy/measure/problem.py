@@ -305,6 +305,9 @@ class Oscillator(AbstractProblem):
     # Chosen from the map's fused-solve records (`make map-fused`, their table in
     # `figures/tables/workloads.md`): the oscillator's workloads, not the others'.
     recommended_fused: ClassVar[bool] = True
+    # Chosen from the quick levers records (`figures/tables/step.md`): the recommended
+    # step of each controller is faster with it, at equal loss.
+    recommended_fast_activations: ClassVar[bool] = True
     has_spread: ClassVar[bool] = True
 
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Dataset:

@@ -8,6 +8,8 @@ from typing import Any
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.floor import floor_time
+from ..measure.problem import PROBLEMS
+from ..measure.recommended import RECOMMENDED
 from ..study import records
 from ..study.workloads import MAP_FOLDER, WORKLOADS
 from .intervals import fmt_interval, ratio_interval
@@ -320,3 +322,25 @@ def fused_run() -> str:
         if c.fused and c.fused_adjoint is not None
     ]
     return f"the fused solve (`integrator=fused`, {', '.join(adjoints)}; saving and stages its own)"
+
+
+def recommended_made_of() -> str:
+    """What the recommended step is made of, for the pages and the README: each
+    controller's levers (`RECOMMENDED`), and the problems' facts that add to them (the
+    fused solve, `recommended_fused`; faster activations, `recommended_fast_activations`)."""
+    made_of = "; ".join(
+        f"{c}: " + (", ".join(f"`{k}={v}`" for k, v in levers.items()) or "the default")
+        for c, levers in RECOMMENDED.items()
+    )
+
+    def which(fact: str) -> str:
+        names = [f"`{name}`" for name, p in PROBLEMS.items() if getattr(p, fact)]
+        return ", ".join(names) or "none"
+
+    return (
+        f"per controller, {made_of}; run by {fused_run()} on the problems that say so "
+        f"(`recommended_fused`: {which('recommended_fused')}), with the model's activation "
+        "functions by their faster equivalents (`fast_activations=True`, "
+        "`measure/activations.py`) on the problems that say so "
+        f"(`recommended_fast_activations`: {which('recommended_fast_activations')})"
+    )

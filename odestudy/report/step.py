@@ -8,11 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from ..measure.problem import PROBLEMS
 from ..measure.recommended import RECOMMENDED, recommended_levers
 from ..measure.scenario import Scenario
 from . import sessions
-from .floor import FLOOR_TEXT, floor_cells, fused_run
+from .floor import FLOOR_TEXT, floor_cells, recommended_made_of
 from .intervals import fmt_interval
 from .loss import MARK, unequal
 from .tables import escape, markdown_table
@@ -267,17 +266,10 @@ def _record_levers(rec: dict[str, Any]) -> dict[str, Any]:
 def recommended_lines(levers: Sequence[dict[str, Any]]) -> list[str]:
     """What `--recommended` sets per controller (and where the fused solve runs it), and
     its measured speedup over the default in each lever record that holds it."""
-    fused = ", ".join(f"`{name}`" for name, p in PROBLEMS.items() if p.recommended_fused)
     lines = [
         "Recommended (`odestudy run --recommended`, `odestudy matrix --recommended`), "
-        "per controller: "
-        + "; ".join(
-            f"{c}: " + (", ".join(f"`{k}={v}`" for k, v in chosen.items()) or "the default")
-            for c, chosen in RECOMMENDED.items()
-        )
-        + f"; run by {fused_run()} on the "
-        f"problems that say so (`recommended_fused`: {fused or 'none'}). The default is "
-        "the reference's algorithm (Tsit5, one solve per sample under `vmap`, "
+        f"{recommended_made_of()}. The default is the reference's algorithm (Tsit5, one "
+        "solve per sample under `vmap`, "
         "`SaveAt(ts=...)`, diffrax's default adjoint), so a speedup over the default is "
         "one over the reference's algorithm on this software stack.",
         "",

@@ -11,8 +11,7 @@ import numpy as np
 
 from ..measure.controllers import CONTROLLERS, PID
 from ..measure.modes import MODES
-from ..measure.problem import PROBLEMS
-from ..measure.recommended import RECOMMENDED, recommended
+from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 from ..study import records
 from ..study.workloads import (
@@ -30,9 +29,9 @@ from .floor import (
     fused_adjoints,
     fused_lines,
     fused_records,
-    fused_run,
     gpu_fused_machines,
     map_lever_records,
+    recommended_made_of,
     variant_row,
 )
 from .frames import read_records
@@ -662,15 +661,7 @@ def fused_summary(recs: list[dict[str, Any]]) -> list[str]:
     """The README's line on the fused solve along the map (`make map-fused`'s records):
     its speedup over the recommended step where both models trained, and each
     variant's median ratio to its floor; and what the recommended step is made of."""
-    made_of = "; ".join(
-        f"{c}: " + ", ".join(f"`{k}={v}`" for k, v in levers.items())
-        for c, levers in RECOMMENDED.items()
-    )
-    fused = ", ".join(f"`{name}`" for name, p in PROBLEMS.items() if p.recommended_fused)
-    made = (
-        f"The recommended step (`--recommended`) is, per controller, {made_of}; run by "
-        f"{fused_run()} on the problems that say so (`recommended_fused`: {fused or 'none'})."
-    )
+    made = f"The recommended step (`--recommended`) is, {recommended_made_of()}."
     found = lever_speedups(recs, "recommended-diffrax", "recommended-fused")
     if not found:
         return [f"- {made}"]
