@@ -104,7 +104,7 @@ def test_recommended_picks_only_levers_valid_for_the_problem(controller):
     # The oscillator's recommended step is run by the fused solve (its problem says so):
     # the same batching and bound, a checkpoint per step, its own saving and stages.
     fused = recommended_levers(oscillator)
-    assert fused == fused_levers(RECOMMENDED[controller], oscillator.stepsize_controller)
+    assert fused == fused_levers(diffrax_levers(oscillator), oscillator.stepsize_controller)
     assert fused["integrator"] == "fused" and not {"saveat", "stages"} & set(fused)
     assert recommended(oscillator).structure.integrator == Fused()  # valid: no error
     bank = recommended_levers(Scenario(problem="oscillator_bank", controller=controller))
