@@ -40,6 +40,7 @@ OTHER = {
     "stages": "bounded",
     "integrator": "fused",
     "donate": True,
+    "fast_activations": True,
 }
 # Fields whose other value needs others set (in the base scenario too).
 NEEDS = {"unroll": {"controller": "stepto", "solve": "scan"}}
