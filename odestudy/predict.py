@@ -549,7 +549,7 @@ def predict_from_row(
     if kept is not None:
         return kept
     state = records.record_path(one_device(target), results).parent / STATE_NAME
-    why = _unusable(rec, state)
+    why = _unusable(rec, state, one_device(target))
     if why is not None:
         if show:
             print(f"no prediction for {label}: {why}")
@@ -574,18 +574,18 @@ def predict_from_row(
     return p
 
 
-def _unusable(rec: dict[str, Any], state: Path) -> str | None:
-    """Why the 1-device record `rec` (its trained state at `state`) cannot anchor a
-    prediction here, or None: failed or missing, no trained state, or made elsewhere
-    (another machine, versions, protocol or measurement environment: `plan.why_not_here`)."""
-    from .measure.timing import measurement_env
-    from .study.plan import why_not_here
+def _unusable(rec: dict[str, Any], state: Path, base: Scenario) -> str | None:
+    """Why the 1-device record `rec` of scenario `base` (its trained state at `state`)
+    cannot anchor a prediction here, or None: failed or missing, no trained state, or
+    made elsewhere (another machine, versions, protocol, or the measurement environment
+    a kernel of `base` runs in here, `plan.expected_env`: `plan.why_not_here`)."""
+    from .study.plan import expected_env, why_not_here
 
     if rec.get("status") != "ok":
         return f"its 1-device row is {rec.get('status', 'missing')}"
     if not state.exists():
         return f"its 1-device row's trained state is not here ({state})"
-    foreign = why_not_here(rec, measurement_env())
+    foreign = why_not_here(rec, expected_env(base))
     return None if foreign is None else f"its 1-device row was not made here ({foreign})"
 
 

@@ -305,16 +305,18 @@ def test_a_profile_value_s_range_holds_its_central_value():
     assert (w.low, w.high) == (2.0, 5.0)
 
 
-def _made_here() -> dict:
-    """A record's fields that say it was made here (`plan.why_not_here`)."""
+def _made_here(s=None) -> dict:
+    """A record's fields that say it was made here (`plan.why_not_here`) for scenario
+    `s` (default: the default scenario): in the environment its kernel runs in."""
     from odestudy.measure import environment
-    from odestudy.measure.timing import PROTOCOL, measurement_env
+    from odestudy.measure.timing import PROTOCOL
+    from odestudy.study.plan import expected_env
 
     return {
         "machine_id": environment.machine_id(environment.this_machine()),
         "versions": environment.versions(),
         "protocol": PROTOCOL,
-        "measurement_env": measurement_env(),
+        "measurement_env": expected_env(s or Scenario()),
     }
 
 
@@ -323,11 +325,14 @@ def test_a_prediction_is_made_only_from_a_1_device_row_made_here(tmp_path):
     that row was made here (machine, versions, protocol, measurement environment)."""
     from odestudy.predict import _unusable
 
-    state = tmp_path / "state.npz"
-    here = {"status": "ok", **_made_here()}
-    assert _unusable(here, state).startswith("its 1-device row's trained state is not here")
+    state, base = tmp_path / "state.npz", Scenario()
+    here = {"status": "ok", **_made_here(base)}
+    assert _unusable(here, state, base).startswith("its 1-device row's trained state is not")
     state.write_bytes(b"")
-    assert _unusable(here, state) is None
-    assert _unusable({**here, "status": "failed"}, state) == "its 1-device row is failed"
-    foreign = _unusable({**here, "machine_id": "elsewhere"}, state)
+    assert _unusable(here, state, base) is None
+    # A kernel's environment, not this process's: the matrix's kernels run with
+    # EQX_ON_ERROR=nan (`devices.child_environment`), a `predict` process may not.
+    assert here["measurement_env"].get("EQX_ON_ERROR") == "nan"
+    assert _unusable({**here, "status": "failed"}, state, base) == "its 1-device row is failed"
+    foreign = _unusable({**here, "machine_id": "elsewhere"}, state, base)
     assert foreign.startswith("its 1-device row was not made here (machine differs")
