@@ -120,3 +120,18 @@ def test_the_map_fused_section_shows_each_gpus_records_and_what_it_did_not_measu
     assert f"{w.name} stepto" in gpu and f"{w.name} pid," not in gpu  # measured: not listed
     assert gpu.count(f"| {w.name} ") == 1
     assert "cpu-box" not in gpu
+
+
+@pytest.mark.parametrize("taken", [False, True])
+def test_records_of_an_older_recommended_step_say_what_it_lacked(taken):
+    """A map record made before a lever joined the recommended step (a GPU's, say) is
+    shown with the levers it lacks named; one of today's step, with nothing."""
+    from odestudy.measure.recommended import diffrax_levers
+    from odestudy.report.floor import older_step
+
+    scenario = {"controller": "pid", "problem": "oscillator", "width": 16}
+    now = diffrax_levers(Scenario(**scenario))
+    levers = now if taken else {k: v for k, v in now.items() if k != "fast_activations"}
+    rec = {"scenario": scenario, "rows": [{"label": "recommended-diffrax", "levers": levers}]}
+    said = older_step([rec])
+    assert (said == "") if taken else ("without `fast_activations=True`" in said)

@@ -9,7 +9,8 @@ from typing import Any
 from ..measure.controllers import CONTROLLERS
 from ..measure.floor import floor_time
 from ..measure.problem import PROBLEMS
-from ..measure.recommended import RECOMMENDED
+from ..measure.recommended import RECOMMENDED, diffrax_levers
+from ..measure.scenario import Scenario
 from ..study import records
 from ..study.workloads import MAP_FOLDER, WORKLOADS
 from .intervals import fmt_interval, ratio_interval
@@ -132,6 +133,28 @@ def fused_adjoints(recs: Sequence[dict[str, Any]]) -> str:
     )
 
 
+def older_step(recs: Sequence[dict[str, Any]]) -> str:
+    """Where the records' recommended step (`recommended-diffrax`) lacks levers that
+    today's takes on their problem and controller (`diffrax_levers`: a lever joined it
+    after they were made), a sentence naming them; else ''."""
+    lacking: set[str] = set()
+    for rec in recs:
+        row = variant_row(rec, "recommended-diffrax")
+        if row is None:
+            continue
+        scenario = rec["scenario"]
+        fields = {k: scenario[k] for k in ("controller", "problem", "width") if k in scenario}
+        then = row.get("levers", {})
+        now = diffrax_levers(Scenario(**fields))
+        lacking |= {f"`{k}={v}`" for k, v in now.items() if then.get(k) != v}
+    if not lacking:
+        return ""
+    return (
+        f" Their recommended step is the one of their commit: without "
+        f"{escape(', '.join(sorted(lacking)))}, which today's takes on some of these workloads."
+    )
+
+
 def _fused_cells(rec: dict[str, Any]) -> list[str]:
     """Per variant: step (ms), x floor; then the fused step's speedups over the default
     and the recommended step, marked where the losses differ."""
@@ -238,7 +261,8 @@ def gpu_fused_lines(results: str | Path) -> list[str]:
             f"{escape(', '.join(commits))}). On a GPU the probe's matmul-and-tanh loop at "
             "these small shapes is bound by kernel launches: a ratio to the floor below 1 "
             "says only that the step evaluates its field faster than that loop."
-            + (f" Not measured there: {escape(', '.join(missing))}." if missing else ""),
+            + (f" Not measured there: {escape(', '.join(missing))}." if missing else "")
+            + older_step(recs),
             "",
             _fused_table(recs),
             "",

@@ -31,6 +31,7 @@ from .floor import (
     fused_records,
     gpu_fused_machines,
     map_lever_records,
+    older_step,
     recommended_made_of,
     variant_row,
 )
@@ -711,7 +712,7 @@ def gpu_fused_summary(results: str | Path) -> list[str]:
             f"{max(f['ratio'] for f in over_default):.2f}x the default's speed, by the fused "
             f"solve ({fused_adjoints(recs)}) {min(f['ratio'] for f in fused):.2f}x to "
             f"{max(f['ratio'] for f in fused):.2f}x "
-            f"diffrax's, {_faster_count(fused)} (`figures/tables/workloads.md`)."
+            f"diffrax's, {_faster_count(fused)} (`figures/tables/workloads.md`)." + older_step(recs)
         )
     return lines
 
