@@ -136,7 +136,8 @@ def fused_adjoints(recs: Sequence[dict[str, Any]]) -> str:
 def older_step(recs: Sequence[dict[str, Any]]) -> str:
     """Where the records' recommended step (`recommended-diffrax`) lacks levers that
     today's takes on their problem and controller (`diffrax_levers`: a lever joined it
-    after they were made), a sentence naming them; else ''."""
+    after they were made), a sentence naming them (today's levers, from the package, not
+    the records' text); else ''."""
     lacking: set[str] = set()
     for rec in recs:
         row = variant_row(rec, "recommended-diffrax")
@@ -151,7 +152,7 @@ def older_step(recs: Sequence[dict[str, Any]]) -> str:
         return ""
     return (
         f" Their recommended step is the one of their commit: without "
-        f"{escape(', '.join(sorted(lacking)))}, which today's takes on some of these workloads."
+        f"{', '.join(sorted(lacking))}, which today's takes on some of these workloads."
     )
 
 
