@@ -9,8 +9,9 @@
 # options), cpucost (1-device CPU step-cost sweeps and all-reduce latencies on 2/4/8
 # CPU devices, for the projection model), cpu (the quick CPU rows with PID, strong
 # scaling, 1/2/4/8 devices on the machine's own cores), levers (the PID step's levers on
-# one GPU at $LEVER_SCALES: the default, the recommended step, the fused solve, XLA's
-# command buffers; benchmarks/levers.py), predict (`odestudy predict` for 2, 4 and 8
+# one GPU at $LEVER_SCALES: the default, the recommended step run by diffrax's loop, the
+# fused solve's own reverse loop without and with the faster activations, XLA's command
+# buffers; benchmarks/levers.py), predict (`odestudy predict` for 2, 4 and 8
 # H100s from a 1-GPU sweep and the h100-nvlink profile), mapfused (the fused solve along
 # the workload map on one GPU, as `make map-fused`: per controller of $MAP_CONTROLLERS and
 # workload of $MAP_WORKLOADS, the default, the recommended step and the recommended step
@@ -42,8 +43,8 @@ COLLECTIVE_DEVICES=${COLLECTIVE_DEVICES:-2 4 8}
 COLLECTIVE_SIZES=${COLLECTIVE_SIZES:-1 4482}
 COLLECTIVE_ITERATIONS=${COLLECTIVE_ITERATIONS:-2000}
 LEVER_SCALES=${LEVER_SCALES:-quick seed}
-LEVERS_quick=${LEVERS_quick:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused(64),within_ode+fused(64)+cmdbuf,fused(64)"}
-LEVERS_seed=${LEVERS_seed:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused(64)"}
+LEVERS_quick=${LEVERS_quick:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused_accepted(64),within_ode+fused_accepted(64)+fastact,within_ode+fused(64)+cmdbuf"}
+LEVERS_seed=${LEVERS_seed:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused_accepted(64),within_ode+fused_accepted(64)+fastact"}
 PREDICT_DEVICES=${PREDICT_DEVICES:-2 4 8}
 MAP_CONTROLLERS=${MAP_CONTROLLERS:-pid stepto}
 MAP_WORKLOADS=${MAP_WORKLOADS:-}

@@ -95,3 +95,16 @@ def test_a_map_lever_record_is_kept_only_where_it_stands_for_the_run(tmp_path, c
         path.write_text(json.dumps({**_lever_record(s, labels), **change}))
     found = levers.why_rerun(path, s, labels, 6, 10)
     assert found is None if why is None else found.startswith(why)
+
+
+def test_the_gpu_sessions_default_variants_are_levers_variants():
+    """`gpu_session.sh levers` runs on a lent GPU only: a variant its defaults name that
+    `levers.py` does not know would cost that session's device time."""
+    import re
+
+    levers = _script("levers.py")
+    text = (ROOT / "benchmarks" / "gpu_session.sh").read_text()
+    defaults = re.findall(r'^LEVERS_\w+=\$\{LEVERS_\w+:-"([^"]+)"\}', text, flags=re.M)
+    assert len(defaults) == 2
+    for label in ",".join(defaults).split(","):
+        assert label in levers.VARIANTS or label in levers.RECOMMENDED_VARIANTS, label
