@@ -135,3 +135,6 @@ def test_records_of_an_older_recommended_step_say_what_it_lacked(taken):
     rec = {"scenario": scenario, "rows": [{"label": "recommended-diffrax", "levers": levers}]}
     said = older_step([rec])
     assert (said == "") if taken else ("without `fast_activations=True`" in said)
+    # A record of a problem this process cannot make says nothing, and does not fail.
+    unknown = {**rec, "scenario": {**scenario, "problem": "nowhere:PROBLEM"}}
+    assert older_step([unknown]) == ""
