@@ -33,7 +33,9 @@ LEVERS = [
     ),
     pytest.param("stepto", Structure(saveat="steps", adjoint="direct"), marks=_LONG),
     pytest.param("stepto", Structure(saveat="dense", stages="unrolled"), marks=_LONG),
-    ("pid", Structure(saveat="dense", adjoint="all_steps", max_steps=64)),
+    pytest.param(  # over 15 s here
+        "pid", Structure(saveat="dense", adjoint="all_steps", max_steps=64), marks=_LONG
+    ),
     pytest.param("pid", Structure(adjoint="direct", max_steps=64), marks=_LONG),
     ("pid", Structure(stages="unrolled")),
     # The fused solve (`fused.py`) per sample and within-ODE (each reverse mode against
