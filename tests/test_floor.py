@@ -116,7 +116,7 @@ def test_the_map_fused_section_shows_each_gpus_records_and_what_it_did_not_measu
     assert gpu_fused_machines(tmp_path) == ["gpu-box"]
     text = "\n".join(fused_lines(tmp_path, "cpu-box"))
     gpu = text[text.index("### On one GPU: gpu-box (Some GPU)") :]
-    assert "commit abcdef1" in gpu and "2026-11-26T05:55:00+00:00" in gpu
+    assert "Session: gpu-box, 2026-11-26 05:55–05:57 UTC (commit abcdef1)" in gpu
     assert f"{w.name} stepto" in gpu and f"{w.name} pid," not in gpu  # measured: not listed
     assert gpu.count(f"| {w.name} ") == 1
     assert "cpu-box" not in gpu
@@ -135,6 +135,11 @@ def test_records_of_an_older_recommended_step_say_what_it_lacked(taken):
     rec = {"scenario": scenario, "rows": [{"label": "recommended-diffrax", "levers": levers}]}
     said = older_step([rec])
     assert (said == "") if taken else ("without `fast_activations=True`" in said)
+    # On a GPU today's step does not take the faster activations (`FASTER_ON`): a GPU
+    # record made with them says so.
+    on_gpu = {"scenario": {**scenario, "device": "gpu"}, "rows": rec["rows"]}
+    said = older_step([{**on_gpu, "rows": [{"label": "recommended-diffrax", "levers": now}]}])
+    assert "with `fast_activations=True`, which today's does not take" in said
     # A record of a problem this process cannot make says nothing, and does not fail.
     unknown = {**rec, "scenario": {**scenario, "problem": "nowhere:PROBLEM"}}
     assert older_step([unknown]) == ""

@@ -32,6 +32,7 @@ loudly (a non-finite loss, recorded as a failed run), never silently.
 import dataclasses
 from typing import Any
 
+from .activations import FASTER_ON
 from .controllers import AbstractController
 from .scenario import Scenario
 
@@ -70,12 +71,13 @@ def diffrax_levers(s: Scenario) -> dict[str, Any]:
     solve per sample), the PID bound `max_steps` only where the problem names one
     for its trained field (`AbstractProblem.recommended_max_steps`), and the model's
     activations by their faster equivalents where the problem says so
-    (`AbstractProblem.recommended_fast_activations`)."""
+    (`AbstractProblem.recommended_fast_activations`) and on the devices where they were
+    measured faster (`activations.FASTER_ON`)."""
     problem = s.problem_object
     levers = controller_levers(s.controller)
     if not problem.uniform_grid and levers.get("solve") == "within_ode":
         levers["solve"] = "per_sample"
-    if problem.recommended_fast_activations:
+    if problem.recommended_fast_activations and s.device in FASTER_ON:
         levers["fast_activations"] = True
     if "max_steps" in levers:
         if problem.recommended_max_steps is None:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..measure.activations import FASTER_ON
 from ..measure.controllers import CONTROLLERS
 from ..measure.floor import floor_time
 from ..measure.problem import PROBLEMS
@@ -13,6 +14,7 @@ from ..measure.recommended import RECOMMENDED, diffrax_levers
 from ..measure.scenario import Scenario
 from ..study import records
 from ..study.workloads import MAP_FOLDER, WORKLOADS
+from . import sessions
 from .intervals import fmt_interval, ratio_interval
 from .loss import pair_mark
 from .tables import escape, markdown_table
@@ -134,28 +136,37 @@ def fused_adjoints(recs: Sequence[dict[str, Any]]) -> str:
 
 
 def older_step(recs: Sequence[dict[str, Any]]) -> str:
-    """Where the records' recommended step (`recommended-diffrax`) lacks levers that
-    today's takes on their problem and controller (`diffrax_levers`: a lever joined it
-    after they were made), a sentence naming them (today's levers, from the package, not
-    the records' text); else ''."""
+    """Where the records' recommended step (`recommended-diffrax`) differs from today's
+    on their problem, controller and device (`diffrax_levers`: a lever joined it, or
+    left it on that device, after they were made), a sentence naming the levers
+    (today's, from the package, not the records' text); else ''."""
     lacking: set[str] = set()
+    extra: set[str] = set()
     for rec in recs:
         row = variant_row(rec, "recommended-diffrax")
         if row is None:
             continue
         scenario = rec["scenario"]
-        fields = {k: scenario[k] for k in ("controller", "problem", "width") if k in scenario}
+        keys = ("controller", "problem", "width", "device")
+        fields = {k: scenario[k] for k in keys if k in scenario}
         try:
             now = diffrax_levers(Scenario(**fields))
         except ValueError:  # a problem this process cannot make: nothing to compare
             continue
         then = row.get("levers", {})
         lacking |= {f"`{k}={v}`" for k, v in now.items() if then.get(k) != v}
-    if not lacking:
+        extra |= {f"`{k}={v}`" for k, v in then.items() if k not in now}
+    parts = []
+    if lacking:
+        parts.append(f"without {', '.join(sorted(lacking))}, which today's takes")
+    if extra:
+        parts.append(f"with {', '.join(sorted(extra))}, which today's does not take")
+    if not parts:
         return ""
     return (
-        f" Their recommended step is the one of their commit: without "
-        f"{', '.join(sorted(lacking))}, which today's takes on some of these workloads."
+        " Their recommended step is the one of their commit: "
+        + "; ".join(parts)
+        + " on some of these workloads."
     )
 
 
@@ -250,7 +261,6 @@ def gpu_fused_lines(results: str | Path) -> list[str]:
     for machine in gpu_fused_machines(results):
         recs = fused_records(results, machine)
         kinds = {str((r.get("probe") or {}).get("device_kind")) for r in recs}
-        commits = sorted({str(r.get("git_commit") or "")[:7] for r in recs})
         done = {(r.get("workload"), r["scenario"]["controller"]) for r in recs}
         missing = [
             f"{w.name} {c}" for w in WORKLOADS for c in CONTROLLERS if (w.name, c) not in done
@@ -259,10 +269,9 @@ def gpu_fused_lines(results: str | Path) -> list[str]:
             f"### On one GPU: {escape(machine)} ({escape(', '.join(sorted(kinds)))}), JAX "
             f"{escape(recs[0]['versions'].get('jax'))}",
             "",
-            f"Measured as above (`benchmarks/gpu_session.sh mapfused`), one session "
-            f"{escape(min(r['started'] for r in recs))} to "
-            f"{escape(max(r['finished'] for r in recs))} (commit "
-            f"{escape(', '.join(commits))}). On a GPU the probe's matmul-and-tanh loop at "
+            "Measured as above (`benchmarks/gpu_session.sh mapfused`). "
+            f"{escape(sessions.sessions_line(recs, recs))} On a GPU the probe's "
+            "matmul-and-tanh loop at "
             "these small shapes is bound by kernel launches: a ratio to the floor below 1 "
             "says only that the step evaluates its field faster than that loop."
             + (f" Not measured there: {escape(', '.join(missing))}." if missing else "")
@@ -365,10 +374,12 @@ def recommended_made_of() -> str:
         names = [f"`{name}`" for name, p in PROBLEMS.items() if getattr(p, fact)]
         return ", ".join(names) or "none"
 
+    devices = ", ".join(f"`{d}`" for d in sorted(FASTER_ON))
     return (
         f"per controller, {made_of}; run by {fused_run()} on the problems that say so "
         f"(`recommended_fused`: {which('recommended_fused')}), with the model's activation "
         "functions by their faster equivalents (`fast_activations=True`, "
         "`measure/activations.py`) on the problems that say so "
-        f"(`recommended_fast_activations`: {which('recommended_fast_activations')})"
+        f"(`recommended_fast_activations`: {which('recommended_fast_activations')}) and "
+        f"the devices where they were measured faster ({devices})"
     )
