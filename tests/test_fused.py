@@ -106,10 +106,11 @@ def _irregular_diffrax(controller: str):
     return _per_sample(lambda f, t, y: _diffrax(f, t, y, controller), *_irregular(controller))
 
 
-# The recommended reverse mode (`accepted_steps`) of each controller runs in make test;
-# the others compile a solve each (over 15 s here for `all_steps`): make test-long. The
-# fused `all_steps` is also checked against diffrax in make test (test_structure.py,
-# `test_pid_past_its_bound_is_nan_where_unreached`).
+# Each controller's reverse modes of the recommended step (`fused_adjoint`: PID's
+# `accepted_steps`, StepTo's `all_steps`) and StepTo's `accepted_steps` run in make test;
+# the others compile a solve each (PID's `all_steps` over 15 s here): make test-long.
+# The fused PID `all_steps` is also checked against diffrax in make test
+# (test_structure.py, `test_pid_past_its_bound_is_nan_where_unreached`).
 _LONG = pytest.mark.long
 
 
@@ -117,9 +118,9 @@ _LONG = pytest.mark.long
     ("controller", "reverse"),
     [
         ("pid", "accepted_steps"),
+        ("stepto", "all_steps"),
         ("stepto", "accepted_steps"),
         pytest.param("pid", "all_steps", marks=_LONG),
-        pytest.param("stepto", "all_steps", marks=_LONG),
         pytest.param("pid", "recursive", marks=_LONG),
         pytest.param("pid", "scan", marks=_LONG),
         pytest.param("pid", "checkpointed_scan", marks=_LONG),

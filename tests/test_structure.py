@@ -46,7 +46,13 @@ LEVERS = [
         Structure(solve="within_ode", integrator="fused", adjoint="scan", max_steps=64),
         marks=_LONG,
     ),
-    ("stepto", Structure(solve="within_ode", integrator="fused", adjoint="checkpointed_scan")),
+    # StepTo's recommended fused step (`fused_adjoint`: a checkpoint per step).
+    ("stepto", Structure(solve="within_ode", integrator="fused", adjoint="all_steps")),
+    pytest.param(
+        "stepto",
+        Structure(solve="within_ode", integrator="fused", adjoint="checkpointed_scan"),
+        marks=_LONG,
+    ),
     # Its own reverse loop over the accepted steps (`replay.py`).
     (
         "pid",
