@@ -54,6 +54,7 @@ def _diffrax(field, ts, y0, controller):
         y0,
         stepsize_controller=pid if controller == "pid" else diffrax.StepTo(ts=ts),
         saveat=diffrax.SaveAt(ts=ts),
+        max_steps=64,  # as the fused solves' bound: a smaller program to compile
     )
     return sol.ys, sol.stats["num_steps"]
 

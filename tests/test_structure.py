@@ -37,7 +37,7 @@ LEVERS = [
         "pid", Structure(saveat="dense", adjoint="all_steps", max_steps=64), marks=_LONG
     ),
     pytest.param("pid", Structure(adjoint="direct", max_steps=64), marks=_LONG),
-    ("pid", Structure(stages="unrolled")),
+    pytest.param("pid", Structure(stages="unrolled"), marks=_LONG),  # over 15 s here
     # The fused solve (`fused.py`) per sample and within-ODE (each reverse mode against
     # diffrax on a time-dependent field and irregular grids: test_fused.py).
     ("pid", Structure(integrator="fused", adjoint="all_steps", max_steps=64)),
