@@ -167,6 +167,16 @@ VARIANTS = {
         "max_steps": 64,
         "fast_activations": True,
     },
+    # The recommended PID step with one Eigen thread (XLA's intra-op parallelism off):
+    # on a 2-core machine a small step's kernels may cost more split over two threads.
+    "within_ode+fused_accepted(64)+fastact+eigen_1_thread": {
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "accepted_steps",
+        "max_steps": 64,
+        "fast_activations": True,
+        "xla_flags": "--xla_cpu_multi_thread_eigen=false",
+    },
     "within_ode+steps+all_steps+unrolled+fastact": {
         "solve": "within_ode",
         "saveat": "steps",
@@ -231,6 +241,8 @@ DEFAULT_VARIANTS = {
         "fastact",
         "within_ode+dense+all_steps(64)+unrolled+fastact",
         "within_ode+fused_accepted(64)+fastact",
+        "eigen_1_thread",
+        "within_ode+fused_accepted(64)+fastact+eigen_1_thread",
     ],
     "stepto": [
         "default",
