@@ -380,6 +380,24 @@ def _worker(args: argparse.Namespace) -> None:
         print(json.dumps({"times": run.times}), flush=True)
 
 
+def _rate_worker(args: argparse.Namespace) -> None:
+    """The floor's rate, measured between the timed blocks: at each `block` line, the
+    rate of the probe's matmul-and-tanh loop at the step's per-device batch and width
+    (`probe.matmul_rate`), printed as JSON."""
+    import odestudy
+
+    fields = json.loads(args.fields or "{}")
+    odestudy.configure_devices(fields.get("device", "cpu"), 1)
+    from odestudy.measure.probe import matmul_rate
+
+    batch, width = json.loads(args.rate_worker)
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "block":
+            rate = matmul_rate(batch, width)["flops_per_s"]
+            print(json.dumps({"flops_per_s": rate}), flush=True)
+
+
 def _read_json(proc: subprocess.Popen) -> dict:
     """The next JSON line a worker prints (other lines, e.g. warnings, are skipped)."""
     for line in proc.stdout:
@@ -430,6 +448,7 @@ def main() -> None:
     p.add_argument("--steps-per-block", type=int, default=15)
     p.add_argument("--out", help="output JSON file (required unless --worker or --map)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--rate-worker", help=argparse.SUPPRESS)  # "[batch, width]"
     p.add_argument("--levers", help=argparse.SUPPRESS)
     p.add_argument("--fields", help=argparse.SUPPRESS)
     p.add_argument("--work", help=argparse.SUPPRESS)
@@ -438,6 +457,8 @@ def main() -> None:
     a = p.parse_args()
     if a.worker:
         return _worker(a)
+    if a.rate_worker:
+        return _rate_worker(a)
     if not a.out and not a.map:
         p.error("--out is required (or --map)")
     if a.map and not a.variants:
@@ -485,18 +506,24 @@ def _measure_all(a: argparse.Namespace, checked: list, labels: list[str], start_
         measure(a, s, labels, workload, out, start_env)
 
 
-def floor_of(s) -> dict:
+def floor_of(s, rates: list[float]) -> dict:
     """What `s`'s step must compute (`measure.floor.evaluation_flops`: FLOPs of one field
     evaluation over the batch, forward and backward, and of the rest of the step) and
-    the rate this device sustains at its shapes (`probe.matmul_rate` at the per-device
-    batch and the field's width); a row's floor is `floor.floor_time` of these and its
-    executed solver steps."""
+    the rate this device sustains at its shapes: `rates`, the probe's matmul-and-tanh
+    loop at the per-device batch and the field's width (`probe.matmul_rate`) measured in
+    each round of timed blocks, and their median. A row's floor is `floor.floor_time` of
+    these and its executed solver steps."""
+    import numpy as np
+
     from odestudy.measure.floor import evaluation_flops
-    from odestudy.measure.probe import matmul_rate
 
     flops = evaluation_flops(s)
-    rate = matmul_rate(flops["batch"], s.width)
-    return {**flops, "width": s.width, "matmul_flops_per_s": rate["flops_per_s"]}
+    return {
+        **flops,
+        "width": s.width,
+        "matmul_flops_per_s": float(np.median(rates)),
+        "matmul_flops_per_s_rounds": list(rates),
+    }
 
 
 def _base(a: argparse.Namespace, workload) -> dict:
@@ -610,13 +637,29 @@ def measure(
                 f"compiled in {ready[label]['compile_time_s']:.1f} s",
                 flush=True,
             )
+        # The floor's rate, measured in every round beside the variants' blocks.
+        shape = [s.global_batch // s.total_devices, s.width]
+        cmd = [sys.executable, __file__, "--rate-worker", json.dumps(shape)]
+        rater = subprocess.Popen(
+            [*cmd, "--fields", json.dumps(base)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        _read_json(rater)
         runs = {label: [] for label in labels}
+        rates = []
         for _ in range(a.blocks):
-            for label in labels:  # interleaved, one worker measuring at a time
-                workers[label].stdin.write("block\n")
-                workers[label].stdin.flush()
-                runs[label].append(_read_json(workers[label])["times"])
-        for w in workers.values():
+            for label, w in [*workers.items(), ("rate", rater)]:  # one measuring at a time
+                w.stdin.write("block\n")
+                w.stdin.flush()
+                got = _read_json(w)
+                if label == "rate":
+                    rates.append(got["flops_per_s"])
+                else:
+                    runs[label].append(got["times"])
+        for w in [*workers.values(), rater]:
             w.stdin.close()
             w.wait()
         from odestudy.measure.modes import tree_max_rel_diff
@@ -660,7 +703,7 @@ def measure(
     from odestudy.measure.training import environment
 
     odestudy.configure_devices(s.device, 1)
-    floor = floor_of(s)  # after every timed block: it compiles and runs a probe
+    floor = floor_of(s, rates)  # after every timed block: it compiles
     odestudy.write_json_atomic(
         out,
         {

@@ -68,6 +68,24 @@ def test_a_rows_ratio_to_its_floor_is_its_median_over_the_floor(tmp_path):
     assert floor_cells(rec, default)[0] == "1.21"
 
 
+def test_the_rates_of_every_round_widen_the_ratios_interval(tmp_path):
+    """A record that measured the floor's rate in every round of blocks takes its median
+    for the floor, and the ratio's interval covers the rounds' spread; a record with one
+    probe's rate, the step's alone."""
+    from odestudy.report.floor import floor_ratio, row_floor_s
+
+    rounds = [0.8e11, 0.9e11, 1.0e11, 1.1e11, 1.2e11]
+    spread = {**FLOOR, "matmul_flops_per_s_rounds": rounds}
+    one = _lever_record(tmp_path, "one.json", FLOOR)
+    many = _lever_record(tmp_path, "many.json", spread)
+    row = many["rows"][0]
+    assert row_floor_s(many, row) == pytest.approx(row_floor_s(one, row))
+    ratio, low, high = floor_ratio(many, row)
+    ratio1, low1, high1 = floor_ratio(one, one["rows"][0])
+    assert ratio == pytest.approx(ratio1)
+    assert low < low1 <= high1 < high
+
+
 def test_a_record_without_a_floor_reads_its_sidecar_or_says_none(tmp_path):
     import json
 

@@ -51,12 +51,18 @@ def row_floor_s(rec: dict[str, Any], row: dict[str, Any]) -> float | None:
 def floor_ratio(
     rec: dict[str, Any], row: dict[str, Any]
 ) -> tuple[float, float, float] | tuple[None, None, None]:
-    """The variant's step time over its floor with the 95% bootstrap interval of its
-    median step (the floor counted once: its own spread is the probe's)."""
+    """The variant's step time over its floor with a 95% bootstrap interval: of the
+    median step and, where the record measured the rate in every round of blocks
+    (`matmul_flops_per_s_rounds`), of the median floor over those rounds; else of the
+    median step alone (the floor from one probe)."""
     floor = row_floor_s(rec, row)
     if floor is None:
         return None, None, None
-    return ratio_interval(row, {"step_times_runs_s": [[floor]]})
+    counts = record_floor(rec) or {}
+    steps = float(row["solver_steps_max"])
+    rounds = counts.get("matmul_flops_per_s_rounds") or [counts["matmul_flops_per_s"]]
+    floors = [floor_time(counts, steps, rate) for rate in rounds]
+    return ratio_interval(row, {"step_times_runs_s": [floors]})
 
 
 def floor_cells(rec: dict[str, Any], row: dict[str, Any]) -> list[str]:
@@ -75,8 +81,10 @@ FLOOR_TEXT = (
     "`6 n + 1` evaluations for `n` executed solver steps (the batch's slowest sample "
     "under `vmap`, the shared count within-ODE), plus the rest of the step, at the rate "
     "the device's probe sustains on a loop of matmul-and-tanh at the step's batch and "
-    "width. **x floor**: the step's median over its floor, with the interval of its "
-    "median; what lies above 1 is time its arithmetic does not account for (loop "
+    "width: in records that measured it in every round of timed blocks, the median over "
+    "the rounds (else one probe's). **x floor**: the step's median over its floor, with "
+    "the interval of the step's median and of those rounds' floors (else of the "
+    "step's median alone); what lies above 1 is time its arithmetic does not account for (loop "
     "machinery, memory traffic, launches). Where a record counts them, the step table "
     "gives the kernels one step dispatches and its time per kernel beside it."
 )
