@@ -21,7 +21,10 @@ JAX starts, so every variant runs in a worker process of its own:
    batches (A B C A B C ...), so that a slow spell of the machine hits every variant
    alike; each variant's first step from the shared state is compared with the
    default's (loss and parameters), and the loop bodies and conditionals of one
-   untimed step are counted (`measure.loops.count_loops`).
+   untimed step are counted (`measure.loops.count_loops`). In every round a worker of
+   its own also measures the floor's rate (the probe's matmul-and-tanh loop at the
+   step's shapes, `_rate_worker`), so that the floor's spread over the run is recorded
+   beside the steps' (`floor_of`).
 
     .venv/bin/python benchmarks/levers.py --controller pid \
         --out results/<machine>/levers/cpu-pid.json
