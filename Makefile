@@ -99,15 +99,8 @@ setup: $(STAMP)
 # groups first.
 # The long tests (`long`: SLURM clusters, several JAX processes, the built wheel, any
 # test over 15 s here) are left to `test-long`.
-# mypy runs beside the tests (one process, while the workers leave a core idle at their
-# start and end), its report printed after theirs; either failing fails the target.
-test: $(DEV_STAMP)
-	$(BIN)/ruff check odestudy tests notebooks benchmarks
-	$(BIN)/ruff format --check odestudy tests notebooks benchmarks
-	@types=$$(mktemp); $(BIN)/mypy > $$types 2>&1 & mypy=$$!; \
-		$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not long"; \
-		status=$$?; wait $$mypy; typed=$$?; cat $$types; rm -f $$types; \
-		[ $$typed -eq 0 ] && exit $$status || exit $$typed
+test: lint
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not long"
 
 # The long tests, about 5 minutes here: the SLURM executor on a one-node cluster on
 # localhost and a two-node cluster in network namespaces with the 2-node row through it
