@@ -409,6 +409,13 @@ def _read_json(proc: subprocess.Popen) -> dict:
     raise RuntimeError(f"worker exited with {proc.wait()}")
 
 
+def _block(proc: subprocess.Popen) -> dict:
+    """Ask a worker for its next block and wait for its answer (`_read_json`)."""
+    proc.stdin.write("block\n")
+    proc.stdin.flush()
+    return _read_json(proc)
+
+
 def main() -> None:
     os.environ.setdefault("EQX_ON_ERROR", "nan")  # as in scenario kernels (recorded)
     from odestudy.measure.controllers import CONTROLLERS
@@ -462,6 +469,8 @@ def main() -> None:
         return _worker(a)
     if a.rate_worker:
         return _rate_worker(a)
+    if a.blocks < 1 or a.steps_per_block < 1:
+        p.error("--blocks and --steps-per-block must be at least 1")
     if not a.out and not a.map:
         p.error("--out is required (or --map)")
     if a.map and not a.variants:
@@ -653,15 +662,10 @@ def measure(
         _read_json(rater)
         runs = {label: [] for label in labels}
         rates = []
-        for _ in range(a.blocks):
-            for label, w in [*workers.items(), ("rate", rater)]:  # one measuring at a time
-                w.stdin.write("block\n")
-                w.stdin.flush()
-                got = _read_json(w)
-                if label == "rate":
-                    rates.append(got["flops_per_s"])
-                else:
-                    runs[label].append(got["times"])
+        for _ in range(a.blocks):  # interleaved, one worker measuring at a time
+            for label, w in workers.items():
+                runs[label].append(_block(w)["times"])
+            rates.append(_block(rater)["flops_per_s"])
         for w in [*workers.values(), rater]:
             w.stdin.close()
             w.wait()
