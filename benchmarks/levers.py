@@ -170,6 +170,17 @@ VARIANTS = {
         "max_steps": 64,
         "fast_activations": True,
     },
+    # The recommended PID step with each step's reverse written by hand for an MLP field
+    # (`measure/mlp_reverse.py`: the six stages' forward pass as one batch, input
+    # gradients stage by stage, one weight-gradient product per layer).
+    "within_ode+fused_accepted(64)+fastact+mlprev": {
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "accepted_steps",
+        "max_steps": 64,
+        "fast_activations": True,
+        "mlp_reverse": True,
+    },
     # The recommended PID step with one Eigen thread (XLA's intra-op parallelism off):
     # on a 2-core machine a small step's kernels may cost more split over two threads.
     "within_ode+fused_accepted(64)+fastact+eigen_1_thread": {
@@ -246,6 +257,7 @@ DEFAULT_VARIANTS = {
         "within_ode+fused_accepted(64)+fastact",
         "eigen_1_thread",
         "within_ode+fused_accepted(64)+fastact+eigen_1_thread",
+        "within_ode+fused_accepted(64)+fastact+mlprev",
     ],
     "stepto": [
         "default",

@@ -10,6 +10,7 @@ from .measure.data import Dataset, make_dataset
 from .measure.devices import configure_devices
 from .measure.loops import control_flow, count_loops
 from .measure.loss import Mean
+from .measure.mlp_reverse import AbstractMLPField
 from .measure.model import (
     BatchSolve,
     Solve,
@@ -128,4 +129,5 @@ __all__ = [
     "control_flow",
     "FASTER",
     "tanh_softplus",
+    "AbstractMLPField",
 ]

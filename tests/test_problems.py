@@ -103,8 +103,13 @@ def test_recommended_picks_only_levers_valid_for_the_problem(controller):
     assert diffrax_levers(oscillator) == {**RECOMMENDED[controller], "fast_activations": True}
     # The oscillator's recommended step is run by the fused solve (its problem says so):
     # the same batching and bound, a checkpoint per step, its own saving and stages.
+    # Under PID its steps are differentiated by hand (its field is an MLP of the state).
     fused = recommended_levers(oscillator)
-    assert fused == fused_levers(diffrax_levers(oscillator), oscillator.stepsize_controller)
+    by_hand = {"mlp_reverse": True} if controller == "pid" else {}
+    assert fused == {
+        **fused_levers(diffrax_levers(oscillator), oscillator.stepsize_controller),
+        **by_hand,
+    }
     assert fused["integrator"] == "fused" and not {"saveat", "stages"} & set(fused)
     assert recommended(oscillator).structure.integrator == Fused()  # valid: no error
     bank = recommended_levers(Scenario(problem="oscillator_bank", controller=controller))

@@ -41,9 +41,18 @@ OTHER = {
     "integrator": "fused",
     "donate": True,
     "fast_activations": True,
+    "mlp_reverse": True,
 }
 # Fields whose other value needs others set (in the base scenario too).
-NEEDS = {"unroll": {"controller": "stepto", "solve": "scan"}}
+NEEDS = {
+    "unroll": {"controller": "stepto", "solve": "scan"},
+    "mlp_reverse": {
+        "controller": "pid",
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "accepted_steps",
+    },
+}
 
 
 def test_every_field_says_what_it_is():

@@ -15,6 +15,7 @@ from jaxtyping import Array, Float, Int
 
 from .controllers import AbstractController, parse_controller
 from .loss import mean_value
+from .mlp_reverse import AbstractMLPField, MLPRows
 from .problem import (
     AbstractODEProblem,
     AbstractProblem,
@@ -218,6 +219,21 @@ class _BatchField(eqx.Module):
         times = self.start + self.speed * tau
         field = jax.vmap(lambda ti, yi: self.model(ti, yi, args))(times, y)
         return self.speed[:, None] * field
+
+    def mlp_rows(self) -> MLPRows:
+        """This field as `mlp_reverse` reads it: row `i` moves at `speed_i * mlp(u_i)`; a
+        ValueError (while tracing) unless the model is an `AbstractMLPField`."""
+        if not isinstance(self.model, AbstractMLPField):
+            raise ValueError(
+                f"mlp_reverse: the vector field ({type(self.model).__name__}) is not an "
+                "odestudy.AbstractMLPField (dy/dt = mlp(y))"
+            )
+        return MLPRows(self.model.mlp, self.speed)
+
+    def with_mlp(self, mlp: Any) -> "_BatchField":
+        """This field with its model's MLP replaced by `mlp` (the MLP's cotangent where
+        this field is its filtered arrays)."""
+        return eqx.tree_at(lambda f: f.model.mlp, self, mlp)
 
 
 def solve_within_ode(

@@ -30,10 +30,11 @@ from jaxtyping import Array, Float
 
 from .data import Dataset, make_dataset
 from .loss import Mean
+from .mlp_reverse import AbstractMLPField
 from .solvers import ATOL, RTOL
 
 
-class VectorField(eqx.Module):
+class VectorField(AbstractMLPField):
     """`dy/dt = MLP(y)`: 2 -> 2, width 64, depth 2, softplus (the oscillator's field)."""
 
     mlp: eqx.nn.MLP
@@ -103,6 +104,9 @@ class AbstractODEProblem(eqx.Module):
       activations by their faster equivalents (`fast_activations`,
       `activations.FASTER`); set it only where the model holds one (a softplus) and the
       levers records show the step faster with it.
+    - `recommended_mlp_reverse`: the recommended step's fused solve differentiates each
+      step by hand (`mlp_reverse`; PID, within-ODE); set it only where the field is an
+      `AbstractMLPField` and the levers records show the step faster with it.
     - `has_spread`: `make_data` honours the complexity knob `spread` (else only 0).
     - `needs_key`: the loss draws random numbers from its `key` (one per step and
       device); False: it is given `key=None` and the step carries no key.
@@ -117,6 +121,7 @@ class AbstractODEProblem(eqx.Module):
     recommended_max_steps: ClassVar[int | None] = None
     recommended_fused: ClassVar[bool] = False
     recommended_fast_activations: ClassVar[bool] = False
+    recommended_mlp_reverse: ClassVar[bool] = False
     has_spread: ClassVar[bool] = False
     needs_key: ClassVar[bool] = True
 
@@ -222,6 +227,9 @@ class AbstractProblem(eqx.Module):
       activations by their faster equivalents (`fast_activations`,
       `activations.FASTER`); set it only where the model holds one (a softplus) and the
       levers records show the step faster with it.
+    - `recommended_mlp_reverse`: the recommended step's fused solve differentiates each
+      step by hand (`mlp_reverse`; PID, within-ODE); set it only where the field is an
+      `AbstractMLPField` and the levers records show the step faster with it.
     - `has_spread`: `make_data` honours the complexity knob `spread` (else only 0).
     """
 
@@ -234,6 +242,7 @@ class AbstractProblem(eqx.Module):
     recommended_max_steps: ClassVar[int | None] = None
     recommended_fused: ClassVar[bool] = False
     recommended_fast_activations: ClassVar[bool] = False
+    recommended_mlp_reverse: ClassVar[bool] = False
     has_spread: ClassVar[bool] = False
 
     @abc.abstractmethod
@@ -308,6 +317,9 @@ class Oscillator(AbstractProblem):
     # Chosen from the quick levers records (`figures/tables/step.md`): the recommended
     # step of each controller is faster with it, at equal loss.
     recommended_fast_activations: ClassVar[bool] = True
+    # Chosen from the quick PID levers record (`figures/tables/step.md`): its field is
+    # an `AbstractMLPField` (`VectorField`) and the recommended step is faster with it.
+    recommended_mlp_reverse: ClassVar[bool] = True
     has_spread: ClassVar[bool] = True
 
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
@@ -401,6 +413,10 @@ class SeriesProblem(AbstractODEProblem):
     @property
     def recommended_fast_activations(self) -> bool:  # type: ignore[override]
         return self.problem.recommended_fast_activations
+
+    @property
+    def recommended_mlp_reverse(self) -> bool:  # type: ignore[override]
+        return self.problem.recommended_mlp_reverse
 
     @property
     def has_spread(self) -> bool:  # type: ignore[override]

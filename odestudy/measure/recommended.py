@@ -32,6 +32,7 @@ loudly (a non-finite loss, recorded as a failed run), never silently.
 import dataclasses
 from typing import Any
 
+from . import mlp_reverse, replay
 from .activations import FASTER_ON
 from .controllers import AbstractController
 from .scenario import Scenario
@@ -101,10 +102,20 @@ def fused_levers(levers: dict[str, Any], controller: AbstractController) -> dict
 def recommended_levers(s: Scenario) -> dict[str, Any]:
     """The recommended step's levers for `s`: `diffrax_levers`, run by the fused solve
     (`fused_levers`) where its problem says so (`AbstractProblem.recommended_fused`) and
-    the fused loop runs its controller."""
+    the fused loop runs its controller; its steps differentiated by hand
+    (`mlp_reverse`) where the problem says so (`recommended_mlp_reverse`), the solve is
+    the fused one's own reverse loop within-ODE and the device is one where it was
+    measured faster (`mlp_reverse.FASTER_ON`)."""
+    problem = s.problem_object
     levers = diffrax_levers(s)
-    fused = s.problem_object.recommended_fused and s.stepsize_controller.fused
-    return fused_levers(levers, s.stepsize_controller) if fused else levers
+    if not (problem.recommended_fused and s.stepsize_controller.fused):
+        return levers
+    levers = fused_levers(levers, s.stepsize_controller)
+    by_hand = (replay.ADJOINT, "within_ode")
+    if (levers["adjoint"], levers.get("solve")) == by_hand and s.stepsize_controller.adaptive:
+        if problem.recommended_mlp_reverse and s.device in mlp_reverse.FASTER_ON:
+            levers["mlp_reverse"] = True
+    return levers
 
 
 def recommended(s: Scenario) -> Scenario:

@@ -18,7 +18,9 @@ forward pass is a `lax.scan` over the grid keeping each step's start, and its ba
 pass a reverse scan of the same replays.
 
 Gradients flow to the field's arrays, the initial state and the field's `args` where
-these are differentiated (`eqx.filter_custom_vjp`'s `perturbed`).
+these are differentiated (`eqx.filter_custom_vjp`'s `perturbed`). Under PID, with
+`by_hand`, each step's reverse is `mlp_reverse.step_reverse` instead of `jax.vjp` (a
+field that is an MLP of the state, `mlp_reverse`: fewer kernels per step).
 """
 
 from collections.abc import Callable
@@ -30,7 +32,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from .fused import PIDSteps, tsit5_stages
+from . import mlp_reverse
+from .fused import _A, PIDSteps, tsit5_stages
 
 # The `adjoint` (`Structure.adjoint`) that selects this reverse loop.
 ADJOINT = "accepted_steps"
@@ -123,29 +126,72 @@ def _pid_forward(vjp_arg, ts, rtol, atol, max_steps):
 
 
 @eqx.filter_custom_vjp
-def _pid(vjp_arg, ts, rtol, atol, max_steps):
+def _pid(vjp_arg, ts, rtol, atol, max_steps, by_hand):
     out, _ = _pid_forward(vjp_arg, ts, rtol, atol, max_steps)
     return out
 
 
 @_pid.def_fwd
-def _pid_fwd(perturbed, vjp_arg, ts, rtol, atol, max_steps):
+def _pid_fwd(perturbed, vjp_arg, ts, rtol, atol, max_steps, by_hand):
     return _pid_forward(vjp_arg, ts, rtol, atol, max_steps)
 
 
-def _replay(static, diff, bounds, rows, bars, count, y_bar, f_bar):
-    """The accepted steps `count - 1` down to 0 replayed: each step's `jax.vjp` from its
-    row, given the cotangents of its end state (`y_bar` plus the interpolation's), of
-    its last stage (`f_bar`) and of its stages (`bars`). Returns the cotangents of the
-    first step's start state and stage and of `diff`."""
+def _by_jax(static, diff):
+    """One accepted step's reverse by `jax.vjp`: recomputing its stages from its row."""
+
+    def reverse(bound, row, y1_bar, fs_bar):
+        step = _step(static, bound[0], bound[1])
+        _, vjp, _ = jax.vjp(step, row[0], row[2], diff, has_aux=True)
+        return vjp((y1_bar, fs_bar))
+
+    return reverse
+
+
+def _by_hand(static, diff):
+    """One accepted step's reverse by `mlp_reverse.step_reverse` from its row: for a
+    field that says how its MLP moves its rows (`mlp_rows`, within-ODE batching's) and
+    whose differentiated arrays are its MLP's alone; a ValueError while tracing
+    otherwise."""
+    field = eqx.combine(diff[0], static[0])
+    mlp_rows = getattr(field, "mlp_rows", None)
+    if mlp_rows is None:
+        raise ValueError(
+            "mlp_reverse: the fused solve's field is not a batch's MLP field "
+            "(within-ODE batching of an odestudy.AbstractMLPField)"
+        )
+    rows_of = mlp_rows()
+    if jax.tree.leaves(diff[1]) or len(jax.tree.leaves(diff[0])) != len(
+        jax.tree.leaves(eqx.filter(rows_of.mlp, eqx.is_inexact_array))
+    ):
+        raise ValueError(
+            "mlp_reverse: the solve differentiates arrays other than the field's MLP's "
+            "(its args, or the field's own)"
+        )
+
+    def reverse(bound, row, y1_bar, fs_bar):
+        h = bound[1] - bound[0]
+        y_in, f_in, mlp_bar = mlp_reverse.step_reverse(
+            rows_of, _A, h, row[0], row[2:], y1_bar, fs_bar
+        )
+        d_field = diff[0].with_mlp(eqx.filter(mlp_bar, eqx.is_inexact_array))
+        return y_in, f_in, (d_field, diff[1])
+
+    return reverse
+
+
+def _replay(static, diff, bounds, rows, bars, count, y_bar, f_bar, by_hand=False):
+    """The accepted steps `count - 1` down to 0 replayed: each step's reverse from its
+    row (`_by_jax`, or with `by_hand` `_by_hand`), given the cotangents of its end state
+    (`y_bar` plus the interpolation's), of its last stage (`f_bar`) and of its stages
+    (`bars`). Returns the cotangents of the first step's start state and stage and of
+    `diff`."""
+    reverse = (_by_hand if by_hand else _by_jax)(static, diff)
 
     def body(c):
         i, y_bar, f_bar, d_bar = c
         i = i - 1
         row, bar = rows[i], bars[i]
-        step = _step(static, bounds[i, 0], bounds[i, 1])
-        _, vjp, _ = jax.vjp(step, row[0], row[2], diff, has_aux=True)
-        y_in, f_in, d = vjp((y_bar + bar[1], bar[2:].at[-1].add(f_bar)))
+        y_in, f_in, d = reverse(bounds[i], row, y_bar + bar[1], bar[2:].at[-1].add(f_bar))
         return i, y_in + bar[0], f_in, jax.tree.map(jnp.add, d_bar, d)
 
     init = (count, y_bar, f_bar, jax.tree.map(jnp.zeros_like, diff))
@@ -168,7 +214,7 @@ def _first_stage(static, diff, ts, y0, y_bar, f_bar, d_bar, ys_bar, perturbed):
 
 
 @_pid.def_bwd
-def _pid_bwd(residuals, grad_obj, perturbed, vjp_arg, ts, rtol, atol, max_steps):
+def _pid_bwd(residuals, grad_obj, perturbed, vjp_arg, ts, rtol, atol, max_steps, by_hand):
     accepted, bounds, rows, held, reached = residuals
     field, y0, args = vjp_arg
     diff, static = _split(field, args, perturbed)
@@ -177,7 +223,7 @@ def _pid_bwd(residuals, grad_obj, perturbed, vjp_arg, ts, rtol, atol, max_steps)
     _, vjp = jax.vjp(lambda rows: _at_times(ts, bounds, rows, held), rows)
     (bars,) = vjp(ys_bar[1:])
     zero = jnp.zeros_like(y0)
-    y_bar, f_bar, d_bar = _replay(static, diff, bounds, rows, bars, accepted, zero, zero)
+    y_bar, f_bar, d_bar = _replay(static, diff, bounds, rows, bars, accepted, zero, zero, by_hand)
     return _first_stage(static, diff, ts, y0, y_bar, f_bar, d_bar, ys_bar, perturbed)
 
 
@@ -189,10 +235,12 @@ def solve_pid(
     rtol: float,
     atol: float,
     max_steps: int,
+    by_hand: bool = False,
 ) -> tuple[Array, Int[Array, ""]]:
     """`fused.solve_pid` (arguments and result as there) with its own reverse loop over
-    the accepted steps (the module's text)."""
-    return _pid((field, y0, args), ts, rtol, atol, max_steps)
+    the accepted steps (the module's text); `by_hand`: each step's reverse by
+    `mlp_reverse.step_reverse`."""
+    return _pid((field, y0, args), ts, rtol, atol, max_steps, by_hand)
 
 
 def _stepto_forward(vjp_arg, ts):

@@ -318,6 +318,13 @@ class Scenario:
         tag="int",
         choices=INTEGRATORS,
     )
+    mlp_reverse: bool = _field(
+        False,
+        "the fused solve's reverse loop (PID, adjoint accepted_steps, within_ode) "
+        "differentiates each step by hand for a field that is an MLP of the state "
+        "(odestudy.AbstractMLPField; mlp_reverse.py) instead of by jax.vjp",
+        tag="mlprev",
+    )
     donate: bool = _field(
         False, "the step reuses the parameters' and optimiser state's buffers", tag="donate"
     )
@@ -387,6 +394,7 @@ class Scenario:
             self.unroll,
             self.stages,
             parse_integrator(self.integrator),
+            self.mlp_reverse,
         )
 
     @property

@@ -195,8 +195,17 @@ class Fused(AbstractIntegrator):
         """The solve with its own reverse loop over the accepted steps (`replay.py`)."""
         problem = spec.problem
         if spec.controller.adaptive:
-            max_steps = spec.structure.max_steps
-            return replay.solve_pid(field, ts, y0, args, problem.rtol, problem.atol, max_steps)
+            structure = spec.structure
+            return replay.solve_pid(
+                field,
+                ts,
+                y0,
+                args,
+                problem.rtol,
+                problem.atol,
+                structure.max_steps,
+                structure.mlp_reverse,
+            )
         return replay.solve_stepto(field, ts, y0, args)
 
     def check(self, structure, controller):
@@ -235,6 +244,8 @@ class Structure:
     - `stages`: one of `STAGES`.
     - `integrator`: the loop that runs it (an `AbstractIntegrator`), or its name (one of
       `INTEGRATORS`), parsed at construction.
+    - `mlp_reverse`: the fused solve's own reverse loop under PID differentiates each
+      step by hand (`mlp_reverse.py`: a field that is an MLP of the state).
     """
 
     solve: str = "per_sample"
@@ -244,6 +255,7 @@ class Structure:
     unroll: int = 1
     stages: str = "loop"
     integrator: AbstractIntegrator = Diffrax()
+    mlp_reverse: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "integrator", parse_integrator(self.integrator))
@@ -295,6 +307,14 @@ def check_structure(structure: Structure, controller: AbstractController) -> Non
         if structure.saveat == "steps":
             raise ValueError(f"saveat='steps' saves at StepTo's steps: it needs {on_grid_names()}")
     structure.integrator.check(structure, controller)
+    by_hand = (Fused.name, replay.ADJOINT, "within_ode", True)
+    ran = (structure.integrator.name, structure.adjoint, structure.solve, controller.adaptive)
+    if structure.mlp_reverse and ran != by_hand:
+        raise ValueError(
+            "mlp_reverse is a reverse step of the fused solve's own reverse loop under PID: "
+            f"it needs integrator={Fused.name!r}, adjoint={replay.ADJOINT!r}, "
+            "solve='within_ode' and an adaptive controller"
+        )
     if structure.solve == "scan" and not structure.is_default:
         raise ValueError(
             "solve='scan' has no diffrax saveat, adjoint, max_steps or stages: leave them default"

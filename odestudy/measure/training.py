@@ -13,6 +13,7 @@ import jax.random as jr
 import numpy as np
 import optax
 
+from . import mlp_reverse
 from .activations import FASTER, faster
 from .analysis import mean_waste
 from .audit import count_collectives
@@ -21,6 +22,7 @@ from .checks import ProblemError, call_part, check_data, check_parts
 from .compat import pmap_implementation
 from .data import DATA_CACHE_ENV, cached_dataset
 from .environment import cpu_info, git_commit, machine_id, now, this_machine, versions
+from .mlp_reverse import AbstractMLPField
 from .model import Solve, evaluation
 from .modes import ParallelStep, to_host
 from .probe import GRADIENT_FLOATS, collective_latency, session_probe
@@ -143,6 +145,26 @@ def fast_activations(problem: AbstractODEProblem, model: Any) -> Any:
     return model
 
 
+def check_mlp_fields(problem: AbstractODEProblem, model: Any) -> None:
+    """A `ProblemError` unless `model` holds an `AbstractMLPField` and each it holds
+    computes its MLP (`mlp_reverse.check`, on 8 random states), so that the lever
+    `mlp_reverse` is refused before anything compiles where it cannot run."""
+    fields = [
+        leaf
+        for leaf in jax.tree.leaves(model, is_leaf=lambda x: isinstance(x, AbstractMLPField))
+        if isinstance(leaf, AbstractMLPField)
+    ]
+    if not fields:
+        raise ProblemError(
+            problem, "model", "mlp_reverse: the model holds no odestudy.AbstractMLPField"
+        )
+    for field in fields:
+        try:
+            mlp_reverse.check(field, jr.PRNGKey(0))
+        except ValueError as error:
+            raise ProblemError(problem, "model", str(error)) from None
+
+
 def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup:
     """Data, initial model, optimiser and parallel step of scenario `s` on `devices`,
     all from its problem (`Scenario.ode_problem`), checked before anything compiles
@@ -178,6 +200,8 @@ def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup
     model = call_part(problem, "model", "make_model", problem.make_model, model_key, s.width)
     if s.fast_activations:
         model = fast_activations(problem, model)
+    if s.mlp_reverse:
+        check_mlp_fields(problem, model)
     params, static = eqx.partition(model, eqx.is_inexact_array)
     if check:
         check_parts(s, problem, data, params, static)

@@ -56,6 +56,7 @@ STEP_LEVERS = (
     "unroll",
     "donate",
     "fast_activations",
+    "mlp_reverse",
 )
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..measure import mlp_reverse
 from ..measure.activations import FASTER_ON
 from ..measure.controllers import CONTROLLERS
 from ..measure.floor import floor_time
@@ -372,7 +373,8 @@ def fused_run() -> str:
 def recommended_made_of() -> str:
     """What the recommended step is made of, for the pages and the README: each
     controller's levers (`RECOMMENDED`), and the problems' facts that add to them (the
-    fused solve, `recommended_fused`; faster activations, `recommended_fast_activations`)."""
+    fused solve, `recommended_fused`; faster activations, `recommended_fast_activations`;
+    the reverse step by hand, `recommended_mlp_reverse`)."""
     made_of = "; ".join(
         f"{c}: " + (", ".join(f"`{k}={v}`" for k, v in levers.items()) or "the default")
         for c, levers in RECOMMENDED.items()
@@ -383,11 +385,17 @@ def recommended_made_of() -> str:
         return ", ".join(names) or "none"
 
     devices = ", ".join(f"`{d}`" for d in sorted(FASTER_ON))
+    by_hand = ", ".join(f"`{d}`" for d in sorted(mlp_reverse.FASTER_ON))
     return (
         f"per controller, {made_of}; run by {fused_run()} on the problems that say so "
         f"(`recommended_fused`: {which('recommended_fused')}), with the model's activation "
         "functions by their faster equivalents (`fast_activations=True`, "
         "`measure/activations.py`) on the problems that say so "
         f"(`recommended_fast_activations`: {which('recommended_fast_activations')}) and "
-        f"the devices where they were measured faster ({devices})"
+        f"the devices where they were measured faster ({devices}), and under PID each "
+        "step of the fused solve's own reverse loop differentiated by hand for a field "
+        "that is an MLP of the state (`mlp_reverse=True`, `measure/mlp_reverse.py`) on "
+        f"the problems that say so (`recommended_mlp_reverse`: "
+        f"{which('recommended_mlp_reverse')}) and the devices where it was measured "
+        f"faster ({by_hand})"
     )

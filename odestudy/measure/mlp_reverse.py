@@ -1,0 +1,174 @@
+"""The fused solve's reverse step written by hand for a vector field that is an MLP of
+the state (the `mlp_reverse` lever of the fused solve's own reverse loop, `replay.py`).
+
+`jax.vjp` of a Tsit5 step recomputes the six stages one after another and differentiates
+each: per stage the MLP's forward pass, its input gradient and its weight gradient, then
+the weight gradients summed over the stages. On XLA's CPU runtime a step of the quick
+model is bound by its number of small kernels, not by its arithmetic. Given the step's
+stored row (its start state and its seven stage values), this reverse step instead:
+
+1. rebuilds the six stages' states from the stored stage values (elementwise: no field
+   evaluation);
+2. runs the MLP's forward pass on all six at once (six times the batch), keeping each
+   hidden layer's activation and its derivative (`jax.jvp` of the activation);
+3. walks the stages last to first: each stage state's cotangent from its value's through
+   the layers' input gradients alone (the thin output layer's as elementwise products),
+   handed on to the earlier stages' values by Tsit5's coefficients;
+4. forms each layer's weight gradient as one product over the six stages' rows.
+
+It computes what `jax.vjp` does, in another order (float32 rounding differs). The field
+must be `scale * mlp(y)` row by row (`MLPRows`: within-ODE batching's `_BatchField`
+over an `AbstractMLPField`); the solve refuses any other while tracing.
+"""
+
+import abc
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+# The devices (`Scenario.device`) on which the recommended step takes `mlp_reverse`:
+# where the levers records measured the step faster with it, the CPU
+# (`results/<machine>/levers/cpu-pid.json`). On a GPU it is not measured yet.
+FASTER_ON: frozenset[str] = frozenset({"cpu"})
+
+# A layer with at most this many outputs has its input gradient computed as elementwise
+# products summed over its outputs (one fused kernel with the activation's derivative)
+# rather than as a matrix product: the state-sized output layer.
+THIN = 4
+
+
+class AbstractMLPField(eqx.Module):
+    """A vector field `dy/dt = mlp(y)`: an `eqx.nn.MLP` of the state alone, not of the
+    time or the field's `args`. Subclass it (and call `mlp` in `__call__`) to let the
+    fused solve's reverse loop differentiate its steps by hand (`mlp_reverse`).
+
+    - `mlp`: the MLP (unscanned, elementwise activations, no final activation); the
+      study checks on one sample that the field computes it.
+    """
+
+    mlp: eqx.AbstractVar[eqx.nn.MLP]
+
+    @abc.abstractmethod
+    def __call__(self, t: Any, y: Array, args: Any) -> Array:
+        """`mlp(y)`, shape `(state,)`; `t` and `args` are not read."""
+
+
+class MLPRows(NamedTuple):
+    """A batch's field as the reverse step reads it: row `b` of the state `y` (shape
+    `(batch, state)`) moves at `scale[b] * mlp(y[b])`."""
+
+    mlp: eqx.nn.MLP
+    scale: Float[Array, " batch"]
+
+
+def forward(mlp: eqx.nn.MLP, x: Float[Array, "rows state"]) -> Float[Array, "rows state"]:
+    """`mlp` on each row of `x` as this module computes it (matrix products over the
+    rows, no final activation): what `check` compares with the field's own output."""
+    for layer in mlp.layers[:-1]:
+        x = mlp.activation(_affine(layer, x))
+    return _affine(mlp.layers[-1], x)
+
+
+def check(field: AbstractMLPField, key: Array, rows: int = 8) -> None:
+    """Raise a one-line ValueError unless `field`'s MLP is one this module runs and the
+    field's output at `rows` random states (from `key`) is `forward(field.mlp, y)` (to
+    float32 tolerance)."""
+    mlp = field.mlp
+    parameters = jax.tree.leaves(eqx.filter(mlp.activation, eqx.is_array))
+    if mlp.depth < 1 or mlp.scan or parameters or "scalar" in (mlp.in_size, mlp.out_size):
+        raise ValueError(
+            "mlp_reverse: the field's MLP needs depth >= 1, scan=False, vector input and "
+            "output and one elementwise activation without parameters"
+        )
+    y = jax.random.normal(key, (rows, int(mlp.in_size)))
+    own = jax.vmap(lambda yi: field(None, yi, None))(y)
+    if not jnp.allclose(own, forward(mlp, y), rtol=1e-4, atol=1e-6):
+        raise ValueError(
+            f"mlp_reverse: {type(field).__name__} does not compute dy/dt = mlp(y) "
+            "(no final activation)"
+        )
+
+
+def _affine(layer: eqx.nn.Linear, x: Array) -> Array:
+    out = x @ layer.weight.T
+    return out if layer.bias is None else out + layer.bias
+
+
+def _input_gradient(g: Array, weight: Array) -> Array:
+    """`g @ weight`: the cotangent of a layer's input from its output's."""
+    if g.shape[1] > THIN:
+        return g @ weight
+    out = g[:, :1] * weight[0]
+    for k in range(1, g.shape[1]):
+        out = out + g[:, k : k + 1] * weight[k]
+    return out
+
+
+def _with_derivative(activation: Any, z: Array) -> tuple[Array, Array]:
+    """The activation at `z` and its derivative there (elementwise)."""
+    return jax.jvp(activation, (z,), (jnp.ones_like(z),))
+
+
+def step_reverse(
+    rows: MLPRows,
+    a: list[list[float]],
+    h: Array,
+    y: Float[Array, "batch state"],
+    fs: Float[Array, "7 batch state"],
+    y1_bar: Array,
+    fs_bar: Array,
+) -> tuple[Array, Array, eqx.nn.MLP]:
+    """The cotangents of one Tsit5 step's start state `y` and first stage `fs[0]`, and of
+    the MLP's arrays, given those of its end state (`y1_bar`) and of its seven stage
+    values (`fs_bar`).
+
+    - `a`: Tsit5's stage coefficients (`fused._A`: stage `i + 1` from stages `0..i`).
+    - `h`: the step's length; `fs`: its stored stage values (`fs[0]` the FSAL stage).
+
+    Returns `(y_bar, f_bar, mlp_bar)`, `mlp_bar` shaped as `rows.mlp` (its arrays the
+    gradients, every other leaf as it was).
+    """
+    mlp, scale = rows.mlp, rows.scale[:, None]
+    layers, batch = mlp.layers, y.shape[0]
+    ks = [f * h for f in fs]
+    inputs = [y + sum(c * k for c, k in zip(row, ks, strict=False) if c != 0.0) for row in a]
+    hidden = [jnp.concatenate(inputs)]  # each layer's input, the six stages' rows stacked
+    derivatives = []
+    for layer in layers[:-1]:
+        value, derivative = _with_derivative(mlp.activation, _affine(layer, hidden[-1]))
+        hidden.append(value)
+        derivatives.append(derivative)
+    k_bar = [fs_bar[j] for j in range(len(a) + 1)]
+    y_bar = jnp.zeros_like(y)
+    output_bars: list[list[Array]] = [[] for _ in layers]  # per layer, stages last first
+    for stage in range(len(a), 0, -1):
+        rows_of = slice((stage - 1) * batch, stage * batch)
+        g = scale * k_bar[stage]
+        for index in range(len(layers) - 1, -1, -1):
+            output_bars[index].append(g)
+            g = _input_gradient(g, layers[index].weight)
+            if index:
+                g = g * derivatives[index - 1][rows_of]
+        if stage == len(a):  # Tsit5's last stage state is the step's end state
+            g = g + y1_bar
+        y_bar = y_bar + g
+        for j, c in enumerate(a[stage - 1]):
+            if c != 0.0:
+                k_bar[j] = k_bar[j] + (c * h) * g
+    grads = []
+    for index, layer in enumerate(layers):
+        g = jnp.concatenate(output_bars[index][::-1])  # stage order, as `hidden`
+        grads.append(g.T @ hidden[index])
+        if layer.bias is not None:
+            grads.append(jnp.sum(g, axis=0))
+    mlp_bar = eqx.tree_at(
+        lambda m: [
+            leaf for layer in m.layers for leaf in (layer.weight, layer.bias) if leaf is not None
+        ],
+        mlp,
+        grads,
+    )
+    return y_bar, k_bar[0], mlp_bar
