@@ -7,7 +7,8 @@ A variant is a set of levers (`VARIANTS`): `Scenario` fields (the solve's struct
 where it saves; its adjoint; its step bound `max_steps`, which also sizes diffrax's
 default checkpointing, about sqrt(2 max_steps) checkpoints: 90 at 4096, 10 at 64;
 Tsit5's stage loop; the package's fused solve, `integrator=fused`, and its reverse
-modes (`accepted_steps`: its own reverse loop, `measure/replay.py`); and buffer
+modes (`accepted_steps`: its own reverse loop, `measure/replay.py`, each step's reverse
+by hand for an MLP field with `mlp_reverse`, `measure/mlp_reverse.py`); and buffer
 donation; the model's activations by their faster equivalents, `fast_activations`),
 JAX's default matmul precision, and XLA flags (the CPU backend's legacy
 runtime instead of thunks, single-threaded Eigen, XNNPACK). Flags are read once when

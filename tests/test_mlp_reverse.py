@@ -60,7 +60,11 @@ class _Tight(Oscillator):
     atol = 1e-10
 
 
-@pytest.mark.parametrize("fast", [False, True], ids=["softplus", "fast_softplus"])
+# The recommended step's faster softplus in make test; the exact softplus and central
+# differences (over 15 s together here) in make test-long.
+@pytest.mark.parametrize(
+    "fast", [pytest.param(False, marks=pytest.mark.long), True], ids=["softplus", "fast_softplus"]
+)
 def test_gradients_match_jax_vjp_for_the_batch_as_one_ode(fast):
     field = _field(16)
     if fast:
@@ -76,6 +80,7 @@ def test_gradients_match_jax_vjp_for_the_batch_as_one_ode(fast):
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5 * float(np.max(np.abs(y))))
 
 
+@pytest.mark.long
 def test_float64_gradients_match_central_differences():
     with jax.enable_x64(True):
         field = _field(4, jnp.float64, scale=1.0)  # 15 steps at tolerance 1e-10
