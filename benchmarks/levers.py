@@ -35,8 +35,9 @@ the scenario is the workload's: the variants `recommended-unrolled` and
 `recommended-diffrax` are its recommended step run by diffrax's loop
 (`recommended.diffrax_levers`) without and with its Tsit5 stages as straight-line code
 (`stages=loop` against `stages=unrolled`), `recommended-fused` that step run by the fused
-solve, and `recommended` the recommended step itself (`recommended.recommended_levers`:
-one of the two, as the problem says).
+solve (`recommended.recommended_fused_levers`: with the fused solve's own levers where the
+problem takes them, `mlp_reverse`), and `recommended` the recommended step itself
+(`recommended.recommended_levers`: one of the two, as the problem says).
 """
 
 import argparse
@@ -304,13 +305,17 @@ def levers_of(label: str, s) -> dict:
     """The levers of variant `label` for scenario `s` (its problem and controller)."""
     if label not in RECOMMENDED_VARIANTS:
         return VARIANTS[label]
-    from odestudy.measure.recommended import diffrax_levers, fused_levers, recommended_levers
+    from odestudy.measure.recommended import (
+        diffrax_levers,
+        recommended_fused_levers,
+        recommended_levers,
+    )
 
     if label == "recommended":
         return recommended_levers(s)
-    levers = diffrax_levers(s)
     if label == "recommended-fused":
-        return fused_levers(levers, s.stepsize_controller)
+        return recommended_fused_levers(s)
+    levers = diffrax_levers(s)
     return {**levers, "stages": "loop"} if label == "recommended-unrolled" else levers
 
 
@@ -575,9 +580,9 @@ def _scenario(a: argparse.Namespace, controller: str, workload, labels: list[str
 def why_rerun(path: Path, s, labels: list[str], blocks: int, steps: int) -> str | None:
     """Why the record at `path` cannot stand for a run of `labels` on scenario `s`, or
     None if it can: the same scenario, variants (each label with the levers it stands
-    for now: `recommended-fused`'s follow `recommended.fused_levers`) and blocks, made
-    here (`plan.why_not_here`: this machine, versions, protocol and measurement
-    environment)."""
+    for now: `recommended-fused`'s follow `recommended.recommended_fused_levers`) and
+    blocks, made here (`plan.why_not_here`: this machine, versions, protocol and
+    measurement environment)."""
     from odestudy import Scenario
     from odestudy.measure.timing import measurement_env
     from odestudy.study.plan import why_not_here

@@ -99,23 +99,27 @@ def fused_levers(levers: dict[str, Any], controller: AbstractController) -> dict
     return {**out, "integrator": "fused", "adjoint": controller.fused_adjoint}
 
 
-def recommended_levers(s: Scenario) -> dict[str, Any]:
-    """The recommended step's levers for `s`: `diffrax_levers`, run by the fused solve
-    (`fused_levers`) where its problem says so (`AbstractProblem.recommended_fused`) and
-    the fused loop runs its controller; its steps differentiated by hand
-    (`mlp_reverse`) where the problem says so (`recommended_mlp_reverse`), the solve is
-    the fused one's own reverse loop within-ODE and the device is one where it was
-    measured faster (`mlp_reverse.FASTER_ON`)."""
-    problem = s.problem_object
-    levers = diffrax_levers(s)
-    if not (problem.recommended_fused and s.stepsize_controller.fused):
-        return levers
-    levers = fused_levers(levers, s.stepsize_controller)
-    by_hand = (replay.ADJOINT, "within_ode")
-    if (levers["adjoint"], levers.get("solve")) == by_hand and s.stepsize_controller.adaptive:
-        if problem.recommended_mlp_reverse and s.device in mlp_reverse.FASTER_ON:
+def recommended_fused_levers(s: Scenario) -> dict[str, Any]:
+    """`s`'s recommended step run by the fused solve: `diffrax_levers` run by it
+    (`fused_levers`), its steps differentiated by hand (`mlp_reverse`) where the problem
+    says so (`AbstractProblem.recommended_mlp_reverse`), the solve is the fused one's own
+    reverse loop under PID within-ODE, and the device is one where it was measured
+    faster (`mlp_reverse.FASTER_ON`)."""
+    controller = s.stepsize_controller
+    levers = fused_levers(diffrax_levers(s), controller)
+    by_hand = (levers["adjoint"], levers.get("solve")) == (replay.ADJOINT, "within_ode")
+    if by_hand and controller.adaptive and s.problem_object.recommended_mlp_reverse:
+        if s.device in mlp_reverse.FASTER_ON:
             levers["mlp_reverse"] = True
     return levers
+
+
+def recommended_levers(s: Scenario) -> dict[str, Any]:
+    """The recommended step's levers for `s`: `diffrax_levers`, run by the fused solve
+    (`recommended_fused_levers`) where its problem says so
+    (`AbstractProblem.recommended_fused`) and the fused loop runs its controller."""
+    fused = s.problem_object.recommended_fused and s.stepsize_controller.fused
+    return recommended_fused_levers(s) if fused else diffrax_levers(s)
 
 
 def recommended(s: Scenario) -> Scenario:
