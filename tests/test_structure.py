@@ -40,7 +40,9 @@ LEVERS = [
     pytest.param("pid", Structure(stages="unrolled"), marks=_LONG),  # over 15 s here
     # The fused solve (`fused.py`) per sample and within-ODE (each reverse mode against
     # diffrax on a time-dependent field and irregular grids: test_fused.py).
-    ("pid", Structure(integrator="fused", adjoint="all_steps", max_steps=64)),
+    pytest.param(  # over 10 s here
+        "pid", Structure(integrator="fused", adjoint="all_steps", max_steps=64), marks=_LONG
+    ),
     pytest.param(
         "pid",
         Structure(solve="within_ode", integrator="fused", adjoint="scan", max_steps=64),
@@ -53,10 +55,22 @@ LEVERS = [
         Structure(solve="within_ode", integrator="fused", adjoint="checkpointed_scan"),
         marks=_LONG,
     ),
-    # Its own reverse loop over the accepted steps (`replay.py`).
-    (
+    # Its own reverse loop over the accepted steps (`replay.py`); under PID each step's
+    # reverse by jax.vjp, and by hand (`mlp_reverse`: the recommended PID step's).
+    pytest.param(
         "pid",
         Structure(solve="within_ode", integrator="fused", adjoint="accepted_steps", max_steps=64),
+        marks=_LONG,
+    ),
+    (
+        "pid",
+        Structure(
+            solve="within_ode",
+            integrator="fused",
+            adjoint="accepted_steps",
+            max_steps=64,
+            mlp_reverse=True,
+        ),
     ),
     ("stepto", Structure(integrator="fused", adjoint="accepted_steps")),
 ]
@@ -179,6 +193,7 @@ def test_loop_counts_of_the_scan():
     assert counts["conditional_executions"] == {}
 
 
+@pytest.mark.long  # over 10 s here
 def test_unrolled_stages_run_no_stage_loop():
     """`stages="unrolled"` (PID: the solve's bound and checkpoints unchanged): the same
     solver steps and saved times, forward and backward, and none of the stage loops'
