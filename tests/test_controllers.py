@@ -158,6 +158,7 @@ def test_the_third_controller_s_facts_refuse_what_it_cannot_run(third):
         Scenario(scale="smoke", controller="constant", integrator="fused", adjoint="all_steps")
 
 
+@pytest.mark.long  # about 10 s here: make test-long keeps make test within its budget
 def test_the_third_controller_solves_and_trains(third):
     ys, steps = solve(Rotation(), TS, jnp.array([1.0, 0.0]), Solve("constant"))
     exact = np.stack([np.cos(TS), -np.sin(TS)], axis=-1)

@@ -110,8 +110,9 @@ def _irregular_diffrax(controller: str):
 # Each controller's reverse modes of the recommended step (`fused_adjoint`: PID's
 # `accepted_steps`, StepTo's `all_steps`) and StepTo's `accepted_steps` run in make test;
 # the others compile a solve each (PID's `all_steps` over 15 s here): make test-long.
-# The fused PID `all_steps` is also checked against diffrax in make test
-# (test_structure.py, `test_pid_past_its_bound_is_nan_where_unreached`).
+# The fused PID `all_steps` is also checked in make test
+# (`test_pid_past_its_bound_is_nan_where_unreached`; against the default solve in a
+# training step: test_structure.py, make test-long).
 _LONG = pytest.mark.long
 
 
@@ -170,7 +171,7 @@ def test_batch_as_one_ode_with_a_time_dependent_field_matches_diffrax(controller
     [
         ("pid", "accepted_steps"),
         ("stepto", "accepted_steps"),
-        ("stepto", "checkpointed_scan"),
+        pytest.param("stepto", "checkpointed_scan", marks=_LONG),
         pytest.param("pid", "all_steps", marks=_LONG),
     ],
 )

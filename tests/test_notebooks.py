@@ -10,6 +10,8 @@ import subprocess
 import time
 import urllib.request
 
+import pytest
+
 import odestudy
 from odestudy.measure.environment import ROOT
 
@@ -43,6 +45,7 @@ def test_load_records_gives_one_row_per_quick_record():
     assert scaling.groupby("name")["run"].max().min() >= 2  # the cold run and two repeats
 
 
+@pytest.mark.long  # about 10 s here: make test-long keeps make test within its budget
 def test_explore_notebook_runs_from_the_repository_root_and_writes_nothing(tmp_path):
     """The newcomer's path: `papermill notebooks/explore.ipynb out.ipynb` run from the
     repository root, with the notebook's own defaults, finds the committed records."""

@@ -40,6 +40,7 @@ def test_which_scenarios_share_one_program():
     assert not shares_program(Scenario(controller="pid", solve="within_ode"))
 
 
+@pytest.mark.long  # over 10 s here: make test-long keeps make test within its budget
 def test_pid_stages_compile_once():
     s = Scenario(scale="smoke", steps_per_stage=3, warmup_steps=1)
     out = train(s, jax.devices("cpu")[:1])
