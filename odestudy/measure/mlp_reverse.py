@@ -24,6 +24,7 @@ over an `AbstractMLPField`); the solve refuses any other while tracing.
 import abc
 from typing import Any, NamedTuple
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -33,6 +34,9 @@ from jaxtyping import Array, Float
 # where the levers records measured the step faster with it, the CPU
 # (`results/<machine>/levers/cpu-pid.json`). On a GPU it is not measured yet.
 FASTER_ON: frozenset[str] = frozenset({"cpu"})
+
+# Tsit5's stage coefficients, diffrax's: stage `i + 1` from stages `0..i`.
+_A = [[float(a) for a in row] for row in diffrax.Tsit5.tableau.a_lower]
 
 # A layer with at most this many outputs has its input gradient computed as elementwise
 # products summed over its outputs (one fused kernel with the activation's derivative)
@@ -112,9 +116,40 @@ def _with_derivative(activation: Any, z: Array) -> tuple[Array, Array]:
     return jax.jvp(activation, (z,), (jnp.ones_like(z),))
 
 
+def _hidden_layers(mlp: eqx.nn.MLP, x: Array) -> tuple[list[Array], list[Array]]:
+    """Each layer's input for the rows of `x` (`x` first) and each hidden layer's
+    activation derivative."""
+    hidden, derivatives = [x], []
+    for layer in mlp.layers[:-1]:
+        value, derivative = _with_derivative(mlp.activation, _affine(layer, hidden[-1]))
+        hidden.append(value)
+        derivatives.append(derivative)
+    return hidden, derivatives
+
+
+def _weight_gradients(
+    mlp: eqx.nn.MLP, output_bars: list[list[Array]], hidden: list[Array]
+) -> eqx.nn.MLP:
+    """`mlp` with its arrays replaced by their gradients: per layer, its outputs'
+    cotangents (`output_bars`, one array per stage, last stage first) against its
+    inputs (`hidden`, the stages' rows stacked in stage order), as one product."""
+    grads = []
+    for layer, bars, inputs in zip(mlp.layers, output_bars, hidden, strict=True):
+        g = jnp.concatenate(bars[::-1])
+        grads.append(g.T @ inputs)
+        if layer.bias is not None:
+            grads.append(jnp.sum(g, axis=0))
+    return eqx.tree_at(
+        lambda m: [
+            leaf for layer in m.layers for leaf in (layer.weight, layer.bias) if leaf is not None
+        ],
+        mlp,
+        grads,
+    )
+
+
 def step_reverse(
     rows: MLPRows,
-    a: list[list[float]],
     h: Array,
     y: Float[Array, "batch state"],
     fs: Float[Array, "7 batch state"],
@@ -125,7 +160,6 @@ def step_reverse(
     the MLP's arrays, given those of its end state (`y1_bar`) and of its seven stage
     values (`fs_bar`).
 
-    - `a`: Tsit5's stage coefficients (`fused._A`: stage `i + 1` from stages `0..i`).
     - `h`: the step's length; `fs`: its stored stage values (`fs[0]` the FSAL stage).
 
     Returns `(y_bar, f_bar, mlp_bar)`, `mlp_bar` shaped as `rows.mlp` (its arrays the
@@ -134,17 +168,12 @@ def step_reverse(
     mlp, scale = rows.mlp, rows.scale[:, None]
     layers, batch = mlp.layers, y.shape[0]
     ks = [f * h for f in fs]
-    inputs = [y + sum(c * k for c, k in zip(row, ks, strict=False) if c != 0.0) for row in a]
-    hidden = [jnp.concatenate(inputs)]  # each layer's input, the six stages' rows stacked
-    derivatives = []
-    for layer in layers[:-1]:
-        value, derivative = _with_derivative(mlp.activation, _affine(layer, hidden[-1]))
-        hidden.append(value)
-        derivatives.append(derivative)
-    k_bar = [fs_bar[j] for j in range(len(a) + 1)]
+    inputs = [y + sum(c * k for c, k in zip(row, ks, strict=False) if c != 0.0) for row in _A]
+    hidden, derivatives = _hidden_layers(mlp, jnp.concatenate(inputs))
+    k_bar = [fs_bar[j] for j in range(len(_A) + 1)]
     y_bar = jnp.zeros_like(y)
     output_bars: list[list[Array]] = [[] for _ in layers]  # per layer, stages last first
-    for stage in range(len(a), 0, -1):
+    for stage in range(len(_A), 0, -1):
         rows_of = slice((stage - 1) * batch, stage * batch)
         g = scale * k_bar[stage]
         for index in range(len(layers) - 1, -1, -1):
@@ -152,23 +181,10 @@ def step_reverse(
             g = _input_gradient(g, layers[index].weight)
             if index:
                 g = g * derivatives[index - 1][rows_of]
-        if stage == len(a):  # Tsit5's last stage state is the step's end state
+        if stage == len(_A):  # Tsit5's last stage state is the step's end state
             g = g + y1_bar
         y_bar = y_bar + g
-        for j, c in enumerate(a[stage - 1]):
+        for j, c in enumerate(_A[stage - 1]):
             if c != 0.0:
                 k_bar[j] = k_bar[j] + (c * h) * g
-    grads = []
-    for index, layer in enumerate(layers):
-        g = jnp.concatenate(output_bars[index][::-1])  # stage order, as `hidden`
-        grads.append(g.T @ hidden[index])
-        if layer.bias is not None:
-            grads.append(jnp.sum(g, axis=0))
-    mlp_bar = eqx.tree_at(
-        lambda m: [
-            leaf for layer in m.layers for leaf in (layer.weight, layer.bias) if leaf is not None
-        ],
-        mlp,
-        grads,
-    )
-    return y_bar, k_bar[0], mlp_bar
+    return y_bar, k_bar[0], _weight_gradients(mlp, output_bars, hidden)

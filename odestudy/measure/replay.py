@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 from . import mlp_reverse
-from .fused import _A, PIDSteps, tsit5_stages
+from .fused import PIDSteps, tsit5_stages
 
 # The `adjoint` (`Structure.adjoint`) that selects this reverse loop.
 ADJOINT = "accepted_steps"
@@ -170,9 +170,7 @@ def _by_hand(static, diff):
 
     def reverse(bound, row, y1_bar, fs_bar):
         h = bound[1] - bound[0]
-        y_in, f_in, mlp_bar = mlp_reverse.step_reverse(
-            rows_of, _A, h, row[0], row[2:], y1_bar, fs_bar
-        )
+        y_in, f_in, mlp_bar = mlp_reverse.step_reverse(rows_of, h, row[0], row[2:], y1_bar, fs_bar)
         d_field = diff[0].with_mlp(eqx.filter(mlp_bar, eqx.is_inexact_array))
         return y_in, f_in, (d_field, diff[1])
 
