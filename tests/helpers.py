@@ -51,6 +51,23 @@ def step_scenario(
     )
 
 
+def assert_central_differences(loss, params, eps: float = 1e-6) -> None:
+    """`loss`'s gradient at `params` (float64) along a random direction against the
+    central difference of `loss` along it, to 1e-6 relatively."""
+    grads = jax.jit(jax.grad(loss))(params)
+    leaves, tree = jax.tree.flatten(params)
+    direction = jax.tree.unflatten(
+        tree, [jr.normal(jr.PRNGKey(i), x.shape, x.dtype) for i, x in enumerate(leaves)]
+    )
+    shifted = jax.jit(lambda s: loss(jax.tree.map(lambda p, v: p + s * v, params, direction)))
+    numeric = (shifted(eps) - shifted(-eps)) / (2 * eps)
+    analytic = sum(
+        jax.numpy.vdot(g, v)
+        for g, v in zip(jax.tree.leaves(grads), jax.tree.leaves(direction), strict=True)
+    )
+    assert abs(float(analytic) - float(numeric)) < 1e-6 * max(1.0, abs(float(numeric)))
+
+
 @functools.cache
 def dataset(size: int, seed: int, spread: float = 0.0):
     """`make_dataset(size, PRNGKey(seed), spread)`, made once per test process (each

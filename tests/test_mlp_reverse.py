@@ -19,6 +19,7 @@ from odestudy.measure.model import Solve, solve_within_ode
 from odestudy.measure.problem import Oscillator
 from odestudy.measure.solvers import Structure
 from odestudy.measure.training import check_mlp_fields
+from tests.helpers import assert_central_differences
 
 FUSED = dict(solve="within_ode", integrator="fused", adjoint="accepted_steps", max_steps=64)
 
@@ -94,19 +95,7 @@ def test_float64_gradients_match_central_differences():
             ys, _ = solve_within_ode(eqx.combine(p, static), ts, y0, spec)
             return jnp.sum(jnp.sin(ys))
 
-        grads = jax.jit(jax.grad(loss))(params)
-        leaves, tree = jax.tree.flatten(params)
-        direction = jax.tree.unflatten(
-            tree, [jr.normal(jr.PRNGKey(i), x.shape, x.dtype) for i, x in enumerate(leaves)]
-        )
-        eps = 1e-6
-        shifted = jax.jit(lambda s: loss(jax.tree.map(lambda p, v: p + s * v, params, direction)))
-        numeric = (shifted(eps) - shifted(-eps)) / (2 * eps)
-        analytic = sum(
-            jnp.vdot(g, v)
-            for g, v in zip(jax.tree.leaves(grads), jax.tree.leaves(direction), strict=True)
-        )
-        assert abs(float(analytic) - float(numeric)) < 1e-6 * max(1.0, abs(float(numeric)))
+        assert_central_differences(loss, params)
 
 
 @pytest.mark.parametrize(
