@@ -84,7 +84,8 @@ def test_killed_process_fails_the_scenario_in_bounded_time():
     assert not any(_alive(p) for p in pids)
 
 
-@pytest.mark.parametrize("kill_after_s", [0.3, 3.0])
+# Killed while starting, in make test; once the workers run, in make test-long.
+@pytest.mark.parametrize("kill_after_s", [0.3, pytest.param(3.0, marks=pytest.mark.long)])
 def test_killed_launcher_leaves_no_workers(kill_after_s):
     """Killed while the workers still import the package (0.3 s) or later (3 s)."""
     import signal

@@ -103,6 +103,7 @@ def test_scan_runs_no_diffrax_loop():
     assert "diffeqsolve" not in text and "diffeqsolve" in base
 
 
+@pytest.mark.long  # over 10 s here: make test-long keeps make test within its budget
 def test_donated_step_matches_and_consumes_its_inputs():
     """The donated form of `one_step`'s PID step (plain SGD at learning rate 1, so that
     the new parameters give the gradient): the same loss and gradients, bit for bit,
