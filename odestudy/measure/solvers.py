@@ -175,38 +175,15 @@ class Fused(AbstractIntegrator):
 
     def solve(self, field, ts, y0, spec, args=None):
         controller, structure, problem = spec.controller, spec.structure, spec.problem
-        if structure.adjoint == replay.ADJOINT:
-            return self._replayed(field, ts, y0, spec, args)
+        own_reverse = structure.adjoint == replay.ADJOINT  # `replay.py`
         if controller.adaptive:
-            return fused.solve_pid(
-                field,
-                ts,
-                y0,
-                args,
-                problem.rtol,
-                problem.atol,
-                structure.max_steps,
-                structure.adjoint,
-            )
+            pid = (field, ts, y0, args, problem.rtol, problem.atol, structure.max_steps)
+            if own_reverse:
+                return replay.solve_pid(*pid, structure.mlp_reverse)
+            return fused.solve_pid(*pid, structure.adjoint)
+        if own_reverse:
+            return replay.solve_stepto(field, ts, y0, args)
         return fused.solve_stepto(field, ts, y0, args, structure.adjoint)
-
-    @staticmethod
-    def _replayed(field, ts, y0, spec, args):
-        """The solve with its own reverse loop over the accepted steps (`replay.py`)."""
-        problem = spec.problem
-        if spec.controller.adaptive:
-            structure = spec.structure
-            return replay.solve_pid(
-                field,
-                ts,
-                y0,
-                args,
-                problem.rtol,
-                problem.atol,
-                structure.max_steps,
-                structure.mlp_reverse,
-            )
-        return replay.solve_stepto(field, ts, y0, args)
 
     def check(self, structure, controller):
         if not controller.fused:
@@ -307,9 +284,9 @@ def check_structure(structure: Structure, controller: AbstractController) -> Non
         if structure.saveat == "steps":
             raise ValueError(f"saveat='steps' saves at StepTo's steps: it needs {on_grid_names()}")
     structure.integrator.check(structure, controller)
-    by_hand = (Fused.name, replay.ADJOINT, "within_ode", True)
-    ran = (structure.integrator.name, structure.adjoint, structure.solve, controller.adaptive)
-    if structure.mlp_reverse and ran != by_hand:
+    own_reverse = isinstance(structure.integrator, Fused) and structure.adjoint == replay.ADJOINT
+    by_hand = own_reverse and structure.solve == "within_ode" and controller.adaptive
+    if structure.mlp_reverse and not by_hand:
         raise ValueError(
             "mlp_reverse is a reverse step of the fused solve's own reverse loop under PID: "
             f"it needs integrator={Fused.name!r}, adjoint={replay.ADJOINT!r}, "
