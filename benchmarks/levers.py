@@ -183,6 +183,18 @@ VARIANTS = {
         "fast_activations": True,
         "mlp_reverse": True,
     },
+    # The same step compiled with 512-bit vectors (`measure/vectors.py`: a compile
+    # option of the step's executable), and the default step so compiled.
+    "within_ode+fused_accepted(64)+fastact+mlprev+vw512": {
+        "solve": "within_ode",
+        "integrator": "fused",
+        "adjoint": "accepted_steps",
+        "max_steps": 64,
+        "fast_activations": True,
+        "mlp_reverse": True,
+        "vector_width": 512,
+    },
+    "vw512": {"vector_width": 512},
     # The recommended PID step with one Eigen thread (XLA's intra-op parallelism off):
     # on a 2-core machine a small step's kernels may cost more split over two threads.
     "within_ode+fused_accepted(64)+fastact+eigen_1_thread": {
@@ -260,6 +272,8 @@ DEFAULT_VARIANTS = {
         "eigen_1_thread",
         "within_ode+fused_accepted(64)+fastact+eigen_1_thread",
         "within_ode+fused_accepted(64)+fastact+mlprev",
+        "vw512",
+        "within_ode+fused_accepted(64)+fastact+mlprev+vw512",
     ],
     "stepto": [
         "default",
@@ -546,11 +560,14 @@ def floor_of(s, rates: list[float]) -> dict:
     import numpy as np
 
     from odestudy.measure.floor import evaluation_flops
+    from odestudy.measure.vectors import probed_options
 
     flops = evaluation_flops(s)
     return {
         **flops,
         "width": s.width,
+        # The compile options the probe's loop was timed with, the faster counting.
+        "rate_compile_options": probed_options("cpu" if s.device == "cpu" else "gpu"),
         "matmul_flops_per_s": float(np.median(rates)),
         "matmul_flops_per_s_rounds": list(rates),
     }

@@ -103,15 +103,20 @@ def test_recommended_picks_only_levers_valid_for_the_problem(controller):
     assert diffrax_levers(oscillator) == {**RECOMMENDED[controller], "fast_activations": True}
     # The oscillator's recommended step is run by the fused solve (its problem says so):
     # the same batching and bound, a checkpoint per step, its own saving and stages.
-    # Under PID its steps are differentiated by hand (its field is an MLP of the state).
+    # Under PID its steps are differentiated by hand (its field is an MLP of the state),
+    # and that step is compiled with 512-bit vectors (on a CPU).
     fused = recommended_levers(oscillator)
-    by_hand = {"mlp_reverse": True} if controller == "pid" else {}
+    by_hand = {"mlp_reverse": True, "vector_width": 512} if controller == "pid" else {}
     assert fused == {
         **fused_levers(diffrax_levers(oscillator), oscillator.stepsize_controller),
         **by_hand,
     }
     assert fused["integrator"] == "fused" and not {"saveat", "stages"} & set(fused)
     assert recommended(oscillator).structure.integrator == Fused()  # valid: no error
+    # On a GPU neither the hand-written reverse step nor the vector width (not measured
+    # faster there; the width is a CPU compiler's option).
+    on_gpu = recommended_levers(Scenario(controller=controller, device="gpu"))
+    assert not {"mlp_reverse", "vector_width"} & set(on_gpu)
     bank = recommended_levers(Scenario(problem="oscillator_bank", controller=controller))
     assert not {"integrator", "fast_activations"} & set(bank) and bank == diffrax_levers(
         Scenario(problem="oscillator_bank", controller=controller)

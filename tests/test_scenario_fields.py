@@ -42,6 +42,7 @@ OTHER = {
     "donate": True,
     "fast_activations": True,
     "mlp_reverse": True,
+    "vector_width": 512,
 }
 # Fields whose other value needs others set (in the base scenario too).
 NEEDS = {

@@ -175,7 +175,7 @@ def step_cost_sweep(
         executed = float(np.mean(iterations))
         forward_s = same_batch_s = None
         if extras:  # forward alone against the whole step, both on the last batch
-            forward_compiled = forward.lower(p, placed).compile()
+            forward_compiled = forward.lower(p, placed).compile(step.compiler_options)
             forward_s = median_time(forward_compiled, p, placed, repeats=timed_steps)
             same_batch_s = median_time(compiled, p, o, placed, repeats=timed_steps)
         rows.append(

@@ -369,7 +369,9 @@ class ParallelStep(eqx.Module):
     executable of the same call, and `unplace` reads parameters back as one host copy.
     Calling, lowering and compiling apply the equinox workaround that `shard_map` and
     `pmap` need (`compat.closure_convert_ignores_manual_sharding`); `fn`, the raw jitted
-    function, does not.
+    function, does not. `compile` applies `compiler_options` (XLA's, as `Lowered.compile`
+    takes them: the study compiles every step it times so); a plain call compiles with
+    XLA's defaults.
     """
 
     mode: AbstractMode = eqx.field(static=True)
@@ -377,6 +379,7 @@ class ParallelStep(eqx.Module):
     fn: Callable = eqx.field(static=True)
     mesh: Any = eqx.field(static=True)
     layout: Layout = eqx.field(static=True, default=DEFAULT_LAYOUT)
+    compiler_options: dict[str, Any] | None = eqx.field(static=True, default=None)
 
     @property
     def n_devices(self) -> int:
@@ -411,8 +414,9 @@ class ParallelStep(eqx.Module):
             return self.fn.lower(params, opt_state, batch)
 
     def compile(self, params, opt_state, batch):
-        """AOT-lower and compile the step for these (placed) arguments."""
-        return self.lower(params, opt_state, batch).compile()
+        """AOT-lower and compile the step for these (placed) arguments, with
+        `compiler_options`."""
+        return self.lower(params, opt_state, batch).compile(self.compiler_options)
 
     def unplace(self, params):
         """One host copy of (replicated) parameters."""
@@ -447,6 +451,7 @@ def make_step(
     donate: bool = False,
     aux: Any = PER_SAMPLE,
     keyed: bool = False,
+    compiler_options: dict[str, Any] | None = None,
 ) -> ParallelStep:
     """A data-parallel training step of any loss: the generic form of the study's step.
 
@@ -470,6 +475,8 @@ def make_step(
     - `keyed`: the loss takes a random key. Place each call's batch with
       `step.place_batch(batch, key)`, one key per call (say `jr.fold_in(key, i)` at
       step `i`); each device's loss gets it folded with the device's index.
+    - `compiler_options`: XLA options `compile` builds the step with (`vectors.
+      compiler_options`, say), or None for XLA's defaults.
 
     The batch's leaves are split along their first axis over the devices (a multiple of
     their number). The step returns `(params, opt_state, loss, aux)`; under `pmap` every
@@ -485,7 +492,7 @@ def make_step(
         return local_update(loss, static, optimiser, axis, layout)
 
     fn, mesh = mode.build(devices, local_step, donate, layout)
-    return ParallelStep(mode, devices, fn, mesh, layout)
+    return ParallelStep(mode, devices, fn, mesh, layout, compiler_options)
 
 
 def tree_max_rel_diff(a, b) -> float:

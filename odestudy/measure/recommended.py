@@ -32,7 +32,7 @@ loudly (a non-finite loss, recorded as a failed run), never silently.
 import dataclasses
 from typing import Any
 
-from . import mlp_reverse, replay
+from . import mlp_reverse, replay, vectors
 from .activations import FASTER_ON
 from .controllers import AbstractController
 from .scenario import Scenario
@@ -104,13 +104,16 @@ def recommended_fused_levers(s: Scenario) -> dict[str, Any]:
     (`fused_levers`), its steps differentiated by hand (`mlp_reverse`) where the problem
     says so (`AbstractProblem.recommended_mlp_reverse`), the solve is the fused one's own
     reverse loop under PID within-ODE, and the device is one where it was measured
-    faster (`mlp_reverse.FASTER_ON`)."""
+    faster (`mlp_reverse.FASTER_ON`); that step compiled with 512-bit vectors on the
+    devices where it was measured faster so (`vectors.FASTER_ON`)."""
     controller = s.stepsize_controller
     levers = fused_levers(diffrax_levers(s), controller)
     by_hand = (levers["adjoint"], levers.get("solve")) == (replay.ADJOINT, "within_ode")
     if by_hand and controller.adaptive and s.problem_object.recommended_mlp_reverse:
         if s.device in mlp_reverse.FASTER_ON:
             levers["mlp_reverse"] = True
+        if s.device in vectors.FASTER_ON:
+            levers["vector_width"] = vectors.RECOMMENDED_WIDTH
     return levers
 
 

@@ -30,6 +30,7 @@ from .solvers import (
     check_structure,
     parse_integrator,
 )
+from .vectors import check_vector_width
 
 DEVICES = ("cpu", "gpu")
 SCALINGS = ("strong", "weak")
@@ -334,6 +335,12 @@ class Scenario:
         "FASTER: jax.nn.softplus from one tanh and one log)",
         tag="fastact",
     )
+    vector_width: int = _field(
+        0,
+        "bits of the vectors XLA's CPU compiler prefers for the step (0: its default, 256; "
+        "512 on AVX-512 CPUs): a compile option of the step's executable (vectors.py)",
+        tag="vw",
+    )
     # Where the processes run: more than one host needs a cluster (`--executor slurm`).
     nodes: int = _field(
         1,
@@ -608,6 +615,7 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
     check_problem(s)
     if not isinstance(s.donate, bool):
         raise ValueError(f"donate must be true or false, got {s.donate!r}")
+    check_vector_width(s.vector_width, s.device)
 
 
 def check_problem(s: Scenario) -> None:

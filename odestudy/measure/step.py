@@ -13,6 +13,7 @@ from .model import Solve, problem_loss
 from .modes import Layout, Loss, ParallelStep, local_update, make_step
 from .problem import AnyProblem, as_ode_problem
 from .scenario import Scenario
+from .vectors import compiler_options
 
 
 def study_loss(spec: Solve) -> Loss:
@@ -64,7 +65,8 @@ def make_parallel_step(
     """The study's training step of `scenario` over `devices`: `make_step` of
     `study_loss`, in the scenario's mode (`Scenario.parallel`), with its solve
     (`Scenario.ode_solve`) and buffers (`donate`, as in `make_step`); its batch is as in
-    `make_local_step` (keyed where the problem `needs_key`).
+    `make_local_step` (keyed where the problem `needs_key`); `compile` builds it with
+    the scenario's vector width (`vectors.compiler_options`).
 
     - `static`, `optimiser`: as in `make_local_step`.
     - `problem`: the problem as the data made it (`SeriesProblem.for_data` weights it
@@ -80,4 +82,5 @@ def make_parallel_step(
         static=static,
         donate=scenario.donate,
         keyed=keyed,
+        compiler_options=compiler_options(scenario.vector_width),
     )

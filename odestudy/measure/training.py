@@ -233,7 +233,7 @@ def compile_step(step: ParallelStep, params: Any, opt_state: Any, placed: Any) -
     t0 = time.perf_counter()
     lowered = step.lower(params, opt_state, placed)
     t1 = time.perf_counter()
-    compiled = lowered.compile()
+    compiled = lowered.compile(step.compiler_options)
     t2 = time.perf_counter()
     return CompiledStep(compiled, t2 - t0, t1 - t0, program_fingerprint(lowered))
 

@@ -57,6 +57,7 @@ STEP_LEVERS = (
     "donate",
     "fast_activations",
     "mlp_reverse",
+    "vector_width",
 )
 
 

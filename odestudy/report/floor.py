@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..measure import mlp_reverse
+from ..measure import mlp_reverse, vectors
 from ..measure.activations import FASTER_ON
 from ..measure.controllers import CONTROLLERS
 from ..measure.floor import floor_time
@@ -386,6 +386,7 @@ def recommended_made_of() -> str:
 
     devices = ", ".join(f"`{d}`" for d in sorted(FASTER_ON))
     by_hand = ", ".join(f"`{d}`" for d in sorted(mlp_reverse.FASTER_ON))
+    wide = ", ".join(f"`{d}`" for d in sorted(vectors.FASTER_ON))
     return (
         f"per controller, {made_of}; run by {fused_run()} on the problems that say so "
         f"(`recommended_fused`: {which('recommended_fused')}), with the model's activation "
@@ -397,5 +398,7 @@ def recommended_made_of() -> str:
         "that is an MLP of the state (`mlp_reverse=True`, `measure/mlp_reverse.py`) on "
         f"the problems that say so (`recommended_mlp_reverse`: "
         f"{which('recommended_mlp_reverse')}) and the devices where it was measured "
-        f"faster ({by_hand})"
+        f"faster ({by_hand}), that step compiled with {vectors.RECOMMENDED_WIDTH}-bit "
+        f"vectors (`vector_width={vectors.RECOMMENDED_WIDTH}`, `measure/vectors.py`) on "
+        f"the devices where it was measured faster so ({wide})"
     )

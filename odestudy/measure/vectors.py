@@ -1,0 +1,51 @@
+"""The vector width XLA's CPU backend compiles the step's elementwise kernels with: the
+`vector_width` lever, a compile option of the step's own executable (`jax.jit`'s
+`compiler_options`, `Lowered.compile`), not a process setting.
+
+XLA's CPU backend prefers 256-bit vectors (`xla_cpu_prefer_vector_width`, its default
+where the CPU has AVX-512, so as not to lower the clock of other code). The small
+training step is bound by its many small kernels: the activations' `tanh` and `log` on a
+[32, 64] hidden layer run about a quarter faster with 512-bit vectors on this study's
+AVX-512 machines, and the step computes the same numbers (the same operations, lane by
+lane). On a CPU without AVX-512 the option changes nothing; on a GPU it does not apply.
+"""
+
+from typing import Any
+
+# The valid widths, in bits: 0 leaves XLA's default.
+VECTOR_WIDTHS: tuple[int, ...] = (0, 256, 512)
+
+# The devices (`Scenario.device`) whose compiler takes the option.
+APPLIES_ON: frozenset[str] = frozenset({"cpu"})
+
+# The devices on which the recommended step takes 512-bit vectors: where the levers
+# records measured the step faster with them (`results/<machine>/levers/cpu-pid.json`).
+FASTER_ON: frozenset[str] = frozenset({"cpu"})
+RECOMMENDED_WIDTH = 512
+
+
+def check_vector_width(width: Any, device: str) -> None:
+    """Refuse a width that is not one of `VECTOR_WIDTHS`, or a non-default one on a
+    device whose compiler does not take it; a one-line ValueError."""
+    if isinstance(width, bool) or width not in VECTOR_WIDTHS:
+        valid = ", ".join(map(str, VECTOR_WIDTHS))
+        raise ValueError(f"unknown vector_width {width!r}; valid choices: {valid} (bits)")
+    if width and device not in APPLIES_ON:
+        raise ValueError(
+            f"vector_width is an option of XLA's CPU compiler; device {device!r} takes 0, "
+            f"got {width}"
+        )
+
+
+def compiler_options(width: int) -> dict[str, Any] | None:
+    """The XLA compile options of a step compiled with `width`-bit vectors (None: XLA's
+    defaults), for `Lowered.compile` or `jax.jit(..., compiler_options=...)`."""
+    return {"xla_cpu_prefer_vector_width": width} if width else None
+
+
+def probed_options(platform: str) -> list[dict[str, Any] | None]:
+    """The compile options a compute-rate probe on `platform` (`jax.default_backend()`)
+    tries, the faster of which is its rate: XLA's defaults, and on a CPU each non-default
+    width too, so that no step compiled with one can run faster than its floor's probe."""
+    widths = [w for w in VECTOR_WIDTHS if w] if platform in APPLIES_ON else []
+    return [None, *(compiler_options(w) for w in widths)]
