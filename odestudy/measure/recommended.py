@@ -9,7 +9,10 @@ and runs Tsit5's stages as straight-line code itself, so the step it runs keeps 
 solve's structure (batching, step bound) and drops `saveat` and `stages`; its reverse
 mode is the controller's (`AbstractController.fused_adjoint`): under PID its own
 reverse loop replaying only the accepted steps (`adjoint="accepted_steps"`,
-`replay.py`), faster in the levers records; under StepTo a checkpoint per step.
+`replay.py`), faster in the levers records; under StepTo a checkpoint per step. Where
+that PID loop differentiates its steps by hand (`mlp_reverse`), the step is compiled with
+512-bit vectors on the CPU (`vector_width`, `vectors.py`: a compile option of its own
+executable), faster in the levers records and along the map's oscillator rows.
 
 - PID: within-ODE batching (the batch solved as one ODE with one shared step size),
   the solution evaluated from its dense output instead of an inner loop over the saved
