@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: versions all full map map-levers map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: versions all full map map-levers map-vectors map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -46,6 +46,17 @@ map: $(STAMP)
 MAP_LEVERS = default,stages=unrolled,recommended-unrolled,recommended-diffrax
 map-levers: $(STAMP)
 	$(BIN)/python benchmarks/levers.py --map --variants $(MAP_LEVERS) --blocks 6 --steps-per-block 10
+	$(MAKE) --no-print-directory report
+
+# 512-bit vectors (`measure/vectors.py`, a compile option of the step) along the map: per
+# workload and controller, the default and the recommended step, each compiled with
+# XLA's default width and with 512 bits, trained and timed in interleaved blocks
+# (records under results/map/<machine>/vectors/); then the report (its section of
+# figures/tables/workloads.md).
+MAP_VECTORS = default,vw512,recommended-vw0,recommended-vw512
+map-vectors: $(STAMP)
+	$(BIN)/python benchmarks/levers.py --map --map-folder vectors --variants $(MAP_VECTORS) \
+		--blocks 6 --steps-per-block 10
 	$(MAKE) --no-print-directory report
 
 # The fused solve (`measure/fused.py`) along the map: per workload and controller, the

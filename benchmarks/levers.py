@@ -312,7 +312,12 @@ RECOMMENDED_VARIANTS = (
     "recommended-diffrax",
     "recommended",
     "recommended-fused",
+    "recommended-vw0",
+    "recommended-vw512",
 )
+# The recommended step compiled with XLA's default vector width and with 512-bit vectors
+# (`measure/vectors.py`), whatever its own width.
+WIDTH_VARIANTS = {"recommended-vw0": 0, "recommended-vw512": 512}
 
 
 def levers_of(label: str, s) -> dict:
@@ -327,6 +332,8 @@ def levers_of(label: str, s) -> dict:
 
     if label == "recommended":
         return recommended_levers(s)
+    if label in WIDTH_VARIANTS:
+        return {**recommended_levers(s), "vector_width": WIDTH_VARIANTS[label]}
     if label == "recommended-fused":
         return recommended_fused_levers(s)
     levers = diffrax_levers(s)
@@ -484,7 +491,8 @@ def main() -> None:
         "--map-folder",
         default="levers",
         help="with --map: the folder of results/map/<machine>/ the records go to (levers: "
-        "the unrolled stages' comparison; fused: the fused solve's)",
+        "the unrolled stages' comparison; vectors: 512-bit vectors'; fused: the fused "
+        "solve's)",
     )
     p.add_argument("--blocks", type=int, default=8, help="interleaved blocks per variant")
     p.add_argument("--steps-per-block", type=int, default=15)

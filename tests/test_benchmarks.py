@@ -108,3 +108,19 @@ def test_the_gpu_sessions_default_variants_are_levers_variants():
     assert len(defaults) == 2
     for label in ",".join(defaults).split(","):
         assert label in levers.VARIANTS or label in levers.RECOMMENDED_VARIANTS, label
+
+
+@pytest.mark.parametrize("controller", ["pid", "stepto"])
+def test_the_width_variants_are_the_recommended_step_at_each_width(controller):
+    """`make map-vectors` compares the recommended step at XLA's width and at 512 bits,
+    whatever width the recommended step itself takes."""
+    from odestudy import Scenario
+    from odestudy.measure.recommended import recommended_levers
+
+    levers = _script("levers.py")
+    s = Scenario(controller=controller)
+    for label, width in (("recommended-vw0", 0), ("recommended-vw512", 512)):
+        assert levers.levers_of(label, s) == {**recommended_levers(s), "vector_width": width}
+    make = (ROOT / "Makefile").read_text()
+    variants = make.split("MAP_VECTORS = ")[1].splitlines()[0].split(",")
+    assert all(v in levers.VARIANTS or v in levers.RECOMMENDED_VARIANTS for v in variants)

@@ -16,6 +16,7 @@ from odestudy.measure.solvers import Structure
 from odestudy.measure.state import save_state
 from odestudy.measure.training import load_trained, prepare
 from odestudy.report import workloads as report
+from odestudy.report.map_levers import MAP_LEVERS, lever_lines, lever_summary
 from odestudy.study import records
 from odestudy.study.workloads import (
     MAP_DEVICES,
@@ -180,8 +181,10 @@ def _lever_row(label: str, step_s: float, loss: float) -> dict:
     }
 
 
-def test_the_unrolled_lever_along_the_map_gives_each_pair_its_speedup(tmp_path):
+@pytest.mark.parametrize("lever", MAP_LEVERS, ids=lambda lever: lever.folder)
+def test_a_lever_along_the_map_gives_each_pair_its_speedup(tmp_path, lever):
     w = WORKLOADS[0]
+    (base, with_it, _), (rec_base, rec_with, _) = lever.pairs
     rec = {
         "workload": w.name,
         "scenario": w.scenario(controller="pid", scale="quick").to_dict(),
@@ -189,27 +192,30 @@ def test_the_unrolled_lever_along_the_map_gives_each_pair_its_speedup(tmp_path):
         "started": "2026-11-25T10:00:00+00:00",
         "finished": "2026-11-25T10:05:00+00:00",
         "rows": [
-            _lever_row("default", 0.010, 0.004),
-            _lever_row("stages=unrolled", 0.008, 0.004),
-            _lever_row("recommended-unrolled", 0.008, 0.004),
-            _lever_row("recommended", 0.010, 0.5),  # did not train
+            _lever_row(base, 0.010, 0.004),
+            _lever_row(with_it, 0.008, 0.004),
+            _lever_row(rec_base, 0.008, 0.004),
+            _lever_row(rec_with, 0.010, 0.5),  # did not train
         ],
     }
-    path = tmp_path / MAP_FOLDER / "m" / "levers" / f"{w.slug()}-pid.json"
+    path = tmp_path / MAP_FOLDER / "m" / lever.folder / f"{w.slug()}-pid.json"
     records.write_json_atomic(path, rec)
-    assert report.lever_records(tmp_path, "m") == [{**rec, "path": str(path)}]
-    text = "\n".join(report.unrolled_lines(tmp_path, "m"))
+    assert lever.records(tmp_path, "m") == [{**rec, "path": str(path)}]
+    text = "\n".join(lever_lines(tmp_path, "m", lever))
     (row,) = [line for line in text.splitlines() if line.startswith("| ")][1:]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:2] == [w.name, "pid"]
     assert cells[2].startswith("1.25 [") and "not trained" not in cells[2]
     assert cells[3].startswith("0.80 [") and "not trained" in cells[3]
-    assert report.unrolled_lines(tmp_path, "other")[2].startswith("No records yet")
+    missing = lever_lines(tmp_path, "other", lever)[2]
+    assert missing == f"No records yet: run `make {lever.target}`."
     # The README's line counts only pairs whose models trained: here none.
-    assert report._unrolled_summary([rec]) == []
-    rec["rows"][3] = _lever_row("recommended", 0.010, 0.004)
-    (line,) = report._unrolled_summary([rec])
+    assert lever_summary([rec], lever) == []
+    rec["rows"][3] = _lever_row(rec_with, 0.010, 0.004)
+    (line,) = lever_summary([rec], lever)
+    assert line.startswith(f"- {lever.name} on the recommended step")
     assert "0.80x to 0.80x over 1 workload" in line and "0 of them faster" in line
+    assert "1 slower" in line
 
 
 def test_the_map_time_is_read_from_its_records_only_within_one_session():

@@ -30,14 +30,14 @@ from .floor import (
     fused_lines,
     fused_records,
     gpu_fused_machines,
-    map_lever_records,
     older_step,
     recommended_made_of,
     variant_row,
 )
 from .frames import read_records
 from .intervals import METHOD, fmt_interval, ratio_interval
-from .loss import differs, pair_mark, trained
+from .loss import pair_mark, trained
+from .map_levers import MAP_LEVERS, lever_lines, lever_speedups, lever_summary
 from .plots import MODE_STYLE, _save
 from .tables import escape, loss_cell, markdown_table
 
@@ -448,75 +448,6 @@ def errors_table(errors: Sequence[dict[str, Any]]) -> str:
     )
 
 
-# The levers benchmark's variants on the map (`make map-levers`): (baseline, with the
-# lever) pairs, each the step without and with Tsit5's stages unrolled.
-UNROLLED_PAIRS = (
-    ("default", "stages=unrolled"),
-    ("recommended-unrolled", "recommended-diffrax"),
-)
-
-
-def lever_records(results: str | Path, machine: str) -> list[dict[str, Any]]:
-    """This machine's records of `benchmarks/levers.py --workload` (`make map-levers`),
-    in the map's order of workloads and controllers."""
-    return map_lever_records(results, machine, "levers")
-
-
-def _trained_limit(rec: dict[str, Any]) -> float:
-    """The evaluation loss a lever record's models had to reach: its problem's."""
-    return Scenario.from_dict(rec["scenario"]).problem_object.trained_loss
-
-
-def _lever_cell(rec: dict[str, Any], base: str, lever: str) -> str:
-    """The lever's speedup over its baseline with its interval, and both final losses
-    (a model above the problem's trained loss said so; unequal losses marked)."""
-    a, b = variant_row(rec, base), variant_row(rec, lever)
-    if a is None or b is None:
-        return "–"
-    ratio, lo, hi = ratio_interval(a, b)
-    limit = _trained_limit(rec)
-    losses = f"loss {a['final_loss']:.2g} → {b['final_loss']:.2g}"
-    if max(a["final_loss"], b["final_loss"]) > limit:
-        losses += f" (above {limit:g}: not trained)"
-    return pair_mark(fmt_interval(ratio, lo, hi), a, b) + f"; {losses}"
-
-
-def unrolled_lines(results: str | Path, machine: str) -> list[str]:
-    """`workloads.md`'s section on Tsit5 without its stage loop (`StraightTsit5`) along
-    the map: per workload and controller, its speedup on the default and on the
-    recommended step, from `make map-levers`'s records."""
-    recs = lever_records(results, machine)
-    head = ["## Tsit5 without its stage loop (`stages=unrolled`) along the map", ""]
-    if not recs:
-        return [*head, "No records yet: run `make map-levers`.", ""]
-    body = [
-        [
-            escape(rec.get("workload")),
-            escape(rec["scenario"]["controller"]),
-            *(escape(_lever_cell(rec, base, lever)) for base, lever in UNROLLED_PAIRS),
-        ]
-        for rec in recs
-    ]
-    return [
-        *head,
-        "`benchmarks/levers.py --workload` on one device: each variant trained from "
-        "scratch in its own process (its final loss), then timed from the default's "
-        "trained state on the same batches in interleaved blocks; speedup = the step "
-        "without the lever over the step with it, 95% bootstrap over blocks and steps. "
-        + sessions.sessions_line(recs, recs),
-        "",
-        markdown_table(
-            (
-                "Workload",
-                "Controller",
-                "Unrolled on the default step",
-                "Unrolled on the recommended step",
-            ),
-            body,
-        ),
-    ]
-
-
 def workloads_markdown(
     results: str | Path, scale: str = "quick"
 ) -> tuple[str, list[dict[str, Any]]]:
@@ -561,7 +492,7 @@ def workloads_markdown(
         errors_table(errors) if errors else "No prediction of the map yet.",
         "",
         *extrapolation_lines(rows, predictions(results, machine, EXTRAPOLATION_PROFILE)),
-        *unrolled_lines(results, machine),
+        *(line for lever in MAP_LEVERS for line in lever_lines(results, machine, lever)),
         *fused_lines(results, machine),
     ]
     return "\n".join(parts) + "\n", rows
@@ -595,6 +526,7 @@ def readme_lines(results: str | Path) -> list[str]:
         return ["The workload map (`make map`) has no records yet.", ""]
     rows = map_rows(recs)
     ok = [r for r in recs if r["status"] == "ok"]
+    machine = recs[0]["machine_id"]
     return [
         f"**Along the workload map** ({len(WORKLOADS)} workloads, 1 and {MAP_DEVICES} "
         f"devices, machine {escape(recs[0]['machine_id'])}; "
@@ -607,12 +539,21 @@ def readme_lines(results: str | Path) -> list[str]:
             predictions(results, recs[0]["machine_id"]),
             predictions(results, recs[0]["machine_id"], EXTRAPOLATION_PROFILE),
         ),
-        *_unrolled_summary(lever_records(results, recs[0]["machine_id"])),
+        *_levers_summary(results, machine),
         *_joined(
             fused_summary(fused_records(results, recs[0]["machine_id"])), gpu_fused_summary(results)
         ),
         "",
     ]
+
+
+def _levers_summary(results: str | Path, machine: str) -> list[str]:
+    """The README's line on the levers studied along the map (`map_levers.MAP_LEVERS`),
+    one bullet."""
+    out: list[str] = []
+    for lever in MAP_LEVERS:
+        out = _joined(out, lever_summary(lever.records(results, machine), lever))
+    return out
 
 
 def _joined(lines: list[str], more: list[str]) -> list[str]:
@@ -621,41 +562,6 @@ def _joined(lines: list[str], more: list[str]) -> list[str]:
     if not lines:
         return more
     return [*lines[:-1], " ".join([lines[-1], *(m.removeprefix("- ") for m in more)])]
-
-
-def lever_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> list[dict]:
-    """Per lever record (workload and controller) whose two models both trained (their
-    problem's trained loss), the speedup of `lever` over `base` with its interval, and
-    whether their final losses are equal (within the run-to-run spread,
-    `loss.differs`)."""
-    out = []
-    for rec in recs:
-        a, b = variant_row(rec, base), variant_row(rec, lever)
-        if a is None or b is None:
-            continue
-        if max(a["final_loss"], b["final_loss"]) > _trained_limit(rec):
-            continue  # a model that did not train: no speedup
-        ratio, lo, hi = ratio_interval(a, b)
-        equal = not differs(a, b)
-        out.append({"ratio": ratio, "low": lo, "high": hi, "equal": equal})
-    return out
-
-
-def _unrolled_summary(recs: Sequence[dict[str, Any]]) -> list[str]:
-    """The README's line on Tsit5 without its stage loop along the map (pairs whose
-    models trained)."""
-    found = lever_speedups(recs, *UNROLLED_PAIRS[1])
-    if not found:
-        return []
-    lows = [f for f in found if f["low"] > 1 and f["equal"]]
-    session = sessions.sessions_line(recs, recs)
-    return [
-        "- Tsit5 without its stage loop (`stages=unrolled`) on the recommended step, 1 "
-        f"device: {min(f['ratio'] for f in found):.2f}x to {max(f['ratio'] for f in found):.2f}x "
-        f"over {len(found)} workload and controller pairs whose models trained, {len(lows)} "
-        f"of them faster with the whole interval above 1 at equal loss "
-        f"({session.rstrip('.')})."
-    ]
 
 
 def fused_summary(recs: list[dict[str, Any]]) -> list[str]:

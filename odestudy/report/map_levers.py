@@ -1,0 +1,144 @@
+"""A lever measured along the workload map (`benchmarks/levers.py --map`): per workload
+and controller, the step without and with it, trained and timed in interleaved blocks.
+Each studied lever is a `MapLever`; its section of `workloads.md` and its README line
+come from its records."""
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..measure.scenario import Scenario
+from . import sessions
+from .floor import map_lever_records, variant_row
+from .intervals import fmt_interval, ratio_interval
+from .loss import differs, pair_mark
+from .tables import escape, markdown_table
+
+
+@dataclasses.dataclass(frozen=True)
+class MapLever:
+    """One lever studied along the map.
+
+    - `folder`: where its records are, `results/map/<machine>/<folder>/`.
+    - `target`: the make target that measures it.
+    - `name`: how the pages name it (markdown).
+    - `pairs`: per table column, the variant without the lever, the variant with it, and
+      the column's heading; the last pair is the recommended step's (the README's line).
+    """
+
+    folder: str
+    target: str
+    name: str
+    pairs: tuple[tuple[str, str, str], ...]
+
+    def records(self, results: str | Path, machine: str) -> list[dict[str, Any]]:
+        """This machine's records of the lever, in the map's order."""
+        return map_lever_records(results, machine, self.folder)
+
+
+UNROLLED = MapLever(
+    "levers",
+    "map-levers",
+    "Tsit5 without its stage loop (`stages=unrolled`)",
+    (
+        ("default", "stages=unrolled", "Unrolled on the default step"),
+        ("recommended-unrolled", "recommended-diffrax", "Unrolled on the recommended step"),
+    ),
+)
+VECTORS = MapLever(
+    "vectors",
+    "map-vectors",
+    "512-bit vectors (`vector_width=512`)",
+    (
+        ("default", "vw512", "512-bit on the default step"),
+        ("recommended-vw0", "recommended-vw512", "512-bit on the recommended step"),
+    ),
+)
+MAP_LEVERS = (UNROLLED, VECTORS)
+
+
+def _trained_limit(rec: dict[str, Any]) -> float:
+    """The evaluation loss a lever record's models had to reach: its problem's."""
+    return Scenario.from_dict(rec["scenario"]).problem_object.trained_loss
+
+
+def lever_cell(rec: dict[str, Any], base: str, lever: str) -> str:
+    """The lever's speedup over its baseline with its interval, and both final losses
+    (a model above the problem's trained loss said so; unequal losses marked)."""
+    a, b = variant_row(rec, base), variant_row(rec, lever)
+    if a is None or b is None:
+        return "–"
+    ratio, lo, hi = ratio_interval(a, b)
+    limit = _trained_limit(rec)
+    losses = f"loss {a['final_loss']:.2g} → {b['final_loss']:.2g}"
+    if max(a["final_loss"], b["final_loss"]) > limit:
+        losses += f" (above {limit:g}: not trained)"
+    return pair_mark(fmt_interval(ratio, lo, hi), a, b) + f"; {losses}"
+
+
+def lever_lines(results: str | Path, machine: str, lever: MapLever) -> list[str]:
+    """`workloads.md`'s section on `lever` along the map: per workload and controller,
+    its speedup in each of its pairs, from its records."""
+    recs = lever.records(results, machine)
+    head = [f"## {lever.name} along the map", ""]
+    if not recs:
+        return [*head, f"No records yet: run `make {lever.target}`.", ""]
+    body = [
+        [
+            escape(rec.get("workload")),
+            escape(rec["scenario"]["controller"]),
+            *(escape(lever_cell(rec, base, with_it)) for base, with_it, _ in lever.pairs),
+        ]
+        for rec in recs
+    ]
+    return [
+        *head,
+        "`benchmarks/levers.py --map` on one device: each variant trained from "
+        "scratch in its own process (its final loss), then timed from the default's "
+        "trained state on the same batches in interleaved blocks; speedup = the step "
+        "without the lever over the step with it, 95% bootstrap over blocks and steps. "
+        + sessions.sessions_line(recs, recs),
+        "",
+        markdown_table(
+            ("Workload", "Controller", *(heading for _, _, heading in lever.pairs)), body
+        ),
+        "",
+    ]
+
+
+def lever_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> list[dict]:
+    """Per lever record (workload and controller) whose two models both trained (their
+    problem's trained loss), the speedup of `lever` over `base` with its interval, and
+    whether their final losses are equal (within the run-to-run spread,
+    `loss.differs`)."""
+    out = []
+    for rec in recs:
+        a, b = variant_row(rec, base), variant_row(rec, lever)
+        if a is None or b is None:
+            continue
+        if max(a["final_loss"], b["final_loss"]) > _trained_limit(rec):
+            continue  # a model that did not train: no speedup
+        ratio, lo, hi = ratio_interval(a, b)
+        equal = not differs(a, b)
+        out.append({"ratio": ratio, "low": lo, "high": hi, "equal": equal})
+    return out
+
+
+def lever_summary(recs: Sequence[dict[str, Any]], lever: MapLever) -> list[str]:
+    """The README's line on `lever` on the recommended step along the map (its last
+    pair; the pairs whose models trained), or nothing where none did."""
+    base, with_it, _ = lever.pairs[-1]
+    found = lever_speedups(recs, base, with_it)
+    if not found:
+        return []
+    faster = [f for f in found if f["low"] > 1 and f["equal"]]
+    slower = [f for f in found if f["high"] < 1]
+    session = sessions.sessions_line(recs, recs)
+    return [
+        f"- {lever.name} on the recommended step, 1 device: "
+        f"{min(f['ratio'] for f in found):.2f}x to {max(f['ratio'] for f in found):.2f}x "
+        f"over {len(found)} workload and controller pairs whose models trained, "
+        f"{len(faster)} of them faster with the whole interval above 1 at equal loss, "
+        f"{len(slower)} slower ({session.rstrip('.')})."
+    ]
