@@ -12,7 +12,8 @@ reverse loop replaying only the accepted steps (`adjoint="accepted_steps"`,
 `replay.py`), faster in the levers records; under StepTo a checkpoint per step. Where
 that PID loop differentiates its steps by hand (`mlp_reverse`), the step is compiled with
 512-bit vectors on the CPU (`vector_width`, `vectors.py`: a compile option of its own
-executable), faster in the levers records and along the map's oscillator rows.
+executable), faster in the levers record; along the map (`make map-vectors`) faster
+or not separable from XLA's default width on the recommended steps, never slower.
 
 - PID: within-ODE batching (the batch solved as one ODE with one shared step size),
   the solution evaluated from its dense output instead of an inner loop over the saved
