@@ -6,9 +6,9 @@ XLA's CPU backend prefers 256-bit vectors (`xla_cpu_prefer_vector_width`, its de
 where the CPU has AVX-512, so as not to lower the clock of other code). The small
 training step is bound by its many small kernels: the activations' `tanh` and `log` on a
 [32, 64] hidden layer run faster with 512-bit vectors on this study's AVX-512
-machines (`make map-vectors` measures the step). The operations are the same, laid out in wider registers: results
-agree to float32 rounding (a reduction may add in another order). On a CPU without
-AVX-512 the option changes nothing; on a GPU it does not apply.
+machines (`make map-vectors` measures the step). The operations are the same, laid out
+in wider registers: results agree to float32 rounding (a reduction may add in another
+order). On a CPU without AVX-512 the option changes nothing; on a GPU it does not apply.
 """
 
 from typing import Any
