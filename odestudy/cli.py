@@ -212,8 +212,12 @@ def _predict(a: argparse.Namespace) -> int:
         raise ValueError("predict needs --devices N (and --processes P) for 2 or more devices")
     a.mode = "shard_map"  # the placement is read from it; every mode is predicted
     target = scenario_from_args(a)
-    if a.recommended:
+    if a.recommended and a.default_step:
+        raise ValueError("give one of --recommended and --default-step")
+    # The best step the study measures for a problem unless the reference's is asked for.
+    if not a.default_step:
         target = recommended(target)
+    axis = _axis(a.crossover_batches)
     profile = load_profile(a.profile, a.results) if a.profile else None
     check_prediction(target, profile)  # before JAX starts or anything compiles
     _predict_devices(target, profile is None)
@@ -223,7 +227,7 @@ def _predict(a: argparse.Namespace) -> int:
     if state:
         print(f"from the trained 1-device row recorded at {state[0].parent} (no training)")
     with measuring(f"odestudy predict {target.problem_object.name}", a.wait):
-        out = _predict_with(target, profile, a, state)
+        out = _predict_with(target, profile, a, state, axis)
     out["trained_from"] = str(state[0].parent) if state else None
     print_prediction(out, target)
     if a.out:
@@ -255,9 +259,26 @@ def _predict_devices(target: Scenario, present: bool) -> None:
         configure_devices("cpu", n)
 
 
-def _predict_with(target: Scenario, profile, a: argparse.Namespace, state) -> dict:
+def _axis(text: str) -> tuple[int, ...]:
+    """`--crossover-batches` as per-device batches (`""`: none); a ValueError naming the
+    rule where one is not a whole number of at least 1."""
+    try:
+        found = tuple(int(b) for b in text.split(",") if b.strip())
+    except ValueError:
+        found = (0,)
+    if any(b < 1 for b in found):
+        raise ValueError(
+            f"--crossover-batches takes whole numbers >= 1, comma-separated; got {text!r}"
+        )
+    return found
+
+
+def _predict_with(
+    target: Scenario, profile, a: argparse.Namespace, state, axis: tuple[int, ...] = ()
+) -> dict:
     """The prediction, in a timing session: its probe of the devices of `target` where
-    no `profile` is given (its values then the collective costs), else of one device."""
+    no `profile` is given (its values then the collective costs), else of one device;
+    along the per-device batches `axis` too."""
     from .measure.probe import probe, read_probe
     from .predict import predict_modes, session_profile
     from .study.probing import session_probe
@@ -271,7 +292,9 @@ def _predict_with(target: Scenario, profile, a: argparse.Namespace, state) -> di
             # No session probe (`ODESTUDY_PROBE=off`): the probe runs here, in-process.
             values = read_probe(found) if found else probe()
             profile = session_profile(values, machine)
-        return predict_modes(target, profile, timed_steps=a.timed_steps, trained_state=state)
+        return predict_modes(
+            target, profile, timed_steps=a.timed_steps, trained_state=state, axis=axis
+        )
 
 
 def print_prediction(out: dict, target: Scenario) -> None:
@@ -298,8 +321,9 @@ def print_prediction(out: dict, target: Scenario) -> None:
             f"one {prof['device']} device"
         )
     print(
-        f"measured here: 1-device step {out['one_device_step_s'] * 1e3:.3g} ms "
-        f"(final loss {out['final_loss']:.3g}, {trained})"
+        f"measured here: 1-device step of {out.get('step', 'the step')} "
+        f"{out['one_device_step_s'] * 1e3:.3g} ms (final loss {out['final_loss']:.3g}, "
+        f"{trained}): every speedup below is over it"
     )
     for r in out["rows"]:
         lo, hi = r["step_time_interval_s"]
@@ -307,6 +331,7 @@ def print_prediction(out: dict, target: Scenario) -> None:
         # A model that did not train gets step times, never a speedup.
         speedup = (
             f"speedup {r['speedup']:.2f}x [{slo:.2f}, {shi:.2f}]"
+            + (": does not pay" if shi < 1 else "")
             if out["trained"]
             else "no speedup (not trained)"
         )
@@ -322,6 +347,8 @@ def print_prediction(out: dict, target: Scenario) -> None:
            if out["pmap_is_shard_map"]
            else "the legacy `pmap` runs apart; its own dispatch is not modelled")
     )  # fmt: skip
+    if out["trained"] and out.get("crossover"):
+        print_crossover(out["crossover"])
     print("terms:")
     for t in out["terms"]:
         how = "measured" if t["measured"] else "profiled"
@@ -330,6 +357,24 @@ def print_prediction(out: dict, target: Scenario) -> None:
     print("assumptions:")
     for line in out["assumptions"]:
         print(f"  - {line}")
+
+
+def print_crossover(along: dict) -> None:
+    """Where each mode starts to pay along the predicted per-device batches: the batch
+    and the per-device work there, with intervals."""
+    from .report.crossover import Crossing
+
+    print(f"where splitting starts to pay on {along['devices']} devices (strong scaling):")
+    for mode, found in along["modes"].items():
+        said = Crossing(**found["batch"]).said("series per device", 3)
+        work = found.get("work_s")
+        if work:
+            e, lo, hi = (w * 1e3 for w in work)
+            said += f", a per-device work of {e:.3g} ms per solver iteration [{lo:.3g}, {hi:.3g}]"
+        speedups = ", ".join(
+            f"{p['per_device_batch']}: {p['speedup']:.2f}x" for p in found["points"]
+        )
+        print(f"  {mode:10s} {said}  ({speedups})")
 
 
 def _versions(a: argparse.Namespace) -> int:
@@ -506,7 +551,18 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument(
         "--recommended",
         action="store_true",
-        help="predict the recommended step (odestudy.RECOMMENDED) of the controller",
+        help="predict the recommended step of the problem and controller (the default)",
+    )
+    pr.add_argument(
+        "--default-step",
+        action="store_true",
+        help="predict the default step (the reference's) instead of the recommended one",
+    )
+    pr.add_argument(
+        "--crossover-batches",
+        default="4,16,64,128",
+        help="per-device batches to predict each mode along, for where splitting starts "
+        "to pay (comma-separated; empty: none)",
     )
     pr.add_argument(
         "--profile",

@@ -8,6 +8,7 @@ whether it was measured or profiled, and every time and speedup carries an inter
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,22 @@ class Anchor:
 def one_device(target: Scenario) -> Scenario:
     """The 1-device `single` form of `target`: what the sweep measures."""
     return dataclasses.replace(target, mode="single", devices_per_process=1, processes=1, nodes=1)
+
+
+def step_said(target: Scenario) -> str:
+    """Which step a prediction is of, in words: the recommended step (the best
+    1-device step the study measures for a problem), the default (the reference's), or
+    the levers it sets."""
+    from .measure.recommended import recommended
+
+    if recommended(target) == target:
+        return "the recommended step"
+    if target.default_step() == target:
+        return "the default step (the reference's)"
+    return "the step of levers " + ", ".join(
+        f"{k}={getattr(target, k)}" for k in target.levers()
+        if getattr(target, k) != target.default(k)
+    )  # fmt: skip
 
 
 def predicted_modes(target: Scenario) -> tuple[str, ...]:
@@ -318,12 +335,65 @@ def predict_rows(
     return rows
 
 
+def sweep_batches(target: Scenario, axis: Sequence[int] = ()) -> tuple[int, ...]:
+    """The batches a prediction of `target` sweeps on one device: its per-device and
+    global batch, and for each per-device batch `b` of `axis`, `b` and `N * b`."""
+    n, whole = target.total_devices, target.global_batch
+    return tuple(sorted({whole // n, whole, *axis, *(n * b for b in axis)}))
+
+
+def predict_axis(
+    sweep: dict[str, Any],
+    target: Scenario,
+    gradient: Value,
+    loop_latency: Value,
+    in_loop: float,
+    axis: Sequence[int],
+    anchor: Anchor | None = None,
+) -> dict[str, Any]:
+    """Each mode's predicted speedup over the 1-device step along the per-device batches
+    `axis` (strong scaling at `N * b`, as `predict_rows`), each point with the per-device
+    work (the sweep's time per solver iteration at `b`), and where the speedup crosses 1
+    in the batch (`report.crossover.crossing`) and, there, in the work."""
+    from .report.crossover import crossing
+
+    n = target.total_devices
+    work = {int(r["batch"]): float(r["per_iteration_s"]) for r in sweep["rows"]}
+    found: dict[str, list[dict[str, Any]]] = {}
+    for b in axis:
+        at = dataclasses.replace(target, batch=n * b, scaling="strong")
+        for row in predict_rows(sweep, at, gradient, loop_latency, in_loop, anchor=anchor):
+            found.setdefault(row["mode"], []).append({
+                "per_device_batch": b, "global_batch": n * b, "work_s": work[b],
+                "speedup": row["speedup"], "speedup_interval": row["speedup_interval"],
+                "step_time_s": row["step_time_s"],
+            })  # fmt: skip
+    modes = {}
+    for mode, pts in found.items():
+        speedups = [(p["speedup"], *p["speedup_interval"]) for p in pts]
+        batch = crossing([p["per_device_batch"] for p in pts], speedups, "path")
+        modes[mode] = {"points": pts, "batch": dataclasses.asdict(batch),
+                       "work_s": _work_at(batch.at, pts)}  # fmt: skip
+    return {"batches": list(axis), "devices": n, "modes": modes}
+
+
+def _work_at(at: Sequence[float] | None, pts: Sequence[dict[str, Any]]) -> list[float] | None:
+    """The per-device work at per-device batches `at` (estimate, low, high), log-linearly
+    interpolated between the points; None without a crossing."""
+    if at is None:
+        return None
+    x = np.log([p["per_device_batch"] for p in pts])
+    y = np.log([p["work_s"] for p in pts])
+    return [float(np.exp(np.interp(np.log(b), x, y))) for b in at]
+
+
 def predict_modes(
     target: Scenario,
     profile: HardwareProfile,
     timed_steps: int = 10,
     trained_state: tuple[str | os.PathLike, float] | None = None,
     anchor: Anchor | None = None,
+    axis: Sequence[int] = (),
 ) -> dict[str, Any]:
     """Predict every multi-device mode's step for `target` (its problem, fields, global
     batch and placement: `total_devices` in `processes` processes).
@@ -337,6 +407,8 @@ def predict_modes(
       saved, to start from instead of training (the workload map's predictions).
     - `anchor`: the recorded 1-device row the prediction is made from, whose step the
       sweep's times are scaled to (`Anchor`); None: the sweep's own.
+    - `axis`: per-device batches to predict each mode along too (`predict_axis`: where
+      splitting starts to pay); empty: none.
 
     JAX must see `target.total_devices` CPU devices (for counting `shard`'s loop
     collectives in its compiled program). Returns the sweep, the terms (each measured or
@@ -350,8 +422,7 @@ def predict_modes(
     base, n = one_device(target), target.total_devices
     placement = (n, target.processes, target.nodes)
     state: dict[str, Any] = {}
-    local = target.global_batch // n
-    sweep = step_cost_sweep(base, (local, target.global_batch), timed_steps=timed_steps,
+    sweep = step_cost_sweep(base, sweep_batches(target, axis), timed_steps=timed_steps,
                             trained_state=trained_state, extras=False, state_out=state)  # fmt: skip
     floats = parameter_count(base)
     gradient = profile.gradient(floats, *placement)
@@ -359,6 +430,8 @@ def predict_modes(
     loop = shard_loop_collectives(base, n, state["params"])
     rows = predict_rows(sweep, target, gradient, loop_latency, loop["per_iteration"],
                         anchor=anchor)  # fmt: skip
+    along = predict_axis(sweep, target, gradient, loop_latency, loop["per_iteration"], axis,
+                         anchor) if axis else None  # fmt: skip
     cores = cpu_info().get("physical_cores")
     implementation, one = pmap_implementation(), pmap_is_shard_map()
     return {
@@ -391,6 +464,8 @@ def predict_modes(
         and cores is not None
         and n > int(cores),
         "rows": rows,
+        "step": step_said(target),
+        "crossover": along,
         "sweep": sweep,
         "assumptions": list(ASSUMPTIONS),
     }
@@ -510,12 +585,24 @@ def _map_prediction(
     machine: HardwareProfile | None = None,
 ) -> dict[str, Any] | None:
     """One workload and controller of `predict_map`: kept, made, or None (said)."""
-    s = w.scenario(controller=controller, device="cpu", scale=scale)
-    target = dataclasses.replace(s, mode="shard_map", devices_per_process=n)
+    target, axis = map_target(w, controller, n, scale)
     out = map_prediction_path(results, w, controller, profile.name if profile else None)
     label = f"{w.name} {controller}"
     extra = {"workload": w.name}
-    return predict_from_row(target, results, out, profile, label, show, extra, machine)
+    return predict_from_row(target, results, out, profile, label, show, extra, machine, axis)
+
+
+def map_target(w: Any, controller: str, n: int, scale: str) -> tuple[Scenario, tuple[int, ...]]:
+    """What the map predicts of workload `w` and `controller` on `n` devices: the
+    recommended step (the best 1-device step's candidate) in `shard_map` at the map's
+    batch, and the per-device batches to predict along (the batch axis's, for its
+    workloads; else none)."""
+    from .measure.recommended import recommended
+    from .study.workloads import CROSSOVER_BATCHES, CROSSOVER_WORKLOADS
+
+    s = w.scenario(controller=controller, device="cpu", scale=scale)
+    target = recommended(dataclasses.replace(s, mode="shard_map", devices_per_process=n))
+    return target, CROSSOVER_BATCHES if w.name in CROSSOVER_WORKLOADS else ()
 
 
 def predict_from_row(
@@ -527,6 +614,7 @@ def predict_from_row(
     show: bool = True,
     extra: dict[str, Any] | None = None,
     machine: HardwareProfile | None = None,
+    axis: Sequence[int] = (),
 ) -> dict[str, Any] | None:
     """The prediction of `target` from the trained 1-device row (`one_device(target)`)
     recorded under `results` on this machine, written to `out`: the sweep starts from
@@ -538,6 +626,7 @@ def predict_from_row(
       ranged over `machine` (this machine's probes over sessions) where given.
     - `label`: names the prediction in what is printed.
     - `extra`: more fields for the written prediction (the map's `workload`).
+    - `axis`: per-device batches to predict along (`predict_modes`).
     """
     from .measure.environment import git_commit, machine_id, now, this_machine, versions
     from .measure.probe import session_probe
@@ -545,7 +634,7 @@ def predict_from_row(
     from .measure.timing import PROTOCOL
     from .study import records
 
-    rec, made_from, kept = _made_from(target, results, out, profile)
+    rec, made_from, kept = _made_from(target, results, out, profile, axis)
     if kept is not None:
         return kept
     state = records.record_path(one_device(target), results).parent / STATE_NAME
@@ -563,7 +652,7 @@ def predict_from_row(
             print(f"no prediction for {label}: {exc}")
         return None
     row = Anchor.of_record(rec, f"the recorded 1-device row started {rec.get('started')}")
-    p = predict_modes(target, used, MAP_TIMED_STEPS, (state, float(rec["final_loss"])), row)
+    p = predict_modes(target, used, MAP_TIMED_STEPS, (state, float(rec["final_loss"])), row, axis)
     made = {"machine_id": machine_id(this_machine()), "versions": versions(),
             "protocol": PROTOCOL, "git_commit": git_commit(), "finished": now()}  # fmt: skip
     p.update(made, made_from=made_from, label=label, **(extra or {}))
@@ -590,11 +679,15 @@ def _unusable(rec: dict[str, Any], state: Path, base: Scenario) -> str | None:
 
 
 def _made_from(
-    target: Scenario, results: str | Path, out: Path, profile: HardwareProfile | None
+    target: Scenario,
+    results: str | Path,
+    out: Path,
+    profile: HardwareProfile | None,
+    axis: Sequence[int] = (),
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
     """The 1-device record a prediction of `target` is made from, what it is made from
-    (the record's run, the model, the profile), and the prediction at `out` where one
-    made from the same is there (else None)."""
+    (the record's run, the model, the profile, the batch axis), and the prediction at
+    `out` where one made from the same is there (else None)."""
     from .study import records
 
     base = one_device(target)
@@ -605,7 +698,7 @@ def _made_from(
         rec = {}
     made_from: dict[str, Any] = {"scenario_key": base.key(), "started": rec.get("started"),
                  "model": PREDICTION_MODEL, "profile": profile.name if profile else None,
-                 "target_key": target.key()}  # fmt: skip
+                 "target_key": target.key(), **({"axis": list(axis)} if axis else {})}  # fmt: skip
     try:
         old = records.read_json(out)
     except (OSError, ValueError):
@@ -640,10 +733,9 @@ def map_to_predict(
     out = []
     for w in WORKLOADS:
         for controller in CONTROLLERS:
-            s = w.scenario(controller=controller, device="cpu", scale=scale)
-            target = dataclasses.replace(s, mode="shard_map", devices_per_process=n)
+            target, axis = map_target(w, controller, n, scale)
             path = map_prediction_path(results, w, controller, profile.name if profile else None)
-            if _made_from(target, results, path, profile)[2] is None:
+            if _made_from(target, results, path, profile, axis)[2] is None:
                 out.append((w, controller))
     return out
 

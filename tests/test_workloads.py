@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from odestudy.measure.problem import PROBLEMS, OscillatorBank
+from odestudy.measure.recommended import recommended
 from odestudy.measure.scenario import Scenario
 from odestudy.measure.solvers import Structure
 from odestudy.measure.state import save_state
@@ -22,8 +23,10 @@ from odestudy.study.workloads import (
     MAP_DEVICES,
     MAP_FOLDER,
     MULTI_MODES,
-    RECOMMENDED_MODES,
+    CROSSOVER_BATCHES,
+    CROSSOVER_WORKLOADS,
     WORKLOADS,
+    crossover_scenarios,
     map_scenarios,
     workload_of,
 )
@@ -33,7 +36,7 @@ from .helpers import dataset, record
 
 def test_the_map_has_every_mode_and_controller_of_every_workload():
     rows = map_scenarios()
-    assert len({s.key() for s in rows}) == len(rows) == len(WORKLOADS) * 2 * 6
+    assert len({s.key() for s in rows}) == len(rows) == len(WORKLOADS) * 2 * (3 + 2 * len(MULTI_MODES))
     assert {s.problem for s in rows} >= {"oscillator", "oscillator_bank"}
     assert len({s.width for s in rows if s.problem == "oscillator"}) >= 3
     for w in WORKLOADS:
@@ -45,14 +48,38 @@ def test_the_map_has_every_mode_and_controller_of_every_workload():
                 if s.controller == controller and s.structure == Structure()
             }
             assert default == {("single", 1)} | {(m, MAP_DEVICES) for m in MULTI_MODES}
-            levers = {
-                s.mode for s in mine if s.controller == controller and s.structure != Structure()
+            best = {
+                (s.mode, s.total_devices, s.batch)
+                for s in mine
+                if s.controller == controller and s.structure != Structure()
             }
-            assert levers == set(RECOMMENDED_MODES)
+            whole, share = mine[0].batch, mine[0].batch // MAP_DEVICES
+            assert best == {(m, n, whole) for m, n in default} | {("single", 1, share)}
     assert all(s.scaling == "strong" and s.device == "cpu" for s in rows)
     # A workload's own training is part of every row's name and key.
     w256 = next(w for w in WORKLOADS if w.width == 256)
     assert all("lr0.003" in s.name() for s in rows if workload_of(s.to_dict()) is w256)
+
+
+def test_the_batch_axis_runs_the_recommended_step_at_every_per_device_batch():
+    rows = crossover_scenarios()
+    assert len({s.key() for s in rows}) == len(rows)
+    assert all(recommended(s) == s and s.scaling == "strong" for s in rows)
+    for name in CROSSOVER_WORKLOADS:
+        for controller in ("pid", "stepto"):
+            mine = [
+                s
+                for s in rows
+                if workload_of(s.to_dict()).name == name and s.controller == controller
+            ]
+            for b in CROSSOVER_BATCHES:
+                # the weak base at b, the strong base at MAP_DEVICES * b, every mode there
+                assert any(s.total_devices == 1 and s.batch == b for s in mine)
+                at = {s.mode for s in mine if s.batch == MAP_DEVICES * b}
+                assert at == {"single", *MULTI_MODES}
+    # The map's own rows at its batch are the same scenarios (one record serves both).
+    shared = {s.key() for s in map_scenarios()} & {s.key() for s in rows}
+    assert len(shared) == len(CROSSOVER_WORKLOADS) * 2 * (2 + len(MULTI_MODES))
 
 
 def test_the_bank_stacks_oscillator_series_in_one_state():

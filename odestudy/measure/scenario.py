@@ -124,6 +124,7 @@ def _field(
     choices: Collection | None = None,
     option: str | None = None,
     keyed_at_default: bool = False,
+    lever: bool = False,
 ) -> Any:
     """A `Scenario` field and what the rest of the study reads from it.
 
@@ -142,9 +143,18 @@ def _field(
       for the fields records were first keyed by; a field added later is hashed only
       where it differs from its default, so that adding it leaves every record its
       scenario's.
+    - `lever`: a lever of the training step (`Scenario.levers`): it changes how one step
+      computes, not the model it trains (the solve's structure, the integrator, the
+      activations' form, compile options, buffers).
     """
     meta = dict(
-        help=help, role=role, tag=tag, choices=choices, option=option, keyed=keyed_at_default
+        help=help,
+        role=role,
+        tag=tag,
+        choices=choices,
+        option=option,
+        keyed=keyed_at_default,
+        lever=lever,
     )
     return dataclasses.field(default=default, metadata=meta)
 
@@ -221,6 +231,7 @@ class Scenario:
         tag="",
         choices=SOLVES,
         keyed_at_default=True,
+        lever=True,
     )
     lr_scaling: str = _field(
         "fixed",
@@ -292,6 +303,7 @@ class Scenario:
         "steps (StepTo: save every step)",
         tag="save",
         choices=SAVEATS,
+        lever=True,
     )
     adjoint: str = _field(
         "recursive",
@@ -299,18 +311,21 @@ class Scenario:
         "direct (DirectAdjoint) or, with integrator=fused only, scan (a checkpointed scan)",
         tag="adj",
         choices=ADJOINTS,
+        lever=True,
     )
     max_steps: int = _field(
         MAX_STEPS,
         "the PID solve's step bound (StepTo with a structure lever: its own steps)",
         tag="maxsteps",
+        lever=True,
     )
-    unroll: int = _field(1, "lax.scan's unroll with solve=scan", tag="unroll")
+    unroll: int = _field(1, "lax.scan's unroll with solve=scan", tag="unroll", lever=True)
     stages: str = _field(
         "loop",
         "Tsit5's stages as diffrax's checkpointed loop, bounded (a scan) or unrolled (no loop)",
         tag="stages",
         choices=STAGES,
+        lever=True,
     )
     integrator: str = _field(
         "diffrax",
@@ -318,6 +333,7 @@ class Scenario:
         "only what a step needs; adjoint all_steps, recursive or scan)",
         tag="int",
         choices=INTEGRATORS,
+        lever=True,
     )
     mlp_reverse: bool = _field(
         False,
@@ -325,21 +341,27 @@ class Scenario:
         "differentiates each step by hand for a field that is an MLP of the state "
         "(odestudy.AbstractMLPField; mlp_reverse.py) instead of by jax.vjp",
         tag="mlprev",
+        lever=True,
     )
     donate: bool = _field(
-        False, "the step reuses the parameters' and optimiser state's buffers", tag="donate"
+        False,
+        "the step reuses the parameters' and optimiser state's buffers",
+        tag="donate",
+        lever=True,
     )
     fast_activations: bool = _field(
         False,
         "the model's activation functions by their faster equivalents (activations."
         "FASTER: jax.nn.softplus from one tanh and one log)",
         tag="fastact",
+        lever=True,
     )
     vector_width: int = _field(
         0,
         "bits of the vectors XLA's CPU compiler prefers for the step (0: its default, 256; "
         "512 on AVX-512 CPUs): a compile option of the step's executable (vectors.py)",
         tag="vw",
+        lever=True,
     )
     # Where the processes run: more than one host needs a cluster (`--executor slurm`).
     nodes: int = _field(
@@ -380,6 +402,17 @@ class Scenario:
     def fields(cls) -> tuple[dataclasses.Field, ...]:
         """The scenario's fields, each with its metadata (`_field`)."""
         return dataclasses.fields(cls)
+
+    @classmethod
+    def levers(cls) -> tuple[str, ...]:
+        """The names of the step's levers (`_field`'s `lever`): the fields that change how
+        one training step computes, not the model it trains."""
+        return tuple(f.name for f in cls.fields() if f.metadata["lever"])
+
+    def default_step(self) -> "Scenario":
+        """This scenario with every lever of the step at its default: the reference's
+        step, training the same model."""
+        return dataclasses.replace(self, **{name: self.default(name) for name in self.levers()})
 
     def training_note(self) -> str | None:
         """Why this scenario trains unlike its scale's default, where a choice of the

@@ -8,6 +8,7 @@ from ..measure.timing import PROTOCOL
 from ..study.matrix import Step
 from ..study.runner import html_exporter
 from . import sessions
+from .crossover import write_crossover
 from .device_tables import (
     ADDED_COLUMNS,
     DIAGNOSTIC_COLUMNS,
@@ -197,9 +198,14 @@ def _write_side_studies(
         "explain": explain["table"],
         "prediction": write_prediction(results, figures, machine),
     }
-    workloads = write_workloads(results, figures, scale)  # `make map`: the quick scale
-    written.update({"workloads": workloads["table"]} if "table" in workloads else {})
-    figs = [workloads["figure"]] if "figure" in workloads else []
+    figs = []
+    # `make map` and `make crossover`: the quick scale
+    for name, found in (
+        ("workloads", write_workloads(results, figures, scale)),
+        ("crossover", write_crossover(results, figures, scale)),
+    ):
+        written.update({name: found["table"]} if "table" in found else {})
+        figs += [found["figure"]] if "figure" in found else []
     return written, figs + explain["figures"]
 
 

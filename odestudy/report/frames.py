@@ -21,6 +21,7 @@ from ..study import records
 from ..study.matrix import for_problem
 from ..study.studies import STUDIES
 from . import sessions
+from .best import attach_best, step_of
 from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
 from .intervals import ratio_interval
 from .loss import trained
@@ -458,6 +459,10 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
       `"weak"` keeps that scaling's records and those of the other with a baseline
       under this one (at 1 device one run is both a strong and a weak point).
 
+    Each row names its `step` (`best.step_of`) and, beside the speedup over its own
+    step's 1-device row, its speedup over the best 1-device step of its model and batch
+    (`best.attach_best`: `speedup_best`, `best_step`, `best_step_s`, ...).
+
     Strong scaling: speedup `t(1)/t(N)` of the step time, efficiency `speedup / N`.
     Weak scaling: efficiency `t(1)/t(N)` at the same per-device batch, speedup
     `N * t(1)/t(N)` (throughput in samples per second, relative), and where the
@@ -495,7 +500,9 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
             base = None
         if rec["status"] == "ok" and base is not None:
             _join(row, rec, base, as_scaling)
+        row["step"] = step_of(rec)
         rows.append(row)
+    attach_best(rows, recs)
     rows.sort(
         key=lambda r: (
             r["device"],

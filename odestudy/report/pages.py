@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..study.studies import Claim, Figure, Page, page_named, pages_of
+from .answer import readme_answer
 from .claims import across_sessions, answer_claims, related_records, render_claims
 from .document import report_rows, table_body
 from .frames import read_records
 from .tables import escape
-from .workloads import readme_lines
 
 GENERATED_START = "<!-- generated:start (odestudy report writes this from the records) -->"
 GENERATED_END = "<!-- generated:end -->"
@@ -163,27 +163,22 @@ def update_readme(
     readme: str | Path,
     results: str | Path,
     figures: str | Path,
-    claims: Sequence[Claim] | None = None,
+    rows: Sequence[dict] | None = None,
 ) -> Path:
-    """Write the README's answer (`<!-- region:answer -->`): the claims of
-    `README_SCALE`, per device kind, and the headline figure, from the records.
+    """Write the README's answer (`<!-- region:answer -->`, `answer.readme_answer`): the
+    `README_SCALE` rows against the best 1-device step, when splitting pays and its
+    figure, from the records.
 
-    - `claims`: that answer (`claims.answer_claims`) where already made; None: made
-      here."""
+    - `rows`: the scale's scaling rows (`document.report_rows`) where already read;
+      None: read here."""
     readme, figures = Path(readme), Path(figures)
-    if claims is None:
-        rows = report_rows(results, README_SCALE)[2]
-        claims = answer_claims(results, README_SCALE, rows)
-    head = Figure("headline_speedup", figures / "headline_speedup.png", HEADLINE_ALT)
-    body = render_claims(claims)
-    if head.path.exists():
-        body += [render_figure(head, readme.parent), ""]
-    body += readme_lines(results)
+    rows = report_rows(results, README_SCALE)[2] if rows is None else rows
+    body = readme_answer(results, rows, figures / "crossover.png", readme.parent)
     body += [
-        "Every number above is written by `make report` from the committed records "
-        f"(`{escape('odestudy/report/claims.py')}`, `{escape('odestudy/report/workloads.py')}`)"
-        "; the full tables: [quick scaling](docs/results/quick.md), "
-        "[workload map](docs/results/workloads.md).",
+        "Written by `make report` from the committed records "
+        f"(`{escape('odestudy/report/answer.py')}`). The pages: "
+        "[quick scaling](docs/results/quick.md), [workload map](docs/results/workloads.md), "
+        "[when splitting pays](docs/results/crossover.md), [the step](docs/results/step.md).",
     ]
     text = fill(readme.read_text(), "answer", "\n".join(body))
     return _write(readme, text)

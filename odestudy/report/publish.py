@@ -42,6 +42,6 @@ def publish(
         if docs is not None:
             report["pages"] = write_pages(results, scale, figures, docs, report["claims"])
         if readme is not None:
-            claims = report["claims"] if scale == README_SCALE else None
-            report["readme"] = update_readme(readme, results, figures, claims)
+            rows = report["rows"] if scale == README_SCALE else None
+            report["readme"] = update_readme(readme, results, figures, rows)
     return report

@@ -18,11 +18,11 @@ from ..study.workloads import (
     MAP_DEVICES,
     MAP_FOLDER,
     MULTI_MODES,
-    WORKLOADS,
     map_scenarios,
     workload_of,
 )
 from . import sessions
+from .best import best_for, best_steps, over_best
 from .floor import (
     FUSED_VARIANTS,
     floor_ratio,
@@ -77,20 +77,24 @@ def per_iteration_s(rec: dict[str, Any]) -> float | None:
 
 def map_rows(recs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per record of the map: its workload, step, mode, devices, step time, the
-    1-device default row's time per solver iteration (the workload's cost) and the
-    speedup over that row with its interval (None where either row failed or did not
-    train)."""
+    1-device default row's time per solver iteration (the workload's cost), the
+    speedup over that row (the reference's step) with its interval, and over the best
+    1-device step of its workload and batch (`best.py`: `best`, `speedup_best`); None
+    where a row failed or did not train."""
     base = {}
     for r in recs:
         w = workload_of(r["scenario"])
         if w and r["n_devices"] == 1 and step_of(r) == "default":
             base[(w.name, r["controller"])] = r
+    bests = best_steps(recs)
     out = []
     for r in recs:
         w = workload_of(r["scenario"])
-        if w is None:
-            continue
+        if w is None or r["global_batch"] != _map_batch(w, r):
+            continue  # the 1-device rows at the per-device batch: the batch axis's page
         b = base.get((w.name, r["controller"]))
+        best = best_for(r, bests, "strong")
+        over = over_best(r, best, "strong") if best and r["n_devices"] > 1 else None
         row = {
             "workload": w.name,
             "problem": w.problem,
@@ -104,6 +108,8 @@ def map_rows(recs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "base": b,
             "per_iteration_s": per_iteration_s(b) if b else None,
             "speedup": None,
+            "best": best,
+            "speedup_best": over["speedup"] if over else None,
         }
         if b is not None and r is not b and _ok(r) and _ok(b):
             row["speedup"] = ratio_interval(b, r)
@@ -119,6 +125,11 @@ def map_rows(recs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         )
     )
     return out
+
+
+def _map_batch(w: Any, rec: dict[str, Any]) -> int:
+    """The map's global batch of workload `w` at a record's scale and controller."""
+    return int(w.scenario(scale=rec["scale"], controller=rec["controller"]).batch)
 
 
 def _ok(r: dict[str, Any]) -> bool:
@@ -145,6 +156,41 @@ def _speedup_cell(r: dict[str, Any]) -> str:
     return pair_mark(fmt_interval(*r["speedup"]), r["record"], r["base"])
 
 
+def _best_cell(r: dict[str, Any]) -> str:
+    """A row's speedup over its best 1-device step, flagged where they trained to
+    different losses; the best step itself says so."""
+    best = r["best"]
+    if best is None or r["status"] != "ok":
+        return "–"
+    if r["record"] is best.record:
+        return f"1 (the best: {escape(best.said())})"
+    if r["speedup_best"] is None:
+        return "untrained: no speedup"
+    return pair_mark(fmt_interval(*r["speedup_best"]), r["record"], best.record)
+
+
+def best_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Per workload and controller, the best 1-device step (which, its time) and each
+    multi-device mode's speedup over it, with intervals: the map's answer."""
+    body = []
+    for name in _workload_order(rows):
+        for controller in CONTROLLERS:
+            mine = [r for r in rows if r["workload"] == name and r["controller"] == controller]
+            best = next((r["best"] for r in mine if r["best"] is not None), None)
+            if best is None:
+                continue
+            cells = []
+            for mode in MULTI_MODES:
+                found = [r for r in mine if r["mode"] == mode and r["speedup_best"] is not None]
+                on_best = [r for r in found if step_of(r["record"]) == step_of(best.record)]
+                cells.append(_best_cell(on_best[0]) if on_best else "–")
+            body.append([escape(name), escape(controller), escape(best.said()), *cells])
+    return markdown_table(
+        ("Workload", "Controller", "Best 1-device step", *MULTI_MODES),
+        body,
+    )
+
+
 def workloads_table(rows: Sequence[dict[str, Any]]) -> str:
     """The map's rows as markdown: one row per workload, controller, step and mode."""
     body = []
@@ -161,6 +207,7 @@ def workloads_table(rows: Sequence[dict[str, Any]]) -> str:
                 f"{r['per_iteration_s'] * 1e3:.3f}" if r["per_iteration_s"] else "–",
                 f"{rec['step_time_s'] * 1e3:.2f}" if ok else "–",
                 _speedup_cell(r),
+                _best_cell(r),
                 loss_cell(rec) if ok else "–",
                 str(len(rec.get("step_time_runs_s") or [])) if ok else "0",
             ]
@@ -174,7 +221,8 @@ def workloads_table(rows: Sequence[dict[str, Any]]) -> str:
             "Devices",
             "1-device ms per solver iteration",
             "Step time (ms)",
-            "Speedup over 1 device, default step [95%]",
+            "Speedup over the default 1-device step (the reference's) [95%]",
+            "Speedup over the best 1-device step [95%]",
             "Final loss",
             "Runs",
         ),
@@ -301,14 +349,16 @@ def predictions(
 def prediction_errors(
     rows: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Each prediction's row against the measured 2-device default row of the same
-    workload, controller and mode, where both it and its 1-device row trained:
+    """Each prediction's row against the measured 2-device row of the same workload,
+    controller, mode and step (the prediction's), where both it and its 1-device row
+    trained:
     predicted and measured step time, the error and the prediction's terms."""
     out = []
     for p in found:
         controller = p["scenario"]["controller"]
+        step = step_of({"scenario": p["scenario"]})
         for pr in p["rows"]:
-            r = _find(rows, p["workload"], controller, "default", pr["mode"])
+            r = _find(rows, p["workload"], controller, step, pr["mode"])
             if r is None or r["speedup"] is None or r["n_devices"] != p["n_devices"]:
                 continue  # a failed or untrained row, or another device count
             measured = float(r["record"]["step_time_s"])
@@ -476,7 +526,18 @@ def workloads_markdown(
         "",
         map_time_line(recs, found),
         "",
-        "## Where the answer changes",
+        *summary_lines(results, recs),
+        "## Against the best 1-device step",
+        "",
+        f"Each mode's speedup on {MAP_DEVICES} devices over the best 1-device step of the "
+        "same workload, controller and global batch (the fastest measured 1-device step "
+        "that trains the default's model, `odestudy/report/best.py`), with its step and "
+        "time; the step run on the devices is that step. Where along the work this changes: "
+        "[when splitting pays](crossover.md).",
+        "",
+        best_table(rows),
+        "",
+        "## Where the answer changes, over the default step",
         "",
         *(f"- {crossover(rows, c)}" for c in CONTROLLERS),
         "",
@@ -517,51 +578,35 @@ def _workload_ticks(ax: Any, rows: Sequence[dict[str, Any]], controller: str) ->
             ax.axvspan(cost[a], cost[b], color="tab:red", alpha=0.08, label=label)
 
 
-def readme_lines(results: str | Path) -> list[str]:
-    """The README's sentence on the workload map: where the answer changes along the
-    measured workloads, per controller, with the machine and session; or that the map
-    has not been measured."""
-    recs = map_records(results)
-    if not recs:
-        return ["The workload map (`make map`) has no records yet.", ""]
+def summary_lines(results: str | Path, recs: Sequence[dict[str, Any]]) -> list[str]:
+    """The map page's summary: the predictions' errors, the levers studied along the
+    map, the fused solve and its floors, and the GPU rows of the fused solve, one bullet
+    each (the README links here)."""
     rows = map_rows(recs)
-    ok = [r for r in recs if r["status"] == "ok"]
     machine = recs[0]["machine_id"]
     return [
-        f"**Along the workload map** ({len(WORKLOADS)} workloads, 1 and {MAP_DEVICES} "
-        f"devices, machine {escape(recs[0]['machine_id'])}; "
-        + sessions.sessions_line(ok, recs)
-        + " Speedups over 1 device with 95% intervals):",
+        "## Summary",
         "",
-        *(f"- {crossover(rows, c)}" for c in CONTROLLERS),
         *_prediction_summary(
             rows,
             predictions(results, recs[0]["machine_id"]),
             predictions(results, recs[0]["machine_id"], EXTRAPOLATION_PROFILE),
         ),
         *_levers_summary(results, machine),
-        *_joined(
-            fused_summary(fused_records(results, recs[0]["machine_id"])), gpu_fused_summary(results)
-        ),
+        *fused_summary(fused_records(results, machine)),
+        *gpu_fused_summary(results),
         "",
     ]
 
 
 def _levers_summary(results: str | Path, machine: str) -> list[str]:
-    """The README's line on the levers studied along the map (`map_levers.MAP_LEVERS`),
-    one bullet."""
-    out: list[str] = []
-    for lever in MAP_LEVERS:
-        out = _joined(out, lever_summary(lever.records(results, machine), lever))
-    return out
-
-
-def _joined(lines: list[str], more: list[str]) -> list[str]:
-    """`lines` with the sentences of `more` (bullets) appended to its last bullet: the
-    README stays short."""
-    if not lines:
-        return more
-    return [*lines[:-1], " ".join([lines[-1], *(m.removeprefix("- ") for m in more)])]
+    """The summary's lines on the levers studied along the map (`map_levers.MAP_LEVERS`),
+    one bullet each."""
+    return [
+        line
+        for lever in MAP_LEVERS
+        for line in lever_summary(lever.records(results, machine), lever)
+    ]
 
 
 def fused_summary(recs: list[dict[str, Any]]) -> list[str]:

@@ -15,6 +15,7 @@ from ..measure.recommended import recommended as apply
 from ..measure.record import Record
 from ..measure.scenario import SCALES, Scenario, heterogeneous_training
 from . import records
+from .crossover import Crossover
 from .executors import Executor, LocalExecutor, Progress
 from .lock import measuring
 from .plan import CeilingProbe, expected_env, make_plan, reusable, runs, why_stale
@@ -26,7 +27,15 @@ from .runner import execute_scenario, failed_record
 from .studies import STUDIES, Page, Study
 from .workloads import MAP_FOLDER, MULTI_MODES, map_scenarios
 
-__all__ = ["STUDIES", "execute_scenario", "expected_env", "reusable", "runs", "why_stale"]
+__all__ = [
+    "Crossover",
+    "STUDIES",
+    "execute_scenario",
+    "expected_env",
+    "reusable",
+    "runs",
+    "why_stale",
+]
 
 CPU_DEVICE_COUNTS = (2, 4, 8)
 GPU_DEVICE_COUNTS = (2,)
@@ -105,6 +114,18 @@ def scenarios(scale: str, device: str, max_devices: int | None = None) -> list[S
 
 
 def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
+    """Per controller, 1 device and every multi-device mode on the kind's device counts,
+    strong and weak, each with the default and with the recommended step
+    (`recommended.recommended`: the best 1-device step's candidate, every multi-device
+    speedup's base case); on CPU, the multi-process rows, with the default step."""
+    one_process = _default_step_rows(scale, device)
+    out = [s for row in one_process for s in (row, apply(row))]
+    if device == "cpu":
+        out += _process_rows(scale)
+    return out
+
+
+def _default_step_rows(scale: str, device: str) -> list[Scenario]:
     counts = CPU_DEVICE_COUNTS if device == "cpu" else GPU_DEVICE_COUNTS
     out = []
     for scaling in ("strong", "weak"):
@@ -137,21 +158,24 @@ def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
                             batch=batch,
                         )
                     )
-    if device == "cpu":
-        for processes, per_process in PROCESS_LAYOUTS:
-            for mode in (n for n, m in MODES.items() if m.multi_process):
-                out.append(
-                    Scenario(
-                        device="cpu",
-                        devices_per_process=per_process,
-                        mode=mode,
-                        controller="pid",
-                        scaling="strong",
-                        scale=scale,
-                        processes=processes,
-                    )
-                )
     return out
+
+
+def _process_rows(scale: str) -> list[Scenario]:
+    """The multi-process CPU rows (`PROCESS_LAYOUTS`), every multi-process mode, PID."""
+    return [
+        Scenario(
+            device="cpu",
+            devices_per_process=per_process,
+            mode=mode,
+            controller="pid",
+            scaling="strong",
+            scale=scale,
+            processes=processes,
+        )
+        for processes, per_process in PROCESS_LAYOUTS
+        for mode in (n for n, m in MODES.items() if m.multi_process)
+    ]
 
 
 EXPLAIN_DEVICES = 2  # no more devices than this machine's physical cores

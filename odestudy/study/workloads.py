@@ -3,9 +3,16 @@ step, to find where the answer (which mode, whether the recommended step helps) 
 
 A workload is a problem at a field width, trained as chosen before its runs (its own
 scenario fields, so that its records name them). For each workload and controller the
-map runs 1 device and `MAP_DEVICES` devices in every multi-device mode with the default
-step, and the recommended step (`recommended.recommended`) in `RECOMMENDED_MODES`;
-strong scaling at the quick scale, 3 interleaved runs each (the matrix's rounds).
+map runs 1 device and `MAP_DEVICES` devices in every multi-device mode, with the default
+step and with the recommended step (`recommended.recommended`, the base case of every
+multi-device speedup where it is the best 1-device step); strong scaling at the quick
+scale, 3 interleaved runs each (the matrix's rounds).
+
+The per-device batch axis (`crossover_scenarios`, `make crossover`): on the lightest and
+the heaviest workload, the recommended step at `CROSSOVER_BATCHES` series per device,
+on 1 device at that batch (the weak-scaling base, and the per-device work) and at
+`MAP_DEVICES` times it (the strong-scaling base), and on `MAP_DEVICES` devices in every
+multi-device mode: where splitting the batch starts to pay.
 """
 
 import dataclasses
@@ -22,10 +29,6 @@ MAP_DEVICES = 2  # this machine's physical cores: more would measure overhead
 # The multi-device modes, in the order of every table (also the scaling matrix's,
 # `matrix`); the controllers are every registered one (`controllers.CONTROLLERS`).
 MULTI_MODES = tuple(name for name, m in MODES.items() if m.multi_device)
-# The recommended step on 1 device and in the mode that scales best on the quick
-# matrix (`shard_map`): its worth at 1 device and its 2-device speedup, at half the
-# cost of every mode (the map's 30 minutes on the 2-core machine).
-RECOMMENDED_MODES = ("single", "shard_map")
 # Where the map's records live under a results folder (its own machine folders), apart
 # from the quick matrix's rows, so that every row of the map comes from one `make map`.
 MAP_FOLDER = "map"
@@ -103,18 +106,50 @@ def workload_of(scenario: Mapping[str, Any]) -> Workload | None:
     return next((w for w in WORKLOADS if w.matches(scenario)), None)
 
 
+def placements(one: Scenario) -> list[Scenario]:
+    """`one` (a 1-device scenario) and its strong-scaling rows on `MAP_DEVICES` devices
+    in every multi-device mode, at the same global batch."""
+    return [one] + [
+        dataclasses.replace(one, mode=m, devices_per_process=MAP_DEVICES) for m in MULTI_MODES
+    ]
+
+
 def map_scenarios(scale: str = "quick", workloads: tuple[Workload, ...] = WORKLOADS) -> list:
     """The map's rows: per workload and controller, 1 device (`single`) and
-    `MAP_DEVICES` devices in every multi-device mode with the default step, and the
-    recommended step in `RECOMMENDED_MODES`; strong scaling, CPU."""
+    `MAP_DEVICES` devices in every multi-device mode, with the default and with the
+    recommended step; and the recommended step on 1 device at the per-device batch (the
+    per-device work, and the weak-scaling base); strong scaling, CPU."""
     out: list[Scenario] = []
     for w in workloads:
         for controller in CONTROLLERS:
-            one = w.scenario(scale=scale, controller=controller, device="cpu")
-            rows = [one] + [
-                dataclasses.replace(one, mode=m, devices_per_process=MAP_DEVICES)
-                for m in MULTI_MODES
-            ]
-            out += rows
-            out += [recommended(r) for r in rows if r.mode in RECOMMENDED_MODES]
+            rows = placements(w.scenario(scale=scale, controller=controller, device="cpu"))
+            share = dataclasses.replace(rows[0], batch=rows[0].batch // MAP_DEVICES)
+            out += rows + [recommended(r) for r in (*rows, share)]
     return out
+
+
+# The per-device batch axis: series per device, from a share too small to pay for a
+# device's fixed costs to one that fills it (at most half the quick scale's 256 series,
+# so that `MAP_DEVICES` devices hold the global batch).
+CROSSOVER_BATCHES = (4, 16, 64, 128)
+# Its workloads: the lightest and the heaviest of the map per solver iteration (the
+# map's 1-device rows on the 2-core machines of the committed records).
+CROSSOVER_WORKLOADS = ("oscillator w16", "oscillator w256")
+
+
+def crossover_scenarios(scale: str = "quick") -> list[Scenario]:
+    """The per-device batch axis: per workload of `CROSSOVER_WORKLOADS`, controller and
+    per-device batch `b` of `CROSSOVER_BATCHES`, the recommended step on 1 device at `b`
+    and, with its `MAP_DEVICES`-device rows in every mode (`placements`), at
+    `MAP_DEVICES * b`; strong scaling, CPU. Rows the map holds too are listed once."""
+    out: dict[str, Scenario] = {}
+    for w in (w for w in WORKLOADS if w.name in CROSSOVER_WORKLOADS):
+        for controller in CONTROLLERS:
+            for b in CROSSOVER_BATCHES:
+                at = dict(scale=scale, controller=controller, device="cpu")
+                rows = [
+                    w.scenario(batch=b, **at),
+                    *placements(w.scenario(batch=MAP_DEVICES * b, **at)),
+                ]
+                out.update((s.key(), s) for s in map(recommended, rows))
+    return list(out.values())

@@ -1,0 +1,207 @@
+"""The README's answer, short enough to read in two minutes: per device kind and
+controller, each mode's speedup over the best 1-device step (`best.py`), that step and
+its time; when splitting the batch pays (`crossover.py`), measured or predicted and
+saying which; each figure over the reference's step labelled so. Every number comes
+from the records, with its interval, machine and session."""
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..measure.controllers import CONTROLLERS
+from . import sessions
+from .best import Best, best_for, best_steps, step_of
+from .crossover import CROSSOVER_WORKLOADS, batch_crossing, points, study_records, work_crossing
+from .intervals import ratio_interval
+from .loss import MARK, differs, trained
+from .tables import escape
+from .verdict import exceeds_cores, one_run
+
+# The mode the answer states the crossover of: one solver loop per device, one
+# collective per step (the mode that pays first on the map).
+CROSSOVER_MODE = "shard_map"
+
+
+def _x(p: tuple[float, float, float]) -> str:
+    return f"{p[0]:.2f}x [{p[1]:.2f}, {p[2]:.2f}]"
+
+
+def verdict(p: tuple[float, float, float]) -> str:
+    """What an interval of a speedup says: pays, does not pay, or not separable."""
+    if p[1] > 1:
+        return "pays"
+    if p[2] < 1:
+        return "does not pay"
+    return "not separable from 1"
+
+
+def _devices(rows: Sequence[dict[str, Any]]) -> int | None:
+    """The largest device count of `rows` within the machine's physical cores."""
+    inside = [r["n_devices"] for r in rows if r["n_devices"] > 1 and not exceeds_cores(r)]
+    return max(inside, default=None)
+
+
+def _on_best(rows: Sequence[dict[str, Any]], best: Best, n: int) -> list[dict[str, Any]]:
+    """The one-process rows on `n` devices that run the best step, fastest first."""
+    found = [
+        r
+        for r in rows
+        if r["n_devices"] == n
+        and r.get("processes", 1) == 1
+        and r.get("speedup_best_ci")
+        and step_of(r) == best.step
+    ]
+    return sorted(found, key=lambda r: -r["speedup_best"])
+
+
+def controller_line(rows: Sequence[dict[str, Any]], controller: str) -> str | None:
+    """One controller's bullet: the best 1-device step and its time, each mode's speedup
+    over it on the most devices within the cores, and the fastest's over the
+    reference's (default) 1-device step."""
+    mine = [r for r in rows if r["controller"] == controller and r["scaling"] == "strong"]
+    n = _devices(mine)
+    ones = [r for r in mine if r["n_devices"] == 1 and r["status"] == "ok"]
+    best = best_for(ones[0], best_steps(ones), "strong") if ones else None
+    if n is None or best is None:
+        return None
+    found = _on_best(mine, best, n)
+    if not found:
+        return None
+    modes = ", ".join(
+        f"`{escape(r['mode'])}` {_x((r['speedup_best'], *r['speedup_best_ci']))}"
+        + (f" {MARK}" if r.get("best_differs") else "")
+        for r in found
+    )
+    top = found[0]
+    said = verdict((top["speedup_best"], *top["speedup_best_ci"]))
+    batch = top["global_batch"] // n
+    text = (
+        f"- **{escape(controller)}**: best 1-device step {escape(best.said())}. On {n} "
+        f"devices ({batch} series each): {modes}; the fastest {said}"
+        + (" (one run)" if one_run(top) else "")
+        + "."
+    )
+    default = best.default
+    if default is not None and default is not best.record and trained(default):
+        over = ratio_interval(default, top)
+        text += (
+            f" Over the reference's step ({default['step_time_s'] * 1e3:.3g} ms): "
+            f"`{escape(top['mode'])}` {_x(over)}" + (f" {MARK}" if differs(top, default) else "")
+        )
+        text += "."
+    return text
+
+
+def quick_lines(rows: Sequence[dict[str, Any]], device: str) -> list[str]:
+    """The answer's bullets for one device kind from the quick scaling rows of one
+    machine, with where they were measured; or why there are none."""
+    ok = [r for r in rows if r["device"] == device and r["status"] == "ok"]
+    lines = [line for c in CONTROLLERS if (line := controller_line(ok, c))]
+    name = device.upper()
+    if not lines:
+        return [f"**{name}**: no multi-device {name} row of the best step measured here yet.", ""]
+    labels = sorted({sessions.session_of(r).label for r in ok})
+    where = escape("; ".join(labels))
+    return [f"**{name}**, one global batch (strong scaling), measured on {where}:", "", *lines, ""]
+
+
+def crossover_lines(results: str | Path) -> list[str]:
+    """When splitting pays, measured on the map and its batch axis: `CROSSOVER_MODE`'s
+    crossover in the per-device work, and in series per device on the axis's workloads,
+    per controller."""
+    recs = study_records(results)
+    pts = points(recs)
+    bullets = []
+    for controller in CONTROLLERS:
+        work = work_crossing(pts, controller, CROSSOVER_MODE)
+        if work is None:
+            continue
+        batches = [
+            f"{escape(w)} {c.said('series')}"
+            for w in CROSSOVER_WORKLOADS
+            if (c := batch_crossing(pts, w, controller, CROSSOVER_MODE))
+        ]
+        bullets.append(
+            f"- **{escape(controller)}**: `{CROSSOVER_MODE}` pays {work.said('ms')} of work "
+            f"per solver iteration per device; per device"
+            + (": " + "; ".join(batches) if batches else ": not measured along the batch axis")
+            + "."
+        )
+    if not bullets:
+        return ["**When splitting pays**: not measured yet (`make map`, `make crossover`).", ""]
+    ok = [r for r in recs if r.get("status") == "ok"]
+    return [
+        "**When splitting pays** (CPU, 2 devices, measured: the map's 6 workloads and a "
+        "batch axis of 4 to 128 series per device on its lightest and heaviest; "
+        + escape(sessions.sessions_line(ok, recs)).rstrip(".")
+        + "):",
+        "",
+        *bullets,
+        "",
+    ]
+
+
+def gpu_predictions(results: str | Path) -> list[dict[str, Any]]:
+    """The recorded predictions of several GPUs (`<machine>/predictions/gpu-*.json`, made
+    on a GPU machine from a one-GPU sweep and a profile), fewest devices first."""
+    from ..study import records
+
+    found = []
+    for path in sorted(Path(results).glob("*/predictions/gpu-*.json")):
+        try:
+            p = dict(records.read_json(path), path=str(path), machine=path.parent.parent.name)
+        except (OSError, ValueError):
+            continue
+        if p.get("trained") and p.get("rows"):
+            found.append(p)
+    return sorted(found, key=lambda p: (p["scenario"]["controller"], p["n_devices"]))
+
+
+def gpu_lines(results: str | Path) -> list[str]:
+    """The GPU answer: no multi-GPU row is measured; the predictions that exist, said
+    as predictions, with their step, profile, one-GPU source and intervals."""
+    found = gpu_predictions(results)
+    head = "**GPU**: no multi-GPU row is measured yet (`make gpu` runs 1 to 8 GPUs)."
+    if not found:
+        return [head, ""]
+    p0 = found[0]
+    parts = "; ".join(
+        f"{p['n_devices']} GPUs `{CROSSOVER_MODE}` "
+        + _x(next((r["speedup"], *r["speedup_interval"]) for r in p["rows"]
+                  if r["mode"] == CROSSOVER_MODE))
+        for p in found
+        if any(r["mode"] == CROSSOVER_MODE for r in p["rows"])
+    )  # fmt: skip
+    return [
+        f"{head} **Predicted** by `odestudy predict` (profile "
+        f"`{escape(p0['profile']['name'])}`) from a one-GPU sweep of "
+        f"{escape(step_of({'scenario': p0['scenario']}))} on "
+        f"{escape(p0['machine'])}, global batch {escape(p0['scenario']['batch'])}, over one "
+        f"GPU's {p0['one_device_step_s'] * 1e3:.3g} ms: {parts}. A GPU step here is bound by "
+        "kernel launches, not by its series: the GPU crossover waits for a lent GPU's "
+        "batch sweep of the best step.",
+        "",
+    ]
+
+
+def readme_answer(
+    results: str | Path, rows: Sequence[dict[str, Any]], figure: Path | None, base: Path
+) -> list[str]:
+    """The README's answer as markdown lines: the quick CPU and GPU bullets, when
+    splitting pays, and `figure` (relative to `base`)."""
+    import os
+
+    lines = [
+        "Every speedup is over the **best 1-device step**: the fastest measured 1-device "
+        "step that trains the same model (for the study's own problems, the recommended "
+        "step `--recommended`), whose time each bullet gives; a step is one optimiser "
+        "update of the global batch. Intervals are 95%; "
+        f"{MARK} marks rows trained to different final losses.",
+        "",
+        *quick_lines(rows, "cpu"),
+        *crossover_lines(results),
+    ]
+    if figure is not None and figure.exists():
+        rel = Path(os.path.relpath(figure.resolve(), base.resolve())).as_posix()
+        lines += [f"![Speedup over the best 1-device step against per-device work]({rel})", ""]
+    return lines + gpu_lines(results)

@@ -1,0 +1,21 @@
+"""When splitting the batch pays (`make crossover`): the recommended step along a
+per-device batch axis on the lightest and the heaviest workload of the map
+(`workloads.crossover_scenarios`), its records beside the map's."""
+
+from typing import ClassVar
+
+from .studies import Page, Study
+from .workloads import MAP_FOLDER, crossover_scenarios
+
+
+class Crossover(Study):
+    """The per-device batch axis of the workload map (CPU), its records in the map's
+    folder: the report reads both to find where splitting starts to pay."""
+
+    name: ClassVar[str] = "crossover"
+    title: ClassVar[str] = "When splitting the batch pays"
+    folder: ClassVar[str | None] = MAP_FOLDER
+    page: ClassVar[Page | None] = Page("crossover", title, ("crossover",), ("crossover",))
+
+    def scenarios(self, scale, device="auto", full=False):
+        return crossover_scenarios(scale), []
