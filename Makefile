@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: versions all full map map-levers map-vectors map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: versions all full map crossover map-levers map-vectors map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -25,16 +25,26 @@ full: $(STAMP)
 	@$(BIN)/odestudy matrix --scale $(SCALE) --device auto --full; status=$$?; \
 		$(MAKE) --no-print-directory report && exit $$status
 
-# The workload map: the oscillator at field widths 16, 64 and 256 and a bank of 8
-# oscillators (state 16), 1 and 2 CPU devices in every mode, both controllers, the
-# default and the recommended step, 3 interleaved runs (records under results/map/);
-# then each workload's prediction (`odestudy predict --map`) from its trained 1-device
-# row, with the 2 devices probed and from the `cpu` profile without them, and the report
+# The workload map: the oscillator at field widths 16, 64 and 256, a bank of 8
+# oscillators (state 16), a latent ODE and a controlled ODE, 1 and 2 CPU devices in every
+# mode, both controllers, the default and the recommended step, 3 interleaved runs
+# (records under results/map/); then each workload's prediction of the recommended step
+# (`odestudy predict --map`) from its trained 1-device row, with the 2 devices probed and
+# from the `cpu` profile without them (on the batch axis's workloads, along its
+# per-device batches: made before `make crossover` measures them), and the report
 # (figures/tables/workloads.md). Resumable.
 map: $(STAMP)
 	$(BIN)/odestudy matrix --scale quick --study map --device cpu
 	$(BIN)/odestudy predict --map --devices 2
 	$(BIN)/odestudy predict --map --devices 2 --profile cpu
+	$(MAKE) --no-print-directory report
+
+# When splitting the batch pays: the map's per-device batch axis (`study/crossover.py`:
+# 4 to 128 series per device on its lightest and heaviest workload, the recommended step
+# on 1 device and on 2 in every mode, both controllers, 3 interleaved runs; records beside
+# the map's), then the report (figures/tables/crossover.md). Resumable.
+crossover: $(STAMP)
+	$(BIN)/odestudy matrix --scale quick --study crossover --device cpu
 	$(MAKE) --no-print-directory report
 
 # Tsit5 without its stage loop (`StraightTsit5`, `stages=unrolled`) as a lever along the

@@ -81,11 +81,12 @@ def test_the_plan_line_says_what_runs_and_how_long(tmp_path, cores, monkeypatch,
         results=tmp_path,
         selection={"scaling": "strong", "devices_per_process": "1", "processes": "1"},
     )
-    assert [r["status"] for r in recs] == ["failed", "failed"]
+    # Per controller, the default and the recommended step on 1 device.
+    assert [r["status"] for r in recs] == ["failed"] * 4
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith(
-        "smoke scaling matrix (sized: devices 1): 2 scenarios, "
-        "0 reusable; 6 run(s) to do (2 cold, 4 repeats, machine ceiling"
+        "smoke scaling matrix (sized: devices 1): 4 scenarios, "
+        "0 reusable; 12 run(s) to do (4 cold, 8 repeats, machine ceiling"
     )
     assert "min here" in first
     assert Scenario(scale="smoke").name() in "\n".join(r["name"] for r in recs)

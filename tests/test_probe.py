@@ -210,7 +210,7 @@ def test_a_prediction_from_a_row_is_anchored_and_ranged_over_the_machines_probes
     machine = HardwareProfile("cpu", "cpu", "", {(2, 1, 1): Value(40e-6, 10e-6, 90e-6, "x", True)})
     seen = {}
 
-    def made(target, profile, steps, state, anchor):
+    def made(target, profile, steps, state, anchor, axis=()):
         seen.update(profile=profile, anchor=anchor)
         return {"rows": []}
 

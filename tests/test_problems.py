@@ -242,16 +242,16 @@ def test_a_problem_field_is_a_scenario_field_everywhere():
     assert s.for_problem("oscillator").key() == Scenario().key()  # its schedule undone
 
 
-def test_the_readme_example_trains_a_user_model_with_shard_map(tmp_path):
-    """The README's example as a user runs it: a fresh process whose local devices are
-    2 virtual CPUs (this machine's cores)."""
+def test_the_make_step_example_trains_a_user_model_with_shard_map(tmp_path):
+    """The `make_step` example of `docs/own_model.md` as a user runs it: a fresh process
+    whose local devices are 2 virtual CPUs (this machine's cores)."""
     import subprocess
     import sys
 
     from odestudy.measure.environment import ROOT
 
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Your own model") :]
+    text = (ROOT / "docs" / "own_model.md").read_text()
+    section = text[text.index("## Only the step") :]
     start = section.index("```python") + len("```python")
     code = section[start : section.index("```\n", start)]
     assert len(code.strip().splitlines()) <= 25

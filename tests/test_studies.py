@@ -125,6 +125,7 @@ def test_the_report_asks_the_studies_which_records_are_current_and_which_pages_i
         "explain",
         "versions",
         "workloads",
+        "crossover",
         "step",
         "prediction",
     ]

@@ -204,4 +204,21 @@ def readme_answer(
     if figure is not None and figure.exists():
         rel = Path(os.path.relpath(figure.resolve(), base.resolve())).as_posix()
         lines += [f"![Speedup over the best 1-device step against per-device work]({rel})", ""]
-    return lines + gpu_lines(results)
+    return [w for line in lines + gpu_lines(results) for w in wrapped(line)]
+
+
+# Lines of the generated answer are wrapped to this width (a bullet's continuation
+# indented), so that the README reads in a terminal and no line runs on.
+WIDTH = 100
+
+
+def wrapped(line: str) -> list[str]:
+    """`line` wrapped to `WIDTH` (an image or a blank line kept whole)."""
+    import textwrap
+
+    if not line or line.startswith("!["):
+        return [line]
+    indent = "  " if line.startswith("- ") else ""
+    return textwrap.wrap(
+        line, WIDTH, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    )

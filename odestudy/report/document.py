@@ -8,6 +8,7 @@ from ..measure.timing import PROTOCOL
 from ..study.matrix import Step
 from ..study.runner import html_exporter
 from . import sessions
+from .best import DEFAULT_STEP
 from .crossover import write_crossover
 from .device_tables import (
     ADDED_COLUMNS,
@@ -97,7 +98,8 @@ def _draw_figures(
     """The report's scaling figures (per device kind) and GPU step-cost figure, and its
     headline figure (None without ok multi-device rows)."""
     figs = []
-    recs = [r for r in rows if r["status"] == "ok"]
+    # The scaling figures: the default step (the reference's), each mode over its 1 device.
+    recs = [r for r in rows if r["status"] == "ok" and r.get("step") == DEFAULT_STEP]
     by_scaling = {k: scaling_rows(recs, k) for k in ("strong", "weak")}
     for device in ("cpu", "gpu"):
         sel = [r for k in by_scaling for r in by_scaling[k] if r["device"] == device]

@@ -126,16 +126,35 @@ def write_pages(
 
     Returns the pages."""
     figures, docs = Path(figures), Path(docs)
+    rows = report_rows(results, scale)[2]
     if claims is None:
-        claims = answer_claims(results, scale, report_rows(results, scale)[2])
+        claims = answer_claims(results, scale, rows)
     written = {}
     for spec in pages_of(scale):
-        answer = render_claims(claims) + session_lines(results, scale) if spec.answer else None
+        answer = None
+        if spec.answer:
+            answer = _best_first(results, scale, rows, figures, docs / "results")
+            answer += [DEFAULT_HEAD, "", *render_claims(claims), *session_lines(results, scale)]
         text = page(spec.name, results, figures, docs, answer)
         md = _write(docs / "results" / f"{spec.name}.md", text)
         render_html(text, figures / "pages" / f"{spec.name}.html", md.parent)
         written[spec.name] = md
     return written
+
+
+# The heading of a page's claims about the default step, each mode against its own
+# 1-device row: the reference's comparison, kept beside the answer.
+DEFAULT_HEAD = "**With the default step (the reference's), each mode over its own 1-device row**"
+
+
+def _best_first(
+    results: str | Path, scale: str, rows: Sequence[dict], figures: Path, base: Path
+) -> list[str]:
+    """The README's answer against the best 1-device step, on the page of the README's
+    scale (`README_SCALE`); nothing on another scale's."""
+    if scale != README_SCALE:
+        return []
+    return readme_answer(results, rows, figures / "crossover.png", base)
 
 
 def session_lines(results: str | Path, scale: str) -> list[str]:

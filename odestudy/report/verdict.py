@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import loss, sessions
+from .best import DEFAULT_STEP
 from .tables import escape, fmt
 
 QUESTION = "Which way of splitting the batch over devices trains a neural ODE fastest, and why?"
@@ -133,16 +134,20 @@ def _overlaps(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return alo <= bhi and blo <= ahi
 
 
-def compare(rows: Sequence[dict[str, Any]], controller: str, scaling: str) -> dict[str, Any]:
-    """The multi-device rows of `controller` and `scaling` at the largest device count
-    within the physical cores (one process where there are such rows), fastest first:
-    `{"n": devices, "ranked": rows, "close": rows whose interval overlaps the
-    fastest's}`; `n` is None without such rows (`beyond`: whether there are rows, all
-    beyond the cores)."""
+def compare(
+    rows: Sequence[dict[str, Any]], controller: str, scaling: str, step: str = DEFAULT_STEP
+) -> dict[str, Any]:
+    """The multi-device rows of `controller`, `scaling` and `step` (`best.step_of`; the
+    default step's unless said) at the largest device count within the physical cores
+    (one process where there are such rows), fastest first, each against its own step's
+    1-device row: `{"n": devices, "ranked": rows, "close": rows whose interval overlaps
+    the fastest's}`; `n` is None without such rows (`beyond`: whether there are rows,
+    all beyond the cores)."""
     sel = [
         r
         for r in rows
-        if r["controller"] == controller
+        if r.get("step", DEFAULT_STEP) == step
+        and r["controller"] == controller
         and r["scaling"] == scaling
         and r["status"] == "ok"
         and r["n_devices"] > 1
@@ -283,7 +288,9 @@ def verdict_markdown(rows: Sequence[dict[str, Any]], scale: str | None = None) -
     for device in ("cpu", "gpu"):
         parts += device_verdict(rows, device, scale) + [""]
     parts.append(
-        "Speedup: the 1-device median step time over the mode's (weak scaling: x devices)."
+        "Speedup: the 1-device median step time over the mode's (weak scaling: x devices), "
+        "both with the default step (the reference's); against the best 1-device step: "
+        "the README and `docs/results/crossover.md`."
     )
     if loss.MARK in "\n".join(parts):
         parts += ["", loss.NOTE]

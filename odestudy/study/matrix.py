@@ -15,7 +15,6 @@ from ..measure.recommended import recommended as apply
 from ..measure.record import Record
 from ..measure.scenario import SCALES, Scenario, heterogeneous_training
 from . import records
-from .crossover import Crossover
 from .executors import Executor, LocalExecutor, Progress
 from .lock import measuring
 from .plan import CeilingProbe, expected_env, make_plan, reusable, runs, why_stale
@@ -426,6 +425,10 @@ class Map(Study):
     def scenarios(self, scale, device="auto", full=False):
         return map_scenarios(scale), []
 
+
+# Registered here, after the map, whose records and page it follows (`pages_of`: the
+# studies in the order defined).
+from .crossover import Crossover  # noqa: E402
 
 # The seed study's scale: the reference's configuration.
 SEED_SCALE = "seed"

@@ -141,12 +141,14 @@ def crossover_scenarios(scale: str = "quick") -> list[Scenario]:
     """The per-device batch axis: per workload of `CROSSOVER_WORKLOADS`, controller and
     per-device batch `b` of `CROSSOVER_BATCHES`, the recommended step on 1 device at `b`
     and, with its `MAP_DEVICES`-device rows in every mode (`placements`), at
-    `MAP_DEVICES * b`; strong scaling, CPU. Rows the map holds too are listed once."""
+    `MAP_DEVICES * b` (where the data set holds it); strong scaling, CPU. Rows the map
+    holds too are listed once."""
     out: dict[str, Scenario] = {}
     for w in (w for w in WORKLOADS if w.name in CROSSOVER_WORKLOADS):
         for controller in CONTROLLERS:
-            for b in CROSSOVER_BATCHES:
-                at = dict(scale=scale, controller=controller, device="cpu")
+            at = dict(scale=scale, controller=controller, device="cpu")
+            size = w.scenario(**at).dataset_size  # a smaller scale holds fewer series
+            for b in (b for b in CROSSOVER_BATCHES if MAP_DEVICES * b <= size):
                 rows = [
                     w.scenario(batch=b, **at),
                     *placements(w.scenario(batch=MAP_DEVICES * b, **at)),
