@@ -206,7 +206,7 @@ def _predict_rows(a: argparse.Namespace) -> int:
 
 
 def _predict(a: argparse.Namespace) -> int:
-    from .predict import check_prediction, one_device, recorded_state
+    from .predict import check_prediction, made_here, one_device, recorded_state
     from .study.profiles import load_profile
 
     if a.map:
@@ -232,6 +232,7 @@ def _predict(a: argparse.Namespace) -> int:
     with measuring(f"odestudy predict {target.problem_object.name}", a.wait):
         out = _predict_with(target, profile, a, state)
     out["trained_from"] = str(state[0].parent) if state else None
+    out.update(made_here())
     print_prediction(out, target)
     if a.out:
         from .study.records import write_json_atomic
