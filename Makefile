@@ -138,7 +138,8 @@ lint: $(DEV_STAMP)
 	$(BIN)/mypy
 
 # The quick matrix sized to this machine: CPU devices up to its physical cores, GPUs
-# up to those present (and the machine's weak-scaling ceiling); resumable.
+# up to those present (and the machine's weak-scaling ceiling); resumable. Its plan
+# without running anything: `odestudy matrix --dry-run`.
 matrix: $(STAMP)
 	$(BIN)/odestudy matrix --scale $(SCALE) --device auto
 
@@ -166,6 +167,10 @@ seed: $(STAMP)
 
 # Only the GPU rows, on a machine with GPUs and the registry: first
 # `.venv/bin/pip install -e ".[cuda13]"` (or ".[cuda12]", matching the driver).
+# The quick GPU matrix: 1 GPU, and 2, 4 and 8 GPUs in every multi-device mode, strong and
+# weak scaling, both controllers, sized to the GPUs present (4 GPUs: the rows on 1, 2
+# and 4); resumable; then the report. The plan first, or for N GPUs elsewhere (a SLURM
+# partition): `odestudy matrix --device gpu --device-count N --dry-run`.
 gpu: $(STAMP)
 	$(BIN)/odestudy matrix --scale $(SCALE) --device gpu
 	$(BIN)/odestudy report --scale $(SCALE)

@@ -22,11 +22,34 @@
 # its time limit still returns what finished. The exit status is the last failed part's
 # (0 when every part ran).
 #
+# The best step (the recommended one, `odestudy.recommended`; `--recommended`), for a
+# session lent a GPU (15 minutes of device time in all, 10 per command):
+#
+#   cpubest      the best step's quick CPU rows on this host's own cores: 1, 2, 4 and 8
+#                devices, strong scaling, every mode, PID (`cpu` with the matrix's
+#                --recommended); about 10 scenarios of 3 runs; resumable: a call cut off
+#                by its limit is taken up by the next.
+#   sweep        per controller of $SWEEP_CONTROLLERS (PID and StepTo): the best step's
+#                quick 1-GPU row (one run; the trained model it saves is the sweep's),
+#                then the one-GPU step-cost sweep of that model over per-device batch
+#                $SWEEP_BATCHES (4 to 4096, powers of 4: a few minutes), a step-cost
+#                record step_cost/gpu-<controller>-recommended.json (label recommended).
+#   predictbest  `odestudy predict --recommended --profile h100-nvlink` for 2, 4 and 8
+#                H100s (PID), from the trained model of the 1-GPU row `sweep` recorded
+#                (no training again; without it, predict trains its own): records
+#                predictions/gpu-pid-quick-N-h100-nvlink-recommended.json.
+#
+# Run order: install, cpubest, sweep, predictbest, each its own command (cpubest first if
+# time is short: its rows are measured on real cores, the GPU's beyond one are predicted).
+#
 # Sizes can be set (tests/test_pipeline.py runs the CPU parts tiny): COST_SCALE (quick;
-# the trained model of every step-cost sweep), COST_TIMED_STEPS, GPU_COST_BATCHES
-# (`cost`), COST_CONTROLLERS and COST_BATCHES (`cpucost`'s sweeps), COLLECTIVE_DEVICES,
-# COLLECTIVE_SIZES and COLLECTIVE_ITERATIONS (its all-reduce latencies), CPU_SCALE,
-# CPU_SELECT and CPU_RUNS (`cpu`: the rows and runs per row; default the matrix's).
+# the trained model of every step-cost sweep and of `sweep` and `predictbest`),
+# COST_TIMED_STEPS, GPU_COST_BATCHES (`cost`), COST_CONTROLLERS and COST_BATCHES
+# (`cpucost`'s sweeps), COLLECTIVE_DEVICES, COLLECTIVE_SIZES and COLLECTIVE_ITERATIONS
+# (its all-reduce latencies), CPU_SCALE, CPU_SELECT and CPU_RUNS (`cpu` and `cpubest`: the
+# rows and runs per row; default the matrix's), SWEEP_CONTROLLERS, SWEEP_BATCHES and
+# SWEEP_DEVICE (`sweep` and `predictbest`: gpu; the test runs them on cpu),
+# PREDICT_DEVICES (`predict` and `predictbest`).
 set -u
 PY=${GPU_PYTHON:-python3}
 RESULTS=${RESULTS:-results-gpu-machine}
@@ -46,6 +69,9 @@ LEVER_SCALES=${LEVER_SCALES:-quick seed}
 LEVERS_quick=${LEVERS_quick:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused_accepted(64),within_ode+fused_accepted(64)+fastact,within_ode+fused(64)+cmdbuf"}
 LEVERS_seed=${LEVERS_seed:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused_accepted(64),within_ode+fused_accepted(64)+fastact"}
 PREDICT_DEVICES=${PREDICT_DEVICES:-2 4 8}
+SWEEP_CONTROLLERS=${SWEEP_CONTROLLERS:-pid stepto}
+SWEEP_BATCHES=${SWEEP_BATCHES:-4,16,64,256,1024,4096}
+SWEEP_DEVICE=${SWEEP_DEVICE:-gpu}
 MAP_CONTROLLERS=${MAP_CONTROLLERS:-pid stepto}
 MAP_WORKLOADS=${MAP_WORKLOADS:-}
 MAP_FUSED=${MAP_FUSED:-default,recommended-diffrax,recommended-fused}
@@ -92,6 +118,30 @@ predict() {  # N H100s predicted from one GPU's sweep and the h100-nvlink profil
   for n in $PREDICT_DEVICES; do $PY -m odestudy.cli predict --device gpu --devices "$n" \
     --profile h100-nvlink --controller pid --scale quick --results "$RESULTS" \
     --out "$dir/predictions/gpu-pid-quick-$n-h100-nvlink.json" || r=1; done
+  return $r
+}
+
+sweep() {  # per controller: the best step's 1-GPU row, then the batch sweep of its model
+  local dir c r=0; dir=$(here) || return 1
+  for c in $SWEEP_CONTROLLERS; do
+    $PY -m odestudy.cli matrix --scale "$COST_SCALE" --device "$SWEEP_DEVICE" --recommended \
+      --results "$RESULTS" --select "mode=single,scaling=strong,controller=$c" --runs 1 || r=1
+    $PY benchmarks/step_cost.py --device "$SWEEP_DEVICE" --controller "$c" --recommended \
+      --scale "$COST_SCALE" --results "$RESULTS" --batches "$SWEEP_BATCHES" \
+      --timed-steps "$COST_TIMED_STEPS" --label recommended \
+      --out "$dir/step_cost/$SWEEP_DEVICE-$c-recommended.json" || r=1
+    pack
+  done
+  return $r
+}
+
+predictbest() {  # N H100s predicted for the best step, from the model of its 1-GPU row
+  local dir n r=0; dir=$(here) || return 1; mkdir -p "$dir/predictions"
+  for n in $PREDICT_DEVICES; do $PY -m odestudy.cli predict --device "$SWEEP_DEVICE" \
+    --devices "$n" --profile h100-nvlink --recommended --controller pid --scale "$COST_SCALE" \
+    --results "$RESULTS" \
+    --out "$dir/predictions/$SWEEP_DEVICE-pid-$COST_SCALE-$n-h100-nvlink-recommended.json" \
+    || r=1; done
   return $r
 }
 
@@ -142,7 +192,11 @@ for part in "$@"; do
     mapfused) mapfused ;;
     cpu) JAX_PLATFORMS=cpu $PY -m odestudy.cli matrix --scale "$CPU_SCALE" --device cpu \
         --results "$RESULTS" --select "$CPU_SELECT" ${CPU_RUNS:+--runs "$CPU_RUNS"} ;;
-    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu levers predict mapfused" >&2
+    cpubest) JAX_PLATFORMS=cpu $PY -m odestudy.cli matrix --scale "$CPU_SCALE" --device cpu \
+        --recommended --results "$RESULTS" --select "$CPU_SELECT" ${CPU_RUNS:+--runs "$CPU_RUNS"} ;;
+    sweep) sweep ;;
+    predictbest) predictbest ;;
+    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu levers predict mapfused cpubest sweep predictbest" >&2
        exit 2 ;;
   esac
   rc=$?

@@ -6,6 +6,10 @@ executed iterations against the batch). A benchmark, not a test.
         --out results/quick/step_cost/gpu-pid.json
 
 Set XLA_FLAGS before starting it to compare compiler options (recorded in the output).
+`--recommended` sweeps the recommended step (`odestudy.recommended`) instead of the
+default; `--results` starts from the trained model of the scenario's 1-device row
+recorded there (`odestudy matrix`, `odestudy run`), where it may stand for it, instead
+of training.
 """
 
 import argparse
@@ -23,21 +27,40 @@ def main() -> None:
     p.add_argument("--scale", default="quick")
     p.add_argument("--batches", default="1,4,16,64,256", help="comma-separated batch sizes")
     p.add_argument("--timed-steps", type=int, default=20)
+    p.add_argument("--solve", default=None, help="the scenario's solve (per_sample, within_ode)")
     p.add_argument(
-        "--solve", default="per_sample", help="the scenario's solve (per_sample, within_ode)"
+        "--recommended",
+        action="store_true",
+        help="the recommended step of the controller (its levers set the solve)",
+    )
+    p.add_argument(
+        "--results",
+        default=None,
+        help="start from the trained state of the scenario's 1-device row recorded here, "
+        "where it may stand for it (same machine, versions, protocol); else train",
     )
     p.add_argument("--label", default="", help="a name for this variant (e.g. XLA flags)")
     p.add_argument("--out", required=True, help="output JSON file")
     a = p.parse_args()
+    if a.recommended and a.solve is not None:
+        p.error("--recommended sets the solve; give either --recommended or --solve")
     import odestudy
 
     odestudy.configure_devices(a.device, 1)
     from odestudy.measure.cost import step_cost_sweep
+    from odestudy.predict import recorded_state
 
-    s = odestudy.Scenario(device=a.device, controller=a.controller, scale=a.scale, solve=a.solve)
+    s = odestudy.Scenario(
+        device=a.device, controller=a.controller, scale=a.scale, solve=a.solve or "per_sample"
+    )
+    if a.recommended:
+        s = odestudy.recommended(s)
+    state = recorded_state(s, a.results) if a.results else None
+    print(f"from the trained state {state[0]}" if state else f"training {s.name()}")
     batches = tuple(int(b) for b in a.batches.split(","))
-    record = step_cost_sweep(s, batches, timed_steps=a.timed_steps)
+    record = step_cost_sweep(s, batches, timed_steps=a.timed_steps, trained_state=state)
     record["label"] = a.label
+    record["trained_from"] = str(state[0].parent) if state else None
     odestudy.write_json_atomic(a.out, record)
     fit = record["fit"]
     print(f"{a.device} {a.controller} {a.label}: final loss {record['final_loss']:.4g}")

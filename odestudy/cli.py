@@ -120,13 +120,16 @@ def _executor(a: argparse.Namespace):
 
 
 def _matrix(a: argparse.Namespace) -> int:
-    from .study.matrix import parse_selection, run_matrix
+    from .study.matrix import check_sizing, parse_selection, run_matrix
+    from .study.studies import Sizing
 
     # A study says where its records go (the map keeps its own apart, so that all its
     # rows come from one `make map`).
     study = get_study(a.study)
+    check_sizing(a.device, Sizing(a.device_count), study)  # before anything else
     results = study.results(a.results)
-    check_writable(results)
+    if not a.dry_run:  # a dry run writes nothing, there or anywhere
+        check_writable(results)
     resolve_problem(a.problem)  # a clear error before anything runs
     recs = run_matrix(
         a.scale,
@@ -141,7 +144,11 @@ def _matrix(a: argparse.Namespace) -> int:
         executor=_executor(a),
         wait=a.wait,
         problem=a.problem,
+        device_count=a.device_count,
+        dry_run=a.dry_run,
     )
+    if a.dry_run:
+        return 0
     failed = [r["name"] for r in recs if r["status"] != "ok"]
     print(
         f"{len(recs) - len(failed)} of {len(recs)} scenarios ok"
@@ -199,7 +206,7 @@ def _predict_rows(a: argparse.Namespace) -> int:
 
 
 def _predict(a: argparse.Namespace) -> int:
-    from .predict import check_prediction, one_device, recorded_state
+    from .predict import check_prediction, made_here, one_device, recorded_state
     from .study.profiles import load_profile
 
     if a.map:
@@ -229,6 +236,7 @@ def _predict(a: argparse.Namespace) -> int:
     with measuring(f"odestudy predict {target.problem_object.name}", a.wait):
         out = _predict_with(target, profile, a, state, axis)
     out["trained_from"] = str(state[0].parent) if state else None
+    out.update(made_here())
     print_prediction(out, target)
     if a.out:
         from .study.records import write_json_atomic
@@ -486,6 +494,21 @@ def parser() -> argparse.ArgumentParser:
         help="what every scenario trains: a problem's name or module:object",
     )
     m.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto")
+    m.add_argument(
+        "--device-count",
+        type=int,
+        default=None,
+        metavar="N",
+        help="size the matrix to N devices of the kind --device names (cpu or gpu), "
+        "present or not (a SLURM partition's, say), instead of to this machine; GPU rows "
+        "on more GPUs than are present where they run are listed as not run",
+    )
+    m.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan, scenario by scenario (runs to do, record reused or why not, "
+        "why a row cannot run here), and run, write, lock and probe nothing",
+    )
     m.add_argument("--force", action="store_true", help="rerun finished scenarios")
     m.add_argument(
         "--full",

@@ -628,10 +628,8 @@ def predict_from_row(
     - `extra`: more fields for the written prediction (the map's `workload`).
     - `axis`: per-device batches to predict along (`predict_modes`).
     """
-    from .measure.environment import git_commit, machine_id, now, this_machine, versions
     from .measure.probe import session_probe
     from .measure.state import STATE_NAME
-    from .measure.timing import PROTOCOL
     from .study import records
 
     rec, made_from, kept = _made_from(target, results, out, profile, axis)
@@ -653,14 +651,22 @@ def predict_from_row(
         return None
     row = Anchor.of_record(rec, f"the recorded 1-device row started {rec.get('started')}")
     p = predict_modes(target, used, MAP_TIMED_STEPS, (state, float(rec["final_loss"])), row, axis)
-    made = {"machine_id": machine_id(this_machine()), "versions": versions(),
-            "protocol": PROTOCOL, "git_commit": git_commit(), "finished": now()}  # fmt: skip
-    p.update(made, made_from=made_from, label=label, **(extra or {}))
+    p.update(made_here(), made_from=made_from, label=label, **(extra or {}))
     records.write_json_atomic(out, p)
     if show:
         speedups = ", ".join(f"{r['mode']} {r['speedup']:.2f}x" for r in p["rows"])
         print(f"predicted {label} ({named or 'probe'}): {speedups}", flush=True)
     return p
+
+
+def made_here() -> dict[str, Any]:
+    """Where and when a prediction is made: this machine, its versions, the measurement
+    protocol, the commit and the time."""
+    from .measure.environment import git_commit, machine_id, now, this_machine, versions
+    from .measure.timing import PROTOCOL
+
+    return {"machine_id": machine_id(this_machine()), "versions": versions(),
+            "protocol": PROTOCOL, "git_commit": git_commit(), "finished": now()}  # fmt: skip
 
 
 def _unusable(rec: dict[str, Any], state: Path, base: Scenario) -> str | None:

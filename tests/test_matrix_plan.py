@@ -90,3 +90,111 @@ def test_the_plan_line_says_what_runs_and_how_long(tmp_path, cores, monkeypatch,
     )
     assert "min here" in first
     assert Scenario(scale="smoke").name() in "\n".join(r["name"] for r in recs)
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Fail the test if a dry run would take the lock, probe, or run a scenario."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a dry run ran, locked or probed something")
+
+    monkeypatch.setattr(matrix, "measuring", refuse)
+    monkeypatch.setattr(matrix, "session_probe", refuse)
+    monkeypatch.setattr(runner, "execute_scenario", refuse)
+
+
+def _dry_run(args: list[str], results, capsys) -> tuple[int, list[str]]:
+    """`odestudy matrix --dry-run ARGS --results RESULTS`: exit status and the lines."""
+    code = cli.main(["matrix", "--dry-run", "--results", str(results), *args])
+    return code, capsys.readouterr().out.splitlines()
+
+
+def _listed(lines: list[str]) -> dict[str, str]:
+    """The scenario lines of a dry run, by scenario name."""
+    return {
+        line.split()[0]: line for line in lines if line.startswith("  ") and "run(s) to do" in line
+    }
+
+
+def test_a_dry_run_plans_8_gpus_where_none_is_present(tmp_path, monkeypatch, capsys, nothing_runs):
+    monkeypatch.setattr(matrix, "gpu_count", lambda: 0)
+    results = tmp_path / "results"
+    args = ["--scale", "quick", "--device", "gpu", "--device-count", "8"]
+    code, lines = _dry_run(args, results, capsys)
+    assert code == 0 and not results.exists()  # nothing written, not even the folder
+    assert lines[0].startswith("quick scaling matrix (sized to 8 GPU devices: devices 1, 2, 4, 8)")
+    listed = _listed(lines)
+    want = matrix.scenarios("quick", "gpu", 8)
+    assert set(listed) == {s.name() for s in want}
+    assert {s.total_devices for s in want} == {1, 2, 4, 8}
+    for s in want:
+        line = listed[s.name()]
+        assert f"[{s.key()}]" in line and "3 run(s) to do (1 cold, 2 repeats); no record" in line
+        assert line.endswith("planned for 8 GPU(s); not present here (0 present)")
+
+
+def test_a_dry_run_plans_4_cpu_devices_and_says_which_records_stand(
+    tmp_path, cores, capsys, nothing_runs
+):
+    from odestudy.study import records
+
+    cores(2)
+    one = Scenario(scale="quick")
+    path = records.record_path(one, tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"status": "ok", "scenario_key": "another"}')
+    code, lines = _dry_run(["--scale", "quick", "--device", "cpu", "--device-count", "4"],
+                           tmp_path, capsys)  # fmt: skip
+    assert code == 0
+    listed = _listed(lines)
+    four = [s for s in matrix.scenarios("quick", "cpu", 4) if s.total_devices == 4]
+    assert four and all(s.name() in listed for s in four)
+    assert all("beyond this machine's 2 physical cores" in listed[s.name()] for s in four)
+    assert "record stale: scenario differs" in listed[one.name()]
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["metrics.json"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--device", "gpu", "--device-count", "0"], "--device-count must be 1 or more, got 0"),
+        (["--device-count", "2"], "--device-count needs --device cpu or --device gpu"),
+        (["--device", "cpu", "--device-count", "2", "--study", "explain"], "not sized"),
+    ],
+)
+def test_a_bad_device_count_is_refused_in_one_line(tmp_path, capsys, args, message, nothing_runs):
+    results = tmp_path / "results"
+    assert cli.main(["matrix", "--results", str(results), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and not results.exists()
+
+
+def test_the_gpu_matrix_is_1_gpu_and_every_multi_device_mode_at_2_4_8():
+    from odestudy.measure.modes import MODES
+
+    multi = {name for name, m in MODES.items() if m.multi_device}
+    found = matrix.scenarios("quick", "gpu")
+    assert {s.mode for s in found if s.total_devices == 1} == {"single"}
+    for scaling in ("strong", "weak"):
+        for n in (2, 4, 8):
+            modes = {s.mode for s in found if s.total_devices == n and s.scaling == scaling}
+            assert modes == multi, (scaling, n)
+    # The seed scale's GPU rows stay the committed records': 1 and 2 GPUs.
+    assert {s.total_devices for s in matrix.scenarios("seed", "gpu")} == {1, 2}
+
+
+def test_gpus_planned_run_on_a_partition_and_not_here(monkeypatch):
+    """With SLURM the rows run on the partition's nodes, which have the GPUs planned;
+    run here, they need GPUs present here."""
+    from odestudy.study.executors import LocalExecutor
+    from odestudy.study.slurm import SlurmExecutor
+    from odestudy.study.studies import Sizing
+
+    monkeypatch.setattr(matrix, "gpu_count", lambda: 0)
+    planned = Sizing(4, SlurmExecutor().gpus(4))
+    runnable, not_run = matrix.plan("quick", "gpu", sizing=planned)
+    assert not not_run and {s.total_devices for s in runnable} == {1, 2, 4}
+    here = Sizing(4, LocalExecutor().gpus(4))
+    runnable, not_run = matrix.plan("quick", "gpu", sizing=here)
+    assert not runnable and {s.total_devices for s, _ in not_run} == {1, 2, 4}

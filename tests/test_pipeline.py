@@ -146,6 +146,44 @@ def test_gpu_session_cpu_parts_run_tiny(results, tmp_path):
         assert "1 reusable; 0 run(s) to do" in run.stdout, run.stdout[-3000:]
 
 
+@pytest.mark.long
+def test_gpu_session_best_step_parts_run_tiny(tmp_path):
+    """Its parts for the best step, on the CPU at tiny sizes: `sweep` (the recommended
+    step's 1-device row, then the batch sweep of its trained model), `predictbest` (the
+    prediction from that row's model, no training again) and `cpubest` (the recommended
+    CPU rows: here the same 1-device row, reused)."""
+    import json
+
+    from odestudy.measure.recommended import recommended
+    from odestudy.study.records import machine_folder
+
+    best = recommended(Scenario(scale="smoke", controller="pid"))
+    run = _gpu_session(
+        ["sweep", "predictbest", "cpubest"],
+        tmp_path,
+        SWEEP_DEVICE="cpu",
+        SWEEP_CONTROLLERS="pid",
+        SWEEP_BATCHES="1,2",
+        COST_SCALE="smoke",
+        COST_TIMED_STEPS="1",
+        PREDICT_DEVICES="2",
+        CPU_SCALE="smoke",
+        CPU_SELECT="scaling=strong,processes=1,controller=pid,devices_per_process=1",
+        CPU_RUNS="1",
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    folder = machine_folder(tmp_path)
+    sweep = json.loads((folder / "step_cost" / "cpu-pid-recommended.json").read_text())
+    row = record_path(best, tmp_path).parent
+    assert [r["batch"] for r in sweep["rows"]] == [1, 2] and sweep["label"] == "recommended"
+    assert Scenario.from_dict(sweep["scenario"]) == best and sweep["trained_from"] == str(row)
+    name = "cpu-pid-smoke-2-h100-nvlink-recommended.json"
+    predicted = json.loads((folder / "predictions" / name).read_text())
+    assert Scenario.from_dict(predicted["scenario"]).solve == best.solve
+    assert predicted["trained_from"] == str(row) and predicted["profile"]["name"] == "h100-nvlink"
+    assert "1 reusable; 0 run(s) to do" in run.stdout.split("=== cpubest")[1], run.stdout[-3000:]
+
+
 def test_gpu_session_gpu_cost_part_runs_tiny(tmp_path):
     """Its GPU step-cost part at tiny sizes, where a GPU is present."""
     import shutil

@@ -20,11 +20,11 @@ from odestudy.report import workloads as report
 from odestudy.report.map_levers import MAP_LEVERS, lever_lines, lever_summary
 from odestudy.study import records
 from odestudy.study.workloads import (
+    CROSSOVER_BATCHES,
+    CROSSOVER_WORKLOADS,
     MAP_DEVICES,
     MAP_FOLDER,
     MULTI_MODES,
-    CROSSOVER_BATCHES,
-    CROSSOVER_WORKLOADS,
     WORKLOADS,
     crossover_scenarios,
     map_scenarios,
@@ -36,7 +36,9 @@ from .helpers import dataset, record
 
 def test_the_map_has_every_mode_and_controller_of_every_workload():
     rows = map_scenarios()
-    assert len({s.key() for s in rows}) == len(rows) == len(WORKLOADS) * 2 * (3 + 2 * len(MULTI_MODES))
+    assert (
+        len({s.key() for s in rows}) == len(rows) == len(WORKLOADS) * 2 * (3 + 2 * len(MULTI_MODES))
+    )
     assert {s.problem for s in rows} >= {"oscillator", "oscillator_bank"}
     assert len({s.width for s in rows if s.problem == "oscillator"}) >= 3
     for w in WORKLOADS:

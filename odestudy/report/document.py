@@ -33,7 +33,7 @@ from .frames import (
     record_machine_id,
     scaling_rows,
 )
-from .gpu import gpu_extra, headline_figure
+from .gpu import gpu_extra, gpu_predictions, headline_figure, predicted_section
 from .machines import machines_table, skipped_table
 from .plots import scaling_figures, step_cost_figure
 from .prediction import write_prediction
@@ -143,18 +143,19 @@ def _device_tables(
     written["projection"], projected = write_projection(
         results, by_machine, gpu_rows, chosen["gpu"], cpu_rows, tables / "projection.md"
     )
+    # The GPU rows predicted from one GPU, beside the measured ones (or alone).
+    predicted = {"cpu": "", "gpu": predicted_section(gpu_predictions(results, scale), every)}
     guide = True  # how to read the tables: once, in the first table with rows
     for device in ("cpu", "gpu"):
         path = tables / f"{device}.md"
         if not any(r["device"] == device and r["status"] == "ok" for r in rows):
-            path.write_text(
-                f"# {device.upper()} table\n\n{no_rows(rows, results, device, scale)}\n"
-            )
+            text = f"# {device.upper()} table\n\n{no_rows(rows, results, device, scale)}\n"
+            path.write_text(text + (f"\n{predicted[device]}" if predicted[device] else ""))
         else:
             extra = (
                 gpu_extra(gpu_rows, projected, reference_rows(reference)) if device == "gpu" else ""
             )
-            path.write_text(device_table(rows, device, extra, guide))
+            path.write_text(device_table(rows, device, predicted[device] + extra, guide))
             guide = False
         written[device] = path
     return written

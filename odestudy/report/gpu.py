@@ -1,14 +1,187 @@
-"""The GPU table's extra sections (projected rows, the reference's GPU rows) and the
-headline figure (speedup over one device, by mode)."""
+"""The GPU table's extra sections (rows predicted from one GPU, projected rows, the
+reference's GPU rows) and the headline figure (speedup over one device, by mode)."""
 
 from pathlib import Path
 from typing import Any
 
+from ..measure.modes import MODES
+from ..measure.scenario import Scenario
+from ..measure.timing import PROTOCOL
+from ..study import records
+from .intervals import fmt_interval
 from .plots import CONTROLLER_STYLE, MODE_STYLE, _save
 from .projection import projected_table
+from .sessions import short_commit
+from .tables import escape, markdown_table
 from .tables import fmt as _fmt
-from .tables import markdown_table
 from .verdict import exceeds_cores
+from .workloads import step_of
+
+# A machine's folder of predictions of several GPUs from one (`odestudy predict --device
+# gpu --out`, `benchmarks/gpu_session.sh predict` and `predictbest`).
+PREDICTIONS_FOLDER = "predictions"
+
+
+def gpu_predictions(results: str | Path, scale: str) -> list[dict[str, Any]]:
+    """Every machine's predictions of several GPUs at `scale` under `results`, each with
+    its `path`, by step, controller, profile and GPUs."""
+    root = Path(results)
+    machines = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    out = []
+    for machine in machines:
+        for path in records.side_study_paths(machine, PREDICTIONS_FOLDER, "gpu-*.json"):
+            try:
+                rec = records.read_json(path)
+            except (OSError, ValueError):
+                continue
+            s = rec.get("scenario") or {}
+            if s.get("scale") == scale and s.get("device") == "gpu":
+                out.append({**rec, "path": str(path)})
+
+    def order(p: dict[str, Any]) -> tuple:
+        s = p["scenario"]
+        return (step_of(p), s["controller"], p["profile"]["name"], p["n_devices"])
+
+    return sorted(out, key=order)
+
+
+def made_when(p: dict[str, Any]) -> str:
+    """When a record was finished: its own time, else (a prediction) its sweep's session
+    probe's."""
+    found = p.get("finished") or ((p.get("sweep") or {}).get("probe") or {}).get("finished")
+    return str(found or "unknown").replace("T", " ").replace("+00:00", " UTC")
+
+
+def _measured_one_gpu(p: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The measured 1-GPU row of the scenario a prediction's sweep timed, on its machine,
+    under the current protocol (`timing.PROTOCOL`), among `rows` (records), if any."""
+    sweep = p.get("sweep") or {}
+    key = Scenario.from_dict(sweep.get("scenario") or p["scenario"]).key()
+    machine = sweep.get("machine_id") or p.get("machine_id")
+    return next(
+        (
+            r
+            for r in rows
+            if r.get("scenario_key") == key
+            and r["status"] == "ok"
+            and r.get("protocol") == PROTOCOL
+            and r["machine_id"] == machine
+        ),
+        None,
+    )
+
+
+def _ms(seconds: float) -> str:
+    """Seconds as milliseconds to about 3 significant digits, trailing zeros kept."""
+    ms = seconds * 1e3
+    return f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}"
+
+
+def _predicted_cells(p: dict[str, Any], measured: dict[str, Any] | None) -> list[list[str]]:
+    """A prediction's rows, one per mode: GPUs (predicted), mode, controller, step,
+    global batch, the 1-GPU step of its sweep and of the measured row, the predicted step
+    and speedup with their 95% intervals, the profile and the record."""
+    s = p["scenario"]
+    order = list(MODES)
+    out = []
+    for r in sorted(p["rows"], key=lambda r: order.index(r["mode"]) if r["mode"] in order else 0):
+        lo, hi = r["step_time_interval_s"]
+        speedup = (
+            fmt_interval(r["speedup"], *r["speedup_interval"])
+            if p.get("trained")
+            else "– (not trained)"
+        )
+        out.append(
+            [
+                f"{p['n_devices']} (predicted)",
+                escape(r["mode"]),
+                escape(s["controller"]),
+                step_of(p),
+                str(Scenario.from_dict(s).global_batch),
+                _ms(p["one_device_step_s"]),
+                _ms(measured["step_time_s"]) if measured else "–",
+                f"{_ms(r['step_time_s'])} [{_ms(lo)}, {_ms(hi)}]",
+                speedup,
+                escape(p["profile"]["name"]),
+                escape(Path(p["path"]).stem),
+            ]
+        )
+    return out
+
+
+def _source_line(p: dict[str, Any], measured: dict[str, Any] | None) -> str:
+    """Where a prediction comes from: its record, the machine and time it was made, its
+    1-GPU sweep (batches, timed steps, the model it timed) and measured row, the
+    profile."""
+    sweep = p.get("sweep") or {}
+    path = Path(p["path"])
+    batches = ", ".join(str(r["batch"]) for r in sweep.get("rows", []))
+    timed = sorted({len(r.get("step_times_s") or []) for r in sweep.get("rows", [])})
+    model = (
+        f"the trained model of the 1-GPU row `{escape(Path(p['trained_from']).name)}`"
+        if p.get("trained_from")
+        else "the model trained anew by the prediction"
+    )
+    trained = "trained" if p.get("trained") else f"not trained (above {p.get('trained_loss')})"
+    row = (
+        f"; the measured 1-GPU row: `{escape(measured['name'])}` (finished "
+        f"{escape(made_when(measured))})"
+        if measured
+        else "; no measured 1-GPU row of its step under the current protocol"
+    )
+    versions = sweep.get("versions") or {}
+    return (
+        f"- `{escape(path.stem)}` (`{escape(path.parent.parent.name)}/{PREDICTIONS_FOLDER}/`): "
+        f"made on {escape(sweep.get('machine_id') or p.get('machine_id'))} "
+        f"({escape(sweep.get('device_kind'))}), {escape(made_when(p))}, JAX "
+        f"{escape(versions.get('jax'))}, commit {escape(short_commit(sweep))}, measurement "
+        f"protocol {escape(sweep.get('protocol'))}; its 1-GPU sweep: batches {escape(batches)} "
+        f"({escape('/'.join(map(str, timed)))} timed steps each) of {model} (final loss "
+        f"{p['final_loss']:.2g}: {trained}){row}; profile {escape(p['profile']['name'])}: "
+        f"{escape(p['profile']['description'])}."
+    )
+
+
+def predicted_section(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
+    """The GPU table's rows predicted from one GPU (`gpu_predictions`), marked as
+    predicted, each with its interval, profile and record, then each record's source
+    (machine, time, sweep, 1-GPU row); the measured 1-GPU row of the same step beside
+    it where `rows` (records) hold one under the current protocol. Empty without
+    predictions."""
+    if not predictions:
+        return ""
+    measured = [_measured_one_gpu(p, rows) for p in predictions]
+    cells = [c for p, m in zip(predictions, measured, strict=True) for c in _predicted_cells(p, m)]
+    header = (
+        "GPUs",
+        "Mode",
+        "Controller",
+        "Step",
+        "Global batch",
+        "1 GPU, its sweep (ms)",
+        "1 GPU, measured row (ms)",
+        "Predicted step (ms) [95% interval]",
+        "Predicted speedup [95% interval]",
+        "Profile",
+        "Record",
+    )
+    return "\n".join(
+        [
+            "**Predicted rows (not measured on several GPUs).**",
+            "",
+            "`odestudy predict --device gpu --devices N --profile P` on one GPU "
+            "(`benchmarks/gpu_session.sh predict`, and `predictbest` for the recommended "
+            "step): the 1-GPU step measured by its sweep on that GPU, the collective costs "
+            "of N GPUs from the profile. Brackets: 95% intervals over the sweep's timed "
+            "steps and the profile's stated range, not the model's own error. No machine "
+            "measured several GPUs under the current protocol, so no row here is checked.",
+            "",
+            markdown_table(header, cells),
+            "",
+            *(_source_line(p, m) for p, m in zip(predictions, measured, strict=True)),
+            "",
+        ]
+    )
 
 
 def _gpu_reference_row(

@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 
 from ..measure.modes import MODES
+from ..measure.timing import PROTOCOL
 from ..study import records
 from . import sessions
 from .frames import BaselineError, baseline
+from .tables import escape, markdown_table
 from .tables import fmt as _fmt
-from .tables import markdown_table
 
 # The modes that run on several devices, in the order of the tables.
 MULTI_DEVICE = tuple(name for name, m in MODES.items() if m.multi_device)
@@ -297,11 +298,14 @@ def _validation_table(validation: list[dict[str, Any]]) -> list[str]:
 
 
 def projection_markdown(
-    validation: list[dict[str, Any]], machines: list[str], projected: list[dict[str, Any]]
+    validation: list[dict[str, Any]],
+    machines: list[str],
+    projected: list[dict[str, Any]],
+    none_projected: str = "No GPU sweep.",
 ) -> str:
-    """`projection.md`: the model, its validation, the projected GPU rows, and the
-    closing line `validation: median |error| = X%` over the `pmap` and `shard_map`
-    rows."""
+    """`projection.md`: the model, its validation, the projected GPU rows (or
+    `none_projected`, why there are none), and the closing line `validation: median
+    |error| = X%` over the `pmap` and `shard_map` rows."""
     parts = [
         "# Projection model",
         "",
@@ -329,7 +333,7 @@ def projection_markdown(
         f"cited: {GPU_ALLREDUCE_SOURCE}. Compute from the 1-GPU step-cost sweep.",
         "",
     ]
-    parts += [projected_table(projected) if projected else "No GPU sweep.", ""]
+    parts += [projected_table(projected) if projected else none_projected, ""]
     both = [abs(v["error"]) for v in validation if not MODES[v["mode"]].one_loop]
     median = f"{100 * np.median(both):.0f}%" if both else "n/a"
     joined = _joined(v for v in validation if not MODES[v["mode"]].one_loop)
@@ -377,5 +381,19 @@ def write_projection(
     projected = project_gpu(sweeps, gpu_rows, cpu_rows)
     machines = sorted({v["machine"] for v in validation})
     out = Path(out)
-    out.write_text(projection_markdown(validation, machines, projected))
+    why = why_none_projected(sweeps, gpu_machine)
+    out.write_text(projection_markdown(validation, machines, projected, why))
     return out, projected
+
+
+def why_none_projected(sweeps: dict, gpu_machine: str | None) -> str:
+    """Why no GPU row is projected: no GPU sweep of the GPU table's machine, or no
+    measured 1-GPU row of the current protocol to anchor its sweeps on."""
+    if not any(device == "gpu" for device, _ in sweeps):
+        return "No GPU sweep."
+    return (
+        f"No projected rows: the GPU step-cost sweeps of `{escape(gpu_machine)}` have no "
+        "measured 1-GPU row of the current measurement protocol (`timing.PROTOCOL` "
+        f"{PROTOCOL}) to anchor on. The rows predicted from one GPU by `odestudy predict` "
+        "are in the GPU table (`gpu.md`)."
+    )

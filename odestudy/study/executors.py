@@ -80,6 +80,12 @@ class Executor(abc.ABC):
         called before anything runs or is written. Every one can, by default."""
         return None
 
+    def gpus(self, planned: int | None) -> int | None:
+        """GPUs present where this executor runs the rows, for a matrix planned for
+        `planned` devices (`odestudy matrix --device-count`; None: this machine's).
+        None: this machine's (`devices.gpu_count`), where the runs are, by default."""
+        return None
+
 
 def needs_cluster(s: Scenario) -> str | None:
     """Why `s` cannot run on this machine alone (its processes on several hosts), or

@@ -1,6 +1,6 @@
 """The study's scenario matrix: which scenarios, where records go, resumable runs."""
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,7 +23,7 @@ from .probing import session_probe
 from .records import DEFAULT_RESULTS, record_path
 from .repeats import REPEAT_STEPS
 from .runner import execute_scenario, failed_record
-from .studies import STUDIES, Page, Study
+from .studies import STUDIES, THIS_MACHINE, Page, Sizing, Study
 from .workloads import MAP_FOLDER, MULTI_MODES, map_scenarios
 
 __all__ = [
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 CPU_DEVICE_COUNTS = (2, 4, 8)
-GPU_DEVICE_COUNTS = (2,)
+GPU_DEVICE_COUNTS = (2, 4, 8)
 # Multi-process CPU rows: (processes, devices per process).
 PROCESS_LAYOUTS = ((2, 1),)
 
@@ -56,12 +56,15 @@ def weak_batch(scale: str) -> int:
 # the time to the target loss. One run each (no repeats: a row takes minutes).
 SEED_DEVICE_COUNTS = (2, 8)
 SEED_EVAL_EVERY = 100
+# The seed scale's GPU rows: 1 and 2 GPUs (the committed records' rows).
+SEED_GPU_DEVICE_COUNTS = (2,)
 
 
 def seed_scenarios(device: str = "cpu") -> list[Scenario]:
     """The seed scale's rows: on CPU the reference's configuration (see
-    `SEED_DEVICE_COUNTS`), on GPU 1 and 2 devices; strong scaling, both controllers."""
-    counts = SEED_DEVICE_COUNTS if device == "cpu" else GPU_DEVICE_COUNTS
+    `SEED_DEVICE_COUNTS`), on GPU 1 and 2 devices (`SEED_GPU_DEVICE_COUNTS`); strong
+    scaling, both controllers."""
+    counts = SEED_DEVICE_COUNTS if device == "cpu" else SEED_GPU_DEVICE_COUNTS
     every = SEED_EVAL_EVERY if device == "cpu" else 0
     out = []
     for controller in CONTROLLERS:
@@ -94,11 +97,10 @@ def node_scenarios(scale: str) -> list[Scenario]:
 def scenarios(scale: str, device: str, max_devices: int | None = None) -> list[Scenario]:
     """The matrix of one device kind.
 
-    CPU: 1 device (`single`), and `pmap`, `shard`, `shard_map` on 2, 4 and 8 devices,
-    both controllers, strong and weak scaling (where both give the same per-device and
-    global batch, at 4 devices, the strong run serves both); multi-process rows for `shard` and
-    `shard_map` with PID. GPU: the reference's rows (1 and 2 devices) plus `shard_map`,
-    strong and weak.
+    CPU (`CPU_DEVICE_COUNTS`) and GPU (`GPU_DEVICE_COUNTS`): 1 device (`single`), and
+    every multi-device mode on 2, 4 and 8 devices, both controllers, strong and weak
+    scaling (where both give the same per-device and global batch, the strong run serves
+    both); on CPU also the multi-process rows of the multi-process modes with PID.
 
     - `max_devices`: keep only rows on at most this many devices in all (the matrix
       sized to a machine, `sized_limit`); None keeps the whole matrix.
@@ -299,7 +301,11 @@ def versions_scenarios(scale: str) -> list[Scenario]:
 
 
 def plan(
-    scale: str, device: str = "auto", study: "str | Study" = "scaling", full: bool = False
+    scale: str,
+    device: str = "auto",
+    study: "str | Study" = "scaling",
+    full: bool = False,
+    sizing: Sizing = THIS_MACHINE,
 ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
     """Scenarios to run here, and those that cannot run here with the reason: those of
     `study` (`studies.get_study`: a registered name or `module:Class`).
@@ -311,31 +317,77 @@ def plan(
       `"map"` (`workloads.map_scenarios`, CPU: the workload map), or any other
       registered study.
     - `full`: the whole scaling matrix (1/2/4/8 CPU devices, whatever the cores);
-      otherwise the matrix sized to this machine (`sized_limit`). The seed scale and
-      the explain study are always whole.
+      otherwise the matrix sized to this machine (`sized_limit`), or to `sizing`. The
+      seed scale and the explain study are always whole.
+    - `sizing`: the devices of the kind `device` to size to, present or not, and the GPUs
+      present where the rows run (`studies.Sizing`; `check_sizing`); only a `sized`
+      study takes other than this machine's.
     """
-    if device not in ("cpu", "gpu", "auto"):
-        raise ValueError(f"unknown device {device!r}; valid choices: cpu, gpu, auto")
-    return get_study(study).scenarios(scale, device, full)
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; valid choices: {', '.join(DEVICES)}")
+    the_study = get_study(study)
+    check_sizing(device, sizing, the_study)
+    return the_study.planned(scale, device, full, sizing)
+
+
+# The device kinds of `odestudy matrix --device`: "auto" is every kind present here.
+DEVICES = ("cpu", "gpu", "auto")
+KINDS = {"cpu": ("cpu",), "gpu": ("gpu",), "auto": ("cpu", "gpu")}
+
+
+def check_sizing(device: str, sizing: Sizing, study: Study) -> None:
+    """A one-line ValueError where `sizing` asks what cannot be planned: a device count
+    below 1, one for `--device auto` (which kind?), or one for a study not sized to a
+    machine."""
+    n = sizing.devices
+    if n is None:
+        return
+    if n < 1:
+        raise ValueError(f"--device-count must be 1 or more, got {n}")
+    if device == "auto":
+        raise ValueError("--device-count needs --device cpu or --device gpu (the kind it counts)")
+    if not study.sized:
+        sized = ", ".join(name for name, c in STUDIES.items() if c.sized)
+        raise ValueError(
+            f"--device-count sizes a study's matrix to N devices; study {study.name!r} is "
+            f"not sized to a machine (sized: {sized})"
+        )
+
+
+def gpus_present(sizing: Sizing) -> int:
+    """GPUs present where the rows run: `sizing.gpus`, else this machine's."""
+    return gpu_count() if sizing.gpus is None else sizing.gpus
+
+
+def absent(s: Scenario, sizing: Sizing) -> str | None:
+    """Why row `s` cannot run where the rows run (its GPUs are not present), or None.
+    A row planned for `sizing.devices` devices says so."""
+    have = gpus_present(sizing)
+    if s.device != "gpu" or s.total_devices <= have:
+        return None
+    if sizing.devices is None:
+        return f"needs {s.total_devices} GPU(s), {have} present"
+    return f"planned for {sizing.devices} GPU(s); not present here ({have} present)"
 
 
 def scaling_plan(
-    scale: str, device: str, full: bool
+    scale: str, device: str, full: bool, sizing: Sizing = THIS_MACHINE
 ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
-    """The scaling study's scenarios here (`plan`), sized to this machine unless
-    `full` or the seed scale."""
+    """The scaling study's scenarios (`plan`), sized to `sizing` (by default this
+    machine) unless `full` or the seed scale; GPU rows on more GPUs than are present
+    where they run are listed with why they cannot run. Where no GPU is present, the
+    sized GPU matrix is its 1-GPU rows, listed so."""
     runnable: list[Scenario] = []
     not_run: list[tuple[Scenario, str]] = []
     sized = not full and scale != "seed"
-    if device in ("cpu", "auto"):
-        runnable += scenarios(scale, "cpu", sized_limit("cpu") if sized else None)
-    if device in ("gpu", "auto"):
-        have = gpu_count()
-        for s in scenarios(scale, "gpu", max(have, 1) if sized else None):
-            if s.total_devices <= have:
+    for kind in KINDS[device]:
+        limit = sizing.devices if sizing.devices is not None else sized_limit(kind)
+        for s in scenarios(scale, kind, max(limit, 1) if sized else None):
+            why = absent(s, sizing)
+            if why is None:
                 runnable.append(s)
             else:
-                not_run.append((s, f"needs {s.total_devices} GPU(s), {have} present"))
+                not_run.append((s, why))
     return runnable, not_run
 
 
@@ -347,6 +399,7 @@ class Scaling(Study):
     ceiling: ClassVar[bool] = True
     recommendable: ClassVar[bool] = True
     scaling_table: ClassVar[bool] = True
+    sized: ClassVar[bool] = True
     page: ClassVar[Page | None] = Page(
         "quick",
         "Quick scaling (`make all`)",
@@ -358,8 +411,11 @@ class Scaling(Study):
     def scenarios(self, scale, device="auto", full=False):
         return scaling_plan(scale, device, full)
 
+    def planned(self, scale, device="auto", full=False, sizing=THIS_MACHINE):
+        return scaling_plan(scale, device, full, sizing)
+
     def matrix(self, scale: str) -> list[Scenario]:
-        return [s for d in ("cpu", "gpu") for s in scenarios(scale, d)]
+        return [s for d in KINDS["auto"] for s in scenarios(scale, d)]
 
     def current(self, scale: str, problem: str) -> list[Scenario]:
         """Its matrix, the same with the recommended levers (`odestudy matrix
@@ -452,10 +508,14 @@ class Seed(Study):
     )
 
     def scenarios(self, scale, device="auto", full=False):
+        return self.planned(scale, device, full)
+
+    def planned(self, scale, device="auto", full=False, sizing=THIS_MACHINE):
+        """Whole at its scale: `sizing` says only which GPUs are present."""
         if scale != SEED_SCALE:
             return [], []
-        runnable, not_run = scaling_plan(scale, device, full)
-        if device in ("cpu", "auto"):
+        runnable, not_run = scaling_plan(scale, device, full, sizing)
+        if "cpu" in KINDS[device]:
             batch = SCALES[scale]["batch"]
             runnable += [s for s in target_scenarios(scale) if s.batch == batch]
         return runnable, not_run
@@ -582,6 +642,8 @@ def run_matrix(
     executor: Executor | None = None,
     wait: bool = False,
     problem: "str | AnyProblem" = DEFAULT_PROBLEM,
+    device_count: int | None = None,
+    dry_run: bool = False,
 ) -> list[Record]:
     """Run the matrix one scenario at a time in rounds: every scenario's first, cold
     run (a fresh kernel), then every scenario's repeats (`repeats.REPEATS` runs in all
@@ -610,8 +672,14 @@ def run_matrix(
       name, `module:object`, or a problem object whose class the kernels can import
       (`problem.problem_spec`). One registered in this process only is refused: the runs
       are processes of their own.
+    - `device_count`: size the matrix to this many devices of the kind `device` (`cpu` or
+      `gpu`), present or not, instead of to this machine (`check_sizing`): GPU rows on
+      more GPUs than are present where the executor runs them cannot run
+      (`Executor.gpus`: this machine's, or with SLURM, the partition's as counted).
+    - `dry_run`: print the plan, scenario by scenario (`dry_run_lines`), and return the
+      records it would reuse: nothing runs, and no record, lock or probe is made.
 
-    Prints the plan (`matrix_plan`) with an estimate of its duration first, then one
+    Prints the plan (`plan_line`) with an estimate of its duration first, then one
     line per run.
     """
     problem = problem_spec(problem)
@@ -622,12 +690,24 @@ def run_matrix(
             "and pass the object or module:object"
         )
     executor = executor or LocalExecutor()
+    sizing = Sizing(device_count, executor.gpus(device_count))
     runnable, not_run, wanted, probes = _scenarios_to_run(
-        scale, device, study, full, only, selection, repeats, recommended, ceiling, problem
+        scale, device, study, full, only, selection, repeats, recommended, ceiling, problem, sizing
     )
     executor.check(runnable)
     results = Path(results)
     name = get_study(study).name
+    whole = full or scale == "seed"
+    if dry_run:
+
+        def current(s: Scenario) -> CurrentRecord:
+            return executor.current(s, results)
+
+        every = [*runnable, *(s for s, _ in not_run)]
+        the_plan = make_plan(every, not_run, wanted, current, force=force, probes=probes)
+        summary = plan_line(the_plan, scale, name, whole, results, sizing, device)
+        print("\n".join(dry_run_lines(the_plan, summary, current, force, sizing)), flush=True)
+        return [the_plan.reused[s] for s in runnable if s in the_plan.reused]
     held = measuring(f"{scale} {name} matrix", wait) if executor.needs_lock() else nullcontext()
     with held:
         _write_not_run(not_run, results)
@@ -640,7 +720,7 @@ def run_matrix(
             probes=probes,
         )
         if show_progress:
-            print(plan_line(the_plan, scale, name, full or scale == "seed", results), flush=True)
+            print(plan_line(the_plan, scale, name, whole, results, sizing, device), flush=True)
         todo = sum(max(0, n) for n in the_plan.missing.values())
         probed = (
             session_probe(*probe_devices(runnable), records.machine_folder(results))
@@ -689,13 +769,14 @@ def _scenarios_to_run(
     recommended: bool,
     ceiling: bool | None,
     problem: str = DEFAULT_PROBLEM,
+    sizing: Sizing = THIS_MACHINE,
 ) -> tuple[list[Scenario], list[tuple[Scenario, str]], int, list[Scenario]]:
     """The scenarios a matrix command runs, those it cannot run here (with the reason),
     the runs wanted per scenario and the ceiling probes (see `run_matrix`)."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; valid choices: {', '.join(SCALES)}")
     the_study = get_study(study)
-    runnable, not_run = plan(scale, device, the_study, full)
+    runnable, not_run = plan(scale, device, the_study, full, sizing)
     if problem != DEFAULT_PROBLEM:
         runnable, not_run = for_problem(runnable, problem), for_problem(not_run, problem)
     if recommended:
@@ -756,9 +837,18 @@ def _write_not_run(not_run: list[tuple[Scenario, str]], results: Path) -> None:
             records.write_json_atomic(path, failed_record(s, reason, status="not_run"))
 
 
-def plan_line(p: MatrixPlan, scale: str, study: str, whole: bool, results: Path) -> str:
+def plan_line(
+    p: MatrixPlan,
+    scale: str,
+    study: str,
+    whole: bool,
+    results: Path,
+    sizing: Sizing = THIS_MACHINE,
+    device: str = "auto",
+) -> str:
     """The plan of a matrix command in one line: scenarios, reusable records, runs to do
-    and an estimate of their duration here."""
+    and an estimate of their duration here; what the matrix is sized to (this machine,
+    or `sizing.devices` devices of the kind `device`)."""
     missing = p.missing
     todo = sum(max(0, n) for n in missing.values())
     cold = len(p.cold)
@@ -766,14 +856,77 @@ def plan_line(p: MatrixPlan, scale: str, study: str, whole: bool, results: Path)
     seconds = sum(estimate_s(s, results, n) for s, n in missing.items() if n > 0)
     seconds += 25.0 * probes
     counts = sorted({s.total_devices for s in p.scenarios})
+    size = "sized"
+    if sizing.devices is not None:
+        size = f"sized to {sizing.devices} {device.upper()} devices"
     return (
-        f"{scale} {study} matrix ({'whole' if whole else 'sized'}"
+        f"{scale} {study} matrix ({'whole' if whole else size}"
         f": devices {', '.join(map(str, counts)) or 'none'}): {len(p.scenarios)} "
         f"scenarios, {len(p.scenarios) - cold} reusable; {todo} run(s) to do "
         f"({cold} cold, {todo - cold} repeats"
         f"{', machine ceiling each round' if probes and todo else ''}), "
         f"about {seconds / 60:.0f} min here"
     )
+
+
+# A scenario's current record, why it cannot stand (None: it can) and its folder
+# (`plan.make_plan`'s `current`: the executor's).
+CurrentRecord = tuple[Record | None, str | None, Path | None]
+Current = Callable[[Scenario], CurrentRecord]
+
+
+def dry_run_lines(
+    p: MatrixPlan,
+    summary: str,
+    current: Current,
+    force: bool,
+    sizing: Sizing = THIS_MACHINE,
+) -> list[str]:
+    """`odestudy matrix --dry-run`: the plan line `summary`, the rows that cannot run
+    here counted, then a line per scenario: its name and key, its runs to do (cold,
+    repeats), its record (reused, missing, or stale and why: `plan.why_stale`) and, for
+    a row that cannot run here, why (`absent`); a CPU row on more devices than this
+    machine's physical cores says so (virtual devices: overhead, not speedup)."""
+    cannot = dict(p.not_run)
+    cores = sized_limit("cpu")
+    lines = [summary]
+    if cannot:
+        lines.append(
+            f"{len(cannot)} of these {len(p.scenarios)} scenarios cannot run here (each "
+            "says why); their runs are those of a machine where they can"
+        )
+    lines.append("dry run: nothing runs; no record, lock or probe is made")
+    for s in p.scenarios:
+        todo = max(0, p.missing[s])
+        cold = int(s in p.cold)
+        parts = [
+            f"{todo} run(s) to do ({cold} cold, {todo - cold} repeats)",
+            _record_state(s, p, current, force),
+        ]
+        if s in cannot:
+            parts.append(cannot[s])
+        elif s.device == "cpu" and s.total_devices > cores:
+            parts.append(f"beyond this machine's {cores} physical cores: overhead, not speedup")
+        lines.append(f"  {s.name()} [{s.key()}]: " + "; ".join(parts))
+    return lines
+
+
+def _record_state(
+    s: Scenario,
+    p: MatrixPlan,
+    current: Current,
+    force: bool,
+) -> str:
+    """A scenario's record in a dry run: reused (with its runs), run again (`force`),
+    missing, or stale and why (`plan.why_stale`)."""
+    if s in p.reused:
+        return f"record reused ({runs(p.reused[s])} of {p.wanted} runs)"
+    rec, why, _ = current(s)
+    if rec is None:
+        return "no record"
+    if why is None and force:
+        return "record run again (--force)"
+    return f"record stale: {why}"
 
 
 def get_study(spec: "str | Study | type[Study]") -> Study:

@@ -84,6 +84,11 @@ class SlurmExecutor(Executor):
     def needs_lock(self) -> bool:
         return False  # the jobs hold their nodes' locks; nothing is timed here
 
+    def gpus(self, planned: int | None) -> int | None:
+        """The partition's nodes': as many as planned (`--device-count`), else this
+        machine's."""
+        return planned
+
     def current(self, s: Scenario, results: Path) -> tuple[Record | None, str | None, Path | None]:
         """The best record of `s` made on any machine (in its own folder): an ok one with
         the most runs, else any with why it cannot stand."""

@@ -85,6 +85,24 @@ class Page:
     answer: bool = False
 
 
+@dataclasses.dataclass(frozen=True)
+class Sizing:
+    """What a matrix sized to a machine is sized to (`odestudy matrix --device-count`).
+
+    - `devices`: devices of the kind planned for, present or not (a SLURM partition's,
+      say); None: this machine's (`matrix.sized_limit`).
+    - `gpus`: GPUs present where the rows run; None: this machine's
+      (`devices.gpu_count`). A row on more GPUs than that cannot run.
+    """
+
+    devices: int | None = None
+    gpus: int | None = None
+
+
+# Sized to this machine: its cores and the GPUs present here.
+THIS_MACHINE = Sizing()
+
+
 class Study(Registered, abc.ABC, registry=STUDIES):
     """A study of the matrix. Final subclasses set `name` (and `title`) and define
     `scenarios`; the class variables below say how it runs, the methods what its report
@@ -96,6 +114,8 @@ class Study(Registered, abc.ABC, registry=STUDIES):
     - `recommendable`: `--recommended` applies to its scenarios.
     - `folder`: its records' folder under the results folder (None: that folder).
     - `scaling_table`: its records (`matrix`) are the rows of the scaling tables.
+    - `sized`: its matrix is sized to the devices of a machine (`planned`), and
+      `--device-count` sizes it to as many as asked.
     - `page`: its page in the whole report (`report.pages`), whose tables the report's
       own modules write; None: none (a study with `tables` has its own, `--study`).
     """
@@ -107,6 +127,7 @@ class Study(Registered, abc.ABC, registry=STUDIES):
     recommendable: ClassVar[bool] = False
     folder: ClassVar[str | None] = None
     scaling_table: ClassVar[bool] = False
+    sized: ClassVar[bool] = False
     page: ClassVar[Page | None] = None
 
     @abc.abstractmethod
@@ -114,6 +135,14 @@ class Study(Registered, abc.ABC, registry=STUDIES):
         self, scale: str, device: str = "auto", full: bool = False
     ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
         """Its scenarios at `scale` that run here, and those that cannot (with why)."""
+
+    def planned(
+        self, scale: str, device: str = "auto", full: bool = False, sizing: Sizing = THIS_MACHINE
+    ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
+        """Its scenarios at `scale` sized to `sizing` (the devices planned for and those
+        present where they run), and those that cannot run there (with why); a study
+        that is not `sized` plans its `scenarios`."""
+        return self.scenarios(scale, device, full)
 
     def matrix(self, scale: str) -> list[Scenario]:
         """Its whole matrix at `scale`, whatever the machine (every device kind, every
