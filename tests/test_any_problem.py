@@ -123,7 +123,7 @@ def _one(mode, devices, loss, params, batch, **kw):
     return float(np.asarray(value).reshape(-1)[0]), grad, aux
 
 
-@pytest.mark.parametrize("mode", ["pmap", "shard", "shard_map"])
+@pytest.mark.parametrize("mode", ["pmap", "shard", "shard_map", "explicit"])
 def test_a_masked_mean_gives_the_global_loss_and_gradients_in_every_mode(mode):
     loss, params, batch = _masked_problem()
     aux_kinds = {"observed": "scalar", "residual": "per_sample"}
