@@ -105,6 +105,27 @@ def test_a_keyed_loss_with_a_scalar_aux_is_one_device_s():
         np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
+def test_the_readme_s_loss_without_aux_runs():
+    """The README's example: a mean loss and no aux."""
+    model = eqx.nn.MLP(3, 1, 8, 2, key=jr.PRNGKey(0))
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    x = np.asarray(jr.normal(jr.PRNGKey(1), (8, 3)))
+
+    def loss(params, static, batch):
+        pred = jax.vmap(eqx.combine(params, static))(batch)
+        return jnp.mean((pred - 1.0) ** 2), None
+
+    out = {}
+    for mode, devices in (("single", CPU[:1]), ("explicit", CPU[:2])):
+        step = odestudy.make_step(loss, optax.sgd(0.1), mode, devices, static=static)
+        p, o = step.place_state(params, optax.sgd(0.1).init(params))
+        p, _, value, aux = step(p, o, step.place_batch(x))
+        out[mode] = float(value), step.unplace(p)
+        assert aux is None
+    np.testing.assert_allclose(out["explicit"][0], out["single"][0], rtol=1e-6)
+    assert tree_max_rel_diff(out["explicit"][1], out["single"][1]) <= 1e-5
+
+
 def test_the_reference_studies_keep_their_modes_and_the_matrix_and_map_add_explicit():
     core = [name for name, m in MODES.items() if m.core]
     assert core == ["single", "pmap", "shard", "shard_map"] and not MODES["explicit"].core
