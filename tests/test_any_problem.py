@@ -320,7 +320,7 @@ def test_time_modes_times_a_users_step_in_every_mode_as_a_table():
         blocks=2, steps_per_block=2, warmup_steps=1,
     )  # fmt: skip
     rows = {r["mode"]: r for r in result.rows}
-    assert set(rows) == {"single", "pmap", "shard", "shard_map"}
+    assert set(rows) == {"single", "pmap", "shard", "shard_map", "explicit"}
     assert rows["single"]["speedup"] is None and rows["pmap"]["speedup"] is not None
     losses = [r["loss"] for r in result.rows]
     np.testing.assert_allclose(losses, losses[0], rtol=1e-6)  # one objective in all modes
@@ -328,7 +328,7 @@ def test_time_modes_times_a_users_step_in_every_mode_as_a_table():
         assert [len(b) for b in r["step_times_blocks_s"]] == [2, 2]
         assert r["step_low_s"] <= r["step_s"] <= r["step_high_s"]
     table = result.table()
-    assert result.machine in table and table.count("\n| `") == 4
+    assert result.machine in table and table.count("\n| `") == 5
     with pytest.raises(ValueError, match="does not split over 3 devices"):
         odestudy.time_modes(loss, optax.sgd(0.1), params, batch, devices=CPU[:3])
 
