@@ -140,10 +140,11 @@ def test_a_masked_mean_gives_the_global_loss_and_gradients_in_every_mode(mode):
     assert np.asarray(aux["residual"]).size == 8
 
 
-def test_a_scalar_aux_said_to_be_per_sample_is_refused_in_one_line():
+@pytest.mark.parametrize("mode", ["shard_map", "explicit"])
+def test_a_scalar_aux_said_to_be_per_sample_is_refused_in_one_line(mode):
     loss, params, batch = _masked_problem()
     with pytest.raises(ValueError, match="aux leaf is a scalar"):
-        _one("shard_map", CPU[:2], loss, params, batch)
+        _one(mode, CPU[:2], loss, params, batch)
     with pytest.raises(ValueError, match="unknown aux kind 'scalars'"):
         odestudy.make_step(loss, optax.sgd(1.0), "single", CPU[:1], aux="scalars")
 

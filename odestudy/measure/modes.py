@@ -394,7 +394,10 @@ def auto_axes_loss(layout: Layout) -> Wrap:
     def wrap(loss: Loss) -> Loss:
         def wrapped(params, static, batch, *key):
             def inner(p, b, *k):
-                return loss(p, static, b, *k)
+                value, aux = loss(p, static, b, *k)
+                # A scalar said to be per-sample: `_reduce_aux`'s one-line error, before
+                # `auto_axes` fails to split it.
+                return value, _reduce_aux(aux, layout, None)
 
             return auto_axes(inner, out_sharding)(params, batch, *key)
 
