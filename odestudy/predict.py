@@ -30,9 +30,9 @@ ASSUMPTIONS = (
     "prediction is made from a recorded 1-device row, the sweep's times are scaled to that "
     "row's step (the sweep gives their ratio over batches, the row the session's level)",
     "one gradient all-reduce per step at the profile's latency for the gradient's size",
-    "`shard` runs one loop over the global batch; per solver iteration it runs its loop "
-    "collectives as often as a profile of one call of its compiled step counts, each at "
-    "the latency of a one-float all-reduce",
+    "a mode with one loop over the global batch (`shard`, `explicit`) runs, per solver "
+    "iteration, its loop collectives as often as a profile of one call of its own compiled "
+    "step counts, each at the latency of a one-float all-reduce",
     "virtual CPU devices share this machine's cores: beyond its physical cores the "
     "prediction is of overhead, not of parallel speedup",
     "an interval covers the sweep's timing noise and the profile's stated range, not the "
@@ -45,9 +45,12 @@ COVERAGE = 0.95
 SIMULATED_STEPS = 20
 
 
-def shard_loop_collectives(s: Scenario, n: int, params: Any = None) -> dict[str, Any]:
-    """The collectives inside the loop bodies of the compiled `shard` step of `s`'s
-    problem and controller on `n` devices: `static` (instructions in the program) and
+def loop_collectives(
+    s: Scenario, n: int, params: Any = None, mode: str = "shard"
+) -> dict[str, Any]:
+    """The collectives inside the loop bodies of the compiled step of `s`'s problem and
+    controller in `mode` (one with one loop over the global batch: `shard`, `explicit`)
+    on `n` devices: `static` (instructions in the program) and
     `per_iteration` (executions per solver iteration on one device, counted in a
     profile of one untimed call on the first global batch of the data: a collective in
     a loop nested in the solver loop, such as Tsit5's stages, runs several times per
@@ -61,17 +64,17 @@ def shard_loop_collectives(s: Scenario, n: int, params: Any = None) -> dict[str,
     from .measure.loops import event_counts
     from .measure.training import prepare, step_key
 
-    shard = dataclasses.replace(s, mode="shard", devices_per_process=n)
+    one_loop = dataclasses.replace(s, mode=mode, devices_per_process=n)
     # The program partitioned for N CPU devices where N devices of the kind are absent
     # (one GPU here): the same collectives in its loops.
     present = jax.devices()
     devices = jax.devices("cpu")[:n] if s.device == "cpu" or len(present) < n else present[:n]
-    setup = prepare(shard, devices)
+    setup = prepare(one_loop, devices)
     placed_params, opt_state = setup.params, setup.opt_state
     if params is not None:
         placed_params, opt_state = setup.step.place_state(params, setup.optimiser.init(params))
     problem = setup.problem
-    key = step_key(shard, 0) if problem.needs_key else None
+    key = step_key(one_loop, 0) if problem.needs_key else None
     batch = setup.step.place_batch(problem.take(setup.data, np.arange(s.global_batch)), key)
     compiled = setup.step.compile(placed_params, opt_state, batch)
     counts = event_counts(compiled, placed_params, opt_state, batch)
@@ -156,12 +159,21 @@ def step_said(target: Scenario) -> str:
 
 
 def predicted_modes(target: Scenario) -> tuple[str, ...]:
-    """The modes predicted for `target`'s placement: every multi-device mode, the
-    multi-process ones where it spans processes."""
+    """The modes predicted for `target`'s placement: every multi-device mode the running
+    JAX has (`AbstractMode.why_not_here`), the multi-process ones where it spans
+    processes."""
     several = target.processes > 1
     return tuple(
-        name for name, m in MODES.items() if m.multi_device and (m.multi_process or not several)
+        name
+        for name, m in MODES.items()
+        if m.multi_device and (m.multi_process or not several) and m().why_not_here() is None
     )
+
+
+def one_loop_modes(target: Scenario) -> tuple[str, ...]:
+    """The predicted modes with one loop over the global batch (`AbstractMode.one_loop`):
+    those whose loop collectives a prediction counts."""
+    return tuple(m for m in predicted_modes(target) if MODES[m].one_loop)
 
 
 def check_prediction(target: Scenario, profile: HardwareProfile | None = None) -> None:
@@ -287,8 +299,8 @@ def mode_time(
     mode: str, terms: dict[str, float], gradient_s: float, loop_s: float, in_loop: float
 ) -> dict[str, float]:
     """One mode's predicted step from the measured `terms` (`_terms`), the gradient
-    all-reduce and, for a mode with one loop over the global batch (`shard`), `in_loop`
-    collectives per solver iteration at `loop_s` each."""
+    all-reduce and, for a mode with one loop over the global batch (`shard`,
+    `explicit`), `in_loop` collectives per solver iteration at `loop_s` each."""
     compute = terms["per_iteration_s"] * terms["iterations_step"]
     loop = in_loop * terms["iterations_step"] * loop_s if MODES[mode].one_loop else 0.0
     total = compute + gradient_s + loop
@@ -301,14 +313,16 @@ def predict_rows(
     target: Scenario,
     gradient: Value,
     loop_latency: Value,
-    in_loop: float,
+    in_loop: float | dict[str, float],
     seed: int = 0,
     anchor: Anchor | None = None,
 ) -> list[dict[str, Any]]:
     """Each mode's predicted step and speedup for `target`, central values and intervals
     (`DRAWS` draws: the sweep's timed steps, the anchor's and per-sample steps
     resampled, the profile's values uniform over their ranges); the sweep's times
-    scaled to `anchor`'s session where given."""
+    scaled to `anchor`'s session where given. `in_loop`: loop collectives per solver
+    iteration, by mode (a mode with one loop over the global batch), or one number for
+    every such mode."""
     per_sample = np.asarray(
         [n for r in sweep["rows"] for n in r.get("per_sample_steps") or []] or [1]
     )
@@ -318,8 +332,9 @@ def predict_rows(
     comms = [(_uniform(gradient, rng), _uniform(loop_latency, rng)) for _ in range(DRAWS)]
     rows = []
     for mode in predicted_modes(target):
-        c = mode_time(mode, central, gradient.central, loop_latency.central, in_loop)
-        times = [mode_time(mode, d, g, lat, in_loop)["step_time_s"]
+        k = in_loop.get(mode, 0.0) if isinstance(in_loop, dict) else in_loop
+        c = mode_time(mode, central, gradient.central, loop_latency.central, k)
+        times = [mode_time(mode, d, g, lat, k)["step_time_s"]
                  for d, (g, lat) in zip(draws, comms, strict=True)]  # fmt: skip
         speedups = [d["one_device_s"] / t for d, t in zip(draws, times, strict=True)]
         rows.append(dict(
@@ -347,7 +362,7 @@ def predict_axis(
     target: Scenario,
     gradient: Value,
     loop_latency: Value,
-    in_loop: float,
+    in_loop: float | dict[str, float],
     axis: Sequence[int],
     anchor: Anchor | None = None,
 ) -> dict[str, Any]:
@@ -410,9 +425,10 @@ def predict_modes(
     - `axis`: per-device batches to predict each mode along too (`predict_axis`: where
       splitting starts to pay); empty: none.
 
-    JAX must see `target.total_devices` CPU devices (for counting `shard`'s loop
-    collectives in its compiled program). Returns the sweep, the terms (each measured or
-    profiled, with its source) and one row per mode.
+    JAX must see `target.total_devices` CPU devices (for counting the loop collectives
+    in the compiled program of each mode with one loop: `shard`'s, `explicit`'s).
+    Returns the sweep, the terms (each measured or profiled, with its source) and one
+    row per mode.
     """
     from .measure.compat import pmap_implementation, pmap_is_shard_map
     from .measure.cost import step_cost_sweep
@@ -427,10 +443,10 @@ def predict_modes(
     floats = parameter_count(base)
     gradient = profile.gradient(floats, *placement)
     loop_latency = profile.latency(*placement)
-    loop = shard_loop_collectives(base, n, state["params"])
-    rows = predict_rows(sweep, target, gradient, loop_latency, loop["per_iteration"],
-                        anchor=anchor)  # fmt: skip
-    along = predict_axis(sweep, target, gradient, loop_latency, loop["per_iteration"], axis,
+    loops = {m: loop_collectives(base, n, state["params"], m) for m in one_loop_modes(target)}
+    per_iteration = {m: loop["per_iteration"] for m, loop in loops.items()}
+    rows = predict_rows(sweep, target, gradient, loop_latency, per_iteration, anchor=anchor)
+    along = predict_axis(sweep, target, gradient, loop_latency, per_iteration, axis,
                          anchor) if axis else None  # fmt: skip
     cores = cpu_info().get("physical_cores")
     implementation, one = pmap_implementation(), pmap_is_shard_map()
@@ -455,9 +471,10 @@ def predict_modes(
         "gradient_floats": floats,
         "allreduce_gradient_s": gradient.central,
         "allreduce_one_float_s": loop_latency.central,
-        "shard_loop_collectives": loop["static"],
-        "shard_loop_collectives_per_iteration": loop["per_iteration"],
-        "terms": terms_said(sweep, base, gradient, loop_latency, loop, profile, anchor),
+        "shard_loop_collectives": loops["shard"]["static"],
+        "shard_loop_collectives_per_iteration": loops["shard"]["per_iteration"],
+        "loop_collectives": loops,
+        "terms": terms_said(sweep, base, gradient, loop_latency, loops, profile, anchor),
         "pmap_implementation": implementation,
         "pmap_is_shard_map": one,
         "exceeds_cores": profile.device == target.device == "cpu"
@@ -476,12 +493,13 @@ def terms_said(
     base: Scenario,
     gradient: Value,
     loop_latency: Value,
-    loop: dict[str, Any],
+    loops: dict[str, dict[str, Any]],
     profile: HardwareProfile,
     anchor: Anchor | None = None,
 ) -> list[dict[str, Any]]:
     """Each term of the prediction: what it is, its value, and whether it was measured
-    here (and how) or profiled (and its source)."""
+    here (and how) or profiled (and its source); `loops`: each one-loop mode's
+    `loop_collectives`."""
     kind = sweep.get("device_kind", base.device)
     anchored = [] if anchor is None else [
         {"term": "the 1-device step the sweep's times are scaled to",
@@ -496,13 +514,13 @@ def terms_said(
         {"term": "gradient all-reduce", "value_s": gradient.central,
          "range_s": [gradient.low, gradient.high], "measured": gradient.measured,
          "source": gradient.source},
-        {"term": "one-float all-reduce in `shard`'s loop", "value_s": loop_latency.central,
-         "range_s": [loop_latency.low, loop_latency.high], "measured": loop_latency.measured,
-         "source": loop_latency.source},
-        {"term": "`shard`'s loop collectives per solver iteration",
-         "value": loop["per_iteration"], "measured": True,
-         "source": "counted in a profile of one call of its compiled step here "
-         f"({loop['static']} in its loops)"},
+        {"term": "one-float all-reduce in a one-loop mode's loop",
+         "value_s": loop_latency.central, "range_s": [loop_latency.low, loop_latency.high],
+         "measured": loop_latency.measured, "source": loop_latency.source},
+        *({"term": f"`{mode}`'s loop collectives per solver iteration",
+           "value": loop["per_iteration"], "measured": True,
+           "source": "counted in a profile of one call of its own compiled step here "
+           f"({loop['static']} in its loops)"} for mode, loop in loops.items()),
         {"term": "profile", "measured": profile.name == "probe",
          "source": f"{profile.name}: {profile.description} ({profile.device})"},
     ]  # fmt: skip
@@ -525,7 +543,9 @@ MAP_TIMED_STEPS = 20
 # 3: the step's iterations drawn from the per-sample solver steps; intervals; profiles.
 # 4: the sweep's times scaled to the step of the recorded 1-device row it is made from
 # (`Anchor`); a probe's collective costs ranged over this machine's probes.
-PREDICTION_MODEL = 4
+# 5: a row for every mode the running JAX has (`explicit` too), each mode with one loop
+# over the global batch with the loop collectives of its own compiled step.
+PREDICTION_MODEL = 5
 
 
 def map_prediction_path(

@@ -47,7 +47,11 @@ class ModeTimes(NamedTuple):
 
 
 def _default_modes(n_devices: int) -> tuple[str, ...]:
-    return tuple(MODES) if n_devices >= 2 else ("single",)
+    """Every mode the running JAX has (`AbstractMode.why_not_here`) with 2 or more
+    devices, else `single`."""
+    if n_devices < 2:
+        return ("single",)
+    return tuple(name for name, m in MODES.items() if m().why_not_here() is None)
 
 
 def _check(
@@ -99,7 +103,8 @@ def time_modes(
     - `params`: the parameters to time from (every timed step starts from them).
     - `batch`: one global batch (host arrays, the batch on the first axis).
     - `devices`: the devices (default: every local device); `single` runs on the first.
-    - `modes`: the modes to time (default: all four with 2 or more devices).
+    - `modes`: the modes to time (default: every mode the running JAX has, with 2 or
+      more devices).
     - `key`: a random key for a keyed loss (`make_step(keyed=True)`), or None.
     - `blocks`, `steps_per_block`: interleaved blocks (the order of modes rotates from
       block to block) of timed steps each; `warmup_steps`: untimed steps first.

@@ -51,13 +51,15 @@ os.environ["ODESTUDY_LOCK"] = os.path.join(tempfile.mkdtemp(prefix="odestudy-loc
 
 # `make test` runs two workers with `--dist loadgroup`: each group's tests on one
 # worker. Modules that share expensive work in-process are one group: the compiled
-# one-device steps of `test_modes` (`helpers.one_step`) and the smoke matrix's records;
-# every other module is a group of its own (`test_structure` too: it compiles a step per
-# lever, far more than the few baselines it shares with `test_modes`). The smoke matrix
-# itself (`smoke_matrix`) is made once per session whichever worker asks first, so
-# `test_distributed`, which compares with it, runs beside its group on the other worker.
+# one-device steps of `test_modes` and `test_explicit_mode` (`helpers.one_step`) and the
+# smoke matrix's records; every other module is a group of its own (`test_structure`
+# too: it compiles a step per lever, far more than the few baselines it shares with
+# `test_modes`). The smoke matrix itself (`smoke_matrix`) is made once per session
+# whichever worker asks first, so `test_distributed`, which compares with it, runs
+# beside its group on the other worker.
 GROUPS = {
     "test_modes": "steps",
+    "test_explicit_mode": "steps",
     "test_pipeline": "smoke_runs",
     "test_records": "smoke_runs",
 }

@@ -123,7 +123,7 @@ def _one(mode, devices, loss, params, batch, **kw):
     return float(np.asarray(value).reshape(-1)[0]), grad, aux
 
 
-@pytest.mark.parametrize("mode", ["pmap", "shard", "shard_map"])
+@pytest.mark.parametrize("mode", ["pmap", "shard", "shard_map", "explicit"])
 def test_a_masked_mean_gives_the_global_loss_and_gradients_in_every_mode(mode):
     loss, params, batch = _masked_problem()
     aux_kinds = {"observed": "scalar", "residual": "per_sample"}
@@ -140,10 +140,11 @@ def test_a_masked_mean_gives_the_global_loss_and_gradients_in_every_mode(mode):
     assert np.asarray(aux["residual"]).size == 8
 
 
-def test_a_scalar_aux_said_to_be_per_sample_is_refused_in_one_line():
+@pytest.mark.parametrize("mode", ["shard_map", "explicit"])
+def test_a_scalar_aux_said_to_be_per_sample_is_refused_in_one_line(mode):
     loss, params, batch = _masked_problem()
     with pytest.raises(ValueError, match="aux leaf is a scalar"):
-        _one("shard_map", CPU[:2], loss, params, batch)
+        _one(mode, CPU[:2], loss, params, batch)
     with pytest.raises(ValueError, match="unknown aux kind 'scalars'"):
         odestudy.make_step(loss, optax.sgd(1.0), "single", CPU[:1], aux="scalars")
 
@@ -320,7 +321,7 @@ def test_time_modes_times_a_users_step_in_every_mode_as_a_table():
         blocks=2, steps_per_block=2, warmup_steps=1,
     )  # fmt: skip
     rows = {r["mode"]: r for r in result.rows}
-    assert set(rows) == {"single", "pmap", "shard", "shard_map"}
+    assert set(rows) == {"single", "pmap", "shard", "shard_map", "explicit"}
     assert rows["single"]["speedup"] is None and rows["pmap"]["speedup"] is not None
     losses = [r["loss"] for r in result.rows]
     np.testing.assert_allclose(losses, losses[0], rtol=1e-6)  # one objective in all modes
@@ -328,7 +329,7 @@ def test_time_modes_times_a_users_step_in_every_mode_as_a_table():
         assert [len(b) for b in r["step_times_blocks_s"]] == [2, 2]
         assert r["step_low_s"] <= r["step_s"] <= r["step_high_s"]
     table = result.table()
-    assert result.machine in table and table.count("\n| `") == 4
+    assert result.machine in table and table.count("\n| `") == 5
     with pytest.raises(ValueError, match="does not split over 3 devices"):
         odestudy.time_modes(loss, optax.sgd(0.1), params, batch, devices=CPU[:3])
 

@@ -70,7 +70,9 @@ def test_the_fifth_mode_is_a_choice_of_scenarios_and_the_command_line(fifth):
     assert isinstance(s.parallel, fifth) and s.name().startswith("cpu-2dev-fifth-pid")
     args = cli.parser().parse_args(["run", "--out", "x", "--mode", "fifth", "--devices", "2"])
     assert cli.scenario_from_args(args) == Scenario(mode="fifth", devices_per_process=2)
-    with pytest.raises(ValueError, match="valid choices: single, pmap, shard, shard_map, fifth"):
+    with pytest.raises(
+        ValueError, match="valid choices: single, pmap, shard, shard_map, explicit, fifth"
+    ):
         Scenario(mode="sixth")
 
 

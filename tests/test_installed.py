@@ -93,15 +93,16 @@ def _predicts_every_mode_from_the_trained_row(env: dict[str, str], work: Path, r
     assert run.returncode == 0, run.stdout + run.stderr
     p = json.loads(out.read_text())
     assert p["trained_from"] == str(row) and "no training" in run.stdout
-    assert [r["mode"] for r in p["rows"]] == ["pmap", "shard", "shard_map"]
+    assert [r["mode"] for r in p["rows"]] == ["pmap", "shard", "shard_map", "explicit"]
     assert p["scenario"]["problem"] == "own_problem:PROBLEM" and p["n_devices"] == 2
     assert isinstance(p["shard_loop_collectives"], int) and p["assumptions"]
     assert p["shard_loop_collectives"] > 0 and p["shard_loop_collectives_per_iteration"] > 0
+    assert set(p["loop_collectives"]) == {"shard", "explicit"}  # each its own program's
     for r in p["rows"]:
         parts = r["compute_s"] + r["allreduce_s"] + r["in_loop_s"]
         assert r["step_time_s"] > 0 and abs(r["step_time_s"] - parts) <= 1e-12
         assert abs(r["speedup"] - p["one_device_step_s"] / r["step_time_s"]) <= 1e-9
-        assert (r["in_loop_s"] > 0) == (r["mode"] == "shard")
+        assert (r["in_loop_s"] > 0) == (r["mode"] in p["loop_collectives"])
         lo, hi = r["step_time_interval_s"]
         assert lo <= r["step_time_s"] <= hi
     assert p["profile"]["name"] == "probe" and p["pmap_is_shard_map"] in (True, False)

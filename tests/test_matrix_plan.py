@@ -24,7 +24,7 @@ def test_the_sized_matrix_runs_devices_up_to_the_physical_cores(cores):
     cores(2)
     sized, _ = matrix.plan("quick", "cpu")
     assert {s.total_devices for s in sized} == {1, 2}
-    assert {s.mode for s in sized} == {"single", "pmap", "shard", "shard_map"}
+    assert {s.mode for s in sized} == {"single", "pmap", "shard", "shard_map", "explicit"}
     assert {(s.scaling, s.controller) for s in sized if s.total_devices == 2} == {
         (a, b) for a in ("strong", "weak") for b in ("pid", "stepto")
     }

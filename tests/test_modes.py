@@ -1,5 +1,5 @@
 """Every mode computes the same training step as one device, and the collective audit
-reads what each mode compiles to."""
+reads what each mode compiles to (the explicit mode's own facts: test_explicit_mode)."""
 
 import jax
 import numpy as np
@@ -10,7 +10,7 @@ from odestudy.measure.modes import tree_max_rel_diff
 
 from .helpers import RTOL_STEP, one_step
 
-MULTI = ("pmap", "shard", "shard_map")
+MULTI = ("pmap", "shard", "shard_map", "explicit")
 
 
 @pytest.fixture(scope="module")
@@ -18,12 +18,13 @@ def reference():
     return {c: one_step("single", 1, c) for c in ("pid", "stepto")}
 
 
-# Both controllers on 2 devices; on 4 (2 samples a device), `shard` with PID only: its
-# split is the compiler's (pmap and shard_map split the batch as the code says, the same
-# code path on 2 devices as on 4), and PID's samples take different solver steps, so it
-# is the controller whose lock-step loop a wrong split would show.
+# Both controllers on 2 devices; on 4 (2 samples a device), `shard` and `explicit` with
+# PID only: their split is the compiler's (pmap and shard_map split the batch as the
+# code says, the same code path on 2 devices as on 4), and PID's samples take different
+# solver steps, so it is the controller whose lock-step loop a wrong split would show.
 CASES = [(m, n, c) for m in MULTI for n, c in ((2, "pid"), (2, "stepto"))] + [
-    pytest.param("shard", 4, "pid", marks=pytest.mark.long)  # 4 devices: make test-long
+    pytest.param(m, 4, "pid", marks=pytest.mark.long)  # 4 devices: make test-long
+    for m in ("shard", "explicit")
 ]
 
 
@@ -38,7 +39,7 @@ def test_step_matches_single_device(reference, mode, controller, n_devices):
 
 @pytest.mark.parametrize("controller", ["pid", "stepto"])
 @pytest.mark.parametrize("mode", ["pmap", "shard_map"])
-def test_explicit_modes_have_no_collective_in_loops(mode, controller):
+def test_modes_with_written_collectives_have_none_in_loops(mode, controller):
     *_, compiled = one_step(mode, 2, controller)
     audit = count_collectives(compiled.as_text())
     assert audit.while_loops > 0
@@ -47,8 +48,9 @@ def test_explicit_modes_have_no_collective_in_loops(mode, controller):
     assert audit.by_kind.get("all-reduce", 0) >= 1
 
 
-def test_shard_with_pid_puts_collectives_in_loops():
-    *_, compiled = one_step("shard", 2, "pid")
+@pytest.mark.parametrize("mode", ["shard", "explicit"])
+def test_one_loop_modes_with_pid_put_collectives_in_loops(mode):
+    *_, compiled = one_step(mode, 2, "pid")
     audit = count_collectives(compiled.as_text())
     assert audit.in_loops > 0
     assert audit.total > audit.in_loops

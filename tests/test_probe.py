@@ -141,7 +141,7 @@ def test_each_mode_gets_its_step_and_speedup_with_intervals():
     gradient = Value(20e-6, 10e-6, 40e-6, "cited")
     loop = Value(10e-6, 5e-6, 20e-6, "cited")
     rows = {r["mode"]: r for r in predict_rows(sweep, target, gradient, loop, in_loop=5.0)}
-    assert tuple(rows) == predicted_modes(target) == ("pmap", "shard", "shard_map")
+    assert tuple(rows) == predicted_modes(target) == ("pmap", "shard", "shard_map", "explicit")
     for r in rows.values():
         lo, hi = r["step_time_interval_s"]
         assert lo <= r["step_time_s"] <= hi and r["allreduce_s"] == gradient.central

@@ -131,7 +131,9 @@ def _map_records(speedups: dict[str, list[float]]) -> list[dict]:
 
 
 def test_map_rows_give_speedups_and_leave_untrained_rows_without_one():
-    recs = _map_records({"pmap": [1.5, 1.6], "shard": [0.4, 1.2], "shard_map": [1.5, 1.7]})
+    recs = _map_records(
+        {"pmap": [1.5, 1.6], "shard": [0.4, 1.2], "shard_map": [1.5, 1.7], "explicit": [0.4, 1.2]}
+    )
     recs[-1]["trained"], recs[-1]["final_loss"] = False, 0.3
     rows = report.map_rows(recs)
     first = [r for r in rows if r["workload"] == WORKLOADS[0].name]
@@ -145,7 +147,10 @@ def test_map_rows_give_speedups_and_leave_untrained_rows_without_one():
 
 
 def test_the_crossover_names_where_shard_stops_being_the_slow_mode():
+    """`shard` is set against the modes with a loop per device (`pmap`, `shard_map`);
+    a one-loop mode's rows (`explicit`), present or not, change nothing."""
     recs = _map_records({"pmap": [1.5, 1.6], "shard": [0.4, 1.65], "shard_map": [1.5, 1.7]})
+    assert report.RIVALS == ("pmap", "shard_map")
     text = report.crossover(report.map_rows(recs), "pid")
     first, second = (f"{w.name} (" for w in WORKLOADS[:2])
     assert f"stops being below both other modes between {first}" in text
@@ -155,10 +160,16 @@ def test_the_crossover_names_where_shard_stops_being_the_slow_mode():
     assert f"stops being the slow mode between {first}" in text and f"and {second}" in text
     slow = _map_records({"pmap": [1.5, 1.6], "shard": [0.4, 0.5], "shard_map": [1.5, 1.7]})
     assert "slow mode at every measured workload" in report.crossover(report.map_rows(slow), "pid")
+    slow = _map_records(
+        {"pmap": [1.5, 1.6], "shard": [0.4, 0.5], "shard_map": [1.5, 1.7], "explicit": [2, 2]}
+    )
+    assert "slow mode at every measured workload" in report.crossover(report.map_rows(slow), "pid")
 
 
 def test_the_prediction_check_gives_a_median_error_per_mode_and_the_wrong_term():
-    recs = _map_records({"pmap": [1.5, 1.6], "shard": [0.4, 1.2], "shard_map": [1.5, 1.7]})
+    recs = _map_records(
+        {"pmap": [1.5, 1.6], "shard": [0.4, 1.2], "shard_map": [1.5, 1.7], "explicit": [0.4, 1.2]}
+    )
     rows = report.map_rows(recs)
     measured = {
         (r["workload"], r["mode"]): r["record"]["step_time_s"] for r in rows if r["n_devices"] > 1
@@ -168,19 +179,20 @@ def test_the_prediction_check_gives_a_median_error_per_mode_and_the_wrong_term()
         out = []
         for mode in MULTI_MODES:
             t = measured[(w.name, mode)] * factor[mode]
-            loop = t / 2 if mode == "shard" else 0.0
+            loop = t / 2 if mode in ("shard", "explicit") else 0.0
             out.append(
                 dict(mode=mode, step_time_s=t, compute_s=t - loop, allreduce_s=0.0, in_loop_s=loop)
             )
         return {"workload": w.name, "scenario": {"controller": "pid"}, "n_devices": 2, "rows": out}
 
-    factor = {"pmap": 1.1, "shard": 0.5, "shard_map": 0.9}
+    factor = {"pmap": 1.1, "shard": 0.5, "shard_map": 0.9, "explicit": 0.5}
     errors = report.prediction_errors(rows, [prediction(w, factor) for w in WORKLOADS[:2]])
-    assert len(errors) == 6
+    assert len(errors) == 8
     lines = report.validation_lines(errors)
     assert lines[0].startswith("- `pmap`: median |error| = 10 % over 2 rows")
     assert "above 25 %" in lines[1] and "too low" in lines[1] and "solver loop" in lines[1]
     assert "above" not in lines[2]
+    assert lines[3].startswith("- `explicit`") and "`explicit`'s solver loop" in lines[3]
 
 
 def test_the_table_says_so_where_the_map_has_no_records(tmp_path):

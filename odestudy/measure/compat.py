@@ -31,6 +31,63 @@ def make_data_mesh(devices: Sequence[jax.Device], axis: str = "data") -> Mesh:
     )
 
 
+# What `jit` under Explicit mesh axes (the `explicit` mode) needs of JAX, and the first
+# release with all of it: `AxisType.Explicit` (0.5), `jax.sharding.auto_axes` (public
+# since 0.7.0) and `jax.set_mesh` (0.7.1).
+EXPLICIT_AXES_JAX = "0.7.1"
+
+
+def explicit_axes_missing() -> str | None:
+    """Why the running JAX cannot run a step under Explicit mesh axes (one line naming
+    the release it needs), or None where it can."""
+    found = (
+        getattr(AxisType, "Explicit", None) is not None
+        and hasattr(jax.sharding, "auto_axes")
+        and hasattr(jax, "set_mesh")
+    )
+    if found:
+        return None
+    return (
+        f"mode 'explicit' needs JAX {EXPLICIT_AXES_JAX} or later (Explicit mesh axes, "
+        f"jax.sharding.auto_axes, jax.set_mesh); this is JAX {jax.__version__}"
+    )
+
+
+def make_explicit_mesh(devices: Sequence[jax.Device], axis: str = "data") -> Mesh:
+    """A 1-D mesh over `devices` with an *Explicit* axis: arrays placed on it carry
+    their sharding in their types (`jax.typeof`), and `jit` under it (`mesh_context`)
+    types every operation's sharding. Needs `explicit_axes_missing()` None."""
+    return jax.make_mesh(
+        (len(devices),), (axis,), axis_types=(AxisType.Explicit,), devices=list(devices)
+    )
+
+
+@contextlib.contextmanager
+def mesh_context(mesh: Mesh) -> Iterator[None]:
+    """`mesh` set as the current mesh while the context is active, as tracing `jit`
+    under Explicit axes needs. `jax.set_mesh` sets the mesh as soon as it is called
+    (its `with` only restores the previous one), so it is called here, on entry."""
+    with jax.set_mesh(mesh):
+        yield
+
+
+def auto_axes(f: Callable, out_sharding: Any) -> Callable:
+    """`f` traced with the mesh's axes Auto (`jax.sharding.auto_axes`): inside it the
+    compiler partitions the computation as under `jit` on an Auto mesh, and its outputs
+    come back to Explicit types with `out_sharding` (PartitionSpecs, a pytree prefix of
+    the outputs).
+
+    A diffrax solve needs it under Explicit axes (jax 0.10.2, equinox 0.13.8, diffrax
+    0.7.2): `jax.vmap` asks the type (`jax.typeof`) of its unmapped arguments, and an
+    equinox model that holds functions (its activation) fails with "TypeError: Argument
+    '<PjitFunction of softplus>' ... is not a valid JAX type"; with the model closed
+    over instead, diffrax's inner `eqx.filter_jit` fails with "ValueError: Resource
+    axis: data of P('data',) is not found in mesh: ()". Only the loss runs under it:
+    the gradients' reduction and the optimiser's update keep their Explicit types.
+    """
+    return jax.sharding.auto_axes(f, out_sharding=out_sharding)
+
+
 def shard_map(f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable:
     """`jax.shard_map` without its replication check (`check_vma=False`: diffrax's while
     loops mix per-device and replicated carries). JAX before 0.6 has it only as

@@ -1,5 +1,6 @@
-"""The four ways of running one training step: `single`, `pmap`, `shard`, `shard_map`,
-and the generic data-parallel step built on them (`make_step`).
+"""The ways of running one training step: `single`, `pmap`, `shard`, `shard_map` (the
+reference study's four) and `explicit` (`jit` under Explicit mesh axes), and the generic
+data-parallel step built on them (`make_step`).
 
 Every mode runs the same per-device update (`local_update`): the loss and its gradients,
 reduced over devices to the global mean (never summed), and the optax update, all
@@ -8,6 +9,7 @@ inside the compiled step. The study's step of a scenario (`step.make_parallel_st
 """
 
 import abc
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NamedTuple
 
@@ -21,9 +23,13 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Int
 
 from .compat import (
+    auto_axes,
     closure_convert_ignores_manual_sharding,
     collectives_need_sync,
+    explicit_axes_missing,
     make_data_mesh,
+    make_explicit_mesh,
+    mesh_context,
     shard_map,
 )
 from .loss import Mean
@@ -35,6 +41,9 @@ AXIS = "data"
 # `keyed=True` `loss(params, static, batch, key)`. `value`: a scalar mean or a `Mean`;
 # `aux`: a pytree of per-sample values (leading axis the batch) and scalars, or None.
 Loss = Callable[..., tuple[Any, Any]]
+# What a mode may apply to the loss before `local_update` differentiates it (`build`'s
+# `local_step(axis, wrap)`): a loss to a loss of the same arguments.
+Wrap = Callable[[Loss], Loss]
 
 # What an `aux` leaf is (`make_step`'s `aux`): per-sample values, split over devices
 # like the batch, or a scalar, averaged over devices.
@@ -168,9 +177,10 @@ MODES: dict[str, type["AbstractMode"]] = {}
 
 class AbstractMode(Registered, eqx.Module, registry=MODES):
     """How a training step runs over devices. Abstract: one final subclass per mode
-    (`Single`, `Pmap`, `Shard`, `ShardMap`) owns building the step, placing its inputs
-    and reading its parameters back, and the facts the study needs about it. Defining
-    the class registers it (`MODES`): the study, the report and `predict` ask the class.
+    (`Single`, `Pmap`, `Shard`, `ShardMap`, `Explicit`) owns building the step, placing
+    its inputs and reading its parameters back, and the facts the study needs about it.
+    Defining the class registers it (`MODES`): the study, the report and `predict` ask
+    the class.
 
     - `name`: the mode's name in scenarios, records and tables.
     - `label`: how the answer's sentences name it (markdown).
@@ -185,6 +195,10 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
       its collectives written out (`shard`'s: `shard_map`), so that the difference is
       what the compiler's partitioning costs (collectives inside the loops, global
       lock-step); None (the default): none.
+    - `core`: one of the reference study's four modes. The studies whose committed
+      records cover exactly those (explain, versions, seed: the version study runs JAX
+      releases back to 0.4.34) run only core modes; the scaling matrix and the workload
+      map run every mode. False by default.
     """
 
     name: eqx.AbstractClassVar[str]
@@ -194,6 +208,7 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
     multi_device: eqx.AbstractClassVar[bool]
     multi_process: eqx.AbstractClassVar[bool]
     twin_mode: ClassVar[str | None] = None
+    core: ClassVar[bool] = False
 
     @abc.abstractmethod
     def build(
@@ -204,9 +219,20 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
         layout: Layout = DEFAULT_LAYOUT,
     ) -> tuple[Callable, Any]:
         """The jitted step over `devices` and its mesh (None for none), from
-        `local_step(axis)`: the per-device step reducing over mapped axis `axis`;
+        `local_step(axis, wrap=None)`: the per-device step reducing over mapped axis
+        `axis`, of the loss `wrap(loss)` where `wrap` (a `Wrap`) is given;
         `donate`: the step reuses its parameters' and optimiser state's buffers;
         `layout`: what its batch and `aux` hold (`Layout`)."""
+
+    def why_not_here(self) -> str | None:
+        """Why the running JAX cannot run this mode (one line), or None: it can (the
+        default)."""
+        return None
+
+    def context(self, step: "ParallelStep") -> contextlib.AbstractContextManager:
+        """The context that calling, lowering and compiling `step` need (none by
+        default)."""
+        return contextlib.nullcontext()
 
     def place_state(self, step: "ParallelStep", params: Any, opt_state: Any) -> Any:
         """Put parameters and optimiser state on the devices (replicated)."""
@@ -235,6 +261,7 @@ class Single(AbstractMode):
     one_loop: ClassVar[bool] = False  # one device: its loop is the only one
     multi_device: ClassVar[bool] = False
     multi_process: ClassVar[bool] = False
+    core: ClassVar[bool] = True
 
     def build(self, devices, local_step, donate=False, layout=DEFAULT_LAYOUT):
         if len(devices) != 1:
@@ -261,6 +288,7 @@ class Pmap(AbstractMode):
     one_loop: ClassVar[bool] = False
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = False
+    core: ClassVar[bool] = True
 
     def build(self, devices, local_step, donate=False, layout=DEFAULT_LAYOUT):
         # Every input and output has a leading device axis (the key: one copy per
@@ -291,6 +319,24 @@ class Pmap(AbstractMode):
         return jax.tree.map(lambda x: to_host(x)[0], params)
 
 
+def sharded_jit(step: Callable, mesh: Any, donate: bool, layout: Layout) -> Callable:
+    """`jax.jit` of the global `step` over `mesh`: parameters, optimiser state, loss and
+    scalar `aux` replicated, the batch and per-sample `aux` split over `AXIS` (a keyed
+    batch's key replicated); `donate` as in `build`."""
+    replicated, batched = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
+    return jax.jit(
+        step,
+        in_shardings=(replicated, replicated, layout.batch_spec(batched, replicated)),
+        out_shardings=(
+            replicated,
+            replicated,
+            replicated,
+            layout.aux_specs(batched, replicated),
+        ),
+        donate_argnums=donated(donate),
+    )
+
+
 class Shard(AbstractMode):
     """Sharded `jax.jit`: the batch is split over a mesh and the compiler partitions the
     vmapped solve; one solver loop spans all devices, no explicit collective."""
@@ -302,22 +348,11 @@ class Shard(AbstractMode):
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = True
     twin_mode: ClassVar[str | None] = "shard_map"
+    core: ClassVar[bool] = True
 
     def build(self, devices, local_step, donate=False, layout=DEFAULT_LAYOUT):
         mesh = make_data_mesh(devices, AXIS)
-        replicated, batched = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
-        fn = jax.jit(
-            local_step(None),
-            in_shardings=(replicated, replicated, layout.batch_spec(batched, replicated)),
-            out_shardings=(
-                replicated,
-                replicated,
-                replicated,
-                layout.aux_specs(batched, replicated),
-            ),
-            donate_argnums=donated(donate),
-        )
-        return fn, mesh
+        return sharded_jit(local_step(None), mesh, donate, layout), mesh
 
 
 class ShardMap(AbstractMode):
@@ -330,6 +365,7 @@ class ShardMap(AbstractMode):
     one_loop: ClassVar[bool] = False
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = True
+    core: ClassVar[bool] = True
 
     def build(self, devices, local_step, donate=False, layout=DEFAULT_LAYOUT):
         mesh = make_data_mesh(devices, AXIS)
@@ -345,6 +381,66 @@ class ShardMap(AbstractMode):
             donate_argnums=donated(donate),
         )
         return fn, mesh
+
+
+def auto_axes_loss(layout: Layout) -> Wrap:
+    """The wrap (`Wrap`) that runs a loss under `compat.auto_axes`: the compiler
+    partitions the loss (the solve) as in `shard`, and its value (a scalar or a `Mean`)
+    comes back replicated, its `aux` split over `AXIS` where per-sample and replicated
+    where scalar (`layout`). The static part of the model is closed over, never an
+    argument: it holds functions, which have no sharded type."""
+    out_sharding = (P(), layout.aux_specs(P(AXIS), P()))
+
+    def wrap(loss: Loss) -> Loss:
+        def wrapped(params, static, batch, *key):
+            def inner(p, b, *k):
+                value, aux = loss(p, static, b, *k)
+                # A scalar said to be per-sample: `_reduce_aux`'s one-line error, before
+                # `auto_axes` fails to split it.
+                return value, _reduce_aux(aux, layout, None)
+
+            return auto_axes(inner, out_sharding)(params, batch, *key)
+
+        return wrapped
+
+    return wrap
+
+
+class Explicit(AbstractMode):
+    """`jax.jit` under an Explicit mesh axis (JAX's default since 0.9): the step's
+    arrays carry their sharding in their types, so that the gradients' reduction and
+    the optimiser's update are typed, and the compiler partitions the loss, run under
+    `jax.sharding.auto_axes` (`auto_axes_loss`: diffrax's solve fails to trace under
+    Explicit axes, `compat.auto_axes`), as in `shard`: one solver loop spans all
+    devices. Needs JAX 0.7.1 or later (`compat.explicit_axes_missing`); not run over
+    several processes."""
+
+    name: ClassVar[str] = "explicit"
+    label: ClassVar[str] = "`jit` with Explicit mesh axes (`explicit`)"
+    colour: ClassVar[str] = "tab:purple"
+    one_loop: ClassVar[bool] = True
+    multi_device: ClassVar[bool] = True
+    multi_process: ClassVar[bool] = False  # not tested over processes
+    twin_mode: ClassVar[str | None] = "shard_map"
+    core: ClassVar[bool] = False
+
+    def why_not_here(self) -> str | None:
+        return explicit_axes_missing()
+
+    def build(self, devices, local_step, donate=False, layout=DEFAULT_LAYOUT):
+        mesh = make_explicit_mesh(devices, AXIS)
+        return sharded_jit(local_step(None, auto_axes_loss(layout)), mesh, donate, layout), mesh
+
+    def context(self, step: "ParallelStep") -> contextlib.AbstractContextManager:
+        return mesh_context(step.mesh)
+
+
+def check_here(mode: AbstractMode) -> None:
+    """A one-line ValueError where the running JAX cannot run `mode`
+    (`AbstractMode.why_not_here`)."""
+    why = mode.why_not_here()
+    if why is not None:
+        raise ValueError(why)
 
 
 def mode_facts(name: str) -> type[AbstractMode] | None:
@@ -367,9 +463,10 @@ class ParallelStep(eqx.Module):
     Call it as `step(params, opt_state, batch)` on placed arguments (`place_state`,
     `place_batch`): it returns `(params, opt_state, loss, aux)`. `compile` gives the AOT
     executable of the same call, and `unplace` reads parameters back as one host copy.
-    Calling, lowering and compiling apply the equinox workaround that `shard_map` and
-    `pmap` need (`compat.closure_convert_ignores_manual_sharding`); `fn`, the raw jitted
-    function, does not. `compile` applies `compiler_options` (XLA's, as `Lowered.compile`
+    Calling, lowering and compiling run in the mode's context (`AbstractMode.context`:
+    `explicit`'s mesh) and apply the equinox workaround that `shard_map` and `pmap` need
+    (`compat.closure_convert_ignores_manual_sharding`); `fn`, the raw jitted function,
+    does neither. `compile` applies `compiler_options` (XLA's, as `Lowered.compile`
     takes them: the study compiles every step it times so); a plain call compiles with
     XLA's defaults.
     """
@@ -404,13 +501,13 @@ class ParallelStep(eqx.Module):
     def __call__(self, params, opt_state, batch):
         """One training step on placed arguments (waited for on several CPU devices,
         `compat.collectives_need_sync`)."""
-        with closure_convert_ignores_manual_sharding():
+        with self.mode.context(self), closure_convert_ignores_manual_sharding():
             out = self.fn(params, opt_state, batch)
         return jax.block_until_ready(out) if collectives_need_sync(self.devices) else out
 
     def lower(self, params, opt_state, batch):
         """AOT-lower the step for these (placed) arguments (`jax.stages.Lowered`)."""
-        with closure_convert_ignores_manual_sharding():
+        with self.mode.context(self), closure_convert_ignores_manual_sharding():
             return self.fn.lower(params, opt_state, batch)
 
     def compile(self, params, opt_state, batch):
@@ -462,7 +559,8 @@ def make_step(
       mean's whatever each device holds (a masked loss, for example). `aux`: per-sample
       values and scalars (see `aux` below), or None.
     - `optimiser`: an optax transformation; its update runs inside the step.
-    - `mode`: an `AbstractMode`, or its name (one of `MODES`).
+    - `mode`: an `AbstractMode`, or its name (one of `MODES`); a one-line ValueError
+      where the running JAX cannot run it (`explicit` before JAX 0.7.1).
     - `devices`: the devices to use (exactly one for `single`).
     - `static`: passed to `loss` unchanged (for example the non-trained part of an
       equinox model, `eqx.partition(model, eqx.is_inexact_array)`).
@@ -484,12 +582,13 @@ def make_step(
     parameters back.
     """
     mode = parse_mode(mode)
+    check_here(mode)
     devices = tuple(devices)
     layout = Layout(aux, keyed)
     check_layout(layout)
 
-    def local_step(axis: str | None) -> Callable:
-        return local_update(loss, static, optimiser, axis, layout)
+    def local_step(axis: str | None, wrap: Wrap | None = None) -> Callable:
+        return local_update(loss if wrap is None else wrap(loss), static, optimiser, axis, layout)
 
     fn, mesh = mode.build(devices, local_step, donate, layout)
     return ParallelStep(mode, devices, fn, mesh, layout, compiler_options)

@@ -10,7 +10,7 @@ from typing import Any
 
 from .controllers import CONTROLLERS, AbstractController
 from .model import Solve
-from .modes import MODES, AbstractMode
+from .modes import MODES, AbstractMode, check_here
 from .problem import (
     DEFAULT_PROBLEM,
     AbstractODEProblem,
@@ -624,6 +624,7 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
             "multi-process runs support modes "
             f"{', '.join(n for n, m in MODES.items() if m.multi_process)}; got {s.mode!r}"
         )
+    check_here(mode)  # a mode the running JAX lacks (`explicit` before JAX 0.7.1)
     if s.batch < 1:
         raise ValueError(f"batch must be >= 1, got {s.batch}")
     if s.global_batch % s.total_devices:

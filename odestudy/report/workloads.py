@@ -244,21 +244,28 @@ def _find(rows, workload, controller, step, mode):
     )
 
 
+# The modes `shard` is set against along the map: those with a solver loop per device
+# (`AbstractMode.one_loop` False: `pmap`, `shard_map`). A mode with one loop over the
+# global batch, as `shard`'s (`explicit`), is a row of the map, not one of these.
+RIVALS = tuple(m for m in MULTI_MODES if not MODES[m].one_loop)
+
+
 def _below(rows, workload, controller) -> list[str] | None:
-    """The other multi-device modes whose speedup's interval lies wholly above
-    `shard`'s at a workload and controller (None where a row is missing)."""
-    found = {m: _find(rows, workload, controller, "default", m) for m in MULTI_MODES}
+    """The modes `shard` is set against (`RIVALS`) whose speedup's interval lies wholly
+    above `shard`'s at a workload and controller (None where a row is missing)."""
+    found = {m: _find(rows, workload, controller, "default", m) for m in ("shard", *RIVALS)}
     if any(r is None or r["speedup"] is None for r in found.values()):
         return None
     high = found["shard"]["speedup"][2]
-    return [m for m in MULTI_MODES if m != "shard" and found[m]["speedup"][1] > high]
+    return [m for m in RIVALS if found[m]["speedup"][1] > high]
 
 
 def _slowest(rows, workload, controller) -> bool | None:
     """Whether `shard` is the slow mode of a workload and controller: its speedup's
-    interval lies below both other modes' intervals (None where a row is missing)."""
+    interval lies below both other modes' (`RIVALS`) intervals (None where a row is
+    missing)."""
     below = _below(rows, workload, controller)
-    return None if below is None else len(below) == len(MULTI_MODES) - 1
+    return None if below is None else len(below) == len(RIVALS)
 
 
 def _change(rows, a: str, b: str, slow_at_a: bool, controller: str) -> str:

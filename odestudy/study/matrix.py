@@ -40,6 +40,11 @@ CPU_DEVICE_COUNTS = (2, 4, 8)
 GPU_DEVICE_COUNTS = (2, 4, 8)
 # Multi-process CPU rows: (processes, devices per process).
 PROCESS_LAYOUTS = ((2, 1),)
+# The reference study's multi-device modes (`AbstractMode.core`): the modes of the
+# studies whose records cover exactly those (seed, explain, versions; the version study
+# runs JAX releases that have no Explicit mesh axes). The scaling matrix and the map run
+# every multi-device mode (`MULTI_MODES`).
+CORE_MULTI_MODES = tuple(name for name, m in MODES.items() if m.multi_device and m.core)
 
 
 def weak_batch(scale: str) -> int:
@@ -63,14 +68,14 @@ SEED_GPU_DEVICE_COUNTS = (2,)
 def seed_scenarios(device: str = "cpu") -> list[Scenario]:
     """The seed scale's rows: on CPU the reference's configuration (see
     `SEED_DEVICE_COUNTS`), on GPU 1 and 2 devices (`SEED_GPU_DEVICE_COUNTS`); strong
-    scaling, both controllers."""
+    scaling, both controllers; the core modes (`CORE_MULTI_MODES`)."""
     counts = SEED_DEVICE_COUNTS if device == "cpu" else SEED_GPU_DEVICE_COUNTS
     every = SEED_EVAL_EVERY if device == "cpu" else 0
     out = []
     for controller in CONTROLLERS:
         out.append(Scenario(device=device, controller=controller, scale="seed", eval_every=every))
         for n in counts:
-            for mode in MULTI_MODES:
+            for mode in CORE_MULTI_MODES:
                 out.append(
                     Scenario(
                         device=device,
@@ -98,9 +103,10 @@ def scenarios(scale: str, device: str, max_devices: int | None = None) -> list[S
     """The matrix of one device kind.
 
     CPU (`CPU_DEVICE_COUNTS`) and GPU (`GPU_DEVICE_COUNTS`): 1 device (`single`), and
-    every multi-device mode on 2, 4 and 8 devices, both controllers, strong and weak
-    scaling (where both give the same per-device and global batch, the strong run serves
-    both); on CPU also the multi-process rows of the multi-process modes with PID.
+    every multi-device mode (`MULTI_MODES`) on 2, 4 and 8 devices, both controllers,
+    strong and weak scaling (where both give the same per-device and global batch, the
+    strong run serves both), each with the default and the recommended step; on CPU also
+    the multi-process rows of the multi-process modes with PID.
 
     - `max_devices`: keep only rows on at most this many devices in all (the matrix
       sized to a machine, `sized_limit`); None keeps the whole matrix.
@@ -191,8 +197,9 @@ TARGET_EVAL_EVERY = 10  # the time-to-target runs evaluate every this many steps
 def explain_scenarios(scale: str) -> list[Scenario]:
     """The scenarios that explain the scaling (CPU, 2 devices, strong scaling):
 
-    - heterogeneity: `SPREADS` in every mode with PID (spread 0 is in the scaling
-      matrix); StepTo takes the same steps for every sample by construction;
+    - heterogeneity: `SPREADS` in every core mode (`CORE_MULTI_MODES`) with PID (spread
+      0 is in the scaling matrix); StepTo takes the same steps for every sample by
+      construction;
     - complexity-aware batching: `batching="grouped"` at the same spreads;
     - within-ODE batching: `solve="within_ode"` with both controllers at spread 0, and
       with PID at `WITHIN_ODE_SPREAD`;
@@ -211,7 +218,7 @@ def explain_scenarios(scale: str) -> list[Scenario]:
     for spread in SPREADS:
         at = spread_at(spread)
         out.append(Scenario(mode="single", **at, **one))
-        for mode in MULTI_MODES:
+        for mode in CORE_MULTI_MODES:
             out.append(Scenario(devices_per_process=n, mode=mode, **at, **one))
         out.append(Scenario(mode="single", batching="grouped", **at, **one))
         for mode in ("shard", "shard_map"):
@@ -276,9 +283,9 @@ def sized_limit(device: str) -> int:
     return gpu_count()
 
 
-# The version study's core rows: 1 device, and 2 devices in every mode, both
-# controllers, strong scaling; plus the reference's headline row, 8 devices `shard` PID
-# (on 2 cores: overhead, as the reference measured it).
+# The version study's core rows: 1 device, and 2 devices in every core mode
+# (`CORE_MULTI_MODES`), both controllers, strong scaling; plus the reference's headline
+# row, 8 devices `shard` PID (on 2 cores: overhead, as the reference measured it).
 VERSION_DEVICES = 2
 
 
@@ -287,7 +294,7 @@ def versions_scenarios(scale: str) -> list[Scenario]:
     out = []
     for controller in CONTROLLERS:
         out.append(Scenario(scale=scale, controller=controller))
-        for mode in MULTI_MODES:
+        for mode in CORE_MULTI_MODES:
             out.append(
                 Scenario(
                     scale=scale,
