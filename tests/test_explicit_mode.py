@@ -138,7 +138,8 @@ def test_the_reference_studies_keep_their_modes_and_the_matrix_and_map_add_expli
         assert {(s.controller, s.scaling) for s in rows} == {
             (c, scaling) for c in ("pid", "stepto") for scaling in ("strong", "weak")
         }
-    assert len([s for s in map_scenarios() if s.mode == "explicit"]) == 2 * len(WORKLOADS)
+    # Per workload and controller, the default and the recommended step on 2 devices.
+    assert len([s for s in map_scenarios() if s.mode == "explicit"]) == 2 * 2 * len(WORKLOADS)
 
 
 def test_predict_gives_each_one_loop_mode_its_own_loop_collectives():
