@@ -89,7 +89,8 @@ def test_wait_runs_once_the_first_is_done(holder, fake_runs, tmp_path, capsys):
     assert code == 0
     assert first.wait(timeout=60) == 0
     assert f"waiting for process {first.pid}" in capsys.readouterr().err
-    assert len(fake_runs) == 2  # both scenarios of the selection, each ok
+    # The selection's scenarios, each ok: per controller, the default and the recommended step.
+    assert len(fake_runs) == 4
     assert lock.holder() is None  # released, its holder file gone
 
 

@@ -4,11 +4,14 @@ its time; when splitting the batch pays (`crossover.py`), measured or predicted 
 saying which; each figure over the reference's step labelled so. Every number comes
 from the records, with its interval, machine and session."""
 
+import os
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..measure.controllers import CONTROLLERS
+from ..study import records
 from . import sessions
 from .best import Best, best_for, best_steps, step_of
 from .crossover import CROSSOVER_WORKLOADS, batch_crossing, points, study_records, work_crossing
@@ -144,8 +147,6 @@ def crossover_lines(results: str | Path) -> list[str]:
 def gpu_predictions(results: str | Path) -> list[dict[str, Any]]:
     """The recorded predictions of several GPUs (`<machine>/predictions/gpu-*.json`, made
     on a GPU machine from a one-GPU sweep and a profile), fewest devices first."""
-    from ..study import records
-
     found = []
     for path in sorted(Path(results).glob("*/predictions/gpu-*.json")):
         try:
@@ -189,8 +190,6 @@ def readme_answer(
 ) -> list[str]:
     """The README's answer as markdown lines: the quick CPU and GPU bullets, when
     splitting pays, and `figure` (relative to `base`)."""
-    import os
-
     lines = [
         "Every speedup is over the **best 1-device step**: the fastest measured 1-device "
         "step that trains the same model (for the study's own problems, the recommended "
@@ -214,8 +213,6 @@ WIDTH = 100
 
 def wrapped(line: str) -> list[str]:
     """`line` wrapped to `WIDTH` (an image or a blank line kept whole)."""
-    import textwrap
-
     if not line or line.startswith("!["):
         return [line]
     indent = "  " if line.startswith("- ") else ""

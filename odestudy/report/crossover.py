@@ -29,10 +29,12 @@ from ..study.workloads import (
     map_scenarios,
     workload_of,
 )
+from . import sessions
 from .best import Best, best_for, best_steps, over_best, step_of
 from .frames import read_records
 from .loss import MARK, differs, trained
 from .tables import escape, markdown_table
+from .workloads import predictions
 
 DRAWS = 2000
 LEVEL = 0.95
@@ -318,9 +320,10 @@ def points_table(pts: Sequence[Point]) -> str:
 def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossover") -> list[Path]:
     """Each mode's speedup over the best 1-device step against the per-device work, one
     panel per controller, with intervals, the line of 1 and each mode's fitted line."""
+    # matplotlib (and the plots module that imports it) load for a figure only.
     import matplotlib.pyplot as plt
 
-    from .plots import MODE_STYLE, _save
+    from .plots import MODE_STYLE, _save  # matplotlib at import
 
     fig, axes = plt.subplots(1, len(CONTROLLERS), figsize=(11, 4.2), sharey=True)
     for ax, controller in zip(np.atleast_1d(axes), CONTROLLERS, strict=True):
@@ -355,8 +358,6 @@ def axis_predictions(results: str | Path, machine: str) -> list[dict[str, Any]]:
     """The map's predictions of `machine` made along the batch axis (`odestudy predict
     --map`: `crossover` holds each mode's predicted points and crossing), made from the
     session's probe of the devices."""
-    from .workloads import predictions
-
     return [p for p in predictions(results, machine) if p.get("crossover")]
 
 
@@ -431,8 +432,6 @@ def crossover_markdown(
 ) -> str:
     """The page's table file: terms, where each mode starts to pay (in the work, and in
     the batch per workload of the axis), the prediction beside it, and every point."""
-    from . import sessions
-
     ok = [r for r in recs if r.get("status") == "ok"]
     hardware = (ok[0].get("hardware") or {}) if ok else {}
     errors = prediction_error(pts, found)

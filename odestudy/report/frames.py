@@ -500,17 +500,19 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
             base = None
         if rec["status"] == "ok" and base is not None:
             _join(row, rec, base, as_scaling)
-        row["step"] = step_of(rec)
-        rows.append(row)
+        rows.append(dict(row, step=step_of(rec)))
     attach_best(rows, recs)
-    rows.sort(
-        key=lambda r: (
-            r["device"],
-            r["scaling"],
-            r["controller"],
-            r["n_devices"],
-            r.get("processes", 1),
-            MODE_ORDER.get(r["mode"], 9),
-        )
+    return sorted(rows, key=_table_order)
+
+
+def _table_order(r: dict[str, Any]) -> tuple:
+    """The scaling tables' order: device kind, scaling, controller, devices, processes,
+    mode."""
+    return (
+        r["device"],
+        r["scaling"],
+        r["controller"],
+        r["n_devices"],
+        r.get("processes", 1),
+        MODE_ORDER.get(r["mode"], 9),
     )
-    return rows
