@@ -31,18 +31,20 @@ MEASURED = [
     ("with a unit", re.compile(rf"(?<![\w.])\d+(?:\.\d+)?\s?{UNITS}(?![\w/])(?! ?\d)", re.I)),
     ("interval", re.compile(r"\[\s*-?\d+(?:\.\d+)?\s*,\s*-?\d+(?:\.\d+)?\s*\]")),
 ]
-# Measured claims in words: a factor in words ("several times slower", "twice as fast"),
-# an N-fold anything, a precision reached ("to float32 tolerance"), a measured excess
-# ("by more than the intervals").
+# Measured claims in words: a factor in words ("several times slower", "several times a
+# tanh", "twice as fast", "orders of magnitude"), an N-fold anything, a precision reached
+# ("to float32 tolerance", "to float32 rounding"), a measured excess ("by more than the
+# intervals").
 _AMOUNT = r"(?:several|many|a\s+few|some|two|three|four|five|six|seven|eight|nine|ten|\d+)"
 _COMPARED = (
     r"(?:faster|slower|quicker|longer|shorter|larger|smaller|more|less|fewer|higher|lower|as)"
 )
 WORDS = re.compile(
-    rf"\b{_AMOUNT}\s+times\s+{_COMPARED}\b"
+    rf"\b{_AMOUNT}\s+times\s+(?:{_COMPARED}|a|an|the)\b"
     r"|\b(?:twice|thrice|half)\s+as\s+\w+"
     r"|\b[\w.]+-fold\b"
-    r"|\bto\s+(?:float\d*|machine|single|double)\s+(?:tolerance|precision|accuracy)\b"
+    r"|\borders?\s+of\s+magnitude\b"
+    r"|\bto\s+(?:float\d*|machine|single|double)\s+(?:tolerance|precision|accuracy|rounding)\b"
     r"|\bby\s+(?:far\s+)?more\s+than\s+(?:the|its|their|one|a)\s+(?:\w+\s+)?(?:intervals?|spread|noise)",
     re.I,
 )
@@ -113,6 +115,9 @@ def test_the_rule_catches_measured_numbers_and_spares_method():
         "the losses agree to float32 tolerance",
         "it drifts between sessions by more than the intervals of one session hold",
         "twice as fast as pmap",
+        "softplus costs several times a tanh at the step's shapes",
+        "orders of magnitude below the floor",
+        "the results agree to float32 rounding",
     ],
 )
 def test_the_rule_catches_measured_claims_in_words(claim: str):

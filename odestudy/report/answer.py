@@ -185,6 +185,54 @@ def gpu_lines(results: str | Path) -> list[str]:
     ]
 
 
+def gpu_sweeps(results: str | Path) -> list[dict[str, Any]]:
+    """The one-GPU step-cost sweeps recorded under `results` (`<machine>/step_cost/gpu-*`,
+    `benchmarks/step_cost.py` on a GPU machine), each with its `machine` and `path`."""
+    found = []
+    for path in sorted(Path(results).glob("*/step_cost/gpu-*.json")):
+        try:
+            sweep = dict(records.read_json(path), path=str(path), machine=path.parent.parent.name)
+        except (OSError, ValueError):
+            continue
+        if sweep.get("rows") and sweep.get("label") in ("default", "recommended"):
+            found.append(sweep)
+    return found
+
+
+def ideal_speedups(sweep: dict[str, Any], n: int) -> list[tuple[int, float]]:
+    """What `n` devices could give at most at each per-device batch `b` the sweep holds
+    with `n * b`: one device's step at `n * b` over its step at `b` (no communication,
+    no lock-step waste: a bound, not a prediction)."""
+    steps = {int(r["batch"]): float(r["step_time_s"]) for r in sweep["rows"]}
+    return [(b, steps[n * b] / steps[b]) for b in sorted(steps) if n * b in steps]
+
+
+def gpu_bound_line(results: str | Path) -> list[str]:
+    """The GPU sweep's bound on splitting: per sweep (its controller and step), the
+    range of `ideal_speedups` on the device counts its batches allow, said as a bound."""
+    parts = []
+    for sweep in gpu_sweeps(results):
+        for n in (2, 4, 8):
+            found = ideal_speedups(sweep, n)
+            if len(found) < 2:
+                continue
+            low, high = min(s for _, s in found), max(s for _, s in found)
+            batches = f"{found[0][0]} to {found[-1][0]}"
+            parts.append(
+                f"{escape(sweep['scenario']['controller'])}, {escape(sweep['label'])} step: "
+                f"{n} GPUs at most {low:.2f}x to {high:.2f}x at {batches} series per GPU "
+                f"(one {escape(sweep['machine'])} sweep)"
+            )
+    if not parts:
+        return []
+    return [
+        "Splitting on GPUs is bounded by one GPU's own step (one GPU's step at N times the "
+        "batch over its step at the batch: no communication counted, a bound, not a "
+        "measurement): " + "; ".join(parts) + ".",
+        "",
+    ]
+
+
 def readme_answer(
     results: str | Path, rows: Sequence[dict[str, Any]], figure: Path | None, base: Path
 ) -> list[str]:
@@ -203,7 +251,8 @@ def readme_answer(
     if figure is not None and figure.exists():
         rel = Path(os.path.relpath(figure.resolve(), base.resolve())).as_posix()
         lines += [f"![Speedup over the best 1-device step against per-device work]({rel})", ""]
-    return [w for line in lines + gpu_lines(results) for w in wrapped(line)]
+    found = lines + gpu_lines(results) + gpu_bound_line(results)
+    return [w for line in found for w in wrapped(line)]
 
 
 # Lines of the generated answer are wrapped to this width (a bullet's continuation

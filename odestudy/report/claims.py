@@ -93,16 +93,13 @@ def groups(rows: Sequence[dict[str, Any]], device: str = "cpu") -> dict[Any, lis
     return out
 
 
-def holds(
-    session_rows: dict[Any, list[dict[str, Any]]],
-    scaling: str,
-    n: int,
-    test: Any,
-) -> tuple[int, int]:
-    """In how many sessions of `session_rows` that have `scaling` rows on `n` devices
-    the predicate `test(judged per controller)` holds: `(holds, answered)`."""
-    yes = answered = 0
-    for recs in session_rows.values():
+def judged_sessions(
+    session_rows: dict[Any, list[dict[str, Any]]], scaling: str, n: int
+) -> dict[Any, dict[str, dict[str, Any]]]:
+    """Each session of `session_rows` with `scaling` rows on `n` devices: its judgement
+    (`judge`) per controller it holds such rows of (timed in more than one run)."""
+    out = {}
+    for session, recs in session_rows.items():
         rows = scaling_rows(recs, scaling)
         per = {}
         for controller in sorted({r["controller"] for r in rows}):
@@ -110,11 +107,58 @@ def holds(
             judged = judge(found) if found["n"] == n else None
             if judged and len(judged["one_run"]) < len(found["ranked"]):
                 per[controller] = judged
-        if not per:
+        if per:
+            out[session] = per
+    return out
+
+
+def holds(
+    session_rows: dict[Any, list[dict[str, Any]]],
+    scaling: str,
+    n: int,
+    test: Any,
+) -> tuple[int, int]:
+    """In how many sessions of `session_rows` that hold rows of the comparison the
+    predicate `test(judged per controller)` holds: `(holds, answered)`. `test` gives
+    None for a session without rows of its comparison (another controller's only, say),
+    which is not counted: "k of n" counts only sessions that could answer."""
+    yes = answered = 0
+    for per in judged_sessions(session_rows, scaling, n).values():
+        verdict = test(per)
+        if verdict is None:
             continue
         answered += 1
-        yes += bool(test(per))
+        yes += bool(verdict)
     return yes, answered
+
+
+# How a session judged one mode, in words (`judge`'s kinds).
+SAID = {"use": "faster", "avoid": "slower", "none": "not separable", "one_run": "one run"}
+
+
+def dissent(
+    session_rows: dict[Any, list[dict[str, Any]]],
+    scaling: str,
+    n: int,
+    c: str,
+    mode: str,
+    kind: str,
+) -> str:
+    """The sessions whose judgement of `mode` under controller `c` is not `kind`, by
+    what they found: `; slower in 1 (2026-11-24 18:51–20:03 UTC)`, or "" where none
+    differs."""
+    found: dict[str, list[str]] = {}
+    for session, per in judged_sessions(session_rows, scaling, n).items():
+        other = next((k for k in SAID if c in per and mode in _modes(per[c][k])), None)
+        if other is not None and other != kind:
+            found.setdefault(SAID[other], []).append(escape(session.when))
+    return "".join(
+        f"; {what} in {len(when)} ({', '.join(sorted(when))})" for what, when in found.items()
+    )
+
+
+def _modes(rows: Sequence[dict[str, Any]]) -> list[str]:
+    return [r["mode"] for r in rows]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +177,13 @@ class Answer:
     def holds(self, test: Any) -> tuple[int, int]:
         """`holds` of `test` over every session's rows on this answer's devices."""
         return holds(self.by_session, self.scaling, self.n, test)
+
+    def said(self, kind: str, c: str, mode: str) -> str:
+        """`holds in k of n sessions with such rows` for `mode` being of `kind` under `c`,
+        with the sessions that found otherwise (`dissent`)."""
+        k, m = self.holds(_in(kind, c, mode))
+        other = dissent(self.by_session, self.scaling, self.n, c, mode, kind)
+        return f"holds in {k} of {m} sessions with such rows{other}"
 
 
 def answer(
@@ -172,11 +223,13 @@ def _use(a: Answer) -> list[str]:
         if j["use"]
     )
     apart = _apart(a.per) if len(modes) > 1 else ""
-    k, m = a.holds(
-        lambda p: all(
-            mode in [r["mode"] for r in p[c]["use"]] for c in use for mode in modes if c in p
-        )
-    )
+    def test(p: dict[str, Any]) -> bool | None:
+        present = [c for c in use if c in p]  # a session without them does not answer
+        if not present:
+            return None
+        return all(mode in _modes(p[c]["use"]) for c in present for mode in modes)
+
+    k, m = a.holds(test)
     return [
         f"- **Use {' or '.join(_mode(x) for x in modes)}**{apart}: faster than one "
         f"device within their 95% intervals on {escape(a.n)} devices at {a.what} (every "
@@ -186,8 +239,15 @@ def _use(a: Answer) -> list[str]:
 
 
 def _in(kind: str, c: str, mode: str) -> Any:
-    """A test of one session's judgement: `mode` is among its `kind` rows of `c`."""
-    return lambda p: c in p and mode in [x["mode"] for x in p[c][kind]]
+    """A test of one session's judgement: `mode` is among its `kind` rows of `c`; None
+    where the session holds no row of `mode` under `c` (it does not answer)."""
+
+    def test(p: dict[str, Any]) -> bool | None:
+        if c not in p or not any(mode in _modes(p[c][k]) for k in SAID):
+            return None
+        return mode in _modes(p[c][kind])
+
+    return test
 
 
 def _avoid_and_level(a: Answer) -> list[str]:
@@ -195,17 +255,15 @@ def _avoid_and_level(a: Answer) -> list[str]:
     lines = []
     for c, (_, j) in a.per.items():
         for r in j["avoid"]:
-            k, m = a.holds(_in("avoid", c, r["mode"]))
             lines.append(
                 f"- **Avoid {_mode(r['mode'])} with {_ctrl(c)}**: {_x(r)} of one device's "
-                f"speed{_why(r)}. Measured on {a.label}; holds in {k} of {m} sessions."
+                f"speed{_why(r)}. Measured on {a.label}; {a.said('avoid', c, r['mode'])}."
             )
         for r in j["none"]:
-            k, m = a.holds(_in("none", c, r["mode"]))
             lines.append(
                 f"- {_mode(r['mode'])} with {_ctrl(c)} gains nothing measurable: {_x(r)}, "
-                f"not separable from one device. Measured on {a.label}; holds in {k} of "
-                f"{m} sessions."
+                f"not separable from one device. Measured on {a.label}; "
+                f"{a.said('none', c, r['mode'])}."
             )
     return lines
 

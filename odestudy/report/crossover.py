@@ -397,12 +397,42 @@ def beside_table(pts: Sequence[Point], found: Sequence[dict[str, Any]]) -> str:
                 body.append([
                     escape(w), escape(controller), escape(mode),
                     measured.said("series") if measured else "not measured", said,
+                    _work_said(measured, pts, w, controller), _predicted_work(pred),
                 ])  # fmt: skip
     return markdown_table(
         ("Workload", "Controller", "Mode", "Measured: pays from, per device",
-         "Predicted: pays from, per device"),
+         "Predicted: pays from, per device", "Measured: per-device work there (ms)",
+         "Predicted: per-device work there (ms)"),
         body,
     )  # fmt: skip
+
+
+def _work_at(batches: Sequence[float], pts: Sequence[Point]) -> list[float] | None:
+    """The per-device work (ms per solver iteration) at per-device `batches`, log-linearly
+    interpolated between the measured points of one workload and controller."""
+    known = sorted({(p.per_device_batch, p.work_s) for p in pts if p.work_s})
+    if len(known) < 2:
+        return None
+    x, y = np.log([b for b, _ in known]), np.log([w for _, w in known])
+    return [float(np.exp(np.interp(np.log(b), x, y))) * 1e3 for b in batches]
+
+
+def _work_said(found: Crossing | None, pts: Sequence[Point], workload: str, controller: str) -> str:
+    """The measured per-device work at a measured crossing, with its interval."""
+    if found is None or found.at is None:
+        return "–"
+    mine = [p for p in pts if (p.workload, p.controller) == (workload, controller)]
+    work = _work_at(found.at, mine)
+    return "–" if work is None else f"{work[0]:.3g} [{work[1]:.3g}, {work[2]:.3g}]"
+
+
+def _predicted_work(pred: dict[str, Any] | None) -> str:
+    """The predicted per-device work at the predicted crossing, with its interval."""
+    work = (pred or {}).get("work_s")
+    if not work:
+        return "–"
+    e, lo, hi = (w * 1e3 for w in work)
+    return f"{e:.3g} [{lo:.3g}, {hi:.3g}]"
 
 
 def prediction_error(pts: Sequence[Point], found: Sequence[dict[str, Any]]) -> list[float]:

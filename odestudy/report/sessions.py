@@ -83,10 +83,19 @@ def commit_time(commit: str) -> datetime.datetime | None:
     return _parse(out.stdout.strip()) if out.returncode == 0 else None
 
 
+# The mark of a record's commit that this repository does not hold (a record made from
+# a copied tree with stale metadata, or from a branch never merged).
+UNKNOWN = " (not in this repository)"
+
+
 def short_commit(rec: dict[str, Any]) -> str:
-    """A record's commit, short, with `-dirty` where the record says so."""
+    """A record's commit, short, with `-dirty` where the record says so, marked
+    `UNKNOWN` where this repository's history does not hold it (`commit_time`)."""
     commit = rec.get("git_commit") or ""
-    return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+    short = commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+    if commit and commit_time(commit) is None and (environment.ROOT / ".git").exists():
+        return short + UNKNOWN
+    return short
 
 
 def window(rec: dict[str, Any]) -> tuple[datetime.datetime, datetime.datetime] | None:

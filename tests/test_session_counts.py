@@ -1,0 +1,77 @@
+"""Honest counts: "holds in k of n sessions" counts only sessions that hold rows of the
+comparison and names the sessions that found otherwise; a record's commit that this
+repository does not hold is flagged; a GPU sweep's bound on splitting is said as a bound.
+Synthetic records; nothing is timed or compiled."""
+
+import dataclasses
+
+from odestudy.measure.scenario import Scenario
+from odestudy.report import answer, sessions
+from odestudy.report.claims import dissent, holds, judged_sessions
+from odestudy.report.sessions import UNKNOWN, Session
+
+from .helpers import record
+
+
+def _session(day: str, shard_s: float, controllers=("pid", "stepto")) -> list[dict]:
+    out = []
+    for controller in controllers:
+        for mode, n, t in (("single", 1, 0.02), ("shard_map", 2, 0.01), ("shard", 2, shard_s)):
+            s = Scenario(scale="smoke", controller=controller, mode=mode, devices_per_process=n)
+            rec = dict(record(s, step=t, jitter=0.02), final_loss=0.004, trained=True)
+            rec["session"] = Session("m", None, None, (day,))
+            out.append(rec)
+    return out
+
+
+def _by_session(*groups: list[dict]) -> dict:
+    return {g[0]["session"]: g for g in groups}
+
+
+def test_k_of_n_counts_only_sessions_with_rows_of_the_comparison():
+    # Three sessions with PID rows (shard slower in two, faster in one), one with StepTo
+    # rows only: it does not answer a PID comparison.
+    by = _by_session(
+        _session("a", 0.04), _session("b", 0.05), _session("c", 0.005),
+        _session("d", 0.04, controllers=("stepto",)),
+    )  # fmt: skip
+    assert len(judged_sessions(by, "strong", 2)) == 4
+
+    def slower(p):
+        if "pid" not in p:
+            return None
+        return "shard" in [r["mode"] for r in p["pid"]["avoid"]]
+
+    assert holds(by, "strong", 2, slower) == (2, 3)
+    said = dissent(by, "strong", 2, "pid", "shard", "avoid")
+    assert said == "; faster in 1 (commit c)"
+
+
+def test_a_commit_this_repository_lacks_is_flagged():
+    from odestudy.measure.environment import git_commit
+
+    rec = record(Scenario(scale="smoke"))
+    if sessions.commit_time("HEAD") is None:
+        return  # a copy without its history: nothing to check commits against
+    assert UNKNOWN in sessions.short_commit(dict(rec, git_commit="7db7c5821"))
+    known = (git_commit() or "").removesuffix("-dirty")
+    assert UNKNOWN not in sessions.short_commit(dict(rec, git_commit=known))
+
+
+def test_a_gpu_sweep_bounds_splitting_and_says_so(tmp_path):
+    import json
+
+    sweep = {
+        "scenario": dataclasses.asdict(Scenario(device="gpu")) | {"length_fractions": [1.0]},
+        "label": "default",
+        "rows": [{"batch": b, "step_time_s": 0.02 + 0.0001 * b} for b in (1, 4, 16, 64, 256)],
+    }
+    folder = tmp_path / "a-gpu-machine" / "step_cost"
+    folder.mkdir(parents=True)
+    (folder / "gpu-pid-default.json").write_text(json.dumps(sweep))
+    found = answer.ideal_speedups(sweep, 4)
+    assert [b for b, _ in found] == [1, 4, 16, 64]
+    assert found[0][1] == (0.02 + 0.0004) / (0.02 + 0.0001)
+    (line, _) = answer.gpu_bound_line(tmp_path)
+    assert "4 GPUs at most" in line and "a bound, not a measurement" in line
+    assert answer.gpu_bound_line(tmp_path / "none") == []
