@@ -75,3 +75,17 @@ def test_a_gpu_sweep_bounds_splitting_and_says_so(tmp_path):
     (line, _) = answer.gpu_bound_line(tmp_path)
     assert "4 GPUs at most" in line and "a bound, not a measurement" in line
     assert answer.gpu_bound_line(tmp_path / "none") == []
+
+
+def test_a_page_section_comes_from_a_machine_that_holds_its_records():
+    from odestudy.report.explain import section
+
+    def make(recs):
+        return (f"{len(recs)} rows" if recs else "", [])
+
+    by = {"here": [], "there": [{"x": 1}, {"x": 2}]}
+    lines, _ = section("Batch size", make, by, "here")
+    assert lines[0] == "## Batch size" and "Measured on there" in lines[2] and "2 rows" in lines[2]
+    assert section("Batch size", make, {"here": []}, "here") == ([], [])
+    lines, _ = section("Batch size", make, {"here": [{"x": 1}], **by}, "here")
+    assert lines[2] == "1 rows"

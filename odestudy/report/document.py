@@ -194,9 +194,10 @@ def _write_side_studies(
     results: str | Path, scale: str, every: list[dict[str, Any]], machine: str, figures: Path
 ) -> tuple[dict[str, Path], list[Path]]:
     """Write the explanation, prediction and workload studies' tables and figures (the
-    explanation's from `machine`'s records among `every`); returns the tables' paths by
-    name and the figures."""
-    explain = write_explain([r for r in every if r["machine_id"] == machine], figures)
+    explanation's from `machine`'s records among `every`, each section from another
+    machine's where `machine` holds none of it); returns the tables' paths by name and
+    the figures."""
+    explain = write_explain(list(every), figures, machine)
     written = {
         "explain": explain["table"],
         "prediction": write_prediction(results, figures, machine),

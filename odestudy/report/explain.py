@@ -2,6 +2,7 @@
 complexity-aware batching, within-ODE batching, collectives per step, batch size, and
 time to a target loss. Each reads records; nothing here measures."""
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -671,12 +672,57 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
     return text, _save(fig, figures, "time_to_target")
 
 
-def write_explain(recs: list[dict[str, Any]], figures: str | Path) -> dict[str, Any]:
-    """Write `figures/tables/explain.md` and its figures from all records of a scale."""
+def _sections(figures: Path) -> list[tuple[str, Callable[[list], tuple[str, list[Path]]]]]:
+    """The page's sections: each title and what writes it from one machine's records
+    (its text, "" without records of it, and its figures)."""
+    return [
+        ("Lock-step waste against heterogeneity", lambda r: heterogeneity(r, figures)),
+        ("Complexity-aware batching", lambda r: (grouping(r), [])),
+        ("Within-ODE batching against per-sample solves", lambda r: (within_ode(r), [])),
+        ("Collectives per training step", lambda r: (collectives(r), [])),
+        ("Batch size", lambda r: batch_size(r, figures)),
+        ("Batch size and learning rate: time to target loss", lambda r: time_to_target(r, figures)),
+    ]
+
+
+def section(
+    title: str,
+    make: Callable[[list], tuple[str, list[Path]]],
+    by_machine: dict[str, list],
+    machine: str,
+) -> tuple[list[str], list[Path]]:
+    """One section from `machine`'s records, else from the first other machine that
+    holds records of it (said); none where no machine does (a page never says "no
+    records" while records exist, nor shows an empty section)."""
+    for m in [machine, *sorted(m for m in by_machine if m != machine)]:
+        text, figs = make(by_machine.get(m, []))
+        if text:
+            elsewhere = (
+                ""
+                if m == machine
+                else (
+                    f"Measured on {escape(m)}: the page's machine ({escape(machine)}) holds no "
+                    "records of this section.\n\n"
+                )
+            )
+            return [f"## {title}", "", elsewhere + text, ""], figs
+    return [], []
+
+
+def write_explain(
+    recs: list[dict[str, Any]], figures: str | Path, machine: str | None = None
+) -> dict[str, Any]:
+    """Write `figures/tables/explain.md` and its figures from all records of a scale:
+    each section from `machine`'s records (default: the machine of the first record),
+    else from a machine that holds them (`section`)."""
     figures = Path(figures)
     # One protocol, the current one (`timing.PROTOCOL`), as in the scaling tables.
     older = [r for r in recs if r.get("status") == "ok" and r.get("protocol") != PROTOCOL]
     recs = [r for r in recs if r.get("protocol") == PROTOCOL]
+    machine = machine or (recs[0]["machine_id"] if recs else "")
+    by_machine: dict[str, list] = {}
+    for r in recs:
+        by_machine.setdefault(r["machine_id"], []).append(r)
     parts, figs = ["# Explaining the scaling", ""], []
     if older:
         parts += [
@@ -684,23 +730,12 @@ def write_explain(recs: list[dict[str, Any]], figures: str | Path) -> dict[str, 
             f"(now {PROTOCOL}).",
             "",
         ]
-    text, f = heterogeneity(recs, figures)
-    parts += ["## Lock-step waste against heterogeneity", "", text or "No records.", ""]
-    figs += f
-    parts += ["## Complexity-aware batching", "", grouping(recs) or "No records.", ""]
-    parts += [
-        "## Within-ODE batching against per-sample solves",
-        "",
-        within_ode(recs) or "No records.",
-        "",
-    ]
-    parts += ["## Collectives per training step", "", collectives(recs) or "No records.", ""]
-    text, f = batch_size(recs, figures)
-    parts += ["## Batch size", "", text or "No records.", ""]
-    figs += f
-    text, f = time_to_target(recs, figures)
-    parts += ["## Batch size and learning rate: time to target loss", "", text or "No records.", ""]
-    figs += f
+    for title, make in _sections(figures):
+        lines, f = section(title, make, by_machine, machine)
+        parts += lines
+        figs += f
+    if len(parts) == 2 + (2 if older else 0):
+        parts += ["No records of these studies yet (`make explain`).", ""]
     if loss.MARK in "\n".join(parts):
         parts += [loss.NOTE, ""]
     path = figures / "tables" / "explain.md"
