@@ -87,5 +87,5 @@ def test_a_page_section_comes_from_a_machine_that_holds_its_records():
     lines, _ = section("Batch size", make, by, "here")
     assert lines[0] == "## Batch size" and "Measured on there" in lines[2] and "2 rows" in lines[2]
     assert section("Batch size", make, {"here": []}, "here") == ([], [])
-    lines, _ = section("Batch size", make, {"here": [{"x": 1}], **by}, "here")
+    lines, _ = section("Batch size", make, {**by, "here": [{"x": 1}]}, "here")
     assert lines[2] == "1 rows"
