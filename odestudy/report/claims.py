@@ -223,6 +223,7 @@ def _use(a: Answer) -> list[str]:
         if j["use"]
     )
     apart = _apart(a.per) if len(modes) > 1 else ""
+
     def test(p: dict[str, Any]) -> bool | None:
         present = [c for c in use if c in p]  # a session without them does not answer
         if not present:

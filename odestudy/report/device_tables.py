@@ -47,7 +47,9 @@ DIAGNOSTIC_COLUMNS = IDENTITY_COLUMNS + (
     "Step time median (s)",
     "Step time IQR (s)",
     "Runs",
-    "Speedup [95% CI]",
+    "Step",
+    "Speedup over its step's 1 device [95% CI]",
+    "Speedup over the best 1-device step [95% CI]",
     "Efficiency [95% CI]",
     "Efficiency vs machine ceiling [95% CI]",
     "Collectives total / in loops",
@@ -136,9 +138,11 @@ def diagnostic_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[
                 (f"{len(r['step_time_runs_s'])} ({runs})" if r.get("step_time_runs_s") else "1")
                 if ok
                 else "–",
+                _esc(r.get("step") or ""),
                 loss.baseline_flag(
                     fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None))), r
                 ),
+                _best_cell(r),
                 fmt_interval(r["efficiency"], *(r.get("efficiency_ci") or (None, None))),
                 fmt_interval(*(r.get("efficiency_vs_ceiling") or (None, None, None))),
                 f"{_fmt(r.get('collectives_total'))} / {_fmt(r.get('collectives_in_loops'))}",
@@ -147,6 +151,18 @@ def diagnostic_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[
             ]
         )
     return out
+
+
+def _best_cell(r: dict[str, Any]) -> str:
+    """A row's speedup over the best 1-device step of its model and batch
+    (`best.attach_best`), flagged where their final losses differ; the best step's own
+    1-device row says it is the best."""
+    if r.get("speedup_best") is None:
+        best = r.get("best_step")
+        one = r["n_devices"] == 1 and r["status"] == "ok" and best == r.get("step")
+        return "1 (the best)" if one else "–"
+    text = fmt_interval(r["speedup_best"], *(r.get("speedup_best_ci") or (None, None)))
+    return f"{text} {loss.MARK}" if r.get("best_differs") else text
 
 
 def _known(value: Any) -> Any:
@@ -196,7 +212,11 @@ EPOCH_NOTE = (
     "controller, the same in every mode. Speedup and efficiency are step-time ratios "
     "against the 1-device row of the same controller, scaling and batch, measured on the "
     "same machine, versions and code (an explicit join on every other scenario field), "
-    "one scenario at a time. **Runs**: the number of runs and each run's median step "
+    "one scenario at a time; **Step** is the step a row runs (the default, the "
+    "recommended, or its levers), and the speedup **over the best 1-device step** is "
+    "against the fastest 1-device row of the same model and batch that trained to the "
+    "default step's loss (`odestudy/report/best.py`). **Runs**: the number of runs and each "
+    "run's median step "
     "time. The quick scaling matrix runs every scenario 3 times at different times, "
     "interleaved: the first a fresh kernel that trains both stages and compiles cold; "
     "each repeat times 40 more full-length steps from that run's trained state with "
