@@ -89,3 +89,17 @@ def test_a_page_section_comes_from_a_machine_that_holds_its_records():
     assert section("Batch size", make, {"here": []}, "here") == ([], [])
     lines, _ = section("Batch size", make, {**by, "here": [{"x": 1}]}, "here")
     assert lines[2] == "1 rows"
+
+
+def test_a_prediction_says_whether_it_was_made_before_its_rows():
+    from odestudy.report.heldout import made_before, said
+
+    p = {"finished": "2026-11-27T09:00:00+00:00"}
+    assert made_before(p, [{"started": "2026-11-27T10:00:00+00:00"}]) is True
+    assert made_before(p, [{"started": "2026-11-27T08:00:00+00:00"}]) is False
+    assert made_before({}, [{"started": "2026-11-27T08:00:00+00:00"}]) is None
+    assert said([{"model": 5, "before": True}] * 2) == "prediction model 5; made before the rows"
+    assert "in-sample" in said([{"model": 5, "before": False}])
+    assert said([{"model": 4, "before": True}, {"model": 5, "before": False}]) == (
+        "prediction model 4, 5; 1 made before the rows, 1 in-sample"
+    )

@@ -32,6 +32,7 @@ from ..study.workloads import (
 from . import sessions
 from .best import Best, best_for, best_steps, over_best, step_of
 from .frames import read_records
+from .heldout import made_before, said
 from .loss import MARK, differs, trained
 from .tables import escape, markdown_table
 from .workloads import predictions
@@ -435,13 +436,26 @@ def _predicted_work(pred: dict[str, Any] | None) -> str:
     return f"{e:.3g} [{lo:.3g}, {hi:.3g}]"
 
 
-def prediction_error(pts: Sequence[Point], found: Sequence[dict[str, Any]]) -> list[float]:
-    """Predicted over measured speedup, minus 1, at every measured point predicted."""
+def prediction_errors(
+    pts: Sequence[Point], found: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """At every measured point predicted: predicted over measured speedup, minus 1
+    (`error`), the prediction's model and whether it was made before the point's rows
+    (`heldout.made_before`: the 2-device row and its 1-device bases)."""
     out = []
     for p in pts:
         pred = predicted_speedup(found, p)
-        if pred is not None:
-            out.append(pred[0] / p.speedup[0] - 1)
+        if pred is None:
+            continue
+        made = next(
+            x for x in found
+            if x.get("workload") == p.workload and x["scenario"]["controller"] == p.controller
+        )  # fmt: skip
+        out.append({
+            "error": pred[0] / p.speedup[0] - 1,
+            "model": (made.get("made_from") or {}).get("model"),
+            "before": made_before(made, [p.record, p.base.record]),
+        })  # fmt: skip
     return out
 
 
@@ -464,12 +478,11 @@ def crossover_markdown(
     the batch per workload of the axis), the prediction beside it, and every point."""
     ok = [r for r in recs if r.get("status") == "ok"]
     hardware = (ok[0].get("hardware") or {}) if ok else {}
-    errors = prediction_error(pts, found)
+    errors = prediction_errors(pts, found)
     error_line = (
         f"Predicted against measured speedup at the {len(errors)} measured points it "
-        f"predicts: median |error| {np.median(np.abs(errors)) * 100:.0f} % (prediction "
-        f"model {escape(_models(found))}, made before these rows where its time precedes "
-        "theirs)."
+        f"predicts: median |error| {np.median([abs(e['error']) for e in errors]) * 100:.0f} "
+        f"% ({said(errors)})."
         if errors
         else "No prediction along the axis yet (`odestudy predict --map`)."
     )
@@ -498,10 +511,6 @@ def crossover_markdown(
         points_table(pts),
     ]
     return "\n".join(parts) + "\n"
-
-
-def _models(found: Sequence[dict[str, Any]]) -> str:
-    return ", ".join(sorted({str((p.get("made_from") or {}).get("model")) for p in found}))
 
 
 def write_crossover(

@@ -16,6 +16,7 @@ from ..measure.scenario import Scenario
 from ..study import records
 from . import sessions
 from .frames import read_records, scaling_rows
+from .heldout import made_before, said
 from .tables import escape, markdown_table
 
 
@@ -61,6 +62,7 @@ def checked_rows(
             lo, hi = pr["step_time_interval_s"]
             measured = float(r["step_time_s"])
             out.append({
+                "model": (p.get("made_from") or {}).get("model"), "before": made_before(p, [r]),
                 "name": r["name"], "mode": pr["mode"], "controller": s["controller"],
                 "placement": where, "predicted_s": pr["step_time_s"], "low_s": lo,
                 "high_s": hi, "measured_s": measured,
@@ -85,7 +87,7 @@ def summary_lines(checked: Sequence[dict[str, Any]]) -> list[str]:
             lines.append(
                 f"- {escape(_where(where))}, `{escape(mode)}`: median |error| {median:.0f} % "
                 f"over {len(mine)} row(s); {inside} of {len(mine)} measured inside the "
-                "predicted interval."
+                f"predicted interval ({said(mine)})."
             )
     return lines
 

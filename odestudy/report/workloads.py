@@ -35,6 +35,7 @@ from .floor import (
     variant_row,
 )
 from .frames import read_records
+from .heldout import made_before, said
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import pair_mark, trained
 from .map_levers import MAP_LEVERS, lever_lines, lever_speedups, lever_summary
@@ -371,6 +372,8 @@ def prediction_errors(
             measured = float(r["record"]["step_time_s"])
             out.append(
                 {
+                    "model": (p.get("made_from") or {}).get("model"),
+                    "before": made_before(p, [r["record"]]),
                     "workload": p["workload"],
                     "controller": controller,
                     "mode": pr["mode"],
@@ -469,7 +472,7 @@ def validation_lines(errors: Sequence[dict[str, Any]]) -> list[str]:
             lines.append(f"- `{mode}`: no prediction checked (no prediction or no row).")
             continue
         median = float(np.median([abs(e["error"]) for e in mine])) * 100
-        line = f"- `{mode}`: median |error| = {median:.0f} % over {len(mine)} rows"
+        line = f"- `{mode}`: median |error| = {median:.0f} % over {len(mine)} rows ({said(mine)})"
         if median > PREDICTION_LIMIT * 100:
             line += f" (above {PREDICTION_LIMIT * 100:.0f} %: {_wrong_term(mine, mode)})"
         lines.append(line + ".")
@@ -709,7 +712,7 @@ def _prediction_summary(
                 parts.append(f"`{m}` {np.median(mine) * 100:.0f} % ({len(mine)} rows)")
         lines.append(
             f"- `odestudy predict` {what}, against these measured 2-device rows, median "
-            "|error| per mode: " + ", ".join(parts) + "."
+            "|error| per mode: " + ", ".join(parts) + f" ({said(errors)})."
         )
     return lines
 
