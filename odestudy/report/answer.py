@@ -125,17 +125,17 @@ def crossover_lines(results: str | Path) -> list[str]:
             if (c := batch_crossing(pts, w, controller, CROSSOVER_MODE))
         ]
         bullets.append(
-            f"- **{escape(controller)}**: `{CROSSOVER_MODE}` pays {work.said('ms')} of work "
-            f"per solver iteration per device; per device"
-            + (": " + "; ".join(batches) if batches else ": not measured along the batch axis")
+            f"- **{escape(controller)}**: `{CROSSOVER_MODE}` pays {work.said('ms')} of work; "
+            + ("; ".join(batches) if batches else "not measured along the batch axis")
             + "."
         )
     if not bullets:
         return ["**When splitting pays**: not measured yet (`make map`, `make crossover`).", ""]
     ok = [r for r in recs if r.get("status") == "ok"]
     return [
-        "**When splitting pays** (CPU, 2 devices, measured: the map's 6 workloads and a "
-        "batch axis of 4 to 128 series per device on its lightest and heaviest; "
+        "**When splitting pays** (CPU, 2 devices, measured on the map's workloads and a "
+        "batch axis of 4 to 128 series per device; the *work* is the best 1-device step's "
+        "time per solver iteration, one pass of the solver's loop, at the per-device batch; "
         + escape(sessions.sessions_line(ok, recs)).rstrip(".")
         + "):",
         "",
