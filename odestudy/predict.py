@@ -285,6 +285,8 @@ def _terms(
 
     swept = {full["batch"]: median(full)}
     swept[local["batch"]] = median(local)
+    if anchor is not None and anchor.batch not in swept:  # a point along a batch axis
+        swept[anchor.batch] = median(by_batch[anchor.batch])
     scale = _scale(anchor, swept, rng)
     steps_rng = rng or np.random.default_rng(0)
     return {

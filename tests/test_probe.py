@@ -336,3 +336,21 @@ def test_a_prediction_is_made_only_from_a_1_device_row_made_here(tmp_path):
     assert _unusable({**here, "status": "failed"}, state, base) == "its 1-device row is failed"
     foreign = _unusable({**here, "machine_id": "elsewhere"}, state, base)
     assert foreign.startswith("its 1-device row was not made here (machine differs")
+
+
+def test_a_prediction_along_a_batch_axis_is_scaled_to_its_anchor():
+    """Points of a batch axis whose batches are not the anchor's are scaled to the
+    anchor's session too (the sweep holds the anchor's batch)."""
+    target = Scenario(mode="shard_map", devices_per_process=2, scale="smoke", batch=8)
+    times = [1e-3, 1.1e-3, 0.9e-3]
+    sweep = {"rows": [
+        {"batch": b, "step_times_s": [t * b / 4 for t in times], "step_time_s": 1e-3 * b / 4,
+         "iterations_executed": 10.0, "per_sample_steps": [10, 12], "per_iteration_s": 1e-4}
+        for b in (2, 4, 8, 16)
+    ]}  # fmt: skip
+    anchor = predict.Anchor(8, (4e-3, 4e-3, 4e-3), "a row")  # twice the sweep's level
+    gradient, latency = Value(0.0, 0.0, 0.0, "none"), Value(0.0, 0.0, 0.0, "none")
+    along = predict.predict_axis(sweep, target, gradient, latency, 0.0, (2, 8), anchor)
+    (point, _) = along["modes"]["shard_map"]["points"]
+    assert point["per_device_batch"] == 2 and point["global_batch"] == 4
+    assert point["step_time_s"] > 0 and point["speedup"] > 0
