@@ -29,6 +29,9 @@ ASSUMPTIONS = (
     "a solver iteration costs what one device measured at the per-device batch; where the "
     "prediction is made from a recorded 1-device row, the sweep's times are scaled to that "
     "row's step (the sweep gives their ratio over batches, the row the session's level)",
+    "on CPU devices, a device's compute is slowed by its neighbours as much as the 1-device "
+    "step run on N devices of this process at once is against the same step alone "
+    "(`measure/neighbours.py`; on GPUs, separate devices, not at all)",
     "one gradient all-reduce per step at the profile's latency for the gradient's size",
     "a mode with one loop over the global batch (`shard`, `explicit`) runs, per solver "
     "iteration, its loop collectives as often as a profile of one call of its own compiled "
@@ -291,10 +294,26 @@ def _terms(
     steps_rng = rng or np.random.default_rng(0)
     return {
         "one_device_s": swept[full["batch"]] * scale,
-        "per_iteration_s": swept[local["batch"]] / local["iterations_executed"] * scale,
+        "per_iteration_s": swept[local["batch"]]
+        * _neighbours(sweep, local["batch"], rng)
+        / local["iterations_executed"]
+        * scale,
         "iterations_device": expected_max(per_sample, local["batch"], steps_rng),
         "iterations_step": expected_max(per_sample, target.global_batch, steps_rng),
     }
+
+
+def _neighbours(sweep: dict[str, Any], batch: int, rng: np.random.Generator | None) -> float:
+    """How much a device's neighbours slow its step at `batch` (`neighbours.side_by_side`
+    measured by the prediction: together over alone, one bootstrap draw with `rng`); 1
+    where it was not measured (a GPU prediction)."""
+    found = (sweep.get("neighbours") or {}).get(str(batch))
+    if not found:
+        return 1.0
+    if rng is None:
+        return float(found["factor"])
+    together = _bootstrap_median(found["together_s"], rng)
+    return together / _bootstrap_median(found["alone_s"], rng)
 
 
 def mode_time(
@@ -404,6 +423,27 @@ def _work_at(at: Sequence[float] | None, pts: Sequence[dict[str, Any]]) -> list[
     return [float(np.exp(np.interp(np.log(b), x, y))) for b in at]
 
 
+def neighbours_measured(
+    base: Scenario, state: dict[str, Any], n: int, batches: set[int]
+) -> dict[str, dict[str, Any]]:
+    """At each per-device batch, the 1-device step of `base` run on `n` CPU devices of
+    this process at once against alone (`neighbours.side_by_side`), on one batch of the
+    trained model's data, by batch (as text: a JSON key)."""
+    from .measure.neighbours import side_by_side
+    from .measure.training import step_key
+
+    problem, data = state["problem"], state["data"]
+    rng = np.random.default_rng(1)
+    key = step_key(base, 0) if problem.needs_key else None
+    out = {}
+    for b in sorted(batches):
+        batch = problem.take(
+            data, rng.choice(problem.size(data), b, replace=b > problem.size(data))
+        )
+        out[str(b)] = side_by_side(base, batch, n, state, key)
+    return out
+
+
 def predict_modes(
     target: Scenario,
     profile: HardwareProfile,
@@ -442,6 +482,8 @@ def predict_modes(
     state: dict[str, Any] = {}
     sweep = step_cost_sweep(base, sweep_batches(target, axis), timed_steps=timed_steps,
                             trained_state=trained_state, extras=False, state_out=state)  # fmt: skip
+    if profile.device == "cpu" and target.device == "cpu":
+        sweep["neighbours"] = neighbours_measured(base, state, n, {target.global_batch // n, *axis})
     floats = parameter_count(base)
     gradient = profile.gradient(floats, *placement)
     loop_latency = profile.latency(*placement)
@@ -513,6 +555,7 @@ def terms_said(
          "source": f"the 1-device sweep here on {kind} ({len(sweep['rows'])} batch sizes)"},
         {"term": "solver iterations of a step (expected maximum over the global batch)",
          "measured": True, "source": "the sweep's per-sample solver steps, resampled"},
+        *_neighbours_said(sweep),
         {"term": "gradient all-reduce", "value_s": gradient.central,
          "range_s": [gradient.low, gradient.high], "measured": gradient.measured,
          "source": gradient.source},
@@ -526,6 +569,19 @@ def terms_said(
         {"term": "profile", "measured": profile.name == "probe",
          "source": f"{profile.name}: {profile.description} ({profile.device})"},
     ]  # fmt: skip
+
+
+def _neighbours_said(sweep: dict[str, Any]) -> list[dict[str, Any]]:
+    """The neighbours term (`neighbours_measured`): per per-device batch, its factor."""
+    found = sweep.get("neighbours") or {}
+    if not found:
+        return []
+    factors = ", ".join(f"{b}: {v['factor']:.2f}" for b, v in found.items())
+    n = next(iter(found.values()))["n"]
+    return [{"term": "a device's compute with its neighbours busy, over alone (per-device "
+             f"batch: factor) {factors}", "measured": True,
+             "source": f"the 1-device step on {n} CPU devices of this process at once against "
+             "alone, interleaved (`measure/neighbours.py`)"}]  # fmt: skip
 
 
 def parameter_count(s: Scenario) -> int:
@@ -547,7 +603,9 @@ MAP_TIMED_STEPS = 20
 # (`Anchor`); a probe's collective costs ranged over this machine's probes.
 # 5: a row for every mode the running JAX has (`explicit` too), each mode with one loop
 # over the global batch with the loop collectives of its own compiled step.
-PREDICTION_MODEL = 5
+# 6: on CPU devices, a device's compute charged at the 1-device step run on N devices of
+# this process at once (`neighbours.side_by_side`), not alone.
+PREDICTION_MODEL = 6
 
 
 def map_prediction_path(
