@@ -5,6 +5,7 @@ protocol and measurement environment. Synthetic records; nothing here runs JAX."
 import pytest
 
 from odestudy.measure import environment
+from odestudy.measure.recommended import recommended
 from odestudy.measure.scenario import Scenario
 from odestudy.measure.timing import PROTOCOL
 from odestudy.report.ceiling import ceiling_for, ceiling_interval
@@ -97,3 +98,22 @@ def test_a_ceiling_of_an_earlier_cold_run_is_not_used(tmp_path):
     assert ceiling_for(rec) is not None
     records.write_json_atomic(ceiling_path(folder, "pid"), dict(ceiling, probe_run_id="cold-0"))
     assert ceiling_for(rec) is None
+
+
+def test_each_step_has_its_own_ceiling_and_never_reads_another_steps(tmp_path):
+    """The default and the recommended 1-device probes of one controller write apart
+    (`Scenario.step_tag`), and a record reads only its own step's ceiling."""
+    one = Scenario(scale="smoke")
+    fast = recommended(one)
+    assert fast.step_tag() and not one.step_tag()
+    folder = record_path(one, tmp_path).parent.parent
+    assert ceiling_path(folder, "pid") != ceiling_path(folder, "pid", fast.step_tag())
+    default = dict(_write(tmp_path, one, 0.02), path=str(record_path(one, tmp_path)))
+    best = dict(_write(tmp_path, fast, 0.01), path=str(record_path(fast, tmp_path)))
+    records.write_json_atomic(ceiling_path(folder, "pid"), _ceiling(fast, 0.01, 0.02))
+    assert ceiling_for(default) is None  # the recommended probe's runs, misfiled
+    records.write_json_atomic(
+        ceiling_path(folder, "pid", fast.step_tag()), _ceiling(fast, 0.01, 0.02)
+    )
+    assert ceiling_for(best)["name"] == fast.name()
+    assert ceiling_for(default) is None

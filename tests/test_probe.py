@@ -288,7 +288,7 @@ def test_the_prediction_page_checks_each_row_against_its_own_scenario():
     lines = summary_lines(checked)
     assert lines == [
         "- 2 devices, 2 processes, `shard_map`: median |error| 10 % over 1 row(s); 1 of 1 "
-        "measured inside the predicted interval."
+        "measured inside the predicted interval (prediction model unknown; 1 of unknown time)."
     ]
     # A prediction of another batch is checked against that batch's row, not the default's.
     other = checked_rows(rows, [prediction(batch=64)])

@@ -414,6 +414,16 @@ class Scenario:
         step, training the same model."""
         return dataclasses.replace(self, **{name: self.default(name) for name in self.levers()})
 
+    def step_tag(self) -> str:
+        """The tags of the levers this scenario sets away from their defaults, as in its
+        `name()` (`""` for the default step): what tells apart the steps that train the
+        same model, such as their ceiling records'."""
+        return "-".join(
+            f.metadata["tag"] + _name_text(getattr(self, f.name))
+            for f in self.fields()
+            if f.metadata["lever"] and getattr(self, f.name) != self.default(f.name)
+        )
+
     def training_note(self) -> str | None:
         """Why this scenario trains unlike its scale's default, where a choice of the
         study says so (`HETEROGENEOUS_TRAINING`); recorded with its results."""

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..measure.scenario import Scenario
 from ..study import records
 from ..study.records import ceiling_path
 from .intervals import LEVEL, bootstrap_medians, ratio_interval, step_time_runs
@@ -39,19 +40,21 @@ def ceiling_interval(rec: dict[str, Any], seed: int = 0) -> dict[str, Any]:
 
 
 def ceiling_for(rec: dict[str, Any]) -> dict[str, Any] | None:
-    """The ceiling record that goes with scenario record `rec` (read from `rec["path"]`'s
-    scale folder): same controller, machine, package versions, protocol and
-    measurement environment, made on the 1-device record that is there now (the same
-    cold run: `probe_run_id`); None where there is none."""
+    """The ceiling record that goes with 1-device scenario record `rec` (read from
+    `rec["path"]`'s scale folder): same controller and step (`Scenario.step_tag`),
+    machine, package versions, protocol and measurement environment, made on the
+    1-device record that is there now (the same cold run: `probe_run_id`); None where
+    there is none."""
     if not rec.get("path"):
         return None
-    path = ceiling_path(Path(rec["path"]).parent.parent, rec.get("controller", ""))
+    step = _step(rec)
+    path = ceiling_path(Path(rec["path"]).parent.parent, rec.get("controller", ""), step)
     try:
         ceiling = records.read_json(path)
     except (OSError, ValueError):
         return None
     keys = ("machine_id", "versions", "protocol", "measurement_env")
-    if any(ceiling.get(k) != rec.get(k) for k in keys):
+    if any(ceiling.get(k) != rec.get(k) for k in keys) or _step(ceiling) != step:
         return None
     if "probe_run_id" in ceiling:  # ceilings before it was recorded: not checked
         probe = Path(rec["path"]).parent.parent / ceiling.get("name", "") / records.RECORD_NAME
@@ -61,6 +64,11 @@ def ceiling_for(rec: dict[str, Any]) -> dict[str, Any] | None:
         except (OSError, ValueError):
             return None
     return ceiling
+
+
+def _step(rec: dict[str, Any]) -> str:
+    """The lever tags of a record's step (`""`: the default step, or no scenario)."""
+    return Scenario.from_dict(rec["scenario"]).step_tag() if rec.get("scenario") else ""
 
 
 def efficiency_against_ceiling(

@@ -445,7 +445,7 @@ def _join(row: dict[str, Any], rec: dict[str, Any], base: dict[str, Any], scalin
     row.update(
         speedup=ratio * n, speedup_ci=(lo * n, hi * n), efficiency=ratio, efficiency_ci=(lo, hi)
     )
-    machine = ceiling_for(rec) if n > 1 and rec["device"] == "cpu" else None
+    machine = ceiling_for(base) if n > 1 and rec["device"] == "cpu" else None
     if machine is not None:
         row["ceiling"] = ceiling_interval(machine).get("ceiling")
         row["efficiency_vs_ceiling"] = efficiency_against_ceiling(base, rec, machine)

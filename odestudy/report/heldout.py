@@ -29,19 +29,18 @@ def made_before(prediction: dict[str, Any], rows: Iterable[dict[str, Any]]) -> b
 def said(checked: Sequence[dict[str, Any]]) -> str:
     """How a set of checked errors (each with `model` and `before`) was made: `prediction
     model 5; made before the rows`, `...; in-sample (made after the rows)`, or how many
-    of each."""
+    of each (those of unknown model or time said so)."""
     if not checked:
         return ""
-    models = ", ".join(sorted({str(c.get("model")) for c in checked}))
-    before = sum(c.get("before") is True for c in checked)
-    after = sum(c.get("before") is False for c in checked)
-    if before == len(checked):
-        when = "made before the rows"
-    elif after == len(checked):
-        when = "in-sample: made after the rows, from their session's 1-device rows"
-    else:
-        unknown = len(checked) - before - after
-        when = f"{before} made before the rows, {after} in-sample" + (
-            f", {unknown} of unknown time" if unknown else ""
-        )
-    return f"prediction model {models}; {when}"
+    known = sorted({str(c["model"]) for c in checked if c.get("model") is not None})
+    models = f"prediction model {', '.join(known)}" if known else "prediction model unknown"
+    counts = {
+        "made before the rows": sum(c.get("before") is True for c in checked),
+        "in-sample": sum(c.get("before") is False for c in checked),
+        "of unknown time": sum(c.get("before") is None for c in checked),
+    }
+    if counts["made before the rows"] == len(checked):
+        return f"{models}; made before the rows"
+    if counts["in-sample"] == len(checked):
+        return f"{models}; in-sample: made after the rows, from their session's 1-device rows"
+    return f"{models}; " + ", ".join(f"{n} {what}" for what, n in counts.items() if n)

@@ -14,8 +14,9 @@ phases separated by barriers:
    slowed by spreading its work over both cores.
 
 The ceiling is `t(alone) / t(paired)`: the best weak-scaling efficiency this machine
-allows any mode. Results go to `results/<machine>/<scale>/ceiling/<controller>.json`, a
-run appended per matrix round.
+allows any mode. Results go to `results/<machine>/<scale>/ceiling/<controller>.json`
+(`<controller>-<lever tags>.json` for a step other than the default: `records.ceiling_path`),
+a run appended per matrix round.
 """
 
 import json
@@ -93,7 +94,7 @@ def run_ceiling(
     measurement environment, starts the record afresh."""
     if s.total_devices != 1 or s.parallel.multi_device:
         raise ValueError("the ceiling runs 1-device scenarios (mode 'single')")
-    path = ceiling_path(scale_folder, s.controller)
+    path = ceiling_path(scale_folder, s.controller, s.step_tag())
     try:
         rec = records.read_json(path)
     except (OSError, ValueError):

@@ -139,9 +139,12 @@ def side_study_paths(machine: str | Path, study: str, pattern: str = "*.json") -
     return sorted(Path(machine, study).glob(pattern))
 
 
-def ceiling_path(scale_folder: str | os.PathLike, controller: str) -> Path:
-    """Where the ceiling runs of `controller` live in a machine's scale folder."""
-    return Path(scale_folder) / CEILING_FOLDER / f"{controller}.json"
+def ceiling_path(scale_folder: str | os.PathLike, controller: str, step: str = "") -> Path:
+    """Where the ceiling runs of `controller` with the step `step` (its lever tags,
+    `Scenario.step_tag`; `""` for the default step) live in a machine's scale folder:
+    each step its own file, so that one step's probe never overwrites another's."""
+    name = "-".join(filter(None, (controller, step)))
+    return Path(scale_folder) / CEILING_FOLDER / f"{name}.json"
 
 
 def save_record(
