@@ -92,7 +92,13 @@ def test_the_crossing_is_where_the_speedup_rises_through_one(how):
     estimate, low, high = found.at
     assert estimate == pytest.approx(0.4, rel=1e-6)
     assert low <= estimate <= high and high / low < 2
-    assert found.said("ms").startswith("from 0.4 ms")
+    assert found.said("ms").startswith("pays from 0.4 ms [0.")
+    # An interval reaching past the measured span says so rather than extrapolate.
+    wide = crossover.Crossing((0.4, 0.01, 9.0), None, (0.1, 1.6), 5)
+    assert wide.said("ms") == "pays from 0.4 ms [<0.1, >1.6]"
+    assert crossover.Crossing(None, True, (4.0, 128.0), 4).said("series") == (
+        "pays over all of 4–128 series"
+    )
 
 
 def _map_point(workload, b: int, mode: str, t1_b: float, t1_2b: float, t2: float) -> list[dict]:

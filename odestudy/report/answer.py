@@ -125,7 +125,7 @@ def crossover_lines(results: str | Path) -> list[str]:
             if (c := batch_crossing(pts, w, controller, CROSSOVER_MODE))
         ]
         bullets.append(
-            f"- **{escape(controller)}**: `{CROSSOVER_MODE}` pays {work.said('ms')} of work; "
+            f"- **{escape(controller)}**: `{CROSSOVER_MODE}` {work.said('ms')} of work; "
             + ("; ".join(batches) if batches else "not measured along the batch axis")
             + "."
         )
@@ -136,12 +136,17 @@ def crossover_lines(results: str | Path) -> list[str]:
         "**When splitting pays** (CPU, 2 devices, measured on the map's workloads and a "
         "batch axis of 4 to 128 series per device; the *work* is the best 1-device step's "
         "time per solver iteration, one pass of the solver's loop, at the per-device batch; "
-        + escape(sessions.sessions_line(ok, recs)).rstrip(".")
+        + _lower_first(escape(sessions.sessions_line(ok, recs)).rstrip("."))
         + "):",
         "",
         *bullets,
         "",
     ]
+
+
+def _lower_first(text: str) -> str:
+    """`text` to follow a semicolon: its first letter lower case."""
+    return text[:1].lower() + text[1:]
 
 
 def gpu_predictions(results: str | Path) -> list[dict[str, Any]]:
@@ -210,25 +215,25 @@ def ideal_speedups(sweep: dict[str, Any], n: int) -> list[tuple[int, float]]:
 def gpu_bound_line(results: str | Path) -> list[str]:
     """The GPU sweep's bound on splitting: per sweep (its controller and step), the
     range of `ideal_speedups` on the device counts its batches allow, said as a bound."""
-    parts = []
+    parts, machines = [], set()
     for sweep in gpu_sweeps(results):
         for n in (2, 4, 8):
             found = ideal_speedups(sweep, n)
             if len(found) < 2:
                 continue
             low, high = min(s for _, s in found), max(s for _, s in found)
-            batches = f"{found[0][0]} to {found[-1][0]}"
             parts.append(
                 f"{escape(sweep['scenario']['controller'])}, {escape(sweep['label'])} step: "
-                f"{n} GPUs at most {low:.2f}x to {high:.2f}x at {batches} series per GPU "
-                f"(one {escape(sweep['machine'])} sweep)"
+                f"{n} GPUs at most {low:.2f}x–{high:.2f}x at {found[0][0]}–{found[-1][0]} "
+                "series per GPU"
             )
+            machines.add(escape(sweep["machine"]))
     if not parts:
         return []
     return [
-        "Splitting on GPUs is bounded by one GPU's own step (one GPU's step at N times the "
-        "batch over its step at the batch: no communication counted, a bound, not a "
-        "measurement): " + "; ".join(parts) + ".",
+        "Splitting on GPUs is bounded by one GPU's own step at N times the batch over its "
+        "step at the batch (no communication counted: a bound, not a measurement; one "
+        f"sweep each on {', '.join(sorted(machines))}): " + "; ".join(parts) + ".",
         "",
     ]
 

@@ -149,15 +149,23 @@ class Crossing:
     span: tuple[float, float]
     n: int
 
-    def said(self, unit: str, digits: int = 2) -> str:
-        """`from 0.41 ms [0.30, 0.55]`, or that it pays (or not) over the whole span."""
+    def said(self, unit: str) -> str:
+        """`pays from 0.41 ms [0.30, 0.55]` (a bound of the interval outside the measured
+        span as `<` or `>` that span's end), or that it pays (or not) over the whole span."""
         lo, hi = self.span
         if self.at is not None:
             e, a, b = self.at
-            return f"from {e:.{digits}g} {unit} [{a:.{digits}g}, {b:.{digits}g}]"
+            low = f"<{_num(lo)}" if a < lo else _num(a)
+            high = f">{_num(hi)}" if b > hi else _num(b)
+            return f"pays from {_num(e)} {unit} [{low}, {high}]"
         if self.pays:
-            return f"pays over all of {lo:.{digits}g}–{hi:.{digits}g} {unit}"
-        return f"does not pay up to {hi:.{digits}g} {unit}"
+            return f"pays over all of {_num(lo)}–{_num(hi)} {unit}"
+        return f"does not pay up to {_num(hi)} {unit}"
+
+
+def _num(v: float) -> str:
+    """A value of an axis as read: two significant digits, whole numbers from 10."""
+    return f"{v:.0f}" if v >= 10 else f"{v:.2g}"
 
 
 def _line_root(x: np.ndarray, y: np.ndarray) -> float | None:
@@ -277,9 +285,9 @@ def crossover_table(pts: Sequence[Point]) -> str:
         (
             "Controller",
             "Mode",
-            "Pays from a per-device work of (ms per solver iteration) [95%]",
+            "Where it pays: per-device work (ms per solver iteration) [95%]",
             "Points",
-            *(f"Pays from, per device: {escape(w)}" for w in CROSSOVER_WORKLOADS),
+            *(f"Where it pays: series per device, {escape(w)}" for w in CROSSOVER_WORKLOADS),
         ),
         body,
     )
@@ -401,8 +409,8 @@ def beside_table(pts: Sequence[Point], found: Sequence[dict[str, Any]]) -> str:
                     _work_said(measured, pts, w, controller), _predicted_work(pred),
                 ])  # fmt: skip
     return markdown_table(
-        ("Workload", "Controller", "Mode", "Measured: pays from, per device",
-         "Predicted: pays from, per device", "Measured: per-device work there (ms)",
+        ("Workload", "Controller", "Mode", "Measured: where it pays, per device",
+         "Predicted: where it pays, per device", "Measured: per-device work there (ms)",
          "Predicted: per-device work there (ms)"),
         body,
     )  # fmt: skip
