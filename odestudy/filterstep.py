@@ -151,11 +151,12 @@ def make_step(
 
     - `loss`: `loss(model, batch, key) -> value`, or `-> (value, aux)` where `aux` is
       given. `model` is the model, `batch` the device's share of the global batch
-      (every leaf split along its first axis), `key` the call's key folded with the
-      device's index (None for a call without one). `value` is a scalar mean, averaged
-      over devices, or an `odestudy.Mean(total, count)`, whose sums and counts are added
-      over devices first: the global mean's loss and gradients whatever each device
-      holds (a masked loss, for example).
+      (every leaf split along its first axis), `key` the call's key (None for a call
+      without one), folded with the device's index where the loss runs once per device
+      (`pmap`, `shard_map`). `value` is a scalar mean, averaged over devices, or an
+      `odestudy.Mean(total, count)`, whose sums and counts are added over devices
+      first: the global mean's loss and gradients whatever each device holds (a masked
+      loss, for example).
     - `optimiser`: an optax transformation; `step.init(model)` gives its state.
     - `mode`: an `AbstractMode`, or its name (one of `MODES`); a one-line ValueError
       where the running JAX cannot run it.

@@ -26,7 +26,7 @@ class ModeTimes(NamedTuple):
       first step's), and `step_times_blocks_s` (every block's step times).
     - `machine`, `versions`: where and with what it was measured.
     - `trained_loss`: the loss at or below which the user's model counts as trained
-      (`time_modes`), or None: not said.
+      (`time_modes`), or None: not given.
     """
 
     rows: list[dict[str, Any]]
@@ -46,18 +46,18 @@ class ModeTimes(NamedTuple):
         return None if self.trained_loss is None else self.loss <= self.trained_loss
 
     def trained_line(self) -> str:
-        """The table's line on the parameters timed: trained, untrained, or not said."""
+        """The table's line on the parameters timed: trained, untrained, or unknown
+        (counted untrained)."""
+        why = "the timing of an untrained model says nothing about training"
         if self.trained_loss is None:
             return (
-                "Parameters as given, trained: not said (time_modes(trained_loss=...) checks them)"
+                "Parameters as given, trained: unknown, so counted untrained "
+                f"(time_modes(trained_loss=...) checks them): {why}"
             )
         said = f"loss {self.loss:.4g} at the parameters, trained loss {self.trained_loss:.4g}"
         if self.trained:
             return f"Parameters as given, trained: yes ({said})"
-        return (
-            f"Parameters as given, trained: no ({said}): the timing of an untrained model "
-            "says nothing about training"
-        )
+        return f"Parameters as given, trained: no ({said}): {why}"
 
     def table(self) -> str:
         """The rows as a markdown table naming the machine and whether the parameters
@@ -140,13 +140,13 @@ def time_modes(
     - `batch`: one global batch (host arrays, the batch on the first axis).
     - `trained_loss`: the loss at or below which `model` counts as trained (as a
       problem's `trained_loss`); the table says whether the loss at `model` is, and
-      "not said" without it. The timing of an untrained model says nothing about
-      training.
+      without it that the model counts as untrained: the timing of an untrained model
+      says nothing about training.
     - `devices`: the devices (default: every local device); `single` runs on the first.
     - `modes`: the modes to time (default: every mode the running JAX has, with 2 or
       more devices).
-    - `key`: a random key for the loss (every step gets it folded with the device's
-      index), or None.
+    - `key`: a random key for the loss (every step gets it, as `make_step`'s call
+      does), or None.
     - `blocks`, `steps_per_block`: interleaved blocks (the order of modes rotates from
       block to block) of timed steps each; `warmup_steps`: untimed steps first.
 

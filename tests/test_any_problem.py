@@ -368,7 +368,8 @@ def test_time_modes_times_a_users_step_in_every_mode_as_a_table():
 
 def test_time_modes_says_whether_the_model_timed_was_trained():
     """The table's line on the parameters: trained at or below the user's trained loss,
-    untrained above it (its timing says nothing about training), or not said."""
+    untrained above it (its timing says nothing about training), or unknown (counted
+    untrained)."""
     rows = [{"mode": "single", "devices": 1, "compile_s": 0.1, "step_s": 1e-3,
              "step_low_s": 1e-3, "step_high_s": 1e-3, "speedup": None, "speedup_low": None,
              "speedup_high": None, "loss": 0.5}]  # fmt: skip
@@ -379,7 +380,9 @@ def test_time_modes_says_whether_the_model_timed_was_trained():
     assert [t.trained for t in said.values()] == [None, True, False]
     lines = [t.table().splitlines()[2] for t in said.values()]
     assert lines == [
-        "Parameters as given, trained: not said (time_modes(trained_loss=...) checks them)",
+        "Parameters as given, trained: unknown, so counted untrained "
+        "(time_modes(trained_loss=...) checks them): the timing of an untrained model says "
+        "nothing about training",
         "Parameters as given, trained: yes (loss 0.5 at the parameters, trained loss 0.5)",
         "Parameters as given, trained: no (loss 0.5 at the parameters, trained loss 0.25): "
         "the timing of an untrained model says nothing about training",
