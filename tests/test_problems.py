@@ -5,6 +5,7 @@ user's step of an equinox model (`odestudy.make_step`, the example of
 
 import functools
 import os
+from pathlib import Path
 from typing import ClassVar
 
 import equinox as eqx
@@ -296,6 +297,9 @@ def test_the_make_step_example_trains_a_user_model_with_shard_map(tmp_path):
     script = tmp_path / "example.py"
     script.write_text(prelude + code + check)
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    # This checkout's package, whatever the interpreter has installed.
+    root = str(Path(odestudy.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     out = subprocess.run(
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
     )
