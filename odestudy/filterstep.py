@@ -80,11 +80,11 @@ class FilterStep(eqx.Module):
 
     `step(model, opt_state, batch, key=None)` returns `(model, opt_state, loss, aux)`,
     shaped as on one device in every mode: the model trained by one step (an ordinary
-    model, its arrays replicated over the devices), the optimiser's state, the loss of
-    the global batch (a scalar) and the loss's `aux` (None where `make_step` was given
-    no `aux`), its per-sample values along the global batch. `model` and `opt_state`
-    may be on the host (the first call) or as a step returned them; `batch` is the
-    global batch, on the host or on the devices.
+    model, its arrays replicated over the devices; `explicit`'s on its Explicit mesh),
+    the optimiser's state, the loss of the global batch (a scalar) and the loss's `aux`
+    (None where `make_step` was given no `aux`), its per-sample values along the global
+    batch. `model` and `opt_state` may be on the host (the first call) or as a step
+    returned them; `batch` is the global batch, on the host or on the devices.
     """
 
     loss: ModelLoss = eqx.field(static=True)
