@@ -1,5 +1,6 @@
 """odestudy: data-parallel training of neural ODEs, measured honestly."""
 
+from .filterstep import FilterStep, make_step
 from .measure.activations import FASTER, tanh_softplus
 from .measure.audit import CollectiveCount, count_collectives
 from .measure.batching import batch_stream, epoch_batches, solver_cost
@@ -21,7 +22,7 @@ from .measure.model import (
     solve_scan,
     solve_within_ode,
 )
-from .measure.modes import MODES, AbstractMode, ParallelStep, make_step
+from .measure.modes import MODES, AbstractMode, ParallelStep
 from .measure.problem import (
     PROBLEMS,
     AbstractODEProblem,
@@ -74,6 +75,7 @@ __all__ = [
     "Oscillator",
     "PROBLEMS",
     "make_step",
+    "FilterStep",
     "recommended_levers",
     "diffrax_levers",
     "fused_levers",

@@ -1,15 +1,19 @@
 """A user's own training step timed in every mode on the local devices, with the study's
 protocol: each mode compiled apart (AOT), warm-up steps run and left out, then
 interleaved blocks of timed steps (every step waited for), and each median and speedup
-over one device with its 95% interval (a bootstrap over blocks, then steps)."""
+over one device with its 95% interval (a bootstrap over blocks, then steps). The table
+says whether the parameters timed were trained: the timing of an untrained model says
+nothing about training."""
 
+import math
 import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .measure.modes import MODES, PER_SAMPLE, make_step
+from .filterstep import check_batch, make_step
+from .measure.modes import MODES
 from .report.intervals import bootstrap_medians, fmt_interval, ratio_interval
 
 
@@ -21,17 +25,48 @@ class ModeTimes(NamedTuple):
       `speedup_low` and `speedup_high` (None for `single` or without it), `loss` (the
       first step's), and `step_times_blocks_s` (every block's step times).
     - `machine`, `versions`: where and with what it was measured.
+    - `trained_loss`: the loss at or below which the user's model counts as trained
+      (`time_modes`), or None: not given.
     """
 
     rows: list[dict[str, Any]]
     machine: str
     versions: dict[str, str | None]
+    trained_loss: float | None = None
+
+    @property
+    def loss(self) -> float:
+        """The loss at the parameters timed: the largest of the modes' first steps'."""
+        return max(r["loss"] for r in self.rows)
+
+    @property
+    def trained(self) -> bool | None:
+        """Whether the parameters timed were trained: their loss (`loss`) at or below
+        `trained_loss`; None where no `trained_loss` was given."""
+        return None if self.trained_loss is None else self.loss <= self.trained_loss
+
+    def trained_line(self) -> str:
+        """The table's line on the parameters timed: trained, untrained, or unknown
+        (counted untrained)."""
+        why = "the timing of an untrained model says nothing about training"
+        if self.trained_loss is None:
+            return (
+                "Parameters as given, trained: unknown, so counted untrained "
+                f"(time_modes(trained_loss=...) checks them): {why}"
+            )
+        said = f"loss {self.loss:.4g} at the parameters, trained loss {self.trained_loss:.4g}"
+        if self.trained:
+            return f"Parameters as given, trained: yes ({said})"
+        return f"Parameters as given, trained: no ({said}): {why}"
 
     def table(self) -> str:
-        """The rows as a markdown table naming the machine."""
+        """The rows as a markdown table naming the machine and whether the parameters
+        were trained (`trained_line`)."""
         lines = [
             f"Machine {self.machine}; step time (median ms) and speedup over `single`, "
             "95% intervals over blocks and steps",
+            "",
+            self.trained_line(),
             "",
             "| mode | devices | compile s | step ms | speedup | loss |",
             "| --- | --- | --- | --- | --- | --- |",
@@ -55,25 +90,26 @@ def _default_modes(n_devices: int) -> tuple[str, ...]:
 
 
 def _check(
-    batch: Any, devices: Sequence, modes: Sequence[str], blocks: int, steps: int, warmup: int
+    batch: Any,
+    devices: Sequence,
+    modes: Sequence[str],
+    blocks: int,
+    steps: int,
+    warmup: int,
+    trained_loss: float | None,
 ) -> None:
     """One-line ValueErrors before anything compiles."""
-    import jax
-
     for mode in modes:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; valid choices: {', '.join(MODES)}")
-    sizes = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree.leaves(batch)}
-    if len(sizes) != 1 or None in sizes:
-        raise ValueError(f"every batch leaf needs the batch on its first axis, got {sizes}")
-    size = int(next(iter(sizes)) or 0)
-    if any(m != "single" for m in modes) and size % len(devices):
-        raise ValueError(f"the batch of {size} does not split over {len(devices)} devices")
+    check_batch(batch, 1 if set(modes) == {"single"} else len(devices))
     if blocks < 2 or steps < 1 or warmup < 1:
         raise ValueError(
             "need blocks >= 2, steps_per_block >= 1 and warmup_steps >= 1, got "
             f"{blocks}, {steps}, {warmup}"
         )
+    if trained_loss is not None and not math.isfinite(trained_loss):
+        raise ValueError(f"trained_loss must be a finite number, got {trained_loss!r}")
 
 
 def _interval(runs: list[np.ndarray]) -> tuple[float, float]:
@@ -85,32 +121,39 @@ def _interval(runs: list[np.ndarray]) -> tuple[float, float]:
 def time_modes(
     loss: Any,
     optimiser: Any,
-    params: Any,
+    model: Any,
     batch: Any,
     *,
-    static: Any = None,
+    trained_loss: float | None = None,
     devices: Sequence[Any] | None = None,
     modes: Sequence[str] | None = None,
-    aux: Any = PER_SAMPLE,
+    aux: Any = None,
     key: Any = None,
     blocks: int = 5,
     steps_per_block: int = 10,
     warmup_steps: int = 3,
 ) -> ModeTimes:
-    """Time one training step of `loss` in every mode on the local devices.
+    """Time one training step of `loss` on `model` in every mode on the local devices.
 
-    - `loss`, `optimiser`, `static`, `aux`: as `make_step` takes them.
-    - `params`: the parameters to time from (every timed step starts from them).
+    - `loss`, `optimiser`, `aux`: as `make_step` takes them.
+    - `model`: the model to time from, trained (every timed step starts from it).
     - `batch`: one global batch (host arrays, the batch on the first axis).
+    - `trained_loss`: the loss at or below which `model` counts as trained (as a
+      problem's `trained_loss`); the table says whether the loss at `model` is, and
+      without it that the model counts as untrained: the timing of an untrained model
+      says nothing about training.
     - `devices`: the devices (default: every local device); `single` runs on the first.
     - `modes`: the modes to time (default: every mode the running JAX has, with 2 or
       more devices).
-    - `key`: a random key for a keyed loss (`make_step(keyed=True)`), or None.
+    - `key`: a random key for the loss (every step gets it, as `make_step`'s call
+      does), or None.
     - `blocks`, `steps_per_block`: interleaved blocks (the order of modes rotates from
       block to block) of timed steps each; `warmup_steps`: untimed steps first.
 
-    Hold the machine to yourself while it runs: the timings are of everything the
-    machine does meanwhile. Returns a `ModeTimes`; `.table()` renders it.
+    Each mode's compiled step is the one `make_step` runs (`FilterStep.parallel_step`;
+    `pmap`'s with its device axis). Hold the machine to yourself while it runs: the
+    timings are of everything the machine does meanwhile. Returns a `ModeTimes`;
+    `.table()` renders it.
     """
     import jax
 
@@ -120,11 +163,11 @@ def time_modes(
 
     devices = list(devices or jax.local_devices())
     modes = tuple(modes or _default_modes(len(devices)))
-    _check(batch, devices, modes, blocks, steps_per_block, warmup_steps)
+    _check(batch, devices, modes, blocks, steps_per_block, warmup_steps, trained_loss)
     # The lock covers compiles and warm-up too: they load the cores another
     # measurement would be timing.
     with measuring("odestudy.time_modes", wait=True):
-        runs = {m: _prepare(m, loss, optimiser, params, batch, devices, static, aux, key,
+        runs = {m: _prepare(m, loss, optimiser, model, batch, devices, aux, key,
                             warmup_steps) for m in modes}  # fmt: skip
         for b in range(blocks):
             for mode in modes[b % len(modes) :] + modes[: b % len(modes)]:
@@ -138,18 +181,21 @@ def time_modes(
         [_row(runs[m], runs.get("single")) for m in modes],
         machine_id(this_machine()),
         versions(),
+        trained_loss,
     )
 
 
 def _prepare(
-    mode, loss, optimiser, params, batch, devices, static, aux, key, warmup_steps
+    mode, loss, optimiser, model, batch, devices, aux, key, warmup_steps
 ) -> dict[str, Any]:
     """One mode's step compiled apart (AOT, timed) and warmed up (untimed)."""
     from .measure.timing import run_steps
 
     on = devices[:1] if mode == "single" else devices
-    step = make_step(loss, optimiser, mode, on, static=static, aux=aux, keyed=key is not None)
-    p, o = step.place_state(params, optimiser.init(params))
+    filtered = make_step(loss, optimiser, mode, on, aux=aux)
+    params, rest = filtered.partition(model)
+    step = filtered.parallel_step(rest, keyed=key is not None)
+    p, o = step.place_state(params, filtered.init(model))
     placed = step.place_batch(batch, key)
     t0 = time.perf_counter()
     compiled = step.compile(p, o, placed)

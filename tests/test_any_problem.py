@@ -99,74 +99,102 @@ def test_the_cli_refuses_a_bad_problem_in_one_line_with_a_failed_record(tmp_path
 
 
 def _masked_problem():
-    """8 samples, 5 observed: 4 on the first device's half, 1 on the second's."""
+    """8 samples, 5 observed: 4 on the first device's half, 1 on the second's. The model
+    is an array of 3 weights."""
     x = jr.normal(jr.PRNGKey(0), (8, 3))
     y = jr.normal(jr.PRNGKey(1), (8,))
     mask = jnp.array([1, 1, 1, 1, 0, 0, 0, 1], dtype=jnp.float32)
-    params = jnp.array([0.3, -0.2, 0.5])
+    model = jnp.array([0.3, -0.2, 0.5])
 
-    def loss(p, static, batch):
+    def loss(p, batch, key):
         x, y, mask = batch
         residual = mask * (x @ p - y) ** 2
         value = odestudy.Mean(jnp.sum(residual), jnp.sum(mask))
         aux = {"observed": jnp.mean(mask), "residual": residual}
         return value, aux
 
-    return loss, params, (np.asarray(x), np.asarray(y), np.asarray(mask))
+    return loss, model, (np.asarray(x), np.asarray(y), np.asarray(mask))
 
 
-def _one(mode, devices, loss, params, batch, **kw):
+AUX_KINDS = {"observed": "scalar", "residual": "per_sample"}
+
+
+def _one(mode, devices, loss, model, batch, **kw):
     step = odestudy.make_step(loss, optax.sgd(1.0), mode, devices, **kw)
-    p, o = step.place_state(params, optax.sgd(1.0).init(params))
-    new, _, value, aux = step(p, o, step.place_batch(batch))
-    grad = np.asarray(params) - np.asarray(step.unplace(new))
-    return float(np.asarray(value).reshape(-1)[0]), grad, aux
+    new, _, value, aux = step(model, step.init(model), batch)
+    return float(value), np.asarray(model) - np.asarray(new), aux
 
 
 @pytest.mark.parametrize("mode", ["pmap", "shard", "shard_map", "explicit"])
 def test_a_masked_mean_gives_the_global_loss_and_gradients_in_every_mode(mode):
-    loss, params, batch = _masked_problem()
-    aux_kinds = {"observed": "scalar", "residual": "per_sample"}
-    want, want_grad, _ = _one("single", CPU[:1], loss, params, batch, aux=aux_kinds)
+    loss, model, batch = _masked_problem()
+    want, want_grad, _ = _one("single", CPU[:1], loss, model, batch, aux=AUX_KINDS)
     x, y, mask = batch
-    truth = np.sum(mask * (x @ np.asarray(params) - y) ** 2) / mask.sum()
+    truth = np.sum(mask * (x @ np.asarray(model) - y) ** 2) / mask.sum()
     np.testing.assert_allclose(want, truth, rtol=1e-6)
-    value, grad, aux = _one(mode, CPU[:2], loss, params, batch, aux=aux_kinds)
+    value, grad, aux = _one(mode, CPU[:2], loss, model, batch, aux=AUX_KINDS)
     np.testing.assert_allclose(value, want, rtol=1e-6)
     np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-7)
     # A scalar (a mean over the batch) is the global batch's, as averaged over devices;
-    # per-sample values keep the batch.
-    assert np.allclose(np.asarray(aux["observed"]), 5 / 8)
-    assert np.asarray(aux["residual"]).size == 8
+    # per-sample values keep the batch. The shapes are one device's in every mode.
+    assert np.shape(aux["observed"]) == () and np.allclose(aux["observed"], 5 / 8)
+    assert np.shape(aux["residual"]) == (8,)
 
 
 @pytest.mark.parametrize("mode", ["shard_map", "explicit"])
 def test_a_scalar_aux_said_to_be_per_sample_is_refused_in_one_line(mode):
-    loss, params, batch = _masked_problem()
+    loss, model, batch = _masked_problem()
     with pytest.raises(ValueError, match="aux leaf is a scalar"):
-        _one(mode, CPU[:2], loss, params, batch)
+        _one(mode, CPU[:2], loss, model, batch, aux="per_sample")
     with pytest.raises(ValueError, match="unknown aux kind 'scalars'"):
         odestudy.make_step(loss, optax.sgd(1.0), "single", CPU[:1], aux="scalars")
 
 
+def test_a_call_without_a_key_gives_the_loss_none():
+    seen = []
+
+    def loss(p, batch, key):
+        seen.append(key)
+        return jnp.mean((batch - p) ** 2)
+
+    step = odestudy.make_step(loss, optax.sgd(0.1), "single", CPU[:1])
+    p = jnp.zeros(())
+    p, _, value, aux = step(p, step.init(p), np.arange(4.0, dtype=np.float32))
+    assert seen == [None] and aux is None and float(value) == 3.5
+    assert float(p) == pytest.approx(0.3)  # sgd on the mean: 0 - 0.1 * (-3)
+
+
+def test_a_loss_that_returns_what_make_step_was_not_told_is_refused_in_one_line():
+    loss, model, batch = _masked_problem()
+    with pytest.raises(ValueError, match=r"returned a tuple: .* make_step\(aux=\.\.\.\)"):
+        _one("single", CPU[:1], loss, model, batch)
+    with pytest.raises(ValueError, match=r"returns \(value, aux\); it returned a Mean"):
+        _one("single", CPU[:1], lambda m, b, k: loss(m, b, k)[0], model, batch, aux="scalar")
+    with pytest.raises(ValueError, match=r"a scalar \(a mean\) or an odestudy.Mean, got shape"):
+        _one("single", CPU[:1], lambda m, b, k: b[1] - b[0] @ m, model, batch)
+    with pytest.raises(ValueError, match="does not split over 2 devices"):
+        _one("shard_map", CPU[:2], loss, model, tuple(a[:7] for a in batch), aux=AUX_KINDS)
+    with pytest.raises(ValueError, match="mode 'single' runs on 1 device, got 2"):
+        odestudy.make_step(loss, optax.sgd(1.0), "single", CPU[:2])
+    with pytest.raises(ValueError, match="the optimiser must be an optax transformation"):
+        odestudy.make_step(loss, optax.sgd, "single", CPU[:1])
+
+
 @pytest.mark.parametrize("mode", ["pmap", "shard_map"])
 def test_a_keyed_step_gives_each_device_and_call_its_own_key(mode):
-    def loss(p, static, batch, key):
+    def loss(p, batch, key):
         noise = jr.uniform(key, (batch.shape[0],))
         return jnp.mean((batch - p) ** 2), noise
 
-    step = odestudy.make_step(loss, optax.sgd(0.0), mode, CPU[:2], keyed=True)
-    p, o = step.place_state(jnp.zeros(()), optax.sgd(0.0).init(jnp.zeros(())))
+    step = odestudy.make_step(loss, optax.sgd(0.0), mode, CPU[:2], aux="per_sample")
+    p = jnp.zeros(())
     data = np.arange(4.0, dtype=np.float32)
     draws = [
-        np.asarray(step(p, o, step.place_batch(data, jr.PRNGKey(k)))[3]).reshape(2, 2)
-        for k in (0, 0, 1)
+        np.asarray(step(p, step.init(p), data, jr.PRNGKey(k))[3]).reshape(2, 2) for k in (0, 0, 1)
     ]
     np.testing.assert_array_equal(draws[0], draws[1])  # the same key, the same draws
     assert not np.allclose(draws[0][0], draws[0][1])  # each device its own
     assert not np.allclose(draws[0], draws[2])  # each call its own
-    with pytest.raises(ValueError, match="keyed step takes place_batch"):
-        step.place_batch(data)
 
 
 # --- the general problem type and the shipped problems ----------------------------
@@ -314,24 +342,51 @@ def test_a_problem_object_whose_class_is_importable_is_named_as_module_object():
 
 
 def test_time_modes_times_a_users_step_in_every_mode_as_a_table():
-    loss, params, batch = _masked_problem()
-    aux_kinds = {"observed": "scalar", "residual": "per_sample"}
+    loss, model, batch = _masked_problem()
+    x, y, mask = batch
+    at_model = float(np.sum(mask * (x @ np.asarray(model) - y) ** 2) / mask.sum())
     result = odestudy.time_modes(
-        loss, optax.sgd(0.1), params, batch, devices=CPU[:2], aux=aux_kinds,
-        blocks=2, steps_per_block=2, warmup_steps=1,
+        loss, optax.sgd(0.1), model, batch, trained_loss=2 * at_model, devices=CPU[:2],
+        aux=AUX_KINDS, blocks=2, steps_per_block=2, warmup_steps=1,
     )  # fmt: skip
     rows = {r["mode"]: r for r in result.rows}
     assert set(rows) == {"single", "pmap", "shard", "shard_map", "explicit"}
     assert rows["single"]["speedup"] is None and rows["pmap"]["speedup"] is not None
     losses = [r["loss"] for r in result.rows]
-    np.testing.assert_allclose(losses, losses[0], rtol=1e-6)  # one objective in all modes
+    np.testing.assert_allclose(losses, at_model, rtol=1e-6)  # one objective, at the model
     for r in result.rows:
         assert [len(b) for b in r["step_times_blocks_s"]] == [2, 2]
         assert r["step_low_s"] <= r["step_s"] <= r["step_high_s"]
     table = result.table()
     assert result.machine in table and table.count("\n| `") == 5
+    assert result.trained is True and "\nParameters as given, trained: yes (loss " in table
     with pytest.raises(ValueError, match="does not split over 3 devices"):
-        odestudy.time_modes(loss, optax.sgd(0.1), params, batch, devices=CPU[:3])
+        odestudy.time_modes(loss, optax.sgd(0.1), model, batch, devices=CPU[:3])
+    with pytest.raises(ValueError, match="trained_loss must be a finite number, got nan"):
+        odestudy.time_modes(loss, optax.sgd(0.1), model, batch, trained_loss=float("nan"))
+
+
+def test_time_modes_says_whether_the_model_timed_was_trained():
+    """The table's line on the parameters: trained at or below the user's trained loss,
+    untrained above it (its timing says nothing about training), or unknown (counted
+    untrained)."""
+    rows = [{"mode": "single", "devices": 1, "compile_s": 0.1, "step_s": 1e-3,
+             "step_low_s": 1e-3, "step_high_s": 1e-3, "speedup": None, "speedup_low": None,
+             "speedup_high": None, "loss": 0.5}]  # fmt: skip
+    said = {
+        trained_loss: odestudy.ModeTimes(rows, "here", {}, trained_loss)
+        for trained_loss in (None, 0.5, 0.25)
+    }
+    assert [t.trained for t in said.values()] == [None, True, False]
+    lines = [t.table().splitlines()[2] for t in said.values()]
+    assert lines == [
+        "Parameters as given, trained: unknown, so counted untrained "
+        "(time_modes(trained_loss=...) checks them): the timing of an untrained model says "
+        "nothing about training",
+        "Parameters as given, trained: yes (loss 0.5 at the parameters, trained loss 0.5)",
+        "Parameters as given, trained: no (loss 0.5 at the parameters, trained loss 0.25): "
+        "the timing of an untrained model says nothing about training",
+    ]
 
 
 def test_every_committed_record_keeps_its_name_and_key():

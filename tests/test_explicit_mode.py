@@ -40,39 +40,38 @@ def test_a_within_ode_step_matches_single_device(controller):
 
 
 def _masked_model():
-    """The README's model and a masked squared error as a `Mean`: the devices' halves of
-    the batch observe 8 and 2 samples, so the mean of the devices' means is not the
-    global mean. `aux`: each sample's error."""
+    """An MLP and a masked squared error as a `Mean`: the devices' halves of the batch
+    observe 8 and 2 samples, so the mean of the devices' means is not the global mean.
+    `aux`: each sample's error."""
     model = eqx.nn.MLP(3, 1, 16, 2, key=jr.PRNGKey(0))
-    params, static = eqx.partition(model, eqx.is_inexact_array)
     x = np.asarray(jr.normal(jr.PRNGKey(1), (16, 3)))
     y = np.sin(x.sum(axis=1, keepdims=True))
     mask = np.r_[np.ones(8), np.arange(8) < 2].astype(np.float32)
 
-    def loss(params, static, batch):
+    def loss(model, batch, key):
         inputs, targets, observed = batch
-        pred = jax.vmap(eqx.combine(params, static))(inputs)
+        pred = jax.vmap(model)(inputs)
         error = observed * jnp.sum((pred - targets) ** 2, axis=1)
         return odestudy.Mean(jnp.sum(error), jnp.sum(observed)), error
 
-    return loss, params, static, (x, y, mask)
+    return loss, model, (x, y, mask)
 
 
 def test_make_step_trains_a_user_model_as_shard_map_does():
-    loss, params, static, batch = _masked_model()
-    value, _ = loss(params, static, batch)
+    loss, model, batch = _masked_model()
+    value, _ = loss(model, batch, None)
     truth = float(value.total / value.count)  # the global mean: sums over counts
     optimiser = optax.adam(1e-2)
     out = {}
     for mode in ("shard_map", "explicit"):
-        step = odestudy.make_step(loss, optimiser, mode, CPU[:2], static=static)
-        p, o = step.place_state(params, optimiser.init(params))
-        placed = step.place_batch(batch)
+        step = odestudy.make_step(loss, optimiser, mode, CPU[:2], aux="per_sample")
+        m, o = model, step.init(model)
         losses = []
         for _ in range(3):
-            p, o, value, aux = step(p, o, placed)
-            losses.append(float(np.asarray(value).reshape(-1)[0]))
-        out[mode] = losses, step.unplace(p), aux
+            m, o, value, aux = step(m, o, batch)
+            losses.append(float(value))
+        # Host copies: each mode's model keeps its own mesh (explicit: Explicit axes).
+        out[mode] = losses, jax.tree.map(np.asarray, eqx.filter(m, eqx.is_array)), aux
     losses, trained, aux = out["explicit"]
     np.testing.assert_allclose(losses[0], truth, rtol=1e-6)
     np.testing.assert_allclose(losses, out["shard_map"][0], rtol=1e-5)
@@ -88,7 +87,7 @@ def test_a_keyed_loss_with_a_scalar_aux_is_one_device_s():
     """The key is replicated, not folded per device (one loss over the global batch, as
     in `shard`); a scalar aux is the global batch's."""
 
-    def loss(p, static, batch, key):
+    def loss(p, batch, key):
         noise = jr.normal(key, batch.shape)
         error = (batch + 0.1 * noise - p) ** 2
         return jnp.mean(error), {"noise": jnp.mean(noise), "error": error}
@@ -97,33 +96,12 @@ def test_a_keyed_loss_with_a_scalar_aux_is_one_device_s():
     aux_kinds = {"noise": "scalar", "error": "per_sample"}
     out = {}
     for mode, devices in (("single", CPU[:1]), ("explicit", CPU[:2])):
-        step = odestudy.make_step(loss, optax.sgd(0.1), mode, devices, aux=aux_kinds, keyed=True)
-        p, o = step.place_state(jnp.zeros(()), optax.sgd(0.1).init(jnp.zeros(())))
-        _, _, value, aux = step(p, o, step.place_batch(data, jr.PRNGKey(3)))
+        step = odestudy.make_step(loss, optax.sgd(0.1), mode, devices, aux=aux_kinds)
+        start = jnp.zeros(())
+        _, _, value, aux = step(start, step.init(start), data, jr.PRNGKey(3))
         out[mode] = jax.tree.map(np.asarray, (value, aux))
     for a, b in zip(jax.tree.leaves(out["explicit"]), jax.tree.leaves(out["single"]), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6)
-
-
-def test_the_readme_s_loss_without_aux_runs():
-    """The README's example: a mean loss and no aux."""
-    model = eqx.nn.MLP(3, 1, 8, 2, key=jr.PRNGKey(0))
-    params, static = eqx.partition(model, eqx.is_inexact_array)
-    x = np.asarray(jr.normal(jr.PRNGKey(1), (8, 3)))
-
-    def loss(params, static, batch):
-        pred = jax.vmap(eqx.combine(params, static))(batch)
-        return jnp.mean((pred - 1.0) ** 2), None
-
-    out = {}
-    for mode, devices in (("single", CPU[:1]), ("explicit", CPU[:2])):
-        step = odestudy.make_step(loss, optax.sgd(0.1), mode, devices, static=static)
-        p, o = step.place_state(params, optax.sgd(0.1).init(params))
-        p, _, value, aux = step(p, o, step.place_batch(x))
-        out[mode] = float(value), step.unplace(p)
-        assert aux is None
-    np.testing.assert_allclose(out["explicit"][0], out["single"][0], rtol=1e-6)
-    assert tree_max_rel_diff(out["explicit"][1], out["single"][1]) <= 1e-5
 
 
 def test_the_reference_studies_keep_their_modes_and_the_matrix_and_map_add_explicit():
@@ -181,7 +159,7 @@ def test_a_jax_without_explicit_axes_refuses_the_mode_in_one_line(old_jax):
         Scenario(scale="smoke", mode="explicit", devices_per_process=2)
     assert "this is JAX 0.4.34" in str(caught.value) and "\n" not in str(caught.value)
     with pytest.raises(ValueError, match=r"mode 'explicit' needs JAX 0\.7\.1"):
-        odestudy.make_step(lambda p, s, b: (jnp.mean(b), None), optax.sgd(0.1), "explicit", CPU)
+        odestudy.make_step(lambda m, b, k: jnp.mean(b), optax.sgd(0.1), "explicit", CPU)
     # The other modes run; what runs every mode leaves it out.
     target = Scenario(scale="smoke", mode="shard_map", devices_per_process=2)
     assert predict.predicted_modes(target) == ("pmap", "shard", "shard_map")

@@ -1,8 +1,11 @@
 """Problems as types: resolving them, what they refuse before anything compiles, the
 solves' correctness for a time-dependent field on irregular and uniform grids, and the
-generic data-parallel step (`odestudy.make_step`) on a model of the user's."""
+user's step of an equinox model (`odestudy.make_step`, the example of
+`docs/own_model.md`) in every mode."""
 
+import functools
 import os
+from pathlib import Path
 from typing import ClassVar
 
 import equinox as eqx
@@ -13,13 +16,13 @@ import numpy as np
 import optax
 import pytest
 
+import odestudy
 from odestudy import (
     RECOMMENDED,
     Scenario,
     diffrax_levers,
     fused_levers,
     make_parallel_step,
-    make_step,
     recommended,
     recommended_levers,
     resolve_problem,
@@ -31,6 +34,7 @@ from odestudy.measure.solvers import Fused, Structure
 from tests.helpers import step_scenario
 from tests.problems import FORCED, UNIFORM, ForcedUniform
 
+CPU = jax.devices("cpu")
 FORCED_SPEC = "tests.problems:FORCED"
 UNIFORM_SPEC = "tests.problems:UNIFORM"
 
@@ -185,37 +189,72 @@ def test_the_scan_solve_of_a_time_dependent_field_on_irregular_grids_matches_ste
     assert _rel(grads_scan, grads) <= 1e-4
 
 
-MODES = [("single", 1), ("pmap", 2), ("shard", 2), ("shard_map", 2)]
+def _example() -> str:
+    """The python block of `docs/own_model.md`'s "Only the step"."""
+    from odestudy.measure.environment import ROOT
+
+    text = (ROOT / "docs" / "own_model.md").read_text()
+    section = text[text.index("## Only the step") :]
+    start = section.index("```python") + len("```python")
+    return section[start : section.index("```\n", start)]
 
 
-def _regression():
-    """A model of the user's (not an ODE), its data, and its loss for `make_step`."""
-    model = eqx.nn.MLP(3, 1, 8, 2, key=jr.PRNGKey(0))
-    x = np.asarray(jr.normal(jr.PRNGKey(1), (8, 3)))
-    y = np.sin(x.sum(axis=1, keepdims=True))
-
-    def loss(params, static, batch):
-        inputs, targets = batch
-        errors = (jax.vmap(eqx.combine(params, static))(inputs) - targets)[:, 0] ** 2
-        return jnp.mean(errors), errors
-
-    return model, (x, y), loss
+def _arrays(tree):
+    return eqx.filter(tree, eqx.is_array)
 
 
-@pytest.mark.parametrize("mode, n", MODES)
-def test_make_step_trains_a_user_model_in_every_mode(mode, n):
-    model, batch, loss = _regression()
-    params, static = eqx.partition(model, eqx.is_array)
-    optimiser = optax.sgd(0.1)
-    (expected, errors), grads = jax.value_and_grad(loss, has_aux=True)(params, static, batch)
-    updates, _ = optimiser.update(grads, optimiser.init(params), params)
-    expected_params = optax.apply_updates(params, updates)
-    step = make_step(loss, optimiser, mode, jax.devices()[:n], static=static)
-    p, o = step.place_state(params, optimiser.init(params))
-    new_p, _, value, aux = step(p, o, step.place_batch(batch))  # called directly
-    assert float(np.asarray(value).reshape(-1)[0]) == pytest.approx(float(expected), rel=1e-5)
-    np.testing.assert_allclose(np.asarray(aux).reshape(-1), errors, rtol=1e-5, atol=1e-7)
-    assert _rel(step.unplace(new_p), expected_params) <= 1e-5
+@functools.cache
+def _example_plainly() -> tuple:
+    """The example's model, data, loss and optimiser (its lines before the step is
+    made), and three steps of a plain equinox step on one device (`eqx.filter_jit`,
+    `eqx.filter_value_and_grad`): its losses, model, and the shapes it gives back."""
+    code = _example()
+    user: dict = {}
+    exec(code[: code.index("step = odestudy.make_step")], user)
+    model, loss, optimiser = user["model"], user["loss"], user["optimiser"]
+
+    @eqx.filter_jit
+    def plain(model, opt_state, batch):
+        value, grads = eqx.filter_value_and_grad(loss)(model, batch, None)
+        updates, opt_state = optimiser.update(grads, opt_state, _arrays(model))
+        return eqx.apply_updates(model, updates), opt_state, value
+
+    want, state, losses = model, optimiser.init(eqx.filter(model, eqx.is_inexact_array)), []
+    for _ in range(3):
+        want, state, value = plain(want, state, (user["x"], user["y"]))
+        losses.append(float(value))
+    shapes = jax.tree.map(jnp.shape, _arrays((want, state, value)))
+    return user, losses, want, shapes
+
+
+@pytest.mark.parametrize("mode", list(odestudy.MODES))  # single, pmap, shard, shard_map, explicit
+def test_the_make_step_example_trains_alike_in_every_mode(mode):
+    """The example's step in `mode` (2 devices but for `single`), three steps: the plain
+    equinox step's shapes back (no device axis), its losses and parameters, and a model
+    to call and save."""
+    import io
+
+    why = odestudy.MODES[mode]().why_not_here()
+    if why is not None:
+        pytest.skip(why)
+    user, want_losses, want, want_shapes = _example_plainly()
+    model, x, batch = user["model"], user["x"], (user["x"], user["y"])
+    step = odestudy.make_step(
+        user["loss"], user["optimiser"], mode, CPU[: 1 if mode == "single" else 2]
+    )
+    trained, opt_state, losses = model, step.init(model), []
+    for _ in range(3):
+        trained, opt_state, value, aux = step(trained, opt_state, batch)
+        losses.append(float(value))
+    assert aux is None
+    assert jax.tree.map(jnp.shape, _arrays((trained, opt_state, value))) == want_shapes
+    np.testing.assert_allclose(losses, want_losses, rtol=1e-5)
+    assert _rel(_arrays(trained), _arrays(want)) <= 1e-5
+    np.testing.assert_allclose(trained(x[0]), want(x[0]), rtol=1e-5)  # an ordinary model
+    saved = io.BytesIO()
+    eqx.tree_serialise_leaves(saved, trained)
+    saved.seek(0)
+    assert _rel(_arrays(eqx.tree_deserialise_leaves(saved, model)), _arrays(trained)) == 0
 
 
 @pytest.mark.long  # over 15 s here: make test-long
@@ -248,21 +287,19 @@ def test_the_make_step_example_trains_a_user_model_with_shard_map(tmp_path):
     import subprocess
     import sys
 
-    from odestudy.measure.environment import ROOT
-
-    text = (ROOT / "docs" / "own_model.md").read_text()
-    section = text[text.index("## Only the step") :]
-    start = section.index("```python") + len("```python")
-    code = section[start : section.index("```\n", start)]
+    code = _example()
     assert len(code.strip().splitlines()) <= 25
     prelude = 'import jax\njax.config.update("jax_num_cpu_devices", 2)\n'
-    check = (
-        "\nfirst = float(loss(*eqx.partition(model, eqx.is_inexact_array), (x, y))[0])"
-        "\nprint(step.n_devices, first, float(value))\n"
-    )
+    # The loss before training, taken where the loop starts.
+    loop = code.index("\nfor ")
+    code = code[:loop] + "\nfirst = float(loss(model, (x, y), None))" + code[loop:]
+    check = "\nprint(len(step.devices), first, float(value))\n"
     script = tmp_path / "example.py"
     script.write_text(prelude + code + check)
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    # This checkout's package, whatever the interpreter has installed.
+    root = str(Path(odestudy.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     out = subprocess.run(
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
     )

@@ -9,12 +9,13 @@ import numpy as np
 import optax
 import pytest
 
-from odestudy import Scenario, VectorField, make_parallel_step, make_step
+from odestudy import Scenario, VectorField, make_parallel_step
 from odestudy.measure import vectors
+from odestudy.measure.modes import make_params_step
 
 
 def _mlp_step(options):
-    """A small MLP's training step (`make_step`, one device) compiled with `options`,
+    """A small MLP's training step (`make_params_step`, one device) compiled with `options`,
     and its result on one batch."""
     model = eqx.nn.MLP(2, 2, 64, 2, activation=jax.nn.softplus, key=jr.PRNGKey(0))
     params, static = eqx.partition(model, eqx.is_array)
@@ -26,7 +27,9 @@ def _mlp_step(options):
 
     optimiser = optax.sgd(0.1)
     devices = jax.devices()[:1]
-    step = make_step(loss, optimiser, "single", devices, static=static, compiler_options=options)
+    step = make_params_step(
+        loss, optimiser, "single", devices, static=static, compiler_options=options
+    )
     x = jr.normal(jr.PRNGKey(1), (32, 2))
     batch = step.place_batch((x, jnp.sin(x)))
     state = step.place_state(params, optimiser.init(params))

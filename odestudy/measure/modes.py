@@ -1,15 +1,17 @@
 """The ways of running one training step: `single`, `pmap`, `shard`, `shard_map` (the
 reference study's four) and `explicit` (`jit` under Explicit mesh axes), and the generic
-data-parallel step built on them (`make_step`).
+data-parallel step built on them (`make_params_step`).
 
 Every mode runs the same per-device update (`local_update`): the loss and its gradients,
 reduced over devices to the global mean (never summed), and the optax update, all
 inside the compiled step. The study's step of a scenario (`step.make_parallel_step`) is
-`make_step` with the problem's loss, handed the study's solve.
+`make_params_step` with the problem's loss, handed the study's solve; the user's
+step of an equinox model (`odestudy.make_step`, `filterstep`) is built on it too.
 """
 
 import abc
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NamedTuple
 
@@ -37,7 +39,7 @@ from .registry import Registered, lookup
 
 AXIS = "data"
 
-# A loss for `make_step`: `loss(params, static, batch) -> (value, aux)`, or with
+# A loss for `make_params_step`: `loss(params, static, batch) -> (value, aux)`, or with
 # `keyed=True` `loss(params, static, batch, key)`. `value`: a scalar mean or a `Mean`;
 # `aux`: a pytree of per-sample values (leading axis the batch) and scalars, or None.
 Loss = Callable[..., tuple[Any, Any]]
@@ -45,8 +47,8 @@ Loss = Callable[..., tuple[Any, Any]]
 # `local_step(axis, wrap)`): a loss to a loss of the same arguments.
 Wrap = Callable[[Loss], Loss]
 
-# What an `aux` leaf is (`make_step`'s `aux`): per-sample values, split over devices
-# like the batch, or a scalar, averaged over devices.
+# What an `aux` leaf is (`make_params_step`'s and `make_step`'s `aux`): per-sample
+# values, split over devices like the batch, or a scalar, averaged over devices.
 PER_SAMPLE = "per_sample"
 SCALAR = "scalar"
 AUX_KINDS = (PER_SAMPLE, SCALAR)
@@ -127,7 +129,7 @@ def local_update(
     """The per-device training step of `loss`: `(params, opt_state, batch)` to
     `(params, opt_state, loss_value, aux)`.
 
-    - `loss`: as `make_step` takes it; `static`: its second argument.
+    - `loss`: as `make_params_step` takes it; `static`: its second argument.
     - `optimiser`: the optax transformation, applied inside the step.
     - `axis`: the mapped axis name to reduce loss, gradients and scalar `aux` over, or
       None.
@@ -251,6 +253,21 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
         """One host copy of (replicated) parameters."""
         return jax.tree.map(lambda x: to_host(x, replicated=True), params)
 
+    def place_args(
+        self, step: "ParallelStep", params: Any, opt_state: Any, batch: Any, key: Any
+    ) -> tuple:
+        """The step's arguments from parameters and optimiser state as one device holds
+        them (on the host, or replicated as `without_device_axis` gives them back), a
+        global batch and a key (None for an unkeyed step): placed as `place_state` and
+        `place_batch` place them, moving nothing that is already so placed."""
+        return (*self.place_state(step, params, opt_state), step.place_batch(batch, key))
+
+    def without_device_axis(self, step: "ParallelStep", out: tuple) -> tuple:
+        """The step's outputs `(params, opt_state, loss, aux)` shaped as on one device,
+        whatever the mode: no leading device axis, per-sample `aux` along the global
+        batch. The step's own outputs by default."""
+        return out
+
 
 class Single(AbstractMode):
     """`jax.jit` on one device: the baseline."""
@@ -317,6 +334,48 @@ class Pmap(AbstractMode):
 
     def unplace(self, step, params):
         return jax.tree.map(lambda x: to_host(x)[0], params)
+
+    def place_args(self, step, params, opt_state, batch, key):
+        # Placed replicated and split as every other mode places them, then each
+        # device's part given the leading device axis on the device (`_with_device_axis`).
+        replicated = jax.device_put((params, opt_state, key), NamedSharding(step.mesh, P()))
+        split = jax.device_put(batch, NamedSharding(step.mesh, P(AXIS)))
+        (params, opt_state, key), batch = _with_device_axis(step.mesh)(replicated, split)
+        return params, opt_state, (batch, key) if step.layout.keyed else batch
+
+    def without_device_axis(self, step, out):
+        # Every device holds the same parameters, optimiser state, loss and scalar aux:
+        # each keeps its own copy as the replicated value (`_without_device_axis`).
+        specs = (P(), P(), P(), step.layout.aux_specs(P(AXIS), P()))
+        leaves, tree = jax.tree.flatten(out)
+        flat_specs = tuple(jax.tree.leaves(jax.tree.broadcast(specs, out)))
+        return jax.tree.unflatten(tree, _without_device_axis(step.mesh, flat_specs)(leaves))
+
+
+@functools.cache
+def _with_device_axis(mesh: Any) -> Callable:
+    """The program that gives replicated values and a split batch a leading device axis
+    over `mesh`, as `pmap` takes them: each device's copy or share, one entry of the new
+    axis; nothing moves between devices."""
+
+    def add_axis(replicated, split):
+        return jax.tree.map(lambda x: x[None], (replicated, split))
+
+    return jax.jit(shard_map(add_axis, mesh=mesh, in_specs=(P(), P(AXIS)), out_specs=P(AXIS)))
+
+
+@functools.cache
+def _without_device_axis(mesh: Any, specs: tuple) -> Callable:
+    """The program that takes a list of `pmap` outputs (a leading device axis over
+    `mesh`) to each device's entry, placed as `specs` (one per leaf) say: `P()` for
+    values every device holds the same (each device's copy is the replicated value),
+    `P(AXIS)` for per-sample values (the devices' shares along the global batch);
+    nothing moves between devices."""
+
+    def drop_axis(leaves):
+        return [x[0] for x in leaves]
+
+    return jax.jit(shard_map(drop_axis, mesh=mesh, in_specs=(P(AXIS),), out_specs=list(specs)))
 
 
 def sharded_jit(step: Callable, mesh: Any, donate: bool, layout: Layout) -> Callable:
@@ -458,7 +517,8 @@ def parse_mode(mode: "str | AbstractMode") -> AbstractMode:
 
 
 class ParallelStep(eqx.Module):
-    """A data-parallel training step for one mode on a set of devices (`make_step`).
+    """A data-parallel training step for one mode on a set of devices
+    (`make_params_step`).
 
     Call it as `step(params, opt_state, batch)` on placed arguments (`place_state`,
     `place_batch`): it returns `(params, opt_state, loss, aux)`. `compile` gives the AOT
@@ -489,8 +549,8 @@ class ParallelStep(eqx.Module):
     def place_batch(self, batch: Any, key: Any = None) -> Any:
         """Put a global batch (a pytree of host arrays, the batch on the first axis of
         every leaf) on the devices, split along that axis (`pmap`: a leading device
-        axis). A keyed step (`make_step(keyed=True)`) takes this call's `key` too (one
-        key; each device folds in its index) and returns `(batch, key)` placed."""
+        axis). A keyed step (`make_params_step(keyed=True)`) takes this call's `key` too
+        (one key; each device folds in its index) and returns `(batch, key)` placed."""
         if self.layout.keyed != (key is not None):
             raise ValueError(
                 "a keyed step takes place_batch(batch, key); an unkeyed one takes no key"
@@ -519,6 +579,16 @@ class ParallelStep(eqx.Module):
         """One host copy of (replicated) parameters."""
         return self.mode.unplace(self, params)
 
+    def place_args(self, params, opt_state, batch, key=None) -> tuple:
+        """The step's arguments, placed (`AbstractMode.place_args`): parameters and
+        optimiser state as one device holds them, a global batch, this call's key."""
+        return self.mode.place_args(self, params, opt_state, batch, key)
+
+    def without_device_axis(self, out: tuple) -> tuple:
+        """The step's outputs shaped as on one device
+        (`AbstractMode.without_device_axis`)."""
+        return self.mode.without_device_axis(self, out)
+
     def per_sample(self, values: Int[Array, "..."]) -> Int[np.ndarray, "devices local"]:
         """A per-sample output as a host array of shape `(n_devices, local_batch)`."""
         return to_host(values).reshape(self.n_devices, -1)
@@ -538,7 +608,7 @@ def to_host(x, replicated: bool = False) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
-def make_step(
+def make_params_step(
     loss: Loss,
     optimiser: optax.GradientTransformation,
     mode: "str | AbstractMode",
@@ -550,7 +620,9 @@ def make_step(
     keyed: bool = False,
     compiler_options: dict[str, Any] | None = None,
 ) -> ParallelStep:
-    """A data-parallel training step of any loss: the generic form of the study's step.
+    """A data-parallel training step of any loss on a model split by `eqx.partition`:
+    the generic form of the study's step (`odestudy.make_step` is the user's, on the
+    model itself, built on this one).
 
     - `loss`: `loss(params, static, batch) -> (value, aux)` (with `keyed`:
       `loss(params, static, batch, key)`). `value` is the loss of a (per-device) batch:
@@ -578,8 +650,9 @@ def make_step(
 
     The batch's leaves are split along their first axis over the devices (a multiple of
     their number). The step returns `(params, opt_state, loss, aux)`; under `pmap` every
-    output has a leading device axis (the loss once per device), and `unplace` reads
-    parameters back.
+    output has a leading device axis (the loss once per device): `unplace` reads
+    parameters back, and `place_args` and `without_device_axis` take and give every
+    mode's arguments and outputs as one device's.
     """
     mode = parse_mode(mode)
     check_here(mode)

@@ -1,5 +1,5 @@
 """The study's training step of a scenario (`make_parallel_step`): the generic
-data-parallel step (`modes.make_step`) of the problem's loss, handed the study's solve
+data-parallel step (`modes.make_params_step`) of the problem's loss, handed the study's solve
 (`study_loss`), in the scenario's mode."""
 
 from collections.abc import Callable, Sequence
@@ -10,7 +10,7 @@ import jax
 import optax
 
 from .model import Solve, problem_loss
-from .modes import Layout, Loss, ParallelStep, local_update, make_step
+from .modes import Layout, Loss, ParallelStep, local_update, make_params_step
 from .problem import AnyProblem, as_ode_problem
 from .scenario import Scenario
 from .vectors import compiler_options
@@ -62,11 +62,11 @@ def make_parallel_step(
     *,
     problem: AnyProblem | None = None,
 ) -> ParallelStep:
-    """The study's training step of `scenario` over `devices`: `make_step` of
+    """The study's training step of `scenario` over `devices`: `make_params_step` of
     `study_loss`, in the scenario's mode (`Scenario.parallel`), with its solve
-    (`Scenario.ode_solve`) and buffers (`donate`, as in `make_step`); its batch is as in
-    `make_local_step` (keyed where the problem `needs_key`); `compile` builds it with
-    the scenario's vector width (`vectors.compiler_options`).
+    (`Scenario.ode_solve`) and buffers (`donate`, as in `make_params_step`); its
+    batch is as in `make_local_step` (keyed where the problem `needs_key`); `compile`
+    builds it with the scenario's vector width (`vectors.compiler_options`).
 
     - `static`, `optimiser`: as in `make_local_step`.
     - `problem`: the problem as the data made it (`SeriesProblem.for_data` weights it
@@ -74,7 +74,7 @@ def make_parallel_step(
     """
     spec = scenario.ode_solve(problem)
     keyed = as_ode_problem(spec.problem).needs_key
-    return make_step(
+    return make_params_step(
         study_loss(spec),
         optimiser,
         scenario.parallel,

@@ -1,0 +1,186 @@
+"""The data-parallel training step of an equinox model, filter-style (`make_step`): it
+takes the model and gives it back, trained by one step, in any mode, its outputs shaped
+as on one device in every mode.
+
+It is the study's generic step (`measure.modes.make_params_step`) of the model split
+as equinox's `filter_value_and_grad` splits it: the floating-point arrays are trained,
+the rest is kept (`eqx.partition(model, eqx.is_inexact_array)`). One such step is made
+per rest of the model and per keyed or unkeyed call, and reused, as `eqx.filter_jit`
+compiles once per static part.
+"""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+import optax
+
+from .measure.loss import Mean
+from .measure.modes import (
+    PER_SAMPLE,
+    AbstractMode,
+    Layout,
+    Loss,
+    ParallelStep,
+    check_here,
+    check_layout,
+    make_params_step,
+    parse_mode,
+)
+
+# A loss for `make_step`: `loss(model, batch, key) -> value`, or `-> (value, aux)` where
+# `make_step(aux=...)` says what `aux` holds. `key` is None in a step called without one.
+ModelLoss = Callable[[Any, Any, Any], Any]
+
+
+def params_loss(loss: ModelLoss, has_aux: bool) -> Loss:
+    """`loss` as `make_params_step` takes it, `(params, static, batch, key=None) ->
+    (value, aux)`, on the model put back together (`eqx.combine`). While the step
+    traces, a one-line ValueError where the loss returns a tuple and `has_aux` is false,
+    no pair where it is true, or a value neither a scalar nor a `Mean`."""
+
+    def wrapped(params, static, batch, key=None):
+        out = loss(eqx.combine(params, static), batch, key)
+        if not has_aux and isinstance(out, tuple):
+            raise ValueError(
+                "the loss returned a tuple: return its value alone, or (value, aux) with "
+                "make_step(aux=...) saying what aux holds"
+            )
+        if has_aux and not (isinstance(out, tuple) and len(out) == 2):
+            raise ValueError(
+                "make_step(aux=...) says the loss returns (value, aux); it returned a "
+                f"{type(out).__name__}"
+            )
+        value, aux = out if has_aux else (out, None)
+        if not isinstance(value, Mean) and np.ndim(value) != 0:
+            raise ValueError(
+                "the loss value must be a scalar (a mean) or an odestudy.Mean, got shape "
+                f"{np.shape(value)}"
+            )
+        return value, aux
+
+    return wrapped
+
+
+def check_batch(batch: Any, n_devices: int) -> None:
+    """A one-line ValueError where a leaf of `batch` has no first axis, the leaves'
+    first axes differ, or they do not split over `n_devices` devices."""
+    sizes = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree.leaves(batch)}
+    if len(sizes) != 1 or None in sizes:
+        raise ValueError(f"every batch leaf needs the batch on its first axis, got {sizes}")
+    size = int(next(iter(sizes)) or 0)
+    if size % n_devices:
+        raise ValueError(f"the batch of {size} does not split over {n_devices} devices")
+
+
+class FilterStep(eqx.Module):
+    """A data-parallel training step of an equinox model (`make_step`).
+
+    `step(model, opt_state, batch, key=None)` returns `(model, opt_state, loss, aux)`,
+    shaped as on one device in every mode: the model trained by one step (an ordinary
+    model, its arrays replicated over the devices; `explicit`'s on its Explicit mesh),
+    the optimiser's state, the loss of the global batch (a scalar) and the loss's `aux`
+    (None where `make_step` was given no `aux`), its per-sample values along the global
+    batch. `model` and `opt_state` may be on the host (the first call) or as a step
+    returned them; `batch` is the global batch, on the host or on the devices.
+    """
+
+    loss: ModelLoss = eqx.field(static=True)
+    optimiser: optax.GradientTransformation = eqx.field(static=True)
+    mode: AbstractMode = eqx.field(static=True)
+    devices: tuple = eqx.field(static=True)
+    aux: Any = eqx.field(static=True, default=None)
+    donate: bool = eqx.field(static=True, default=False)
+    # The params-style steps made so far, each with the rest of the model it was made for.
+    steps: list[tuple[Any, ParallelStep]] = eqx.field(static=True, default_factory=list)
+
+    @staticmethod
+    def partition(model: Any) -> tuple[Any, Any]:
+        """`(trained, rest)` of `model`: its floating-point arrays, and everything else."""
+        return eqx.partition(model, eqx.is_inexact_array)
+
+    def init(self, model: Any) -> Any:
+        """The optimiser's state for what the step trains of `model` (its floating-point
+        arrays): `optimiser.init(eqx.filter(model, eqx.is_inexact_array))`."""
+        return self.optimiser.init(self.partition(model)[0])
+
+    def parallel_step(self, rest: Any, keyed: bool) -> ParallelStep:
+        """The params-style step (`make_params_step`) that trains a model whose untrained
+        part is `rest`, with a key or without: made at its first use, then reused while
+        `rest` is equal (`eqx.tree_equal`)."""
+        for known, step in self.steps:
+            if step.layout.keyed == keyed and bool(eqx.tree_equal(known, rest)):
+                return step
+        step = make_params_step(
+            params_loss(self.loss, self.aux is not None),
+            self.optimiser,
+            self.mode,
+            self.devices,
+            static=rest,
+            donate=self.donate,
+            aux=PER_SAMPLE if self.aux is None else self.aux,
+            keyed=keyed,
+        )
+        self.steps.append((rest, step))
+        return step
+
+    def __call__(self, model: Any, opt_state: Any, batch: Any, key: Any = None) -> tuple:
+        """One training step: `(model, opt_state, loss, aux)` (see the class)."""
+        check_batch(batch, len(self.devices))
+        params, rest = self.partition(model)
+        step = self.parallel_step(rest, keyed=key is not None)
+        out = step(*step.place_args(params, opt_state, batch, key))
+        params, opt_state, value, aux = step.without_device_axis(out)
+        return eqx.combine(params, rest), opt_state, value, aux
+
+
+def make_step(
+    loss: ModelLoss,
+    optimiser: optax.GradientTransformation,
+    mode: "str | AbstractMode",
+    devices: Sequence[jax.Device],
+    *,
+    aux: Any = None,
+    donate: bool = False,
+) -> FilterStep:
+    """The data-parallel training step of an equinox model, in any mode, the optax
+    update inside the compiled step (`FilterStep`):
+    `model, opt_state, loss, aux = step(model, opt_state, batch, key)`.
+
+    - `loss`: `loss(model, batch, key) -> value`, or `-> (value, aux)` where `aux` is
+      given. `model` is the model, `batch` the device's share of the global batch
+      (every leaf split along its first axis), `key` the call's key (None for a call
+      without one), folded with the device's index where the loss runs once per device
+      (`pmap`, `shard_map`). `value` is a scalar mean, averaged over devices, or an
+      `odestudy.Mean(total, count)`, whose sums and counts are added over devices
+      first: the global mean's loss and gradients whatever each device holds (a masked
+      loss, for example).
+    - `optimiser`: an optax transformation; `step.init(model)` gives its state.
+    - `mode`: an `AbstractMode`, or its name (one of `MODES`); a one-line ValueError
+      where the running JAX cannot run it.
+    - `devices`: the devices to use (exactly one for `single`).
+    - `aux`: None (the default): the loss returns its value alone. Else the loss returns
+      `(value, aux)` and this says what `aux` holds: `"per_sample"` (every leaf has the
+      batch on its first axis), `"scalar"` (a mean over the batch, such as an accuracy:
+      averaged over devices), or a pytree prefix of `aux` made of these.
+    - `donate`: the step reuses the buffers of the model's floating-point arrays and the
+      optimiser state it is given (they are gone after the call).
+
+    The model's floating-point arrays are trained, the rest kept
+    (`eqx.partition(model, eqx.is_inexact_array)`); a model whose rest changes gets a
+    step compiled for it, as `eqx.filter_jit` does.
+    """
+    mode = parse_mode(mode)
+    check_here(mode)
+    devices = tuple(devices)
+    if not mode.multi_device and len(devices) != 1:
+        raise ValueError(f"mode {mode.name!r} runs on 1 device, got {len(devices)}")
+    if not callable(loss):
+        raise ValueError(f"the loss must be callable as loss(model, batch, key), got {loss!r}")
+    if not (hasattr(optimiser, "init") and hasattr(optimiser, "update")):
+        raise ValueError(f"the optimiser must be an optax transformation, got {optimiser!r}")
+    if aux is not None:
+        check_layout(Layout(aux))
+    return FilterStep(loss, optimiser, mode, devices, aux, donate)
