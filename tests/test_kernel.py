@@ -153,9 +153,13 @@ def test_kernel_matches_diffrax_per_sample():
     """Per sample on padded irregular grids against diffrax's default solve (its own
     step bound, recursive checkpointing)."""
     field, ts, y0 = _inputs("per_sample", "pid")
-    ours = _run(field, ts, y0, Solve("pid", _structure("kernel", "per_sample", "pid"), PROBLEM))
-    theirs = _run(field, ts, y0, Solve("pid", Structure(max_steps=64), PROBLEM))
-    _assert_same(ours, theirs)
+    # At PROBLEM's rtol one series' step is accepted by diffrax and rejected by the fused
+    # solve (whose step counts the kernel solve's match): an error norm at 1 to float32
+    # rounding. At 3e-5 no decision is that close; 3 to 7 steps.
+    problem = _Problem(rtol=3e-5)
+    ours = _run(field, ts, y0, Solve("pid", _structure("kernel", "per_sample", "pid"), problem))
+    theirs = _run(field, ts, y0, Solve("pid", Structure(max_steps=64), problem))
+    _assert_same(ours, theirs, steps_at_least=3)
 
 
 class _Tight(Oscillator):
