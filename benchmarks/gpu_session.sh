@@ -16,10 +16,20 @@
 # the workload map on one GPU, as `make map-fused`: per controller of $MAP_CONTROLLERS and
 # workload of $MAP_WORKLOADS, the default, the recommended step and the recommended step
 # run by the fused solve; records under results/map/<machine>/fused/, packed with the
-# machine's probes into $OUT/gpu_map.tgz). Records land in $RESULTS (default results-gpu-machine/, a fresh folder, so
-# that no record of another machine is resumed); after each part they are packed into
-# $OUT/gpu_results.tgz when $OUT is set (and every 60 s), so that a command cut off by
-# its time limit still returns what finished. The exit status is the last failed part's
+# machine's probes into $OUT/gpu_map.tgz), kernel (the kernel solve, `integrator=kernel`:
+# one Pallas kernel per solve and one per reverse pass, against diffrax's default step,
+# the recommended step run by diffrax's loop and the fused solve's own reverse loop, PID,
+# one GPU, per scale of $KERNEL_SCALES, quick then seed: $KERNEL_LEVERS of
+# benchmarks/levers.py, each trained to its own final loss, with the kernels each step
+# launches; records levers/gpu-pid-<scale>-kernel.json (gpu: $KERNEL_DEVICE), packed
+# after each scale, so that a call cut off during seed returns quick's, and
+# KERNEL_SCALES=seed runs the rest), kernelsweep (the one-GPU batch sweep of the kernel
+# solve per sample and within-ODE, per-device batch $SWEEP_BATCHES, PID:
+# step_cost/gpu-pid-kernel.json and gpu-pid-within_ode+kernel.json). Records land in
+# $RESULTS (default results-gpu-machine/, a fresh folder, so that no record of another
+# machine is resumed); after each part they are packed into $OUT/gpu_results.tgz when
+# $OUT is set (and every 60 s), so that a command cut off by its time limit still
+# returns what finished. The exit status is the last failed part's
 # (0 when every part ran).
 #
 # The best step (the recommended one, `odestudy.recommended`; `--recommended`), for a
@@ -41,6 +51,7 @@
 #
 # Run order: install, cpubest, sweep, predictbest, each its own command (cpubest first if
 # time is short: its rows are measured on real cores, the GPU's beyond one are predicted).
+# The kernel solve's share: install, kernel, kernelsweep, each its own command.
 #
 # Sizes can be set (tests/test_pipeline.py runs the CPU parts tiny): COST_SCALE (quick;
 # the trained model of every step-cost sweep and of `sweep` and `predictbest`),
@@ -49,7 +60,10 @@
 # (its all-reduce latencies), CPU_SCALE, CPU_SELECT and CPU_RUNS (`cpu` and `cpubest`: the
 # rows and runs per row; default the matrix's), SWEEP_CONTROLLERS, SWEEP_BATCHES and
 # SWEEP_DEVICE (`sweep` and `predictbest`: gpu; the test runs them on cpu),
-# PREDICT_DEVICES (`predict` and `predictbest`).
+# PREDICT_DEVICES (`predict` and `predictbest`), KERNEL_SCALES, KERNEL_LEVERS,
+# KERNEL_BLOCKS and KERNEL_STEPS (`kernel`), KERNEL_DEVICE (`kernel` and `kernelsweep`:
+# gpu; on cpu the kernels run in Pallas's interpret mode, a dry run that times nothing a
+# GPU would; tests/test_pipeline.py runs `kernelsweep` so, tiny).
 set -u
 PY=${GPU_PYTHON:-python3}
 RESULTS=${RESULTS:-results-gpu-machine}
@@ -68,6 +82,11 @@ COLLECTIVE_ITERATIONS=${COLLECTIVE_ITERATIONS:-2000}
 LEVER_SCALES=${LEVER_SCALES:-quick seed}
 LEVERS_quick=${LEVERS_quick:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused_accepted(64),within_ode+fused_accepted(64)+fastact,within_ode+fused(64)+cmdbuf"}
 LEVERS_seed=${LEVERS_seed:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused_accepted(64),within_ode+fused_accepted(64)+fastact"}
+KERNEL_SCALES=${KERNEL_SCALES:-quick seed}
+KERNEL_LEVERS=${KERNEL_LEVERS:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused_accepted(64),kernel(64),within_ode+kernel(64)"}
+KERNEL_DEVICE=${KERNEL_DEVICE:-gpu}
+KERNEL_BLOCKS=${KERNEL_BLOCKS:-6}
+KERNEL_STEPS=${KERNEL_STEPS:-10}
 PREDICT_DEVICES=${PREDICT_DEVICES:-2 4 8}
 SWEEP_CONTROLLERS=${SWEEP_CONTROLLERS:-pid stepto}
 SWEEP_BATCHES=${SWEEP_BATCHES:-4,16,64,256,1024,4096}
@@ -110,6 +129,28 @@ levers() {  # the PID step's levers on one GPU, per scale of $LEVER_SCALES
   for sc in $LEVER_SCALES; do variants="LEVERS_$sc"; $PY benchmarks/levers.py --device gpu \
     --controller pid --scale "$sc" --variants "${!variants}" --blocks 6 --steps-per-block 10 \
     --out "$dir/levers/gpu-pid-$sc.json" || r=1; pack; done
+  return $r
+}
+
+kernel() {  # the kernel solve against the fused solve and diffrax, PID, one GPU, per scale
+  local dir sc r=0; dir=$(here) || return 1
+  for sc in $KERNEL_SCALES; do $PY benchmarks/levers.py --device "$KERNEL_DEVICE" \
+    --controller pid --scale "$sc" --variants "$KERNEL_LEVERS" --blocks "$KERNEL_BLOCKS" \
+    --steps-per-block "$KERNEL_STEPS" --out "$dir/levers/$KERNEL_DEVICE-pid-$sc-kernel.json" \
+    || r=1; pack; done
+  return $r
+}
+
+kernelsweep() {  # the kernel solve's one-GPU batch sweep, per sample and within-ODE (PID)
+  local dir label solve r=0; dir=$(here) || return 1
+  for label in kernel within_ode+kernel; do
+    solve=per_sample; [ "$label" = kernel ] || solve=within_ode
+    $PY benchmarks/step_cost.py --device "$KERNEL_DEVICE" --controller pid --scale "$COST_SCALE" \
+      --levers "{\"solve\": \"$solve\", \"integrator\": \"kernel\", \"adjoint\": \"accepted_steps\", \"max_steps\": 64}" \
+      --batches "$SWEEP_BATCHES" --timed-steps "$COST_TIMED_STEPS" --label "$label" \
+      --out "$dir/step_cost/$KERNEL_DEVICE-pid-$label.json" || r=1
+    pack
+  done
   return $r
 }
 
@@ -196,7 +237,9 @@ for part in "$@"; do
         --recommended --results "$RESULTS" --select "$CPU_SELECT" ${CPU_RUNS:+--runs "$CPU_RUNS"} ;;
     sweep) sweep ;;
     predictbest) predictbest ;;
-    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu levers predict mapfused cpubest sweep predictbest" >&2
+    kernel) kernel ;;
+    kernelsweep) kernelsweep ;;
+    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu levers predict mapfused cpubest sweep predictbest kernel kernelsweep" >&2
        exit 2 ;;
   esac
   rc=$?

@@ -8,7 +8,8 @@ where it saves; its adjoint; its step bound `max_steps`, which also sizes diffra
 default checkpointing, about sqrt(2 max_steps) checkpoints: 90 at 4096, 10 at 64;
 Tsit5's stage loop; the package's fused solve, `integrator=fused`, and its reverse
 modes (`accepted_steps`: its own reverse loop, `measure/replay.py`, each step's reverse
-by hand for an MLP field with `mlp_reverse`, `measure/mlp_reverse.py`); and buffer
+by hand for an MLP field with `mlp_reverse`, `measure/mlp_reverse.py`); the kernel
+solve, `integrator=kernel`, `measure/kernel.py`, a GPU's; and buffer
 donation; the model's activations by their faster equivalents, `fast_activations`),
 JAX's default matmul precision, and XLA flags (the CPU backend's legacy
 runtime instead of thunks, single-threaded Eigen, XNNPACK). Flags are read once when
@@ -241,6 +242,23 @@ VARIANTS = {
         "xla_flags": CMDBUF_WHILE,
     },
     "within_ode+fused_scan": {"solve": "within_ode", "integrator": "fused", "adjoint": "scan"},
+    # The kernel solve (`measure/kernel.py`): the solve and its reverse pass as one Pallas
+    # kernel each, a block of series per program instance (per sample) or the batch as
+    # one (within-ODE). For a GPU: on a CPU it runs in Pallas's interpret mode.
+    "kernel(64)": {"integrator": "kernel", "adjoint": "accepted_steps", "max_steps": 64},
+    "within_ode+kernel(64)": {
+        "solve": "within_ode",
+        "integrator": "kernel",
+        "adjoint": "accepted_steps",
+        "max_steps": 64,
+    },
+    "within_ode+kernel(64)+fastact": {
+        "solve": "within_ode",
+        "integrator": "kernel",
+        "adjoint": "accepted_steps",
+        "max_steps": 64,
+        "fast_activations": True,
+    },
     # The floor: StepTo's Tsit5 arithmetic as a lax.scan over the grid (no diffrax loop).
     "scan": {"solve": "scan"},
     "scan(unroll=2)": {"solve": "scan", "unroll": 2},

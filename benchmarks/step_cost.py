@@ -7,9 +7,10 @@ executed iterations against the batch). A benchmark, not a test.
 
 Set XLA_FLAGS before starting it to compare compiler options (recorded in the output).
 `--recommended` sweeps the recommended step (`odestudy.recommended`) instead of the
-default; `--results` starts from the trained model of the scenario's 1-device row
-recorded there (`odestudy matrix`, `odestudy run`), where it may stand for it, instead
-of training.
+default, `--levers` a step with the levers it names (as a variant of
+`benchmarks/levers.py` names them: the kernel solve's, say); `--results` starts from the
+trained model of the scenario's 1-device row recorded there (`odestudy matrix`,
+`odestudy run`), where it may stand for it, instead of training.
 """
 
 import argparse
@@ -39,20 +40,32 @@ def main() -> None:
         help="start from the trained state of the scenario's 1-device row recorded here, "
         "where it may stand for it (same machine, versions, protocol); else train",
     )
+    p.add_argument(
+        "--levers",
+        default=None,
+        help="Scenario fields of the step as JSON, as a variant of benchmarks/levers.py "
+        'gives them (the kernel solve: {"integrator": "kernel", "adjoint": '
+        '"accepted_steps", "max_steps": 64})',
+    )
     p.add_argument("--label", default="", help="a name for this variant (e.g. XLA flags)")
     p.add_argument("--out", required=True, help="output JSON file")
     a = p.parse_args()
     if a.recommended and a.solve is not None:
         p.error("--recommended sets the solve; give either --recommended or --solve")
+    if a.recommended and a.levers is not None:
+        p.error("--recommended sets the levers; give either --recommended or --levers")
+    import json
+
     import odestudy
 
     odestudy.configure_devices(a.device, 1)
     from odestudy.measure.cost import step_cost_sweep
     from odestudy.predict import recorded_state
 
-    s = odestudy.Scenario(
-        device=a.device, controller=a.controller, scale=a.scale, solve=a.solve or "per_sample"
-    )
+    levers = json.loads(a.levers) if a.levers else {}
+    if a.solve is not None:
+        levers["solve"] = a.solve
+    s = odestudy.Scenario(device=a.device, controller=a.controller, scale=a.scale, **levers)
     if a.recommended:
         s = odestudy.recommended(s)
     state = recorded_state(s, a.results) if a.results else None

@@ -43,7 +43,7 @@ from .measure.recommended import (
     recommended_levers,
 )
 from .measure.scenario import SCALES, Scenario, validate
-from .measure.solvers import INTEGRATORS, AbstractIntegrator, Diffrax, Fused, Structure
+from .measure.solvers import INTEGRATORS, AbstractIntegrator, Diffrax, Fused, Kernel, Structure
 from .measure.step import make_local_step, make_parallel_step
 from .measure.training import run_scenario, train
 from .measure.tsit5 import StraightTsit5
@@ -85,6 +85,7 @@ __all__ = [
     "INTEGRATORS",
     "Diffrax",
     "Fused",
+    "Kernel",
     "MODES",
     "SCALES",
     "CollectiveCount",

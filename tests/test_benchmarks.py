@@ -104,8 +104,8 @@ def test_the_gpu_sessions_default_variants_are_levers_variants():
 
     levers = _script("levers.py")
     text = (ROOT / "benchmarks" / "gpu_session.sh").read_text()
-    defaults = re.findall(r'^LEVERS_\w+=\$\{LEVERS_\w+:-"([^"]+)"\}', text, flags=re.M)
-    assert len(defaults) == 2
+    defaults = re.findall(r'^(?:LEVERS_\w+|KERNEL_LEVERS)=\$\{\w+:-"([^"]+)"\}', text, flags=re.M)
+    assert len(defaults) == 3
     for label in ",".join(defaults).split(","):
         assert label in levers.VARIANTS or label in levers.RECOMMENDED_VARIANTS, label
 

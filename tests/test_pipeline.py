@@ -184,6 +184,32 @@ def test_gpu_session_best_step_parts_run_tiny(tmp_path):
     assert "1 reusable; 0 run(s) to do" in run.stdout.split("=== cpubest")[1], run.stdout[-3000:]
 
 
+@pytest.mark.long
+def test_gpu_session_kernel_sweep_runs_tiny_in_interpret_mode(tmp_path):
+    """Its kernel solve's batch sweep (`kernelsweep`) on the CPU at tiny sizes, the
+    kernels in Pallas's interpret mode: a step-cost record per batching, the kernel
+    solve's levers in its scenario."""
+    import json
+
+    from odestudy.study.records import machine_folder
+
+    run = _gpu_session(
+        ["kernelsweep"],
+        tmp_path,
+        KERNEL_DEVICE="cpu",
+        SWEEP_BATCHES="1,2",
+        COST_SCALE="smoke",
+        COST_TIMED_STEPS="1",
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    folder = machine_folder(tmp_path) / "step_cost"
+    for label, solve in (("kernel", "per_sample"), ("within_ode+kernel", "within_ode")):
+        sweep = json.loads((folder / f"cpu-pid-{label}.json").read_text())
+        s = Scenario.from_dict(sweep["scenario"])
+        assert (s.integrator, s.solve, s.adjoint) == ("kernel", solve, "accepted_steps")
+        assert [r["batch"] for r in sweep["rows"]] == [1, 2] and sweep["label"] == label
+
+
 def test_gpu_session_gpu_cost_part_runs_tiny(tmp_path):
     """Its GPU step-cost part at tiny sizes, where a GPU is present."""
     import shutil

@@ -14,7 +14,14 @@ import optax
 import pytest
 
 from odestudy import Scenario, VectorField, make_parallel_step
-from odestudy.measure.solvers import INTEGRATORS, Diffrax, Fused, Structure, parse_integrator
+from odestudy.measure.solvers import (
+    INTEGRATORS,
+    Diffrax,
+    Fused,
+    Kernel,
+    Structure,
+    parse_integrator,
+)
 from tests.helpers import dataset, one_step, step_scenario
 
 # (controller, structure) pairs, each against the default solve of its controller.
@@ -139,7 +146,7 @@ def test_donated_step_matches_and_consumes_its_inputs():
         (dict(integrator="fused", stages="unrolled"), "leave saveat at ts and stages at loop"),
         (dict(integrator="fused", adjoint="direct"), "takes adjoint all_steps, recursive, scan"),
         (dict(controller="stepto", solve="scan", integrator="fused"), "cannot use it"),
-        (dict(integrator="loop"), "valid choices: diffrax, fused"),
+        (dict(integrator="loop"), "valid choices: diffrax, fused, kernel"),
         (dict(saveat="all"), "valid choices: ts, dense, steps"),
         (dict(max_steps=0), "max_steps must be a whole number >= 1"),
     ],
@@ -152,9 +159,10 @@ def test_bad_structure_is_refused_at_construction(fields, message):
 def test_the_integrator_is_a_type_and_the_scenario_keeps_its_name():
     """A structure holds its integrator's type (parsed from its name at construction);
     a scenario and its record keep the name, so that records read as before."""
-    assert INTEGRATORS == {"diffrax": Diffrax, "fused": Fused}
+    assert INTEGRATORS == {"diffrax": Diffrax, "fused": Fused, "kernel": Kernel}
     for name, cls in INTEGRATORS.items():
-        s = Scenario(scale="smoke", integrator=name, adjoint="all_steps")
+        adjoint = "all_steps" if "all_steps" in cls.adjoints else cls.adjoints[0]
+        s = Scenario(scale="smoke", integrator=name, adjoint=adjoint)
         assert type(s.structure.integrator) is cls and s.to_dict()["integrator"] == name
         assert Structure(integrator=name) == Structure(integrator=cls())
         assert s.structure.fields() == {**dataclasses.asdict(s.structure), "integrator": name}
@@ -162,7 +170,9 @@ def test_the_integrator_is_a_type_and_the_scenario_keeps_its_name():
     old = {k: v for k, v in Scenario(scale="smoke").to_dict().items() if k != "integrator"}
     assert isinstance(Scenario.from_dict(old).structure.integrator, Diffrax)
     assert Structure().is_default and not Structure(integrator="fused").is_default
-    with pytest.raises(ValueError, match="integrator 'loop'; valid choices: diffrax, fused"):
+    with pytest.raises(
+        ValueError, match="integrator 'loop'; valid choices: diffrax, fused, kernel"
+    ):
         parse_integrator("loop")
 
 

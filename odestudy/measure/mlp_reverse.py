@@ -76,23 +76,29 @@ def forward(mlp: eqx.nn.MLP, x: Float[Array, "rows state"]) -> Float[Array, "row
     return _affine(mlp.layers[-1], x)
 
 
-def check(field: AbstractMLPField, key: Array, rows: int = 8) -> None:
-    """Raise a one-line ValueError unless `field`'s MLP is one this module runs and the
-    field's output at `rows` random states (from `key`) is `forward(field.mlp, y)` (to
-    float32 tolerance)."""
-    mlp = field.mlp
+def check_mlp(mlp: eqx.nn.MLP, who: str = "mlp_reverse") -> None:
+    """Raise a one-line ValueError, its first words `who` (the lever or integrator that
+    needs it), unless `mlp` is one this module runs: depth at least 1, unscanned, vector
+    input and output, one activation without parameters."""
     parameters = jax.tree.leaves(eqx.filter(mlp.activation, eqx.is_array))
     if mlp.depth < 1 or mlp.scan or parameters or "scalar" in (mlp.in_size, mlp.out_size):
         raise ValueError(
-            "mlp_reverse: the field's MLP needs depth >= 1, scan=False, vector input and "
+            f"{who}: the field's MLP needs depth >= 1, scan=False, vector input and "
             "output and one elementwise activation without parameters"
         )
+
+
+def check(field: AbstractMLPField, key: Array, rows: int = 8, who: str = "mlp_reverse") -> None:
+    """Raise a one-line ValueError (its first words `who`) unless `field`'s MLP is one
+    this module runs (`check_mlp`) and the field's output at `rows` random states (from
+    `key`) is `forward(field.mlp, y)` (to float32 tolerance)."""
+    mlp = field.mlp
+    check_mlp(mlp, who)
     y = jax.random.normal(key, (rows, int(mlp.in_size)))
     own = jax.vmap(lambda yi: field(None, yi, None))(y)
     if not jnp.allclose(own, forward(mlp, y), rtol=1e-4, atol=1e-6):
         raise ValueError(
-            f"mlp_reverse: {type(field).__name__} does not compute dy/dt = mlp(y) "
-            "(no final activation)"
+            f"{who}: {type(field).__name__} does not compute dy/dt = mlp(y) (no final activation)"
         )
 
 

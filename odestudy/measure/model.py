@@ -148,10 +148,13 @@ def solve_batch(
     args: Any = None,
 ) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
     """Each series of a batch solved on its own (vmap of `solve`; with
-    `spec.structure.solve="scan"` of `solve_scan`); `args`: the field's third argument
+    `spec.structure.solve="scan"` of `solve_scan`; an integrator that takes the batch
+    together, `solves_batch`, its own `solve_batch`); `args`: the field's third argument
     per series (the batch on its first axis), or None. Returns `(ys, num_steps)` with
     `num_steps` of shape `(batch,)`."""
     structure = spec.structure
+    if structure.integrator.solves_batch:
+        return structure.integrator.solve_batch(model, ts, y0, spec, args)
     if structure.solve == "scan":
         one = functools.partial(
             solve_scan, unroll=structure.unroll, time_dependent=spec.problem.time_dependent

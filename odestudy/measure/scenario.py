@@ -329,8 +329,10 @@ class Scenario:
     )
     integrator: str = _field(
         "diffrax",
-        "diffrax (diffeqsolve) or fused (Tsit5 and the controller as one loop carrying "
-        "only what a step needs; adjoint all_steps, recursive or scan)",
+        "diffrax (diffeqsolve), fused (Tsit5 and the controller as one loop carrying "
+        "only what a step needs; adjoint all_steps, recursive or scan) or kernel (the "
+        "solve and its reverse as one Pallas kernel each, for an MLP field; adjoint "
+        "accepted_steps; interpret mode on a CPU)",
         tag="int",
         choices=INTEGRATORS,
         lever=True,

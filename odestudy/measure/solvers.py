@@ -1,6 +1,6 @@
 """The solve's structure: how diffrax saves, differentiates and bounds a solve
 (`Structure`), which loop runs it (the integrators as types: `AbstractIntegrator`,
-`Diffrax`, `Fused`), and which structures a controller
+`Diffrax`, `Fused`, `Kernel`), and which structures a controller
 (`controllers.AbstractController`) can run."""
 
 import abc
@@ -13,7 +13,7 @@ import equinox as eqx
 import jax
 from jaxtyping import Array, Int
 
-from . import fused, replay
+from . import fused, kernel, replay
 from .controllers import AbstractController, on_grid_names
 from .registry import Registered, lookup
 from .tsit5 import StraightTsit5
@@ -34,7 +34,8 @@ SAVEATS = ("ts", "dense", "steps")
 # step (`checkpoints=max_steps`: no recomputation, no conditional), or `DirectAdjoint`.
 # A `lax.scan` over `max_steps` storing every step (`scan`), or rematerialising each
 # (`checkpointed_scan`), is the fused loop's alone (each integrator's `adjoints`), as is
-# its own reverse loop replaying only the accepted steps (`accepted_steps`, `replay.py`).
+# its own reverse loop replaying only the accepted steps (`accepted_steps`, `replay.py`;
+# the kernel solve's reverse kernel replays them too, `kernel.py`).
 ADJOINTS = ("recursive", "all_steps", "direct", "scan", "checkpointed_scan", replay.ADJOINT)
 # How Tsit5 runs its stages within a solver step: diffrax's default, a checkpointed
 # while loop over the stages (`scan_kind=None`), equinox's bounded loop
@@ -85,12 +86,19 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
     - `adjoints`: the reverse modes it takes (`Structure.adjoint`, of `ADJOINTS`).
     - `own_saving`: it saves at the observation times and runs Tsit5's stages as
       straight-line code itself: `saveat` and `stages` stay at their defaults.
+    - `solves_batch`: one solve per sample is its own `solve_batch` (the batch's series
+      together), not `solve` under `vmap` (`model.solve_batch`).
+    - `mlp_field`: it runs a field that is an MLP of the state alone
+      (`odestudy.AbstractMLPField`), which the study checks before compiling
+      (`training.check_mlp_fields`).
     """
 
     name: eqx.AbstractClassVar[str]
     label: eqx.AbstractClassVar[str]
     adjoints: eqx.AbstractClassVar[tuple[str, ...]]
     own_saving: eqx.AbstractClassVar[bool]
+    solves_batch: ClassVar[bool] = False
+    mlp_field: ClassVar[bool] = False
 
     @abc.abstractmethod
     def solve(
@@ -107,6 +115,20 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
         Returns `(ys, num_steps)`: the states at `ts` (the times on the first axis) and
         the solver's forward step count.
         """
+
+    def solve_batch(
+        self,
+        field: Callable[..., Any],
+        ts: Array,
+        y0: Array,
+        spec: SolveSpec,
+        args: Any = None,
+    ) -> tuple[Array, Int[Array, " batch"]]:
+        """Each series of a batch solved on its own, where the integrator takes the
+        batch together (`solves_batch`): `ts` of shape `(batch, n_times)`, `y0` of
+        shape `(batch, state)`, `args` per series or None. Returns `(ys, num_steps)`,
+        the batch first in both."""
+        raise NotImplementedError(f"{self.label} solves one series at a time")
 
     def check(self, structure: "Structure", controller: AbstractController) -> None:
         """Raise a one-line ValueError if it cannot run `structure` with `controller`:
@@ -189,6 +211,49 @@ class Fused(AbstractIntegrator):
         if not controller.fused:
             raise ValueError(
                 f"the fused loop has no controller {controller.name!r}: it needs "
+                f"integrator={Diffrax.name!r}"
+            )
+        if structure.solve == "scan":
+            raise ValueError(
+                f"integrator={self.name!r} is a solve of its own: solve='scan' cannot use it"
+            )
+        super().check(structure, controller)
+
+
+class Kernel(AbstractIntegrator):
+    """The kernel solve (`kernel.py`): the whole solve of a block of series as one Pallas
+    kernel and its reverse pass as one more (replaying the accepted steps, each step's
+    reverse by hand), for a field that is an MLP of the state (`odestudy.AbstractMLPField`;
+    any other is refused while tracing). PID (bounded by `structure.max_steps`, with the
+    problem's tolerances) where the controller is `adaptive`, else StepTo; the controllers
+    the fused loop runs (`AbstractController.fused`). One solve per sample takes a block
+    of series per program instance (`solve_batch`); within-ODE the batch is one program.
+    Its reverse pass is its own (`adjoint="accepted_steps"`, as `replay.py`'s). On a CPU
+    it runs in Pallas's interpret mode (`kernel.interpret_mode`)."""
+
+    name: ClassVar[str] = "kernel"
+    label: ClassVar[str] = "the kernel solve"
+    adjoints: ClassVar[tuple[str, ...]] = (replay.ADJOINT,)
+    own_saving: ClassVar[bool] = True
+    solves_batch: ClassVar[bool] = True
+    mlp_field: ClassVar[bool] = True
+
+    def solve(self, field, ts, y0, spec, args=None):
+        del args  # an MLP field reads neither its time nor its args
+        problem = spec.problem
+        bounds = (problem.rtol, problem.atol, spec.structure.max_steps)
+        return kernel.solve(field, ts, y0, spec.controller.adaptive, *bounds)
+
+    def solve_batch(self, field, ts, y0, spec, args=None):
+        del args
+        problem = spec.problem
+        bounds = (problem.rtol, problem.atol, spec.structure.max_steps)
+        return kernel.solve_batch(field, ts, y0, spec.controller.adaptive, *bounds)
+
+    def check(self, structure, controller):
+        if not controller.fused:
+            raise ValueError(
+                f"the kernel solve has no controller {controller.name!r}: it needs "
                 f"integrator={Diffrax.name!r}"
             )
         if structure.solve == "scan":

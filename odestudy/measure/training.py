@@ -145,22 +145,22 @@ def fast_activations(problem: AbstractODEProblem, model: Any) -> Any:
     return model
 
 
-def check_mlp_fields(problem: AbstractODEProblem, model: Any) -> None:
+def check_mlp_fields(problem: AbstractODEProblem, model: Any, who: str = "mlp_reverse") -> None:
     """A `ProblemError` unless `model` holds an `AbstractMLPField` and each it holds
     computes its MLP (`mlp_reverse.check`, on 8 random states), so that the lever
-    `mlp_reverse` is refused before anything compiles where it cannot run."""
+    `mlp_reverse`, or an integrator that runs MLP fields alone (`who`, as the message
+    names it: `integrator='kernel'`), is refused before anything compiles where it
+    cannot run."""
     fields = [
         leaf
         for leaf in jax.tree.leaves(model, is_leaf=lambda x: isinstance(x, AbstractMLPField))
         if isinstance(leaf, AbstractMLPField)
     ]
     if not fields:
-        raise ProblemError(
-            problem, "model", "mlp_reverse: the model holds no odestudy.AbstractMLPField"
-        )
+        raise ProblemError(problem, "model", f"{who}: the model holds no odestudy.AbstractMLPField")
     for field in fields:
         try:
-            mlp_reverse.check(field, jr.PRNGKey(0))
+            mlp_reverse.check(field, jr.PRNGKey(0), who=who)
         except ValueError as error:
             raise ProblemError(problem, "model", str(error)) from None
 
@@ -202,6 +202,8 @@ def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup
         model = fast_activations(problem, model)
     if s.mlp_reverse:
         check_mlp_fields(problem, model)
+    if s.structure.integrator.mlp_field:
+        check_mlp_fields(problem, model, f"integrator={s.integrator!r}")
     params, static = eqx.partition(model, eqx.is_inexact_array)
     if check:
         check_parts(s, problem, data, params, static)

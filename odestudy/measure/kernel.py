@@ -1,0 +1,668 @@
+"""The kernel solve (`integrator="kernel"`): the whole adaptive Tsit5 solve of a block of
+series as one Pallas kernel (`jax.experimental.pallas`), and its reverse pass as one
+more, for a field that is an MLP of the state (`odestudy.AbstractMLPField`).
+
+On one GPU the fused solve (`fused.py`, `replay.py`) still runs as thousands of small
+kernels per training step, each while-loop iteration a trip to the host to test its
+condition: the step is bound by launches, not by its arithmetic. Here each direction
+is one `pallas_call`:
+
+- **Forward.** Each program instance takes a block of series (`BLOCK` rows, one
+  controller per row: one solve per sample) or the whole batch (within-ODE: one
+  controller, the error norm over every series). The MLP's weights are read once, before
+  the loop, and stay in the kernel (on a GPU: registers and shared memory). The loop is
+  `fused.solve_pid`'s, row by row: Tsit5's stages as straight-line code
+  (`fused.tsit5_stages`), diffrax's `PIDController` rule (integral control, the error's
+  RMS norm, NaN rejected), its clipping of the last step (`fused._clip_floor`), and
+  Tsit5's interpolant at the observation times inside each accepted step. Under StepTo
+  it is a loop over the grid's intervals, each step's end saved. A row past `max_steps`
+  is NaN at the times it did not reach, as the fused solve gives. Per iteration it
+  stores, in a slot of buffers of `max_steps` rows, each row's step bounds, start state
+  and seven stage values, and whether the row kept the step (a slot is reused where no
+  row of the block kept it; within-ODE the slots are the accepted steps).
+- **Reverse.** One kernel replays the slots last to first, as `replay.py` does with
+  `mlp_reverse`: per step the interpolation's cotangents (Tsit5's interpolant is linear
+  in the start state and the stages), the six stages' states rebuilt from the stored
+  stage values, the MLP's forward pass at each, and its reverse written by hand (input
+  gradients layer by layer, each layer's weight gradient a product over the block's
+  rows), a row that did not keep the slot's step passing its cotangents through. No
+  rejected step and no controller runs again (diffrax's controller stops the step
+  sizes' gradient). Each program writes its block's weight gradients, summed over its
+  rows; the blocks' sums are added after the kernel. `jax.custom_vjp`
+  (`eqx.filter_custom_vjp`) joins the two, with the gradients of the MLP's arrays and
+  the initial state.
+
+The shapes are the GPU's (Pallas's Triton backend takes arrays whose sizes are powers of
+two, and matrix products with every side at least 16): rows are padded to the block
+(copies of the last series, left out of the within-ODE norm), the times to a power of
+two (repeats of the last time, the padding rule of `problem.observed`), the state and
+every layer to at least `MIN_WIDTH` (zeros, which the padded weights keep zero), the
+buffers to a power of two. The CPU runs the same kernels in Pallas's interpret mode
+(`interpret=True`, chosen where JAX's default backend is the CPU: the kernel's program
+evaluated as XLA operations, a loop over the grid), which is how the tests run it.
+
+Only fields built from an MLP run here: `rows_of` refuses another field, or an MLP the
+kernels do not run (`mlp_reverse.check_mlp`), with a one-line ValueError while tracing,
+before anything compiles; `training.check_mlp_fields` refuses a model without one, or a
+field that does not compute its MLP, before tracing. It takes the place of neither the
+fused solve nor diffrax's loop.
+"""
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jaxtyping import Array, Float, Int
+
+from . import mlp_reverse
+from .fused import _A, _clip_floor, tsit5_stages
+from .mlp_reverse import AbstractMLPField
+
+# Series per program instance under one solve per sample: a block's rows step together
+# (as `vmap` of the fused loop), each with its own controller; on a GPU at least 16, the
+# least side of a matrix product in Pallas's Triton backend.
+BLOCK = 16
+# The least width of the state and of every layer inside the kernels (zeros padded).
+MIN_WIDTH = 16
+# How the kernel solve's errors name it (its scenario field).
+WHO = "integrator='kernel'"
+_STAGES = 7  # Tsit5's stage values per step (the first is the FSAL stage)
+_SLOT = 8  # buffer rows per slot: the seven stage values, then the start state
+# diffrax's `PIDController` defaults (integral control only: `icoeff=1`, no memory).
+_SAFETY, _FACTORMIN, _FACTORMAX, _ERROR_ORDER = 0.9, 0.2, 10.0, 5
+
+
+def _pow2(n: int) -> int:
+    """The least power of two at least `n` (at least 1)."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _width(n: int) -> int:
+    """A dimension's size inside the kernels: a power of two, at least `MIN_WIDTH`."""
+    return max(MIN_WIDTH, _pow2(n))
+
+
+class Config(NamedTuple):
+    """What a kernel is compiled for (static): the controller, the blocking and the
+    problem's sizes before padding.
+
+    - `adaptive`: PID (else StepTo: one step per interval of the grid).
+    - `shared`: one controller for the whole batch (within-ODE), else one per row.
+    - `rtol`, `atol`, `max_steps`: the PID solve's tolerances and step bound.
+    - `n_times`, `rows`, `state`: the grid's times, the series and the state's size.
+    - `block`: rows per program instance; `programs`: program instances.
+    - `activation`: the MLP's (elementwise) activation.
+    - `interpret`: run in Pallas's interpret mode (the CPU).
+    """
+
+    adaptive: bool
+    shared: bool
+    rtol: float
+    atol: float
+    max_steps: int
+    n_times: int
+    rows: int
+    state: int
+    block: int
+    programs: int
+    activation: Callable[[Array], Array]
+    interpret: bool
+
+    @property
+    def slots(self) -> int:
+        """Rows of the step buffers: PID's iterations, or StepTo's intervals."""
+        return _pow2(self.max_steps if self.adaptive else max(self.n_times - 1, 1))
+
+
+def interpret_mode() -> bool:
+    """Whether the kernels run in Pallas's interpret mode: where JAX's default backend is
+    the CPU (Pallas compiles kernels for GPUs and TPUs only)."""
+    return jax.default_backend() == "cpu"
+
+
+def rows_of(field: Any) -> tuple[eqx.nn.MLP, Array | None]:
+    """The MLP of `field` and each row's time scale: a batch's field (within-ODE
+    batching, `model._BatchField`: row `b` moves at `speed[b] * mlp(y[b])`) or an
+    `AbstractMLPField` (scale None); a one-line ValueError for any other field."""
+    batch = hasattr(field, "mlp_rows")  # within-ODE batching's field
+    model = field.model if batch else field
+    if not isinstance(model, AbstractMLPField):
+        raise ValueError(
+            f"{WHO}: the vector field ({type(model).__name__}) is not an "
+            "odestudy.AbstractMLPField (dy/dt = mlp(y)); use integrator='fused' or 'diffrax'"
+        )
+    mlp_reverse.check_mlp(model.mlp, WHO)
+    return model.mlp, (field.mlp_rows().scale if batch else None)
+
+
+# --- the MLP inside the kernels: weights as a flat list [W0, b0, W1, b1, ...], each
+# weight (out, in) and each bias (1, out).
+
+
+def _dot_t(x: Array, w: Array) -> Array:
+    """`x @ w.T`: a layer's output from its input rows."""
+    return jax.lax.dot_general(x, w, (((1,), (1,)), ((), ())))
+
+
+def _mlp(weights: Sequence[Array], activation: Callable, x: Array, keep: bool = False):
+    """The MLP on the rows of `x`: `(out, inputs, derivatives)`, with `keep` each layer's
+    input and each hidden layer's activation derivative (else empty lists)."""
+    inputs: list[Array] = [x]
+    derivatives: list[Array] = []
+    layers = len(weights) // 2
+    for index in range(layers):
+        z = _dot_t(x, weights[2 * index]) + weights[2 * index + 1]
+        if index == layers - 1:
+            return z, inputs, derivatives
+        if keep:
+            x, derivative = jax.jvp(activation, (z,), (jnp.ones_like(z),))
+            inputs.append(x)
+            derivatives.append(derivative)
+        else:
+            x = activation(z)
+    raise AssertionError("an MLP has at least one layer")
+
+
+def _mlp_reverse(weights, g, inputs, derivatives, grads):
+    """The cotangent of the MLP's input rows from its output's `g`, and `grads` (the
+    weights' gradients so far) plus this pass's, each a product over the rows."""
+    grads = list(grads)
+    for index in range(len(weights) // 2 - 1, -1, -1):
+        grads[2 * index] = grads[2 * index] + jax.lax.dot_general(
+            g, inputs[index], (((0,), (0,)), ((), ()))
+        )
+        grads[2 * index + 1] = grads[2 * index + 1] + jnp.sum(g, axis=0, keepdims=True)
+        g = jnp.dot(g, weights[2 * index])
+        if index:
+            g = g * derivatives[index - 1]
+    return g, grads
+
+
+def _step_reverse(weights, activation, scale, h, y, fs, y1_bar, fs_bar, grads):
+    """One Tsit5 step's reverse by hand (`mlp_reverse.step_reverse`, stage by stage):
+    the cotangents of its start state and first stage and the weights' gradients plus
+    `grads`, given those of its end state (`y1_bar`) and seven stage values (`fs_bar`).
+    The stages' states are rebuilt from the stored values `fs` as the forward pass built
+    them."""
+    ks = [f * h for f in fs]
+    k_bar = list(fs_bar)
+    y_bar = jnp.zeros_like(y)
+    for stage in range(len(_A), 0, -1):
+        row = _A[stage - 1]
+        x = y + sum(a * k for a, k in zip(row, ks, strict=False) if a != 0.0)
+        _, inputs, derivatives = _mlp(weights, activation, x, keep=True)
+        g, grads = _mlp_reverse(weights, scale * k_bar[stage], inputs, derivatives, grads)
+        if stage == len(_A):  # Tsit5's last stage state is the step's end state
+            g = g + y1_bar
+        y_bar = y_bar + g
+        for j, a in enumerate(row):
+            if a != 0.0:
+                k_bar[j] = k_bar[j] + (a * h) * g
+    return y_bar, k_bar[0], grads
+
+
+# --- Tsit5's interpolant (diffrax's `_Tsit5Interpolation`), at every time of a row.
+
+
+def _theta(t: Array, tnext: Array, ts: Array) -> Array:
+    """Where each of `ts` lies in the step `[t, tnext]`, 0 to 1 (diffrax's
+    `linear_rescale`: 0 for a step of length 0)."""
+    same = t == tnext
+    return jnp.where(same, 0, ts - t) / jnp.where(same, 1, tnext - t)
+
+
+def _interpolation_weights(t: Array) -> list[Array]:
+    """The seven stages' weights in Tsit5's interpolant at `t` (0 to 1), diffrax's."""
+    return [
+        -1.0530884977290216
+        * t
+        * (t - 1.3299890189751412)
+        * (t**2 - 1.4364028541716351 * t + 0.7139816917074209),
+        0.1017 * t**2 * (t**2 - 2.1966568338249754 * t + 1.2949852507374631),
+        2.490627285651252793 * t**2 * (t**2 - 2.38535645472061657 * t + 1.57803468208092486),
+        -16.54810288924490272 * (t - 1.21712927295533244) * (t - 0.61620406037800089) * t**2,
+        47.37952196281928122 * (t - 1.203071208372362603) * (t - 0.658047292653547382) * t**2,
+        -34.87065786149660974 * (t - 1.2) * (t - 0.666666666666666667) * t**2,
+        2.5 * (t - 1) * (t - 0.6) * t**2,
+    ]
+
+
+def _interpolate(t, tnext, y, ks, ts):
+    """The step's interpolant at every time of `ts` (rows, times): shape (rows, times,
+    state)."""
+    weights = _interpolation_weights(_theta(t, tnext, ts))
+    acc = sum(w[..., None] * k[:, None, :] for w, k in zip(weights, ks, strict=True))
+    return y[:, None, :] + acc
+
+
+def _any(x: Array) -> Array:
+    """Whether any element of boolean `x` holds (a reduction the GPU backends take)."""
+    return jnp.max(x.astype(jnp.int32)) > 0
+
+
+# --- the controller, row by row or shared.
+
+
+def _adapt(cfg: Config, t, tnext, y, y1, error, t1, floor):
+    """`fused.PIDSteps.adapt` for each row (or, `shared`, for the batch as one state):
+    `(keep, t, tnext)` after a trial step from `(t, y)` to `(tnext, y1)` with `error`.
+    The error's norm reads the real state (and, shared, the real rows) alone."""
+    valid = jax.lax.broadcasted_iota(jnp.int32, y.shape, 1) < cfg.state
+    if cfg.shared:
+        valid = valid & (jax.lax.broadcasted_iota(jnp.int32, y.shape, 0) < cfg.rows)
+    error = jnp.where(jnp.isnan(error), jnp.inf, error)  # as diffrax: reject a NaN
+    nan = jnp.isnan(y1) & valid
+    if cfg.shared:
+        nan_y1, size = _any(nan), cfg.rows * cfg.state
+    else:
+        nan_y1, size = jnp.max(nan.astype(jnp.int32), axis=1, keepdims=True) > 0, cfg.state
+    y1 = jnp.where(nan_y1, y, y1)
+    scaled = error / (cfg.atol + jnp.maximum(jnp.abs(y), jnp.abs(y1)) * cfg.rtol)
+    squares = jnp.where(valid, scaled * scaled, 0)
+    total = jnp.sum(squares) if cfg.shared else jnp.sum(squares, axis=1, keepdims=True)
+    norm = jnp.sqrt(total) / math.sqrt(size)  # optimistix's `rms_norm`
+    keep = norm < 1
+    factor1 = (1 / norm) ** (1 / _ERROR_ORDER)
+    factormin = jnp.where(keep, 1, _FACTORMIN)
+    factormax = jnp.where(keep, _FACTORMAX, _SAFETY)
+    factor = jnp.clip(_SAFETY * factor1, factormin, factormax)
+    t_next = jnp.where(keep, tnext, t)
+    tnext_next = t_next + (tnext - t) * factor
+    t_next = jnp.minimum(t_next, t1)
+    clipped = jnp.where(keep, t1, t_next + 0.5 * (t1 - t_next))
+    tnext_next = jnp.where(tnext_next > floor, clipped, tnext_next)
+    return jnp.broadcast_to(keep, t.shape), t_next, tnext_next
+
+
+# --- the kernels. Inputs: the times (rows, times), the initial states (rows, state),
+# each row's time scale (rows, 1), the last time less 100 ULPs (rows, 1), then the
+# weights. PID's outputs: the saved states, the steps per row, the time reached, the
+# slots used, the slots' step bounds (2 per slot), kept flags and stage values (`_SLOT`
+# rows per slot); StepTo's: the saved states and the stage values.
+
+
+def _forward_kernel(cfg: Config, n_weights: int):
+    def kernel(ts_ref, y0_ref, scale_ref, floor_ref, *refs):
+        weights = [r[...] for r in refs[:n_weights]]  # read once: held in the kernel
+        out = refs[n_weights:]
+        ys_ref, stages_ref = out[0], out[-1]
+        scale = scale_ref[...]
+
+        def field(t, y, args):
+            return scale * _mlp(weights, cfg.activation, y)[0]
+
+        y0 = y0_ref[...]
+        f0 = field(None, y0, None)
+        ys_ref[...] = jnp.broadcast_to(y0[:, None, :], ys_ref.shape)
+
+        def store(slot, y, fs):
+            for j, f in enumerate(fs):
+                stages_ref[_SLOT * slot + j] = f
+            stages_ref[_SLOT * slot + _STAGES] = y
+
+        if not cfg.adaptive:
+
+            def interval(j, carry):
+                y, f = carry
+                t, tnext = ts_ref[:, pl.ds(j, 1)], ts_ref[:, pl.ds(j + 1, 1)]
+                y1, _, fs, _ = tsit5_stages(field, t, tnext, y, f, None)
+                store(j, y, fs)
+                ys_ref[:, pl.ds(j + 1, 1), :] = y1[:, None, :]
+                return y1, fs[-1]
+
+            jax.lax.fori_loop(0, cfg.n_times - 1, interval, (y0, f0))
+            return
+
+        steps_ref, end_ref, count_ref, times_ref, keep_ref = out[1:-1]
+        ts = ts_ref[...]
+        t0 = ts_ref[:, pl.ds(0, 1)]
+        t1 = ts_ref[:, pl.ds(cfg.n_times - 1, 1)]
+        floor = floor_ref[...]
+        tnext0 = jnp.minimum(t0 + (ts_ref[:, pl.ds(1, 1)] - t0), t1)  # `controller.init`
+        steps0 = jnp.zeros(t0.shape, jnp.int32)
+
+        def cond(c):
+            i, _, t, *_ = c
+            return (i < cfg.max_steps) & _any(t < t1)
+
+        def body(c):
+            i, slot, t, tnext, y, f, steps = c
+            active = t < t1
+            y1, error, fs, ks = tsit5_stages(field, t, tnext, y, f, None)
+            keep, t_next, tnext_next = _adapt(cfg, t, tnext, y, y1, error, t1, floor)
+            kept = keep & active
+            inside = kept & (ts > t) & (ts <= tnext)
+            at_times = _interpolate(t, tnext, y, ks, ts)
+            ys_ref[...] = jnp.where(inside[..., None], at_times, ys_ref[...])
+            times_ref[2 * slot] = t
+            times_ref[2 * slot + 1] = tnext
+            keep_ref[slot] = kept.astype(jnp.int32)
+            store(slot, y, fs)
+            return (
+                i + 1,
+                slot + _any(kept).astype(jnp.int32),
+                jnp.where(active, t_next, t),
+                jnp.where(active, tnext_next, tnext),
+                jnp.where(kept, y1, y),
+                jnp.where(kept, fs[-1], f),
+                steps + active.astype(jnp.int32),
+            )
+
+        zero = jnp.asarray(0, jnp.int32)
+        init = (zero, zero, t0, tnext0, y0, f0, steps0)
+        _, slot, t, _, _, _, steps = jax.lax.while_loop(cond, body, init)
+        steps_ref[...] = steps
+        end_ref[...] = t
+        count_ref[...] = jnp.broadcast_to(slot, count_ref.shape)
+
+    return kernel
+
+
+def _reverse_kernel(cfg: Config, n_weights: int):
+    def kernel(ts_ref, y0_ref, scale_ref, ys_bar_ref, *refs):
+        if cfg.adaptive:
+            count_ref, times_ref, keep_ref, stages_ref = refs[:4]
+            refs = refs[4:]
+        else:
+            stages_ref, refs = refs[0], refs[1:]
+        weights = [r[...] for r in refs[:n_weights]]
+        y0_bar_ref, grad_refs = refs[n_weights], refs[n_weights + 1 :]
+        scale, y0 = scale_ref[...], y0_ref[...]
+        ts, ys_bar = ts_ref[...], ys_bar_ref[...]
+        activation = cfg.activation
+
+        def load(slot):
+            fs = [stages_ref[_SLOT * slot + j] for j in range(_STAGES)]
+            return stages_ref[_SLOT * slot + _STAGES], fs
+
+        def replayed(slot, carry):
+            """The PID slot's steps replayed: rows that kept it, the others unchanged."""
+            y_bar, f_bar, grads = carry
+            t, tnext = times_ref[2 * slot], times_ref[2 * slot + 1]
+            kept = keep_ref[slot] > 0
+            y, fs = load(slot)
+            # A row that did not keep the step reads zeros (a rejected trial may hold
+            # infinities, and 0 * inf would reach the weights' sums).
+            y = jnp.where(kept, y, 0)
+            fs = [jnp.where(kept, f, 0) for f in fs]
+            h = jnp.where(kept, tnext - t, 0)
+            inside = kept & (ts > t) & (ts <= tnext)
+            g = jnp.where(inside[..., None], ys_bar, 0)
+            # Times outside the step read 0: far off a short step the interpolant's
+            # weights overflow, and inf * 0 would be NaN.
+            weights_at = _interpolation_weights(jnp.where(inside, _theta(t, tnext, ts), 0))
+            fs_bar = [h * jnp.sum(w[..., None] * g, axis=1) for w in weights_at]
+            fs_bar[-1] = fs_bar[-1] + jnp.where(kept, f_bar, 0)
+            y1_bar = jnp.where(kept, y_bar, 0)
+            y_in, f_in, grads = _step_reverse(
+                weights, activation, scale, h, y, fs, y1_bar, fs_bar, grads
+            )
+            y_in = y_in + jnp.sum(g, axis=1)  # the interpolant's start state
+            return jnp.where(kept, y_in, y_bar), jnp.where(kept, f_in, f_bar), grads
+
+        def interval(j, carry):
+            """StepTo's step `j` replayed, its end's saved cotangent added."""
+            y_bar, f_bar, grads = carry
+            y, fs = load(j)
+            h = ts_ref[:, pl.ds(j + 1, 1)] - ts_ref[:, pl.ds(j, 1)]
+            end_bar = jnp.squeeze(ys_bar_ref[:, pl.ds(j + 1, 1), :], axis=1)
+            fs_bar = [jnp.zeros_like(y)] * (_STAGES - 1) + [f_bar]
+            return _step_reverse(
+                weights, activation, scale, h, y, fs, y_bar + end_bar, fs_bar, grads
+            )
+
+        count = count_ref[0, 0] if cfg.adaptive else cfg.n_times - 1
+        step = replayed if cfg.adaptive else interval
+
+        def body(k, carry):
+            return step(count - 1 - k, carry)
+
+        zero = jnp.zeros_like(y0)
+        init = (zero, zero, [jnp.zeros_like(w) for w in weights])
+        y_bar, f_bar, grads = jax.lax.fori_loop(0, count, body, init)
+        # The first stage, the field at (t0, y0), and the saved initial state.
+        _, inputs, derivatives = _mlp(weights, activation, y0, keep=True)
+        g, grads = _mlp_reverse(weights, scale * f_bar, inputs, derivatives, grads)
+        y0_bar_ref[...] = y_bar + g + jnp.squeeze(ys_bar_ref[:, pl.ds(0, 1), :], axis=1)
+        for ref, grad in zip(grad_refs, grads, strict=True):
+            ref[...] = grad[None]
+
+    return kernel
+
+
+# --- the calls: block specs and padding.
+
+
+def _spec(kind: str, shape: tuple[int, ...], block: int) -> tuple[tuple[int, ...], Callable]:
+    """A block shape and index map for an array of `shape`: `rows` (rows first, a
+    block of them per program), `slots` (a buffer: rows second), `whole` (every program
+    reads all of it) or `program` (one entry per program, first)."""
+    rest = (0,) * (len(shape) - 1)
+    if kind == "rows":
+        return (block, *shape[1:]), lambda i: (i, *rest)
+    if kind == "slots":
+        return (shape[0], block, *shape[2:]), lambda i: (0, i, *rest[1:])
+    if kind == "program":
+        return (1, *shape[1:]), lambda i: (i, *rest)
+    return shape, lambda i: (0, *rest)
+
+
+def _pallas(cfg: Config, kernel, inputs, outputs) -> list[Array]:
+    """`kernel` over `cfg.programs` program instances: `inputs` as `(array, kind)`,
+    `outputs` as `(shape, dtype, kind)` (`_spec`'s kinds)."""
+
+    def spec(shape, kind):
+        return pl.BlockSpec(*_spec(kind, shape, cfg.block))
+
+    call = pl.pallas_call(
+        kernel,
+        out_shape=[jax.ShapeDtypeStruct(shape, dtype) for shape, dtype, _ in outputs],
+        grid=(cfg.programs,),
+        in_specs=[spec(x.shape, kind) for x, kind in inputs],
+        out_specs=[spec(shape, kind) for shape, _, kind in outputs],
+        interpret=cfg.interpret,
+    )
+    return call(*[x for x, _ in inputs])
+
+
+def _pad(x: Array, shape: Sequence[int], edge: bool = False) -> Array:
+    """`x` padded at the end of each axis to `shape`: with zeros, or (`edge`) with
+    copies of its last entries."""
+    widths = [(0, n - m) for m, n in zip(x.shape, shape, strict=True)]
+    return jnp.pad(x, widths, mode="edge" if edge else "constant")
+
+
+def _weights(mlp_arrays: Sequence[tuple[Array, Array | None]]) -> list[Array]:
+    """The MLP's layers as the kernels take them: `[W0, b0, W1, b1, ...]`, each weight
+    `(out, in)` and bias `(1, out)` padded to `_width` (zeros; a missing bias zeros)."""
+    out = []
+    for weight, bias in mlp_arrays:
+        shape = (_width(weight.shape[0]), _width(weight.shape[1]))
+        out.append(_pad(weight, shape))
+        b = jnp.zeros(weight.shape[0], weight.dtype) if bias is None else bias
+        out.append(_pad(b[None], (1, shape[0])))
+    return out
+
+
+class _Padded(NamedTuple):
+    """The kernels' inputs: the rows padded to the programs' blocks, the times to a power
+    of two, the state to `_width`."""
+
+    ts: Array
+    y0: Array
+    scale: Array
+    floor: Array
+    weights: list[Array]
+
+
+def _padded(cfg: Config, vjp_arg: Any) -> _Padded:
+    mlp_arrays, y0, ts, scale = vjp_arg
+    rows = cfg.block * cfg.programs
+    ts = _pad(ts, (rows, _pow2(cfg.n_times)), edge=True)
+    y0 = _pad(_pad(y0, (rows, cfg.state), edge=True), (rows, _width(cfg.state)))
+    scale = _pad(scale[:, None], (rows, 1), edge=True)
+    floor = _clip_floor(ts[:, cfg.n_times - 1 : cfg.n_times])
+    return _Padded(ts, y0, scale, floor, _weights(mlp_arrays))
+
+
+def _forward(cfg: Config, vjp_arg: Any):
+    """The forward kernel: `((ys, steps), residuals)`."""
+    _, y0, ts, _ = vjp_arg
+    p = _padded(cfg, vjp_arg)
+    rows, width, slots = p.y0.shape[0], p.y0.shape[1], cfg.slots
+    dt, it = y0.dtype, jnp.int32
+    outputs: list[tuple[tuple[int, ...], Any, str]] = [((rows, p.ts.shape[1], width), dt, "rows")]
+    if cfg.adaptive:
+        outputs += [((rows, 1), it, "rows"), ((rows, 1), ts.dtype, "rows")]
+        outputs += [((rows, 1), it, "rows"), ((2 * slots, rows, 1), ts.dtype, "slots")]
+        outputs += [((slots, rows, 1), it, "slots")]
+    outputs += [((_SLOT * slots, rows, width), dt, "slots")]
+    inputs = [(p.ts, "rows"), (p.y0, "rows"), (p.scale, "rows"), (p.floor, "rows")]
+    inputs += [(w, "whole") for w in p.weights]
+    out = _pallas(cfg, _forward_kernel(cfg, len(p.weights)), inputs, outputs)
+    n_rows, n_times = ts.shape
+    ys = out[0][:n_rows, :n_times, : cfg.state]
+    if cfg.adaptive:
+        steps, end = out[1][:n_rows, 0], out[2][:n_rows]
+        reached = ts <= end
+        ys = jnp.where(reached[..., None], ys, jnp.nan)
+    else:
+        steps = jnp.full((n_rows,), n_times - 1, jnp.int32)
+        reached = jnp.ones(ts.shape, bool)
+    return (ys, steps), (out[3:] if cfg.adaptive else out[1:], reached)
+
+
+@eqx.filter_custom_vjp
+def _solve(vjp_arg, cfg):
+    out, _ = _forward(cfg, vjp_arg)
+    return out
+
+
+@_solve.def_fwd
+def _solve_fwd(perturbed, vjp_arg, cfg):
+    _, _, ts, scale = perturbed
+    if any(jax.tree.leaves((ts, scale))):
+        raise ValueError(
+            f"{WHO}: the solve differentiates the observation times or the "
+            "series' time scales; it differentiates the MLP's arrays and the initial state"
+        )
+    return _forward(cfg, vjp_arg)
+
+
+@_solve.def_bwd
+def _solve_bwd(residuals, grad_obj, perturbed, vjp_arg, cfg):
+    buffers, reached = residuals
+    mlp_arrays, y0, _, _ = vjp_arg
+    ys_bar = grad_obj[0]
+    if ys_bar is None:
+        return jax.tree.map(lambda _: None, vjp_arg)
+    p = _padded(cfg, vjp_arg)
+    rows, width = p.y0.shape
+    ys_bar = _pad(jnp.where(reached[..., None], ys_bar, 0), (rows, p.ts.shape[1], width))
+    inputs = [(p.ts, "rows"), (p.y0, "rows"), (p.scale, "rows"), (ys_bar, "rows")]
+    if cfg.adaptive:
+        inputs += [(buffers[0], "rows"), (buffers[1], "slots"), (buffers[2], "slots")]
+    inputs += [(buffers[-1], "slots")]
+    inputs += [(w, "whole") for w in p.weights]
+    outputs = [((rows, width), y0.dtype, "rows")]
+    outputs += [((cfg.programs, *w.shape), w.dtype, "program") for w in p.weights]
+    out = _pallas(cfg, _reverse_kernel(cfg, len(p.weights)), inputs, outputs)
+    grads = [jnp.sum(g, axis=0) for g in out[1:]]
+    mlp_bar = [
+        (
+            grads[2 * i][: w.shape[0], : w.shape[1]],
+            None if b is None else grads[2 * i + 1][0, : b.shape[0]],
+        )
+        for i, (w, b) in enumerate(mlp_arrays)
+    ]
+    mlp_bar = jax.tree.map(lambda g, p: g if p else None, mlp_bar, perturbed[0])
+    y0_bar = out[0][: y0.shape[0], : cfg.state] if perturbed[1] else None
+    return mlp_bar, y0_bar, None, None
+
+
+def _solve_rows(
+    mlp: eqx.nn.MLP,
+    scale: Array | None,
+    ts: Float[Array, "rows times"],
+    y0: Float[Array, "rows state"],
+    shared: bool,
+    adaptive: bool,
+    rtol: float,
+    atol: float,
+    max_steps: int,
+) -> tuple[Float[Array, "rows times state"], Int[Array, " rows"]]:
+    """Rows of states solved by the kernels: each row its own series (one controller per
+    row) or, `shared`, the batch as one ODE; `scale`: each row's time scale (None: 1)."""
+    rows, n_times = ts.shape
+    if n_times < 2:
+        raise ValueError(f"{WHO}: a series needs at least 2 observation times")
+    block = max(MIN_WIDTH, _pow2(rows)) if shared else BLOCK
+    cfg = Config(
+        adaptive=adaptive,
+        shared=shared,
+        rtol=float(rtol),
+        atol=float(atol),
+        max_steps=int(max_steps),
+        n_times=n_times,
+        rows=rows,
+        state=y0.shape[1],
+        block=block,
+        programs=1 if shared else -(-rows // block),
+        activation=mlp.activation,
+        interpret=interpret_mode(),
+    )
+    mlp_arrays = [(layer.weight, layer.bias) for layer in mlp.layers]
+    scale = jnp.ones(rows, y0.dtype) if scale is None else scale
+    return _solve((mlp_arrays, y0, ts, scale), cfg)
+
+
+def solve(
+    field: Callable[..., Any],
+    ts: Float[Array, " times"],
+    y0: Array,
+    adaptive: bool,
+    rtol: float,
+    atol: float,
+    max_steps: int,
+) -> tuple[Array, Int[Array, ""]]:
+    """One ODE by the kernel solve: within-ODE batching's field over `y0` of shape
+    `(batch, state)` (one controller; returns the states of shape `(times, batch,
+    state)`), or one series of an `AbstractMLPField` (`y0` of shape `(state,)`).
+
+    - `ts`: the observation times, shape `(n_times,)`.
+    - `adaptive`: PID with `rtol`, `atol` and the bound `max_steps` (else StepTo).
+
+    Returns `(ys, num_steps)` as `fused.solve_pid` does.
+    """
+    mlp, scale = rows_of(field)
+    if scale is None:  # one series
+        ys, steps = _solve_rows(
+            mlp, None, ts[None], y0[None], False, adaptive, rtol, atol, max_steps
+        )
+        return ys[0], steps[0]
+    taus = jnp.broadcast_to(ts, (y0.shape[0], ts.shape[0]))
+    ys, steps = _solve_rows(mlp, scale, taus, y0, True, adaptive, rtol, atol, max_steps)
+    return jnp.swapaxes(ys, 0, 1), steps[0]
+
+
+def solve_batch(
+    field: Callable[..., Any],
+    ts: Float[Array, "batch times"],
+    y0: Float[Array, "batch state"],
+    adaptive: bool,
+    rtol: float,
+    atol: float,
+    max_steps: int,
+) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
+    """Each series of a batch solved on its own by the kernel solve (a block of `BLOCK`
+    series per program instance, one controller per series); arguments as in `solve`,
+    `ts` of shape `(batch, n_times)` (padding repeats the last time). Returns `(ys,
+    num_steps)` with `num_steps` of shape `(batch,)`."""
+    mlp, scale = rows_of(field)
+    if scale is not None:
+        raise ValueError(f"{WHO}: a batch's field is solved as one ODE (solve)")
+    return _solve_rows(mlp, None, ts, y0, False, adaptive, rtol, atol, max_steps)
