@@ -374,7 +374,7 @@ def print_crossover(along: dict) -> None:
 
     print(f"where splitting starts to pay on {along['devices']} devices (strong scaling):")
     for mode, found in along["modes"].items():
-        said = Crossing(**found["batch"]).said("series per device", 3)
+        said = Crossing(**found["batch"]).said("series per device")
         work = found.get("work_s")
         if work:
             e, lo, hi = (w * 1e3 for w in work)

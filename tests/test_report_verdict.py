@@ -102,7 +102,9 @@ def test_a_claim_counts_the_sessions_it_holds_in_and_marks_unequal_losses():
         r["session"] = s
     assert len(set(found)) == 2
     lines = "\n".join(verdict_claims(scaling_rows(later), [*earlier, *later]))
-    assert "holds in 1 of 2 sessions." in _line(lines, "**Avoid")
+    assert "holds in 1 of 2 sessions with such rows; faster in 1 (2026-01-01 00:00–00:10 UTC)." in (
+        _line(lines, "**Avoid")
+    )
     assert "2026-01-02 00:00–00:10 UTC" in lines
     assert "`shard_map` 2.00x [2.00, 2.00] ‡" in lines and "‡: the two rows' final losses" in lines
 

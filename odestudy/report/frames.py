@@ -211,7 +211,8 @@ FLAT_KEYS = (
 def flat(rec: dict[str, Any]) -> dict[str, Any]:
     """One record as a flat row: `FLAT_KEYS`, the scenario's other fields, package
     versions (`jax`, `jaxlib`, ...), hardware (`cpu_model`, `physical_cores`), runs and
-    solver steps, `default` (`is_default`) and `scaling_matrix` (`in_scaling_matrix`)."""
+    solver steps, `default` (`is_default`), `step` (the step it timed: `best.step_of`) and
+    `scaling_matrix` (`in_scaling_matrix`)."""
     row = {k: rec.get(k) for k in FLAT_KEYS}
     for key, value in (rec.get("scenario") or {}).items():
         row.setdefault(key, value)
@@ -232,6 +233,7 @@ def flat(rec: dict[str, Any]) -> dict[str, Any]:
         lockstep_waste=(steps.get("lockstep_waste") or {}).get("total"),
     )
     row["default"] = is_default(rec)
+    row["step"] = step_of(rec) if rec.get("scenario") else None
     row["scaling_matrix"] = in_scaling_matrix(rec)
     row["trained"] = trained(rec) if rec.get("status") == "ok" else None
     row["problem"] = record_problem(rec)
