@@ -14,6 +14,10 @@ from .report.versions import write_versions
 from .study import records
 from .study.matrix import get_study
 from .study.versions import RESULTS, VERSION_SETS, run_versions
+from .study.workloads import CROSSOVER_BATCHES
+
+# `predict`'s per-device batch axis unless one is given: the crossover study's.
+CROSSOVER_DEFAULT = ",".join(map(str, CROSSOVER_BATCHES))
 
 
 def check_writable(folder: str | Path) -> None:
@@ -224,7 +228,7 @@ def _predict(a: argparse.Namespace) -> int:
     # The best step the study measures for a problem unless the reference's is asked for.
     if not a.default_step:
         target = recommended(target)
-    axis = _axis(a.crossover_batches)
+    axis = _held(_axis(a.crossover_batches), target, a.crossover_batches == CROSSOVER_DEFAULT)
     profile = load_profile(a.profile, a.results) if a.profile else None
     check_prediction(target, profile)  # before JAX starts or anything compiles
     _predict_devices(target, profile is None)
@@ -279,6 +283,20 @@ def _axis(text: str) -> tuple[int, ...]:
             f"--crossover-batches takes whole numbers >= 1, comma-separated; got {text!r}"
         )
     return found
+
+
+def _held(axis: tuple[int, ...], target: Scenario, default: bool) -> tuple[int, ...]:
+    """The per-device batches of `axis` whose global batch `target`'s data set holds: the
+    default axis is cut to them; a batch given by hand that it does not hold is a
+    ValueError naming the rule."""
+    n, size = target.total_devices, target.dataset_size
+    over = [b for b in axis if n * b > size]
+    if over and not default:
+        raise ValueError(
+            f"--crossover-batches {over[0]} on {n} devices is a global batch of {n * over[0]}, "
+            f"more than the data set's {size} series"
+        )
+    return tuple(b for b in axis if n * b <= size)
 
 
 def _predict_with(
@@ -583,7 +601,7 @@ def parser() -> argparse.ArgumentParser:
     )
     pr.add_argument(
         "--crossover-batches",
-        default="4,16,64,128",
+        default=CROSSOVER_DEFAULT,
         help="per-device batches to predict each mode along, for where splitting starts "
         "to pay (comma-separated; empty: none)",
     )

@@ -155,3 +155,14 @@ def test_the_readme_answer_names_the_base_case_and_stays_short(tmp_path):
     assert "best 1-device step the recommended step, 5" in text
     assert "does not pay" in text and "Over the reference's step (20" in text
     assert np.all([len(line) <= 300 for line in lines])
+
+
+def test_predicts_default_axis_is_cut_to_what_the_data_set_holds():
+    """At the smoke scale (64 series) on 2 devices the default axis stops at 16 per
+    device; a batch given by hand that the data set cannot hold is refused in one line."""
+    from odestudy.cli import _held
+
+    two = Scenario(scale="smoke", mode="shard_map", devices_per_process=2)
+    assert _held((4, 16, 64, 128), two, default=True) == (4, 16)
+    with pytest.raises(ValueError, match="more than the data set's 64 series"):
+        _held((4, 64), two, default=False)

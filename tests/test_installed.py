@@ -89,6 +89,8 @@ def _predicts_every_mode_from_the_trained_row(env: dict[str, str], work: Path, r
     parts the model names. The numbers are measurements of this moment (not checked)."""
     out = work / "prediction.json"
     args = ("--problem", "own_problem:PROBLEM", "--devices", "2", "--scale", "smoke")
+    # The row `run` recorded is the default step's (predict's own default is the best).
+    args += ("--default-step",)
     run = _odestudy(env, work, "predict", *args, "--timed-steps", "2", "--out", str(out))
     assert run.returncode == 0, run.stdout + run.stderr
     p = json.loads(out.read_text())

@@ -132,7 +132,8 @@ def test_gpu_session_cpu_parts_run_tiny(results, tmp_path):
         COLLECTIVE_SIZES="1",
         COLLECTIVE_ITERATIONS="10",
         CPU_SCALE="smoke",
-        CPU_SELECT="scaling=strong,processes=1,controller=pid,mode=shard_map,devices_per_process=2",
+        CPU_SELECT="scaling=strong,processes=1,controller=pid,mode=shard_map,devices_per_process=2,"
+        "solve=per_sample",  # the default step's row, which the fixture measured
         CPU_RUNS="2",
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -113,6 +113,34 @@ def map_lever_records(results: str | Path, machine: str, folder: str) -> list[di
     return recs
 
 
+def held_elsewhere(
+    results: str | Path, machine: str, folder: str
+) -> tuple[str, list[dict[str, Any]]]:
+    """`machine`'s CPU records of `map_lever_records` in `folder`, else those of the
+    CPU machine that holds the most (a page never says "No records" while records
+    exist): `(the machine they come from, its records)`."""
+    found = [r for r in map_lever_records(results, machine, folder) if _cpu(r)]
+    if found:
+        return machine, found
+    where = Path(results) / MAP_FOLDER
+    others = sorted(p.parent.name for p in where.glob(f"*/{folder}")) if where.is_dir() else []
+    held = {m: [r for r in map_lever_records(results, m, folder) if _cpu(r)] for m in others}
+    best = max(held, key=lambda m: len(held[m]), default=machine)
+    return best, held.get(best, [])
+
+
+def _cpu(rec: dict[str, Any]) -> bool:
+    return rec.get("scenario", {}).get("device", "cpu") == "cpu"
+
+
+def elsewhere_said(page_machine: str, machine: str) -> list[str]:
+    """The line that says a section's records come from another machine than its
+    page's, or nothing."""
+    if machine == page_machine:
+        return []
+    return [f"Measured on {machine}: {page_machine} holds no such records.", ""]
+
+
 def fused_records(results: str | Path, machine: str) -> list[dict[str, Any]]:
     """This machine's `make map-fused` records, in the map's order."""
     return map_lever_records(results, machine, "fused")
@@ -229,12 +257,13 @@ def fused_lines(results: str | Path, machine: str) -> list[str]:
     controller, the default, the recommended step and the recommended step run by the
     fused solve, each with its ratio to its floor, from `make map-fused`'s records; then
     the same on each GPU measured (`gpu_fused_lines`)."""
-    recs = fused_records(results, machine)
+    held, recs = held_elsewhere(results, machine, "fused")
     head = ["## The fused solve along the map, and each step's ratio to its floor", ""]
     if not recs:
         return [*head, "No records yet: run `make map-fused`.", "", *gpu_fused_lines(results)]
     return [
         *head,
+        *elsewhere_said(machine, held),
         "Per workload and controller, 1 device, each variant trained from scratch and "
         "timed from the default's trained state in interleaved blocks (`make map-fused`, "
         "`benchmarks/levers.py`): the default step, the recommended step "

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..measure.scenario import Scenario
 from . import sessions
-from .floor import map_lever_records, variant_row
+from .floor import elsewhere_said, held_elsewhere, map_lever_records, variant_row
 from .intervals import fmt_interval, ratio_interval
 from .loss import differs, pair_mark
 from .tables import escape, markdown_table
@@ -80,8 +80,8 @@ def lever_cell(rec: dict[str, Any], base: str, lever: str) -> str:
 def lever_lines(results: str | Path, machine: str, lever: MapLever) -> list[str]:
     """`workloads.md`'s section on `lever` along the map: per workload and controller,
     its speedup in each of its pairs, from its records."""
-    recs = lever.records(results, machine)
-    head = [f"## {lever.name} along the map", ""]
+    held, recs = held_elsewhere(results, machine, lever.folder)
+    head = [f"## {lever.name} along the map", "", *elsewhere_said(machine, held)]
     if not recs:
         return [*head, f"No records yet: run `make {lever.target}`.", ""]
     body = [

@@ -792,8 +792,11 @@ def _scenarios_to_run(
                 f"--recommended applies to the scaling study only; got study {the_study.name!r}"
             )
 
-        runnable = [apply(s) for s in runnable]
-        not_run = [(apply(s), why) for s, why in not_run]
+        # The matrix holds both steps; with the recommended one applied they are one row.
+        runnable = list({s.key(): s for s in map(apply, runnable)}.values())
+        not_run = list(
+            {s.key(): (s, why) for s, why in ((apply(s), w) for s, w in not_run)}.values()
+        )
     if only is not None:
         runnable = list(only)
     if selection:
