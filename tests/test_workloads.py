@@ -248,7 +248,11 @@ def test_a_lever_along_the_map_gives_each_pair_its_speedup(tmp_path, lever):
     assert cells[:2] == [w.name, "pid"]
     assert cells[2].startswith("1.25 [") and "not trained" not in cells[2]
     assert cells[3].startswith("0.80 [") and "not trained" in cells[3]
-    missing = lever_lines(tmp_path, "other", lever)[2]
+    # A machine without such records shows the one that holds them, and says so.
+    elsewhere = lever_lines(tmp_path, "other", lever)
+    assert elsewhere[2] == "Measured on m: other holds no such records."
+    assert "| " + w.name in "\n".join(elsewhere)
+    missing = lever_lines(tmp_path / "none", "other", lever)[2]
     assert missing == f"No records yet: run `make {lever.target}`."
     # The README's line counts only pairs whose models trained: here none.
     assert lever_summary([rec], lever) == []
