@@ -118,6 +118,10 @@ def _menu(driver, wait, menu: str, *commands: str) -> None:
     """Click `menu` in JupyterLab's menu bar, then its item running one of `commands`."""
     from selenium.webdriver.common.by import By
 
+    # A dialog JupyterLab opened meanwhile (a kernel to select, a kernel restarted on a
+    # busy machine) covers the menu bar: take its default answer first.
+    for button in driver.find_elements(By.CSS_SELECTOR, ".jp-Dialog .jp-mod-accept"):
+        button.click()
     items = driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item")
     next(i for i in items if i.text.strip() == menu).click()
     selector = ", ".join(f'.lm-Menu-item[data-command="{c}"]' for c in commands)
