@@ -4,12 +4,13 @@ import functools
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import optax
 
 from odestudy import VectorField, make_dataset, make_parallel_step
-from odestudy.measure import environment
+from odestudy.measure import environment, mlp_reverse
 from odestudy.measure.environment import machine_id, this_machine, versions
 from odestudy.measure.model import DEFAULT
 from odestudy.measure.record import REQUIRED_KEYS
@@ -154,3 +155,21 @@ def record(
     for key in REQUIRED_KEYS:
         rec.setdefault(key, None)
     return rec
+
+
+class TimeField(eqx.Module):
+    """A field of its time: not an `AbstractMLPField`."""
+
+    field: VectorField
+
+    def __call__(self, t, y, args):
+        return jnp.cos(t) * self.field(t, y, args)
+
+
+class Squashed(mlp_reverse.AbstractMLPField):
+    """An MLP field whose output is squashed: not the MLP it names."""
+
+    mlp: eqx.nn.MLP
+
+    def __call__(self, t, y, args):
+        return jnp.tanh(self.mlp(y))

@@ -17,13 +17,13 @@ import pytest
 
 import odestudy
 from odestudy import VectorField
-from odestudy.measure import kernel, mlp_reverse
+from odestudy.measure import kernel
 from odestudy.measure.checks import ProblemError
 from odestudy.measure.model import Solve, solve_batch, solve_within_ode
 from odestudy.measure.problem import Oscillator
 from odestudy.measure.solvers import Kernel, Structure
 from odestudy.measure.training import check_mlp_fields
-from tests.helpers import assert_central_differences
+from tests.helpers import Squashed, TimeField, assert_central_differences
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,24 +222,6 @@ def test_structures_it_cannot_run_are_refused(levers, message):
     assert "\n" not in str(error.value)
 
 
-class _TimeField(eqx.Module):
-    """A field of its time: not an `AbstractMLPField`."""
-
-    field: VectorField
-
-    def __call__(self, t, y, args):
-        return jnp.cos(t) * self.field(t, y, args)
-
-
-class _Squashed(mlp_reverse.AbstractMLPField):
-    """An MLP field whose output is squashed: not the MLP it names."""
-
-    mlp: eqx.nn.MLP
-
-    def __call__(self, t, y, args):
-        return jnp.tanh(self.mlp(y))
-
-
 @pytest.mark.parametrize("solve", ["per_sample", "within_ode"])
 def test_a_field_that_is_not_an_mlp_is_refused_before_compiling(solve):
     """While tracing (nothing compiled) for the solve's own field, and before tracing for
@@ -247,10 +229,10 @@ def test_a_field_that_is_not_an_mlp_is_refused_before_compiling(solve):
     field, ts, y0 = _inputs(solve, "pid")
     spec = Solve("pid", _structure("kernel", solve, "pid"), PROBLEM)
     with pytest.raises(ValueError, match="is not an odestudy.AbstractMLPField") as error:
-        jax.eval_shape(lambda: _run(_TimeField(field), ts, y0, spec))
+        jax.eval_shape(lambda: _run(TimeField(field), ts, y0, spec))
     assert "\n" not in str(error.value) and str(error.value).startswith(kernel.WHO)
     who = f"integrator={Kernel.name!r}"
     with pytest.raises(ProblemError, match=f"{who}: the model holds no"):
         check_mlp_fields(Oscillator(), field.mlp, who)
-    with pytest.raises(ProblemError, match=f"{who}: _Squashed does not compute dy/dt = mlp"):
-        check_mlp_fields(Oscillator(), _Squashed(field.mlp), who)
+    with pytest.raises(ProblemError, match=f"{who}: Squashed does not compute dy/dt = mlp"):
+        check_mlp_fields(Oscillator(), Squashed(field.mlp), who)

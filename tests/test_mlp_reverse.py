@@ -12,14 +12,13 @@ import pytest
 
 import odestudy
 from odestudy import VectorField
-from odestudy.measure import mlp_reverse
 from odestudy.measure.activations import faster
 from odestudy.measure.checks import ProblemError
 from odestudy.measure.model import Solve, solve_within_ode
 from odestudy.measure.problem import Oscillator
 from odestudy.measure.solvers import Structure
 from odestudy.measure.training import check_mlp_fields
-from tests.helpers import assert_central_differences
+from tests.helpers import Squashed, TimeField, assert_central_differences
 
 FUSED = dict(solve="within_ode", integrator="fused", adjoint="accepted_steps", max_steps=64)
 
@@ -115,34 +114,16 @@ def test_scenarios_it_cannot_run_are_refused(levers):
         odestudy.Scenario(scale="quick", mlp_reverse=True, **fields)
 
 
-class _TimeField(eqx.Module):
-    """A field of its time: not an `AbstractMLPField`."""
-
-    field: VectorField
-
-    def __call__(self, t, y, args):
-        return jnp.cos(t) * self.field(t, y, args)
-
-
-class _Squashed(mlp_reverse.AbstractMLPField):
-    """An MLP field whose output is squashed: not the MLP it names."""
-
-    mlp: eqx.nn.MLP
-
-    def __call__(self, t, y, args):
-        return jnp.tanh(self.mlp(y))
-
-
 def test_a_field_that_is_not_its_mlp_is_refused_before_compiling():
     mlp = VectorField(jr.PRNGKey(1), width=8).mlp
     with pytest.raises(ProblemError, match="holds no odestudy.AbstractMLPField"):
         check_mlp_fields(Oscillator(), mlp)  # an MLP, not a field that says it is one
     with pytest.raises(ProblemError, match="does not compute dy/dt = mlp"):
-        check_mlp_fields(Oscillator(), _Squashed(mlp))
+        check_mlp_fields(Oscillator(), Squashed(mlp))
     check_mlp_fields(Oscillator(), VectorField(jr.PRNGKey(1), width=8))  # no error
     ts = _grids()
     y0 = jnp.ones((ts.shape[0], 2))
     with pytest.raises(ValueError, match="is not an odestudy.AbstractMLPField"):
         jax.eval_shape(
-            lambda: _loss_and_grads(_TimeField(VectorField(jr.PRNGKey(1), 8)), ts, y0, True)
+            lambda: _loss_and_grads(TimeField(VectorField(jr.PRNGKey(1), 8)), ts, y0, True)
         )

@@ -208,15 +208,7 @@ class Fused(AbstractIntegrator):
         return fused.solve_stepto(field, ts, y0, args, structure.adjoint)
 
     def check(self, structure, controller):
-        if not controller.fused:
-            raise ValueError(
-                f"the fused loop has no controller {controller.name!r}: it needs "
-                f"integrator={Diffrax.name!r}"
-            )
-        if structure.solve == "scan":
-            raise ValueError(
-                f"integrator={self.name!r} is a solve of its own: solve='scan' cannot use it"
-            )
+        _refuse_outside_own_loop(self, structure, controller, "the fused loop")
         super().check(structure, controller)
 
 
@@ -251,16 +243,23 @@ class Kernel(AbstractIntegrator):
         return kernel.solve_batch(field, ts, y0, spec.controller.adaptive, *bounds)
 
     def check(self, structure, controller):
-        if not controller.fused:
-            raise ValueError(
-                f"the kernel solve has no controller {controller.name!r}: it needs "
-                f"integrator={Diffrax.name!r}"
-            )
-        if structure.solve == "scan":
-            raise ValueError(
-                f"integrator={self.name!r} is a solve of its own: solve='scan' cannot use it"
-            )
+        _refuse_outside_own_loop(self, structure, controller, "the kernel solve")
         super().check(structure, controller)
+
+
+def _refuse_outside_own_loop(
+    integrator: AbstractIntegrator, structure, controller, loop: str
+) -> None:
+    """What an integrator with a loop of its own (`loop`) cannot run: a controller the
+    fused loop lacks (`AbstractController.fused`), or `solve='scan'`."""
+    if not controller.fused:
+        raise ValueError(
+            f"{loop} has no controller {controller.name!r}: it needs integrator={Diffrax.name!r}"
+        )
+    if structure.solve == "scan":
+        raise ValueError(
+            f"integrator={integrator.name!r} is a solve of its own: solve='scan' cannot use it"
+        )
 
 
 def parse_integrator(integrator: "str | AbstractIntegrator") -> AbstractIntegrator:
