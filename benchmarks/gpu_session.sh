@@ -49,9 +49,14 @@
 #                (no training again; without it, predict trains its own): records
 #                predictions/gpu-pid-quick-N-h100-nvlink-recommended.json.
 #
+#   roofline     the device's roofline (`measure/roofline.py`: its float32 matmul peak,
+#                memory bandwidth and the time one more kernel adds;
+#                benchmarks/roofline.py), a few seconds: roofline/$KERNEL_DEVICE.json, which
+#                the step page sets each GPU levers record of the machine against.
+#
 # Run order: install, cpubest, sweep, predictbest, each its own command (cpubest first if
 # time is short: its rows are measured on real cores, the GPU's beyond one are predicted).
-# The kernel solve's share: install, kernel, kernelsweep, each its own command.
+# The kernel solve's share: install, roofline, kernel, kernelsweep, each its own command.
 #
 # Sizes can be set (tests/test_pipeline.py runs the CPU parts tiny): COST_SCALE (quick;
 # the trained model of every step-cost sweep and of `sweep` and `predictbest`),
@@ -235,11 +240,13 @@ for part in "$@"; do
         --results "$RESULTS" --select "$CPU_SELECT" ${CPU_RUNS:+--runs "$CPU_RUNS"} ;;
     cpubest) JAX_PLATFORMS=cpu $PY -m odestudy.cli matrix --scale "$CPU_SCALE" --device cpu \
         --recommended --results "$RESULTS" --select "$CPU_SELECT" ${CPU_RUNS:+--runs "$CPU_RUNS"} ;;
+    roofline) d=$(here) && $PY benchmarks/roofline.py --device "$KERNEL_DEVICE" \
+        --out "$d/roofline/$KERNEL_DEVICE.json" ;;
     sweep) sweep ;;
     predictbest) predictbest ;;
     kernel) kernel ;;
     kernelsweep) kernelsweep ;;
-    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu levers predict mapfused cpubest sweep predictbest kernel kernelsweep" >&2
+    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu levers predict mapfused cpubest sweep predictbest kernel kernelsweep roofline" >&2
        exit 2 ;;
   esac
   rc=$?

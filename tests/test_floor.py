@@ -19,6 +19,10 @@ def test_one_evaluation_counts_the_fields_matmuls_forward_and_backward(width):
     assert flops["batch"] == s.batch
     assert 2.5 * forward < flops["per_evaluation"] < 4 * forward
     assert 0 <= flops["rest"] < flops["per_evaluation"]
+    # The least bytes: the MLP's parameters (2w + w + w^2 + w + 2w + 2 floats) read and
+    # written once, and the batch read once (its series at least).
+    params = 4 * (2 * width + width + width**2 + width + 2 * width + 2)
+    assert flops["least_bytes"] > 2 * params + 4 * 2 * s.batch
 
 
 def test_floor_time_is_the_evaluations_arithmetic_at_the_rate():
@@ -162,3 +166,27 @@ def test_records_of_an_older_recommended_step_say_what_it_lacked(taken):
     # A record of a problem this process cannot make says nothing, and does not fail.
     unknown = {**rec, "scenario": {**scenario, "problem": "nowhere:PROBLEM"}}
     assert older_step([unknown]) == ""
+
+
+def test_a_gpu_rows_roofline_is_read_from_its_machines_roofline_record(tmp_path):
+    import json
+
+    from odestudy.report.roofline import roofline_cells, row_roofline_s
+
+    (tmp_path / "levers").mkdir()
+    rec = _lever_record(tmp_path / "levers", "gpu-pid-quick.json", {**FLOOR, "least_bytes": 0})
+    default = rec["rows"][0]
+    assert roofline_cells(rec, default, FLOOR) == ["–", "–"]  # no roofline record yet
+    (tmp_path / "roofline").mkdir()
+    probe = {
+        "peak_flops_per_s": 1.21e13,
+        "bandwidth_bytes_per_s": 1e12,
+        "kernel_s": 5e-6,
+        "least_kernels": 2,
+    }
+    (tmp_path / "roofline" / "gpu.json").write_text(json.dumps(probe))
+    # 121 evaluations of 1e6 FLOPs at 1.21e13 FLOP/s: 10 us, and two launches of 5 us.
+    assert row_roofline_s(rec, default, rec["floor"]) == pytest.approx(20e-6)
+    roof, ratio = roofline_cells(rec, default, rec["floor"])
+    assert roof == "20.0"
+    assert ratio.startswith("525 [")  # the median of its blocks, 10.5 ms, over 20 us

@@ -148,6 +148,21 @@ def test_kernel_matches_the_fused_solve(solve, controller):
         assert len(set(np.asarray(run["fused"][3]).tolist())) > 1
 
 
+@pytest.mark.parametrize("controller", ["pid", "stepto"])
+@pytest.mark.parametrize("solve", ["per_sample", "within_ode"])
+def test_the_kernels_lower_for_an_nvidia_gpu_by_triton(solve, controller, monkeypatch):
+    """The step's kernels (forward and reverse) lowered for CUDA on this CPU machine, as
+    a GPU would compile them: by Triton (`compat.triton_params`), whose lowering rules
+    differ from the interpret mode's."""
+    monkeypatch.setattr(kernel, "interpret_mode", lambda: False)
+    field, ts, y0 = _inputs(solve, controller)
+    spec = Solve(controller, _structure("kernel", solve, controller), PROBLEM)
+    params, static = eqx.partition(field, eqx.is_array)
+    run = jax.jit(lambda p, y: _run(eqx.combine(p, static), ts, y, spec))
+    text = run.trace(params, y0).lower(lowering_platforms=("cuda",)).as_text()
+    assert text.count("custom_call @__gpu$xla.gpu.triton(") == 2  # the solve, its reverse
+
+
 @pytest.mark.long
 def test_kernel_matches_diffrax_per_sample():
     """Per sample on padded irregular grids against diffrax's default solve (its own

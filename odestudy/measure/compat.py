@@ -189,3 +189,18 @@ def collectives_need_sync(devices: tuple) -> bool:
     times without waiting stalled in an all-reduce rendezvous and aborted; waited for,
     it ran). GPUs keep asynchronous dispatch."""
     return len(devices) > 1 and all(d.platform == "cpu" for d in devices)
+
+
+# Pallas on an NVIDIA GPU lowers `pallas_call` by Mosaic GPU, not Triton, unless told
+# (`jax_pallas_use_mosaic_gpu`, on by default in jax 0.10): Mosaic GPU's lowering
+# refuses the kernel solve's kernels (it estimates no resources for `custom_jvp_call`,
+# which `jax.nn`'s activations are, nor its warp-level loops). The kernels are written for
+# Triton's model (a block of rows per program instance), so they name it.
+def triton_params() -> Any:
+    """Compiler parameters that make a `pallas_call` on a GPU lower by Triton; None where
+    this JAX has no Triton backend (the CPU's interpret mode needs none)."""
+    try:
+        from jax.experimental.pallas import triton as pltriton
+    except ImportError:  # pragma: no cover - a JAX built without it
+        return None
+    return pltriton.CompilerParams()

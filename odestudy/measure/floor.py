@@ -84,11 +84,25 @@ def evaluation_flops(s: Scenario) -> dict[str, float]:
     data = problem.truncate(setup.data, last, last)
     per_device = s.global_batch // s.total_devices
     batch = problem.take(data, np.arange(min(per_device, problem.size(data))))
-    model = eqx.combine(setup.step.unplace(setup.params), setup.static)
+    params = setup.step.unplace(setup.params)
+    model = eqx.combine(params, setup.static)
     one, two = (_flops(s, problem, model, batch, k) for k in (1, 2))
     # XLA's fusion choices can leave the difference a little above `one` (a wide field
     # with a cheap loss): the rest is then counted as nothing.
-    return {"per_evaluation": two - one, "rest": max(0.0, 2 * one - two), "batch": per_device}
+    # The bytes a step moves at the least: its parameters read and written once, its
+    # batch read once (a roofline's memory term, `roofline.roofline_s`).
+    least_bytes = 2 * _nbytes(params) + _nbytes(batch)
+    return {
+        "per_evaluation": two - one,
+        "rest": max(0.0, 2 * one - two),
+        "batch": per_device,
+        "least_bytes": float(least_bytes),
+    }
+
+
+def _nbytes(tree: Any) -> int:
+    """The bytes of a pytree's arrays."""
+    return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree) if eqx.is_array(x))
 
 
 def floor_time(flops: dict[str, float], solver_steps: float, flops_per_s: float) -> float:

@@ -59,6 +59,7 @@ from jax.experimental import pallas as pl
 from jaxtyping import Array, Float, Int
 
 from . import mlp_reverse
+from .compat import triton_params
 from .fused import _A, _clip_floor, tsit5_stages
 from .mlp_reverse import AbstractMLPField
 
@@ -263,7 +264,10 @@ def _adapt(cfg: Config, t, tnext, y, y1, error, t1, floor):
     y1 = jnp.where(nan_y1, y, y1)
     scaled = error / (cfg.atol + jnp.maximum(jnp.abs(y), jnp.abs(y1)) * cfg.rtol)
     squares = jnp.where(valid, scaled * scaled, 0)
+    # Shared, the batch's one norm broadcast to a column as per sample: Triton's lowering
+    # mistypes a select on a scalar predicate broadcast into a column (jax 0.10.2).
     total = jnp.sum(squares) if cfg.shared else jnp.sum(squares, axis=1, keepdims=True)
+    total = jnp.broadcast_to(total, t.shape)
     norm = jnp.sqrt(total) / math.sqrt(size)  # optimistix's `rms_norm`
     keep = norm < 1
     factor1 = (1 / norm) ** (1 / _ERROR_ORDER)
@@ -275,7 +279,7 @@ def _adapt(cfg: Config, t, tnext, y, y1, error, t1, floor):
     t_next = jnp.minimum(t_next, t1)
     clipped = jnp.where(keep, t1, t_next + 0.5 * (t1 - t_next))
     tnext_next = jnp.where(tnext_next > floor, clipped, tnext_next)
-    return jnp.broadcast_to(keep, t.shape), t_next, tnext_next
+    return keep, t_next, tnext_next
 
 
 # --- the kernels. Inputs: the times (rows, times), the initial states (rows, state),
@@ -465,6 +469,7 @@ def _pallas(cfg: Config, kernel, inputs, outputs) -> list[Array]:
         in_specs=[spec(x.shape, kind) for x, kind in inputs],
         out_specs=[spec(shape, kind) for shape, _, kind in outputs],
         interpret=cfg.interpret,
+        compiler_params=None if cfg.interpret else triton_params(),
     )
     return call(*[x for x, _ in inputs])
 

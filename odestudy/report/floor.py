@@ -18,6 +18,7 @@ from ..study.workloads import MAP_FOLDER, WORKLOADS
 from . import sessions
 from .intervals import fmt_interval, ratio_interval
 from .loss import pair_mark
+from .roofline import ROOFLINE_TEXT, roofline_cells
 from .tables import escape, markdown_table
 
 # Where a levers record made elsewhere keeps its floor: beside it, `<name>.floor.json`
@@ -347,45 +348,56 @@ def gpu_lever_lines(results: str | Path) -> list[str]:
         "matmul-and-tanh loop at the step's small shapes is bound by kernel launches, so "
         "its rate, and the floor from it, is that of launches, not of arithmetic: a "
         "ratio below 1 says only that the step evaluates its field faster than that loop. "
-        + FLOOR_TEXT,
+        + FLOOR_TEXT
+        + " "
+        + ROOFLINE_TEXT,
         "",
     ]
     for rec in recs:
-        base = rec["rows"][0]
-        body = [
-            [
-                escape(r["label"]),
-                f"{r['step_time_s'] * 1e3:.2f}",
-                escape(pair_mark(fmt_interval(*ratio_interval(base, r)), base, r)),
-                *floor_cells(rec, r),
-                f"{r['final_loss']:.2g}",
-            ]
-            for r in rec["rows"]
-        ]
-        commit = str(rec.get("git_commit") or "")[:7]
-        tree = (record_floor(rec) or {}).get("tree_commit")
-        if tree:  # the device copy's git metadata named another commit
-            commit = f"{str(tree)[:7]}; the record's git_commit reads {commit}"
-        parts += [
-            f"### {escape(rec['scenario']['scale'])} scale: {escape(rec.get('machine_id'))}, "
-            f"{escape((rec.get('probe') or {}).get('device_kind'))}, JAX "
-            f"{escape(rec['versions'].get('jax'))}, session {escape(rec.get('started'))} "
-            f"(commit {escape(commit)})",
-            "",
-            markdown_table(
-                (
-                    "Variant",
-                    "Step (ms)",
-                    "Speedup [95% CI]",
-                    "Floor (ms)",
-                    "x floor [95% CI]",
-                    "Final loss",
-                ),
-                body,
-            ),
-            "",
-        ]
+        parts += _gpu_lever_table(rec)
     return parts
+
+
+_GPU_COLUMNS = (
+    "Variant",
+    "Step (ms)",
+    "Speedup [95% CI]",
+    "Floor (ms)",
+    "x floor [95% CI]",
+    "Roofline (us)",
+    "x roofline [95% CI]",
+    "Final loss",
+)
+
+
+def _gpu_lever_table(rec: dict[str, Any]) -> list[str]:
+    """One GPU levers record's heading (machine, device, JAX, session, commit) and its
+    variants' table."""
+    base = rec["rows"][0]
+    body = [
+        [
+            escape(r["label"]),
+            f"{r['step_time_s'] * 1e3:.2f}",
+            escape(pair_mark(fmt_interval(*ratio_interval(base, r)), base, r)),
+            *floor_cells(rec, r),
+            *roofline_cells(rec, r, record_floor(rec)),
+            f"{r['final_loss']:.2g}",
+        ]
+        for r in rec["rows"]
+    ]
+    commit = str(rec.get("git_commit") or "")[:7]
+    tree = (record_floor(rec) or {}).get("tree_commit")
+    if tree:  # the device copy's git metadata named another commit
+        commit = f"{str(tree)[:7]}; the record's git_commit reads {commit}"
+    return [
+        f"### {escape(rec['scenario']['scale'])} scale: {escape(rec.get('machine_id'))}, "
+        f"{escape((rec.get('probe') or {}).get('device_kind'))}, JAX "
+        f"{escape(rec['versions'].get('jax'))}, session {escape(rec.get('started'))} "
+        f"(commit {escape(commit)})",
+        "",
+        markdown_table(_GPU_COLUMNS, body),
+        "",
+    ]
 
 
 def fused_run() -> str:

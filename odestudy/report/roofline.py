@@ -1,0 +1,60 @@
+"""A GPU step against its device's roofline (`measure/roofline.py`): the least time its
+executed arithmetic and bytes take at the device's peak, plus the least launches a step
+must make, from the roofline record of the machine that measured the step
+(`benchmarks/gpu_session.sh roofline`)."""
+
+from pathlib import Path
+from typing import Any
+
+from ..measure.floor import STAGES_PER_STEP
+from ..measure.roofline import roofline_s
+from ..study import records
+from .intervals import fmt_interval, ratio_interval
+
+# Beside a machine's levers records: `<machine>/roofline/<device>.json`.
+FOLDER = "roofline"
+
+ROOFLINE_TEXT = (
+    "**Roofline**: the least time the step can take on its GPU (`measure/roofline.py`, "
+    "read on the machine that measured the step, in the same session): the longer of "
+    "its executed arithmetic (the floor's FLOPs, transcendentals counted as FLOPs) at the "
+    "device's float32 matmul peak and its least bytes (its parameters read and written "
+    "once, its batch read once) at the device's memory bandwidth, plus two kernel "
+    "launches (the kernel solve runs its solve in one kernel and its reverse pass in "
+    "another: no step needs fewer), each at the time one more kernel adds to a compiled "
+    "program on that device. **x roofline**: the step's median over it, with the "
+    "interval of the step's median (the roofline is one reading of each of the three)."
+)
+
+
+def roofline_record(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """The roofline record of the machine that made levers record `rec` (found by its
+    `path`), or None."""
+    path = rec.get("path")
+    if not path:
+        return None
+    try:
+        return records.read_json(Path(path).parent.parent / FOLDER / "gpu.json")
+    except (OSError, ValueError):
+        return None
+
+
+def row_roofline_s(rec: dict[str, Any], row: dict[str, Any], counts: dict | None) -> float | None:
+    """The roofline of one variant's step: its executed solver steps' FLOPs (`counts`,
+    the record's floor counts) and least bytes at its machine's roofline; None without
+    either."""
+    probe = roofline_record(rec)
+    steps = row.get("solver_steps_max")
+    if not probe or not counts or steps is None:
+        return None
+    flops = counts["rest"] + (STAGES_PER_STEP * float(steps) + 1) * counts["per_evaluation"]
+    return roofline_s(flops, float(counts.get("least_bytes", 0.0)), probe)
+
+
+def roofline_cells(rec: dict[str, Any], row: dict[str, Any], counts: dict | None) -> list[str]:
+    """The roofline (microseconds) and the step's ratio to it with its interval."""
+    roof = row_roofline_s(rec, row, counts)
+    if roof is None:
+        return ["–", "–"]
+    ratio = ratio_interval(row, {"step_times_runs_s": [[roof]]})
+    return [f"{roof * 1e6:.1f}", fmt_interval(*ratio, decimals=0)]
