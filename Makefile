@@ -184,7 +184,8 @@ GPU_WHEELS ?= .whl/gpu
 GPU_PY ?= 3.12
 GPU_PYTHON ?= python3
 GPU_PACKAGES := "papermill>=2.6,<3" "ipykernel>=6.29,<8" "nbformat>=5.10,<6" \
-	"nbconvert>=7.16,<8" "tqdm>=4.66,<5" "tabulate>=0.9,<1"
+	"nbconvert>=7.16,<8" "tqdm>=4.66,<5" "tabulate>=0.9,<1" "submitit>=1.5,<2" \
+	"filelock>=3.13,<4"
 PLATFORMS := $(foreach p,manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_26_x86_64 \
 	manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64 any,--platform $(p))
 
