@@ -18,7 +18,7 @@ from ..study.workloads import MAP_FOLDER, WORKLOADS
 from . import sessions
 from .intervals import fmt_interval, ratio_interval
 from .loss import pair_mark
-from .roofline import ROOFLINE_TEXT, roofline_cells
+from .roofline import ROOFLINE_TEXT, roofline_cells, roofline_said
 from .tables import escape, markdown_table
 
 # Where a levers record made elsewhere keeps its floor: beside it, `<name>.floor.json`
@@ -397,6 +397,7 @@ def _gpu_lever_table(rec: dict[str, Any]) -> list[str]:
         "",
         markdown_table(_GPU_COLUMNS, body),
         "",
+        *roofline_said(rec),
     ]
 
 

@@ -16,15 +16,37 @@ FOLDER = "roofline"
 
 ROOFLINE_TEXT = (
     "**Roofline**: the least time the step can take on its GPU (`measure/roofline.py`, "
-    "read on the machine that measured the step, in the same session): the longer of "
-    "its executed arithmetic (the floor's FLOPs, transcendentals counted as FLOPs) at the "
-    "device's float32 matmul peak and its least bytes (its parameters read and written "
-    "once, its batch read once) at the device's memory bandwidth, plus two kernel "
-    "launches (the kernel solve runs its solve in one kernel and its reverse pass in "
-    "another: no step needs fewer), each at the time one more kernel adds to a compiled "
-    "program on that device. **x roofline**: the step's median over it, with the "
-    "interval of the step's median (the roofline is one reading of each of the three)."
+    "read on the machine that measured the step; its session is named under the "
+    "table): the longer of its executed arithmetic (the floor's FLOPs) at the device's "
+    "float32 matmul peak (at JAX's default precision, the step's own) and its least "
+    "bytes (its parameters read and written once, its batch read once) at the device's "
+    "memory bandwidth, plus two kernel launches (the kernel solve runs its solve in one "
+    "kernel and its reverse pass in another: no step needs fewer), each at the time one "
+    "more kernel adds to a compiled program on that device. **x roofline**: the step's "
+    "median over it, with the interval of the step's median (the roofline is one "
+    "reading of each of the three)."
 )
+
+
+def roofline_said(rec: dict[str, Any]) -> list[str]:
+    """The line under a GPU levers table naming its machine's roofline reading: its
+    three values and its session, or that the machine has none."""
+    probe = roofline_record(rec)
+    if not probe:
+        return ["No roofline was read on this machine (`benchmarks/gpu_session.sh roofline`).", ""]
+    return [
+        f"Roofline of {probe.get('machine_id')} ({probe.get('device_kind')}, JAX "
+        f"{(probe.get('versions') or {}).get('jax')}), read {probe.get('finished')}: "
+        f"matmul peak {probe['peak_flops_per_s'] / 1e12:.3g} TFLOP/s, bandwidth "
+        f"{probe['bandwidth_bytes_per_s'] / 1e12:.3g} TB/s, "
+        + (
+            "no time per kernel read"
+            if probe.get("kernel_s") is None
+            else f"{probe['kernel_s'] * 1e6:.3g} us per kernel"
+        )
+        + ".",
+        "",
+    ]
 
 
 def roofline_record(rec: dict[str, Any]) -> dict[str, Any] | None:
