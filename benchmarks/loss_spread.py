@@ -15,13 +15,25 @@ import subprocess
 import sys
 
 
-def _worker(controller: str, scale: str, seed: int) -> None:
+def _fields(workload: str | None) -> dict:
+    """The scenario fields of the map's workload named `workload` (None: the default)."""
+    if workload is None:
+        return {}
+    from odestudy.study.workloads import WORKLOADS
+
+    by_slug = {w.slug(): w for w in WORKLOADS}
+    if workload not in by_slug:
+        raise SystemExit(f"unknown workload {workload!r}; valid: {', '.join(by_slug)}")
+    return by_slug[workload].fields()
+
+
+def _worker(controller: str, scale: str, seed: int, workload: str | None) -> None:
     import odestudy
 
     odestudy.configure_devices("cpu", 1)
     from odestudy.measure.training import scenario_devices, train
 
-    s = odestudy.Scenario(controller=controller, scale=scale, seed=seed)
+    s = odestudy.Scenario(controller=controller, scale=scale, seed=seed, **_fields(workload))
     trained = train(s, scenario_devices(s))
     print(json.dumps({"seed": seed, "final_loss": trained["final_loss"]}), flush=True)
 
@@ -36,17 +48,21 @@ def main() -> None:
     p.add_argument("--controller", choices=tuple(CONTROLLERS), default="pid")
     p.add_argument("--scale", default="quick")
     p.add_argument("--seeds", default="5678,1,2,3", help="comma-separated seeds")
+    p.add_argument(
+        "--workload", help="a workload of the map (`study.workloads.WORKLOADS`; default: none)"
+    )
     p.add_argument("--out", help="output JSON file (required unless --worker)")
     p.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.worker is not None:
-        return _worker(a.controller, a.scale, a.worker)
+        return _worker(a.controller, a.scale, a.worker, a.workload)
     if not a.out:
         p.error("--out is required")
     seeds = [int(x) for x in a.seeds.split(",")]
     rows = []
     for seed in seeds:  # one process at a time
         cmd = [sys.executable, __file__, "--controller", a.controller, "--scale", a.scale]
+        cmd += ["--workload", a.workload] if a.workload else []
         out = subprocess.run(
             [*cmd, "--worker", str(seed)], check=True, capture_output=True, text=True
         ).stdout
@@ -59,7 +75,7 @@ def main() -> None:
 
     losses = np.asarray([r["final_loss"] for r in rows])
     odestudy.configure_devices("cpu", 1)
-    s = odestudy.Scenario(controller=a.controller, scale=a.scale)
+    s = odestudy.Scenario(controller=a.controller, scale=a.scale, **_fields(a.workload))
     odestudy.write_json_atomic(
         a.out,
         {
@@ -70,6 +86,7 @@ def main() -> None:
             "rows": rows,
             "median_loss": float(np.median(losses)),
             "spread_relative": float(np.ptp(losses) / np.median(losses)),
+            "workload": a.workload,
             **environment(s),
         },
     )

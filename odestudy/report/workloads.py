@@ -635,7 +635,7 @@ def fused_summary(recs: list[dict[str, Any]]) -> list[str]:
         for label, found_rows in rows.items()
     }
     floors = ", ".join(
-        f"{label} {sorted(v)[len(v) // 2]:.1f}x ({min(v):.1f}x to {max(v):.1f}x over {len(v)})"
+        f"{label} {float(np.median(v)):.1f}x ({min(v):.1f}x to {max(v):.1f}x over {len(v)})"
         for label, v in ratios.items()
         if v
     )
