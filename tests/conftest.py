@@ -167,3 +167,13 @@ def two_process_record(tmp_path_factory, worker_id):
 
     root = _once(tmp_path_factory, worker_id, "two-process-results", make)
     return read_record(record_path(TWO_PROCESSES, root))
+
+
+@pytest.fixture
+def spread_measured(monkeypatch):
+    """Synthetic records (no results tree, no loss-spread record) judged as if their
+    workload's loss spread were measured at 100%: two final losses more than a factor 2
+    apart are different models, closer ones the same (`report.loss.verdict`)."""
+    from odestudy.report import loss
+
+    monkeypatch.setattr(loss, "limit_for", lambda rec: 2.0)

@@ -30,7 +30,7 @@ def _one(step_s: float, loss: float = 0.004, best: bool = False, **fields) -> di
     return rec
 
 
-def test_the_best_1_device_step_is_the_fastest_that_trains_the_same_model():
+def test_the_best_1_device_step_is_the_fastest_that_trains_the_same_model(spread_measured):
     default = _one(0.020)
     fast = _one(0.005, best=True)
     bests = best_steps([default, fast])

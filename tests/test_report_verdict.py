@@ -63,7 +63,7 @@ def test_fastest_and_slowest_within_the_cores_with_intervals_and_reason():
     assert "In short" not in verdict  # a tally is no answer: the claims give it
 
 
-def test_the_answer_in_plain_words_names_use_and_avoid_with_intervals_and_sessions():
+def test_the_answer_in_plain_words_names_use_and_avoid_with_intervals_and_sessions(spread_measured):
     rows = scaling_rows(_cpu())
     lines = verdict_claims(rows, _cpu())
     use = _line("\n".join(lines), "**Use")
@@ -86,7 +86,7 @@ def test_an_answer_not_supported_by_its_interval_is_weakened():
     assert "**Use" not in text and "not separable from one device" in text
 
 
-def test_a_claim_counts_the_sessions_it_holds_in_and_marks_unequal_losses():
+def test_a_claim_counts_the_sessions_it_holds_in_and_marks_unequal_losses(spread_measured):
     earlier = [
         dict(r, started="2026-01-01T00:00:00+00:00", finished="2026-01-01T00:10:00+00:00")
         for r in _cpu(shard=0.01)  # an earlier session where `shard` was fast
@@ -109,7 +109,7 @@ def test_a_claim_counts_the_sessions_it_holds_in_and_marks_unequal_losses():
     assert "`shard_map` 2.00x [2.00, 2.00] ‡" in lines and "‡: the two rows' final losses" in lines
 
 
-def test_a_speedup_over_a_baseline_trained_to_another_loss_is_flagged():
+def test_a_speedup_over_a_baseline_trained_to_another_loss_is_flagged(spread_measured):
     recs = _cpu(r0={"final_loss": 0.0029}, r3={"final_loss": 0.0002})
     line = _line(verdict_markdown(scaling_rows(recs), "smoke"), "fixed global batch")
     assert "trained to final loss 0.0002 against one device's 0.0029" in line
@@ -198,20 +198,29 @@ def test_one_run_rows_back_no_verdict_and_are_labelled_one_run():
     assert "within its 95% interval" not in verdict and "do not separate" not in verdict
 
 
-def test_the_unequal_loss_flag_is_one_rule_for_every_machine(tmp_path):
+def test_the_loss_rule_reads_the_spread_of_the_rows_own_machine_and_workload(tmp_path):
     from odestudy.report import loss
 
-    spread = {"kind": "loss_spread", "spread_relative": 0.25}
-    spread["scenario"] = {"scale": "quick", "controller": "pid"}
+    spread = {"kind": "loss_spread", "spread_relative": 0.25, "machine_id": "machine-a"}
+    spread["scenario"] = {"scale": "quick", "controller": "pid", "width": 64}
+    spread["rows"] = [{"seed": k, "final_loss": 0.01} for k in range(loss.MIN_SEEDS)]
     folder = tmp_path / "results" / "machine-a" / "levers"
     folder.mkdir(parents=True)
     (folder / "loss-spread-pid.json").write_text(json.dumps(spread))
-    path = tmp_path / "results" / "machine-b" / "quick" / "x" / "metrics.json"
-    row = {"path": str(path), "scale": "quick", "controller": "pid", "final_loss": 0.013}
-    # Machine b measured no spread: machine a's holds for it too (not `LOSS_FACTOR`).
+    path = tmp_path / "results" / "machine-a" / "quick" / "x" / "metrics.json"
+    row = {"path": str(path), "scale": "quick", "controller": "pid", "width": 64}
+    row.update(machine_id="machine-a", final_loss=0.013)
     assert loss.limit_for(row) == 1.25
-    assert loss.differs(row, 0.01) and loss.baseline_flag(
-        "1.5x", dict(row, baseline_final_loss=0.01)
-    ).endswith(loss.MARK)
-    assert not loss.differs(dict(row, final_loss=0.012), 0.01)
-    assert not loss.differs(dict(row, controller="stepto"), 0.01)  # `LOSS_FACTOR` 2
+    assert loss.verdict(row, 0.01) is loss.Verdict.DIFFERENT
+    assert loss.baseline_flag("1.5x", dict(row, baseline_final_loss=0.01)).endswith(loss.MARK)
+    assert loss.same(dict(row, final_loss=0.012), 0.01)
+    # Another controller, workload or machine: no spread measured for it, so not
+    # said to be the same model nor a different one.
+    for other in ({"controller": "stepto"}, {"width": 16}, {"machine_id": "machine-b"}):
+        assert loss.verdict(dict(row, **other), 0.01) is loss.Verdict.UNMEASURED
+        assert loss.flag("1.5x", dict(row, **other), 0.01) == f"1.5x {loss.UNMEASURED}"
+    # A spread over fewer seeds than `MIN_SEEDS` does not count.
+    spread["rows"] = spread["rows"][:-1]
+    (folder / "loss-spread-pid.json").write_text(json.dumps(spread))
+    loss._tree_spreads.cache_clear()
+    assert loss.verdict(row, 0.01) is loss.Verdict.UNMEASURED

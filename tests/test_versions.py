@@ -47,7 +47,7 @@ def _write_set(folder, step_one: float, step_shard: float, jax_version: str) -> 
         records.write_json_atomic(record_path(s, folder), rec)
 
 
-def test_the_table_joins_within_each_release(tmp_path):
+def test_the_table_joins_within_each_release(tmp_path, spread_measured):
     results = tmp_path / "versions"
     _write_set(results / VERSION_SETS[0], 0.08, 0.40, "0.4.34")
     _write_set(results / VERSION_SETS[-1], 0.02, 0.04, "0.10.2")

@@ -308,8 +308,7 @@ def verdict_claims(
             f"({escape(', '.join(map(str, beyond)))} devices) "
             "measure overhead and are left out of this answer."
         )
-    if any(loss.MARK in line for line in lines):
-        lines.append(f"- {loss.NOTE}")
+    lines += [f"- {n}" for n in loss.notes("\n".join(lines))]
     return lines
 
 

@@ -295,8 +295,8 @@ def device_table(
         markdown_table(header, cells),
         "",
     ]
-    if any(loss.MARK in c for row in cells for c in row):
-        parts += [loss.NOTE, ""]
+    for n in loss.notes(" ".join(c for row in cells for c in row)):
+        parts += [n, ""]
     line = machine_line(rows, device)
     if line:
         parts += [line, ""]

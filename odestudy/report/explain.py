@@ -736,8 +736,8 @@ def write_explain(
         figs += f
     if len(parts) == 2 + (2 if older else 0):
         parts += ["No records of these studies yet (`make explain`).", ""]
-    if loss.MARK in "\n".join(parts):
-        parts += [loss.NOTE, ""]
+    for n in loss.notes("\n".join(parts)):
+        parts += [n, ""]
     path = figures / "tables" / "explain.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts))

@@ -17,7 +17,7 @@ from ..study import records
 from ..study.workloads import MAP_FOLDER, WORKLOADS
 from . import sessions
 from .intervals import fmt_interval, ratio_interval
-from .loss import pair_mark
+from .loss import in_record, pair_mark
 from .roofline import ROOFLINE_TEXT, roofline_cells, roofline_said
 from .tables import escape, markdown_table
 
@@ -149,14 +149,15 @@ def fused_records(results: str | Path, machine: str) -> list[dict[str, Any]]:
 
 def variant_row(rec: dict[str, Any], label: str) -> dict[str, Any] | None:
     """The row of variant `label` in a levers record (or of its former label, where its
-    levers run no fused solve: `_FORMER_LABELS`), or None."""
+    levers run no fused solve: `_FORMER_LABELS`), with the record's machine and scenario
+    (`loss.in_record`), or None."""
     row = next((r for r in rec["rows"] if r["label"] == label), None)
     former = _FORMER_LABELS.get(label)
     if row is None and former is not None:
         row = next((r for r in rec["rows"] if r["label"] == former), None)
         if row is not None and row.get("levers", {}).get("integrator") == "fused":
             return None
-    return row
+    return None if row is None else in_record(rec, row)
 
 
 def fused_adjoints(recs: Sequence[dict[str, Any]]) -> str:
@@ -378,7 +379,7 @@ def _gpu_lever_table(rec: dict[str, Any]) -> list[str]:
         [
             escape(r["label"]),
             f"{r['step_time_s'] * 1e3:.2f}",
-            escape(pair_mark(fmt_interval(*ratio_interval(base, r)), base, r)),
+            escape(pair_mark(fmt_interval(*ratio_interval(base, r)), in_record(rec, r), base)),
             *floor_cells(rec, r),
             *roofline_cells(rec, r, record_floor(rec)),
             f"{r['final_loss']:.2g}",

@@ -1,11 +1,16 @@
 """Whether a prediction was held out: made before the measured rows it is checked
 against (their first run started after it was written), or in-sample (made after them,
 from rows of the same session). Every checked error names its prediction model and says
-which."""
+which. And whether the recommended step was measured again after the records it was
+chosen on (`recommended_again`)."""
 
 import datetime
+import json
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
+
+from . import loss
 
 
 def _time(text: Any) -> datetime.datetime | None:
@@ -44,3 +49,65 @@ def said(checked: Sequence[dict[str, Any]]) -> str:
     if counts["in-sample"] == len(checked):
         return f"{models}; in-sample: made after the rows, from their session's 1-device rows"
     return f"{models}; " + ", ".join(f"{n} {what}" for what, n in counts.items() if n)
+
+
+def choice_records(results: str | Path) -> list[dict[str, Any]]:
+    """The records the recommended step's makeup was chosen on: every levers record
+    (`*/levers/*.json`) and every map lever, fused-solve and vector-width record, of any
+    machine (loss spreads and floor sidecars left out)."""
+    root = Path(results)
+    paths = [
+        *root.glob("*/levers/*.json"),
+        *(
+            p
+            for folder in ("levers", "fused", "vectors")
+            for p in root.glob(f"map/*/{folder}/*.json")
+        ),
+    ]
+    out = []
+    for p in sorted(paths):
+        if p.name.startswith("loss-spread") or p.name.endswith(".floor.json"):
+            continue
+        try:
+            out.append(json.loads(p.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def recommended_again(rows: Sequence[dict[str, Any]], chosen: Sequence[dict[str, Any]]) -> str:
+    """The map's check of the recommended step in a session after the records it was
+    chosen on (`chosen`): per workload and controller whose 1-device rows both trained,
+    its speedup over the default, how many the intervals and the loss rule call faster
+    at equal loss or slower; empty without such rows or where the map's rows are not
+    later than every choice record."""
+    found = [
+        r
+        for r in rows
+        if r["step"] == "recommended" and r["n_devices"] == 1 and r.get("speedup") is not None
+    ]
+    last = max((t for rec in chosen if (t := _time(rec.get("finished"))) is not None), default=None)
+    if not found or last is None:
+        return ""
+    if not made_before({"finished": last.isoformat()}, [r["record"] for r in found]):
+        return ""
+    ratios = [r["speedup"] for r in found]
+    above = [r for r in found if r["speedup"][1] > 1]
+    verdicts = [loss.verdict(r["record"], r["base"]) for r in above]
+    faster = verdicts.count(loss.Verdict.SAME)
+    unmeasured = verdicts.count(loss.Verdict.UNMEASURED)
+    slower = sum(hi < 1 for _, _, hi in ratios)
+    return (
+        f"- Held out in time: the recommended step was chosen on levers records made up to "
+        f"{last:%Y-%m-%d %H:%M} UTC; this map's session measured it again against the "
+        f"default, 1 device: {min(x for x, _, _ in ratios):.2f}x to "
+        f"{max(x for x, _, _ in ratios):.2f}x over {len(found)} workload and controller "
+        f"pairs whose models trained, {faster} faster with the whole interval above 1 at "
+        f"equal loss"
+        + (
+            f" ({unmeasured} more above 1 where the loss spread was not measured)"
+            if unmeasured
+            else ""
+        )
+        + f", {slower} slower."
+    )

@@ -1,25 +1,42 @@
 """Whether two records trained the same model, and whether one trained at all: the rules
 every table applies to the final losses behind a ratio."""
 
+import enum
 import functools
 from pathlib import Path
 from typing import Any
 
+from ..measure.problem import DEFAULT_PROBLEM
 from ..study import records
 
 # The evaluation loss a row must reach to count as a trained model, per scale, where a
 # record does not say itself (`trained`): rows above it are marked and not cited.
 TRAINED_LOSS = {"quick": 0.02}
-# Final losses further apart than this factor are not "the same model" where the
-# default's run-to-run spread over training seeds was not measured.
-LOSS_FACTOR = 2.0
+# The fewest training seeds a loss spread is measured over to count.
+MIN_SEEDS = 4
 # The mark of a ratio between two rows trained to different losses, and its note.
 MARK = "‡"
 NOTE = (
     f"{MARK}: the two rows' final losses differ by more than the run-to-run spread of the "
-    "final loss (`benchmarks/loss_spread.py`, or a factor `LOSS_FACTOR` where it was not "
-    "measured): the ratio compares different models."
+    "final loss measured for their workload on their machine (`benchmarks/loss_spread.py`, "
+    f"at least {MIN_SEEDS} seeds): the ratio compares different models."
 )
+# The mark of a ratio whose workload's loss spread was not measured on its machine.
+UNMEASURED = "°"
+UNMEASURED_NOTE = (
+    f"{UNMEASURED}: the run-to-run spread of the final loss was not measured for this "
+    f"workload on this machine (at least {MIN_SEEDS} seeds): whether the two rows trained "
+    "the same model is not known, so the ratio is not said to be at equal loss."
+)
+
+
+class Verdict(enum.Enum):
+    """Whether two rows trained the same model: their final losses within the spread
+    measured for their workload on their machine, outside it, or no spread measured."""
+
+    SAME = "same"
+    DIFFERENT = "different"
+    UNMEASURED = "not measured"
 
 
 def trained(r: dict[str, Any]) -> bool:
@@ -39,31 +56,48 @@ def trained_limit(r: dict[str, Any]) -> float | None:
     return TRAINED_LOSS.get(r.get("scale") or "")
 
 
+def model_of(r: dict[str, Any]) -> tuple:
+    """What a loss spread is measured for: the machine, scale, controller, problem and
+    field width of record (or flat row) `r`."""
+    scenario = r.get("scenario") or {}
+
+    def get(key: str) -> Any:
+        return r.get(key) if r.get(key) is not None else scenario.get(key)
+
+    return (
+        r.get("machine_id"),
+        get("scale"),
+        get("controller"),
+        get("problem") or DEFAULT_PROBLEM,
+        get("width"),
+    )
+
+
 def spreads(folder: str | Path | None, scale: str) -> dict[str, float]:
-    """Per controller, the default's relative run-to-run spread of the final loss at
-    `scale` on one machine (`<machine>/levers/loss-spread-*.json`); empty where not
-    measured."""
+    """Per controller, the default workload's relative run-to-run spread of the final loss
+    at `scale` on one machine (`<machine>/levers/loss-spread-*.json`, at least
+    `MIN_SEEDS` seeds); empty where not measured."""
     if folder is None:
         return {}
     out = {}
-    for path in sorted(Path(folder, "levers").glob("loss-spread-*.json")):
-        try:
-            rec = records.read_json(path)
-            if rec["scenario"].get("scale") != scale:
-                continue
+    for rec in _spread_records(Path(folder)):
+        if rec["scenario"].get("scale") == scale and not rec.get("workload"):
             out[rec["scenario"]["controller"]] = float(rec["spread_relative"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
     return out
 
 
-def factor(controller: str | None, spread: dict[str, float] | None = None) -> float:
-    """How far apart two final losses may be for one model: `1 + spread` of the
-    controller where measured (and the scale is the one it was measured at), else
-    `LOSS_FACTOR`."""
-    if spread and controller in spread:
-        return 1.0 + spread[controller]
-    return LOSS_FACTOR
+def _spread_records(folder: Path) -> list[dict[str, Any]]:
+    """The loss-spread records of machine folder `folder` measured over at least
+    `MIN_SEEDS` seeds."""
+    out = []
+    for path in sorted(Path(folder, "levers").glob("loss-spread-*.json")):
+        try:
+            rec = records.read_json(path)
+            if len(rec["rows"]) >= MIN_SEEDS and "spread_relative" in rec:
+                out.append(rec)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
 
 
 def results_root(path: str | Path) -> Path | None:
@@ -78,49 +112,73 @@ def results_root(path: str | Path) -> Path | None:
 
 
 @functools.cache
-def _tree_spreads(root: str, scale: str) -> dict[str, float]:
-    """Per controller, the largest run-to-run spread of the final loss measured at
-    `scale` on any machine under `root` (`*/levers/loss-spread-*.json`, the map's and the
-    version sets' machines included): one value for every table and claim, whichever
-    machine a row comes from."""
-    out: dict[str, float] = {}
+def _tree_spreads(root: str) -> dict[tuple, float]:
+    """Every loss spread measured under `root` (`*/levers/loss-spread-*.json`, the map's
+    machines included), by what it was measured for (`model_of`)."""
+    out: dict[tuple, float] = {}
     folders = {p.parent.parent for p in Path(root).glob("**/levers/loss-spread-*.json")}
     for folder in sorted(folders):
-        for controller, value in spreads(folder, scale).items():
-            out[controller] = max(value, out.get(controller, 0.0))
+        for rec in _spread_records(folder):
+            out[model_of(rec)] = float(rec["spread_relative"])
     return out
 
 
-def limit_for(rec: dict[str, Any]) -> float:
-    """How far apart `rec`'s final loss and another's may be for one model: the factor
-    (`factor`) of its controller from the largest loss spread measured at its scale on
-    any machine of its results tree (`results_root`), else `LOSS_FACTOR`."""
+def limit_for(rec: dict[str, Any]) -> float | None:
+    """How far apart `rec`'s final loss and another's may be for one model: 1 plus the
+    run-to-run spread measured for its workload on its machine (`model_of`) in its
+    results tree (`results_root`); None where none was measured."""
     root = results_root(rec["path"]) if rec.get("path") else None
     if root is None:
-        return LOSS_FACTOR
-    spread = _tree_spreads(str(root), rec.get("scale") or "")
-    return factor(rec.get("controller"), spread)
+        return None
+    spread = _tree_spreads(str(root)).get(model_of(rec))
+    return None if spread is None else 1.0 + spread
+
+
+def in_record(rec: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """A variant's row of a levers record with the record's machine, scenario and path:
+    what `verdict` needs to find the spread for it."""
+    context = {k: rec.get(k) for k in ("machine_id", "scenario", "path")}
+    return {**context, **row}
 
 
 def _loss(x: dict[str, Any] | float | None) -> float | None:
     return x.get("final_loss") if isinstance(x, dict) else x
 
 
+def verdict(a: dict[str, Any], b: dict[str, Any] | float | None) -> Verdict:
+    """THE test of equal losses, used by every table, range and claim: whether record
+    (or row) `a` and record `b` (or a bare final loss) trained the same model, by the
+    spread measured for `a`'s workload on its machine (`limit_for`)."""
+    limit = limit_for(a)
+    la, lb = _loss(a), _loss(b)
+    if limit is None or not la or not lb:
+        return Verdict.UNMEASURED
+    return Verdict.DIFFERENT if max(la, lb) / min(la, lb) > limit else Verdict.SAME
+
+
 def differs(a: dict[str, Any], b: dict[str, Any] | float | None) -> bool:
-    """THE test of unequal losses, used by every table and claim: whether record (or
-    row) `a` and record `b` (or a bare final loss) trained to final losses further apart
-    than `limit_for(a)`, so that a ratio of the two compares different models."""
-    return unequal(_loss(a), _loss(b), limit_for(a))
+    """Whether `a` and `b` trained different models by the measured spread (`verdict`)."""
+    return verdict(a, b) is Verdict.DIFFERENT
+
+
+def same(a: dict[str, Any], b: dict[str, Any] | float | None) -> bool:
+    """Whether `a` and `b` trained the same model by the measured spread (`verdict`):
+    only then may a ratio of the two be said to be at equal loss."""
+    return verdict(a, b) is Verdict.SAME
 
 
 def flag(text: str, a: dict[str, Any], b: dict[str, Any] | float | None) -> str:
-    """`text` (a ratio of `a` and `b`) with `MARK` where they differ (`differs`)."""
-    return f"{text} {MARK}" if differs(a, b) else text
+    """`text` (a ratio of `a` and `b`) with `MARK` where they trained different models,
+    `UNMEASURED` where no spread says (`verdict`)."""
+    v = verdict(a, b)
+    if v is Verdict.DIFFERENT:
+        return f"{text} {MARK}"
+    return f"{text} {UNMEASURED}" if v is Verdict.UNMEASURED else text
 
 
 def baseline_flag(text: str, row: dict[str, Any]) -> str:
-    """`text` (a scaling row's speedup) with `MARK` where the row and its 1-device
-    baseline trained to different losses (`differs`)."""
+    """`text` (a scaling row's speedup) flagged (`flag`) against its 1-device baseline's
+    final loss."""
     return flag(text, row, row.get("baseline_final_loss"))
 
 
@@ -129,13 +187,6 @@ def pair_mark(text: str, a: dict[str, Any], b: dict[str, Any]) -> str:
     return flag(text, a, b)
 
 
-def unequal(a: float | None, b: float | None, limit: float = LOSS_FACTOR) -> bool:
-    """Whether final losses `a` and `b` are more than `limit` times apart."""
-    if not a or not b:
-        return False
-    return max(a, b) / min(a, b) > limit
-
-
-def mark(text: str, a: float | None, b: float | None, limit: float = LOSS_FACTOR) -> str:
-    """`text` with `MARK` where losses `a` and `b` are more than `limit` apart."""
-    return f"{text} {MARK}" if unequal(a, b, limit) else text
+def notes(text: str) -> list[str]:
+    """The notes of the marks `text` holds (`NOTE`, `UNMEASURED_NOTE`)."""
+    return [n for m, n in ((MARK, NOTE), (UNMEASURED, UNMEASURED_NOTE)) if m in text]

@@ -76,8 +76,8 @@ def machines_table(every: list[dict[str, Any]], chosen: Mapping[str, str | None]
             ]
     if len(parts) == 2:
         parts.append("Only one machine has records of this scale.")
-    elif any(loss.MARK in p for p in parts):
-        parts += [loss.NOTE, ""]
+    else:
+        parts += [line for n in loss.notes("\n".join(parts)) for line in (n, "")]
     return "\n".join(parts) + "\n"
 
 

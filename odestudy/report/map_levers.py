@@ -12,7 +12,7 @@ from ..measure.scenario import Scenario
 from . import sessions
 from .floor import elsewhere_said, held_elsewhere, map_lever_records, variant_row
 from .intervals import fmt_interval, ratio_interval
-from .loss import differs, pair_mark
+from .loss import pair_mark, same
 from .tables import escape, markdown_table
 
 
@@ -110,8 +110,8 @@ def lever_lines(results: str | Path, machine: str, lever: MapLever) -> list[str]
 def lever_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> list[dict]:
     """Per lever record (workload and controller) whose two models both trained (their
     problem's trained loss), the speedup of `lever` over `base` with its interval, and
-    whether their final losses are equal (within the run-to-run spread,
-    `loss.differs`)."""
+    whether they trained the same model (within the run-to-run spread measured for the
+    workload on the machine, `loss.same`)."""
     out = []
     for rec in recs:
         a, b = variant_row(rec, base), variant_row(rec, lever)
@@ -120,7 +120,7 @@ def lever_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> lis
         if max(a["final_loss"], b["final_loss"]) > _trained_limit(rec):
             continue  # a model that did not train: no speedup
         ratio, lo, hi = ratio_interval(a, b)
-        equal = not differs(a, b)
+        equal = same(a, b)
         out.append({"ratio": ratio, "low": lo, "high": hi, "equal": equal})
     return out
 

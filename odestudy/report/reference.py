@@ -119,7 +119,7 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
         f"machine: {gpu}"
     )
     table = markdown_table(header, out)
-    flagged = f"\n\n{loss.NOTE}" if loss.MARK in table else ""
+    flagged = "".join(f"\n\n{n}" for n in loss.notes(table))
     return "# Ours beside the reference\n\n" + note + "\n\n" + table + flagged + "\n"
 
 

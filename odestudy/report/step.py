@@ -10,10 +10,9 @@ import numpy as np
 
 from ..measure.recommended import RECOMMENDED, recommended_levers
 from ..measure.scenario import Scenario
-from . import sessions
+from . import loss, sessions
 from .floor import FLOOR_TEXT, floor_cells, recommended_made_of
 from .intervals import fmt_interval
-from .loss import MARK, unequal
 from .tables import escape, markdown_table
 from .tables import fmt as _fmt
 
@@ -77,18 +76,6 @@ def verdict(sweep: dict[str, Any]) -> dict[str, Any]:
     else:
         out["bound"] = "overhead"
     return out
-
-
-def same_model(
-    final_loss: float, default_loss: float, spread: dict[str, Any] | None
-) -> bool | None:
-    """Whether a lever trained the default's model: its final loss and the default's
-    within the default's run-to-run spread (`benchmarks/loss_spread.py`: the relative
-    range of the default's final loss over training seeds), by `loss.unequal`, the test
-    every table applies; None without a spread."""
-    if not spread:
-        return None
-    return not unequal(final_loss, default_loss, 1.0 + spread["spread_relative"])
 
 
 def loop_summary(loops: dict[str, Any] | None) -> tuple[str, str]:
@@ -223,33 +210,41 @@ def lever_text(spreads: dict[str, dict[str, Any]]) -> str:
         "counted in the same profile (each a kernel the runtime dispatches: a fusion, a "
         "matmul, a copy, a loop's test), and the step's median time per kernel. "
         "**Final loss**: the variant's own training from scratch. **Trains the same "
-        "model**: its final loss is at most the default's plus the default's "
-        f"run-to-run spread over training seeds ({spread_text or 'not measured'}); a "
-        "lower loss trains at least as well. A lever that does not is reported, not "
-        "recommended. " + FLOOR_TEXT
+        "model**: its final loss and the default's within the default's run-to-run "
+        "spread over training seeds, measured on the record's machine "
+        f"({spread_text or 'not measured'}), one way or the other (`loss.verdict`, the "
+        "rule every table applies); 'not measured' where its machine has no spread. A "
+        "lever that does not is reported, not recommended. " + FLOOR_TEXT
     )
 
 
-def lever_row(rec: dict[str, Any], r: dict[str, Any], spread: dict[str, Any] | None) -> list[str]:
+# The lever table's "Trains the same model" cell per verdict of the loss rule.
+_SAME = {
+    loss.Verdict.SAME: "yes",
+    loss.Verdict.DIFFERENT: "no",
+    loss.Verdict.UNMEASURED: "not measured",
+}
+
+
+def lever_row(rec: dict[str, Any], r: dict[str, Any]) -> list[str]:
     """The lever table's row of variant `r` of lever record `rec` (its first row the
-    default), `spread` the default's loss spread for its controller (None: unknown)."""
+    default), its loss against the default's by the loss rule (`loss.verdict`)."""
     lo, hi = r["speedup_ci"]
     bodies, conds = loop_summary(r.get("loops"))
     kernels = (r.get("loops") or {}).get("instructions")
-    equal = same_model(r["final_loss"], rec["rows"][0]["final_loss"], spread)
-    same = "–" if equal is None else ("yes" if equal else "no")
+    row, default = loss.in_record(rec, r), rec["rows"][0]
     return [
         rec["scenario"]["controller"],
         r["label"],
         ", ".join(f"{k}={v}" for k, v in r["levers"].items()) or "–",
         f"{r['step_time_s'] * 1e3:.2f}",
-        fmt_interval(r["speedup_vs_default"], lo, hi) + (f" {MARK}" if same == "no" else ""),
+        loss.flag(fmt_interval(r["speedup_vs_default"], lo, hi), row, default),
         bodies,
         conds,
         "–" if not kernels else str(kernels),
         "–" if not kernels else f"{r['step_time_s'] / kernels * 1e6:.2f}",
         _fmt(r["final_loss"], 3),
-        same,
+        _SAME[loss.verdict(row, default)],
         *floor_cells(rec, r),
         session_commit(rec),
     ]
@@ -299,11 +294,7 @@ def lever_section(
 ) -> list[str]:
     """The levers' lines: heading, how to read, the table and what is recommended, or
     one line where this machine has no lever record."""
-    rows = [
-        lever_row(rec, r, spreads.get(rec["scenario"]["controller"]))
-        for rec in levers
-        for r in rec["rows"]
-    ]
+    rows = [lever_row(rec, r) for rec in levers for r in rec["rows"]]
     if not rows:
         return ["## Levers", "", "No lever records of this machine (`benchmarks/levers.py`).", ""]
     table = markdown_table(LEVER_HEADER, rows)

@@ -292,6 +292,6 @@ def verdict_markdown(rows: Sequence[dict[str, Any]], scale: str | None = None) -
         "both with the default step (the reference's); against the best 1-device step: "
         "the README and `docs/results/crossover.md`."
     )
-    if loss.MARK in "\n".join(parts):
-        parts += ["", loss.NOTE]
+    for n in loss.notes("\n".join(parts)):
+        parts += ["", n]
     return "\n".join(parts).rstrip() + "\n"

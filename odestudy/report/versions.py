@@ -81,8 +81,8 @@ def versions_markdown(by_set: dict[str, list[dict]]) -> str:
     ]
     parts += _sentences(by_set, current) + [""]
     parts.append(markdown_table(TABLE_HEADER, _table(by_set)))
-    if loss.MARK in "\n".join(parts):
-        parts += ["", loss.NOTE]
+    for n in loss.notes("\n".join(parts)):
+        parts += ["", n]
     return "\n".join(parts)
 
 

@@ -35,7 +35,7 @@ from .floor import (
     variant_row,
 )
 from .frames import read_records
-from .heldout import made_before, said
+from .heldout import choice_records, made_before, recommended_again, said
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import pair_mark, trained
 from .map_levers import MAP_LEVERS, lever_lines, lever_speedups, lever_summary
@@ -602,6 +602,7 @@ def summary_lines(results: str | Path, recs: Sequence[dict[str, Any]]) -> list[s
             predictions(results, recs[0]["machine_id"]),
             predictions(results, recs[0]["machine_id"], EXTRAPOLATION_PROFILE),
         ),
+        *[line for line in [recommended_again(rows, choice_records(results))] if line],
         *_levers_summary(results, machine),
         *fused_summary(fused_records(results, machine)),
         *gpu_fused_summary(results),
