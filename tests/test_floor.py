@@ -19,6 +19,10 @@ def test_one_evaluation_counts_the_fields_matmuls_forward_and_backward(width):
     assert flops["batch"] == s.batch
     assert 2.5 * forward < flops["per_evaluation"] < 4 * forward
     assert 0 <= flops["rest"] < flops["per_evaluation"]
+    # The forward pass alone: about a third of forward and backward together.
+    assert forward * 0.8 < flops["per_evaluation_forward"] < flops["per_evaluation"] / 2
+    # The field's tanh: one per hidden unit per series and evaluation, counted apart.
+    assert flops["per_evaluation_transcendentals"] >= 2 * width * s.batch
     # The least bytes: the MLP's parameters (2w + w + w^2 + w + 2w + 2 floats) read and
     # written once, and the batch read once (its series at least).
     params = 4 * (2 * width + width + width**2 + width + 2 * width + 2)
@@ -30,6 +34,17 @@ def test_floor_time_is_the_evaluations_arithmetic_at_the_rate():
     steps = 20
     expected = (2e6 + (STAGES_PER_STEP * steps + 1) * 1e6) / 1e9
     assert floor_time(flops, steps, 1e9) == pytest.approx(expected)
+
+
+def test_the_reverse_pass_is_charged_for_the_steps_it_runs_and_transcendentals_at_their_rate():
+    flops = {"per_evaluation": 3e6, "per_evaluation_forward": 1e6, "rest": 0.0, "batch": 32}
+    flops |= {"per_evaluation_transcendentals": 1e4, "rest_transcendentals": 0.0}
+    forward, reverse = STAGES_PER_STEP * 20 + 1, STAGES_PER_STEP * 15 + 1
+    arithmetic = (forward * 1e6 + reverse * 2e6) / 1e9
+    assert floor_time(flops, 20, 1e9, reverse_steps=15) == pytest.approx(arithmetic)
+    assert floor_time(flops, 20, 1e9, 15, transcendentals_per_s=1e8) == pytest.approx(
+        arithmetic + forward * 1e4 / 1e8
+    )
 
 
 def _lever_record(tmp_path, name: str, floor: dict | None, labels=("default", "fast")):

@@ -56,9 +56,12 @@ class EvaluationsSolve(BatchSolve):
         return jnp.broadcast_to(y[:, None], (y.shape[0], ts.shape[1], *y.shape[1:]))
 
 
-def _flops(s: Scenario, problem: Any, model: Any, batch: Any, evaluations: int) -> float:
-    """XLA's FLOPs for the loss and gradient of `model` on `batch` with `evaluations`
-    field evaluations in place of the solve."""
+def _cost(
+    s: Scenario, problem: Any, model: Any, batch: Any, evaluations: int, grad: bool = True
+) -> tuple[float, float]:
+    """XLA's FLOPs and transcendentals (`exp`, `log1p`, `tanh`, ...: counted apart from
+    the FLOPs) for the loss of `model` on `batch` and, with `grad`, its gradient, with
+    `evaluations` field evaluations in place of the solve."""
     params, static = eqx.partition(model, eqx.is_inexact_array)
     key = jax.random.PRNGKey(0) if problem.needs_key else None
 
@@ -66,17 +69,27 @@ def _flops(s: Scenario, problem: Any, model: Any, batch: Any, evaluations: int) 
         solve = EvaluationsSolve(evaluations, s.ode_solve(problem))
         return mean_value(problem.loss(eqx.combine(p, static), batch, key, solve))
 
-    cost = jax.jit(jax.value_and_grad(loss)).lower(params).compile().cost_analysis()
+    fn = jax.value_and_grad(loss) if grad else loss
+    cost = jax.jit(fn).lower(params).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
     if not cost or "flops" not in cost:
         raise ValueError("this backend's XLA gives no cost analysis: no floor")
-    return float(cost["flops"])
+    return float(cost["flops"]), float(cost.get("transcendentals", 0.0))
 
 
 def evaluation_flops(s: Scenario) -> dict[str, float]:
-    """The FLOPs of one field evaluation over `s`'s per-device batch, forward and
-    backward (`per_evaluation`), and of the step outside its solve (`rest`), counted on
-    this process's default device from `s`'s problem, model and full-length data."""
+    """What `s`'s step must compute, counted on this process's default device from its
+    problem, model and full-length data, at its per-device batch (`batch`):
+
+    - `per_evaluation`: FLOPs of one field evaluation, forward and backward, and
+      `per_evaluation_forward` of its forward pass alone;
+    - `rest`: FLOPs of the step outside its solve (encoder, decoder, loss);
+    - `per_evaluation_transcendentals`, `rest_transcendentals`: the same of the
+      transcendental functions, which XLA counts apart from the FLOPs;
+    - `least_bytes`: the bytes a step moves at the least, its parameters read and
+      written once and its batch read once (a roofline's memory term,
+      `roofline.roofline_s`).
+    """
     setup = prepare(s, jax.devices()[:1], check=False)
     problem = setup.problem
     n_times = np.shape(problem.times(setup.data))[1]
@@ -86,17 +99,18 @@ def evaluation_flops(s: Scenario) -> dict[str, float]:
     batch = problem.take(data, np.arange(min(per_device, problem.size(data))))
     params = setup.step.unplace(setup.params)
     model = eqx.combine(params, setup.static)
-    one, two = (_flops(s, problem, model, batch, k) for k in (1, 2))
-    # XLA's fusion choices can leave the difference a little above `one` (a wide field
-    # with a cheap loss): the rest is then counted as nothing.
-    # The bytes a step moves at the least: its parameters read and written once, its
-    # batch read once (a roofline's memory term, `roofline.roofline_s`).
-    least_bytes = 2 * _nbytes(params) + _nbytes(batch)
+    (f1, t1), (f2, t2) = (_cost(s, problem, model, batch, k) for k in (1, 2))
+    (g1, _), (g2, _) = (_cost(s, problem, model, batch, k, grad=False) for k in (1, 2))
+    # XLA's fusion choices can leave a difference a little above the one-evaluation
+    # count (a wide field with a cheap loss): the rest is then counted as nothing.
     return {
-        "per_evaluation": two - one,
-        "rest": max(0.0, 2 * one - two),
+        "per_evaluation": f2 - f1,
+        "per_evaluation_forward": min(max(0.0, g2 - g1), f2 - f1),
+        "rest": max(0.0, 2 * f1 - f2),
+        "per_evaluation_transcendentals": max(0.0, t2 - t1),
+        "rest_transcendentals": max(0.0, 2 * t1 - t2),
         "batch": per_device,
-        "least_bytes": float(least_bytes),
+        "least_bytes": float(2 * _nbytes(params) + _nbytes(batch)),
     }
 
 
@@ -105,8 +119,27 @@ def _nbytes(tree: Any) -> int:
     return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree) if eqx.is_array(x))
 
 
-def floor_time(flops: dict[str, float], solver_steps: float, flops_per_s: float) -> float:
-    """Seconds the step's arithmetic takes at `flops_per_s`: the rest plus
-    `6 solver_steps + 1` field evaluations (`evaluation_flops`'s `flops`)."""
-    evaluations = STAGES_PER_STEP * solver_steps + 1
-    return (flops["rest"] + evaluations * flops["per_evaluation"]) / flops_per_s
+def floor_time(
+    flops: dict[str, float],
+    solver_steps: float,
+    flops_per_s: float,
+    reverse_steps: float | None = None,
+    transcendentals_per_s: float | None = None,
+) -> float:
+    """Seconds the step's arithmetic takes (`evaluation_flops`'s `flops`): the rest plus
+    `6 n + 1` field evaluations forward for its `solver_steps` executed steps, their
+    reverse passes for the `reverse_steps` its reverse pass runs (the accepted steps
+    where it replays only those; None: as many as forward), at `flops_per_s`; and, given
+    `transcendentals_per_s` and counts of them, its transcendentals at that rate.
+    Counts without a forward share charge forward and backward for every step."""
+    forward = STAGES_PER_STEP * solver_steps + 1
+    backward = forward if reverse_steps is None else STAGES_PER_STEP * reverse_steps + 1
+    per = flops["per_evaluation"]
+    fwd = flops.get("per_evaluation_forward")
+    if fwd is None:
+        fwd, backward = per, 0.0  # counted together: charged for every executed step
+    seconds = (flops["rest"] + forward * fwd + backward * (per - fwd)) / flops_per_s
+    if transcendentals_per_s and "per_evaluation_transcendentals" in flops:
+        counted = flops["rest_transcendentals"] + forward * flops["per_evaluation_transcendentals"]
+        seconds += counted / transcendentals_per_s
+    return seconds

@@ -127,6 +127,23 @@ def matmul_rate(batch: int, width: int, iterations: int = 200, repeats: int = 7)
     }
 
 
+def transcendental_rate(
+    batch: int, width: int, iterations: int = 200, repeats: int = 7
+) -> dict[str, Any]:
+    """Transcendental functions per second of one device on a loop of `iterations`
+    softplus steps (`log1p(exp(x))`: two each) of a `batch` x `width` state: the rate a
+    field's activations take at that shape, apart from its matmuls."""
+    y = jax.device_put(np.random.default_rng(0).standard_normal((batch, width), np.float32))
+    body = lambda i, c: jax.numpy.log1p(jax.numpy.exp(0.5 * c))  # noqa: E731
+    fn = jax.jit(lambda y: jax.lax.fori_loop(0, iterations, body, y))
+    seconds = _time(fn.lower(y).compile(), y, repeats=repeats)
+    return {
+        "batch": batch,
+        "width": width,
+        "transcendentals_per_s": 2.0 * batch * width * iterations / seconds,
+    }
+
+
 def loop_iteration_s(iterations: int = 20000, repeats: int = 7) -> float:
     """Seconds per iteration of a compiled `fori_loop` whose body adds one to a scalar:
     what a solver loop pays per step before any work."""

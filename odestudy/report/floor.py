@@ -40,14 +40,33 @@ def record_floor(rec: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
+def row_counts(rec: dict[str, Any], row: dict[str, Any]) -> dict[str, Any] | None:
+    """What variant `row` must compute: its own counts where the record counted each
+    variant's program (`row["floor"]`), else the record's one count (`record_floor`)."""
+    return row.get("floor") or record_floor(rec)
+
+
+def _floor_s(counts: dict[str, Any], row: dict[str, Any], rate: float) -> float:
+    """The floor of `row` at matmul rate `rate`: its executed solver steps forward, the
+    steps its reverse pass runs (`solver_steps_reversed_max` where recorded), and its
+    transcendentals at their probed rate where counted."""
+    reverse = row.get("solver_steps_reversed_max")
+    return floor_time(
+        counts,
+        float(row["solver_steps_max"]),
+        rate,
+        None if reverse is None else float(reverse),
+        counts.get("transcendentals_per_s"),
+    )
+
+
 def row_floor_s(rec: dict[str, Any], row: dict[str, Any]) -> float | None:
-    """The floor time of one variant's step: its executed solver steps' arithmetic at
-    the record's rate; None without a floor or step count."""
-    counts = record_floor(rec)
-    steps = row.get("solver_steps_max")
-    if not counts or steps is None:
+    """The floor time of one variant's step (`_floor_s`) at the record's median rate;
+    None without a floor or step count."""
+    counts = row_counts(rec, row)
+    if not counts or row.get("solver_steps_max") is None:
         return None
-    return floor_time(counts, float(steps), counts["matmul_flops_per_s"])
+    return _floor_s(counts, row, counts["matmul_flops_per_s"])
 
 
 def floor_ratio(
@@ -57,13 +76,11 @@ def floor_ratio(
     median step and, where the record measured the rate in every round of blocks
     (`matmul_flops_per_s_rounds`), of the median floor over those rounds; else of the
     median step alone (the floor from one probe)."""
-    floor = row_floor_s(rec, row)
-    if floor is None:
+    if row_floor_s(rec, row) is None:
         return None, None, None
-    counts = record_floor(rec) or {}
-    steps = float(row["solver_steps_max"])
+    counts = row_counts(rec, row) or {}
     rounds = counts.get("matmul_flops_per_s_rounds") or [counts["matmul_flops_per_s"]]
-    floors = [floor_time(counts, steps, rate) for rate in rounds]
+    floors = [_floor_s(counts, row, rate) for rate in rounds]
     return ratio_interval(row, {"step_times_runs_s": [floors]})
 
 
@@ -381,7 +398,7 @@ def _gpu_lever_table(rec: dict[str, Any]) -> list[str]:
             f"{r['step_time_s'] * 1e3:.2f}",
             escape(pair_mark(fmt_interval(*ratio_interval(base, r)), in_record(rec, r), base)),
             *floor_cells(rec, r),
-            *roofline_cells(rec, r, record_floor(rec)),
+            *roofline_cells(rec, r, row_counts(rec, r)),
             f"{r['final_loss']:.2g}",
         ]
         for r in rec["rows"]

@@ -69,7 +69,10 @@ def row_roofline_s(rec: dict[str, Any], row: dict[str, Any], counts: dict | None
     steps = row.get("solver_steps_max")
     if not probe or not counts or steps is None:
         return None
-    flops = counts["rest"] + (STAGES_PER_STEP * float(steps) + 1) * counts["per_evaluation"]
+    evaluations = STAGES_PER_STEP * float(steps) + 1
+    flops = counts["rest"] + evaluations * counts["per_evaluation"]
+    flops += counts.get("rest_transcendentals", 0.0)  # at the matmul peak: a bound below
+    flops += evaluations * counts.get("per_evaluation_transcendentals", 0.0)
     return roofline_s(flops, float(counts.get("least_bytes", 0.0)), probe)
 
 
