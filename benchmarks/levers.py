@@ -441,21 +441,23 @@ def _worker(args: argparse.Namespace) -> None:
 
 
 def _rate_worker(args: argparse.Namespace) -> None:
-    """The floor's rate, measured between the timed blocks: at each `block` line, the
+    """The floor's rates, measured between the timed blocks: at each `block` line, the
     rate of the probe's matmul-and-tanh loop at the step's per-device batch and width
-    (`probe.matmul_rate`), printed as JSON."""
+    (`probe.matmul_rate`) and of its transcendentals (`probe.transcendental_rate`),
+    printed as JSON."""
     import odestudy
 
     fields = json.loads(args.fields or "{}")
     odestudy.configure_devices(fields.get("device", "cpu"), 1)
-    from odestudy.measure.probe import matmul_rate
+    from odestudy.measure.probe import matmul_rate, transcendental_rate
 
     batch, width = json.loads(args.rate_worker)
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         if line.strip() == "block":
             rate = matmul_rate(batch, width)["flops_per_s"]
-            print(json.dumps({"flops_per_s": rate}), flush=True)
+            other = transcendental_rate(batch, width)["transcendentals_per_s"]
+            print(json.dumps({"flops_per_s": rate, "transcendentals_per_s": other}), flush=True)
 
 
 def _read_json(proc: subprocess.Popen) -> dict:
@@ -576,27 +578,52 @@ def _measure_all(a: argparse.Namespace, checked: list, labels: list[str], start_
         measure(a, s, labels, workload, out, start_env)
 
 
-def floor_of(s, rates: list[float]) -> dict:
+def floor_of(s, rates: list[dict]) -> dict:
     """What `s`'s step must compute (`measure.floor.evaluation_flops`: FLOPs of one field
-    evaluation over the batch, forward and backward, and of the rest of the step) and
-    the rate this device sustains at its shapes: `rates`, the probe's matmul-and-tanh
-    loop at the per-device batch and the field's width (`probe.matmul_rate`) measured in
-    each round of timed blocks, and their median. A row's floor is `floor.floor_time` of
-    these and its executed solver steps."""
+    evaluation over the batch, forward and backward, and of the rest of the step, and
+    the transcendentals apart) and the rates this device sustains at its shapes:
+    `rates`, the probe's matmul-and-tanh loop and its transcendentals at the per-device
+    batch and the field's width (`probe.matmul_rate`, `probe.transcendental_rate`)
+    measured in each round of timed blocks, and their medians. A row's floor is
+    `floor.floor_time` of these and its executed solver steps."""
+    from odestudy.measure.floor import evaluation_flops
+
+    return {**evaluation_flops(s), **rates_of(s, rates)}
+
+
+def rates_of(s, rates: list[dict]) -> dict:
+    """The floor's rates over the rounds of blocks (`floor_of`), with their medians."""
     import numpy as np
 
-    from odestudy.measure.floor import evaluation_flops
     from odestudy.measure.vectors import probed_options
 
-    flops = evaluation_flops(s)
-    return {
-        **flops,
+    matmul = [r["flops_per_s"] for r in rates]
+    other = [r["transcendentals_per_s"] for r in rates if "transcendentals_per_s" in r]
+    out = {
         "width": s.width,
         # The compile options the probe's loop was timed with, the faster counting.
         "rate_compile_options": probed_options("cpu" if s.device == "cpu" else "gpu"),
-        "matmul_flops_per_s": float(np.median(rates)),
-        "matmul_flops_per_s_rounds": list(rates),
+        "matmul_flops_per_s": float(np.median(matmul)),
+        "matmul_flops_per_s_rounds": matmul,
     }
+    if other:
+        out |= {"transcendentals_per_s": float(np.median(other)), "transcendentals_rounds": other}
+    return out
+
+
+def variant_floor(s, levers: dict, rates: list[dict]) -> dict | None:
+    """What variant `levers` of `s` must compute, counted on its own program
+    (`floor_of` of its scenario), or None where its program cannot be counted so."""
+    import dataclasses
+
+    from odestudy.measure.floor import evaluation_flops
+
+    fields = {k: v for k, v in levers.items() if k not in PROCESS_LEVERS}
+    try:
+        return {**evaluation_flops(dataclasses.replace(s, **fields)), **rates_of(s, rates)}
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        print(f"floor of {levers}: not counted on its own program ({exc})", flush=True)
+        return None
 
 
 def _base(a: argparse.Namespace, workload) -> dict:
@@ -726,7 +753,7 @@ def measure(
         for _ in range(a.blocks):  # interleaved, one worker measuring at a time
             for label, w in workers.items():
                 runs[label].append(_block(w)["times"])
-            rates.append(_block(rater)["flops_per_s"])
+            rates.append(_block(rater))
         for w in [*workers.values(), rater]:
             w.stdin.close()
             w.wait()
@@ -772,6 +799,8 @@ def measure(
 
     odestudy.configure_devices(s.device, 1)
     floor = floor_of(s, rates)  # after every timed block: it compiles
+    for row in rows:  # each variant's own program counted (`report.floor.row_counts`)
+        row["floor"] = variant_floor(s, row["levers"], rates)
     odestudy.write_json_atomic(
         out,
         {
