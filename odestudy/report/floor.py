@@ -101,11 +101,15 @@ FLOOR_TEXT = (
     "under `vmap`, the shared count within-ODE), plus the rest of the step, at the rate "
     "the device's probe sustains on a loop of matmul-and-tanh at the step's batch and "
     "width: in records that measured it in every round of timed blocks, the median over "
-    "the rounds (else one probe's). **x floor**: the step's median over its floor, with "
-    "the interval of the step's median and of those rounds' floors (else of the "
-    "step's median alone); what lies above 1 is time its arithmetic does not account for (loop "
-    "machinery, memory traffic, launches). Where a record counts them, the step table "
-    "gives the kernels one step dispatches and its time per kernel beside it."
+    "the rounds (else one probe's). Records made since the floor's counts were split "
+    "count each variant on its own program and charge its transcendentals (`exp`, "
+    "`log1p`, `tanh`, which XLA counts apart from FLOPs) at their own probed rate; older "
+    "records count the default's program once, transcendentals not charged. **x floor**: "
+    "the step's median over its floor, with the interval of the step's median and of "
+    "those rounds' floors (else of the step's median alone); what lies above 1 is time "
+    "its arithmetic does not account for (loop machinery, memory traffic, launches). "
+    "Where a record counts them, the step table gives the kernels one step dispatches and "
+    "its time per kernel beside it."
 )
 
 # The map's fused-solve variants (`make map-fused`), baseline first.
