@@ -7,8 +7,9 @@ import typing
 from pathlib import Path
 
 from .measure import environment
+from .measure.controllers import CONTROLLERS
 from .measure.problem import resolve_problem
-from .measure.recommended import controller_levers, recommended, recommended_levers
+from .measure.recommended import recommended
 from .measure.scenario import SCALES, Scenario, validate
 from .report.versions import write_versions
 from .study import records
@@ -59,27 +60,38 @@ def scenario_from_args(a: argparse.Namespace) -> Scenario:
     return Scenario(**{k: v for k, v in given.items() if v is not None and v is not False})
 
 
+def step_of(s: Scenario, a: argparse.Namespace) -> Scenario:
+    """`s` with the step the options name, said on a line: `--step FILE` (a step file of
+    `odestudy tune`), `--recommended` (the step tune recorded for the problem here, else
+    the levers that cannot slow it down: `steps.recommended_step`), or neither (`s`).
+    A lever given by hand beside either is a one-line error."""
+    from .study.steps import apply_step, read_step, recommended_step
+
+    step, recommended = getattr(a, "step", None), getattr(a, "recommended", False)
+    if step and recommended:
+        raise ValueError("give one of --step FILE and --recommended")
+    if not (step or recommended):
+        return s
+    given = [k for k in Scenario.levers() if getattr(a, k, None) not in (None, False)]
+    if given:
+        which = "--step" if step else "--recommended"
+        raise ValueError(
+            f"{which} sets the step's levers; give either {which} or --{given[0].replace('_', '-')}"
+        )
+    if step:
+        chosen = apply_step(s, read_step(step), step)
+        print(f"step: {step}: {chosen.step_tag() or 'the default step'}")
+        return chosen
+    chosen, why = recommended_step(s, a.results)
+    print(f"recommended: {chosen.step_tag() or 'the default step'} ({why})")
+    return chosen
+
+
 def _run(a: argparse.Namespace) -> int:
     from .measure.devices import gpu_count
     from .study.runner import execute_scenario
 
-    s = scenario_from_args(a)
-    if a.recommended:
-        levers = controller_levers(s.controller)
-        given = [k for k in levers if getattr(a, k) is not None]
-        if given:
-            raise ValueError(
-                f"--recommended sets {', '.join(levers)} (see odestudy.recommended); "
-                f"give either --recommended or --{given[0].replace('_', '-')}"
-            )
-        s = recommended(s)
-        chosen = recommended_levers(s)
-        print("recommended: " + ", ".join(f"{k}={v}" for k, v in chosen.items()))
-        if chosen != levers:
-            print(
-                f"  (valid for problem {s.problem_object.name!r}; the measured combination "
-                "is " + ", ".join(f"{k}={v}" for k, v in levers.items()) + ")"
-            )
+    s = step_of(scenario_from_args(a), a)
     from .study.executors import needs_cluster
 
     if why := needs_cluster(s):
@@ -435,6 +447,45 @@ def _report(a: argparse.Namespace) -> int:
     return 0
 
 
+def add_step_options(p: argparse.ArgumentParser, recommended: bool = True) -> None:
+    """`--step FILE` and `--recommended`: the step run (see `step_of`)."""
+    p.add_argument(
+        "--step",
+        default=None,
+        metavar="FILE",
+        help="run the step odestudy tune wrote to FILE (its levers)",
+    )
+    if recommended:
+        p.add_argument(
+            "--recommended",
+            action="store_true",
+            help="the step odestudy tune recorded for the problem, controller and device "
+            "kind on this machine where there is one (the default where nothing measured "
+            "was faster); before any tune, only the levers that cannot slow it down",
+        )
+
+
+def _tune(a: argparse.Namespace) -> int:
+    from .measure.devices import configure_devices
+    from .study.lock import measuring
+    from .study.records import write_json_atomic
+    from .study.steps import step_path
+    from .tune import print_tune, tune
+
+    s = Scenario(
+        problem=a.problem, scale=a.scale, controller=a.controller, device=a.device, width=a.width
+    )
+    out = Path(a.out) if a.out else step_path(s, a.results)
+    check_writable(out.parent)
+    configure_devices(s.device, 1)
+    with measuring(f"odestudy tune {s.problem_object.name}", a.wait):
+        found = tune(s, blocks=a.blocks, steps_per_block=a.steps_per_block, results=a.results)
+    write_json_atomic(out, found)
+    print_tune(found)
+    print(f"-> {out}")
+    return 0
+
+
 def add_wait_option(p: argparse.ArgumentParser) -> None:
     """`--wait`: wait for another measurement on this machine rather than refuse."""
     p.add_argument(
@@ -489,12 +540,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run one scenario in a fresh kernel")
     add_scenario_options(r)
-    r.add_argument(
-        "--recommended",
-        action="store_true",
-        help="apply the recommended levers of the controller (odestudy.RECOMMENDED): "
-        "the fastest measured step that trains the same model",
-    )
+    add_step_options(r)
     r.add_argument(
         "--out",
         default=None,
@@ -640,6 +686,31 @@ def parser() -> argparse.ArgumentParser:
     )
     add_wait_option(pr)
     pr.set_defaults(func=_predict)
+    tu = sub.add_parser(
+        "tune",
+        help="the fastest step for a problem on this machine: its levers timed from the "
+        "trained model, alone then combined, kept where faster at equal loss",
+    )
+    tu.add_argument(
+        "--problem",
+        default="oscillator",
+        help="a problem's name or module:object (as odestudy run --problem)",
+    )
+    tu.add_argument("--scale", choices=tuple(SCALES), default="quick")
+    tu.add_argument("--controller", choices=tuple(CONTROLLERS), default="pid")
+    tu.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    tu.add_argument("--width", type=int, default=64, help="the field's hidden units")
+    tu.add_argument(
+        "--out",
+        default=None,
+        help="the step file (JSON); default: where --recommended finds it, "
+        "RESULTS/<machine>/tune/<device>-<problem>-<controller>-<scale>.json",
+    )
+    tu.add_argument("--blocks", type=int, default=5, help="interleaved blocks per phase")
+    tu.add_argument("--steps-per-block", type=int, default=10)
+    tu.add_argument("--results", default=str(environment.workdir("results")))
+    add_wait_option(tu)
+    tu.set_defaults(func=_tune)
     v = sub.add_parser(
         "versions", help="the core rows under each JAX release (own environments), and their table"
     )

@@ -36,9 +36,11 @@ loudly (a non-finite loss, recorded as a failed run), never silently.
 import dataclasses
 from typing import Any
 
+from . import levers as _shipped  # noqa: F401 - registers the shipped levers
 from . import mlp_reverse, replay, vectors
 from .activations import FASTER_ON
 from .controllers import AbstractController
+from .lever import LEVERS, combine
 from .scenario import Scenario
 
 # controller -> the `Scenario` fields to set.
@@ -133,3 +135,12 @@ def recommended(s: Scenario) -> Scenario:
     """Scenario `s` with the recommended levers of its controller that are valid for its
     problem (`recommended_levers`)."""
     return dataclasses.replace(s, **recommended_levers(s))
+
+
+def safe_levers(s: Scenario) -> tuple[list[str], dict[str, Any]]:
+    """The registered levers that cannot slow `s`'s step down (`AbstractLever.safe_on`)
+    and apply to it, by name, and the scenario fields they set together: what
+    `--recommended` applies before `odestudy tune` has measured the problem."""
+    chosen = [lever for lever in (cls() for cls in LEVERS.values()) if lever.safe_on(s)]
+    chosen = [lever for lever in chosen if lever.refusal(s) is None]
+    return [lever.name for lever in chosen], combine(s, chosen)

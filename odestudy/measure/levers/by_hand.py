@@ -1,0 +1,26 @@
+"""Each reverse step of the fused solve differentiated by hand for an MLP field
+(`measure/mlp_reverse.py`)."""
+
+from typing import Any, ClassVar
+
+from ..lever import AbstractLever, Facts
+from ..scenario import Scenario
+from .fused import FusedSolve
+from .within_ode import WithinODE
+
+
+class ByHand(AbstractLever):
+    """`mlp_reverse=True` with what it needs: the fused solve's own reverse loop under
+    PID, within-ODE batching (a model without an `odestudy.AbstractMLPField` is refused
+    before compiling, `training.check_mlp_fields`)."""
+
+    name: ClassVar[str] = "mlp_reverse"
+    help: ClassVar[str] = "the fused reverse loop's steps differentiated by hand (MLP fields)"
+    controllers: ClassVar[tuple[str, ...] | None] = ("pid",)
+
+    def fields(self, s: Scenario, facts: Facts) -> dict[str, Any]:
+        return {
+            **FusedSolve().fields(s, facts),
+            **WithinODE().fields(s, facts),
+            "mlp_reverse": True,
+        }

@@ -1,0 +1,17 @@
+"""The step compiled with 512-bit vectors (`vectors.py`), a compile option of its own."""
+
+from typing import Any, ClassVar
+
+from ..lever import AbstractLever, Facts
+from ..scenario import Scenario
+
+
+class WideVectors(AbstractLever):
+    """`vector_width=512`: XLA's CPU compiler's option (the CPU only)."""
+
+    name: ClassVar[str] = "wide_vectors"
+    help: ClassVar[str] = "the step compiled with 512-bit vectors (CPU)"
+    devices: ClassVar[tuple[str, ...] | None] = ("cpu",)
+
+    def fields(self, s: Scenario, facts: Facts) -> dict[str, Any]:
+        return {"vector_width": 512}
