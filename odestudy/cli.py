@@ -147,6 +147,22 @@ def _matrix(a: argparse.Namespace) -> int:
     if not a.dry_run:  # a dry run writes nothing, there or anywhere
         check_writable(results)
     resolve_problem(a.problem)  # a clear error before anything runs
+    step = None
+    if a.step:
+        from .study.steps import read_step
+
+        step = read_step(a.step)
+        if a.problem != step["problem"]:
+            raise ValueError(
+                f"{a.step} was tuned for problem {step['problem']!r}; give --problem "
+                f"{step['problem']} (or tune {a.problem})"
+            )
+        if a.device not in ("auto", step["device"]):
+            raise ValueError(f"{a.step} was tuned for device {step['device']!r}, not {a.device!r}")
+        print(
+            f"step: {a.step}: {', '.join(step['levers']) or 'the default step'} on the "
+            f"{step['controller']} rows on {step['device']}"
+        )
     recs = run_matrix(
         a.scale,
         a.device,
@@ -162,6 +178,7 @@ def _matrix(a: argparse.Namespace) -> int:
         problem=a.problem,
         device_count=a.device_count,
         dry_run=a.dry_run,
+        step=step,
     )
     if a.dry_run:
         return 0
@@ -235,10 +252,15 @@ def _predict(a: argparse.Namespace) -> int:
         raise ValueError("predict needs --devices N (and --processes P) for 2 or more devices")
     a.mode = "shard_map"  # the placement is read from it; every mode is predicted
     target = scenario_from_args(a)
-    if a.recommended and a.default_step:
-        raise ValueError("give one of --recommended and --default-step")
+    if sum(map(bool, (a.recommended, a.default_step, a.step))) > 1:
+        raise ValueError("give one of --step FILE, --recommended and --default-step")
+    if a.step:
+        from .study.steps import apply_step, read_step
+
+        target = apply_step(target.default_step(), read_step(a.step), a.step)
+        print(f"step: {a.step}: {target.step_tag() or 'the default step'}")
     # The best step the study measures for a problem unless the reference's is asked for.
-    if not a.default_step:
+    elif not a.default_step:
         target = recommended(target)
     axis = _held(_axis(a.crossover_batches), target, a.crossover_batches == CROSSOVER_DEFAULT)
     profile = load_profile(a.profile, a.results) if a.profile else None
@@ -600,6 +622,7 @@ def parser() -> argparse.ArgumentParser:
         help="the scaling matrix with the recommended levers applied "
         "(records beside the default ones, named by their levers)",
     )
+    add_step_options(m, recommended=False)
     m.add_argument(
         "--runs",
         type=int,
@@ -640,6 +663,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="predict the recommended step of the problem and controller (the default)",
     )
+    add_step_options(pr, recommended=False)
     pr.add_argument(
         "--default-step",
         action="store_true",
