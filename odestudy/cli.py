@@ -47,8 +47,8 @@ def add_scenario_options(p: argparse.ArgumentParser) -> None:
         extra: dict = {"dest": field.name, "default": None, "help": meta["help"]}
         if kind is bool:
             extra.update(action="store_true")
-        elif typing.get_origin(kind) is tuple:
-            extra.update(type=float, nargs="+")
+        elif typing.get_origin(kind) is tuple:  # tuple[float, ...], tuple[str, ...]
+            extra.update(type=typing.get_args(kind)[0], nargs="+")
         else:
             extra.update(type=kind, choices=meta["choices"])
         p.add_argument(option, **extra)
@@ -489,11 +489,14 @@ def add_step_options(p: argparse.ArgumentParser, recommended: bool = True) -> No
 
 def _tune(a: argparse.Namespace) -> int:
     from .measure.devices import configure_devices
+    from .measure.lever import resolve_lever
     from .study.lock import measuring
     from .study.records import write_json_atomic
     from .study.steps import step_path
     from .tune import print_tune, tune
 
+    for spec in a.added_levers:  # importing a lever's module registers it
+        resolve_lever(spec)
     s = Scenario(
         problem=a.problem, scale=a.scale, controller=a.controller, device=a.device, width=a.width
     )
@@ -729,6 +732,14 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="the step file (JSON); default: where --recommended finds it, "
         "RESULTS/<machine>/tune/<device>-<problem>-<controller>-<scale>.json",
+    )
+    tu.add_argument(
+        "--added-levers",
+        nargs="+",
+        default=[],
+        metavar="SPEC",
+        help="also try these levers of your own (module:Class naming an "
+        "odestudy.AbstractAddedLever)",
     )
     tu.add_argument("--blocks", type=int, default=5, help="interleaved blocks per phase")
     tu.add_argument("--steps-per-block", type=int, default=10)

@@ -200,6 +200,8 @@ def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup
     model = call_part(problem, "model", "make_model", problem.make_model, model_key, s.width)
     if s.fast_activations:
         model = fast_activations(problem, model)
+    for lever in s.added:
+        model = lever.model(model)
     if s.mlp_reverse:
         check_mlp_fields(problem, model)
     if s.structure.integrator.mlp_field:

@@ -703,7 +703,17 @@ def run_matrix(
     executor = executor or LocalExecutor()
     sizing = Sizing(device_count, executor.gpus(device_count))
     runnable, not_run, wanted, probes = _scenarios_to_run(
-        scale, device, study, full, only, selection, repeats, recommended, ceiling, problem, sizing,
+        scale,
+        device,
+        study,
+        full,
+        only,
+        selection,
+        repeats,
+        recommended,
+        ceiling,
+        problem,
+        sizing,
         step,
     )
     executor.check(runnable)
