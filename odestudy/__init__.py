@@ -9,6 +9,7 @@ from .measure.compat import closure_convert_ignores_manual_sharding, make_data_m
 from .measure.controllers import CONTROLLERS, PID, AbstractController, StepTo
 from .measure.data import Dataset, make_dataset
 from .measure.devices import configure_devices
+from .measure.lever import LEVERS, AbstractAddedLever, AbstractLever, Facts
 from .measure.loops import control_flow, count_loops
 from .measure.loss import Mean
 from .measure.mlp_reverse import AbstractMLPField
@@ -41,6 +42,7 @@ from .measure.recommended import (
     fused_levers,
     recommended,
     recommended_levers,
+    safe_levers,
 )
 from .measure.scenario import SCALES, Scenario, validate
 from .measure.solvers import INTEGRATORS, AbstractIntegrator, Diffrax, Fused, Kernel, Structure
@@ -55,6 +57,11 @@ from .study.records import read_record, save_record, write_json_atomic
 from .timemodes import ModeTimes, time_modes
 
 __all__ = [
+    "AbstractAddedLever",
+    "AbstractLever",
+    "Facts",
+    "LEVERS",
+    "safe_levers",
     "AbstractController",
     "AbstractIntegrator",
     "AbstractMode",

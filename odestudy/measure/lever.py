@@ -11,13 +11,35 @@ configures the step itself (its compile options, the model's form)."""
 
 import abc
 import dataclasses
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from .problem import _import
 from .registry import Registered, lookup
 
-if TYPE_CHECKING:  # the scenario names added levers: it imports this module
-    from .scenario import Scenario
+
+class ScenarioLike(Protocol):
+    """What a lever reads of a scenario (`scenario.Scenario`, which names added levers
+    and so imports this module)."""
+
+    @property
+    def controller(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def added_levers(self) -> tuple[str, ...]: ...
+
+    @property
+    def stepsize_controller(self) -> Any: ...
+
+    def default_step(self) -> Any: ...
+
+
+def _replace(s: Any, **fields: Any) -> Any:
+    """`s` with `fields` (a scenario checks itself: a ValueError where they are not valid)."""
+    return dataclasses.replace(s, **fields)
+
 
 # Every lever by name, in the order defined: each final subclass of `AbstractLever`
 # registers itself here when its class is defined.
@@ -54,12 +76,12 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
     safe: ClassVar[bool] = False
 
     @abc.abstractmethod
-    def fields(self, s: "Scenario", facts: Facts) -> dict[str, Any]:
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         """The `Scenario` fields the lever sets on `s`, with those it needs (the fused
         solve's reverse loop for `mlp_reverse`, say); a ValueError (one line) where it
         cannot say without a fact `facts` lacks."""
 
-    def check(self, s: "Scenario") -> str | None:
+    def check(self, s: ScenarioLike) -> str | None:
         """Why the lever does not apply to `s`'s controller and device kind (one line),
         or None; a subclass adds its own facts."""
         if self.controllers is not None and s.controller not in self.controllers:
@@ -68,7 +90,7 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
             return f"{self.name} applies to device {', '.join(self.devices)} only"
         return None
 
-    def refusal(self, s: "Scenario", facts: Facts | None = None) -> str | None:
+    def refusal(self, s: ScenarioLike, facts: Facts | None = None) -> str | None:
         """Why the lever does not apply to `s` (one line), or None where it does: `check`,
         then the scenario's own checks of its fields (`scenario.validate`), all before
         anything compiles."""
@@ -76,20 +98,20 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
         if why is not None:
             return why
         try:
-            dataclasses.replace(s, **self.fields(s, facts or Facts()))
+            _replace(s, **self.fields(s, facts or Facts()))
         except ValueError as exc:
             return f"{self.name}: {exc}"
         return None
 
-    def safe_on(self, s: "Scenario") -> bool:
+    def safe_on(self, s: ScenarioLike) -> bool:
         """Whether it cannot slow `s`'s step down (default: `safe`)."""
         return self.safe
 
-    def tag(self, s: "Scenario", facts: Facts | None = None) -> str:
+    def tag(self, s: ScenarioLike, facts: Facts | None = None) -> str:
         """Its tag in a scenario's name: the tags of the fields it sets
         (`Scenario.step_tag`)."""
         fields = self.fields(s, facts or Facts())
-        return dataclasses.replace(s.default_step(), **fields).step_tag()
+        return _replace(s.default_step(), **fields).step_tag()
 
 
 class AbstractAddedLever(AbstractLever):
@@ -111,7 +133,7 @@ class AbstractAddedLever(AbstractLever):
             return cls.name
         return f"{cls.__module__}:{cls.__qualname__}"
 
-    def fields(self, s: "Scenario", facts: Facts) -> dict[str, Any]:
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         added = s.added_levers
         return {"added_levers": added if self.spec() in added else (*added, self.spec())}
 
@@ -147,16 +169,16 @@ def get_lever(name: str) -> AbstractLever:
 
 
 def combine(
-    s: "Scenario", levers: list[AbstractLever], facts: Facts | None = None
+    s: ScenarioLike, levers: list[AbstractLever], facts: Facts | None = None
 ) -> dict[str, Any]:
     """The fields of `levers` together on `s`; a ValueError (one line) where two set a
     field to different values or the combination is not a valid scenario."""
     out: dict[str, Any] = {}
     for lever in levers:
-        fields = lever.fields(dataclasses.replace(s, **out), facts or Facts())
+        fields = lever.fields(_replace(s, **out), facts or Facts())
         for k, v in fields.items():
             if k in out and out[k] != v and k != "added_levers":
                 raise ValueError(f"{lever.name} sets {k}={v!r}, another lever {k}={out[k]!r}")
             out[k] = v
-    dataclasses.replace(s, **out)  # validated
+    _replace(s, **out)  # validated
     return out

@@ -3,8 +3,7 @@ pass."""
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts
-from ..scenario import Scenario
+from ..lever import AbstractLever, Facts, ScenarioLike
 from .step_bound import StepBound
 
 
@@ -17,11 +16,11 @@ class AllSteps(AbstractLever):
     name: ClassVar[str] = "all_steps"
     help: ClassVar[str] = "a checkpoint per solver step (bounded)"
 
-    def fields(self, s: Scenario, facts: Facts) -> dict[str, Any]:
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         out: dict[str, Any] = {"adjoint": "all_steps"}
         if not s.stepsize_controller.on_grid:
             out.update(StepBound().fields(s, facts))
         return out
 
-    def safe_on(self, s: Scenario) -> bool:
+    def safe_on(self, s: ScenarioLike) -> bool:
         return s.stepsize_controller.on_grid

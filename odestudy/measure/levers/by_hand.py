@@ -3,8 +3,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts
-from ..scenario import Scenario
+from ..lever import AbstractLever, Facts, ScenarioLike
 from .fused import FusedSolve
 from .within_ode import WithinODE
 
@@ -18,7 +17,7 @@ class ByHand(AbstractLever):
     help: ClassVar[str] = "the fused reverse loop's steps differentiated by hand (MLP fields)"
     controllers: ClassVar[tuple[str, ...] | None] = ("pid",)
 
-    def fields(self, s: Scenario, facts: Facts) -> dict[str, Any]:
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         return {
             **FusedSolve().fields(s, facts),
             **WithinODE().fields(s, facts),

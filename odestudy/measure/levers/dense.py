@@ -2,8 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts
-from ..scenario import Scenario
+from ..lever import AbstractLever, Facts, ScenarioLike
 from .step_bound import StepBound
 
 
@@ -15,5 +14,5 @@ class Dense(AbstractLever):
     help: ClassVar[str] = "the solution from its dense output (bounded)"
     controllers: ClassVar[tuple[str, ...] | None] = ("pid",)
 
-    def fields(self, s: Scenario, facts: Facts) -> dict[str, Any]:
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         return {"saveat": "dense", **StepBound().fields(s, facts)}

@@ -2,8 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts
-from ..scenario import Scenario
+from ..lever import AbstractLever, Facts, ScenarioLike
 
 
 class Donate(AbstractLever):
@@ -12,5 +11,5 @@ class Donate(AbstractLever):
     name: ClassVar[str] = "donate"
     help: ClassVar[str] = "the step reuses its state's buffers"
 
-    def fields(self, s: Scenario, facts: Facts) -> dict[str, Any]:
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         return {"donate": True}

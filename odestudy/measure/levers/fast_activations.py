@@ -2,8 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts
-from ..scenario import Scenario
+from ..lever import AbstractLever, Facts, ScenarioLike
 
 
 class FastActivations(AbstractLever):
@@ -13,5 +12,5 @@ class FastActivations(AbstractLever):
     name: ClassVar[str] = "fast_activations"
     help: ClassVar[str] = "the model's activations by their faster equivalents"
 
-    def fields(self, s: Scenario, facts: Facts) -> dict[str, Any]:
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         return {"fast_activations": True}

@@ -2,8 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts
-from ..scenario import Scenario
+from ..lever import AbstractLever, Facts, ScenarioLike
 from .step_bound import StepBound
 
 
@@ -15,7 +14,7 @@ class FusedSolve(AbstractLever):
     name: ClassVar[str] = "fused"
     help: ClassVar[str] = "the fused solve with the controller's reverse mode"
 
-    def fields(self, s: Scenario, facts: Facts) -> dict[str, Any]:
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         adjoint = s.stepsize_controller.fused_adjoint
         if adjoint is None:
             raise ValueError(f"the fused solve does not run controller {s.controller!r}")

@@ -2,8 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts
-from ..scenario import Scenario
+from ..lever import AbstractLever, Facts, ScenarioLike
 
 
 class SaveSteps(AbstractLever):
@@ -14,5 +13,5 @@ class SaveSteps(AbstractLever):
     controllers: ClassVar[tuple[str, ...] | None] = ("stepto",)
     safe: ClassVar[bool] = True
 
-    def fields(self, s: Scenario, facts: Facts) -> dict[str, Any]:
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         return {"saveat": "steps"}

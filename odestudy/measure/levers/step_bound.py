@@ -3,8 +3,7 @@
 import math
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts
-from ..scenario import Scenario
+from ..lever import AbstractLever, Facts, ScenarioLike
 from ..solvers import MAX_STEPS
 
 # The smallest bound the lever sets, and its margin over the measured steps.
@@ -29,7 +28,7 @@ class StepBound(AbstractLever):
     help: ClassVar[str] = "the PID solve bounded near the trained field's steps"
     controllers: ClassVar[tuple[str, ...] | None] = ("pid",)
 
-    def fields(self, s: Scenario, facts: Facts) -> dict[str, Any]:
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         if facts.solver_steps is None:
             raise ValueError("needs the trained field's solver steps (odestudy tune measures them)")
         return {"max_steps": bound(facts.solver_steps)}

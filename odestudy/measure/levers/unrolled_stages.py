@@ -2,8 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts
-from ..scenario import Scenario
+from ..lever import AbstractLever, Facts, ScenarioLike
 
 
 class UnrolledStages(AbstractLever):
@@ -14,5 +13,5 @@ class UnrolledStages(AbstractLever):
     help: ClassVar[str] = "Tsit5's stages as straight-line code"
     safe: ClassVar[bool] = True
 
-    def fields(self, s: Scenario, facts: Facts) -> dict[str, Any]:
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         return {"stages": "unrolled"}

@@ -2,8 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts
-from ..scenario import Scenario
+from ..lever import AbstractLever, Facts, ScenarioLike
 
 
 class WideVectors(AbstractLever):
@@ -13,5 +12,5 @@ class WideVectors(AbstractLever):
     help: ClassVar[str] = "the step compiled with 512-bit vectors (CPU)"
     devices: ClassVar[tuple[str, ...] | None] = ("cpu",)
 
-    def fields(self, s: Scenario, facts: Facts) -> dict[str, Any]:
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         return {"vector_width": 512}

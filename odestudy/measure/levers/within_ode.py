@@ -2,8 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts
-from ..scenario import Scenario
+from ..lever import AbstractLever, Facts, ScenarioLike
 
 
 class WithinODE(AbstractLever):
@@ -13,5 +12,5 @@ class WithinODE(AbstractLever):
     name: ClassVar[str] = "within_ode"
     help: ClassVar[str] = "the batch solved as one ODE (one shared step size)"
 
-    def fields(self, s: Scenario, facts: Facts) -> dict[str, Any]:
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         return {"solve": "within_ode"}
