@@ -654,6 +654,20 @@ def _scenario(a: argparse.Namespace, controller: str, workload, labels: list[str
     return s
 
 
+def _set(levers: dict | None) -> dict | None:
+    """`levers` without those at their default (`solve=per_sample` is no lever)."""
+    from odestudy import Scenario
+
+    fields = Scenario.__dataclass_fields__
+    if levers is None:
+        return None
+    return {
+        k: v
+        for k, v in levers.items()
+        if k not in fields or fields[k].default is None or fields[k].default != v
+    }
+
+
 def why_rerun(path: Path, s, labels: list[str], blocks: int, steps: int) -> str | None:
     """Why the record at `path` cannot stand for a run of `labels` on scenario `s`, or
     None if it can: the same scenario, variants (each label with the levers it stands
@@ -674,8 +688,8 @@ def why_rerun(path: Path, s, labels: list[str], blocks: int, steps: int) -> str 
         ("variants", [r.get("label") for r in old.get("rows", [])], labels),
         (
             "levers",
-            [r.get("levers") for r in old.get("rows", [])],
-            [levers_of(label, s) for label in labels],
+            [_set(r.get("levers")) for r in old.get("rows", [])],
+            [_set(levers_of(label, s)) for label in labels],
         ),
         ("blocks", [old.get("blocks"), old.get("steps_per_block")], [blocks, steps]),
     )

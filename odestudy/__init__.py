@@ -37,7 +37,6 @@ from .measure.problem import (
     stage_lengths,
 )
 from .measure.recommended import (
-    RECOMMENDED,
     diffrax_levers,
     fused_levers,
     recommended,
@@ -131,7 +130,6 @@ __all__ = [
     "load_steps",
     "load_curves",
     "results_folder",
-    "RECOMMENDED",
     "recommended",
     "Structure",
     "solve_scan",

@@ -117,9 +117,12 @@ def test_a_step_file_is_applied_to_its_problem_and_refused_elsewhere(tmp_path):
 
 
 def test_recommended_is_the_tuned_step_where_recorded_else_the_safe_levers(tmp_path):
-    s = Scenario(scale="smoke")
+    own = Scenario(scale="smoke", problem="tests.problems:UNIFORM")
+    chosen, why = steps.recommended_step(own, tmp_path)
+    assert chosen == dataclasses.replace(own, stages="unrolled") and "no tune" in why
+    s = Scenario(scale="smoke")  # a shipped problem: the study measured its step
     chosen, why = steps.recommended_step(s, tmp_path)
-    assert chosen.stages == "unrolled" and not chosen.mlp_reverse and "no tune" in why
+    assert chosen.mlp_reverse and "the study's step" in why
     _step_file(steps.step_path(s, tmp_path), s, ["fused"])
     chosen, why = steps.recommended_step(s, tmp_path)
     assert chosen.integrator == "fused" and "odestudy tune measured" in why

@@ -51,9 +51,12 @@ class Facts(NamedTuple):
 
     - `solver_steps`: the most solver steps the trained field took on a batch (None:
       not measured, as before any tune).
+    - `max_steps`: a bound the study's records measured the trained field under
+      (`recommended.measured`); it takes the place of one from `solver_steps`.
     """
 
     solver_steps: int | None = None
+    max_steps: int | None = None
 
 
 class AbstractLever(Registered, abc.ABC, registry=LEVERS):
@@ -64,6 +67,8 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
     - `help`: one line saying what it does.
     - `controllers`: the controllers it applies to (None: all).
     - `devices`: the device kinds it applies to (None: all).
+    - `faster_on`: the device kinds where the study's records measured it faster (None:
+      every kind it applies to); the study's recommended step takes it there only.
     - `safe`: it cannot make a step slower (the same arithmetic, less control flow, no
       unbounded buffer); `--recommended` applies it before `tune` has measured the
       problem. `safe_on` may narrow it per scenario.
@@ -73,6 +78,7 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
     help: ClassVar[str] = ""
     controllers: ClassVar[tuple[str, ...] | None] = None
     devices: ClassVar[tuple[str, ...] | None] = None
+    faster_on: ClassVar[tuple[str, ...] | None] = None
     safe: ClassVar[bool] = False
 
     @abc.abstractmethod

@@ -30,11 +30,6 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-# The devices (`Scenario.device`) on which the recommended step takes `mlp_reverse`:
-# where the levers records measured the step faster with it, the CPU
-# (`results/<machine>/levers/cpu-pid.json`). On a GPU it is not measured yet.
-FASTER_ON: frozenset[str] = frozenset({"cpu"})
-
 # Tsit5's stage coefficients, diffrax's: stage `i + 1` from stages `0..i`.
 _A = [[float(a) for a in row] for row in diffrax.Tsit5.tableau.a_lower]
 

@@ -251,7 +251,7 @@ def target_scenarios(scale: str) -> list[Scenario]:
     """Time to target loss (CPU, PID, evaluated every `TARGET_EVAL_EVERY` steps, the
     scale's staged training): global batch the scale's and twice it, learning rate fixed
     and scaled linearly, on 1 and 2 devices (`shard_map`); and the recommended step
-    (`recommended.RECOMMENDED`) at the scale's batch. Part of the explain study; alone,
+    (`recommended.recommended`) at the scale's batch. Part of the explain study; alone,
     `odestudy matrix --study target` (the seed scale's rows)."""
     n = EXPLAIN_DEVICES
     base = SCALES[scale]["batch"]
@@ -666,7 +666,7 @@ def run_matrix(
     here get a `not_run` record. `selection` (see `parse_selection`) keeps only the
     scenarios that match it (none matching is an error); `repeats` sets the runs per
     scenario (default `repeats.REPEATS` for the scaling and explain studies, 1 for the
-    version study and the seed scale). `recommended` applies `recommended.RECOMMENDED` to every
+    version study and the seed scale). `recommended` applies `recommended.recommended` to every
     scenario of the scaling study; `step` (a step file of `odestudy tune`, `steps.read_step`)
     applies its levers to the scaling study's rows of its controller and device kind, the
     others left out. `full`: the whole matrix rather than the one sized to

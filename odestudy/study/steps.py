@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..measure.recommended import safe_levers
+from ..measure.recommended import recommended, safe_levers, study_measured
 from ..measure.scenario import Scenario
 from .records import DEFAULT_RESULTS, machine_folder
 
@@ -72,8 +72,9 @@ def recorded_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tuple[P
 
 def recommended_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tuple[Scenario, str]:
     """`s` with the recommended step and why, in words: the step `tune` recorded for it
-    (`recorded_step`: the default where nothing measured was faster), else the safe
-    levers only (`recommended.safe_levers`: none can make the step slower)."""
+    (`recorded_step`: the default where nothing measured was faster), else for a shipped
+    problem the study measured the study's step (`recommended.recommended`), else the
+    safe levers only (`recommended.safe_levers`: none can make the step slower)."""
     found = recorded_step(s, results)
     if found is not None:
         path, step = found
@@ -86,6 +87,11 @@ def recommended_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tupl
         return chosen, (
             f"the step odestudy tune measured for it ({path}): {', '.join(step['levers'])}, "
             f"speedup {step.get('speedup', float('nan')):.2f}x [{lo:.2f}, {hi:.2f}]"
+        )
+    if study_measured(s):
+        return recommended(s.default_step()), (
+            "the study's step for it, measured along its map (data/measured_steps.json; "
+            "odestudy tune measures it on this machine)"
         )
     names, fields = safe_levers(s)
     chosen = dataclasses.replace(s.default_step(), **fields)

@@ -20,15 +20,17 @@ def bound(solver_steps: int) -> int:
 
 
 class StepBound(AbstractLever):
-    """`max_steps`: the PID solve bounded at `bound(facts.solver_steps)`, which also
-    sizes diffrax's checkpoints; needs the trained field's steps (`tune` measures
-    them)."""
+    """`max_steps`: the PID solve bounded at `bound(facts.solver_steps)` (or at the
+    bound the study measured, `facts.max_steps`), which also sizes diffrax's
+    checkpoints; needs the trained field's steps (`tune` measures them)."""
 
     name: ClassVar[str] = "step_bound"
     help: ClassVar[str] = "the PID solve bounded near the trained field's steps"
     controllers: ClassVar[tuple[str, ...] | None] = ("pid",)
 
     def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
+        if facts.max_steps is not None:
+            return {"max_steps": facts.max_steps}
         if facts.solver_steps is None:
             raise ValueError("needs the trained field's solver steps (odestudy tune measures them)")
         return {"max_steps": bound(facts.solver_steps)}
