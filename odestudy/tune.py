@@ -36,6 +36,9 @@ from .measure.scenario import Scenario
 BLOCKS = 5
 STEPS_PER_BLOCK = 10
 CHECK_STEPS = 20
+# Wall seconds a tune may take (the quick scale on a 2-core machine: 15 minutes): the
+# combinations are left out where the levers alone took more than half of it.
+BUDGET_S = 900.0
 METHOD = (
     "one process; the default trained once; every candidate compiled apart and timed from "
     "the trained state on the same batches in interleaved blocks (carry=False); speedup = "
@@ -266,9 +269,11 @@ def tune(
     steps_per_block: int = STEPS_PER_BLOCK,
     log: Callable[[str], None] = print,
     results: str | Path | None = None,
+    budget_s: float = BUDGET_S,
 ) -> dict[str, Any]:
     """Tune `s`'s step (its levers from their defaults): the step file's content (see
-    the module's docstring); `log` receives progress lines."""
+    the module's docstring); `log` receives progress lines. Where the levers alone took
+    more than half of `budget_s`, the combinations are left out (said)."""
     from .measure.environment import now
     from .measure.training import environment
     from .report.loss import factor, spreads
@@ -304,6 +309,10 @@ def tune(
             )
             combos = [_candidate(s, c, facts) for c in greedy(s, winners, facts)]
             final_rows = rows
+            spent = time.perf_counter() - t0
+            if combos and spent > budget_s / 2:
+                log(f"no combinations: the levers alone took {spent:.0f} s of {budget_s:.0f}")
+                combos = []
             if combos:
                 log(f"phase 2: {len(combos)} combinations of the {len(winners)} faster levers")
                 best_alone = _candidate(s, winners[:1], facts)
