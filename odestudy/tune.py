@@ -139,8 +139,9 @@ class Tuner:
 
     def check(self, t: Trial) -> dict[str, Any]:
         """What `t`'s step computes from the trained state, off the clock: its first
-        step's loss and solver steps, and the evaluation loss after `CHECK_STEPS`
-        carried steps (evaluated as the default's model: the same evaluation for all)."""
+        step's loss, the most solver steps a sample took over `CHECK_STEPS` carried steps,
+        and the evaluation loss after them (evaluated as the default's model: the same
+        evaluation for all)."""
         import equinox as eqx
 
         from .measure.modes import to_host
@@ -159,9 +160,10 @@ class Tuner:
             copy_state=t.candidate.scenario.donate,
         )
         model = eqx.combine(t.step.unplace(run.params), self.static)
+        most = max([int(steps.max()), *(int(np.max(to_host(n))) for n in run.num_steps)])
         return {
             "first_loss": float(np.asarray(to_host(first[2])).reshape(-1)[0]),
-            "solver_steps_max": int(steps.max()),
+            "solver_steps_max": most,
             "check_loss": float(self.evaluate(model, self.evalset)),
         }
 
