@@ -9,7 +9,6 @@ from pathlib import Path
 from .measure import environment
 from .measure.controllers import CONTROLLERS
 from .measure.problem import resolve_problem
-from .measure.recommended import recommended
 from .measure.scenario import SCALES, Scenario, validate
 from .report.versions import write_versions
 from .study import records
@@ -259,9 +258,14 @@ def _predict(a: argparse.Namespace) -> int:
 
         target = apply_step(target.default_step(), read_step(a.step), a.step)
         print(f"step: {a.step}: {target.step_tag() or 'the default step'}")
-    # The best step the study measures for a problem unless the reference's is asked for.
+    # The recommended step unless the reference's is asked for: the step tune recorded
+    # for the problem here, else the study's step for a problem it measured, else the
+    # levers that cannot slow a step down (`steps.recommended_step`).
     elif not a.default_step:
-        target = recommended(target)
+        from .study.steps import recommended_step
+
+        target, why = recommended_step(target, a.results)
+        print(f"recommended: {target.step_tag() or 'the default step'} ({why})")
     axis = _held(_axis(a.crossover_batches), target, a.crossover_batches == CROSSOVER_DEFAULT)
     profile = load_profile(a.profile, a.results) if a.profile else None
     check_prediction(target, profile)  # before JAX starts or anything compiles
@@ -664,7 +668,9 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument(
         "--recommended",
         action="store_true",
-        help="predict the recommended step of the problem and controller (the default)",
+        help="predict the recommended step (the default): the step odestudy tune recorded "
+        "for the problem here, else the study's step for a problem it measured, else the "
+        "levers that cannot slow a step down",
     )
     add_step_options(pr, recommended=False)
     pr.add_argument(

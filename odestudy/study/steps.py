@@ -82,19 +82,19 @@ def recommended_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tupl
             return s.default_step(), (
                 f"the default step: odestudy tune measured nothing faster ({path})"
             )
-        chosen = apply_step(s.default_step(), step, path)
+        chosen = apply_step(s, step, path)
         lo, hi = step.get("speedup_ci") or (float("nan"), float("nan"))
         return chosen, (
             f"the step odestudy tune measured for it ({path}): {', '.join(step['levers'])}, "
             f"speedup {step.get('speedup', float('nan')):.2f}x [{lo:.2f}, {hi:.2f}]"
         )
     if study_measured(s):
-        return recommended(s.default_step()), (
+        return recommended(s), (
             "the study's step for it, measured along its map (data/measured_steps.json; "
             "odestudy tune measures it on this machine)"
         )
     names, fields = safe_levers(s)
-    chosen = dataclasses.replace(s.default_step(), **fields)
+    chosen = dataclasses.replace(s, **fields)
     said = ", ".join(names) or "none"
     return chosen, (
         f"no tune recorded for it here ({step_path(s, results)}): only the levers that "
