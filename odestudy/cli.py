@@ -504,6 +504,9 @@ def _tune(a: argparse.Namespace) -> int:
     s = Scenario(
         problem=a.problem, scale=a.scale, controller=a.controller, device=a.device, width=a.width
     )
+    from .measure.devices import gpu_count
+
+    validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
     out = Path(a.out) if a.out else step_path(s, a.results)
     check_writable(out.parent)
     configure_devices(s.device, 1)
