@@ -47,12 +47,17 @@ class VectorField(AbstractMLPField):
         return self.mlp(y)
 
 
-class SharedField(eqx.Module):
+class SharedField(AbstractMLPField):
     """`copies` oscillators' field: one softplus MLP 2 -> width -> width -> 2 applied to
-    each pair of the state (shape `(2 * copies,)`), the weights shared by all pairs."""
+    each pair of the state (shape `(2 * copies,)`), the weights shared by all pairs (an
+    `AbstractMLPField` of `copies` groups: `mlp_reverse` runs it)."""
 
     mlp: eqx.nn.MLP
     copies: int = eqx.field(static=True)
+
+    @property
+    def groups(self) -> int:
+        return self.copies
 
     def __init__(self, key: jax.Array, width: int, copies: int):
         self.mlp = eqx.nn.MLP(2, 2, width, 2, activation=jax.nn.softplus, key=key)
