@@ -18,6 +18,7 @@ compile option of its own executable, none a process setting.
 
 import dataclasses
 import itertools
+import json
 import os
 import tempfile
 import time
@@ -33,8 +34,8 @@ from .measure.scenario import Scenario
 
 # Interleaved blocks per phase and steps per block, and the carried steps of the
 # equal-loss check: sized so that a quick-scale problem tunes in a few minutes on 2 cores.
-BLOCKS = 5
-STEPS_PER_BLOCK = 10
+BLOCKS = 8
+STEPS_PER_BLOCK = 15
 CHECK_STEPS = 20
 # Wall seconds a tune may take (the quick scale on a 2-core machine: 15 minutes): the
 # combinations are left out where the levers alone took more than half of it.
@@ -249,19 +250,30 @@ def _fields(s: Scenario) -> dict[str, Any]:
 
 
 def greedy(s: Scenario, winners: list[AbstractLever], facts: Facts) -> list[list[AbstractLever]]:
-    """The winners combined, fastest first: each added to the combination where it
-    combines (no field set two ways, a valid scenario) and changes it; every growing
-    combination of two or more."""
-    out, current = [], winners[:1]
-    for lever in winners[1:]:
-        try:
-            before = combine(s, current, facts)
-            after = combine(s, [*current, lever], facts)
-        except ValueError:
-            continue
-        if after != before:
+    """The winners combined greedily, fastest first: from each winner in turn, the
+    others added in order where each combines (no field set two ways, a valid scenario)
+    and changes the step; every growing combination of two or more, once each (the
+    fused solve excludes diffrax's stage and saving levers: their combination starts
+    from one of them)."""
+    out: list[list[AbstractLever]] = []
+    seen = {json.dumps(combine(s, [w], facts), sort_keys=True) for w in winners}
+    for seed in winners:
+        current = [seed]
+        for lever in winners:
+            if lever in current:
+                continue
+            try:
+                before = combine(s, current, facts)
+                after = combine(s, [*current, lever], facts)
+            except ValueError:
+                continue
+            if after == before:
+                continue
             current = [*current, lever]
-            out.append(list(current))
+            key = json.dumps(after, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                out.append(list(current))
     return out
 
 
