@@ -5,7 +5,9 @@ from that state, times every lever that applies (`lever.LEVERS`; each refused in
 line before compiling where it cannot run) alone against the default, then the winners
 combined greedily (fastest first, each added where it combines), in interleaved blocks
 (default, A, B, ..., default, A, B, ...: a slow spell of the machine hits all alike),
-each step AOT-compiled apart and its first call off the clock. A step is kept where it
+each step AOT-compiled apart and its first call off the clock; for a problem the study
+measured, its step (`recommended.recommended`) is timed beside the combinations, so
+that a tune never chooses one slower than it. A step is kept where it
 is faster with its whole 95% interval above 1 and trains to an equal loss: from the
 trained state, `CHECK_STEPS` carried steps of it end at an evaluation loss within the
 default's run-to-run spread (`report.loss.factor`) of the default's after the same
@@ -30,6 +32,7 @@ import numpy as np
 
 from .measure import levers as _shipped  # noqa: F401 - registers the shipped levers
 from .measure.lever import LEVERS, AbstractLever, Facts, combine
+from .measure.recommended import recommended, study_measured
 from .measure.scenario import Scenario
 
 # Interleaved blocks per phase and steps per block, and the carried steps of the
@@ -37,6 +40,8 @@ from .measure.scenario import Scenario
 BLOCKS = 8
 STEPS_PER_BLOCK = 15
 CHECK_STEPS = 20
+# The label of the study's step among the combinations (a problem the study measured).
+STUDY_STEP = "study_step"
 # Wall seconds a tune may take (the quick scale on a 2-core machine: 15 minutes): the
 # combinations are left out where the levers alone took more than half of it.
 BUDGET_S = 900.0
@@ -322,6 +327,10 @@ def tune(
                 key=lambda lever: -faster[lever.name]["speedup"],
             )
             combos = [_candidate(s, c, facts) for c in greedy(s, winners, facts)]
+            # The study's step for a problem it measured, beside them: a tune never
+            # chooses a step slower than it (`recommended.recommended`).
+            if study_measured(s) and recommended(s) != s:
+                combos.append(Candidate(STUDY_STEP, (STUDY_STEP,), recommended(s)))
             final_rows = rows
             spent = time.perf_counter() - t0
             if combos and spent > budget_s / 2:
@@ -329,9 +338,9 @@ def tune(
                 combos = []
             if combos:
                 log(f"phase 2: {len(combos)} combinations of the {len(winners)} faster levers")
-                best_alone = _candidate(s, winners[:1], facts)
+                best = [_candidate(s, winners[:1], facts)] if winners else []
                 final_rows = measure_phase(
-                    tuner, [default, best_alone, *combos], "combined", loss_factor
+                    tuner, [default, *best, *combos], "combined", loss_factor
                 )
         finally:
             if cache is None:
