@@ -338,10 +338,29 @@ RECOMMENDED_VARIANTS = (
 WIDTH_VARIANTS = {"recommended-vw0": 0, "recommended-vw512": 512}
 
 
+def lever_variant(label: str, s) -> dict | None:
+    """The fields of variant `label` where it names levers (`measure.lever`): registered
+    lever names, or `module:Class` naming one defined outside the package, joined by
+    `+` (`fused+fast_activations`), set on `s` together; None where it names none."""
+    from odestudy.measure import levers as _shipped  # noqa: F401 - registers them
+    from odestudy.measure.lever import LEVERS, combine, resolve_lever
+
+    names = label.split("+")
+    if not all(n in LEVERS or ":" in n for n in names):
+        return None
+    chosen = [LEVERS[n]() if n in LEVERS else resolve_lever(n) for n in names]
+    return combine(s, chosen)
+
+
 def levers_of(label: str, s) -> dict:
     """The levers of variant `label` for scenario `s` (its problem and controller)."""
     if label not in RECOMMENDED_VARIANTS:
-        return VARIANTS[label]
+        if label in VARIANTS:
+            return VARIANTS[label]
+        found = lever_variant(label, s)
+        if found is None:
+            raise ValueError(f"unknown variant {label!r}")
+        return found
     from odestudy.measure.recommended import (
         diffrax_levers,
         recommended_fused_levers,
@@ -356,6 +375,14 @@ def levers_of(label: str, s) -> dict:
         return recommended_fused_levers(s)
     levers = diffrax_levers(s)
     return {**levers, "stages": "loop"} if label == "recommended-unrolled" else levers
+
+
+def _names_levers(label: str) -> bool:
+    """Whether variant `label` names levers (`lever_variant`)."""
+    from odestudy.measure import levers as _shipped  # noqa: F401 - registers them
+    from odestudy.measure.lever import LEVERS
+
+    return all(n in LEVERS or ":" in n for n in label.split("+"))
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -536,10 +563,17 @@ def main() -> None:
     if a.map and not a.variants:
         p.error("--map needs --variants (the same for both controllers)")
     labels = a.variants.split(",") if a.variants else DEFAULT_VARIANTS[a.controller]
-    unknown = [x for x in labels if x not in VARIANTS and x not in RECOMMENDED_VARIANTS]
+    unknown = [
+        x
+        for x in labels
+        if x not in VARIANTS and x not in RECOMMENDED_VARIANTS and not _names_levers(x)
+    ]
     if unknown:
         valid = ", ".join([*VARIANTS, *RECOMMENDED_VARIANTS])
-        p.error(f"unknown variant(s) {unknown}; valid choices: {valid}")
+        p.error(
+            f"unknown variant(s) {unknown}; valid choices: {valid}, or levers by name or "
+            "module:Class joined by + (odestudy.measure.lever)"
+        )
     from odestudy.study.workloads import WORKLOADS
 
     slugs = {w.slug(): w for w in WORKLOADS}
@@ -639,12 +673,26 @@ def _scenario(a: argparse.Namespace, controller: str, workload, labels: list[str
     base = _base(a, workload)
     s = odestudy.Scenario(controller=controller, scale=a.scale, **base)
     for label in labels:
-        fields = {k: v for k, v in levers_of(label, s).items() if k not in PROCESS_LEVERS}
         try:
+            fields = {k: v for k, v in levers_of(label, s).items() if k not in PROCESS_LEVERS}
             odestudy.Scenario(controller=controller, scale=a.scale, **base, **fields)
         except ValueError as exc:
             p.error(f"variant {label!r} with controller {controller!r}: {exc}")
     return s
+
+
+def _set(levers: dict | None) -> dict | None:
+    """`levers` without those at their default (`solve=per_sample` is no lever)."""
+    from odestudy import Scenario
+
+    fields = Scenario.__dataclass_fields__
+    if levers is None:
+        return None
+    return {
+        k: v
+        for k, v in levers.items()
+        if k not in fields or fields[k].default is None or fields[k].default != v
+    }
 
 
 def why_rerun(path: Path, s, labels: list[str], blocks: int, steps: int) -> str | None:
@@ -667,8 +715,8 @@ def why_rerun(path: Path, s, labels: list[str], blocks: int, steps: int) -> str 
         ("variants", [r.get("label") for r in old.get("rows", [])], labels),
         (
             "levers",
-            [r.get("levers") for r in old.get("rows", [])],
-            [levers_of(label, s) for label in labels],
+            [_set(r.get("levers")) for r in old.get("rows", [])],
+            [_set(levers_of(label, s)) for label in labels],
         ),
         ("blocks", [old.get("blocks"), old.get("steps_per_block")], [blocks, steps]),
     )

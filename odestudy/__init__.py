@@ -9,6 +9,7 @@ from .measure.compat import closure_convert_ignores_manual_sharding, make_data_m
 from .measure.controllers import CONTROLLERS, PID, AbstractController, StepTo
 from .measure.data import Dataset, make_dataset
 from .measure.devices import configure_devices
+from .measure.lever import LEVERS, AbstractAddedLever, AbstractLever, Facts
 from .measure.loops import control_flow, count_loops
 from .measure.loss import Mean
 from .measure.mlp_reverse import AbstractMLPField
@@ -36,11 +37,11 @@ from .measure.problem import (
     stage_lengths,
 )
 from .measure.recommended import (
-    RECOMMENDED,
     diffrax_levers,
     fused_levers,
     recommended,
     recommended_levers,
+    safe_levers,
 )
 from .measure.scenario import SCALES, Scenario, validate
 from .measure.solvers import INTEGRATORS, AbstractIntegrator, Diffrax, Fused, Kernel, Structure
@@ -55,6 +56,11 @@ from .study.records import read_record, save_record, write_json_atomic
 from .timemodes import ModeTimes, time_modes
 
 __all__ = [
+    "AbstractAddedLever",
+    "AbstractLever",
+    "Facts",
+    "LEVERS",
+    "safe_levers",
     "AbstractController",
     "AbstractIntegrator",
     "AbstractMode",
@@ -124,7 +130,6 @@ __all__ = [
     "load_steps",
     "load_curves",
     "results_folder",
-    "RECOMMENDED",
     "recommended",
     "Structure",
     "solve_scan",

@@ -7,8 +7,8 @@ import typing
 from pathlib import Path
 
 from .measure import environment
+from .measure.controllers import CONTROLLERS
 from .measure.problem import resolve_problem
-from .measure.recommended import controller_levers, recommended, recommended_levers
 from .measure.scenario import SCALES, Scenario, validate
 from .report.versions import write_versions
 from .study import records
@@ -46,8 +46,8 @@ def add_scenario_options(p: argparse.ArgumentParser) -> None:
         extra: dict = {"dest": field.name, "default": None, "help": meta["help"]}
         if kind is bool:
             extra.update(action="store_true")
-        elif typing.get_origin(kind) is tuple:
-            extra.update(type=float, nargs="+")
+        elif typing.get_origin(kind) is tuple:  # tuple[float, ...], tuple[str, ...]
+            extra.update(type=typing.get_args(kind)[0], nargs="+")
         else:
             extra.update(type=kind, choices=meta["choices"])
         p.add_argument(option, **extra)
@@ -59,27 +59,38 @@ def scenario_from_args(a: argparse.Namespace) -> Scenario:
     return Scenario(**{k: v for k, v in given.items() if v is not None and v is not False})
 
 
+def step_of(s: Scenario, a: argparse.Namespace) -> Scenario:
+    """`s` with the step the options name, said on a line: `--step FILE` (a step file of
+    `odestudy tune`), `--recommended` (the step tune recorded for the problem here, else
+    the levers that cannot slow it down: `steps.recommended_step`), or neither (`s`).
+    A lever given by hand beside either is a one-line error."""
+    from .study.steps import apply_step, read_step, recommended_step
+
+    step, recommended = getattr(a, "step", None), getattr(a, "recommended", False)
+    if step and recommended:
+        raise ValueError("give one of --step FILE and --recommended")
+    if not (step or recommended):
+        return s
+    given = [k for k in Scenario.levers() if getattr(a, k, None) not in (None, False)]
+    if given:
+        which = "--step" if step else "--recommended"
+        raise ValueError(
+            f"{which} sets the step's levers; give either {which} or --{given[0].replace('_', '-')}"
+        )
+    if step:
+        chosen = apply_step(s, read_step(step), step)
+        print(f"step: {step}: {chosen.step_tag() or 'the default step'}")
+        return chosen
+    chosen, why = recommended_step(s, a.results)
+    print(f"recommended: {chosen.step_tag() or 'the default step'} ({why})")
+    return chosen
+
+
 def _run(a: argparse.Namespace) -> int:
     from .measure.devices import gpu_count
     from .study.runner import execute_scenario
 
-    s = scenario_from_args(a)
-    if a.recommended:
-        levers = controller_levers(s.controller)
-        given = [k for k in levers if getattr(a, k) is not None]
-        if given:
-            raise ValueError(
-                f"--recommended sets {', '.join(levers)} (see odestudy.recommended); "
-                f"give either --recommended or --{given[0].replace('_', '-')}"
-            )
-        s = recommended(s)
-        chosen = recommended_levers(s)
-        print("recommended: " + ", ".join(f"{k}={v}" for k, v in chosen.items()))
-        if chosen != levers:
-            print(
-                f"  (valid for problem {s.problem_object.name!r}; the measured combination "
-                "is " + ", ".join(f"{k}={v}" for k, v in levers.items()) + ")"
-            )
+    s = step_of(scenario_from_args(a), a)
     from .study.executors import needs_cluster
 
     if why := needs_cluster(s):
@@ -135,6 +146,22 @@ def _matrix(a: argparse.Namespace) -> int:
     if not a.dry_run:  # a dry run writes nothing, there or anywhere
         check_writable(results)
     resolve_problem(a.problem)  # a clear error before anything runs
+    step = None
+    if a.step:
+        from .study.steps import read_step
+
+        step = read_step(a.step)
+        if a.problem != step["problem"]:
+            raise ValueError(
+                f"{a.step} was tuned for problem {step['problem']!r}; give --problem "
+                f"{step['problem']} (or tune {a.problem})"
+            )
+        if a.device not in ("auto", step["device"]):
+            raise ValueError(f"{a.step} was tuned for device {step['device']!r}, not {a.device!r}")
+        print(
+            f"step: {a.step}: {', '.join(step['levers']) or 'the default step'} on the "
+            f"{step['controller']} rows on {step['device']}"
+        )
     recs = run_matrix(
         a.scale,
         a.device,
@@ -150,6 +177,7 @@ def _matrix(a: argparse.Namespace) -> int:
         problem=a.problem,
         device_count=a.device_count,
         dry_run=a.dry_run,
+        step=step,
     )
     if a.dry_run:
         return 0
@@ -223,11 +251,21 @@ def _predict(a: argparse.Namespace) -> int:
         raise ValueError("predict needs --devices N (and --processes P) for 2 or more devices")
     a.mode = "shard_map"  # the placement is read from it; every mode is predicted
     target = scenario_from_args(a)
-    if a.recommended and a.default_step:
-        raise ValueError("give one of --recommended and --default-step")
-    # The best step the study measures for a problem unless the reference's is asked for.
-    if not a.default_step:
-        target = recommended(target)
+    if sum(map(bool, (a.recommended, a.default_step, a.step))) > 1:
+        raise ValueError("give one of --step FILE, --recommended and --default-step")
+    if a.step:
+        from .study.steps import apply_step, read_step
+
+        target = apply_step(target.default_step(), read_step(a.step), a.step)
+        print(f"step: {a.step}: {target.step_tag() or 'the default step'}")
+    # The recommended step unless the reference's is asked for: the step tune recorded
+    # for the problem here, else the study's step for a problem it measured, else the
+    # levers that cannot slow a step down (`steps.recommended_step`).
+    elif not a.default_step:
+        from .study.steps import recommended_step
+
+        target, why = recommended_step(target, a.results)
+        print(f"recommended: {target.step_tag() or 'the default step'} ({why})")
     axis = _held(_axis(a.crossover_batches), target, a.crossover_batches == CROSSOVER_DEFAULT)
     profile = load_profile(a.profile, a.results) if a.profile else None
     check_prediction(target, profile)  # before JAX starts or anything compiles
@@ -435,6 +473,51 @@ def _report(a: argparse.Namespace) -> int:
     return 0
 
 
+def add_step_options(p: argparse.ArgumentParser, recommended: bool = True) -> None:
+    """`--step FILE` and `--recommended`: the step run (see `step_of`)."""
+    p.add_argument(
+        "--step",
+        default=None,
+        metavar="FILE",
+        help="run the step odestudy tune wrote to FILE (its levers)",
+    )
+    if recommended:
+        p.add_argument(
+            "--recommended",
+            action="store_true",
+            help="the step odestudy tune recorded for the problem, controller and device "
+            "kind on this machine where there is one (the default where nothing measured "
+            "was faster); before any tune, only the levers that cannot slow it down",
+        )
+
+
+def _tune(a: argparse.Namespace) -> int:
+    from .measure.devices import configure_devices
+    from .measure.lever import resolve_lever
+    from .study.lock import measuring
+    from .study.records import write_json_atomic
+    from .study.steps import step_path
+    from .tune import print_tune, tune
+
+    for spec in a.added_levers:  # importing a lever's module registers it
+        resolve_lever(spec)
+    s = Scenario(
+        problem=a.problem, scale=a.scale, controller=a.controller, device=a.device, width=a.width
+    )
+    from .measure.devices import gpu_count
+
+    validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
+    out = Path(a.out) if a.out else step_path(s, a.results)
+    check_writable(out.parent)
+    configure_devices(s.device, 1)
+    with measuring(f"odestudy tune {s.problem_object.name}", a.wait):
+        found = tune(s, blocks=a.blocks, steps_per_block=a.steps_per_block, results=a.results)
+    write_json_atomic(out, found)
+    print_tune(found)
+    print(f"-> {out}")
+    return 0
+
+
 def add_wait_option(p: argparse.ArgumentParser) -> None:
     """`--wait`: wait for another measurement on this machine rather than refuse."""
     p.add_argument(
@@ -489,12 +572,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run one scenario in a fresh kernel")
     add_scenario_options(r)
-    r.add_argument(
-        "--recommended",
-        action="store_true",
-        help="apply the recommended levers of the controller (odestudy.RECOMMENDED): "
-        "the fastest measured step that trains the same model",
-    )
+    add_step_options(r)
     r.add_argument(
         "--out",
         default=None,
@@ -554,6 +632,7 @@ def parser() -> argparse.ArgumentParser:
         help="the scaling matrix with the recommended levers applied "
         "(records beside the default ones, named by their levers)",
     )
+    add_step_options(m, recommended=False)
     m.add_argument(
         "--runs",
         type=int,
@@ -592,8 +671,11 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument(
         "--recommended",
         action="store_true",
-        help="predict the recommended step of the problem and controller (the default)",
+        help="predict the recommended step (the default): the step odestudy tune recorded "
+        "for the problem here, else the study's step for a problem it measured, else the "
+        "levers that cannot slow a step down",
     )
+    add_step_options(pr, recommended=False)
     pr.add_argument(
         "--default-step",
         action="store_true",
@@ -640,6 +722,39 @@ def parser() -> argparse.ArgumentParser:
     )
     add_wait_option(pr)
     pr.set_defaults(func=_predict)
+    tu = sub.add_parser(
+        "tune",
+        help="the fastest step for a problem on this machine: its levers timed from the "
+        "trained model, alone then combined, kept where faster at equal loss",
+    )
+    tu.add_argument(
+        "--problem",
+        default="oscillator",
+        help="a problem's name or module:object (as odestudy run --problem)",
+    )
+    tu.add_argument("--scale", choices=tuple(SCALES), default="quick")
+    tu.add_argument("--controller", choices=tuple(CONTROLLERS), default="pid")
+    tu.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    tu.add_argument("--width", type=int, default=64, help="the field's hidden units")
+    tu.add_argument(
+        "--out",
+        default=None,
+        help="the step file (JSON); default: where --recommended finds it, "
+        "RESULTS/<machine>/tune/<device>-<problem>-<controller>-<scale>.json",
+    )
+    tu.add_argument(
+        "--added-levers",
+        nargs="+",
+        default=[],
+        metavar="SPEC",
+        help="also try these levers of your own (module:Class naming an "
+        "odestudy.AbstractAddedLever)",
+    )
+    tu.add_argument("--blocks", type=int, default=5, help="interleaved blocks per phase")
+    tu.add_argument("--steps-per-block", type=int, default=10)
+    tu.add_argument("--results", default=str(environment.workdir("results")))
+    add_wait_option(tu)
+    tu.set_defaults(func=_tune)
     v = sub.add_parser(
         "versions", help="the core rows under each JAX release (own environments), and their table"
     )

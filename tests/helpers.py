@@ -1,6 +1,7 @@
 """Helpers shared by the tests."""
 
 import functools
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -12,6 +13,7 @@ import optax
 from odestudy import VectorField, make_dataset, make_parallel_step
 from odestudy.measure import environment, mlp_reverse
 from odestudy.measure.environment import machine_id, this_machine, versions
+from odestudy.measure.lever import AbstractAddedLever
 from odestudy.measure.model import DEFAULT
 from odestudy.measure.record import REQUIRED_KEYS
 from odestudy.measure.scenario import Scenario
@@ -173,3 +175,17 @@ class Squashed(mlp_reverse.AbstractMLPField):
 
     def __call__(self, t, y, args):
         return jnp.tanh(self.mlp(y))
+
+
+class FastMinMax(AbstractAddedLever):
+    """A lever defined outside the package (here, in a test file): XLA's CPU compiler's
+    fast min/max, a compile option of the step's own executable. For the tests that run
+    a lever of one's own through `odestudy run`, the levers benchmark and `tune`."""
+
+    name: ClassVar[str] = "test_fast_min_max"
+    short: ClassVar[str] = "tfmm"
+    help: ClassVar[str] = "XLA's fast min/max (a test's lever)"
+    devices: ClassVar[tuple[str, ...] | None] = ("cpu",)
+
+    def compiler_options(self) -> dict[str, Any]:
+        return {"xla_cpu_enable_fast_min_max": True}

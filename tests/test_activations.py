@@ -11,7 +11,8 @@ import pytest
 from jax.test_util import check_grads
 
 from odestudy import FASTER, ProblemError, Scenario, tanh_softplus
-from odestudy.measure.activations import FASTER_ON, faster
+from odestudy.measure.activations import faster
+from odestudy.measure.levers import FastActivations
 from odestudy.measure.recommended import recommended
 from odestudy.measure.training import prepare, scenario_devices
 
@@ -81,10 +82,11 @@ def test_a_model_without_a_faster_activation_is_refused_before_compiling():
 
 @pytest.mark.parametrize("controller", ["pid", "stepto"])
 def test_the_recommended_step_takes_the_lever_on_the_devices_measured_faster(controller):
-    """The oscillator says so (`recommended_fast_activations`); the device decides too
-    (`FASTER_ON`: the CPU, not a GPU); a problem that does not say so never takes it."""
+    """Measured faster on the oscillator (`data/measured_steps.json`); the device decides
+    too (`FastActivations.faster_on`: the CPU, not a GPU); a problem where it was not
+    measured faster never takes it."""
     for device in ("cpu", "gpu"):
         s = recommended(Scenario(scale="smoke", controller=controller, device=device))
-        assert s.fast_activations == (device in FASTER_ON)
+        assert s.fast_activations == (device in FastActivations.faster_on)
     forced = Scenario(scale="smoke", controller=controller, problem="forced_oscillator")
     assert not recommended(forced).fast_activations

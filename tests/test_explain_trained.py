@@ -3,7 +3,7 @@ their record), rows above the trained loss are marked in every table, ratios car
 intervals, and the time-to-target rows (the recommended step beside the default) are a
 study of their own. Synthetic records; nothing here trains."""
 
-from odestudy.measure.recommended import RECOMMENDED
+from odestudy.measure.recommended import controller_levers
 from odestudy.measure.scenario import Scenario, heterogeneous_training
 from odestudy.report.explain import grouping, within_ode
 from odestudy.report.loss import trained
@@ -36,7 +36,7 @@ def test_the_target_study_sets_the_recommended_step_beside_the_default():
     rows, not_run = plan("seed", "cpu", study="target")
     assert not not_run and {s.scale for s in rows} == {"seed"}
     chosen = select(rows, parse_selection("batch=32"))
-    levered = [s for s in chosen if s.solve == RECOMMENDED["pid"]["solve"]]
+    levered = [s for s in chosen if s.solve == controller_levers("pid")["solve"]]
     assert len(chosen) == 4 and len(levered) == 2
     assert {s.mode for s in levered} == {"single", "shard_map"}
     assert all(s.eval_every for s in chosen)

@@ -15,7 +15,7 @@ from odestudy import VectorField
 from odestudy.measure.activations import faster
 from odestudy.measure.checks import ProblemError
 from odestudy.measure.model import Solve, solve_within_ode
-from odestudy.measure.problem import Oscillator
+from odestudy.measure.problem import Oscillator, SharedField
 from odestudy.measure.solvers import Structure
 from odestudy.measure.training import check_mlp_fields
 from tests.helpers import Squashed, TimeField, assert_central_differences
@@ -75,6 +75,25 @@ def test_gradients_match_jax_vjp_for_the_batch_as_one_ode(fast):
     (loss0, steps0), grads0 = _loss_and_grads(field, ts, y0, by_hand=False)
     np.testing.assert_array_equal(steps, steps0)
     assert int(steps[0]) >= 4  # several accepted steps replayed
+    np.testing.assert_allclose(loss, loss0, rtol=1e-6)
+    for x, y in zip(jax.tree.leaves(grads), jax.tree.leaves(grads0), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5 * float(np.max(np.abs(y))))
+
+
+def test_a_field_of_shared_slices_matches_jax_vjp():
+    """The bank's `SharedField` (one MLP on each pair of the state): each pair is a row
+    of its own in the reverse step by hand."""
+    field = SharedField(jr.PRNGKey(1), 8, copies=3)
+    last = field.mlp.layers[-1].weight
+    field = eqx.tree_at(lambda f: f.mlp.layers[-1].weight, field, 8.0 * last)
+    check_mlp_fields(Oscillator(), field)  # no error: it computes its MLP on each pair
+    with pytest.raises(ProblemError, match="groups 1"):
+        check_mlp_fields(Oscillator(), field, "integrator='kernel'", grouped=False)
+    ts = _grids(n=4)
+    y0 = jr.normal(jr.PRNGKey(2), (ts.shape[0], 6))
+    (loss, steps), grads = _loss_and_grads(field, ts, y0, by_hand=True)
+    (loss0, steps0), grads0 = _loss_and_grads(field, ts, y0, by_hand=False)
+    np.testing.assert_array_equal(steps, steps0)
     np.testing.assert_allclose(loss, loss0, rtol=1e-6)
     for x, y in zip(jax.tree.leaves(grads), jax.tree.leaves(grads0), strict=True):
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5 * float(np.max(np.abs(y))))

@@ -18,7 +18,6 @@ import pytest
 
 import odestudy
 from odestudy import (
-    RECOMMENDED,
     Scenario,
     diffrax_levers,
     fused_levers,
@@ -30,6 +29,7 @@ from odestudy import (
 )
 from odestudy.measure.model import LOSSES, Solve
 from odestudy.measure.problem import check_uniform_grids
+from odestudy.measure.recommended import controller_levers
 from odestudy.measure.solvers import Fused, Structure
 from tests.helpers import step_scenario
 from tests.problems import FORCED, UNIFORM, ForcedUniform
@@ -85,7 +85,7 @@ def test_within_ode_is_refused_on_irregular_grids_before_compiling():
     with pytest.raises(ValueError, match="evenly spaced"):
         Scenario(problem=FORCED_SPEC, solve="within_ode")
     with pytest.raises(ValueError, match="evenly spaced"):  # the oscillator's levers
-        Scenario(problem=FORCED_SPEC, **RECOMMENDED["pid"])
+        Scenario(problem=FORCED_SPEC, **controller_levers("pid"))
 
 
 def test_the_complexity_knob_is_refused_where_a_problem_has_none():
@@ -103,9 +103,13 @@ def test_a_uniform_claim_is_checked_against_the_data():
 @pytest.mark.parametrize("controller", ["pid", "stepto"])
 def test_recommended_picks_only_levers_valid_for_the_problem(controller):
     oscillator = Scenario(controller=controller)
-    # Its softplus computed by its faster equivalent (its problem says so).
-    assert diffrax_levers(oscillator) == {**RECOMMENDED[controller], "fast_activations": True}
-    # The oscillator's recommended step is run by the fused solve (its problem says so):
+    # Its softplus computed by its faster equivalent (measured faster on it and a CPU,
+    # `data/measured_steps.json`).
+    assert diffrax_levers(oscillator) == {
+        **controller_levers(controller),
+        "fast_activations": True,
+    }
+    # The oscillator's recommended step is run by the fused solve (measured faster):
     # the same batching and bound, a checkpoint per step, its own saving and stages.
     # Under PID its steps are differentiated by hand (its field is an MLP of the state),
     # and that step is compiled with 512-bit vectors (on a CPU).
@@ -125,10 +129,14 @@ def test_recommended_picks_only_levers_valid_for_the_problem(controller):
     assert not {"integrator", "fast_activations"} & set(bank) and bank == diffrax_levers(
         Scenario(problem="oscillator_bank", controller=controller)
     )
+    # A problem the study did not measure: no bound, so no checkpoint per PID step (one
+    # for each of 4096 possible steps made such a step slower than the default).
     irregular = recommended_levers(Scenario(problem=FORCED_SPEC, controller=controller))
-    assert irregular["solve"] == "per_sample" and "max_steps" not in irregular
+    assert irregular.get("solve", "per_sample") == "per_sample" and "max_steps" not in irregular
     uniform = recommended_levers(Scenario(problem=UNIFORM_SPEC, controller=controller))
     assert uniform["solve"] == "within_ode" and "max_steps" not in uniform
+    if controller == "pid":
+        assert "adjoint" not in uniform and "saveat" not in uniform
     recommended(Scenario(problem=FORCED_SPEC, controller=controller))  # valid: no error
 
 

@@ -43,6 +43,7 @@ OTHER = {
     "fast_activations": True,
     "mlp_reverse": True,
     "vector_width": 512,
+    "added_levers": ("tests.helpers:FastMinMax",),
 }
 # Fields whose other value needs others set (in the base scenario too).
 NEEDS = {

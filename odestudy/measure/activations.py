@@ -42,13 +42,6 @@ def _tanh_softplus_jvp(primals: tuple, tangents: tuple) -> tuple[jax.Array, jax.
 # Each activation function with a faster equivalent on this stack, and that equivalent.
 FASTER: dict[Callable, Callable] = {jax.nn.softplus: tanh_softplus}
 
-# The devices (`Scenario.device`) on which the recommended step takes the faster
-# equivalents: where the levers records measured the step faster with them, the CPU.
-# On a GPU transcendentals are cheap and the small step is bound by kernel launches: on
-# the H100 the reference configuration's recommended step was no faster with them
-# (`results/*h100*/levers/gpu-pid-seed.json`).
-FASTER_ON: frozenset[str] = frozenset({"cpu"})
-
 
 def _is_slow(leaf: Any) -> bool:
     return any(leaf is slow for slow in FASTER)

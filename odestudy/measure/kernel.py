@@ -137,6 +137,8 @@ def rows_of(field: Any) -> tuple[eqx.nn.MLP, Array | None]:
             "odestudy.AbstractMLPField (dy/dt = mlp(y)); use integrator='fused' or 'diffrax'"
         )
     mlp_reverse.check_mlp(model.mlp, WHO)
+    if model.groups != 1:
+        raise ValueError(f"{WHO}: the kernel solve runs an MLP of the whole state (groups 1)")
     return model.mlp, (field.mlp_rows().scale if batch else None)
 
 

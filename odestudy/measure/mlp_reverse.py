@@ -30,11 +30,6 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-# The devices (`Scenario.device`) on which the recommended step takes `mlp_reverse`:
-# where the levers records measured the step faster with it, the CPU
-# (`results/<machine>/levers/cpu-pid.json`). On a GPU it is not measured yet.
-FASTER_ON: frozenset[str] = frozenset({"cpu"})
-
 # Tsit5's stage coefficients, diffrax's: stage `i + 1` from stages `0..i`.
 _A = [[float(a) for a in row] for row in diffrax.Tsit5.tableau.a_lower]
 
@@ -46,14 +41,22 @@ THIN = 4
 
 class AbstractMLPField(eqx.Module):
     """A vector field `dy/dt = mlp(y)`: an `eqx.nn.MLP` of the state alone, not of the
-    time or the field's `args`. Subclass it (and call `mlp` in `__call__`) to let the
-    fused solve's reverse loop differentiate its steps by hand (`mlp_reverse`).
+    time or the field's `args`, or (`groups` > 1) the one MLP applied to each of
+    `groups` equal consecutive slices of the state, its weights shared (the oscillator
+    bank's `SharedField`). Subclass it (and call `mlp` in `__call__`) to let the fused
+    solve's reverse loop differentiate its steps by hand (`mlp_reverse`).
 
     - `mlp`: the MLP (unscanned, elementwise activations, no final activation); the
-      study checks on one sample that the field computes it.
+      study checks on random states that the field computes it.
     """
 
     mlp: eqx.AbstractVar[eqx.nn.MLP]
+
+    @property
+    def groups(self) -> int:
+        """How many equal slices of the state the MLP moves, each on its own (1: the
+        whole state)."""
+        return 1
 
     @abc.abstractmethod
     def __call__(self, t: Any, y: Array, args: Any) -> Array:
@@ -62,10 +65,12 @@ class AbstractMLPField(eqx.Module):
 
 class MLPRows(NamedTuple):
     """A batch's field as the reverse step reads it: row `b` of the state `y` (shape
-    `(batch, state)`) moves at `scale[b] * mlp(y[b])`."""
+    `(batch, state)`) moves at `scale[b] * mlp(y[b])`, or with `groups` > 1 each of its
+    `groups` equal slices at `scale[b] * mlp(slice)`."""
 
     mlp: eqx.nn.MLP
     scale: Float[Array, " batch"]
+    groups: int = 1
 
 
 def forward(mlp: eqx.nn.MLP, x: Float[Array, "rows state"]) -> Float[Array, "rows state"]:
@@ -91,12 +96,20 @@ def check_mlp(mlp: eqx.nn.MLP, who: str = "mlp_reverse") -> None:
 def check(field: AbstractMLPField, key: Array, rows: int = 8, who: str = "mlp_reverse") -> None:
     """Raise a one-line ValueError (its first words `who`) unless `field`'s MLP is one
     this module runs (`check_mlp`) and the field's output at `rows` random states (from
-    `key`) is `forward(field.mlp, y)` (to float32 tolerance)."""
-    mlp = field.mlp
+    `key`) is `forward(field.mlp, y)` (to float32 tolerance), on each of its `groups`
+    slices."""
+    mlp, groups = field.mlp, field.groups
     check_mlp(mlp, who)
-    y = jax.random.normal(key, (rows, int(mlp.in_size)))
+    size = int(mlp.in_size)
+    if not isinstance(groups, int) or groups < 1 or mlp.out_size != size:
+        raise ValueError(
+            f"{who}: {type(field).__name__}'s MLP must map a slice of the state to its "
+            f"derivative (in_size == out_size) over groups >= 1, got groups={groups!r}"
+        )
+    y = jax.random.normal(key, (rows, size * groups))
     own = jax.vmap(lambda yi: field(None, yi, None))(y)
-    if not jnp.allclose(own, forward(mlp, y), rtol=1e-4, atol=1e-6):
+    mine = forward(mlp, y.reshape(rows * groups, size)).reshape(rows, size * groups)
+    if not jnp.allclose(own, mine, rtol=1e-4, atol=1e-6):
         raise ValueError(
             f"{who}: {type(field).__name__} does not compute dy/dt = mlp(y) (no final activation)"
         )
@@ -169,8 +182,23 @@ def step_reverse(
     - `h`: the step's length; `fs`: its stored stage values (`fs[0]` the FSAL stage).
 
     Returns `(y_bar, f_bar, mlp_bar)`, `mlp_bar` shaped as `rows.mlp` (its arrays the
-    gradients, every other leaf as it was).
+    gradients, every other leaf as it was). With `rows.groups` > 1 each slice of a row
+    is a row of its own, at its row's scale.
     """
+    if rows.groups > 1:
+        n = rows.groups
+
+        def split(a: Array) -> Array:
+            return a.reshape(*a.shape[:-2], a.shape[-2] * n, a.shape[-1] // n)
+
+        def join(a: Array) -> Array:
+            return a.reshape(*a.shape[:-2], a.shape[-2] // n, a.shape[-1] * n)
+
+        single = MLPRows(rows.mlp, jnp.repeat(rows.scale, n))
+        y_bar, f_bar, mlp_bar = step_reverse(
+            single, h, split(y), split(fs), split(y1_bar), split(fs_bar)
+        )
+        return join(y_bar), join(f_bar), mlp_bar
     mlp, scale = rows.mlp, rows.scale[:, None]
     layers, batch = mlp.layers, y.shape[0]
     ks = [f * h for f in fs]

@@ -231,7 +231,7 @@ class _BatchField(eqx.Module):
                 f"mlp_reverse: the vector field ({type(self.model).__name__}) is not an "
                 "odestudy.AbstractMLPField (dy/dt = mlp(y))"
             )
-        return MLPRows(self.model.mlp, self.speed)
+        return MLPRows(self.model.mlp, self.speed, self.model.groups)
 
     def with_mlp(self, mlp: Any) -> "_BatchField":
         """This field with its model's MLP replaced by `mlp` (the MLP's cotangent where

@@ -47,12 +47,17 @@ class VectorField(AbstractMLPField):
         return self.mlp(y)
 
 
-class SharedField(eqx.Module):
+class SharedField(AbstractMLPField):
     """`copies` oscillators' field: one softplus MLP 2 -> width -> width -> 2 applied to
-    each pair of the state (shape `(2 * copies,)`), the weights shared by all pairs."""
+    each pair of the state (shape `(2 * copies,)`), the weights shared by all pairs (an
+    `AbstractMLPField` of `copies` groups: `mlp_reverse` runs it)."""
 
     mlp: eqx.nn.MLP
     copies: int = eqx.field(static=True)
+
+    @property
+    def groups(self) -> int:
+        return self.copies
 
     def __init__(self, key: jax.Array, width: int, copies: int):
         self.mlp = eqx.nn.MLP(2, 2, width, 2, activation=jax.nn.softplus, key=key)
@@ -94,19 +99,6 @@ class AbstractODEProblem(eqx.Module):
     - `trained_loss`: the evaluation loss at or below which a model counts as trained;
       a record above it says `trained: false` and no table counts its speedup.
     - `rtol`, `atol`: the PID controller's tolerances.
-    - `recommended_max_steps`: a bound on the adaptive solve's steps that the
-      recommended step may use (None: keep the scenario's `max_steps`); set it only
-      where the trained field is known to need fewer.
-    - `recommended_fused`: the recommended step runs by the package's fused solve
-      (`integrator="fused"`) instead of diffrax's loop; set it only where the map's
-      fused-solve records (`make map-fused`) show it faster on this problem.
-    - `recommended_fast_activations`: the recommended step computes the model's
-      activations by their faster equivalents (`fast_activations`,
-      `activations.FASTER`); set it only where the model holds one (a softplus) and the
-      levers records show the step faster with it.
-    - `recommended_mlp_reverse`: the recommended step's fused solve differentiates each
-      step by hand (`mlp_reverse`; PID, within-ODE); set it only where the field is an
-      `AbstractMLPField` and the levers records show the step faster with it.
     - `has_spread`: `make_data` honours the complexity knob `spread` (else only 0).
     - `needs_key`: the loss draws random numbers from its `key` (one per step and
       device); False: it is given `key=None` and the step carries no key.
@@ -118,10 +110,6 @@ class AbstractODEProblem(eqx.Module):
     trained_loss: eqx.AbstractClassVar[float]
     rtol: ClassVar[float] = RTOL
     atol: ClassVar[float] = ATOL
-    recommended_max_steps: ClassVar[int | None] = None
-    recommended_fused: ClassVar[bool] = False
-    recommended_fast_activations: ClassVar[bool] = False
-    recommended_mlp_reverse: ClassVar[bool] = False
     has_spread: ClassVar[bool] = False
     needs_key: ClassVar[bool] = True
 
@@ -217,19 +205,6 @@ class AbstractProblem(eqx.Module):
     - `trained_loss`: the evaluation loss at or below which a model counts as trained;
       a record above it says `trained: false` and no table counts its speedup.
     - `rtol`, `atol`: the PID controller's tolerances.
-    - `recommended_max_steps`: a bound on the adaptive solve's steps that the
-      recommended step may use (None: keep the scenario's `max_steps`); set it only
-      where the trained field is known to need fewer.
-    - `recommended_fused`: the recommended step runs by the package's fused solve
-      (`integrator="fused"`) instead of diffrax's loop; set it only where the map's
-      fused-solve records (`make map-fused`) show it faster on this problem.
-    - `recommended_fast_activations`: the recommended step computes the model's
-      activations by their faster equivalents (`fast_activations`,
-      `activations.FASTER`); set it only where the model holds one (a softplus) and the
-      levers records show the step faster with it.
-    - `recommended_mlp_reverse`: the recommended step's fused solve differentiates each
-      step by hand (`mlp_reverse`; PID, within-ODE); set it only where the field is an
-      `AbstractMLPField` and the levers records show the step faster with it.
     - `has_spread`: `make_data` honours the complexity knob `spread` (else only 0).
     """
 
@@ -239,10 +214,6 @@ class AbstractProblem(eqx.Module):
     trained_loss: eqx.AbstractClassVar[float]
     rtol: ClassVar[float] = RTOL
     atol: ClassVar[float] = ATOL
-    recommended_max_steps: ClassVar[int | None] = None
-    recommended_fused: ClassVar[bool] = False
-    recommended_fast_activations: ClassVar[bool] = False
-    recommended_mlp_reverse: ClassVar[bool] = False
     has_spread: ClassVar[bool] = False
 
     @abc.abstractmethod
@@ -308,18 +279,6 @@ class Oscillator(AbstractProblem):
     # The level a trained field must reach, fixed before the runs, well below the
     # untrained field's loss (the records hold the losses reached).
     trained_loss: ClassVar[float] = 0.02
-    # A bound above the PID steps per series a trained field takes (the levers
-    # benchmark's records hold them).
-    recommended_max_steps: ClassVar[int | None] = 64
-    # Chosen from the map's fused-solve records (`make map-fused`, their table in
-    # `figures/tables/workloads.md`): the oscillator's workloads, not the others'.
-    recommended_fused: ClassVar[bool] = True
-    # Chosen from the quick levers records (`figures/tables/step.md`): the recommended
-    # step of each controller is faster with it, at equal loss.
-    recommended_fast_activations: ClassVar[bool] = True
-    # Chosen from the quick PID levers record (`figures/tables/step.md`): its field is
-    # an `AbstractMLPField` (`VectorField`) and the recommended step is faster with it.
-    recommended_mlp_reverse: ClassVar[bool] = True
     has_spread: ClassVar[bool] = True
 
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
@@ -343,11 +302,6 @@ class OscillatorBank(AbstractProblem):
     time_dependent: ClassVar[bool] = False
     uniform_grid: ClassVar[bool] = True
     trained_loss: ClassVar[float] = 0.02  # the oscillator's threshold, per component
-    # Its trained field takes as many PID steps per series as the oscillator's (the
-    # map's trained 1-device PID row: at most 24 per series, 21 within-ODE), so the
-    # oscillator's bound. Without one the recommended step's one-checkpoint-per-step
-    # adjoint kept diffrax's bound of 4096 and ran slower than the default.
-    recommended_max_steps: ClassVar[int | None] = 64
     COPIES: ClassVar[int] = 8
 
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
@@ -401,22 +355,6 @@ class SeriesProblem(AbstractODEProblem):
     @property
     def atol(self) -> float:  # type: ignore[override]
         return self.problem.atol
-
-    @property
-    def recommended_max_steps(self) -> int | None:  # type: ignore[override]
-        return self.problem.recommended_max_steps
-
-    @property
-    def recommended_fused(self) -> bool:  # type: ignore[override]
-        return self.problem.recommended_fused
-
-    @property
-    def recommended_fast_activations(self) -> bool:  # type: ignore[override]
-        return self.problem.recommended_fast_activations
-
-    @property
-    def recommended_mlp_reverse(self) -> bool:  # type: ignore[override]
-        return self.problem.recommended_mlp_reverse
 
     @property
     def has_spread(self) -> bool:  # type: ignore[override]

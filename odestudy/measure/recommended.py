@@ -1,32 +1,22 @@
-"""The recommended configuration, per controller: the fastest combination of diffrax's
-levers on the training step that trains the default's model (`benchmarks/levers.py`,
-records in `results/<machine>/levers/`; the step table, `figures/tables/step.md`, shows
-them all with their speedups, intervals and final losses). Per problem, the package's
-fused solve (`integrator="fused"`, `fused.py`) runs it where the problem says so
-(`recommended_fused`): along the map (`make map-fused`, `figures/tables/workloads.md`)
-it is faster on some workloads and slower on others. It saves at the observation times
-and runs Tsit5's stages as straight-line code itself, so the step it runs keeps the
-solve's structure (batching, step bound) and drops `saveat` and `stages`; its reverse
-mode is the controller's (`AbstractController.fused_adjoint`): under PID its own
-reverse loop replaying only the accepted steps (`adjoint="accepted_steps"`,
-`replay.py`), faster in the levers records; under StepTo a checkpoint per step. Where
-that PID loop differentiates its steps by hand (`mlp_reverse`), the step is compiled with
-512-bit vectors on the CPU (`vector_width`, `vectors.py`: a compile option of its own
-executable), faster in the levers record; along the map (`make map-vectors`) faster
-or not separable from XLA's default width on the recommended steps, never slower.
+"""The study's recommended step, a rule over levers (`lever.AbstractLever`): the
+levers of the study's step on every problem (`STUDY_LEVERS`, each where it applies:
+within-ODE batching on evenly spaced grids, the solution from its dense output under PID
+or saved at StepTo's steps, a checkpoint per solver step, the PID solve bounded, Tsit5's
+stages as straight-line code), and the levers the study's records measured faster on a
+shipped problem (`data/measured_steps.json`: the fused solve, faster activations, the
+reverse steps by hand and 512-bit vectors on the oscillator), each on the device kinds
+where it was measured faster (`AbstractLever.faster_on`). The fused solve, where it
+runs the step, keeps its structure (batching, bound) and drops diffrax's saving and
+stages (it saves at the observation times and runs the stages itself), its reverse mode
+the controller's (`AbstractController.fused_adjoint`). The study's records of the
+recommended step were made by this rule (the step table, `figures/tables/step.md`, and
+the workload map's, `figures/tables/workloads.md`, show them with their speedups,
+intervals and final losses).
 
-- PID: within-ODE batching (the batch solved as one ODE with one shared step size),
-  the solution evaluated from its dense output instead of an inner loop over the saved
-  times, one checkpoint per solver step with the solve bounded at 64 steps (no
-  recomputation, no conditional in the backward pass; a trained field takes fewer),
-  and Tsit5's stages as straight-line code (`stages="unrolled"`, `tsit5.StraightTsit5`).
-- StepTo: within-ODE batching, `SaveAt(steps=True)` (every StepTo step ends at a saved
-  time: no save loop), one checkpoint per step, and Tsit5's stages unrolled.
-
-The unrolled stages joined the others after `make map-levers` measured them on the
-recommended step of every workload of the map (`figures/tables/workloads.md`): faster
-at equal loss on each. For StepTo, the same arithmetic as a `lax.scan` (`solve="scan"`)
-is the floor, not recommended (no adaptive steps, no adjoint choice).
+A problem the study did not measure gets no per-problem lever and no bound from it:
+`odestudy tune` measures what is faster for it (`study.steps`), and `--recommended`
+runs that step, or before any tune only the levers that cannot slow a step down
+(`safe_levers`).
 
 Each trains to a final loss within the default's run-to-run spread over training seeds
 (`benchmarks/loss_spread.py`). A PID solve that needs more than `max_steps` steps fails
@@ -34,62 +24,104 @@ loudly (a non-finite loss, recorded as a failed run), never silently.
 """
 
 import dataclasses
+import functools
+import json
 from typing import Any
 
-from . import mlp_reverse, replay, vectors
-from .activations import FASTER_ON
-from .controllers import AbstractController
+from . import levers as _shipped  # noqa: F401 - registers the shipped levers
+from .controllers import CONTROLLERS, AbstractController
+from .environment import shipped
+from .lever import LEVERS, AbstractLever, Facts, combine, get_lever
+from .levers import AllSteps, Dense, SaveSteps, StepBound, UnrolledStages, WithinODE
 from .scenario import Scenario
 
-# controller -> the `Scenario` fields to set.
-RECOMMENDED: dict[str, dict[str, Any]] = {
-    "pid": {
-        "solve": "within_ode",
-        "saveat": "dense",
-        "adjoint": "all_steps",
-        "max_steps": 64,
-        "stages": "unrolled",
-    },
-    "stepto": {
-        "solve": "within_ode",
-        "saveat": "steps",
-        "adjoint": "all_steps",
-        "stages": "unrolled",
-    },
-}
+# The levers of the study's step on every problem, each where it applies (the measured
+# bound for those that need one: `measured`).
+STUDY_LEVERS: tuple[type[AbstractLever], ...] = (
+    WithinODE,
+    Dense,
+    SaveSteps,
+    AllSteps,
+    StepBound,
+    UnrolledStages,
+)
+# Levers the fused solve brings to a step, run by its loop instead of diffrax's.
+FUSED_LEVERS = ("fused", "mlp_reverse", "wide_vectors")
+
+
+@functools.cache
+def _measured() -> dict[str, Any]:
+    return json.loads(shipped("data", "measured_steps.json").read_text())["problems"]
+
+
+def measured(s: Scenario) -> tuple[Facts, list[AbstractLever]]:
+    """What the study's records measured of `s`'s problem (`data/measured_steps.json`):
+    the bound its trained field stays under, as a fact, and the levers measured faster
+    under `s`'s controller on `s`'s device kind (`AbstractLever.faster_on`); nothing
+    for a problem the study did not measure."""
+    entry = _measured().get(s.problem)
+    if entry is None:
+        return Facts(), []
+    levers = [get_lever(n) for n in entry["levers"].get(s.controller, [])]
+    faster = [lever for lever in levers if lever.faster_on is None or s.device in lever.faster_on]
+    return Facts(max_steps=entry.get("max_steps")), faster
+
+
+def study_measured(s: Scenario) -> bool:
+    """Whether the study's records measured `s`'s problem (`data/measured_steps.json`)."""
+    return s.problem in _measured()
+
+
+def measured_problems(lever: str) -> list[str]:
+    """The shipped problems whose measured levers (`measured`) include `lever`, under
+    any controller."""
+    return [
+        name
+        for name, entry in _measured().items()
+        if any(lever in names for names in entry["levers"].values())
+    ]
+
+
+def study_controllers() -> dict[str, dict[str, Any]]:
+    """Each registered controller with a recommended step, and its levers
+    (`controller_levers`)."""
+    out = {}
+    for name in CONTROLLERS:
+        try:
+            out[name] = controller_levers(name)
+        except ValueError:
+            continue
+    return out
 
 
 def controller_levers(controller: str) -> dict[str, Any]:
-    """The levers `RECOMMENDED` sets for `controller`; a ValueError for a controller
-    without a recommendation (one defined outside the package, say)."""
-    if controller not in RECOMMENDED:
-        raise ValueError(
-            f"no recommended step for controller {controller!r}; "
-            f"one is measured for {', '.join(RECOMMENDED)}"
-        )
-    return dict(RECOMMENDED[controller])
+    """The study's levers for `controller` on a problem with evenly spaced grids and a
+    measured bound (the oscillator's), as scenario fields; a ValueError for a controller
+    none applies to (one defined outside the package, say)."""
+    try:
+        s = Scenario(scale="smoke", controller=controller)
+    except ValueError as exc:
+        raise ValueError(f"no recommended step for controller {controller!r}: {exc}") from None
+    if not s.stepsize_controller.adaptive and not s.stepsize_controller.on_grid:
+        raise ValueError(f"no recommended step for controller {controller!r}")
+    return _study_fields(s, Facts(max_steps=measured(Scenario(scale="smoke"))[0].max_steps))
+
+
+def _study_fields(s: Scenario, facts: Facts) -> dict[str, Any]:
+    chosen = [cls() for cls in STUDY_LEVERS]
+    return combine(s, [lever for lever in chosen if lever.refusal(s, facts) is None], facts)
 
 
 def diffrax_levers(s: Scenario) -> dict[str, Any]:
-    """The levers of `RECOMMENDED` for `s`'s controller that are valid for its problem,
-    run by diffrax's loop: within-ODE batching only on evenly spaced grids (else one
-    solve per sample), the PID bound `max_steps` only where the problem names one
-    for its trained field (`AbstractProblem.recommended_max_steps`), and the model's
-    activations by their faster equivalents where the problem says so
-    (`AbstractProblem.recommended_fast_activations`) and on the devices where they were
-    measured faster (`activations.FASTER_ON`)."""
-    problem = s.problem_object
-    levers = controller_levers(s.controller)
-    if not problem.uniform_grid and levers.get("solve") == "within_ode":
-        levers["solve"] = "per_sample"
-    if problem.recommended_fast_activations and s.device in FASTER_ON:
-        levers["fast_activations"] = True
-    if "max_steps" in levers:
-        if problem.recommended_max_steps is None:
-            del levers["max_steps"]
-        else:
-            levers["max_steps"] = problem.recommended_max_steps
-    return levers
+    """The study's levers for `s` run by diffrax's loop: `STUDY_LEVERS` where each applies
+    (with the measured bound, `measured`; without one, no lever that needs it), and the
+    problem's measured levers that diffrax's loop runs (faster activations)."""
+    facts, levers = measured(s)
+    if not s.stepsize_controller.adaptive and not s.stepsize_controller.on_grid:
+        raise ValueError(f"no recommended step for controller {s.controller!r}")
+    out = _study_fields(s, facts)
+    own = [lever for lever in levers if lever.name not in FUSED_LEVERS]
+    return {**out, **combine(dataclasses.replace(s, **out), own, facts)}
 
 
 def fused_levers(levers: dict[str, Any], controller: AbstractController) -> dict[str, Any]:
@@ -105,31 +137,38 @@ def fused_levers(levers: dict[str, Any], controller: AbstractController) -> dict
 
 def recommended_fused_levers(s: Scenario) -> dict[str, Any]:
     """`s`'s recommended step run by the fused solve: `diffrax_levers` run by it
-    (`fused_levers`), its steps differentiated by hand (`mlp_reverse`) where the problem
-    says so (`AbstractProblem.recommended_mlp_reverse`), the solve is the fused one's own
-    reverse loop under PID within-ODE, and the device is one where it was measured
-    faster (`mlp_reverse.FASTER_ON`); that step compiled with 512-bit vectors on the
-    devices where it was measured faster so (`vectors.FASTER_ON`)."""
-    controller = s.stepsize_controller
-    levers = fused_levers(diffrax_levers(s), controller)
-    by_hand = (levers["adjoint"], levers.get("solve")) == (replay.ADJOINT, "within_ode")
-    if by_hand and controller.adaptive and s.problem_object.recommended_mlp_reverse:
-        if s.device in mlp_reverse.FASTER_ON:
-            levers["mlp_reverse"] = True
-        if s.device in vectors.FASTER_ON:
-            levers["vector_width"] = vectors.RECOMMENDED_WIDTH
-    return levers
+    (`fused_levers`), with the problem's measured levers the fused loop brings (its
+    reverse steps by hand, 512-bit vectors) where they apply (`measured`)."""
+    facts, levers = measured(s)
+    out = fused_levers(diffrax_levers(s), s.stepsize_controller)
+    for lever in levers:
+        if lever.name in FUSED_LEVERS and lever.name != "fused":
+            at = dataclasses.replace(s, **out)
+            if lever.refusal(at, facts) is None:
+                out.update(lever.fields(at, facts))
+    return out
 
 
 def recommended_levers(s: Scenario) -> dict[str, Any]:
     """The recommended step's levers for `s`: `diffrax_levers`, run by the fused solve
-    (`recommended_fused_levers`) where its problem says so
-    (`AbstractProblem.recommended_fused`) and the fused loop runs its controller."""
-    fused = s.problem_object.recommended_fused and s.stepsize_controller.fused
-    return recommended_fused_levers(s) if fused else diffrax_levers(s)
+    (`recommended_fused_levers`) where the study measured it faster on the problem
+    (`measured`) and the fused loop runs its controller."""
+    fused = any(lever.name == "fused" for lever in measured(s)[1])
+    if fused and s.stepsize_controller.fused:
+        return recommended_fused_levers(s)
+    return diffrax_levers(s)
 
 
 def recommended(s: Scenario) -> Scenario:
     """Scenario `s` with the recommended levers of its controller that are valid for its
     problem (`recommended_levers`)."""
     return dataclasses.replace(s, **recommended_levers(s))
+
+
+def safe_levers(s: Scenario) -> tuple[list[str], dict[str, Any]]:
+    """The registered levers that cannot slow `s`'s step down (`AbstractLever.safe_on`)
+    and apply to it, by name, and the scenario fields they set together: what
+    `--recommended` applies before `odestudy tune` has measured the problem."""
+    chosen = [lever for lever in (cls() for cls in LEVERS.values()) if lever.safe_on(s)]
+    chosen = [lever for lever in chosen if lever.refusal(s) is None]
+    return [lever.name for lever in chosen], combine(s, chosen)

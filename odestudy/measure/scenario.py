@@ -9,6 +9,7 @@ from collections.abc import Collection
 from typing import Any
 
 from .controllers import CONTROLLERS, AbstractController
+from .lever import AbstractAddedLever, resolve_lever
 from .model import Solve
 from .modes import MODES, AbstractMode, check_here
 from .problem import (
@@ -125,6 +126,7 @@ def _field(
     option: str | None = None,
     keyed_at_default: bool = False,
     lever: bool = False,
+    text: Any = None,
 ) -> Any:
     """A `Scenario` field and what the rest of the study reads from it.
 
@@ -146,6 +148,7 @@ def _field(
     - `lever`: a lever of the training step (`Scenario.levers`): it changes how one step
       computes, not the model it trains (the solve's structure, the integrator, the
       activations' form, compile options, buffers).
+    - `text`: how its value reads in `Scenario.name()` (default `_name_text`).
     """
     meta = dict(
         help=help,
@@ -155,6 +158,7 @@ def _field(
         option=option,
         keyed=keyed_at_default,
         lever=lever,
+        text=text,
     )
     return dataclasses.field(default=default, metadata=meta)
 
@@ -365,6 +369,14 @@ class Scenario:
         tag="vw",
         lever=True,
     )
+    added_levers: tuple[str, ...] = _field(
+        (),
+        "levers with no field of their own (odestudy.AbstractAddedLever), by name or "
+        "module:Class: each configures the step's compile options or the model's form",
+        tag="",
+        lever=True,
+        text=lambda specs: "-".join(resolve_lever(spec).short for spec in specs),
+    )
     # Where the processes run: more than one host needs a cluster (`--executor slurm`).
     nodes: int = _field(
         1,
@@ -380,8 +392,9 @@ class Scenario:
         for name, value in scale_defaults(self.scale, resolve_problem(self.problem)).items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
-        if isinstance(self.length_fractions, list | tuple):
-            object.__setattr__(self, "length_fractions", tuple(self.length_fractions))
+        for name in ("length_fractions", "added_levers"):
+            if isinstance(getattr(self, name), list | tuple):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         # The mode's and controller's types, parsed once here (`parallel`,
         # `stepsize_controller`); validate names the valid choices.
         object.__setattr__(self, "_parallel", MODES[self.mode]() if self.mode in MODES else None)
@@ -421,7 +434,7 @@ class Scenario:
         `name()` (`""` for the default step): what tells apart the steps that train the
         same model, such as their ceiling records'."""
         return "-".join(
-            f.metadata["tag"] + _name_text(getattr(self, f.name))
+            f.metadata["tag"] + _text(f, getattr(self, f.name))
             for f in self.fields()
             if f.metadata["lever"] and getattr(self, f.name) != self.default(f.name)
         )
@@ -448,6 +461,11 @@ class Scenario:
             parse_integrator(self.integrator),
             self.mlp_reverse,
         )
+
+    @property
+    def added(self) -> tuple[AbstractAddedLever, ...]:
+        """The added levers (`added_levers`) as their types."""
+        return tuple(resolve_lever(spec) for spec in self.added_levers)
 
     @property
     def problem_object(self) -> AnyProblem:
@@ -510,6 +528,7 @@ class Scenario:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["length_fractions"] = list(self.length_fractions)
+        out["added_levers"] = list(self.added_levers)
         return out
 
     @classmethod
@@ -560,8 +579,13 @@ class Scenario:
                 continue
             value = getattr(self, field.name)
             if value != self.default(field.name):
-                parts.append(field.metadata["tag"] + _name_text(value))
+                parts.append(field.metadata["tag"] + _text(field, value))
         return "-".join(parts)
+
+
+def _text(field: dataclasses.Field, value: Any) -> str:
+    """Field `field`'s value as it appears in a scenario name (`_field`'s `text`)."""
+    return (field.metadata["text"] or _name_text)(value)
 
 
 def _name_text(value: Any) -> str:
@@ -662,6 +686,18 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
     if not isinstance(s.donate, bool):
         raise ValueError(f"donate must be true or false, got {s.donate!r}")
     check_vector_width(s.vector_width, s.device)
+    check_added_levers(s)
+
+
+def check_added_levers(s: Scenario) -> None:
+    """Refuse an added lever that cannot be found, is named twice, or does not apply to
+    the scenario's controller or device (`AbstractLever.check`); one line each."""
+    if not isinstance(s.added_levers, tuple) or len(set(s.added_levers)) != len(s.added_levers):
+        raise ValueError(f"added_levers must name each lever once, got {s.added_levers!r}")
+    for lever in s.added:
+        why = lever.check(s)
+        if why is not None:
+            raise ValueError(why)
 
 
 def check_problem(s: Scenario) -> None:

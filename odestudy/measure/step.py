@@ -54,6 +54,16 @@ def make_local_step(
     return local_update(study_loss(spec), static, optimiser, axis, layout)
 
 
+def step_options(scenario: Scenario) -> dict[str, Any] | None:
+    """The XLA options the scenario's step is compiled with: its vector width's
+    (`vectors.compiler_options`) and its added levers' (`AbstractAddedLever.
+    compiler_options`); None for XLA's defaults."""
+    out = dict(compiler_options(scenario.vector_width) or {})
+    for lever in scenario.added:
+        out.update(lever.compiler_options())
+    return out or None
+
+
 def make_parallel_step(
     scenario: Scenario,
     devices: Sequence[jax.Device],
@@ -82,5 +92,5 @@ def make_parallel_step(
         static=static,
         donate=scenario.donate,
         keyed=keyed,
-        compiler_options=compiler_options(scenario.vector_width),
+        compiler_options=step_options(scenario),
     )

@@ -145,12 +145,15 @@ def fast_activations(problem: AbstractODEProblem, model: Any) -> Any:
     return model
 
 
-def check_mlp_fields(problem: AbstractODEProblem, model: Any, who: str = "mlp_reverse") -> None:
+def check_mlp_fields(
+    problem: AbstractODEProblem, model: Any, who: str = "mlp_reverse", grouped: bool = True
+) -> None:
     """A `ProblemError` unless `model` holds an `AbstractMLPField` and each it holds
     computes its MLP (`mlp_reverse.check`, on 8 random states), so that the lever
     `mlp_reverse`, or an integrator that runs MLP fields alone (`who`, as the message
     names it: `integrator='kernel'`), is refused before anything compiles where it
-    cannot run."""
+    cannot run; `grouped`: a field whose MLP moves slices of the state
+    (`AbstractMLPField.groups` > 1) can run (else it is refused too)."""
     fields = [
         leaf
         for leaf in jax.tree.leaves(model, is_leaf=lambda x: isinstance(x, AbstractMLPField))
@@ -163,6 +166,13 @@ def check_mlp_fields(problem: AbstractODEProblem, model: Any, who: str = "mlp_re
             mlp_reverse.check(field, jr.PRNGKey(0), who=who)
         except ValueError as error:
             raise ProblemError(problem, "model", str(error)) from None
+        if not grouped and field.groups != 1:
+            raise ProblemError(
+                problem,
+                "model",
+                f"{who}: runs an MLP of the whole state (groups 1), got "
+                f"{type(field).__name__} with groups={field.groups}",
+            )
 
 
 def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup:
@@ -200,10 +210,12 @@ def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup
     model = call_part(problem, "model", "make_model", problem.make_model, model_key, s.width)
     if s.fast_activations:
         model = fast_activations(problem, model)
+    for lever in s.added:
+        model = lever.model(model)
     if s.mlp_reverse:
         check_mlp_fields(problem, model)
     if s.structure.integrator.mlp_field:
-        check_mlp_fields(problem, model, f"integrator={s.integrator!r}")
+        check_mlp_fields(problem, model, f"integrator={s.integrator!r}", grouped=False)
     params, static = eqx.partition(model, eqx.is_inexact_array)
     if check:
         check_parts(s, problem, data, params, static)

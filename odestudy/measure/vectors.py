@@ -19,9 +19,7 @@ VECTOR_WIDTHS: tuple[int, ...] = (0, 256, 512)
 # The devices (`Scenario.device`) whose compiler takes the option.
 APPLIES_ON: frozenset[str] = frozenset({"cpu"})
 
-# The devices on which the recommended step takes 512-bit vectors: where the levers
-# records measured the step faster with them (`results/<machine>/levers/cpu-pid.json`).
-FASTER_ON: frozenset[str] = frozenset({"cpu"})
+# The width of the `wide_vectors` lever (`levers/wide_vectors.py`).
 RECOMMENDED_WIDTH = 512
 
 

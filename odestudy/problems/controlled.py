@@ -96,9 +96,6 @@ class ForcedOscillator(odestudy.AbstractODEProblem):
     # Chosen before any run, below the series' variance.
     trained_loss: ClassVar[float] = 0.02
     needs_key: ClassVar[bool] = False
-    # A bound above the PID steps per series a trained model takes (the probe before
-    # the map): the recommended step may bound the solve (one checkpoint per step) at it.
-    recommended_max_steps: ClassVar[int | None] = 64
 
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Forced:
         del spread  # no complexity knob

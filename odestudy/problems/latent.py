@@ -110,9 +110,6 @@ class LatentODE(odestudy.AbstractODEProblem):
     # below the observations' variance.
     trained_loss: ClassVar[float] = 0.05
     needs_key: ClassVar[bool] = True
-    # A bound above the PID steps per series a trained model takes (the probe before
-    # the map): the recommended step may bound the solve (one checkpoint per step) at it.
-    recommended_max_steps: ClassVar[int | None] = 64
 
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Series:
         del spread  # no complexity knob

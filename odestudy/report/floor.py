@@ -6,12 +6,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..measure import mlp_reverse, vectors
-from ..measure.activations import FASTER_ON
+from ..measure import vectors
 from ..measure.controllers import CONTROLLERS
 from ..measure.floor import floor_time
-from ..measure.problem import PROBLEMS
-from ..measure.recommended import RECOMMENDED, diffrax_levers
+from ..measure.levers import ByHand, FastActivations, WideVectors
+from ..measure.recommended import diffrax_levers, measured_problems, study_controllers
 from ..measure.scenario import Scenario
 from ..study import records
 from ..study.workloads import MAP_FOLDER, WORKLOADS
@@ -195,6 +194,12 @@ def fused_adjoints(recs: Sequence[dict[str, Any]]) -> str:
     )
 
 
+def _at_default(name: str, value: Any) -> bool:
+    """Whether `value` is scenario field `name`'s default (a lever left as it is)."""
+    field = Scenario.__dataclass_fields__.get(name)
+    return field is not None and field.default is not None and field.default == value
+
+
 def older_step(recs: Sequence[dict[str, Any]]) -> str:
     """Where the records' recommended step (`recommended-diffrax`) differs from today's
     on their problem, controller and device (`diffrax_levers`: a lever joined it, or
@@ -213,7 +218,9 @@ def older_step(recs: Sequence[dict[str, Any]]) -> str:
             now = diffrax_levers(Scenario(**fields))
         except ValueError:  # a problem this process cannot make: nothing to compare
             continue
-        then = row.get("levers", {})
+        # A lever at its default is no lever (`solve=per_sample` on an irregular grid).
+        then = {k: v for k, v in row.get("levers", {}).items() if not _at_default(k, v)}
+        now = {k: v for k, v in now.items() if not _at_default(k, v)}
         lacking |= {f"`{k}={v}`" for k, v in now.items() if then.get(k) != v}
         extra |= {f"`{k}={v}`" for k, v in then.items() if k not in now}
     parts = []
@@ -436,33 +443,32 @@ def fused_run() -> str:
 
 def recommended_made_of() -> str:
     """What the recommended step is made of, for the pages and the README: each
-    controller's levers (`RECOMMENDED`), and the problems' facts that add to them (the
-    fused solve, `recommended_fused`; faster activations, `recommended_fast_activations`;
-    the reverse step by hand, `recommended_mlp_reverse`)."""
+    controller's levers (`recommended.controller_levers`), and the levers the study's
+    records measured faster on some shipped problems (`data/measured_steps.json`: the
+    fused solve, faster activations, the reverse step by hand, 512-bit vectors)."""
     made_of = "; ".join(
         f"{c}: " + (", ".join(f"`{k}={v}`" for k, v in levers.items()) or "the default")
-        for c, levers in RECOMMENDED.items()
+        for c, levers in study_controllers().items()
     )
 
-    def which(fact: str) -> str:
-        names = [f"`{name}`" for name, p in PROBLEMS.items() if getattr(p, fact)]
-        return ", ".join(names) or "none"
+    def which(lever: str) -> str:
+        return ", ".join(f"`{name}`" for name in measured_problems(lever)) or "none"
 
-    devices = ", ".join(f"`{d}`" for d in sorted(FASTER_ON))
-    by_hand = ", ".join(f"`{d}`" for d in sorted(mlp_reverse.FASTER_ON))
-    wide = ", ".join(f"`{d}`" for d in sorted(vectors.FASTER_ON))
+    def on(devices: tuple[str, ...] | None) -> str:
+        return ", ".join(f"`{d}`" for d in sorted(devices or ("cpu", "gpu")))
+
     return (
-        f"per controller, {made_of}; run by {fused_run()} on the problems that say so "
-        f"(`recommended_fused`: {which('recommended_fused')}), with the model's activation "
-        "functions by their faster equivalents (`fast_activations=True`, "
-        "`measure/activations.py`) on the problems that say so "
-        f"(`recommended_fast_activations`: {which('recommended_fast_activations')}) and "
-        f"the devices where they were measured faster ({devices}), and under PID each "
+        f"per controller, {made_of}; run by {fused_run()} on the problems where the study "
+        f"measured it faster (`data/measured_steps.json`: {which('fused')}), with the "
+        "model's activation functions by their faster equivalents (`fast_activations=True`, "
+        "`measure/activations.py`) on the problems so measured "
+        f"({which('fast_activations')}) and the devices where they were measured faster "
+        f"({on(FastActivations.faster_on)}), and under PID each "
         "step of the fused solve's own reverse loop differentiated by hand for a field "
         "that is an MLP of the state (`mlp_reverse=True`, `measure/mlp_reverse.py`) on "
-        f"the problems that say so (`recommended_mlp_reverse`: "
-        f"{which('recommended_mlp_reverse')}) and the devices where it was measured "
-        f"faster ({by_hand}), that step compiled with {vectors.RECOMMENDED_WIDTH}-bit "
+        f"the problems so measured ({which('mlp_reverse')}) and the devices where it was "
+        f"measured faster ({on(ByHand.faster_on)}), that step compiled with "
+        f"{vectors.RECOMMENDED_WIDTH}-bit "
         f"vectors (`vector_width={vectors.RECOMMENDED_WIDTH}`, `measure/vectors.py`) on "
-        f"the devices where it was measured faster so ({wide})"
+        f"the devices where it was measured faster so ({on(WideVectors.faster_on)})"
     )

@@ -161,8 +161,8 @@ def is_default(rec: dict[str, Any], *free: str) -> bool:
         if key in free or key not in s:
             continue
         got = s[key]
-        if key == "length_fractions":
-            got, value = tuple(got or ()), tuple(value or ())
+        if isinstance(value, tuple):  # a list in JSON (length_fractions, added_levers)
+            got = tuple(got or ())
         if got != value:
             return False
     return True
@@ -216,7 +216,8 @@ def flat(rec: dict[str, Any]) -> dict[str, Any]:
     row = {k: rec.get(k) for k in FLAT_KEYS}
     for key, value in (rec.get("scenario") or {}).items():
         row.setdefault(key, value)
-    row["length_fractions"] = tuple(row.get("length_fractions") or ())
+    for key in ("length_fractions", "added_levers"):  # lists in JSON, hashable here
+        row[key] = tuple(row.get(key) or ())
     row.update({k: v for k, v in (rec.get("versions") or {}).items()})
     hw = rec.get("hardware") or {}
     row.update(

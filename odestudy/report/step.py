@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..measure.recommended import RECOMMENDED, recommended_levers
+from ..measure.recommended import recommended_levers, study_controllers
 from ..measure.scenario import Scenario
 from . import loss, sessions
 from .floor import FLOOR_TEXT, floor_cells, recommended_made_of
@@ -269,7 +269,7 @@ def recommended_lines(levers: Sequence[dict[str, Any]]) -> list[str]:
         "one over the reference's algorithm on this software stack.",
         "",
     ]
-    for controller in RECOMMENDED:
+    for controller in study_controllers():
         found = [
             (rec, r)
             for rec in levers

@@ -23,6 +23,7 @@ from .probing import session_probe
 from .records import DEFAULT_RESULTS, record_path
 from .repeats import REPEAT_STEPS
 from .runner import execute_scenario, failed_record
+from .steps import MATCHED, apply_step
 from .studies import STUDIES, THIS_MACHINE, Page, Sizing, Study
 from .workloads import MAP_FOLDER, MULTI_MODES, map_scenarios
 
@@ -250,7 +251,7 @@ def target_scenarios(scale: str) -> list[Scenario]:
     """Time to target loss (CPU, PID, evaluated every `TARGET_EVAL_EVERY` steps, the
     scale's staged training): global batch the scale's and twice it, learning rate fixed
     and scaled linearly, on 1 and 2 devices (`shard_map`); and the recommended step
-    (`recommended.RECOMMENDED`) at the scale's batch. Part of the explain study; alone,
+    (`recommended.recommended`) at the scale's batch. Part of the explain study; alone,
     `odestudy matrix --study target` (the seed scale's rows)."""
     n = EXPLAIN_DEVICES
     base = SCALES[scale]["batch"]
@@ -645,6 +646,7 @@ def run_matrix(
     repeats: int | None = None,
     recommended: bool = False,
     full: bool = False,
+    step: dict[str, Any] | None = None,
     ceiling: bool | None = None,
     executor: Executor | None = None,
     wait: bool = False,
@@ -664,8 +666,10 @@ def run_matrix(
     here get a `not_run` record. `selection` (see `parse_selection`) keeps only the
     scenarios that match it (none matching is an error); `repeats` sets the runs per
     scenario (default `repeats.REPEATS` for the scaling and explain studies, 1 for the
-    version study and the seed scale). `recommended` applies `recommended.RECOMMENDED` to every
-    scenario of the scaling study. `full`: the whole matrix rather than the one sized to
+    version study and the seed scale). `recommended` applies `recommended.recommended` to every
+    scenario of the scaling study; `step` (a step file of `odestudy tune`, `steps.read_step`)
+    applies its levers to the scaling study's rows of its controller and device kind, the
+    others left out. `full`: the whole matrix rather than the one sized to
     this machine (`plan`). `ceiling`: in every repeat round, also measure this
     machine's weak-scaling ceiling (`ceiling.run_ceiling`) on the 1-device scenario of
     each controller; by default with the scaling study's CPU rows.
@@ -699,7 +703,18 @@ def run_matrix(
     executor = executor or LocalExecutor()
     sizing = Sizing(device_count, executor.gpus(device_count))
     runnable, not_run, wanted, probes = _scenarios_to_run(
-        scale, device, study, full, only, selection, repeats, recommended, ceiling, problem, sizing
+        scale,
+        device,
+        study,
+        full,
+        only,
+        selection,
+        repeats,
+        recommended,
+        ceiling,
+        problem,
+        sizing,
+        step,
     )
     executor.check(runnable)
     results = Path(results)
@@ -765,6 +780,23 @@ def for_problem(found: list, problem: str) -> list:
     return out
 
 
+def _takes(s: Scenario, step: dict[str, Any]) -> bool:
+    """Whether the step file `step` was tuned for `s`'s problem, controller and device."""
+    return all(getattr(s, fact) == step[fact] for fact in MATCHED)
+
+
+def _with_step(found: list[Scenario], step: dict[str, Any]) -> list[Scenario]:
+    """The scenarios of `found` that `step` was tuned for, with its levers, once each."""
+    out = [apply_step(s.default_step(), step) for s in found if _takes(s, step)]
+    return list({s.key(): s for s in out}.values())
+
+
+def _with_step_pairs(
+    found: list[tuple[Scenario, str]], step: dict[str, Any]
+) -> list[tuple[Scenario, str]]:
+    return [(apply_step(s.default_step(), step), why) for s, why in found]
+
+
 def _scenarios_to_run(
     scale: str,
     device: str,
@@ -777,6 +809,7 @@ def _scenarios_to_run(
     ceiling: bool | None,
     problem: str = DEFAULT_PROBLEM,
     sizing: Sizing = THIS_MACHINE,
+    step: dict[str, Any] | None = None,
 ) -> tuple[list[Scenario], list[tuple[Scenario, str]], int, list[Scenario]]:
     """The scenarios a matrix command runs, those it cannot run here (with the reason),
     the runs wanted per scenario and the ceiling probes (see `run_matrix`)."""
@@ -797,6 +830,12 @@ def _scenarios_to_run(
         not_run = list(
             {s.key(): (s, why) for s, why in ((apply(s), w) for s, w in not_run)}.values()
         )
+    if step is not None:
+        if recommended or not the_study.recommendable:
+            raise ValueError("--step applies to the scaling study alone, without --recommended")
+        runnable = _with_step(runnable, step)
+        not_run = [(s, why) for s, why in not_run if _takes(s, step)]
+        not_run = list({s.key(): (s, w) for s, w in _with_step_pairs(not_run, step)}.values())
     if only is not None:
         runnable = list(only)
     if selection:

@@ -1,0 +1,19 @@
+"""The step compiled with 512-bit vectors (`vectors.py`), a compile option of its own."""
+
+from typing import Any, ClassVar
+
+from ..lever import AbstractLever, Facts, ScenarioLike
+from ..vectors import RECOMMENDED_WIDTH
+
+
+class WideVectors(AbstractLever):
+    """`vector_width=512`: XLA's CPU compiler's option (the CPU only); measured faster
+    on the recommended PID step (`results/<machine>/levers/cpu-pid.json`)."""
+
+    name: ClassVar[str] = "wide_vectors"
+    help: ClassVar[str] = "the step compiled with 512-bit vectors (CPU)"
+    faster_on: ClassVar[tuple[str, ...] | None] = ("cpu",)
+    devices: ClassVar[tuple[str, ...] | None] = ("cpu",)
+
+    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
+        return {"vector_width": RECOMMENDED_WIDTH}

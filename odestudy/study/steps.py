@@ -1,0 +1,102 @@
+"""Step files: the step `odestudy tune` chose for a problem (its levers as `Scenario`
+fields, the measured speedup with its interval, the losses, machine and session), read
+back by `--step FILE` and by `--recommended` (`recommended_step`), which falls back to
+the safe levers (`recommended.safe_levers`) where nothing was measured."""
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ..measure.recommended import recommended, safe_levers, study_measured
+from ..measure.scenario import Scenario
+from .records import DEFAULT_RESULTS, machine_folder
+
+KIND = "odestudy.step"
+FOLDER = "tune"
+# What a step file must hold, and the scenario facts a step applies to.
+REQUIRED = ("kind", "problem", "controller", "device", "scale", "fields", "levers")
+MATCHED = ("problem", "controller", "device")
+
+
+def step_path(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> Path:
+    """Where `tune` records the step of `s`'s problem, controller, device kind and scale
+    on this machine: `results/<machine>/tune/<device>-<problem>-<controller>-<scale>.json`."""
+    problem = re.sub(r"[^A-Za-z0-9_]", "_", s.problem)
+    return machine_folder(results) / FOLDER / f"{s.device}-{problem}-{s.controller}-{s.scale}.json"
+
+
+def read_step(path: str | Path) -> dict[str, Any]:
+    """A step file; a one-line ValueError where it is missing or not one."""
+    try:
+        step = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read step file {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"step file {path} is not JSON: {exc}") from None
+    missing = [k for k in REQUIRED if not isinstance(step, dict) or k not in step]
+    if missing or step.get("kind") != KIND:
+        raise ValueError(
+            f"{path} is not a step file of odestudy tune (kind {KIND!r}; missing "
+            f"{', '.join(missing) or 'nothing'})"
+        )
+    return step
+
+
+def apply_step(s: Scenario, step: dict[str, Any], path: str | Path = "the step") -> Scenario:
+    """`s` with the levers of `step` (its `fields`); a one-line ValueError where the step
+    was tuned for another problem, controller or device kind, or sets a field that is
+    not a lever of the step."""
+    for fact in MATCHED:
+        if getattr(s, fact) != step[fact]:
+            raise ValueError(
+                f"{path} was tuned for {fact} {step[fact]!r}; this scenario has "
+                f"{getattr(s, fact)!r} (run odestudy tune for it)"
+            )
+    fields = step["fields"]
+    others = sorted(set(fields) - set(Scenario.levers()))
+    if others:
+        raise ValueError(f"{path} sets {', '.join(others)}: not levers of the step")
+    return dataclasses.replace(s, **fields)
+
+
+def recorded_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tuple[Path, dict] | None:
+    """The step `tune` recorded on this machine for `s`'s problem, controller, device kind
+    and scale (`step_path`), or None."""
+    path = step_path(s, results)
+    if not path.exists():
+        return None
+    return path, read_step(path)
+
+
+def recommended_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tuple[Scenario, str]:
+    """`s` with the recommended step and why, in words: the step `tune` recorded for it
+    (`recorded_step`: the default where nothing measured was faster), else for a shipped
+    problem the study measured the study's step (`recommended.recommended`), else the
+    safe levers only (`recommended.safe_levers`: none can make the step slower)."""
+    found = recorded_step(s, results)
+    if found is not None:
+        path, step = found
+        if not step["levers"]:
+            return s.default_step(), (
+                f"the default step: odestudy tune measured nothing faster ({path})"
+            )
+        chosen = apply_step(s, step, path)
+        lo, hi = step.get("speedup_ci") or (float("nan"), float("nan"))
+        return chosen, (
+            f"the step odestudy tune measured for it ({path}): {', '.join(step['levers'])}, "
+            f"speedup {step.get('speedup', float('nan')):.2f}x [{lo:.2f}, {hi:.2f}]"
+        )
+    if study_measured(s):
+        return recommended(s), (
+            "the study's step for it, measured along its map (data/measured_steps.json; "
+            "odestudy tune measures it on this machine)"
+        )
+    names, fields = safe_levers(s)
+    chosen = dataclasses.replace(s, **fields)
+    said = ", ".join(names) or "none"
+    return chosen, (
+        f"no tune recorded for it here ({step_path(s, results)}): only the levers that "
+        f"cannot slow it down ({said}); run odestudy tune for the fastest"
+    )

@@ -1,0 +1,415 @@
+"""`odestudy tune`: the fastest training step for a problem, measured on this machine.
+
+It trains the problem's model once with the default step (to its trained loss), then,
+from that state, times every lever that applies (`lever.LEVERS`; each refused in one
+line before compiling where it cannot run) alone against the default, then the winners
+combined greedily (fastest first, each added where it combines), in interleaved blocks
+(default, A, B, ..., default, A, B, ...: a slow spell of the machine hits all alike),
+each step AOT-compiled apart and its first call off the clock; for a problem the study
+measured, its step (`recommended.recommended`) is timed beside the combinations, so
+that a tune never chooses one slower than it. A step is kept where it
+is faster with its whole 95% interval above 1 and trains to an equal loss: from the
+trained state, `CHECK_STEPS` carried steps of it end at an evaluation loss within the
+default's run-to-run spread (`report.loss.factor`) of the default's after the same
+steps. The chosen step goes to a step file (`study.steps`) that `--step FILE` and
+`--recommended` read.
+
+All candidates run in one process: every lever of the step is a scenario field or a
+compile option of its own executable, none a process setting.
+"""
+
+import dataclasses
+import itertools
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .measure import levers as _shipped  # noqa: F401 - registers the shipped levers
+from .measure.lever import LEVERS, AbstractLever, Facts, combine
+from .measure.recommended import recommended, study_measured
+from .measure.scenario import Scenario
+
+# Interleaved blocks per phase and steps per block, and the carried steps of the
+# equal-loss check: sized so that a quick-scale problem tunes in a few minutes on 2 cores.
+BLOCKS = 8
+STEPS_PER_BLOCK = 15
+CHECK_STEPS = 20
+# The label of the study's step among the combinations (a problem the study measured).
+STUDY_STEP = "study_step"
+# Wall seconds a tune may take (the quick scale on a 2-core machine: 15 minutes): the
+# combinations are left out where the levers alone took more than half of it.
+BUDGET_S = 900.0
+METHOD = (
+    "one process; the default trained once; every candidate compiled apart and timed from "
+    "the trained state on the same batches in interleaved blocks (carry=False); speedup = "
+    "default median step / candidate median step, 95% bootstrap over blocks and steps; "
+    "equal loss: the evaluation loss after CHECK_STEPS carried steps from the trained "
+    "state within the default's run-to-run spread of the default's"
+)
+
+
+class Candidate(NamedTuple):
+    """A step tried: its label, its levers' names and the scenario it runs."""
+
+    label: str
+    levers: tuple[str, ...]
+    scenario: Scenario
+
+
+class Trial(NamedTuple):
+    """A candidate compiled on the trained state, ready for timed blocks."""
+
+    candidate: Candidate
+    step: Any  # the `modes.ParallelStep`
+    compiled: Callable
+    params: Any
+    opt_state: Any
+    placed: list
+    compile_s: float
+
+
+def applicable(s: Scenario, facts: Facts) -> tuple[list[AbstractLever], dict[str, str]]:
+    """The registered levers that apply to `s`, and the refused ones with why."""
+    ok, refused = [], {}
+    for cls in LEVERS.values():
+        lever = cls()
+        why = lever.refusal(s, facts)
+        if why is None:
+            ok.append(lever)
+        else:
+            refused[lever.name] = why
+    return ok, refused
+
+
+def _candidate(s: Scenario, levers: list[AbstractLever], facts: Facts) -> Candidate:
+    fields = combine(s, levers, facts)
+    names = tuple(lever.name for lever in levers)
+    return Candidate("+".join(names) or "default", names, dataclasses.replace(s, **fields))
+
+
+class Tuner:
+    """The trained state of `s`'s default step, and what times candidates from it."""
+
+    def __init__(self, s: Scenario, blocks: int, steps_per_block: int, log: Callable):
+        from .measure.problem import stage_lengths
+        from .measure.training import make_eval_loss, scenario_devices, train
+
+        self.s, self.blocks, self.steps, self.log = s, blocks, steps_per_block, log
+        self.devices = scenario_devices(s)
+        state: dict = {}
+        t0 = time.perf_counter()
+        self.record = train(s, self.devices, state_out=state)
+        self.train_s = time.perf_counter() - t0
+        self.state = state
+        problem = state["problem"]
+        self.problem = problem
+        n_times = np.shape(problem.times(state["data"]))[1]
+        last = stage_lengths(n_times, s.length_fractions)[-1]
+        self.data = problem.truncate(state["data"], last, last)
+        rng = np.random.default_rng(0)
+        self.batches = [
+            rng.choice(s.dataset_size, s.global_batch, replace=False)
+            for _ in range(max(steps_per_block, CHECK_STEPS))
+        ]
+        self.evaluate = make_eval_loss(s.ode_solve(problem))
+        evalset = state["evalset"]
+        self.evalset = problem.take(evalset, np.arange(problem.size(evalset)))
+        self.static = None
+
+    def compile(self, c: Candidate) -> Trial:
+        """`c`'s step compiled on the trained state (a `ProblemError` or ValueError, one
+        line, where its problem refuses it before compiling)."""
+        from .measure.training import prepare, step_key
+
+        setup = prepare(c.scenario, self.devices, check=False)
+        if self.static is None:
+            self.static = setup.static
+        step = setup.step
+        params, opt_state = step.place_state(self.state["params"], self.state["opt_state"])
+        keyed = self.problem.needs_key
+        placed = [
+            step.place_batch(
+                self.problem.take(self.data, idx), step_key(self.s, i) if keyed else None
+            )
+            for i, idx in enumerate(self.batches)
+        ]
+        t0 = time.perf_counter()
+        compiled = step.compile(params, opt_state, placed[0])
+        return Trial(c, step, compiled, params, opt_state, placed, time.perf_counter() - t0)
+
+    def check(self, t: Trial) -> dict[str, Any]:
+        """What `t`'s step computes from the trained state, off the clock: its first
+        step's loss, the most solver steps a sample took over `CHECK_STEPS` carried steps,
+        and the evaluation loss after them (evaluated as the default's model: the same
+        evaluation for all)."""
+        import equinox as eqx
+
+        from .measure.modes import to_host
+        from .measure.timing import copy_arrays, run_steps
+
+        first = t.compiled(*copy_arrays((t.params, t.opt_state)), t.placed[0])
+        steps = np.asarray(to_host(first[3]))
+        params, opt_state = copy_arrays((t.params, t.opt_state))
+        run = run_steps(
+            t.compiled,
+            params,
+            opt_state,
+            itertools.islice(itertools.cycle(t.placed), CHECK_STEPS),
+            CHECK_STEPS,
+            where=f"{t.candidate.label}: check step",
+            copy_state=t.candidate.scenario.donate,
+        )
+        model = eqx.combine(t.step.unplace(run.params), self.static)
+        most = max([int(steps.max()), *(int(np.max(to_host(n))) for n in run.num_steps)])
+        return {
+            "first_loss": float(np.asarray(to_host(first[2])).reshape(-1)[0]),
+            "solver_steps_max": most,
+            "check_loss": float(self.evaluate(model, self.evalset)),
+        }
+
+    def time(self, trials: list[Trial]) -> dict[str, list[list[float]]]:
+        """Each trial's step times, in `self.blocks` interleaved blocks of `self.steps`
+        steps from the trained state (carry=False)."""
+        from .measure.timing import run_steps
+
+        runs: dict[str, list[list[float]]] = {t.candidate.label: [] for t in trials}
+        for _ in range(self.blocks):
+            for t in trials:
+                run = run_steps(
+                    t.compiled,
+                    t.params,
+                    t.opt_state,
+                    t.placed,
+                    self.steps,
+                    carry=False,
+                    where=f"{t.candidate.label}: timed step",
+                    copy_state=t.candidate.scenario.donate,
+                )
+                runs[t.candidate.label].append(run.times)
+        return runs
+
+
+def measure_phase(
+    tuner: Tuner, candidates: list[Candidate], phase: str, loss_factor: float
+) -> list[dict[str, Any]]:
+    """Compile, check and time `candidates` (the first the default) interleaved; one
+    row each: its levers, step time, speedup with its interval, losses and verdict."""
+    from .measure.checks import ProblemError
+    from .report.intervals import ratio_interval
+
+    trials: list[Trial] = []
+    rows: list[dict[str, Any]] = []
+    for c in candidates:
+        try:
+            trial = tuner.compile(c)
+            checked = tuner.check(trial)
+        except (ProblemError, ValueError, FloatingPointError) as exc:
+            line = str(exc).splitlines()[0]
+            rows.append({"label": c.label, "levers": list(c.levers), "phase": phase,
+                         "verdict": f"refused: {line}"})  # fmt: skip
+            tuner.log(f"  {c.label}: refused: {line}")
+            continue
+        trials.append(trial)
+        rows.append({"label": c.label, "levers": list(c.levers), "phase": phase,
+                     "fields": _fields(c.scenario), "compile_time_s": trial.compile_s,
+                     **checked})  # fmt: skip
+        tuner.log(f"  {c.label}: compiled in {trial.compile_s:.1f} s")
+    runs = tuner.time(trials)
+    default = next(r for r in rows if r["label"] == candidates[0].label)
+    base = {"step_times_runs_s": runs[default["label"]]}
+    for r in rows:
+        if r["label"] not in runs:
+            continue
+        record = {"step_times_runs_s": runs[r["label"]]}
+        ratio, lo, hi = ratio_interval(base, record)
+        r.update(
+            step_time_s=float(np.median(np.concatenate(runs[r["label"]]))),
+            speedup=ratio,
+            speedup_ci=[lo, hi],
+            step_times_runs_s=runs[r["label"]],
+        )
+        equal = np.isfinite(r["check_loss"]) and r["check_loss"] <= (
+            default["check_loss"] * loss_factor
+        )
+        r["equal_loss"] = bool(equal)
+        if r is default:
+            r["verdict"] = "baseline"
+        elif not equal:
+            r["verdict"] = "not kept: a higher loss"
+        elif lo > 1:
+            r["verdict"] = "faster"
+        else:
+            r["verdict"] = "not kept: not faster with its interval"
+    return rows
+
+
+def _fields(s: Scenario) -> dict[str, Any]:
+    """The levers `s` sets away from their defaults, as scenario fields."""
+    return {k: getattr(s, k) for k in Scenario.levers() if getattr(s, k) != s.default(k)}
+
+
+def greedy(s: Scenario, winners: list[AbstractLever], facts: Facts) -> list[list[AbstractLever]]:
+    """The winners combined greedily, fastest first: from each winner in turn, the
+    others added in order where each combines (no field set two ways, a valid scenario)
+    and changes the step; every growing combination of two or more, once each (the
+    fused solve excludes diffrax's stage and saving levers: their combination starts
+    from one of them)."""
+    out: list[list[AbstractLever]] = []
+    seen = {json.dumps(combine(s, [w], facts), sort_keys=True) for w in winners}
+    for seed in winners:
+        current = [seed]
+        for lever in winners:
+            if lever in current:
+                continue
+            try:
+                before = combine(s, current, facts)
+                after = combine(s, [*current, lever], facts)
+            except ValueError:
+                continue
+            if after == before:
+                continue
+            current = [*current, lever]
+            key = json.dumps(after, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                out.append(list(current))
+    return out
+
+
+def tune(
+    s: Scenario,
+    blocks: int = BLOCKS,
+    steps_per_block: int = STEPS_PER_BLOCK,
+    log: Callable[[str], None] = print,
+    results: str | Path | None = None,
+    budget_s: float = BUDGET_S,
+) -> dict[str, Any]:
+    """Tune `s`'s step (its levers from their defaults): the step file's content (see
+    the module's docstring); `log` receives progress lines. Where the levers alone took
+    more than half of `budget_s`, the combinations are left out (said)."""
+    from .measure.environment import now
+    from .measure.training import environment
+    from .report.loss import factor, spreads
+    from .study.records import DEFAULT_RESULTS, machine_folder
+    from .study.steps import KIND
+
+    s = s.default_step()
+    started, t0 = now(), time.perf_counter()
+    folder = machine_folder(results or DEFAULT_RESULTS)
+    loss_factor = factor(s.controller, spreads(folder, s.scale))
+    cache = os.environ.get("ODESTUDY_DATA_CACHE")
+    with tempfile.TemporaryDirectory(prefix="odestudy-tune-") as tmp:
+        os.environ.setdefault("ODESTUDY_DATA_CACHE", tmp)
+        try:
+            log(f"training {s.problem_object.name} with the default step ...")
+            tuner = Tuner(s, blocks, steps_per_block, log)
+            trained_loss = float(s.ode_problem.trained_loss)
+            final = float(tuner.record["final_loss"])
+            log(f"trained to {final:.4g} (trained at {trained_loss:g}) in {tuner.train_s:.0f} s")
+            default = Candidate("default", (), s)
+            first = tuner.check(tuner.compile(default))
+            facts = Facts(solver_steps=first["solver_steps_max"])
+            levers, refused = applicable(s, facts)
+            for name, why in refused.items():
+                log(f"  {name}: refused: {why}")
+            log(f"phase 1: {len(levers)} levers one at a time")
+            alone = [default, *(_candidate(s, [lever], facts) for lever in levers)]
+            rows = measure_phase(tuner, alone, "alone", loss_factor)
+            faster = {r["label"]: r for r in rows if r.get("verdict") == "faster"}
+            winners = sorted(
+                (lever for lever in levers if lever.name in faster),
+                key=lambda lever: -faster[lever.name]["speedup"],
+            )
+            combos = [_candidate(s, c, facts) for c in greedy(s, winners, facts)]
+            # The study's step for a problem it measured, beside them: a tune never
+            # chooses a step slower than it (`recommended.recommended`).
+            if study_measured(s) and recommended(s) != s:
+                combos.append(Candidate(STUDY_STEP, (STUDY_STEP,), recommended(s)))
+            final_rows = rows
+            spent = time.perf_counter() - t0
+            if combos and spent > budget_s / 2:
+                log(f"no combinations: the levers alone took {spent:.0f} s of {budget_s:.0f}")
+                combos = []
+            if combos:
+                log(f"phase 2: {len(combos)} combinations of the {len(winners)} faster levers")
+                best = [_candidate(s, winners[:1], facts)] if winners else []
+                final_rows = measure_phase(
+                    tuner, [default, *best, *combos], "combined", loss_factor
+                )
+        finally:
+            if cache is None:
+                os.environ.pop("ODESTUDY_DATA_CACHE", None)
+    kept = [r for r in final_rows if r.get("verdict") == "faster"]
+    chosen = max(kept, key=lambda r: r["speedup"]) if kept else None
+    base = next(r for r in final_rows if r["label"] == "default")
+    tried = [*rows, *(final_rows if final_rows is not rows else [])]
+    for name, why in refused.items():
+        tried.append({"label": name, "levers": [name], "phase": "alone",
+                      "verdict": f"refused: {why}"})  # fmt: skip
+    return {
+        "kind": KIND,
+        "problem": s.problem,
+        "controller": s.controller,
+        "device": s.device,
+        "scale": s.scale,
+        "levers": chosen["levers"] if chosen else [],
+        "fields": chosen["fields"] if chosen else {},
+        "speedup": chosen["speedup"] if chosen else 1.0,
+        "speedup_ci": chosen["speedup_ci"] if chosen else base["speedup_ci"],
+        "step_time_s": chosen["step_time_s"] if chosen else base["step_time_s"],
+        "default_step_time_s": base["step_time_s"],
+        "losses": {
+            "trained": final,
+            "trained_loss": trained_loss,
+            "trained_ok": final <= trained_loss,
+            "default_check": base["check_loss"],
+            "chosen_check": chosen["check_loss"] if chosen else base["check_loss"],
+            "equal_factor": loss_factor,
+            "check_steps": CHECK_STEPS,
+        },
+        "facts": facts._asdict(),
+        "tried": tried,
+        "blocks": blocks,
+        "steps_per_block": steps_per_block,
+        "method": METHOD,
+        "scenario": s.to_dict(),
+        "train_time_s": tuner.train_s,
+        "started": started,
+        "finished": now(),
+        "wall_time_s": time.perf_counter() - t0,
+        **environment(s),
+    }
+
+
+def print_tune(out: dict[str, Any], print_line: Callable[[str], None] = print) -> None:
+    """The table of what `tune` tried, and what it chose."""
+    from .report.intervals import fmt_interval
+
+    print_line(f"{'phase':9s} {'step':46s} {'ms':>7s}  {'speedup [95%]':20s} {'loss':>9s}  verdict")
+    for r in out["tried"]:
+        ms = f"{r['step_time_s'] * 1e3:7.2f}" if "step_time_s" in r else f"{'-':>7s}"
+        ratio = fmt_interval(r.get("speedup"), *(r.get("speedup_ci") or (None, None)))
+        loss = f"{r['check_loss']:9.3g}" if "check_loss" in r else f"{'-':>9s}"
+        label = r["label"][:46]
+        print_line(f"{r['phase']:9s} {label:46s} {ms}  {ratio:20s} {loss}  {r['verdict']}")
+    lo, hi = out["speedup_ci"]
+    if out["levers"]:
+        print_line(
+            f"chosen: {', '.join(out['levers'])}: speedup {out['speedup']:.2f}x "
+            f"[{lo:.2f}, {hi:.2f}] at equal loss ({out['losses']['chosen_check']:.3g} against "
+            f"the default's {out['losses']['default_check']:.3g})"
+        )
+    else:
+        print_line("chosen: the default step (nothing measured was faster at equal loss)")
+    if not out["losses"]["trained_ok"]:
+        print_line(
+            f"note: the default trained to {out['losses']['trained']:.3g}, above "
+            f"{out['losses']['trained_loss']:g}: timings of an untrained model"
+        )
+    print_line(f"wall time {out['wall_time_s']:.0f} s (training {out['train_time_s']:.0f} s)")
