@@ -10,7 +10,8 @@ measured, its step (`recommended.recommended`) is timed beside the combinations,
 that a tune never chooses one slower than it. A step is kept where it
 is faster with its whole 95% interval above 1 and trains to an equal loss: from the
 trained state, `CHECK_STEPS` carried steps of it end at an evaluation loss within the
-default's run-to-run spread (`report.loss.factor`) of the default's after the same
+default's run-to-run spread measured here (`report.loss.spread_limit`; measured by the
+tune where none was, `study.spread`) of the default's after the same
 steps. The chosen step goes to a step file (`study.steps`) that `--step FILE` and
 `--recommended` read.
 
@@ -282,6 +283,27 @@ def greedy(s: Scenario, winners: list[AbstractLever], facts: Facts) -> list[list
     return out
 
 
+def _loss_factor(s: Scenario, final: float, folder: Path, log: Callable[[str], None]) -> float:
+    """How far apart two check losses may be for one model: 1 plus the run-to-run spread
+    measured for `s`'s problem on this machine (`report.loss.spread_limit`), measured
+    here and recorded in machine folder `folder` where none was (`study.spread`)."""
+    from .measure.environment import machine_id, this_machine
+    from .report.loss import spread_limit
+    from .study.records import write_json_atomic
+    from .study.spread import SEEDS, measure_spread, spread_path
+
+    model = {"machine_id": machine_id(this_machine()), "scenario": s.to_dict()}
+    limit = spread_limit(folder.parent, model)
+    if limit is not None:
+        log(f"equal loss: within the loss spread measured here ({limit - 1:.0%})")
+        return limit
+    log(f"no loss spread of this problem here: training it from {len(SEEDS) - 1} more seeds")
+    record = measure_spread(s, final, log)
+    write_json_atomic(spread_path(folder, s), record)
+    log(f"equal loss: within the loss spread just measured ({record['spread_relative']:.0%})")
+    return 1.0 + record["spread_relative"]
+
+
 def tune(
     s: Scenario,
     blocks: int = BLOCKS,
@@ -295,14 +317,12 @@ def tune(
     more than half of `budget_s`, the combinations are left out (said)."""
     from .measure.environment import now
     from .measure.training import environment
-    from .report.loss import factor, spreads
     from .study.records import DEFAULT_RESULTS, machine_folder
     from .study.steps import KIND
 
     s = s.default_step()
     started, t0 = now(), time.perf_counter()
     folder = machine_folder(results or DEFAULT_RESULTS)
-    loss_factor = factor(s.controller, spreads(folder, s.scale))
     cache = os.environ.get("ODESTUDY_DATA_CACHE")
     with tempfile.TemporaryDirectory(prefix="odestudy-tune-") as tmp:
         os.environ.setdefault("ODESTUDY_DATA_CACHE", tmp)
@@ -312,6 +332,7 @@ def tune(
             trained_loss = float(s.ode_problem.trained_loss)
             final = float(tuner.record["final_loss"])
             log(f"trained to {final:.4g} (trained at {trained_loss:g}) in {tuner.train_s:.0f} s")
+            loss_factor = _loss_factor(s, final, folder, log)
             default = Candidate("default", (), s)
             first = tuner.check(tuner.compile(default))
             facts = Facts(solver_steps=first["solver_steps_max"])

@@ -128,9 +128,13 @@ def limit_for(rec: dict[str, Any]) -> float | None:
     run-to-run spread measured for its workload on its machine (`model_of`) in its
     results tree (`results_root`); None where none was measured."""
     root = results_root(rec["path"]) if rec.get("path") else None
-    if root is None:
-        return None
-    spread = _tree_spreads(str(root)).get(model_of(rec))
+    return None if root is None else spread_limit(root, rec)
+
+
+def spread_limit(root: str | Path, r: dict[str, Any]) -> float | None:
+    """1 plus the spread measured under results tree `root` for what record (or row)
+    `r` trains (`model_of`), or None where none was measured."""
+    spread = _tree_spreads(str(root)).get(model_of(r))
     return None if spread is None else 1.0 + spread
 
 
