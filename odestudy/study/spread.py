@@ -33,6 +33,8 @@ def measure_spread(
 ) -> dict[str, Any]:
     """The spread record of `s`'s default step over `SEEDS`; `first_loss`: the final loss
     already trained from `s`'s own seed (trained again where None)."""
+    # JAX's training starts devices: only once a spread is measured (the report reads
+    # this module's names without it).
     from ..measure.training import environment, scenario_devices, train
 
     rows = []
