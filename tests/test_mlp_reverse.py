@@ -80,6 +80,7 @@ def test_gradients_match_jax_vjp_for_the_batch_as_one_ode(fast):
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5 * float(np.max(np.abs(y))))
 
 
+@pytest.mark.long  # about 20 s here (two compiled reverse loops): make test-long
 def test_a_field_of_shared_slices_matches_jax_vjp():
     """The bank's `SharedField` (one MLP on each pair of the state): each pair is a row
     of its own in the reverse step by hand."""
