@@ -149,9 +149,9 @@ def test_the_step_study_reads_a_machines_lever_records(tmp_path):
 def test_the_answer_and_the_figures_are_values_that_pages_render(tmp_path):
     from odestudy.report.claims import render_claims
     from odestudy.report.pages import page_figures, render_figure
-    from odestudy.study.studies import Claim, page_named
+    from odestudy.study.studies import Answer, page_named
 
-    claims = [Claim("cpu", ("- Use `shard_map`.",)), Claim("gpu", missing="no rows.")]
+    claims = [Answer("cpu", ("- Use `shard_map`.",)), Answer("gpu", missing="no rows.")]
     assert render_claims(claims) == [
         "**CPU**",
         "",

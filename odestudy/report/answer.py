@@ -4,6 +4,7 @@ its time; when splitting the batch pays (`crossover.py`), measured or predicted 
 saying which; each figure over the reference's step labelled so. Every number comes
 from the records, with its interval, machine and session."""
 
+import dataclasses
 import os
 import textwrap
 from collections.abc import Sequence
@@ -12,8 +13,10 @@ from typing import Any
 
 from ..measure.controllers import CONTROLLERS
 from ..study import records
+from ..study.claim import Claim
 from . import sessions
 from .best import Best, best_for, best_steps, step_of
+from .comparisons import BEST_STEP, REFERENCE_STEP, ratio_claim, render_x
 from .crossover import CROSSOVER_WORKLOADS, batch_crossing, points, study_records, work_crossing
 from .intervals import ratio_interval
 from .loss import MARK, differs, trained
@@ -57,10 +60,30 @@ def _on_best(rows: Sequence[dict[str, Any]], best: Best, n: int) -> list[dict[st
     return sorted(found, key=lambda r: -r["speedup_best"])
 
 
-def controller_line(rows: Sequence[dict[str, Any]], controller: str) -> str | None:
-    """One controller's bullet: the best 1-device step and its time, each mode's speedup
-    over it on the most devices within the cores, and the fastest's over the
-    reference's (default) 1-device step."""
+# Where the README's answer states its claims (`Claim.where`).
+README_WHERE = "the README's answer"
+
+
+@dataclasses.dataclass(frozen=True)
+class ControllerAnswer:
+    """One controller's part of the README's answer: its best 1-device step (`best`),
+    the device count `n` and per-device `batch`, each mode's claim over the best step
+    (`modes`, fastest first) and the fastest's over the reference's 1-device step
+    (`reference`, None where that was not measured or did not train)."""
+
+    controller: str
+    best: Best
+    n: int
+    batch: int
+    modes: tuple[Claim, ...]
+    reference: Claim | None
+    one_run: bool
+
+
+def controller_answer(rows: Sequence[dict[str, Any]], controller: str) -> ControllerAnswer | None:
+    """The claims of one controller's bullet: each mode's speedup over the best 1-device
+    step on the most devices within the cores, and the fastest's over the reference's
+    (default) 1-device step; None without such rows."""
     mine = [r for r in rows if r["controller"] == controller and r["scaling"] == "strong"]
     n = _devices(mine)
     ones = [r for r in mine if r["n_devices"] == 1 and r["status"] == "ok"]
@@ -70,29 +93,53 @@ def controller_line(rows: Sequence[dict[str, Any]], controller: str) -> str | No
     found = _on_best(mine, best, n)
     if not found:
         return None
-    modes = ", ".join(
-        f"`{escape(r['mode'])}` {_x((r['speedup_best'], *r['speedup_best_ci']))}"
-        + (f" {MARK}" if r.get("best_differs") else "")
+    modes = tuple(
+        ratio_claim(r, best.record, BEST_STEP, (r["speedup_best"], *r["speedup_best_ci"]),
+                    README_WHERE, bool(r.get("best_differs")))
         for r in found
-    )
-    top = found[0]
-    said = verdict((top["speedup_best"], *top["speedup_best_ci"]))
-    batch = top["global_batch"] // n
-    text = (
-        f"- **{escape(controller)}**: best 1-device step {escape(best.said())}. On {n} "
-        f"devices ({batch} series each): {modes}; the fastest {said}"
-        + (" (one run)" if one_run(top) else "")
-        + "."
-    )
-    default = best.default
+    )  # fmt: skip
+    top, default, reference = found[0], best.default, None
     if default is not None and default is not best.record and trained(default):
         over = ratio_interval(default, top)
-        text += (
-            f" Over the reference's step ({default['step_time_s'] * 1e3:.3g} ms): "
-            f"`{escape(top['mode'])}` {_x(over)}" + (f" {MARK}" if differs(top, default) else "")
+        reference = ratio_claim(
+            top, default, REFERENCE_STEP, over, README_WHERE, differs(top, default)
         )
-        text += "."
+    return ControllerAnswer(
+        controller, best, n, top["global_batch"] // n, modes, reference, one_run(top)
+    )
+
+
+def render_controller(a: ControllerAnswer) -> str:
+    """`a` as one bullet: the best 1-device step and its time, each mode's speedup over
+    it, what the fastest's interval says, and the fastest over the reference's step."""
+    modes = ", ".join(f"`{escape(c.comparison.mode)}` {render_x(c)}" for c in a.modes)
+    top = a.modes[0]
+    said = verdict((top.value, *top.interval))
+    text = (
+        f"- **{escape(a.controller)}**: best 1-device step {escape(a.best.said())}. On {a.n} "
+        f"devices ({a.batch} series each): {modes}; the fastest {said}"
+        + (" (one run)" if a.one_run else "")
+        + "."
+    )
+    if a.reference is not None and a.best.default is not None:
+        text += (
+            f" Over the reference's step ({a.best.default['step_time_s'] * 1e3:.3g} ms): "
+            f"`{escape(a.reference.comparison.mode)}` {render_x(a.reference)}."
+        )
     return text
+
+
+def controller_line(rows: Sequence[dict[str, Any]], controller: str) -> str | None:
+    """One controller's bullet (`render_controller` of `controller_answer`), or None."""
+    found = controller_answer(rows, controller)
+    return render_controller(found) if found is not None else None
+
+
+def readme_claims(rows: Sequence[dict[str, Any]], device: str = "cpu") -> list[Claim]:
+    """Every claim of the README's answer for one device kind (`controller_answer`)."""
+    ok = [r for r in rows if r["device"] == device and r["status"] == "ok"]
+    found = [a for c in CONTROLLERS if (a := controller_answer(ok, c)) is not None]
+    return [c for a in found for c in (*a.modes, a.reference) if c is not None]
 
 
 def quick_lines(rows: Sequence[dict[str, Any]], device: str) -> list[str]:

@@ -9,7 +9,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..study.studies import Claim, Figure, Page, page_named, pages_of
+from ..study.claim import Answer
+from ..study.studies import Figure, Page, page_named, pages_of
 from .answer import readme_answer
 from .claims import across_sessions, answer_claims, related_records, render_claims
 from .document import report_rows, table_body
@@ -115,7 +116,7 @@ def write_pages(
     scale: str,
     figures: str | Path,
     docs: str | Path,
-    claims: Sequence[Claim] | None = None,
+    claims: Sequence[Answer] | None = None,
 ) -> dict[str, Path]:
     """Write the results pages of `scale` (`studies.pages_of`) under `docs/results/` and
     their HTML under `figures/pages/`, from the tables and figures the report wrote

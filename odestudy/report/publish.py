@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from ..study import records
-from .claims import answer_claims
+from ..study.claim import Answer, Claim
+from .answer import readme_claims
+from .claims import answer_claims, scale_records, session_claims
+from .consistency import check
 from .document import write_report
 from .pages import README_SCALE, update_readme, write_pages
 from .reference import REFERENCE_CSV
@@ -32,16 +35,32 @@ def publish(
       none.
     - `reference`, `draw`: as `document.write_report`.
 
-    Returns `write_report`'s values, with `claims` (the answer, `Claim` values, rendered
-    by `claims.render_claims`), and
-    `pages` (by name) and `readme` (its path) where written.
+    Returns `write_report`'s values, with `claims` (the answer per device kind,
+    `Answer` values, rendered by `claims.render_claims`), `stated` (every `Claim` the
+    pages and the README state, checked by `consistency.check` before anything is
+    written from them), and `pages` (by name) and `readme` (its path) where written.
     """
     with records.read_once():
         report = write_report(results, scale, figures, reference, draw)
         report["claims"] = answer_claims(results, scale, report["rows"])
+        report["stated"] = stated_claims(results, scale, report["rows"], report["claims"])
+        check(report["stated"])
         if docs is not None:
             report["pages"] = write_pages(results, scale, figures, docs, report["claims"])
         if readme is not None:
             rows = report["rows"] if scale == README_SCALE else None
             report["readme"] = update_readme(readme, results, figures, rows)
     return report
+
+
+def stated_claims(
+    results: str | Path, scale: str, rows: list[dict[str, Any]], answers: list[Answer]
+) -> list[Claim]:
+    """Every claim the report of `scale` states: the answer's (`answers`), the `shard`
+    PID row session by session (`claims.session_claims`) and, at the README's scale,
+    the README's answer (`answer.readme_claims`)."""
+    found = [c for a in answers for c in a.claims]
+    found += session_claims(scale_records(results, scale))
+    if scale == README_SCALE:
+        found += [c for d in ("cpu", "gpu") for c in readme_claims(rows, d)]
+    return found

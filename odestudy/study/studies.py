@@ -9,8 +9,9 @@ matrix (`matrix.py`).
 
 A table is a value (`Table`): a title, a header, rows of cells and notes, made once from
 the records; the report renders it and the study's page (`report.studies`). So are a
-figure (`Figure`) and the answer for a device kind (`Claim`): the report makes them
-once, and the pages, the report notebook and the README render them. A page of
+figure (`Figure`), a measured claim (`Claim`, `claim.py`: its comparison, value,
+interval, verdict and sessions) and the answer for a device kind (`Answer`): the report
+makes them once, and the pages, the report notebook and the README render them. A page of
 the whole report is a value too (`Page`): each study names its own (`Study.page`), and
 the report writes those of its scale (`pages_of`).
 
@@ -28,7 +29,22 @@ from typing import Any, ClassVar
 from ..measure.registry import Registered
 from ..measure.scenario import Scenario
 from . import records
+from .claim import Answer, Claim
 from .repeats import REPEATS
+
+__all__ = [
+    "STUDIES",
+    "THIS_MACHINE",
+    "Answer",
+    "Claim",
+    "Figure",
+    "Page",
+    "Sizing",
+    "Study",
+    "Table",
+    "page_named",
+    "pages_of",
+]
 
 # Every study by name, in the order defined: filled as each final class is defined.
 STUDIES: dict[str, type["Study"]] = {}
@@ -54,17 +70,6 @@ class Figure:
     name: str
     path: Path
     alt: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class Claim:
-    """The answer of a study's report for one device kind, made once from the records:
-    `device` (its kind), `bullets` (markdown sentences, each with its numbers, intervals,
-    machine and sessions), or where there are none, `missing` (why, in a sentence)."""
-
-    device: str
-    bullets: tuple[str, ...] = ()
-    missing: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
