@@ -3,9 +3,9 @@ gets, the folder its records go to, its records, its tables and its page. Each f
 subclass of `Study` registers itself (`STUDIES`) when its class is defined, as a mode
 does: `odestudy matrix --study` and `odestudy report --study` ask it
 (`matrix.get_study`), by its name or, for a study defined outside the package, as
-`module:Class` (imported from the working directory, as a problem is). The built-in
-studies (scaling, explain, target, versions, map) are defined beside the scenario
-matrix (`matrix.py`).
+`module:Class` (imported from the working directory, as a problem is). Each built-in
+study is defined in a file of its own (`study/builtin/`), from the scenarios of
+`grid.py`.
 
 A table is a value (`Table`): a title, a header, rows of cells and notes, made once from
 the records; the report renders it and the study's page (`report.studies`). So are a
@@ -15,7 +15,7 @@ makes them once, and the pages, the report notebook and the README render them. 
 the whole report is a value too (`Page`): each study names its own (`Study.page`), and
 the report writes those of its scale (`pages_of`).
 
-The seed, step and prediction studies are registered as well (`matrix.Seed`, `Step`,
+The seed, step and prediction studies are registered as well (`builtin.Seed`, `Step`,
 `Prediction`): the report asks the studies which records are current (`current`),
 which are the scaling tables' rows (`scaling_table`, `matrix`) and which pages it writes,
 rather than naming them."""
