@@ -6,16 +6,16 @@ such a region is hand-written and holds no measured number (`tests/test_docs_cla
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..study.claim import Answer
-from ..study.studies import Figure, Page, page_named, pages_of
+from ..study.studies import Figure, Page, Table, page_named, pages_of
 from .answer import readme_answer
 from .claims import across_sessions, answer_claims, related_records, render_claims
-from .document import report_rows, table_body
+from .document import report_rows
 from .frames import read_records
-from .tables import escape
+from .tables import escape, render_body
 
 GENERATED_START = "<!-- generated:start (odestudy report writes this from the records) -->"
 GENERATED_END = "<!-- generated:end -->"
@@ -49,17 +49,22 @@ def render_figure(figure: Figure, base: Path) -> str:
 
 
 def page(
-    name: str, results: str | Path, figures: Path, docs: Path, claims: list[str] | None
+    name: str,
+    results: str | Path,
+    figures: Path,
+    docs: Path,
+    claims: list[str] | None,
+    tables: Mapping[str, Table] | None = None,
 ) -> str:
-    """The markdown of page `name` (a study's `Page`, `studies.page_named`): title, the
-    answer (`claims`), figures, then the tables, or one line where the study has no rows
-    yet."""
+    """The markdown of page `name` (a study's `Page`, `studies.page_named`): its title,
+    the answer (`claims`), figures, then its tables among `tables` (the report's values,
+    `document.write_report`), or one line where the study has no rows yet."""
     spec = page_named(name)
     out = docs / "results"
-    tables = [figures / "tables" / f"{t}.md" for t in spec.tables]
-    tables = [t for t in tables if t.exists()]
+    found = tables or {}
+    shown = [found[t] for t in spec.tables if t in found]
     parts = [f"# {spec.title}", ""]
-    if not tables and not claims:
+    if not shown and not claims:
         parts += [
             f"No rows yet: no record of this study has been measured "
             f"(`{_rel(figures / 'tables' / (spec.tables[0] + '.md'), docs.parent)}` "
@@ -69,9 +74,8 @@ def page(
     if claims:
         parts += ["## The answer", "", *claims, ""]
     parts += [render_figure(f, out) + "\n" for f in page_figures(spec, figures)]
-    for t in tables:
-        title = t.read_text().splitlines()[0].lstrip("# ").strip()
-        parts += [f"## {title}", "", table_body(t), ""]
+    for t in shown:
+        parts += [f"## {t.title}", "", render_body(t), ""]
     parts += [
         "How to read the tables, and how the runs and intervals are made: "
         f"[the method]({_rel(docs / 'method.md', out)}).",
@@ -117,13 +121,16 @@ def write_pages(
     figures: str | Path,
     docs: str | Path,
     claims: Sequence[Answer] | None = None,
+    tables: Mapping[str, Table] | None = None,
 ) -> dict[str, Path]:
     """Write the results pages of `scale` (`studies.pages_of`) under `docs/results/` and
-    their HTML under `figures/pages/`, from the tables and figures the report wrote
-    into `figures` and the claims computed from the records.
+    their HTML under `figures/pages/`, from the report's tables and the figures it drew
+    into `figures`, and the claims computed from the records.
 
     - `claims`: the scale's answer (`claims.answer_claims`) where already made; None:
       made here.
+    - `tables`: the report's tables by name (`document.write_report`'s `values`); None:
+      none (each page then says it has no rows, or shows its answer alone).
 
     Returns the pages."""
     figures, docs = Path(figures), Path(docs)
@@ -136,7 +143,7 @@ def write_pages(
         if spec.answer:
             answer = _best_first(results, scale, rows, figures, docs / "results")
             answer += [DEFAULT_HEAD, "", *render_claims(claims), *session_lines(results, scale)]
-        text = page(spec.name, results, figures, docs, answer)
+        text = page(spec.name, results, figures, docs, answer, tables)
         md = _write(docs / "results" / f"{spec.name}.md", text)
         render_html(text, figures / "pages" / f"{spec.name}.html", md.parent)
         written[spec.name] = md

@@ -46,7 +46,9 @@ def publish(
         report["stated"] = stated_claims(results, scale, report["rows"], report["claims"])
         check(report["stated"])
         if docs is not None:
-            report["pages"] = write_pages(results, scale, figures, docs, report["claims"])
+            report["pages"] = write_pages(
+                results, scale, figures, docs, report["claims"], report["values"]
+            )
         if readme is not None:
             rows = report["rows"] if scale == README_SCALE else None
             report["readme"] = update_readme(readme, results, figures, rows)

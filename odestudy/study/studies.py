@@ -53,13 +53,16 @@ STUDIES: dict[str, type["Study"]] = {}
 @dataclasses.dataclass(frozen=True)
 class Table:
     """One table of a study's report: `name` (its file, `<name>.md`), `title`, the
-    `header` and `rows` of cells (text), and `notes` below it (markdown)."""
+    `header` and `rows` of cells (text), and `notes` below it (markdown); or, for a
+    table the report's own module renders (several tables and sections under one
+    title), its markdown below the title (`text`)."""
 
     name: str
     title: str
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
+    header: tuple[str, ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()
     notes: str = ""
+    text: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
