@@ -8,6 +8,7 @@ from ..measure.timing import PROTOCOL
 from ..study.matrix import Step
 from ..study.runner import html_exporter
 from ..study.studies import Table, pages_of
+from ..study.versions import FOLDER as VERSIONS_FOLDER
 from . import sessions
 from .best import DEFAULT_STEP
 from .crossover import write_crossover
@@ -213,7 +214,8 @@ def _write_side_studies(
         figs += [found["figure"]] if "figure" in found else []
     if any("versions" in p.tables for p in pages_of(scale)):
         path = figures / "tables" / "versions.md"
-        written["versions"] = write_versions_table(path, version_rows(results, scale))
+        found = version_rows(Path(results) / VERSIONS_FOLDER, scale)
+        written["versions"] = write_versions_table(path, found)
     return written, figs + explain["figures"]
 
 
