@@ -381,6 +381,25 @@ def verdict_claims(
     return list(device_answer(rows, every, scaling, device).bullets)
 
 
+# Where the verdict states its claims (`Claim.where`, `verdict.verdict_markdown`).
+VERDICT_WHERE = "the verdict"
+
+
+def verdict_stated(rows: Sequence[dict[str, Any]]) -> list[Claim]:
+    """The claims the verdict (`verdict.verdict_markdown`) states of `rows`: per device
+    kind, scaling and controller, each row of its comparison (`verdict.compare`) over
+    its own 1-device row."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    found = []
+    for device in ("cpu", "gpu"):
+        mine = [r for r in ok if r["device"] == device]
+        for scaling in ("strong", "weak"):
+            for controller in dict.fromkeys(r["controller"] for r in mine):
+                ranked = compare(mine, controller, scaling)["ranked"]
+                found += [own_claim(r, VERDICT_WHERE) for r in ranked]
+    return found
+
+
 def scale_records(results: str | Path, scale: str) -> list[dict[str, Any]]:
     """Every ok record of `scale` under `results` and those that repeat them elsewhere
     (`related_records`): the sessions a claim of the scale counts in."""

@@ -10,7 +10,7 @@ from typing import Any
 from ..study import records
 from ..study.claim import Answer, Claim
 from .answer import readme_claims
-from .claims import answer_claims, scale_records, session_claims
+from .claims import answer_claims, scale_records, session_claims, verdict_stated
 from .consistency import check
 from .document import write_report
 from .pages import README_SCALE, update_readme, write_pages
@@ -58,10 +58,11 @@ def publish(
 def stated_claims(
     results: str | Path, scale: str, rows: list[dict[str, Any]], answers: list[Answer]
 ) -> list[Claim]:
-    """Every claim the report of `scale` states: the answer's (`answers`), the `shard`
-    PID row session by session (`claims.session_claims`) and, at the README's scale,
-    the README's answer (`answer.readme_claims`)."""
-    found = [c for a in answers for c in a.claims]
+    """Every claim the report of `scale` states: the answer's (`answers`), the verdict's
+    (`claims.verdict_stated`), the `shard` PID row session by session
+    (`claims.session_claims`) and, at the README's scale, the README's answer
+    (`answer.readme_claims`)."""
+    found = [c for a in answers for c in a.claims] + verdict_stated(rows)
     found += session_claims(scale_records(results, scale))
     if scale == README_SCALE:
         found += [c for d in ("cpu", "gpu") for c in readme_claims(rows, d)]
