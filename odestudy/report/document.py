@@ -214,8 +214,8 @@ def _write_side_studies(
         figs += [found["figure"]] if "figure" in found else []
     if any("versions" in p.tables for p in pages_of(scale)):
         path = figures / "tables" / "versions.md"
-        found = version_rows(Path(results) / VERSIONS_FOLDER, scale)
-        written["versions"] = write_versions_table(path, found)
+        by_set = version_rows(Path(results) / VERSIONS_FOLDER, scale)
+        written["versions"] = write_versions_table(path, by_set)
     return written, figs + explain["figures"]
 
 
