@@ -184,7 +184,7 @@ def _claim(value, low, high, sessions=(MONDAY,), where="a", **kw) -> Claim:
 def test_two_claims_about_one_comparison_that_disagree_in_one_session_fail_the_report(
     monkeypatch, tmp_path
 ):
-    from odestudy.report import consistency, publish
+    from odestudy.report import consistency, findings, publish
 
     planted = [_claim(0.97, 0.79, 1.10, where="README"), _claim(0.79, 0.74, 0.93, where="page")]
     (found,) = consistency.conflicts(planted)
@@ -192,9 +192,9 @@ def test_two_claims_about_one_comparison_that_disagree_in_one_session_fail_the_r
     # A claim that names no session cannot disagree with another either.
     assert consistency.conflicts([planted[0], _claim(0.79, 0.74, 0.93, sessions=())])
     # The report checks its claims before it writes a page.
-    monkeypatch.setattr(publish, "write_report", lambda *a, **k: {"rows": []})
-    monkeypatch.setattr(publish, "answer_claims", lambda *a, **k: [])
-    monkeypatch.setattr(publish, "stated_claims", lambda *a, **k: planted)
+    monkeypatch.setattr(publish, "write_report", lambda *a, **k: {"rows": [], "values": {}})
+    monkeypatch.setattr(findings, "scale_records", lambda *a, **k: [])
+    monkeypatch.setattr(findings, "verdict_stated", lambda rows: planted)
     with pytest.raises(consistency.InconsistentClaims, match="claims disagree"):
         publish.publish(tmp_path, "quick", tmp_path, docs=tmp_path)
     assert not (tmp_path / "results").exists()
@@ -218,16 +218,17 @@ def test_a_claim_says_how_many_sessions_with_rows_agree_and_names_the_others():
 
 
 def test_the_committed_records_claims_agree_by_comparison(scale="quick"):
-    from odestudy.report.claims import answer_claims
     from odestudy.report.consistency import conflicts
     from odestudy.report.document import report_rows
-    from odestudy.report.publish import stated_claims
+    from odestudy.report.findings import findings
     from odestudy.study.records import read_once
 
     results = ROOT / "results"
     with read_once():
         rows = report_rows(results, scale)[2]
-        claims = stated_claims(results, scale, rows, answer_claims(results, scale, rows))
+        found = findings(results, scale, rows)  # raises where claims disagree
+    claims = found.claims()
+    assert found.readme and found.by_session and found.verdict
     assert claims and all(c.sessions for c in claims)
     assert conflicts(claims) == []
     for claim in claims:

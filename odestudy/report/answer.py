@@ -23,6 +23,9 @@ from .loss import MARK, differs, trained
 from .tables import escape
 from .verdict import exceeds_cores, one_run
 
+# The scale whose answer the README gives (`pages.update_readme`).
+README_SCALE = "quick"
+
 # The mode the answer states the crossover of: one solver loop per device, one
 # collective per step (the mode that pays first on the map).
 CROSSOVER_MODE = "shard_map"
@@ -135,18 +138,31 @@ def controller_line(rows: Sequence[dict[str, Any]], controller: str) -> str | No
     return render_controller(found) if found is not None else None
 
 
-def readme_claims(rows: Sequence[dict[str, Any]], device: str = "cpu") -> list[Claim]:
-    """Every claim of the README's answer for one device kind (`controller_answer`)."""
+def controller_answers(
+    rows: Sequence[dict[str, Any]], device: str = "cpu"
+) -> tuple[ControllerAnswer, ...]:
+    """The README's answer for one device kind: each controller's (`controller_answer`)
+    that has one."""
     ok = [r for r in rows if r["device"] == device and r["status"] == "ok"]
-    found = [a for c in CONTROLLERS if (a := controller_answer(ok, c)) is not None]
-    return [c for a in found for c in (*a.modes, a.reference) if c is not None]
+    return tuple(a for c in CONTROLLERS if (a := controller_answer(ok, c)) is not None)
 
 
-def quick_lines(rows: Sequence[dict[str, Any]], device: str) -> list[str]:
+def readme_claims(answers: Sequence[ControllerAnswer]) -> list[Claim]:
+    """Every claim of the README's answer (`controller_answers`)."""
+    return [c for a in answers for c in (*a.modes, a.reference) if c is not None]
+
+
+def quick_lines(
+    rows: Sequence[dict[str, Any]],
+    device: str,
+    answers: Sequence[ControllerAnswer] | None = None,
+) -> list[str]:
     """The answer's bullets for one device kind from the quick scaling rows of one
-    machine, with where they were measured; or why there are none."""
+    machine (`answers`, its `controller_answers` where already made), with where they
+    were measured; or why there are none."""
     ok = [r for r in rows if r["device"] == device and r["status"] == "ok"]
-    lines = [line for c in CONTROLLERS if (line := controller_line(ok, c))]
+    answers = controller_answers(rows, device) if answers is None else answers
+    lines = [render_controller(a) for a in answers]
     name = device.upper()
     if not lines:
         return [f"**{name}**: no multi-device {name} row of the best step measured here yet.", ""]
@@ -286,10 +302,15 @@ def gpu_bound_line(results: str | Path) -> list[str]:
 
 
 def readme_answer(
-    results: str | Path, rows: Sequence[dict[str, Any]], figure: Path | None, base: Path
+    results: str | Path,
+    rows: Sequence[dict[str, Any]],
+    figure: Path | None,
+    base: Path,
+    answers: Sequence[ControllerAnswer] | None = None,
 ) -> list[str]:
-    """The README's answer as markdown lines: the quick CPU and GPU bullets, when
-    splitting pays, and `figure` (relative to `base`)."""
+    """The README's answer as markdown lines: the quick CPU bullets (`answers`, the CPU
+    `controller_answers` where already made) and the GPU's, when splitting pays, and
+    `figure` (relative to `base`)."""
     lines = [
         "Every speedup is over the **best 1-device step**: the fastest measured 1-device "
         "step that trains the same model (for the study's own problems, the recommended "
@@ -297,7 +318,7 @@ def readme_answer(
         "update of the global batch. Intervals are 95%; "
         f"{MARK} marks rows trained to different final losses.",
         "",
-        *quick_lines(rows, "cpu"),
+        *quick_lines(rows, "cpu", answers),
         *crossover_lines(results),
     ]
     if figure is not None and figure.exists():

@@ -549,8 +549,15 @@ def across_sessions(
     interval), where the session's records come from (the scale, the map, a version
     set), what the session's probe measured, and the in-loop collective cost the probe's
     latency gives against its measured step (`_collective_cost`)."""
+    return render_sessions(session_rows(every, mode, controller, n, device), mode, controller, n)
+
+
+def render_sessions(
+    found: Sequence[tuple[Any, dict[str, Any]]], mode: str, controller: str, n: int
+) -> list[str]:
+    """`across_sessions`'s lines from its rows by session (`session_rows`)."""
     lines = []
-    for session, row in session_rows(every, mode, controller, n, device):
+    for session, row in found:
         claim = own_claim(row, SESSIONS_WHERE)
         runs = " (one run)" if claim.verdict is Verdict.ONE_RUN else ""
         line = f"- {escape(session.label)} ({escape(_source(row))}): {render_x(claim)}{runs}; "

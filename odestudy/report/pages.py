@@ -9,12 +9,11 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..study.claim import Answer
 from ..study.studies import Figure, Page, Table, page_named, pages_of
-from .answer import readme_answer
-from .claims import across_sessions, answer_claims, related_records, render_claims
+from .answer import README_SCALE, readme_answer
+from .claims import render_claims, render_sessions
 from .document import report_rows
-from .frames import read_records
+from .findings import Findings, findings
 from .tables import escape, render_body
 
 GENERATED_START = "<!-- generated:start (odestudy report writes this from the records) -->"
@@ -22,9 +21,7 @@ GENERATED_END = "<!-- generated:end -->"
 # A markdown image: `![alt](path)`.
 IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 
-# The scale whose answer the README gives (`update_readme`), and its headline figure's
-# text.
-README_SCALE = "quick"
+# The headline figure's text.
 HEADLINE_ALT = "Speedup over one device, by mode"
 
 
@@ -120,14 +117,14 @@ def write_pages(
     scale: str,
     figures: str | Path,
     docs: str | Path,
-    claims: Sequence[Answer] | None = None,
+    found: Findings | None = None,
     tables: Mapping[str, Table] | None = None,
 ) -> dict[str, Path]:
     """Write the results pages of `scale` (`studies.pages_of`) under `docs/results/` and
     their HTML under `figures/pages/`, from the report's tables and the figures it drew
-    into `figures`, and the claims computed from the records.
+    into `figures`, and its statements made from the records.
 
-    - `claims`: the scale's answer (`claims.answer_claims`) where already made; None:
+    - `found`: the report's statements (`findings.findings`) where already made; None:
       made here.
     - `tables`: the report's tables by name (`document.write_report`'s `values`); None:
       none (each page then says it has no rows, or shows its answer alone).
@@ -135,14 +132,13 @@ def write_pages(
     Returns the pages."""
     figures, docs = Path(figures), Path(docs)
     rows = report_rows(results, scale)[2]
-    if claims is None:
-        claims = answer_claims(results, scale, rows)
+    found = findings(results, scale, rows) if found is None else found
     written = {}
     for spec in pages_of(scale):
         answer = None
         if spec.answer:
-            answer = _best_first(results, scale, rows, figures, docs / "results")
-            answer += [DEFAULT_HEAD, "", *render_claims(claims), *session_lines(results, scale)]
+            answer = _best_first(results, scale, rows, figures, docs / "results", found)
+            answer += [DEFAULT_HEAD, "", *render_claims(found.answers), *session_lines(found)]
         text = page(spec.name, results, figures, docs, answer, tables)
         md = _write(docs / "results" / f"{spec.name}.md", text)
         render_html(text, figures / "pages" / f"{spec.name}.html", md.parent)
@@ -156,20 +152,24 @@ DEFAULT_HEAD = "**With the default step (the reference's), each mode over its ow
 
 
 def _best_first(
-    results: str | Path, scale: str, rows: Sequence[dict], figures: Path, base: Path
+    results: str | Path,
+    scale: str,
+    rows: Sequence[dict],
+    figures: Path,
+    base: Path,
+    found: Findings,
 ) -> list[str]:
-    """The README's answer against the best 1-device step, on the page of the README's
-    scale (`README_SCALE`); nothing on another scale's."""
+    """The README's answer against the best 1-device step (`found.readme`), on the page
+    of the README's scale (`README_SCALE`); nothing on another scale's."""
     if scale != README_SCALE:
         return []
-    return readme_answer(results, rows, figures / "crossover.png", base)
+    return readme_answer(results, rows, figures / "crossover.png", base, found.readme)
 
 
-def session_lines(results: str | Path, scale: str) -> list[str]:
-    """The `shard` PID row of `scale` session by session, with each session's probe
-    (`claims.across_sessions`), over the scale's records and those that repeat them."""
-    every = [r for r in read_records(results, scale, current=True) if r["status"] == "ok"]
-    return across_sessions([*every, *related_records(results, scale, every)])
+def session_lines(found: Findings) -> list[str]:
+    """The `shard` PID row session by session, with each session's probe
+    (`claims.render_sessions` of `found.by_session`)."""
+    return render_sessions(found.by_session, "shard", "pid", 2)
 
 
 def fill(text: str, region: str, body: str) -> str:
@@ -191,16 +191,18 @@ def update_readme(
     results: str | Path,
     figures: str | Path,
     rows: Sequence[dict] | None = None,
+    found: Findings | None = None,
 ) -> Path:
     """Write the README's answer (`<!-- region:answer -->`, `answer.readme_answer`): the
     `README_SCALE` rows against the best 1-device step, when splitting pays and its
     figure, from the records.
 
-    - `rows`: the scale's scaling rows (`document.report_rows`) where already read;
-      None: read here."""
+    - `rows`, `found`: the scale's scaling rows (`document.report_rows`) and statements
+      (`findings.findings`) where already made; None: made here."""
     readme, figures = Path(readme), Path(figures)
     rows = report_rows(results, README_SCALE)[2] if rows is None else rows
-    body = readme_answer(results, rows, figures / "crossover.png", readme.parent)
+    found = findings(results, README_SCALE, rows) if found is None else found
+    body = readme_answer(results, rows, figures / "crossover.png", readme.parent, found.readme)
     body += [
         "Written by `make report` from the committed records "
         f"(`{escape('odestudy/report/answer.py')}`). The pages: "
