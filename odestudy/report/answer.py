@@ -132,12 +132,6 @@ def render_controller(a: ControllerAnswer) -> str:
     return text
 
 
-def controller_line(rows: Sequence[dict[str, Any]], controller: str) -> str | None:
-    """One controller's bullet (`render_controller` of `controller_answer`), or None."""
-    found = controller_answer(rows, controller)
-    return render_controller(found) if found is not None else None
-
-
 def controller_answers(
     rows: Sequence[dict[str, Any]], device: str = "cpu"
 ) -> tuple[ControllerAnswer, ...]:

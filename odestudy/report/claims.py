@@ -21,13 +21,13 @@ from .tables import escape
 from .verdict import ONE_RUN, compare, exceeds_cores, one_run
 
 
-def _mode(mode: str) -> str:
+def mode_label(mode: str) -> str:
     """A mode as the answer names it: its class's `label`, else its name as code."""
     found = MODES.get(mode)
     return found.label if found is not None else f"`{escape(mode)}`"
 
 
-def _ctrl(controller: str) -> str:
+def controller_label(controller: str) -> str:
     """A controller as the answer names it: its class's `label`, else its name."""
     found = CONTROLLERS.get(controller)
     return found.label if found is not None else escape(controller)
@@ -65,7 +65,8 @@ def _apart(per: dict[str, Any]) -> str:
     if all(seps.values()):
         return " (fastest first; the intervals separate them)"
     said = ", ".join(
-        f"{'separated' if sep else 'not separable'} with {_ctrl(c)}" for c, sep in seps.items()
+        f"{'separated' if sep else 'not separable'} with {controller_label(c)}"
+        for c, sep in seps.items()
     )
     return f" (fastest first; {said})"
 
@@ -270,7 +271,8 @@ def _use(a: Judged) -> list[str]:
     if not modes:
         return []
     shown = "; ".join(
-        f"{_ctrl(c)} " + ", ".join(f"{_mode(r['mode'])} {a.x(c, r)}" for r in j["use"])
+        f"{controller_label(c)} "
+        + ", ".join(f"{mode_label(r['mode'])} {a.x(c, r)}" for r in j["use"])
         for c, (_, j) in a.per.items()
         if j["use"]
     )
@@ -284,7 +286,7 @@ def _use(a: Judged) -> list[str]:
 
     k, m = a.holds(test)
     return [
-        f"- **Use {' or '.join(_mode(x) for x in modes)}**{apart}: faster than one "
+        f"- **Use {' or '.join(mode_label(x) for x in modes)}**{apart}: faster than one "
         f"device within their 95% intervals on {escape(a.n)} devices at {a.what} (every "
         f"mode that is, per controller: {shown}). "
         f"Measured on {a.label}; holds in {k} of {m} sessions with such rows"
@@ -309,14 +311,16 @@ def _avoid_and_level(a: Judged) -> list[str]:
     lines = []
     for c, (_, j) in a.per.items():
         for r in j["avoid"]:
+            what = f"{mode_label(r['mode'])} with {controller_label(c)}"
             lines.append(
-                f"- **Avoid {_mode(r['mode'])} with {_ctrl(c)}**: {a.x(c, r)} of one device's "
-                f"speed{_why(r)}. Measured on {a.label}; {a.said(c, r)}."
+                f"- **Avoid {what}**: {a.x(c, r)} of one device's speed{_why(r)}. "
+                f"Measured on {a.label}; {a.said(c, r)}."
             )
         for r in j["none"]:
+            what = f"{mode_label(r['mode'])} with {controller_label(c)}"
             lines.append(
-                f"- {_mode(r['mode'])} with {_ctrl(c)} gains nothing measurable: {a.x(c, r)}, "
-                f"not separable from one device. Measured on {a.label}; {a.said(c, r)}."
+                f"- {what} gains nothing measurable: {a.x(c, r)}, not separable from one "
+                f"device. Measured on {a.label}; {a.said(c, r)}."
             )
     return lines
 
@@ -327,7 +331,7 @@ def _one_run(a: Judged) -> list[str]:
     if not single:
         return []
     shown = "; ".join(
-        f"{_ctrl(c)} " + ", ".join(f"{_mode(r['mode'])} {a.x(c, r)}" for r in rs)
+        f"{controller_label(c)} " + ", ".join(f"{mode_label(r['mode'])} {a.x(c, r)}" for r in rs)
         for c, rs in single.items()
     )
     return [
@@ -457,118 +461,3 @@ def related_records(
 
 def _jax(rec: dict[str, Any]) -> str | None:
     return (rec.get("versions") or {}).get("jax")
-
-
-def _source(rec: dict[str, Any]) -> str:
-    return str(rec.get("source") or rec.get("scale"))
-
-
-def probe_said(probe: dict[str, Any] | None, n: int) -> str:
-    """What a session's machine probe measured, in words (the all-reduce of one float on
-    `n` devices, the matmul rate at a step's shape, an empty loop iteration), or that
-    the session ran none."""
-    if not probe:
-        return "no probe (measured before sessions ran one)"
-    latency = next(
-        (a["latency_s"] for a in probe.get("allreduce", [])
-         if a["n_devices"] == n and a["size"] == 1),
-        None,
-    )  # fmt: skip
-    small = (probe.get("matmul") or [{}])[0]
-    said = f"all-reduce of one float on {n} devices {latency * 1e6:.3g} us" if latency else ""
-    return (
-        (said + "; " if said else "")
-        + f"matmul {small.get('flops_per_s', 0) / 1e9:.3g} GFLOP/s at "
-        f"{small.get('batch')}x{small.get('width')}; empty loop iteration "
-        f"{probe.get('loop_iteration_s', 0) * 1e9:.3g} ns"
-    )
-
-
-# Where the session-by-session claims are stated (`Claim.where`).
-SESSIONS_WHERE = "session by session"
-
-
-def session_rows(
-    every: Sequence[dict[str, Any]],
-    mode: str = "shard",
-    controller: str = "pid",
-    n: int = 2,
-    device: str = "cpu",
-) -> list[tuple[Any, dict[str, Any]]]:
-    """One row (`mode`, `controller`, `n` devices, one process, strong scaling) in every
-    session of `every` that holds it and its 1-device baseline, with its session, by
-    the session's label."""
-    out = []
-    for session, recs in sorted(groups(every, device).items(), key=lambda kv: kv[0].label):
-        row = next(
-            (r for r in scaling_rows(recs, "strong") if r["mode"] == mode
-             and r["controller"] == controller and r["n_devices"] == n
-             and r.get("processes", 1) == 1 and r.get("speedup_ci")),
-            None,
-        )  # fmt: skip
-        if row is not None:
-            out.append((session, row))
-    return out
-
-
-def session_claims(every: Sequence[dict[str, Any]], **which: Any) -> list[Claim]:
-    """The claims of `session_rows(every, **which)`: each session's row over its own
-    1-device row."""
-    return [own_claim(row, SESSIONS_WHERE) for _, row in session_rows(every, **which)]
-
-
-def _collective_cost(row: dict[str, Any], n: int) -> str:
-    """`; in-loop collectives at that latency: ...`: collectives in its loops x solver
-    iterations x the probe's all-reduce latency, against its step; "" where unknown."""
-    latency = next(
-        (a["latency_s"] for a in (row.get("probe") or {}).get("allreduce", [])
-         if a["n_devices"] == n and a["size"] == 1),
-        None,
-    )  # fmt: skip
-    steps = (row.get("solver_steps") or {}).get("executed_per_device")
-    loops = row.get("collectives_in_loops")
-    if not (latency and steps and loops):
-        return ""
-    cost = loops * steps * latency
-    return (
-        f"; in-loop collectives at that latency: {escape(loops)} x {steps:.0f} "
-        f"iterations x {latency * 1e6:.3g} us = {cost * 1e3:.3g} ms of its "
-        f"{row['step_time_s'] * 1e3:.3g} ms step"
-    )
-
-
-def across_sessions(
-    every: Sequence[dict[str, Any]],
-    mode: str = "shard",
-    controller: str = "pid",
-    n: int = 2,
-    device: str = "cpu",
-) -> list[str]:
-    """One row (`mode`, `controller`, `n` devices, strong scaling) in every session that
-    holds it and its 1-device baseline (`session_rows`): its claim (speedup with
-    interval), where the session's records come from (the scale, the map, a version
-    set), what the session's probe measured, and the in-loop collective cost the probe's
-    latency gives against its measured step (`_collective_cost`)."""
-    return render_sessions(session_rows(every, mode, controller, n, device), mode, controller, n)
-
-
-def render_sessions(
-    found: Sequence[tuple[Any, dict[str, Any]]], mode: str, controller: str, n: int
-) -> list[str]:
-    """`across_sessions`'s lines from its rows by session (`session_rows`)."""
-    lines = []
-    for session, row in found:
-        claim = own_claim(row, SESSIONS_WHERE)
-        runs = " (one run)" if claim.verdict is Verdict.ONE_RUN else ""
-        line = f"- {escape(session.label)} ({escape(_source(row))}): {render_x(claim)}{runs}; "
-        line += escape(probe_said(row.get("probe"), n)) + _collective_cost(row, n)
-        lines.append(line + ".")
-    if not lines:
-        return []
-    head = (
-        f"**{_mode(mode)} with {_ctrl(controller)} on {n} devices, session by session** "
-        f"(every session holding the row and its 1-device baseline, {len(lines)} in all; "
-        "speedup over one device with its 95% interval; the probe is the machine probe "
-        "run at the session's start):"
-    )
-    return [head, "", *lines, ""]

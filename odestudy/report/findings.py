@@ -12,13 +12,8 @@ from typing import Any
 
 from ..study.claim import Answer, Claim
 from .answer import README_SCALE, ControllerAnswer, controller_answers, readme_claims
-from .claims import (
-    SESSIONS_WHERE,
-    device_answer,
-    scale_records,
-    session_rows,
-    verdict_stated,
-)
+from .by_session import SESSIONS_WHERE, session_rows
+from .claims import device_answer, scale_records, verdict_stated
 from .comparisons import own_claim
 from .consistency import check
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from ..study.studies import Figure, Page, Table, page_named, pages_of
 from .answer import README_SCALE, readme_answer
-from .claims import render_claims, render_sessions
+from .by_session import render_sessions
+from .claims import render_claims
 from .document import report_rows
 from .findings import Findings, findings
 from .tables import escape, render_body
