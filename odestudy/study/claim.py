@@ -62,7 +62,9 @@ class Comparison:
 class Agreement:
     """How the sessions that hold rows of a claim's comparison judged it: `agree` of
     `answered` found the claim's verdict; `others` the sessions (their `when`) that found
-    another, by verdict."""
+    another, by verdict. The sessions are those of every machine whose records repeat the
+    comparison's scenarios (its placement, controller and step at the same scale); a
+    session without such rows is not counted."""
 
     agree: int
     answered: int
