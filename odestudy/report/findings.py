@@ -25,7 +25,7 @@ class Findings:
     - `answers`: the answer per device kind (`claims.device_answer`).
     - `verdict`: the claims of the verdict (`claims.verdict_stated`).
     - `by_session`: the `shard` PID row of each session that holds it, with its session
-      (`claims.session_rows`).
+      (`by_session.session_rows`).
     - `readme`: the README's answer per controller (`answer.controller_answers`); empty
       at another scale than the README's.
     """

@@ -169,7 +169,7 @@ def _best_first(
 
 def session_lines(found: Findings) -> list[str]:
     """The `shard` PID row session by session, with each session's probe
-    (`claims.render_sessions` of `found.by_session`)."""
+    (`by_session.render_sessions` of `found.by_session`)."""
     return render_sessions(found.by_session, "shard", "pid", 2)
 
 
