@@ -51,8 +51,10 @@ from .measure.tsit5 import StraightTsit5
 from .report.document import write_report
 from .report.frames import load_curves, load_records, load_runs, load_steps, results_folder
 from .report.plots import plot_scenario, summary
+from .study.claim import Agreement, Answer, Claim, Comparison, Verdict
 from .study.distributed import launch, run_scenario_any
 from .study.records import read_record, save_record, write_json_atomic
+from .study.studies import Figure, Page, Study, Table
 from .timemodes import ModeTimes, time_modes
 
 __all__ = [
@@ -138,4 +140,13 @@ __all__ = [
     "FASTER",
     "tanh_softplus",
     "AbstractMLPField",
+    "Agreement",
+    "Answer",
+    "Claim",
+    "Comparison",
+    "Verdict",
+    "Figure",
+    "Page",
+    "Study",
+    "Table",
 ]

@@ -162,3 +162,76 @@ def test_the_check_spares_one_comparison_stated_alike():
         "c.md": "- sharded `jit` with StepTo gains nothing measurable: 2.07x [1.78, 2.46] flat.",
     }
     assert contradictions(pages) == [], contradictions(pages)
+
+
+# Claims as values: the report's claims about one comparison (`study.claim.Comparison`)
+# agree unless they name the sessions that differ (`report.consistency`).
+
+from odestudy.study.claim import Agreement, Claim, Comparison, Verdict  # noqa: E402
+
+COMPARISON = Comparison(
+    "oscillator", "quick scale, width 64, batch 32", "stepto", "shard", 2,
+    "the default step", "its own step on one device", "a-machine",
+)  # fmt: skip
+MONDAY, TUESDAY = "a-machine, 2026-11-23 08:00–09:00 UTC", "a-machine, 2026-11-24 08:00–09:00 UTC"
+
+
+def _claim(value, low, high, sessions=(MONDAY,), where="a", **kw) -> Claim:
+    verdict = Verdict.of(low, high)
+    return Claim(COMPARISON, value, (low, high), verdict, sessions, where=where, **kw)
+
+
+def test_two_claims_about_one_comparison_that_disagree_in_one_session_fail_the_report(
+    monkeypatch, tmp_path
+):
+    from odestudy.report import consistency, findings, publish
+
+    planted = [_claim(0.97, 0.79, 1.10, where="README"), _claim(0.79, 0.74, 0.93, where="page")]
+    (found,) = consistency.conflicts(planted)
+    assert "0.97x [0.79, 1.1] not separable (README" in found and "slower (page" in found
+    # A claim that names no session cannot disagree with another either.
+    assert consistency.conflicts([planted[0], _claim(0.79, 0.74, 0.93, sessions=())])
+    # The report checks its claims before it writes a page.
+    monkeypatch.setattr(publish, "write_report", lambda *a, **k: {"rows": [], "values": {}})
+    monkeypatch.setattr(findings, "scale_records", lambda *a, **k: [])
+    monkeypatch.setattr(findings, "verdict_stated", lambda rows: planted)
+    with pytest.raises(consistency.InconsistentClaims, match="claims disagree"):
+        publish.publish(tmp_path, "quick", tmp_path, docs=tmp_path)
+    assert not (tmp_path / "results").exists()
+
+
+def test_claims_about_one_comparison_may_differ_where_their_sessions_do():
+    from odestudy.report.consistency import conflicts
+
+    same = [_claim(0.97, 0.79, 1.10, where="README"), _claim(0.97, 0.79, 1.10, where="page")]
+    apart = [_claim(0.97, 0.79, 1.10), _claim(0.79, 0.74, 0.93, sessions=(TUESDAY,))]
+    assert conflicts(same) == [] and conflicts(apart) == []
+    # Flagged in one place and not in another, in one session: a conflict.
+    assert conflicts([same[0], _claim(0.97, 0.79, 1.10, flagged=True)])
+
+
+def test_a_claim_says_how_many_sessions_with_rows_agree_and_names_the_others():
+    agreed = Agreement(5, 6, ((Verdict.SLOWER, ("2026-11-26 11:12–12:04 UTC",)),))
+    assert agreed.said(Verdict.FASTER) == (
+        "faster in 5 of 6 sessions with such rows; slower in 1 (2026-11-26 11:12–12:04 UTC)"
+    )
+
+
+def test_the_committed_records_claims_agree_by_comparison(scale="quick"):
+    from odestudy.report.consistency import conflicts
+    from odestudy.report.document import report_rows
+    from odestudy.report.findings import findings
+    from odestudy.study.records import read_once
+
+    results = ROOT / "results"
+    with read_once():
+        rows = report_rows(results, scale)[2]
+        found = findings(results, scale, rows)  # raises where claims disagree
+    claims = found.claims()
+    assert found.readme and found.by_session and found.verdict
+    assert claims and all(c.sessions for c in claims)
+    assert conflicts(claims) == []
+    for claim in claims:
+        if claim.agreement is not None and claim.verdict is not Verdict.ONE_RUN:
+            k, n = claim.agreement.agree, claim.agreement.answered
+            assert 0 < n and k + sum(len(w) for _, w in claim.agreement.others) == n

@@ -28,7 +28,7 @@ from odestudy.measure.controllers import parse_controller
 from odestudy.measure.model import DEFAULT
 from odestudy.measure.solvers import Structure, solve_options
 from odestudy.measure.training import shares_program
-from odestudy.report.claims import _ctrl
+from odestudy.report.claims import controller_label
 from odestudy.report.plots import CONTROLLER_STYLE
 
 from .helpers import dataset
@@ -55,7 +55,7 @@ def test_each_controller_is_its_scenario_type(name):
     assert type(s.stepsize_controller) is cls and s.controller == name
     assert s.ode_solve().controller == cls() and Solve(name).controller == cls()
     assert parse_controller(name) == cls() and parse_controller(cls()) == cls()
-    assert _ctrl(name) == cls.label and CONTROLLER_STYLE[name] == cls.line
+    assert controller_label(name) == cls.label and CONTROLLER_STYLE[name] == cls.line
 
 
 @pytest.mark.parametrize("name", list(CONTROLLERS))
@@ -116,7 +116,7 @@ def test_defining_the_class_makes_it_a_choice(third):
     assert s.name() == "cpu-1dev-single-constant-strong-smoke"
     args = cli.parser().parse_args(["run", "--out", "x", "--controller", "constant"])
     assert cli.scenario_from_args(args) == Scenario(controller="constant")
-    assert _ctrl("constant") == "constant step" and CONTROLLER_STYLE["constant"] == ":x"
+    assert controller_label("constant") == "constant step" and CONTROLLER_STYLE["constant"] == ":x"
 
 
 def test_the_explain_figure_draws_the_third_controller_with_its_line(third):

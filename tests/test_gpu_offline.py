@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from odestudy.measure.environment import ROOT
-from odestudy.study import matrix
+from odestudy.study import grid, matrix
 
 PACKAGES = ("papermill", "ipykernel", "nbformat", "nbconvert", "tqdm")
 TARGET = (
@@ -78,7 +78,7 @@ def test_gathered_wheels_install_without_an_index(wheels, tmp_path):
 
 @pytest.mark.parametrize("gpus", [0, 1, 2])
 def test_gpu_rows_are_planned_by_the_gpus_present(monkeypatch, gpus):
-    monkeypatch.setattr(matrix, "gpu_count", lambda: gpus)
+    monkeypatch.setattr(grid, "gpu_count", lambda: gpus)
     for full in (False, True):
         runnable, not_run = matrix.plan("quick", "gpu", full=full)
         assert all(s.device == "gpu" and s.total_devices <= gpus for s in runnable)
@@ -93,7 +93,7 @@ def test_gpu_rows_are_planned_by_the_gpus_present(monkeypatch, gpus):
 
 
 def test_not_run_records_are_written_once(monkeypatch, tmp_path):
-    monkeypatch.setattr(matrix, "gpu_count", lambda: 0)
+    monkeypatch.setattr(grid, "gpu_count", lambda: 0)
     matrix.run_matrix("smoke", "gpu", results=tmp_path, show_progress=False)
     paths = sorted(tmp_path.glob("*/smoke/*/metrics.json"))
     assert paths and all('"not_run"' in p.read_text() for p in paths)

@@ -33,7 +33,7 @@ def _modules() -> dict[str, Path]:
     return {
         ".".join(p.relative_to(PACKAGE).with_suffix("").parts): p
         for layer in LAYERS
-        for p in sorted((PACKAGE / layer).glob("*.py"))
+        for p in sorted((PACKAGE / layer).rglob("*.py"))
         if p.name != "__init__.py"
     }
 

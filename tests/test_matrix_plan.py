@@ -6,7 +6,7 @@ import pytest
 from odestudy import cli
 from odestudy.measure import environment
 from odestudy.measure.scenario import Scenario
-from odestudy.study import matrix, runner
+from odestudy.study import grid, matrix, runner
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ def _listed(lines: list[str]) -> dict[str, str]:
 
 
 def test_a_dry_run_plans_8_gpus_where_none_is_present(tmp_path, monkeypatch, capsys, nothing_runs):
-    monkeypatch.setattr(matrix, "gpu_count", lambda: 0)
+    monkeypatch.setattr(grid, "gpu_count", lambda: 0)
     results = tmp_path / "results"
     args = ["--scale", "quick", "--device", "gpu", "--device-count", "8"]
     code, lines = _dry_run(args, results, capsys)
@@ -191,7 +191,7 @@ def test_gpus_planned_run_on_a_partition_and_not_here(monkeypatch):
     from odestudy.study.slurm import SlurmExecutor
     from odestudy.study.studies import Sizing
 
-    monkeypatch.setattr(matrix, "gpu_count", lambda: 0)
+    monkeypatch.setattr(grid, "gpu_count", lambda: 0)
     planned = Sizing(4, SlurmExecutor().gpus(4))
     runnable, not_run = matrix.plan("quick", "gpu", sizing=planned)
     assert not not_run and {s.total_devices for s in runnable} == {1, 2, 4}

@@ -13,7 +13,7 @@ from odestudy import cli
 from odestudy.measure.scenario import Scenario
 from odestudy.report import pages
 from odestudy.report.claims import scale_claims
-from odestudy.report.document import report_rows
+from odestudy.report.document import report_rows, write_report
 from odestudy.report.tables import escape
 from odestudy.study import records
 from odestudy.study.matrix import record_path
@@ -102,11 +102,18 @@ def test_report_opens_with_the_question_the_verdict_and_the_headline_figure(rend
     assert (figures / "tables" / "verdict.md").read_text().startswith("# Verdict (smoke scale)")
 
 
-def test_a_results_page_answers_first_in_html(rendered, tmp_path):
+@pytest.fixture(scope="module")
+def values(rendered) -> dict:
+    """The report's tables of `rendered` as values (`write_report`'s `values`)."""
+    results, figures = rendered
+    return write_report(results, "smoke", figures, draw=False)["values"]
+
+
+def test_a_results_page_answers_first_in_html(rendered, values, tmp_path):
     results, figures = rendered
     _, _, rows, _ = report_rows(results, "smoke")
     claims = scale_claims(str(results), "smoke", rows)
-    text = pages.page("quick", results, figures, tmp_path / "docs", claims)
+    text = pages.page("quick", results, figures, tmp_path / "docs", claims, values)
     assert text.startswith(pages.GENERATED_START) and text.rstrip().endswith(pages.GENERATED_END)
     html = pages.render_html(text, tmp_path / "page.html", tmp_path / "docs" / "results")
     body = html.read_text()
@@ -122,13 +129,13 @@ def test_a_page_with_no_rows_says_so_in_one_line(tmp_path):
     assert len(body) == 1 and body[0].startswith("No rows yet")
 
 
-def test_results_page_fits_a_1400_px_window(rendered, tmp_path):
+def test_results_page_fits_a_1400_px_window(rendered, values, tmp_path):
     if not CHROMIUM.exists():
         pytest.skip("chromium not installed (/usr/bin/chromium): the page width is not checked")
     results, figures = rendered
     _, _, rows, _ = report_rows(results, "smoke")
     text = pages.page(
-        "quick", results, figures, tmp_path, scale_claims(str(results), "smoke", rows)
+        "quick", results, figures, tmp_path, scale_claims(str(results), "smoke", rows), values
     )
     html = pages.render_html(text, tmp_path / "quick.html", tmp_path / "results")
     assert_fits_1400_px(html.read_text(), tmp_path)

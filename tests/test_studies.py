@@ -149,9 +149,9 @@ def test_the_step_study_reads_a_machines_lever_records(tmp_path):
 def test_the_answer_and_the_figures_are_values_that_pages_render(tmp_path):
     from odestudy.report.claims import render_claims
     from odestudy.report.pages import page_figures, render_figure
-    from odestudy.study.studies import Claim, page_named
+    from odestudy.study.studies import Answer, page_named
 
-    claims = [Claim("cpu", ("- Use `shard_map`.",)), Claim("gpu", missing="no rows.")]
+    claims = [Answer("cpu", ("- Use `shard_map`.",)), Answer("gpu", missing="no rows.")]
     assert render_claims(claims) == [
         "**CPU**",
         "",
@@ -163,3 +163,20 @@ def test_the_answer_and_the_figures_are_values_that_pages_render(tmp_path):
     (tmp_path / "workloads.png").write_bytes(b"")
     (figure,) = page_figures(page_named("workloads"), tmp_path)
     assert render_figure(figure, tmp_path / "docs") == "![workloads](../workloads.png)"
+
+
+def test_a_page_renders_its_table_values_and_reads_no_file_back(tmp_path):
+    from odestudy.report.pages import page
+    from odestudy.report.tables import table_value, write_table
+    from odestudy.study.studies import Table
+
+    written = write_table(tmp_path / "tables" / "workloads.md", "# Workload map\n\nrows\n")
+    assert written == table_value("workloads", "# Workload map\n\nrows\n")
+    assert (written.title, written.text) == ("Workload map", "rows\n")
+    (tmp_path / "tables" / "workloads.md").write_text("# Stale\n\nold rows\n")
+    text = page("workloads", tmp_path, tmp_path, tmp_path / "docs", None, {"workloads": written})
+    assert "## Workload map\n\nrows" in text and "Stale" not in text
+    # Without the value the page has no table, whatever files lie there.
+    assert "No rows yet" in page("workloads", tmp_path, tmp_path, tmp_path / "docs", None, {})
+    rows = Table("t", "T", ("a",), (("1",),), notes="n")
+    assert "| a" in page("workloads", tmp_path, tmp_path, tmp_path, None, {"workloads": rows})

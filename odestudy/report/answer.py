@@ -4,6 +4,7 @@ its time; when splitting the batch pays (`crossover.py`), measured or predicted 
 saying which; each figure over the reference's step labelled so. Every number comes
 from the records, with its interval, machine and session."""
 
+import dataclasses
 import os
 import textwrap
 from collections.abc import Sequence
@@ -12,13 +13,18 @@ from typing import Any
 
 from ..measure.controllers import CONTROLLERS
 from ..study import records
+from ..study.claim import Claim
 from . import sessions
 from .best import Best, best_for, best_steps, step_of
+from .comparisons import BEST_STEP, REFERENCE_STEP, ratio_claim, render_x
 from .crossover import CROSSOVER_WORKLOADS, batch_crossing, points, study_records, work_crossing
 from .intervals import ratio_interval
 from .loss import MARK, differs, trained
 from .tables import escape
 from .verdict import exceeds_cores, one_run
+
+# The scale whose answer the README gives (`pages.update_readme`).
+README_SCALE = "quick"
 
 # The mode the answer states the crossover of: one solver loop per device, one
 # collective per step (the mode that pays first on the map).
@@ -57,10 +63,30 @@ def _on_best(rows: Sequence[dict[str, Any]], best: Best, n: int) -> list[dict[st
     return sorted(found, key=lambda r: -r["speedup_best"])
 
 
-def controller_line(rows: Sequence[dict[str, Any]], controller: str) -> str | None:
-    """One controller's bullet: the best 1-device step and its time, each mode's speedup
-    over it on the most devices within the cores, and the fastest's over the
-    reference's (default) 1-device step."""
+# Where the README's answer states its claims (`Claim.where`).
+README_WHERE = "the README's answer"
+
+
+@dataclasses.dataclass(frozen=True)
+class ControllerAnswer:
+    """One controller's part of the README's answer: its best 1-device step (`best`),
+    the device count `n` and per-device `batch`, each mode's claim over the best step
+    (`modes`, fastest first) and the fastest's over the reference's 1-device step
+    (`reference`, None where that was not measured or did not train)."""
+
+    controller: str
+    best: Best
+    n: int
+    batch: int
+    modes: tuple[Claim, ...]
+    reference: Claim | None
+    one_run: bool
+
+
+def controller_answer(rows: Sequence[dict[str, Any]], controller: str) -> ControllerAnswer | None:
+    """The claims of one controller's bullet: each mode's speedup over the best 1-device
+    step on the most devices within the cores, and the fastest's over the reference's
+    (default) 1-device step; None without such rows."""
     mine = [r for r in rows if r["controller"] == controller and r["scaling"] == "strong"]
     n = _devices(mine)
     ones = [r for r in mine if r["n_devices"] == 1 and r["status"] == "ok"]
@@ -70,36 +96,67 @@ def controller_line(rows: Sequence[dict[str, Any]], controller: str) -> str | No
     found = _on_best(mine, best, n)
     if not found:
         return None
-    modes = ", ".join(
-        f"`{escape(r['mode'])}` {_x((r['speedup_best'], *r['speedup_best_ci']))}"
-        + (f" {MARK}" if r.get("best_differs") else "")
+    modes = tuple(
+        ratio_claim(r, best.record, BEST_STEP, (r["speedup_best"], *r["speedup_best_ci"]),
+                    README_WHERE, bool(r.get("best_differs")))
         for r in found
-    )
-    top = found[0]
-    said = verdict((top["speedup_best"], *top["speedup_best_ci"]))
-    batch = top["global_batch"] // n
-    text = (
-        f"- **{escape(controller)}**: best 1-device step {escape(best.said())}. On {n} "
-        f"devices ({batch} series each): {modes}; the fastest {said}"
-        + (" (one run)" if one_run(top) else "")
-        + "."
-    )
-    default = best.default
+    )  # fmt: skip
+    top, default, reference = found[0], best.default, None
     if default is not None and default is not best.record and trained(default):
         over = ratio_interval(default, top)
-        text += (
-            f" Over the reference's step ({default['step_time_s'] * 1e3:.3g} ms): "
-            f"`{escape(top['mode'])}` {_x(over)}" + (f" {MARK}" if differs(top, default) else "")
+        reference = ratio_claim(
+            top, default, REFERENCE_STEP, over, README_WHERE, differs(top, default)
         )
-        text += "."
+    return ControllerAnswer(
+        controller, best, n, top["global_batch"] // n, modes, reference, one_run(top)
+    )
+
+
+def render_controller(a: ControllerAnswer) -> str:
+    """`a` as one bullet: the best 1-device step and its time, each mode's speedup over
+    it, what the fastest's interval says, and the fastest over the reference's step."""
+    modes = ", ".join(f"`{escape(c.comparison.mode)}` {render_x(c)}" for c in a.modes)
+    top = a.modes[0]
+    said = verdict((top.value, *top.interval))
+    text = (
+        f"- **{escape(a.controller)}**: best 1-device step {escape(a.best.said())}. On {a.n} "
+        f"devices ({a.batch} series each): {modes}; the fastest {said}"
+        + (" (one run)" if a.one_run else "")
+        + "."
+    )
+    if a.reference is not None and a.best.default is not None:
+        text += (
+            f" Over the reference's step ({a.best.default['step_time_s'] * 1e3:.3g} ms): "
+            f"`{escape(a.reference.comparison.mode)}` {render_x(a.reference)}."
+        )
     return text
 
 
-def quick_lines(rows: Sequence[dict[str, Any]], device: str) -> list[str]:
-    """The answer's bullets for one device kind from the quick scaling rows of one
-    machine, with where they were measured; or why there are none."""
+def controller_answers(
+    rows: Sequence[dict[str, Any]], device: str = "cpu"
+) -> tuple[ControllerAnswer, ...]:
+    """The README's answer for one device kind: each controller's (`controller_answer`)
+    that has one."""
     ok = [r for r in rows if r["device"] == device and r["status"] == "ok"]
-    lines = [line for c in CONTROLLERS if (line := controller_line(ok, c))]
+    return tuple(a for c in CONTROLLERS if (a := controller_answer(ok, c)) is not None)
+
+
+def readme_claims(answers: Sequence[ControllerAnswer]) -> list[Claim]:
+    """Every claim of the README's answer (`controller_answers`)."""
+    return [c for a in answers for c in (*a.modes, a.reference) if c is not None]
+
+
+def quick_lines(
+    rows: Sequence[dict[str, Any]],
+    device: str,
+    answers: Sequence[ControllerAnswer] | None = None,
+) -> list[str]:
+    """The answer's bullets for one device kind from the quick scaling rows of one
+    machine (`answers`, its `controller_answers` where already made), with where they
+    were measured; or why there are none."""
+    ok = [r for r in rows if r["device"] == device and r["status"] == "ok"]
+    answers = controller_answers(rows, device) if answers is None else answers
+    lines = [render_controller(a) for a in answers]
     name = device.upper()
     if not lines:
         return [f"**{name}**: no multi-device {name} row of the best step measured here yet.", ""]
@@ -239,10 +296,15 @@ def gpu_bound_line(results: str | Path) -> list[str]:
 
 
 def readme_answer(
-    results: str | Path, rows: Sequence[dict[str, Any]], figure: Path | None, base: Path
+    results: str | Path,
+    rows: Sequence[dict[str, Any]],
+    figure: Path | None,
+    base: Path,
+    answers: Sequence[ControllerAnswer] | None = None,
 ) -> list[str]:
-    """The README's answer as markdown lines: the quick CPU and GPU bullets, when
-    splitting pays, and `figure` (relative to `base`)."""
+    """The README's answer as markdown lines: the quick CPU bullets (`answers`, the CPU
+    `controller_answers` where already made) and the GPU's, when splitting pays, and
+    `figure` (relative to `base`)."""
     lines = [
         "Every speedup is over the **best 1-device step**: the fastest measured 1-device "
         "step that trains the same model (for the study's own problems, the recommended "
@@ -250,7 +312,7 @@ def readme_answer(
         "update of the global batch. Intervals are 95%; "
         f"{MARK} marks rows trained to different final losses.",
         "",
-        *quick_lines(rows, "cpu"),
+        *quick_lines(rows, "cpu", answers),
         *crossover_lines(results),
     ]
     if figure is not None and figure.exists():

@@ -12,32 +12,25 @@ from typing import Any
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
-from ..study.studies import Claim
+from ..study.claim import Agreement, Answer, Claim, Verdict
 from ..study.workloads import MAP_FOLDER
 from . import loss, sessions
+from .comparisons import own_claim, render_x
 from .frames import in_scaling_matrix, read_records, scaling_rows
 from .tables import escape
 from .verdict import ONE_RUN, compare, exceeds_cores, one_run
 
 
-def _mode(mode: str) -> str:
+def mode_label(mode: str) -> str:
     """A mode as the answer names it: its class's `label`, else its name as code."""
     found = MODES.get(mode)
     return found.label if found is not None else f"`{escape(mode)}`"
 
 
-def _ctrl(controller: str) -> str:
+def controller_label(controller: str) -> str:
     """A controller as the answer names it: its class's `label`, else its name."""
     found = CONTROLLERS.get(controller)
     return found.label if found is not None else escape(controller)
-
-
-def _x(row: dict[str, Any]) -> str:
-    """`1.57x [1.49, 2.16]`, marked (`loss.MARK`) where the row and its 1-device
-    baseline trained to different losses."""
-    low, high = row["speedup_ci"]
-    text = f"{row['speedup']:.2f}x [{low:.2f}, {high:.2f}]"
-    return loss.baseline_flag(text, row)
 
 
 def judge(found: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +65,8 @@ def _apart(per: dict[str, Any]) -> str:
     if all(seps.values()):
         return " (fastest first; the intervals separate them)"
     said = ", ".join(
-        f"{'separated' if sep else 'not separable'} with {_ctrl(c)}" for c, sep in seps.items()
+        f"{'separated' if sep else 'not separable'} with {controller_label(c)}"
+        for c, sep in seps.items()
     )
     return f" (fastest first; {said})"
 
@@ -122,18 +116,50 @@ def holds(
     predicate `test(judged per controller)` holds: `(holds, answered)`. `test` gives
     None for a session without rows of its comparison (another controller's only, say),
     which is not counted: "k of n" counts only sessions that could answer."""
-    yes = answered = 0
-    for per in judged_sessions(session_rows, scaling, n).values():
-        verdict = test(per)
-        if verdict is None:
-            continue
-        answered += 1
-        yes += bool(verdict)
-    return yes, answered
+    return holds_of(judged_sessions(session_rows, scaling, n), test)
 
 
-# How a session judged one mode, in words (`judge`'s kinds).
-SAID = {"use": "faster", "avoid": "slower", "none": "not separable", "one_run": "one run"}
+def holds_of(judged: dict[Any, dict[str, dict[str, Any]]], test: Any) -> tuple[int, int]:
+    """`holds` over sessions already judged (`judged_sessions`)."""
+    said = [v for per in judged.values() if (v := test(per)) is not None]
+    return sum(map(bool, said)), len(said)
+
+
+# How a session judged one mode (`judge`'s kinds), as a verdict.
+KINDS = {
+    "use": Verdict.FASTER,
+    "avoid": Verdict.SLOWER,
+    "none": Verdict.LEVEL,
+    "one_run": Verdict.ONE_RUN,
+}
+
+
+def agreement(
+    session_rows: dict[Any, list[dict[str, Any]]],
+    scaling: str,
+    n: int,
+    c: str,
+    mode: str,
+    verdict: Verdict,
+) -> Agreement:
+    """How the sessions of `session_rows` holding rows of `mode` under controller `c` on
+    `n` devices judged it: how many found `verdict`, of how many answered, and the
+    others (each session's `when`), by what they found. A session without such rows
+    does not count."""
+    return agreement_of(judged_sessions(session_rows, scaling, n), c, mode, verdict)
+
+
+def agreement_of(
+    judged: dict[Any, dict[str, dict[str, Any]]], c: str, mode: str, verdict: Verdict
+) -> Agreement:
+    """`agreement` over sessions already judged (`judged_sessions`)."""
+    found: dict[Verdict, list[str]] = {}
+    for session, per in judged.items():
+        kind = next((k for k in KINDS if c in per and mode in _modes(per[c][k])), None)
+        if kind is not None:
+            found.setdefault(KINDS[kind], []).append(escape(session.when))
+    others = tuple((v, tuple(sorted(w))) for v, w in found.items() if v != verdict)
+    return Agreement(len(found.get(verdict, [])), sum(map(len, found.values())), others)
 
 
 def dissent(
@@ -146,15 +172,9 @@ def dissent(
 ) -> str:
     """The sessions whose judgement of `mode` under controller `c` is not `kind`, by
     what they found: `; slower in 1 (2026-11-24 18:51–20:03 UTC)`, or "" where none
-    differs."""
-    found: dict[str, list[str]] = {}
-    for session, per in judged_sessions(session_rows, scaling, n).items():
-        other = next((k for k in SAID if c in per and mode in _modes(per[c][k])), None)
-        if other is not None and other != kind:
-            found.setdefault(SAID[other], []).append(escape(session.when))
-    return "".join(
-        f"; {what} in {len(when)} ({', '.join(sorted(when))})" for what, when in found.items()
-    )
+    differs (`agreement`)."""
+    found = agreement(session_rows, scaling, n, c, mode, KINDS[kind])
+    return "".join(f"; {v.value} in {len(when)} ({', '.join(when)})" for v, when in found.others)
 
 
 def _modes(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -162,33 +182,57 @@ def _modes(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 
 @dataclasses.dataclass(frozen=True)
-class Answer:
+class Judged:
     """What one machine and session's scaling rows answer (`answer`): per controller
     its comparison and judgement, the device count, where measured (`label`), what is
-    held fixed (`what`), and every session's rows (`by_session`) to count in."""
+    held fixed (`what`), every session judged (`judged`) to count in, and each
+    judged row's claim (`claims`, by controller and mode: `comparisons.own_claim`)."""
 
     per: dict[str, tuple[dict[str, Any], dict[str, Any]]]
     n: int
     label: str
     what: str
     scaling: str
-    by_session: dict[Any, list[dict[str, Any]]]
+    judged: dict[Any, dict[str, dict[str, Any]]]
+    claims: dict[tuple[str, str], Claim] = dataclasses.field(default_factory=dict)
 
     def holds(self, test: Any) -> tuple[int, int]:
         """`holds` of `test` over every session's rows on this answer's devices."""
-        return holds(self.by_session, self.scaling, self.n, test)
+        return holds_of(self.judged, test)
 
-    def said(self, kind: str, c: str, mode: str) -> str:
-        """`holds in k of n sessions with such rows` for `mode` being of `kind` under `c`,
-        with the sessions that found otherwise (`dissent`)."""
-        k, m = self.holds(_in(kind, c, mode))
-        other = dissent(self.by_session, self.scaling, self.n, c, mode, kind)
-        return f"holds in {k} of {m} sessions with such rows{other}"
+    def x(self, c: str, row: dict[str, Any]) -> str:
+        """The claim of `row` (under `c`) as `1.57x [1.49, 2.16]` (`render_x`)."""
+        return render_x(self.claims[(c, row["mode"])])
+
+    def said(self, c: str, row: dict[str, Any]) -> str:
+        """How the sessions with rows of `row`'s comparison judged it (`Agreement.said`):
+        `slower in 5 of 6 sessions with such rows; not separable in 1 (...)`."""
+        claim = self.claims[(c, row["mode"])]
+        assert claim.agreement is not None
+        return claim.agreement.said(claim.verdict)
+
+
+# Where the answer's claims are stated (`Claim.where`).
+ANSWER_WHERE = "the answer with the default step"
+
+
+def _claims(
+    per: dict[str, tuple[dict[str, Any], dict[str, Any]]],
+    judged: dict[Any, dict[str, dict[str, Any]]],
+) -> dict[tuple[str, str], Claim]:
+    """Each judged row's claim, with how the sessions with such rows judged it."""
+    out = {}
+    for c, (found, _) in per.items():
+        for r in found["ranked"]:
+            claim = own_claim(r, ANSWER_WHERE)
+            agreed = agreement_of(judged, c, r["mode"], claim.verdict)
+            out[(c, r["mode"])] = dataclasses.replace(claim, agreement=agreed)
+    return out
 
 
 def answer(
     rows: Sequence[dict[str, Any]], every: Sequence[dict[str, Any]], scaling: str, device: str
-) -> Answer | None:
+) -> Judged | None:
     """Select: the comparisons of `rows` (one machine and session) per controller, None
     where no controller has multi-device rows."""
     ok = [r for r in rows if r["status"] == "ok" and r["device"] == device]
@@ -201,24 +245,34 @@ def answer(
         return None
     n = next(iter(per.values()))[0]["n"]
     where = {sessions.session_of(r) for r in ok if r["n_devices"] == n}
-    return Answer(
+    judged = judged_sessions(groups(every, device), scaling, n)
+    return Judged(
         per=per,
         n=n,
         label="; ".join(sorted(escape(s.label) for s in where)),
         what="a fixed global batch" if scaling == "strong" else "a fixed per-device batch",
         scaling=scaling,
-        by_session=groups(every, device),
+        judged=judged,
+        claims=_claims(per, judged),
     )
 
 
-def _use(a: Answer) -> list[str]:
+def _not_held(a: Judged, test: Any) -> str:
+    """`; not in 1 (2026-11-26 11:12–12:04 UTC)`: the sessions with rows of the
+    comparison where `test` fails, or ""."""
+    when = sorted(escape(s.when) for s, per in a.judged.items() if test(per) is False)
+    return f"; not in {len(when)} ({', '.join(when)})" if when else ""
+
+
+def _use(a: Judged) -> list[str]:
     """The bullet naming the modes faster than one device with every controller."""
     use = {c: [r["mode"] for r in j["use"]] for c, (_, j) in a.per.items()}
     modes = [m for m in next(iter(use.values())) if all(m in ms for ms in use.values())]
     if not modes:
         return []
     shown = "; ".join(
-        f"{_ctrl(c)} " + ", ".join(f"{_mode(r['mode'])} {_x(r)}" for r in j["use"])
+        f"{controller_label(c)} "
+        + ", ".join(f"{mode_label(r['mode'])} {a.x(c, r)}" for r in j["use"])
         for c, (_, j) in a.per.items()
         if j["use"]
     )
@@ -232,10 +286,11 @@ def _use(a: Answer) -> list[str]:
 
     k, m = a.holds(test)
     return [
-        f"- **Use {' or '.join(_mode(x) for x in modes)}**{apart}: faster than one "
+        f"- **Use {' or '.join(mode_label(x) for x in modes)}**{apart}: faster than one "
         f"device within their 95% intervals on {escape(a.n)} devices at {a.what} (every "
         f"mode that is, per controller: {shown}). "
-        f"Measured on {a.label}; holds in {k} of {m} sessions with such rows."
+        f"Measured on {a.label}; holds in {k} of {m} sessions with such rows"
+        f"{_not_held(a, test)}."
     ]
 
 
@@ -244,38 +299,39 @@ def _in(kind: str, c: str, mode: str) -> Any:
     where the session holds no row of `mode` under `c` (it does not answer)."""
 
     def test(p: dict[str, Any]) -> bool | None:
-        if c not in p or not any(mode in _modes(p[c][k]) for k in SAID):
+        if c not in p or not any(mode in _modes(p[c][k]) for k in KINDS):
             return None
         return mode in _modes(p[c][kind])
 
     return test
 
 
-def _avoid_and_level(a: Answer) -> list[str]:
+def _avoid_and_level(a: Judged) -> list[str]:
     """A bullet per mode slower than one device, and per mode not separable from it."""
     lines = []
     for c, (_, j) in a.per.items():
         for r in j["avoid"]:
+            what = f"{mode_label(r['mode'])} with {controller_label(c)}"
             lines.append(
-                f"- **Avoid {_mode(r['mode'])} with {_ctrl(c)}**: {_x(r)} of one device's "
-                f"speed{_why(r)}. Measured on {a.label}; {a.said('avoid', c, r['mode'])}."
+                f"- **Avoid {what}**: {a.x(c, r)} of one device's speed{_why(r)}. "
+                f"Measured on {a.label}; {a.said(c, r)}."
             )
         for r in j["none"]:
+            what = f"{mode_label(r['mode'])} with {controller_label(c)}"
             lines.append(
-                f"- {_mode(r['mode'])} with {_ctrl(c)} gains nothing measurable: {_x(r)}, "
-                f"not separable from one device. Measured on {a.label}; "
-                f"{a.said('none', c, r['mode'])}."
+                f"- {what} gains nothing measurable: {a.x(c, r)}, not separable from one "
+                f"device. Measured on {a.label}; {a.said(c, r)}."
             )
     return lines
 
 
-def _one_run(a: Answer) -> list[str]:
+def _one_run(a: Judged) -> list[str]:
     """The bullet listing rows timed in one run, which back no verdict."""
     single = {c: j["one_run"] for c, (_, j) in a.per.items() if j["one_run"]}
     if not single:
         return []
     shown = "; ".join(
-        f"{_ctrl(c)} " + ", ".join(f"{_mode(r['mode'])} {_x(r)}" for r in rs)
+        f"{controller_label(c)} " + ", ".join(f"{mode_label(r['mode'])} {a.x(c, r)}" for r in rs)
         for c, rs in single.items()
     )
     return [
@@ -285,20 +341,26 @@ def _one_run(a: Answer) -> list[str]:
     ]
 
 
-def verdict_claims(
+def device_answer(
     rows: Sequence[dict[str, Any]],
     every: Sequence[dict[str, Any]],
     scaling: str = "strong",
     device: str = "cpu",
-) -> list[str]:
-    """The answer in plain words, as markdown bullets, from the scaling rows of one
-    machine and session (`rows`, `frames.scaling_rows`): which mode to use and which
-    to avoid, per controller, with intervals and the measured reason, the machine and
-    session named; each says in how many sessions of `every` (ok records of the same
-    scale, every machine) that answer it, it holds."""
+    scale: str = "",
+) -> Answer:
+    """The answer for one device kind (`Answer`) from the scaling rows of one machine and
+    session (`rows`, `frames.scaling_rows`): each judged row's claim, and the bullets
+    rendered from them (which mode to use and which to avoid, per controller, with
+    intervals and the measured reason, the machine and session named; each says in how
+    many sessions of `every`, ok records of the same scale, every machine, that hold
+    its rows it holds). Without multi-device rows, why not (`missing`)."""
     found = answer(rows, every, scaling, device)
     if found is None:
-        return []
+        missing = (
+            f"no multi-device {device.upper()} row of the current protocol at the "
+            f"{escape(scale)} scale."
+        )
+        return Answer(device, missing=missing)
     lines = _use(found) + _avoid_and_level(found) + _one_run(found)
     ok = [r for r in rows if r["status"] == "ok" and r["device"] == device]
     beyond = sorted({r["n_devices"] for r in ok if exceeds_cores(r)})
@@ -309,39 +371,65 @@ def verdict_claims(
             "measure overhead and are left out of this answer."
         )
     lines += [f"- {n}" for n in loss.notes("\n".join(lines))]
-    return lines
+    return Answer(device, tuple(lines), claims=tuple(found.claims.values()))
+
+
+def verdict_claims(
+    rows: Sequence[dict[str, Any]],
+    every: Sequence[dict[str, Any]],
+    scaling: str = "strong",
+    device: str = "cpu",
+) -> list[str]:
+    """The bullets of `device_answer` (none without multi-device rows)."""
+    return list(device_answer(rows, every, scaling, device).bullets)
+
+
+# Where the verdict states its claims (`Claim.where`, `verdict.verdict_markdown`).
+VERDICT_WHERE = "the verdict"
+
+
+def verdict_stated(rows: Sequence[dict[str, Any]]) -> list[Claim]:
+    """The claims the verdict (`verdict.verdict_markdown`) states of `rows`: per device
+    kind, scaling and controller, each row of its comparison (`verdict.compare`) over
+    its own 1-device row."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    found = []
+    for device in ("cpu", "gpu"):
+        mine = [r for r in ok if r["device"] == device]
+        for scaling in ("strong", "weak"):
+            for controller in dict.fromkeys(r["controller"] for r in mine):
+                ranked = compare(mine, controller, scaling)["ranked"]
+                found += [own_claim(r, VERDICT_WHERE) for r in ranked]
+    return found
+
+
+def scale_records(results: str | Path, scale: str) -> list[dict[str, Any]]:
+    """Every ok record of `scale` under `results` and those that repeat them elsewhere
+    (`related_records`): the sessions a claim of the scale counts in."""
+    every = [r for r in read_records(results, scale, current=True) if r["status"] == "ok"]
+    return every + related_records(results, scale, every)
 
 
 def answer_claims(
     results: str | Path, scale: str, rows: Sequence[dict[str, Any]], scaling: str = "strong"
-) -> list[Claim]:
-    """The answer per device kind (`Claim`): `verdict_claims` of `rows` against every ok
-    scaling record of `scale` under `results` (each session of each machine, and the
-    records that repeat them elsewhere, `related_records`); a device kind without
-    multi-device rows says so."""
-    every = [r for r in read_records(results, scale, current=True) if r["status"] == "ok"]
-    every += related_records(results, scale, every)
-    out = []
-    for device in ("cpu", "gpu"):
-        found = verdict_claims(rows, every, scaling, device)
-        name = device.upper()
-        missing = (
-            f"no multi-device {name} row of the current protocol at the {escape(scale)} scale."
-        )
-        out.append(Claim(device, tuple(found), "" if found else missing))
-    return out
+) -> list[Answer]:
+    """The answer per device kind (`device_answer`) of `rows` against every ok scaling
+    record of `scale` under `results` (each session of each machine, and the records
+    that repeat them elsewhere, `scale_records`)."""
+    every = scale_records(results, scale)
+    return [device_answer(rows, every, scaling, d, scale) for d in ("cpu", "gpu")]
 
 
-def render_claims(claims: Sequence[Claim]) -> list[str]:
-    """`claims` as markdown lines: per device kind its name in bold, then its bullets,
+def render_claims(answers: Sequence[Answer]) -> list[str]:
+    """`answers` as markdown lines: per device kind its name in bold, then its bullets,
     or its name and why it has none."""
     lines = []
-    for claim in claims:
-        name = claim.device.upper()
-        if claim.bullets:
-            lines += [f"**{name}**", "", *claim.bullets, ""]
+    for found in answers:
+        name = found.device.upper()
+        if found.bullets:
+            lines += [f"**{name}**", "", *found.bullets, ""]
         else:
-            lines += [f"**{name}**: {claim.missing}", ""]
+            lines += [f"**{name}**: {found.missing}", ""]
     return lines
 
 
@@ -372,82 +460,3 @@ def related_records(
 
 def _jax(rec: dict[str, Any]) -> str | None:
     return (rec.get("versions") or {}).get("jax")
-
-
-def _source(rec: dict[str, Any]) -> str:
-    return str(rec.get("source") or rec.get("scale"))
-
-
-def probe_said(probe: dict[str, Any] | None, n: int) -> str:
-    """What a session's machine probe measured, in words (the all-reduce of one float on
-    `n` devices, the matmul rate at a step's shape, an empty loop iteration), or that
-    the session ran none."""
-    if not probe:
-        return "no probe (measured before sessions ran one)"
-    latency = next(
-        (a["latency_s"] for a in probe.get("allreduce", [])
-         if a["n_devices"] == n and a["size"] == 1),
-        None,
-    )  # fmt: skip
-    small = (probe.get("matmul") or [{}])[0]
-    said = f"all-reduce of one float on {n} devices {latency * 1e6:.3g} us" if latency else ""
-    return (
-        (said + "; " if said else "")
-        + f"matmul {small.get('flops_per_s', 0) / 1e9:.3g} GFLOP/s at "
-        f"{small.get('batch')}x{small.get('width')}; empty loop iteration "
-        f"{probe.get('loop_iteration_s', 0) * 1e9:.3g} ns"
-    )
-
-
-def across_sessions(
-    every: Sequence[dict[str, Any]],
-    mode: str = "shard",
-    controller: str = "pid",
-    n: int = 2,
-    device: str = "cpu",
-) -> list[str]:
-    """One row (`mode`, `controller`, `n` devices, strong scaling) in every session that
-    holds it and its 1-device baseline: its speedup with interval, where the session's
-    records come from (the scale, the map, a version set), what the session's probe
-    measured, and the in-loop collective cost the probe's latency gives (collectives in
-    its loops x solver iterations x latency) against its measured step."""
-    lines = []
-    for session, recs in sorted(groups(every, device).items(), key=lambda kv: kv[0].label):
-        rows = scaling_rows(recs, "strong")
-        row = next(
-            (r for r in rows if r["mode"] == mode and r["controller"] == controller
-             and r["n_devices"] == n and r.get("processes", 1) == 1
-             and r.get("speedup_ci")),
-            None,
-        )  # fmt: skip
-        if row is None:
-            continue
-        probe = row.get("probe")
-        runs = " (one run)" if one_run(row) else ""
-        line = f"- {escape(session.label)} ({escape(_source(row))}): {_x(row)}{runs}; " + escape(
-            probe_said(probe, n)
-        )
-        latency = next(
-            (a["latency_s"] for a in (probe or {}).get("allreduce", [])
-             if a["n_devices"] == n and a["size"] == 1),
-            None,
-        )  # fmt: skip
-        steps = (row.get("solver_steps") or {}).get("executed_per_device")
-        loops = row.get("collectives_in_loops")
-        if latency and steps and loops:
-            cost = loops * steps * latency
-            line += (
-                f"; in-loop collectives at that latency: {escape(loops)} x {steps:.0f} "
-                f"iterations x {latency * 1e6:.3g} us = {cost * 1e3:.3g} ms of its "
-                f"{row['step_time_s'] * 1e3:.3g} ms step"
-            )
-        lines.append(line + ".")
-    if not lines:
-        return []
-    head = (
-        f"**{_mode(mode)} with {_ctrl(controller)} on {n} devices, session by session** "
-        f"(every session holding the row and its 1-device baseline, {len(lines)} in all; "
-        "speedup over one device with its 95% interval; the probe is the machine probe "
-        "run at the session's start):"
-    )
-    return [head, "", *lines, ""]

@@ -34,7 +34,7 @@ from .best import Best, best_for, best_steps, over_best, step_of
 from .frames import read_records
 from .heldout import made_before, said
 from .loss import MARK, differs, trained
-from .tables import escape, markdown_table
+from .tables import escape, markdown_table, write_table
 from .workloads import predictions
 
 DRAWS = 2000
@@ -533,9 +533,8 @@ def write_crossover(
     machine = recs[0]["machine_id"] if recs else ""
     found = axis_predictions(results, machine) if machine else []
     table = Path(figures) / "tables" / "crossover.md"
-    table.parent.mkdir(parents=True, exist_ok=True)
-    table.write_text(crossover_markdown(recs, pts, found))
-    out = {"table": table}
+    out: dict[str, Any] = {"table": table}
+    out["value"] = write_table(table, crossover_markdown(recs, pts, found))
     if any(p.work_s for p in pts):
         out["figure"] = crossover_figure(pts, figures)[0]
     return out

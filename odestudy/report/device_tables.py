@@ -317,12 +317,6 @@ def device_table(
     return "\n".join(parts).rstrip() + "\n"
 
 
-def table_body(path: str | Path) -> str:
-    """A table file without its own title line (its first line), for a page that gives
-    it a heading of its own (the report notebook, the README)."""
-    return "\n".join(Path(path).read_text().splitlines()[1:]).strip() + "\n"
-
-
 def elsewhere(results: str | Path, device: str, scale: str) -> str:
     """Where the `device` rows that exist are, when none of this scale is current: ok
     records of an older protocol at this scale and at the seed scale, per machine."""

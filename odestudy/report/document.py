@@ -7,6 +7,8 @@ from ..measure import environment
 from ..measure.timing import PROTOCOL
 from ..study.matrix import Step
 from ..study.runner import html_exporter
+from ..study.studies import Table, pages_of
+from ..study.versions import FOLDER as VERSIONS_FOLDER
 from . import sessions
 from .best import DEFAULT_STEP
 from .crossover import write_crossover
@@ -20,7 +22,6 @@ from .device_tables import (
     machine_line,
     no_rows,
     pick_machine,
-    table_body,
     table_rows,
 )
 from .explain import write_explain
@@ -41,7 +42,9 @@ from .projection import all_sweeps, write_projection
 from .reference import REFERENCE_CSV, comparison_table, reference_rows, seed_rows
 from .step import step_table
 from .tables import escape as _esc
+from .tables import write_table
 from .verdict import verdict_markdown
+from .versions import version_rows, write_versions_table
 from .workloads import write_workloads
 
 __all__ = [
@@ -66,7 +69,6 @@ __all__ = [
     "read_records",
     "record_machine_id",
     "scaling_rows",
-    "table_body",
     "write_report",
 ]
 
@@ -124,10 +126,10 @@ def _device_tables(
     rows: list[dict[str, Any]],
     tables: Path,
     reference: str | Path,
-) -> dict[str, Path]:
+) -> dict[str, Table]:
     """Write `projection.md` and the device tables (`cpu.md`, `gpu.md`: how to read
-    them once, in the first with rows); returns their paths."""
-    written: dict[str, Path] = {}
+    them once, in the first with rows); returns them as values."""
+    written: dict[str, Table] = {}
     by_machine = {
         m: scaling_rows(
             [
@@ -150,14 +152,14 @@ def _device_tables(
         path = tables / f"{device}.md"
         if not any(r["device"] == device and r["status"] == "ok" for r in rows):
             text = f"# {device.upper()} table\n\n{no_rows(rows, results, device, scale)}\n"
-            path.write_text(text + (f"\n{predicted[device]}" if predicted[device] else ""))
+            text += f"\n{predicted[device]}" if predicted[device] else ""
         else:
             extra = (
                 gpu_extra(gpu_rows, projected, reference_rows(reference)) if device == "gpu" else ""
             )
-            path.write_text(device_table(rows, device, predicted[device] + extra, guide))
+            text = device_table(rows, device, predicted[device] + extra, guide)
             guide = False
-        written[device] = path
+        written[device] = write_table(path, text)
     return written
 
 
@@ -178,28 +180,28 @@ def _step_inputs(
 
 def _write_step(
     results: str | Path, machine: str | None, figures: Path, draw: bool
-) -> tuple[Path, list[Path]]:
+) -> tuple[Table, list[Path]]:
     """Write `tables/step.md` (the step page's table of `machine`'s CPU records and the
-    GPU levers' lines) and, with `draw`, the CPU step-cost figure; returns the table's
-    path and the figures drawn."""
+    GPU levers' lines) and, with `draw`, the CPU step-cost figure; returns the table
+    and the figures drawn."""
     cpu_sweeps, levers, spreads = _step_inputs(results, machine)
     figs = step_cost_figure(cpu_sweeps, figures, "cpu_step_cost") if cpu_sweeps and draw else []
     path = figures / "tables" / "step.md"
     gpu = "\n".join(gpu_lever_lines(results))
-    path.write_text(step_table(cpu_sweeps, levers, spreads) + "\n" + gpu)
-    return path, figs
+    return write_table(path, step_table(cpu_sweeps, levers, spreads) + "\n" + gpu), figs
 
 
 def _write_side_studies(
     results: str | Path, scale: str, every: list[dict[str, Any]], machine: str, figures: Path
-) -> tuple[dict[str, Path], list[Path]]:
-    """Write the explanation, prediction and workload studies' tables and figures (the
-    explanation's from `machine`'s records among `every`, each section from another
-    machine's where `machine` holds none of it); returns the tables' paths by name and
-    the figures."""
+) -> tuple[dict[str, Table], list[Path]]:
+    """Write the explanation, prediction, workload and version studies' tables and the
+    first three's figures (the explanation's from `machine`'s records among `every`,
+    each section from another machine's where `machine` holds none of it; the version
+    study's where a page of `scale` shows it); returns the tables by name and the
+    figures."""
     explain = write_explain(list(every), figures, machine)
     written = {
-        "explain": explain["table"],
+        "explain": explain["value"],
         "prediction": write_prediction(results, figures, machine),
     }
     figs = []
@@ -208,8 +210,12 @@ def _write_side_studies(
         ("workloads", write_workloads(results, figures, scale)),
         ("crossover", write_crossover(results, figures, scale)),
     ):
-        written.update({name: found["table"]} if "table" in found else {})
+        written.update({name: found["value"]} if "value" in found else {})
         figs += [found["figure"]] if "figure" in found else []
+    if any("versions" in p.tables for p in pages_of(scale)):
+        path = figures / "tables" / "versions.md"
+        by_set = version_rows(Path(results) / VERSIONS_FOLDER, scale)
+        written["versions"] = write_versions_table(path, by_set)
     return written, figs + explain["figures"]
 
 
@@ -230,8 +236,9 @@ def write_report(
     not parse or match no scenario of the current matrices are listed in
     `skipped.md` and left out. Returns the rows, the verdict (`verdict.verdict_markdown`,
     also in `tables/verdict.md`), the headline figure's PNG (None without ok multi-device
-    rows), the paths written and the other figures, and the skipped records, for
-    display in the report notebook.
+    rows), the tables as values (`values`, by name: what the pages and the report
+    notebook render) and the paths written (`tables`), the other figures, and the
+    skipped records.
     """
     figures = Path(figures)
     every, chosen, rows, skipped = report_rows(results, scale)
@@ -245,8 +252,7 @@ def write_report(
         ("machines", machines_table(every, chosen)),
         ("skipped", skipped_table(skipped)),
     ):
-        written[name] = tables / f"{name}.md"
-        written[name].write_text(text)
+        written[name] = write_table(tables / f"{name}.md", text)
     figs, headline = _draw_figures(results, rows, every, figures) if draw else ([], None)
     written["step"], step_figs = _write_step(results, chosen["cpu"], figures, draw)
     side, side_figs = _write_side_studies(results, scale, every, chosen["cpu"], figures)
@@ -255,7 +261,8 @@ def write_report(
         "rows": rows,
         "verdict": verdict_text,
         "headline": headline,
-        "tables": written,
+        "tables": {name: tables / f"{name}.md" for name in written},
+        "values": written,
         "figures": figs + step_figs + side_figs,
         "skipped": skipped,
         "machines": chosen,

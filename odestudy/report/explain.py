@@ -17,7 +17,7 @@ from . import loss, sessions
 from .frames import BaselineError, is_default
 from .intervals import fmt_interval, ratio_interval
 from .plots import MODE_STYLE, _save, controller_dashes
-from .tables import escape, loss_cell, markdown_table
+from .tables import escape, loss_cell, markdown_table, write_table
 from .tables import fmt as _fmt
 
 # The evaluation loss the time-to-target runs race to (MSE on the evaluation set), per
@@ -739,6 +739,5 @@ def write_explain(
     for n in loss.notes("\n".join(parts)):
         parts += [n, ""]
     path = figures / "tables" / "explain.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(parts))
-    return {"table": path, "figures": figs}
+    value = write_table(path, "\n".join(parts))
+    return {"table": path, "figures": figs, "value": value}

@@ -434,6 +434,7 @@ def _join(row: dict[str, Any], rec: dict[str, Any], base: dict[str, Any], scalin
     `untrained` where either model did not train)."""
     row["baseline_final_loss"] = base.get("final_loss")
     row["baseline_runs"] = len(base.get("step_time_runs_s") or [])
+    row["baseline_session"] = base.get("session")
     if not (trained(rec) and trained(base)):
         # An untrained model's speedup is no result: marked, never computed.
         row["untrained"] = "this row" if not trained(rec) else "its 1-device baseline"
@@ -491,6 +492,7 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
             baseline_error=None,
             baseline_final_loss=None,
             baseline_runs=None,
+            baseline_session=None,
             ceiling=None,
             efficiency_vs_ceiling=None,
             untrained=None,

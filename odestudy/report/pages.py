@@ -6,24 +6,23 @@ such a region is hand-written and holds no measured number (`tests/test_docs_cla
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..study.studies import Claim, Figure, Page, page_named, pages_of
-from .answer import readme_answer
-from .claims import across_sessions, answer_claims, related_records, render_claims
-from .document import report_rows, table_body
-from .frames import read_records
-from .tables import escape
+from ..study.studies import Figure, Page, Table, page_named, pages_of
+from .answer import README_SCALE, readme_answer
+from .by_session import render_sessions
+from .claims import render_claims
+from .document import report_rows
+from .findings import Findings, findings
+from .tables import escape, render_body
 
 GENERATED_START = "<!-- generated:start (odestudy report writes this from the records) -->"
 GENERATED_END = "<!-- generated:end -->"
 # A markdown image: `![alt](path)`.
 IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 
-# The scale whose answer the README gives (`update_readme`), and its headline figure's
-# text.
-README_SCALE = "quick"
+# The headline figure's text.
 HEADLINE_ALT = "Speedup over one device, by mode"
 
 
@@ -48,17 +47,22 @@ def render_figure(figure: Figure, base: Path) -> str:
 
 
 def page(
-    name: str, results: str | Path, figures: Path, docs: Path, claims: list[str] | None
+    name: str,
+    results: str | Path,
+    figures: Path,
+    docs: Path,
+    claims: list[str] | None,
+    tables: Mapping[str, Table] | None = None,
 ) -> str:
-    """The markdown of page `name` (a study's `Page`, `studies.page_named`): title, the
-    answer (`claims`), figures, then the tables, or one line where the study has no rows
-    yet."""
+    """The markdown of page `name` (a study's `Page`, `studies.page_named`): its title,
+    the answer (`claims`), figures, then its tables among `tables` (the report's values,
+    `document.write_report`), or one line where the study has no rows yet."""
     spec = page_named(name)
     out = docs / "results"
-    tables = [figures / "tables" / f"{t}.md" for t in spec.tables]
-    tables = [t for t in tables if t.exists()]
+    found = tables or {}
+    shown = [found[t] for t in spec.tables if t in found]
     parts = [f"# {spec.title}", ""]
-    if not tables and not claims:
+    if not shown and not claims:
         parts += [
             f"No rows yet: no record of this study has been measured "
             f"(`{_rel(figures / 'tables' / (spec.tables[0] + '.md'), docs.parent)}` "
@@ -68,9 +72,8 @@ def page(
     if claims:
         parts += ["## The answer", "", *claims, ""]
     parts += [render_figure(f, out) + "\n" for f in page_figures(spec, figures)]
-    for t in tables:
-        title = t.read_text().splitlines()[0].lstrip("# ").strip()
-        parts += [f"## {title}", "", table_body(t), ""]
+    for t in shown:
+        parts += [f"## {t.title}", "", render_body(t), ""]
     parts += [
         "How to read the tables, and how the runs and intervals are made: "
         f"[the method]({_rel(docs / 'method.md', out)}).",
@@ -115,27 +118,29 @@ def write_pages(
     scale: str,
     figures: str | Path,
     docs: str | Path,
-    claims: Sequence[Claim] | None = None,
+    found: Findings | None = None,
+    tables: Mapping[str, Table] | None = None,
 ) -> dict[str, Path]:
     """Write the results pages of `scale` (`studies.pages_of`) under `docs/results/` and
-    their HTML under `figures/pages/`, from the tables and figures the report wrote
-    into `figures` and the claims computed from the records.
+    their HTML under `figures/pages/`, from the report's tables and the figures it drew
+    into `figures`, and its statements made from the records.
 
-    - `claims`: the scale's answer (`claims.answer_claims`) where already made; None:
+    - `found`: the report's statements (`findings.findings`) where already made; None:
       made here.
+    - `tables`: the report's tables by name (`document.write_report`'s `values`); None:
+      none (each page then says it has no rows, or shows its answer alone).
 
     Returns the pages."""
     figures, docs = Path(figures), Path(docs)
     rows = report_rows(results, scale)[2]
-    if claims is None:
-        claims = answer_claims(results, scale, rows)
+    found = findings(results, scale, rows) if found is None else found
     written = {}
     for spec in pages_of(scale):
         answer = None
         if spec.answer:
-            answer = _best_first(results, scale, rows, figures, docs / "results")
-            answer += [DEFAULT_HEAD, "", *render_claims(claims), *session_lines(results, scale)]
-        text = page(spec.name, results, figures, docs, answer)
+            answer = _best_first(results, scale, rows, figures, docs / "results", found)
+            answer += [DEFAULT_HEAD, "", *render_claims(found.answers), *session_lines(found)]
+        text = page(spec.name, results, figures, docs, answer, tables)
         md = _write(docs / "results" / f"{spec.name}.md", text)
         render_html(text, figures / "pages" / f"{spec.name}.html", md.parent)
         written[spec.name] = md
@@ -148,20 +153,24 @@ DEFAULT_HEAD = "**With the default step (the reference's), each mode over its ow
 
 
 def _best_first(
-    results: str | Path, scale: str, rows: Sequence[dict], figures: Path, base: Path
+    results: str | Path,
+    scale: str,
+    rows: Sequence[dict],
+    figures: Path,
+    base: Path,
+    found: Findings,
 ) -> list[str]:
-    """The README's answer against the best 1-device step, on the page of the README's
-    scale (`README_SCALE`); nothing on another scale's."""
+    """The README's answer against the best 1-device step (`found.readme`), on the page
+    of the README's scale (`README_SCALE`); nothing on another scale's."""
     if scale != README_SCALE:
         return []
-    return readme_answer(results, rows, figures / "crossover.png", base)
+    return readme_answer(results, rows, figures / "crossover.png", base, found.readme)
 
 
-def session_lines(results: str | Path, scale: str) -> list[str]:
-    """The `shard` PID row of `scale` session by session, with each session's probe
-    (`claims.across_sessions`), over the scale's records and those that repeat them."""
-    every = [r for r in read_records(results, scale, current=True) if r["status"] == "ok"]
-    return across_sessions([*every, *related_records(results, scale, every)])
+def session_lines(found: Findings) -> list[str]:
+    """The `shard` PID row session by session, with each session's probe
+    (`by_session.render_sessions` of `found.by_session`)."""
+    return render_sessions(found.by_session, "shard", "pid", 2)
 
 
 def fill(text: str, region: str, body: str) -> str:
@@ -183,16 +192,18 @@ def update_readme(
     results: str | Path,
     figures: str | Path,
     rows: Sequence[dict] | None = None,
+    found: Findings | None = None,
 ) -> Path:
     """Write the README's answer (`<!-- region:answer -->`, `answer.readme_answer`): the
     `README_SCALE` rows against the best 1-device step, when splitting pays and its
     figure, from the records.
 
-    - `rows`: the scale's scaling rows (`document.report_rows`) where already read;
-      None: read here."""
+    - `rows`, `found`: the scale's scaling rows (`document.report_rows`) and statements
+      (`findings.findings`) where already made; None: made here."""
     readme, figures = Path(readme), Path(figures)
     rows = report_rows(results, README_SCALE)[2] if rows is None else rows
-    body = readme_answer(results, rows, figures / "crossover.png", readme.parent)
+    found = findings(results, README_SCALE, rows) if found is None else found
+    body = readme_answer(results, rows, figures / "crossover.png", readme.parent, found.readme)
     body += [
         "Written by `make report` from the committed records "
         f"(`{escape('odestudy/report/answer.py')}`). The pages: "

@@ -14,10 +14,11 @@ from ..measure.modes import MODES
 from ..measure.probe import PROBE_FOLDER
 from ..measure.scenario import Scenario
 from ..study import records
+from ..study.studies import Table
 from . import sessions
 from .frames import read_records, scaling_rows
 from .heldout import made_before, said
-from .tables import escape, markdown_table
+from .tables import escape, markdown_table, write_table
 
 
 def row_predictions(results: str | Path, machine: str) -> list[dict[str, Any]]:
@@ -217,13 +218,13 @@ def gpu_prediction_lines(results: str | Path) -> list[str]:
     ]
 
 
-def write_prediction(results: str | Path, figures: str | Path, machine: str | None) -> Path:
-    """Write `figures/tables/prediction.md` for `machine` (the report's CPU machine)."""
+def write_prediction(results: str | Path, figures: str | Path, machine: str | None) -> Table:
+    """Write `figures/tables/prediction.md` for `machine` (the report's CPU machine);
+    returns it as a value."""
     out = Path(figures) / "tables" / "prediction.md"
     text = (
         prediction_markdown(results, machine)
         if machine
         else "# The prediction against measured rows, and the machine probes\n\nNo CPU rows.\n"
     )
-    out.write_text(text)
-    return out
+    return write_table(out, text)

@@ -25,9 +25,10 @@ import numpy as np
 from ..measure.modes import MODES
 from ..measure.timing import PROTOCOL
 from ..study import records
+from ..study.studies import Table
 from . import sessions
 from .frames import BaselineError, baseline
-from .tables import escape, markdown_table
+from .tables import escape, markdown_table, write_table
 from .tables import fmt as _fmt
 
 # The modes that run on several devices, in the order of the tables.
@@ -366,9 +367,9 @@ def write_projection(
     gpu_machine: str | None,
     cpu_rows: list[dict[str, Any]],
     out: str | Path,
-) -> tuple[Path, list[dict[str, Any]]]:
+) -> tuple[Table, list[dict[str, Any]]]:
     """Validate on every machine with sweeps and latencies, project the 2-GPU rows,
-    write `out` (`projection.md`); returns its path and the projected rows."""
+    write `out` (`projection.md`); returns it as a value and the projected rows."""
     validation = []
     for machine, rows in rows_by_machine.items():
         cores = next(
@@ -380,10 +381,8 @@ def write_projection(
     sweeps = load_sweeps(Path(results) / gpu_machine) if gpu_machine else {}
     projected = project_gpu(sweeps, gpu_rows, cpu_rows)
     machines = sorted({v["machine"] for v in validation})
-    out = Path(out)
     why = why_none_projected(sweeps, gpu_machine)
-    out.write_text(projection_markdown(validation, machines, projected, why))
-    return out, projected
+    return write_table(out, projection_markdown(validation, machines, projected, why)), projected
 
 
 def why_none_projected(sweeps: dict, gpu_machine: str | None) -> str:

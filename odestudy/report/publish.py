@@ -1,16 +1,18 @@
 """One `odestudy report`, from one read of the records (`records.read_once`): the
-report's tables and figures (`document.write_report`), its answer (`claims.answer_claims`:
-`Claim` values, made once), the results pages that show them (`pages.write_pages`) and the README's
-answer (`pages.update_readme`). The report notebook calls it, and renders what it
-returns."""
+report's tables and figures (`document.write_report`, `Table` values), its statements
+(`findings.findings`: the answer per device kind, the README's answer, the sessions'
+rows, each holding its `Claim` values, checked to agree by comparison), the results
+pages that render them (`pages.write_pages`) and the README's answer
+(`pages.update_readme`). The report notebook calls it, and renders what it returns."""
 
 from pathlib import Path
 from typing import Any
 
 from ..study import records
-from .claims import answer_claims
+from .answer import README_SCALE
 from .document import write_report
-from .pages import README_SCALE, update_readme, write_pages
+from .findings import findings
+from .pages import update_readme, write_pages
 from .reference import REFERENCE_CSV
 
 
@@ -32,16 +34,20 @@ def publish(
       none.
     - `reference`, `draw`: as `document.write_report`.
 
-    Returns `write_report`'s values, with `claims` (the answer, `Claim` values, rendered
-    by `claims.render_claims`), and
-    `pages` (by name) and `readme` (its path) where written.
+    Returns `write_report`'s values, with `findings` (its statements, checked by
+    `consistency.check` before a page or the README is written from them: raises
+    `consistency.InconsistentClaims` otherwise), `claims` (the answer per device kind,
+    `Answer` values, rendered by `claims.render_claims`), `stated` (every `Claim` it
+    states), and `pages` (by name) and `readme` (its path) where written.
     """
     with records.read_once():
         report = write_report(results, scale, figures, reference, draw)
-        report["claims"] = answer_claims(results, scale, report["rows"])
+        found = findings(results, scale, report["rows"])
+        report.update(findings=found, claims=list(found.answers), stated=found.claims())
         if docs is not None:
-            report["pages"] = write_pages(results, scale, figures, docs, report["claims"])
+            report["pages"] = write_pages(results, scale, figures, docs, found, report["values"])
         if readme is not None:
-            rows = report["rows"] if scale == README_SCALE else None
-            report["readme"] = update_readme(readme, results, figures, rows)
+            at = scale == README_SCALE
+            rows, mine = (report["rows"], found) if at else (None, None)
+            report["readme"] = update_readme(readme, results, figures, rows, mine)
     return report

@@ -8,15 +8,12 @@ from pathlib import Path
 from ..study.matrix import get_study
 from ..study.studies import Study, Table
 from .pages import GENERATED_END, GENERATED_START
-from .tables import escape, markdown_table
+from .tables import escape, render_body
 
 
 def render(table: Table, level: int = 1) -> str:
-    """`table` as markdown: its title (a heading of `level`), the table (cells escaped),
-    its notes; one line where it has no rows."""
-    body = markdown_table(table.header, table.rows) if table.rows else "No rows yet."
-    parts = [f"{'#' * level} {escape(table.title)}", "", body, ""]
-    return "\n".join(parts + ([table.notes, ""] if table.notes else []))
+    """`table` as markdown: its title (a heading of `level`), then `render_body`."""
+    return "\n".join([f"{'#' * level} {escape(table.title)}", "", render_body(table)])
 
 
 def render_page(study: Study, tables: list[Table], scale: str) -> str:

@@ -4,10 +4,12 @@ formatting and markdown from a DataFrame. Nothing here reads records or measures
 import html
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ..study.studies import Table
 from .loss import trained, trained_limit
 
 # Markdown that text could start: emphasis, code, table cells, links and images (a `]`
@@ -61,3 +63,29 @@ def markdown(table: pd.DataFrame) -> str:
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """`markdown(frame(header, rows))`: a markdown table from a header and rows."""
     return markdown(frame(header, rows))
+
+
+def table_value(name: str, markdown: str) -> Table:
+    """A table a report module rendered as `markdown` (its `# title` line, then its body),
+    as a value: `name`, the title and the body (`Table.text`), which the pages render."""
+    head, _, body = markdown.partition("\n")
+    return Table(name, head.lstrip("#").strip(), text=body.strip() + "\n")
+
+
+def write_table(path: str | Path, markdown: str) -> Table:
+    """Write a report module's `markdown` to `path` (`figures/tables/<name>.md`) and
+    return it as a value (`table_value`, named by the file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(markdown)
+    return table_value(path.stem, markdown)
+
+
+def render_body(table: Table) -> str:
+    """`table` below its title, as markdown: the text its report module rendered
+    (`Table.text`), else its rows (cells escaped) and notes, or one line where it has
+    no rows."""
+    if table.text:
+        return table.text
+    body = markdown_table(table.header, table.rows) if table.rows else "No rows yet."
+    return "\n".join([body, ""] + ([table.notes, ""] if table.notes else []))

@@ -10,12 +10,13 @@ import numpy as np
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 from ..study.matrix import versions_scenarios
+from ..study.studies import Table
 from ..study.versions import RESULTS, VERSION_SETS
 from . import loss, sessions
 from .frames import read_records, scaling_rows
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .plots import MODE_STYLE
-from .tables import escape, fmt, markdown_table
+from .tables import escape, fmt, markdown_table, write_table
 
 TABLE_HEADER = (
     "JAX / diffrax / equinox / optax",
@@ -217,17 +218,22 @@ def versions_figure(by_set: dict[str, list[dict]], out: str | Path) -> list[Path
     return paths
 
 
+def write_versions_table(path: str | Path, by_set: dict[str, list[dict[str, Any]]]) -> Table:
+    """Write the version study's table (`versions_markdown` of `version_rows`) to `path`;
+    returns it as a value."""
+    text = "# The core rows across JAX releases\n\n" + versions_markdown(by_set) + "\n"
+    return write_table(path, text)
+
+
 def write_versions(
     results: str | Path = RESULTS, figures: str | Path = "figures", scale: str = "quick"
 ) -> dict[str, Any]:
     """Write `figures/tables/versions.md` and `figures/versions.png` from the records."""
     by_set = version_rows(results, scale)
-    text = "# The core rows across JAX releases\n\n" + versions_markdown(by_set) + "\n"
     table = Path(figures) / "tables" / "versions.md"
-    table.parent.mkdir(parents=True, exist_ok=True)
-    table.write_text(text)
     return {
         "table": table,
+        "value": write_versions_table(table, by_set),
         "figures": versions_figure(by_set, figures),
         "sets": list(by_set),
         "rows": sum(len(v) for v in by_set.values()),

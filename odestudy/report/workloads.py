@@ -40,7 +40,7 @@ from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import pair_mark, trained
 from .map_levers import MAP_LEVERS, lever_lines, lever_speedups, lever_summary
 from .plots import MODE_STYLE, _save
-from .tables import escape, loss_cell, markdown_table
+from .tables import escape, loss_cell, markdown_table, write_table
 
 # The prediction passes where its median |error| over a mode's rows is at most this.
 PREDICTION_LIMIT = 0.25
@@ -769,9 +769,7 @@ def write_workloads(
     if not rows and scale != "quick":
         return {}  # the map is measured at the quick scale: no table of another
     table = Path(figures) / "tables" / "workloads.md"
-    table.parent.mkdir(parents=True, exist_ok=True)
-    table.write_text(text)
-    out: dict[str, Path] = {"table": table}
+    out: dict[str, Any] = {"table": table, "value": write_table(table, text)}
     if any(r["speedup"] is not None for r in rows):
         out["figure"] = workloads_figure(rows, figures)[0]
     return out

@@ -3,18 +3,19 @@ gets, the folder its records go to, its records, its tables and its page. Each f
 subclass of `Study` registers itself (`STUDIES`) when its class is defined, as a mode
 does: `odestudy matrix --study` and `odestudy report --study` ask it
 (`matrix.get_study`), by its name or, for a study defined outside the package, as
-`module:Class` (imported from the working directory, as a problem is). The built-in
-studies (scaling, explain, target, versions, map) are defined beside the scenario
-matrix (`matrix.py`).
+`module:Class` (imported from the working directory, as a problem is). Each built-in
+study is defined in a file of its own (`study/builtin/`), from the scenarios of
+`grid.py`.
 
 A table is a value (`Table`): a title, a header, rows of cells and notes, made once from
 the records; the report renders it and the study's page (`report.studies`). So are a
-figure (`Figure`) and the answer for a device kind (`Claim`): the report makes them
-once, and the pages, the report notebook and the README render them. A page of
+figure (`Figure`), a measured claim (`Claim`, `claim.py`: its comparison, value,
+interval, verdict and sessions) and the answer for a device kind (`Answer`): the report
+makes them once, and the pages, the report notebook and the README render them. A page of
 the whole report is a value too (`Page`): each study names its own (`Study.page`), and
 the report writes those of its scale (`pages_of`).
 
-The seed, step and prediction studies are registered as well (`matrix.Seed`, `Step`,
+The seed, step and prediction studies are registered as well (`builtin.Seed`, `Step`,
 `Prediction`): the report asks the studies which records are current (`current`),
 which are the scaling tables' rows (`scaling_table`, `matrix`) and which pages it writes,
 rather than naming them."""
@@ -28,7 +29,22 @@ from typing import Any, ClassVar
 from ..measure.registry import Registered
 from ..measure.scenario import Scenario
 from . import records
+from .claim import Answer, Claim
 from .repeats import REPEATS
+
+__all__ = [
+    "STUDIES",
+    "THIS_MACHINE",
+    "Answer",
+    "Claim",
+    "Figure",
+    "Page",
+    "Sizing",
+    "Study",
+    "Table",
+    "page_named",
+    "pages_of",
+]
 
 # Every study by name, in the order defined: filled as each final class is defined.
 STUDIES: dict[str, type["Study"]] = {}
@@ -37,13 +53,16 @@ STUDIES: dict[str, type["Study"]] = {}
 @dataclasses.dataclass(frozen=True)
 class Table:
     """One table of a study's report: `name` (its file, `<name>.md`), `title`, the
-    `header` and `rows` of cells (text), and `notes` below it (markdown)."""
+    `header` and `rows` of cells (text), and `notes` below it (markdown); or, for a
+    table the report's own module renders (several tables and sections under one
+    title), its markdown below the title (`text`)."""
 
     name: str
     title: str
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
+    header: tuple[str, ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()
     notes: str = ""
+    text: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,17 +73,6 @@ class Figure:
     name: str
     path: Path
     alt: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class Claim:
-    """The answer of a study's report for one device kind, made once from the records:
-    `device` (its kind), `bullets` (markdown sentences, each with its numbers, intervals,
-    machine and sessions), or where there are none, `missing` (why, in a sentence)."""
-
-    device: str
-    bullets: tuple[str, ...] = ()
-    missing: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,7 +24,9 @@ from .records import machine_folder
 VERSION_SETS = ("jax-0.4.34", "jax-0.7.2", "jax-0.10.2")
 REQUIREMENTS = ROOT / "versions"
 ENVIRONMENTS = ROOT / ".venvs"
-RESULTS = ROOT / "results" / "versions"
+# Its records' folder under the results folder, and that folder in this checkout.
+FOLDER = "versions"
+RESULTS = ROOT / "results" / FOLDER
 
 
 def python_of(name: str) -> Path:

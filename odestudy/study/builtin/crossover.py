@@ -4,8 +4,8 @@ per-device batch axis on the lightest and the heaviest workload of the map
 
 from typing import ClassVar
 
-from .studies import Page, Study
-from .workloads import MAP_FOLDER, crossover_scenarios
+from ..studies import Page, Study
+from ..workloads import MAP_FOLDER, crossover_scenarios
 
 
 class Crossover(Study):

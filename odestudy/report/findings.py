@@ -1,0 +1,61 @@
+"""What one report states, made once from one read of the records: the answer per device
+kind, the verdict's comparisons, the `shard` PID row session by session and, at the
+README's scale, the README's answer per controller, each holding its claims (`Claim`
+values). The pages, the README and the report notebook render these values; the report
+refuses to be written where two claims about one comparison disagree
+(`consistency.check`)."""
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..study.claim import Answer, Claim
+from .answer import README_SCALE, ControllerAnswer, controller_answers, readme_claims
+from .by_session import SESSIONS_WHERE, session_rows
+from .claims import device_answer, scale_records, verdict_stated
+from .comparisons import own_claim
+from .consistency import check
+
+
+@dataclasses.dataclass(frozen=True)
+class Findings:
+    """One report's statements (`findings`).
+
+    - `answers`: the answer per device kind (`claims.device_answer`).
+    - `verdict`: the claims of the verdict (`claims.verdict_stated`).
+    - `by_session`: the `shard` PID row of each session that holds it, with its session
+      (`by_session.session_rows`).
+    - `readme`: the README's answer per controller (`answer.controller_answers`); empty
+      at another scale than the README's.
+    """
+
+    answers: tuple[Answer, ...]
+    verdict: tuple[Claim, ...]
+    by_session: tuple[tuple[Any, dict[str, Any]], ...]
+    readme: tuple[ControllerAnswer, ...] = ()
+
+    def claims(self) -> list[Claim]:
+        """Every claim it states."""
+        found = [c for a in self.answers for c in a.claims] + list(self.verdict)
+        found += [own_claim(row, SESSIONS_WHERE) for _, row in self.by_session]
+        return found + readme_claims(self.readme)
+
+
+def findings(
+    results: str | Path, scale: str, rows: Sequence[dict[str, Any]], scaling: str = "strong"
+) -> Findings:
+    """The statements of the report of `scale` from its scaling rows (`rows`,
+    `document.report_rows`) and every ok record of the scale and those that repeat it
+    (`claims.scale_records`), checked (`consistency.check`: raises
+    `InconsistentClaims` where two claims about one comparison disagree without naming
+    different sessions)."""
+    every = scale_records(results, scale)
+    found = Findings(
+        answers=tuple(device_answer(rows, every, scaling, d, scale) for d in ("cpu", "gpu")),
+        verdict=tuple(verdict_stated(rows)),
+        by_session=tuple(session_rows(every)),
+        readme=controller_answers(rows, "cpu") if scale == README_SCALE else (),
+    )
+    check(found.claims())
+    return found

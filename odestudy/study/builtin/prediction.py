@@ -1,0 +1,22 @@
+"""The prediction study: `odestudy predict --rows` checked against the measured rows,
+and the machine probes; its runs are `odestudy predict`'s."""
+
+from typing import ClassVar
+
+from ..studies import Page, Study
+
+
+class Prediction(Study):
+    """The prediction (`odestudy predict --rows`) checked against the measured rows, and
+    the machine probes: no matrix scenarios (its runs are `odestudy predict`'s)."""
+
+    name: ClassVar[str] = "prediction"
+    title: ClassVar[str] = "The prediction checked"
+    page: ClassVar[Page | None] = Page(
+        "prediction",
+        "The prediction (`odestudy predict`) checked, and the machine probes",
+        ("prediction",),
+    )
+
+    def scenarios(self, scale, device="auto", full=False):
+        return [], []

@@ -1,0 +1,43 @@
+"""The step study: what bounds one training step and the levers on it, from each
+machine's lever and loss-spread records (`benchmarks/levers.py`)."""
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .. import records
+from ..studies import Page, Study
+
+# A machine's folder of lever and loss-spread records (`benchmarks/levers.py`).
+LEVERS_FOLDER = "levers"
+# Its CPU lever records (one per controller) and its loss spreads (one per controller).
+LEVER_RECORDS = "cpu-*.json"
+LOSS_SPREADS = "loss-spread-*.json"
+
+
+class Step(Study):
+    """What bounds one training step, and the levers on it: no matrix scenarios (its runs
+    are `benchmarks/levers.py`'s and `benchmarks/step_cost.py`'s, one machine at a time);
+    its records are each machine's lever records."""
+
+    name: ClassVar[str] = "step"
+    title: ClassVar[str] = "The step: what bounds it, and the levers"
+    page: ClassVar[Page | None] = Page("step", title, ("step",), ("cpu_step_cost",))
+
+    def scenarios(self, scale, device="auto", full=False):
+        return [], []
+
+    def lever_records(self, results: str | Path, machine: str) -> list[dict[str, Any]]:
+        """`machine`'s CPU lever records under `results`, each with its `path`."""
+        paths = records.side_study_paths(Path(results) / machine, LEVERS_FOLDER, LEVER_RECORDS)
+        return [{**records.read_json(p), "path": str(p)} for p in paths]
+
+    def loss_spreads(self, results: str | Path, machine: str) -> dict[str, dict[str, Any]]:
+        """`machine`'s run-to-run loss spreads of the default, by controller."""
+        paths = records.side_study_paths(Path(results) / machine, LEVERS_FOLDER, LOSS_SPREADS)
+        return {r["scenario"]["controller"]: r for p in paths if (r := records.read_json(p))}
+
+    def records(self, results: str | Path, scale: str) -> list[dict[str, Any]]:
+        """Every machine's CPU lever records under `results` (any scale)."""
+        root = Path(results)
+        machines = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        return [r for m in machines for r in self.lever_records(results, m)]

@@ -1,0 +1,21 @@
+"""The time-to-target study: the explanation's time-to-target rows alone
+(`grid.target_scenarios`)."""
+
+from typing import ClassVar
+
+from ...measure.scenario import Scenario
+from ..grid import for_problem, target_scenarios
+from ..studies import Study
+
+
+class Target(Study):
+    """The time-to-target rows alone (`target_scenarios`)."""
+
+    name: ClassVar[str] = "target"
+    title: ClassVar[str] = "Time to target"
+
+    def scenarios(self, scale, device="auto", full=False):
+        return target_scenarios(scale), []
+
+    def current(self, scale: str, problem: str) -> list[Scenario]:
+        return for_problem(self.matrix(scale), problem)
