@@ -151,11 +151,15 @@ def test_bad_step_options_are_one_line_errors(argv, message, capsys, tmp_path, m
 
 
 @pytest.mark.long
-def test_a_lever_of_ones_own_runs_through_run_the_levers_benchmark_and_tune(tmp_path):
+def test_a_lever_of_ones_own_runs_through_run_the_levers_benchmark_and_tune(tmp_path, monkeypatch):
     """`helpers.FastMinMax`, defined in a test file: `odestudy tune` tries it (the
-    shipped levers left out here, for time), `odestudy run --step` runs the chosen step
-    and the levers benchmark times it by its `module:Class`."""
+    shipped levers left out here, for time, and so the study's own step, made of them),
+    `odestudy run --step` runs the chosen step and the levers benchmark times it by its
+    `module:Class`."""
+    import odestudy.tune
     from odestudy.tune import print_tune, tune
+
+    monkeypatch.setattr(odestudy.tune, "study_measured", lambda s: False)
 
     s = Scenario(scale="smoke", dataset_size=64)
     kept = {"unrolled_stages", FastMinMax.name}
