@@ -217,6 +217,9 @@ def test_a_claim_says_how_many_sessions_with_rows_agree_and_names_the_others():
     )
 
 
+# About 13 s here; `make report` (and so `make all`) runs the same check before it writes
+# any page (`consistency.check`).
+@pytest.mark.long
 def test_the_committed_records_claims_agree_by_comparison(scale="quick"):
     from odestudy.report.consistency import conflicts
     from odestudy.report.document import report_rows
