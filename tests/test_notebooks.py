@@ -103,6 +103,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# About 30 s here (JupyterLab's start): with the long tests, beside the browser test.
+@pytest.mark.long
 def test_make_lab_serves_the_notebooks():
     port, token = _free_port(), "odestudy-test"
     args = f"LAB_ARGS=--no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token={token}"
