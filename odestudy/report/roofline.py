@@ -10,6 +10,7 @@ from ..measure.floor import STAGES_PER_STEP
 from ..measure.roofline import roofline_s
 from ..study import records
 from .intervals import fmt_interval, ratio_interval
+from .tables import escape
 
 # Beside a machine's levers records: `<machine>/roofline/<device>.json`.
 FOLDER = "roofline"
@@ -35,8 +36,9 @@ def roofline_said(rec: dict[str, Any]) -> list[str]:
     if not probe:
         return ["No roofline was read on this machine (`benchmarks/gpu_session.sh roofline`).", ""]
     return [
-        f"Roofline of {probe.get('machine_id')} ({probe.get('device_kind')}, JAX "
-        f"{(probe.get('versions') or {}).get('jax')}), read {probe.get('finished')}: "
+        f"Roofline of {escape(probe.get('machine_id'))} ({escape(probe.get('device_kind'))}, "
+        f"JAX {escape((probe.get('versions') or {}).get('jax'))}), read "
+        f"{escape(probe.get('finished'))}: "
         f"matmul peak {probe['peak_flops_per_s'] / 1e12:.3g} TFLOP/s, bandwidth "
         f"{probe['bandwidth_bytes_per_s'] / 1e12:.3g} TB/s, "
         + (
