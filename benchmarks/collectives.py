@@ -32,7 +32,7 @@ def main() -> None:
         machine=environment.this_machine(),
         machine_id=environment.machine_id(environment.this_machine()),
         xla_flags=os.environ.get("XLA_FLAGS", ""),
-        git_commit=environment.git_commit(),
+        **environment.provenance(),
         finished=environment.now(),
     )
     odestudy.write_json_atomic(a.out, rec)

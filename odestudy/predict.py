@@ -742,11 +742,11 @@ def predict_from_row(
 def made_here() -> dict[str, Any]:
     """Where and when a prediction is made: this machine, its versions, the measurement
     protocol, the commit and the time."""
-    from .measure.environment import git_commit, machine_id, now, this_machine, versions
+    from .measure.environment import machine_id, now, provenance, this_machine, versions
     from .measure.timing import PROTOCOL
 
     return {"machine_id": machine_id(this_machine()), "versions": versions(),
-            "protocol": PROTOCOL, "git_commit": git_commit(), "finished": now()}  # fmt: skip
+            "protocol": PROTOCOL, **provenance(), "finished": now()}  # fmt: skip
 
 
 def _unusable(rec: dict[str, Any], state: Path, base: Scenario) -> str | None:

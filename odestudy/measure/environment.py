@@ -158,7 +158,9 @@ def git_commit(path: str | os.PathLike | None = None) -> str | None:
     must still name the clean commit that made them.
 
     A copy of the checkout without `.git` (for example one sent to a GPU machine) gives
-    the commit in the environment variable `ODESTUDY_GIT_COMMIT` instead.
+    the commit in the environment variable `ODESTUDY_GIT_COMMIT` instead: a claim, which
+    the report checks against the copy's own content hashes (`source_trees`,
+    `report.provenance`).
     """
     cwd = Path(path) if path else Path(__file__).resolve().parent
     if not (ROOT / ".git").exists() and os.environ.get("ODESTUDY_GIT_COMMIT"):
@@ -185,6 +187,49 @@ def git_commit(path: str | os.PathLike | None = None) -> str | None:
     except (OSError, subprocess.CalledProcessError):
         return None
     return commit + ("-dirty" if dirty else "")
+
+
+# The folders whose content names the code a record ran (`source_trees`).
+SOURCE_FOLDERS = ("odestudy", "benchmarks", "notebooks")
+
+
+def _tree_hash(folder: Path) -> str:
+    """Git's tree object id of `folder`'s files (the id `git rev-parse COMMIT:folder`
+    gives where a commit holds exactly these files), computed without git: blobs as
+    `git hash-object`, entries sorted as git sorts them. Caches and hidden files are
+    left out, as the checkout's ignore rules leave them out."""
+    entries = []
+    for path in folder.iterdir():
+        if path.name.startswith(".") or path.name == "__pycache__" or path.is_symlink():
+            continue
+        if path.suffix in (".pyc", ".pyo"):
+            continue
+        if path.is_dir():
+            if not any(path.iterdir()):
+                continue  # git holds no empty folder
+            oid, mode, key = _tree_hash(path), b"40000", path.name + "/"
+        else:
+            data = path.read_bytes()
+            oid = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+            mode = b"100755" if os.access(path, os.X_OK) else b"100644"
+            key = path.name
+        entries.append((key, mode + b" " + path.name.encode() + b"\0" + bytes.fromhex(oid)))
+    body = b"".join(e for _, e in sorted(entries, key=lambda e: e[0].encode()))
+    return hashlib.sha1(b"tree %d\0" % len(body) + body).hexdigest()
+
+
+def source_trees(root: Path = ROOT) -> dict[str, str]:
+    """The content hash of each of `SOURCE_FOLDERS` of the checkout (or of a copy of it,
+    without `.git`): git's tree ids (`_tree_hash`), so that the report can name the
+    commit that holds exactly this code (`report.provenance`) whatever git metadata
+    travelled with the copy."""
+    return {name: _tree_hash(root / name) for name in SOURCE_FOLDERS if (root / name).is_dir()}
+
+
+def provenance() -> dict[str, Any]:
+    """What names the code a record ran: its `git_commit` (`git_commit`) and the content
+    hash of its source folders (`source_trees`)."""
+    return {"git_commit": git_commit(), "source_trees": source_trees()}
 
 
 def now() -> str:

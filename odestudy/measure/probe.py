@@ -191,7 +191,7 @@ def record_probe(values: dict[str, Any]) -> dict[str, Any]:
         "machine_id": environment.machine_id(environment.this_machine()),
         "hardware": environment.cpu_info(),
         "versions": environment.versions(),
-        "git_commit": environment.git_commit(),
+        **environment.provenance(),
         "finished": environment.now(),
     }
 

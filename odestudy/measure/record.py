@@ -90,6 +90,7 @@ class Record(TypedDict, total=False):
     eqx_on_error: str
     pmap_implementation: str
     git_commit: str | None
+    source_trees: dict[str, str]  # `environment.source_trees`
     data_cached: bool
     trace_dir: str | None
     per_process_hardware: list[dict[str, Any]]  # multi-process runs

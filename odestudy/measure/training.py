@@ -21,7 +21,7 @@ from .batching import batch_stream, solver_cost
 from .checks import ProblemError, call_part, check_data, check_parts
 from .compat import pmap_implementation
 from .data import DATA_CACHE_ENV, cached_dataset
-from .environment import cpu_info, git_commit, machine_id, now, this_machine, versions
+from .environment import cpu_info, machine_id, now, provenance, this_machine, versions
 from .mlp_reverse import AbstractMLPField
 from .model import Solve, evaluation
 from .modes import ParallelStep, to_host
@@ -606,7 +606,7 @@ def environment(s: Scenario) -> dict[str, Any]:
         "jax_platforms": os.environ.get("JAX_PLATFORMS", ""),
         "eqx_on_error": os.environ.get("EQX_ON_ERROR", "raise"),
         "pmap_implementation": pmap_implementation(),
-        "git_commit": git_commit(),
+        **provenance(),
         "machine": this_machine(),
         "machine_id": machine_id(this_machine()),
         # What the machine probe measured at the start of this timing session (None:

@@ -39,6 +39,7 @@ from .machines import machines_table, skipped_table
 from .plots import scaling_figures, step_cost_figure
 from .prediction import write_prediction
 from .projection import all_sweeps, write_projection
+from .provenance import provenance_table
 from .reference import REFERENCE_CSV, comparison_table, reference_rows, seed_rows
 from .step import step_table
 from .tables import escape as _esc
@@ -251,6 +252,7 @@ def write_report(
         ("reference", comparison_table(seed_rows(results), reference_rows(reference))),
         ("machines", machines_table(every, chosen)),
         ("skipped", skipped_table(skipped)),
+        ("provenance", provenance_table(results)),
     ):
         written[name] = write_table(tables / f"{name}.md", text)
     figs, headline = _draw_figures(results, rows, every, figures) if draw else ([], None)

@@ -118,7 +118,7 @@ def run_ceiling(
         rec = dict(here, runs=[])
     rec.update(
         here,
-        git_commit=environment.git_commit(),
+        **environment.provenance(),
         hardware=environment.cpu_info(),
         phases=[name for name, _ in PHASES],
         steps=steps,

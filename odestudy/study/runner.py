@@ -44,7 +44,7 @@ def failed_record(s: Scenario, error: str, status: str = "failed", **extra: Any)
         status=status,
         error=error,
         versions=environment.versions(),
-        git_commit=environment.git_commit(),
+        **environment.provenance(),
         protocol=PROTOCOL,
         measurement_env=env,
         hardware=environment.cpu_info(),

@@ -21,7 +21,7 @@ class Scaling(Study):
     page: ClassVar[Page | None] = Page(
         "quick",
         "Quick scaling (`make all`)",
-        ("cpu", "gpu", "machines", "projection", "skipped"),
+        ("cpu", "gpu", "machines", "projection", "skipped", "provenance"),
         ("headline_speedup", "cpu_strong_scaling", "cpu_weak_scaling"),
         answer=True,
     )
