@@ -51,8 +51,9 @@
 #
 #   roofline     the device's roofline (`measure/roofline.py`: its float32 matmul peak,
 #                memory bandwidth and the time one more kernel adds;
-#                benchmarks/roofline.py), a few seconds: roofline/$KERNEL_DEVICE.json, which
-#                the step page sets each GPU levers record of the machine against.
+#                benchmarks/roofline.py), a few seconds: roofline/$KERNEL_DEVICE-<time>.json,
+#                one per reading; the step page sets each GPU levers record of the
+#                machine against the reading nearest its own session.
 #
 # Run order: install, cpubest, sweep, predictbest, each its own command (cpubest first if
 # time is short: its rows are measured on real cores, the GPU's beyond one are predicted).
@@ -241,7 +242,7 @@ for part in "$@"; do
     cpubest) JAX_PLATFORMS=cpu $PY -m odestudy.cli matrix --scale "$CPU_SCALE" --device cpu \
         --recommended --results "$RESULTS" --select "$CPU_SELECT" ${CPU_RUNS:+--runs "$CPU_RUNS"} ;;
     roofline) d=$(here) && $PY benchmarks/roofline.py --device "$KERNEL_DEVICE" \
-        --out "$d/roofline/$KERNEL_DEVICE.json" ;;
+        --out "$d/roofline/$KERNEL_DEVICE-$(date -u +%Y%m%dT%H%M).json" ;;
     sweep) sweep ;;
     predictbest) predictbest ;;
     kernel) kernel ;;

@@ -205,3 +205,27 @@ def test_a_gpu_rows_roofline_is_read_from_its_machines_roofline_record(tmp_path)
     roof, ratio = roofline_cells(rec, default, rec["floor"])
     assert roof == "20.0"
     assert ratio.startswith("525 [")  # the median of its blocks, 10.5 ms, over 20 us
+
+
+def test_a_gpu_table_uses_the_roofline_read_nearest_its_own_session(tmp_path):
+    """A machine read twice: each levers record is set against the reading nearest in
+    time to it, and the line under its table gives the range over the readings."""
+    import json
+
+    from odestudy.report.roofline import roofline_record, roofline_said
+
+    (tmp_path / "levers").mkdir()
+    rec = _lever_record(tmp_path / "levers", "gpu-pid-quick.json", FLOOR)
+    (tmp_path / "roofline").mkdir()
+    for stamp, peak in (("20261127T1428", 2.7e14), ("20261127T1728", 2.1e14)):
+        probe = {"peak_flops_per_s": peak, "bandwidth_bytes_per_s": 1e12, "kernel_s": 2e-6}
+        at = f"2026-11-27T{stamp[9:11]}:{stamp[11:]}:00+00:00"
+        (tmp_path / "roofline" / f"gpu-{stamp}.json").write_text(
+            json.dumps(probe | {"finished": at})
+        )
+    rec["finished"] = "2026-11-27T17:31:48+00:00"
+    assert roofline_record(rec)["peak_flops_per_s"] == 2.1e14
+    rec["finished"] = "2026-11-27T14:40:00+00:00"
+    assert roofline_record(rec)["peak_flops_per_s"] == 2.7e14
+    line = roofline_said(rec)[0]
+    assert "matmul peak 270 TFLOP/s" in line and "span 210–270 TFLOP/s" in line

@@ -3,6 +3,7 @@ executed arithmetic and bytes take at the device's peak, plus the least launches
 must make, from the roofline record of the machine that measured the step
 (`benchmarks/gpu_session.sh roofline`)."""
 
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from ..study import records
 from .intervals import fmt_interval, ratio_interval
 from .tables import escape
 
-# Beside a machine's levers records: `<machine>/roofline/<device>.json`.
+# Beside a machine's levers records: `<machine>/roofline/gpu-<time>.json`, one per reading.
 FOLDER = "roofline"
 
 ROOFLINE_TEXT = (
@@ -31,10 +32,19 @@ ROOFLINE_TEXT = (
 
 def roofline_said(rec: dict[str, Any]) -> list[str]:
     """The line under a GPU levers table naming its machine's roofline reading: its
-    three values and its session, or that the machine has none."""
+    three values and its session, the range over the machine's other readings, or that
+    the machine has none."""
     probe = roofline_record(rec)
     if not probe:
         return ["No roofline was read on this machine (`benchmarks/gpu_session.sh roofline`).", ""]
+    readings = roofline_readings(rec)
+    peaks = [r["peak_flops_per_s"] / 1e12 for r in readings]
+    spread = (
+        f" Its {len(readings)} readings on this machine span {min(peaks):.3g}–"
+        f"{max(peaks):.3g} TFLOP/s; each table uses the one read nearest its own session."
+        if len(readings) > 1
+        else ""
+    )
     return [
         f"Roofline of {escape(probe.get('machine_id'))} ({escape(probe.get('device_kind'))}, "
         f"JAX {escape((probe.get('versions') or {}).get('jax'))}), read "
@@ -46,21 +56,48 @@ def roofline_said(rec: dict[str, Any]) -> list[str]:
             if probe.get("kernel_s") is None
             else f"{probe['kernel_s'] * 1e6:.3g} us per kernel"
         )
-        + ".",
+        + "."
+        + spread,
         "",
     ]
 
 
-def roofline_record(rec: dict[str, Any]) -> dict[str, Any] | None:
-    """The roofline record of the machine that made levers record `rec` (found by its
-    `path`), or None."""
+def _when(rec: dict[str, Any]) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.fromisoformat(str(rec.get("finished")))
+    except ValueError:
+        return None
+
+
+def roofline_readings(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every roofline reading of the machine that made levers record `rec` (found by its
+    `path`: `<machine>/roofline/gpu*.json`, one per session), oldest first."""
     path = rec.get("path")
     if not path:
-        return None
-    try:
-        return records.read_json(Path(path).parent.parent / FOLDER / "gpu.json")
-    except (OSError, ValueError):
-        return None
+        return []
+    found = []
+    for p in sorted((Path(path).parent.parent / FOLDER).glob("gpu*.json")):
+        try:
+            found.append(records.read_json(p))
+        except (OSError, ValueError):
+            continue
+    return sorted(found, key=lambda r: str(r.get("finished")))
+
+
+def roofline_record(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """The roofline reading of `rec`'s machine nearest in time to `rec` (its session's,
+    where one was read in it), or None."""
+    readings = roofline_readings(rec)
+    made = _when(rec)
+    if not readings or made is None:
+        return readings[-1] if readings else None
+    far = datetime.timedelta.max
+
+    def apart(r: dict[str, Any]) -> datetime.timedelta:
+        at = _when(r)
+        return far if at is None else abs(at - made)
+
+    return min(readings, key=apart)
 
 
 def row_roofline_s(rec: dict[str, Any], row: dict[str, Any], counts: dict | None) -> float | None:
