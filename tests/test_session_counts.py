@@ -123,5 +123,8 @@ def test_the_recommended_step_measured_again_after_its_choice_is_counted(spread_
     assert "made up to 2026-11-26 20:14 UTC" in line and "1.20x to 3.00x over 3" in line
     # The third is faster but trained to a loss 5 times the default's: not at equal loss.
     assert "1 faster with the whole interval above 1 at equal loss, 0 slower" in line
-    # Measured before the choice's last record: not a check held out in time.
-    assert recommended_again(rows, [{"finished": "2026-11-28T00:00:00+00:00"}]) == ""
+    # A record made after the rows cannot have informed the step they measured: the
+    # choice is made on those before them, and without any there is no check in time.
+    later = [{"finished": "2026-11-28T00:00:00+00:00"}]
+    assert recommended_again(rows, later) == ""
+    assert "made up to 2026-11-26 20:14 UTC" in recommended_again(rows, chosen + later)

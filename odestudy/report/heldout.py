@@ -79,17 +79,25 @@ def recommended_again(rows: Sequence[dict[str, Any]], chosen: Sequence[dict[str,
     """The map's check of the recommended step in a session after the records it was
     chosen on (`chosen`): per workload and controller whose 1-device rows both trained,
     its speedup over the default, how many the intervals and the loss rule call faster
-    at equal loss or slower; empty without such rows or where the map's rows are not
-    later than every choice record."""
+    at equal loss or slower. The choice is made on the records of `chosen` made before
+    the rows (a later one cannot have informed the step they measured, which is today's
+    recommended step, `workloads.step_of`); empty without such rows or records."""
     found = [
         r
         for r in rows
         if r["step"] == "recommended" and r["n_devices"] == 1 and r.get("speedup") is not None
     ]
-    last = max((t for rec in chosen if (t := _time(rec.get("finished"))) is not None), default=None)
-    if not found or last is None:
-        return ""
-    if not made_before({"finished": last.isoformat()}, [r["record"] for r in found]):
+    # Only records made before the rows could have informed the step they measured (a
+    # row is "recommended" only where its levers are today's recommended step's).
+    starts = [_time(r["record"].get("started")) for r in found]
+    first = min((t for t in starts if t is not None), default=None)
+    times = [t for rec in chosen if (t := _time(rec.get("finished"))) is not None]
+    last = max((t for t in times if first is not None and t < first), default=None)
+    if (
+        not found
+        or last is None
+        or not made_before({"finished": last.isoformat()}, [r["record"] for r in found])
+    ):
         return ""
     ratios = [r["speedup"] for r in found]
     above = [r for r in found if r["speedup"][1] > 1]
