@@ -732,6 +732,7 @@ def predict_from_row(
     row = Anchor.of_record(rec, f"the recorded 1-device row started {rec.get('started')}")
     p = predict_modes(target, used, MAP_TIMED_STEPS, (state, float(rec["final_loss"])), row, axis)
     p.update(made_here(), made_from=made_from, label=label, **(extra or {}))
+    records.keep_earlier(out)  # it was made before the newer row: held out in time
     records.write_json_atomic(out, p)
     if show:
         speedups = ", ".join(f"{r['mode']} {r['speedup']:.2f}x" for r in p["rows"])

@@ -229,3 +229,18 @@ def test_a_gpu_table_uses_the_roofline_read_nearest_its_own_session(tmp_path):
     assert roofline_record(rec)["peak_flops_per_s"] == 2.7e14
     line = roofline_said(rec)[0]
     assert "matmul peak 270 TFLOP/s" in line and "span 210–270 TFLOP/s" in line
+
+
+def test_a_variant_gets_a_floor_only_from_its_own_programs_count(tmp_path):
+    """An older record counted the default's program once: its default row keeps that
+    floor, a variant with levers of its own gets none (not another program's count); a
+    record that counted each variant sets each against its own."""
+    from odestudy.report.floor import floor_cells, row_floor_s
+
+    rec = _lever_record(tmp_path, "cpu-pid.json", FLOOR)
+    default, fast = rec["rows"]
+    fast["levers"] = {"fast_activations": True}
+    assert row_floor_s(rec, default) == pytest.approx(1.21e-3)
+    assert row_floor_s(rec, fast) is None and floor_cells(rec, fast) == ["–", "–"]
+    fast["floor"] = {**FLOOR, "per_evaluation": 5e5}
+    assert row_floor_s(rec, fast) == pytest.approx(0.605e-3)

@@ -128,3 +128,41 @@ def test_the_recommended_step_measured_again_after_its_choice_is_counted(spread_
     later = [{"finished": "2026-11-28T00:00:00+00:00"}]
     assert recommended_again(rows, later) == ""
     assert "made up to 2026-11-26 20:14 UTC" in recommended_again(rows, chosen + later)
+
+
+def test_a_row_predicted_again_is_checked_against_the_prediction_made_before_it(tmp_path):
+    """A prediction made again from a newer 1-device row keeps the one it replaces
+    (`records.keep_earlier`); a row measured after the earlier one and before the newer
+    is checked against the earlier: made before the rows."""
+    from odestudy.measure.scenario import Scenario
+    from odestudy.report.heldout import said
+    from odestudy.report.prediction import checked_rows, row_predictions
+    from odestudy.study import records
+
+    target = Scenario(mode="shard_map", devices_per_process=2, scale="quick")
+
+    def prediction(made: str, step_s: float) -> dict:
+        return {
+            "trained": True, "scenario": target.to_dict(), "n_devices": 2,
+            "finished": made, "made_from": {"model": 6},
+            "rows": [{"mode": "shard_map", "step_time_s": step_s,
+                      "step_time_interval_s": [step_s * 0.9, step_s * 1.1]}],
+        }  # fmt: skip
+
+    out = tmp_path / "m" / "predict" / "p-profile-cpu.json"
+    out.parent.mkdir(parents=True)
+    records.write_json_atomic(out, prediction("2026-11-27T09:05:00+00:00", 0.010))
+    kept = records.keep_earlier(out)
+    assert kept is not None and kept.parent.name == records.EARLIER and not out.exists()
+    records.write_json_atomic(out, prediction("2026-11-27T19:05:00+00:00", 0.020))
+    found = row_predictions(tmp_path, "m")
+    assert len(found) == 2
+    row = {"status": "ok", "name": target.name(), "step_time_s": 0.0125, "session": None,
+           "started": "2026-11-27T18:40:00+00:00"}  # fmt: skip
+    (checked,) = checked_rows([row], found)
+    assert checked["predicted_s"] == 0.010 and checked["before"] is True
+    assert said([checked]) == "prediction model 6; made before the rows"
+    # A row measured before both: checked in-sample against the newest.
+    early = dict(row, started="2026-11-27T08:40:00+00:00")
+    (checked,) = checked_rows([early], found)
+    assert checked["predicted_s"] == 0.020 and checked["before"] is False

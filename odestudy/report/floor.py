@@ -40,9 +40,20 @@ def record_floor(rec: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def row_counts(rec: dict[str, Any], row: dict[str, Any]) -> dict[str, Any] | None:
-    """What variant `row` must compute: its own counts where the record counted each
-    variant's program (`row["floor"]`), else the record's one count (`record_floor`)."""
-    return row.get("floor") or record_floor(rec)
+    """What variant `row` must compute, counted on its own program: its own counts where
+    the record counted each variant's (`row["floor"]`); in an older record, which counted
+    the default's program once (`record_floor`), the default's row alone; else None (no
+    floor: another program's count would flatter or wrong it)."""
+    if row.get("floor"):
+        return row["floor"]
+    return record_floor(rec) if not _set_levers(row.get("levers")) else None
+
+
+def _set_levers(levers: dict[str, Any] | None) -> dict[str, Any]:
+    """`levers` without those at their default: what makes a variant's program other
+    than the default's."""
+    fields = Scenario.__dataclass_fields__
+    return {k: v for k, v in (levers or {}).items() if k not in fields or not _at_default(k, v)}
 
 
 def _floor_s(counts: dict[str, Any], row: dict[str, Any], rate: float) -> float:
@@ -103,7 +114,9 @@ FLOOR_TEXT = (
     "the rounds (else one probe's). Records made since the floor's counts were split "
     "count each variant on its own program and charge its transcendentals (`exp`, "
     "`log1p`, `tanh`, which XLA counts apart from FLOPs) at their own probed rate; older "
-    "records count the default's program once, transcendentals not charged. **x floor**: "
+    "records counted the default's program once, so only their default row has a floor "
+    "(no other variant is set against another program's count), transcendentals not "
+    "charged. **x floor**: "
     "the step's median over its floor, with the interval of the step's median and of "
     "those rounds' floors (else of the step's median alone); what lies above 1 is time "
     "its arithmetic does not account for (loop machinery, memory traffic, launches). "

@@ -23,9 +23,12 @@ from .tables import escape, markdown_table, write_table
 
 def row_predictions(results: str | Path, machine: str) -> list[dict[str, Any]]:
     """The predictions of `machine`'s measured rows (`predict --rows`): files named
-    `<target>-profile-<name>.json` in its `predict` folder."""
+    `<target>-profile-<name>.json` in its `predict` folder, and the earlier ones each
+    replaced (`records.EARLIER`)."""
     folder = Path(results) / machine
-    return [records.read_json(p) for p in records.side_study_paths(folder, "predict")]
+    paths = [*records.side_study_paths(folder, "predict"),
+             *records.side_study_paths(folder, f"predict/{records.EARLIER}")]  # fmt: skip
+    return [records.read_json(p) for p in paths]
 
 
 def _where(placement: tuple[int, int, int]) -> str:
@@ -43,14 +46,14 @@ def checked_rows(
     predicted mode (the prediction's target in that mode: its placement, problem and
     every field, a batch or an evaluation interval included): predicted step and
     interval, measured step, error, and whether the measured step lies in the
-    interval."""
-    out = []
-    for p in found:
+    interval. A row predicted more than once is checked against the newest prediction
+    made before it was measured (held out in time, `heldout.made_before`), else the
+    newest."""
+    chosen: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
+    for p in sorted(found, key=lambda p: str(p.get("finished"))):
         if not p.get("trained"):
             continue  # a prediction from a model that did not train checks nothing
-        s = p["scenario"]
-        target = Scenario.from_dict(s)
-        where = (p["n_devices"], p.get("processes", 1), p.get("nodes", 1))
+        target = Scenario.from_dict(p["scenario"])
         for pr in p["rows"]:
             name = dataclasses.replace(target, mode=pr["mode"]).name()
             r = next(
@@ -60,17 +63,26 @@ def checked_rows(
             )  # fmt: skip
             if r is None:
                 continue
-            lo, hi = pr["step_time_interval_s"]
-            measured = float(r["step_time_s"])
-            out.append({
-                "model": (p.get("made_from") or {}).get("model"), "before": made_before(p, [r]),
-                "name": r["name"], "mode": pr["mode"], "controller": s["controller"],
-                "placement": where, "predicted_s": pr["step_time_s"], "low_s": lo,
-                "high_s": hi, "measured_s": measured,
-                "error": pr["step_time_s"] / measured - 1, "inside": lo <= measured <= hi,
-                "profile": (p.get("profile") or {}).get("name"), "session": r["session"],
-            })  # fmt: skip
-    return out
+            held = chosen.get(name)
+            if held is None or made_before(p, [r]) or not made_before(held[0], [r]):
+                chosen[name] = (p, pr, r)
+    return [_checked(p, pr, r) for p, pr, r in chosen.values()]
+
+
+def _checked(p: dict[str, Any], pr: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+    """One measured row `r` against mode row `pr` of prediction `p`."""
+    s = p["scenario"]
+    lo, hi = pr["step_time_interval_s"]
+    measured = float(r["step_time_s"])
+    return {
+        "model": (p.get("made_from") or {}).get("model"), "before": made_before(p, [r]),
+        "name": r["name"], "mode": pr["mode"], "controller": s["controller"],
+        "placement": (p["n_devices"], p.get("processes", 1), p.get("nodes", 1)),
+        "predicted_s": pr["step_time_s"], "low_s": lo, "high_s": hi,
+        "measured_s": measured, "error": pr["step_time_s"] / measured - 1,
+        "inside": lo <= measured <= hi, "profile": (p.get("profile") or {}).get("name"),
+        "session": r["session"], "made": p.get("finished"),
+    }  # fmt: skip
 
 
 def summary_lines(checked: Sequence[dict[str, Any]]) -> list[str]:

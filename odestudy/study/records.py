@@ -139,6 +139,26 @@ def side_study_paths(machine: str | Path, study: str, pattern: str = "*.json") -
     return sorted(Path(machine, study).glob(pattern))
 
 
+# Where a prediction made again from a newer row keeps the one it replaces, beside it:
+# `<folder>/earlier/<name>.<made>.json`. It was made before the newer rows were measured,
+# so the report checks it against them as a prediction held out in time.
+EARLIER = "earlier"
+
+
+def keep_earlier(out: Path) -> Path | None:
+    """Move the prediction at `out`, if any, to `EARLIER` under its folder, named by the
+    time it was made (`finished`); returns where it went."""
+    try:
+        old = read_json(out)
+    except (OSError, ValueError):
+        return None
+    stamp = str(old.get("finished") or "unknown").replace(":", "").replace("+0000", "Z")
+    kept = out.parent / EARLIER / f"{out.stem}.{stamp}.json"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    out.replace(kept)
+    return kept
+
+
 def ceiling_path(scale_folder: str | os.PathLike, controller: str, step: str = "") -> Path:
     """Where the ceiling runs of `controller` with the step `step` (its lever tags,
     `Scenario.step_tag`; `""` for the default step) live in a machine's scale folder:
