@@ -166,3 +166,24 @@ def test_a_row_predicted_again_is_checked_against_the_prediction_made_before_it(
     early = dict(row, started="2026-11-27T08:40:00+00:00")
     (checked,) = checked_rows([early], found)
     assert checked["predicted_s"] == 0.020 and checked["before"] is False
+
+
+def test_a_record_measured_again_keeps_its_session_for_the_claims(tmp_path):
+    """`matrix --force` keeps the record it replaces (`records.keep_replaced`) under
+    `sessions/<when>/`, below its machine as before; the claims count it as a session
+    that repeats the scenario (`claims.related_records`)."""
+    import json
+
+    from odestudy.report.claims import related_records
+    from odestudy.study import records
+
+    path = tmp_path / "m" / "quick" / "cpu-2dev-pmap-pid-strong-quick" / records.RECORD_NAME
+    path.parent.mkdir(parents=True)
+    old = {"status": "ok", "scenario_key": "k", "protocol": 2, "versions": {"jax": "0.10.2"}}
+    path.write_text(json.dumps(old))
+    kept = records.keep_replaced(path, tmp_path, "20261127T1742")
+    assert kept == tmp_path / "sessions" / "20261127T1742" / path.relative_to(tmp_path)
+    assert json.loads(kept.read_text())["scenario_key"] == "k"
+    assert records.keep_replaced(tmp_path / "none.json", tmp_path, "x") is None
+    found = related_records(tmp_path, "quick", [old])
+    assert [r["source"] for r in found] == ["20261127T1742"]

@@ -13,11 +13,13 @@ from typing import Any
 
 from ..measure.controllers import CONTROLLERS
 from ..study import records
-from ..study.claim import Claim
+from ..study.claim import Agreement, Claim
 from . import sessions
 from .best import Best, best_for, best_steps, step_of
+from .claims import groups
 from .comparisons import BEST_STEP, REFERENCE_STEP, ratio_claim, render_x
 from .crossover import CROSSOVER_WORKLOADS, batch_crossing, points, study_records, work_crossing
+from .frames import scaling_rows
 from .intervals import ratio_interval
 from .loss import MARK, differs, trained
 from .tables import escape
@@ -118,10 +120,11 @@ def render_controller(a: ControllerAnswer) -> str:
     modes = ", ".join(f"`{escape(c.comparison.mode)}` {render_x(c)}" for c in a.modes)
     top = a.modes[0]
     said = verdict((top.value, *top.interval))
+    sessions_said = _sessions_said(top)
     text = (
         f"- **{escape(a.controller)}**: best 1-device step {escape(a.best.said())}. On {a.n} "
         f"devices ({a.batch} series each): {modes}; the fastest {said}"
-        + (" (one run)" if a.one_run else "")
+        + (" (one run)" if a.one_run else sessions_said)
         + "."
     )
     if a.reference is not None and a.best.default is not None:
@@ -132,13 +135,72 @@ def render_controller(a: ControllerAnswer) -> str:
     return text
 
 
+def _sessions_said(claim: Claim) -> str:
+    """`, as in 4 of 6 sessions (2 not separable: WHEN, WHEN)`: how the sessions holding
+    its rows judged `claim` (`Claim.agreement`), short; "" where one session holds them."""
+    found = claim.agreement
+    if found is None or found.answered < 2:
+        return ""
+    others = "; ".join(f"{len(w)} {v.value}: {', '.join(w)}" for v, w in found.others)
+    return f", as in {found.agree} of {found.answered} sessions" + (
+        f" ({others})" if others else ""
+    )
+
+
 def controller_answers(
-    rows: Sequence[dict[str, Any]], device: str = "cpu"
+    rows: Sequence[dict[str, Any]],
+    device: str = "cpu",
+    every: Sequence[dict[str, Any]] = (),
 ) -> tuple[ControllerAnswer, ...]:
     """The README's answer for one device kind: each controller's (`controller_answer`)
-    that has one."""
+    that has one, each mode's claim with how the sessions of `every` (ok records of the
+    scale, any session) that hold its rows judged it (`best_agreement`)."""
     ok = [r for r in rows if r["device"] == device and r["status"] == "ok"]
-    return tuple(a for c in CONTROLLERS if (a := controller_answer(ok, c)) is not None)
+    answers = tuple(a for c in CONTROLLERS if (a := controller_answer(ok, c)) is not None)
+    if not every:
+        return answers
+    judged = session_answers(every, device)
+    return tuple(
+        dataclasses.replace(
+            a, modes=tuple(best_agreement(c, a.controller, judged) for c in a.modes)
+        )
+        for a in answers
+    )
+
+
+def session_answers(
+    every: Sequence[dict[str, Any]], device: str
+) -> dict[str, dict[str, ControllerAnswer]]:
+    """Per session (its `when`) of `every` with scaling rows of `device`: its README
+    answer per controller (`controller_answer` of that session's rows alone)."""
+    out = {}
+    for session, recs in groups(every, device).items():
+        rows = scaling_rows(recs)
+        out[session.when] = {
+            c: a for c in CONTROLLERS if (a := controller_answer(rows, c)) is not None
+        }
+    return out
+
+
+def best_agreement(
+    claim: Claim, controller: str, judged: dict[str, dict[str, ControllerAnswer]]
+) -> Claim:
+    """`claim` (a mode over the best 1-device step) with how the sessions judged the
+    same mode on as many devices over their own best step: a session that holds no such
+    rows does not count."""
+    found: dict[Any, list[str]] = {}
+    for when, answers in sorted(judged.items()):
+        a = answers.get(controller)
+        same = (
+            next((c for c in a.modes if c.comparison.mode == claim.comparison.mode), None)
+            if a is not None and a.n == claim.comparison.devices
+            else None
+        )
+        if same is not None:
+            found.setdefault(same.verdict, []).append(escape(when))
+    others = tuple((v, tuple(w)) for v, w in found.items() if v != claim.verdict)
+    agreed = Agreement(len(found.get(claim.verdict, [])), sum(map(len, found.values())), others)
+    return dataclasses.replace(claim, agreement=agreed)
 
 
 def readme_claims(answers: Sequence[ControllerAnswer]) -> list[Claim]:
@@ -289,8 +351,8 @@ def gpu_bound_line(results: str | Path) -> list[str]:
         return []
     return [
         "Splitting on GPUs is bounded by one GPU's own step at N times the batch over its "
-        "step at the batch (no communication counted: a bound, not a measurement; one "
-        f"sweep each on {', '.join(sorted(machines))}): " + "; ".join(parts) + ".",
+        "step at the batch (a bound: no communication counted; one sweep each on "
+        f"{', '.join(sorted(machines))}): " + "; ".join(parts) + ".",
         "",
     ]
 
@@ -307,9 +369,8 @@ def readme_answer(
     `figure` (relative to `base`)."""
     lines = [
         "Every speedup is over the **best 1-device step**: the fastest measured 1-device "
-        "step that trains the same model (for the study's own problems, the recommended "
-        "step `--recommended`), whose time each bullet gives; a step is one optimiser "
-        "update of the global batch. Intervals are 95%; "
+        "optimiser step that trains the same model (for the study's problems, "
+        "`--recommended`), its time in each bullet. Intervals are 95%; "
         f"{MARK} marks rows trained to different final losses.",
         "",
         *quick_lines(rows, "cpu", answers),

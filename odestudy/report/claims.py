@@ -12,6 +12,7 @@ from typing import Any
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
+from ..study import records
 from ..study.claim import Agreement, Answer, Claim, Verdict
 from ..study.workloads import MAP_FOLDER
 from . import loss, sessions
@@ -444,12 +445,14 @@ def related_records(
     results: str | Path, scale: str, rows: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The ok records of the workload map's and the version study's folders under
-    `results` that repeat a scenario of `rows` (its key) under the same protocol and JAX
-    release: the sessions a claim counts besides the scale's own."""
+    `results`, and of the sessions whose records were measured again
+    (`records.REPLACED`), that repeat a scenario of `rows` (its key) under the same
+    protocol and JAX release: the sessions a claim counts besides the scale's own."""
     same = {(r.get("scenario_key"), r.get("protocol"), _jax(r)) for r in rows}
     folders = [Path(results) / MAP_FOLDER]
-    versions = Path(results) / "versions"
-    folders += sorted(p for p in versions.iterdir() if p.is_dir()) if versions.is_dir() else []
+    for kept in ("versions", records.REPLACED):  # version sets; sessions measured again
+        found = Path(results) / kept
+        folders += sorted(p for p in found.iterdir() if p.is_dir()) if found.is_dir() else []
     out = []
     for folder in folders:
         for r in read_records(folder, scale, current=False):

@@ -55,7 +55,7 @@ def findings(
         answers=tuple(device_answer(rows, every, scaling, d, scale) for d in ("cpu", "gpu")),
         verdict=tuple(verdict_stated(rows)),
         by_session=tuple(session_rows(every)),
-        readme=controller_answers(rows, "cpu") if scale == README_SCALE else (),
+        readme=controller_answers(rows, "cpu", every) if scale == README_SCALE else (),
     )
     check(found.claims())
     return found

@@ -303,6 +303,10 @@ def run_matrix(
             force=force,
             probes=probes,
         )
+        if force and executor.needs_lock():  # this machine's records, measured again
+            when = environment.now().replace(":", "").replace("-", "")[:13]
+            for s in runnable:
+                records.keep_replaced(records.record_path(s, results), results, when)
         if show_progress:
             print(plan_line(the_plan, scale, name, whole, results, sizing, device), flush=True)
         todo = sum(max(0, n) for n in the_plan.missing.values())

@@ -159,6 +159,25 @@ def keep_earlier(out: Path) -> Path | None:
     return kept
 
 
+# Where a scenario's record measured again (`odestudy matrix --force`) is kept, so that
+# its session still counts in the claims (`report.claims.related_records`):
+# `<results>/sessions/<when replaced>/<machine>/<scale>/<name>/metrics.json`.
+REPLACED = "sessions"
+
+
+def keep_replaced(path: Path, results: str | Path, when: str) -> Path | None:
+    """Copy the record at `path` (under `results`), about to be measured again, to
+    `REPLACED/<when>/` under `results`, keeping its place below the machine; returns
+    where it went (None: no record there)."""
+    try:
+        old = read_record(path)
+    except (OSError, ValueError):
+        return None
+    kept = Path(results) / REPLACED / when / Path(path).relative_to(results)
+    write_json_atomic(kept, old)
+    return kept
+
+
 def ceiling_path(scale_folder: str | os.PathLike, controller: str, step: str = "") -> Path:
     """Where the ceiling runs of `controller` with the step `step` (its lever tags,
     `Scenario.step_tag`; `""` for the default step) live in a machine's scale folder:
