@@ -39,7 +39,7 @@ map: $(STAMP)
 	$(BIN)/odestudy predict --map --devices 2 --profile cpu
 	$(MAKE) --no-print-directory report
 
-# When splitting the batch pays: the map's per-device batch axis (`study/builtin/crossover.py`:
+# When splitting the batch pays: the map's per-device batch axis (`odestudy/builtin/crossover.py`:
 # 4 to 128 series per device on its lightest and heaviest workload, the recommended step
 # on 1 device and on 2 in every mode, both controllers, 3 interleaved runs; records beside
 # the map's), then the report (figures/tables/crossover.md). Resumable.
@@ -159,7 +159,7 @@ explain: $(STAMP)
 # rows (1 device; 8 devices pmap, shard, shard_map) and 2 devices in every mode, both
 # controllers, one run each; resumable (2147 s on the 2-core machine of the committed
 # records); then the time to target of the default and the recommended step (PID, batch
-# 32, 1 device and 2 devices `shard_map`): the seed study (`study/builtin/seed.py`). Tables and
+# 32, 1 device and 2 devices `shard_map`): the seed study (`odestudy/builtin/seed.py`). Tables and
 # figures go to figures/seed/.
 seed: $(STAMP)
 	$(BIN)/odestudy matrix --scale seed --study seed --device auto

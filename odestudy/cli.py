@@ -6,6 +6,7 @@ import sys
 import typing
 from pathlib import Path
 
+from . import builtin  # noqa: F401  (registers the built-in studies)
 from .measure import environment
 from .measure.controllers import CONTROLLERS
 from .measure.problem import resolve_problem

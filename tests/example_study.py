@@ -3,10 +3,10 @@ table and its page. `odestudy matrix --study tests.example_study:TinyStudy` runs
 `odestudy report --study tests.example_study:TinyStudy` writes its table and page, with
 no edit to the package (tests/test_studies.py)."""
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from odestudy.measure.scenario import Scenario
-from odestudy.study.studies import Study, Table
+from odestudy.study.studies import ReportInputs, Study, Table
 
 
 class TinyStudy(Study):
@@ -19,14 +19,14 @@ class TinyStudy(Study):
     def scenarios(self, scale, device="auto", full=False):
         return [Scenario(scale=scale, mode="single", controller="stepto")], []
 
-    def tables(self, records: Any, scale: str) -> list[Table]:
+    def tables(self, inputs: ReportInputs) -> list[Table]:
         rows = tuple(
             (
                 r["name"],
                 r["status"],
                 f"{r['step_time_s'] * 1e3:.3g}" if r.get("step_time_s") else "–",
             )
-            for r in records
+            for r in inputs.records
         )
         header = ("Scenario", "Status", "Step time (ms)")
         return [Table("tiny", "Step time of the tiny study", header, rows, "One run each.")]

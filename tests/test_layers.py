@@ -1,8 +1,11 @@
-"""The package's three layers and the direction of their imports: `measure` (what one
-run measures) <- `study` (running many, records on disk) <- `report` (tables, figures);
-`odestudy/__init__.py` and `odestudy/cli.py` are the edge that may import all three.
-No import points back up, no import circle, and a package import inside a function
-only delays a heavy library (JAX, matplotlib, pandas, papermill), with a comment."""
+"""The package's four layers and the direction of their imports: `measure` (what one
+run measures) <- `study` (running many, records on disk) <- `report` (tables, figures)
+<- `builtin` (the built-in studies, one file each: their scenarios and the tables and
+claims of their report, registered in `studies.STUDIES`, which `study` and `report` ask
+instead of importing them); `odestudy/__init__.py` and `odestudy/cli.py` are the edge
+that may import all four. No import points back up, no import circle, and a package
+import inside a function only delays a heavy library (JAX, matplotlib, pandas,
+papermill), with a comment."""
 
 import ast
 from pathlib import Path
@@ -10,7 +13,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "odestudy"
-LAYERS = ("measure", "study", "report")  # each may import the ones before it
+LAYERS = ("measure", "study", "report", "builtin")  # each may import the ones before it
 HEAVY = {
     "jax",
     "jaxlib",
@@ -72,6 +75,20 @@ def _imports(module: str, top_level_only: bool = False) -> list[tuple[str, ast.s
 
 def _layer(target: str) -> str | None:
     return target.split(".")[0] if target.split(".")[0] in LAYERS else None
+
+
+def test_every_layer_is_checked_and_the_built_in_studies_are_one_file_each():
+    """Each layer has modules to check; each built-in study is one module of the top
+    layer, and the studies below it never name that layer (they ask the registry)."""
+    from odestudy.builtin import BUILT_IN
+    from odestudy.study.studies import STUDIES
+
+    assert {m.split(".")[0] for m in MODULES} == set(LAYERS)
+    files = {STUDIES[name].__module__ for name in BUILT_IN}
+    assert files == {
+        f"odestudy.builtin.{m.split('.')[1]}" for m in MODULES if m.startswith("builtin.")
+    }
+    assert not (PACKAGE / "study" / "builtin").exists()
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

@@ -1,21 +1,25 @@
-"""Studies as types (`odestudy.study.studies`): the built-in studies are registered
-classes that `plan` and the matrix ask (their scenarios, runs, ceiling, folder), and a
-study defined in one file outside the package (`tests/example_study.py`: scenarios, one
-table, one page) runs through `odestudy matrix --study` and `odestudy report --study`
-with no edit to the package."""
+"""Studies as types (`odestudy.study.studies`): the built-in studies (`odestudy.builtin`)
+are registered classes that `plan` and the matrix ask (their scenarios, runs, ceiling,
+folder) and whose tables and claims the report renders, and a study defined in one file
+outside the package (`tests/example_study.py`: scenarios, one table, one page) runs
+through `odestudy matrix --study` and `odestudy report --study` with no edit to the
+package."""
 
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from odestudy.builtin import BUILT_IN
 from odestudy.measure.environment import ROOT
-from odestudy.study import matrix
+from odestudy.measure.scenario import Scenario
+from odestudy.study import matrix, records
 from odestudy.study.matrix import get_study
 from odestudy.study.records import record_path
-from odestudy.study.studies import STUDIES, Study, Table
+from odestudy.study.studies import STUDIES, ReportInputs, Study, Table
 
 from .helpers import record
 
@@ -23,7 +27,7 @@ SPEC = "tests.example_study:TinyStudy"
 
 
 def test_the_built_in_studies_are_registered_and_say_how_they_run():
-    assert set(matrix.BUILT_IN) <= set(STUDIES)
+    assert set(BUILT_IN) <= set(STUDIES)
     assert get_study("scaling").ceiling and get_study("scaling").recommendable
     assert get_study("explain").runs("quick") == 3
     assert get_study("versions").runs("quick") == 1 and get_study("explain").runs("seed") == 1
@@ -72,7 +76,9 @@ def test_a_study_needs_only_its_class():
 
     try:
         assert isinstance(get_study("empty-test-study"), Empty)
-        assert get_study(Empty).tables([], "quick") == [] and Table("t", "T", (), ()).rows == ()
+        inputs = ReportInputs(Path("results"), "quick", Path("figures"))
+        assert get_study(Empty).tables(inputs) == [] and get_study(Empty).claims(inputs) == []
+        assert Table("t", "T", (), ()).rows == ()
     finally:
         STUDIES.pop("empty-test-study")
 
@@ -180,3 +186,55 @@ def test_a_page_renders_its_table_values_and_reads_no_file_back(tmp_path):
     assert "No rows yet" in page("workloads", tmp_path, tmp_path, tmp_path / "docs", None, {})
     rows = Table("t", "T", ("a",), (("1",),), notes="n")
     assert "| a" in page("workloads", tmp_path, tmp_path, tmp_path, None, {"workloads": rows})
+
+
+def _quick_results(root: Path) -> Path:
+    """A small results tree: the quick scale's 1-device row and two 2-device rows."""
+    for i, s in enumerate(
+        [
+            Scenario(scale="quick"),
+            Scenario(scale="quick", devices_per_process=2, mode="shard_map"),
+            Scenario(scale="quick", devices_per_process=2, mode="pmap"),
+        ]
+    ):
+        rec = dict(record(s, step=0.02 - 0.004 * i, jitter=0.01, seed=i), seed=i)
+        records.write_json_atomic(record_path(s, root), rec)
+    return root
+
+
+def test_each_built_in_study_with_a_page_makes_its_tables_and_the_report_renders_them(
+    tmp_path,
+):
+    from odestudy.report import pages
+    from odestudy.report.document import read_inputs, report_studies, write_report
+    from odestudy.report.tables import table_markdown
+
+    results, figures = _quick_results(tmp_path / "results"), tmp_path / "figures"
+    with records.read_once():
+        inputs = read_inputs(results, "quick", figures, draw=False)
+        made = {s.name: s.tables(inputs) for s in report_studies()}
+        claims = get_study("scaling").claims(inputs)
+    # Every built-in study with a page, and those alone, make tables: non-empty.
+    with_page = [n for n in BUILT_IN if STUDIES[n].page is not None]
+    assert list(made) == with_page
+    assert all(made[n] for n in with_page), [n for n in with_page if not made[n]]
+    # Each page's tables are its studies' (the seed page shows the scaling study's too).
+    names = {t.name for tables in made.values() for t in tables}
+    for name in with_page:
+        assert set(STUDIES[name].page.tables) <= names
+    # The scaling study states the verdict's claims on its rows, each with its session.
+    assert claims and all(c.sessions for c in claims)
+    assert {c.comparison.mode for c in claims} >= {"shard_map", "pmap"}
+    # The report writes those values, and the pages render them and nothing else: a
+    # table file planted afterwards does not reach a page.
+    report = write_report(results, "quick", figures, draw=False)
+    values = report["values"]
+    assert set(values) == names and report["inputs"].rows == inputs.rows
+    for name, table in values.items():
+        assert (figures / "tables" / f"{name}.md").read_text() == table_markdown(table)
+        (figures / "tables" / f"{name}.md").write_text(f"# Stale {name}\n\nold\n")
+    planted = {n: Table(n, f"Planted {n}", text=f"planted {n}\n") for n in values}
+    for spec in pages.pages_of("quick"):
+        text = pages.page(spec.name, results, figures, tmp_path / "docs", None, planted)
+        assert "Stale" not in text
+        assert all(f"## Planted {t}\n\nplanted {t}" in text for t in spec.tables)

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
+from ..study.studies import Table
 from ..study.workloads import (
     CROSSOVER_WORKLOADS,
     MAP_DEVICES,
@@ -34,7 +35,7 @@ from .best import Best, best_for, best_steps, over_best, step_of
 from .frames import read_records
 from .heldout import made_before, said
 from .loss import MARK, differs, trained
-from .tables import escape, markdown_table, write_table
+from .tables import escape, markdown_table, table_value
 from .workloads import predictions
 
 DRAWS = 2000
@@ -521,20 +522,15 @@ def crossover_markdown(
     return "\n".join(parts) + "\n"
 
 
-def write_crossover(
-    results: str | Path, figures: str | Path, scale: str = "quick"
-) -> dict[str, Path]:
-    """Write `figures/tables/crossover.md` and, with points, `figures/crossover.png`;
-    at another scale than quick, only where the axis has rows there."""
+def crossover_tables(results: str | Path, figures: str | Path, scale: str = "quick") -> list[Table]:
+    """The crossover's table (`crossover`) and, with points, its figure
+    (`figures/crossover.png`, drawn); at another scale than quick, only where the axis
+    has rows there (else none)."""
     recs = study_records(results, scale)
     if not recs and scale != "quick":
-        return {}
+        return []
     pts = points(recs)
     machine = recs[0]["machine_id"] if recs else ""
     found = axis_predictions(results, machine) if machine else []
-    table = Path(figures) / "tables" / "crossover.md"
-    out: dict[str, Any] = {"table": table}
-    out["value"] = write_table(table, crossover_markdown(recs, pts, found))
-    if any(p.work_s for p in pts):
-        out["figure"] = crossover_figure(pts, figures)[0]
-    return out
+    figs = crossover_figure(pts, figures)[:1] if any(p.work_s for p in pts) else []
+    return [table_value("crossover", crossover_markdown(recs, pts, found), figs)]

@@ -1,17 +1,14 @@
-"""Reduce scenario records into the study's tables and scaling figures."""
+"""One read of the records (`read_inputs`, a `ReportInputs` value), and the tables and
+figures of every registered study with a page made from it and written
+(`write_report`)."""
 
 from pathlib import Path
 from typing import Any
 
 from ..measure import environment
 from ..measure.timing import PROTOCOL
-from ..study.matrix import Step
 from ..study.runner import html_exporter
-from ..study.studies import Table, pages_of
-from ..study.versions import FOLDER as VERSIONS_FOLDER
-from . import sessions
-from .best import DEFAULT_STEP
-from .crossover import write_crossover
+from ..study.studies import STUDIES, ReportInputs, Study, Table
 from .device_tables import (
     ADDED_COLUMNS,
     DIAGNOSTIC_COLUMNS,
@@ -20,12 +17,9 @@ from .device_tables import (
     device_table,
     diagnostic_rows,
     machine_line,
-    no_rows,
     pick_machine,
     table_rows,
 )
-from .explain import write_explain
-from .floor import gpu_lever_lines
 from .frames import (
     BaselineError,
     baseline,
@@ -34,19 +28,10 @@ from .frames import (
     record_machine_id,
     scaling_rows,
 )
-from .gpu import gpu_extra, gpu_predictions, headline_figure, predicted_section
+from .gpu import gpu_extra, headline_figure
 from .machines import machines_table, skipped_table
-from .plots import scaling_figures, step_cost_figure
-from .prediction import write_prediction
-from .projection import all_sweeps, write_projection
-from .provenance import provenance_table
 from .reference import REFERENCE_CSV, comparison_table, reference_rows, seed_rows
-from .step import step_table
-from .tables import escape as _esc
-from .tables import write_table
-from .verdict import verdict_markdown
-from .versions import version_rows, write_versions_table
-from .workloads import write_workloads
+from .tables import table_markdown
 
 __all__ = [
     "ADDED_COLUMNS",
@@ -67,6 +52,7 @@ __all__ = [
     "table_rows",
     "BaselineError",
     "baseline",
+    "read_inputs",
     "read_records",
     "record_machine_id",
     "scaling_rows",
@@ -95,129 +81,46 @@ def report_rows(
     return every, chosen, rows, skipped
 
 
-def _draw_figures(
-    results: str | Path, rows: list[dict[str, Any]], every: list[dict[str, Any]], figures: Path
-) -> tuple[list[Path], Path | None]:
-    """The report's scaling figures (per device kind) and GPU step-cost figure, and its
-    headline figure (None without ok multi-device rows)."""
-    figs = []
-    # The scaling figures: the default step (the reference's), each mode over its 1 device.
-    recs = [r for r in rows if r["status"] == "ok" and r.get("step") == DEFAULT_STEP]
-    by_scaling = {k: scaling_rows(recs, k) for k in ("strong", "weak")}
-    for device in ("cpu", "gpu"):
-        sel = [r for k in by_scaling for r in by_scaling[k] if r["device"] == device]
-        cores = next(((r.get("hardware") or {}).get("physical_cores") for r in sel), None)
-        figs += scaling_figures(sel, figures, device, cores)
-    headline = headline_figure([r for k in by_scaling for r in by_scaling[k]], figures)
-    sweeps = [
-        s
-        for m in sorted({r["machine_id"] for r in every if r["device"] == "gpu"})
-        for s in all_sweeps(Path(results) / m, "gpu")
-    ]
-    if sweeps:
-        figs += step_cost_figure(sweeps, figures, "gpu_step_cost")
-    return figs, headline
-
-
-def _device_tables(
+def read_inputs(
     results: str | Path,
     scale: str,
-    every: list[dict[str, Any]],
-    chosen: dict[str, str],
-    rows: list[dict[str, Any]],
-    tables: Path,
-    reference: str | Path,
-) -> dict[str, Table]:
-    """Write `projection.md` and the device tables (`cpu.md`, `gpu.md`: how to read
-    them once, in the first with rows); returns them as values."""
-    written: dict[str, Table] = {}
-    by_machine = {
-        m: scaling_rows(
-            [
-                r
-                for r in every
-                if r["machine_id"] == m and r["device"] == "cpu" and in_scaling_matrix(r)
-            ]
-        )
-        for m in sorted({r["machine_id"] for r in every if r["device"] == "cpu"})
-    }
-    gpu_rows = [r for r in rows if r["device"] == "gpu"]
-    cpu_rows = [r for r in rows if r["device"] == "cpu"]
-    written["projection"], projected = write_projection(
-        results, by_machine, gpu_rows, chosen["gpu"], cpu_rows, tables / "projection.md"
+    figures: str | Path,
+    reference: str | Path = REFERENCE_CSV,
+    draw: bool = True,
+) -> ReportInputs:
+    """What the report of `scale` reads, as one value (`report_rows`): its records, the
+    machine chosen per device kind, the scaling rows and the records left out; and where
+    its figures go, the reference's rows and whether it draws the slower figures."""
+    every, chosen, rows, skipped = report_rows(results, scale)
+    return ReportInputs(
+        results=Path(results),
+        scale=scale,
+        figures=Path(figures),
+        records=tuple(every),
+        machines=chosen,
+        rows=tuple(rows),
+        skipped=tuple(skipped),
+        reference=Path(reference),
+        draw=draw,
     )
-    # The GPU rows predicted from one GPU, beside the measured ones (or alone).
-    predicted = {"cpu": "", "gpu": predicted_section(gpu_predictions(results, scale), every)}
-    guide = True  # how to read the tables: once, in the first table with rows
-    for device in ("cpu", "gpu"):
-        path = tables / f"{device}.md"
-        if not any(r["device"] == device and r["status"] == "ok" for r in rows):
-            text = f"# {device.upper()} table\n\n{no_rows(rows, results, device, scale)}\n"
-            text += f"\n{predicted[device]}" if predicted[device] else ""
-        else:
-            extra = (
-                gpu_extra(gpu_rows, projected, reference_rows(reference)) if device == "gpu" else ""
-            )
-            text = device_table(rows, device, predicted[device] + extra, guide)
-            guide = False
-        written[device] = write_table(path, text)
-    return written
 
 
-def _step_inputs(
-    results: str | Path, machine: str | None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
-    """The step page's records of `machine`: its CPU step-cost sweeps, its lever records
-    (each placed in its session) and its loss spreads per controller."""
-    if not machine:
-        return [], [], {}
-    cpu_sweeps = all_sweeps(Path(results) / machine, "cpu")
-    levers = Step().lever_records(results, machine)
-    found = sessions.index(results)
-    for side in [*cpu_sweeps, *levers]:
-        side["session"] = found.get(side["path"])
-    return cpu_sweeps, levers, Step().loss_spreads(results, machine)
+def report_studies() -> list[Study]:
+    """The studies of the whole report: every registered study with a page
+    (`Study.page`), in the order registered."""
+    return [c() for c in STUDIES.values() if c.page is not None]
 
 
-def _write_step(
-    results: str | Path, machine: str | None, figures: Path, draw: bool
-) -> tuple[Table, list[Path]]:
-    """Write `tables/step.md` (the step page's table of `machine`'s CPU records and the
-    GPU levers' lines) and, with `draw`, the CPU step-cost figure; returns the table
-    and the figures drawn."""
-    cpu_sweeps, levers, spreads = _step_inputs(results, machine)
-    figs = step_cost_figure(cpu_sweeps, figures, "cpu_step_cost") if cpu_sweeps and draw else []
-    path = figures / "tables" / "step.md"
-    gpu = "\n".join(gpu_lever_lines(results))
-    return write_table(path, step_table(cpu_sweeps, levers, spreads) + "\n" + gpu), figs
-
-
-def _write_side_studies(
-    results: str | Path, scale: str, every: list[dict[str, Any]], machine: str, figures: Path
-) -> tuple[dict[str, Table], list[Path]]:
-    """Write the explanation, prediction, workload and version studies' tables and the
-    first three's figures (the explanation's from `machine`'s records among `every`,
-    each section from another machine's where `machine` holds none of it; the version
-    study's where a page of `scale` shows it); returns the tables by name and the
-    figures."""
-    explain = write_explain(list(every), figures, machine)
-    written = {
-        "explain": explain["value"],
-        "prediction": write_prediction(results, figures, machine),
-    }
-    figs = []
-    # `make map` and `make crossover`: the quick scale
-    for name, found in (
-        ("workloads", write_workloads(results, figures, scale)),
-        ("crossover", write_crossover(results, figures, scale)),
-    ):
-        written.update({name: found["value"]} if "value" in found else {})
-        figs += [found["figure"]] if "figure" in found else []
-    if any("versions" in p.tables for p in pages_of(scale)):
-        path = figures / "tables" / "versions.md"
-        by_set = version_rows(Path(results) / VERSIONS_FOLDER, scale)
-        written["versions"] = write_versions_table(path, by_set)
-    return written, figs + explain["figures"]
+def study_tables(inputs: ReportInputs) -> dict[str, Table]:
+    """Each report study's tables made from `inputs` (`Study.tables`), by name, in the
+    order the studies were registered; ValueError where two make the same table."""
+    out: dict[str, Table] = {}
+    for study in report_studies():
+        for table in study.tables(inputs):
+            if table.name in out:
+                raise ValueError(f"two studies make the table {table.name!r}")
+            out[table.name] = table
+    return out
 
 
 def write_report(
@@ -227,47 +130,38 @@ def write_report(
     reference: str | Path = REFERENCE_CSV,
     draw: bool = True,
 ) -> dict[str, Any]:
-    """Write `figures/tables/{verdict,cpu,gpu,reference,machines,skipped,explain,...}.md`,
-    the headline figure (`headline_figure`) and the other figures.
+    """Read the records once (`read_inputs`), make every report study's tables from them
+    (`study_tables`) and write each to `figures/tables/<name>.md`.
 
     - `draw`: also draw the scaling, headline and step-cost figures (False: the tables,
       and the explain and workload studies' figures, only; much faster).
 
     Each device kind's tables come from one machine (`pick_machine`); records that do
     not parse or match no scenario of the current matrices are listed in
-    `skipped.md` and left out. Returns the rows, the verdict (`verdict.verdict_markdown`,
-    also in `tables/verdict.md`), the headline figure's PNG (None without ok multi-device
-    rows), the tables as values (`values`, by name: what the pages and the report
-    notebook render) and the paths written (`tables`), the other figures, and the
-    skipped records.
+    `skipped.md` and left out. Returns the rows, the verdict (the `verdict` table's
+    text), the headline figure's PNG (the verdict's figure; None without ok
+    multi-device rows or `draw`), the tables as values (`values`, by name: what the
+    pages and the report notebook render) and the paths written (`tables`), the other
+    figures drawn, the skipped records, the machine per device kind, and what was read
+    (`inputs`).
     """
-    figures = Path(figures)
-    every, chosen, rows, skipped = report_rows(results, scale)
-    tables = figures / "tables"
-    tables.mkdir(parents=True, exist_ok=True)
-    written = _device_tables(results, scale, every, chosen, rows, tables, reference)
-    verdict_text = verdict_markdown(rows, scale)
-    for name, text in (
-        ("verdict", f"# Verdict ({_esc(scale)} scale)\n\n{verdict_text}"),
-        ("reference", comparison_table(seed_rows(results), reference_rows(reference))),
-        ("machines", machines_table(every, chosen)),
-        ("skipped", skipped_table(skipped)),
-        ("provenance", provenance_table(results)),
-    ):
-        written[name] = write_table(tables / f"{name}.md", text)
-    figs, headline = _draw_figures(results, rows, every, figures) if draw else ([], None)
-    written["step"], step_figs = _write_step(results, chosen["cpu"], figures, draw)
-    side, side_figs = _write_side_studies(results, scale, every, chosen["cpu"], figures)
-    written.update(side)
+    inputs = read_inputs(results, scale, figures, reference, draw)
+    made = study_tables(inputs)
+    folder = inputs.figures / "tables"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, table in made.items():
+        (folder / f"{name}.md").write_text(table_markdown(table))
+    verdict = made.get("verdict", Table("verdict", "Verdict"))
     return {
-        "rows": rows,
-        "verdict": verdict_text,
-        "headline": headline,
-        "tables": {name: tables / f"{name}.md" for name in written},
-        "values": written,
-        "figures": figs + step_figs + side_figs,
-        "skipped": skipped,
-        "machines": chosen,
+        "rows": list(inputs.rows),
+        "verdict": verdict.text,
+        "headline": next(iter(verdict.figures), None),
+        "tables": {name: folder / f"{name}.md" for name in made},
+        "values": made,
+        "figures": [p for t in made.values() if t is not verdict for p in t.figures],
+        "skipped": list(inputs.skipped),
+        "machines": dict(inputs.machines),
+        "inputs": inputs,
     }
 
 

@@ -13,11 +13,12 @@ from ..measure.controllers import PID
 from ..measure.modes import mode_facts
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL
+from ..study.studies import Table
 from . import loss, sessions
 from .frames import BaselineError, is_default
 from .intervals import fmt_interval, ratio_interval
 from .plots import MODE_STYLE, _save, controller_dashes
-from .tables import escape, loss_cell, markdown_table, write_table
+from .tables import escape, loss_cell, markdown_table, table_value
 from .tables import fmt as _fmt
 
 # The evaluation loss the time-to-target runs race to (MSE on the evaluation set), per
@@ -709,12 +710,12 @@ def section(
     return [], []
 
 
-def write_explain(
+def explain_table(
     recs: list[dict[str, Any]], figures: str | Path, machine: str | None = None
-) -> dict[str, Any]:
-    """Write `figures/tables/explain.md` and its figures from all records of a scale:
-    each section from `machine`'s records (default: the machine of the first record),
-    else from a machine that holds them (`section`)."""
+) -> Table:
+    """The explanation's table (`explain`) and its figures, drawn into `figures`, from
+    all records of a scale: each section from `machine`'s records (default: the machine
+    of the first record), else from a machine that holds them (`section`)."""
     figures = Path(figures)
     # One protocol, the current one (`timing.PROTOCOL`), as in the scaling tables.
     older = [r for r in recs if r.get("status") == "ok" and r.get("protocol") != PROTOCOL]
@@ -738,6 +739,4 @@ def write_explain(
         parts += ["No records of these studies yet (`make explain`).", ""]
     for n in loss.notes("\n".join(parts)):
         parts += [n, ""]
-    path = figures / "tables" / "explain.md"
-    value = write_table(path, "\n".join(parts))
-    return {"table": path, "figures": figs, "value": value}
+    return table_value("explain", "\n".join(parts), figs)

@@ -18,7 +18,7 @@ from ..study.studies import Table
 from . import sessions
 from .frames import read_records, scaling_rows
 from .heldout import made_before, said
-from .tables import escape, markdown_table, write_table
+from .tables import escape, markdown_table, table_value
 
 
 def row_predictions(results: str | Path, machine: str) -> list[dict[str, Any]]:
@@ -230,13 +230,12 @@ def gpu_prediction_lines(results: str | Path) -> list[str]:
     ]
 
 
-def write_prediction(results: str | Path, figures: str | Path, machine: str | None) -> Table:
-    """Write `figures/tables/prediction.md` for `machine` (the report's CPU machine);
-    returns it as a value."""
-    out = Path(figures) / "tables" / "prediction.md"
+def prediction_table(results: str | Path, machine: str | None) -> Table:
+    """The prediction's table (`prediction`) for `machine` (the report's CPU machine), as
+    a value."""
     text = (
         prediction_markdown(results, machine)
         if machine
         else "# The prediction against measured rows, and the machine probes\n\nNo CPU rows.\n"
     )
-    return write_table(out, text)
+    return table_value("prediction", text)

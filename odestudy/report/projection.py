@@ -28,7 +28,7 @@ from ..study import records
 from ..study.studies import Table
 from . import sessions
 from .frames import BaselineError, baseline
-from .tables import escape, markdown_table, write_table
+from .tables import escape, markdown_table, table_value
 from .tables import fmt as _fmt
 
 # The modes that run on several devices, in the order of the tables.
@@ -360,16 +360,15 @@ def _joined(validation: Any) -> str:
     return said
 
 
-def write_projection(
+def projection_table(
     results: str | Path,
     rows_by_machine: dict[str, list[dict]],
     gpu_rows: list[dict[str, Any]],
     gpu_machine: str | None,
     cpu_rows: list[dict[str, Any]],
-    out: str | Path,
 ) -> tuple[Table, list[dict[str, Any]]]:
-    """Validate on every machine with sweeps and latencies, project the 2-GPU rows,
-    write `out` (`projection.md`); returns it as a value and the projected rows."""
+    """Validate on every machine with sweeps and latencies, project the 2-GPU rows;
+    returns the table (`projection`) as a value and the projected rows."""
     validation = []
     for machine, rows in rows_by_machine.items():
         cores = next(
@@ -382,7 +381,8 @@ def write_projection(
     projected = project_gpu(sweeps, gpu_rows, cpu_rows)
     machines = sorted({v["machine"] for v in validation})
     why = why_none_projected(sweeps, gpu_machine)
-    return write_table(out, projection_markdown(validation, machines, projected, why)), projected
+    text = projection_markdown(validation, machines, projected, why)
+    return table_value("projection", text), projected
 
 
 def why_none_projected(sweeps: dict, gpu_machine: str | None) -> str:

@@ -1,8 +1,9 @@
-"""One `odestudy report`, from one read of the records (`records.read_once`): the
-report's tables and figures (`document.write_report`, `Table` values), its statements
-(`findings.findings`: the answer per device kind, the README's answer, the sessions'
-rows, each holding its `Claim` values, checked to agree by comparison), the results
-pages that render them (`pages.write_pages`) and the README's answer
+"""One `odestudy report`, from one read of the records (`records.read_once`,
+`document.read_inputs`): the report's tables and figures (`document.write_report`: each
+report study's `Table` values), the claims of every report study (`Study.claims`),
+checked to agree by comparison, its statements (`findings.findings`: the answer per
+device kind, the README's answer, the sessions' rows, each holding its `Claim` values),
+the results pages that render them (`pages.write_pages`) and the README's answer
 (`pages.update_readme`). The report notebook calls it, and renders what it returns."""
 
 from pathlib import Path
@@ -10,7 +11,8 @@ from typing import Any
 
 from ..study import records
 from .answer import README_SCALE
-from .document import write_report
+from .consistency import check
+from .document import report_studies, write_report
 from .findings import findings
 from .pages import update_readme, write_pages
 from .reference import REFERENCE_CSV
@@ -34,16 +36,19 @@ def publish(
       none.
     - `reference`, `draw`: as `document.write_report`.
 
-    Returns `write_report`'s values, with `findings` (its statements, checked by
-    `consistency.check` before a page or the README is written from them: raises
-    `consistency.InconsistentClaims` otherwise), `claims` (the answer per device kind,
-    `Answer` values, rendered by `claims.render_claims`), `stated` (every `Claim` it
-    states), and `pages` (by name) and `readme` (its path) where written.
+    Returns `write_report`'s values, with `stated` (every report study's claims,
+    `Study.claims`, checked by `consistency.check` before a page or the README is
+    written from them: raises `consistency.InconsistentClaims` otherwise), `findings`
+    (its statements, which the pages and the README render), `claims` (the answer per
+    device kind, `Answer` values, rendered by `claims.render_claims`), and `pages` (by
+    name) and `readme` (its path) where written.
     """
     with records.read_once():
         report = write_report(results, scale, figures, reference, draw)
+        stated = [c for study in report_studies() for c in study.claims(report["inputs"])]
+        check(stated)
         found = findings(results, scale, report["rows"])
-        report.update(findings=found, claims=list(found.answers), stated=found.claims())
+        report.update(findings=found, claims=list(found.answers), stated=stated)
         if docs is not None:
             report["pages"] = write_pages(results, scale, figures, docs, found, report["values"])
         if readme is not None:

@@ -1,12 +1,12 @@
-"""A study's own report: its records read once (`Study.records`), its tables made once
-from them (`Study.tables`, `Table` values), rendered as markdown under
+"""A study's own report: its records read once (`Study.records`, as a `ReportInputs`
+value), its tables made once from them (`Study.tables`, `Table` values), rendered as markdown under
 `figures/tables/` and as its results page under `docs/results/` (between the generated
 markers). `odestudy report --study NAME_OR_MODULE:CLASS` writes it."""
 
 from pathlib import Path
 
 from ..study.matrix import get_study
-from ..study.studies import Study, Table
+from ..study.studies import ReportInputs, Study, Table
 from .pages import GENERATED_END, GENERATED_START
 from .tables import escape, render_body
 
@@ -39,7 +39,8 @@ def write_study_report(
             f"the {found.name} study's tables and page ({found.page.name}) are the whole "
             "report's: odestudy report without --study writes them"
         )
-    tables = found.tables(found.records(results, scale), scale)
+    read = tuple(found.records(results, scale))
+    tables = found.tables(ReportInputs(Path(results), scale, Path(figures), records=read))
     out = []
     folder = Path(figures) / "tables"
     folder.mkdir(parents=True, exist_ok=True)

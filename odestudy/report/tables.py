@@ -65,11 +65,22 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return markdown(frame(header, rows))
 
 
-def table_value(name: str, markdown: str) -> Table:
-    """A table a report module rendered as `markdown` (its `# title` line, then its body),
-    as a value: `name`, the title and the body (`Table.text`), which the pages render."""
+def table_value(name: str, markdown: str, figures: Sequence[Path] = ()) -> Table:
+    """A table a report module rendered as `markdown` (its `# title` line, a blank line,
+    then its body), as a value: `name`, the title, the body as rendered (`Table.text`,
+    which the pages render) and the `figures` drawn with it."""
     head, _, body = markdown.partition("\n")
-    return Table(name, head.lstrip("#").strip(), text=body.strip() + "\n")
+    return Table(
+        name, head.lstrip("#").strip(), text=body.removeprefix("\n"), figures=tuple(figures)
+    )
+
+
+def table_markdown(table: Table) -> str:
+    """`table` as its file `figures/tables/<name>.md` holds it: its `# title`, then the
+    markdown its report module rendered (the same text `table_value` was given), or its
+    rows and notes."""
+    body = table.text if table.text else render_body(table)
+    return f"# {table.title}\n\n{body}"
 
 
 def write_table(path: str | Path, markdown: str) -> Table:
@@ -83,9 +94,9 @@ def write_table(path: str | Path, markdown: str) -> Table:
 
 def render_body(table: Table) -> str:
     """`table` below its title, as markdown: the text its report module rendered
-    (`Table.text`), else its rows (cells escaped) and notes, or one line where it has
-    no rows."""
+    (`Table.text`, without its blank lines around), else its rows (cells escaped) and
+    notes, or one line where it has no rows."""
     if table.text:
-        return table.text
+        return table.text.strip() + "\n"
     body = markdown_table(table.header, table.rows) if table.rows else "No rows yet."
     return "\n".join([body, ""] + ([table.notes, ""] if table.notes else []))

@@ -16,7 +16,7 @@ from . import loss, sessions
 from .frames import read_records, scaling_rows
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .plots import MODE_STYLE
-from .tables import escape, fmt, markdown_table, write_table
+from .tables import escape, fmt, markdown_table, table_markdown, table_value, write_table
 
 TABLE_HEADER = (
     "JAX / diffrax / equinox / optax",
@@ -218,11 +218,17 @@ def versions_figure(by_set: dict[str, list[dict]], out: str | Path) -> list[Path
     return paths
 
 
-def write_versions_table(path: str | Path, by_set: dict[str, list[dict[str, Any]]]) -> Table:
-    """Write the version study's table (`versions_markdown` of `version_rows`) to `path`;
-    returns it as a value."""
+def versions_table(by_set: dict[str, list[dict[str, Any]]]) -> Table:
+    """The version study's table (`versions`: `versions_markdown` of `version_rows`), as
+    a value."""
     text = "# The core rows across JAX releases\n\n" + versions_markdown(by_set) + "\n"
-    return write_table(path, text)
+    return table_value("versions", text)
+
+
+def write_versions_table(path: str | Path, by_set: dict[str, list[dict[str, Any]]]) -> Table:
+    """Write the version study's table (`versions_table`) to `path`; returns it."""
+    table = versions_table(by_set)
+    return write_table(path, table_markdown(table))
 
 
 def write_versions(

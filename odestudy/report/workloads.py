@@ -14,6 +14,7 @@ from ..measure.modes import MODES
 from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 from ..study import records
+from ..study.studies import Table
 from ..study.workloads import (
     MAP_DEVICES,
     MAP_FOLDER,
@@ -40,7 +41,7 @@ from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import pair_mark, trained
 from .map_levers import MAP_LEVERS, lever_lines, lever_speedups, lever_summary
 from .plots import MODE_STYLE, _save
-from .tables import escape, loss_cell, markdown_table, write_table
+from .tables import escape, loss_cell, markdown_table, table_value
 
 # The prediction passes where its median |error| over a mode's rows is at most this.
 PREDICTION_LIMIT = 0.25
@@ -759,17 +760,14 @@ def workloads_figure(rows: Sequence[dict[str, Any]], out: str | Path) -> list[Pa
     return _save(fig, Path(out), "workloads")
 
 
-def write_workloads(
-    results: str | Path, figures: str | Path, scale: str = "quick"
-) -> dict[str, Path]:
-    """Write `figures/tables/workloads.md` and, where the map has rows,
-    `figures/workloads.png` (and `.svg`); at another scale than quick, only where the
-    map has rows at that scale."""
+def workloads_tables(results: str | Path, figures: str | Path, scale: str = "quick") -> list[Table]:
+    """The workload map's table (`workloads`) and, where the map has rows, its figure
+    (`figures/workloads.png`, drawn); at another scale than quick, only where the map has
+    rows at that scale (else none)."""
     text, rows = workloads_markdown(results, scale)
     if not rows and scale != "quick":
-        return {}  # the map is measured at the quick scale: no table of another
-    table = Path(figures) / "tables" / "workloads.md"
-    out: dict[str, Any] = {"table": table, "value": write_table(table, text)}
-    if any(r["speedup"] is not None for r in rows):
-        out["figure"] = workloads_figure(rows, figures)[0]
-    return out
+        return []  # the map is measured at the quick scale: no table of another
+    figs = (
+        workloads_figure(rows, figures)[:1] if any(r["speedup"] is not None for r in rows) else []
+    )
+    return [table_value("workloads", text, figs)]

@@ -2,7 +2,7 @@
 `scaling_plan`), the reference's configuration (`seed_scenarios`), the rows over several
 hosts (`node_scenarios`), the explanation and time-to-target studies
 (`explain_scenarios`, `target_scenarios`) and the version study's core rows
-(`versions_scenarios`). Each built-in study (`study/builtin/`) plans from these."""
+(`versions_scenarios`). Each built-in study (`odestudy/builtin/`) plans from these."""
 
 from typing import Any
 

@@ -12,22 +12,6 @@ from ..measure.recommended import recommended as apply
 from ..measure.record import Record
 from ..measure.scenario import SCALES, Scenario
 from . import records
-from .builtin import (
-    BUILT_IN,
-    LEVER_RECORDS,
-    LEVERS_FOLDER,
-    LOSS_SPREADS,
-    SEED_SCALE,
-    Crossover,
-    Explain,
-    Map,
-    Prediction,
-    Scaling,
-    Seed,
-    Step,
-    Target,
-    Versions,
-)
 from .executors import Executor, LocalExecutor, Progress
 from .grid import (
     BATCH_SWEEP,
@@ -69,39 +53,26 @@ from .runner import execute_scenario, failed_record
 from .steps import MATCHED, apply_step
 from .studies import STUDIES, THIS_MACHINE, Sizing, Study
 
-# The built-in studies (`builtin/`, one file each) and their scenarios (`grid.py`) are
-# re-exported here, where the matrix runs them.
+# The scenarios of the built-in studies (`grid.py`) are re-exported here, where the matrix
+# runs them; the studies themselves (`odestudy.builtin`) are asked through the registry
+# (`get_study`, `studies.STUDIES`).
 __all__ = [
     "BATCH_SWEEP",
-    "BUILT_IN",
     "CORE_MULTI_MODES",
     "CPU_DEVICE_COUNTS",
     "DEVICES",
     "EXPLAIN_DEVICES",
     "GPU_DEVICE_COUNTS",
     "KINDS",
-    "LEVERS_FOLDER",
-    "LEVER_RECORDS",
-    "LOSS_SPREADS",
     "PROCESS_LAYOUTS",
     "SEED_DEVICE_COUNTS",
     "SEED_EVAL_EVERY",
     "SEED_GPU_DEVICE_COUNTS",
-    "SEED_SCALE",
     "SPREADS",
     "STUDIES",
     "TARGET_EVAL_EVERY",
     "VERSION_DEVICES",
     "WITHIN_ODE_SPREAD",
-    "Crossover",
-    "Explain",
-    "Map",
-    "Prediction",
-    "Scaling",
-    "Seed",
-    "Step",
-    "Target",
-    "Versions",
     "absent",
     "check_sizing",
     "execute_scenario",

@@ -1,11 +1,12 @@
 """Studies as types. A study knows its name, its scenarios at a scale, how many runs each
-gets, the folder its records go to, its records, its tables and its page. Each final
-subclass of `Study` registers itself (`STUDIES`) when its class is defined, as a mode
-does: `odestudy matrix --study` and `odestudy report --study` ask it
+gets, the folder its records go to, its records, its tables, its claims and its page.
+Each final subclass of `Study` registers itself (`STUDIES`) when its class is defined, as
+a mode does: `odestudy matrix --study` and `odestudy report --study` ask it
 (`matrix.get_study`), by its name or, for a study defined outside the package, as
-`module:Class` (imported from the working directory, as a problem is). Each built-in
-study is defined in a file of its own (`study/builtin/`), from the scenarios of
-`grid.py`.
+`module:Class` (imported from the working directory, as a problem is). The built-in
+studies are defined above this layer and the report's (`odestudy.builtin`, one file
+each, registered when the package is imported): the matrix and the report ask the
+registry for them, and never import them.
 
 A table is a value (`Table`): a title, a header, rows of cells and notes, made once from
 the records; the report renders it and the study's page (`report.studies`). So are a
@@ -13,16 +14,17 @@ figure (`Figure`), a measured claim (`Claim`, `claim.py`: its comparison, value,
 interval, verdict and sessions) and the answer for a device kind (`Answer`): the report
 makes them once, and the pages, the report notebook and the README render them. A page of
 the whole report is a value too (`Page`): each study names its own (`Study.page`), and
-the report writes those of its scale (`pages_of`).
+the report writes those of its scale (`pages_of`). What one report reads is a value as
+well (`ReportInputs`: the records read once, the machine chosen per device kind, the
+scaling rows): each study makes its tables and claims from it.
 
-The seed, step and prediction studies are registered as well (`builtin.Seed`, `Step`,
-`Prediction`): the report asks the studies which records are current (`current`),
-which are the scaling tables' rows (`scaling_table`, `matrix`) and which pages it writes,
-rather than naming them."""
+The report asks the studies which records are current (`current`), which are the
+scaling tables' rows (`scaling_table`, `matrix`), which pages it writes and what they
+show (`tables`, `claims`), rather than naming them."""
 
 import abc
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -39,6 +41,7 @@ __all__ = [
     "Claim",
     "Figure",
     "Page",
+    "ReportInputs",
     "Sizing",
     "Study",
     "Table",
@@ -55,7 +58,8 @@ class Table:
     """One table of a study's report: `name` (its file, `<name>.md`), `title`, the
     `header` and `rows` of cells (text), and `notes` below it (markdown); or, for a
     table the report's own module renders (several tables and sections under one
-    title), its markdown below the title (`text`)."""
+    title), its markdown below the title (`text`); and the `figures` drawn with it
+    (their PNG and SVG files), which the report notebook shows."""
 
     name: str
     title: str
@@ -63,6 +67,7 @@ class Table:
     rows: tuple[tuple[str, ...], ...] = ()
     notes: str = ""
     text: str = ""
+    figures: tuple[Path, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +96,37 @@ class Page:
     figures: tuple[str, ...] = ()
     scales: tuple[str, ...] = ("quick",)
     answer: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportInputs:
+    """What one report reads, read once (`report.document.read_inputs`), from which each
+    study makes its tables (`Study.tables`) and claims (`Study.claims`).
+
+    - `results`, `scale`: the records' folder and the scale reported.
+    - `figures`: the folder its figures are drawn into (its tables go to `tables/`).
+    - `records`: the records read: for the whole report every current record of the
+      scale (`frames.read_records`), for a study's own report its records
+      (`Study.records`).
+    - `machines`: the machine whose rows each device kind's tables show (`"cpu"`,
+      `"gpu"`: `device_tables.pick_machine`).
+    - `rows`: the scaling rows of those machines under the current protocol
+      (`frames.scaling_rows`).
+    - `skipped`: the records left out, each with why (its path, the reason).
+    - `reference`: the reference's rows (a CSV); None: the report's own
+      (`reference.REFERENCE_CSV`).
+    - `draw`: draw the scaling and step-cost figures too (False: much faster).
+    """
+
+    results: Path
+    scale: str
+    figures: Path
+    records: tuple[dict[str, Any], ...] = ()
+    machines: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    rows: tuple[dict[str, Any], ...] = ()
+    skipped: tuple[tuple[str, str], ...] = ()
+    reference: Path | None = None
+    draw: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,8 +160,8 @@ class Study(Registered, abc.ABC, registry=STUDIES):
     - `scaling_table`: its records (`matrix`) are the rows of the scaling tables.
     - `sized`: its matrix is sized to the devices of a machine (`planned`), and
       `--device-count` sizes it to as many as asked.
-    - `page`: its page in the whole report (`report.pages`), whose tables the report's
-      own modules write; None: none (a study with `tables` has its own, `--study`).
+    - `page`: its page in the whole report (`report.pages`), whose tables its `tables`
+      make; None: none (a study with `tables` has its own report, `--study`).
     """
 
     name: ClassVar[str]
@@ -185,9 +221,13 @@ class Study(Registered, abc.ABC, registry=STUDIES):
                 out.append(rec)
         return out
 
-    def tables(self, records: Sequence[dict[str, Any]], scale: str) -> list[Table]:
-        """Its tables, from its records (none by default: the built-in studies' tables
-        are written by the report's own modules)."""
+    def tables(self, inputs: ReportInputs) -> list[Table]:
+        """Its tables, made once from what the report read (`inputs`); none by default."""
+        return []
+
+    def claims(self, inputs: ReportInputs) -> list[Claim]:
+        """The claims its report states about its comparisons, made from `inputs`; none
+        by default."""
         return []
 
     def intro(self, scale: str) -> str:

@@ -1,11 +1,15 @@
 """The reference configuration (`make seed`): the scaling rows of the seed scale and
-their time-to-target rows at its batch, one run each."""
+their time-to-target rows at its batch, one run each; its table, ours beside the
+reference's rows (`report.reference`), at every scale. Its page shows the scaling
+study's tables and claims, and the explanation's, of the seed scale."""
 
 from typing import ClassVar
 
-from ...measure.scenario import SCALES, Scenario
-from ..grid import KINDS, scaling_plan, target_scenarios
-from ..studies import THIS_MACHINE, Page, Study
+from ..measure.scenario import SCALES, Scenario
+from ..report.reference import REFERENCE_CSV, comparison_table, reference_rows, seed_rows
+from ..report.tables import table_value
+from ..study.grid import KINDS, scaling_plan, target_scenarios
+from ..study.studies import THIS_MACHINE, Page, ReportInputs, Study, Table
 from .scaling import Scaling
 
 # The seed study's scale: the reference's configuration.
@@ -47,3 +51,9 @@ class Seed(Study):
 
     def current(self, scale: str, problem: str) -> list[Scenario]:
         return Scaling().current(scale, problem) if scale == SEED_SCALE else []
+
+    def tables(self, inputs: ReportInputs) -> list[Table]:
+        """Ours beside the reference's rows (`reference`), from the seed scale's records
+        whatever the scale reported."""
+        reference = reference_rows(inputs.reference or REFERENCE_CSV)
+        return [table_value("reference", comparison_table(seed_rows(inputs.results), reference))]

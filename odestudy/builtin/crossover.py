@@ -1,11 +1,13 @@
 """When splitting the batch pays (`make crossover`): the recommended step along a
 per-device batch axis on the lightest and the heaviest workload of the map
-(`workloads.crossover_scenarios`), its records beside the map's."""
+(`workloads.crossover_scenarios`), its records beside the map's; its table and figure
+(`report.crossover`)."""
 
 from typing import ClassVar
 
-from ..studies import Page, Study
-from ..workloads import MAP_FOLDER, crossover_scenarios
+from ..report.crossover import crossover_tables
+from ..study.studies import Page, ReportInputs, Study, Table
+from ..study.workloads import MAP_FOLDER, crossover_scenarios
 
 
 class Crossover(Study):
@@ -19,3 +21,7 @@ class Crossover(Study):
 
     def scenarios(self, scale, device="auto", full=False):
         return crossover_scenarios(scale), []
+
+    def tables(self, inputs: ReportInputs) -> list[Table]:
+        """Its table and figure (at another scale than quick, only where it has rows)."""
+        return crossover_tables(inputs.results, inputs.figures, inputs.scale)

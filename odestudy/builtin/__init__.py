@@ -1,6 +1,10 @@
 # ruff: noqa: I001 (the order of import is the order of registration)
-"""The built-in studies, one file each, registered (`studies.STUDIES`) in the order
-imported here: the order of the report's pages (`studies.pages_of`)."""
+"""The built-in studies, one file each: what each runs (its scenarios, from
+`study.grid`), and what its report shows (its tables and claims, made by the report's
+modules). The top layer: it may import `study` and `report`, and neither imports it; the
+package (`odestudy/__init__.py`) imports it, which registers each study
+(`studies.STUDIES`) in the order imported here: the order of the report's pages
+(`studies.pages_of`) and tables (`document.write_report`)."""
 
 from .scaling import Scaling
 from .explain import Explain
@@ -13,7 +17,17 @@ from .step import LEVER_RECORDS, LEVERS_FOLDER, LOSS_SPREADS, Step
 from .prediction import Prediction
 
 # The built-in studies' names (`studies.STUDIES` holds every registered one).
-BUILT_IN = ("scaling", "explain", "target", "versions", "map", "seed", "step", "prediction")
+BUILT_IN = (
+    "scaling",
+    "explain",
+    "target",
+    "versions",
+    "map",
+    "crossover",
+    "seed",
+    "step",
+    "prediction",
+)
 
 __all__ = [
     "BUILT_IN",

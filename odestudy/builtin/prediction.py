@@ -1,9 +1,11 @@
 """The prediction study: `odestudy predict --rows` checked against the measured rows,
-and the machine probes; its runs are `odestudy predict`'s."""
+and the machine probes; its runs are `odestudy predict`'s; its table
+(`report.prediction`)."""
 
 from typing import ClassVar
 
-from ..studies import Page, Study
+from ..report.prediction import prediction_table
+from ..study.studies import Page, ReportInputs, Study, Table
 
 
 class Prediction(Study):
@@ -20,3 +22,7 @@ class Prediction(Study):
 
     def scenarios(self, scale, device="auto", full=False):
         return [], []
+
+    def tables(self, inputs: ReportInputs) -> list[Table]:
+        """Its table, for the CPU table's machine."""
+        return [prediction_table(inputs.results, inputs.machines["cpu"])]

@@ -3,9 +3,9 @@
 
 from typing import ClassVar
 
-from ...measure.scenario import Scenario
-from ..grid import for_problem, target_scenarios
-from ..studies import Study
+from ..measure.scenario import Scenario
+from ..study.grid import for_problem, target_scenarios
+from ..study.studies import Study
 
 
 class Target(Study):

@@ -1,11 +1,18 @@
 """The step study: what bounds one training step and the levers on it, from each
-machine's lever and loss-spread records (`benchmarks/levers.py`)."""
+machine's lever and loss-spread records (`benchmarks/levers.py`); its table of the CPU
+table's machine, with the GPU levers' lines, and its step-cost figure (`report.step`)."""
 
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import records
-from ..studies import Page, Study
+from ..report import sessions
+from ..report.floor import gpu_lever_lines
+from ..report.plots import step_cost_figure
+from ..report.projection import all_sweeps
+from ..report.step import step_table
+from ..report.tables import table_value
+from ..study import records
+from ..study.studies import Page, ReportInputs, Study, Table
 
 # A machine's folder of lever and loss-spread records (`benchmarks/levers.py`).
 LEVERS_FOLDER = "levers"
@@ -41,3 +48,19 @@ class Step(Study):
         root = Path(results)
         machines = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
         return [r for m in machines for r in self.lever_records(results, m)]
+
+    def tables(self, inputs: ReportInputs) -> list[Table]:
+        """The step page's table of the CPU table's machine (its step-cost sweeps, its
+        lever records, each placed in its session, and its loss spreads), then the GPU
+        levers' lines; with `inputs.draw`, the CPU step-cost figure."""
+        results, machine = inputs.results, inputs.machines["cpu"]
+        cpu_sweeps = all_sweeps(results / machine, "cpu")
+        levers = self.lever_records(results, machine)
+        found = sessions.index(results)
+        for side in [*cpu_sweeps, *levers]:
+            side["session"] = found.get(side["path"])
+        spreads = self.loss_spreads(results, machine)
+        drawn = cpu_sweeps and inputs.draw
+        figs = step_cost_figure(cpu_sweeps, inputs.figures, "cpu_step_cost") if drawn else []
+        text = step_table(cpu_sweeps, levers, spreads) + "\n" + "\n".join(gpu_lever_lines(results))
+        return [table_value("step", text, figs)]

@@ -1,10 +1,11 @@
 """The workload map (`make map`): the workloads of `workloads.map_scenarios` (CPU),
-its records in a folder of their own."""
+its records in a folder of their own, its table and figure (`report.workloads`)."""
 
 from typing import ClassVar
 
-from ..studies import Page, Study
-from ..workloads import MAP_FOLDER, map_scenarios
+from ..report.workloads import workloads_tables
+from ..study.studies import Page, ReportInputs, Study, Table
+from ..study.workloads import MAP_FOLDER, map_scenarios
 
 
 class Map(Study):
@@ -17,3 +18,7 @@ class Map(Study):
 
     def scenarios(self, scale, device="auto", full=False):
         return map_scenarios(scale), []
+
+    def tables(self, inputs: ReportInputs) -> list[Table]:
+        """Its table and figure (at another scale than quick, only where it has rows)."""
+        return workloads_tables(inputs.results, inputs.figures, inputs.scale)
