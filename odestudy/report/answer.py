@@ -351,7 +351,8 @@ def gpu_bound_line(results: str | Path) -> list[str]:
         return []
     return [
         "Splitting on GPUs is bounded by one GPU's own step at N times the batch over its "
-        "step at the batch (a bound: no communication counted; one sweep each on "
+        "step at the batch (a bound, not a measurement: no communication counted; one "
+        "sweep each on "
         f"{', '.join(sorted(machines))}): " + "; ".join(parts) + ".",
         "",
     ]
