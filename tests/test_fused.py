@@ -121,7 +121,7 @@ _LONG = pytest.mark.long
     ("controller", "reverse"),
     [
         ("pid", "accepted_steps"),
-        ("stepto", "all_steps"),
+        pytest.param("stepto", "all_steps", marks=_LONG),  # 13 s: make test within 5 minutes
         ("stepto", "accepted_steps"),
         pytest.param("pid", "all_steps", marks=_LONG),
         pytest.param("pid", "recursive", marks=_LONG),
