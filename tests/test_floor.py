@@ -108,7 +108,7 @@ def test_the_rates_of_every_round_widen_the_ratios_interval(tmp_path):
 def test_a_record_without_a_floor_reads_its_sidecar_or_says_none(tmp_path):
     import json
 
-    from odestudy.report.floor import SIDECAR, floor_cells, gpu_lever_lines
+    from odestudy.report.floor import SIDECAR, floor_cells, gpu_lever_lines, row_counts
 
     rec = _lever_record(tmp_path, "gpu-pid-quick.json", None)
     assert floor_cells(rec, rec["rows"][0]) == ["–", "–"]
@@ -121,7 +121,12 @@ def test_a_record_without_a_floor_reads_its_sidecar_or_says_none(tmp_path):
     assert "commit abc1234" in text
     fast = next(line for line in text.splitlines() if line.startswith("| fast "))
     cells = [c.strip() for c in fast.strip("|").split("|")]
-    assert cells[1] == "5.00" and cells[3] == "1.21"  # its step; the floor from the sidecar
+    assert cells[1] == "5.00"  # its step
+    # On a GPU no floor from the launch-bound probe: its counts (the sidecar's) feed the
+    # roofline, which this machine has not read.
+    assert "Floor (ms)" not in text and "No roofline was read on this machine" in text
+    stored = {**rec, "path": str(machine / "gpu-pid-quick.json")}
+    assert row_counts(stored, rec["rows"][1])["tree_commit"] == "abc1234def"
 
 
 def test_the_map_fused_section_shows_each_gpus_records_and_what_it_did_not_measure(tmp_path):

@@ -375,7 +375,8 @@ def gpu_lever_records(results: str | Path) -> list[dict[str, Any]]:
 
 def gpu_lever_lines(results: str | Path) -> list[str]:
     """The step page's GPU section: each GPU levers record's variants with their
-    speedups, ratios to the floor and final losses, machine and session named."""
+    speedups, ratios to the device's roofline and final losses, machine and session
+    named."""
     recs = gpu_lever_records(results)
     head = ["## On a GPU", ""]
     if not recs:
@@ -386,12 +387,12 @@ def gpu_lever_lines(results: str | Path) -> list[str]:
         "quick scale and at the reference's configuration (the seed scale: 3 length "
         "stages of 1000 steps), measured as on the CPU (each variant trained from "
         "scratch, timed from the default's trained state in interleaved blocks). "
-        "`+cmdbuf`: XLA's command buffers with while loops. On a GPU the probe's "
-        "matmul-and-tanh loop at the step's small shapes is bound by kernel launches, so "
-        "its rate, and the floor from it, is that of launches, not of arithmetic: a "
-        "ratio below 1 says only that the step evaluates its field faster than that loop. "
-        + FLOOR_TEXT
-        + " "
+        "`+cmdbuf`: XLA's command buffers with while loops. On a GPU the floor is the "
+        "device's roofline: the probe's matmul-and-tanh loop at the step's small shapes "
+        "is bound by kernel launches, so a floor from its rate would be that of launches, "
+        "not of arithmetic, and is not shown. The step's FLOPs are counted as for the "
+        "CPU's floor (above: each variant on its own program in records that count so; "
+        "older records the default's alone, so their other rows have no roofline). "
         + ROOFLINE_TEXT,
         "",
     ]
@@ -404,8 +405,6 @@ _GPU_COLUMNS = (
     "Variant",
     "Step (ms)",
     "Speedup [95% CI]",
-    "Floor (ms)",
-    "x floor [95% CI]",
     "Roofline (us)",
     "x roofline [95% CI]",
     "Final loss",
@@ -421,7 +420,6 @@ def _gpu_lever_table(rec: dict[str, Any]) -> list[str]:
             escape(r["label"]),
             f"{r['step_time_s'] * 1e3:.2f}",
             escape(pair_mark(fmt_interval(*ratio_interval(base, r)), in_record(rec, r), base)),
-            *floor_cells(rec, r),
             *roofline_cells(rec, r, row_counts(rec, r)),
             f"{r['final_loss']:.2g}",
         ]
