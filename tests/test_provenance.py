@@ -67,14 +67,16 @@ def test_the_report_flags_records_it_cannot_trace_to_their_commit(tmp_path, head
     _record(tmp_path, "dirty", git_commit=f"{first}-dirty")
     _record(tmp_path, "stale", git_commit=first, source_trees=trees)
     _record(tmp_path, "nowhere", git_commit=head, source_trees={"odestudy": "0" * 40})
+    _record(tmp_path, "garbled", git_commit="HEAD\nmain extra")
     flagged = provenance.untraced(provenance.all_records(tmp_path))
     assert flagged is not None
     why = {Path(rec["path"]).parent.name: text for rec, text in flagged}
-    assert set(why) == {"unknown", "dirty", "stale", "nowhere"}
+    assert set(why) == {"unknown", "dirty", "stale", "nowhere", "garbled"}
+    assert why["garbled"] == "HEAD main is not a commit of the repository"
     assert why["unknown"] == "7db7c5821 is not a commit of the repository"
     assert why["dirty"] == f"made from uncommitted changes to {first[:9]}"
     assert why["stale"].startswith(f"it names {first[:9]}, but its code is that of ")
     assert why["nowhere"] == "its code (source_trees) is in no commit of the repository"
     table = provenance.provenance_table(tmp_path)
-    assert "2 of 6 records name a commit" in table
+    assert "2 of 7 records name a commit" in table
     assert "7db7c5821 is not a commit of the repository" in table

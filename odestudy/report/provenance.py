@@ -3,6 +3,7 @@ for a record made from a copied tree (`environment.source_trees`), which commit 
 exactly its code. The report flags what it cannot trace (`provenance_table`)."""
 
 import dataclasses
+import re
 import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -45,6 +46,10 @@ class Origin:
         return None
 
 
+# A commit id, whole or abbreviated.
+_HEX = re.compile(r"[0-9a-f]{4,40}")
+
+
 def _git(args: Sequence[str], text: str = "") -> str | None:
     """`git args` in the checkout with `text` on stdin; None where git or the checkout
     is missing."""
@@ -60,16 +65,19 @@ def _git(args: Sequence[str], text: str = "") -> str | None:
 def known_commits(named: Iterable[str]) -> dict[str, str | None] | None:
     """Each name of `named` resolved to its full commit id (None: not in the
     repository); None where there is no repository to ask."""
-    names = sorted(set(named) - {""})
+    # Only a hexadecimal id is asked: any other text a record holds (a space, a line
+    # break) would shift git's answers out of line with the names; it is no commit.
+    names = sorted(n for n in set(named) if _HEX.fullmatch(n))
     out = _git(["cat-file", "--batch-check=%(objectname) %(objecttype)"],
                "".join(f"{n}^{{commit}}\n" for n in names))  # fmt: skip
     if out is None:
         return None
     lines = out.splitlines()
-    return {
+    found = {
         n: line.split()[0] if line.endswith(" commit") else None
         for n, line in zip(names, lines, strict=True)
     }
+    return {n: found.get(n) for n in set(named) - {""}}
 
 
 def commits_by_trees() -> dict[tuple[tuple[str, str], ...], list[str]]:
@@ -107,7 +115,8 @@ def origins(recs: Sequence[dict[str, Any]]) -> list[Origin] | None:
         full = resolved.get(name) or ""
         matching = tuple(by_trees.get(_key(trees), ())) if trees else ()
         dirty = str(rec.get("git_commit") or "").endswith("-dirty")
-        out.append(Origin(full or name, bool(full), matching, bool(trees), dirty))
+        shown = full or " ".join(name.split())  # no line break into a table cell
+        out.append(Origin(shown, bool(full), matching, bool(trees), dirty))
     return out
 
 
