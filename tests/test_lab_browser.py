@@ -133,15 +133,37 @@ def _state(driver) -> dict:
     return driver.execute_script(
         """
         const panel = document.querySelector(".jp-NotebookPanel:not(.lm-mod-hidden)");
-        if (!panel) return {cells: 0, prompts: [], images: 0, errors: []};
+        if (!panel) return {cells: 0, prompts: [], images: 0, errors: [], dialogs: []};
         const code = [...panel.querySelectorAll(".jp-CodeCell")];
         const prompts = code.map(c => (c.querySelector(".jp-InputPrompt") || {}).textContent);
         const images = [...panel.querySelectorAll(".jp-RenderedImage img")]
             .filter(i => i.complete && i.naturalWidth > 0).length;
         const errors = [...panel.querySelectorAll(".jp-OutputArea-output")]
             .map(o => o.textContent).filter(t => /Traceback|Error:/.test(t));
-        return {cells: code.length, prompts, images, errors};
+        const dialogs = [...document.querySelectorAll(".jp-Dialog")].map(d => d.textContent);
+        return {cells: code.length, prompts, images, errors, dialogs};
         """
+    )
+
+
+def _kernels(base: str, token: str) -> list[str]:
+    """The server's kernels' execution states (JupyterLab's REST API)."""
+    with urllib.request.urlopen(f"{base}/api/kernels?token={token}", timeout=10) as answer:
+        return [k.get("execution_state", "?") for k in json.load(answer)]
+
+
+def _until(driver, seconds: float, what: str, done, base: str, token: str) -> None:
+    """Poll `done(state)` for `seconds`; on timeout fail with what the page and the server
+    showed (prompts, dialogs, kernel states), so a slow or stuck run says which it was."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if done(_state(driver)):
+            return
+        time.sleep(1)
+    state = _state(driver)
+    pytest.fail(
+        f"{what} not within {seconds:.0f} s: prompts {state['prompts']}, dialogs "
+        f"{state['dialogs']}, kernels {_kernels(base, token)}"
     )
 
 
@@ -165,6 +187,9 @@ def test_make_lab_runs_the_explore_notebook_in_a_browser(lab, tmp_path):
         wait.until(lambda d: _state(d)["cells"] > 0)
         idle = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, idle))
+        WebDriverWait(driver, 120, poll_frequency=0.5).until(
+            lambda d: _kernels(base, token) and set(_kernels(base, token)) == {"idle"}
+        )
         started = WebDriverWait(driver, 20, poll_frequency=0.5, ignored_exceptions=[])
         for _ in range(6):  # a Run All before the kernel connects runs nothing: again
             _menu(driver, wait, "Run", "runmenu:run-all", "notebook:run-all-cells")
@@ -173,12 +198,16 @@ def test_make_lab_runs_the_explore_notebook_in_a_browser(lab, tmp_path):
                 break
             except TimeoutException:
                 continue
-        done = WebDriverWait(driver, 240, poll_frequency=1)
-        done.until(
-            lambda d: (
-                (s := _state(d))["prompts"]
-                and all(p and "*" not in p and "[ ]" not in p for p in s["prompts"])
-            )
+        # About 15 s alone; the long tests run it beside SLURM clusters on 2 cores.
+        _until(
+            driver,
+            480,
+            "every cell run",
+            lambda s: (
+                s["prompts"] and all(p and "*" not in p and "[ ]" not in p for p in s["prompts"])
+            ),
+            base,
+            token,
         )
         state = _state(driver)
         assert not state["errors"], state["errors"]
