@@ -394,9 +394,11 @@ def _worker(args: argparse.Namespace) -> None:
     odestudy.configure_devices(base.get("device", "cpu"), 1)
     import time
 
+    import equinox as eqx
     import jax
     import numpy as np
 
+    from odestudy.measure.floor import reverse_steps
     from odestudy.measure.loops import count_loops
     from odestudy.measure.problem import stage_lengths
     from odestudy.measure.state import load_state, save_state
@@ -435,6 +437,11 @@ def _worker(args: argparse.Namespace) -> None:
     # A donating step consumes its inputs: every call off the blocks gets copies.
     first, _ = time_call(compiled, *copy_arrays((p0, o0)), placed[0])
     loops = count_loops(compiled, *copy_arrays((p0, o0)), placed[0])  # untimed
+    # The steps its reverse pass replays on the first block's batch (untimed; None:
+    # every step taken), for the floor's reverse charge.
+    key = step_key(s, 0) if problem.needs_key else None
+    model = eqx.combine(params, static)
+    reversed_max = reverse_steps(s, problem, model, problem.take(data, batches[0]), key)
     save_state(work / f"first_{args.index}.npz", step.unplace(first[0]), step.unplace(o0))
     print(
         json.dumps(
@@ -446,6 +453,7 @@ def _worker(args: argparse.Namespace) -> None:
                 "loss": float(np.asarray(first[2]).reshape(-1)[0]),
                 "solver_steps_max": int(np.max(np.asarray(first[3]))),
                 "solver_steps_mean": float(np.mean(np.asarray(first[3]))),
+                "solver_steps_reversed_max": reversed_max,
                 "loops": loops,
             }
         ),

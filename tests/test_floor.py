@@ -249,3 +249,36 @@ def test_a_variant_gets_a_floor_only_from_its_own_programs_count(tmp_path):
     assert row_floor_s(rec, fast) is None and floor_cells(rec, fast) == ["–", "–"]
     fast["floor"] = {**FLOOR, "per_evaluation": 5e5}
     assert row_floor_s(rec, fast) == pytest.approx(0.605e-3)
+
+
+@pytest.mark.long  # a scenario's model and one solve compiled: about 10 s
+def test_the_reverse_charge_counts_the_steps_the_own_reverse_loop_replays():
+    """`reverse_steps`: the fused solve's own reverse loop (`accepted_steps`) under PID
+    replays at most the steps taken; every other reverse pass runs back through all of
+    them (None)."""
+    import equinox as eqx
+    import jax
+    import numpy as np
+
+    from odestudy.measure.floor import reverse_steps
+    from odestudy.measure.model import BatchSolve
+    from odestudy.measure.training import prepare
+
+    fields = dict(integrator="fused", adjoint="accepted_steps", max_steps=64)
+    s = Scenario(scale="smoke", **fields)
+    setup = prepare(s, jax.devices()[:1], check=False)
+    model = eqx.combine(setup.step.unplace(setup.params), setup.static)
+    batch = setup.problem.take(setup.data, np.arange(s.batch))
+    replayed = reverse_steps(s, setup.problem, model, batch)
+
+    def taken(m, b):
+        solve = BatchSolve(s.ode_solve(setup.problem))
+        setup.problem.loss(m, b, None, solve)
+        return solve.steps()
+
+    most = int(np.max(eqx.filter_jit(taken)(model, batch)))
+    assert replayed is not None and 1 <= replayed <= most
+    assert reverse_steps(Scenario(scale="smoke"), setup.problem, model, batch) is None
+    own_loop = dict(integrator="fused", adjoint="accepted_steps")
+    stepto = Scenario(scale="smoke", controller="stepto", **own_loop)
+    assert reverse_steps(stepto, setup.problem, model, batch) is None

@@ -204,3 +204,29 @@ def test_pid_past_its_bound_is_nan_where_unreached(reverse):
     ys, steps = solve(jnp.ones(2))
     assert int(steps) == 1
     assert bool(jnp.all(jnp.isfinite(ys[0]))) and bool(jnp.isnan(ys[-1]).all())
+
+
+def test_the_accepted_steps_counted_are_those_diffrax_accepts():
+    """`replay.accepted_pid` (the floor's count of the steps the own reverse loop
+    replays): diffrax's `num_accepted_steps` per sample, on grids where PID rejects."""
+    field, ts, y0 = _irregular("pid")
+
+    def diffrax_accepted(t, y):
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(field),
+            diffrax.Tsit5(),
+            t[0],
+            t[-1],
+            t[1] - t[0],
+            y,
+            stepsize_controller=diffrax.PIDController(rtol=1e-3, atol=1e-6),
+            saveat=diffrax.SaveAt(ts=t),
+            max_steps=64,
+        )
+        return sol.stats["num_steps"], sol.stats["num_accepted_steps"]
+
+    taken, accepted = jax.jit(jax.vmap(diffrax_accepted))(ts, y0)
+    count = jax.jit(jax.vmap(lambda t, y: replay.accepted_pid(field, t, y, None, 1e-3, 1e-6, 64)))
+    _, ours = count(ts, y0)
+    np.testing.assert_array_equal(ours, accepted)
+    assert np.any(np.asarray(ours) < np.asarray(taken))  # some steps were rejected

@@ -17,6 +17,7 @@ The ratio of a step's time to its floor says how far above its arithmetic it run
 rest is loop machinery, memory traffic and launch cost.
 """
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -25,10 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import replay
 from .loss import mean_value
 from .model import BatchSolve
 from .problem import stage_lengths
 from .scenario import Scenario
+from .solvers import Fused
 from .training import prepare
 
 STAGES_PER_STEP = 6  # Tsit5's new stages per solver step (first same as last)
@@ -54,6 +57,39 @@ class EvaluationsSolve(BatchSolve):
             y = y + h * f
         self.calls.append(jnp.zeros(ts.shape[0], jnp.int32))
         return jnp.broadcast_to(y[:, None], (y.shape[0], ts.shape[1], *y.shape[1:]))
+
+
+class AcceptedCount(Fused):
+    """The fused solve's forward loop with its steps counted as the accepted ones its
+    own reverse loop replays (`replay.accepted_pid`). It registers no name: the floor's
+    count only, untimed."""
+
+    def solve(self, field, ts, y0, spec, args=None):
+        problem = spec.problem
+        bound = spec.structure.max_steps
+        return replay.accepted_pid(field, ts, y0, args, problem.rtol, problem.atol, bound)
+
+
+def reverse_steps(s: Scenario, problem: Any, model: Any, batch: Any, key: Any = None) -> int | None:
+    """The most steps over `batch` that `s`'s reverse pass replays, where it replays only
+    the accepted ones (the fused solve's `adjoint="accepted_steps"` under an adaptive
+    controller); None where it runs back through every step taken (as many as forward).
+    `model` and `key` as the step's."""
+    structure = s.structure
+    adaptive = s.stepsize_controller.adaptive
+    if not (adaptive and isinstance(structure.integrator, Fused)):
+        return None
+    if structure.adjoint != replay.ADJOINT:
+        return None
+    counting = dataclasses.replace(structure, integrator=AcceptedCount())
+    spec = dataclasses.replace(s.ode_solve(problem), structure=counting)
+
+    def accepted(m: Any, b: Any) -> Any:
+        solve = BatchSolve(spec)
+        problem.loss(m, b, key, solve)
+        return solve.steps()
+
+    return int(np.max(np.asarray(eqx.filter_jit(accepted)(model, batch))))
 
 
 def _cost(

@@ -241,6 +241,22 @@ def solve_pid(
     return _pid((field, y0, args), ts, rtol, atol, max_steps, by_hand)
 
 
+def accepted_pid(
+    field: Callable[..., Any],
+    ts: Float[Array, " times"],
+    y0: Array,
+    args: Any,
+    rtol: float,
+    atol: float,
+    max_steps: int,
+) -> tuple[Array, Int[Array, ""]]:
+    """`solve_pid`'s forward loop alone (arguments as there), counting the steps its
+    reverse loop replays: `(ys, accepted)`, the accepted steps in place of the steps
+    taken. Differentiating it is not its use (the floor counts with it, untimed)."""
+    (ys, _), (accepted, *_) = _pid_forward((field, y0, args), ts, rtol, atol, max_steps)
+    return ys, accepted
+
+
 def _stepto_forward(vjp_arg, ts):
     """The StepTo solve, each step's start kept: `((ys, steps), residuals)`."""
     field, y0, args = vjp_arg
