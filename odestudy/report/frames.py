@@ -25,6 +25,7 @@ from .best import attach_best, step_of
 from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
 from .intervals import ratio_interval
 from .loss import trained
+from .rec import Rec
 
 
 class BaselineError(LookupError):
@@ -111,8 +112,9 @@ def read_records(
     scale: str | None = None,
     current: bool = True,
     skipped: list[tuple[str, str]] | None = None,
-) -> list[dict[str, Any]]:
-    """Every record under `results` (of `scale`, or of every scale), of every machine.
+) -> list[Rec]:
+    """Every record under `results` (of `scale`, or of every scale), of every machine,
+    as `Rec`s.
 
     - `current`: keep only records of a scenario of the current scaling or explain
       matrix of their scale; others are stale (made for a matrix that changed since).
@@ -123,18 +125,19 @@ def read_records(
     `session` (`sessions.Session`: the machine's time window it was measured in, among
     every record under `results`).
     """
-    out = []
+    out: list[Rec] = []
     for path in records.record_paths(results, scale):
         try:
-            rec: dict[str, Any] = {**records.read_record(path)}
-            if not isinstance(rec, dict) or "status" not in rec:
+            read = records.read_record(path)
+            if not isinstance(read, dict) or "status" not in read:
                 raise ValueError("not a scenario record")
         except (OSError, ValueError) as exc:
             if skipped is not None:
                 skipped.append((str(path), f"unreadable: {type(exc).__name__}: {exc}"))
             continue
+        rec = Rec(read)
         rec.setdefault("machine_id", record_machine_id(rec))
-        rec["path"] = str(path)
+        rec.path = str(path)
         if current:
             if rec.get("scenario_key") not in current_keys(rec.get("scale"), record_problem(rec)):
                 if skipped is not None:
@@ -143,7 +146,7 @@ def read_records(
         out.append(rec)
     found = sessions.index(results) if out else {}
     for rec in out:
-        rec["session"] = found.get(rec["path"]) or sessions.session_of(rec, out)
+        rec.session = found.get(rec.path) or sessions.session_of(rec, out)
     return out
 
 
@@ -455,7 +458,7 @@ def _join(row: dict[str, Any], rec: dict[str, Any], base: dict[str, Any], scalin
         row["efficiency_vs_ceiling"] = efficiency_against_ceiling(base, rec, machine)
 
 
-def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list[dict[str, Any]]:
+def scaling_rows(recs: list[Rec], scaling: str | None = None) -> list[Rec]:
     """Records with speedup and efficiency, with 95% intervals (`intervals.METHOD`),
     against their 1-device baseline (`baselines`).
 
@@ -479,10 +482,10 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
         idx = [i for i, r in enumerate(recs) if (scaling or r["scaling"]) == kind]
         for i, joined in zip(idx, baselines([recs[i] for i in idx], recs, kind), strict=True):
             found[i] = joined
-    rows = []
+    rows: list[Rec] = []
     for i, rec in enumerate(recs):
         as_scaling = scaling or rec["scaling"]
-        row = dict(
+        row = Rec(
             rec,
             scaling=as_scaling,
             speedup=None,
@@ -505,7 +508,8 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
             base = None
         if rec["status"] == "ok" and base is not None:
             _join(row, rec, base, as_scaling)
-        rows.append(dict(row, step=step_of(rec)))
+        row.step = step_of(rec)
+        rows.append(row)
     attach_best(rows, recs)
     return sorted(rows, key=_table_order)
 

@@ -1,0 +1,176 @@
+"""Records as the report reads them, typed: `Rec`, one JSON record
+(`measure.record.Record`) and what the report's reader and joins add to it (its file,
+machine and session; speedups over its 1-device baseline and over the best 1-device
+step), with an attribute per field the report reads. Its scenario, solver steps and
+hardware are typed views too (`Fields`, `Steps`, `Hardware`).
+
+A field is named once, here, as an attribute: `rec.step_time_s` reads the record's
+`step_time_s` (None where the record lacks it) and `rec.speedup = x` writes it. The
+views are dicts, so a record still goes to JSON and into a DataFrame as it is.
+"""
+
+from typing import Any, Generic, TypeVar, overload
+
+T = TypeVar("T")
+
+
+class Key(Generic[T]):
+    """A dict's key read and written as an attribute of the same name (None where the
+    dict lacks it), typed `T`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name
+
+    @overload
+    def __get__(self, view: None, owner: type) -> "Key[T]": ...
+
+    @overload
+    def __get__(self, view: dict[str, Any], owner: type) -> T: ...
+
+    def __get__(self, view: dict[str, Any] | None, owner: type) -> "T | Key[T]":
+        return self if view is None else view.get(self.key)  # type: ignore[return-value]
+
+    def __set__(self, view: dict[str, Any], value: T) -> None:
+        view[self.key] = value
+
+
+class Fields(dict[str, Any]):
+    """A record's scenario (`Scenario.to_dict`), the fields the report reads."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    problem: Key[str | None] = Key()
+    batch: Key[int | None] = Key()
+    width: Key[int | None] = Key()
+    spread: Key[float | None] = Key()
+    batching: Key[str | None] = Key()
+    solve: Key[str | None] = Key()
+    saveat: Key[str | None] = Key()
+    adjoint: Key[str | None] = Key()
+    max_steps: Key[int | None] = Key()
+    stages: Key[str | None] = Key()
+    integrator: Key[str | None] = Key()
+    mlp_reverse: Key[bool | None] = Key()
+    fast_activations: Key[bool | None] = Key()
+    vector_width: Key[int | None] = Key()
+    donate: Key[bool | None] = Key()
+    unroll: Key[int | None] = Key()
+    added_levers: Key[list[str] | None] = Key()
+    nodes: Key[int | None] = Key()
+    seed: Key[int | None] = Key()
+    learning_rate: Key[float | None] = Key()
+
+
+class Steps(dict[str, Any]):
+    """A record's solver steps (`training._steps_summary`)."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    mean: Key[float | None] = Key()
+    max: Key[int | None] = Key()
+    lockstep_waste: Key[dict[str, Any] | None] = Key()
+
+
+class Hardware(dict[str, Any]):
+    """A record's hardware (`environment.hardware`)."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    cpu_model: Key[str | None] = Key()
+    physical_cores: Key[int | None] = Key()
+    logical_cpus: Key[int | None] = Key()
+
+
+class Rec(dict[str, Any]):
+    """One record as the report reads it (`frames.read_records`); its joined rows
+    (`frames.scaling_rows`, `best.attach_best`) are `Rec`s with more fields set."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    # What ran.
+    name: Key[str] = Key()
+    scenario_key: Key[str | None] = Key()
+    device: Key[str | None] = Key()
+    device_kind: Key[str | None] = Key()
+    n_devices: Key[int] = Key()
+    processes: Key[int | None] = Key()
+    devices_per_process: Key[int | None] = Key()
+    mode: Key[str] = Key()
+    controller: Key[str] = Key()
+    scaling: Key[str] = Key()
+    scale: Key[str | None] = Key()
+    global_batch: Key[int] = Key()
+    per_device_batch: Key[int | None] = Key()
+    # How it went and what was measured.
+    status: Key[str | None] = Key()
+    error: Key[str | None] = Key()
+    started: Key[str | None] = Key()
+    finished: Key[str | None] = Key()
+    compile_time_s: Key[float | None] = Key()
+    step_time_s: Key[float | None] = Key()
+    step_time_p25_s: Key[float | None] = Key()
+    step_time_p75_s: Key[float | None] = Key()
+    step_time_runs_s: Key[list[float] | None] = Key()
+    step_times_runs_s: Key[list[list[float]] | None] = Key()
+    epoch_time_s: Key[float | None] = Key()
+    runtime_s: Key[float | None] = Key()
+    final_loss: Key[float | None] = Key()
+    trained: Key[bool | None] = Key()
+    trained_loss: Key[float | None] = Key()
+    train_loss: Key[list[float] | None] = Key()
+    eval_curve: Key[list[dict[str, float]] | None] = Key()
+    stages: Key[list[dict[str, Any]] | None] = Key()
+    collectives_total: Key[int | None] = Key()
+    collectives_in_loops: Key[int | None] = Key()
+    probe: Key[dict[str, Any] | None] = Key()
+    # Where and with what.
+    machine_id: Key[str | None] = Key()
+    versions: Key[dict[str, str | None] | None] = Key()
+    protocol: Key[int | None] = Key()
+    measurement_env: Key[dict[str, str] | None] = Key()
+    git_commit: Key[str | None] = Key()
+    source_trees: Key[dict[str, str] | None] = Key()
+    # Added by the reader: the file and the machine's session it was measured in.
+    path: Key[str | None] = Key()
+    session: Key[Any] = Key()
+    # Added by the joins (`frames.scaling_rows`, `best.attach_best`).
+    step: Key[str | None] = Key()
+    speedup: Key[float | None] = Key()
+    speedup_ci: Key[tuple[float, float] | None] = Key()
+    efficiency: Key[float | None] = Key()
+    efficiency_ci: Key[tuple[float, float] | None] = Key()
+    untrained: Key[str | None] = Key()
+    baseline_error: Key[str | None] = Key()
+    baseline_final_loss: Key[float | None] = Key()
+    baseline_runs: Key[int | None] = Key()
+    baseline_session: Key[Any] = Key()
+    ceiling: Key[Any] = Key()
+    efficiency_vs_ceiling: Key[Any] = Key()
+    best_step: Key[str | None] = Key()
+    best_step_s: Key[float | None] = Key()
+    best_final_loss: Key[float | None] = Key()
+    speedup_best: Key[float | None] = Key()
+    speedup_best_ci: Key[tuple[float, float] | None] = Key()
+    efficiency_best: Key[float | None] = Key()
+    efficiency_best_ci: Key[tuple[float, float] | None] = Key()
+    best_differs: Key[bool | None] = Key()
+
+    @property
+    def fields(self) -> Fields:
+        """Its scenario's fields (empty for a record made before scenarios)."""
+        return Fields(self.get("scenario") or {})
+
+    @property
+    def solver_steps(self) -> Steps:
+        """Its solver steps (empty where none were counted)."""
+        return Steps(self.get("solver_steps") or {})
+
+    @property
+    def hardware(self) -> Hardware:
+        """Its hardware (empty where not recorded)."""
+        return Hardware(self.get("hardware") or {})
+
+    @property
+    def ok(self) -> bool:
+        """It ran to the end (`status` is "ok")."""
+        return self.get("status") == "ok"
