@@ -7,6 +7,7 @@ from odestudy.measure.recommended import controller_levers
 from odestudy.measure.scenario import Scenario, heterogeneous_training
 from odestudy.report.explain import grouping, within_ode
 from odestudy.report.loss import trained
+from odestudy.report.rec import Rec
 from odestudy.study.matrix import (
     SPREADS,
     WITHIN_ODE_SPREAD,
@@ -44,8 +45,8 @@ def test_the_target_study_sets_the_recommended_step_beside_the_default():
 
 def _pair(spread: float, loss: float, **changes):
     s = Scenario(spread=spread, **heterogeneous_training("quick"))
-    base = dict(record(s, step=0.02), final_loss=0.005)
-    other = dict(record(Scenario(**{**s.to_dict(), **changes}), step=0.01), final_loss=loss)
+    base = Rec(record(s, step=0.02), final_loss=0.005)
+    other = Rec(record(Scenario(**{**s.to_dict(), **changes}), step=0.01), final_loss=loss)
     return [base, other]
 
 

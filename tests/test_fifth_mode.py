@@ -101,9 +101,10 @@ def test_the_explain_and_version_pages_take_the_fifth_mode_s_facts(fifth):
     fifth's, as `shard`'s: `shard_map`), and the version page gives the speedup of
     every mode that runs `one_loop`, named by its `label`."""
     from odestudy.report.explain import collectives
+    from odestudy.report.rec import Rec
     from odestudy.report.versions import _sentences
 
-    recs = [dict(r, collectives={"total": 4, "in_loops": 3}) for r in _records("fifth")]
+    recs = [Rec(r, collectives={"total": 4, "in_loops": 3}) for r in _records("fifth")]
     cells = [
         [c.strip() for c in line.split("|")[1:-1]]
         for line in collectives(recs).splitlines()

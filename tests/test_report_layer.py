@@ -14,6 +14,7 @@ from odestudy.measure.scenario import Scenario
 from odestudy.measure.timing import PROTOCOL
 from odestudy.report.document import BaselineError, baseline, scaling_rows, write_report
 from odestudy.report.intervals import fmt_interval, ratio_interval
+from odestudy.report.rec import Rec, Sweep
 from odestudy.study import records
 from odestudy.study.matrix import record_path, reusable, seed_scenarios
 from odestudy.study.repeats import merge_runs, runs
@@ -198,31 +199,31 @@ def _sweep(controller="pid"):
         rows.append(
             {"batch": b, "iterations_executed": iters, "step_time_s": iters * (1e-3 + 1e-5 * b)}
         )
-    return {"rows": rows, "scenario": {"controller": controller}}
+    return Sweep(rows=rows, scenario={"controller": controller})
 
 
 def test_projection_scales_the_measured_baseline_by_the_sweep():
-    from odestudy.report.projection import predict, projection_markdown
+    from odestudy.report.projection import Validation, predict, projection_markdown
 
     sweep, c = _sweep(), (lambda b: 1e-3 + 1e-5 * b)
-    base = {"global_batch": 32, "step_time_s": 0.05}
+    base = Rec(global_batch=32, step_time_s=0.05)
     p = predict(sweep, base, "pmap", 2, 32, allreduce_s=1e-4)
-    assert p["compute_s"] == pytest.approx(0.05 * c(16) / c(32))
-    assert p["step_time_s"] == pytest.approx(p["compute_s"] + 1e-4)
+    assert p.compute_s == pytest.approx(0.05 * c(16) / c(32))
+    assert p.step_time_s == pytest.approx(p.compute_s + 1e-4)
     shard = predict(sweep, base, "shard", 2, 32, 1e-4, in_loop=3, loop_latency_s=1e-5)
-    assert shard["in_loop_s"] == pytest.approx(3 * 15 * 1e-5)  # I(32) = 15
-    weak = predict(sweep, {"global_batch": 16, "step_time_s": 0.02}, "shard_map", 2, 32, 0)
-    assert weak["compute_s"] == pytest.approx(0.02 * 15 / 14)  # I(32) / I(16)
+    assert shard.in_loop_s == pytest.approx(3 * 15 * 1e-5)  # I(32) = 15
+    weak = predict(sweep, Rec(global_batch=16, step_time_s=0.02), "shard_map", 2, 32, 0)
+    assert weak.compute_s == pytest.approx(0.02 * 15 / 14)  # I(32) / I(16)
     text = projection_markdown(
         [
-            dict(
-                p,
+            Validation(
                 machine="m",
                 mode="pmap",
                 n_devices=2,
                 controller="pid",
                 scaling="strong",
-                measured_s=p["step_time_s"] * 1.1,
+                measured_s=p.step_time_s * 1.1,
+                predicted=p,
                 error=-0.1,
             )
         ],
@@ -348,7 +349,7 @@ def test_step_cost_figure_splits_forward_from_the_rest_when_timed(tmp_path):
 
     from odestudy.report.plots import step_cost_figure
 
-    def sweep(forward: bool) -> dict:
+    def sweep(forward: bool) -> Sweep:
         rows = [
             {
                 "batch": b,
@@ -360,14 +361,14 @@ def test_step_cost_figure_splits_forward_from_the_rest_when_timed(tmp_path):
             }
             for b in (1, 4, 16)
         ]
-        return {
-            "rows": rows,
-            "scenario": {"controller": "pid"},
-            "label": "default",
-            "device_kind": "cpu",
-            "hardware": {"cpu_model": "test"},
-            "fit": {"fixed_per_iteration_s": 1e-5, "per_sample_iteration_s": 5e-5},
-        }
+        return Sweep(
+            rows=rows,
+            scenario={"controller": "pid"},
+            label="default",
+            device_kind="cpu",
+            hardware={"cpu_model": "test"},
+            fit={"fixed_per_iteration_s": 1e-5, "per_sample_iteration_s": 5e-5},
+        )
 
     widths = {}
     for forward in (False, True):
@@ -390,7 +391,7 @@ def test_time_to_target_calls_a_row_fastest_only_where_its_interval_says_so(tmp_
     folders = sorted((environment.ROOT / "results").glob("*/quick"))
     checked = 0
     for folder in folders:
-        recs = [json.loads(p.read_text()) for p in folder.glob("*every10*/metrics.json")]
+        recs = [Rec(json.loads(p.read_text())) for p in folder.glob("*every10*/metrics.json")]
         text, _ = time_to_target(recs, tmp_path)
         found = re.search(r"\*\*(.+?)\*\* \(.*takes [\d.]+x as long \[([\d.]+), [\d.]+\]", text)
         if found is None:

@@ -59,6 +59,12 @@ class Fields(dict[str, Any]):
     nodes: Key[int | None] = Key()
     seed: Key[int | None] = Key()
     learning_rate: Key[float | None] = Key()
+    # explain, projection, plots, versions, reference, machines, sessions
+    device: Key[str | None] = Key()
+    controller: Key[str | None] = Key()
+    length_fractions: Key[list[float] | None] = Key()
+    steps_per_stage: Key[int | None] = Key()
+    eval_every: Key[int | None] = Key()
 
 
 class Steps(dict[str, Any]):
@@ -69,6 +75,14 @@ class Steps(dict[str, Any]):
     mean: Key[float | None] = Key()
     max: Key[int | None] = Key()
     lockstep_waste: Key[dict[str, Any] | None] = Key()
+    # explain, projection, plots, versions, reference, machines, sessions
+    executed_per_device: Key[float | None] = Key()
+    last_step_per_sample: Key[list[int] | None] = Key()
+
+    @property
+    def waste(self) -> "Waste":
+        """Its lock-step waste (empty where not measured)."""
+        return Waste(self.lockstep_waste or {})
 
 
 class Hardware(dict[str, Any]):
@@ -174,3 +188,165 @@ class Rec(dict[str, Any]):
     def ok(self) -> bool:
         """It ran to the end (`status` is "ok")."""
         return self.get("status") == "ok"
+
+    # explain, projection, plots, versions, reference, machines, sessions
+    learning_rate: Key[float | None] = Key()
+    lr_scaling: Key[str | None] = Key()
+    steps: Key[int | None] = Key()
+    pmap_implementation: Key[str | None] = Key()
+    runs_finished: Key[list[str] | None] = Key()
+
+    @property
+    def collectives(self) -> "Collectives":
+        """Its compiled program's collectives (empty where not audited)."""
+        return Collectives(self.get("collectives") or {})
+
+    @property
+    def curve(self) -> list["EvalPoint"]:
+        """Its evaluation curve's points (none where it has no curve)."""
+        return [EvalPoint(c) for c in self.eval_curve or []]
+
+    @property
+    def stage_times(self) -> list["Stage"]:
+        """Its training stages' timings (none where not recorded)."""
+        return [Stage(s) for s in self.stages or []]
+
+
+# explain, projection, plots, versions, reference, machines, sessions
+class Waste(dict[str, Any]):
+    """A record's lock-step waste (`analysis.lockstep_waste`): shares of the executed
+    solver steps no sample needed."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    within_device: Key[float | None] = Key()
+    across_devices: Key[float | None] = Key()
+    total: Key[float | None] = Key()
+
+
+class Collectives(dict[str, Any]):
+    """A record's collectives in its compiled program (`audit.CollectiveAudit`)."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    total: Key[int] = Key()
+    in_loops: Key[int] = Key()
+    bytes_in_loops: Key[int | None] = Key()
+
+
+class EvalPoint(dict[str, Any]):
+    """One point of a record's evaluation curve."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    step: Key[int] = Key()
+    train_time_s: Key[float] = Key()
+    eval_loss: Key[float] = Key()
+
+
+class Stage(dict[str, Any]):
+    """One training stage of a record: its step times."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    step_time_s: Key[float] = Key()
+    step_times_s: Key[list[float] | None] = Key()
+
+
+class SweepRow(dict[str, Any]):
+    """One batch of a step-cost sweep (`benchmarks/step_cost.py`)."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    batch: Key[int] = Key()
+    step_time_s: Key[float] = Key()
+    step_time_p25_s: Key[float] = Key()
+    step_time_p75_s: Key[float] = Key()
+    per_iteration_s: Key[float] = Key()
+    iterations_executed: Key[float] = Key()
+    forward_time_s: Key[float | None] = Key()
+
+
+class SweepFit(dict[str, Any]):
+    """A step-cost sweep's fitted time per solver iteration: `fixed + per_sample * batch`."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    fixed_per_iteration_s: Key[float] = Key()
+    per_sample_iteration_s: Key[float] = Key()
+
+
+class Sweep(dict[str, Any]):
+    """One step-cost sweep of a machine (`benchmarks/step_cost.py`), with its `path` and
+    its `session` where the report set them."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    label: Key[str | None] = Key()
+    device_kind: Key[str | None] = Key()
+    machine_id: Key[str | None] = Key()
+    git_commit: Key[str | None] = Key()
+    path: Key[str | None] = Key()
+    session: Key[Any] = Key()
+
+    @property
+    def fields(self) -> Fields:
+        """Its scenario's fields."""
+        return Fields(self.get("scenario") or {})
+
+    @property
+    def rows(self) -> list[SweepRow]:
+        """Its rows, one per batch."""
+        return [SweepRow(r) for r in self.get("rows") or []]
+
+    @property
+    def fit(self) -> SweepFit:
+        """Its fitted time per solver iteration."""
+        return SweepFit(self.get("fit") or {})
+
+    @property
+    def hardware(self) -> Hardware:
+        """Its hardware (empty where not recorded)."""
+        return Hardware(self.get("hardware") or {})
+
+
+class AllReduce(dict[str, Any]):
+    """One measured all-reduce latency of a machine (`benchmarks/collectives.py`)."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    n_devices: Key[int] = Key()
+    size: Key[int] = Key()
+    latency_s: Key[float] = Key()
+
+
+class Projected(dict[str, Any]):
+    """One projected multi-GPU row (`projection.project_gpu`)."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    scale: Key[str] = Key()
+    mode: Key[str] = Key()
+    n_devices: Key[int] = Key()
+    controller: Key[str] = Key()
+    global_batch: Key[int] = Key()
+    step_time_s: Key[float] = Key()
+    low_s: Key[float] = Key()
+    high_s: Key[float] = Key()
+    one_gpu_s: Key[float] = Key()
+    speedup: Key[float] = Key()
+    in_loop: Key[int] = Key()
+
+
+class Published(dict[str, Any]):
+    """One row of the reference study's published tables (`data/reference_tables.csv`;
+    every value is the CSV's text)."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    device: Key[str] = Key()
+    n_devices: Key[str] = Key()
+    mode: Key[str] = Key()
+    controller: Key[str] = Key()
+    epoch_time_s: Key[str] = Key()
+    final_loss: Key[str] = Key()
