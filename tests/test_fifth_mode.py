@@ -92,7 +92,9 @@ def test_the_report_takes_the_fifth_mode_from_its_class(fifth, tmp_path):
     claims = "\n".join(verdict_claims(rows, _records("fifth")))
     assert "**Avoid the fifth mode (`fifth`) with PID**" in claims
     assert scaling_figures(rows, tmp_path, "cpu", 2)
-    errors = [{"measured_s": 0.04, "predicted_s": 0.03, "in_loop_s": 0.01, "error": -0.25}]
+    errors = [
+        workloads.PredictionError(measured_s=0.04, predicted_s=0.03, in_loop_s=0.01, error=-0.25)
+    ]
     assert "`fifth`'s solver loop" in workloads._wrong_term(errors, "fifth")
 
 

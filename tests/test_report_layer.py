@@ -300,20 +300,21 @@ def _bounded_sweep(per_sample_flops: float, rates: dict | None) -> dict:
 
 @pytest.mark.parametrize("per_sample_flops,bound", [(2e4, "overhead"), (2e6, "compute")])
 def test_step_verdict_from_the_fit_and_the_measured_rates(per_sample_flops, bound):
+    from odestudy.report.rec import Sweep
     from odestudy.report.step import verdict
 
     rates = {"matmul_flops_per_s": 1e11, "memory_bytes_per_s": 1e10, "cache_bytes_per_s": 1e11}
-    v = verdict(_bounded_sweep(per_sample_flops, rates))
-    assert v["crossover_batch"] == pytest.approx(10)  # 200 us / 20 us
-    assert v["flops_per_s"] == pytest.approx(per_sample_flops / 2e-5)
-    assert v["bytes_per_s"] == pytest.approx(1e3 / 2e-5)
-    assert v["bound"] == bound
-    assert v["memory_fraction"] == pytest.approx(5e7 / 1e10)
-    assert verdict(_bounded_sweep(per_sample_flops, None))["bound"] is None  # no rates
+    v = verdict(Sweep(_bounded_sweep(per_sample_flops, rates)))
+    assert v.crossover_batch == pytest.approx(10)  # 200 us / 20 us
+    assert v.flops_per_s == pytest.approx(per_sample_flops / 2e-5)
+    assert v.bytes_per_s == pytest.approx(1e3 / 2e-5)
+    assert v.bound == bound
+    assert v.memory_fraction == pytest.approx(5e7 / 1e10)
+    assert verdict(Sweep(_bounded_sweep(per_sample_flops, None))).bound is None  # no rates
     dram_only = {"matmul_flops_per_s": 1e11, "memory_bytes_per_s": 1e10}
-    assert verdict(_bounded_sweep(per_sample_flops, dram_only))["bound"] is None
+    assert verdict(Sweep(_bounded_sweep(per_sample_flops, dram_only))).bound is None
     cache_bound = dict(rates, cache_bytes_per_s=6e7)  # 50 MB/s per sample >= half of it
-    assert verdict(_bounded_sweep(2e4, cache_bound))["bound"] == "memory"
+    assert verdict(Sweep(_bounded_sweep(2e4, cache_bound))).bound == "memory"
 
 
 def test_step_table_lists_the_verdict_and_every_lever():

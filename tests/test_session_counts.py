@@ -109,23 +109,27 @@ def test_a_prediction_says_whether_it_was_made_before_its_rows():
 
 def test_the_recommended_step_measured_again_after_its_choice_is_counted(spread_measured):
     from odestudy.report.heldout import recommended_again
+    from odestudy.report.rec import LeverRecord, Rec
+    from odestudy.report.workloads import MapRow
 
     def row(speedup, loss, started="2026-11-27T09:00:00+00:00"):
-        record = {"started": started, "final_loss": loss}
-        base = {"started": started, "final_loss": 0.004}
-        return {"step": "recommended", "n_devices": 1, "speedup": speedup, "record": record} | {
-            "base": base
-        }
+        record = Rec(started=started, final_loss=loss)
+        base = Rec(started=started, final_loss=0.004)
+        return MapRow(
+            workload="w", problem="p", width=0, controller="pid", step="recommended",
+            mode="single", n_devices=1, status="ok", record=record, base=base,
+            per_iteration_s=None, speedup=speedup, best=None, speedup_best=None,
+        )  # fmt: skip
 
     rows = [row((2.0, 1.5, 2.5), 0.004), row((1.2, 0.9, 1.4), 0.004), row((3.0, 2.0, 4.0), 0.02)]
-    chosen = [{"finished": "2026-11-26T20:14:00+00:00"}]
+    chosen = [LeverRecord(finished="2026-11-26T20:14:00+00:00")]
     line = recommended_again(rows, chosen)
     assert "made up to 2026-11-26 20:14 UTC" in line and "1.20x to 3.00x over 3" in line
     # The third is faster but trained to a loss 5 times the default's: not at equal loss.
     assert "1 faster with the whole interval above 1 at equal loss, 0 slower" in line
     # A record made after the rows cannot have informed the step they measured: the
     # choice is made on those before them, and without any there is no check in time.
-    later = [{"finished": "2026-11-28T00:00:00+00:00"}]
+    later = [LeverRecord(finished="2026-11-28T00:00:00+00:00")]
     assert recommended_again(rows, later) == ""
     assert "made up to 2026-11-26 20:14 UTC" in recommended_again(rows, chosen + later)
 

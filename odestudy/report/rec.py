@@ -65,6 +65,8 @@ class Fields(dict[str, Any]):
     length_fractions: Key[list[float] | None] = Key()
     steps_per_stage: Key[int | None] = Key()
     eval_every: Key[int | None] = Key()
+    # workloads, step, floor, crossover, best, loss, heldout, ceiling, map_levers, roofline
+    scale: Key[str | None] = Key()
 
 
 class Steps(dict[str, Any]):
@@ -83,6 +85,8 @@ class Steps(dict[str, Any]):
     def waste(self) -> "Waste":
         """Its lock-step waste (empty where not measured)."""
         return Waste(self.lockstep_waste or {})
+
+    # workloads, step, floor, crossover, best, loss, heldout, ceiling, map_levers, roofline
 
 
 class Hardware(dict[str, Any]):
@@ -211,8 +215,10 @@ class Rec(dict[str, Any]):
         """Its training stages' timings (none where not recorded)."""
         return [Stage(s) for s in self.stages or []]
 
+    # workloads, step, floor, crossover, best, loss, heldout, ceiling, map_levers, roofline
+    run_id: Key[str | None] = Key()
 
-# explain, projection, plots, versions, reference, machines, sessions
+
 class Waste(dict[str, Any]):
     """A record's lock-step waste (`analysis.lockstep_waste`): shares of the executed
     solver steps no sample needed."""
@@ -265,6 +271,7 @@ class SweepRow(dict[str, Any]):
     per_iteration_s: Key[float] = Key()
     iterations_executed: Key[float] = Key()
     forward_time_s: Key[float | None] = Key()
+    forward_share: Key[float | None] = Key()
 
 
 class SweepFit(dict[str, Any]):
@@ -309,6 +316,11 @@ class Sweep(dict[str, Any]):
         """Its hardware (empty where not recorded)."""
         return Hardware(self.get("hardware") or {})
 
+    @property
+    def rates(self) -> "Rates":
+        """The machine's rates (empty where not recorded)."""
+        return Rates(self.get("rates") or {})
+
 
 class AllReduce(dict[str, Any]):
     """One measured all-reduce latency of a machine (`benchmarks/collectives.py`)."""
@@ -350,3 +362,262 @@ class Published(dict[str, Any]):
     controller: Key[str] = Key()
     epoch_time_s: Key[str] = Key()
     final_loss: Key[str] = Key()
+
+
+class FloorCounts(dict[str, Any]):
+    """What a step must compute and the rates it is set against (`benchmarks/levers.py`'s
+    `floor_of`, in a levers record, one of its rows or its sidecar)."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    per_evaluation: Key[float] = Key()
+    rest: Key[float] = Key()
+    per_evaluation_transcendentals: Key[float | None] = Key()
+    rest_transcendentals: Key[float | None] = Key()
+    least_bytes: Key[float | None] = Key()
+    matmul_flops_per_s: Key[float] = Key()
+    matmul_flops_per_s_rounds: Key[list[float] | None] = Key()
+    transcendentals_per_s: Key[float | None] = Key()
+    tree_commit: Key[str | None] = Key()
+
+
+class Loops(dict[str, Any]):
+    """What one step executes (`measure.loops.count_loops`)."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    bodies_by: Key[dict[str, int]] = Key()
+    conditional_executions: Key[dict[str, int]] = Key()
+    instructions: Key[int | None] = Key()
+
+
+class LeverRow(dict[str, Any]):
+    """One variant's row of a levers record (`benchmarks/levers.py`); with the record's
+    machine, scenario and path where `loss.in_record` gave them."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    label: Key[str] = Key()
+    levers: Key[dict[str, Any]] = Key()
+    step_time_s: Key[float] = Key()
+    step_times_runs_s: Key[list[list[float]] | None] = Key()
+    speedup_vs_default: Key[float] = Key()
+    speedup_ci: Key[tuple[float, float]] = Key()
+    final_loss: Key[float] = Key()
+    solver_steps_max: Key[int | None] = Key()
+    solver_steps_reversed_max: Key[int | None] = Key()
+    machine_id: Key[str | None] = Key()
+    path: Key[str | None] = Key()
+
+    @property
+    def loops(self) -> Loops | None:
+        """What one step executes, where counted."""
+        found = self.get("loops")
+        return None if not found else Loops(found)
+
+    @property
+    def floor(self) -> FloorCounts | None:
+        """Its own floor counts, where the record counted each variant's."""
+        found = self.get("floor")
+        return None if not found else FloorCounts(found)
+
+
+class LeverRecord(dict[str, Any]):
+    """A levers record (`benchmarks/levers.py`, its `--map` form included): the variants'
+    rows of one scenario, with the `path` it was read from (and its `session`, where
+    `sessions.index` gave it one)."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    workload: Key[str | None] = Key()
+    machine_id: Key[str | None] = Key()
+    versions: Key[dict[str, str | None]] = Key()
+    started: Key[str | None] = Key()
+    finished: Key[str | None] = Key()
+    git_commit: Key[str | None] = Key()
+    path: Key[str | None] = Key()
+    session: Key[Any] = Key()
+
+    @property
+    def fields(self) -> Fields:
+        """Its scenario's fields."""
+        return Fields(self.get("scenario") or {})
+
+    @property
+    def probe(self) -> "Probe":
+        """Its session's probe of the devices (empty where not recorded)."""
+        return Probe(self.get("probe") or {})
+
+    @property
+    def rows(self) -> list[LeverRow]:
+        """Its variants' rows, the default's first."""
+        return [LeverRow(r) for r in self.get("rows") or []]
+
+    @property
+    def floor(self) -> FloorCounts | None:
+        """Its floor counts, where it counted them."""
+        found = self.get("floor")
+        return None if not found else FloorCounts(found)
+
+
+class Roofline(dict[str, Any]):
+    """One roofline reading of a GPU machine (`benchmarks/gpu_session.sh roofline`)."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    peak_flops_per_s: Key[float] = Key()
+    bandwidth_bytes_per_s: Key[float] = Key()
+    kernel_s: Key[float | None] = Key()
+    machine_id: Key[str | None] = Key()
+    device_kind: Key[str | None] = Key()
+    versions: Key[dict[str, str | None] | None] = Key()
+    finished: Key[str | None] = Key()
+
+
+class Rates(dict[str, Any]):
+    """A machine's measured rates (`measure.cost`), as a sweep records them."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    matmul_flops_per_s: Key[float] = Key()
+    memory_bytes_per_s: Key[float] = Key()
+    cache_bytes_per_s: Key[float | None] = Key()
+
+
+class PredictedPoint(dict[str, Any]):
+    """One predicted point of a mode along the batch axis: its per-device batch and its
+    speedup with its interval."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    per_device_batch: Key[int] = Key()
+    speedup: Key[float] = Key()
+    speedup_interval: Key[list[float]] = Key()
+
+
+class PredictedMode(dict[str, Any]):
+    """One mode's prediction along the batch axis: its points, where it crosses 1 in the
+    per-device batch (`crossover.Crossing`'s fields) and the work there."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    batch: Key[dict[str, Any]] = Key()
+    work_s: Key[list[float] | None] = Key()
+
+    @property
+    def points(self) -> list[PredictedPoint]:
+        """Its predicted points."""
+        return [PredictedPoint(p) for p in self.get("points", [])]
+
+
+class PredictedRow(dict[str, Any]):
+    """One mode's predicted step of a prediction (`odestudy predict`)."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    mode: Key[str] = Key()
+    step_time_s: Key[float] = Key()
+    compute_s: Key[float] = Key()
+    allreduce_s: Key[float] = Key()
+    in_loop_s: Key[float] = Key()
+
+
+class MadeFrom(dict[str, Any]):
+    """What a prediction was made from: its prediction model and profile."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    model: Key[int | None] = Key()
+    profile: Key[str | None] = Key()
+
+
+class Prediction(dict[str, Any]):
+    """A prediction of the map (`odestudy predict --map`): one workload and controller,
+    a row per mode, and where made along the batch axis, its `crossover`."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    workload: Key[str | None] = Key()
+    n_devices: Key[int] = Key()
+    finished: Key[str | None] = Key()
+
+    @property
+    def fields(self) -> Fields:
+        """Its scenario's fields."""
+        return Fields(self.get("scenario") or {})
+
+    @property
+    def rows(self) -> list[PredictedRow]:
+        """Its modes' predicted steps."""
+        return [PredictedRow(r) for r in self.get("rows") or []]
+
+    @property
+    def made_from(self) -> MadeFrom:
+        """What it was made from (empty where not said)."""
+        return MadeFrom(self.get("made_from") or {})
+
+    @property
+    def crossover(self) -> dict[str, PredictedMode] | None:
+        """Along the batch axis, each mode's prediction (None where not made so)."""
+        found = self.get("crossover")
+        if not found:
+            return None
+        modes = found["modes"] or {}
+        return {mode: PredictedMode(m) for mode, m in modes.items() if m is not None}
+
+
+class Probe(dict[str, Any]):
+    """A session's probe of its devices (`measure.probe`), as a levers record keeps it."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    device_kind: Key[str | None] = Key()
+
+
+class CeilingRun(dict[str, Any]):
+    """One process's run of a ceiling record (`study.ceiling`): its phases' blocks of
+    step times."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    status: Key[str | None] = Key()
+    alone: Key[list[list[float]] | None] = Key()
+    paired: Key[list[list[float]] | None] = Key()
+    one_core: Key[list[list[float]] | None] = Key()
+
+
+class Ceiling(dict[str, Any]):
+    """A machine's weak-scaling ceiling record (`study.ceiling`) of one 1-device
+    scenario: its runs, and the cold run of the probe it was made on."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    name: Key[str | None] = Key()
+    probe_run_id: Key[str | None] = Key()
+
+    @property
+    def fields(self) -> Fields:
+        """Its scenario's fields (empty for a record without one)."""
+        return Fields(self.get("scenario") or {})
+
+    @property
+    def runs(self) -> list[CeilingRun]:
+        """Its processes' runs."""
+        return [CeilingRun(r) for r in self.get("runs", [])]
+
+
+class LossSpread(dict[str, Any]):
+    """A run-to-run loss spread record (`benchmarks/loss_spread.py`): the final losses of
+    one workload's default trained over several seeds."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    workload: Key[str | None] = Key()
+    machine_id: Key[str | None] = Key()
+    rows: Key[list[dict[str, Any]]] = Key()
+    spread_relative: Key[float] = Key()
+
+    @property
+    def fields(self) -> Fields:
+        """Its scenario's fields."""
+        return Fields(self.get("scenario") or {})
