@@ -18,6 +18,7 @@ from odestudy.report.best import (
     best_steps,
     step_of,
 )
+from odestudy.report.rec import Rec
 from odestudy.study.workloads import MAP_DEVICES, WORKLOADS
 
 from .helpers import record
@@ -148,7 +149,7 @@ def test_the_readme_answer_names_the_base_case_and_stays_short(tmp_path):
     for mode, t in (("shard_map", 0.006), ("pmap", 0.0062), ("shard", 0.02)):
         two = recommended(Scenario(mode=mode, devices_per_process=2))
         rows.append(dict(record(two, step=t, jitter=0.02), final_loss=0.004, trained=True))
-    rows = [dict(r, scaling="strong", n_devices=r["n_devices"]) for r in (default, fast, *rows)]
+    rows = [Rec(r, scaling="strong", n_devices=r["n_devices"]) for r in (default, fast, *rows)]
     attach_best(rows, rows)
     lines = answer.quick_lines(rows, "cpu")
     text = "\n".join(lines)

@@ -14,6 +14,7 @@ from odestudy.report import workloads
 from odestudy.report.claims import verdict_claims
 from odestudy.report.frames import scaling_rows
 from odestudy.report.plots import MODE_STYLE, scaling_figures
+from odestudy.report.rec import Rec
 from odestudy.report.verdict import verdict_markdown
 
 from .helpers import record
@@ -103,7 +104,7 @@ def test_the_explain_and_version_pages_take_the_fifth_mode_s_facts(fifth):
     from odestudy.report.explain import collectives
     from odestudy.report.versions import _sentences
 
-    recs = [dict(r, collectives={"total": 4, "in_loops": 3}) for r in _records("fifth")]
+    recs = [Rec(r, collectives={"total": 4, "in_loops": 3}) for r in _records("fifth")]
     cells = [
         [c.strip() for c in line.split("|")[1:-1]]
         for line in collectives(recs).splitlines()

@@ -59,6 +59,11 @@ class Fields(dict[str, Any]):
     nodes: Key[int | None] = Key()
     seed: Key[int | None] = Key()
     learning_rate: Key[float | None] = Key()
+    # frames, gpu, device_tables, claims, verdict, prediction, answer, comparisons,
+    # by_session, provenance, publish, document, intervals, tables
+    scale: Key[str | None] = Key()
+    device: Key[str | None] = Key()
+    controller: Key[str | None] = Key()
 
 
 class Steps(dict[str, Any]):
@@ -69,6 +74,9 @@ class Steps(dict[str, Any]):
     mean: Key[float | None] = Key()
     max: Key[int | None] = Key()
     lockstep_waste: Key[dict[str, Any] | None] = Key()
+    # frames, gpu, device_tables, claims, verdict, prediction, answer, comparisons,
+    # by_session, provenance, publish, document, intervals, tables
+    executed_per_device: Key[Any] = Key()
 
 
 class Hardware(dict[str, Any]):
@@ -174,3 +182,181 @@ class Rec(dict[str, Any]):
     def ok(self) -> bool:
         """It ran to the end (`status` is "ok")."""
         return self.get("status") == "ok"
+
+    # frames, gpu, device_tables, claims, verdict, prediction, answer, comparisons,
+    # by_session, provenance, publish, document, intervals, tables
+    problem: Key[str | None] = Key()
+    problem_facts: Key[dict[str, Any] | None] = Key()
+    pmap_implementation: Key[str | None] = Key()
+    exceeds_cores: Key[bool | None] = Key()
+    source: Key[str | None] = Key()
+
+    @property
+    def last_stage(self) -> "Stage":
+        """Its last (full-length) stage (empty where it has none)."""
+        return Stage((self.stages or [{}])[-1])
+
+
+# frames, gpu, device_tables, claims, verdict, prediction, answer, comparisons,
+# by_session, provenance, publish, document, intervals, tables
+
+
+class Stage(dict[str, Any]):
+    """One length stage of a record's training (`Rec.stages`)."""
+
+    __slots__ = ()
+
+    step_times_s: Key[list[float] | None] = Key()
+
+
+class EvalPoint(dict[str, Any]):
+    """One evaluation during training (`Rec.eval_curve`)."""
+
+    __slots__ = ()
+
+    step: Key[int] = Key()
+    eval_loss: Key[float] = Key()
+    train_time_s: Key[float] = Key()
+
+
+class AllReduce(dict[str, Any]):
+    """One all-reduce timed by a machine probe (`measure.probe`)."""
+
+    __slots__ = ()
+
+    n_devices: Key[int] = Key()
+    size: Key[int] = Key()
+    latency_s: Key[float] = Key()
+
+
+class Matmul(dict[str, Any]):
+    """One matmul timed by a machine probe (`measure.probe`)."""
+
+    __slots__ = ()
+
+    flops_per_s: Key[float] = Key()
+    batch: Key[int] = Key()
+    width: Key[int] = Key()
+
+
+class Probe(dict[str, Any]):
+    """A machine probe (`measure.probe`): its all-reduces, matmuls and empty loop."""
+
+    __slots__ = ()
+
+    finished: Key[str | None] = Key()
+    loop_iteration_s: Key[float] = Key()
+
+    @property
+    def allreduce(self) -> list[AllReduce]:
+        """Its all-reduces (none where it timed none)."""
+        return [AllReduce(a) for a in self.get("allreduce") or []]
+
+    @property
+    def matmul(self) -> list[Matmul]:
+        """Its matmuls (none where it timed none)."""
+        return [Matmul(m) for m in self.get("matmul") or []]
+
+
+class Profile(dict[str, Any]):
+    """A prediction's profile of collective costs (`predict`)."""
+
+    __slots__ = ()
+
+    name: Key[str] = Key()
+    description: Key[str] = Key()
+
+
+class PredictedMode(dict[str, Any]):
+    """One mode's row of a prediction (`predict`): its step and speedup, with intervals."""
+
+    __slots__ = ()
+
+    mode: Key[str] = Key()
+    step_time_s: Key[float] = Key()
+    step_time_interval_s: Key[tuple[float, float]] = Key()
+    speedup: Key[float] = Key()
+    speedup_interval: Key[tuple[float, float]] = Key()
+
+
+class SweepRow(dict[str, Any]):
+    """One batch of a 1-device sweep (`predict`, `benchmarks/step_cost.py`)."""
+
+    __slots__ = ()
+
+    batch: Key[int] = Key()
+    step_time_s: Key[float] = Key()
+    step_times_s: Key[list[float] | None] = Key()
+
+
+class Sweep(dict[str, Any]):
+    """A 1-device sweep of batches (a prediction's, or a step-cost sweep's record)."""
+
+    __slots__ = ()
+
+    scenario: Key[dict[str, Any] | None] = Key()
+    machine_id: Key[str | None] = Key()
+    device_kind: Key[str | None] = Key()
+    versions: Key[dict[str, str | None] | None] = Key()
+    protocol: Key[int | None] = Key()
+    label: Key[str | None] = Key()
+    machine: Key[str | None] = Key()
+    path: Key[str | None] = Key()
+
+    @property
+    def fields(self) -> Fields:
+        """Its scenario's fields."""
+        return Fields(self.scenario or {})
+
+    @property
+    def rows(self) -> list[SweepRow]:
+        """Its batches (none where it has none)."""
+        return [SweepRow(r) for r in self.get("rows") or []]
+
+    @property
+    def probe(self) -> Probe:
+        """Its session's machine probe (empty where none)."""
+        return Probe(self.get("probe") or {})
+
+
+class Prediction(dict[str, Any]):
+    """A prediction of several devices from one (`odestudy predict`): its target
+    scenario, each mode's predicted row, the profile and the 1-device sweep."""
+
+    __slots__ = ()
+
+    scenario: Key[dict[str, Any]] = Key()
+    n_devices: Key[int] = Key()
+    processes: Key[int | None] = Key()
+    nodes: Key[int | None] = Key()
+    one_device_step_s: Key[float] = Key()
+    trained: Key[bool | None] = Key()
+    trained_loss: Key[float | None] = Key()
+    trained_from: Key[str | None] = Key()
+    final_loss: Key[float] = Key()
+    finished: Key[str | None] = Key()
+    made_from: Key[dict[str, Any] | None] = Key()
+    machine_id: Key[str | None] = Key()
+    # Added where read: its file and the machine folder it is in.
+    path: Key[str] = Key()
+    machine: Key[str | None] = Key()
+
+    @property
+    def fields(self) -> Fields:
+        """Its target scenario's fields."""
+        return Fields(self.scenario or {})
+
+    @property
+    def rows(self) -> list[PredictedMode]:
+        """Each mode's predicted row (none where it has none)."""
+        return [PredictedMode(r) for r in self.get("rows") or []]
+
+    @property
+    def profile(self) -> Profile:
+        """Its profile (empty where not recorded)."""
+        return Profile(self.get("profile") or {})
+
+    @property
+    def sweep(self) -> Sweep:
+        """Its 1-device sweep (empty where not recorded)."""
+        return Sweep(self.get("sweep") or {})
