@@ -14,6 +14,7 @@ from odestudy.report import workloads
 from odestudy.report.claims import verdict_claims
 from odestudy.report.frames import scaling_rows
 from odestudy.report.plots import MODE_STYLE, scaling_figures
+from odestudy.report.rec import Rec
 from odestudy.report.verdict import verdict_markdown
 
 from .helpers import record

@@ -50,6 +50,7 @@ def test_weak_scaling_reuses_the_strong_one_device_run():
     one = record(Scenario(), step=0.02)  # strong, global batch 32
     weak = record(Scenario(devices_per_process=4, mode="pmap", scaling="weak"), step=0.04)
     assert weak["global_batch"] == 128 and weak["per_device_batch"] == 32
+    one, weak = Rec(one), Rec(weak)
     assert baseline(weak, [one, weak], "weak") is one
     row = next(r for r in scaling_rows([one, weak]) if r["name"] == weak["name"])
     assert row["efficiency"] == pytest.approx(0.5) and row["speedup"] == pytest.approx(2.0)
@@ -59,6 +60,7 @@ def test_ambiguous_and_missing_baselines_are_named_errors():
     one = record(Scenario(), step=0.02)
     twin = dict(one, name="the-same-configuration-again")
     two = record(Scenario(devices_per_process=2, mode="pmap"), step=0.01)
+    one, twin, two = Rec(one), Rec(twin), Rec(two)
     with pytest.raises(BaselineError, match="2 ambiguous"):
         baseline(two, [one, twin, two], "strong")
     with pytest.raises(BaselineError, match="no 1-device baseline"):
@@ -68,8 +70,8 @@ def test_ambiguous_and_missing_baselines_are_named_errors():
 
 
 def test_baseline_comes_from_the_same_machine_only():
-    one = record(Scenario(), step=0.02, machine="another-machine")
-    two = record(Scenario(devices_per_process=2, mode="pmap"), step=0.01)
+    one = Rec(record(Scenario(), step=0.02, machine="another-machine"))
+    two = Rec(record(Scenario(devices_per_process=2, mode="pmap"), step=0.01))
     with pytest.raises(BaselineError):
         baseline(two, [one, two], "strong")
 

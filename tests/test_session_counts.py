@@ -10,6 +10,7 @@ import pytest
 from odestudy.measure.scenario import Scenario
 from odestudy.report import answer, sessions
 from odestudy.report.claims import dissent, holds, judged_sessions
+from odestudy.report.rec import Rec
 from odestudy.report.sessions import UNKNOWN, Session
 
 from .helpers import record
@@ -42,7 +43,7 @@ def test_k_of_n_counts_only_sessions_with_rows_of_the_comparison():
     def slower(p):
         if "pid" not in p:
             return None
-        return "shard" in [r["mode"] for r in p["pid"]["avoid"]]
+        return "shard" in [r.mode for r in p["pid"].avoid]
 
     assert holds(by, "strong", 2, slower) == (2, 3)
     said = dissent(by, "strong", 2, "pid", "shard", "avoid")
@@ -161,13 +162,13 @@ def test_a_row_predicted_again_is_checked_against_the_prediction_made_before_it(
     records.write_json_atomic(out, prediction("2026-11-27T19:05:00+00:00", 0.020))
     found = row_predictions(tmp_path, "m")
     assert len(found) == 2
-    row = {"status": "ok", "name": target.name(), "step_time_s": 0.0125, "session": None,
-           "started": "2026-11-27T18:40:00+00:00"}  # fmt: skip
+    row = Rec(status="ok", name=target.name(), step_time_s=0.0125, session=None,
+              started="2026-11-27T18:40:00+00:00")  # fmt: skip
     (checked,) = checked_rows([row], found)
     assert checked["predicted_s"] == 0.010 and checked["before"] is True
     assert said([checked]) == "prediction model 6; made before the rows"
     # A row measured before both: checked in-sample against the newest.
-    early = dict(row, started="2026-11-27T08:40:00+00:00")
+    early = Rec(row, started="2026-11-27T08:40:00+00:00")
     (checked,) = checked_rows([early], found)
     assert checked["predicted_s"] == 0.020 and checked["before"] is False
 
@@ -189,5 +190,5 @@ def test_a_record_measured_again_keeps_its_session_for_the_claims(tmp_path):
     assert kept == tmp_path / "sessions" / "20261127T1742" / path.relative_to(tmp_path)
     assert json.loads(kept.read_text())["scenario_key"] == "k"
     assert records.keep_replaced(tmp_path / "none.json", tmp_path, "x") is None
-    found = related_records(tmp_path, "quick", [old])
+    found = related_records(tmp_path, "quick", [Rec(old)])
     assert [r["source"] for r in found] == ["20261127T1742"]

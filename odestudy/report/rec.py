@@ -59,13 +59,11 @@ class Fields(dict[str, Any]):
     nodes: Key[int | None] = Key()
     seed: Key[int | None] = Key()
     learning_rate: Key[float | None] = Key()
-    # explain, projection, plots, versions, reference, machines, sessions
     device: Key[str | None] = Key()
     controller: Key[str | None] = Key()
     length_fractions: Key[list[float] | None] = Key()
     steps_per_stage: Key[int | None] = Key()
     eval_every: Key[int | None] = Key()
-    # workloads, step, floor, crossover, best, loss, heldout, ceiling, map_levers, roofline
     scale: Key[str | None] = Key()
 
 
@@ -77,7 +75,6 @@ class Steps(dict[str, Any]):
     mean: Key[float | None] = Key()
     max: Key[int | None] = Key()
     lockstep_waste: Key[dict[str, Any] | None] = Key()
-    # explain, projection, plots, versions, reference, machines, sessions
     executed_per_device: Key[float | None] = Key()
     last_step_per_sample: Key[list[int] | None] = Key()
 
@@ -86,7 +83,6 @@ class Steps(dict[str, Any]):
         """Its lock-step waste (empty where not measured)."""
         return Waste(self.lockstep_waste or {})
 
-    # workloads, step, floor, crossover, best, loss, heldout, ceiling, map_levers, roofline
 
 
 class Hardware(dict[str, Any]):
@@ -193,7 +189,6 @@ class Rec(dict[str, Any]):
         """It ran to the end (`status` is "ok")."""
         return self.get("status") == "ok"
 
-    # explain, projection, plots, versions, reference, machines, sessions
     learning_rate: Key[float | None] = Key()
     lr_scaling: Key[str | None] = Key()
     steps: Key[int | None] = Key()
@@ -215,8 +210,16 @@ class Rec(dict[str, Any]):
         """Its training stages' timings (none where not recorded)."""
         return [Stage(s) for s in self.stages or []]
 
-    # workloads, step, floor, crossover, best, loss, heldout, ceiling, map_levers, roofline
     run_id: Key[str | None] = Key()
+    problem: Key[str | None] = Key()
+    problem_facts: Key[dict[str, Any] | None] = Key()
+    exceeds_cores: Key[bool | None] = Key()
+    source: Key[str | None] = Key()
+
+    @property
+    def last_stage(self) -> "Stage":
+        """Its last (full-length) stage (empty where it has none)."""
+        return Stage((self.stages or [{}])[-1])
 
 
 class Waste(dict[str, Any]):
@@ -272,6 +275,7 @@ class SweepRow(dict[str, Any]):
     iterations_executed: Key[float] = Key()
     forward_time_s: Key[float | None] = Key()
     forward_share: Key[float | None] = Key()
+    step_times_s: Key[list[float] | None] = Key()
 
 
 class SweepFit(dict[str, Any]):
@@ -320,6 +324,16 @@ class Sweep(dict[str, Any]):
     def rates(self) -> "Rates":
         """The machine's rates (empty where not recorded)."""
         return Rates(self.get("rates") or {})
+
+    scenario: Key[dict[str, Any] | None] = Key()
+    versions: Key[dict[str, str | None] | None] = Key()
+    protocol: Key[int | None] = Key()
+    machine: Key[str | None] = Key()
+
+    @property
+    def probe(self) -> "Probe":
+        """Its session's machine probe (empty where none)."""
+        return Probe(self.get("probe") or {})
 
 
 class AllReduce(dict[str, Any]):
@@ -509,6 +523,12 @@ class PredictedMode(dict[str, Any]):
         """Its predicted points."""
         return [PredictedPoint(p) for p in self.get("points", [])]
 
+    mode: Key[str] = Key()
+    step_time_s: Key[float] = Key()
+    step_time_interval_s: Key[tuple[float, float]] = Key()
+    speedup: Key[float] = Key()
+    speedup_interval: Key[tuple[float, float]] = Key()
+
 
 class PredictedRow(dict[str, Any]):
     """One mode's predicted step of a prediction (`odestudy predict`)."""
@@ -565,6 +585,29 @@ class Prediction(dict[str, Any]):
         modes = found["modes"] or {}
         return {mode: PredictedMode(m) for mode, m in modes.items() if m is not None}
 
+    scenario: Key[dict[str, Any]] = Key()
+    processes: Key[int | None] = Key()
+    nodes: Key[int | None] = Key()
+    one_device_step_s: Key[float] = Key()
+    trained: Key[bool | None] = Key()
+    trained_loss: Key[float | None] = Key()
+    trained_from: Key[str | None] = Key()
+    final_loss: Key[float] = Key()
+    machine_id: Key[str | None] = Key()
+    # Added where read: its file and the machine folder it is in.
+    path: Key[str] = Key()
+    machine: Key[str | None] = Key()
+
+    @property
+    def profile(self) -> "Profile":
+        """Its profile (empty where not recorded)."""
+        return Profile(self.get("profile") or {})
+
+    @property
+    def sweep(self) -> Sweep:
+        """Its 1-device sweep (empty where not recorded)."""
+        return Sweep(self.get("sweep") or {})
+
 
 class Probe(dict[str, Any]):
     """A session's probe of its devices (`measure.probe`), as a levers record keeps it."""
@@ -572,6 +615,18 @@ class Probe(dict[str, Any]):
     __slots__ = ()  # a field not named here is no attribute
 
     device_kind: Key[str | None] = Key()
+    finished: Key[str | None] = Key()
+    loop_iteration_s: Key[float] = Key()
+
+    @property
+    def allreduce(self) -> list[AllReduce]:
+        """Its all-reduces (none where it timed none)."""
+        return [AllReduce(a) for a in self.get("allreduce") or []]
+
+    @property
+    def matmul(self) -> list["Matmul"]:
+        """Its matmuls (none where it timed none)."""
+        return [Matmul(m) for m in self.get("matmul") or []]
 
 
 class CeilingRun(dict[str, Any]):
@@ -621,3 +676,22 @@ class LossSpread(dict[str, Any]):
     def fields(self) -> Fields:
         """Its scenario's fields."""
         return Fields(self.get("scenario") or {})
+
+
+class Matmul(dict[str, Any]):
+    """One matmul timed by a machine probe (`measure.probe`)."""
+
+    __slots__ = ()
+
+    flops_per_s: Key[float] = Key()
+    batch: Key[int] = Key()
+    width: Key[int] = Key()
+
+
+class Profile(dict[str, Any]):
+    """A prediction's profile of collective costs (`predict`)."""
+
+    __slots__ = ()
+
+    name: Key[str] = Key()
+    description: Key[str] = Key()
