@@ -10,10 +10,10 @@ from odestudy.measure.scenario import Scenario
 from odestudy.measure.timing import PROTOCOL
 from odestudy.report.ceiling import ceiling_for, ceiling_interval
 from odestudy.report.frames import read_records, scaling_rows
-from odestudy.report.rec import Ceiling, Rec
 from odestudy.study import records
 from odestudy.study.ceiling import ceiling_path
 from odestudy.study.matrix import expected_env, record_path
+from odestudy.study.rec import Ceiling, Rec
 
 from .helpers import record
 

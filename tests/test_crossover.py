@@ -18,7 +18,7 @@ from odestudy.report.best import (
     best_steps,
     step_of,
 )
-from odestudy.report.rec import Rec
+from odestudy.study.rec import Rec
 from odestudy.study.workloads import MAP_DEVICES, WORKLOADS
 
 from .helpers import record

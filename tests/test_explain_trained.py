@@ -7,7 +7,6 @@ from odestudy.measure.recommended import controller_levers
 from odestudy.measure.scenario import Scenario, heterogeneous_training
 from odestudy.report.explain import grouping, within_ode
 from odestudy.report.loss import trained
-from odestudy.report.rec import Rec
 from odestudy.study.matrix import (
     SPREADS,
     WITHIN_ODE_SPREAD,
@@ -16,6 +15,7 @@ from odestudy.study.matrix import (
     plan,
     select,
 )
+from odestudy.study.rec import Rec
 
 from .helpers import record
 

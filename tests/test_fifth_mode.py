@@ -14,8 +14,8 @@ from odestudy.report import workloads
 from odestudy.report.claims import verdict_claims
 from odestudy.report.frames import scaling_rows
 from odestudy.report.plots import MODE_STYLE, scaling_figures
-from odestudy.report.rec import Rec
 from odestudy.report.verdict import verdict_markdown
+from odestudy.study.rec import Rec
 
 from .helpers import record
 
@@ -104,7 +104,6 @@ def test_the_explain_and_version_pages_take_the_fifth_mode_s_facts(fifth):
     fifth's, as `shard`'s: `shard_map`), and the version page gives the speedup of
     every mode that runs `one_loop`, named by its `label`."""
     from odestudy.report.explain import collectives
-    from odestudy.report.rec import Rec
     from odestudy.report.versions import _sentences
 
     recs = [Rec(r, collectives={"total": 4, "in_loops": 3}) for r in _records("fifth")]

@@ -6,7 +6,7 @@ import pytest
 
 from odestudy import Scenario
 from odestudy.measure.floor import STAGES_PER_STEP, evaluation_flops, floor_time
-from odestudy.report.rec import FloorCounts, LeverRecord
+from odestudy.study.rec import FloorCounts, LeverRecord
 
 
 @pytest.mark.parametrize("width", [64])

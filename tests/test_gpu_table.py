@@ -11,7 +11,7 @@ from odestudy.measure.recommended import recommended
 from odestudy.measure.scenario import Scenario
 from odestudy.report.document import write_report
 from odestudy.report.gpu import PREDICTIONS_FOLDER, gpu_predictions, predicted_section
-from odestudy.report.rec import Rec
+from odestudy.study.rec import Rec
 
 from .helpers import record
 

@@ -14,9 +14,9 @@ from odestudy.measure.scenario import Scenario
 from odestudy.measure.timing import PROTOCOL
 from odestudy.report.document import BaselineError, baseline, scaling_rows, write_report
 from odestudy.report.intervals import fmt_interval, ratio_interval
-from odestudy.report.rec import Rec, Sweep
 from odestudy.study import records
 from odestudy.study.matrix import record_path, reusable, seed_scenarios
+from odestudy.study.rec import Rec, Sweep
 from odestudy.study.repeats import merge_runs, runs
 
 from .helpers import HERE, record
@@ -302,8 +302,8 @@ def _bounded_sweep(per_sample_flops: float, rates: dict | None) -> dict:
 
 @pytest.mark.parametrize("per_sample_flops,bound", [(2e4, "overhead"), (2e6, "compute")])
 def test_step_verdict_from_the_fit_and_the_measured_rates(per_sample_flops, bound):
-    from odestudy.report.rec import Sweep
     from odestudy.report.step import verdict
+    from odestudy.study.rec import Sweep
 
     rates = {"matmul_flops_per_s": 1e11, "memory_bytes_per_s": 1e10, "cache_bytes_per_s": 1e11}
     v = verdict(Sweep(_bounded_sweep(per_sample_flops, rates)))

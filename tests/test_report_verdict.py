@@ -9,10 +9,10 @@ from odestudy.measure.scenario import Scenario
 from odestudy.report import sessions
 from odestudy.report.claims import verdict_claims
 from odestudy.report.document import scaling_rows, write_report
-from odestudy.report.rec import Rec
 from odestudy.report.verdict import verdict_markdown
 from odestudy.study import records
 from odestudy.study.matrix import record_path
+from odestudy.study.rec import Rec
 
 from .helpers import record
 

@@ -10,8 +10,8 @@ import pytest
 from odestudy.measure.scenario import Scenario
 from odestudy.report import answer, sessions
 from odestudy.report.claims import dissent, holds, judged_sessions
-from odestudy.report.rec import Rec
 from odestudy.report.sessions import UNKNOWN, Session
+from odestudy.study.rec import Rec
 
 from .helpers import record
 
@@ -110,8 +110,8 @@ def test_a_prediction_says_whether_it_was_made_before_its_rows():
 
 def test_the_recommended_step_measured_again_after_its_choice_is_counted(spread_measured):
     from odestudy.report.heldout import recommended_again
-    from odestudy.report.rec import LeverRecord, Rec
     from odestudy.report.workloads import MapRow
+    from odestudy.study.rec import LeverRecord, Rec
 
     def row(speedup, loss, started="2026-11-27T09:00:00+00:00"):
         record = Rec(started=started, final_loss=loss)

@@ -18,8 +18,8 @@ from odestudy.measure.state import save_state
 from odestudy.measure.training import load_trained, prepare
 from odestudy.report import workloads as report
 from odestudy.report.map_levers import MAP_LEVERS, lever_lines, lever_summary
-from odestudy.report.rec import LeverRecord, Prediction, Rec
 from odestudy.study import records
+from odestudy.study.rec import LeverRecord, Prediction, Rec
 from odestudy.study.workloads import (
     CROSSOVER_BATCHES,
     CROSSOVER_WORKLOADS,

@@ -14,6 +14,7 @@ from typing import Any
 from ..measure.controllers import CONTROLLERS
 from ..study import records
 from ..study.claim import Agreement, Claim
+from ..study.rec import Prediction, Rec, Sweep
 from . import sessions
 from .best import Best, best_for, best_steps, step_of
 from .claims import groups
@@ -22,7 +23,6 @@ from .crossover import CROSSOVER_WORKLOADS, batch_crossing, points, study_record
 from .frames import scaling_rows
 from .intervals import ratio_interval
 from .loss import MARK, differs, trained
-from .rec import Prediction, Rec, Sweep
 from .tables import escape
 from .verdict import exceeds_cores, one_run
 

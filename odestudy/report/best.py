@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 
 from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
+from ..study.rec import Rec
 from .intervals import ratio_interval
 from .loss import differs, trained
-from .rec import Rec
 
 # A row's placement over devices: what a multi-device row and its 1-device base differ in.
 PLACEMENT = ("mode", "devices_per_process", "processes", "nodes", "scaling", "batch")

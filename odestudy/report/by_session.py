@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..study.claim import Verdict
+from ..study.rec import Matmul, Probe, Rec
 from .claims import controller_label, groups, mode_label
 from .comparisons import own_claim, render_x
 from .frames import scaling_rows
-from .rec import Matmul, Probe, Rec
 from .tables import escape
 
 

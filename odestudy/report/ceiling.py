@@ -10,9 +10,9 @@ import numpy as np
 
 from ..measure.scenario import Scenario
 from ..study import records
+from ..study.rec import Ceiling, Fields, Rec
 from ..study.records import ceiling_path
 from .intervals import LEVEL, bootstrap_medians, ratio_interval, step_time_runs
-from .rec import Ceiling, Fields, Rec
 
 
 def ceiling_interval(rec: Ceiling, seed: int = 0) -> dict[str, Any]:

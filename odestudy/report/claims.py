@@ -14,11 +14,11 @@ from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 from ..study import records
 from ..study.claim import Agreement, Answer, Claim, Verdict
+from ..study.rec import Rec
 from ..study.workloads import MAP_FOLDER
 from . import loss, sessions
 from .comparisons import own_claim, render_x
 from .frames import in_scaling_matrix, read_records, scaling_rows
-from .rec import Rec
 from .tables import escape
 from .verdict import ONE_RUN, Compared, compare, exceeds_cores, one_run
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from ..measure.scenario import Scenario
 from ..study.claim import Agreement, Claim, Comparison, Verdict
+from ..study.rec import Rec
 from . import loss, sessions
 from .best import step_of
 from .frames import JOIN_EXCLUDES, record_problem
-from .rec import Rec
 from .verdict import one_run
 
 # What a comparison's baseline is, in words.

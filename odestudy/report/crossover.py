@@ -20,6 +20,7 @@ import numpy as np
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
+from ..study.rec import Hardware, PredictedMode, Prediction, Rec
 from ..study.studies import Table
 from ..study.workloads import (
     CROSSOVER_WORKLOADS,
@@ -34,7 +35,6 @@ from .best import Best, best_for, best_steps, over_best, step_of
 from .frames import read_records
 from .heldout import made_before, said
 from .loss import MARK, differs, trained
-from .rec import Hardware, PredictedMode, Prediction, Rec
 from .tables import escape, markdown_table, table_value
 from .workloads import PredictionError, predictions
 

@@ -7,12 +7,12 @@ from typing import Any
 
 from ..measure import environment
 from ..measure.timing import PROTOCOL
+from ..study.rec import Hardware, Rec
 from . import loss, sessions
 from .frames import (
     read_records,
 )
 from .intervals import METHOD, fmt_interval
-from .rec import Hardware, Rec
 from .tables import escape as _esc
 from .tables import fmt as _fmt
 from .tables import loss_cell, markdown_table

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..measure import environment
 from ..measure.timing import PROTOCOL
+from ..study.rec import Key, Rec
 from ..study.runner import html_exporter
 from ..study.studies import STUDIES, ReportInputs, Study, Table
 from .device_tables import (
@@ -30,7 +31,6 @@ from .frames import (
 )
 from .gpu import gpu_extra, headline_figure
 from .machines import machines_table, skipped_table
-from .rec import Key, Rec
 from .reference import REFERENCE_CSV, comparison_table, reference_rows, seed_rows
 from .tables import table_markdown
 

@@ -13,12 +13,12 @@ from ..measure.controllers import PID
 from ..measure.modes import mode_facts
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL
+from ..study.rec import EvalPoint, Rec, Waste
 from ..study.studies import Table
 from . import loss, sessions
 from .frames import BaselineError, is_default
 from .intervals import fmt_interval, ratio_interval
 from .plots import MODE_STYLE, _save, controller_dashes
-from .rec import EvalPoint, Rec, Waste
 from .tables import escape, loss_cell, markdown_table, table_value
 from .tables import fmt as _fmt
 

@@ -13,11 +13,11 @@ from ..measure.levers import ByHand, FastActivations, WideVectors
 from ..measure.recommended import diffrax_levers, measured_problems, study_controllers
 from ..measure.scenario import Scenario
 from ..study import records
+from ..study.rec import FloorCounts, LeverRecord, LeverRow
 from ..study.workloads import MAP_FOLDER, WORKLOADS
 from . import sessions
 from .intervals import fmt_interval, ratio_interval
 from .loss import in_record, pair_mark
-from .rec import FloorCounts, LeverRecord, LeverRow
 from .roofline import ROOFLINE_TEXT, roofline_cells, roofline_said
 from .tables import escape, markdown_table
 

@@ -20,13 +20,13 @@ from ..measure.problem import DEFAULT_PROBLEM, resolve_problem
 from ..measure.scenario import SCALES, default_config
 from ..study import records
 from ..study.matrix import for_problem
+from ..study.rec import EvalPoint, Rec
 from ..study.studies import STUDIES
 from . import sessions
 from .best import attach_best, step_of
 from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
 from .intervals import ratio_interval
 from .loss import trained
-from .rec import EvalPoint, Rec
 
 
 class BaselineError(LookupError):

@@ -8,10 +8,10 @@ from ..measure.modes import MODES
 from ..measure.scenario import Scenario
 from ..measure.timing import PROTOCOL
 from ..study import records
+from ..study.rec import Prediction, Projected, Published, Rec
 from .intervals import fmt_interval
 from .plots import CONTROLLER_STYLE, MODE_STYLE, _save
 from .projection import projected_table
-from .rec import Prediction, Rec
 from .sessions import short_commit
 from .tables import escape, markdown_table
 from .tables import fmt as _fmt
@@ -178,7 +178,7 @@ def predicted_section(predictions: list[Prediction], rows: list[Rec]) -> str:
 
 
 def _gpu_reference_row(
-    ref: dict[str, Any], gpu_rows: list[Rec], projected: list[dict[str, Any]]
+    ref: dict[str, Any], gpu_rows: list[Rec], projected: list[Projected]
 ) -> list[str]:
     """One reference GPU row beside our measured 1-GPU or projected 2-GPU step."""
     n = int(ref["n_devices"])
@@ -218,9 +218,7 @@ def _gpu_reference_row(
     ]
 
 
-def gpu_extra(
-    gpu_rows: list[Rec], projected: list[dict[str, Any]], reference: list[dict[str, Any]]
-) -> str:
+def gpu_extra(gpu_rows: list[Rec], projected: list[Projected], reference: list[Published]) -> str:
     """The GPU table's second part: projected 2-GPU rows (labelled, never mixed with
     measured ones) and the reference's GPU rows beside ours."""
     if projected:

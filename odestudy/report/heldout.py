@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..study.rec import LeverRecord
 from . import loss
-from .rec import LeverRecord
 
 
 def _time(text: Any) -> datetime.datetime | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .rec import Rec
+from ..study.rec import Rec
 
 RESAMPLES = 2000
 LEVEL = 0.95

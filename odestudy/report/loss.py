@@ -9,7 +9,7 @@ from typing import Any
 
 from ..measure.problem import DEFAULT_PROBLEM
 from ..study import records
-from .rec import LeverRow, LossSpread
+from ..study.rec import LeverRow, LossSpread
 
 # The evaluation loss a row must reach to count as a trained model, per scale, where a
 # record does not say itself (`trained`): rows above it are marked and not cited.
@@ -83,8 +83,9 @@ def spreads(folder: str | Path | None, scale: str) -> dict[str, float]:
         return {}
     out: dict[str, float] = {}
     for rec in _spread_records(Path(folder)):
-        if rec.fields.scale == scale and not rec.workload:
-            out[rec.fields.controller] = float(rec.spread_relative)
+        controller = rec.fields.controller
+        if rec.fields.scale == scale and not rec.workload and controller is not None:
+            out[controller] = float(rec.spread_relative)
     return out
 
 

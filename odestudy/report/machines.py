@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..measure import environment
+from ..study.rec import Rec
 from . import loss, sessions
 from .device_tables import machine_line
 from .frames import (
@@ -12,7 +13,6 @@ from .frames import (
     scaling_rows,
 )
 from .intervals import fmt_interval
-from .rec import Rec
 from .tables import escape as _esc
 from .tables import fmt as _fmt
 from .tables import markdown_table

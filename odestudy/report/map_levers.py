@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..measure.scenario import Scenario
+from ..study.rec import LeverRecord
 from . import sessions
 from .floor import elsewhere_said, held_elsewhere, map_lever_records, variant_row
 from .intervals import fmt_interval, ratio_interval
 from .loss import pair_mark, same
-from .rec import LeverRecord
 from .tables import escape, markdown_table
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
-from .rec import Rec, Sweep
+from ..study.rec import Rec, Sweep
 
 # matplotlib and seaborn are imported inside the functions that draw (here and in the
 # report's other modules): every scenario's kernel and worker imports the package and

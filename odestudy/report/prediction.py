@@ -14,11 +14,11 @@ from ..measure.modes import MODES
 from ..measure.probe import PROBE_FOLDER
 from ..measure.scenario import Scenario
 from ..study import records
+from ..study.rec import Key, PredictedRow, Prediction, Probe, Rec
 from ..study.studies import Table
 from . import sessions
 from .frames import read_records, scaling_rows
 from .heldout import made_before, said
-from .rec import Key, PredictedMode, Prediction, Probe, Rec
 from .tables import escape, markdown_table, table_value
 
 
@@ -71,7 +71,7 @@ def checked_rows(rows: Sequence[Rec], found: Sequence[dict[str, Any]]) -> list[C
     interval. A row predicted more than once is checked against the newest prediction
     made before it was measured (held out in time, `heldout.made_before`), else the
     newest."""
-    chosen: dict[str, tuple[Prediction, PredictedMode, Rec]] = {}
+    chosen: dict[str, tuple[Prediction, PredictedRow, Rec]] = {}
     for p in sorted(map(Prediction, found), key=lambda p: str(p.finished)):
         if not p.trained:
             continue  # a prediction from a model that did not train checks nothing
@@ -91,13 +91,13 @@ def checked_rows(rows: Sequence[Rec], found: Sequence[dict[str, Any]]) -> list[C
     return [_checked(p, pr, r) for p, pr, r in chosen.values()]
 
 
-def _checked(p: Prediction, pr: PredictedMode, r: Rec) -> Checked:
+def _checked(p: Prediction, pr: PredictedRow, r: Rec) -> Checked:
     """One measured row `r` against mode row `pr` of prediction `p`."""
     lo, hi = pr.step_time_interval_s
     assert r.step_time_s is not None
     measured = float(r.step_time_s)
     return Checked(
-        model=(p.made_from or {}).get("model"), before=made_before(p, [r]),
+        model=p.made_from.model, before=made_before(p, [r]),
         name=r.name, mode=pr.mode, controller=p.fields.controller,
         placement=(p.n_devices, p.processes or 1, p.nodes or 1),
         predicted_s=pr.step_time_s, low_s=lo, high_s=hi,

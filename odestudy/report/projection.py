@@ -27,10 +27,10 @@ import numpy as np
 from ..measure.modes import MODES
 from ..measure.timing import PROTOCOL
 from ..study import records
+from ..study.rec import AllReduce, Projected, Rec, Sweep
 from ..study.studies import Table
 from . import sessions
 from .frames import BaselineError, baseline
-from .rec import AllReduce, Projected, Rec, Sweep
 from .tables import escape, markdown_table, table_value
 from .tables import fmt as _fmt
 

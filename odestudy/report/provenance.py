@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..measure import environment
 from ..study import records
-from .rec import Rec
+from ..study.rec import Rec
 from .tables import escape, markdown_table
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from ..measure.timing import PROTOCOL
+from ..study.rec import Published, Rec
 from . import loss, sessions
 from .device_tables import REFERENCE_CSV, _protocol, machine_line, pick_machine
 from .frames import (
@@ -12,7 +13,6 @@ from .frames import (
     read_records,
     scaling_rows,
 )
-from .rec import Published, Rec
 from .tables import escape as _esc
 from .tables import fmt as _fmt
 from .tables import markdown_table

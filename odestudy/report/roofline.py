@@ -9,8 +9,8 @@ from pathlib import Path
 from ..measure.floor import STAGES_PER_STEP
 from ..measure.roofline import roofline_s
 from ..study import records
+from ..study.rec import FloorCounts, LeverRecord, LeverRow, Roofline
 from .intervals import fmt_interval, ratio_interval
-from .rec import FloorCounts, LeverRecord, LeverRow, Roofline
 from .tables import escape
 
 # Beside a machine's levers records: `<machine>/roofline/gpu-<time>.json`, one per reading.

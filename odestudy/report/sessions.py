@@ -21,7 +21,7 @@ from typing import Any
 
 from ..measure import environment
 from ..study import records
-from .rec import Rec
+from ..study.rec import Rec
 
 # Records further apart than this (hours) are not of one session.
 SESSION_GAP_HOURS = 2.0

@@ -11,10 +11,10 @@ import numpy as np
 
 from ..measure.recommended import recommended_levers, study_controllers
 from ..measure.scenario import Scenario
+from ..study.rec import LeverRecord, LeverRow, Loops, Sweep
 from . import loss, sessions
 from .floor import FLOOR_TEXT, floor_cells, recommended_made_of
 from .intervals import fmt_interval
-from .rec import LeverRecord, LeverRow, Loops, Sweep
 from .tables import escape, markdown_table
 from .tables import fmt as _fmt
 
@@ -164,7 +164,7 @@ def sweep_row(s: Sweep) -> list[str]:
     rates = s.rates
     shares = [x for x in v.forward_share if x is not None]
     return [
-        s.fields.controller,
+        s.fields.controller or "–",
         escape(s.label or "default"),
         session_commit(s),
         f"{s.fit.fixed_per_iteration_s * 1e6:.0f}",
@@ -253,7 +253,7 @@ def lever_row(rec: LeverRecord, r: LeverRow) -> list[str]:
     kernels = loops.instructions if loops else None
     row, default = loss.in_record(rec, r), rec.rows[0]
     return [
-        rec.fields.controller,
+        rec.fields.controller or "–",
         r.label,
         ", ".join(f"{k}={v}" for k, v in r.levers.items()) or "–",
         f"{r.step_time_s * 1e3:.2f}",

@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
+from ..study.rec import Rec
 from ..study.studies import Table
 from .loss import trained, trained_limit
-from .rec import Rec
 
 # Markdown that text could start: emphasis, code, table cells, links and images (a `]`
 # right before `(`), `_` only where it can open or close emphasis (not in `shard_map`).

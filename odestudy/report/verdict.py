@@ -6,9 +6,9 @@ and the measured reason the slowest is slow, written from the scaling rows
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ..study.rec import Rec
 from . import loss, sessions
 from .best import DEFAULT_STEP
-from .rec import Rec
 from .tables import escape, fmt
 
 QUESTION = "Which way of splitting the batch over devices trains a neural ODE fastest, and why?"

@@ -10,13 +10,13 @@ import numpy as np
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 from ..study.matrix import versions_scenarios
+from ..study.rec import Rec
 from ..study.studies import Table
 from ..study.versions import RESULTS, VERSION_SETS
 from . import loss, sessions
 from .frames import read_records, scaling_rows
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .plots import MODE_STYLE
-from .rec import Rec
 from .tables import escape, fmt, markdown_table, table_markdown, table_value, write_table
 
 TABLE_HEADER = (

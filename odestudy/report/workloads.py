@@ -15,6 +15,7 @@ from ..measure.modes import MODES
 from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 from ..study import records
+from ..study.rec import Key, LeverRecord, Prediction, Rec
 from ..study.studies import Table
 from ..study.workloads import (
     MAP_DEVICES,
@@ -42,7 +43,6 @@ from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import pair_mark, trained
 from .map_levers import MAP_LEVERS, LeverSpeedup, lever_lines, lever_speedups, lever_summary
 from .plots import MODE_STYLE, _save
-from .rec import Key, LeverRecord, Prediction, Rec
 from .tables import escape, loss_cell, markdown_table, table_value
 
 # The prediction passes where its median |error| over a mode's rows is at most this.

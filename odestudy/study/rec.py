@@ -1,12 +1,16 @@
-"""Records as the report reads them, typed: `Rec`, one JSON record
+"""Records as the report reads them, typed: `Rec`, one scenario's JSON record
 (`measure.record.Record`) and what the report's reader and joins add to it (its file,
 machine and session; speedups over its 1-device baseline and over the best 1-device
-step), with an attribute per field the report reads. Its scenario, solver steps and
-hardware are typed views too (`Fields`, `Steps`, `Hardware`).
+step), with an attribute per field the report reads; typed views of what a record
+nests (its scenario `Fields`, solver `Steps`, `Hardware`, stages, evaluation curve) and
+of the study's other JSON records (levers records and their rows, floor counts,
+rooflines, step-cost sweeps, predictions, probes, ceilings, loss spreads).
 
 A field is named once, here, as an attribute: `rec.step_time_s` reads the record's
 `step_time_s` (None where the record lacks it) and `rec.speedup = x` writes it. The
-views are dicts, so a record still goes to JSON and into a DataFrame as it is.
+views are dicts, so a record still goes to JSON and into a DataFrame as it is. The
+report (`report/`) reads records through them; the study layer's `ReportInputs` holds
+them.
 """
 
 from typing import Any, Generic, TypeVar, overload
@@ -82,7 +86,6 @@ class Steps(dict[str, Any]):
     def waste(self) -> "Waste":
         """Its lock-step waste (empty where not measured)."""
         return Waste(self.lockstep_waste or {})
-
 
 
 class Hardware(dict[str, Any]):
@@ -523,12 +526,6 @@ class PredictedMode(dict[str, Any]):
         """Its predicted points."""
         return [PredictedPoint(p) for p in self.get("points", [])]
 
-    mode: Key[str] = Key()
-    step_time_s: Key[float] = Key()
-    step_time_interval_s: Key[tuple[float, float]] = Key()
-    speedup: Key[float] = Key()
-    speedup_interval: Key[tuple[float, float]] = Key()
-
 
 class PredictedRow(dict[str, Any]):
     """One mode's predicted step of a prediction (`odestudy predict`)."""
@@ -537,6 +534,9 @@ class PredictedRow(dict[str, Any]):
 
     mode: Key[str] = Key()
     step_time_s: Key[float] = Key()
+    step_time_interval_s: Key[tuple[float, float]] = Key()
+    speedup: Key[float] = Key()
+    speedup_interval: Key[tuple[float, float]] = Key()
     compute_s: Key[float] = Key()
     allreduce_s: Key[float] = Key()
     in_loop_s: Key[float] = Key()
