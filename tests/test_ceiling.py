@@ -13,6 +13,7 @@ from odestudy.report.frames import read_records, scaling_rows
 from odestudy.study import records
 from odestudy.study.ceiling import ceiling_path
 from odestudy.study.matrix import expected_env, record_path
+from odestudy.study.rec import Ceiling, Rec
 
 from .helpers import record
 
@@ -64,7 +65,7 @@ def test_weak_efficiency_is_set_against_the_machine_ceiling(tmp_path):
 
 def test_a_ceiling_of_another_protocol_or_controller_is_not_used(tmp_path):
     one = Scenario(scale="smoke")
-    rec = dict(_write(tmp_path, one, 0.02), path=str(record_path(one, tmp_path)))
+    rec = Rec(_write(tmp_path, one, 0.02), path=str(record_path(one, tmp_path)))
     folder = record_path(one, tmp_path).parent.parent
     assert ceiling_for(rec) is None
     records.write_json_atomic(
@@ -73,23 +74,23 @@ def test_a_ceiling_of_another_protocol_or_controller_is_not_used(tmp_path):
     assert ceiling_for(rec) is None
     records.write_json_atomic(ceiling_path(folder, "pid"), _ceiling(one, 0.02, 0.02))
     assert ceiling_for(rec) is not None
-    assert ceiling_for(dict(rec, controller="stepto")) is None
+    assert ceiling_for(Rec(rec, controller="stepto")) is None
 
 
 def test_ceiling_interval_pools_every_run():
     one = Scenario(scale="smoke")
-    got = ceiling_interval(_ceiling(one, 0.02, 0.025, runs=3))
+    got = ceiling_interval(Ceiling(_ceiling(one, 0.02, 0.025, runs=3)))
     assert got["runs"] == 3
     assert got["ceiling"] == pytest.approx((0.8, 0.8, 0.8))
     assert got["one_core_vs_alone"] == pytest.approx((1.0, 1.0, 1.0))
-    assert ceiling_interval({"runs": [{"status": "failed", "error": "x"}]}) == {"runs": 0}
+    assert ceiling_interval(Ceiling(runs=[{"status": "failed", "error": "x"}])) == {"runs": 0}
 
 
 def test_a_ceiling_of_an_earlier_cold_run_is_not_used(tmp_path):
     """Ceiling runs pool only over one cold run of the probe: a new cold run (another
     `run_id`) makes the ceiling record another measurement's."""
     one = Scenario(scale="smoke")
-    rec = dict(_write(tmp_path, one, 0.02), run_id="cold-1")
+    rec = Rec(_write(tmp_path, one, 0.02), run_id="cold-1")
     records.write_json_atomic(record_path(one, tmp_path), rec)
     rec["path"] = str(record_path(one, tmp_path))
     folder = record_path(one, tmp_path).parent.parent
@@ -108,8 +109,8 @@ def test_each_step_has_its_own_ceiling_and_never_reads_another_steps(tmp_path):
     assert fast.step_tag() and not one.step_tag()
     folder = record_path(one, tmp_path).parent.parent
     assert ceiling_path(folder, "pid") != ceiling_path(folder, "pid", fast.step_tag())
-    default = dict(_write(tmp_path, one, 0.02), path=str(record_path(one, tmp_path)))
-    best = dict(_write(tmp_path, fast, 0.01), path=str(record_path(fast, tmp_path)))
+    default = Rec(_write(tmp_path, one, 0.02), path=str(record_path(one, tmp_path)))
+    best = Rec(_write(tmp_path, fast, 0.01), path=str(record_path(fast, tmp_path)))
     records.write_json_atomic(ceiling_path(folder, "pid"), _ceiling(fast, 0.01, 0.02))
     assert ceiling_for(default) is None  # the recommended probe's runs, misfiled
     records.write_json_atomic(

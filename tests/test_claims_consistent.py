@@ -185,6 +185,7 @@ def test_two_claims_about_one_comparison_that_disagree_in_one_session_fail_the_r
     monkeypatch, tmp_path
 ):
     from odestudy.report import consistency, findings, publish
+    from odestudy.report.document import Report
     from odestudy.study.studies import ReportInputs
 
     planted = [_claim(0.97, 0.79, 1.10, where="README"), _claim(0.79, 0.74, 0.93, where="page")]
@@ -194,7 +195,7 @@ def test_two_claims_about_one_comparison_that_disagree_in_one_session_fail_the_r
     assert consistency.conflicts([planted[0], _claim(0.79, 0.74, 0.93, sessions=())])
     # The report checks its claims before it writes a page.
     inputs = ReportInputs(tmp_path, "quick", tmp_path)
-    made = {"rows": [], "values": {}, "inputs": inputs}
+    made = Report(rows=[], values={}, inputs=inputs)
     monkeypatch.setattr(publish, "write_report", lambda *a, **k: made)
     monkeypatch.setattr(findings, "scale_records", lambda *a, **k: [])
     monkeypatch.setattr(findings, "verdict_stated", lambda rows: planted)

@@ -18,16 +18,17 @@ from odestudy.report.best import (
     best_steps,
     step_of,
 )
+from odestudy.study.rec import Rec
 from odestudy.study.workloads import MAP_DEVICES, WORKLOADS
 
 from .helpers import record
 
 
-def _one(step_s: float, loss: float = 0.004, best: bool = False, **fields) -> dict:
+def _one(step_s: float, loss: float = 0.004, best: bool = False, **fields) -> Rec:
     s = Scenario(**fields)
     rec = record(recommended(s) if best else s, step=step_s, jitter=0.02)
     rec.update(final_loss=loss, trained=True)
-    return rec
+    return Rec(rec)
 
 
 def test_the_best_1_device_step_is_the_fastest_that_trains_the_same_model(spread_measured):
@@ -42,16 +43,16 @@ def test_the_best_1_device_step_is_the_fastest_that_trains_the_same_model(spread
     (best,) = best_steps([default, other]).values()
     assert best.record is default and best.step == DEFAULT_STEP
     # Untrained: not a base case either.
-    lazy = dict(_one(0.001, best=True), trained=False)
+    lazy = Rec(_one(0.001, best=True), trained=False)
     assert next(iter(best_steps([default, lazy]).values())).record is default
 
 
 def test_every_multi_device_row_is_set_against_the_best_1_device_step_of_its_batch():
     default, fast = _one(0.020), _one(0.005, best=True)
     two = Scenario(mode="shard_map", devices_per_process=2)
-    row = dict(record(recommended(two), step=0.004, jitter=0.02), final_loss=0.004, trained=True)
-    slow = dict(record(two, step=0.012, jitter=0.02), final_loss=0.004, trained=True)
-    rows = [dict(r, scaling="strong") for r in (default, fast, row, slow)]
+    row = Rec(record(recommended(two), step=0.004, jitter=0.02), final_loss=0.004, trained=True)
+    slow = Rec(record(two, step=0.012, jitter=0.02), final_loss=0.004, trained=True)
+    rows = [Rec(r, scaling="strong") for r in (default, fast, row, slow)]
     attach_best(rows, rows)
     fast_row, slow_row = rows[2], rows[3]
     assert fast_row["best_step"] == RECOMMENDED_STEP
@@ -62,7 +63,7 @@ def test_every_multi_device_row_is_set_against_the_best_1_device_step_of_its_bat
     assert slow_row["speedup_best"] < 1
     # Another batch has another base case: none measured here.
     other = dataclasses.replace(two, batch=64)
-    assert best_for(dict(record(other), scaling="strong"), best_steps(rows), "strong") is None
+    assert best_for(Rec(record(other), scaling="strong"), best_steps(rows), "strong") is None
 
 
 def test_a_step_is_named_by_its_levers():
@@ -101,7 +102,7 @@ def test_the_crossing_is_where_the_speedup_rises_through_one(how):
     )
 
 
-def _map_point(workload, b: int, mode: str, t1_b: float, t1_2b: float, t2: float) -> list[dict]:
+def _map_point(workload, b: int, mode: str, t1_b: float, t1_2b: float, t2: float) -> list[Rec]:
     """The records of one point: 1 device at b and 2b (the recommended step), 2 devices."""
     w = next(x for x in WORKLOADS if x.name == workload)
     at = dict(scale="quick", controller="pid", device="cpu")
@@ -116,7 +117,7 @@ def _map_point(workload, b: int, mode: str, t1_b: float, t1_2b: float, t2: float
             trained=True,
             solver_steps={"mean": 20.0, "max": 20.0, "executed_per_device": 20.0},
         )
-        out.append(rec)
+        out.append(Rec(rec))
     return out
 
 
@@ -147,8 +148,8 @@ def test_the_readme_answer_names_the_base_case_and_stays_short(tmp_path):
     rows = []
     for mode, t in (("shard_map", 0.006), ("pmap", 0.0062), ("shard", 0.02)):
         two = recommended(Scenario(mode=mode, devices_per_process=2))
-        rows.append(dict(record(two, step=t, jitter=0.02), final_loss=0.004, trained=True))
-    rows = [dict(r, scaling="strong", n_devices=r["n_devices"]) for r in (default, fast, *rows)]
+        rows.append(Rec(record(two, step=t, jitter=0.02), final_loss=0.004, trained=True))
+    rows = [Rec(r, scaling="strong", n_devices=r["n_devices"]) for r in (default, fast, *rows)]
     attach_best(rows, rows)
     lines = answer.quick_lines(rows, "cpu")
     text = "\n".join(lines)

@@ -15,6 +15,7 @@ from odestudy.study.matrix import (
     plan,
     select,
 )
+from odestudy.study.rec import Rec
 
 from .helpers import record
 
@@ -44,8 +45,8 @@ def test_the_target_study_sets_the_recommended_step_beside_the_default():
 
 def _pair(spread: float, loss: float, **changes):
     s = Scenario(spread=spread, **heterogeneous_training("quick"))
-    base = dict(record(s, step=0.02), final_loss=0.005)
-    other = dict(record(Scenario(**{**s.to_dict(), **changes}), step=0.01), final_loss=loss)
+    base = Rec(record(s, step=0.02), final_loss=0.005)
+    other = Rec(record(Scenario(**{**s.to_dict(), **changes}), step=0.01), final_loss=loss)
     return [base, other]
 
 

@@ -15,6 +15,7 @@ from odestudy.report.claims import verdict_claims
 from odestudy.report.frames import scaling_rows
 from odestudy.report.plots import MODE_STYLE, scaling_figures
 from odestudy.report.verdict import verdict_markdown
+from odestudy.study.rec import Rec
 
 from .helpers import record
 
@@ -92,7 +93,9 @@ def test_the_report_takes_the_fifth_mode_from_its_class(fifth, tmp_path):
     claims = "\n".join(verdict_claims(rows, _records("fifth")))
     assert "**Avoid the fifth mode (`fifth`) with PID**" in claims
     assert scaling_figures(rows, tmp_path, "cpu", 2)
-    errors = [{"measured_s": 0.04, "predicted_s": 0.03, "in_loop_s": 0.01, "error": -0.25}]
+    errors = [
+        workloads.PredictionError(measured_s=0.04, predicted_s=0.03, in_loop_s=0.01, error=-0.25)
+    ]
     assert "`fifth`'s solver loop" in workloads._wrong_term(errors, "fifth")
 
 
@@ -103,7 +106,7 @@ def test_the_explain_and_version_pages_take_the_fifth_mode_s_facts(fifth):
     from odestudy.report.explain import collectives
     from odestudy.report.versions import _sentences
 
-    recs = [dict(r, collectives={"total": 4, "in_loops": 3}) for r in _records("fifth")]
+    recs = [Rec(r, collectives={"total": 4, "in_loops": 3}) for r in _records("fifth")]
     cells = [
         [c.strip() for c in line.split("|")[1:-1]]
         for line in collectives(recs).splitlines()

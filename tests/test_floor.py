@@ -6,6 +6,7 @@ import pytest
 
 from odestudy import Scenario
 from odestudy.measure.floor import STAGES_PER_STEP, evaluation_flops, floor_time
+from odestudy.study.rec import FloorCounts, LeverRecord
 
 
 @pytest.mark.parametrize("width", [64])
@@ -68,7 +69,7 @@ def _lever_record(tmp_path, name: str, floor: dict | None, labels=("default", "f
         rec["floor"] = floor
     path = tmp_path / name
     path.write_text(json.dumps(rec))
-    return {**rec, "path": str(path)}
+    return LeverRecord(rec, path=str(path))
 
 
 FLOOR = {"per_evaluation": 1e6, "rest": 0.0, "batch": 32, "width": 64, "matmul_flops_per_s": 1e11}
@@ -78,7 +79,7 @@ def test_a_rows_ratio_to_its_floor_is_its_median_over_the_floor(tmp_path):
     from odestudy.report.floor import floor_cells, floor_ratio, row_floor_s
 
     rec = _lever_record(tmp_path, "cpu-pid.json", FLOOR)
-    default = rec["rows"][0]
+    default = rec.rows[0]
     floor = (6 * 20 + 1) * 1e6 / 1e11  # 121 evaluations at 1e11 FLOP/s: 1.21 ms
     assert row_floor_s(rec, default) == pytest.approx(floor)
     ratio, low, high = floor_ratio(rec, default)
@@ -97,10 +98,10 @@ def test_the_rates_of_every_round_widen_the_ratios_interval(tmp_path):
     spread = {**FLOOR, "matmul_flops_per_s_rounds": rounds}
     one = _lever_record(tmp_path, "one.json", FLOOR)
     many = _lever_record(tmp_path, "many.json", spread)
-    row = many["rows"][0]
+    row = many.rows[0]
     assert row_floor_s(many, row) == pytest.approx(row_floor_s(one, row))
     ratio, low, high = floor_ratio(many, row)
-    ratio1, low1, high1 = floor_ratio(one, one["rows"][0])
+    ratio1, low1, high1 = floor_ratio(one, one.rows[0])
     assert ratio == pytest.approx(ratio1)
     assert low < low1 <= high1 < high
 
@@ -111,7 +112,7 @@ def test_a_record_without_a_floor_reads_its_sidecar_or_says_none(tmp_path):
     from odestudy.report.floor import SIDECAR, floor_cells, gpu_lever_lines, row_counts
 
     rec = _lever_record(tmp_path, "gpu-pid-quick.json", None)
-    assert floor_cells(rec, rec["rows"][0]) == ["–", "–"]
+    assert floor_cells(rec, rec.rows[0]) == ["–", "–"]
     machine = tmp_path / "results" / "m" / "levers"
     machine.mkdir(parents=True)
     (machine / "gpu-pid-quick.json").write_text(json.dumps({**rec, "machine_id": "m"}))
@@ -125,8 +126,8 @@ def test_a_record_without_a_floor_reads_its_sidecar_or_says_none(tmp_path):
     # On a GPU no floor from the launch-bound probe: its counts (the sidecar's) feed the
     # roofline, which this machine has not read.
     assert "Floor (ms)" not in text and "No roofline was read on this machine" in text
-    stored = {**rec, "path": str(machine / "gpu-pid-quick.json")}
-    assert row_counts(stored, rec["rows"][1])["tree_commit"] == "abc1234def"
+    stored = LeverRecord(rec, path=str(machine / "gpu-pid-quick.json"))
+    assert row_counts(stored, rec.rows[1])["tree_commit"] == "abc1234def"
 
 
 def test_the_map_fused_section_shows_each_gpus_records_and_what_it_did_not_measure(tmp_path):
@@ -176,16 +177,16 @@ def test_records_of_an_older_recommended_step_say_what_it_lacked(taken):
     now = diffrax_levers(Scenario(**scenario))
     levers = now if taken else {k: v for k, v in now.items() if k != "fast_activations"}
     rec = {"scenario": scenario, "rows": [{"label": "recommended-diffrax", "levers": levers}]}
-    said = older_step([rec])
+    said = older_step([LeverRecord(rec)])
     assert (said == "") if taken else ("without `fast_activations=True`" in said)
     # On a GPU today's step does not take the faster activations (`FASTER_ON`): a GPU
     # record made with them says so.
     on_gpu = {"scenario": {**scenario, "device": "gpu"}, "rows": rec["rows"]}
-    said = older_step([{**on_gpu, "rows": [{"label": "recommended-diffrax", "levers": now}]}])
+    said = older_step([LeverRecord(on_gpu, rows=[{"label": "recommended-diffrax", "levers": now}])])
     assert "with `fast_activations=True`, which today's does not take" in said
     # A record of a problem this process cannot make says nothing, and does not fail.
     unknown = {**rec, "scenario": {**scenario, "problem": "nowhere:PROBLEM"}}
-    assert older_step([unknown]) == ""
+    assert older_step([LeverRecord(unknown)]) == ""
 
 
 def test_a_gpu_rows_roofline_is_read_from_its_machines_roofline_record(tmp_path):
@@ -195,8 +196,8 @@ def test_a_gpu_rows_roofline_is_read_from_its_machines_roofline_record(tmp_path)
 
     (tmp_path / "levers").mkdir()
     rec = _lever_record(tmp_path / "levers", "gpu-pid-quick.json", {**FLOOR, "least_bytes": 0})
-    default = rec["rows"][0]
-    assert roofline_cells(rec, default, FLOOR) == ["–", "–"]  # no roofline record yet
+    default = rec.rows[0]
+    assert roofline_cells(rec, default, FloorCounts(FLOOR)) == ["–", "–"]  # no roofline yet
     (tmp_path / "roofline").mkdir()
     probe = {
         "peak_flops_per_s": 1.21e13,
@@ -206,8 +207,8 @@ def test_a_gpu_rows_roofline_is_read_from_its_machines_roofline_record(tmp_path)
     }
     (tmp_path / "roofline" / "gpu.json").write_text(json.dumps(probe))
     # 121 evaluations of 1e6 FLOPs at 1.21e13 FLOP/s: 10 us, and two launches of 5 us.
-    assert row_roofline_s(rec, default, rec["floor"]) == pytest.approx(20e-6)
-    roof, ratio = roofline_cells(rec, default, rec["floor"])
+    assert row_roofline_s(rec, default, rec.floor) == pytest.approx(20e-6)
+    roof, ratio = roofline_cells(rec, default, rec.floor)
     assert roof == "20.0"
     assert ratio.startswith("525 [")  # the median of its blocks, 10.5 ms, over 20 us
 
@@ -243,7 +244,7 @@ def test_a_variant_gets_a_floor_only_from_its_own_programs_count(tmp_path):
     from odestudy.report.floor import floor_cells, row_floor_s
 
     rec = _lever_record(tmp_path, "cpu-pid.json", FLOOR)
-    default, fast = rec["rows"]
+    default, fast = rec.rows
     fast["levers"] = {"fast_activations": True}
     assert row_floor_s(rec, default) == pytest.approx(1.21e-3)
     assert row_floor_s(rec, fast) is None and floor_cells(rec, fast) == ["–", "–"]

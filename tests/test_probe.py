@@ -258,6 +258,7 @@ def test_predict_checks_its_placement_before_anything_runs(capsys):
 
 def test_the_prediction_page_checks_each_row_against_its_own_scenario():
     from odestudy.report.prediction import checked_rows, summary_lines
+    from odestudy.study.rec import Rec
 
     def scenario(mode, processes, nodes, **fields):
         return Scenario(mode=mode, devices_per_process=2 // processes, processes=processes,
@@ -265,9 +266,9 @@ def test_the_prediction_page_checks_each_row_against_its_own_scenario():
 
     def row(step, *placed, **fields):
         s = scenario(*placed, **fields)
-        return {"status": "ok", "scaling": "strong", "controller": "pid", "mode": s.mode,
-                "n_devices": 2, "problem": "oscillator", "step_time_s": step,
-                "scenario": s.to_dict(), "name": s.name(), "session": None}  # fmt: skip
+        return Rec({"status": "ok", "scaling": "strong", "controller": "pid", "mode": s.mode,
+                    "n_devices": 2, "problem": "oscillator", "step_time_s": step,
+                    "scenario": s.to_dict(), "name": s.name(), "session": None})  # fmt: skip
 
     rows = [row(0.010, "shard_map", 1, 1), row(0.020, "shard_map", 2, 1),
             row(0.05, "shard", 2, 2), row(0.030, "shard_map", 2, 1, batch=64)]  # fmt: skip

@@ -16,6 +16,7 @@ from odestudy.report.document import BaselineError, baseline, scaling_rows, writ
 from odestudy.report.intervals import fmt_interval, ratio_interval
 from odestudy.study import records
 from odestudy.study.matrix import record_path, reusable, seed_scenarios
+from odestudy.study.rec import Rec, Sweep
 from odestudy.study.repeats import merge_runs, runs
 
 from .helpers import HERE, record
@@ -49,6 +50,7 @@ def test_weak_scaling_reuses_the_strong_one_device_run():
     one = record(Scenario(), step=0.02)  # strong, global batch 32
     weak = record(Scenario(devices_per_process=4, mode="pmap", scaling="weak"), step=0.04)
     assert weak["global_batch"] == 128 and weak["per_device_batch"] == 32
+    one, weak = Rec(one), Rec(weak)
     assert baseline(weak, [one, weak], "weak") is one
     row = next(r for r in scaling_rows([one, weak]) if r["name"] == weak["name"])
     assert row["efficiency"] == pytest.approx(0.5) and row["speedup"] == pytest.approx(2.0)
@@ -58,6 +60,7 @@ def test_ambiguous_and_missing_baselines_are_named_errors():
     one = record(Scenario(), step=0.02)
     twin = dict(one, name="the-same-configuration-again")
     two = record(Scenario(devices_per_process=2, mode="pmap"), step=0.01)
+    one, twin, two = Rec(one), Rec(twin), Rec(two)
     with pytest.raises(BaselineError, match="2 ambiguous"):
         baseline(two, [one, twin, two], "strong")
     with pytest.raises(BaselineError, match="no 1-device baseline"):
@@ -67,8 +70,8 @@ def test_ambiguous_and_missing_baselines_are_named_errors():
 
 
 def test_baseline_comes_from_the_same_machine_only():
-    one = record(Scenario(), step=0.02, machine="another-machine")
-    two = record(Scenario(devices_per_process=2, mode="pmap"), step=0.01)
+    one = Rec(record(Scenario(), step=0.02, machine="another-machine"))
+    two = Rec(record(Scenario(devices_per_process=2, mode="pmap"), step=0.01))
     with pytest.raises(BaselineError):
         baseline(two, [one, two], "strong")
 
@@ -198,31 +201,31 @@ def _sweep(controller="pid"):
         rows.append(
             {"batch": b, "iterations_executed": iters, "step_time_s": iters * (1e-3 + 1e-5 * b)}
         )
-    return {"rows": rows, "scenario": {"controller": controller}}
+    return Sweep(rows=rows, scenario={"controller": controller})
 
 
 def test_projection_scales_the_measured_baseline_by_the_sweep():
-    from odestudy.report.projection import predict, projection_markdown
+    from odestudy.report.projection import Validation, predict, projection_markdown
 
     sweep, c = _sweep(), (lambda b: 1e-3 + 1e-5 * b)
-    base = {"global_batch": 32, "step_time_s": 0.05}
+    base = Rec(global_batch=32, step_time_s=0.05)
     p = predict(sweep, base, "pmap", 2, 32, allreduce_s=1e-4)
-    assert p["compute_s"] == pytest.approx(0.05 * c(16) / c(32))
-    assert p["step_time_s"] == pytest.approx(p["compute_s"] + 1e-4)
+    assert p.compute_s == pytest.approx(0.05 * c(16) / c(32))
+    assert p.step_time_s == pytest.approx(p.compute_s + 1e-4)
     shard = predict(sweep, base, "shard", 2, 32, 1e-4, in_loop=3, loop_latency_s=1e-5)
-    assert shard["in_loop_s"] == pytest.approx(3 * 15 * 1e-5)  # I(32) = 15
-    weak = predict(sweep, {"global_batch": 16, "step_time_s": 0.02}, "shard_map", 2, 32, 0)
-    assert weak["compute_s"] == pytest.approx(0.02 * 15 / 14)  # I(32) / I(16)
+    assert shard.in_loop_s == pytest.approx(3 * 15 * 1e-5)  # I(32) = 15
+    weak = predict(sweep, Rec(global_batch=16, step_time_s=0.02), "shard_map", 2, 32, 0)
+    assert weak.compute_s == pytest.approx(0.02 * 15 / 14)  # I(32) / I(16)
     text = projection_markdown(
         [
-            dict(
-                p,
+            Validation(
                 machine="m",
                 mode="pmap",
                 n_devices=2,
                 controller="pid",
                 scaling="strong",
-                measured_s=p["step_time_s"] * 1.1,
+                measured_s=p.step_time_s * 1.1,
+                predicted=p,
                 error=-0.1,
             )
         ],
@@ -300,19 +303,20 @@ def _bounded_sweep(per_sample_flops: float, rates: dict | None) -> dict:
 @pytest.mark.parametrize("per_sample_flops,bound", [(2e4, "overhead"), (2e6, "compute")])
 def test_step_verdict_from_the_fit_and_the_measured_rates(per_sample_flops, bound):
     from odestudy.report.step import verdict
+    from odestudy.study.rec import Sweep
 
     rates = {"matmul_flops_per_s": 1e11, "memory_bytes_per_s": 1e10, "cache_bytes_per_s": 1e11}
-    v = verdict(_bounded_sweep(per_sample_flops, rates))
-    assert v["crossover_batch"] == pytest.approx(10)  # 200 us / 20 us
-    assert v["flops_per_s"] == pytest.approx(per_sample_flops / 2e-5)
-    assert v["bytes_per_s"] == pytest.approx(1e3 / 2e-5)
-    assert v["bound"] == bound
-    assert v["memory_fraction"] == pytest.approx(5e7 / 1e10)
-    assert verdict(_bounded_sweep(per_sample_flops, None))["bound"] is None  # no rates
+    v = verdict(Sweep(_bounded_sweep(per_sample_flops, rates)))
+    assert v.crossover_batch == pytest.approx(10)  # 200 us / 20 us
+    assert v.flops_per_s == pytest.approx(per_sample_flops / 2e-5)
+    assert v.bytes_per_s == pytest.approx(1e3 / 2e-5)
+    assert v.bound == bound
+    assert v.memory_fraction == pytest.approx(5e7 / 1e10)
+    assert verdict(Sweep(_bounded_sweep(per_sample_flops, None))).bound is None  # no rates
     dram_only = {"matmul_flops_per_s": 1e11, "memory_bytes_per_s": 1e10}
-    assert verdict(_bounded_sweep(per_sample_flops, dram_only))["bound"] is None
+    assert verdict(Sweep(_bounded_sweep(per_sample_flops, dram_only))).bound is None
     cache_bound = dict(rates, cache_bytes_per_s=6e7)  # 50 MB/s per sample >= half of it
-    assert verdict(_bounded_sweep(2e4, cache_bound))["bound"] == "memory"
+    assert verdict(Sweep(_bounded_sweep(2e4, cache_bound))).bound == "memory"
 
 
 def test_step_table_lists_the_verdict_and_every_lever():
@@ -348,7 +352,7 @@ def test_step_cost_figure_splits_forward_from_the_rest_when_timed(tmp_path):
 
     from odestudy.report.plots import step_cost_figure
 
-    def sweep(forward: bool) -> dict:
+    def sweep(forward: bool) -> Sweep:
         rows = [
             {
                 "batch": b,
@@ -360,14 +364,14 @@ def test_step_cost_figure_splits_forward_from_the_rest_when_timed(tmp_path):
             }
             for b in (1, 4, 16)
         ]
-        return {
-            "rows": rows,
-            "scenario": {"controller": "pid"},
-            "label": "default",
-            "device_kind": "cpu",
-            "hardware": {"cpu_model": "test"},
-            "fit": {"fixed_per_iteration_s": 1e-5, "per_sample_iteration_s": 5e-5},
-        }
+        return Sweep(
+            rows=rows,
+            scenario={"controller": "pid"},
+            label="default",
+            device_kind="cpu",
+            hardware={"cpu_model": "test"},
+            fit={"fixed_per_iteration_s": 1e-5, "per_sample_iteration_s": 5e-5},
+        )
 
     widths = {}
     for forward in (False, True):
@@ -390,7 +394,7 @@ def test_time_to_target_calls_a_row_fastest_only_where_its_interval_says_so(tmp_
     folders = sorted((environment.ROOT / "results").glob("*/quick"))
     checked = 0
     for folder in folders:
-        recs = [json.loads(p.read_text()) for p in folder.glob("*every10*/metrics.json")]
+        recs = [Rec(json.loads(p.read_text())) for p in folder.glob("*every10*/metrics.json")]
         text, _ = time_to_target(recs, tmp_path)
         found = re.search(r"\*\*(.+?)\*\* \(.*takes [\d.]+x as long \[([\d.]+), [\d.]+\]", text)
         if found is None:

@@ -12,6 +12,7 @@ from odestudy.report.document import scaling_rows, write_report
 from odestudy.report.verdict import verdict_markdown
 from odestudy.study import records
 from odestudy.study.matrix import record_path
+from odestudy.study.rec import Rec
 
 from .helpers import record
 
@@ -153,7 +154,7 @@ def test_no_gpu_rows_is_said_plainly():
 def test_record_text_in_the_verdict_is_escaped():
     rows = scaling_rows(_cpu())
     rows = [
-        dict(r, mode=HOSTILE if r["mode"] == "shard" else r["mode"], controller="*pid*")
+        Rec(r, mode=HOSTILE if r["mode"] == "shard" else r["mode"], controller="*pid*")
         for r in rows
     ]
     verdict = verdict_markdown(rows, "smoke")

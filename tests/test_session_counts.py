@@ -11,6 +11,7 @@ from odestudy.measure.scenario import Scenario
 from odestudy.report import answer, sessions
 from odestudy.report.claims import dissent, holds, judged_sessions
 from odestudy.report.sessions import UNKNOWN, Session
+from odestudy.study.rec import Rec
 
 from .helpers import record
 
@@ -42,7 +43,7 @@ def test_k_of_n_counts_only_sessions_with_rows_of_the_comparison():
     def slower(p):
         if "pid" not in p:
             return None
-        return "shard" in [r["mode"] for r in p["pid"]["avoid"]]
+        return "shard" in [r.mode for r in p["pid"].avoid]
 
     assert holds(by, "strong", 2, slower) == (2, 3)
     said = dissent(by, "strong", 2, "pid", "shard", "avoid")
@@ -109,23 +110,27 @@ def test_a_prediction_says_whether_it_was_made_before_its_rows():
 
 def test_the_recommended_step_measured_again_after_its_choice_is_counted(spread_measured):
     from odestudy.report.heldout import recommended_again
+    from odestudy.report.workloads import MapRow
+    from odestudy.study.rec import LeverRecord, Rec
 
     def row(speedup, loss, started="2026-11-27T09:00:00+00:00"):
-        record = {"started": started, "final_loss": loss}
-        base = {"started": started, "final_loss": 0.004}
-        return {"step": "recommended", "n_devices": 1, "speedup": speedup, "record": record} | {
-            "base": base
-        }
+        record = Rec(started=started, final_loss=loss)
+        base = Rec(started=started, final_loss=0.004)
+        return MapRow(
+            workload="w", problem="p", width=0, controller="pid", step="recommended",
+            mode="single", n_devices=1, status="ok", record=record, base=base,
+            per_iteration_s=None, speedup=speedup, best=None, speedup_best=None,
+        )  # fmt: skip
 
     rows = [row((2.0, 1.5, 2.5), 0.004), row((1.2, 0.9, 1.4), 0.004), row((3.0, 2.0, 4.0), 0.02)]
-    chosen = [{"finished": "2026-11-26T20:14:00+00:00"}]
+    chosen = [LeverRecord(finished="2026-11-26T20:14:00+00:00")]
     line = recommended_again(rows, chosen)
     assert "made up to 2026-11-26 20:14 UTC" in line and "1.20x to 3.00x over 3" in line
     # The third is faster but trained to a loss 5 times the default's: not at equal loss.
     assert "1 faster with the whole interval above 1 at equal loss, 0 slower" in line
     # A record made after the rows cannot have informed the step they measured: the
     # choice is made on those before them, and without any there is no check in time.
-    later = [{"finished": "2026-11-28T00:00:00+00:00"}]
+    later = [LeverRecord(finished="2026-11-28T00:00:00+00:00")]
     assert recommended_again(rows, later) == ""
     assert "made up to 2026-11-26 20:14 UTC" in recommended_again(rows, chosen + later)
 
@@ -157,13 +162,13 @@ def test_a_row_predicted_again_is_checked_against_the_prediction_made_before_it(
     records.write_json_atomic(out, prediction("2026-11-27T19:05:00+00:00", 0.020))
     found = row_predictions(tmp_path, "m")
     assert len(found) == 2
-    row = {"status": "ok", "name": target.name(), "step_time_s": 0.0125, "session": None,
-           "started": "2026-11-27T18:40:00+00:00"}  # fmt: skip
+    row = Rec(status="ok", name=target.name(), step_time_s=0.0125, session=None,
+              started="2026-11-27T18:40:00+00:00")  # fmt: skip
     (checked,) = checked_rows([row], found)
     assert checked["predicted_s"] == 0.010 and checked["before"] is True
     assert said([checked]) == "prediction model 6; made before the rows"
     # A row measured before both: checked in-sample against the newest.
-    early = dict(row, started="2026-11-27T08:40:00+00:00")
+    early = Rec(row, started="2026-11-27T08:40:00+00:00")
     (checked,) = checked_rows([early], found)
     assert checked["predicted_s"] == 0.020 and checked["before"] is False
 
@@ -185,5 +190,5 @@ def test_a_record_measured_again_keeps_its_session_for_the_claims(tmp_path):
     assert kept == tmp_path / "sessions" / "20261127T1742" / path.relative_to(tmp_path)
     assert json.loads(kept.read_text())["scenario_key"] == "k"
     assert records.keep_replaced(tmp_path / "none.json", tmp_path, "x") is None
-    found = related_records(tmp_path, "quick", [old])
+    found = related_records(tmp_path, "quick", [Rec(old)])
     assert [r["source"] for r in found] == ["20261127T1742"]

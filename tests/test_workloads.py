@@ -19,6 +19,7 @@ from odestudy.measure.training import load_trained, prepare
 from odestudy.report import workloads as report
 from odestudy.report.map_levers import MAP_LEVERS, lever_lines, lever_summary
 from odestudy.study import records
+from odestudy.study.rec import LeverRecord, Prediction, Rec
 from odestudy.study.workloads import (
     CROSSOVER_BATCHES,
     CROSSOVER_WORKLOADS,
@@ -111,19 +112,19 @@ def test_a_saved_state_loads_back_as_the_trained_model(tmp_path):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def _map_records(speedups: dict[str, list[float]]) -> list[dict]:
+def _map_records(speedups: dict[str, list[float]]) -> list[Rec]:
     """Synthetic map records of the first two workloads, PID: 1 device at 10 ms (the
     first workload with twice the solver iterations: the lighter per iteration), each
     2-device mode at 10 ms / its speedup per workload."""
     out = []
     for i, w in enumerate(WORKLOADS[:2]):
         one = w.scenario(controller="pid")
-        base = record(one, step=0.01, jitter=0.02, seed=i)
+        base = Rec(record(one, step=0.01, jitter=0.02, seed=i))
         base["solver_steps"] = {"executed_per_device": 20.0 / (i + 1), "mean": 5, "max": 10}
         out.append(base)
         for mode, values in speedups.items():
             s = dataclasses.replace(one, mode=mode, devices_per_process=MAP_DEVICES)
-            out.append(record(s, step=0.01 / values[i], jitter=0.02, seed=10 + i))
+            out.append(Rec(record(s, step=0.01 / values[i], jitter=0.02, seed=10 + i)))
     for r in out:
         r["machine_id"] = "m"
         r["path"] = "x"
@@ -136,13 +137,13 @@ def test_map_rows_give_speedups_and_leave_untrained_rows_without_one():
     )
     recs[-1]["trained"], recs[-1]["final_loss"] = False, 0.3
     rows = report.map_rows(recs)
-    first = [r for r in rows if r["workload"] == WORKLOADS[0].name]
-    assert [r["mode"] for r in first] == ["single", *MULTI_MODES]
-    shard = next(r for r in first if r["mode"] == "shard")
-    est, low, high = shard["speedup"]
+    first = [r for r in rows if r.workload == WORKLOADS[0].name]
+    assert [r.mode for r in first] == ["single", *MULTI_MODES]
+    shard = next(r for r in first if r.mode == "shard")
+    est, low, high = shard.speedup
     assert low <= est <= high and est == pytest.approx(0.4, rel=0.05)
-    untrained = next(r for r in rows if r["record"] is recs[-1])
-    assert untrained["speedup"] is None  # untrained: no speedup
+    untrained = next(r for r in rows if r.record is recs[-1])
+    assert untrained.speedup is None  # untrained: no speedup
     assert "untrained" in report.workloads_table(rows)
 
 
@@ -171,9 +172,7 @@ def test_the_prediction_check_gives_a_median_error_per_mode_and_the_wrong_term()
         {"pmap": [1.5, 1.6], "shard": [0.4, 1.2], "shard_map": [1.5, 1.7], "explicit": [0.4, 1.2]}
     )
     rows = report.map_rows(recs)
-    measured = {
-        (r["workload"], r["mode"]): r["record"]["step_time_s"] for r in rows if r["n_devices"] > 1
-    }
+    measured = {(r.workload, r.mode): r.record.step_time_s for r in rows if r.n_devices > 1}
 
     def prediction(w, factor):
         out = []
@@ -183,7 +182,7 @@ def test_the_prediction_check_gives_a_median_error_per_mode_and_the_wrong_term()
             out.append(
                 dict(mode=mode, step_time_s=t, compute_s=t - loop, allreduce_s=0.0, in_loop_s=loop)
             )
-        return {"workload": w.name, "scenario": {"controller": "pid"}, "n_devices": 2, "rows": out}
+        return Prediction(workload=w.name, scenario={"controller": "pid"}, n_devices=2, rows=out)
 
     factor = {"pmap": 1.1, "shard": 0.5, "shard_map": 0.9, "explicit": 0.5}
     errors = report.prediction_errors(rows, [prediction(w, factor) for w in WORKLOADS[:2]])
@@ -255,9 +254,9 @@ def test_a_lever_along_the_map_gives_each_pair_its_speedup(tmp_path, lever):
     missing = lever_lines(tmp_path / "none", "other", lever)[2]
     assert missing == f"No records yet: run `make {lever.target}`."
     # The README's line counts only pairs whose models trained: here none.
-    assert lever_summary([rec], lever) == []
+    assert lever_summary([LeverRecord(rec)], lever) == []
     rec["rows"][3] = _lever_row(rec_with, 0.010, 0.004)
-    (line,) = lever_summary([rec], lever)
+    (line,) = lever_summary([LeverRecord(rec)], lever)
     assert line.startswith(f"- {lever.name} on the recommended step")
     assert "0.80x to 0.80x over 1 workload" in line and "0 of them faster" in line
     assert "1 slower" in line

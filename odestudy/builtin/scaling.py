@@ -5,7 +5,7 @@ headline figure), the machines compared, the records left out and their provenan
 the scale's claims (`findings.findings`)."""
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..measure.recommended import recommended as apply
 from ..measure.scenario import Scenario
@@ -23,6 +23,7 @@ from ..report.tables import escape, table_value
 from ..report.verdict import verdict_markdown
 from ..study.claim import Claim
 from ..study.grid import KINDS, for_problem, node_scenarios, scaling_plan, scenarios
+from ..study.rec import Rec
 from ..study.studies import THIS_MACHINE, Page, ReportInputs, Study, Table
 
 
@@ -82,10 +83,10 @@ class Scaling(Study):
         return findings(inputs.results, inputs.scale, list(inputs.rows)).claims()
 
 
-def _by_scaling(rows: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+def _by_scaling(rows: tuple[Rec, ...]) -> list[Rec]:
     """The ok rows of the default step (the reference's), each mode over its 1 device:
     those of the figures."""
-    recs = [r for r in rows if r["status"] == "ok" and r.get("step") == DEFAULT_STEP]
+    recs = [r for r in rows if r.ok and r.step == DEFAULT_STEP]
     return [r for k in ("strong", "weak") for r in scaling_rows(recs, k)]
 
 

@@ -12,6 +12,7 @@ from ..report.projection import all_sweeps
 from ..report.step import step_table
 from ..report.tables import table_value
 from ..study import records
+from ..study.rec import Rec
 from ..study.studies import Page, ReportInputs, Study, Table
 
 # A machine's folder of lever and loss-spread records (`benchmarks/levers.py`).
@@ -43,11 +44,11 @@ class Step(Study):
         paths = records.side_study_paths(Path(results) / machine, LEVERS_FOLDER, LOSS_SPREADS)
         return {r["scenario"]["controller"]: r for p in paths if (r := records.read_json(p))}
 
-    def records(self, results: str | Path, scale: str) -> list[dict[str, Any]]:
+    def records(self, results: str | Path, scale: str) -> list[Rec]:
         """Every machine's CPU lever records under `results` (any scale)."""
         root = Path(results)
         machines = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-        return [r for m in machines for r in self.lever_records(results, m)]
+        return [Rec(r) for m in machines for r in self.lever_records(results, m)]
 
     def tables(self, inputs: ReportInputs) -> list[Table]:
         """The step page's table of the CPU table's machine (its step-cost sweeps, its

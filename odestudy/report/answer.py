@@ -14,6 +14,7 @@ from typing import Any
 from ..measure.controllers import CONTROLLERS
 from ..study import records
 from ..study.claim import Agreement, Claim
+from ..study.rec import Prediction, Rec, Sweep
 from . import sessions
 from .best import Best, best_for, best_steps, step_of
 from .claims import groups
@@ -46,23 +47,29 @@ def verdict(p: tuple[float, float, float]) -> str:
     return "not separable from 1"
 
 
-def _devices(rows: Sequence[dict[str, Any]]) -> int | None:
+def _devices(rows: Sequence[Rec]) -> int | None:
     """The largest device count of `rows` within the machine's physical cores."""
-    inside = [r["n_devices"] for r in rows if r["n_devices"] > 1 and not exceeds_cores(r)]
+    inside = [r.n_devices for r in rows if r.n_devices > 1 and not exceeds_cores(r)]
     return max(inside, default=None)
 
 
-def _on_best(rows: Sequence[dict[str, Any]], best: Best, n: int) -> list[dict[str, Any]]:
+def _on_best(rows: Sequence[Rec], best: Best, n: int) -> list[Rec]:
     """The one-process rows on `n` devices that run the best step, fastest first."""
     found = [
         r
         for r in rows
-        if r["n_devices"] == n
-        and r.get("processes", 1) == 1
-        and r.get("speedup_best_ci")
+        if r.n_devices == n
+        and (r.processes or 1) == 1
+        and r.speedup_best_ci
         and step_of(r) == best.step
     ]
-    return sorted(found, key=lambda r: -r["speedup_best"])
+    return sorted(found, key=lambda r: -(r.speedup_best or 0.0))  # every one is set
+
+
+def _over_best(r: Rec) -> tuple[float, float, float]:
+    """`r`'s speedup over the best 1-device step, with its interval."""
+    assert r.speedup_best is not None and r.speedup_best_ci is not None
+    return (r.speedup_best, *r.speedup_best_ci)
 
 
 # Where the README's answer states its claims (`Claim.where`).
@@ -85,13 +92,13 @@ class ControllerAnswer:
     one_run: bool
 
 
-def controller_answer(rows: Sequence[dict[str, Any]], controller: str) -> ControllerAnswer | None:
+def controller_answer(rows: Sequence[Rec], controller: str) -> ControllerAnswer | None:
     """The claims of one controller's bullet: each mode's speedup over the best 1-device
     step on the most devices within the cores, and the fastest's over the reference's
     (default) 1-device step; None without such rows."""
-    mine = [r for r in rows if r["controller"] == controller and r["scaling"] == "strong"]
+    mine = [r for r in rows if r.controller == controller and r.scaling == "strong"]
     n = _devices(mine)
-    ones = [r for r in mine if r["n_devices"] == 1 and r["status"] == "ok"]
+    ones = [r for r in mine if r.n_devices == 1 and r.ok]
     best = best_for(ones[0], best_steps(ones), "strong") if ones else None
     if n is None or best is None:
         return None
@@ -99,8 +106,8 @@ def controller_answer(rows: Sequence[dict[str, Any]], controller: str) -> Contro
     if not found:
         return None
     modes = tuple(
-        ratio_claim(r, best.record, BEST_STEP, (r["speedup_best"], *r["speedup_best_ci"]),
-                    README_WHERE, bool(r.get("best_differs")))
+        ratio_claim(r, best.record, BEST_STEP, _over_best(r), README_WHERE,
+                    bool(r.best_differs))
         for r in found
     )  # fmt: skip
     top, default, reference = found[0], best.default, None
@@ -110,7 +117,7 @@ def controller_answer(rows: Sequence[dict[str, Any]], controller: str) -> Contro
             top, default, REFERENCE_STEP, over, README_WHERE, differs(top, default)
         )
     return ControllerAnswer(
-        controller, best, n, top["global_batch"] // n, modes, reference, one_run(top)
+        controller, best, n, top.global_batch // n, modes, reference, one_run(top)
     )
 
 
@@ -148,14 +155,14 @@ def _sessions_said(claim: Claim) -> str:
 
 
 def controller_answers(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[Rec],
     device: str = "cpu",
-    every: Sequence[dict[str, Any]] = (),
+    every: Sequence[Rec] = (),
 ) -> tuple[ControllerAnswer, ...]:
     """The README's answer for one device kind: each controller's (`controller_answer`)
     that has one, each mode's claim with how the sessions of `every` (ok records of the
     scale, any session) that hold its rows judged it (`best_agreement`)."""
-    ok = [r for r in rows if r["device"] == device and r["status"] == "ok"]
+    ok = [r for r in rows if r.device == device and r.ok]
     answers = tuple(a for c in CONTROLLERS if (a := controller_answer(ok, c)) is not None)
     if not every:
         return answers
@@ -168,9 +175,7 @@ def controller_answers(
     )
 
 
-def session_answers(
-    every: Sequence[dict[str, Any]], device: str
-) -> dict[str, dict[str, ControllerAnswer]]:
+def session_answers(every: Sequence[Rec], device: str) -> dict[str, dict[str, ControllerAnswer]]:
     """Per session (its `when`) of `every` with scaling rows of `device`: its README
     answer per controller (`controller_answer` of that session's rows alone)."""
     out = {}
@@ -209,14 +214,14 @@ def readme_claims(answers: Sequence[ControllerAnswer]) -> list[Claim]:
 
 
 def quick_lines(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[Rec],
     device: str,
     answers: Sequence[ControllerAnswer] | None = None,
 ) -> list[str]:
     """The answer's bullets for one device kind from the quick scaling rows of one
     machine (`answers`, its `controller_answers` where already made), with where they
     were measured; or why there are none."""
-    ok = [r for r in rows if r["device"] == device and r["status"] == "ok"]
+    ok = [r for r in rows if r.device == device and r.ok]
     answers = controller_answers(rows, device) if answers is None else answers
     lines = [render_controller(a) for a in answers]
     name = device.upper()
@@ -268,18 +273,19 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
-def gpu_predictions(results: str | Path) -> list[dict[str, Any]]:
+def gpu_predictions(results: str | Path) -> list[Prediction]:
     """The recorded predictions of several GPUs (`<machine>/predictions/gpu-*.json`, made
     on a GPU machine from a one-GPU sweep and a profile), fewest devices first."""
     found = []
     for path in sorted(Path(results).glob("*/predictions/gpu-*.json")):
         try:
-            p = dict(records.read_json(path), path=str(path), machine=path.parent.parent.name)
+            read = records.read_json(path)
         except (OSError, ValueError):
             continue
-        if p.get("trained") and p.get("rows"):
+        p = Prediction(read, path=str(path), machine=path.parent.parent.name)
+        if p.trained and p.rows:
             found.append(p)
-    return sorted(found, key=lambda p: (p["scenario"]["controller"], p["n_devices"]))
+    return sorted(found, key=lambda p: (p.fields.controller, p.n_devices))
 
 
 def gpu_lines(results: str | Path) -> list[str]:
@@ -291,34 +297,35 @@ def gpu_lines(results: str | Path) -> list[str]:
         return [head, ""]
     p0 = found[0]
     parts = "; ".join(
-        f"{p['n_devices']} GPUs `{CROSSOVER_MODE}` "
-        + _x(next((r["speedup"], *r["speedup_interval"]) for r in p["rows"]
-                  if r["mode"] == CROSSOVER_MODE))
+        f"{p.n_devices} GPUs `{CROSSOVER_MODE}` "
+        + _x(next((r.speedup, *r.speedup_interval) for r in p.rows
+                  if r.mode == CROSSOVER_MODE))
         for p in found
-        if any(r["mode"] == CROSSOVER_MODE for r in p["rows"])
+        if any(r.mode == CROSSOVER_MODE for r in p.rows)
     )  # fmt: skip
     return [
         f"{head} **Predicted** by `odestudy predict` (profile "
-        f"`{escape(p0['profile']['name'])}`) from a one-GPU sweep of "
-        f"{escape(step_of({'scenario': p0['scenario']}))} on "
-        f"{escape(p0['machine'])}, global batch {escape(p0['scenario']['batch'])}, over one "
-        f"GPU's {p0['one_device_step_s'] * 1e3:.3g} ms: {parts}. A GPU step here is bound by "
+        f"`{escape(p0.profile.name)}`) from a one-GPU sweep of "
+        f"{escape(step_of(Rec(scenario=p0.scenario)))} on "
+        f"{escape(p0.machine)}, global batch {escape(p0.fields.batch)}, over one "
+        f"GPU's {p0.one_device_step_s * 1e3:.3g} ms: {parts}. A GPU step here is bound by "
         "kernel launches, not by its series: the GPU crossover waits for a lent GPU's "
         "batch sweep of the best step.",
         "",
     ]
 
 
-def gpu_sweeps(results: str | Path) -> list[dict[str, Any]]:
+def gpu_sweeps(results: str | Path) -> list[Sweep]:
     """The one-GPU step-cost sweeps recorded under `results` (`<machine>/step_cost/gpu-*`,
     `benchmarks/step_cost.py` on a GPU machine), each with its `machine` and `path`."""
     found = []
     for path in sorted(Path(results).glob("*/step_cost/gpu-*.json")):
         try:
-            sweep = dict(records.read_json(path), path=str(path), machine=path.parent.parent.name)
+            read = records.read_json(path)
         except (OSError, ValueError):
             continue
-        if sweep.get("rows") and sweep.get("label") in ("default", "recommended"):
+        sweep = Sweep(read, path=str(path), machine=path.parent.parent.name)
+        if sweep.rows and sweep.label in ("default", "recommended"):
             found.append(sweep)
     return found
 
@@ -327,7 +334,7 @@ def ideal_speedups(sweep: dict[str, Any], n: int) -> list[tuple[int, float]]:
     """What `n` devices could give at most at each per-device batch `b` the sweep holds
     with `n * b`: one device's step at `n * b` over its step at `b` (no communication,
     no lock-step waste: a bound, not a prediction)."""
-    steps = {int(r["batch"]): float(r["step_time_s"]) for r in sweep["rows"]}
+    steps = {int(r.batch): float(r.step_time_s) for r in Sweep(sweep).rows}
     return [(b, steps[n * b] / steps[b]) for b in sorted(steps) if n * b in steps]
 
 
@@ -342,11 +349,11 @@ def gpu_bound_line(results: str | Path) -> list[str]:
                 continue
             low, high = min(s for _, s in found), max(s for _, s in found)
             parts.append(
-                f"{escape(sweep['scenario']['controller'])}, {escape(sweep['label'])} step: "
+                f"{escape(sweep.fields.controller)}, {escape(sweep.label)} step: "
                 f"{n} GPUs at most {low:.2f}x–{high:.2f}x at {found[0][0]}–{found[-1][0]} "
                 "series per GPU"
             )
-            machines.add(escape(sweep["machine"]))
+            machines.add(escape(sweep.machine))
     if not parts:
         return []
     return [
@@ -360,7 +367,7 @@ def gpu_bound_line(results: str | Path) -> list[str]:
 
 def readme_answer(
     results: str | Path,
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[Rec],
     figure: Path | None,
     base: Path,
     answers: Sequence[ControllerAnswer] | None = None,

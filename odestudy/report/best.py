@@ -14,11 +14,12 @@ reference's step.
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
+from ..study.rec import Rec
 from .intervals import ratio_interval
 from .loss import differs, trained
 
@@ -29,7 +30,7 @@ DEFAULT_STEP = "the default step"
 RECOMMENDED_STEP = "the recommended step"
 
 
-def step_of(rec: dict[str, Any]) -> str:
+def step_of(rec: Mapping[str, Any]) -> str:
     """Which step a record timed: `RECOMMENDED_STEP` where its scenario is its own
     recommended form (`recommended.recommended`), `DEFAULT_STEP` where every lever is at
     its default, else the levers it sets (`a=b, ...`)."""
@@ -41,31 +42,31 @@ def step_of(rec: dict[str, Any]) -> str:
     return ", ".join(f"{k}={getattr(s, k)}" for k in s.levers() if getattr(s, k) != s.default(k))
 
 
-def family_key(rec: dict[str, Any], size: int) -> str:
+def family_key(rec: Rec, size: int) -> str:
     """What a record shares with every step of its model and placement's 1-device base
     at `size` series (its global batch under strong scaling, its per-device batch under
     weak): every scenario field but `PLACEMENT` and the levers, the machine, versions,
     protocol and measurement environment."""
     free = {*PLACEMENT, *Scenario.levers()}
-    fields = {k: v for k, v in (rec.get("scenario") or {}).items() if k not in free}
+    fields = {k: v for k, v in rec.fields.items() if k not in free}
     return json.dumps(
         [
             fields,
             size,
-            rec.get("machine_id"),
-            rec.get("versions"),
-            rec.get("protocol"),
-            rec.get("measurement_env"),
+            rec.machine_id,
+            rec.versions,
+            rec.protocol,
+            rec.measurement_env,
         ],
         sort_keys=True,
         default=str,
     )
 
 
-def _size(rec: dict[str, Any], scaling: str) -> int:
+def _size(rec: Rec, scaling: str) -> int:
     if scaling == "strong":
-        return int(rec["global_batch"])
-    return int(rec.get("per_device_batch") or rec["global_batch"] // rec["n_devices"])
+        return int(rec.global_batch)
+    return int(rec.per_device_batch or rec.global_batch // rec.n_devices)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,9 +75,9 @@ class Best:
     (`default`, None where not measured) and every 1-device record that qualified
     (`candidates`, fastest first)."""
 
-    record: dict[str, Any]
-    default: dict[str, Any] | None
-    candidates: tuple[dict[str, Any], ...]
+    record: Rec
+    default: Rec | None
+    candidates: tuple[Rec, ...]
 
     @property
     def step(self) -> str:
@@ -86,60 +87,68 @@ class Best:
     @property
     def step_s(self) -> float:
         """Its median step time (s)."""
-        return float(self.record["step_time_s"])
+        return float(self.record.step_time_s)  # type: ignore[arg-type]
 
     def said(self) -> str:
         """`the recommended step, 3.77 ms`: the base case in words."""
         return f"{self.step}, {self.step_s * 1e3:.3g} ms"
 
 
-def _qualifies(rec: dict[str, Any], default: dict[str, Any] | None) -> bool:
+def _qualifies(rec: Rec, default: Rec | None) -> bool:
     """An ok 1-device record that trained, and to the default step's model where that
     was measured (`loss.differs`)."""
-    if rec.get("status") != "ok" or not trained(rec):
+    if not rec.ok or not trained(rec):
         return False
     return default is None or not differs(rec, default)
 
 
-def best_steps(recs: Iterable[dict[str, Any]]) -> dict[str, Best]:
+def best_steps(recs: Iterable[Mapping[str, Any]]) -> dict[str, Best]:
     """Each family's best 1-device step among `recs`, by `family_key` at its global
-    batch; families where no 1-device record qualifies are left out."""
-    ones: dict[str, list[dict[str, Any]]] = {}
-    for r in recs:
-        if r.get("n_devices") == 1 and r.get("status") == "ok":
-            ones.setdefault(family_key(r, int(r["global_batch"])), []).append(r)
+    batch; families where no 1-device record qualifies are left out. A record that is
+    not a `Rec` (a copy `claims.related_records` makes) is read as one; a `Rec` is kept
+    as it is, so that `Best.record` is the caller's own record."""
+    ones: dict[str, list[Rec]] = {}
+    for r in (x if isinstance(x, Rec) else Rec(x) for x in recs):
+        if r.n_devices == 1 and r.ok:
+            ones.setdefault(family_key(r, int(r.global_batch)), []).append(r)
     out = {}
     for key, found in ones.items():
         default = next((r for r in found if step_of(r) == DEFAULT_STEP), None)
-        fit = sorted((r for r in found if _qualifies(r, default)), key=lambda r: r["step_time_s"])
+        fit = sorted((r for r in found if _qualifies(r, default)), key=lambda r: r.step_time_s)  # type: ignore[arg-type, return-value]
         if fit:
             out[key] = Best(fit[0], default, tuple(fit))
     return out
 
 
-def best_for(rec: dict[str, Any], bests: dict[str, Best], scaling: str) -> Best | None:
+def best_for(rec: Rec, bests: dict[str, Best], scaling: str) -> Best | None:
     """The best 1-device step a record of `scaling` is set against: its family's at its
     global (strong) or per-device (weak) batch; None where there is none."""
     return bests.get(family_key(rec, _size(rec, scaling)))
 
 
-def over_best(
-    rec: dict[str, Any], best: Best, scaling: str
-) -> dict[str, tuple[float, float, float]] | None:
+class Over(NamedTuple):
+    """A multi-device record against the best 1-device step (`over_best`): `speedup`
+    and `efficiency`, each `(estimate, low, high)`."""
+
+    speedup: tuple[float, float, float]
+    efficiency: tuple[float, float, float]
+
+
+def over_best(rec: Rec, best: Best, scaling: str) -> Over | None:
     """A multi-device record against the best 1-device step: `speedup` (strong: step
     time ratio; weak: throughput ratio, devices x step time ratio) and `efficiency`
     (speedup per device), each `(estimate, low, high)` with its 95% interval; None
     where the record failed or did not train."""
-    if rec.get("status") != "ok" or not trained(rec):
+    if not rec.ok or not trained(rec):
         return None
-    n = int(rec["n_devices"])
+    n = int(rec.n_devices)
     ratio, low, high = ratio_interval(best.record, rec)
     weak = n if scaling == "weak" else 1
     speedup = (ratio * weak, low * weak, high * weak)
-    return {"speedup": speedup, "efficiency": tuple(x / n for x in speedup)}  # type: ignore[dict-item]
+    return Over(speedup, (speedup[0] / n, speedup[1] / n, speedup[2] / n))
 
 
-def attach_best(rows: Sequence[dict[str, Any]], recs: Sequence[dict[str, Any]]) -> None:
+def attach_best(rows: Sequence[Rec], recs: Sequence[Mapping[str, Any]]) -> None:
     """Give every multi-device row of `rows` (`frames.scaling_rows`, each under its
     `scaling`) its best 1-device step among `recs`: `best_step` (which), `best_step_s`,
     `best_final_loss`, `speedup_best` and `efficiency_best` with `_ci` intervals, and
@@ -150,19 +159,19 @@ def attach_best(rows: Sequence[dict[str, Any]], recs: Sequence[dict[str, Any]]) 
         row.update(best_step=None, best_step_s=None, best_final_loss=None, speedup_best=None,
                    speedup_best_ci=None, efficiency_best=None, efficiency_best_ci=None,
                    best_differs=False)  # fmt: skip
-        best = best_for(row, bests, row["scaling"])
+        best = best_for(row, bests, row.scaling)
         if best is None:
             continue
         row.update(
             best_step=best.step, best_step_s=best.step_s,
-            best_final_loss=best.record.get("final_loss"),
+            best_final_loss=best.record.final_loss,
         )  # fmt: skip
-        if row["n_devices"] == 1:
+        if row.n_devices == 1:
             continue
-        found = over_best(row, best, row["scaling"])
+        found = over_best(row, best, row.scaling)
         if found is None:
             continue
-        (s, slo, shi), (e, elo, ehi) = found["speedup"], found["efficiency"]
+        (s, slo, shi), (e, elo, ehi) = found.speedup, found.efficiency
         row.update(
             speedup_best=s, speedup_best_ci=(slo, shi), efficiency_best=e,
             efficiency_best_ci=(elo, ehi), best_differs=differs(row, best.record),

@@ -7,14 +7,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..study.claim import Verdict
+from ..study.rec import Matmul, Probe, Rec
 from .claims import controller_label, groups, mode_label
 from .comparisons import own_claim, render_x
 from .frames import scaling_rows
 from .tables import escape
 
 
-def _source(rec: dict[str, Any]) -> str:
-    return str(rec.get("source") or rec.get("scale"))
+def _source(rec: Rec) -> str:
+    return str(rec.source or rec.scale)
+
+
+def _one_float(probe: Probe, n: int) -> float | None:
+    """The probe's latency of an all-reduce of one float on `n` devices, if timed."""
+    return next((a.latency_s for a in probe.allreduce if a.n_devices == n and a.size == 1), None)
 
 
 def probe_said(probe: dict[str, Any] | None, n: int) -> str:
@@ -23,18 +29,14 @@ def probe_said(probe: dict[str, Any] | None, n: int) -> str:
     the session ran none."""
     if not probe:
         return "no probe (measured before sessions ran one)"
-    latency = next(
-        (a["latency_s"] for a in probe.get("allreduce", [])
-         if a["n_devices"] == n and a["size"] == 1),
-        None,
-    )  # fmt: skip
-    small = (probe.get("matmul") or [{}])[0]
+    found = Probe(probe)
+    latency = _one_float(found, n)
+    small = (found.matmul or [Matmul()])[0]
     said = f"all-reduce of one float on {n} devices {latency * 1e6:.3g} us" if latency else ""
     return (
-        (said + "; " if said else "")
-        + f"matmul {small.get('flops_per_s', 0) / 1e9:.3g} GFLOP/s at "
-        f"{small.get('batch')}x{small.get('width')}; empty loop iteration "
-        f"{probe.get('loop_iteration_s', 0) * 1e9:.3g} ns"
+        (said + "; " if said else "") + f"matmul {(small.flops_per_s or 0) / 1e9:.3g} GFLOP/s at "
+        f"{small.batch}x{small.width}; empty loop iteration "
+        f"{(found.loop_iteration_s or 0) * 1e9:.3g} ns"
     )
 
 
@@ -43,21 +45,21 @@ SESSIONS_WHERE = "session by session"
 
 
 def session_rows(
-    every: Sequence[dict[str, Any]],
+    every: Sequence[Rec],
     mode: str = "shard",
     controller: str = "pid",
     n: int = 2,
     device: str = "cpu",
-) -> list[tuple[Any, dict[str, Any]]]:
+) -> list[tuple[Any, Rec]]:
     """One row (`mode`, `controller`, `n` devices, one process, strong scaling) in every
     session of `every` that holds it and its 1-device baseline, with its session, by
     the session's label."""
     out = []
     for session, recs in sorted(groups(every, device).items(), key=lambda kv: kv[0].label):
         row = next(
-            (r for r in scaling_rows(recs, "strong") if r["mode"] == mode
-             and r["controller"] == controller and r["n_devices"] == n
-             and r.get("processes", 1) == 1 and r.get("speedup_ci")),
+            (r for r in scaling_rows(recs, "strong") if r.mode == mode
+             and r.controller == controller and r.n_devices == n
+             and (r.processes or 1) == 1 and r.speedup_ci),
             None,
         )  # fmt: skip
         if row is not None:
@@ -65,28 +67,24 @@ def session_rows(
     return out
 
 
-def _collective_cost(row: dict[str, Any], n: int) -> str:
+def _collective_cost(row: Rec, n: int) -> str:
     """`; in-loop collectives at that latency: ...`: collectives in its loops x solver
     iterations x the probe's all-reduce latency, against its step; "" where unknown."""
-    latency = next(
-        (a["latency_s"] for a in (row.get("probe") or {}).get("allreduce", [])
-         if a["n_devices"] == n and a["size"] == 1),
-        None,
-    )  # fmt: skip
-    steps = (row.get("solver_steps") or {}).get("executed_per_device")
-    loops = row.get("collectives_in_loops")
+    latency = _one_float(Probe(row.probe or {}), n)
+    steps = row.solver_steps.executed_per_device
+    loops = row.collectives_in_loops
     if not (latency and steps and loops):
         return ""
     cost = loops * steps * latency
     return (
         f"; in-loop collectives at that latency: {escape(loops)} x {steps:.0f} "
         f"iterations x {latency * 1e6:.3g} us = {cost * 1e3:.3g} ms of its "
-        f"{row['step_time_s'] * 1e3:.3g} ms step"
+        f"{(row.step_time_s or 0) * 1e3:.3g} ms step"
     )
 
 
 def across_sessions(
-    every: Sequence[dict[str, Any]],
+    every: Sequence[Rec],
     mode: str = "shard",
     controller: str = "pid",
     n: int = 2,
@@ -101,7 +99,7 @@ def across_sessions(
 
 
 def render_sessions(
-    found: Sequence[tuple[Any, dict[str, Any]]], mode: str, controller: str, n: int
+    found: Sequence[tuple[Any, Rec]], mode: str, controller: str, n: int
 ) -> list[str]:
     """`across_sessions`'s lines from its rows by session (`session_rows`)."""
     lines = []
@@ -109,7 +107,7 @@ def render_sessions(
         claim = own_claim(row, SESSIONS_WHERE)
         runs = " (one run)" if claim.verdict is Verdict.ONE_RUN else ""
         line = f"- {escape(session.label)} ({escape(_source(row))}): {render_x(claim)}{runs}; "
-        line += escape(probe_said(row.get("probe"), n)) + _collective_cost(row, n)
+        line += escape(probe_said(row.probe, n)) + _collective_cost(row, n)
         lines.append(line + ".")
     if not lines:
         return []

@@ -14,12 +14,13 @@ from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 from ..study import records
 from ..study.claim import Agreement, Answer, Claim, Verdict
+from ..study.rec import Rec
 from ..study.workloads import MAP_FOLDER
 from . import loss, sessions
 from .comparisons import own_claim, render_x
 from .frames import in_scaling_matrix, read_records, scaling_rows
 from .tables import escape
-from .verdict import ONE_RUN, compare, exceeds_cores, one_run
+from .verdict import ONE_RUN, Compared, compare, exceeds_cores, one_run
 
 
 def mode_label(mode: str) -> str:
@@ -34,33 +35,53 @@ def controller_label(controller: str) -> str:
     return found.label if found is not None else escape(controller)
 
 
-def judge(found: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class Judgement:
     """The rows of one comparison (`verdict.compare`, fastest first) sorted into `use`
     (faster than one device within their interval), `avoid` (slower than one device
     within their interval), `none` (not separable from one device) and `one_run` (timed
     in one run: its interval backs no verdict, `verdict.one_run`); `separable`: whether a
     `use` row's interval misses the fastest's."""
-    out: dict[str, Any] = {"use": [], "avoid": [], "none": [], "one_run": [], "separable": False}
-    close = [found["ranked"][0], *found["close"]] if found["ranked"] else []
-    for r in found["ranked"]:
-        low, high = r["speedup_ci"]
+
+    use: list[Rec]
+    avoid: list[Rec]
+    none: list[Rec]
+    one_run: list[Rec]
+    separable: bool
+
+    def of(self, kind: str) -> list[Rec]:
+        """Its rows of `kind` (one of `KINDS`)."""
+        return getattr(self, kind)
+
+
+def judge(found: Compared) -> Judgement:
+    """`found`'s rows judged against one device (`Judgement`)."""
+    use: list[Rec] = []
+    avoid: list[Rec] = []
+    none: list[Rec] = []
+    single: list[Rec] = []
+    separable = False
+    close = [found.ranked[0], *found.close] if found.ranked else []
+    for r in found.ranked:
+        assert r.speedup_ci is not None  # `compare` ranks rows with an interval only
+        low, high = r.speedup_ci
         if one_run(r):
-            out["one_run"].append(r)
+            single.append(r)
         elif low > 1:
-            out["use"].append(r)
-            out["separable"] |= not any(r is c for c in close)
+            use.append(r)
+            separable |= not any(r is c for c in close)
         elif high < 1:
-            out["avoid"].append(r)
+            avoid.append(r)
         else:
-            out["none"].append(r)
-    return out
+            none.append(r)
+    return Judgement(use, avoid, none, single, separable)
 
 
-def _apart(per: dict[str, Any]) -> str:
+def _apart(per: dict[str, tuple[Compared, Judgement]]) -> str:
     """Whether the intervals separate the modes faster than one device, per controller
     where the controllers differ: `(not separable from each other)`, `(fastest first;
     the intervals separate them)`, or which controller separates them."""
-    seps = {c: j["separable"] for c, (_, j) in per.items() if j["use"]}
+    seps = {c: j.separable for c, (_, j) in per.items() if j.use}
     if not any(seps.values()):
         return " (not separable from each other)"
     if all(seps.values()):
@@ -72,35 +93,36 @@ def _apart(per: dict[str, Any]) -> str:
     return f" (fastest first; {said})"
 
 
-def _why(slow: dict[str, Any]) -> str:
-    loops = slow.get("collectives_in_loops")
+def _why(slow: Rec) -> str:
+    loops = slow.collectives_in_loops
     if loops:
         return f": {escape(loops)} collective(s) inside its solver loops"
     return ""
 
 
-def groups(rows: Sequence[dict[str, Any]], device: str = "cpu") -> dict[Any, list[dict[str, Any]]]:
-    """`rows` (ok records of the scaling matrix) by session, of one device kind."""
-    out: dict[Any, list[dict[str, Any]]] = {}
-    for r in rows:
-        if r["device"] == device and r["status"] == "ok" and in_scaling_matrix(r):
+def groups(rows: Sequence[dict[str, Any]], device: str = "cpu") -> dict[Any, list[Rec]]:
+    """`rows` (ok records of the scaling matrix, from any source: read as `Rec`s) by
+    session, of one device kind."""
+    out: dict[Any, list[Rec]] = {}
+    for r in map(Rec, rows):
+        if r.device == device and r.ok and in_scaling_matrix(r):
             out.setdefault(sessions.session_of(r), []).append(r)
     return out
 
 
 def judged_sessions(
-    session_rows: dict[Any, list[dict[str, Any]]], scaling: str, n: int
-) -> dict[Any, dict[str, dict[str, Any]]]:
+    session_rows: dict[Any, list[Rec]], scaling: str, n: int
+) -> dict[Any, dict[str, Judgement]]:
     """Each session of `session_rows` with `scaling` rows on `n` devices: its judgement
     (`judge`) per controller it holds such rows of (timed in more than one run)."""
     out = {}
     for session, recs in session_rows.items():
         rows = scaling_rows(recs, scaling)
         per = {}
-        for controller in sorted({r["controller"] for r in rows}):
+        for controller in sorted({r.controller for r in rows}):
             found = compare(rows, controller, scaling)
-            judged = judge(found) if found["n"] == n else None
-            if judged and len(judged["one_run"]) < len(found["ranked"]):
+            judged = judge(found) if found.n == n else None
+            if judged and len(judged.one_run) < len(found.ranked):
                 per[controller] = judged
         if per:
             out[session] = per
@@ -108,7 +130,7 @@ def judged_sessions(
 
 
 def holds(
-    session_rows: dict[Any, list[dict[str, Any]]],
+    session_rows: dict[Any, list[Rec]],
     scaling: str,
     n: int,
     test: Any,
@@ -120,7 +142,7 @@ def holds(
     return holds_of(judged_sessions(session_rows, scaling, n), test)
 
 
-def holds_of(judged: dict[Any, dict[str, dict[str, Any]]], test: Any) -> tuple[int, int]:
+def holds_of(judged: dict[Any, dict[str, Judgement]], test: Any) -> tuple[int, int]:
     """`holds` over sessions already judged (`judged_sessions`)."""
     said = [v for per in judged.values() if (v := test(per)) is not None]
     return sum(map(bool, said)), len(said)
@@ -136,7 +158,7 @@ KINDS = {
 
 
 def agreement(
-    session_rows: dict[Any, list[dict[str, Any]]],
+    session_rows: dict[Any, list[Rec]],
     scaling: str,
     n: int,
     c: str,
@@ -151,12 +173,12 @@ def agreement(
 
 
 def agreement_of(
-    judged: dict[Any, dict[str, dict[str, Any]]], c: str, mode: str, verdict: Verdict
+    judged: dict[Any, dict[str, Judgement]], c: str, mode: str, verdict: Verdict
 ) -> Agreement:
     """`agreement` over sessions already judged (`judged_sessions`)."""
     found: dict[Verdict, list[str]] = {}
     for session, per in judged.items():
-        kind = next((k for k in KINDS if c in per and mode in _modes(per[c][k])), None)
+        kind = next((k for k in KINDS if c in per and mode in _modes(per[c].of(k))), None)
         if kind is not None:
             found.setdefault(KINDS[kind], []).append(escape(session.when))
     others = tuple((v, tuple(sorted(w))) for v, w in found.items() if v != verdict)
@@ -164,7 +186,7 @@ def agreement_of(
 
 
 def dissent(
-    session_rows: dict[Any, list[dict[str, Any]]],
+    session_rows: dict[Any, list[Rec]],
     scaling: str,
     n: int,
     c: str,
@@ -178,8 +200,8 @@ def dissent(
     return "".join(f"; {v.value} in {len(when)} ({', '.join(when)})" for v, when in found.others)
 
 
-def _modes(rows: Sequence[dict[str, Any]]) -> list[str]:
-    return [r["mode"] for r in rows]
+def _modes(rows: Sequence[Rec]) -> list[str]:
+    return [r.mode for r in rows]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,26 +211,26 @@ class Judged:
     held fixed (`what`), every session judged (`judged`) to count in, and each
     judged row's claim (`claims`, by controller and mode: `comparisons.own_claim`)."""
 
-    per: dict[str, tuple[dict[str, Any], dict[str, Any]]]
+    per: dict[str, tuple[Compared, Judgement]]
     n: int
     label: str
     what: str
     scaling: str
-    judged: dict[Any, dict[str, dict[str, Any]]]
+    judged: dict[Any, dict[str, Judgement]]
     claims: dict[tuple[str, str], Claim] = dataclasses.field(default_factory=dict)
 
     def holds(self, test: Any) -> tuple[int, int]:
         """`holds` of `test` over every session's rows on this answer's devices."""
         return holds_of(self.judged, test)
 
-    def x(self, c: str, row: dict[str, Any]) -> str:
+    def x(self, c: str, row: Rec) -> str:
         """The claim of `row` (under `c`) as `1.57x [1.49, 2.16]` (`render_x`)."""
-        return render_x(self.claims[(c, row["mode"])])
+        return render_x(self.claims[(c, row.mode)])
 
-    def said(self, c: str, row: dict[str, Any]) -> str:
+    def said(self, c: str, row: Rec) -> str:
         """How the sessions with rows of `row`'s comparison judged it (`Agreement.said`):
         `slower in 5 of 6 sessions with such rows; not separable in 1 (...)`."""
-        claim = self.claims[(c, row["mode"])]
+        claim = self.claims[(c, row.mode)]
         assert claim.agreement is not None
         return claim.agreement.said(claim.verdict)
 
@@ -218,34 +240,33 @@ ANSWER_WHERE = "the answer with the default step"
 
 
 def _claims(
-    per: dict[str, tuple[dict[str, Any], dict[str, Any]]],
-    judged: dict[Any, dict[str, dict[str, Any]]],
+    per: dict[str, tuple[Compared, Judgement]],
+    judged: dict[Any, dict[str, Judgement]],
 ) -> dict[tuple[str, str], Claim]:
     """Each judged row's claim, with how the sessions with such rows judged it."""
     out = {}
     for c, (found, _) in per.items():
-        for r in found["ranked"]:
+        for r in found.ranked:
             claim = own_claim(r, ANSWER_WHERE)
-            agreed = agreement_of(judged, c, r["mode"], claim.verdict)
-            out[(c, r["mode"])] = dataclasses.replace(claim, agreement=agreed)
+            agreed = agreement_of(judged, c, r.mode, claim.verdict)
+            out[(c, r.mode)] = dataclasses.replace(claim, agreement=agreed)
     return out
 
 
-def answer(
-    rows: Sequence[dict[str, Any]], every: Sequence[dict[str, Any]], scaling: str, device: str
-) -> Judged | None:
+def answer(rows: Sequence[Rec], every: Sequence[Rec], scaling: str, device: str) -> Judged | None:
     """Select: the comparisons of `rows` (one machine and session) per controller, None
     where no controller has multi-device rows."""
-    ok = [r for r in rows if r["status"] == "ok" and r["device"] == device]
+    ok = [r for r in rows if r.ok and r.device == device]
     per = {}
-    for controller in dict.fromkeys(r["controller"] for r in ok):
+    for controller in dict.fromkeys(r.controller for r in ok):
         found = compare(ok, controller, scaling)
-        if found["n"] is not None:
+        if found.n is not None:
             per[controller] = (found, judge(found))
     if not per:
         return None
-    n = next(iter(per.values()))[0]["n"]
-    where = {sessions.session_of(r) for r in ok if r["n_devices"] == n}
+    n = next(iter(per.values()))[0].n
+    assert n is not None
+    where = {sessions.session_of(r) for r in ok if r.n_devices == n}
     judged = judged_sessions(groups(every, device), scaling, n)
     return Judged(
         per=per,
@@ -267,23 +288,22 @@ def _not_held(a: Judged, test: Any) -> str:
 
 def _use(a: Judged) -> list[str]:
     """The bullet naming the modes faster than one device with every controller."""
-    use = {c: [r["mode"] for r in j["use"]] for c, (_, j) in a.per.items()}
+    use = {c: [r.mode for r in j.use] for c, (_, j) in a.per.items()}
     modes = [m for m in next(iter(use.values())) if all(m in ms for ms in use.values())]
     if not modes:
         return []
     shown = "; ".join(
-        f"{controller_label(c)} "
-        + ", ".join(f"{mode_label(r['mode'])} {a.x(c, r)}" for r in j["use"])
+        f"{controller_label(c)} " + ", ".join(f"{mode_label(r.mode)} {a.x(c, r)}" for r in j.use)
         for c, (_, j) in a.per.items()
-        if j["use"]
+        if j.use
     )
     apart = _apart(a.per) if len(modes) > 1 else ""
 
-    def test(p: dict[str, Any]) -> bool | None:
+    def test(p: dict[str, Judgement]) -> bool | None:
         present = [c for c in use if c in p]  # a session without them does not answer
         if not present:
             return None
-        return all(mode in _modes(p[c]["use"]) for c in present for mode in modes)
+        return all(mode in _modes(p[c].use) for c in present for mode in modes)
 
     k, m = a.holds(test)
     return [
@@ -299,10 +319,10 @@ def _in(kind: str, c: str, mode: str) -> Any:
     """A test of one session's judgement: `mode` is among its `kind` rows of `c`; None
     where the session holds no row of `mode` under `c` (it does not answer)."""
 
-    def test(p: dict[str, Any]) -> bool | None:
-        if c not in p or not any(mode in _modes(p[c][k]) for k in KINDS):
+    def test(p: dict[str, Judgement]) -> bool | None:
+        if c not in p or not any(mode in _modes(p[c].of(k)) for k in KINDS):
             return None
-        return mode in _modes(p[c][kind])
+        return mode in _modes(p[c].of(kind))
 
     return test
 
@@ -311,14 +331,14 @@ def _avoid_and_level(a: Judged) -> list[str]:
     """A bullet per mode slower than one device, and per mode not separable from it."""
     lines = []
     for c, (_, j) in a.per.items():
-        for r in j["avoid"]:
-            what = f"{mode_label(r['mode'])} with {controller_label(c)}"
+        for r in j.avoid:
+            what = f"{mode_label(r.mode)} with {controller_label(c)}"
             lines.append(
                 f"- **Avoid {what}**: {a.x(c, r)} of one device's speed{_why(r)}. "
                 f"Measured on {a.label}; {a.said(c, r)}."
             )
-        for r in j["none"]:
-            what = f"{mode_label(r['mode'])} with {controller_label(c)}"
+        for r in j.none:
+            what = f"{mode_label(r.mode)} with {controller_label(c)}"
             lines.append(
                 f"- {what} gains nothing measurable: {a.x(c, r)}, not separable from one "
                 f"device. Measured on {a.label}; {a.said(c, r)}."
@@ -328,11 +348,11 @@ def _avoid_and_level(a: Judged) -> list[str]:
 
 def _one_run(a: Judged) -> list[str]:
     """The bullet listing rows timed in one run, which back no verdict."""
-    single = {c: j["one_run"] for c, (_, j) in a.per.items() if j["one_run"]}
+    single = {c: j.one_run for c, (_, j) in a.per.items() if j.one_run}
     if not single:
         return []
     shown = "; ".join(
-        f"{controller_label(c)} " + ", ".join(f"{mode_label(r['mode'])} {a.x(c, r)}" for r in rs)
+        f"{controller_label(c)} " + ", ".join(f"{mode_label(r.mode)} {a.x(c, r)}" for r in rs)
         for c, rs in single.items()
     )
     return [
@@ -343,8 +363,8 @@ def _one_run(a: Judged) -> list[str]:
 
 
 def device_answer(
-    rows: Sequence[dict[str, Any]],
-    every: Sequence[dict[str, Any]],
+    rows: Sequence[Rec],
+    every: Sequence[Rec],
     scaling: str = "strong",
     device: str = "cpu",
     scale: str = "",
@@ -363,8 +383,8 @@ def device_answer(
         )
         return Answer(device, missing=missing)
     lines = _use(found) + _avoid_and_level(found) + _one_run(found)
-    ok = [r for r in rows if r["status"] == "ok" and r["device"] == device]
-    beyond = sorted({r["n_devices"] for r in ok if exceeds_cores(r)})
+    ok = [r for r in rows if r.ok and r.device == device]
+    beyond = sorted({r.n_devices for r in ok if exceeds_cores(r)})
     if beyond:
         lines.append(
             f"- Rows with more virtual devices than physical cores "
@@ -376,8 +396,8 @@ def device_answer(
 
 
 def verdict_claims(
-    rows: Sequence[dict[str, Any]],
-    every: Sequence[dict[str, Any]],
+    rows: Sequence[Rec],
+    every: Sequence[Rec],
     scaling: str = "strong",
     device: str = "cpu",
 ) -> list[str]:
@@ -389,30 +409,30 @@ def verdict_claims(
 VERDICT_WHERE = "the verdict"
 
 
-def verdict_stated(rows: Sequence[dict[str, Any]]) -> list[Claim]:
+def verdict_stated(rows: Sequence[Rec]) -> list[Claim]:
     """The claims the verdict (`verdict.verdict_markdown`) states of `rows`: per device
     kind, scaling and controller, each row of its comparison (`verdict.compare`) over
     its own 1-device row."""
-    ok = [r for r in rows if r["status"] == "ok"]
+    ok = [r for r in rows if r.ok]
     found = []
     for device in ("cpu", "gpu"):
-        mine = [r for r in ok if r["device"] == device]
+        mine = [r for r in ok if r.device == device]
         for scaling in ("strong", "weak"):
-            for controller in dict.fromkeys(r["controller"] for r in mine):
-                ranked = compare(mine, controller, scaling)["ranked"]
+            for controller in dict.fromkeys(r.controller for r in mine):
+                ranked = compare(mine, controller, scaling).ranked
                 found += [own_claim(r, VERDICT_WHERE) for r in ranked]
     return found
 
 
-def scale_records(results: str | Path, scale: str) -> list[dict[str, Any]]:
+def scale_records(results: str | Path, scale: str) -> list[Rec]:
     """Every ok record of `scale` under `results` and those that repeat them elsewhere
     (`related_records`): the sessions a claim of the scale counts in."""
-    every = [r for r in read_records(results, scale, current=True) if r["status"] == "ok"]
+    every = [r for r in read_records(results, scale, current=True) if r.ok]
     return every + related_records(results, scale, every)
 
 
 def answer_claims(
-    results: str | Path, scale: str, rows: Sequence[dict[str, Any]], scaling: str = "strong"
+    results: str | Path, scale: str, rows: Sequence[Rec], scaling: str = "strong"
 ) -> list[Answer]:
     """The answer per device kind (`device_answer`) of `rows` against every ok scaling
     record of `scale` under `results` (each session of each machine, and the records
@@ -435,20 +455,18 @@ def render_claims(answers: Sequence[Answer]) -> list[str]:
 
 
 def scale_claims(
-    results: str | Path, scale: str, rows: Sequence[dict[str, Any]], scaling: str = "strong"
+    results: str | Path, scale: str, rows: Sequence[Rec], scaling: str = "strong"
 ) -> list[str]:
     """The answer of `scale` as markdown lines: `render_claims(answer_claims(...))`."""
     return render_claims(answer_claims(results, scale, rows, scaling))
 
 
-def related_records(
-    results: str | Path, scale: str, rows: Sequence[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def related_records(results: str | Path, scale: str, rows: Sequence[Rec]) -> list[Rec]:
     """The ok records of the workload map's and the version study's folders under
     `results`, and of the sessions whose records were measured again
     (`records.REPLACED`), that repeat a scenario of `rows` (its key) under the same
     protocol and JAX release: the sessions a claim counts besides the scale's own."""
-    same = {(r.get("scenario_key"), r.get("protocol"), _jax(r)) for r in rows}
+    same = {(r.scenario_key, r.protocol, _jax(r)) for r in rows}
     folders = [Path(results) / MAP_FOLDER]
     for kept in ("versions", records.REPLACED):  # version sets; sessions measured again
         found = Path(results) / kept
@@ -456,10 +474,10 @@ def related_records(
     out = []
     for folder in folders:
         for r in read_records(folder, scale, current=False):
-            if r["status"] == "ok" and (r.get("scenario_key"), r.get("protocol"), _jax(r)) in same:
-                out.append({**r, "source": folder.name})
+            if r.ok and (r.scenario_key, r.protocol, _jax(r)) in same:
+                out.append(Rec(r, source=folder.name))
     return out
 
 
-def _jax(rec: dict[str, Any]) -> str | None:
-    return (rec.get("versions") or {}).get("jax")
+def _jax(rec: Rec) -> str | None:
+    return (rec.versions or {}).get("jax")

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..measure.scenario import Scenario
 from ..study.claim import Agreement, Claim, Comparison, Verdict
+from ..study.rec import Rec
 from . import loss, sessions
 from .best import step_of
 from .frames import JOIN_EXCLUDES, record_problem
@@ -22,56 +23,57 @@ REFERENCE_STEP = "the reference's step on one device"
 FREE = frozenset((*JOIN_EXCLUDES, "nodes", "controller", *Scenario.levers()))
 
 
-def workload(row: dict[str, Any]) -> str:
+def workload(row: Rec) -> str:
     """What fixes a row's model and data besides its controller, placement and step: its
     scale, width and global batch in words, and a short hash of every other scenario
     field (`FREE` aside)."""
-    fields = {k: v for k, v in (row.get("scenario") or {}).items() if k not in FREE}
+    fields = {k: v for k, v in row.fields.items() if k not in FREE}
     digest = hashlib.sha1(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
-    width = fields.get("width") or Scenario.__dataclass_fields__["width"].default
-    return f"{row.get('scale')} scale, width {width}, batch {row['global_batch']} ({digest[:8]})"
+    width = row.fields.width or Scenario.__dataclass_fields__["width"].default
+    return f"{row.scale} scale, width {width}, batch {row.global_batch} ({digest[:8]})"
 
 
-def comparison(row: dict[str, Any], baseline: str) -> Comparison:
+def comparison(row: Rec, baseline: str) -> Comparison:
     """The comparison of multi-device `row` against `baseline` (`OWN_STEP`, ...)."""
     return Comparison(
         problem=record_problem(row),
         workload=workload(row),
-        controller=str(row["controller"]),
-        mode=str(row["mode"]),
-        devices=int(row["n_devices"]),
-        step=str(row.get("step") or step_of(row)),
+        controller=str(row.controller),
+        mode=str(row.mode),
+        devices=int(row.n_devices),
+        step=str(row.step or step_of(row)),
         baseline=baseline,
-        machine=str(row.get("machine_id")),
-        scaling=str(row.get("scaling") or "strong"),
+        machine=str(row.machine_id),
+        scaling=str(row.scaling or "strong"),
     )
 
 
-def row_sessions(row: dict[str, Any], *others: dict[str, Any] | None) -> tuple[str, ...]:
+def row_sessions(row: Rec, *others: dict[str, Any] | None) -> tuple[str, ...]:
     """The labels of the sessions a ratio of `row` draws on: its own, its 1-device
     baseline's (`baseline_session`) and those of `others` (another baseline record)."""
-    found = [sessions.session_of(row), row.get("baseline_session")]
+    found = [sessions.session_of(row), row.baseline_session]
     found += [sessions.session_of(o) for o in others if o is not None]
     return tuple(dict.fromkeys(s.label for s in found if isinstance(s, sessions.Session)))
 
 
-def own_claim(row: dict[str, Any], where: str, agreement: Agreement | None = None) -> Claim:
+def own_claim(row: Rec, where: str, agreement: Agreement | None = None) -> Claim:
     """`row`'s speedup over its own step's 1-device row as a claim."""
-    low, high = row["speedup_ci"]
+    assert row.speedup is not None and row.speedup_ci is not None
+    low, high = row.speedup_ci
     return Claim(
         comparison(row, OWN_STEP),
-        float(row["speedup"]),
+        float(row.speedup),
         (float(low), float(high)),
         Verdict.of(low, high, one_run(row)),
         row_sessions(row),
         agreement,
-        loss.differs(row, row.get("baseline_final_loss")),
+        loss.differs(row, row.baseline_final_loss),
         where,
     )
 
 
 def ratio_claim(
-    row: dict[str, Any],
+    row: Rec,
     base: dict[str, Any] | None,
     baseline: str,
     ratio: tuple[float, float, float],

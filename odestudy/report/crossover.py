@@ -15,12 +15,12 @@ each speedup drawn from its own interval)."""
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
+from ..study.rec import Hardware, PredictedMode, Prediction, Rec
 from ..study.studies import Table
 from ..study.workloads import (
     CROSSOVER_WORKLOADS,
@@ -36,7 +36,7 @@ from .frames import read_records
 from .heldout import made_before, said
 from .loss import MARK, differs, trained
 from .tables import escape, markdown_table, table_value
-from .workloads import predictions
+from .workloads import PredictionError, predictions
 
 DRAWS = 2000
 LEVEL = 0.95
@@ -66,49 +66,47 @@ class Point:
     speedup: tuple[float, float, float]
     per_device: tuple[float, float, float] | None
     base: Best
-    record: dict[str, Any]
+    record: Rec
     differs: bool
 
 
-def per_iteration_s(rec: dict[str, Any]) -> float | None:
+def per_iteration_s(rec: Rec) -> float | None:
     """A 1-device record's time per executed solver iteration (its step over the
     iterations of the batch's slowest sample); None where it failed or did not train."""
-    executed = (rec.get("solver_steps") or {}).get("executed_per_device")
-    if rec.get("status") != "ok" or not executed or not trained(rec):
+    executed = rec.solver_steps.executed_per_device
+    if not rec.ok or not executed or not trained(rec):
         return None
-    return float(rec["step_time_s"]) / float(executed)
+    return float(rec.step_time_s) / float(executed)  # type: ignore[arg-type]
 
 
-def study_records(results: str | Path, scale: str = "quick") -> list[dict[str, Any]]:
+def study_records(results: str | Path, scale: str = "quick") -> list[Rec]:
     """The map's and the batch axis's records at `scale` under `results/map`, of the
     machine with the most ok rows of the batch axis (else of the map)."""
     axis = {s.key() for s in crossover_scenarios(scale)}
     keys = axis | {s.key() for s in map_scenarios(scale)}
     folder = Path(results) / MAP_FOLDER
-    recs = [r for r in read_records(folder, scale, current=False) if r["scenario_key"] in keys]
-    ok = [r for r in recs if r.get("status") == "ok"]
-    counted = [r["machine_id"] for r in ok if r["scenario_key"] in axis] or [
-        r["machine_id"] for r in ok
-    ]
+    recs = [r for r in read_records(folder, scale, current=False) if r.scenario_key in keys]
+    ok = [r for r in recs if r.ok]
+    counted = [r.machine_id for r in ok if r.scenario_key in axis] or [r.machine_id for r in ok]
     if not counted:
         return []
-    machine = max(sorted(set(counted)), key=counted.count)
-    return [r for r in recs if r["machine_id"] == machine]
+    machine = max(sorted(set(counted)), key=counted.count)  # type: ignore[type-var]
+    return [r for r in recs if r.machine_id == machine]
 
 
-def points(recs: Sequence[dict[str, Any]]) -> list[Point]:
+def points(recs: Sequence[Rec]) -> list[Point]:
     """The points of `recs`: every ok, trained multi-device row whose step is its best
     1-device step's, against that step (strong) and the best at its per-device batch."""
     bests = best_steps(recs)
     out = []
     for r in recs:
-        w = workload_of(r["scenario"])
-        if w is None or r["n_devices"] < 2 or r.get("status") != "ok" or not trained(r):
+        w = workload_of(r.fields)
+        if w is None or r.n_devices < 2 or not r.ok or not trained(r):
             continue
         base = best_for(r, bests, "strong")
         if base is None or step_of(r) != base.step:
             continue
-        b = int(r["global_batch"]) // int(r["n_devices"])
+        b = int(r.global_batch) // int(r.n_devices)
         weak = best_for(r, bests, "weak")
         strong = over_best(r, base, "strong")
         if strong is None:
@@ -117,14 +115,14 @@ def points(recs: Sequence[dict[str, Any]]) -> list[Point]:
         out.append(
             Point(
                 workload=w.name,
-                controller=r["controller"],
-                mode=r["mode"],
-                n_devices=int(r["n_devices"]),
+                controller=r.controller,
+                mode=r.mode,
+                n_devices=int(r.n_devices),
                 per_device_batch=b,
-                global_batch=int(r["global_batch"]),
+                global_batch=int(r.global_batch),
                 work_s=per_iteration_s(weak.record) if weak is not None else None,
-                speedup=strong["speedup"],
-                per_device=per_device["efficiency"] if per_device else None,
+                speedup=strong.speedup,
+                per_device=per_device.efficiency if per_device else None,
                 base=base,
                 record=r,
                 differs=differs(r, base.record),
@@ -307,7 +305,7 @@ def points_table(pts: Sequence[Point]) -> str:
             _ci(p.speedup) + (f" {MARK}" if p.differs else ""),
             escape(p.base.said()),
             _ci(p.per_device),
-            f"{p.record['step_time_s'] * 1e3:.3g}",
+            f"{p.record.step_time_s * 1e3:.3g}",  # type: ignore[operator]
         ]
         for p in sorted(pts, key=lambda p: (p.workload, p.controller, p.per_device_batch, p.mode))
     ]
@@ -364,35 +362,35 @@ def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossov
     return _save(fig, Path(out), stem)
 
 
-def axis_predictions(results: str | Path, machine: str) -> list[dict[str, Any]]:
+def axis_predictions(results: str | Path, machine: str) -> list[Prediction]:
     """The map's predictions of `machine` made along the batch axis (`odestudy predict
     --map`: `crossover` holds each mode's predicted points and crossing), made from the
     session's probe of the devices."""
-    return [p for p in predictions(results, machine) if p.get("crossover")]
+    return [p for p in predictions(results, machine) if p.crossover is not None]
 
 
 def _predicted(
-    found: Sequence[dict[str, Any]], workload: str, controller: str, mode: str
-) -> dict[str, Any] | None:
+    found: Sequence[Prediction], workload: str, controller: str, mode: str
+) -> PredictedMode | None:
     for p in found:
-        if p.get("workload") == workload and p["scenario"]["controller"] == controller:
-            return (p["crossover"]["modes"] or {}).get(mode)
+        if p.workload == workload and p.fields.controller == controller:
+            return (p.crossover or {}).get(mode)
     return None
 
 
 def predicted_speedup(
-    found: Sequence[dict[str, Any]], point: Point
+    found: Sequence[Prediction], point: Point
 ) -> tuple[float, float, float] | None:
     """The prediction of a measured point (same workload, controller, mode and
     per-device batch), `(estimate, low, high)`; None where none was made."""
     mode = _predicted(found, point.workload, point.controller, point.mode)
-    for p in (mode or {}).get("points", []):
-        if p["per_device_batch"] == point.per_device_batch:
-            return (p["speedup"], *p["speedup_interval"])
+    for p in mode.points if mode is not None else []:
+        if p.per_device_batch == point.per_device_batch:
+            return (p.speedup, *p.speedup_interval)  # type: ignore[return-value]
     return None
 
 
-def beside_table(pts: Sequence[Point], found: Sequence[dict[str, Any]]) -> str:
+def beside_table(pts: Sequence[Point], found: Sequence[Prediction]) -> str:
     """Per workload of the axis, controller and mode: the measured crossover in the
     per-device batch beside the predicted one (`odestudy predict --map`)."""
     body = []
@@ -403,7 +401,7 @@ def beside_table(pts: Sequence[Point], found: Sequence[dict[str, Any]]) -> str:
                 pred = _predicted(found, w, controller, mode)
                 if measured is None and pred is None:
                     continue
-                said = Crossing(**pred["batch"]).said("series") if pred else "not predicted"
+                said = Crossing(**pred.batch).said("series") if pred else "not predicted"
                 body.append([
                     escape(w), escape(controller), escape(mode),
                     measured.said("series") if measured else "not measured", said,
@@ -436,18 +434,16 @@ def _work_said(found: Crossing | None, pts: Sequence[Point], workload: str, cont
     return "–" if work is None else f"{work[0]:.3g} [{work[1]:.3g}, {work[2]:.3g}]"
 
 
-def _predicted_work(pred: dict[str, Any] | None) -> str:
+def _predicted_work(pred: PredictedMode | None) -> str:
     """The predicted per-device work at the predicted crossing, with its interval."""
-    work = (pred or {}).get("work_s")
+    work = pred.work_s if pred is not None else None
     if not work:
         return "–"
     e, lo, hi = (w * 1e3 for w in work)
     return f"{e:.3g} [{lo:.3g}, {hi:.3g}]"
 
 
-def prediction_errors(
-    pts: Sequence[Point], found: Sequence[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def prediction_errors(pts: Sequence[Point], found: Sequence[Prediction]) -> list[PredictionError]:
     """At every measured point predicted: predicted over measured speedup, minus 1
     (`error`), the prediction's model and whether it was made before the point's rows
     (`heldout.made_before`: the 2-device row and its 1-device bases)."""
@@ -457,14 +453,15 @@ def prediction_errors(
         if pred is None:
             continue
         made = next(
-            x for x in found
-            if x.get("workload") == p.workload and x["scenario"]["controller"] == p.controller
-        )  # fmt: skip
-        out.append({
-            "error": pred[0] / p.speedup[0] - 1,
-            "model": (made.get("made_from") or {}).get("model"),
-            "before": made_before(made, [p.record, p.base.record]),
-        })  # fmt: skip
+            x for x in found if x.workload == p.workload and x.fields.controller == p.controller
+        )
+        out.append(
+            PredictionError(
+                error=pred[0] / p.speedup[0] - 1,
+                model=made.made_from.model,
+                before=made_before(made, [p.record, p.base.record]),
+            )
+        )
     return out
 
 
@@ -481,16 +478,16 @@ INTRO = (
 
 
 def crossover_markdown(
-    recs: Sequence[dict[str, Any]], pts: Sequence[Point], found: Sequence[dict[str, Any]]
+    recs: Sequence[Rec], pts: Sequence[Point], found: Sequence[Prediction]
 ) -> str:
     """The page's table file: terms, where each mode starts to pay (in the work, and in
     the batch per workload of the axis), the prediction beside it, and every point."""
-    ok = [r for r in recs if r.get("status") == "ok"]
-    hardware = (ok[0].get("hardware") or {}) if ok else {}
+    ok = [r for r in recs if r.ok]
+    hardware = ok[0].hardware if ok else Hardware()
     errors = prediction_errors(pts, found)
     error_line = (
         f"Predicted against measured speedup at the {len(errors)} measured points it "
-        f"predicts: median |error| {np.median([abs(e['error']) for e in errors]) * 100:.0f} "
+        f"predicts: median |error| {np.median([abs(e.error) for e in errors]) * 100:.0f} "
         f"% ({said(errors)})."
         if errors
         else "No prediction along the axis yet (`odestudy predict --map`)."
@@ -498,8 +495,8 @@ def crossover_markdown(
     parts = [
         "# When splitting the batch pays",
         "",
-        f"Machine {escape(ok[0]['machine_id'] if ok else '–')} "
-        f"({escape(hardware.get('cpu_model'))}, {escape(hardware.get('physical_cores'))} "
+        f"Machine {escape(ok[0].machine_id if ok else '–')} "
+        f"({escape(hardware.cpu_model)}, {escape(hardware.physical_cores)} "
         f"physical cores; {MAP_DEVICES} devices are virtual CPU devices, one per core); "
         + sessions.sessions_line(ok, list(recs)),
         "",
@@ -530,7 +527,7 @@ def crossover_tables(results: str | Path, figures: str | Path, scale: str = "qui
     if not recs and scale != "quick":
         return []
     pts = points(recs)
-    machine = recs[0]["machine_id"] if recs else ""
+    machine = (recs[0].machine_id or "") if recs else ""
     found = axis_predictions(results, machine) if machine else []
     figs = crossover_figure(pts, figures)[:1] if any(p.work_s for p in pts) else []
     return [table_value("crossover", crossover_markdown(recs, pts, found), figs)]

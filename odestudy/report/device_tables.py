@@ -7,6 +7,7 @@ from typing import Any
 
 from ..measure import environment
 from ..measure.timing import PROTOCOL
+from ..study.rec import Hardware, Rec
 from . import loss, sessions
 from .frames import (
     read_records,
@@ -58,111 +59,108 @@ DIAGNOSTIC_COLUMNS = IDENTITY_COLUMNS + (
 )
 
 
-def pick_machine(recs: list[dict[str, Any]], device: str) -> str | None:
+def pick_machine(recs: list[Rec], device: str) -> str | None:
     """The machine whose `device` rows make the tables: of the machines with ok records
     of that kind under the current protocol (`timing.PROTOCOL`; any protocol where
     none has such), this machine if it is one, else the one with the most (ties: the
     latest), so that every clone writes the same tables from the same records."""
-    ok = [r for r in recs if r["device"] == device and r["status"] == "ok"]
-    ok = [r for r in ok if r.get("protocol") == PROTOCOL] or ok
+    ok = [r for r in recs if r.device == device and r.ok]
+    ok = [r for r in ok if r.protocol == PROTOCOL] or ok
     if not ok:
         return None
     here = environment.machine_id(environment.this_machine())
-    if any(r["machine_id"] == here for r in ok):
+    if any(r.machine_id == here for r in ok):
         return here
-    count: dict[str, tuple[int, str]] = {}
+    count: dict[str | None, tuple[int, str]] = {}
     for r in ok:
-        n, last = count.get(r["machine_id"], (0, ""))
-        count[r["machine_id"]] = (n + 1, max(last, str(r.get("finished"))))
+        n, last = count.get(r.machine_id, (0, ""))
+        count[r.machine_id] = (n + 1, max(last, str(r.finished)))
     return max(count, key=lambda m: count[m])
 
 
-def _devices_label(r: dict[str, Any], cores: int | None) -> str:
-    label = str(r["n_devices"])
-    if r.get("processes", 1) > 1:
-        label += f" ({r['processes']} proc × {r['devices_per_process']})"
-    if cores and r["device"] == "cpu" and r["n_devices"] > cores:
+def _devices_label(r: Rec, cores: int | None) -> str:
+    label = str(r.n_devices)
+    if (r.processes or 1) > 1:
+        label += f" ({r.processes} proc × {r.devices_per_process})"
+    if cores and r.device == "cpu" and r.n_devices > cores:
         label += " †"
     return label
 
 
-def table_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]:
+def table_rows(rows: list[Rec], cores: int | None) -> list[list[str]]:
     """The first table's cells: the reference's columns, then the row identity it
     leaves implicit (`REFERENCE_COLUMNS + ADDED_COLUMNS`)."""
     return [
         [
-            r["device"],
+            str(r.device),
             _devices_label(r, cores),
-            r["mode"],
-            r["controller"],
-            _fmt(r.get("runtime_s"), 3),
-            _fmt(r.get("epoch_time_s")),
-            _fmt(r.get("compile_time_s"), 3),
+            r.mode,
+            r.controller,
+            _fmt(r.runtime_s, 3),
+            _fmt(r.epoch_time_s),
+            _fmt(r.compile_time_s, 3),
             loss_cell(r),
-            r["scaling"],
-            str(r["global_batch"]),
+            r.scaling,
+            str(r.global_batch),
             _esc(problem_name(r)),
         ]
         for r in rows
     ]
 
 
-def problem_name(r: dict[str, Any]) -> str:
+def problem_name(r: Rec) -> str:
     """What a row trained: its problem's name (records before problems: the oscillator)."""
-    return str((r.get("problem_facts") or {}).get("name") or r.get("problem") or "oscillator")
+    return str((r.problem_facts or {}).get("name") or r.problem or "oscillator")
 
 
-def diagnostic_rows(rows: list[dict[str, Any]], cores: int | None) -> list[list[str]]:
+def diagnostic_rows(rows: list[Rec], cores: int | None) -> list[list[str]]:
     """The second table's cells: the row identity, then our diagnostics
     (`DIAGNOSTIC_COLUMNS`)."""
     out = []
     for r in rows:
-        ok = r["status"] == "ok"
-        steps = r.get("solver_steps") or {}
-        iqr = f"{_fmt(r['step_time_p25_s'])}–{_fmt(r['step_time_p75_s'])}" if ok else "–"
-        runs = ", ".join(_fmt(x, 3) for x in r.get("step_time_runs_s") or []) if ok else ""
-        status = r["status"] if ok else f"{r['status']}: {r.get('error')}"
-        if ok and r.get("baseline_error"):
-            status += f" (no speedup: {r['baseline_error']})"
-        if ok and r.get("untrained"):
-            status += f" (no speedup: {r['untrained']} did not train)"
+        ok = r.ok
+        steps = r.solver_steps
+        iqr = f"{_fmt(r.step_time_p25_s)}–{_fmt(r.step_time_p75_s)}" if ok else "–"
+        runs = ", ".join(_fmt(x, 3) for x in r.step_time_runs_s or []) if ok else ""
+        status = str(r.status) if ok else f"{r.status}: {r.error}"
+        if ok and r.baseline_error:
+            status += f" (no speedup: {r.baseline_error})"
+        if ok and r.untrained:
+            status += f" (no speedup: {r.untrained} did not train)"
         out.append(
             [
                 _devices_label(r, cores),
-                r["mode"],
-                r["controller"],
-                r["scaling"],
-                str(r["global_batch"]),
-                _fmt(r.get("step_time_s")),
+                r.mode,
+                r.controller,
+                r.scaling,
+                str(r.global_batch),
+                _fmt(r.step_time_s),
                 iqr,
-                (f"{len(r['step_time_runs_s'])} ({runs})" if r.get("step_time_runs_s") else "1")
+                (f"{len(r.step_time_runs_s)} ({runs})" if r.step_time_runs_s else "1")
                 if ok
                 else "–",
-                _esc(r.get("step") or ""),
-                loss.baseline_flag(
-                    fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None))), r
-                ),
+                _esc(r.step or ""),
+                loss.baseline_flag(fmt_interval(r.speedup, *(r.speedup_ci or (None, None))), r),
                 _best_cell(r),
-                fmt_interval(r["efficiency"], *(r.get("efficiency_ci") or (None, None))),
-                fmt_interval(*(r.get("efficiency_vs_ceiling") or (None, None, None))),
-                f"{_fmt(r.get('collectives_total'))} / {_fmt(r.get('collectives_in_loops'))}",
-                f"{_fmt(steps.get('max'), 3)} / {_fmt(steps.get('mean'), 3)}" if ok else "–",
+                fmt_interval(r.efficiency, *(r.efficiency_ci or (None, None))),
+                fmt_interval(*(r.efficiency_vs_ceiling or (None, None, None))),
+                f"{_fmt(r.collectives_total)} / {_fmt(r.collectives_in_loops)}",
+                f"{_fmt(steps.max, 3)} / {_fmt(steps.mean, 3)}" if ok else "–",
                 status,
             ]
         )
     return out
 
 
-def _best_cell(r: dict[str, Any]) -> str:
+def _best_cell(r: Rec) -> str:
     """A row's speedup over the best 1-device step of its model and batch
     (`best.attach_best`), flagged where their final losses differ; the best step's own
     1-device row says it is the best."""
-    if r.get("speedup_best") is None:
-        best = r.get("best_step")
-        one = r["n_devices"] == 1 and r["status"] == "ok" and best == r.get("step")
+    if r.speedup_best is None:
+        one = r.n_devices == 1 and r.ok and r.best_step == r.step
         return "1 (the best)" if one else "–"
-    text = fmt_interval(r["speedup_best"], *(r.get("speedup_best_ci") or (None, None)))
-    return f"{text} {loss.MARK}" if r.get("best_differs") else text
+    text = fmt_interval(r.speedup_best, *(r.speedup_best_ci or (None, None)))
+    return f"{text} {loss.MARK}" if r.best_differs else text
 
 
 def _known(value: Any) -> Any:
@@ -170,33 +168,38 @@ def _known(value: Any) -> Any:
     return "unknown" if value is None else value
 
 
-def _protocol(rows: list[dict[str, Any]]) -> str:
+def _protocol(rows: list[Rec]) -> str:
     """The measurement protocol(s) of `rows`, "none recorded" for records made before
     protocols were."""
-    found = sorted({str(r["protocol"]) for r in rows if r.get("protocol") is not None})
-    none = any(r.get("protocol") is None for r in rows)
+    found = sorted({str(r.protocol) for r in rows if r.protocol is not None})
+    none = any(r.protocol is None for r in rows)
     return ", ".join(found + (["none recorded"] if none else [])) or "none recorded"
 
 
-def machine_line(rows: list[dict[str, Any]], device: str) -> str:
+def machine_line(rows: list[Rec], device: str) -> str:
     """Hardware and versions of the records of one device kind."""
-    ok = [r for r in rows if r["device"] == device and r["status"] == "ok"]
+    ok = [r for r in rows if r.device == device and r.ok]
     if not ok:
         return ""
+    first = ok[0]
     # Every value here comes from a record: escaped, never markup; none left as None.
-    hw = {k: _esc(_known(v)) for k, v in (ok[0].get("hardware") or {}).items()}
-    hw = {k: hw.get(k, "unknown") for k in ("cpu_model", "physical_cores", "logical_cpus")}
-    v = {k: _esc(_known(x)) for k, x in (ok[0].get("versions") or {}).items()}
-    v = {k: v.get(k, "unknown") for k in ("python", "jax", "jaxlib", "diffrax", "equinox", "optax")}
-    kind = _esc(repr(ok[0].get("device_kind", device)))
-    commits = ", ".join(sorted({_esc(str(r.get("git_commit") or "unknown")[:12]) for r in ok}))
+    hw = Hardware(
+        {k: "unknown" for k in ("cpu_model", "physical_cores", "logical_cpus")}
+        | {k: _esc(_known(v)) for k, v in first.hardware.items()}
+    )
+    v = {k: _esc(_known(x)) for k, x in (first.versions or {}).items()}
+    jax, jaxlib, diffrax, equinox, optax, python = (
+        v.get(k, "unknown") for k in ("jax", "jaxlib", "diffrax", "equinox", "optax", "python")
+    )
+    kind = _esc(repr(first.device_kind if "device_kind" in first else device))
+    commits = ", ".join(sorted({_esc(str(r.git_commit or "unknown")[:12]) for r in ok}))
     return (
-        f"Machine {_esc(ok[0].get('machine_id'))}: {hw.get('cpu_model')} "
-        f"({hw.get('physical_cores')} physical cores"
-        f", {hw.get('logical_cpus')} logical), device kind {kind}; python "
-        f"{v.get('python')}, jax {v.get('jax')}, jaxlib {v.get('jaxlib')}, diffrax "
-        f"{v.get('diffrax')}, equinox {v.get('equinox')}, optax {v.get('optax')}; "
-        f"pmap is {_esc(_known(ok[0].get('pmap_implementation')))}; measurement protocol "
+        f"Machine {_esc(first.machine_id)}: {hw.cpu_model} "
+        f"({hw.physical_cores} physical cores"
+        f", {hw.logical_cpus} logical), device kind {kind}; python "
+        f"{python}, jax {jax}, jaxlib {jaxlib}, diffrax {diffrax}, equinox {equinox}, "
+        f"optax {optax}; "
+        f"pmap is {_esc(_known(first.pmap_implementation))}; measurement protocol "
         f"{_esc(_protocol(ok))}; records from git commit(s) {commits}."
     )
 
@@ -239,9 +242,9 @@ EPOCH_NOTE = (
 READ_HEADING = "#### How to read these tables"
 
 
-def _devices_note(sel: list[dict[str, Any]], cores: int | None) -> list[str]:
+def _devices_note(sel: list[Rec], cores: int | None) -> list[str]:
     """The CPU table's note on its device counts against the machine's cores."""
-    counts = sorted({r["n_devices"] for r in sel if r["status"] != "not_run"})
+    counts = sorted({r.n_devices for r in sel if r.status != "not_run"})
     if not (cores and counts):
         return []
     whole = max(counts) > cores
@@ -264,17 +267,13 @@ def _devices_note(sel: list[dict[str, Any]], cores: int | None) -> list[str]:
     ]
 
 
-def device_table(
-    rows: list[dict[str, Any]], device: str, extra: str = "", guide: bool = True
-) -> str:
+def device_table(rows: list[Rec], device: str, extra: str = "", guide: bool = True) -> str:
     """The markdown tables of one device kind with ok rows: the reference's columns, our
     diagnostics (with a **Session** column where the rows span several sessions), the
     session and machine they were measured on, `extra` (markdown), then how to read
     them (`guide`; else a pointer to the page that has it)."""
-    sel = [r for r in rows if r["device"] == device]
-    cores = next(
-        ((r.get("hardware") or {}).get("physical_cores") for r in sel if r.get("hardware")), None
-    )
+    sel = [r for r in rows if r.device == device]
+    cores = next((r.hardware.physical_cores for r in sel if r.hardware), None)
     found = list(dict.fromkeys(sessions.session_of(r) for r in sel))
     header: tuple[str, ...] = DIAGNOSTIC_COLUMNS
     cells = diagnostic_rows(sel, cores)
@@ -302,7 +301,7 @@ def device_table(
         parts += [line, ""]
     if device == "cpu":
         parts += _devices_note(sel, cores)
-    if any(r["status"] == "not_run" for r in sel):
+    if any(r.status == "not_run" for r in sel):
         parts += [
             "Rows marked `not_run` need devices this machine does not have; they run "
             "where JAX sees enough GPUs (`make gpu`).",
@@ -322,13 +321,9 @@ def elsewhere(results: str | Path, device: str, scale: str) -> str:
     records of an older protocol at this scale and at the seed scale, per machine."""
     found = []
     for at in dict.fromkeys((scale, "seed")):
-        recs = [
-            r
-            for r in read_records(results, at, current=True)
-            if r["device"] == device and r["status"] == "ok"
-        ]
-        for m in sorted({r["machine_id"] for r in recs}):
-            mine = [r for r in recs if r["machine_id"] == m]
+        recs = [r for r in read_records(results, at, current=True) if r.device == device and r.ok]
+        for m in sorted({str(r.machine_id) for r in recs}):
+            mine = [r for r in recs if r.machine_id == m]
             found.append(
                 f"{len(mine)} at the {_esc(at)} scale on `{_esc(m)}` (`results/{_esc(m)}/"
                 f"{_esc(at)}/`, measurement protocol {_esc(_protocol(mine))})"
@@ -344,11 +339,11 @@ def elsewhere(results: str | Path, device: str, scale: str) -> str:
     )
 
 
-def no_rows(rows: list[dict[str, Any]], results: str | Path, device: str, scale: str) -> str:
+def no_rows(rows: list[Rec], results: str | Path, device: str, scale: str) -> str:
     """The one line of a device kind without ok rows: why its rows of the matrix did not
     run (where they are records), and where that kind's rows that exist are."""
-    sel = [r for r in rows if r["device"] == device]
-    why = sorted({f"{r['status']}: {r.get('error') or 'no error recorded'}" for r in sel})
+    sel = [r for r in rows if r.device == device]
+    why = sorted({f"{r.status}: {r.error or 'no error recorded'}" for r in sel})
     text = elsewhere(results, device, scale)
     if why:
         text += f" The matrix's {len(sel)} {device.upper()} rows here: {_esc('; '.join(why))}."

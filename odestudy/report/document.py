@@ -7,6 +7,7 @@ from typing import Any
 
 from ..measure import environment
 from ..measure.timing import PROTOCOL
+from ..study.rec import Key, Rec
 from ..study.runner import html_exporter
 from ..study.studies import STUDIES, ReportInputs, Study, Table
 from .device_tables import (
@@ -62,7 +63,7 @@ __all__ = [
 
 def report_rows(
     results: str | Path, scale: str
-) -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]], list[tuple[str, str]]]:
+) -> tuple[list[Rec], dict[str, str], list[Rec], list[tuple[str, str]]]:
     """What the report of `scale` shows: every current record (`every`), the machine
     chosen per device kind (`pick_machine`), the scaling rows of the chosen machines
     under the current protocol (`scaling_rows`) and the records left out with why."""
@@ -70,12 +71,13 @@ def report_rows(
     every = read_records(results, scale, current=True, skipped=skipped)
     here = environment.machine_id(environment.this_machine())
     chosen = {d: pick_machine(every, d) or here for d in ("cpu", "gpu")}
-    mine = [r for r in every if chosen[r["device"]] == r["machine_id"]]
+    mine = [r for r in every if chosen[str(r.device)] == r.machine_id]
     # The scaling tables hold one protocol, the current one: a record of an older one
     # (`timing.PROTOCOL`) is listed as skipped, not set beside today's rows.
-    older = [r for r in mine if in_scaling_matrix(r) and r.get("protocol") != PROTOCOL]
+    older = [r for r in mine if in_scaling_matrix(r) and r.protocol != PROTOCOL]
     skipped += [
-        (r["path"], f"older measurement protocol ({_protocol([r])}; now {PROTOCOL})") for r in older
+        (str(r.path), f"older measurement protocol ({_protocol([r])}; now {PROTOCOL})")
+        for r in older
     ]
     rows = scaling_rows([r for r in mine if in_scaling_matrix(r) and r not in older])
     return every, chosen, rows, skipped
@@ -123,13 +125,35 @@ def study_tables(inputs: ReportInputs) -> dict[str, Table]:
     return out
 
 
+class Report(dict[str, Any]):
+    """What `write_report` made (and `publish.publish` adds to): a dict, as the report
+    notebook reads it, with an attribute per field."""
+
+    __slots__ = ()
+
+    rows: Key[list[Rec]] = Key()
+    verdict: Key[str] = Key()
+    headline: Key[Path | None] = Key()
+    tables: Key[dict[str, Path]] = Key()
+    figures: Key[list[Path]] = Key()
+    skipped: Key[list[tuple[str, str]]] = Key()
+    machines: Key[dict[str, str]] = Key()
+    inputs: Key[ReportInputs] = Key()
+    # Added by `publish.publish`.
+    findings: Key[Any] = Key()
+    claims: Key[list[Any]] = Key()
+    stated: Key[list[Any]] = Key()
+    pages: Key[Any] = Key()
+    readme: Key[Path | None] = Key()
+
+
 def write_report(
     results: str | Path,
     scale: str,
     figures: str | Path,
     reference: str | Path = REFERENCE_CSV,
     draw: bool = True,
-) -> dict[str, Any]:
+) -> Report:
     """Read the records once (`read_inputs`), make every report study's tables from them
     (`study_tables`) and write each to `figures/tables/<name>.md`.
 
@@ -152,17 +176,17 @@ def write_report(
     for name, table in made.items():
         (folder / f"{name}.md").write_text(table_markdown(table))
     verdict = made.get("verdict", Table("verdict", "Verdict"))
-    return {
-        "rows": list(inputs.rows),
-        "verdict": verdict.text,
-        "headline": next(iter(verdict.figures), None),
-        "tables": {name: folder / f"{name}.md" for name in made},
-        "values": made,
-        "figures": [p for t in made.values() if t is not verdict for p in t.figures],
-        "skipped": list(inputs.skipped),
-        "machines": dict(inputs.machines),
-        "inputs": inputs,
-    }
+    return Report(
+        rows=list(inputs.rows),
+        verdict=verdict.text,
+        headline=next(iter(verdict.figures), None),
+        tables={name: folder / f"{name}.md" for name in made},
+        values=made,
+        figures=[p for t in made.values() if t is not verdict for p in t.figures],
+        skipped=list(inputs.skipped),
+        machines=dict(inputs.machines),
+        inputs=inputs,
+    )
 
 
 def settle_report(html: str | Path) -> Path:

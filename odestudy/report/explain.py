@@ -4,7 +4,7 @@ time to a target loss. Each reads records; nothing here measures."""
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -13,6 +13,7 @@ from ..measure.controllers import PID
 from ..measure.modes import mode_facts
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL
+from ..study.rec import EvalPoint, Rec, Waste
 from ..study.studies import Table
 from . import loss, sessions
 from .frames import BaselineError, is_default
@@ -27,12 +28,12 @@ from .tables import fmt as _fmt
 TARGET_LOSS = {"smoke": 0.2, "quick": 0.01, "seed": 0.001}
 
 
-def _loss(r: dict[str, Any]) -> str:
+def _loss(r: Rec) -> str:
     """A row's final loss, marked where the model did not train (`loss.trained`)."""
     return loss_cell(r)
 
 
-def _ratio(numerator: dict[str, Any], denominator: dict[str, Any]) -> str:
+def _ratio(numerator: Rec, denominator: Rec) -> str:
     """t(numerator) / t(denominator) with its 95% bootstrap interval over runs and steps,
     marked (`loss.MARK`) where the two rows' final losses differ by more than the
     run-to-run spread."""
@@ -41,11 +42,11 @@ def _ratio(numerator: dict[str, Any], denominator: dict[str, Any]) -> str:
     )
 
 
-def _training(r: dict[str, Any]) -> str:
+def _training(r: Rec) -> str:
     """How a row trained: stages x steps per stage, learning rate."""
-    s = r.get("scenario") or {}
-    stages = len(s.get("length_fractions") or ())
-    return f"{stages} x {s.get('steps_per_stage')}, lr {_fmt(s.get('learning_rate'))}"
+    s = r.fields
+    stages = len(s.length_fractions or ())
+    return f"{stages} x {s.steps_per_stage}, lr {_fmt(s.learning_rate)}"
 
 
 # The step's levers (`Scenario` fields of the solve's structure) a row may set.
@@ -63,20 +64,20 @@ STEP_LEVERS = (
 )
 
 
-def _levers(r: dict[str, Any]) -> str:
+def _levers(r: Rec) -> str:
     """The step levers a row sets (`STEP_LEVERS` away from their defaults), or "default"."""
-    s = r.get("scenario") or {}
+    s = r.fields
     base = Scenario.__dataclass_fields__
     parts = [f"{k}={s[k]}" for k in STEP_LEVERS if k in s and s[k] != base[k].default]
     return ", ".join(parts) or "default"
 
 
-def _apart(a: dict[str, Any], b: dict[str, Any], recs: list[dict[str, Any]]) -> str:
+def _apart(a: Rec, b: Rec, recs: list[Rec]) -> str:
     """The sessions a ratio of `a` and `b` joins (`sessions.joined`)."""
     return sessions.joined(a, b, recs)
 
 
-def _table(header: tuple[str, ...], rows: list[list[Any]], recs: list[dict[str, Any]]) -> str:
+def _table(header: tuple[str, ...], rows: list[list[Any]], recs: list[Rec]) -> str:
     """A markdown table of `rows` whose last item is the pair of records a row's ratio
     joins (`(record, None)` for a row of one record). Rows of one session: a line below
     names it. Rows of several: a **Session** column says, per row, the session and,
@@ -98,40 +99,32 @@ def _table(header: tuple[str, ...], rows: list[list[Any]], recs: list[dict[str, 
     return markdown_table(header, cells) + "\n\n" + escape(sessions.sessions_line(shown, recs))
 
 
-def _runs(r: dict[str, Any]) -> str:
-    return str(len(r.get("step_time_runs_s") or [r.get("step_time_s")]))
+def _runs(r: Rec) -> str:
+    return str(len(r.step_time_runs_s or [r.step_time_s]))
 
 
-def _scn(r: dict[str, Any], key: str, default=None):
-    return (r.get("scenario") or {}).get(key, default)
-
-
-def twin(rec: dict[str, Any], recs: list[dict[str, Any]], **changes) -> dict[str, Any] | None:
+def twin(rec: Rec, recs: list[Rec], **changes) -> Rec | None:
     """The ok record whose scenario is `rec`'s with `changes` applied (an explicit join
     on every scenario field, same machine, versions, protocol and measurement
     environment); None if there is none.
     Raises `frames.BaselineError` if more than one record matches."""
-    want = dict(rec.get("scenario") or {}, **changes)
+    want = dict(rec.fields, **changes)
     found = [
         r
         for r in recs
-        if r.get("status") == "ok"
-        and r.get("scenario") == want
-        and r.get("machine_id") == rec.get("machine_id")
-        and r.get("versions") == rec.get("versions")
-        and r.get("protocol") == rec.get("protocol")
-        and r.get("measurement_env") == rec.get("measurement_env")
+        if r.ok
+        and r.fields == want
+        and r.machine_id == rec.machine_id
+        and r.versions == rec.versions
+        and r.protocol == rec.protocol
+        and r.measurement_env == rec.measurement_env
     ]
     if len(found) > 1:
         raise BaselineError(
-            f"{len(found)} ambiguous records for {rec['name']} with "
-            f"{changes}: {', '.join(r['name'] for r in found)}"
+            f"{len(found)} ambiguous records for {rec.name} with "
+            f"{changes}: {', '.join(r.name for r in found)}"
         )
     return found[0] if found else None
-
-
-def _waste(r) -> dict[str, float]:
-    return (r.get("solver_steps") or {}).get("lockstep_waste") or {}
 
 
 HETEROGENEITY_HEADER = (
@@ -152,58 +145,72 @@ HETEROGENEITY_HEADER = (
 )
 
 
-def _heterogeneity_rows(recs) -> tuple[list[list[Any]], dict[str, Any]]:
+def _scale_batch(r: Rec) -> bool:
+    """Whether `r` trains at its scale's global batch (`SCALES`)."""
+    return r.scale is not None and r.global_batch == SCALES[r.scale]["batch"]
+
+
+class Point(NamedTuple):
+    """One heterogeneity row as a point of the waste figure."""
+
+    spread: float | None
+    waste: Waste
+    step_s: float | None
+
+
+def _heterogeneity_rows(recs: list[Rec]) -> tuple[list[list[Any]], dict[str, list[Point]]]:
     """Select and rows: the heterogeneity study's PID rows on 1 and 2 devices at the
     scale's batch, one table row each, and per mode its (spread, waste, step) points."""
     rows: list[list[Any]] = []
-    series: dict[str, Any] = {}
+    series: dict[str, list[Point]] = {}
     for r in recs:
         if not (
-            r.get("status") == "ok"
+            r.ok
             and is_default(r, "spread", "steps_per_stage", "learning_rate")
-            and r["controller"] == PID.name
-            and r["scaling"] == "strong"
-            and r["n_devices"] in (1, 2)
-            and r.get("processes", 1) == 1
-            and r["global_batch"] == SCALES[r["scale"]]["batch"]
+            and r.controller == PID.name
+            and r.scaling == "strong"
+            and r.n_devices in (1, 2)
+            and r.processes in (None, 1)
+            and _scale_batch(r)
         ):
             continue
-        w, st = _waste(r), r["solver_steps"]
-        one = twin(r, recs, mode="single", devices_per_process=1) if r["n_devices"] > 1 else None
+        st = r.solver_steps
+        w = st.waste
+        one = twin(r, recs, mode="single", devices_per_process=1) if r.n_devices > 1 else None
         rows.append(
             [
-                r["mode"],
-                str(r["n_devices"]),
-                _fmt(_scn(r, "spread")),
+                r.mode,
+                str(r.n_devices),
+                _fmt(r.fields.spread),
                 _training(r),
-                _fmt(st["mean"], 3),
-                _fmt(st.get("executed_per_device"), 3),
-                _fmt(st["max"], 3),
-                _fmt(w.get("within_device"), 2),
-                _fmt(w.get("across_devices"), 2),
-                _fmt(w.get("total"), 2),
-                _fmt(r["step_time_s"]),
+                _fmt(st.mean, 3),
+                _fmt(st.executed_per_device, 3),
+                _fmt(st.max, 3),
+                _fmt(w.within_device, 2),
+                _fmt(w.across_devices, 2),
+                _fmt(w.total, 2),
+                _fmt(r.step_time_s),
                 _ratio(one, r) if one else "–",
                 _runs(r),
                 _loss(r),
                 (r, one),
             ]
         )
-        series.setdefault(r["mode"], []).append((_scn(r, "spread"), w, r["step_time_s"]))
+        series.setdefault(r.mode, []).append(Point(r.fields.spread, w, r.step_time_s))
     rows.sort(key=lambda x: (x[0], float(x[2])))
     return rows, series
 
 
-def _waste_figure(series: dict[str, Any], figures: Path) -> list[Path]:
+def _waste_figure(series: dict[str, list[Point]], figures: Path) -> list[Path]:
     """Lock-step waste and step time against the spread, a line per mode."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     points = pd.DataFrame(
         [
-            {"mode": mode, "spread": x, "waste": w.get("total", 0.0), "step_s": t}
+            {"mode": mode, "spread": p.spread, "waste": p.waste.total or 0.0, "step_s": p.step_s}
             for mode, pts in series.items()
-            for x, w, t in pts
+            for p in pts
         ]
     )
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
@@ -230,7 +237,7 @@ def _waste_figure(series: dict[str, Any], figures: Path) -> list[Path]:
     return _save(fig, figures, "lockstep_waste")
 
 
-def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
+def heterogeneity(recs: list[Rec], figures: Path) -> tuple[str, list[Path]]:
     """Lock-step waste and step time against the complexity knob, per mode (PID):
     select and rows (`_heterogeneity_rows`), the figure, the text."""
     rows, series = _heterogeneity_rows(recs)
@@ -252,24 +259,24 @@ def heterogeneity(recs, figures: Path) -> tuple[str, list[Path]]:
     return text, paths
 
 
-def grouping(recs) -> str:
+def grouping(recs: list[Rec]) -> str:
     """Grouped against random batching at the same spread and mode."""
-    rows = []
+    rows: list[list[Any]] = []
     for g in recs:
-        if not (g.get("status") == "ok" and _scn(g, "batching") == "grouped"):
+        if not (g.ok and g.fields.batching == "grouped"):
             continue
         r = twin(g, recs, batching="random")
         if r is None:
             continue
         rows.append(
             [
-                g["mode"],
-                str(g["n_devices"]),
-                _fmt(_scn(g, "spread")),
-                _fmt(_waste(r).get("total"), 2),
-                _fmt(_waste(g).get("total"), 2),
-                _fmt(r["step_time_s"]),
-                _fmt(g["step_time_s"]),
+                g.mode,
+                str(g.n_devices),
+                _fmt(g.fields.spread),
+                _fmt(r.solver_steps.waste.total, 2),
+                _fmt(g.solver_steps.waste.total, 2),
+                _fmt(r.step_time_s),
+                _fmt(g.step_time_s),
                 _ratio(g, r),
                 f"{_runs(r)} / {_runs(g)}",
                 _loss(r),
@@ -301,30 +308,30 @@ def grouping(recs) -> str:
     )
 
 
-def within_ode(recs) -> str:
+def within_ode(recs: list[Rec]) -> str:
     """Within-ODE batching (one step size per batch) against per-sample solves."""
-    rows = []
+    rows: list[list[Any]] = []
     for w in recs:
-        if not (w.get("status") == "ok" and _scn(w, "solve") == "within_ode"):
+        if not (w.ok and w.fields.solve == "within_ode"):
             continue
         p = twin(w, recs, solve="per_sample", batching="random")
         if p is None:
             continue
         rows.append(
             [
-                w["mode"],
-                str(w["n_devices"]),
-                w["controller"],
-                _fmt(_scn(w, "spread")),
-                _fmt(p["solver_steps"]["max"], 3),
-                _fmt(w["solver_steps"]["max"], 3),
-                _fmt(p["step_time_s"]),
-                _fmt(w["step_time_s"]),
+                w.mode,
+                str(w.n_devices),
+                w.controller,
+                _fmt(w.fields.spread),
+                _fmt(p.solver_steps.max, 3),
+                _fmt(w.solver_steps.max, 3),
+                _fmt(p.step_time_s),
+                _fmt(w.step_time_s),
                 _ratio(p, w),
                 f"{_runs(p)} / {_runs(w)}",
                 _loss(p),
                 _loss(w),
-                f"{p['collectives_in_loops']} / {w['collectives_in_loops']}",
+                f"{p.collectives_in_loops} / {w.collectives_in_loops}",
                 (p, w),
             ]
         )
@@ -359,37 +366,37 @@ def within_ode(recs) -> str:
     )
 
 
-def collectives(recs) -> str:
+def collectives(recs: list[Rec]) -> str:
     """Collectives per training step, from the compiled HLO and the loop iterations."""
-    rows = []
+    rows: list[list[Any]] = []
     for r in recs:
         if not (
-            r.get("status") == "ok"
+            r.ok
             and is_default(r)
-            and r["n_devices"] > 1
-            and r.get("processes", 1) == 1
-            and r["scaling"] == "strong"
-            and r["global_batch"] == SCALES[r["scale"]]["batch"]
+            and r.n_devices > 1
+            and r.processes in (None, 1)
+            and r.scaling == "strong"
+            and _scale_batch(r)
         ):
             continue
-        c = r.get("collectives") or {}
-        if "total" not in c or not r.get("solver_steps"):
+        c, iters = r.collectives, r.solver_steps.max
+        if c.total is None or iters is None:
             continue  # a record without its compiled program's audit
-        iters = r["solver_steps"]["max"]
-        outside = c["total"] - c["in_loops"]
-        executed = outside + c["in_loops"] * iters
-        facts = mode_facts(r["mode"])
+        outside = c.total - c.in_loops
+        executed = outside + c.in_loops * iters
+        facts = mode_facts(r.mode)
         against = facts.twin_mode if facts is not None else None
         sm = twin(r, recs, mode=against) if against is not None else None
-        share = (1 - sm["step_time_s"] / r["step_time_s"]) if sm else None
+        t, t_twin = r.step_time_s, sm.step_time_s if sm else None
+        share = (1 - t_twin / t) if t_twin is not None and t is not None else None
         rows.append(
             [
-                r["mode"],
-                str(r["n_devices"]),
-                r["controller"],
+                r.mode,
+                str(r.n_devices),
+                r.controller,
                 str(outside),
-                str(c["in_loops"]),
-                _fmt(c.get("bytes_in_loops")),
+                str(c.in_loops),
+                _fmt(c.bytes_in_loops),
                 _fmt(iters, 3),
                 _fmt(executed, 4),
                 _fmt(share, 2),
@@ -421,7 +428,12 @@ def collectives(recs) -> str:
     )
 
 
-def batch_size(recs, figures: Path) -> tuple[str, list[Path]]:
+def _rate(r: Rec) -> float | None:
+    """A row's samples per second: its global batch over its median step."""
+    return r.global_batch / r.step_time_s if r.step_time_s is not None else None
+
+
+def batch_size(recs: list[Rec], figures: Path) -> tuple[str, list[Path]]:
     """One-device step time and throughput against the batch size (PID, spread 0)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
@@ -429,20 +441,20 @@ def batch_size(recs, figures: Path) -> tuple[str, list[Path]]:
     sel = [
         r
         for r in recs
-        if r.get("status") == "ok"
+        if r.ok
         and is_default(r)
-        and r["mode"] == "single"
-        and r["controller"] == PID.name
-        and r["scaling"] == "strong"
+        and r.mode == "single"
+        and r.controller == PID.name
+        and r.scaling == "strong"
     ]
     if len(sel) < 2:
         return "", []
-    sel.sort(key=lambda r: r["global_batch"])
+    sel.sort(key=lambda r: r.global_batch)
     rows = [
         [
-            str(r["global_batch"]),
-            _fmt(r["step_time_s"]),
-            _fmt(r["global_batch"] / r["step_time_s"], 4),
+            str(r.global_batch),
+            _fmt(r.step_time_s),
+            _fmt(_rate(r), 4),
             (r, None),
         ]
         for r in sel
@@ -450,8 +462,8 @@ def batch_size(recs, figures: Path) -> tuple[str, list[Path]]:
     fig, ax = plt.subplots(figsize=(5, 3.5))
     points = pd.DataFrame(
         {
-            "batch": [r["global_batch"] for r in sel],
-            "rate": [r["global_batch"] / r["step_time_s"] for r in sel],
+            "batch": [r.global_batch for r in sel],
+            "rate": [_rate(r) for r in sel],
         }
     )
     sns.lineplot(data=points, x="batch", y="rate", marker="o", ax=ax)
@@ -468,24 +480,24 @@ def batch_size(recs, figures: Path) -> tuple[str, list[Path]]:
     )
 
 
-def _hit(r: dict[str, Any], target: float) -> dict[str, Any] | None:
-    return next((c for c in r["eval_curve"] if c["eval_loss"] <= target), None)
+def _hit(r: Rec, target: float) -> EvalPoint | None:
+    return next((c for c in r.curve if c.eval_loss <= target), None)
 
 
 # The time-to-target verdict's heading where the compared row's interval includes 1.
 FIRST_NOT_SEPARABLE = "First to the target here, not separable from the row it is compared with"
 
 
-def _time_resamples(r: dict[str, Any], hit_step: int, rng, resamples: int = 2000):
+def _time_resamples(r: Rec, hit_step: int, rng, resamples: int = 2000):
     """Bootstrap resamples of the time to reach `hit_step`: each stage's steps before
     the hit at the mean of that stage's step times resampled with replacement, scaled
     to the measured time (within-run spread only)."""
-    stages = r.get("stages") or []
-    per_stage = r["steps"] // max(1, len(stages))
+    stages = r.stage_times
+    per_stage = (r.steps or 0) // max(1, len(stages))
     total = np.zeros(resamples)
     for i, st in enumerate(stages):
         n = min(max(0, hit_step - i * per_stage), per_stage)
-        times = np.asarray(st.get("step_times_s") or [st["step_time_s"]])
+        times = np.asarray(st.step_times_s or [st.step_time_s])
         if n:
             idx = rng.integers(0, len(times), (resamples, len(times)))
             total += n * times[idx].mean(axis=1)
@@ -521,49 +533,49 @@ TARGET_HEADER = (
 FIRST_ONE_RUN = "First to the target here (one run per row: its interval backs no verdict)"
 
 
-def _target_rows(sel, target: float) -> tuple[list[list[Any]], list[dict[str, Any]]]:
+def _target_rows(sel: list[Rec], target: float) -> tuple[list[list[Any]], list[dict[str, Any]]]:
     """Rows: per record with an evaluation curve, its table row and its curve's points."""
     rows, points = [], []
     for r in sorted(
         sel,
         key=lambda r: (
-            r["controller"],
-            r["n_devices"],
-            r["mode"],
-            r["global_batch"],
-            r.get("lr_scaling", ""),
+            r.controller,
+            r.n_devices,
+            r.mode,
+            r.global_batch,
+            r.lr_scaling or "",
         ),
     ):
-        curve = r["eval_curve"]
+        curve = r.curve
         label = (
-            f"{r['mode']} {r['controller']} {r['n_devices']} dev, batch "
-            f"{r['global_batch']}, lr {r['learning_rate']:g}"
+            f"{r.mode} {r.controller} {r.n_devices} dev, batch "
+            f"{r.global_batch}, lr {r.learning_rate:g}"
         )
         if _levers(r) != "default":
             label += ", recommended step"
         points += [
             {
                 "run": label,
-                "mode": r["mode"],
-                "controller": r["controller"],
-                "time_s": c["train_time_s"],
-                "loss": c["eval_loss"],
+                "mode": r.mode,
+                "controller": r.controller,
+                "time_s": c.train_time_s,
+                "loss": c.eval_loss,
             }
             for c in curve
         ]
         hit = _hit(r, target)
         rows.append(
             [
-                r["mode"],
-                r["controller"],
-                str(r["n_devices"]),
-                str(r["global_batch"]),
-                _fmt(r["learning_rate"]),
+                r.mode,
+                r.controller,
+                str(r.n_devices),
+                str(r.global_batch),
+                _fmt(r.learning_rate),
                 _levers(r),
-                str(_scn(r, "eval_every")),
-                _fmt(hit["train_time_s"], 3) if hit else "not reached",
-                str(hit["step"]) if hit else "–",
-                _fmt(curve[-1]["eval_loss"]),
+                str(r.fields.eval_every),
+                _fmt(hit.train_time_s, 3) if hit else "not reached",
+                str(hit.step) if hit else "–",
+                _fmt(curve[-1].eval_loss),
                 (r, None),
             ]
         )
@@ -601,23 +613,30 @@ def _target_figure(points: list[dict[str, Any]], target: float) -> Any:
     return fig
 
 
-def _compared(hits: list, best: dict[str, Any]) -> Any:
+def _compared(hits: list[tuple[Rec, EvalPoint]], best: Rec) -> tuple[Rec, EvalPoint]:
     """The row the fastest (`best`) is compared with: one device with its controller,
     batch, learning rate and levers, else the next fastest."""
+    same = (best.controller, best.global_batch, best.learning_rate)
     one = [
-        x
-        for x in hits
-        if x[0]["n_devices"] == 1
-        and x[0] is not best
-        and _levers(x[0]) == _levers(best)
-        and all(x[0].get(k) == best.get(k) for k in ("controller", "global_batch", "learning_rate"))
+        (r, h)
+        for r, h in hits
+        if r.n_devices == 1
+        and r is not best
+        and _levers(r) == _levers(best)
+        and (r.controller, r.global_batch, r.learning_rate) == same
     ]
     if one:
         return one[0]
-    return min((x for x in hits if x[0] is not best), key=lambda x: x[1]["train_time_s"])
+    return min((x for x in hits if x[0] is not best), key=lambda x: x[1].train_time_s)
 
 
-def _first_sentence(sel, recs, target: float) -> str:
+def _who(r: Rec) -> str:
+    """A row as the sentence names it: its mode, controller and devices (record text:
+    never markup)."""
+    return f"{escape(r.mode)} {escape(r.controller)} on {escape(r.n_devices)} device(s)"
+
+
+def _first_sentence(sel: list[Rec], recs: list[Rec], target: float) -> str:
     """Which row of one session reaches the target first, against the row it is
     compared with (`_compared`): the ratio with its 95% bootstrap interval, "fastest"
     only where the interval says so and the rows ran more than once."""
@@ -625,43 +644,38 @@ def _first_sentence(sel, recs, target: float) -> str:
     if not hits:
         return ""
     # One session per result: the fastest row against rows of its own session.
-    best, hb = min(hits, key=lambda x: x[1]["train_time_s"])
+    best, hb = min(hits, key=lambda x: x[1].train_time_s)
     here = sessions.session_of(best, recs)
     hits = [x for x in hits if sessions.session_of(x[0], recs) == here]
     if len(hits) < 2:
         return ""
     rng = np.random.default_rng(0)
-    other = _compared(hits, best)
-    ratio = other[1]["train_time_s"] / hb["train_time_s"]
-    boot = _time_resamples(other[0], other[1]["step"], rng) / _time_resamples(best, hb["step"], rng)
+    other, ho = _compared(hits, best)
+    ratio = ho.train_time_s / hb.train_time_s
+    boot = _time_resamples(other, ho.step, rng) / _time_resamples(best, hb.step, rng)
     lo, hi = np.percentile(boot * ratio / np.median(boot), [2.5, 97.5])
-    b, o = (
-        {k: escape(x[k]) for k in ("mode", "controller", "n_devices")} for x in (best, other[0])
-    )  # record text: never markup
-    shown = loss.pair_mark(f"{ratio:.2f}x as long [{lo:.2f}, {hi:.2f}]", other[0], best)
-    single = any(len(r.get("step_time_runs_s") or []) <= 1 for r in (best, other[0]))
+    shown = loss.pair_mark(f"{ratio:.2f}x as long [{lo:.2f}, {hi:.2f}]", other, best)
+    single = any(len(r.step_time_runs_s or []) <= 1 for r in (best, other))
     # "Fastest" only where the interval says so; else the first there, not separable.
     head = (
         FIRST_ONE_RUN if single else "Fastest to the target here" if lo > 1 else FIRST_NOT_SEPARABLE
     )
     return (
-        f"\n\n**{head}** ({escape(here.label)}): {b['mode']} "
-        f"{b['controller']} on {b['n_devices']} device(s), "
-        f"{_fmt(hb['train_time_s'], 3)} s; {o['mode']} {o['controller']} on "
-        f"{o['n_devices']} device(s) takes {shown} (95% bootstrap over each run's step "
-        "times; one run per row, so run-to-run drift of the machine is not in the "
-        "interval)."
+        f"\n\n**{head}** ({escape(here.label)}): {_who(best)}, "
+        f"{_fmt(hb.train_time_s, 3)} s; {_who(other)} takes {shown} (95% bootstrap over "
+        "each run's step times; one run per row, so run-to-run drift of the machine is not "
+        "in the interval)."
     )
 
 
-def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
+def time_to_target(recs: list[Rec], figures: Path) -> tuple[str, list[Path]]:
     """Evaluation loss against training wall clock, time to the scale's `TARGET_LOSS`,
     and which configuration reaches it first (ratio with a 95% bootstrap interval):
     select, rows (`_target_rows`), the figure, the sentence (`_first_sentence`)."""
-    sel = [r for r in recs if r.get("status") == "ok" and r.get("eval_curve")]
+    sel = [r for r in recs if r.ok and r.eval_curve]
     if not sel:
         return "", []
-    target = TARGET_LOSS.get(sel[0]["scale"], 0.01)
+    target = TARGET_LOSS.get(sel[0].scale or "", 0.01)
     rows, points = _target_rows(sel, target)
     fig = _target_figure(points, target)
     text = (
@@ -673,7 +687,7 @@ def time_to_target(recs, figures: Path) -> tuple[str, list[Path]]:
     return text, _save(fig, figures, "time_to_target")
 
 
-def _sections(figures: Path) -> list[tuple[str, Callable[[list], tuple[str, list[Path]]]]]:
+def _sections(figures: Path) -> list[tuple[str, Callable[[list[Rec]], tuple[str, list[Path]]]]]:
     """The page's sections: each title and what writes it from one machine's records
     (its text, "" without records of it, and its figures)."""
     return [
@@ -688,8 +702,8 @@ def _sections(figures: Path) -> list[tuple[str, Callable[[list], tuple[str, list
 
 def section(
     title: str,
-    make: Callable[[list], tuple[str, list[Path]]],
-    by_machine: dict[str, list],
+    make: Callable[[list[Rec]], tuple[str, list[Path]]],
+    by_machine: dict[str, list[Rec]],
     machine: str,
 ) -> tuple[list[str], list[Path]]:
     """One section from `machine`'s records, else from the first other machine that
@@ -710,20 +724,18 @@ def section(
     return [], []
 
 
-def explain_table(
-    recs: list[dict[str, Any]], figures: str | Path, machine: str | None = None
-) -> Table:
+def explain_table(recs: list[Rec], figures: str | Path, machine: str | None = None) -> Table:
     """The explanation's table (`explain`) and its figures, drawn into `figures`, from
     all records of a scale: each section from `machine`'s records (default: the machine
     of the first record), else from a machine that holds them (`section`)."""
     figures = Path(figures)
     # One protocol, the current one (`timing.PROTOCOL`), as in the scaling tables.
-    older = [r for r in recs if r.get("status") == "ok" and r.get("protocol") != PROTOCOL]
-    recs = [r for r in recs if r.get("protocol") == PROTOCOL]
-    machine = machine or (recs[0]["machine_id"] if recs else "")
-    by_machine: dict[str, list] = {}
+    older = [r for r in recs if r.ok and r.protocol != PROTOCOL]
+    recs = [r for r in recs if r.protocol == PROTOCOL]
+    machine = machine or (str(recs[0].machine_id) if recs else "")
+    by_machine: dict[str, list[Rec]] = {}
     for r in recs:
-        by_machine.setdefault(r["machine_id"], []).append(r)
+        by_machine.setdefault(str(r.machine_id), []).append(r)
     parts, figs = ["# Explaining the scaling", ""], []
     if older:
         parts += [

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..study.claim import Answer, Claim
+from ..study.rec import Rec
 from .answer import README_SCALE, ControllerAnswer, controller_answers, readme_claims
 from .by_session import SESSIONS_WHERE, session_rows
 from .claims import device_answer, scale_records, verdict_stated
@@ -32,7 +33,7 @@ class Findings:
 
     answers: tuple[Answer, ...]
     verdict: tuple[Claim, ...]
-    by_session: tuple[tuple[Any, dict[str, Any]], ...]
+    by_session: tuple[tuple[Any, Rec], ...]
     readme: tuple[ControllerAnswer, ...] = ()
 
     def claims(self) -> list[Claim]:
@@ -43,7 +44,7 @@ class Findings:
 
 
 def findings(
-    results: str | Path, scale: str, rows: Sequence[dict[str, Any]], scaling: str = "strong"
+    results: str | Path, scale: str, rows: Sequence[Rec], scaling: str = "strong"
 ) -> Findings:
     """The statements of the report of `scale` from its scaling rows (`rows`,
     `document.report_rows`) and every ok record of the scale and those that repeat it

@@ -13,6 +13,7 @@ from ..measure.levers import ByHand, FastActivations, WideVectors
 from ..measure.recommended import diffrax_levers, measured_problems, study_controllers
 from ..measure.scenario import Scenario
 from ..study import records
+from ..study.rec import FloorCounts, LeverRecord, LeverRow
 from ..study.workloads import MAP_FOLDER, WORKLOADS
 from . import sessions
 from .intervals import fmt_interval, ratio_interval
@@ -25,28 +26,28 @@ from .tables import escape, markdown_table
 SIDECAR = ".floor.json"
 
 
-def record_floor(rec: dict[str, Any]) -> dict[str, Any] | None:
+def record_floor(rec: LeverRecord) -> FloorCounts | None:
     """The record's floor counts (`benchmarks/levers.py`'s `floor_of`), or its sidecar's
     (`SIDECAR`, found by the record's `path`), or None."""
-    if rec.get("floor"):
-        return rec["floor"]
-    path = rec.get("path")
+    if rec.floor:
+        return rec.floor
+    path = rec.path
     if not path:
         return None
     try:
-        return records.read_json(Path(path).with_suffix(SIDECAR))
+        return FloorCounts(records.read_json(Path(path).with_suffix(SIDECAR)))
     except (OSError, ValueError):
         return None
 
 
-def row_counts(rec: dict[str, Any], row: dict[str, Any]) -> dict[str, Any] | None:
+def row_counts(rec: LeverRecord, row: LeverRow) -> FloorCounts | None:
     """What variant `row` must compute, counted on its own program: its own counts where
-    the record counted each variant's (`row["floor"]`); in an older record, which counted
+    the record counted each variant's (`row.floor`); in an older record, which counted
     the default's program once (`record_floor`), the default's row alone; else None (no
     floor: another program's count would flatter or wrong it)."""
-    if row.get("floor"):
-        return row["floor"]
-    return record_floor(rec) if not _set_levers(row.get("levers")) else None
+    if row.floor:
+        return row.floor
+    return record_floor(rec) if not _set_levers(row.levers) else None
 
 
 def _set_levers(levers: dict[str, Any] | None) -> dict[str, Any]:
@@ -56,31 +57,31 @@ def _set_levers(levers: dict[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (levers or {}).items() if k not in fields or not _at_default(k, v)}
 
 
-def _floor_s(counts: dict[str, Any], row: dict[str, Any], rate: float) -> float:
+def _floor_s(counts: FloorCounts, row: LeverRow, rate: float) -> float:
     """The floor of `row` at matmul rate `rate`: its executed solver steps forward, the
     steps its reverse pass runs (`solver_steps_reversed_max` where recorded), and its
     transcendentals at their probed rate where counted."""
-    reverse = row.get("solver_steps_reversed_max")
+    reverse = row.solver_steps_reversed_max
     return floor_time(
         counts,
-        float(row["solver_steps_max"]),
+        float(row.solver_steps_max),  # type: ignore[arg-type]
         rate,
         None if reverse is None else float(reverse),
-        counts.get("transcendentals_per_s"),
+        counts.transcendentals_per_s,
     )
 
 
-def row_floor_s(rec: dict[str, Any], row: dict[str, Any]) -> float | None:
+def row_floor_s(rec: LeverRecord, row: LeverRow) -> float | None:
     """The floor time of one variant's step (`_floor_s`) at the record's median rate;
     None without a floor or step count."""
     counts = row_counts(rec, row)
-    if not counts or row.get("solver_steps_max") is None:
+    if not counts or row.solver_steps_max is None:
         return None
-    return _floor_s(counts, row, counts["matmul_flops_per_s"])
+    return _floor_s(counts, row, counts.matmul_flops_per_s)
 
 
 def floor_ratio(
-    rec: dict[str, Any], row: dict[str, Any]
+    rec: LeverRecord, row: LeverRow
 ) -> tuple[float, float, float] | tuple[None, None, None]:
     """The variant's step time over its floor with a 95% bootstrap interval: of the
     median step and, where the record measured the rate in every round of blocks
@@ -88,13 +89,13 @@ def floor_ratio(
     median step alone (the floor from one probe)."""
     if row_floor_s(rec, row) is None:
         return None, None, None
-    counts = row_counts(rec, row) or {}
-    rounds = counts.get("matmul_flops_per_s_rounds") or [counts["matmul_flops_per_s"]]
+    counts = row_counts(rec, row) or FloorCounts()
+    rounds = counts.matmul_flops_per_s_rounds or [counts.matmul_flops_per_s]
     floors = [_floor_s(counts, row, rate) for rate in rounds]
     return ratio_interval(row, {"step_times_runs_s": [floors]})
 
 
-def floor_cells(rec: dict[str, Any], row: dict[str, Any]) -> list[str]:
+def floor_cells(rec: LeverRecord, row: LeverRow) -> list[str]:
     """The floor (ms) and the ratio to it with its interval, as table cells."""
     floor = row_floor_s(rec, row)
     ratio, low, high = floor_ratio(rec, row)
@@ -131,7 +132,7 @@ FUSED_VARIANTS = ("default", "recommended-diffrax", "recommended-fused")
 _FORMER_LABELS = {"recommended-diffrax": "recommended"}
 
 
-def map_lever_records(results: str | Path, machine: str, folder: str) -> list[dict[str, Any]]:
+def map_lever_records(results: str | Path, machine: str, folder: str) -> list[LeverRecord]:
     """This machine's `benchmarks/levers.py --map` records in `results/map/<machine>/
     <folder>/` (`levers`: `make map-levers`; `fused`: `make map-fused`), in the map's
     order of workloads and controllers, each with its `path`."""
@@ -141,15 +142,13 @@ def map_lever_records(results: str | Path, machine: str, folder: str) -> list[di
         for controller in CONTROLLERS:
             path = where / f"{w.slug()}-{controller}.json"
             try:
-                recs.append({**records.read_json(path), "path": str(path)})
+                recs.append(LeverRecord(records.read_json(path), path=str(path)))
             except (OSError, ValueError):
                 continue
     return recs
 
 
-def held_elsewhere(
-    results: str | Path, machine: str, folder: str
-) -> tuple[str, list[dict[str, Any]]]:
+def held_elsewhere(results: str | Path, machine: str, folder: str) -> tuple[str, list[LeverRecord]]:
     """`machine`'s CPU records of `map_lever_records` in `folder`, else those of the
     CPU machine that holds the most (a page never says "No records" while records
     exist): `(the machine they come from, its records)`."""
@@ -163,8 +162,8 @@ def held_elsewhere(
     return best, held.get(best, [])
 
 
-def _cpu(rec: dict[str, Any]) -> bool:
-    return rec.get("scenario", {}).get("device", "cpu") == "cpu"
+def _cpu(rec: LeverRecord) -> bool:
+    return rec.fields.get("device", "cpu") == "cpu"
 
 
 def elsewhere_said(page_machine: str, machine: str) -> list[str]:
@@ -175,33 +174,33 @@ def elsewhere_said(page_machine: str, machine: str) -> list[str]:
     return [f"Measured on {machine}: {page_machine} holds no such records.", ""]
 
 
-def fused_records(results: str | Path, machine: str) -> list[dict[str, Any]]:
+def fused_records(results: str | Path, machine: str) -> list[LeverRecord]:
     """This machine's `make map-fused` records, in the map's order."""
     return map_lever_records(results, machine, "fused")
 
 
-def variant_row(rec: dict[str, Any], label: str) -> dict[str, Any] | None:
+def variant_row(rec: LeverRecord, label: str) -> LeverRow | None:
     """The row of variant `label` in a levers record (or of its former label, where its
     levers run no fused solve: `_FORMER_LABELS`), with the record's machine and scenario
     (`loss.in_record`), or None."""
-    row = next((r for r in rec["rows"] if r["label"] == label), None)
+    row = next((r for r in rec.rows if r.label == label), None)
     former = _FORMER_LABELS.get(label)
     if row is None and former is not None:
-        row = next((r for r in rec["rows"] if r["label"] == former), None)
-        if row is not None and row.get("levers", {}).get("integrator") == "fused":
+        row = next((r for r in rec.rows if r.label == former), None)
+        if row is not None and (row.levers or {}).get("integrator") == "fused":
             return None
     return None if row is None else in_record(rec, row)
 
 
-def fused_adjoints(recs: Sequence[dict[str, Any]]) -> str:
+def fused_adjoints(recs: Sequence[LeverRecord]) -> str:
     """The reverse modes the fused variant (`recommended-fused`) of `recs` ran, per
     controller, as a sentence names them (`adjoint=all_steps` under pid, ...)."""
     seen: dict[str, set[str]] = {}
     for rec in recs:
         row = variant_row(rec, "recommended-fused")
         if row is not None:
-            adjoint = str(row.get("levers", {}).get("adjoint"))
-            seen.setdefault(adjoint, set()).add(str(rec["scenario"]["controller"]))
+            adjoint = str((row.levers or {}).get("adjoint"))
+            seen.setdefault(adjoint, set()).add(str(rec.fields.controller))
     return ", ".join(
         f"`adjoint={escape(a)}` under {escape(', '.join(sorted(cs)))}" for a, cs in seen.items()
     )
@@ -213,7 +212,7 @@ def _at_default(name: str, value: Any) -> bool:
     return field is not None and field.default is not None and field.default == value
 
 
-def older_step(recs: Sequence[dict[str, Any]]) -> str:
+def older_step(recs: Sequence[LeverRecord]) -> str:
     """Where the records' recommended step (`recommended-diffrax`) differs from today's
     on their problem, controller and device (`diffrax_levers`: a lever joined it, or
     left it on that device, after they were made), a sentence naming the levers
@@ -224,7 +223,7 @@ def older_step(recs: Sequence[dict[str, Any]]) -> str:
         row = variant_row(rec, "recommended-diffrax")
         if row is None:
             continue
-        scenario = rec["scenario"]
+        scenario = rec.fields
         keys = ("controller", "problem", "width", "device")
         fields = {k: scenario[k] for k in keys if k in scenario}
         try:
@@ -232,7 +231,7 @@ def older_step(recs: Sequence[dict[str, Any]]) -> str:
         except ValueError:  # a problem this process cannot make: nothing to compare
             continue
         # A lever at its default is no lever (`solve=per_sample` on an irregular grid).
-        then = {k: v for k, v in row.get("levers", {}).items() if not _at_default(k, v)}
+        then = {k: v for k, v in (row.levers or {}).items() if not _at_default(k, v)}
         now = {k: v for k, v in now.items() if not _at_default(k, v)}
         lacking |= {f"`{k}={v}`" for k, v in now.items() if then.get(k) != v}
         extra |= {f"`{k}={v}`" for k, v in then.items() if k not in now}
@@ -250,7 +249,7 @@ def older_step(recs: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def _fused_cells(rec: dict[str, Any]) -> list[str]:
+def _fused_cells(rec: LeverRecord) -> list[str]:
     """Per variant: step (ms), x floor; then the fused step's speedups over the default
     and the recommended step, marked where the losses differ."""
     rows = [variant_row(rec, label) for label in FUSED_VARIANTS]
@@ -259,14 +258,14 @@ def _fused_cells(rec: dict[str, Any]) -> list[str]:
         if r is None:
             cells += ["–", "–"]
             continue
-        cells += [f"{r['step_time_s'] * 1e3:.2f}", floor_cells(rec, r)[1]]
+        cells += [f"{r.step_time_s * 1e3:.2f}", floor_cells(rec, r)[1]]
     default, recommended, fused = rows
     for base in (default, recommended):
         if base is None or fused is None:
             cells.append("–")
             continue
         cells.append(pair_mark(fmt_interval(*ratio_interval(base, fused)), base, fused))
-    cells.append(" / ".join("–" if r is None else f"{r['final_loss']:.2g}" for r in rows))
+    cells.append(" / ".join("–" if r is None else f"{r.final_loss:.2g}" for r in rows))
     return cells
 
 
@@ -285,10 +284,10 @@ _FUSED_HEADER = (
 )
 
 
-def _fused_table(recs: list[dict[str, Any]]) -> str:
+def _fused_table(recs: list[LeverRecord]) -> str:
     """One row per `make map-fused` record (workload and controller)."""
     body = [
-        [escape(rec.get("workload")), escape(rec["scenario"]["controller"])]
+        [escape(rec.workload), escape(rec.fields.controller)]
         + [escape(c) for c in _fused_cells(rec)]
         for rec in recs
     ]
@@ -327,11 +326,7 @@ def gpu_fused_machines(results: str | Path) -> list[str]:
     (`benchmarks/gpu_session.sh mapfused`), by name."""
     where = Path(results) / MAP_FOLDER
     names = sorted(p.parent.name for p in where.glob("*/fused")) if where.is_dir() else []
-    return [
-        m
-        for m in names
-        if any(r["scenario"].get("device") == "gpu" for r in fused_records(results, m))
-    ]
+    return [m for m in names if any(r.fields.device == "gpu" for r in fused_records(results, m))]
 
 
 def gpu_fused_lines(results: str | Path) -> list[str]:
@@ -341,14 +336,14 @@ def gpu_fused_lines(results: str | Path) -> list[str]:
     parts: list[str] = []
     for machine in gpu_fused_machines(results):
         recs = fused_records(results, machine)
-        kinds = {str((r.get("probe") or {}).get("device_kind")) for r in recs}
-        done = {(r.get("workload"), r["scenario"]["controller"]) for r in recs}
+        kinds = {str(r.probe.device_kind) for r in recs}
+        done = {(r.workload, r.fields.controller) for r in recs}
         missing = [
             f"{w.name} {c}" for w in WORKLOADS for c in CONTROLLERS if (w.name, c) not in done
         ]
         parts += [
             f"### On one GPU: {escape(machine)} ({escape(', '.join(sorted(kinds)))}), JAX "
-            f"{escape(recs[0]['versions'].get('jax'))}",
+            f"{escape(recs[0].versions.get('jax'))}",
             "",
             "Measured as above (`benchmarks/gpu_session.sh mapfused`). "
             f"{escape(sessions.sessions_line(recs, recs))} On a GPU the probe's "
@@ -364,10 +359,10 @@ def gpu_fused_lines(results: str | Path) -> list[str]:
     return parts
 
 
-def gpu_lever_records(results: str | Path) -> list[dict[str, Any]]:
+def gpu_lever_records(results: str | Path) -> list[LeverRecord]:
     """Every machine's levers records of a GPU (`benchmarks/gpu_session.sh levers`)."""
     return [
-        {**records.read_json(p), "path": str(p)}
+        LeverRecord(records.read_json(p), path=str(p))
         for p in sorted(Path(results).glob("*/levers/gpu-*.json"))
         if not p.name.endswith(SIDECAR)
     ]
@@ -411,28 +406,28 @@ _GPU_COLUMNS = (
 )
 
 
-def _gpu_lever_table(rec: dict[str, Any]) -> list[str]:
+def _gpu_lever_table(rec: LeverRecord) -> list[str]:
     """One GPU levers record's heading (machine, device, JAX, session, commit) and its
     variants' table."""
-    base = rec["rows"][0]
+    base = rec.rows[0]
     body = [
         [
-            escape(r["label"]),
-            f"{r['step_time_s'] * 1e3:.2f}",
+            escape(r.label),
+            f"{r.step_time_s * 1e3:.2f}",
             escape(pair_mark(fmt_interval(*ratio_interval(base, r)), in_record(rec, r), base)),
             *roofline_cells(rec, r, row_counts(rec, r)),
-            f"{r['final_loss']:.2g}",
+            f"{r.final_loss:.2g}",
         ]
-        for r in rec["rows"]
+        for r in rec.rows
     ]
-    commit = str(rec.get("git_commit") or "")[:7]
-    tree = (record_floor(rec) or {}).get("tree_commit")
+    commit = str(rec.git_commit or "")[:7]
+    tree = (record_floor(rec) or FloorCounts()).tree_commit
     if tree:  # the device copy's git metadata named another commit
         commit = f"{str(tree)[:7]}; the record's git_commit reads {commit}"
     return [
-        f"### {escape(rec['scenario']['scale'])} scale: {escape(rec.get('machine_id'))}, "
-        f"{escape((rec.get('probe') or {}).get('device_kind'))}, JAX "
-        f"{escape(rec['versions'].get('jax'))}, session {escape(rec.get('started'))} "
+        f"### {escape(rec.fields.scale)} scale: {escape(rec.machine_id)}, "
+        f"{escape(rec.probe.device_kind)}, JAX "
+        f"{escape(rec.versions.get('jax'))}, session {escape(rec.started)} "
         f"(commit {escape(commit)})",
         "",
         markdown_table(_GPU_COLUMNS, body),

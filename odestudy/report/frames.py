@@ -8,6 +8,7 @@ Layout read: `results/<machine id>/<scale>/<scenario>/metrics.json`.
 
 import functools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from ..measure.problem import DEFAULT_PROBLEM, resolve_problem
 from ..measure.scenario import SCALES, default_config
 from ..study import records
 from ..study.matrix import for_problem
+from ..study.rec import EvalPoint, Rec
 from ..study.studies import STUDIES
 from . import sessions
 from .best import attach_best, step_of
@@ -47,18 +49,18 @@ def results_folder(results: str | Path | None = None) -> Path:
     return path
 
 
-def record_machine_id(rec: dict[str, Any]) -> str:
+def record_machine_id(rec: Rec) -> str:
     """The machine a record was made on (`environment.machine_id`); records made before
     records carried a fingerprint get one from their hardware, host name unknown."""
-    if rec.get("machine_id"):
-        return rec["machine_id"]
-    hw = rec.get("hardware") or {}
+    if rec.machine_id:
+        return rec.machine_id
+    hw = rec.hardware
     return environment.machine_id(
         {
             "hostname": None,
-            "cpu_model": hw.get("cpu_model"),
-            "logical_cpus": hw.get("logical_cpus"),
-            "accelerator": rec.get("device_kind") if rec.get("device") == "gpu" else None,
+            "cpu_model": hw.cpu_model,
+            "logical_cpus": hw.logical_cpus,
+            "accelerator": rec.device_kind if rec.device == "gpu" else None,
         }
     )
 
@@ -94,16 +96,16 @@ def scaling_keys(scale: str, problem: str = DEFAULT_PROBLEM) -> frozenset[str]:
     return frozenset(s.key() for s in for_problem(found, problem))
 
 
-def record_problem(rec: dict[str, Any]) -> str:
+def record_problem(rec: Rec) -> str:
     """The problem a record trained (`Scenario.problem`; records before problems: the
     default)."""
-    return (rec.get("scenario") or {}).get("problem") or DEFAULT_PROBLEM
+    return rec.fields.problem or DEFAULT_PROBLEM
 
 
-def in_scaling_matrix(rec: dict[str, Any]) -> bool:
+def in_scaling_matrix(rec: Rec) -> bool:
     """Whether record `rec` is a scenario of its scale's scaling matrix: a row of the
     scaling tables (the explanation studies have tables of their own)."""
-    return rec.get("scenario_key") in scaling_keys(rec.get("scale"), record_problem(rec))
+    return rec.scenario_key in scaling_keys(rec.scale, record_problem(rec))
 
 
 def read_records(
@@ -111,8 +113,9 @@ def read_records(
     scale: str | None = None,
     current: bool = True,
     skipped: list[tuple[str, str]] | None = None,
-) -> list[dict[str, Any]]:
-    """Every record under `results` (of `scale`, or of every scale), of every machine.
+) -> list[Rec]:
+    """Every record under `results` (of `scale`, or of every scale), of every machine,
+    as `Rec`s.
 
     - `current`: keep only records of a scenario of the current scaling or explain
       matrix of their scale; others are stale (made for a matrix that changed since).
@@ -123,40 +126,41 @@ def read_records(
     `session` (`sessions.Session`: the machine's time window it was measured in, among
     every record under `results`).
     """
-    out = []
+    out: list[Rec] = []
     for path in records.record_paths(results, scale):
         try:
-            rec: dict[str, Any] = {**records.read_record(path)}
-            if not isinstance(rec, dict) or "status" not in rec:
+            read = records.read_record(path)
+            if not isinstance(read, dict) or "status" not in read:
                 raise ValueError("not a scenario record")
         except (OSError, ValueError) as exc:
             if skipped is not None:
                 skipped.append((str(path), f"unreadable: {type(exc).__name__}: {exc}"))
             continue
+        rec = Rec(read)
         rec.setdefault("machine_id", record_machine_id(rec))
-        rec["path"] = str(path)
+        rec.path = str(path)
         if current:
-            if rec.get("scenario_key") not in current_keys(rec.get("scale"), record_problem(rec)):
+            if rec.scenario_key not in current_keys(rec.scale, record_problem(rec)):
                 if skipped is not None:
                     skipped.append((str(path), "stale: matches no scenario of the current matrix"))
                 continue
         out.append(rec)
     found = sessions.index(results) if out else {}
     for rec in out:
-        rec["session"] = found.get(rec["path"]) or sessions.session_of(rec, out)
+        rec.session = found.get(str(rec.path)) or sessions.session_of(rec, out)
     return out
 
 
-def is_default(rec: dict[str, Any], *free: str) -> bool:
+def is_default(rec: Rec, *free: str) -> bool:
     """Whether record `rec` has the default configuration of its scale
     (`scenario.default_config`: the reference data, random batches, one solve per
     sample, the scale's steps, lengths and learning rate, no evaluation during
     training), apart from the scenario fields named in `free`. The scaling tables and
     the batch-size sweep hold it; the other explanation studies vary one field."""
-    s = rec.get("scenario") or {}
-    if rec.get("scale") not in SCALES:
+    s = rec.fields
+    if rec.scale not in SCALES:
         return False
-    want = default_config(rec["scale"])
+    want = default_config(rec.scale)
     for key, value in want.items():
         if key in free or key not in s:
             continue
@@ -208,36 +212,36 @@ FLAT_KEYS = (
 )
 
 
-def flat(rec: dict[str, Any]) -> dict[str, Any]:
+def flat(rec: Rec) -> dict[str, Any]:
     """One record as a flat row: `FLAT_KEYS`, the scenario's other fields, package
     versions (`jax`, `jaxlib`, ...), hardware (`cpu_model`, `physical_cores`), runs and
     solver steps, `default` (`is_default`), `step` (the step it timed: `best.step_of`) and
     `scaling_matrix` (`in_scaling_matrix`)."""
     row = {k: rec.get(k) for k in FLAT_KEYS}
-    for key, value in (rec.get("scenario") or {}).items():
+    for key, value in rec.fields.items():
         row.setdefault(key, value)
     for key in ("length_fractions", "added_levers"):  # lists in JSON, hashable here
         row[key] = tuple(row.get(key) or ())
-    row.update({k: v for k, v in (rec.get("versions") or {}).items()})
-    hw = rec.get("hardware") or {}
+    row.update({k: v for k, v in (rec.versions or {}).items()})
     row.update(
-        cpu_model=hw.get("cpu_model"),
-        physical_cores=hw.get("physical_cores"),
-        device_kind=rec.get("device_kind"),
+        cpu_model=rec.hardware.cpu_model,
+        physical_cores=rec.hardware.physical_cores,
+        device_kind=rec.device_kind,
     )
-    runs = rec.get("step_time_runs_s") or []
-    row.update(runs=len(runs) if rec.get("status") == "ok" else 0, step_time_runs_s=runs)
-    steps = rec.get("solver_steps") or {}
+    runs = rec.step_time_runs_s or []
+    row.update(runs=len(runs) if rec.ok else 0, step_time_runs_s=runs)
+    steps = rec.solver_steps
+    waste = steps.lockstep_waste or {}
     row.update(
-        solver_steps_mean=steps.get("mean"),
-        solver_steps_max=steps.get("max"),
-        lockstep_waste=(steps.get("lockstep_waste") or {}).get("total"),
+        solver_steps_mean=steps.mean,
+        solver_steps_max=steps.max,
+        lockstep_waste=waste.get("total"),
+        default=is_default(rec),
+        step=step_of(rec) if rec.fields else None,
+        scaling_matrix=in_scaling_matrix(rec),
+        trained=trained(rec) if rec.ok else None,
+        problem=record_problem(rec),
     )
-    row["default"] = is_default(rec)
-    row["step"] = step_of(rec) if rec.get("scenario") else None
-    row["scaling_matrix"] = in_scaling_matrix(rec)
-    row["trained"] = trained(rec) if rec.get("status") == "ok" else None
-    row["problem"] = record_problem(rec)
     return row
 
 
@@ -271,11 +275,9 @@ def load_steps(
     )
     rows = []
     for rec in read_records(results, scale, current):
-        if rec.get("status") != "ok":
+        if not rec.ok:
             continue
-        runs = rec.get("step_times_runs_s") or [
-            (rec.get("stages") or [{}])[-1].get("step_times_s") or []
-        ]
+        runs = rec.step_times_runs_s or [rec.last_stage.step_times_s or []]
         for run, times in enumerate(runs):
             for index, t in enumerate(times):
                 rows.append(
@@ -304,8 +306,8 @@ def load_runs(
     rows = [
         {**{k: rec.get(k) for k in keys}, "run": run, "step_time_s": t}
         for rec in read_records(results, scale, current)
-        if rec.get("status") == "ok"
-        for run, t in enumerate(rec.get("step_time_runs_s") or [])
+        if rec.ok
+        for run, t in enumerate(rec.step_time_runs_s or [])
     ]
     return pd.DataFrame(rows, columns=[*keys, "run", "step_time_s"])
 
@@ -319,19 +321,19 @@ def load_curves(
     keys = ("name", "machine_id", "scale", "mode", "controller", "n_devices", "global_batch")
     rows = []
     for rec in read_records(results, scale, current):
-        if rec.get("status") != "ok":
+        if not rec.ok:
             continue
         head = {k: rec.get(k) for k in keys}
-        for step, loss in enumerate(rec.get("train_loss") or [], start=1):
+        for step, loss in enumerate(rec.train_loss or [], start=1):
             rows.append({**head, "kind": "train", "step": step, "loss": loss, "train_time_s": None})
-        for point in rec.get("eval_curve") or []:
+        for point in map(EvalPoint, rec.eval_curve or []):
             rows.append(
                 {
                     **head,
                     "kind": "eval",
-                    "step": point["step"],
-                    "loss": point["eval_loss"],
-                    "train_time_s": point["train_time_s"],
+                    "step": point.step,
+                    "loss": point.eval_loss,
+                    "train_time_s": point.train_time_s,
                 }
             )
     return pd.DataFrame(rows, columns=[*keys, "kind", "step", "loss", "train_time_s"])
@@ -343,26 +345,18 @@ JOIN_EXCLUDES = ("mode", "devices_per_process", "processes", "scaling", "batch")
 MODE_ORDER = {name: i for i, name in enumerate(MODES)}
 
 
-def join_key(rec: dict[str, Any]) -> str:
+def join_key(rec: Rec) -> str:
     """What a record must share with its baseline: every scenario field but
     `JOIN_EXCLUDES`, the machine, the package versions, the measurement protocol and
     environment (`timing`)."""
-    fields = {k: v for k, v in (rec.get("scenario") or {}).items() if k not in JOIN_EXCLUDES}
+    fields = {k: v for k, v in rec.fields.items() if k not in JOIN_EXCLUDES}
     return json.dumps(
-        [
-            fields,
-            rec.get("machine_id"),
-            rec.get("versions"),
-            rec.get("protocol"),
-            rec.get("measurement_env"),
-        ],
+        [fields, rec.machine_id, rec.versions, rec.protocol, rec.measurement_env],
         sort_keys=True,
     )
 
 
-def baselines(
-    rows: list[dict[str, Any]], recs: list[dict[str, Any]], scaling: str
-) -> list[dict[str, Any] | BaselineError]:
+def baselines(rows: list[Rec], recs: list[Rec], scaling: str) -> list[Rec | BaselineError]:
     """For each record of `rows`, its one ok 1-device record of `recs` under `scaling`
     (`baseline`), or the BaselineError that says why there is none.
 
@@ -372,10 +366,10 @@ def baselines(
     ambiguous.
     """
 
-    def size(r: dict[str, Any]) -> int:
+    def size(r: Rec) -> int:
         if scaling == "strong":
-            return r["global_batch"]
-        return r.get("per_device_batch") or r["global_batch"] // r["n_devices"]
+            return r.global_batch
+        return r.per_device_batch or r.global_batch // r.n_devices
 
     left = pd.DataFrame(
         {
@@ -384,12 +378,12 @@ def baselines(
             "size": [size(r) for r in rows],
         }
     )
-    ones = [i for i, r in enumerate(recs) if r["status"] == "ok" and r["n_devices"] == 1]
+    ones = [i for i, r in enumerate(recs) if r.ok and r.n_devices == 1]
     right = pd.DataFrame(
         {
             "base": ones,
             "key": [join_key(recs[i]) for i in ones],
-            "size": [recs[i]["global_batch"] for i in ones],
+            "size": [recs[i].global_batch for i in ones],
         },
         columns=["base", "key", "size"],
     ).astype({"key": object})  # no 1-device record: an empty key column, not floats
@@ -399,25 +393,25 @@ def baselines(
     joined = left.merge(
         right[~shared], on=["key", "size"], how="left", validate="many_to_one"
     ).sort_values("row")
-    out: list[dict[str, Any] | BaselineError] = []
+    out: list[Rec | BaselineError] = []
     for row, key, n, base in joined[["row", "key", "size", "base"]].itertuples(index=False):
         if base == base:  # not NaN: one baseline
             out.append(recs[int(base)])
             continue
         found = ambiguous.get((key, n), [])
         what = f"{len(found)} ambiguous" if found else "no"
-        names = f": {', '.join(recs[i]['name'] for i in found)}" if found else ""
+        names = f": {', '.join(recs[i].name for i in found)}" if found else ""
         rec = rows[row]
         out.append(
             BaselineError(
-                f"{what} 1-device baseline for {rec['name']} ({scaling}, "
-                f"batch {n}, machine {rec.get('machine_id')}){names}"
+                f"{what} 1-device baseline for {rec.name} ({scaling}, "
+                f"batch {n}, machine {rec.machine_id}){names}"
             )
         )
     return out
 
 
-def baseline(rec: dict[str, Any], recs: list[dict[str, Any]], scaling: str) -> dict[str, Any]:
+def baseline(rec: Rec, recs: list[Rec], scaling: str) -> Rec:
     """The one ok 1-device record to compare `rec` with under `scaling`: same machine,
     package versions, protocol and measurement environment, every scenario field equal except
     `JOIN_EXCLUDES`, and a batch of `rec`'s global (strong) or per-device (weak)
@@ -428,18 +422,18 @@ def baseline(rec: dict[str, Any], recs: list[dict[str, Any]], scaling: str) -> d
     return found
 
 
-def _join(row: dict[str, Any], rec: dict[str, Any], base: dict[str, Any], scaling: str) -> None:
+def _join(row: Rec, rec: Rec, base: Rec, scaling: str) -> None:
     """Fill `row` (ok record `rec` as a point of `scaling`) from its 1-device baseline
     `base`: its final loss and runs, and the speedup and efficiency with intervals (or
     `untrained` where either model did not train)."""
-    row["baseline_final_loss"] = base.get("final_loss")
-    row["baseline_runs"] = len(base.get("step_time_runs_s") or [])
-    row["baseline_session"] = base.get("session")
+    row.baseline_final_loss = base.final_loss
+    row.baseline_runs = len(base.step_time_runs_s or [])
+    row.baseline_session = base.session
     if not (trained(rec) and trained(base)):
         # An untrained model's speedup is no result: marked, never computed.
-        row["untrained"] = "this row" if not trained(rec) else "its 1-device baseline"
+        row.untrained = "this row" if not trained(rec) else "its 1-device baseline"
         return
-    n = rec["n_devices"]
+    n = rec.n_devices
     ratio, lo, hi = ratio_interval(base, rec)
     if scaling == "strong":
         row.update(
@@ -449,13 +443,13 @@ def _join(row: dict[str, Any], rec: dict[str, Any], base: dict[str, Any], scalin
     row.update(
         speedup=ratio * n, speedup_ci=(lo * n, hi * n), efficiency=ratio, efficiency_ci=(lo, hi)
     )
-    machine = ceiling_for(base) if n > 1 and rec["device"] == "cpu" else None
+    machine = ceiling_for(base) if n > 1 and rec.device == "cpu" else None
     if machine is not None:
-        row["ceiling"] = ceiling_interval(machine).get("ceiling")
-        row["efficiency_vs_ceiling"] = efficiency_against_ceiling(base, rec, machine)
+        row.ceiling = ceiling_interval(machine).get("ceiling")
+        row.efficiency_vs_ceiling = efficiency_against_ceiling(base, rec, machine)
 
 
-def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list[dict[str, Any]]:
+def scaling_rows(recs: Sequence[dict[str, Any]], scaling: str | None = None) -> list[Rec]:
     """Records with speedup and efficiency, with 95% intervals (`intervals.METHOD`),
     against their 1-device baseline (`baselines`).
 
@@ -472,17 +466,19 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
     `N * t(1)/t(N)` (throughput in samples per second, relative), and where the
     machine's ceiling was measured (`ceiling`), the efficiency against it
     (`efficiency_vs_ceiling`, `ceiling` with their intervals). A record without a
-    baseline keeps its `baseline_error`.
+    baseline keeps its `baseline_error`. `recs` may be any records (`measure.record.Record`,
+    as `study.matrix.run_matrix` returns them): they are read as `Rec`s.
     """
-    found: dict[int, dict[str, Any] | BaselineError] = {}
+    every = [Rec(r) for r in recs]
+    found: dict[int, Rec | BaselineError] = {}
     for kind in ("strong", "weak"):
-        idx = [i for i, r in enumerate(recs) if (scaling or r["scaling"]) == kind]
-        for i, joined in zip(idx, baselines([recs[i] for i in idx], recs, kind), strict=True):
+        idx = [i for i, r in enumerate(every) if (scaling or r.scaling) == kind]
+        for i, joined in zip(idx, baselines([every[i] for i in idx], every, kind), strict=True):
             found[i] = joined
-    rows = []
-    for i, rec in enumerate(recs):
-        as_scaling = scaling or rec["scaling"]
-        row = dict(
+    rows: list[Rec] = []
+    for i, rec in enumerate(every):
+        as_scaling = scaling or rec.scaling
+        row = Rec(
             rec,
             scaling=as_scaling,
             speedup=None,
@@ -497,27 +493,28 @@ def scaling_rows(recs: list[dict[str, Any]], scaling: str | None = None) -> list
             efficiency_vs_ceiling=None,
             untrained=None,
         )
-        base: dict[str, Any] | BaselineError | None = found[i]
+        base: Rec | BaselineError | None = found[i]
         if isinstance(base, BaselineError):
-            if scaling is not None and rec["scaling"] != scaling:
+            if scaling is not None and rec.scaling != scaling:
                 continue  # another scaling's run that is no point of this one
-            row["baseline_error"] = str(base)
+            row.baseline_error = str(base)
             base = None
-        if rec["status"] == "ok" and base is not None:
+        if rec.ok and base is not None:
             _join(row, rec, base, as_scaling)
-        rows.append(dict(row, step=step_of(rec)))
-    attach_best(rows, recs)
+        row.step = step_of(rec)
+        rows.append(row)
+    attach_best(rows, every)
     return sorted(rows, key=_table_order)
 
 
-def _table_order(r: dict[str, Any]) -> tuple:
+def _table_order(r: Rec) -> tuple:
     """The scaling tables' order: device kind, scaling, controller, devices, processes,
     mode."""
     return (
-        r["device"],
-        r["scaling"],
-        r["controller"],
-        r["n_devices"],
-        r.get("processes", 1),
-        MODE_ORDER.get(r["mode"], 9),
+        r.device,
+        r.scaling,
+        r.controller,
+        r.n_devices,
+        r.processes or 1,
+        MODE_ORDER.get(r.mode, 9),
     )

@@ -8,6 +8,7 @@ from ..measure.modes import MODES
 from ..measure.scenario import Scenario
 from ..measure.timing import PROTOCOL
 from ..study import records
+from ..study.rec import Prediction, Projected, Published, Rec
 from .intervals import fmt_interval
 from .plots import CONTROLLER_STYLE, MODE_STYLE, _save
 from .projection import projected_table
@@ -22,7 +23,7 @@ from .workloads import step_of
 PREDICTIONS_FOLDER = "predictions"
 
 
-def gpu_predictions(results: str | Path, scale: str) -> list[dict[str, Any]]:
+def gpu_predictions(results: str | Path, scale: str) -> list[Prediction]:
     """Every machine's predictions of several GPUs at `scale` under `results`, each with
     its `path`, by step, controller, profile and GPUs."""
     root = Path(results)
@@ -34,38 +35,33 @@ def gpu_predictions(results: str | Path, scale: str) -> list[dict[str, Any]]:
                 rec = records.read_json(path)
             except (OSError, ValueError):
                 continue
-            s = rec.get("scenario") or {}
-            if s.get("scale") == scale and s.get("device") == "gpu":
-                out.append({**rec, "path": str(path)})
+            p = Prediction(rec, path=str(path))
+            if p.fields.scale == scale and p.fields.device == "gpu":
+                out.append(p)
 
-    def order(p: dict[str, Any]) -> tuple:
-        s = p["scenario"]
-        return (step_of(p), s["controller"], p["profile"]["name"], p["n_devices"])
+    def order(p: Prediction) -> tuple:
+        return (step_of(p), p.fields.controller, p.profile.name, p.n_devices)
 
     return sorted(out, key=order)
 
 
-def made_when(p: dict[str, Any]) -> str:
+def made_when(p: Rec | Prediction) -> str:
     """When a record was finished: its own time, else (a prediction) its sweep's session
     probe's."""
-    found = p.get("finished") or ((p.get("sweep") or {}).get("probe") or {}).get("finished")
+    found = p.finished or (p.sweep.probe.finished if isinstance(p, Prediction) else None)
     return str(found or "unknown").replace("T", " ").replace("+00:00", " UTC")
 
 
-def _measured_one_gpu(p: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _measured_one_gpu(p: Prediction, rows: list[Rec]) -> Rec | None:
     """The measured 1-GPU row of the scenario a prediction's sweep timed, on its machine,
     under the current protocol (`timing.PROTOCOL`), among `rows` (records), if any."""
-    sweep = p.get("sweep") or {}
-    key = Scenario.from_dict(sweep.get("scenario") or p["scenario"]).key()
-    machine = sweep.get("machine_id") or p.get("machine_id")
+    key = Scenario.from_dict(p.sweep.scenario or p.scenario).key()
+    machine = p.sweep.machine_id or p.machine_id
     return next(
         (
             r
             for r in rows
-            if r.get("scenario_key") == key
-            and r["status"] == "ok"
-            and r.get("protocol") == PROTOCOL
-            and r["machine_id"] == machine
+            if r.scenario_key == key and r.ok and r.protocol == PROTOCOL and r.machine_id == machine
         ),
         None,
     )
@@ -77,72 +73,69 @@ def _ms(seconds: float) -> str:
     return f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}"
 
 
-def _predicted_cells(p: dict[str, Any], measured: dict[str, Any] | None) -> list[list[str]]:
+def _predicted_cells(p: Prediction, measured: Rec | None) -> list[list[str]]:
     """A prediction's rows, one per mode: GPUs (predicted), mode, controller, step,
     global batch, the 1-GPU step of its sweep and of the measured row, the predicted step
     and speedup with their 95% intervals, the profile and the record."""
-    s = p["scenario"]
     order = list(MODES)
     out = []
-    for r in sorted(p["rows"], key=lambda r: order.index(r["mode"]) if r["mode"] in order else 0):
-        lo, hi = r["step_time_interval_s"]
-        speedup = (
-            fmt_interval(r["speedup"], *r["speedup_interval"])
-            if p.get("trained")
-            else "– (not trained)"
-        )
+    for r in sorted(p.rows, key=lambda r: order.index(r.mode) if r.mode in order else 0):
+        lo, hi = r.step_time_interval_s
+        speedup = fmt_interval(r.speedup, *r.speedup_interval) if p.trained else "– (not trained)"
         out.append(
             [
-                f"{p['n_devices']} (predicted)",
-                escape(r["mode"]),
-                escape(s["controller"]),
+                f"{p.n_devices} (predicted)",
+                escape(r.mode),
+                escape(p.fields.controller),
                 step_of(p),
-                str(Scenario.from_dict(s).global_batch),
-                _ms(p["one_device_step_s"]),
-                _ms(measured["step_time_s"]) if measured else "–",
-                f"{_ms(r['step_time_s'])} [{_ms(lo)}, {_ms(hi)}]",
+                str(Scenario.from_dict(p.scenario).global_batch),
+                _ms(p.one_device_step_s),
+                _ms(one)
+                if (one := measured.step_time_s if measured else None) is not None
+                else "–",
+                f"{_ms(r.step_time_s)} [{_ms(lo)}, {_ms(hi)}]",
                 speedup,
-                escape(p["profile"]["name"]),
-                escape(Path(p["path"]).stem),
+                escape(p.profile.name),
+                escape(Path(p.path).stem),
             ]
         )
     return out
 
 
-def _source_line(p: dict[str, Any], measured: dict[str, Any] | None) -> str:
+def _source_line(p: Prediction, measured: Rec | None) -> str:
     """Where a prediction comes from: its record, the machine and time it was made, its
     1-GPU sweep (batches, timed steps, the model it timed) and measured row, the
     profile."""
-    sweep = p.get("sweep") or {}
-    path = Path(p["path"])
-    batches = ", ".join(str(r["batch"]) for r in sweep.get("rows", []))
-    timed = sorted({len(r.get("step_times_s") or []) for r in sweep.get("rows", [])})
+    sweep = p.sweep
+    path = Path(p.path)
+    batches = ", ".join(str(r.batch) for r in sweep.rows)
+    timed = sorted({len(r.step_times_s or []) for r in sweep.rows})
     model = (
-        f"the trained model of the 1-GPU row `{escape(Path(p['trained_from']).name)}`"
-        if p.get("trained_from")
+        f"the trained model of the 1-GPU row `{escape(Path(p.trained_from).name)}`"
+        if p.trained_from
         else "the model trained anew by the prediction"
     )
-    trained = "trained" if p.get("trained") else f"not trained (above {p.get('trained_loss')})"
+    trained = "trained" if p.trained else f"not trained (above {p.trained_loss})"
     row = (
-        f"; the measured 1-GPU row: `{escape(measured['name'])}` (finished "
+        f"; the measured 1-GPU row: `{escape(measured.name)}` (finished "
         f"{escape(made_when(measured))})"
         if measured
         else "; no measured 1-GPU row of its step under the current protocol"
     )
-    versions = sweep.get("versions") or {}
+    versions = sweep.versions or {}
     return (
         f"- `{escape(path.stem)}` (`{escape(path.parent.parent.name)}/{PREDICTIONS_FOLDER}/`): "
-        f"made on {escape(sweep.get('machine_id') or p.get('machine_id'))} "
-        f"({escape(sweep.get('device_kind'))}), {escape(made_when(p))}, JAX "
+        f"made on {escape(sweep.machine_id or p.machine_id)} "
+        f"({escape(sweep.device_kind)}), {escape(made_when(p))}, JAX "
         f"{escape(versions.get('jax'))}, commit {escape(short_commit(sweep))}, measurement "
-        f"protocol {escape(sweep.get('protocol'))}; its 1-GPU sweep: batches {escape(batches)} "
+        f"protocol {escape(sweep.protocol)}; its 1-GPU sweep: batches {escape(batches)} "
         f"({escape('/'.join(map(str, timed)))} timed steps each) of {model} (final loss "
-        f"{p['final_loss']:.2g}: {trained}){row}; profile {escape(p['profile']['name'])}: "
-        f"{escape(p['profile']['description'])}."
+        f"{p.final_loss:.2g}: {trained}){row}; profile {escape(p.profile.name)}: "
+        f"{escape(p.profile.description)}."
     )
 
 
-def predicted_section(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
+def predicted_section(predictions: list[Prediction], rows: list[Rec]) -> str:
     """The GPU table's rows predicted from one GPU (`gpu_predictions`), marked as
     predicted, each with its interval, profile and record, then each record's source
     (machine, time, sweep, 1-GPU row); the measured 1-GPU row of the same step beside
@@ -185,7 +178,7 @@ def predicted_section(predictions: list[dict[str, Any]], rows: list[dict[str, An
 
 
 def _gpu_reference_row(
-    ref: dict[str, Any], gpu_rows: list[dict[str, Any]], projected: list[dict[str, Any]]
+    ref: dict[str, Any], gpu_rows: list[Rec], projected: list[Projected]
 ) -> list[str]:
     """One reference GPU row beside our measured 1-GPU or projected 2-GPU step."""
     n = int(ref["n_devices"])
@@ -195,16 +188,16 @@ def _gpu_reference_row(
             (
                 r
                 for r in gpu_rows
-                if r["scale"] == "seed"
-                and r["n_devices"] == 1
-                and r["controller"] == ref["controller"]
-                and r["status"] == "ok"
+                if r.scale == "seed"
+                and r.n_devices == 1
+                and r.controller == ref["controller"]
+                and r.ok
             ),
             None,
         )
-        cell = f"{_fmt(ours['step_time_s'])} (measured)" if ours else "–"
+        cell = f"{_fmt(ours.step_time_s)} (measured)" if ours else "–"
     else:
-        ours = next(
+        projected_row = next(
             (
                 p
                 for p in projected
@@ -214,7 +207,7 @@ def _gpu_reference_row(
             ),
             None,
         )
-        cell = f"{_fmt(ours['step_time_s'])} (projected)" if ours else "–"
+        cell = f"{_fmt(projected_row['step_time_s'])} (projected)" if projected_row else "–"
     return [
         str(n),
         f"{ref['mode']} → {mode}",
@@ -225,9 +218,7 @@ def _gpu_reference_row(
     ]
 
 
-def gpu_extra(
-    gpu_rows: list[dict[str, Any]], projected: list[dict[str, Any]], reference: list[dict[str, Any]]
-) -> str:
+def gpu_extra(gpu_rows: list[Rec], projected: list[Projected], reference: list[Published]) -> str:
     """The GPU table's second part: projected 2-GPU rows (labelled, never mixed with
     measured ones) and the reference's GPU rows beside ours."""
     if projected:
@@ -253,7 +244,7 @@ def gpu_extra(
         "scale (the reference's configuration), same mode and controller.",
         "",
     ]
-    if not any(r["scale"] == "seed" for r in gpu_rows):
+    if not any(r.scale == "seed" for r in gpu_rows):
         return "\n".join(
             parts[:-2]
             + [
@@ -285,7 +276,7 @@ def gpu_extra(
 
 def _headline_panel(
     ax: Any,
-    sel: list[dict[str, Any]],
+    sel: list[Rec],
     device: str,
     scaling: str,
     modes: list[str],
@@ -297,19 +288,19 @@ def _headline_panel(
     `controllers`; returns whether a row ran several processes, and the cores shaded
     beyond (None where none)."""
     several, shaded = False, None
-    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, int], list[Rec]] = {}
     for r in sel:
-        groups.setdefault((r["mode"], r["controller"], r.get("processes", 1)), []).append(r)
+        groups.setdefault((r.mode, r.controller, r.processes or 1), []).append(r)
     for (mode, controller, processes), group in sorted(groups.items()):
-        group.sort(key=lambda r: r["n_devices"])
+        group.sort(key=lambda r: r.n_devices)
         fmt = CONTROLLER_STYLE.get(controller, "-o")
         style: dict[str, Any] = {"color": MODE_STYLE.get(mode, "tab:gray")}
         if processes > 1:
             fmt, style = fmt[-1], {**style, "markerfacecolor": "none", "markersize": 10}
             several = True
-        x = [r["n_devices"] for r in group]
-        y = [r["speedup"] for r in group]
-        ci = [r.get("speedup_ci") or (r["speedup"], r["speedup"]) for r in group]
+        x = [r.n_devices for r in group]
+        y = [r.speedup or 0.0 for r in group]  # every row drawn has a speedup
+        ci = [r.speedup_ci or (v, v) for r, v in zip(group, y, strict=True)]
         err = [
             [max(v - lo, 0) for v, (lo, _) in zip(y, ci, strict=True)],
             [max(hi - v, 0) for v, (_, hi) in zip(y, ci, strict=True)],
@@ -317,12 +308,12 @@ def _headline_panel(
         ax.errorbar(x, y, yerr=err, fmt=fmt, capsize=3, **style)
         modes += [mode] if mode not in modes else []
         controllers += [controller] if controller not in controllers else []
-    ns = sorted({r["n_devices"] for r in sel})
+    ns = sorted({r.n_devices for r in sel})
     ax.plot(ns, ns, ":", color="grey")
     ax.axhline(1.0, ls="--", color="grey", lw=0.8)
-    beyond = [r["n_devices"] for r in sel if exceeds_cores(r)]
+    beyond = [r.n_devices for r in sel if exceeds_cores(r)]
     if beyond:
-        cores = max(r["n_devices"] for r in sel if not exceeds_cores(r))
+        cores = max(r.n_devices for r in sel if not exceeds_cores(r))
         ax.axvspan(cores + 0.5, max(ns) * 1.2, color="grey", alpha=0.15)
         shaded = cores
     what = "step-time speedup t(1)/t(N)" if scaling == "strong" else "throughput N·t(1)/t(N)"
@@ -380,7 +371,7 @@ def _headline_legend(
     )
 
 
-def headline_figure(rows: list[dict[str, Any]], out: str | Path) -> Path | None:
+def headline_figure(rows: list[Rec], out: str | Path) -> Path | None:
     """`headline_speedup.{png,svg}`: speedup over one device against devices, a line
     per mode (colour) and controller (line style), 95% interval bars, one panel per
     device kind and scaling with ok rows (`scaling_rows` of each scaling); ideal
@@ -388,12 +379,12 @@ def headline_figure(rows: list[dict[str, Any]], out: str | Path) -> Path | None:
     shaded. Returns the PNG, or None without ok rows with a speedup."""
     import matplotlib.pyplot as plt
 
-    ok = [r for r in rows if r["status"] == "ok" and r.get("speedup") is not None]
+    ok = [r for r in rows if r.ok and r.speedup is not None]
     panels = [
         (device, scaling)
         for device in ("cpu", "gpu")
         for scaling in ("strong", "weak")
-        if any(r["device"] == device and r["scaling"] == scaling and r["n_devices"] > 1 for r in ok)
+        if any(r.device == device and r.scaling == scaling and r.n_devices > 1 for r in ok)
     ]
     if not panels:
         return None
@@ -402,7 +393,7 @@ def headline_figure(rows: list[dict[str, Any]], out: str | Path) -> Path | None:
     controllers: list[str] = []
     several, shaded = False, None
     for ax, (device, scaling) in zip(axes[0], panels, strict=True):
-        sel = [r for r in ok if r["device"] == device and r["scaling"] == scaling]
+        sel = [r for r in ok if r.device == device and r.scaling == scaling]
         many, beyond = _headline_panel(ax, sel, device, scaling, modes, controllers)
         several, shaded = several or many, beyond or shaded
     _headline_legend(fig, modes, controllers, several, shaded)

@@ -6,10 +6,11 @@ chosen on (`recommended_again`)."""
 
 import datetime
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..study.rec import LeverRecord
 from . import loss
 
 
@@ -21,7 +22,7 @@ def _time(text: Any) -> datetime.datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=datetime.UTC)
 
 
-def made_before(prediction: dict[str, Any], rows: Iterable[dict[str, Any]]) -> bool | None:
+def made_before(prediction: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> bool | None:
     """Whether `prediction` (its `finished`) was written before every record of `rows`
     started; None where a time is unknown."""
     made = _time(prediction.get("finished"))
@@ -51,7 +52,7 @@ def said(checked: Sequence[dict[str, Any]]) -> str:
     return f"{models}; " + ", ".join(f"{n} {what}" for what, n in counts.items() if n)
 
 
-def choice_records(results: str | Path) -> list[dict[str, Any]]:
+def choice_records(results: str | Path) -> list[LeverRecord]:
     """The records the recommended step's makeup was chosen on: every levers record
     (`*/levers/*.json`) and every map lever, fused-solve and vector-width record, of any
     machine (loss spreads and floor sidecars left out)."""
@@ -69,39 +70,40 @@ def choice_records(results: str | Path) -> list[dict[str, Any]]:
         if p.name.startswith("loss-spread") or p.name.endswith(".floor.json"):
             continue
         try:
-            out.append(json.loads(p.read_text()))
+            out.append(LeverRecord(json.loads(p.read_text())))
         except (OSError, ValueError):
             continue
     return out
 
 
-def recommended_again(rows: Sequence[dict[str, Any]], chosen: Sequence[dict[str, Any]]) -> str:
-    """The map's check of the recommended step in a session after the records it was
-    chosen on (`chosen`): per workload and controller whose 1-device rows both trained,
-    its speedup over the default, how many the intervals and the loss rule call faster
+def recommended_again(rows: Sequence[Any], chosen: Sequence[LeverRecord]) -> str:
+    """The map's check of the recommended step (its rows, `workloads.MapRow`) in a
+    session after the records it was chosen on (`chosen`): per workload and controller
+    whose 1-device rows both trained, its speedup over the default, how many the
+    intervals and the loss rule call faster
     at equal loss or slower. The choice is made on the records of `chosen` made before
     the rows (a later one cannot have informed the step they measured, which is today's
     recommended step, `workloads.step_of`); empty without such rows or records."""
     found = [
-        r
+        (r, r.speedup)
         for r in rows
-        if r["step"] == "recommended" and r["n_devices"] == 1 and r.get("speedup") is not None
+        if r.step == "recommended" and r.n_devices == 1 and r.speedup is not None
     ]
     # Only records made before the rows could have informed the step they measured (a
     # row is "recommended" only where its levers are today's recommended step's).
-    starts = [_time(r["record"].get("started")) for r in found]
+    starts = [_time(r.record.started) for r, _ in found]
     first = min((t for t in starts if t is not None), default=None)
-    times = [t for rec in chosen if (t := _time(rec.get("finished"))) is not None]
+    times = [t for rec in chosen if (t := _time(rec.finished)) is not None]
     last = max((t for t in times if first is not None and t < first), default=None)
     if (
         not found
         or last is None
-        or not made_before({"finished": last.isoformat()}, [r["record"] for r in found])
+        or not made_before({"finished": last.isoformat()}, [r.record for r, _ in found])
     ):
         return ""
-    ratios = [r["speedup"] for r in found]
-    above = [r for r in found if r["speedup"][1] > 1]
-    verdicts = [loss.verdict(r["record"], r["base"]) for r in above]
+    ratios = [speedup for _, speedup in found]
+    above = [r for r, speedup in found if speedup[1] > 1]
+    verdicts = [loss.verdict(r.record, r.base) for r in above]
     faster = verdicts.count(loss.Verdict.SAME)
     unmeasured = verdicts.count(loss.Verdict.UNMEASURED)
     slower = sum(hi < 1 for _, _, hi in ratios)

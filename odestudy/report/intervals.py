@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from ..study.rec import Rec
+
 RESAMPLES = 2000
 LEVEL = 0.95
 METHOD = (
@@ -18,10 +20,10 @@ METHOD = (
 
 def step_time_runs(record: dict[str, Any]) -> list[np.ndarray]:
     """The step times of each run of a record (one run for records without repeats)."""
-    runs = record.get("step_times_runs_s")
+    rec = Rec(record)  # any record-like dict: a ratio's other side may be a bare roof
+    runs: list[Any] | None = rec.step_times_runs_s
     if not runs:
-        stages = record.get("stages") or [{}]
-        runs = [stages[-1].get("step_times_s") or [record["step_time_s"]]]
+        runs = [rec.last_stage.step_times_s or [rec.step_time_s]]
     return [np.asarray(r, dtype=float) for r in runs if len(r)]
 
 

@@ -3,11 +3,13 @@ every table applies to the final losses behind a ratio."""
 
 import enum
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..measure.problem import DEFAULT_PROBLEM
 from ..study import records
+from ..study.rec import LeverRow, LossSpread
 
 # The evaluation loss a row must reach to count as a trained model, per scale, where a
 # record does not say itself (`trained`): rows above it are marked and not cited.
@@ -79,21 +81,22 @@ def spreads(folder: str | Path | None, scale: str) -> dict[str, float]:
     `MIN_SEEDS` seeds); empty where not measured."""
     if folder is None:
         return {}
-    out = {}
+    out: dict[str, float] = {}
     for rec in _spread_records(Path(folder)):
-        if rec["scenario"].get("scale") == scale and not rec.get("workload"):
-            out[rec["scenario"]["controller"]] = float(rec["spread_relative"])
+        controller = rec.fields.controller
+        if rec.fields.scale == scale and not rec.workload and controller is not None:
+            out[controller] = float(rec.spread_relative)
     return out
 
 
-def _spread_records(folder: Path) -> list[dict[str, Any]]:
+def _spread_records(folder: Path) -> list[LossSpread]:
     """The loss-spread records of machine folder `folder` measured over at least
     `MIN_SEEDS` seeds."""
     out = []
     for path in sorted(Path(folder, "levers").glob("loss-spread-*.json")):
         try:
-            rec = records.read_json(path)
-            if len(rec["rows"]) >= MIN_SEEDS and "spread_relative" in rec:
+            rec = LossSpread(records.read_json(path))
+            if len(rec.rows) >= MIN_SEEDS and "spread_relative" in rec:
                 out.append(rec)
         except (OSError, ValueError, KeyError, TypeError):
             continue
@@ -119,7 +122,7 @@ def _tree_spreads(root: str) -> dict[tuple, float]:
     folders = {p.parent.parent for p in Path(root).glob("**/levers/loss-spread-*.json")}
     for folder in sorted(folders):
         for rec in _spread_records(folder):
-            out[model_of(rec)] = float(rec["spread_relative"])
+            out[model_of(rec)] = float(rec.spread_relative)
     return out
 
 
@@ -138,11 +141,11 @@ def spread_limit(root: str | Path, r: dict[str, Any]) -> float | None:
     return None if spread is None else 1.0 + spread
 
 
-def in_record(rec: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+def in_record(rec: Mapping[str, Any], row: Mapping[str, Any]) -> LeverRow:
     """A variant's row of a levers record with the record's machine, scenario and path:
     what `verdict` needs to find the spread for it."""
     context = {k: rec.get(k) for k in ("machine_id", "scenario", "path")}
-    return {**context, **row}
+    return LeverRow({**context, **row})
 
 
 def _loss(x: dict[str, Any] | float | None) -> float | None:

@@ -3,9 +3,9 @@ left out of the report (`skipped.md`)."""
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ..measure import environment
+from ..study.rec import Rec
 from . import loss, sessions
 from .device_tables import machine_line
 from .frames import (
@@ -18,39 +18,35 @@ from .tables import fmt as _fmt
 from .tables import markdown_table
 
 
-def _speedup_cell(r: dict[str, Any]) -> str:
+def _speedup_cell(r: Rec) -> str:
     """A row's speedup with its interval, marked (`loss.MARK`) where it and its
     baseline trained to different losses."""
-    text = fmt_interval(r["speedup"], *(r.get("speedup_ci") or (None, None)))
+    text = fmt_interval(r.speedup, *(r.speedup_ci or (None, None)))
     return loss.baseline_flag(text, r)
 
 
-def machines_table(every: list[dict[str, Any]], chosen: Mapping[str, str | None]) -> str:
+def machines_table(every: list[Rec], chosen: Mapping[str, str | None]) -> str:
     """Other machines' ok rows of the main tables beside the chosen machine's: step
     times and speedups (with intervals) per scenario, when another machine has any."""
-    main = [r for r in every if in_scaling_matrix(r) and r["status"] == "ok"]
+    main = [r for r in every if in_scaling_matrix(r) and r.ok]
     parts = ["# Machines compared", ""]
     for device in ("cpu", "gpu"):
         here = chosen.get(device)
-        others = sorted({r["machine_id"] for r in main if r["device"] == device} - {here})
+        others = sorted({str(r.machine_id) for r in main if r.device == device} - {here})
         mine = {
-            r["name"]: r
-            for r in scaling_rows(
-                [r for r in main if r["device"] == device and r["machine_id"] == here]
-            )
+            r.name: r
+            for r in scaling_rows([r for r in main if r.device == device and r.machine_id == here])
         }
         for other in others:
-            theirs = scaling_rows(
-                [r for r in main if r["device"] == device and r["machine_id"] == other]
-            )
+            theirs = scaling_rows([r for r in main if r.device == device and r.machine_id == other])
             out = []
             for r in theirs:
-                m = mine.get(r["name"])
+                m = mine.get(r.name)
                 out.append(
                     [
-                        r["name"],
-                        _fmt(m["step_time_s"]) if m else "–",
-                        _fmt(r["step_time_s"]),
+                        r.name,
+                        _fmt(m.step_time_s) if m else "–",
+                        _fmt(r.step_time_s),
                         _speedup_cell(m) if m else "–",
                         _speedup_cell(r),
                     ]

@@ -6,9 +6,9 @@ come from its records."""
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ..measure.scenario import Scenario
+from ..study.rec import LeverRecord
 from . import sessions
 from .floor import elsewhere_said, held_elsewhere, map_lever_records, variant_row
 from .intervals import fmt_interval, ratio_interval
@@ -32,7 +32,7 @@ class MapLever:
     name: str
     pairs: tuple[tuple[str, str, str], ...]
 
-    def records(self, results: str | Path, machine: str) -> list[dict[str, Any]]:
+    def records(self, results: str | Path, machine: str) -> list[LeverRecord]:
         """This machine's records of the lever, in the map's order."""
         return map_lever_records(results, machine, self.folder)
 
@@ -58,12 +58,12 @@ VECTORS = MapLever(
 MAP_LEVERS = (UNROLLED, VECTORS)
 
 
-def _trained_limit(rec: dict[str, Any]) -> float:
+def _trained_limit(rec: LeverRecord) -> float:
     """The evaluation loss a lever record's models had to reach: its problem's."""
-    return Scenario.from_dict(rec["scenario"]).problem_object.trained_loss
+    return Scenario.from_dict(rec.fields).problem_object.trained_loss
 
 
-def lever_cell(rec: dict[str, Any], base: str, lever: str) -> str:
+def lever_cell(rec: LeverRecord, base: str, lever: str) -> str:
     """The lever's speedup over its baseline with its interval, and both final losses
     (a model above the problem's trained loss said so; unequal losses marked)."""
     a, b = variant_row(rec, base), variant_row(rec, lever)
@@ -71,8 +71,8 @@ def lever_cell(rec: dict[str, Any], base: str, lever: str) -> str:
         return "–"
     ratio, lo, hi = ratio_interval(a, b)
     limit = _trained_limit(rec)
-    losses = f"loss {a['final_loss']:.2g} → {b['final_loss']:.2g}"
-    if max(a["final_loss"], b["final_loss"]) > limit:
+    losses = f"loss {a.final_loss:.2g} → {b.final_loss:.2g}"
+    if max(a.final_loss, b.final_loss) > limit:
         losses += f" (above {limit:g}: not trained)"
     return pair_mark(fmt_interval(ratio, lo, hi), a, b) + f"; {losses}"
 
@@ -86,8 +86,8 @@ def lever_lines(results: str | Path, machine: str, lever: MapLever) -> list[str]
         return [*head, f"No records yet: run `make {lever.target}`.", ""]
     body = [
         [
-            escape(rec.get("workload")),
-            escape(rec["scenario"]["controller"]),
+            escape(rec.workload),
+            escape(rec.fields.controller),
             *(escape(lever_cell(rec, base, with_it)) for base, with_it, _ in lever.pairs),
         ]
         for rec in recs
@@ -107,7 +107,18 @@ def lever_lines(results: str | Path, machine: str, lever: MapLever) -> list[str]
     ]
 
 
-def lever_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> list[dict]:
+@dataclasses.dataclass(frozen=True)
+class LeverSpeedup:
+    """A lever's speedup over its baseline in one record (`lever_speedups`), with its
+    interval, and whether the two trained the same model (`equal`)."""
+
+    ratio: float
+    low: float
+    high: float
+    equal: bool
+
+
+def lever_speedups(recs: Sequence[LeverRecord], base: str, lever: str) -> list[LeverSpeedup]:
     """Per lever record (workload and controller) whose two models both trained (their
     problem's trained loss), the speedup of `lever` over `base` with its interval, and
     whether they trained the same model (within the run-to-run spread measured for the
@@ -117,27 +128,26 @@ def lever_speedups(recs: Sequence[dict[str, Any]], base: str, lever: str) -> lis
         a, b = variant_row(rec, base), variant_row(rec, lever)
         if a is None or b is None:
             continue
-        if max(a["final_loss"], b["final_loss"]) > _trained_limit(rec):
+        if max(a.final_loss, b.final_loss) > _trained_limit(rec):
             continue  # a model that did not train: no speedup
         ratio, lo, hi = ratio_interval(a, b)
-        equal = same(a, b)
-        out.append({"ratio": ratio, "low": lo, "high": hi, "equal": equal})
+        out.append(LeverSpeedup(ratio, lo, hi, same(a, b)))
     return out
 
 
-def lever_summary(recs: Sequence[dict[str, Any]], lever: MapLever) -> list[str]:
+def lever_summary(recs: Sequence[LeverRecord], lever: MapLever) -> list[str]:
     """The README's line on `lever` on the recommended step along the map (its last
     pair; the pairs whose models trained), or nothing where none did."""
     base, with_it, _ = lever.pairs[-1]
     found = lever_speedups(recs, base, with_it)
     if not found:
         return []
-    faster = [f for f in found if f["low"] > 1 and f["equal"]]
-    slower = [f for f in found if f["high"] < 1]
+    faster = [f for f in found if f.low > 1 and f.equal]
+    slower = [f for f in found if f.high < 1]
     session = sessions.sessions_line(recs, recs)
     return [
         f"- {lever.name} on the recommended step, 1 device: "
-        f"{min(f['ratio'] for f in found):.2f}x to {max(f['ratio'] for f in found):.2f}x "
+        f"{min(f.ratio for f in found):.2f}x to {max(f.ratio for f in found):.2f}x "
         f"over {len(found)} workload and controller pairs whose models trained, "
         f"{len(faster)} of them faster with the whole interval above 1 at equal loss, "
         f"{len(slower)} slower ({session.rstrip('.')})."

@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..study.rec import Rec
 from ..study.studies import Figure, Page, Table, page_named, pages_of
 from .answer import README_SCALE, readme_answer
 from .by_session import render_sessions
@@ -155,7 +156,7 @@ DEFAULT_HEAD = "**With the default step (the reference's), each mode over its ow
 def _best_first(
     results: str | Path,
     scale: str,
-    rows: Sequence[dict],
+    rows: Sequence[Rec],
     figures: Path,
     base: Path,
     found: Findings,
@@ -191,7 +192,7 @@ def update_readme(
     readme: str | Path,
     results: str | Path,
     figures: str | Path,
-    rows: Sequence[dict] | None = None,
+    rows: Sequence[Rec] | None = None,
     found: Findings | None = None,
 ) -> Path:
     """Write the README's answer (`<!-- region:answer -->`, `answer.readme_answer`): the

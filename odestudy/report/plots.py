@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
+from ..study.rec import Rec, Sweep
 
 # matplotlib and seaborn are imported inside the functions that draw (here and in the
 # report's other modules): every scenario's kernel and worker imports the package and
@@ -75,8 +76,10 @@ def controller_dashes(controllers: Iterable[str]) -> dict[str, str | tuple[float
     return {c: line_dashes(CONTROLLER_STYLE[c]) for c in controllers}
 
 
-def summary(record: dict[str, Any]) -> dict[str, Any]:
-    """The headline numbers of one record, as a small dict for display."""
+def summary(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The headline numbers of one record (as read: `read_record`), as a small dict for
+    display."""
+    rec = Rec(record)
     keys = (
         "status",
         "error",
@@ -96,21 +99,24 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
         "collectives_total",
         "collectives_in_loops",
     )
-    out = {k: record.get(k) for k in keys}
-    steps = record.get("solver_steps") or {}
-    out["solver_steps_mean"], out["solver_steps_max"] = steps.get("mean"), steps.get("max")
-    return out
+    steps = rec.solver_steps
+    return {k: rec.get(k) for k in keys} | {
+        "solver_steps_mean": steps.mean,
+        "solver_steps_max": steps.max,
+    }
 
 
-def plot_scenario(record: dict[str, Any]):
-    """Training loss per step and a histogram of per-sample solver steps."""
+def plot_scenario(record: Mapping[str, Any]):
+    """Training loss per step and a histogram of per-sample solver steps of one record
+    (as read: `read_record`)."""
     import matplotlib.pyplot as plt
 
+    rec = Rec(record)
     fig, (ax_loss, ax_steps) = plt.subplots(1, 2, figsize=(10, 3.5))
-    losses = record.get("train_loss") or []
+    losses = rec.train_loss or []
     ax_loss.semilogy(np.arange(1, len(losses) + 1), losses)
-    ax_loss.set(xlabel="optimiser step", ylabel="training loss (MSE)", title=record.get("name", ""))
-    steps = (record.get("solver_steps") or {}).get("last_step_per_sample") or []
+    ax_loss.set(xlabel="optimiser step", ylabel="training loss (MSE)", title=rec.name or "")
+    steps = rec.solver_steps.last_step_per_sample or []
     if steps:
         ax_steps.hist(steps, bins=min(30, max(5, len(set(steps)))))
     ax_steps.set(xlabel="forward solver steps per sample (last timed step)", ylabel="samples")
@@ -138,34 +144,36 @@ def _save(fig, out: Path, stem: str) -> list[Path]:
 METRICS = ("step time (s)", "speedup", "efficiency")
 
 
-def scaling_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+def scaling_frame(rows: Sequence[Rec]) -> pd.DataFrame:
     """Rows of `frames.scaling_rows` in long form for plotting: one row per record and
     metric (`METRICS`), with the value and its interval (`low`, `high`; the IQR for
     step times, the 95% interval for speedup and efficiency)."""
     out = []
     for r in rows:
-        if r.get("status") != "ok":
+        if not r.ok:
             continue
         head = {
-            "device": r["device"],
-            "scaling": r["scaling"],
-            "mode": r["mode"],
-            "controller": r["controller"],
-            "processes": r.get("processes", 1),
-            "devices": r["n_devices"],
+            "device": r.device,
+            "scaling": r.scaling,
+            "mode": r.mode,
+            "controller": r.controller,
+            "processes": r.processes or 1,
+            "devices": r.n_devices,
         }
         out.append(
             {
                 **head,
                 "metric": METRICS[0],
-                "value": r["step_time_s"],
-                "low": r["step_time_p25_s"],
-                "high": r["step_time_p75_s"],
+                "value": r.step_time_s,
+                "low": r.step_time_p25_s,
+                "high": r.step_time_p75_s,
             }
         )
-        for metric in METRICS[1:]:
-            value = r.get(metric)
-            low, high = r.get(f"{metric}_ci") or (None, None)
+        for metric, value, ci in (
+            ("speedup", r.speedup, r.speedup_ci),
+            ("efficiency", r.efficiency, r.efficiency_ci),
+        ):
+            low, high = ci or (None, None)
             out.append({**head, "metric": metric, "value": value, "low": low, "high": high})
     return pd.DataFrame(
         out,
@@ -278,7 +286,7 @@ def _scaling_legend(
 
 
 def scaling_figures(
-    rows: Sequence[dict[str, Any]], out: str | Path, device: str, cores: int | None
+    rows: Sequence[Rec], out: str | Path, device: str, cores: int | None
 ) -> list[Path]:
     """Step time, speedup and efficiency against devices (seaborn facets), colour by
     mode, line style by controller, one figure per scaling. `rows` come from
@@ -287,8 +295,8 @@ def scaling_figures(
     import seaborn as sns
 
     # A model that did not train has no speedup to plot: left out, and counted in the title.
-    shown = [r for r in rows if r["device"] == device]
-    kept = [r for r in shown if r.get("trained") is not False and not r.get("untrained")]
+    shown = [r for r in rows if r.device == device]
+    kept = [r for r in shown if r.trained is not False and not r.untrained]
     data = scaling_frame(kept)
     paths = []
     for scaling in ("strong", "weak"):
@@ -313,7 +321,7 @@ def scaling_figures(
         _scaling_axes(grid, ns, scaling, cores if device == "cpu" else None)
         _scaling_legend(grid, modes, sel, ns, cores if device == "cpu" else None)
         what = "fixed global batch" if scaling == "strong" else "fixed per-device batch"
-        left_out = sum(1 for r in shown if r["scaling"] == scaling and r not in kept)
+        left_out = sum(1 for r in shown if r.scaling == scaling and r not in kept)
         note = f"; {left_out} rows not trained, left out" if left_out else ""
         grid.figure.suptitle(f"{device.upper()} {scaling} scaling ({what}){note}", y=1.02)
         paths += _save(grid.figure, Path(out), f"{device}_{scaling}_scaling")
@@ -321,7 +329,7 @@ def scaling_figures(
 
 
 def _forward_axes(
-    c: Any, sweeps: Sequence[dict[str, Any]], data: pd.DataFrame, palette: dict, name: Any
+    c: Any, sweeps: Sequence[Sweep], data: pd.DataFrame, palette: dict, name: Any
 ) -> None:
     """The step-cost figure's third panel: the forward pass alone against the rest of
     the step, per sweep that timed it."""
@@ -352,7 +360,7 @@ def _forward_axes(
 
 
 def _cost_axes(
-    a: Any, b: Any, sweeps: Sequence[dict[str, Any]], data: pd.DataFrame, palette: dict, name: Any
+    a: Any, b: Any, sweeps: Sequence[Sweep], data: pd.DataFrame, palette: dict, name: Any
 ) -> None:
     """The step-cost figure's first two panels: each sweep's step time with its IQR
     bars, and its fitted time per iteration (dotted)."""
@@ -367,10 +375,10 @@ def _cost_axes(
             color=palette[name(sw)],
         )
         x = sel["batch"].to_numpy(float)
-        fit = sw["fit"]
+        fit = sw.fit
         b.plot(
             x,
-            (fit["fixed_per_iteration_s"] + fit["per_sample_iteration_s"] * x) * 1e3,
+            (fit.fixed_per_iteration_s + fit.per_sample_iteration_s * x) * 1e3,
             ":",
             color=palette[name(sw)],
         )
@@ -387,28 +395,28 @@ def _cost_axes(
     )
 
 
-def step_cost_figure(sweeps: Sequence[dict[str, Any]], out: str | Path, stem: str) -> list[Path]:
+def step_cost_figure(sweeps: Sequence[Sweep], out: str | Path, stem: str) -> list[Path]:
     """Step time and time per executed solver iteration against batch size, one line
     per sweep (`benchmarks/step_cost.py` records: controller and label), with the
     fitted line `fixed + per_sample * batch` of the time per iteration (dotted)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    def name(sw: dict[str, Any]) -> str:
-        return f"{sw['scenario']['controller']} {sw.get('label') or ''}".strip()
+    def name(sw: Sweep) -> str:
+        return f"{sw.fields.controller} {sw.label or ''}".strip()
 
     rows = [
         {
             "sweep": name(sw),
-            "batch": r["batch"],
-            "step_s": r["step_time_s"],
-            "p25": r["step_time_p25_s"],
-            "p75": r["step_time_p75_s"],
-            "per_iteration_ms": r["per_iteration_s"] * 1e3,
-            "forward_s": r.get("forward_time_s"),
+            "batch": r.batch,
+            "step_s": r.step_time_s,
+            "p25": r.step_time_p25_s,
+            "p75": r.step_time_p75_s,
+            "per_iteration_ms": r.per_iteration_s * 1e3,
+            "forward_s": r.forward_time_s,
         }
         for sw in sweeps
-        for r in sw["rows"]
+        for r in sw.rows
     ]
     data = pd.DataFrame(rows).sort_values(["sweep", "batch"])
     names = list(dict.fromkeys(name(sw) for sw in sweeps))
@@ -431,9 +439,9 @@ def step_cost_figure(sweeps: Sequence[dict[str, Any]], out: str | Path, stem: st
     )
     _cost_axes(a, b, sweeps, data, palette, name)
     a.legend(fontsize=8)
-    kind = sweeps[0].get("device_kind", "") if sweeps else ""
+    kind = (sweeps[0].device_kind or "") if sweeps else ""
     if kind == "cpu":
-        kind = f"CPU ({(sweeps[0].get('hardware') or {}).get('cpu_model')}, 1 device)"
+        kind = f"CPU ({sweeps[0].hardware.cpu_model}, 1 device)"
     fig.suptitle(f"Per-step cost against batch size on {kind} (trained quick model)")
     fig.tight_layout()
     return _save(fig, Path(out), stem)

@@ -14,6 +14,7 @@ from ..measure.modes import MODES
 from ..measure.probe import PROBE_FOLDER
 from ..measure.scenario import Scenario
 from ..study import records
+from ..study.rec import Key, PredictedRow, Prediction, Probe, Rec
 from ..study.studies import Table
 from . import sessions
 from .frames import read_records, scaling_rows
@@ -21,14 +22,37 @@ from .heldout import made_before, said
 from .tables import escape, markdown_table, table_value
 
 
-def row_predictions(results: str | Path, machine: str) -> list[dict[str, Any]]:
+class Checked(dict[str, Any]):
+    """One measured row against its prediction (`checked_rows`): a dict (as
+    `heldout.said` reads it) with an attribute per field."""
+
+    __slots__ = ()
+
+    model: Key[Any] = Key()
+    before: Key[bool | None] = Key()
+    name: Key[str] = Key()
+    mode: Key[str] = Key()
+    controller: Key[str | None] = Key()
+    placement: Key[tuple[int, int, int]] = Key()
+    predicted_s: Key[float] = Key()
+    low_s: Key[float] = Key()
+    high_s: Key[float] = Key()
+    measured_s: Key[float] = Key()
+    error: Key[float] = Key()
+    inside: Key[bool] = Key()
+    profile: Key[str | None] = Key()
+    session: Key[Any] = Key()
+    made: Key[str | None] = Key()
+
+
+def row_predictions(results: str | Path, machine: str) -> list[Prediction]:
     """The predictions of `machine`'s measured rows (`predict --rows`): files named
     `<target>-profile-<name>.json` in its `predict` folder, and the earlier ones each
     replaced (`records.EARLIER`)."""
     folder = Path(results) / machine
     paths = [*records.side_study_paths(folder, "predict"),
              *records.side_study_paths(folder, f"predict/{records.EARLIER}")]  # fmt: skip
-    return [records.read_json(p) for p in paths]
+    return [Prediction(records.read_json(p)) for p in paths]
 
 
 def _where(placement: tuple[int, int, int]) -> str:
@@ -39,9 +63,7 @@ def _where(placement: tuple[int, int, int]) -> str:
     return text + (f", {nodes} nodes" if nodes > 1 else "")
 
 
-def checked_rows(
-    rows: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def checked_rows(rows: Sequence[Rec], found: Sequence[dict[str, Any]]) -> list[Checked]:
     """Each measured ok row (`frames.scaling_rows`) of a predicted scenario in a
     predicted mode (the prediction's target in that mode: its placement, problem and
     every field, a batch or an evaluation interval included): predicted step and
@@ -49,16 +71,16 @@ def checked_rows(
     interval. A row predicted more than once is checked against the newest prediction
     made before it was measured (held out in time, `heldout.made_before`), else the
     newest."""
-    chosen: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
-    for p in sorted(found, key=lambda p: str(p.get("finished"))):
-        if not p.get("trained"):
+    chosen: dict[str, tuple[Prediction, PredictedRow, Rec]] = {}
+    for p in sorted(map(Prediction, found), key=lambda p: str(p.finished)):
+        if not p.trained:
             continue  # a prediction from a model that did not train checks nothing
-        target = Scenario.from_dict(p["scenario"])
-        for pr in p["rows"]:
-            name = dataclasses.replace(target, mode=pr["mode"]).name()
+        target = Scenario.from_dict(p.scenario)
+        for pr in p.rows:
+            name = dataclasses.replace(target, mode=pr.mode).name()
             r = next(
-                (r for r in rows if r["status"] == "ok" and r.get("trained", True)
-                 and r["name"] == name),
+                (r for r in rows if r.ok and (r.trained if "trained" in r else True)
+                 and r.name == name),
                 None,
             )  # fmt: skip
             if r is None:
@@ -69,34 +91,34 @@ def checked_rows(
     return [_checked(p, pr, r) for p, pr, r in chosen.values()]
 
 
-def _checked(p: dict[str, Any], pr: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+def _checked(p: Prediction, pr: PredictedRow, r: Rec) -> Checked:
     """One measured row `r` against mode row `pr` of prediction `p`."""
-    s = p["scenario"]
-    lo, hi = pr["step_time_interval_s"]
-    measured = float(r["step_time_s"])
-    return {
-        "model": (p.get("made_from") or {}).get("model"), "before": made_before(p, [r]),
-        "name": r["name"], "mode": pr["mode"], "controller": s["controller"],
-        "placement": (p["n_devices"], p.get("processes", 1), p.get("nodes", 1)),
-        "predicted_s": pr["step_time_s"], "low_s": lo, "high_s": hi,
-        "measured_s": measured, "error": pr["step_time_s"] / measured - 1,
-        "inside": lo <= measured <= hi, "profile": (p.get("profile") or {}).get("name"),
-        "session": r["session"], "made": p.get("finished"),
-    }  # fmt: skip
+    lo, hi = pr.step_time_interval_s
+    assert r.step_time_s is not None
+    measured = float(r.step_time_s)
+    return Checked(
+        model=p.made_from.model, before=made_before(p, [r]),
+        name=r.name, mode=pr.mode, controller=p.fields.controller,
+        placement=(p.n_devices, p.processes or 1, p.nodes or 1),
+        predicted_s=pr.step_time_s, low_s=lo, high_s=hi,
+        measured_s=measured, error=pr.step_time_s / measured - 1,
+        inside=lo <= measured <= hi, profile=p.profile.name,
+        session=r.session, made=p.finished,
+    )  # fmt: skip
 
 
-def summary_lines(checked: Sequence[dict[str, Any]]) -> list[str]:
+def summary_lines(checked: Sequence[Checked]) -> list[str]:
     """Per placement kind and mode: the median |error| beside its count, and how many
     measured steps fall in their predicted interval."""
     lines = []
-    kinds = sorted({c["placement"] for c in checked})
+    kinds = sorted({c.placement for c in checked})
     for where in kinds:
         for mode in (m for m, v in MODES.items() if v.multi_device):
-            mine = [c for c in checked if c["placement"] == where and c["mode"] == mode]
+            mine = [c for c in checked if c.placement == where and c.mode == mode]
             if not mine:
                 continue
-            median = float(np.median([abs(c["error"]) for c in mine])) * 100
-            inside = sum(c["inside"] for c in mine)
+            median = float(np.median([abs(c.error) for c in mine])) * 100
+            inside = sum(c.inside for c in mine)
             lines.append(
                 f"- {escape(_where(where))}, `{escape(mode)}`: median |error| {median:.0f} % "
                 f"over {len(mine)} row(s); {inside} of {len(mine)} measured inside the "
@@ -105,15 +127,15 @@ def summary_lines(checked: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def checked_table(checked: Sequence[dict[str, Any]]) -> str:
+def checked_table(checked: Sequence[Checked]) -> str:
     body = [
         [
-            escape(c["name"]),
-            escape(_where(c["placement"])),
-            escape(c["session"].label if c.get("session") else ""),
-            f"{c['predicted_s'] * 1e3:.2f} [{c['low_s'] * 1e3:.2f}, {c['high_s'] * 1e3:.2f}]",
-            f"{c['measured_s'] * 1e3:.2f}",
-            f"{c['error'] * 100:+.0f} %",
+            escape(c.name),
+            escape(_where(c.placement)),
+            escape(c.session.label if c.session else ""),
+            f"{c.predicted_s * 1e3:.2f} [{c.low_s * 1e3:.2f}, {c.high_s * 1e3:.2f}]",
+            f"{c.measured_s * 1e3:.2f}",
+            f"{c.error * 100:+.0f} %",
         ]
         for c in checked
     ]
@@ -129,14 +151,14 @@ def probes_table(results: str | Path, machine: str) -> str:
     paths = sorted(Path(results).glob(f"**/{machine}/{PROBE_FOLDER}/*.json"))
     body = []
     for path in paths:
-        p = records.read_json(path)
-        one = {a["n_devices"]: a["latency_s"] for a in p.get("allreduce", []) if a["size"] == 1}
+        p = Probe(records.read_json(path))
+        one = {a.n_devices: a.latency_s for a in p.allreduce if a.size == 1}
         body.append([
-            escape(p.get("finished")),
+            escape(p.finished),
             escape(Path(path).relative_to(results).as_posix()),
             escape(", ".join(f"{n}: {v * 1e6:.3g}" for n, v in sorted(one.items())) or "none"),
-            f"{p['matmul'][0]['flops_per_s'] / 1e9:.3g}",
-            f"{p['loop_iteration_s'] * 1e9:.3g}",
+            f"{p.matmul[0].flops_per_s / 1e9:.3g}",
+            f"{p.loop_iteration_s * 1e9:.3g}",
         ])  # fmt: skip
     if not body:
         return "No machine probe recorded on this machine yet (every timing session runs one)."
@@ -151,7 +173,7 @@ def prediction_markdown(results: str | Path, machine: str) -> str:
     """The page: the rows checked, per placement and mode, then the probes. Only the
     current rows (`frames.current_keys`) are checked: a row whose scenario the studies
     no longer run (a recommended step since re-keyed, say) is history, not a check."""
-    recs = [r for r in read_records(results, "quick") if r["machine_id"] == machine]
+    recs = [r for r in read_records(results, "quick") if r.machine_id == machine]
     rows = scaling_rows(recs)
     checked = checked_rows(rows, row_predictions(results, machine))
     parts = [
@@ -161,7 +183,7 @@ def prediction_markdown(results: str | Path, machine: str) -> str:
         "(one process, several processes, several nodes) against its prediction from the "
         "1-device row and this machine's `cpu` profile, made without measuring the "
         "devices predicted (`odestudy predict --rows --profile cpu`). "
-        + sessions.sessions_line([r for r in recs if r["status"] == "ok"], recs)
+        + sessions.sessions_line([r for r in recs if r.ok], recs)
         + " A predicted interval covers the 1-device sweep's timing noise (its timed steps "
         "resampled) and the profile's stated range, not the model's own error: the errors "
         "below measure that.",
@@ -187,20 +209,20 @@ def gpu_prediction_lines(results: str | Path) -> list[str]:
         return [*head, "No GPU prediction records (`benchmarks/gpu_session.sh predict`).", ""]
     body = []
     for path in found:
-        rec = records.read_json(path)
-        for r in rec["rows"]:
-            lo, hi = r["step_time_interval_s"]
-            slo, shi = r["speedup_interval"]
+        rec = Prediction(records.read_json(path))
+        for r in rec.rows:
+            lo, hi = r.step_time_interval_s
+            slo, shi = r.speedup_interval
             body.append(
                 [
                     escape(path.parent.parent.name),
-                    escape(rec["profile"]["name"]),
-                    str(rec["n_devices"]),
-                    escape(r["mode"]),
-                    f"{rec['one_device_step_s'] * 1e3:.1f}",
-                    f"{r['step_time_s'] * 1e3:.1f} [{lo * 1e3:.1f}, {hi * 1e3:.1f}]",
-                    f"{r['speedup']:.2f} [{slo:.2f}, {shi:.2f}]",
-                    "yes" if rec["trained"] else "no",
+                    escape(rec.profile.name),
+                    str(rec.n_devices),
+                    escape(r.mode),
+                    f"{rec.one_device_step_s * 1e3:.1f}",
+                    f"{r.step_time_s * 1e3:.1f} [{lo * 1e3:.1f}, {hi * 1e3:.1f}]",
+                    f"{r.speedup:.2f} [{slo:.2f}, {shi:.2f}]",
+                    "yes" if rec.trained else "no",
                     escape(path.stem),
                 ]
             )

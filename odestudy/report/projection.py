@@ -17,14 +17,17 @@ Step time of N devices in data parallel at global batch B (per-device batch b = 
   latency `l(N)` (an all-reduce of one float).
 """
 
+import dataclasses
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
 from ..measure.modes import MODES
 from ..measure.timing import PROTOCOL
 from ..study import records
+from ..study.rec import AllReduce, Projected, Rec, Sweep
 from ..study.studies import Table
 from . import sessions
 from .frames import BaselineError, baseline
@@ -34,31 +37,70 @@ from .tables import fmt as _fmt
 # The modes that run on several devices, in the order of the tables.
 MULTI_DEVICE = tuple(name for name, m in MODES.items() if m.multi_device)
 
+
+class LatencyRange(NamedTuple):
+    """All-reduce latencies (seconds): a range and its central value."""
+
+    low: float
+    central: float
+    high: float
+
+
 # Cited all-reduce latencies of two NVLink-connected H100s, small messages (seconds):
 # about 6 us with CUDA graphs (NVIDIA/nccl issue 1259, 2 x H100 80GB HBM3, NVLSTree),
 # 3.5 us for 1 KB without CUDA graphs on NVLink H800s (NVIDIA/nccl issue 1984), and
 # NCCL's own tuning model: base 6.6 us (Ring, LL) + 0.6 us NVLink (src/graph/tuning.cc,
 # quoted in NVIDIA/nccl issue 1334). Central value and range used for projections:
-GPU_ALLREDUCE_S = {"low": 3.5e-6, "central": 7.2e-6, "high": 25e-6}
+GPU_ALLREDUCE_S = LatencyRange(low=3.5e-6, central=7.2e-6, high=25e-6)
 GPU_ALLREDUCE_SOURCE = (
     "NVIDIA/nccl issues 1259 (2 x H100, ~6 us), 1984 (3.5 us without "
     "CUDA graphs) and NCCL's tuning model (6.6 + 0.6 us, issue 1334)"
 )
 
 
-def all_sweeps(folder: str | Path, device: str | None = None) -> list[dict[str, Any]]:
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """The model's step time (`predict`) and its terms, in seconds; `iterations`: the
+    executed solver iterations of the global batch."""
+
+    step_time_s: float
+    compute_s: float
+    allreduce_s: float
+    in_loop_s: float
+    iterations: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Validation:
+    """One measured multi-device row beside its prediction (`validate_model`): the
+    row's `measured_s`, the `predicted` step and its relative `error`."""
+
+    mode: str
+    n_devices: int
+    controller: str
+    scaling: str
+    measured_s: float
+    predicted: Prediction
+    error: float
+    machine: str = ""
+    name: str = ""
+    session: str | None = None
+    protocol: int | None = None
+
+
+def all_sweeps(folder: str | Path, device: str | None = None) -> list[Sweep]:
     """Every step-cost sweep of one machine (`<machine>/step_cost/*.json`, written by
     `benchmarks/step_cost.py`), of one device kind if `device` is given."""
     paths = records.side_study_paths(folder, "step_cost", f"{device or '*'}-*.json")
-    return [{**records.read_json(p), "path": str(p)} for p in paths]
+    return [Sweep(records.read_json(p), path=str(p)) for p in paths]
 
 
-def load_sweeps(folder: str | Path) -> dict[tuple[str, str], dict[str, Any]]:
+def load_sweeps(folder: str | Path) -> dict[tuple[str | None, str | None], Sweep]:
     """The default-flag sweeps of one machine, `(device, controller) -> record`."""
     return {
-        (r["scenario"]["device"], r["scenario"]["controller"]): r
+        (r.fields.device, r.fields.controller): r
         for r in all_sweeps(folder)
-        if r.get("label") == "default"
+        if r.label == "default"
     }
 
 
@@ -66,27 +108,27 @@ def load_latencies(folder: str | Path) -> dict[tuple[int, int], float]:
     """Measured all-reduce latencies of one machine, `(devices, floats) -> seconds`."""
     out = {}
     for path in records.side_study_paths(folder, "collectives"):
-        rec = records.read_json(path)
-        out[(rec["n_devices"], rec["size"])] = rec["latency_s"]
+        rec = AllReduce(records.read_json(path))
+        out[(rec.n_devices, rec.size)] = rec.latency_s
     return out
 
 
-def _interp(sweep: dict[str, Any], batch: int, key: str) -> float:
-    rows = sorted(sweep["rows"], key=lambda r: r["batch"])
-    x = np.log2([r["batch"] for r in rows])
+def _interp(sweep: Sweep, batch: int, key: str) -> float:
+    rows = sorted(sweep.rows, key=lambda r: r.batch)
+    x = np.log2([r.batch for r in rows])
     return float(np.interp(np.log2(batch), x, [r[key] for r in rows]))
 
 
 def predict(
-    sweep: dict[str, Any],
-    base: dict[str, Any],
+    sweep: Sweep,
+    base: Rec,
     mode: str,
     n: int,
     global_batch: int,
     allreduce_s: float,
     in_loop: int = 0,
     loop_latency_s: float = 0.0,
-) -> dict[str, float]:
+) -> Prediction:
     """The model's step time for `n` devices at `global_batch` (see the module doc).
 
     - `sweep`: the 1-device step-cost sweep of the controller on that machine; it gives
@@ -102,28 +144,22 @@ def predict(
     def c(b: int) -> float:
         return _interp(sweep, b, "step_time_s") / _interp(sweep, b, "iterations_executed")
 
-    local, b0 = global_batch // n, base["global_batch"]
+    local, b0, t0 = global_batch // n, base.global_batch, base.step_time_s
+    assert t0 is not None, "the anchor is a measured (ok) record"
     iters_global = _interp(sweep, global_batch, "iterations_executed")
-    compute = (
-        base["step_time_s"]
-        * c(local)
-        * iters_global
-        / (c(b0) * _interp(sweep, b0, "iterations_executed"))
-    )
+    compute = t0 * c(local) * iters_global / (c(b0) * _interp(sweep, b0, "iterations_executed"))
     loop = in_loop * iters_global * loop_latency_s if MODES[mode].one_loop else 0.0
     comm = allreduce_s if n > 1 else 0.0
-    return {
-        "step_time_s": compute + comm + loop,
-        "compute_s": compute,
-        "allreduce_s": comm,
-        "in_loop_s": loop,
-        "iterations": iters_global,
-    }
+    return Prediction(
+        step_time_s=compute + comm + loop,
+        compute_s=compute,
+        allreduce_s=comm,
+        in_loop_s=loop,
+        iterations=iters_global,
+    )
 
 
-def validate_model(
-    rows: list[dict[str, Any]], folder: str | Path, cores: int | None
-) -> list[dict[str, Any]]:
+def validate_model(rows: list[Rec], folder: str | Path, cores: int | None) -> list[Validation]:
     """Predicted against measured for the multi-device ok rows of one machine
     (`rows` from `frames.scaling_rows`) with at most `cores` devices, where that
     machine has a sweep of the controller, a latency for the device count and a
@@ -131,61 +167,66 @@ def validate_model(
     sweeps, lat = load_sweeps(folder), load_latencies(folder)
     out = []
     for r in rows:
-        n = r["n_devices"]
-        sweep = sweeps.get((r["device"], r["controller"]))
+        n, measured = r.n_devices, r.step_time_s
+        sweep = sweeps.get((r.device, r.controller))
         if (
-            r["status"] != "ok"
+            not r.ok
+            or measured is None
             or n < 2
-            or r.get("processes", 1) > 1
+            or (r.processes or 1) > 1
             or sweep is None
             or (cores and n > cores)
             or (n, 1) not in lat
         ):
             continue
         try:
-            base = baseline(r, rows, r["scaling"])
+            base = baseline(r, rows, r.scaling)
         except BaselineError:
             continue
         grad = lat.get((n, max(s for d, s in lat if d == n)), lat[(n, 1)])
         p = predict(
             sweep,
             base,
-            r["mode"],
+            r.mode,
             n,
-            r["global_batch"],
+            r.global_batch,
             grad,
-            r.get("collectives_in_loops") or 0,
+            r.collectives_in_loops or 0,
             lat[(n, 1)],
         )
         out.append(
-            dict(
-                p,
-                name=r["name"],
-                mode=r["mode"],
+            Validation(
+                mode=r.mode,
                 n_devices=n,
-                controller=r["controller"],
-                scaling=r["scaling"],
-                measured_s=r["step_time_s"],
-                error=p["step_time_s"] / r["step_time_s"] - 1,
+                controller=r.controller,
+                scaling=r.scaling,
+                measured_s=measured,
+                predicted=p,
+                error=p.step_time_s / measured - 1,
+                name=r.name,
                 session=sessions.session_of(r).label,
-                protocol=r.get("protocol"),
+                protocol=r.protocol,
             )
         )
     return out
 
 
 def project_gpu(
-    sweeps: dict, gpu_rows: list[dict[str, Any]], cpu_rows: list[dict[str, Any]], n: int = 2
-) -> list[dict[str, Any]]:
+    sweeps: dict[tuple[str | None, str | None], Sweep],
+    gpu_rows: list[Rec],
+    cpu_rows: list[Rec],
+    n: int = 2,
+) -> list[Projected]:
     """Projected `n`-GPU strong-scaling rows of every mode and controller, anchored on
     the measured 1-GPU rows, with the cited latency range (`GPU_ALLREDUCE_S`); the
     `shard` loop's collective count is taken from the CPU record of the same mode and
     device count (the same program partitioned for CPU devices)."""
     out = []
     for base in gpu_rows:
-        if base["status"] != "ok" or base["n_devices"] != 1 or base["scaling"] != "strong":
+        t1 = base.step_time_s
+        if not base.ok or base.n_devices != 1 or base.scaling != "strong" or t1 is None:
             continue
-        sweep = sweeps.get(("gpu", base["controller"]))
+        sweep = sweeps.get(("gpu", base.controller))
         if sweep is None:
             continue
         for mode in MULTI_DEVICE:
@@ -193,50 +234,49 @@ def project_gpu(
                 (
                     c
                     for c in cpu_rows
-                    if c["mode"] == mode
-                    and c["n_devices"] == n
-                    and c["controller"] == base["controller"]
-                    and c["scaling"] == "strong"
-                    and c["status"] == "ok"
+                    if c.mode == mode
+                    and c.n_devices == n
+                    and c.controller == base.controller
+                    and c.scaling == "strong"
+                    and c.ok
                 ),
                 None,
             )
-            k = (cpu or {}).get("collectives_in_loops") or 0
-            est = {
-                v: predict(sweep, base, mode, n, base["global_batch"], lat, k, lat)
-                for v, lat in GPU_ALLREDUCE_S.items()
-            }
-            c = est["central"]
+            k = (cpu.collectives_in_loops or 0) if cpu is not None else 0
+            low, central, high = (
+                predict(sweep, base, mode, n, base.global_batch, lat, k, lat)
+                for lat in GPU_ALLREDUCE_S
+            )
             out.append(
-                {
-                    "scale": base["scale"],
-                    "mode": mode,
-                    "n_devices": n,
-                    "controller": base["controller"],
-                    "global_batch": base["global_batch"],
-                    "step_time_s": c["step_time_s"],
-                    "low_s": est["low"]["step_time_s"],
-                    "high_s": est["high"]["step_time_s"],
-                    "one_gpu_s": base["step_time_s"],
-                    "speedup": base["step_time_s"] / c["step_time_s"],
-                    "in_loop": k,
-                }
+                Projected(
+                    scale=base.scale,
+                    mode=mode,
+                    n_devices=n,
+                    controller=base.controller,
+                    global_batch=base.global_batch,
+                    step_time_s=central.step_time_s,
+                    low_s=low.step_time_s,
+                    high_s=high.step_time_s,
+                    one_gpu_s=t1,
+                    speedup=t1 / central.step_time_s,
+                    in_loop=k,
+                )
             )
     return out
 
 
-def projected_table(projected: list[dict[str, Any]]) -> str:
+def projected_table(projected: list[Projected]) -> str:
     """The projected rows (`project_gpu`) as a markdown table, labelled "projected"."""
     rows = [
         [
-            p["scale"],
-            f"{p['n_devices']} (projected)",
-            p["mode"],
-            p["controller"],
-            str(p["global_batch"]),
-            _fmt(p["one_gpu_s"]),
-            f"{_fmt(p['step_time_s'])} [{_fmt(p['low_s'])}, {_fmt(p['high_s'])}]",
-            f"{p['speedup']:.2f}",
+            p.scale,
+            f"{p.n_devices} (projected)",
+            p.mode,
+            p.controller,
+            str(p.global_batch),
+            _fmt(p.one_gpu_s),
+            f"{_fmt(p.step_time_s)} [{_fmt(p.low_s)}, {_fmt(p.high_s)}]",
+            f"{p.speedup:.2f}",
         ]
         for p in projected
     ]
@@ -255,22 +295,22 @@ def projected_table(projected: list[dict[str, Any]]) -> str:
     )
 
 
-def _validation_table(validation: list[dict[str, Any]]) -> list[str]:
+def _validation_table(validation: list[Validation]) -> list[str]:
     """The validation rows as a markdown table (or one line without rows)."""
     rows = [
         [
-            v["machine"],
-            v["mode"],
-            str(v["n_devices"]),
-            v["controller"],
-            v["scaling"],
-            _fmt(v["measured_s"]),
-            _fmt(v["step_time_s"]),
-            _fmt(v["compute_s"]),
-            _fmt(v["allreduce_s"]),
-            _fmt(v["in_loop_s"]),
-            f"{100 * v['error']:+.0f}%",
-            f"{v.get('session', '–')} (protocol {v.get('protocol')})",
+            v.machine,
+            v.mode,
+            str(v.n_devices),
+            v.controller,
+            v.scaling,
+            _fmt(v.measured_s),
+            _fmt(v.predicted.step_time_s),
+            _fmt(v.predicted.compute_s),
+            _fmt(v.predicted.allreduce_s),
+            _fmt(v.predicted.in_loop_s),
+            f"{100 * v.error:+.0f}%",
+            f"{v.session or '–'} (protocol {v.protocol})",
         ]
         for v in validation
     ]
@@ -299,9 +339,9 @@ def _validation_table(validation: list[dict[str, Any]]) -> list[str]:
 
 
 def projection_markdown(
-    validation: list[dict[str, Any]],
+    validation: list[Validation],
     machines: list[str],
-    projected: list[dict[str, Any]],
+    projected: list[Projected],
     none_projected: str = "No GPU sweep.",
 ) -> str:
     """`projection.md`: the model, its validation, the projected GPU rows (or
@@ -319,25 +359,25 @@ def projection_markdown(
     ]
     parts += _validation_table(validation)
     for mode in MULTI_DEVICE:
-        errs = [abs(v["error"]) for v in validation if v["mode"] == mode]
+        errs = [abs(v.error) for v in validation if v.mode == mode]
         if errs:
             parts.append(
                 f"- `{mode}`: median |error| {100 * np.median(errs):.0f}% over {len(errs)} rows"
-                f"{_joined(v for v in validation if v['mode'] == mode)}"
+                f"{_joined(v for v in validation if v.mode == mode)}"
             )
     parts += [
         "",
         "## Projected 2-GPU rows (not measured: no machine here has two GPUs)",
         "",
-        f"All-reduce latency {GPU_ALLREDUCE_S['central'] * 1e6:.1f} us (range "
-        f"{GPU_ALLREDUCE_S['low'] * 1e6:.1f}–{GPU_ALLREDUCE_S['high'] * 1e6:.0f} us), "
+        f"All-reduce latency {GPU_ALLREDUCE_S.central * 1e6:.1f} us (range "
+        f"{GPU_ALLREDUCE_S.low * 1e6:.1f}–{GPU_ALLREDUCE_S.high * 1e6:.0f} us), "
         f"cited: {GPU_ALLREDUCE_SOURCE}. Compute from the 1-GPU step-cost sweep.",
         "",
     ]
     parts += [projected_table(projected) if projected else none_projected, ""]
-    both = [abs(v["error"]) for v in validation if not MODES[v["mode"]].one_loop]
+    both = [abs(v.error) for v in validation if not MODES[v.mode].one_loop]
     median = f"{100 * np.median(both):.0f}%" if both else "n/a"
-    joined = _joined(v for v in validation if not MODES[v["mode"]].one_loop)
+    joined = _joined(v for v in validation if not MODES[v.mode].one_loop)
     parts += [
         f"The closing line is over the `pmap` and `shard_map` rows{joined}.",
         "",
@@ -346,12 +386,12 @@ def projection_markdown(
     return "\n".join(parts) + "\n"
 
 
-def _joined(validation: Any) -> str:
+def _joined(validation: Iterable[Validation]) -> str:
     """`` (one machine, one protocol) or ` of 2 machines (a, b) under protocols 1, 2`:
     what a median over `validation`'s rows joins, said where it joins several."""
     rows = list(validation)
-    machines = sorted({str(v["machine"]) for v in rows})
-    protocols = sorted({str(v.get("protocol")) for v in rows})
+    machines = sorted({str(v.machine) for v in rows})
+    protocols = sorted({str(v.protocol) for v in rows})
     said = ""
     if len(machines) > 1:
         said += f" of {len(machines)} machines ({', '.join(machines)})"
@@ -362,24 +402,21 @@ def _joined(validation: Any) -> str:
 
 def projection_table(
     results: str | Path,
-    rows_by_machine: dict[str, list[dict]],
-    gpu_rows: list[dict[str, Any]],
+    rows_by_machine: dict[str, list[Rec]],
+    gpu_rows: list[Rec],
     gpu_machine: str | None,
-    cpu_rows: list[dict[str, Any]],
-) -> tuple[Table, list[dict[str, Any]]]:
+    cpu_rows: list[Rec],
+) -> tuple[Table, list[Projected]]:
     """Validate on every machine with sweeps and latencies, project the 2-GPU rows;
     returns the table (`projection`) as a value and the projected rows."""
     validation = []
     for machine, rows in rows_by_machine.items():
-        cores = next(
-            ((r.get("hardware") or {}).get("physical_cores") for r in rows if r.get("hardware")),
-            None,
-        )
+        cores = next((r.hardware.physical_cores for r in rows if r.hardware), None)
         for v in validate_model(rows, Path(results) / machine, cores):
-            validation.append(dict(v, machine=machine))
+            validation.append(dataclasses.replace(v, machine=machine))
     sweeps = load_sweeps(Path(results) / gpu_machine) if gpu_machine else {}
     projected = project_gpu(sweeps, gpu_rows, cpu_rows)
-    machines = sorted({v["machine"] for v in validation})
+    machines = sorted({v.machine for v in validation})
     why = why_none_projected(sweeps, gpu_machine)
     text = projection_markdown(validation, machines, projected, why)
     return table_value("projection", text), projected

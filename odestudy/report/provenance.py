@@ -7,10 +7,10 @@ import re
 import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from ..measure import environment
 from ..study import records
+from ..study.rec import Rec
 from .tables import escape, markdown_table
 
 
@@ -102,25 +102,25 @@ def _key(trees: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple((f, trees.get(f, "")) for f in environment.SOURCE_FOLDERS)
 
 
-def origins(recs: Sequence[dict[str, Any]]) -> list[Origin] | None:
+def origins(recs: Sequence[Rec]) -> list[Origin] | None:
     """The `Origin` of each of `recs`; None without a repository to ask."""
-    named = [str(r.get("git_commit") or "").removesuffix("-dirty") for r in recs]
+    named = [str(r.git_commit or "").removesuffix("-dirty") for r in recs]
     resolved = known_commits(named)
     if resolved is None:
         return None
-    by_trees = commits_by_trees() if any(r.get("source_trees") for r in recs) else {}
+    by_trees = commits_by_trees() if any(r.source_trees for r in recs) else {}
     out = []
     for rec, name in zip(recs, named, strict=True):
-        trees = rec.get("source_trees") or {}
+        trees = rec.source_trees or {}
         full = resolved.get(name) or ""
         matching = tuple(by_trees.get(_key(trees), ())) if trees else ()
-        dirty = str(rec.get("git_commit") or "").endswith("-dirty")
+        dirty = str(rec.git_commit or "").endswith("-dirty")
         shown = full or " ".join(name.split())  # no line break into a table cell
         out.append(Origin(shown, bool(full), matching, bool(trees), dirty))
     return out
 
 
-def all_records(results: str | Path) -> list[dict[str, Any]]:
+def all_records(results: str | Path) -> list[Rec]:
     """Every JSON record under `results` that names where it was made (`machine_id`),
     with its `path`."""
     out = []
@@ -130,11 +130,11 @@ def all_records(results: str | Path) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             continue
         if isinstance(rec, dict) and "machine_id" in rec:
-            out.append(dict(rec, path=str(path)))
+            out.append(Rec(rec, path=str(path)))
     return out
 
 
-def untraced(recs: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]] | None:
+def untraced(recs: Sequence[Rec]) -> list[tuple[Rec, str]] | None:
     """The records of `recs` whose code cannot be traced, each with why; None without a
     repository to ask."""
     found = origins(recs)
@@ -155,8 +155,8 @@ def provenance_table(results: str | Path) -> str:
     groups: dict[tuple[str, str], list[str]] = {}
     root = Path(results)
     for rec, why in flagged:
-        folder = "/".join(Path(rec["path"]).relative_to(root).parts[:2])
-        name = "/".join(Path(rec["path"]).relative_to(root).parts[2:])
+        parts = Path(str(rec.path)).relative_to(root).parts
+        folder, name = "/".join(parts[:2]), "/".join(parts[2:])
         groups.setdefault((folder, why), []).append(name.removesuffix("/metrics.json"))
     said = (
         f"{len(recs) - len(flagged)} of {len(recs)} records name a commit of this repository "

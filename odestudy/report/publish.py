@@ -7,12 +7,11 @@ the results pages that render them (`pages.write_pages`) and the README's answer
 (`pages.update_readme`). The report notebook calls it, and renders what it returns."""
 
 from pathlib import Path
-from typing import Any
 
 from ..study import records
 from .answer import README_SCALE
 from .consistency import check
-from .document import report_studies, write_report
+from .document import Report, report_studies, write_report
 from .findings import findings
 from .pages import update_readme, write_pages
 from .reference import REFERENCE_CSV
@@ -26,7 +25,7 @@ def publish(
     readme: str | Path | None = None,
     reference: str | Path = REFERENCE_CSV,
     draw: bool = True,
-) -> dict[str, Any]:
+) -> Report:
     """Write the report of `scale` from the records under `results`, each read once.
 
     - `figures`: the folder of its tables (`tables/`) and figures.
@@ -45,14 +44,14 @@ def publish(
     """
     with records.read_once():
         report = write_report(results, scale, figures, reference, draw)
-        stated = [c for study in report_studies() for c in study.claims(report["inputs"])]
+        stated = [c for study in report_studies() for c in study.claims(report.inputs)]
         check(stated)
-        found = findings(results, scale, report["rows"])
+        found = findings(results, scale, report.rows)
         report.update(findings=found, claims=list(found.answers), stated=stated)
         if docs is not None:
-            report["pages"] = write_pages(results, scale, figures, docs, found, report["values"])
+            report.pages = write_pages(results, scale, figures, docs, found, report["values"])
         if readme is not None:
             at = scale == README_SCALE
-            rows, mine = (report["rows"], found) if at else (None, None)
-            report["readme"] = update_readme(readme, results, figures, rows, mine)
+            rows, mine = (report.rows, found) if at else (None, None)
+            report.readme = update_readme(readme, results, figures, rows, mine)
     return report

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from ..measure.timing import PROTOCOL
+from ..study.rec import Published, Rec
 from . import loss, sessions
 from .device_tables import REFERENCE_CSV, _protocol, machine_line, pick_machine
 from .frames import (
@@ -17,13 +18,13 @@ from .tables import fmt as _fmt
 from .tables import markdown_table
 
 
-def reference_rows(path: str | Path = REFERENCE_CSV) -> list[dict[str, Any]]:
+def reference_rows(path: str | Path = REFERENCE_CSV) -> list[Published]:
     """The reference study's published rows (its epoch time is one optimiser step)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"reference tables not found at {path}")
     with open(path) as f:
-        return list(csv.DictReader(f))
+        return [Published(row) for row in csv.DictReader(f)]
 
 
 def _float(text: Any) -> float | None:
@@ -34,55 +35,53 @@ def _float(text: Any) -> float | None:
         return None
 
 
-def _reference_status(ours: dict[str, Any] | None) -> str:
+def _reference_status(ours: Rec | None) -> str:
     """Our row's status beside the reference's, saying where its record is of an older
     measurement protocol (left out of every other table: `skipped.md`)."""
     if ours is None:
         return "no record"
-    if ours["status"] == "ok" and ours.get("protocol") != PROTOCOL:
+    if ours.ok and ours.protocol != PROTOCOL:
         return (
             f"ok, older measurement protocol ({_protocol([ours])}; now {PROTOCOL}): left "
             "out of the other tables, magnitudes only"
         )
-    return str(ours["status"])
+    return str(ours.status)
 
 
-def _reference_row(ref: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+def _reference_row(ref: Published, rows: list[Rec]) -> list[str]:
     """One reference row beside our matching seed row (its mode on one device is our
     `single`), with the ratio of step times flagged where the losses differ."""
-    n = int(ref["n_devices"])
-    mode = "single" if n == 1 else ref["mode"]
+    n = int(ref.n_devices)
+    mode = "single" if n == 1 else ref.mode
     match = [
         r
         for r in rows
-        if r["device"] == ref["device"]
-        and r["n_devices"] == n
-        and r["mode"] == mode
-        and r["controller"] == ref["controller"]
-        and r["scaling"] == "strong"
-        and r.get("processes", 1) == 1
+        if r.device == ref.device
+        and r.n_devices == n
+        and r.mode == mode
+        and r.controller == ref.controller
+        and r.scaling == "strong"
+        and r.processes in (None, 1)
     ]
     ours = match[0] if match else None
-    ref_step = float(ref["epoch_time_s"])
-    step = ours.get("step_time_s") if ours and ours["status"] == "ok" else None
+    ref_step = float(ref.epoch_time_s)
+    step = ours.step_time_s if ours and ours.ok else None
     return [
-        ref["device"],
+        ref.device,
         str(n),
-        f"{ref['mode']} → {mode}",
-        ref["controller"],
+        f"{ref.mode} → {mode}",
+        ref.controller,
         _fmt(ref_step),
         _fmt(step),
-        loss.flag(_fmt(step / ref_step, 3), ours, _float(ref["final_loss"]))
-        if ours and step
-        else "–",
-        ref["final_loss"],
-        _fmt(ours.get("final_loss")) if ours else "–",
+        loss.flag(_fmt(step / ref_step, 3), ours, _float(ref.final_loss)) if ours and step else "–",
+        ref.final_loss,
+        _fmt(ours.final_loss) if ours else "–",
         _reference_status(ours),
         f"{sessions.session_of(ours).label} (protocol {_protocol([ours])})" if ours else "–",
     ]
 
 
-def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]) -> str:
+def comparison_table(rows: list[Rec], reference: list[Published]) -> str:
     """Our seed-scale strong-scaling rows (`seed_rows`) beside the reference's rows,
     with ratios."""
     header = (
@@ -101,7 +100,7 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
     out = [_reference_row(ref, rows) for ref in reference]
     cpu = machine_line(rows, "cpu") or "no CPU records"
     gpu = machine_line(rows, "gpu") or "no GPU records"
-    protocols = _protocol([r for r in rows if r["status"] == "ok"])
+    protocols = _protocol([r for r in rows if r.ok])
     note = (
         "Like for like: our rows here are the **seed** scale, the reference's own "
         "configuration (2048 series, global batch 32, 10 %, 50 % and 100 % of each series "
@@ -123,11 +122,11 @@ def comparison_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]
     return "# Ours beside the reference\n\n" + note + "\n\n" + table + flagged + "\n"
 
 
-def seed_rows(results: str | Path) -> list[dict[str, Any]]:
+def seed_rows(results: str | Path) -> list[Rec]:
     """The seed-scale rows (the reference's configuration) of one machine per device
     kind (`pick_machine`), with their speedups: what the reference comparison shows."""
     seed = read_records(results, "seed", current=True)
     chosen = {d: pick_machine(seed, d) for d in ("cpu", "gpu")}
     return scaling_rows(
-        [r for r in seed if chosen[r["device"]] == r["machine_id"] and in_scaling_matrix(r)]
+        [r for r in seed if chosen[str(r.device)] == r.machine_id and in_scaling_matrix(r)]
     )

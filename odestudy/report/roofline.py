@@ -5,11 +5,11 @@ must make, from the roofline record of the machine that measured the step
 
 import datetime
 from pathlib import Path
-from typing import Any
 
 from ..measure.floor import STAGES_PER_STEP
 from ..measure.roofline import roofline_s
 from ..study import records
+from ..study.rec import FloorCounts, LeverRecord, LeverRow, Roofline
 from .intervals import fmt_interval, ratio_interval
 from .tables import escape
 
@@ -30,7 +30,7 @@ ROOFLINE_TEXT = (
 )
 
 
-def roofline_said(rec: dict[str, Any]) -> list[str]:
+def roofline_said(rec: LeverRecord) -> list[str]:
     """The line under a GPU levers table naming its machine's roofline reading: its
     three values and its session, the range over the machine's other readings, or that
     the machine has none."""
@@ -38,7 +38,7 @@ def roofline_said(rec: dict[str, Any]) -> list[str]:
     if not probe:
         return ["No roofline was read on this machine (`benchmarks/gpu_session.sh roofline`).", ""]
     readings = roofline_readings(rec)
-    peaks = [r["peak_flops_per_s"] / 1e12 for r in readings]
+    peaks = [r.peak_flops_per_s / 1e12 for r in readings]
     spread = (
         f" Its {len(readings)} readings on this machine span {min(peaks):.3g}–"
         f"{max(peaks):.3g} TFLOP/s; each table uses the one read nearest its own session."
@@ -46,15 +46,15 @@ def roofline_said(rec: dict[str, Any]) -> list[str]:
         else ""
     )
     return [
-        f"Roofline of {escape(probe.get('machine_id'))} ({escape(probe.get('device_kind'))}, "
-        f"JAX {escape((probe.get('versions') or {}).get('jax'))}), read "
-        f"{escape(probe.get('finished'))}: "
-        f"matmul peak {probe['peak_flops_per_s'] / 1e12:.3g} TFLOP/s, bandwidth "
-        f"{probe['bandwidth_bytes_per_s'] / 1e12:.3g} TB/s, "
+        f"Roofline of {escape(probe.machine_id)} ({escape(probe.device_kind)}, "
+        f"JAX {escape((probe.versions or {}).get('jax'))}), read "
+        f"{escape(probe.finished)}: "
+        f"matmul peak {probe.peak_flops_per_s / 1e12:.3g} TFLOP/s, bandwidth "
+        f"{probe.bandwidth_bytes_per_s / 1e12:.3g} TB/s, "
         + (
             "no time per kernel read"
-            if probe.get("kernel_s") is None
-            else f"{probe['kernel_s'] * 1e6:.3g} us per kernel"
+            if probe.kernel_s is None
+            else f"{probe.kernel_s * 1e6:.3g} us per kernel"
         )
         + "."
         + spread,
@@ -62,29 +62,29 @@ def roofline_said(rec: dict[str, Any]) -> list[str]:
     ]
 
 
-def _when(rec: dict[str, Any]) -> datetime.datetime | None:
+def _when(rec: LeverRecord | Roofline) -> datetime.datetime | None:
     try:
-        return datetime.datetime.fromisoformat(str(rec.get("finished")))
+        return datetime.datetime.fromisoformat(str(rec.finished))
     except ValueError:
         return None
 
 
-def roofline_readings(rec: dict[str, Any]) -> list[dict[str, Any]]:
+def roofline_readings(rec: LeverRecord) -> list[Roofline]:
     """Every roofline reading of the machine that made levers record `rec` (found by its
     `path`: `<machine>/roofline/gpu*.json`, one per session), oldest first."""
-    path = rec.get("path")
+    path = rec.path
     if not path:
         return []
     found = []
     for p in sorted((Path(path).parent.parent / FOLDER).glob("gpu*.json")):
         try:
-            found.append(records.read_json(p))
+            found.append(Roofline(records.read_json(p)))
         except (OSError, ValueError):
             continue
-    return sorted(found, key=lambda r: str(r.get("finished")))
+    return sorted(found, key=lambda r: str(r.finished))
 
 
-def roofline_record(rec: dict[str, Any]) -> dict[str, Any] | None:
+def roofline_record(rec: LeverRecord) -> Roofline | None:
     """The roofline reading of `rec`'s machine nearest in time to `rec` (its session's,
     where one was read in it), or None."""
     readings = roofline_readings(rec)
@@ -93,29 +93,29 @@ def roofline_record(rec: dict[str, Any]) -> dict[str, Any] | None:
         return readings[-1] if readings else None
     far = datetime.timedelta.max
 
-    def apart(r: dict[str, Any]) -> datetime.timedelta:
+    def apart(r: Roofline) -> datetime.timedelta:
         at = _when(r)
         return far if at is None else abs(at - made)
 
     return min(readings, key=apart)
 
 
-def row_roofline_s(rec: dict[str, Any], row: dict[str, Any], counts: dict | None) -> float | None:
+def row_roofline_s(rec: LeverRecord, row: LeverRow, counts: FloorCounts | None) -> float | None:
     """The roofline of one variant's step: its executed solver steps' FLOPs (`counts`,
     the record's floor counts) and least bytes at its machine's roofline; None without
     either."""
     probe = roofline_record(rec)
-    steps = row.get("solver_steps_max")
+    steps = row.solver_steps_max
     if not probe or not counts or steps is None:
         return None
     evaluations = STAGES_PER_STEP * float(steps) + 1
-    flops = counts["rest"] + evaluations * counts["per_evaluation"]
-    flops += counts.get("rest_transcendentals", 0.0)  # at the matmul peak: a bound below
-    flops += evaluations * counts.get("per_evaluation_transcendentals", 0.0)
-    return roofline_s(flops, float(counts.get("least_bytes", 0.0)), probe)
+    flops = counts.rest + evaluations * counts.per_evaluation
+    flops += counts.rest_transcendentals or 0.0  # at the matmul peak: a bound below
+    flops += evaluations * (counts.per_evaluation_transcendentals or 0.0)
+    return roofline_s(flops, float(counts.least_bytes or 0.0), probe)
 
 
-def roofline_cells(rec: dict[str, Any], row: dict[str, Any], counts: dict | None) -> list[str]:
+def roofline_cells(rec: LeverRecord, row: LeverRow, counts: FloorCounts | None) -> list[str]:
     """The roofline (microseconds) and the step's ratio to it with its interval."""
     roof = row_roofline_s(rec, row, counts)
     if roof is None:

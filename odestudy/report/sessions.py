@@ -14,13 +14,14 @@ by its commit.
 import datetime
 import functools
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..measure import environment
 from ..study import records
+from ..study.rec import Rec
 
 # Records further apart than this (hours) are not of one session.
 SESSION_GAP_HOURS = 2.0
@@ -88,7 +89,7 @@ def commit_time(commit: str) -> datetime.datetime | None:
 UNKNOWN = " (not in this repository)"
 
 
-def short_commit(rec: dict[str, Any]) -> str:
+def short_commit(rec: Mapping[str, Any]) -> str:
     """A record's commit, short, with `-dirty` where the record says so, marked
     `UNKNOWN` where this repository's history does not hold it (`commit_time`)."""
     commit = rec.get("git_commit") or ""
@@ -98,7 +99,7 @@ def short_commit(rec: dict[str, Any]) -> str:
     return short
 
 
-def window(rec: dict[str, Any]) -> tuple[datetime.datetime, datetime.datetime] | None:
+def window(rec: Mapping[str, Any]) -> tuple[datetime.datetime, datetime.datetime] | None:
     """When `rec` was measured: `(first, last)` from its own times, else its commit's
     time (both ends), else None."""
     stamps = [rec.get("started"), *(rec.get("runs_finished") or []), rec.get("finished")]
@@ -109,12 +110,12 @@ def window(rec: dict[str, Any]) -> tuple[datetime.datetime, datetime.datetime] |
     return min(times), max(times)
 
 
-def machine_of(rec: dict[str, Any]) -> str:
+def machine_of(rec: Mapping[str, Any]) -> str:
     """The machine id of a record or side-study record."""
     return str(rec.get("machine_id") or "unknown machine")
 
 
-def assign(recs: Sequence[dict[str, Any]]) -> list[Session]:
+def assign(recs: Sequence[Mapping[str, Any]]) -> list[Session]:
     """Each record's session, in the order of `recs` (`SESSION_GAP_HOURS`)."""
     out: list[Session | None] = [None] * len(recs)
     gap = datetime.timedelta(hours=SESSION_GAP_HOURS)
@@ -149,19 +150,19 @@ def assign(recs: Sequence[dict[str, Any]]) -> list[Session]:
 SIDE_STUDIES = ("step_cost", "levers", "collectives")
 
 
-def pool(results: str | Path) -> list[dict[str, Any]]:
+def pool(results: str | Path) -> list[Rec]:
     """Every record under `results` that says when or at which commit it was measured:
     the scenario records of every scale and the side studies' (`SIDE_STUDIES`) of every
     machine, each with its `path` (and the machine folder's name where it names no
     machine)."""
-    out = []
+    out: list[Rec] = []
     for path in records.record_paths(results):
         try:
             rec = records.read_record(path)
         except (OSError, ValueError):
             continue
         if isinstance(rec, dict):
-            out.append({**rec, "path": str(path)})
+            out.append(Rec(rec, path=str(path)))
     root = Path(results)
     for machine in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
         for study in SIDE_STUDIES:
@@ -171,7 +172,7 @@ def pool(results: str | Path) -> list[dict[str, Any]]:
                 except (OSError, ValueError):
                     continue
                 if isinstance(rec, dict):
-                    out.append({"machine_id": machine.name, **rec, "path": str(path)})
+                    out.append(Rec({"machine_id": machine.name, **rec}, path=str(path)))
     return out
 
 
@@ -179,20 +180,20 @@ def index(results: str | Path) -> dict[str, Session]:
     """The session of every record under `results` (`pool`), by its path: sessions are
     a property of a machine's whole set of records, whatever page shows them."""
     found = pool(results)
-    return {r["path"]: s for r, s in zip(found, assign(found), strict=True)}
+    return {str(r.path): s for r, s in zip(found, assign(found), strict=True)}
 
 
-def session_of(rec: dict[str, Any], recs: Sequence[dict[str, Any]] = ()) -> Session:
+def session_of(rec: Mapping[str, Any], recs: Sequence[Mapping[str, Any]] = ()) -> Session:
     """The session of `rec`: the one `frames.read_records` gave it (`session`), else its
     session among `recs` (`rec` itself counted where it is not there)."""
-    if isinstance(rec.get("session"), Session):
-        return rec["session"]
+    if isinstance(found := rec.get("session"), Session):
+        return found
     pool_ = list(recs) if any(r is rec for r in recs) else [*recs, rec]
     at = next(i for i, r in enumerate(pool_) if r is rec)
     return assign(pool_)[at]
 
 
-def hours_apart(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+def hours_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> float | None:
     """Hours between the starts of two records' windows; None where one has no time."""
     wa, wb = window(a), window(b)
     if wa is None or wb is None:
@@ -200,7 +201,7 @@ def hours_apart(a: dict[str, Any], b: dict[str, Any]) -> float | None:
     return abs((wa[0] - wb[0]).total_seconds()) / 3600
 
 
-def joined(a: dict[str, Any], b: dict[str, Any], recs: Sequence[dict[str, Any]]) -> str:
+def joined(a: Mapping[str, Any], b: Mapping[str, Any], recs: Sequence[Mapping[str, Any]]) -> str:
     """What a ratio of records `a` and `b` joins: their one session's label, or both
     sessions and the hours between the records."""
     sa, sb = session_of(a, recs), session_of(b, recs)
@@ -211,7 +212,7 @@ def joined(a: dict[str, Any], b: dict[str, Any], recs: Sequence[dict[str, Any]])
     return f"two sessions ({sa.label}; {sb.label}{apart})"
 
 
-def sessions_line(rows: Sequence[dict[str, Any]], recs: Sequence[dict[str, Any]]) -> str:
+def sessions_line(rows: Sequence[Mapping[str, Any]], recs: Sequence[Mapping[str, Any]]) -> str:
     """One line naming the session(s) of `rows` (among `recs`, which decide the
     windows): "Session: ..." or "Sessions (N): ...", with the commits."""
     found = list(dict.fromkeys(session_of(r, recs) for r in rows))

@@ -3,6 +3,7 @@
 the step page's table (`step_table`): the sweeps' rows, the levers' rows
 (`benchmarks/levers.py`), rendered."""
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from ..measure.recommended import recommended_levers, study_controllers
 from ..measure.scenario import Scenario
+from ..study.rec import LeverRecord, LeverRow, Loops, Sweep
 from . import loss, sessions
 from .floor import FLOOR_TEXT, floor_cells, recommended_made_of
 from .intervals import fmt_interval
@@ -17,7 +19,23 @@ from .tables import escape, markdown_table
 from .tables import fmt as _fmt
 
 
-def verdict(sweep: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class StepVerdict:
+    """What bounds the step of a step-cost sweep (`verdict`)."""
+
+    crossover_batch: float | None
+    flops_per_sample_iteration: float | None
+    bytes_per_sample_iteration: float | None
+    flops_per_s: float | None
+    bytes_per_s: float | None
+    forward_share: list[float | None]
+    compute_fraction: float | None
+    memory_fraction: float | None
+    cache_fraction: float | None
+    bound: str | None
+
+
+def verdict(sweep: Sweep) -> StepVerdict:
     """What bounds the step of a step-cost sweep (`step_cost_sweep`'s record).
 
     - `crossover_batch`: the batch at which the per-sample work of a solver iteration
@@ -36,9 +54,9 @@ def verdict(sweep: dict[str, Any]) -> dict[str, Any]:
       a large array) above 1 shows it. Sweeps recorded before the cache bandwidth was
       measured get no bound.
     """
-    fit, rows = sweep["fit"], sweep["rows"]
-    per_sample, fixed = fit["per_sample_iteration_s"], fit["fixed_per_iteration_s"]
-    batches = np.asarray([r["batch"] for r in rows], float)
+    fit, rows = sweep.fit, sweep.rows
+    per_sample, fixed = fit.per_sample_iteration_s, fit.fixed_per_iteration_s
+    batches = np.asarray([r.batch for r in rows], float)
 
     def slope(key: str) -> float | None:
         values = [r.get(key) for r in rows]
@@ -47,56 +65,56 @@ def verdict(sweep: dict[str, Any]) -> dict[str, Any]:
         return float(np.polyfit(batches, np.asarray(values, float), 1)[0])
 
     flops, nbytes = slope("flops_cost_analysis"), slope("bytes_cost_analysis")
-    out: dict[str, Any] = {
-        "crossover_batch": fixed / per_sample if per_sample > 0 else None,
-        "flops_per_sample_iteration": flops,
-        "bytes_per_sample_iteration": nbytes,
-        "flops_per_s": flops / per_sample if flops and per_sample > 0 else None,
-        "bytes_per_s": nbytes / per_sample if nbytes and per_sample > 0 else None,
-        "forward_share": [r.get("forward_share") for r in rows],
-    }
-    rates = sweep.get("rates") or {}
-    out["compute_fraction"] = (
-        out["flops_per_s"] / rates["matmul_flops_per_s"] if out["flops_per_s"] and rates else None
+    flops_per_s = flops / per_sample if flops and per_sample > 0 else None
+    bytes_per_s = nbytes / per_sample if nbytes and per_sample > 0 else None
+    rates = sweep.rates
+    compute = flops_per_s / rates.matmul_flops_per_s if flops_per_s and rates else None
+    memory = bytes_per_s / rates.memory_bytes_per_s if bytes_per_s and rates else None
+    cache = (
+        bytes_per_s / rates.cache_bytes_per_s if bytes_per_s and rates.cache_bytes_per_s else None
     )
-    out["memory_fraction"] = (
-        out["bytes_per_s"] / rates["memory_bytes_per_s"] if out["bytes_per_s"] and rates else None
-    )
-    out["cache_fraction"] = (
-        out["bytes_per_s"] / rates["cache_bytes_per_s"]
-        if out["bytes_per_s"] and rates.get("cache_bytes_per_s")
-        else None
-    )
-    if out["compute_fraction"] is None or out["cache_fraction"] is None:
-        out["bound"] = None
-    elif out["compute_fraction"] >= 0.5:
-        out["bound"] = "compute"
-    elif out["cache_fraction"] >= 0.5:
-        out["bound"] = "memory"
+    bound: str | None
+    if compute is None or cache is None:
+        bound = None
+    elif compute >= 0.5:
+        bound = "compute"
+    elif cache >= 0.5:
+        bound = "memory"
     else:
-        out["bound"] = "overhead"
-    return out
+        bound = "overhead"
+    return StepVerdict(
+        crossover_batch=fixed / per_sample if per_sample > 0 else None,
+        flops_per_sample_iteration=flops,
+        bytes_per_sample_iteration=nbytes,
+        flops_per_s=flops_per_s,
+        bytes_per_s=bytes_per_s,
+        forward_share=[r.forward_share for r in rows],
+        compute_fraction=compute,
+        memory_fraction=memory,
+        cache_fraction=cache,
+        bound=bound,
+    )
 
 
-def loop_summary(loops: dict[str, Any] | None) -> tuple[str, str]:
+def loop_summary(loops: Loops | None) -> tuple[str, str]:
     """`("fwd / bwd", "fwd / bwd")`: loop bodies and conditionals one step executes
     (`measure.loops.count_loops`), forward and backward; dashes where not counted."""
     if not loops:
         return "–", "–"
     bodies = {"forward": 0, "backward": 0}
-    for key, n in loops["bodies_by"].items():
+    for key, n in loops.bodies_by.items():
         bodies[key.split()[0]] += n
-    conds = loops["conditional_executions"]
+    conds = loops.conditional_executions
     return (
         f"{bodies['forward']} / {bodies['backward']}",
         f"{conds.get('forward', 0)} / {conds.get('backward', 0)}",
     )
 
 
-def session_commit(rec: dict[str, Any]) -> str:
+def session_commit(rec: Sweep | LeverRecord) -> str:
     """A side study's session and commit, `machine, day hh:mm–hh:mm UTC (commit)`, from
     `rec` (a sweep or lever record, its `session` set by `sessions.index`)."""
-    session = rec.get("session")
+    session = rec.session
     commit = sessions.short_commit(rec)
     return f"{session.when} ({commit})" if isinstance(session, sessions.Session) else commit
 
@@ -139,35 +157,35 @@ SWEEP_TEXT = (
 )
 
 
-def sweep_row(s: dict[str, Any]) -> list[str]:
+def sweep_row(s: Sweep) -> list[str]:
     """The step-cost table's row of sweep `s`: its fit, its verdict (`verdict`) and the
     machine's rates."""
     v = verdict(s)
-    rates = s.get("rates") or {}
-    shares = [x for x in v["forward_share"] if x is not None]
+    rates = s.rates
+    shares = [x for x in v.forward_share if x is not None]
     return [
-        s["scenario"]["controller"],
-        escape(s.get("label") or "default"),
+        s.fields.controller or "–",
+        escape(s.label or "default"),
         session_commit(s),
-        f"{s['fit']['fixed_per_iteration_s'] * 1e6:.0f}",
-        f"{s['fit']['per_sample_iteration_s'] * 1e6:.1f}",
-        _fmt(v["crossover_batch"], 2),
+        f"{s.fit.fixed_per_iteration_s * 1e6:.0f}",
+        f"{s.fit.per_sample_iteration_s * 1e6:.1f}",
+        _fmt(v.crossover_batch, 2),
         f"{min(shares):.2f}–{max(shares):.2f}" if shares else "–",
-        _rate(v["flops_per_s"]),
-        _rate(rates.get("matmul_flops_per_s")),
-        _rate(v["bytes_per_s"]),
-        _rate(rates.get("cache_bytes_per_s")),
-        _rate(rates.get("memory_bytes_per_s")),
-        v["bound"] or "–",
+        _rate(v.flops_per_s),
+        _rate(rates.matmul_flops_per_s),
+        _rate(v.bytes_per_s),
+        _rate(rates.cache_bytes_per_s),
+        _rate(rates.memory_bytes_per_s),
+        v.bound or "–",
     ]
 
 
-def sweep_section(sweeps: Sequence[dict[str, Any]]) -> list[str]:
+def sweep_section(sweeps: Sequence[Sweep]) -> list[str]:
     """The step-cost sweeps' lines: the table (per controller, the default first), or
     one line where this machine has none."""
     if not sweeps:
         return ["No step-cost sweep of this machine (`benchmarks/step_cost.py`).", ""]
-    order = sorted(sweeps, key=lambda s: (s["scenario"]["controller"], s.get("label") != "default"))
+    order = sorted(sweeps, key=lambda s: (s.fields.controller, s.label != "default"))
     return [SWEEP_TEXT, "", markdown_table(SWEEP_HEADER, [sweep_row(s) for s in order]), ""]
 
 
@@ -226,39 +244,40 @@ _SAME = {
 }
 
 
-def lever_row(rec: dict[str, Any], r: dict[str, Any]) -> list[str]:
+def lever_row(rec: LeverRecord, r: LeverRow) -> list[str]:
     """The lever table's row of variant `r` of lever record `rec` (its first row the
     default), its loss against the default's by the loss rule (`loss.verdict`)."""
-    lo, hi = r["speedup_ci"]
-    bodies, conds = loop_summary(r.get("loops"))
-    kernels = (r.get("loops") or {}).get("instructions")
-    row, default = loss.in_record(rec, r), rec["rows"][0]
+    lo, hi = r.speedup_ci
+    loops = r.loops
+    bodies, conds = loop_summary(loops)
+    kernels = loops.instructions if loops else None
+    row, default = loss.in_record(rec, r), rec.rows[0]
     return [
-        rec["scenario"]["controller"],
-        r["label"],
-        ", ".join(f"{k}={v}" for k, v in r["levers"].items()) or "–",
-        f"{r['step_time_s'] * 1e3:.2f}",
-        loss.flag(fmt_interval(r["speedup_vs_default"], lo, hi), row, default),
+        rec.fields.controller or "–",
+        r.label,
+        ", ".join(f"{k}={v}" for k, v in r.levers.items()) or "–",
+        f"{r.step_time_s * 1e3:.2f}",
+        loss.flag(fmt_interval(r.speedup_vs_default, lo, hi), row, default),
         bodies,
         conds,
         "–" if not kernels else str(kernels),
-        "–" if not kernels else f"{r['step_time_s'] / kernels * 1e6:.2f}",
-        _fmt(r["final_loss"], 3),
+        "–" if not kernels else f"{r.step_time_s / kernels * 1e6:.2f}",
+        _fmt(r.final_loss, 3),
         _SAME[loss.verdict(row, default)],
         *floor_cells(rec, r),
         session_commit(rec),
     ]
 
 
-def _record_levers(rec: dict[str, Any]) -> dict[str, Any]:
+def _record_levers(rec: LeverRecord) -> dict[str, Any]:
     """The recommended levers for a lever record's scenario (its problem and
     controller): diffrax's combination, run by the fused solve where the problem says so."""
-    scenario = rec["scenario"]
+    scenario = rec.fields
     fields = {k: scenario[k] for k in ("controller", "problem") if scenario.get(k)}
     return recommended_levers(Scenario(**fields))
 
 
-def recommended_lines(levers: Sequence[dict[str, Any]]) -> list[str]:
+def recommended_lines(levers: Sequence[LeverRecord]) -> list[str]:
     """What `--recommended` sets per controller (and where the fused solve runs it), and
     its measured speedup over the default in each lever record that holds it."""
     lines = [
@@ -273,15 +292,15 @@ def recommended_lines(levers: Sequence[dict[str, Any]]) -> list[str]:
         found = [
             (rec, r)
             for rec in levers
-            if rec["scenario"]["controller"] == controller
-            for r in rec["rows"]
-            if r["levers"] == _record_levers(rec)
+            if rec.fields.controller == controller
+            for r in rec.rows
+            if r.levers == _record_levers(rec)
         ]
         if found:
             measured = "; ".join(
-                f"{fmt_interval(r['speedup_vs_default'], *r['speedup_ci'])} "
-                f"({r['label']}: {r['step_time_s'] * 1e3:.2f} ms a step, final loss "
-                f"{_fmt(r['final_loss'], 3)} against {_fmt(rec['rows'][0]['final_loss'], 3)}; "
+                f"{fmt_interval(r.speedup_vs_default, *r.speedup_ci)} "
+                f"({r.label}: {r.step_time_s * 1e3:.2f} ms a step, final loss "
+                f"{_fmt(r.final_loss, 3)} against {_fmt(rec.rows[0].final_loss, 3)}; "
                 f"{session_commit(rec)})"
                 for rec, r in found
             )
@@ -289,12 +308,10 @@ def recommended_lines(levers: Sequence[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def lever_section(
-    levers: Sequence[dict[str, Any]], spreads: dict[str, dict[str, Any]]
-) -> list[str]:
+def lever_section(levers: Sequence[LeverRecord], spreads: dict[str, dict[str, Any]]) -> list[str]:
     """The levers' lines: heading, how to read, the table and what is recommended, or
     one line where this machine has no lever record."""
-    rows = [lever_row(rec, r) for rec in levers for r in rec["rows"]]
+    rows = [lever_row(rec, r) for rec in levers for r in rec.rows]
     if not rows:
         return ["## Levers", "", "No lever records of this machine (`benchmarks/levers.py`).", ""]
     table = markdown_table(LEVER_HEADER, rows)
@@ -316,8 +333,11 @@ def step_table(
     - `spreads`: per controller, the default's run-to-run loss spread
       (`benchmarks/loss_spread.py`), which says whether a lever trains the same model.
     """
+    typed_sweeps = [Sweep(s) for s in sweeps]
+    typed_levers = [LeverRecord(r) for r in levers]
     parts = ["# What bounds a training step, and the levers on it", ""]
-    machines = sorted({escape(r.get("machine_id")) for r in [*sweeps, *levers]})
+    both: list[Sweep | LeverRecord] = [*typed_sweeps, *typed_levers]
+    machines = sorted({escape(r.machine_id) for r in both})
     if machines:
         parts += [
             f"Machine: {', '.join(machines)}. Each row says the session it was measured in "
@@ -325,5 +345,5 @@ def step_table(
             "of one session.",
             "",
         ]
-    parts += sweep_section(sweeps) + lever_section(levers, spreads or {})
+    parts += sweep_section(typed_sweeps) + lever_section(typed_levers, spreads or {})
     return "\n".join(parts).rstrip() + "\n"

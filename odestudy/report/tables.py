@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..study.rec import Rec
 from ..study.studies import Table
 from .loss import trained, trained_limit
 
@@ -30,8 +31,9 @@ def escape(value: Any) -> str:
 def loss_cell(r: dict[str, Any]) -> str:
     """A row's final loss, marked where its model did not reach its trained loss
     (`frames.trained`)."""
-    text = fmt(r.get("final_loss"))
-    if r.get("status", "ok") == "ok" and r.get("final_loss") is not None and not trained(r):
+    rec = Rec(r)  # any record-like dict (the explanation studies' rows too)
+    text = fmt(rec.final_loss)
+    if ("status" not in rec or rec.ok) and rec.final_loss is not None and not trained(r):
         limit = trained_limit(r)
         text += f" (above {limit:g}: not trained)" if limit is not None else " (not trained)"
     return text

@@ -4,8 +4,9 @@ and the measured reason the slowest is slow, written from the scaling rows
 `tables.escape`: records are data, not markup."""
 
 from collections.abc import Sequence
-from typing import Any
+from typing import NamedTuple
 
+from ..study.rec import Rec
 from . import loss, sessions
 from .best import DEFAULT_STEP
 from .tables import escape, fmt
@@ -20,11 +21,11 @@ SCALINGS = {
 WASTE_MARGIN = 0.02
 
 
-def unequal_loss(row: dict[str, Any]) -> str | None:
+def unequal_loss(row: Rec) -> str | None:
     """A note where `row` and its 1-device baseline trained to different losses
     (`loss.differs`, the test every table applies: its speedup then compares different
     models); else None."""
-    a, b = row.get("final_loss"), row.get("baseline_final_loss")
+    a, b = row.final_loss, row.baseline_final_loss
     if not loss.differs(row, b):
         return None
     return (
@@ -34,12 +35,12 @@ def unequal_loss(row: dict[str, Any]) -> str | None:
     )
 
 
-def one_run(row: dict[str, Any]) -> bool:
+def one_run(row: Rec) -> bool:
     """Whether `row` or its 1-device baseline was timed in one run only (seed-scale and
     GPU rows): its interval then holds the spread of steps within that run, not the
     run-to-run spread, and backs no verdict ("one run", never "separate")."""
-    runs = len(row.get("step_time_runs_s") or [])
-    base = row.get("baseline_runs")
+    runs = len(row.step_time_runs_s or [])
+    base = row.baseline_runs
     return runs <= 1 or (base is not None and base <= 1)
 
 
@@ -48,19 +49,19 @@ ONE_RUN = (
 )
 
 
-def exceeds_cores(row: dict[str, Any]) -> bool:
+def exceeds_cores(row: Rec) -> bool:
     """Whether `row` runs more virtual CPU devices than its machine's physical cores
     (a † row: it measures overhead, not parallel speedup). Uses the row's own
     `exceeds_cores` where it has one."""
-    if "exceeds_cores" in row and row["exceeds_cores"] is not None:
-        return bool(row["exceeds_cores"])
-    cores = (row.get("hardware") or {}).get("physical_cores")
-    return row.get("device") == "cpu" and bool(cores) and row["n_devices"] > cores
+    if row.exceeds_cores is not None:
+        return bool(row.exceeds_cores)
+    cores = row.hardware.physical_cores or 0
+    return row.device == "cpu" and bool(cores) and row.n_devices > cores
 
 
-def support(row: dict[str, Any]) -> str:
+def support(row: Rec) -> str:
     """What the 95% interval of `row`'s speedup supports against one device."""
-    low, high = row.get("speedup_ci") or (None, None)
+    low, high = row.speedup_ci or (None, None)
     if low is None or high is None:
         return "without an interval"
     if one_run(row):
@@ -72,40 +73,39 @@ def support(row: dict[str, Any]) -> str:
     return "no faster than one device within its interval"
 
 
-def _speedup(row: dict[str, Any], flagged: bool = True) -> str:
+def _speedup(row: Rec, flagged: bool = True) -> str:
     """`1.30× [1.18, 1.47]`: the speedup and its 95% interval, flagged (`loss.MARK`)
     where the row and its baseline trained to different losses (not where `flagged` is
     false: a sentence that says so in words)."""
-    low, high = row.get("speedup_ci") or (None, None)
-    text = f"{row['speedup']:.2f}×"
+    low, high = row.speedup_ci or (None, None)
+    text = f"{row.speedup:.2f}×"
     if low is not None and high is not None:
         text += f" [{low:.2f}, {high:.2f}]"
     return loss.baseline_flag(escape(text), row) if flagged else escape(text)
 
 
-def _label(row: dict[str, Any]) -> str:
+def _label(row: Rec) -> str:
     """The mode of `row`, bold, with its process layout where it has several."""
-    text = f"**{escape(row['mode'])}**"
-    if row.get("processes", 1) > 1:
-        text += f" ({escape(row['processes'])} processes)"
+    text = f"**{escape(row.mode)}**"
+    if (row.processes or 1) > 1:
+        text += f" ({escape(row.processes)} processes)"
     return text
 
 
-def _waste(row: dict[str, Any]) -> float | None:
+def _waste(row: Rec) -> float | None:
     """Lock-step waste from the solver steps: 1 - mean / max (the share of executed
     solver iterations that only wait for the batch's slowest sample)."""
-    steps = row.get("solver_steps") or {}
-    high, mean = steps.get("max"), steps.get("mean")
+    high, mean = row.solver_steps.max, row.solver_steps.mean
     if not high or mean is None:
         return None
     return 1 - mean / high
 
 
-def reason(slow: dict[str, Any], fast: dict[str, Any]) -> str:
+def reason(slow: Rec, fast: Rec) -> str:
     """The measured reason `slow` is slower than `fast`, from the rows: collectives
     inside the solver loops, else lock-step waste (solver steps max against mean), else
     overhead."""
-    loops, fast_loops = slow.get("collectives_in_loops"), fast.get("collectives_in_loops")
+    loops, fast_loops = slow.collectives_in_loops, fast.collectives_in_loops
     if loops and loops > (fast_loops or 0):
         return (
             f"it runs {escape(fmt(loops))} collective(s) inside its solver loops "
@@ -113,75 +113,85 @@ def reason(slow: dict[str, Any], fast: dict[str, Any]) -> str:
         )
     waste, fast_waste = _waste(slow), _waste(fast)
     if waste is not None and fast_waste is not None and waste - fast_waste > WASTE_MARGIN:
-        steps = slow["solver_steps"]
+        steps = slow.solver_steps
         return (
-            f"lock-step waste: its batched loops run {escape(fmt(steps['max'], 3))} solver "
-            f"steps per sample against a mean of {escape(fmt(steps['mean'], 3))} "
+            f"lock-step waste: its batched loops run {escape(fmt(steps.max, 3))} solver "
+            f"steps per sample against a mean of {escape(fmt(steps.mean, 3))} "
             f"({escape(f'{waste:.0%}')} of iterations wait, against "
             f"{escape(f'{fast_waste:.0%}')} for {_label(fast)})"
         )
-    steps = slow.get("solver_steps") or {}
+    steps = slow.solver_steps
     return (
         "overhead: it has no more collectives inside its solver loops "
         f"({escape(fmt(loops))}) and no more lock-step waste (solver steps max / mean "
-        f"{escape(fmt(steps.get('max'), 3))} / {escape(fmt(steps.get('mean'), 3))}) "
+        f"{escape(fmt(steps.max, 3))} / {escape(fmt(steps.mean, 3))}) "
         f"than {_label(fast)}"
     )
 
 
-def _overlaps(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    (alo, ahi), (blo, bhi) = a["speedup_ci"], b["speedup_ci"]
+def _overlaps(a: Rec, b: Rec) -> bool:
+    assert a.speedup_ci is not None and b.speedup_ci is not None
+    (alo, ahi), (blo, bhi) = a.speedup_ci, b.speedup_ci
     return alo <= bhi and blo <= ahi
 
 
+class Compared(NamedTuple):
+    """What `compare` finds: the device count `n` (None without rows), the rows there
+    fastest first (`ranked`), those whose interval overlaps the fastest's (`close`), and
+    whether there are rows, all beyond the cores (`beyond`)."""
+
+    n: int | None
+    ranked: list[Rec]
+    close: list[Rec]
+    beyond: bool
+
+
 def compare(
-    rows: Sequence[dict[str, Any]], controller: str, scaling: str, step: str = DEFAULT_STEP
-) -> dict[str, Any]:
+    rows: Sequence[Rec], controller: str, scaling: str, step: str = DEFAULT_STEP
+) -> Compared:
     """The multi-device rows of `controller`, `scaling` and `step` (`best.step_of`; the
     default step's unless said) at the largest device count within the physical cores
     (one process where there are such rows), fastest first, each against its own step's
-    1-device row: `{"n": devices, "ranked": rows, "close": rows whose interval overlaps
-    the fastest's}`; `n` is None without such rows (`beyond`: whether there are rows,
-    all beyond the cores)."""
+    1-device row (`Compared`)."""
     sel = [
         r
         for r in rows
-        if r.get("step", DEFAULT_STEP) == step
-        and r["controller"] == controller
-        and r["scaling"] == scaling
-        and r["status"] == "ok"
-        and r["n_devices"] > 1
-        and r.get("speedup") is not None
-        and r.get("speedup_ci")
+        if (r.step or DEFAULT_STEP) == step
+        and r.controller == controller
+        and r.scaling == scaling
+        and r.ok
+        and r.n_devices > 1
+        and r.speedup is not None
+        and r.speedup_ci
     ]
     inside = [r for r in sel if not exceeds_cores(r)]
     if not inside:
-        return {"n": None, "ranked": [], "close": [], "beyond": bool(sel)}
-    n = max(r["n_devices"] for r in inside)
-    at = [r for r in inside if r["n_devices"] == n]
-    at = [r for r in at if r.get("processes", 1) == 1] or at
-    ranked = sorted(at, key=lambda r: -r["speedup"])
+        return Compared(None, [], [], bool(sel))
+    n = max(r.n_devices for r in inside)
+    at = [r for r in inside if r.n_devices == n]
+    at = [r for r in at if (r.processes or 1) == 1] or at
+    ranked = sorted(at, key=lambda r: -(r.speedup or 0.0))  # every speedup is set
     close = [r for r in ranked[1:] if _overlaps(ranked[0], r)]
-    return {"n": n, "ranked": ranked, "close": close, "beyond": False}
+    return Compared(n, ranked, close, False)
 
 
-def group_sentence(found: dict[str, Any], controller: str, scaling: str) -> str | None:
+def group_sentence(found: Compared, controller: str, scaling: str) -> str | None:
     """One bullet of `compare`'s result: the fastest mode with its speedup over one
     device and interval, the slowest with its speedup, interval and measured reason."""
     what, metric = SCALINGS[scaling]
     head = f"- **{escape(controller)}, {what}**"
-    if found["n"] is None:
-        if found["beyond"]:
+    if found.n is None:
+        if found.beyond:
             return (
                 f"{head}: every multi-device row has more virtual devices than physical "
                 "cores (†): they measure overhead, not parallel speedup."
             )
         return None
-    ranked, close = found["ranked"], found["close"]
+    ranked, close = found.ranked, found.close
     fast, slow = ranked[0], ranked[-1]
     single = any(one_run(r) for r in ranked)
     text = (
-        f"{head}, {escape(found['n'])} devices{' (one run each)' if single else ''}: "
+        f"{head}, {escape(found.n)} devices{' (one run each)' if single else ''}: "
         f"fastest {'measured ' if single else ''}{_label(fast)}, {metric} "
         f"{_speedup(fast, False)} over one device, {support(fast)}"
     )
@@ -211,11 +221,11 @@ def _count(k: int, word: str) -> str:
     return f"{escape(k)} {word}{'' if k == 1 else 's'}"
 
 
-def _why(rows: Sequence[dict[str, Any]]) -> str:
+def _why(rows: Sequence[Rec]) -> str:
     """`not_run: needs 2 GPU(s), 0 present`: the statuses of `rows` and their errors."""
     by_status: dict[str, set[str]] = {}
     for r in rows:
-        by_status.setdefault(r["status"], set()).add(str(r.get("error") or ""))
+        by_status.setdefault(str(r.status), set()).add(str(r.error or ""))
     return "; ".join(
         escape(status)
         + (f": {escape('; '.join(sorted(e for e in errors if e)))}" if any(errors) else "")
@@ -223,12 +233,12 @@ def _why(rows: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def device_verdict(rows: Sequence[dict[str, Any]], device: str, scale: str | None) -> list[str]:
+def device_verdict(rows: Sequence[Rec], device: str, scale: str | None) -> list[str]:
     """The verdict's lines for one device kind."""
-    sel = [r for r in rows if r["device"] == device]
+    sel = [r for r in rows if r.device == device]
     name = escape(device.upper())
     at_scale = f" at the {escape(scale)} scale" if scale else ""
-    ok = [r for r in sel if r["status"] == "ok"]
+    ok = [r for r in sel if r.ok]
     if not ok:
         if not sel:
             return [f"**{name}: no {name} rows{at_scale}.**"]
@@ -237,16 +247,14 @@ def device_verdict(rows: Sequence[dict[str, Any]], device: str, scale: str | Non
             f"{_count(len(sel), f'{name} row')} {'is' if len(sel) == 1 else 'are'} "
             f"{_why(sel)}."
         ]
-    cores = next(
-        ((r.get("hardware") or {}).get("physical_cores") for r in ok if r.get("hardware")), None
-    )
-    machines = sorted({escape(r.get("machine_id")) for r in ok})
+    cores = next((r.hardware.physical_cores for r in ok if r.hardware), None)
+    machines = sorted({escape(r.machine_id) for r in ok})
     where = f"machine {', '.join(machines)}"
     if device == "cpu" and cores:
         where += f", {escape(cores)} physical cores"
     labels = sorted({sessions.session_of(r).label for r in ok})
     where += f"; session{'s' if len(labels) > 1 else ''} {escape('; '.join(labels))}"
-    controllers = list(dict.fromkeys(r["controller"] for r in ok))
+    controllers = list(dict.fromkeys(r.controller for r in ok))
     groups = [
         (compare(ok, controller, scaling), controller, scaling)
         for scaling in SCALINGS
@@ -254,7 +262,7 @@ def device_verdict(rows: Sequence[dict[str, Any]], device: str, scale: str | Non
     ]
     bullets = [line for g in groups if (line := group_sentence(*g))]
     if not bullets:
-        many = [r for r in sel if r["n_devices"] > 1]
+        many = [r for r in sel if r.n_devices > 1]
         bullets.append(
             f"- No multi-device {name} measurement{at_scale}, only 1-device rows"
             + (
@@ -265,7 +273,7 @@ def device_verdict(rows: Sequence[dict[str, Any]], device: str, scale: str | Non
             )
         )
     lines = [f"**{name}** ({where}):", "", *bullets]
-    beyond = sorted({r["n_devices"] for r in ok if exceeds_cores(r)})
+    beyond = sorted({r.n_devices for r in ok if exceeds_cores(r)})
     if beyond:
         lines += [
             "",
@@ -276,14 +284,14 @@ def device_verdict(rows: Sequence[dict[str, Any]], device: str, scale: str | Non
     return lines
 
 
-def verdict_markdown(rows: Sequence[dict[str, Any]], scale: str | None = None) -> str:
+def verdict_markdown(rows: Sequence[Rec], scale: str | None = None) -> str:
     """The verdict, as markdown, from the scaling rows of the report (`scaling_rows`):
     per device kind and controller, the fastest multi-device mode at the largest device
     count within the physical cores with its speedup over one device and 95% interval,
     and the slowest with its speedup, interval and measured reason (collectives inside
     solver loops, lock-step waste from solver steps max against mean, else overhead)."""
     if scale is None:
-        scale = next((r.get("scale") for r in rows if r.get("scale")), None)
+        scale = next((r.scale for r in rows if r.scale), None)
     parts: list[str] = []
     for device in ("cpu", "gpu"):
         parts += device_verdict(rows, device, scale) + [""]

@@ -10,6 +10,7 @@ import numpy as np
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 from ..study.matrix import versions_scenarios
+from ..study.rec import Rec
 from ..study.studies import Table
 from ..study.versions import RESULTS, VERSION_SETS
 from . import loss, sessions
@@ -34,12 +35,12 @@ TABLE_HEADER = (
 )
 
 
-def _stack(rec: dict[str, Any]) -> str:
-    v = rec.get("versions") or {}
+def _stack(rec: Rec) -> str:
+    v = rec.versions or {}
     return " / ".join(str(v.get(k)) for k in ("jax", "diffrax", "equinox", "optax"))
 
 
-def version_rows(results: str | Path = RESULTS, scale: str = "quick") -> dict[str, list[dict]]:
+def version_rows(results: str | Path = RESULTS, scale: str = "quick") -> dict[str, list[Rec]]:
     """Each version set's core rows with speedups (`frames.scaling_rows`), ok or not."""
     keys = {s.key() for s in versions_scenarios(scale)}
     out = {}
@@ -47,25 +48,21 @@ def version_rows(results: str | Path = RESULTS, scale: str = "quick") -> dict[st
         recs = [
             r
             for r in read_records(Path(results) / name, scale, current=False)
-            if r.get("scenario_key") in keys
+            if r.scenario_key in keys
         ]
         if recs:
             out[name] = scaling_rows(recs, "strong")
     return out
 
 
-def _one_device(rows: list[dict], controller: str) -> dict | None:
+def _one_device(rows: list[Rec], controller: str) -> Rec | None:
     return next(
-        (
-            r
-            for r in rows
-            if r["n_devices"] == 1 and r["controller"] == controller and r["status"] == "ok"
-        ),
+        (r for r in rows if r.n_devices == 1 and r.controller == controller and r.ok),
         None,
     )
 
 
-def versions_markdown(by_set: dict[str, list[dict]]) -> str:
+def versions_markdown(by_set: dict[str, list[Rec]]) -> str:
     """The version table, and what it says with intervals: each release's 1-device step
     against the current release's, and sharded `jit`'s speedup at each release."""
     if not by_set:
@@ -87,7 +84,7 @@ def versions_markdown(by_set: dict[str, list[dict]]) -> str:
     return "\n".join(parts)
 
 
-def _sentences(by_set: dict[str, list[dict]], current: str) -> list[str]:
+def _sentences(by_set: dict[str, list[Rec]], current: str) -> list[str]:
     """What the table says with intervals: each release's 1-device step against the
     current release's, and at each release the speedup of each mode whose one solver
     loop the release's compiler partitions over the devices (`AbstractMode.one_loop`:
@@ -107,59 +104,64 @@ def _sentences(by_set: dict[str, list[dict]], current: str) -> list[str]:
             )
     for rows in by_set.values():
         for mode in (m for m in MODES.values() if m.one_loop):
-            text = _speedups([r for r in rows if r["mode"] == mode.name])
+            text = _speedups([r for r in rows if r.mode == mode.name])
             if text:
                 stack = escape(_stack(rows[0]))
                 lines.append(f"- {mode.label} speedup over 1 device, {stack}: {text}.")
     return lines
 
 
-def _speedups(rows: list[dict]) -> str:
+def _speedups(rows: list[Rec]) -> str:
     """Each row's speedup with its interval, by controller and devices (`; `-joined)."""
     return "; ".join(
-        f"{escape(r['controller'])} on {r['n_devices']} devices "
-        + loss.baseline_flag(fmt_interval(r["speedup"], *r["speedup_ci"]), r)
+        f"{escape(r.controller)} on {r.n_devices} devices "
+        + loss.baseline_flag(fmt_interval(r.speedup, *(r.speedup_ci or (None, None))), r)
         for r in rows
-        if r.get("speedup") is not None
+        if r.speedup is not None
     )
 
 
-def _table(by_set: dict[str, list[dict]]) -> list[list[Any]]:
+def _ms(seconds: float | None) -> float | None:
+    """`seconds` in milliseconds; None where not measured."""
+    return None if seconds is None else seconds * 1e3
+
+
+def _table(by_set: dict[str, list[Rec]]) -> list[list[Any]]:
     """The version table's cells, a row per record."""
     table = []
     for rows in by_set.values():
-        for r in sorted(rows, key=lambda r: (r["controller"], r["n_devices"], r["mode"])):
-            ok = r["status"] == "ok"
+        for r in sorted(rows, key=lambda r: (r.controller, r.n_devices, r.mode)):
+            ok = r.ok
             # Cells are escaped by `markdown_table`: record text enters as it is.
             table.append(
                 [
                     _stack(r),
-                    r["mode"],
-                    r["controller"],
-                    r["n_devices"],
-                    len(r.get("step_time_runs_s") or []) if ok else 0,
-                    fmt(r["step_time_s"] * 1e3, 3) if ok else r["status"],
-                    loss.baseline_flag(fmt_interval(r["speedup"], *r["speedup_ci"]), r)
-                    if r.get("speedup")
+                    r.mode,
+                    r.controller,
+                    r.n_devices,
+                    len(r.step_time_runs_s or []) if ok else 0,
+                    fmt(_ms(r.step_time_s), 3) if ok else r.status,
+                    loss.baseline_flag(fmt_interval(r.speedup, *(r.speedup_ci or (None, None))), r)
+                    if r.speedup
                     else "–",
-                    fmt(r.get("compile_time_s"), 3),
-                    fmt(r.get("final_loss"), 3),
-                    f"{fmt(r.get('collectives_total'))} / {fmt(r.get('collectives_in_loops'))}",
-                    r.get("pmap_implementation") or "–" if r["mode"] == "pmap" else "",
+                    fmt(r.compile_time_s, 3),
+                    fmt(r.final_loss, 3),
+                    f"{fmt(r.collectives_total)} / {fmt(r.collectives_in_loops)}",
+                    r.pmap_implementation or "–" if r.mode == "pmap" else "",
                     sessions.session_of(r).label,
                 ]
             )
     return table
 
 
-def _where(by_set: dict[str, list[dict]]) -> str:
+def _where(by_set: dict[str, list[Rec]]) -> str:
     """The machine(s) and session(s) of the version study's rows."""
     rows = [r for rows in by_set.values() for r in rows]
-    machines = sorted({str(r.get("machine_id")) for r in rows})
+    machines = sorted({str(r.machine_id) for r in rows})
     return escape(f"Machine: {', '.join(machines)}. " + sessions.sessions_line(rows, rows))
 
 
-def versions_figure(by_set: dict[str, list[dict]], out: str | Path) -> list[Path]:
+def versions_figure(by_set: dict[str, list[Rec]], out: str | Path) -> list[Path]:
     """Step time per mode against the JAX release (one panel per controller; 2-device
     modes and the 1-device row; bars from the 25th to the 75th percentile)."""
     import matplotlib.pyplot as plt
@@ -176,19 +178,21 @@ def versions_figure(by_set: dict[str, list[dict]], out: str | Path) -> list[Path
                     (
                         r
                         for r in by_set[name]
-                        if r["mode"] == mode
-                        and r["status"] == "ok"
-                        and r["controller"] == controller
-                        and r["n_devices"] <= 2
+                        if r.mode == mode
+                        and r.ok
+                        and r.controller == controller
+                        and r.n_devices <= 2
                     ),
                     None,
                 )
                 if r is None:
                     continue
+                t, p25, p75 = r.step_time_s, r.step_time_p25_s, r.step_time_p75_s
+                assert t is not None and p25 is not None and p75 is not None  # an ok row
                 xs.append(i)
-                ys.append(r["step_time_s"] * 1e3)
-                lo.append(r["step_time_s"] * 1e3 - r["step_time_p25_s"] * 1e3)
-                hi.append(r["step_time_p75_s"] * 1e3 - r["step_time_s"] * 1e3)
+                ys.append(t * 1e3)
+                lo.append(t * 1e3 - p25 * 1e3)
+                hi.append(p75 * 1e3 - t * 1e3)
             if xs:
                 label = f"{mode} (2 devices)" if facts.multi_device else f"{mode} (1 device)"
                 ax.errorbar(
@@ -218,14 +222,14 @@ def versions_figure(by_set: dict[str, list[dict]], out: str | Path) -> list[Path
     return paths
 
 
-def versions_table(by_set: dict[str, list[dict[str, Any]]]) -> Table:
+def versions_table(by_set: dict[str, list[Rec]]) -> Table:
     """The version study's table (`versions`: `versions_markdown` of `version_rows`), as
     a value."""
     text = "# The core rows across JAX releases\n\n" + versions_markdown(by_set) + "\n"
     return table_value("versions", text)
 
 
-def write_versions_table(path: str | Path, by_set: dict[str, list[dict[str, Any]]]) -> Table:
+def write_versions_table(path: str | Path, by_set: dict[str, list[Rec]]) -> Table:
     """Write the version study's table (`versions_table`) to `path`; returns it."""
     table = versions_table(by_set)
     return write_table(path, table_markdown(table))
@@ -243,15 +247,10 @@ def write_versions(
         "figures": versions_figure(by_set, figures),
         "sets": list(by_set),
         "rows": sum(len(v) for v in by_set.values()),
-        "ok": all(r["status"] == "ok" for v in by_set.values() for r in v),
+        "ok": all(r.ok for v in by_set.values() for r in v),
         "median_loss": float(
             np.median(
-                [
-                    r["final_loss"]
-                    for v in by_set.values()
-                    for r in v
-                    if r.get("final_loss") is not None
-                ]
+                [r.final_loss for v in by_set.values() for r in v if r.final_loss is not None]
                 or [np.nan]
             )
         ),

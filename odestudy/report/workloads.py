@@ -3,7 +3,8 @@
 iteration, where the ranking of modes changes, and the prediction (`odestudy predict
 --map`) checked against the measured rows."""
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from ..measure.modes import MODES
 from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 from ..study import records
+from ..study.rec import Key, LeverRecord, Prediction, Rec
 from ..study.studies import Table
 from ..study.workloads import (
     MAP_DEVICES,
@@ -23,7 +25,7 @@ from ..study.workloads import (
     workload_of,
 )
 from . import sessions
-from .best import best_for, best_steps, over_best
+from .best import Best, best_for, best_steps, over_best
 from .floor import (
     FUSED_VARIANTS,
     floor_ratio,
@@ -39,7 +41,7 @@ from .frames import read_records
 from .heldout import choice_records, made_before, recommended_again, said
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import pair_mark, trained
-from .map_levers import MAP_LEVERS, lever_lines, lever_speedups, lever_summary
+from .map_levers import MAP_LEVERS, LeverSpeedup, lever_lines, lever_speedups, lever_summary
 from .plots import MODE_STYLE, _save
 from .tables import escape, loss_cell, markdown_table, table_value
 
@@ -47,7 +49,7 @@ from .tables import escape, loss_cell, markdown_table, table_value
 PREDICTION_LIMIT = 0.25
 
 
-def step_of(rec: dict[str, Any]) -> str:
+def step_of(rec: Mapping[str, Any]) -> str:
     """`"recommended"` where the record's scenario is its own recommended form (it has
     the levers `recommended.recommended` gives its controller and problem), else
     `"default"`."""
@@ -55,136 +57,158 @@ def step_of(rec: dict[str, Any]) -> str:
     return "recommended" if recommended(s) == s else "default"
 
 
-def map_records(results: str | Path, scale: str = "quick") -> list[dict[str, Any]]:
+def map_records(results: str | Path, scale: str = "quick") -> list[Rec]:
     """The map's records at `scale` of one machine (the one with the most ok rows) under
     `results/map`: rows of the current map only."""
     keys = {s.key() for s in map_scenarios(scale)}
     folder = Path(results) / MAP_FOLDER
-    recs = [r for r in read_records(folder, scale, current=False) if r["scenario_key"] in keys]
+    recs = [r for r in read_records(folder, scale, current=False) if r.scenario_key in keys]
     if not recs:
         return []
-    ok = [r["machine_id"] for r in recs if r.get("status") == "ok"] or [recs[0]["machine_id"]]
-    machine = max(sorted(set(ok)), key=ok.count)
-    return [r for r in recs if r["machine_id"] == machine]
+    ok = [r.machine_id for r in recs if r.ok] or [recs[0].machine_id]
+    machine = max(sorted(set(ok)), key=ok.count)  # type: ignore[type-var]
+    return [r for r in recs if r.machine_id == machine]
 
 
-def per_iteration_s(rec: dict[str, Any]) -> float | None:
+def per_iteration_s(rec: Rec) -> float | None:
     """A 1-device record's time per executed solver iteration (its step time over the
     iterations of the batch's slowest sample)."""
-    executed = (rec.get("solver_steps") or {}).get("executed_per_device")
-    if rec.get("status") != "ok" or not executed:
+    executed = rec.solver_steps.executed_per_device
+    if not rec.ok or not executed:
         return None
-    return float(rec["step_time_s"]) / float(executed)
+    return float(rec.step_time_s) / float(executed)  # type: ignore[arg-type]
 
 
-def map_rows(recs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per record of the map: its workload, step, mode, devices, step time, the
-    1-device default row's time per solver iteration (the workload's cost), the
-    speedup over that row (the reference's step) with its interval, and over the best
-    1-device step of its workload and batch (`best.py`: `best`, `speedup_best`); None
-    where a row failed or did not train."""
+@dataclasses.dataclass(frozen=True)
+class MapRow:
+    """One record of the map (`map_rows`): its workload, step, mode and devices, its
+    1-device default row (`base`) and that row's time per solver iteration (the
+    workload's cost), the speedup over that row (the reference's step) and over the
+    best 1-device step of its workload and batch (`best`), each `(estimate, low, high)`;
+    None where a row failed or did not train."""
+
+    workload: str
+    problem: str
+    width: int
+    controller: str
+    step: str
+    mode: str
+    n_devices: int
+    status: str
+    record: Rec
+    base: Rec | None
+    per_iteration_s: float | None
+    speedup: tuple[float, float, float] | None
+    best: Best | None
+    speedup_best: tuple[float, float, float] | None
+
+
+def map_rows(recs: Sequence[Rec]) -> list[MapRow]:
+    """One row per record of the map (`MapRow`)."""
     base = {}
     for r in recs:
-        w = workload_of(r["scenario"])
-        if w and r["n_devices"] == 1 and step_of(r) == "default":
-            base[(w.name, r["controller"])] = r
+        w = workload_of(r.fields)
+        if w and r.n_devices == 1 and step_of(r) == "default":
+            base[(w.name, r.controller)] = r
     bests = best_steps(recs)
     out = []
     for r in recs:
-        w = workload_of(r["scenario"])
-        if w is None or r["global_batch"] != _map_batch(w, r):
+        w = workload_of(r.fields)
+        if w is None or r.global_batch != _map_batch(w, r):
             continue  # the 1-device rows at the per-device batch: the batch axis's page
-        b = base.get((w.name, r["controller"]))
+        b = base.get((w.name, r.controller))
         best = best_for(r, bests, "strong")
-        over = over_best(r, best, "strong") if best and r["n_devices"] > 1 else None
-        row = {
-            "workload": w.name,
-            "problem": w.problem,
-            "width": w.width,
-            "controller": r["controller"],
-            "step": step_of(r),
-            "mode": r["mode"],
-            "n_devices": r["n_devices"],
-            "status": r["status"],
-            "record": r,
-            "base": b,
-            "per_iteration_s": per_iteration_s(b) if b else None,
-            "speedup": None,
-            "best": best,
-            "speedup_best": over["speedup"] if over else None,
-        }
+        over = over_best(r, best, "strong") if best and r.n_devices > 1 else None
+        speedup = None
         if b is not None and r is not b and _ok(r) and _ok(b):
-            row["speedup"] = ratio_interval(b, r)
-        out.append(row)
+            speedup = ratio_interval(b, r)
+        out.append(
+            MapRow(
+                workload=w.name,
+                problem=w.problem,
+                width=w.width,
+                controller=r.controller,
+                step=step_of(r),
+                mode=r.mode,
+                n_devices=r.n_devices,
+                status=r.status,  # type: ignore[arg-type]
+                record=r,
+                base=b,
+                per_iteration_s=per_iteration_s(b) if b else None,
+                speedup=speedup,
+                best=best,
+                speedup_best=over.speedup if over else None,
+            )
+        )
     order = {w: i for i, w in enumerate(_workload_order(out))}
     modes = ("single", *MULTI_MODES)
     out.sort(
         key=lambda x: (
-            order[x["workload"]],
-            x["controller"],
-            x["step"] != "default",
-            modes.index(x["mode"]),
+            order[x.workload],
+            x.controller,
+            x.step != "default",
+            modes.index(x.mode),
         )
     )
     return out
 
 
-def _map_batch(w: Any, rec: dict[str, Any]) -> int:
+def _map_batch(w: Any, rec: Rec) -> int:
     """The map's global batch of workload `w` at a record's scale and controller."""
-    return int(w.scenario(scale=rec["scale"], controller=rec["controller"]).batch)
+    return int(w.scenario(scale=rec.scale, controller=rec.controller).batch)
 
 
-def _ok(r: dict[str, Any]) -> bool:
-    return r["status"] == "ok" and trained(r)
+def _ok(r: Rec) -> bool:
+    return r.ok and trained(r)
 
 
-def _workload_order(rows: Sequence[dict[str, Any]]) -> list[str]:
+def _workload_order(rows: Sequence[MapRow]) -> list[str]:
     """Workloads from the lightest to the heaviest (PID's time per solver iteration)."""
     cost: dict[str, float] = {}
     for r in rows:
-        if r["per_iteration_s"] is not None and r["controller"] == PID.name:
-            cost[r["workload"]] = r["per_iteration_s"]
-    names = list(dict.fromkeys(r["workload"] for r in rows))
+        if r.per_iteration_s is not None and r.controller == PID.name:
+            cost[r.workload] = r.per_iteration_s
+    names = list(dict.fromkeys(r.workload for r in rows))
     return sorted(names, key=lambda n: cost.get(n, float("inf")))
 
 
-def _speedup_cell(r: dict[str, Any]) -> str:
-    if r["status"] != "ok":
-        return escape(r["status"])
-    if r["record"] is r["base"]:
+def _speedup_cell(r: MapRow) -> str:
+    if r.status != "ok":
+        return escape(r.status)
+    if r.record is r.base:
         return "1 (baseline)"
-    if r["speedup"] is None:
+    if r.speedup is None or r.base is None:
         return "untrained: no speedup"
-    return pair_mark(fmt_interval(*r["speedup"]), r["record"], r["base"])
+    return pair_mark(fmt_interval(*r.speedup), r.record, r.base)
 
 
-def _best_cell(r: dict[str, Any]) -> str:
+def _best_cell(r: MapRow) -> str:
     """A row's speedup over its best 1-device step, flagged where they trained to
     different losses; the best step itself says so."""
-    best = r["best"]
-    if best is None or r["status"] != "ok":
+    best = r.best
+    if best is None or r.status != "ok":
         return "–"
-    if r["record"] is best.record:
+    if r.record is best.record:
         return f"1 (the best: {escape(best.said())})"
-    if r["speedup_best"] is None:
+    if r.speedup_best is None:
         return "untrained: no speedup"
-    return pair_mark(fmt_interval(*r["speedup_best"]), r["record"], best.record)
+    return pair_mark(fmt_interval(*r.speedup_best), r.record, best.record)
 
 
-def best_table(rows: Sequence[dict[str, Any]]) -> str:
+def best_table(rows: Sequence[MapRow]) -> str:
     """Per workload and controller, the best 1-device step (which, its time) and each
     multi-device mode's speedup over it, with intervals: the map's answer."""
     body = []
     for name in _workload_order(rows):
         for controller in CONTROLLERS:
-            mine = [r for r in rows if r["workload"] == name and r["controller"] == controller]
-            best = next((r["best"] for r in mine if r["best"] is not None), None)
+            mine = [r for r in rows if r.workload == name and r.controller == controller]
+            best = next((r.best for r in mine if r.best is not None), None)
             if best is None:
                 continue
             cells = []
             for mode in MULTI_MODES:
-                found = [r for r in mine if r["mode"] == mode and r["speedup_best"] is not None]
-                on_best = [r for r in found if step_of(r["record"]) == step_of(best.record)]
+                found = [r for r in mine if r.mode == mode and r.speedup_best is not None]
+                on_best = [r for r in found if step_of(r.record) == step_of(best.record)]
                 cells.append(_best_cell(on_best[0]) if on_best else "–")
             body.append([escape(name), escape(controller), escape(best.said()), *cells])
     return markdown_table(
@@ -193,25 +217,25 @@ def best_table(rows: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def workloads_table(rows: Sequence[dict[str, Any]]) -> str:
+def workloads_table(rows: Sequence[MapRow]) -> str:
     """The map's rows as markdown: one row per workload, controller, step and mode."""
     body = []
     for r in rows:
-        rec = r["record"]
-        ok = rec["status"] == "ok"
+        rec = r.record
+        ok = rec.ok
         body.append(
             [
-                escape(r["workload"]),
-                escape(r["controller"]),
-                r["step"],
-                escape(r["mode"]),
-                str(r["n_devices"]),
-                f"{r['per_iteration_s'] * 1e3:.3f}" if r["per_iteration_s"] else "–",
-                f"{rec['step_time_s'] * 1e3:.2f}" if ok else "–",
+                escape(r.workload),
+                escape(r.controller),
+                r.step,
+                escape(r.mode),
+                str(r.n_devices),
+                f"{r.per_iteration_s * 1e3:.3f}" if r.per_iteration_s else "–",
+                f"{rec.step_time_s * 1e3:.2f}" if ok else "–",  # type: ignore[operator]
                 _speedup_cell(r),
                 _best_cell(r),
                 loss_cell(rec) if ok else "–",
-                str(len(rec.get("step_time_runs_s") or [])) if ok else "0",
+                str(len(rec.step_time_runs_s or [])) if ok else "0",
             ]
         )
     return markdown_table(
@@ -237,10 +261,10 @@ def _find(rows, workload, controller, step, mode):
         (
             r
             for r in rows
-            if r["workload"] == workload
-            and r["controller"] == controller
-            and r["step"] == step
-            and r["mode"] == mode
+            if r.workload == workload
+            and r.controller == controller
+            and r.step == step
+            and r.mode == mode
         ),
         None,
     )
@@ -255,11 +279,12 @@ RIVALS = tuple(m for m in MULTI_MODES if not MODES[m].one_loop)
 def _below(rows, workload, controller) -> list[str] | None:
     """The modes `shard` is set against (`RIVALS`) whose speedup's interval lies wholly
     above `shard`'s at a workload and controller (None where a row is missing)."""
-    found = {m: _find(rows, workload, controller, "default", m) for m in ("shard", *RIVALS)}
-    if any(r is None or r["speedup"] is None for r in found.values()):
+    shard = _find(rows, workload, controller, "default", "shard")
+    rivals = {m: _find(rows, workload, controller, "default", m) for m in RIVALS}
+    if any(r is None or r.speedup is None for r in (shard, *rivals.values())):
         return None
-    high = found["shard"]["speedup"][2]
-    return [m for m in RIVALS if found[m]["speedup"][1] > high]
+    high = shard.speedup[2]
+    return [m for m, r in rivals.items() if r.speedup[1] > high]
 
 
 def _slowest(rows, workload, controller) -> bool | None:
@@ -286,14 +311,14 @@ def _change(rows, a: str, b: str, slow_at_a: bool, controller: str) -> str:
     )
 
 
-def _label(rows: Sequence[dict[str, Any]], name: str, controller: str) -> str:
+def _label(rows: Sequence[MapRow], name: str, controller: str) -> str:
     """A workload's name with its 1-device time per solver iteration (ms)."""
     r = _find(rows, name, controller, "default", "single")
-    cost = r["per_iteration_s"] if r else None
+    cost = r.per_iteration_s if r else None
     return escape(name) + (f" ({cost * 1e3:.2f} ms per solver iteration)" if cost else "")
 
 
-def crossover(rows: Sequence[dict[str, Any]], controller: str) -> str:
+def crossover(rows: Sequence[MapRow], controller: str) -> str:
     """Where `shard` stops being the slow mode, and where the recommended step's worth
     at 1 device changes sign, along the workloads (lightest first), for one controller."""
     names = _workload_order(rows)
@@ -315,11 +340,11 @@ def crossover(rows: Sequence[dict[str, Any]], controller: str) -> str:
     worth = []
     for n in names:
         r = _find(rows, n, controller, "recommended", "single")
-        if r is None or r["speedup"] is None:
+        if r is None or r.speedup is None:
             continue
-        est, low, high = r["speedup"]
+        est, low, high = r.speedup
         verdict = "faster" if low > 1 else "slower" if high < 1 else "level"
-        ratio = pair_mark(f"{fmt_interval(est, low, high)}x", r["record"], r["base"])
+        ratio = pair_mark(f"{fmt_interval(est, low, high)}x", r.record, r.base)
         worth.append(f"{_label(rows, n, controller)} {verdict} ({ratio})")
     rec = "; the recommended step at 1 device: " + ", ".join(worth) if worth else ""
     return f"{controller}: {shard}{rec}."
@@ -344,52 +369,67 @@ def map_time_line(recs: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]
     )
 
 
-def predictions(
-    results: str | Path, machine: str, profile: str | None = None
-) -> list[dict[str, Any]]:
+def predictions(results: str | Path, machine: str, profile: str | None = None) -> list[Prediction]:
     """The map's predictions of `machine` (`odestudy predict --map`): those made from
     their session's probe of the devices (`profile` None), or from the named profile
     without measuring them (`--profile`)."""
     folder = Path(results) / MAP_FOLDER / machine
-    found = [records.read_json(p) for p in records.side_study_paths(folder, "predict")]
-    return [p for p in found if (p.get("made_from") or {}).get("profile") == profile]
+    found = [Prediction(records.read_json(p)) for p in records.side_study_paths(folder, "predict")]
+    return [p for p in found if p.made_from.profile == profile]
 
 
-def prediction_errors(
-    rows: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]]
-) -> list[dict[str, Any]]:
+class PredictionError(dict[str, Any]):
+    """A prediction's row against its measured row (`prediction_errors`), with an
+    attribute per field; a dict, as `heldout.said` reads it."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    model: Key[int | None] = Key()
+    before: Key[bool | None] = Key()
+    workload: Key[str] = Key()
+    controller: Key[str] = Key()
+    mode: Key[str] = Key()
+    predicted_s: Key[float] = Key()
+    measured_s: Key[float] = Key()
+    error: Key[float] = Key()
+    compute_s: Key[float] = Key()
+    allreduce_s: Key[float] = Key()
+    in_loop_s: Key[float] = Key()
+
+
+def prediction_errors(rows: Sequence[MapRow], found: Sequence[Prediction]) -> list[PredictionError]:
     """Each prediction's row against the measured 2-device row of the same workload,
     controller, mode and step (the prediction's), where both it and its 1-device row
     trained:
     predicted and measured step time, the error and the prediction's terms."""
     out = []
     for p in found:
-        controller = p["scenario"]["controller"]
-        step = step_of({"scenario": p["scenario"]})
-        for pr in p["rows"]:
-            r = _find(rows, p["workload"], controller, step, pr["mode"])
-            if r is None or r["speedup"] is None or r["n_devices"] != p["n_devices"]:
+        controller = p.fields.controller
+        step = step_of({"scenario": p.fields})
+        for pr in p.rows:
+            r = _find(rows, p.workload, controller, step, pr.mode)
+            if r is None or r.speedup is None or r.n_devices != p.n_devices:
                 continue  # a failed or untrained row, or another device count
-            measured = float(r["record"]["step_time_s"])
+            measured = float(r.record.step_time_s)
             out.append(
-                {
-                    "model": (p.get("made_from") or {}).get("model"),
-                    "before": made_before(p, [r["record"]]),
-                    "workload": p["workload"],
-                    "controller": controller,
-                    "mode": pr["mode"],
-                    "predicted_s": pr["step_time_s"],
-                    "measured_s": measured,
-                    "error": pr["step_time_s"] / measured - 1,
-                    "compute_s": pr["compute_s"],
-                    "allreduce_s": pr["allreduce_s"],
-                    "in_loop_s": pr["in_loop_s"],
-                }
+                PredictionError(
+                    model=p.made_from.model,
+                    before=made_before(p, [r.record]),
+                    workload=p.workload,
+                    controller=controller,
+                    mode=pr.mode,
+                    predicted_s=pr.step_time_s,
+                    measured_s=measured,
+                    error=pr.step_time_s / measured - 1,
+                    compute_s=pr.compute_s,
+                    allreduce_s=pr.allreduce_s,
+                    in_loop_s=pr.in_loop_s,
+                )
             )
     return out
 
 
-def _wrong_term(errors: Sequence[dict[str, Any]], mode: str) -> str:
+def _wrong_term(errors: Sequence[PredictionError], mode: str) -> str:
     """Which term of the prediction would have to change, and by how much, to fit the
     measured rows of `mode` (the others held): the in-loop collectives for a mode with
     one loop over the global batch (`AbstractMode.one_loop`: `shard`), the lock-step
@@ -398,10 +438,10 @@ def _wrong_term(errors: Sequence[dict[str, Any]], mode: str) -> str:
     term = "in_loop_s" if one_loop else "compute_s"
     factors = []
     for e in errors:
-        missing = e["measured_s"] - e["predicted_s"]
+        missing = e.measured_s - e.predicted_s
         if e[term] > 0:
             factors.append((e[term] + missing) / e[term])
-    sign = "high" if np.median([e["error"] for e in errors]) > 0 else "low"
+    sign = "high" if np.median([e.error for e in errors]) > 0 else "low"
     what = (
         f"the collectives in `{escape(mode)}`'s solver loop (count x iterations x one-float "
         "all-reduce latency)"
@@ -417,12 +457,12 @@ def _wrong_term(errors: Sequence[dict[str, Any]], mode: str) -> str:
     )
 
 
-def _predictions_line(found: Sequence[dict[str, Any]]) -> str:
+def _predictions_line(found: Sequence[Prediction]) -> str:
     """When and from what the map's predictions were made."""
     if not found:
         return "No prediction of the map yet (`odestudy predict --map`)."
-    times = sorted(str(p.get("finished")) for p in found)
-    models = sorted({str((p.get("made_from") or {}).get("model", 1)) for p in found})
+    times = sorted(str(p.finished) for p in found)
+    models = sorted({str(p.made_from.get("model", 1)) for p in found})
     return (
         f"{len(found)} predictions (`odestudy predict --map`, {MAP_DEVICES} devices, "
         f"prediction model {', '.join(models)}), made {escape(times[0])} to "
@@ -435,9 +475,7 @@ def _predictions_line(found: Sequence[dict[str, Any]]) -> str:
 EXTRAPOLATION_PROFILE = "cpu"
 
 
-def extrapolation_lines(
-    rows: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]]
-) -> list[str]:
+def extrapolation_lines(rows: Sequence[MapRow], found: Sequence[Prediction]) -> list[str]:
     """The section on the map's predictions made from a profile, without measuring the
     devices predicted (`odestudy predict --map --profile cpu`), against the same rows."""
     head = [f"## The prediction from the `{EXTRAPOLATION_PROFILE}` profile, without measuring "
@@ -446,7 +484,7 @@ def extrapolation_lines(
         return [*head, "No such prediction of the map yet "
                 f"(`odestudy predict --map --profile {EXTRAPOLATION_PROFILE}`).", ""]  # fmt: skip
     errors = prediction_errors(rows, found)
-    times = sorted(str(p.get("finished")) for p in found)
+    times = sorted(str(p.finished) for p in found)
     return [
         *head,
         f"{len(found)} predictions made {escape(times[0])} to {escape(times[-1])} from the "
@@ -463,16 +501,16 @@ def extrapolation_lines(
     ]
 
 
-def validation_lines(errors: Sequence[dict[str, Any]]) -> list[str]:
+def validation_lines(errors: Sequence[PredictionError]) -> list[str]:
     """One line per mode: `median |error| = X %` over its rows, and where it exceeds
     `PREDICTION_LIMIT`, which term is wrong."""
     lines = []
     for mode in MULTI_MODES:
-        mine = [e for e in errors if e["mode"] == mode]
+        mine = [e for e in errors if e.mode == mode]
         if not mine:
             lines.append(f"- `{mode}`: no prediction checked (no prediction or no row).")
             continue
-        median = float(np.median([abs(e["error"]) for e in mine])) * 100
+        median = float(np.median([abs(e.error) for e in mine])) * 100
         line = f"- `{mode}`: median |error| = {median:.0f} % over {len(mine)} rows ({said(mine)})"
         if median > PREDICTION_LIMIT * 100:
             line += f" (above {PREDICTION_LIMIT * 100:.0f} %: {_wrong_term(mine, mode)})"
@@ -480,18 +518,17 @@ def validation_lines(errors: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def errors_table(errors: Sequence[dict[str, Any]]) -> str:
+def errors_table(errors: Sequence[PredictionError]) -> str:
     """Predicted against measured, one row per workload, controller and mode."""
     body = [
         [
-            escape(e["workload"]),
-            escape(e["controller"]),
-            escape(e["mode"]),
-            f"{e['predicted_s'] * 1e3:.2f}",
-            f"{e['measured_s'] * 1e3:.2f}",
-            f"{e['error'] * 100:+.0f} %",
-            f"{e['compute_s'] * 1e3:.2f} / {e['allreduce_s'] * 1e3:.3f} / "
-            f"{e['in_loop_s'] * 1e3:.2f}",
+            escape(e.workload),
+            escape(e.controller),
+            escape(e.mode),
+            f"{e.predicted_s * 1e3:.2f}",
+            f"{e.measured_s * 1e3:.2f}",
+            f"{e.error * 100:+.0f} %",
+            f"{e.compute_s * 1e3:.2f} / {e.allreduce_s * 1e3:.3f} / {e.in_loop_s * 1e3:.2f}",
         ]
         for e in errors
     ]
@@ -509,9 +546,7 @@ def errors_table(errors: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def workloads_markdown(
-    results: str | Path, scale: str = "quick"
-) -> tuple[str, list[dict[str, Any]]]:
+def workloads_markdown(results: str | Path, scale: str = "quick") -> tuple[str, list[MapRow]]:
     """`workloads.md`: the map's table, where the answer changes, and the prediction's
     check; and the rows (for the figure). Says so where the map has no records."""
     recs = map_records(results, scale)
@@ -522,18 +557,18 @@ def workloads_markdown(
             [],
         )
     rows = map_rows(recs)
-    machine = recs[0]["machine_id"]
+    machine = str(recs[0].machine_id)
     found = predictions(results, machine)
     errors = prediction_errors(rows, found)
-    hardware = recs[0].get("hardware") or {}
+    hardware = recs[0].hardware
     parts = [
         "# Workload map",
         "",
-        f"Machine {escape(machine)} ({escape(hardware.get('cpu_model'))}, "
-        f"{escape(hardware.get('physical_cores'))} physical cores); "
-        + sessions.sessions_line([r for r in recs if r["status"] == "ok"], recs)
+        f"Machine {escape(machine)} ({escape(hardware.cpu_model)}, "
+        f"{escape(hardware.physical_cores)} physical cores); "
+        + sessions.sessions_line([r for r in recs if r.ok], recs)
         + f" {MAP_DEVICES} devices are virtual CPU devices, one per physical core. "
-        f"Strong scaling, global batch {escape(recs[0].get('global_batch'))}. {METHOD}.",
+        f"Strong scaling, global batch {escape(recs[0].global_batch)}. {METHOD}.",
         "",
         map_time_line(recs, found),
         "",
@@ -570,15 +605,15 @@ def workloads_markdown(
     return "\n".join(parts) + "\n", rows
 
 
-def _workload_ticks(ax: Any, rows: Sequence[dict[str, Any]], controller: str) -> None:
+def _workload_ticks(ax: Any, rows: Sequence[MapRow], controller: str) -> None:
     """Ticks at the workloads' costs, named, and the span where `shard` stops (or
     starts) being the slow mode shaded."""
     names = _workload_order(rows)
     cost = {}
     for n in names:
         r = _find(rows, n, controller, "default", "single")
-        if r and r["per_iteration_s"]:
-            cost[n] = r["per_iteration_s"] * 1e3
+        if r and r.per_iteration_s:
+            cost[n] = r.per_iteration_s * 1e3
     labels = [f"{n}: {cost[n]:.2f}" for n in cost]
     ax.set_xticks([cost[n] for n in cost], labels, fontsize=7, rotation=25, ha="right")
     ax.minorticks_off()
@@ -589,19 +624,19 @@ def _workload_ticks(ax: Any, rows: Sequence[dict[str, Any]], controller: str) ->
             ax.axvspan(cost[a], cost[b], color="tab:red", alpha=0.08, label=label)
 
 
-def summary_lines(results: str | Path, recs: Sequence[dict[str, Any]]) -> list[str]:
+def summary_lines(results: str | Path, recs: Sequence[Rec]) -> list[str]:
     """The map page's summary: the predictions' errors, the levers studied along the
     map, the fused solve and its floors, and the GPU rows of the fused solve, one bullet
     each (the README links here)."""
     rows = map_rows(recs)
-    machine = recs[0]["machine_id"]
+    machine = str(recs[0].machine_id)
     return [
         "## Summary",
         "",
         *_prediction_summary(
             rows,
-            predictions(results, recs[0]["machine_id"]),
-            predictions(results, recs[0]["machine_id"], EXTRAPOLATION_PROFILE),
+            predictions(results, machine),
+            predictions(results, machine, EXTRAPOLATION_PROFILE),
         ),
         *[line for line in [recommended_again(rows, choice_records(results))] if line],
         *_levers_summary(results, machine),
@@ -621,7 +656,7 @@ def _levers_summary(results: str | Path, machine: str) -> list[str]:
     ]
 
 
-def fused_summary(recs: list[dict[str, Any]]) -> list[str]:
+def fused_summary(recs: list[LeverRecord]) -> list[str]:
     """The README's line on the fused solve along the map (`make map-fused`'s records):
     its speedup over the recommended step where both models trained, and each
     variant's median ratio to its floor; and what the recommended step is made of."""
@@ -629,8 +664,8 @@ def fused_summary(recs: list[dict[str, Any]]) -> list[str]:
     found = lever_speedups(recs, "recommended-diffrax", "recommended-fused")
     if not found:
         return [f"- {made}"]
-    faster = [f for f in found if f["low"] > 1 and f["equal"]]
-    slower = [f for f in found if f["high"] < 1]
+    faster = [f for f in found if f.low > 1 and f.equal]
+    slower = [f for f in found if f.high < 1]
     rows = {label: [(rec, variant_row(rec, label)) for rec in recs] for label in FUSED_VARIANTS}
     ratios = {
         label: [x for rec, r in found_rows if r and (x := floor_ratio(rec, r)[0]) is not None]
@@ -645,7 +680,7 @@ def fused_summary(recs: list[dict[str, Any]]) -> list[str]:
     return [
         f"- {made} The fused solve ({fused_adjoints(recs)}) against diffrax's loop on that "
         f"step, 1 device: "
-        f"{min(f['ratio'] for f in found):.2f}x to {max(f['ratio'] for f in found):.2f}x "
+        f"{min(f.ratio for f in found):.2f}x to {max(f.ratio for f in found):.2f}x "
         f"its speed over {len(found)} workload and controller pairs "
         f"whose models trained; {len(faster)} faster and {len(slower)} slower with the "
         f"whole interval past 1 (faster: at equal loss). Ratio of a step to its compute "
@@ -665,26 +700,24 @@ def gpu_fused_summary(results: str | Path) -> list[str]:
         fused = lever_speedups(recs, "recommended-diffrax", "recommended-fused")
         if not over_default or not fused:
             continue
-        pairs = ", ".join(
-            f"{escape(r.get('workload'))} {escape(r['scenario']['controller'])}" for r in recs
-        )
+        pairs = ", ".join(f"{escape(r.workload)} {escape(r.fields.controller)}" for r in recs)
         lines.append(
             f"- On one GPU ({sessions.sessions_line(recs, recs).rstrip('.')}; "
             f"{pairs}): the recommended step run by diffrax's loop "
-            f"{min(f['ratio'] for f in over_default):.2f}x to "
-            f"{max(f['ratio'] for f in over_default):.2f}x the default's speed, by the fused "
-            f"solve ({fused_adjoints(recs)}) {min(f['ratio'] for f in fused):.2f}x to "
-            f"{max(f['ratio'] for f in fused):.2f}x "
+            f"{min(f.ratio for f in over_default):.2f}x to "
+            f"{max(f.ratio for f in over_default):.2f}x the default's speed, by the fused "
+            f"solve ({fused_adjoints(recs)}) {min(f.ratio for f in fused):.2f}x to "
+            f"{max(f.ratio for f in fused):.2f}x "
             f"diffrax's, {_faster_count(fused)} (`figures/tables/workloads.md`)." + older_step(recs)
         )
     return lines
 
 
-def _faster_count(found: Sequence[dict[str, Any]]) -> str:
+def _faster_count(found: Sequence[LeverSpeedup]) -> str:
     """How many of `lever_speedups`' pairs are faster with the whole interval above 1 at
     equal loss, and slower with it below 1."""
-    faster = sum(f["low"] > 1 and f["equal"] for f in found)
-    slower = sum(f["high"] < 1 for f in found)
+    faster = sum(f.low > 1 and f.equal for f in found)
+    slower = sum(f.high < 1 for f in found)
     return (
         f"{faster} of {len(found)} faster with the whole interval above 1 at equal loss, "
         f"{slower} slower"
@@ -692,9 +725,9 @@ def _faster_count(found: Sequence[dict[str, Any]]) -> str:
 
 
 def _prediction_summary(
-    rows: Sequence[dict[str, Any]],
-    found: Sequence[dict[str, Any]],
-    extrapolated: Sequence[dict[str, Any]] = (),
+    rows: Sequence[MapRow],
+    found: Sequence[Prediction],
+    extrapolated: Sequence[Prediction] = (),
 ) -> list[str]:
     """The README's line on `odestudy predict` checked against the map's rows: made
     with the devices probed (`found`), and from the `cpu` profile without them
@@ -709,7 +742,7 @@ def _prediction_summary(
             continue
         parts = []
         for m in MULTI_MODES:
-            mine = [abs(e["error"]) for e in errors if e["mode"] == m]
+            mine = [abs(e.error) for e in errors if e.mode == m]
             if mine:
                 parts.append(f"`{m}` {np.median(mine) * 100:.0f} % ({len(mine)} rows)")
         lines.append(
@@ -719,7 +752,7 @@ def _prediction_summary(
     return lines
 
 
-def workloads_figure(rows: Sequence[dict[str, Any]], out: str | Path) -> list[Path]:
+def workloads_figure(rows: Sequence[MapRow], out: str | Path) -> list[Path]:
     """Each mode's 2-device speedup and the recommended step's speedups against the
     1-device time per solver iteration, one panel per controller, with intervals."""
     import matplotlib.pyplot as plt
@@ -733,13 +766,13 @@ def workloads_figure(rows: Sequence[dict[str, Any]], out: str | Path) -> list[Pa
     for ax, controller in zip(axes, CONTROLLERS, strict=True):
         for step, mode, color, style in series:
             pts = [
-                (r["per_iteration_s"] * 1e3, *r["speedup"])
+                (r.per_iteration_s * 1e3, *r.speedup)
                 for r in rows
-                if r["controller"] == controller
-                and r["step"] == step
-                and r["mode"] == mode
-                and r["speedup"] is not None
-                and r["per_iteration_s"]
+                if r.controller == controller
+                and r.step == step
+                and r.mode == mode
+                and r.speedup is not None
+                and r.per_iteration_s
             ]
             if not pts:
                 continue
@@ -767,7 +800,5 @@ def workloads_tables(results: str | Path, figures: str | Path, scale: str = "qui
     text, rows = workloads_markdown(results, scale)
     if not rows and scale != "quick":
         return []  # the map is measured at the quick scale: no table of another
-    figs = (
-        workloads_figure(rows, figures)[:1] if any(r["speedup"] is not None for r in rows) else []
-    )
+    figs = workloads_figure(rows, figures)[:1] if any(r.speedup is not None for r in rows) else []
     return [table_value("workloads", text, figs)]

@@ -26,12 +26,13 @@ import abc
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..measure.registry import Registered
 from ..measure.scenario import Scenario
 from . import records
 from .claim import Answer, Claim
+from .rec import Rec
 from .repeats import REPEATS
 
 __all__ = [
@@ -121,9 +122,9 @@ class ReportInputs:
     results: Path
     scale: str
     figures: Path
-    records: tuple[dict[str, Any], ...] = ()
+    records: tuple[Rec, ...] = ()
     machines: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    rows: tuple[dict[str, Any], ...] = ()
+    rows: tuple[Rec, ...] = ()
     skipped: tuple[tuple[str, str], ...] = ()
     reference: Path | None = None
     draw: bool = True
@@ -207,17 +208,17 @@ class Study(Registered, abc.ABC, registry=STUDIES):
         """The folder its records go to, under `results`."""
         return Path(results) / self.folder if self.folder else Path(results)
 
-    def records(self, results: str | Path, scale: str) -> list[dict[str, Any]]:
+    def records(self, results: str | Path, scale: str) -> list[Rec]:
         """Its records at `scale` (any machine, any protocol): those of `results` whose
         scenario is one of its CPU scenarios at that scale, read once."""
         keys = {s.key() for s in self.scenarios(scale, "cpu", True)[0]}
-        out = []
+        out: list[Rec] = []
         for path in records.record_paths(self.results(results), scale):
             try:
-                rec = dict(records.read_record(path), path=str(path))
+                rec = Rec(records.read_record(path), path=str(path))
             except (OSError, ValueError):
                 continue
-            if rec.get("scenario_key") in keys:
+            if rec.scenario_key in keys:
                 out.append(rec)
         return out
 
