@@ -166,6 +166,37 @@ def test_the_map_fused_section_shows_each_gpus_records_and_what_it_did_not_measu
     assert "cpu-box" not in gpu
 
 
+def test_the_map_fused_section_shows_every_cpu_machines_records_the_pages_first(tmp_path):
+    """Each CPU machine that ran `make map-fused` gets its own table (the page's machine
+    first), with what it did not measure: none is hidden behind the page's machine."""
+    import json
+
+    from odestudy.report.floor import cpu_fused_machines, fused_lines
+    from odestudy.study.workloads import WORKLOADS
+
+    labels = ("default", "recommended", "recommended-fused")
+    for machine, workloads in (("cpu-a", WORKLOADS[:1]), ("cpu-b", WORKLOADS[:2])):
+        folder = tmp_path / "map" / machine / "fused"
+        folder.mkdir(parents=True)
+        for w in workloads:
+            rec = _lever_record(tmp_path, "x.json", FLOOR, labels)
+            rec.update(
+                workload=w.name,
+                machine_id=machine,
+                scenario={"controller": "pid", "scale": "quick", "device": "cpu"},
+                started="2026-11-26T05:55:00+00:00",
+                finished="2026-11-26T05:57:00+00:00",
+            )
+            (folder / f"{w.slug()}-pid.json").write_text(json.dumps(rec))
+    assert cpu_fused_machines(tmp_path, "cpu-b") == ["cpu-b", "cpu-a"]
+    text = "\n".join(fused_lines(tmp_path, "cpu-b"))
+    b, a = text.index("### On cpu-b"), text.index("### On cpu-a")
+    assert b < a and "holds no such records" not in text
+    assert text[a:].count(f"| {WORKLOADS[0].name} ") == 1
+    assert text[b:a].count("| ") > text[a:].count("| ")  # cpu-b measured more rows
+    assert f"{WORKLOADS[1].name} pid" in text[a:]  # cpu-a did not measure it: said
+
+
 @pytest.mark.parametrize("taken", [False, True])
 def test_records_of_an_older_recommended_step_say_what_it_lacked(taken):
     """A map record made before a lever joined the recommended step (a GPU's, say) is

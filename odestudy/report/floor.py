@@ -109,7 +109,10 @@ FLOOR_TEXT = (
     "**Floor**: the arithmetic the step's executed solver steps must do (`measure/floor.py`): "
     "XLA's count of one field evaluation over the batch, forward and backward, times "
     "`6 n + 1` evaluations for `n` executed solver steps (the batch's slowest sample "
-    "under `vmap`, the shared count within-ODE), plus the rest of the step, at the rate "
+    "under `vmap`, the shared count within-ODE), its reverse pass charged for the steps "
+    "it runs back through (where the fused solve's own reverse loop replays only the "
+    "accepted ones, their count, in records made since it was counted; else every step "
+    "taken), plus the rest of the step, at the rate "
     "the device's probe sustains on a loop of matmul-and-tanh at the step's batch and "
     "width: in records that measured it in every round of timed blocks, the median over "
     "the rounds (else one probe's). Records made since the floor's counts were split "
@@ -258,7 +261,9 @@ def _fused_cells(rec: LeverRecord) -> list[str]:
         if r is None:
             cells += ["–", "–"]
             continue
-        cells += [f"{r.step_time_s * 1e3:.2f}", floor_cells(rec, r)[1]]
+        # On a GPU the probe's loop is launch-bound: its floor is the roofline's alone.
+        ratio = "–" if rec.fields.device == "gpu" else floor_cells(rec, r)[1]
+        cells += [f"{r.step_time_s * 1e3:.2f}", ratio]
     default, recommended, fused = rows
     for base in (default, recommended):
         if base is None or fused is None:
@@ -294,18 +299,51 @@ def _fused_table(recs: list[LeverRecord]) -> str:
     return markdown_table(_FUSED_HEADER, body)
 
 
+def cpu_fused_machines(results: str | Path, machine: str) -> list[str]:
+    """The CPU machines with `make map-fused` records, the page's `machine` first."""
+    where = Path(results) / MAP_FOLDER
+    names = sorted(p.parent.name for p in where.glob("*/fused")) if where.is_dir() else []
+    held = [m for m in names if any(_cpu(r) for r in fused_records(results, m))]
+    return sorted(held, key=lambda m: m != machine)
+
+
+def _not_measured(recs: Sequence[LeverRecord]) -> str:
+    """ " Not measured there: ..." naming the map's workloads and controllers that
+    `recs` lack, or nothing."""
+    done = {(r.workload, r.fields.controller) for r in recs}
+    missing = [f"{w.name} {c}" for w in WORKLOADS for c in CONTROLLERS if (w.name, c) not in done]
+    return f" Not measured there: {escape(', '.join(missing))}." if missing else ""
+
+
+def cpu_fused_lines(results: str | Path, machine: str) -> list[str]:
+    """The fused solve along the map on each CPU machine that measured it, the page's
+    `machine` first: a table per machine, its sessions and what it did not measure."""
+    parts: list[str] = []
+    for held in cpu_fused_machines(results, machine):
+        recs = [r for r in fused_records(results, held) if _cpu(r)]
+        parts += [
+            f"### On {escape(held)}",
+            "",
+            escape(sessions.sessions_line(recs, recs)) + _not_measured(recs) + older_step(recs),
+            "",
+            _fused_table(recs),
+            "",
+        ]
+    return parts
+
+
 def fused_lines(results: str | Path, machine: str) -> list[str]:
     """`workloads.md`'s section on the fused solve along the map: per workload and
     controller, the default, the recommended step and the recommended step run by the
-    fused solve, each with its ratio to its floor, from `make map-fused`'s records; then
-    the same on each GPU measured (`gpu_fused_lines`)."""
-    held, recs = held_elsewhere(results, machine, "fused")
+    fused solve, each with its ratio to its floor, from `make map-fused`'s records, a
+    table per CPU machine that measured it (`cpu_fused_lines`); then the same on each GPU
+    measured (`gpu_fused_lines`)."""
     head = ["## The fused solve along the map, and each step's ratio to its floor", ""]
-    if not recs:
+    cpu = cpu_fused_lines(results, machine)
+    if not cpu:
         return [*head, "No records yet: run `make map-fused`.", "", *gpu_fused_lines(results)]
     return [
         *head,
-        *elsewhere_said(machine, held),
         "Per workload and controller, 1 device, each variant trained from scratch and "
         "timed from the default's trained state in interleaved blocks (`make map-fused`, "
         "`benchmarks/levers.py`): the default step, the recommended step "
@@ -315,8 +353,7 @@ def fused_lines(results: str | Path, machine: str) -> list[str]:
         "bootstrap intervals over blocks and steps; a mark where the final losses differ "
         "by more than the loss spread. " + FLOOR_TEXT,
         "",
-        _fused_table(recs),
-        "",
+        *cpu,
         *gpu_fused_lines(results),
     ]
 
@@ -337,20 +374,16 @@ def gpu_fused_lines(results: str | Path) -> list[str]:
     for machine in gpu_fused_machines(results):
         recs = fused_records(results, machine)
         kinds = {str(r.probe.device_kind) for r in recs}
-        done = {(r.workload, r.fields.controller) for r in recs}
-        missing = [
-            f"{w.name} {c}" for w in WORKLOADS for c in CONTROLLERS if (w.name, c) not in done
-        ]
         parts += [
             f"### On one GPU: {escape(machine)} ({escape(', '.join(sorted(kinds)))}), JAX "
             f"{escape(recs[0].versions.get('jax'))}",
             "",
             "Measured as above (`benchmarks/gpu_session.sh mapfused`). "
             f"{escape(sessions.sessions_line(recs, recs))} On a GPU the probe's "
-            "matmul-and-tanh loop at "
-            "these small shapes is bound by kernel launches: a ratio to the floor below 1 "
-            "says only that the step evaluates its field faster than that loop."
-            + (f" Not measured there: {escape(', '.join(missing))}." if missing else "")
+            "matmul-and-tanh loop at these small shapes is bound by kernel launches, so "
+            "no step is set against it (x floor: –); a GPU's floor is its roofline, "
+            "which the GPU tables of the quick page set each step against."
+            + _not_measured(recs)
             + older_step(recs),
             "",
             _fused_table(recs),
