@@ -27,8 +27,10 @@ from .helpers import RTOL_STEP, one_step
 CPU = jax.devices("cpu")
 
 
-# StepTo (the same steps for every sample) in `make test-long`: two more compiles.
-@pytest.mark.parametrize("controller", ["pid", pytest.param("stepto", marks=pytest.mark.long)])
+# Both controllers in `make test-long` (about 25 s here, make test within its 5
+# minutes; the explicit mode per sample: test_modes.py).
+@pytest.mark.long
+@pytest.mark.parametrize("controller", ["pid", "stepto"])
 def test_a_within_ode_step_matches_single_device(controller):
     """One ODE over the global batch, partitioned by the compiler: the loss, gradients
     and every sample's solver steps are one device's."""

@@ -122,7 +122,7 @@ _LONG = pytest.mark.long
     [
         ("pid", "accepted_steps"),
         pytest.param("stepto", "all_steps", marks=_LONG),  # 13 s: make test within 5 minutes
-        ("stepto", "accepted_steps"),
+        pytest.param("stepto", "accepted_steps", marks=_LONG),  # 11 s; test_structure.py
         pytest.param("pid", "all_steps", marks=_LONG),
         pytest.param("pid", "recursive", marks=_LONG),
         pytest.param("pid", "scan", marks=_LONG),
@@ -170,7 +170,7 @@ def test_batch_as_one_ode_with_a_time_dependent_field_matches_diffrax(controller
 @pytest.mark.parametrize(
     ("controller", "reverse"),
     [
-        ("pid", "accepted_steps"),
+        pytest.param("pid", "accepted_steps", marks=_LONG),  # 9 s: make test in 5 minutes
         ("stepto", "accepted_steps"),
         pytest.param("stepto", "checkpointed_scan", marks=_LONG),
         pytest.param("pid", "all_steps", marks=_LONG),

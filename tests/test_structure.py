@@ -33,7 +33,8 @@ from tests.helpers import dataset, one_step, step_scenario
 # Levers past the first of their kind compile a step each: make test-long.
 _LONG = pytest.mark.long
 LEVERS = [
-    ("stepto", Structure(solve="scan")),
+    # 10 s here: make test within its 5 minutes (the scan solve: test_any_problem.py).
+    pytest.param("stepto", Structure(solve="scan"), marks=_LONG),
     pytest.param("stepto", Structure(solve="scan", unroll=4), marks=_LONG),
     pytest.param(
         "stepto", Structure(solve="within_ode", saveat="steps", adjoint="all_steps"), marks=_LONG
