@@ -75,32 +75,35 @@ def main() -> None:
     record["label"] = a.label
     record["trained_from"] = str(state[0].parent) if state else None
     odestudy.write_json_atomic(a.out, record)
-    fit = record["fit"]
+    from odestudy.report.step import verdict
+    from odestudy.study.rec import Sweep
+
+    sweep = Sweep(record)
+    fit = sweep.fit
     print(f"{a.device} {a.controller} {a.label}: final loss {record['final_loss']:.4g}")
-    for r in record["rows"]:
+    for r in sweep.rows:
         print(
-            f"  batch {r['batch']:4d}: step {r['step_time_s']:.4g} s "
-            f"(forward {r['forward_share']:.0%}), "
-            f"{r['iterations_executed']:.1f} iterations, "
-            f"{r['per_iteration_s'] * 1e6:.1f} us/iteration"
+            f"  batch {r.batch:4d}: step {r.step_time_s:.4g} s "
+            f"(forward {r.forward_share:.0%}), "
+            f"{r.iterations_executed:.1f} iterations, "
+            f"{r.per_iteration_s * 1e6:.1f} us/iteration"
         )
     print(
-        f"  fit: {fit['fixed_per_iteration_s'] * 1e6:.1f} us fixed per iteration + "
-        f"{fit['per_sample_iteration_s'] * 1e9:.1f} ns per sample-iteration "
-        f"(r2 {fit['r2']:.3f})"
+        f"  fit: {fit.fixed_per_iteration_s * 1e6:.1f} us fixed per iteration + "
+        f"{fit.per_sample_iteration_s * 1e9:.1f} ns per sample-iteration "
+        f"(r2 {fit.r2:.3f})"
     )
-    from odestudy.report.step import verdict
-
-    v, rates = verdict(record), record["rates"]
+    v, rates = verdict(sweep), sweep.rates
+    shares = [x for x in v.forward_share if x is not None]
     # No crossover where the fitted cost per sample-iteration is not positive.
-    crossover = "none" if v["crossover_batch"] is None else f"{v['crossover_batch']:.1f}"
+    crossover = "none" if v.crossover_batch is None else f"{v.crossover_batch:.1f}"
     print(
-        f"  forward share {min(v['forward_share']):.2f}-{max(v['forward_share']):.2f}; "
+        f"  forward share {min(shares):.2f}-{max(shares):.2f}; "
         f"crossover batch {crossover}; per-sample work "
-        f"{(v['flops_per_s'] or 0) / 1e9:.2f} GFLOP/s (matmul "
-        f"{rates['matmul_flops_per_s'] / 1e9:.1f}), {(v['bytes_per_s'] or 0) / 1e9:.2f} "
-        f"GB/s (cache {rates['cache_bytes_per_s'] / 1e9:.1f}, memory "
-        f"{rates['memory_bytes_per_s'] / 1e9:.1f}): {v['bound']}-bound"
+        f"{(v.flops_per_s or 0) / 1e9:.2f} GFLOP/s (matmul "
+        f"{rates.matmul_flops_per_s / 1e9:.1f}), {(v.bytes_per_s or 0) / 1e9:.2f} "
+        f"GB/s (cache {rates.cache_bytes_per_s / 1e9:.1f}, memory "
+        f"{rates.memory_bytes_per_s / 1e9:.1f}): {v.bound}-bound"
     )
 
 

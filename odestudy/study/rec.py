@@ -288,6 +288,7 @@ class SweepFit(dict[str, Any]):
 
     fixed_per_iteration_s: Key[float] = Key()
     per_sample_iteration_s: Key[float] = Key()
+    r2: Key[float | None] = Key()
 
 
 class Sweep(dict[str, Any]):
