@@ -257,9 +257,9 @@ def crossover_lines(results: str | Path) -> list[str]:
         return ["**When splitting pays**: not measured yet (`make map`, `make crossover`).", ""]
     ok = [r for r in recs if r.get("status") == "ok"]
     return [
-        "**When splitting pays** (CPU, 2 devices, measured on the map's workloads and a "
-        "batch axis of 4 to 128 series per device; the *work* is the best 1-device step's "
-        "time per solver iteration, one pass of the solver's loop, at the per-device batch; "
+        "**When splitting pays** (CPU, 2 devices, the map's workloads and a batch axis of "
+        "4 to 128 series per device; *work*: the best 1-device step's time per solver "
+        "iteration at the per-device batch; "
         + _lower_first(escape(sessions.sessions_line(ok, recs)).rstrip("."))
         + "):",
         "",
@@ -309,7 +309,7 @@ def gpu_lines(results: str | Path) -> list[str]:
         f"{escape(step_of(Rec(scenario=p0.scenario)))} on "
         f"{escape(p0.machine)}, global batch {escape(p0.fields.batch)}, over one "
         f"GPU's {p0.one_device_step_s * 1e3:.3g} ms: {parts}. A GPU step here is bound by "
-        "kernel launches, not by its series: the GPU crossover waits for a lent GPU's "
+        "kernel launches: the GPU crossover waits for a lent GPU's "
         "batch sweep of the best step.",
         "",
     ]
