@@ -125,6 +125,22 @@ def _once(tmp_path_factory, worker_id, name: str, make):
     return root
 
 
+@pytest.fixture
+def compiled_as_measured():
+    """The test's programs compiled with LLVM's optimisations, as measured runs compile
+    them: for a comparison of two programs that order their float32 operations
+    differently, whose agreement within float32 rounding depends on how the backend
+    contracts multiplies and adds into fused ones."""
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        yield
+    finally:
+        jax.config.update(
+            "jax_disable_most_optimizations",
+            os.environ.get("JAX_DISABLE_MOST_OPTIMIZATIONS", "0") not in ("", "0"),
+        )
+
+
 @contextlib.contextmanager
 def probing_on():
     """Timing sessions run their machine probe in the body (the tests' default is off)."""
