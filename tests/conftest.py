@@ -34,13 +34,6 @@ if "PYTEST_XDIST_WORKER" not in os.environ:
         JAX_COMPILATION_CACHE_MAX_SIZE=str(8 << 30),
     )
 
-# Tests check what a program computes, never how fast: XLA compiles them without LLVM's
-# optimisations (`jax_disable_most_optimizations`; the HLO passes, and so the loops and
-# collectives the audits count, are the same), which spares much of each compile. Every
-# process the tests start inherits it; a record made in a test says so in its
-# `measurement_env`, so that no measured run reuses it.
-os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
-
 # Timing sessions run no machine probe in the tests (`study.probing`), except the smoke
 # matrix's, which `test_probe` reads.
 os.environ.setdefault("ODESTUDY_PROBE", "off")
@@ -123,22 +116,6 @@ def _once(tmp_path_factory, worker_id, name: str, make):
             make(root)
             done.touch()
     return root
-
-
-@pytest.fixture
-def compiled_as_measured():
-    """The test's programs compiled with LLVM's optimisations, as measured runs compile
-    them: for a comparison of two programs that order their float32 operations
-    differently, whose agreement within float32 rounding depends on how the backend
-    contracts multiplies and adds into fused ones."""
-    jax.config.update("jax_disable_most_optimizations", False)
-    try:
-        yield
-    finally:
-        jax.config.update(
-            "jax_disable_most_optimizations",
-            os.environ.get("JAX_DISABLE_MOST_OPTIMIZATIONS", "0") not in ("", "0"),
-        )
 
 
 @contextlib.contextmanager

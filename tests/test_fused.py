@@ -108,9 +108,8 @@ def _irregular_diffrax(controller: str):
     return _per_sample(lambda f, t, y: _diffrax(f, t, y, controller), *_irregular(controller))
 
 
-# Each controller's reverse modes of the recommended step (`fused_adjoint`: PID's
-# `accepted_steps`, StepTo's `all_steps`) and StepTo's `accepted_steps` run in make test;
-# the others compile a solve each (PID's `all_steps` over 15 s here): make test-long.
+# Each of these compiles a solve (PID's over 15 s here): make test-long. make test checks
+# the recommended step's fused solve by the tests named beside the first.
 # The fused PID `all_steps` is also checked in make test
 # (`test_pid_past_its_bound_is_nan_where_unreached`; against the default solve in a
 # training step: test_structure.py, make test-long).
@@ -120,7 +119,11 @@ _LONG = pytest.mark.long
 @pytest.mark.parametrize(
     ("controller", "reverse"),
     [
-        ("pid", "accepted_steps"),
+        # PID's accepted-steps reverse on irregular grids, a 15 s compile here, in make
+        # test-long; make test checks its accepted steps against diffrax's
+        # (`test_the_accepted_steps_counted_are_those_diffrax_accepts`), its gradients in a
+        # training step (test_structure.py) and against the kernel (test_kernel.py).
+        pytest.param("pid", "accepted_steps", marks=_LONG),
         pytest.param("stepto", "all_steps", marks=_LONG),  # 13 s: make test within 5 minutes
         pytest.param("stepto", "accepted_steps", marks=_LONG),  # 11 s; test_structure.py
         pytest.param("pid", "all_steps", marks=_LONG),

@@ -22,8 +22,15 @@ def reference():
 # PID only: their split is the compiler's (pmap and shard_map split the batch as the
 # code says, the same code path on 2 devices as on 4), and PID's samples take different
 # solver steps, so it is the controller whose lock-step loop a wrong split would show.
-CASES = [(m, n, c) for m in MULTI for n, c in ((2, "pid"), (2, "stepto"))] + [
-    pytest.param(m, 4, "pid", marks=pytest.mark.long)  # 4 devices: make test-long
+# make test runs PID in every mode and StepTo in `shard_map` (the recommended mode);
+# StepTo's other modes, a compile each, run in make test-long.
+_LONG = pytest.mark.long
+CASES = [
+    pytest.param(m, n, c, marks=() if c == "pid" or m == "shard_map" else _LONG)
+    for m in MULTI
+    for n, c in ((2, "pid"), (2, "stepto"))
+] + [
+    pytest.param(m, 4, "pid", marks=_LONG)  # 4 devices: make test-long
     for m in ("shard", "explicit")
 ]
 
@@ -37,8 +44,15 @@ def test_step_matches_single_device(reference, mode, controller, n_devices):
     np.testing.assert_array_equal(steps.reshape(-1), steps0.reshape(-1))
 
 
-@pytest.mark.parametrize("controller", ["pid", "stepto"])
-@pytest.mark.parametrize("mode", ["pmap", "shard_map"])
+@pytest.mark.parametrize(
+    ("mode", "controller"),
+    [
+        ("pmap", "pid"),
+        pytest.param("pmap", "stepto", marks=_LONG),  # its step compiled in make test-long
+        ("shard_map", "pid"),
+        ("shard_map", "stepto"),
+    ],
+)
 def test_modes_with_written_collectives_have_none_in_loops(mode, controller):
     *_, compiled = one_step(mode, 2, controller)
     audit = count_collectives(compiled.as_text())

@@ -60,7 +60,6 @@ def _train_batch(solver, field, ts, ys):
 
 
 @pytest.mark.long  # over 15 s here: make test-long
-@pytest.mark.usefixtures("compiled_as_measured")  # the gradients' tolerance: see there
 def test_time_dependent_field_with_jumps_and_dense_output_under_vmap():
     """The study's field, its stages at their times (`TimeField`), on the study's data
     (different steps per sample), with jumps (the first stage evaluated again after
