@@ -57,6 +57,7 @@ class Record(TypedDict, total=False):
     step_time_p75_s: float
     step_time_runs_s: list[float]
     step_times_runs_s: list[list[float]]
+    host_runs: list[dict[str, Any] | None]  # per run: `measure.host.Watch`'s sample
     epoch_time_s: float
     final_loss: float
     trained: bool  # final_loss reached the problem's trained_loss

@@ -47,6 +47,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import host
+
 PROTOCOL = 2
 
 # Environment variables that change what a timed step does (compiler and runtime
@@ -139,14 +141,16 @@ def median_time(fn: Callable, *args: Any, repeats: int = 10) -> float:
 
 class StepRun(NamedTuple):
     """What `run_steps` measured: the state after the last step, the seconds of every
-    step after the warm-up, every step's training loss, and the per-sample solver
-    steps of every timed step (as the step returned them)."""
+    step after the warm-up, every step's training loss, the per-sample solver steps of
+    every timed step (as the step returned them), and what the host was doing around
+    the block (`host.Watch`)."""
 
     params: Any
     opt_state: Any
     times: list[float]
     losses: list[float]
     num_steps: list[Any]
+    host: dict[str, Any] | None = None
 
 
 def run_steps(
@@ -184,6 +188,8 @@ def run_steps(
     iterator = iter(batches)
     times, losses, num_steps = [], [], []
     p, o = params, opt_state
+    watch = host.Watch()
+    watch.start()
     for i in range(steps):
         placed = next(iterator)
         p_in, o_in = copy_arrays((p, o)) if copy_state else (p, o)
@@ -201,7 +207,7 @@ def run_steps(
             num_steps.append(ns)
         if on_step is not None:
             on_step(i, p_new, value, seconds)
-    return StepRun(p, o, times, losses, num_steps)
+    return StepRun(p, o, times, losses, num_steps, watch.stop())
 
 
 def quantiles(times: list[float]) -> tuple[float, float, float]:

@@ -392,6 +392,7 @@ def train_stage(
         "points": width,
         "trace_lower_time_s": 0.0 if reused else built.lower_seconds,
         "wall_time_s": run_wall,
+        "host": run.host,
         "solver_steps": _steps_summary(
             [step.per_sample(n) for n in run.num_steps], global_loop=s.parallel.one_loop
         ),
@@ -552,6 +553,7 @@ def measurements(
         # and runtime stay those of this first, cold run.
         "step_time_runs_s": [last["step_time_s"]],
         "step_times_runs_s": [last["step_times_s"]],
+        "host_runs": [last.get("host")],
         "cold_run_fields": [
             "compile_time_s",
             "compile_time_per_stage_s",

@@ -143,8 +143,13 @@ def parse_selection(text: str) -> dict[str, str]:
 
 
 def select(scenarios: Iterable[Scenario], selection: dict[str, str]) -> list[Scenario]:
-    """The scenarios whose fields equal every value of `selection` (compared as text)."""
-    return [s for s in scenarios if all(str(getattr(s, k)) == v for k, v in selection.items())]
+    """The scenarios whose fields equal a value of every entry of `selection` (compared
+    as text; `a|b` allows either)."""
+    return [
+        s
+        for s in scenarios
+        if all(str(getattr(s, k)) in v.split("|") for k, v in selection.items())
+    ]
 
 
 def estimate_s(s: Scenario, results: str | Path, runs: int) -> float:

@@ -129,6 +129,7 @@ class Rec(dict[str, Any]):
     step_time_p75_s: Key[float | None] = Key()
     step_time_runs_s: Key[list[float] | None] = Key()
     step_times_runs_s: Key[list[list[float]] | None] = Key()
+    host_runs: Key[list[dict[str, Any] | None] | None] = Key()
     epoch_time_s: Key[float | None] = Key()
     runtime_s: Key[float | None] = Key()
     final_loss: Key[float | None] = Key()

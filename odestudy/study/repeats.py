@@ -104,6 +104,9 @@ def merge_runs(record: Mapping[str, Any], repeat: Mapping[str, Any]) -> Record:
         return cast(Record, out)
     out["step_time_runs_s"] = [*record["step_time_runs_s"], repeat["step_time_runs_s"][0]]
     out["step_times_runs_s"] = [*record["step_times_runs_s"], repeat["step_times_runs_s"][0]]
+    # What the host did during each run (`measure.host`); None for runs made before.
+    earlier = record.get("host_runs") or [None] * len(record["step_times_runs_s"])
+    out["host_runs"] = [*earlier, (repeat.get("host_runs") or [None])[0]]
     pooled = np.concatenate([np.asarray(t, float) for t in out["step_times_runs_s"]])
     out["step_time_s"] = float(np.median(pooled))
     out["step_time_p25_s"] = float(np.percentile(pooled, 25))
