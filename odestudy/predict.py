@@ -338,8 +338,9 @@ def predict_rows(
     seed: int = 0,
     anchor: Anchor | None = None,
 ) -> list[dict[str, Any]]:
-    """Each mode's predicted step and speedup for `target`, central values and intervals
-    (`DRAWS` draws: the sweep's timed steps, the anchor's and per-sample steps
+    """Each mode's predicted step and speedup for `target`, each the median of `DRAWS`
+    draws with its interval, and the terms at their central values (the draws: the
+    sweep's timed steps, the anchor's and per-sample steps
     resampled, the profile's values uniform over their ranges); the sweep's times
     scaled to `anchor`'s session where given. `in_loop`: loop collectives per solver
     iteration, by mode (a mode with one loop over the global batch), or one number for
@@ -358,10 +359,14 @@ def predict_rows(
         times = [mode_time(mode, d, g, lat, k)["step_time_s"]
                  for d, (g, lat) in zip(draws, comms, strict=True)]  # fmt: skip
         speedups = [d["one_device_s"] / t for d, t in zip(draws, times, strict=True)]
+        # The estimates are the draws' medians, so that each lies inside its interval
+        # (the terms at their central values, `c`, can sit off the draws' centre).
         rows.append(dict(
             c,
+            step_time_s=float(np.median(times)),
+            central_step_time_s=c["step_time_s"],
             mode=mode,
-            speedup=central["one_device_s"] / c["step_time_s"],
+            speedup=float(np.median(speedups)),
             one_device_s=central["one_device_s"],
             step_time_interval_s=_interval(times),
             speedup_interval=_interval(speedups),
@@ -605,7 +610,9 @@ MAP_TIMED_STEPS = 20
 # over the global batch with the loop collectives of its own compiled step.
 # 6: on CPU devices, a device's compute charged at the 1-device step run on N devices of
 # this process at once (`neighbours.side_by_side`), not alone.
-PREDICTION_MODEL = 6
+# 7: each predicted step and speedup is the median of its draws (inside its interval),
+# no longer the terms' central values (which could fall outside it).
+PREDICTION_MODEL = 7
 
 
 def map_prediction_path(

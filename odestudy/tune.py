@@ -102,6 +102,7 @@ class Tuner:
         from .measure.training import make_eval_loss, scenario_devices, train
 
         self.s, self.blocks, self.steps, self.log = s, blocks, steps_per_block, log
+        self.host_blocks: dict[str, list[Any]] = {}
         self.devices = scenario_devices(s)
         state: dict = {}
         t0 = time.perf_counter()
@@ -180,6 +181,8 @@ class Tuner:
         from .measure.timing import run_steps
 
         runs: dict[str, list[list[float]]] = {t.candidate.label: [] for t in trials}
+        # What the host did around each block (`measure.host`), kept in the step file.
+        self.host_blocks = {t.candidate.label: [] for t in trials}
         for _ in range(self.blocks):
             for t in trials:
                 run = run_steps(
@@ -193,6 +196,7 @@ class Tuner:
                     copy_state=t.candidate.scenario.donate,
                 )
                 runs[t.candidate.label].append(run.times)
+                self.host_blocks[t.candidate.label].append(run.host)
         return runs
 
 
@@ -234,6 +238,7 @@ def measure_phase(
             speedup=ratio,
             speedup_ci=[lo, hi],
             step_times_runs_s=runs[r["label"]],
+            host_blocks=tuner.host_blocks[r["label"]],
         )
         equal = np.isfinite(r["check_loss"]) and r["check_loss"] <= (
             default["check_loss"] * loss_factor

@@ -242,16 +242,3 @@ def test_the_committed_records_claims_agree_by_comparison(scale="quick"):
         if claim.agreement is not None and claim.verdict is not Verdict.ONE_RUN:
             k, n = claim.agreement.agree, claim.agreement.answered
             assert 0 < n and k + sum(len(w) for _, w in claim.agreement.others) == n
-
-
-def test_the_readmes_best_step_verdict_names_the_sessions_that_differ():
-    """The README's verdict on the fastest mode over the best 1-device step counts the
-    sessions that hold its rows and names those that found otherwise; one session alone
-    says nothing of sessions."""
-    from odestudy.report.answer import _sessions_said
-    from odestudy.study.claim import Agreement
-
-    alone = _claim(1.3, 1.1, 1.5, agreement=Agreement(1, 1))
-    assert _sessions_said(alone) == ""
-    split = _claim(1.3, 1.1, 1.5, agreement=Agreement(4, 6, ((Verdict.LEVEL, ("A", "B")),)))
-    assert _sessions_said(split) == ", as in 4 of 6 sessions (2 not separable: A, B)"

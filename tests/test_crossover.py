@@ -153,8 +153,11 @@ def test_the_readme_answer_names_the_base_case_and_stays_short(tmp_path):
     attach_best(rows, rows)
     lines = answer.quick_lines(rows, "cpu")
     text = "\n".join(lines)
-    assert "best 1-device step the recommended step, 5" in text
-    assert "does not pay" in text and "Over the reference's step (20" in text
+    assert "over the best 1-device step, the recommended step, 5" in text
+    assert "`shard_map` 0.8" in text and "does not pay" in text and "`shard` 0.2" in text
+    # Over the reference's step: on the page, in the table of sessions.
+    page = "\n".join(answer.session_table(answer.controller_answers(rows, "cpu", rows)))
+    assert "Over the reference's step" in page and "20 ms" in page
     assert np.all([len(line) <= 300 for line in lines])
 
 

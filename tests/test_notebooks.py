@@ -45,7 +45,8 @@ def test_load_records_gives_one_row_per_quick_record():
     assert per_record.min() >= 35  # the cold run's timed steps at least
     runs = odestudy.load_runs(RESULTS, "quick")
     scaling = runs[runs["name"].isin(ok["name"])]
-    assert scaling.groupby("name")["run"].max().min() >= 2  # the cold run and two repeats
+    # The two repeats from the trained state: the cold run is set apart (report/runs.py).
+    assert scaling.groupby("name")["run"].max().min() >= 1
 
 
 @pytest.mark.long  # about 10 s here: make test-long keeps make test within its budget

@@ -13,17 +13,24 @@ from typing import Any
 
 from ..measure.controllers import CONTROLLERS
 from ..study import records
-from ..study.claim import Agreement, Claim
+from ..study.claim import Claim, Verdict
 from ..study.rec import Prediction, Rec, Sweep
 from . import sessions
 from .best import Best, best_for, best_steps, step_of
 from .claims import groups
 from .comparisons import BEST_STEP, REFERENCE_STEP, ratio_claim, render_x
-from .crossover import CROSSOVER_WORKLOADS, batch_crossing, points, study_records, work_crossing
+from .crossover import (
+    by_session,
+    points,
+    study_records,
+    work_crossing,
+)
 from .frames import scaling_rows
 from .intervals import ratio_interval
 from .loss import MARK, differs, trained
-from .tables import escape
+from .replication import MIN_SESSIONS, Replicated, replicate, sessions_said
+from .runs import merged
+from .tables import escape, markdown_table
 from .verdict import exceeds_cores, one_run
 
 # The scale whose answer the README gives (`pages.update_readme`).
@@ -80,8 +87,11 @@ README_WHERE = "the README's answer"
 class ControllerAnswer:
     """One controller's part of the README's answer: its best 1-device step (`best`),
     the device count `n` and per-device `batch`, each mode's claim over the best step
-    (`modes`, fastest first) and the fastest's over the reference's 1-device step
-    (`reference`, None where that was not measured or did not train)."""
+    (`modes`, fastest first, each measured by the row of `rows` at its place) and the
+    fastest's over the reference's 1-device step (`reference`, None where that was not
+    measured or did not train). `over_sessions` holds, where the answer was made over
+    sessions (`controller_answers` with `every`), each mode's claim over them
+    (`replication.Replicated`), at the place of its claim."""
 
     controller: str
     best: Best
@@ -90,6 +100,8 @@ class ControllerAnswer:
     modes: tuple[Claim, ...]
     reference: Claim | None
     one_run: bool
+    rows: tuple[Rec, ...] = ()
+    over_sessions: tuple[Replicated | None, ...] = ()
 
 
 def controller_answer(rows: Sequence[Rec], controller: str) -> ControllerAnswer | None:
@@ -117,41 +129,101 @@ def controller_answer(rows: Sequence[Rec], controller: str) -> ControllerAnswer 
             top, default, REFERENCE_STEP, over, README_WHERE, differs(top, default)
         )
     return ControllerAnswer(
-        controller, best, n, top.global_batch // n, modes, reference, one_run(top)
+        controller, best, n, top.global_batch // n, modes, reference, one_run(top), tuple(found)
     )
+
+
+# The modes whose claims the README's bullets list session by session; the others are
+# summed up in a range.
+LEAD_MODES = ("shard_map", "pmap")
+
+
+def _base_said(a: ControllerAnswer) -> str:
+    """The best 1-device step in words: which, its levers and its time (its range over
+    the sessions where the answer was made over several)."""
+    times = sorted({s.base_s for r in a.over_sessions if r for s in r.sessions})
+    levers = ", ".join(f"`{escape(w)}`" for w in a.best.words().split(", "))
+    if len(times) > 1:
+        return f"{escape(a.best.step)} ({levers}), {times[0] * 1e3:.3g}–{times[-1] * 1e3:.3g} ms"
+    return f"{escape(a.best.said())} ({levers})"
 
 
 def render_controller(a: ControllerAnswer) -> str:
-    """`a` as one bullet: the best 1-device step and its time, each mode's speedup over
-    it, what the fastest's interval says, and the fastest over the reference's step."""
-    modes = ", ".join(f"`{escape(c.comparison.mode)}` {render_x(c)}" for c in a.modes)
-    top = a.modes[0]
-    said = verdict((top.value, *top.interval))
-    sessions_said = _sessions_said(top)
-    text = (
-        f"- **{escape(a.controller)}**: best 1-device step {escape(a.best.said())}. On {a.n} "
-        f"devices ({a.batch} series each): {modes}; the fastest {said}"
-        + (" (one run)" if a.one_run else sessions_said)
-        + "."
+    """`a` as one bullet: the best 1-device step (its levers) and its time, the lead
+    modes' speedups over it with each session's ratio, and the other modes' range (the
+    speedups over the reference's step are on the quick page)."""
+    pairs = list(zip(a.modes, a.over_sessions or [None] * len(a.modes), strict=True))
+    lead = [(c, r) for c, r in pairs if c.comparison.mode in LEAD_MODES]
+    rest = [c for c, _ in pairs if c.comparison.mode not in LEAD_MODES]
+    modes = "; ".join(
+        f"`{escape(c.comparison.mode)}` {render_x(c)} {verdict_words(c.verdict)}"
+        + (f" ({sessions_said(r)})" if r is not None else "")
+        for c, r in lead
     )
-    if a.reference is not None and a.best.default is not None:
-        text += (
-            f" Over the reference's step ({a.best.default['step_time_s'] * 1e3:.3g} ms): "
-            f"`{escape(a.reference.comparison.mode)}` {render_x(a.reference)}."
-        )
+    if rest:
+        low = min(c.interval[0] for c in rest)
+        high = max(c.interval[1] for c in rest)
+        names = " and ".join(f"`{escape(c.comparison.mode)}`" for c in rest)
+        modes += f"; {names} {low:.2f}–{high:.2f}x"
+    text = (
+        f"- **{escape(a.controller)}**, over the best 1-device step, {_base_said(a)}: "
+        f"{modes}" + (" (one run)" if a.one_run else "") + "."
+    )
     return text
 
 
-def _sessions_said(claim: Claim) -> str:
-    """`, as in 4 of 6 sessions (2 not separable: WHEN, WHEN)`: how the sessions holding
-    its rows judged `claim` (`Claim.agreement`), short; "" where one session holds them."""
-    found = claim.agreement
-    if found is None or found.answered < 2:
-        return ""
-    others = "; ".join(f"{len(w)} {v.value}: {', '.join(w)}" for v, w in found.others)
-    return f", as in {found.agree} of {found.answered} sessions" + (
-        f" ({others})" if others else ""
-    )
+def session_table(answers: Sequence[ControllerAnswer]) -> list[str]:
+    """The page's table of each session's ratio behind the answer's claims: per
+    controller and mode, each session's best 1-device step time and its own ratio over
+    it with its interval and verdict; then the fastest mode over the reference's step."""
+    body = [
+        [escape(a.controller), f"`{escape(c.comparison.mode)}`", escape(s.when),
+         f"{s.base_s * 1e3:.3g}", _x((s.value, *s.interval)), s.verdict.value,
+         escape("; ".join(s.left_out)) or "none"]
+        for a in answers
+        for c, r in zip(a.modes, a.over_sessions or [None] * len(a.modes), strict=True)
+        if r is not None
+        for s in r.sessions
+    ]  # fmt: skip
+    if not body:
+        return []
+    lines = [
+        "**Each session's ratio** (its row over its own best 1-device step, within that session):",
+        "",
+        markdown_table(
+            (
+                "Controller",
+                "Mode",
+                "Session",
+                "Best 1-device step (ms)",
+                "Speedup [95%, within the session]",
+                "Its verdict",
+                "Runs left out (host contended)",
+            ),
+            body,
+        ),  # fmt: skip
+        "",
+    ]
+    for a in answers:
+        if a.reference is not None and a.best.default is not None:
+            lines.append(
+                f"Over the reference's step ({escape(a.controller)}, the default step on one "
+                f"device, {a.best.default['step_time_s'] * 1e3:.3g} ms, "
+                f"{escape(sessions.session_of(a.best.default).label)}): "
+                f"`{escape(a.reference.comparison.mode)}` {render_x(a.reference)}."
+            )
+            lines.append("")
+    return lines
+
+
+def verdict_words(v: Verdict) -> str:
+    """What a claim's verdict says of splitting: pays, does not pay, not separable."""
+    return {
+        Verdict.FASTER: "pays",
+        Verdict.SLOWER: "does not pay",
+        Verdict.FEW_SESSIONS: f"not judged (fewer than {MIN_SESSIONS} sessions)",
+        Verdict.ONE_RUN: "not judged (one run)",
+    }.get(v, "not separable")
 
 
 def controller_answers(
@@ -160,52 +232,75 @@ def controller_answers(
     every: Sequence[Rec] = (),
 ) -> tuple[ControllerAnswer, ...]:
     """The README's answer for one device kind: each controller's (`controller_answer`)
-    that has one, each mode's claim with how the sessions of `every` (ok records of the
-    scale, any session) that hold its rows judged it (`best_agreement`)."""
+    that has one; with `every` (ok records of the scale, any session), each mode's claim
+    made over the sessions that measured it (`over_sessions`)."""
     ok = [r for r in rows if r.device == device and r.ok]
     answers = tuple(a for c in CONTROLLERS if (a := controller_answer(ok, c)) is not None)
     if not every:
         return answers
     judged = session_answers(every, device)
-    return tuple(
-        dataclasses.replace(
-            a, modes=tuple(best_agreement(c, a.controller, judged) for c in a.modes)
-        )
-        for a in answers
-    )
+    return tuple(over_sessions(a, judged) for a in answers)
 
 
-def session_answers(every: Sequence[Rec], device: str) -> dict[str, dict[str, ControllerAnswer]]:
-    """Per session (its `when`) of `every` with scaling rows of `device`: its README
+def session_answers(
+    every: Sequence[Rec], device: str
+) -> list[tuple[Any, dict[str, ControllerAnswer]]]:
+    """Per session of `every` with scaling rows of `device`, oldest first: its README
     answer per controller (`controller_answer` of that session's rows alone)."""
-    out = {}
-    for session, recs in groups(every, device).items():
-        rows = scaling_rows(recs)
-        out[session.when] = {
-            c: a for c in CONTROLLERS if (a := controller_answer(rows, c)) is not None
-        }
+    out = []
+    found = groups(every, device)
+    for session in sorted(found, key=lambda s: s.start.isoformat() if s.start else ""):
+        rows = scaling_rows(merged(found[session]))
+        out.append(
+            (session, {c: a for c in CONTROLLERS if (a := controller_answer(rows, c)) is not None})
+        )
     return out
 
 
-def best_agreement(
-    claim: Claim, controller: str, judged: dict[str, dict[str, ControllerAnswer]]
-) -> Claim:
-    """`claim` (a mode over the best 1-device step) with how the sessions judged the
-    same mode on as many devices over their own best step: a session that holds no such
-    rows does not count."""
-    found: dict[Any, list[str]] = {}
-    for when, answers in sorted(judged.items()):
+def session_pairs(
+    claim: Claim, controller: str, judged: list[tuple[Any, dict[str, ControllerAnswer]]]
+) -> list[tuple[str, Rec, Rec]]:
+    """`(when, base, row)` of each session that measured `claim`'s comparison: the same
+    machine, controller, mode and device count over a best 1-device step of the same
+    levers (its own session's)."""
+    c = claim.comparison
+    pairs = []
+    for session, answers in judged:
         a = answers.get(controller)
-        same = (
-            next((c for c in a.modes if c.comparison.mode == claim.comparison.mode), None)
-            if a is not None and a.n == claim.comparison.devices
-            else None
+        if a is None or a.n != c.devices or a.best.step != c.step:
+            continue
+        if session.machine != c.machine:
+            continue
+        row = next((r for r in a.rows if r.mode == c.mode), None)
+        if row is not None:
+            pairs.append((session.when, a.best.record, row))
+    return pairs
+
+
+def over_sessions(
+    a: ControllerAnswer, judged: list[tuple[Any, dict[str, ControllerAnswer]]]
+) -> ControllerAnswer:
+    """`a` with each mode's claim made over the sessions that measured it
+    (`replication.replicate`): its value, interval and verdict those over sessions,
+    its sessions theirs; modes ordered by that value."""
+    made: list[tuple[Claim, Replicated | None]] = []
+    for claim in a.modes:
+        found = replicate(session_pairs(claim, a.controller, judged))
+        if found is None:
+            made.append((claim, None))
+            continue
+        claim = dataclasses.replace(
+            claim,
+            value=found.value,
+            interval=found.interval,
+            verdict=found.verdict,
+            sessions=tuple(s.when for s in found.sessions),
         )
-        if same is not None:
-            found.setdefault(same.verdict, []).append(escape(when))
-    others = tuple((v, tuple(w)) for v, w in found.items() if v != claim.verdict)
-    agreed = Agreement(len(found.get(claim.verdict, [])), sum(map(len, found.values())), others)
-    return dataclasses.replace(claim, agreement=agreed)
+        made.append((claim, found))
+    made.sort(key=lambda m: -m[0].value)
+    return dataclasses.replace(
+        a, modes=tuple(c for c, _ in made), over_sessions=tuple(r for _, r in made)
+    )
 
 
 def readme_claims(answers: Sequence[ControllerAnswer]) -> list[Claim]:
@@ -221,49 +316,103 @@ def quick_lines(
     """The answer's bullets for one device kind from the quick scaling rows of one
     machine (`answers`, its `controller_answers` where already made), with where they
     were measured; or why there are none."""
-    ok = [r for r in rows if r.device == device and r.ok]
     answers = controller_answers(rows, device) if answers is None else answers
     lines = [render_controller(a) for a in answers]
     name = device.upper()
     if not lines:
         return [f"**{name}**: no multi-device {name} row of the best step measured here yet.", ""]
-    labels = sorted({sessions.session_of(r).label for r in ok})
-    where = escape("; ".join(labels))
-    return [f"**{name}**, one global batch (strong scaling), measured on {where}:", "", *lines, ""]
+    machines = sorted({escape(a.best.record.machine_id) for a in answers})
+    whens = sorted(
+        {s.when for a in answers for r in a.over_sessions if r for s in r.sessions},
+    ) or sorted({sessions.session_of(a.best.record).when for a in answers})
+    span = whens[0][:16] + (f" to {whens[-1][:16]} UTC" if len(whens) > 1 else " UTC")
+    return [
+        f"**{name}** on {', '.join(machines)}, strong scaling, {len(whens)} session(s) from "
+        f"{escape(span)}; intervals hold a new session's ratio (sessions, then runs, "
+        "resampled).",
+        "",
+        *lines,
+        "",
+    ]
+
+
+def _pmap_said(rows: Sequence[Rec]) -> str:
+    """How this JAX runs `pmap`, as the newest `pmap` record says
+    (`compat.pmap_implementation`)."""
+    found = sorted(
+        (r for r in rows if r.mode == "pmap" and r.get("pmap_implementation")),
+        key=lambda r: str(r.started or ""),
+    )
+    return str(found[-1]["pmap_implementation"]) if found else "its own program"
+
+
+def in_short(answers: Sequence[ControllerAnswer]) -> str:
+    """The CPU answer in one sentence: per controller, what to do at the quick size by
+    the claim over sessions of the mode JAX keeps (`LEAD_MODES[0]`), and how many
+    sessions' own intervals agree."""
+    said = []
+    for a in answers:
+        pairs = zip(a.modes, a.over_sessions or [None] * len(a.modes), strict=True)
+        lead = sorted(
+            ((c, r) for c, r in pairs if c.comparison.mode in LEAD_MODES),
+            key=lambda cr: LEAD_MODES.index(cr[0].comparison.mode),
+        )
+        if not lead:
+            continue
+        c, r = lead[0]
+        agree = ""
+        if r is not None:
+            alike = sum(s.verdict is c.verdict for s in r.sessions)
+            agree = f"; {alike} of {len(r.sessions)} sessions alone"
+        do = {
+            Verdict.FASTER: f"split the batch with `{escape(c.comparison.mode)}`",
+            Verdict.SLOWER: "keep one device",
+        }.get(
+            c.verdict,
+            f"`{escape(c.comparison.mode)}` is {verdict_words(c.verdict)}: one device does as well",
+        )
+        said.append(f"with {escape(a.controller)}, {do} ({render_x(c)}{agree})")
+    if not answers:
+        return "**In short, CPU**: no multi-device CPU row of the best step measured yet."
+    a = answers[0]
+    cores = a.best.record.hardware.physical_cores
+    rest = [c for x in answers for c in x.modes if c.comparison.mode not in LEAD_MODES]
+    slow = ""
+    if rest:
+        names = " and ".join(sorted({f"`{escape(c.comparison.mode)}`" for c in rest}))
+        slow = (
+            f" {names} run at {min(c.value for c in rest):.2f}–"
+            f"{max(c.value for c in rest):.2f}x of it: not for this machine."
+        )
+    return (
+        f"**In short, CPU** ({a.n} virtual devices on {escape(cores)} cores, {a.batch} series "
+        "per device, against the best 1-device step): " + "; ".join(said) + "." + slow
+    )
 
 
 def crossover_lines(results: str | Path) -> list[str]:
     """When splitting pays, measured on the map and its batch axis: `CROSSOVER_MODE`'s
-    crossover in the per-device work, and in series per device on the axis's workloads,
-    per controller."""
+    crossover in the per-device work per controller and per session (never one fit
+    across sessions); the batch axis's crossings are on the crossover page."""
     recs = study_records(results)
-    pts = points(recs)
-    bullets = []
+    found = by_session(points(recs))
+    said = []
     for controller in CONTROLLERS:
-        work = work_crossing(pts, controller, CROSSOVER_MODE)
-        if work is None:
-            continue
-        batches = [
-            f"{escape(w)} {c.said('series')}"
-            for w in CROSSOVER_WORKLOADS
-            if (c := batch_crossing(pts, w, controller, CROSSOVER_MODE))
+        per = [
+            f"{escape(session.when)} {work.said('ms')}"
+            for session, pts in found
+            if (work := work_crossing(pts, controller, CROSSOVER_MODE)) is not None
         ]
-        bullets.append(
-            f"- **{escape(controller)}**: `{CROSSOVER_MODE}` {work.said('ms')} of work; "
-            + ("; ".join(batches) if batches else "not measured along the batch axis")
-            + "."
-        )
-    if not bullets:
+        if per:
+            said.append(f"{escape(controller)}: " + "; ".join(per))
+    if not said:
         return ["**When splitting pays**: not measured yet (`make map`, `make crossover`).", ""]
-    ok = [r for r in recs if r.get("status") == "ok"]
     return [
-        "**When splitting pays** (CPU, 2 devices, the map's workloads and a batch axis of "
-        "4 to 128 series per device; *work*: the best 1-device step's time per solver "
-        "iteration at the per-device batch; "
-        + _lower_first(escape(sessions.sessions_line(ok, recs)).rstrip("."))
-        + "):",
-        "",
-        *bullets,
+        f"**When splitting pays** (`{CROSSOVER_MODE}`, the map's workloads, 2 CPU devices; "
+        "*work*: the best 1-device step's time per solver iteration at the per-device "
+        "batch; each session fitted alone): "
+        + ". ".join(said)
+        + ". Per workload and batch: [when splitting pays](docs/results/crossover.md).",
         "",
     ]
 
@@ -290,27 +439,24 @@ def gpu_predictions(results: str | Path) -> list[Prediction]:
 
 def gpu_lines(results: str | Path) -> list[str]:
     """The GPU answer: no multi-GPU row is measured; the predictions that exist, said
-    as predictions, with their step, profile, one-GPU source and intervals."""
+    as predictions, each over the one-GPU step it was made from."""
     found = gpu_predictions(results)
-    head = "**GPU**: no multi-GPU row is measured yet (`make gpu` runs 1 to 8 GPUs)."
+    head = "**In short, GPU**: no multi-GPU row is measured yet."
     if not found:
         return [head, ""]
     p0 = found[0]
     parts = "; ".join(
-        f"{p.n_devices} GPUs `{CROSSOVER_MODE}` "
+        f"{p.n_devices} GPUs "
         + _x(next((r.speedup, *r.speedup_interval) for r in p.rows
                   if r.mode == CROSSOVER_MODE))
+        + f" over {p.one_device_step_s * 1e3:.3g} ms"
         for p in found
         if any(r.mode == CROSSOVER_MODE for r in p.rows)
     )  # fmt: skip
     return [
-        f"{head} **Predicted** by `odestudy predict` (profile "
-        f"`{escape(p0.profile.name)}`) from a one-GPU sweep of "
-        f"{escape(step_of(Rec(scenario=p0.scenario)))} on "
-        f"{escape(p0.machine)}, global batch {escape(p0.fields.batch)}, over one "
-        f"GPU's {p0.one_device_step_s * 1e3:.3g} ms: {parts}. A GPU step here is bound by "
-        "kernel launches: the GPU crossover waits for a lent GPU's "
-        "batch sweep of the best step.",
+        f"{head} `odestudy predict` (`{escape(p0.profile.name)}`), from a one-GPU sweep of "
+        f"{escape(step_of(Rec(scenario=p0.scenario)))} on {escape(p0.machine)}, global "
+        f"batch {escape(p0.fields.batch)}, predicts `{CROSSOVER_MODE}` {parts}.",
         "",
     ]
 
@@ -376,10 +522,16 @@ def readme_answer(
     `controller_answers` where already made) and the GPU's, when splitting pays, and
     `figure` (relative to `base`)."""
     lines = [
-        "Every speedup is over the **best 1-device step**: the fastest measured 1-device "
-        "optimiser step that trains the same model (for the study's problems, "
-        "`--recommended`), its time in each bullet. Intervals are 95%; "
-        f"{MARK} marks rows trained to different final losses.",
+        in_short(answers or ()),
+        "",
+        "*Your own model*: `odestudy tune` (its best step), then `odestudy predict` (where "
+        "splitting pays): [how](docs/own_model.md).",
+        "",
+        "*Session*: one block of measurements on one machine, no gap over an hour. *Not "
+        "separable*: the interval holds 1. *Best 1-device step*: the fastest measured "
+        "1-device step training a model not worse than the default step's (the "
+        f"*reference's step*). Intervals 95%; {MARK}: rows trained to different losses. "
+        f"`pmap` runs here as {escape(_pmap_said(rows))}.",
         "",
         *quick_lines(rows, "cpu", answers),
         *crossover_lines(results),
@@ -387,7 +539,7 @@ def readme_answer(
     if figure is not None and figure.exists():
         rel = Path(os.path.relpath(figure.resolve(), base.resolve())).as_posix()
         lines += [f"![Speedup over the best 1-device step against per-device work]({rel})", ""]
-    found = lines + gpu_lines(results) + gpu_bound_line(results)
+    found = lines + gpu_lines(results)
     return [w for line in found for w in wrapped(line)]
 
 

@@ -5,8 +5,8 @@ what splitting the batch gives: Bailey 1991; Hoefler and Belli 2015, rule 1).
 Records form families: the same problem, training, controller, device kind, batch,
 machine, versions, protocol and measurement environment (every scenario field but the
 placement and the step's levers, `Scenario.levers`). A family's best 1-device step is its
-fastest ok 1-device record that trained and whose final loss is within the loss rule
-(`loss.differs`) of the family's default-step 1-device record; where no default-step
+fastest ok 1-device record that trained and whose final loss is not worse than the
+family's default-step 1-device record's (`loss.worse`, one-sided); where no default-step
 record is there, the fastest that trained. Every speedup over it names it and its time
 (`Best.said`); the speedup over the default step stays beside it, labelled as over the
 reference's step.
@@ -17,11 +17,12 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ..measure.lever import LEVERS, Facts
 from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 from ..study.rec import Rec
 from .intervals import ratio_interval
-from .loss import differs, trained
+from .loss import differs, trained, worse
 
 # A row's placement over devices: what a multi-device row and its 1-device base differ in.
 PLACEMENT = ("mode", "devices_per_process", "processes", "nodes", "scaling", "batch")
@@ -93,13 +94,38 @@ class Best:
         """`the recommended step, 3.77 ms`: the base case in words."""
         return f"{self.step}, {self.step_s * 1e3:.3g} ms"
 
+    def words(self, short: bool = True) -> str:
+        """Its levers (`levers_in_words`): by name where `short`, else each in words."""
+        return levers_in_words(self.record, short)
+
+
+def levers_in_words(rec: Mapping[str, Any], short: bool = False) -> str:
+    """The registered levers a record's step applies, each in its own words
+    (`AbstractLever.help`) or, where `short`, by name; joined; `diffrax's defaults`
+    where it applies none."""
+    s = Scenario.from_dict(rec["scenario"])
+    base, facts = s.default_step(), Facts(max_steps=s.max_steps)
+    said = []
+    for lever in LEVERS.values():
+        try:
+            fields = lever().fields(base, facts)
+        except ValueError:
+            continue
+        if all(
+            set(v) <= set(s.added_levers) if k == "added_levers" else getattr(s, k) == v
+            for k, v in fields.items()
+        ) and any(getattr(base, k) != v for k, v in fields.items()):
+            said.append(lever.name if short else lever.help)
+    return ("; " if not short else ", ").join(said) or "diffrax's defaults"
+
 
 def _qualifies(rec: Rec, default: Rec | None) -> bool:
-    """An ok 1-device record that trained, and to the default step's model where that
-    was measured (`loss.differs`)."""
+    """An ok 1-device record that trained, to a model not worse than the default step's
+    where that was measured (`loss.worse`: one-sided, a step that trains better
+    qualifies)."""
     if not rec.ok or not trained(rec):
         return False
-    return default is None or not differs(rec, default)
+    return default is None or not worse(rec, default)
 
 
 def best_steps(recs: Iterable[Mapping[str, Any]]) -> dict[str, Best]:

@@ -428,7 +428,7 @@ def scale_records(results: str | Path, scale: str) -> list[Rec]:
     """Every ok record of `scale` under `results` and those that repeat them elsewhere
     (`related_records`): the sessions a claim of the scale counts in."""
     every = [r for r in read_records(results, scale, current=True) if r.ok]
-    return every + related_records(results, scale, every)
+    return sessions.reassigned(every + related_records(results, scale, every))
 
 
 def answer_claims(

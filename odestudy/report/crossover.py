@@ -20,6 +20,7 @@ import numpy as np
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
+from ..study import records
 from ..study.rec import Hardware, PredictedMode, Prediction, Rec
 from ..study.studies import Table
 from ..study.workloads import (
@@ -35,6 +36,7 @@ from .best import Best, best_for, best_steps, over_best, step_of
 from .frames import read_records
 from .heldout import made_before, said
 from .loss import MARK, differs, trained
+from .runs import merged
 from .tables import escape, markdown_table, table_value
 from .workloads import PredictionError, predictions
 
@@ -85,18 +87,42 @@ def study_records(results: str | Path, scale: str = "quick") -> list[Rec]:
     axis = {s.key() for s in crossover_scenarios(scale)}
     keys = axis | {s.key() for s in map_scenarios(scale)}
     folder = Path(results) / MAP_FOLDER
-    recs = [r for r in read_records(folder, scale, current=False) if r.scenario_key in keys]
+    kept = sorted(p for p in (folder / records.REPLACED).glob("*") if p.is_dir())
+    recs = [
+        r
+        for f in (folder, *kept)
+        for r in read_records(f, scale, current=False)
+        if r.scenario_key in keys
+    ]
     ok = [r for r in recs if r.ok]
     counted = [r.machine_id for r in ok if r.scenario_key in axis] or [r.machine_id for r in ok]
     if not counted:
         return []
     machine = max(sorted(set(counted)), key=counted.count)  # type: ignore[type-var]
-    return [r for r in recs if r.machine_id == machine]
+    return sessions.reassigned([r for r in recs if r.machine_id == machine])
 
 
 def points(recs: Sequence[Rec]) -> list[Point]:
-    """The points of `recs`: every ok, trained multi-device row whose step is its best
-    1-device step's, against that step (strong) and the best at its per-device batch."""
+    """The points of `recs`, session by session (`session_points`): a row is set only
+    against 1-device rows of its own session."""
+    by: dict[sessions.Session, list[Rec]] = {}
+    for r in recs:
+        by.setdefault(sessions.session_of(r), []).append(r)
+    return [p for group in by.values() for p in session_points(merged(group))]
+
+
+def by_session(pts: Sequence[Point]) -> list[tuple[sessions.Session, list[Point]]]:
+    """`pts` grouped by the session of their rows, oldest first."""
+    by: dict[sessions.Session, list[Point]] = {}
+    for p in pts:
+        by.setdefault(sessions.session_of(p.record), []).append(p)
+    return sorted(by.items(), key=lambda kv: kv[0].start.isoformat() if kv[0].start else "")
+
+
+def session_points(recs: Sequence[Rec]) -> list[Point]:
+    """The points of one session's `recs`: every ok, trained multi-device row whose step
+    is its best 1-device step's, against that step (strong) and the best at its
+    per-device batch."""
     bests = best_steps(recs)
     out = []
     for r in recs:
@@ -139,27 +165,51 @@ def _log_sd(p: tuple[float, float, float]) -> float:
 @dataclasses.dataclass(frozen=True)
 class Crossing:
     """Where a mode's speedup crosses 1 along one axis (the work, or a workload's
-    per-device batch): `at` `(estimate, low, high)` where a crossing lies within the
-    measured span, else None and `pays` says whether every point pays (True), none does
-    (False); `span` the axis's measured range; `n` the points."""
+    per-device batch), said no further than its points go.
+
+    - `at`: `(estimate, low, high)` where the fitted crossing lies within the measured
+      span (`high` is infinite where over 2.5 % of the draws found no crossing), else
+      None.
+    - `pays`: True where every point's interval lies above 1, False where every one
+      lies below; None otherwise.
+    - `span`: the axis's measured range; `n`: the points; `paying`: how many points'
+      intervals lie above 1.
+    - `past_pays`: whether every point past the crossing's estimate has its interval
+      above 1 (only then "pays from").
+    - `no_crossing`: the fraction of draws that found no crossing in the span.
+    """
 
     at: tuple[float, float, float] | None
     pays: bool | None
     span: tuple[float, float]
     n: int
+    paying: int | None = None
+    past_pays: bool = True
+    no_crossing: float = 0.0
 
     def said(self, unit: str) -> str:
         """`pays from 0.41 ms [0.30, 0.55]` (a bound of the interval outside the measured
-        span as `<` or `>` that span's end), or that it pays (or not) over the whole span."""
+        span as `<` or `>` that span's end), that it pays (or not) over the whole span,
+        or that its points do not separate it from 1."""
         lo, hi = self.span
+        counted = f"{self.paying} of {self.n} points pay" if self.paying is not None else ""
         if self.at is not None:
             e, a, b = self.at
             low = f"<{_num(lo)}" if a < lo else _num(a)
             high = f">{_num(hi)}" if b > hi else _num(b)
-            return f"pays from {_num(e)} {unit} [{low}, {high}]"
+            head = "pays from" if self.past_pays else "crosses 1 near"
+            notes = [] if self.past_pays else [counted]
+            if self.no_crossing > 0:
+                notes.append(f"no crossing in {self.no_crossing:.0%} of draws")
+            tail = f" ({'; '.join(notes)})" if notes else ""
+            return f"{head} {_num(e)} {unit} [{low}, {high}]{tail}"
         if self.pays:
             return f"pays over all of {_num(lo)}–{_num(hi)} {unit}"
-        return f"does not pay up to {_num(hi)} {unit}"
+        if self.pays is False:
+            return f"does not pay up to {_num(hi)} {unit}"
+        return f"not separable over {_num(lo)}–{_num(hi)} {unit}" + (
+            f" ({counted})" if counted else ""
+        )
 
 
 def _num(v: float) -> str:
@@ -184,44 +234,67 @@ def _interp_root(x: np.ndarray, y: np.ndarray) -> float | None:
     return None
 
 
+def _draw_roots(x: np.ndarray, est: np.ndarray, sd: np.ndarray, how: str, seed: int) -> np.ndarray:
+    """`DRAWS` crossings of the points drawn from their intervals (for a line, the
+    points resampled too); a draw with no crossing within the span is infinite."""
+    rng = np.random.default_rng(seed)
+    root = _line_root if how == "line" else _interp_root
+    roots = np.full(DRAWS, np.inf)
+    for i in range(DRAWS):
+        pick = rng.integers(0, len(x), len(x)) if how == "line" else np.arange(len(x))
+        y = np.log(est[pick]) + rng.normal(0.0, sd[pick])
+        o = np.argsort(x[pick])
+        r = root(x[pick][o], y[o])
+        if r is not None and x.min() <= r <= x.max():
+            roots[i] = r
+    return roots
+
+
 def crossing(
     axis: Sequence[float], speedups: Sequence[tuple[float, float, float]], how: str, seed: int = 0
 ) -> Crossing:
     """Where speedups cross 1 along `axis` (positive values, log scale): `how` is
     `"line"` (a line through every point: the work) or `"path"` (the points in order:
     one workload's batches). Its interval: `DRAWS` draws, each speedup drawn
-    log-normally from its interval (and for a line, the points resampled)."""
+    log-normally from its interval (and for a line, the points resampled); draws with
+    no crossing stay in it (`Crossing.no_crossing`). A verdict follows the points:
+    "pays over all" only where every interval lies above 1, "pays from" only where
+    every point past the crossing pays."""
     x = np.log(np.asarray(axis, dtype=float))
     est = np.asarray([s[0] for s in speedups], dtype=float)
     span = (float(np.exp(x.min())), float(np.exp(x.max())))
-    lows, highs = [s[1] for s in speedups], [s[2] for s in speedups]
-    if min(lows) > 1:
-        return Crossing(None, True, span, len(x))
-    if max(highs) < 1:
-        return Crossing(None, False, span, len(x))
+    lows = np.asarray([s[1] for s in speedups])
+    highs = np.asarray([s[2] for s in speedups])
+    paying = int((lows > 1).sum())
+    if paying == len(x):
+        return Crossing(None, True, span, len(x), paying)
+    if highs.max() < 1:
+        return Crossing(None, False, span, len(x), paying)
     order = np.argsort(x)
     root = _line_root if how == "line" else _interp_root
     central = root(x[order], np.log(est[order]))
     if central is None or not x.min() <= central <= x.max():
-        return Crossing(None, bool(np.median(est) > 1), span, len(x))
-    rng = np.random.default_rng(seed)
+        return Crossing(None, None, span, len(x), paying)
     sd = np.asarray([_log_sd(s) for s in speedups])
-    roots = []
-    for _ in range(DRAWS):
-        pick = rng.integers(0, len(x), len(x)) if how == "line" else np.arange(len(x))
-        y = np.log(est[pick]) + rng.normal(0.0, sd[pick])
-        xs = x[pick]
-        o = np.argsort(xs)
-        r = root(xs[o], y[o])
-        if r is not None:
-            roots.append(r)
+    roots = _draw_roots(x, est, sd, how, seed)
     tail = (1 - LEVEL) / 2 * 100
-    low, high = np.percentile(roots, [tail, 100 - tail]) if roots else (central, central)
+    beyond = x.max() + 50.0  # no crossing: past the span (infinite once read back)
+    low, high = np.percentile(np.where(np.isinf(roots), beyond, roots), [tail, 100 - tail])
+    high = np.inf if high > x.max() + 1.0 else high
+    past = lows[x > central]
+    at = (
+        float(np.exp(central)),
+        float(np.exp(min(low, central))),
+        float(np.exp(max(high, central))),
+    )
     return Crossing(
-        tuple(float(np.exp(v)) for v in (central, low, high)),  # type: ignore[arg-type]
+        at,
         None,
         span,
         len(x),
+        paying,
+        bool(len(past) and (past > 1).all()),
+        float(np.isinf(roots).mean()),
     )
 
 
@@ -267,21 +340,27 @@ def _ci(p: tuple[float, float, float] | None) -> str:
 
 
 def crossover_table(pts: Sequence[Point]) -> str:
-    """One row per controller and mode: the crossover in the work, and in the per-device
-    batch along each workload of the axis."""
+    """One row per session, controller and mode: the crossover in the work, and in the
+    per-device batch along each workload of the axis, each from that session's points
+    alone (a line is never fitted across sessions)."""
     body = []
-    for controller in CONTROLLERS:
-        for mode in multi_modes():
-            work = work_crossing(pts, controller, mode)
-            if work is None:
-                continue
-            batches = [
-                c.said("series") if (c := batch_crossing(pts, w, controller, mode)) else "–"
-                for w in CROSSOVER_WORKLOADS
-            ]
-            body.append([escape(controller), escape(mode), work.said("ms"), str(work.n), *batches])
+    for session, mine in by_session(pts):
+        for controller in CONTROLLERS:
+            for mode in multi_modes():
+                work = work_crossing(mine, controller, mode)
+                if work is None:
+                    continue
+                batches = [
+                    c.said("series") if (c := batch_crossing(mine, w, controller, mode)) else "–"
+                    for w in CROSSOVER_WORKLOADS
+                ]
+                body.append(
+                    [escape(session.when), escape(controller), escape(mode), work.said("ms"),
+                     str(work.n), *batches]
+                )  # fmt: skip
     return markdown_table(
         (
+            "Session",
             "Controller",
             "Mode",
             "Where it pays: per-device work (ms per solver iteration) [95%]",
@@ -297,6 +376,7 @@ def points_table(pts: Sequence[Point]) -> str:
     1-device step (with that step and its time), throughput per device."""
     body = [
         [
+            escape(sessions.session_of(p.record).when),
             escape(p.workload),
             escape(p.controller),
             escape(p.mode),
@@ -307,10 +387,12 @@ def points_table(pts: Sequence[Point]) -> str:
             _ci(p.per_device),
             f"{p.record.step_time_s * 1e3:.3g}",  # type: ignore[operator]
         ]
-        for p in sorted(pts, key=lambda p: (p.workload, p.controller, p.per_device_batch, p.mode))
+        for _, mine in by_session(pts)
+        for p in sorted(mine, key=lambda p: (p.workload, p.controller, p.per_device_batch, p.mode))
     ]
     return markdown_table(
         (
+            "Session",
             "Workload",
             "Controller",
             "Mode",
@@ -325,40 +407,59 @@ def points_table(pts: Sequence[Point]) -> str:
     )
 
 
+# A marker per workload in the crossover figure, in the map's order.
+MARKERS = "osD^vP<>*X"
+
+
 def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossover") -> list[Path]:
-    """Each mode's speedup over the best 1-device step against the per-device work, one
-    panel per controller, with intervals, the line of 1 and each mode's fitted line."""
+    """The lead modes' (`shard_map`, `pmap`) speedup over the best 1-device step against
+    the per-device work, one panel per controller: a colour per mode, a marker per
+    workload, each point with its interval (no line: each session is fitted alone, on
+    the page); the machine and its devices in the title."""
     # matplotlib (and the plots module that imports it) load for a figure only.
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     from .plots import MODE_STYLE, _save  # matplotlib at import
 
-    fig, axes = plt.subplots(1, len(CONTROLLERS), figsize=(11, 4.2), sharey=True)
+    workloads = sorted({p.workload for p in pts})
+    marker = {w: MARKERS[i % len(MARKERS)] for i, w in enumerate(workloads)}
+    fig, axes = plt.subplots(1, len(CONTROLLERS), figsize=(12, 4.8), sharey=True)
     for ax, controller in zip(np.atleast_1d(axes), CONTROLLERS, strict=True):
-        for mode in multi_modes():
-            mine = sorted(
-                (p for p in pts if p.controller == controller and p.mode == mode and p.work_s),
-                key=lambda p: p.work_s or 0.0,
-            )
-            if not mine:
-                continue
-            x = np.array([p.work_s for p in mine]) * 1e3
-            y = np.array([p.speedup[0] for p in mine])
-            err = [y - [p.speedup[1] for p in mine], [p.speedup[2] for p in mine] - y]
-            colour = MODE_STYLE[mode]
-            ax.errorbar(x, y, yerr=err, fmt="o", ms=4, color=colour, label=mode, capsize=2)
-            if len(mine) > 1 and np.ptp(np.log(x)) > 0:
-                slope, icpt = np.polyfit(np.log(x), np.log(y), 1)
-                grid = np.geomspace(x.min(), x.max(), 50)
-                ax.plot(grid, np.exp(icpt + slope * np.log(grid)), color=colour, lw=1, alpha=0.7)
+        for mode in ("shard_map", "pmap"):
+            for w in workloads:
+                key = (controller, mode, w)
+                mine = [p for p in pts if (p.controller, p.mode, p.workload) == key and p.work_s]
+                if not mine:
+                    continue
+                x = np.array([p.work_s for p in mine]) * 1e3
+                y = np.array([p.speedup[0] for p in mine])
+                err = [y - [p.speedup[1] for p in mine], [p.speedup[2] for p in mine] - y]
+                ax.errorbar(x, y, yerr=err, fmt=marker[w], ms=5, color=MODE_STYLE[mode],
+                            capsize=2, alpha=0.8, linestyle="none")  # fmt: skip
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(f"{controller}: {MAP_DEVICES} devices against the best 1-device step")
-        ax.set_xlabel("per-device work: the best 1-device step's ms per solver iteration")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(ScalarFormatter())
+            axis.set_minor_formatter(NullFormatter())
+        ax.set_title(f"{controller}")
+        ax.set_xlabel("per-device work (ms per solver iteration)")
     np.atleast_1d(axes)[0].set_ylabel("speedup over the best 1-device step")
-    np.atleast_1d(axes)[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    fig.suptitle("When splitting the batch pays: above 1 it does; bars: 95% intervals")
+    handles = [plt.Line2D([], [], color=MODE_STYLE[m], marker="o", linestyle="none", label=m)
+               for m in ("shard_map", "pmap")]  # fmt: skip
+    handles += [plt.Line2D([], [], color="black", marker=marker[w], linestyle="none", label=w)
+                for w in workloads]  # fmt: skip
+    np.atleast_1d(axes)[-1].legend(handles=handles, fontsize=8, loc="upper left",
+                                   bbox_to_anchor=(1.02, 1.0))  # fmt: skip
+    machine = pts[0].record.machine_id if pts else ""
+    cores = pts[0].record.hardware.physical_cores if pts else ""
+    fig.suptitle(
+        f"When splitting the batch pays (above 1): {machine}, {MAP_DEVICES} virtual CPU "
+        f"devices on {cores} cores; bars: 95% intervals within each point's session"
+    )
+    fig.tight_layout()
     return _save(fig, Path(out), stem)
 
 
@@ -397,7 +498,7 @@ def beside_table(pts: Sequence[Point], found: Sequence[Prediction]) -> str:
     for w in CROSSOVER_WORKLOADS:
         for controller in CONTROLLERS:
             for mode in multi_modes():
-                measured = batch_crossing(pts, w, controller, mode)
+                measured = latest_batch_crossing(pts, w, controller, mode)
                 pred = _predicted(found, w, controller, mode)
                 if measured is None and pred is None:
                     continue
@@ -408,11 +509,21 @@ def beside_table(pts: Sequence[Point], found: Sequence[Prediction]) -> str:
                     _work_said(measured, pts, w, controller), _predicted_work(pred),
                 ])  # fmt: skip
     return markdown_table(
-        ("Workload", "Controller", "Mode", "Measured: where it pays, per device",
+        ("Workload", "Controller", "Mode", "Measured (newest session): where it pays, per device",
          "Predicted: where it pays, per device", "Measured: per-device work there (ms)",
          "Predicted: per-device work there (ms)"),
         body,
     )  # fmt: skip
+
+
+def latest_batch_crossing(
+    pts: Sequence[Point], workload: str, controller: str, mode: str
+) -> Crossing | None:
+    """`batch_crossing` in the newest session that measured `workload`'s axis."""
+    found = None
+    for _, mine in by_session(pts):
+        found = batch_crossing(mine, workload, controller, mode) or found
+    return found
 
 
 def _work_at(batches: Sequence[float], pts: Sequence[Point]) -> list[float] | None:
@@ -467,13 +578,15 @@ def prediction_errors(pts: Sequence[Point], found: Sequence[Prediction]) -> list
 
 INTRO = (
     "**Terms.** A *step* is one optimiser update of the whole global batch. A *solver "
-    "iteration* is one pass of the ODE solver's loop. The *best 1-device step* is the "
-    "fastest measured 1-device step that trains the same model as the default step "
-    "(final losses within the loss rule, `loss.differs`): every speedup here is over "
-    "it, at the same global batch. The *per-device work* is the best 1-device step's "
-    "time per solver iteration at the per-device batch: what one device does per "
-    "iteration of its loop once the batch is split. Splitting pays where the speedup "
-    "is above 1."
+    "iteration* is one pass of the ODE solver's loop. *wN*: a vector field of width N. "
+    "The *best 1-device step* is the fastest measured 1-device step that trains a model "
+    "not worse than the default step's (`loss.worse`): every speedup here is over it, "
+    "at the same global batch, within one session. The *per-device work* is the best "
+    "1-device step's time per solver iteration at the per-device batch: what one device "
+    "does per iteration of its loop once the batch is split. Splitting pays where the "
+    "speedup is above 1. A *session* is one block of measurements with no gap over an "
+    "hour; each session's points are fitted alone. *Not separable*: the points' "
+    "intervals straddle 1 and no crossing is found inside the span."
 )
 
 

@@ -27,6 +27,7 @@ from .best import attach_best, step_of
 from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
 from .intervals import ratio_interval
 from .loss import trained
+from .runs import trained_state
 
 
 class BaselineError(LookupError):
@@ -136,7 +137,7 @@ def read_records(
             if skipped is not None:
                 skipped.append((str(path), f"unreadable: {type(exc).__name__}: {exc}"))
             continue
-        rec = Rec(read)
+        rec = trained_state(Rec(read))
         rec.setdefault("machine_id", record_machine_id(rec))
         rec.path = str(path)
         if current:

@@ -6,12 +6,14 @@ chosen on (`recommended_again`)."""
 
 import datetime
 import json
+import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..measure import environment
 from ..study.rec import LeverRecord
-from . import loss
+from . import loss, sessions
 
 
 def _time(text: Any) -> datetime.datetime | None:
@@ -23,13 +25,53 @@ def _time(text: Any) -> datetime.datetime | None:
 
 
 def made_before(prediction: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> bool | None:
-    """Whether `prediction` (its `finished`) was written before every record of `rows`
-    started; None where a time is unknown."""
+    """Whether `prediction` was held out from `rows`: written (its `finished`) before
+    every record of `rows` started, and, where it names the commit it was made at
+    (`git_commit`), made from code committed before them (not dirty, its commit's time
+    earlier than the first row's start) and, where its file is in this repository
+    (`path`), itself committed before them. None where a time is unknown."""
     made = _time(prediction.get("finished"))
     starts = [_time(r.get("started")) for r in rows]
     if made is None or not starts or any(s is None for s in starts):
         return None
-    return all(made < s for s in starts if s is not None)
+    first = min(s for s in starts if s is not None)
+    if not made < first:
+        return False
+    commit = str(prediction.get("git_commit") or "")
+    if commit:
+        code = None if commit.endswith("-dirty") else sessions.commit_time(commit)
+        if code is None or not code < first:
+            return False
+    added = file_commit_time(prediction.get("path"))
+    return added is None or added < first
+
+
+def file_commit_time(path: Any) -> datetime.datetime | None:
+    """When the file at `path` was first committed (following renames), or None where it
+    is not in this repository's history (or git is not there)."""
+    if not path:
+        return None
+    try:
+        out = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(environment.ROOT),
+                "log",
+                "--follow",
+                "--diff-filter=A",
+                "--format=%cI",
+                "--",
+                str(Path(path).resolve()),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    lines = out.stdout.split()
+    return _time(lines[-1]) if out.returncode == 0 and lines else None
 
 
 def said(checked: Sequence[dict[str, Any]]) -> str:

@@ -168,6 +168,17 @@ def differs(a: dict[str, Any], b: dict[str, Any] | float | None) -> bool:
     return verdict(a, b) is Verdict.DIFFERENT
 
 
+def worse(a: dict[str, Any], b: dict[str, Any] | float | None) -> bool:
+    """Whether `a` trained a worse model than `b`: its final loss above `b`'s by more
+    than the spread measured for `a`'s workload (`limit_for`). One-sided: a variant that
+    trains better is never worse; where no spread was measured, not known (False)."""
+    limit = limit_for(a)
+    la, lb = _loss(a), _loss(b)
+    if limit is None or not la or not lb:
+        return False
+    return la / lb > limit
+
+
 def same(a: dict[str, Any], b: dict[str, Any] | float | None) -> bool:
     """Whether `a` and `b` trained the same model by the measured spread (`verdict`):
     only then may a ratio of the two be said to be at equal loss."""

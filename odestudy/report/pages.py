@@ -11,12 +11,13 @@ from pathlib import Path
 
 from ..study.rec import Rec
 from ..study.studies import Figure, Page, Table, page_named, pages_of
-from .answer import README_SCALE, readme_answer
+from . import loss
+from .answer import README_SCALE, readme_answer, session_table
 from .by_session import render_sessions
 from .claims import render_claims
 from .document import report_rows
 from .findings import Findings, findings
-from .tables import escape, render_body
+from .tables import render_body
 
 GENERATED_START = "<!-- generated:start (odestudy report writes this from the records) -->"
 GENERATED_END = "<!-- generated:end -->"
@@ -75,10 +76,12 @@ def page(
     parts += [render_figure(f, out) + "\n" for f in page_figures(spec, figures)]
     for t in shown:
         parts += [f"## {t.title}", "", render_body(t), ""]
-    parts += [
+    # Every mark the page uses is defined on it.
+    marks = [n for n in loss.notes("\n".join(parts)) if n not in "\n".join(parts)]
+    parts += [*(line for n in marks for line in (n, "")),
         "How to read the tables, and how the runs and intervals are made: "
         f"[the method]({_rel(docs / 'method.md', out)}).",
-    ]
+    ]  # fmt: skip
     return generated("\n".join(parts))
 
 
@@ -165,7 +168,8 @@ def _best_first(
     of the README's scale (`README_SCALE`); nothing on another scale's."""
     if scale != README_SCALE:
         return []
-    return readme_answer(results, rows, figures / "crossover.png", base, found.readme)
+    body = readme_answer(results, rows, figures / "crossover.png", base, found.readme)
+    return body + session_table(found.readme)
 
 
 def session_lines(found: Findings) -> list[str]:
@@ -206,10 +210,9 @@ def update_readme(
     found = findings(results, README_SCALE, rows) if found is None else found
     body = readme_answer(results, rows, figures / "crossover.png", readme.parent, found.readme)
     body += [
-        "Written by `make report` from the committed records "
-        f"(`{escape('odestudy/report/answer.py')}`). The pages: "
+        "Written by `make report` from the committed records. Pages: "
         "[quick scaling](docs/results/quick.md), [workload map](docs/results/workloads.md), "
-        "[when splitting pays](docs/results/crossover.md), [the step](docs/results/step.md).",
+        "[crossover](docs/results/crossover.md), [the step](docs/results/step.md).",
     ]
     text = fill(readme.read_text(), "answer", "\n".join(body))
     return _write(readme, text)

@@ -52,7 +52,7 @@ def row_predictions(results: str | Path, machine: str) -> list[Prediction]:
     folder = Path(results) / machine
     paths = [*records.side_study_paths(folder, "predict"),
              *records.side_study_paths(folder, f"predict/{records.EARLIER}")]  # fmt: skip
-    return [Prediction(records.read_json(p)) for p in paths]
+    return [Prediction(records.read_json(p), path=str(p)) for p in paths]
 
 
 def _where(placement: tuple[int, int, int]) -> str:

@@ -23,8 +23,9 @@ from ..measure import environment
 from ..study import records
 from ..study.rec import Rec
 
-# Records further apart than this (hours) are not of one session.
-SESSION_GAP_HOURS = 2.0
+# Records further apart than this (hours) are not of one session: a session is one
+# block of measurements without a gap of more than an hour.
+SESSION_GAP_HOURS = 1.0
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,15 @@ def assign(recs: Sequence[Mapping[str, Any]]) -> list[Session]:
             if out[i] is None:
                 out[i] = Session(machine, None, None, (short_commit(recs[i]),))
     return [s for s in out if s is not None]
+
+
+def reassigned(recs: Sequence[Rec]) -> list[Rec]:
+    """`recs` (from several folders: the scale's, the map's, sessions measured again),
+    each with its `session` assigned over all of them (`assign`), so that rows of one
+    block of measurements are one session whichever folder holds them."""
+    for rec, session in zip(recs, assign(recs), strict=True):
+        rec.session = session
+    return list(recs)
 
 
 SIDE_STUDIES = ("step_cost", "levers", "collectives")

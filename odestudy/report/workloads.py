@@ -374,7 +374,10 @@ def predictions(results: str | Path, machine: str, profile: str | None = None) -
     their session's probe of the devices (`profile` None), or from the named profile
     without measuring them (`--profile`)."""
     folder = Path(results) / MAP_FOLDER / machine
-    found = [Prediction(records.read_json(p)) for p in records.side_study_paths(folder, "predict")]
+    found = [
+        Prediction(records.read_json(p), path=str(p))
+        for p in records.side_study_paths(folder, "predict")
+    ]
     return [p for p in found if p.made_from.profile == profile]
 
 

@@ -16,12 +16,14 @@ import enum
 class Verdict(enum.Enum):
     """What a ratio's 95% interval says against its baseline: `FASTER` (above 1),
     `SLOWER` (below 1), `LEVEL` (holds 1: not separable), `ONE_RUN` (timed in one run:
-    its interval backs no verdict)."""
+    its interval backs no verdict), `FEW_SESSIONS` (measured in fewer sessions than a
+    verdict over sessions needs: `report.replication.MIN_SESSIONS`)."""
 
     FASTER = "faster"
     SLOWER = "slower"
     LEVEL = "not separable"
     ONE_RUN = "one run"
+    FEW_SESSIONS = "too few sessions"
 
     @classmethod
     def of(cls, low: float, high: float, one_run: bool = False) -> "Verdict":

@@ -130,6 +130,9 @@ class Rec(dict[str, Any]):
     step_time_runs_s: Key[list[float] | None] = Key()
     step_times_runs_s: Key[list[list[float]] | None] = Key()
     host_runs: Key[list[dict[str, Any] | None] | None] = Key()
+    # Set by the report's reader (`report.runs.trained_state`).
+    cold_step_time_s: Key[float | None] = Key()
+    contended_runs: Key[list[str] | None] = Key()
     epoch_time_s: Key[float | None] = Key()
     runtime_s: Key[float | None] = Key()
     final_loss: Key[float | None] = Key()

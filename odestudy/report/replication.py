@@ -1,0 +1,122 @@
+"""Sessions as the unit of replication: one comparison measured in several sessions.
+
+A virtual machine's speed moves between sessions by more than one session's runs show,
+and a reader who reruns the study meets a new session. So a claim the README states is
+made from every session that measured its comparison (the same machine, scale,
+controller, mode, device count and base step), each session's ratio from its own rows
+(its row against its own best 1-device step), and:
+
+- its **value** is the median of the sessions' ratios;
+- its **interval** is where a new session's ratio is expected: each of `RESAMPLES`
+  draws picks one session at random, then that session's runs with replacement and the
+  steps within each drawn run (`intervals.bootstrap_medians`), and the interval is the
+  draws' 2.5th to 97.5th percentile. It holds the spread between sessions, not only
+  within one, and covers every session's ratio up to its own noise;
+- its **verdict** is "faster" or "slower" only where that interval lies wholly above or
+  below 1 and at least `MIN_SESSIONS` sessions measured it; with fewer, the claim says
+  how many.
+
+Every session's own ratio and interval stay in the claim (`SessionRatio`), so that a page
+lists them and names the sessions that disagree.
+"""
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..study.claim import Verdict
+from ..study.rec import Rec
+from .intervals import LEVEL, RESAMPLES, bootstrap_medians, ratio_interval, step_time_runs
+
+# The fewest sessions a verdict of the README rests on.
+MIN_SESSIONS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionRatio:
+    """One session's ratio: `when` (the session's window), `value` and 95% `interval`
+    within that session, the base step's time there (`base_s`, seconds) and the runs
+    left out as contended (`left_out`, `report.runs.trained_state`)."""
+
+    when: str
+    value: float
+    interval: tuple[float, float]
+    base_s: float
+    left_out: tuple[str, ...] = ()
+
+    @property
+    def short(self) -> str:
+        """The session by its start, `11-27 17:42` (from `when`)."""
+        day, _, rest = self.when.partition(" ")
+        return f"{day[5:]} {rest[:5]}" if rest else self.when
+
+    @property
+    def verdict(self) -> Verdict:
+        """What this session's own interval says."""
+        return Verdict.of(*self.interval)
+
+
+@dataclasses.dataclass(frozen=True)
+class Replicated:
+    """A comparison over sessions: the median of its sessions' ratios (`value`), the
+    interval a new session is expected in (`interval`), the `verdict` and the sessions'
+    own ratios (`sessions`, oldest first)."""
+
+    value: float
+    interval: tuple[float, float]
+    verdict: Verdict
+    sessions: tuple[SessionRatio, ...]
+
+    def disagree(self) -> tuple[SessionRatio, ...]:
+        """The sessions whose own interval says otherwise than the claim's verdict."""
+        return tuple(s for s in self.sessions if s.verdict is not self.verdict)
+
+
+def _draws(base: Rec, row: Rec, scale: float, rng: np.random.Generator) -> np.ndarray:
+    """Bootstrap draws of `scale * t(base) / t(row)` within one session."""
+    a, b = step_time_runs(base), step_time_runs(row)
+    return scale * bootstrap_medians(a, rng) / bootstrap_medians(b, rng)
+
+
+def replicate(
+    pairs: Sequence[tuple[str, Rec, Rec]], scale: float = 1.0, seed: int = 0
+) -> Replicated | None:
+    """The claim of `pairs` (`(when, base, row)`, one per session, oldest first): the
+    speedup `scale * t(base) / t(row)` over sessions (module docstring); None without
+    pairs."""
+    if not pairs:
+        return None
+    rng = np.random.default_rng(seed)
+    per, draws = [], []
+    for when, base, row in pairs:
+        value, low, high = ratio_interval(base, row, scale)
+        left_out = tuple(
+            f"{side} {why}"
+            for side, rec in (("base", base), ("row", row))
+            for why in rec.get("contended_runs") or []
+        )
+        per.append(SessionRatio(when, value, (low, high), float(base.step_time_s or 0.0), left_out))
+        draws.append(_draws(base, row, scale, rng))
+    pick = rng.integers(0, len(draws), RESAMPLES)
+    mixed = np.stack(draws)[pick, np.arange(RESAMPLES)]
+    tail = (1 - LEVEL) / 2 * 100
+    low, high = (float(x) for x in np.percentile(mixed, [tail, 100 - tail]))
+    value = float(np.median([s.value for s in per]))
+    low, high = min(low, value), max(high, value)
+    verdict = Verdict.of(low, high) if len(per) >= MIN_SESSIONS else Verdict.FEW_SESSIONS
+    return Replicated(value, (low, high), verdict, tuple(per))
+
+
+def sessions_said(found: Replicated) -> str:
+    """`3 sessions: 0.95x, 1.27x, 1.10x`, with the disagreeing sessions named."""
+    ratios = ", ".join(f"{s.value:.2f}x" for s in found.sessions)
+    n = len(found.sessions)
+    text = f"{n} session{'s' if n != 1 else ''}: {ratios}"
+    others = found.disagree()
+    if others and n >= MIN_SESSIONS:
+        by: dict[Verdict, list[str]] = {}
+        for s in others:
+            by.setdefault(s.verdict, []).append(s.short)
+        text += "; " + "; ".join(f"{v.value} alone in {', '.join(w)}" for v, w in by.items())
+    return text

@@ -1,0 +1,80 @@
+"""Which runs of a record the report times: one quantity, the trained model's step.
+
+A scenario's cold run trains from scratch and times its last stage while the model
+still learns; its repeats time more steps from the trained state. Where a problem's
+step cost changes while it trains (a flow whose solver takes more steps as it learns),
+the two differ, and pooling them mixes two quantities. So wherever a record has
+repeats, the report times **the trained model's step**: the repeats' steps alone, and
+keeps the cold run's median apart (`cold_step_time_s`). `odestudy tune` and `odestudy
+predict` time the trained state too. A record of one run (the seed scale, a GPU row)
+keeps its one run, said so as "one run" wherever it is used.
+
+A run whose block the host contended (`measure.host.contended`) is left out where
+others remain, and named in `contended_runs`.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..measure import host
+from ..study.rec import Rec
+
+
+def trained_state(rec: Rec) -> Rec:
+    """`rec` with its step times those of its trained-state, uncontended runs: sets
+    `step_times_runs_s`, `step_time_runs_s`, `step_time_s` and its quartiles from them,
+    `cold_step_time_s` (the cold run's median, where set apart) and `contended_runs`
+    (why each left-out run was contended). A record of one run is returned unchanged."""
+    runs = rec.get("step_times_runs_s") or []
+    if len(runs) < 2 or any(not r for r in runs):
+        return rec
+    samples = list(rec.get("host_runs") or [None] * len(runs))
+    samples += [None] * (len(runs) - len(samples))
+    kept = list(range(1, len(runs)))
+    why = {i: w for i in kept if (w := host.contended(samples[i]))}
+    if len(why) < len(kept):
+        kept = [i for i in kept if i not in why]
+    else:
+        why = {}
+    pooled = np.concatenate([np.asarray(runs[i], float) for i in kept])
+    out: dict[str, Any] = {
+        "step_times_runs_s": [runs[i] for i in kept],
+        "step_time_runs_s": [float(np.median(runs[i])) for i in kept],
+        "step_time_s": float(np.median(pooled)),
+        "step_time_p25_s": float(np.percentile(pooled, 25)),
+        "step_time_p75_s": float(np.percentile(pooled, 75)),
+        "cold_step_time_s": float(np.median(runs[0])),
+        "contended_runs": [f"run {i + 1}: {w}" for i, w in sorted(why.items())],
+    }
+    rec.update(out)
+    return rec
+
+
+def merged(recs: Sequence[Rec]) -> list[Rec]:
+    """`recs` with the records of one scenario (one key) joined into one: the newest's
+    fields, every record's runs (`step_times_runs_s`, as `trained_state` left them)
+    pooled, so that a scenario measured twice in one session counts once with all its
+    runs, never as the faster of two."""
+    by: dict[Any, list[Rec]] = {}
+    for r in recs:
+        by.setdefault(r.scenario_key or id(r), []).append(r)
+    out = []
+    for found in by.values():
+        if len(found) == 1:
+            out.append(found[0])
+            continue
+        found = sorted(found, key=lambda r: str(r.started or ""))
+        runs = [run for r in found for run in (r.step_times_runs_s or [])]
+        pooled = np.concatenate([np.asarray(run, float) for run in runs])
+        joined = Rec(found[-1])
+        joined.update(
+            step_times_runs_s=runs,
+            step_time_runs_s=[float(np.median(run)) for run in runs],
+            step_time_s=float(np.median(pooled)),
+            step_time_p25_s=float(np.percentile(pooled, 25)),
+            step_time_p75_s=float(np.percentile(pooled, 75)),
+        )
+        out.append(joined)
+    return out
