@@ -18,6 +18,7 @@ from .measure.audit import count_collectives, loop_collective_names
 from .measure.controllers import CONTROLLERS
 from .measure.modes import MODES
 from .measure.scenario import Scenario
+from .study.modetime import mode_time
 from .study.profiles import HardwareProfile, Value
 
 # What the prediction assumes, printed with it.
@@ -314,19 +315,6 @@ def _neighbours(sweep: dict[str, Any], batch: int, rng: np.random.Generator | No
         return float(found["factor"])
     together = _bootstrap_median(found["together_s"], rng)
     return together / _bootstrap_median(found["alone_s"], rng)
-
-
-def mode_time(
-    mode: str, terms: dict[str, float], gradient_s: float, loop_s: float, in_loop: float
-) -> dict[str, float]:
-    """One mode's predicted step from the measured `terms` (`_terms`), the gradient
-    all-reduce and, for a mode with one loop over the global batch (`shard`,
-    `explicit`), `in_loop` collectives per solver iteration at `loop_s` each."""
-    compute = terms["per_iteration_s"] * terms["iterations_step"]
-    loop = in_loop * terms["iterations_step"] * loop_s if MODES[mode].one_loop else 0.0
-    total = compute + gradient_s + loop
-    return {"step_time_s": total, "compute_s": compute, "allreduce_s": gradient_s,
-            "in_loop_s": loop}  # fmt: skip
 
 
 def predict_rows(

@@ -177,7 +177,7 @@ def session_table(answers: Sequence[ControllerAnswer]) -> list[str]:
     controller and mode, each session's best 1-device step time and its own ratio over
     it with its interval and verdict; then the fastest mode over the reference's step."""
     body = [
-        [escape(a.controller), f"`{escape(c.comparison.mode)}`", escape(s.when),
+        [escape(a.controller), escape(c.comparison.mode), escape(s.when),
          f"{s.base_s * 1e3:.3g}", _x((s.value, *s.interval)), s.verdict.value,
          escape("; ".join(s.left_out)) or "none"]
         for a in answers

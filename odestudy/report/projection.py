@@ -27,6 +27,7 @@ import numpy as np
 from ..measure.modes import MODES
 from ..measure.timing import PROTOCOL
 from ..study import records
+from ..study.modetime import mode_time
 from ..study.rec import AllReduce, Projected, Rec, Sweep
 from ..study.studies import Table
 from . import sessions
@@ -147,14 +148,14 @@ def predict(
     local, b0, t0 = global_batch // n, base.global_batch, base.step_time_s
     assert t0 is not None, "the anchor is a measured (ok) record"
     iters_global = _interp(sweep, global_batch, "iterations_executed")
-    compute = t0 * c(local) * iters_global / (c(b0) * _interp(sweep, b0, "iterations_executed"))
-    loop = in_loop * iters_global * loop_latency_s if MODES[mode].one_loop else 0.0
-    comm = allreduce_s if n > 1 else 0.0
+    per_iteration = t0 * c(local) / (c(b0) * _interp(sweep, b0, "iterations_executed"))
+    terms = {"per_iteration_s": per_iteration, "iterations_step": iters_global}
+    t = mode_time(mode, terms, allreduce_s if n > 1 else 0.0, loop_latency_s, in_loop)
     return Prediction(
-        step_time_s=compute + comm + loop,
-        compute_s=compute,
-        allreduce_s=comm,
-        in_loop_s=loop,
+        step_time_s=t["step_time_s"],
+        compute_s=t["compute_s"],
+        allreduce_s=t["allreduce_s"],
+        in_loop_s=t["in_loop_s"],
         iterations=iters_global,
     )
 
