@@ -57,6 +57,7 @@ from .report.plots import plot_scenario, summary
 from .study.claim import Agreement, Answer, Claim, Comparison, Verdict
 from .study.distributed import launch, run_scenario_any
 from .study.records import read_record, save_record, write_json_atomic
+from .study.steps import Step, load_step
 from .study.studies import Figure, Page, Study, Table
 from .timemodes import ModeTimes, time_modes
 
@@ -133,6 +134,8 @@ __all__ = [
     "load_records",
     "load_runs",
     "load_steps",
+    "load_step",
+    "Step",
     "load_curves",
     "results_folder",
     "recommended",

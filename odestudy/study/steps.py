@@ -100,3 +100,51 @@ def recommended_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tupl
         f"no tune recorded for it here ({step_path(s, results)}): only the levers that "
         f"cannot slow it down ({said}); run odestudy tune for the fastest"
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """The step `odestudy tune` chose, as a value a researcher's own code loads
+    (`load_step`) and trains with in its own loop.
+
+    - `problem`, `controller`, `device`, `scale`: what it was tuned for.
+    - `fields`: its levers, as `Scenario` fields (empty: the default step).
+    - `measured`: the step file as `tune` wrote it (its speedup and interval, losses,
+      machine and session).
+    """
+
+    problem: str
+    controller: str
+    device: str
+    scale: str
+    fields: dict[str, Any]
+    measured: dict[str, Any]
+
+    def scenario(self, **fields: Any) -> Scenario:
+        """The scenario the step runs (`fields` set beside its levers: a mode, devices)."""
+        facts: dict[str, Any] = {"problem": self.problem, "controller": self.controller,
+                                 "device": self.device, "scale": self.scale}  # fmt: skip
+        return Scenario(**facts, **self.fields, **fields)
+
+    def solve(self, problem: Any = None) -> Any:
+        """The configured batched solve (`model.BatchSolve`) a problem's loss receives
+        from the study with this step: call it as `solve(field, ts, y0, args)` in your
+        own loss (`AbstractODEProblem.loss`). `problem`: the problem object whose
+        tolerances it uses (default the one the step was tuned for)."""
+        from ..measure.model import BatchSolve  # JAX loads with a solve only
+
+        return BatchSolve(self.scenario().ode_solve(problem))
+
+
+def load_step(path: str | Path) -> Step:
+    """The step file `odestudy tune` wrote at `path` as a `Step`; a one-line ValueError
+    where it is not one (`read_step`) or its levers are not valid fields."""
+    found = read_step(path)
+    fields = found["fields"]
+    others = sorted(set(fields) - set(Scenario.levers()))
+    if others:
+        raise ValueError(f"{path} sets {', '.join(others)}: not levers of the step")
+    step = Step(found["problem"], found["controller"], found["device"], found["scale"],
+                dict(fields), found)  # fmt: skip
+    step.scenario()  # validated: a one-line ValueError where the levers do not fit
+    return step

@@ -1,0 +1,69 @@
+"""A step `odestudy tune` chose leaves the harness: `load_step` gives a `Step` whose
+`solve` is the solve the study hands a problem's loss, and a plain optax loop of the
+researcher's own trains with it."""
+
+import json
+
+import equinox as eqx
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import optax
+import pytest
+
+from odestudy import Step, load_step
+from odestudy.measure.scenario import Scenario
+from odestudy.study.steps import KIND
+
+
+def _write(tmp_path, fields, **facts):
+    step = {"kind": KIND, "problem": "oscillator", "controller": "pid", "device": "cpu",
+            "scale": "smoke", "fields": fields, "levers": sorted(fields),
+            "speedup": 1.5, "speedup_ci": [1.2, 1.8], **facts}  # fmt: skip
+    path = tmp_path / "step.json"
+    path.write_text(json.dumps(step))
+    return path
+
+
+def test_a_loaded_step_is_the_studys_solve(tmp_path):
+    step = load_step(_write(tmp_path, {"solve": "within_ode"}))
+    assert isinstance(step, Step) and step.measured["speedup"] == 1.5
+    s = Scenario(problem="oscillator", controller="pid", device="cpu", scale="smoke",
+                 solve="within_ode")  # fmt: skip
+    assert step.scenario() == s
+    assert step.solve().spec == s.ode_solve() and step.solve().within_ode
+
+
+def test_a_bad_step_file_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match="not levers of the step"):
+        load_step(_write(tmp_path, {"mode": "pmap"}))
+    (tmp_path / "other.json").write_text("{}")
+    with pytest.raises(ValueError, match="is not a step file"):
+        load_step(tmp_path / "other.json")
+
+
+def test_a_plain_loop_trains_with_a_loaded_step(tmp_path):
+    """The researcher's own loop: their model, optimiser and batches; the loaded step's
+    solve inside their loss. Its loss falls over a few steps."""
+    step = load_step(_write(tmp_path, {"solve": "within_ode"}))
+    problem = step.scenario().ode_problem
+    data = problem.make_data(16, jr.PRNGKey(0))
+    batch = problem.take(data, np.arange(8))
+    model = problem.make_model(jr.PRNGKey(1), 16)
+    solve = step.solve(problem)
+    optimiser = optax.adam(3e-3)
+    state = optimiser.init(eqx.filter(model, eqx.is_inexact_array))
+
+    @eqx.filter_jit
+    def train_step(model, state):
+        loss, grads = eqx.filter_value_and_grad(
+            lambda m: jnp.asarray(problem.loss(m, batch, None, solve)).sum()
+        )(model)
+        updates, state = optimiser.update(grads, state, eqx.filter(model, eqx.is_inexact_array))
+        return eqx.apply_updates(model, updates), state, loss
+
+    losses = []
+    for _ in range(6):
+        model, state, loss = train_step(model, state)
+        losses.append(float(loss))
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
