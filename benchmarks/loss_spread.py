@@ -27,13 +27,22 @@ def _fields(workload: str | None) -> dict:
     return by_slug[workload].fields()
 
 
-def _worker(controller: str, scale: str, seed: int, workload: str | None) -> None:
+def _scenario(controller: str, scale: str, workload: str | None, step: bool, **more):
+    """The scenario trained: the workload's default step, or its recommended step."""
+    import odestudy
+    from odestudy.measure.recommended import recommended
+
+    s = odestudy.Scenario(controller=controller, scale=scale, **_fields(workload), **more)
+    return recommended(s) if step else s
+
+
+def _worker(controller: str, scale: str, seed: int, workload: str | None, step: bool) -> None:
     import odestudy
 
     odestudy.configure_devices("cpu", 1)
     from odestudy.measure.training import scenario_devices, train
 
-    s = odestudy.Scenario(controller=controller, scale=scale, seed=seed, **_fields(workload))
+    s = _scenario(controller, scale, workload, step, seed=seed)
     trained = train(s, scenario_devices(s))
     print(json.dumps({"seed": seed, "final_loss": trained["final_loss"]}), flush=True)
 
@@ -51,11 +60,17 @@ def main() -> None:
     p.add_argument(
         "--workload", help="a workload of the map (`study.workloads.WORKLOADS`; default: none)"
     )
+    p.add_argument(
+        "--recommended",
+        action="store_true",
+        help="train the recommended step from the same seeds (paired with the default's "
+        "record: the loss rule's non-inferiority check, `report.loss.non_inferior`)",
+    )
     p.add_argument("--out", help="output JSON file (required unless --worker)")
     p.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.worker is not None:
-        return _worker(a.controller, a.scale, a.worker, a.workload)
+        return _worker(a.controller, a.scale, a.worker, a.workload, a.recommended)
     if not a.out:
         p.error("--out is required")
     seeds = [int(x) for x in a.seeds.split(",")]
@@ -63,6 +78,7 @@ def main() -> None:
     for seed in seeds:  # one process at a time
         cmd = [sys.executable, __file__, "--controller", a.controller, "--scale", a.scale]
         cmd += ["--workload", a.workload] if a.workload else []
+        cmd += ["--recommended"] if a.recommended else []
         out = subprocess.run(
             [*cmd, "--worker", str(seed)], check=True, capture_output=True, text=True
         ).stdout
@@ -75,14 +91,15 @@ def main() -> None:
 
     losses = np.asarray([r["final_loss"] for r in rows])
     odestudy.configure_devices("cpu", 1)
-    s = odestudy.Scenario(controller=a.controller, scale=a.scale, **_fields(a.workload))
+    s = _scenario(a.controller, a.scale, a.workload, a.recommended)
     odestudy.write_json_atomic(
         a.out,
         {
             "scenario": s.to_dict(),
             "kind": "loss_spread",
-            "method": "the default scenario trained from each seed in its own process; "
+            "method": "the scenario trained from each seed in its own process; "
             "spread = (max - min) / median of the final evaluation losses",
+            "step": "recommended" if a.recommended else "default",
             "rows": rows,
             "median_loss": float(np.median(losses)),
             "spread_relative": float(np.ptp(losses) / np.median(losses)),

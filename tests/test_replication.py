@@ -135,3 +135,20 @@ def test_made_before_the_rows_needs_the_code_committed_before_them():
     assert heldout.made_before({"finished": "1999-01-01T00:00:00+00:00",
                                 "git_commit": commit}, early) is False  # fmt: skip
     assert heldout.made_before({**made, "git_commit": "0" * 40}, rows) is False
+
+
+def test_non_inferiority_over_paired_seeds():
+    from odestudy.study.rec import LossSpread
+
+    seeds = [5678, 1, 2, 3]
+    default = LossSpread(rows=[{"seed": s, "final_loss": x}
+                               for s, x in zip(seeds, [0.004, 0.006, 0.003, 0.0042])])  # fmt: skip
+
+    def variant(factors):
+        return LossSpread(rows=[{"seed": r["seed"], "final_loss": r["final_loss"] * f}
+                                for r, f in zip(default.rows, factors)])  # fmt: skip
+
+    assert loss.non_inferior(variant([0.5, 0.6, 0.4, 0.5]), default) is True  # trains better
+    assert loss.non_inferior(variant([1.02, 0.99, 1.03, 1.0]), default) is True  # within margin
+    assert loss.non_inferior(variant([1.3, 1.25, 1.4, 1.35]), default) is False
+    assert loss.non_inferior(variant([1.0, 1.0, 1.0]), LossSpread(rows=default.rows[:3])) is None

@@ -22,7 +22,7 @@ from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 from ..study.rec import Rec
 from .intervals import ratio_interval
-from .loss import differs, trained, worse
+from .loss import differs, paired_verdict, trained, worse
 
 # A row's placement over devices: what a multi-device row and its 1-device base differ in.
 PLACEMENT = ("mode", "devices_per_process", "processes", "nodes", "scaling", "batch")
@@ -121,11 +121,15 @@ def levers_in_words(rec: Mapping[str, Any], short: bool = False) -> str:
 
 def _qualifies(rec: Rec, default: Rec | None) -> bool:
     """An ok 1-device record that trained, to a model not worse than the default step's
-    where that was measured (`loss.worse`: one-sided, a step that trains better
-    qualifies)."""
+    where that was measured: for the recommended step, by the non-inferiority check over
+    paired seeds where it was measured (`loss.paired_verdict`), else by the one-sided
+    rule on the two rows (`loss.worse`: a step that trains better qualifies)."""
     if not rec.ok or not trained(rec):
         return False
-    return default is None or not worse(rec, default)
+    if default is None or rec is default:
+        return True
+    paired = paired_verdict(rec) if step_of(rec) == RECOMMENDED_STEP else None
+    return paired if paired is not None else not worse(rec, default)
 
 
 def best_steps(recs: Iterable[Mapping[str, Any]]) -> dict[str, Best]:

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..measure.problem import DEFAULT_PROBLEM
 from ..study import records
 from ..study.rec import LeverRow, LossSpread
@@ -89,13 +91,16 @@ def spreads(folder: str | Path | None, scale: str) -> dict[str, float]:
     return out
 
 
-def _spread_records(folder: Path) -> list[LossSpread]:
-    """The loss-spread records of machine folder `folder` measured over at least
+def _spread_records(folder: Path, step: str = "default") -> list[LossSpread]:
+    """The loss-spread records of machine folder `folder` of `step` (the default step's
+    spread, or the recommended step trained from the same seeds) measured over at least
     `MIN_SEEDS` seeds."""
     out = []
     for path in sorted(Path(folder, "levers").glob("loss-spread-*.json")):
         try:
             rec = LossSpread(records.read_json(path))
+            if (rec.get("step") or "default") != step:
+                continue
             if len(rec.rows) >= MIN_SEEDS and "spread_relative" in rec:
                 out.append(rec)
         except (OSError, ValueError, KeyError, TypeError):
@@ -166,6 +171,50 @@ def verdict(a: dict[str, Any], b: dict[str, Any] | float | None) -> Verdict:
 def differs(a: dict[str, Any], b: dict[str, Any] | float | None) -> bool:
     """Whether `a` and `b` trained different models by the measured spread (`verdict`)."""
     return verdict(a, b) is Verdict.DIFFERENT
+
+
+# The loss rule's margin: a step is not worse than the default where its final loss,
+# seed for seed, is at most this much above the default's (`non_inferior`).
+MARGIN = 0.10
+# The one-sided t quantile (95%) by degrees of freedom, for `non_inferior`.
+_T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860}
+
+
+def non_inferior(variant: LossSpread, default: LossSpread) -> bool | None:
+    """Whether a step trains a model not worse than the default's: both trained from the
+    same seeds (at least `MIN_SEEDS` pairs), the one-sided 95% upper bound of the mean
+    log ratio of their final losses at most `log(1 + MARGIN)`. A step that trains better
+    passes. None with fewer pairs."""
+    by_seed = {r["seed"]: r["final_loss"] for r in default.rows}
+    pairs = [(r["final_loss"], by_seed[r["seed"]]) for r in variant.rows if r["seed"] in by_seed]
+    if len(pairs) < MIN_SEEDS:
+        return None
+    logs = np.log([v / d for v, d in pairs])
+    upper = logs.mean() + _T95.get(len(logs) - 1, 1.833) * logs.std(ddof=1) / np.sqrt(len(logs))
+    return bool(upper <= np.log1p(MARGIN))
+
+
+@functools.cache
+def _paired(root: str) -> dict[tuple, bool | None]:
+    """Every non-inferiority verdict measured under `root`: by what the default was
+    measured for (`model_of`), the recommended step against the default from the same
+    seeds."""
+    out: dict[tuple, bool | None] = {}
+    folders = {p.parent.parent for p in Path(root).glob("**/levers/loss-spread-*.json")}
+    for folder in sorted(folders):
+        defaults = {model_of(r): r for r in _spread_records(folder)}
+        for rec in _spread_records(folder, "recommended"):
+            found = defaults.get(model_of(rec))
+            if found is not None:
+                out[model_of(rec)] = non_inferior(rec, found)
+    return out
+
+
+def paired_verdict(rec: dict[str, Any]) -> bool | None:
+    """The non-inferiority verdict (`non_inferior`) measured for `rec`'s workload and
+    its recommended step on its machine, in its results tree; None where not measured."""
+    root = results_root(rec["path"]) if rec.get("path") else None
+    return None if root is None else _paired(str(root)).get(model_of(rec))
 
 
 def worse(a: dict[str, Any], b: dict[str, Any] | float | None) -> bool:
