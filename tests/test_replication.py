@@ -141,12 +141,17 @@ def test_non_inferiority_over_paired_seeds():
     from odestudy.study.rec import LossSpread
 
     seeds = [5678, 1, 2, 3]
-    default = LossSpread(rows=[{"seed": s, "final_loss": x}
-                               for s, x in zip(seeds, [0.004, 0.006, 0.003, 0.0042])])  # fmt: skip
+    losses = [0.004, 0.006, 0.003, 0.0042]
+    default = LossSpread(
+        rows=[{"seed": s, "final_loss": x} for s, x in zip(seeds, losses, strict=True)]
+    )
 
     def variant(factors):
-        return LossSpread(rows=[{"seed": r["seed"], "final_loss": r["final_loss"] * f}
-                                for r, f in zip(default.rows, factors)])  # fmt: skip
+        rows = default.rows[: len(factors)]
+        return LossSpread(
+            rows=[{"seed": r["seed"], "final_loss": r["final_loss"] * f}
+                  for r, f in zip(rows, factors, strict=True)]
+        )  # fmt: skip
 
     assert loss.non_inferior(variant([0.5, 0.6, 0.4, 0.5]), default) is True  # trains better
     assert loss.non_inferior(variant([1.02, 0.99, 1.03, 1.0]), default) is True  # within margin

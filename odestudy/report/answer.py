@@ -16,7 +16,7 @@ from ..study import records
 from ..study.claim import Claim, Verdict
 from ..study.rec import Prediction, Rec, Sweep
 from . import sessions
-from .best import Best, best_for, best_steps, step_of
+from .best import Best, best_for, best_steps, family_key, levers_in_words, step_of
 from .claims import groups
 from .comparisons import BEST_STEP, REFERENCE_STEP, ratio_claim, render_x
 from .crossover import (
@@ -27,7 +27,7 @@ from .crossover import (
 )
 from .frames import scaling_rows
 from .intervals import ratio_interval
-from .loss import MARK, differs, trained
+from .loss import MARGIN, MARK, MIN_SEEDS, differs, trained
 from .replication import MIN_SESSIONS, Replicated, replicate, sessions_said
 from .runs import merged
 from .tables import escape, markdown_table
@@ -102,6 +102,7 @@ class ControllerAnswer:
     one_run: bool
     rows: tuple[Rec, ...] = ()
     over_sessions: tuple[Replicated | None, ...] = ()
+    refused: tuple[str, ...] = ()
 
 
 def controller_answer(rows: Sequence[Rec], controller: str) -> ControllerAnswer | None:
@@ -129,7 +130,27 @@ def controller_answer(rows: Sequence[Rec], controller: str) -> ControllerAnswer 
             top, default, REFERENCE_STEP, over, README_WHERE, differs(top, default)
         )
     return ControllerAnswer(
-        controller, best, n, top.global_batch // n, modes, reference, one_run(top), tuple(found)
+        controller, best, n, top.global_batch // n, modes, reference, one_run(top), tuple(found),
+        refused=_refused(ones, best),
+    )  # fmt: skip
+
+
+def _refused(ones: Sequence[Rec], best: Best) -> tuple[str, ...]:
+    """The steps of `best`'s family measured faster on one device that trained, but are
+    not shown to train a model as good as the default step's (the loss rule refused
+    them as the base case)."""
+    family = family_key(best.record, int(best.record.global_batch))
+    return tuple(
+        sorted(
+            {
+                step_of(r)
+                for r in ones
+                if family_key(r, int(r.global_batch)) == family
+                and trained(r)
+                and (r.step_time_s or 0.0) < best.step_s
+                and r not in best.candidates
+            }
+        )
     )
 
 
@@ -142,7 +163,9 @@ def _base_said(a: ControllerAnswer) -> str:
     """The best 1-device step in words: which, its levers and its time (its range over
     the sessions where the answer was made over several)."""
     times = sorted({s.base_s for r in a.over_sessions if r for s in r.sessions})
-    levers = ", ".join(f"`{escape(w)}`" for w in a.best.words().split(", "))
+    words = a.best.words()
+    plain = words == levers_in_words({"scenario": {}}, short=True)  # no lever: in words
+    levers = words if plain else ", ".join(f"`{escape(w)}`" for w in words.split(", "))
     if len(times) > 1:
         return f"{escape(a.best.step)} ({levers}), {times[0] * 1e3:.3g}–{times[-1] * 1e3:.3g} ms"
     return f"{escape(a.best.said())} ({levers})"
@@ -169,6 +192,11 @@ def render_controller(a: ControllerAnswer) -> str:
         f"- **{escape(a.controller)}**, over the best 1-device step, {_base_said(a)}: "
         f"{modes}" + (" (one run)" if a.one_run else "") + "."
     )
+    if a.refused:
+        text += (
+            f" Faster on one device but not shown to train as well ({MIN_SEEDS} paired "
+            f"seeds, margin {MARGIN:.0%}): {escape(', '.join(a.refused))}."
+        )
     return text
 
 
@@ -328,8 +356,7 @@ def quick_lines(
     span = whens[0][:16] + (f" to {whens[-1][:16]} UTC" if len(whens) > 1 else " UTC")
     return [
         f"**{name}** on {', '.join(machines)}, strong scaling, {len(whens)} session(s) from "
-        f"{escape(span)}; intervals hold a new session's ratio (sessions, then runs, "
-        "resampled).",
+        f"{escape(span)}; intervals hold a new session's ratio.",
         "",
         *lines,
         "",
@@ -371,7 +398,10 @@ def in_short(answers: Sequence[ControllerAnswer]) -> str:
             c.verdict,
             f"`{escape(c.comparison.mode)}` is {verdict_words(c.verdict)}: one device does as well",
         )
-        said.append(f"with {escape(a.controller)}, {do} ({render_x(c)}{agree})")
+        over = (
+            " over the default step, a faster one not shown to train as well" if a.refused else ""
+        )
+        said.append(f"with {escape(a.controller)}, {do} ({render_x(c)}{over}{agree})")
     if not answers:
         return "**In short, CPU**: no multi-device CPU row of the best step measured yet."
     a = answers[0]
@@ -381,8 +411,7 @@ def in_short(answers: Sequence[ControllerAnswer]) -> str:
     if rest:
         names = " and ".join(sorted({f"`{escape(c.comparison.mode)}`" for c in rest}))
         slow = (
-            f" {names} run at {min(c.value for c in rest):.2f}–"
-            f"{max(c.value for c in rest):.2f}x of it: not for this machine."
+            f" {names}: {min(c.value for c in rest):.2f}–{max(c.value for c in rest):.2f}x of it."
         )
     return (
         f"**In short, CPU** ({a.n} virtual devices on {escape(cores)} cores, {a.batch} series "
@@ -410,9 +439,7 @@ def crossover_lines(results: str | Path) -> list[str]:
     return [
         f"**When splitting pays** (`{CROSSOVER_MODE}`, the map's workloads, 2 CPU devices; "
         "*work*: the best 1-device step's time per solver iteration at the per-device "
-        "batch; each session fitted alone): "
-        + ". ".join(said)
-        + ". Per workload and batch: [when splitting pays](docs/results/crossover.md).",
+        "batch; each session fitted alone): " + ". ".join(said) + ".",
         "",
     ]
 
@@ -524,8 +551,7 @@ def readme_answer(
     lines = [
         in_short(answers or ()),
         "",
-        "*Your own model*: `odestudy tune` (its best step), then `odestudy predict` (where "
-        "splitting pays): [how](docs/own_model.md).",
+        "*Your own model*: `odestudy tune`, then `odestudy predict` ([how](docs/own_model.md)).",
         "",
         "*Session*: one block of measurements on one machine, no gap over an hour. *Not "
         "separable*: the interval holds 1. *Best 1-device step*: the fastest measured "

@@ -146,10 +146,7 @@ def read_records(
                     skipped.append((str(path), "stale: matches no scenario of the current matrix"))
                 continue
         out.append(rec)
-    found = sessions.index(results) if out else {}
-    for rec in out:
-        rec.session = found.get(str(rec.path)) or sessions.session_of(rec, out)
-    return out
+    return sessions.reassigned(out)
 
 
 def is_default(rec: Rec, *free: str) -> bool:

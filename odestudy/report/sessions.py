@@ -150,11 +150,49 @@ def assign(recs: Sequence[Mapping[str, Any]]) -> list[Session]:
 
 def reassigned(recs: Sequence[Rec]) -> list[Rec]:
     """`recs` (from several folders: the scale's, the map's, sessions measured again),
-    each with its `session` assigned over all of them (`assign`), so that rows of one
-    block of measurements are one session whichever folder holds them."""
-    for rec, session in zip(recs, assign(recs), strict=True):
-        rec.session = session
+    each with its `session` among every record of its results tree (`index_all`), so
+    that rows of one block of measurements are one session whichever folder holds them
+    and whichever of them a page reads; a record outside any tree, among `recs`."""
+    roots = {_tree(r.path) for r in recs if r.path}
+    found: dict[str, Session] = {}
+    for root in roots:
+        found.update(index_all(root))
+    fallback = assign(recs)
+    for rec, session in zip(recs, fallback, strict=True):
+        rec.session = found.get(str(Path(rec.path).resolve())) if rec.path else None
+        rec.session = rec.session or session
     return list(recs)
+
+
+def _tree(path: Any) -> str:
+    """The results tree a record's file lies in: its nearest folder named `results`,
+    else the folder four levels up (`<root>/<machine>/<scale>/<scenario>/metrics.json`)."""
+    p = Path(path).resolve()
+    for parent in p.parents:
+        if parent.name == "results":
+            return str(parent)
+    return str(p.parents[3]) if len(p.parents) > 3 else str(p.parent)
+
+
+def index_all(root: str | Path) -> dict[str, Session]:
+    """The session of every scenario record anywhere under `root` (every folder: the
+    scales', the map's, the version sets', sessions measured again), by resolved path."""
+    paths = sorted(Path(root).glob(f"**/{records.RECORD_NAME}"))
+    stamp = tuple((str(p), p.stat().st_mtime_ns) for p in paths)
+    return _index_all(str(root), stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _index_all(root: str, stamp: tuple[tuple[str, int], ...]) -> dict[str, Session]:
+    found: list[Rec] = []
+    for path, _ in stamp:
+        try:
+            rec = records.read_record(path)
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict):
+            found.append(Rec(rec, path=str(Path(path).resolve())))
+    return {str(r.path): s for r, s in zip(found, assign(found), strict=True)}
 
 
 SIDE_STUDIES = ("step_cost", "levers", "collectives")
