@@ -13,6 +13,7 @@ reference's step.
 """
 
 import dataclasses
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -34,8 +35,13 @@ RECOMMENDED_STEP = "the recommended step"
 def step_of(rec: Mapping[str, Any]) -> str:
     """Which step a record timed: `RECOMMENDED_STEP` where its scenario is its own
     recommended form (`recommended.recommended`), `DEFAULT_STEP` where every lever is at
-    its default, else the levers it sets (`a=b, ...`)."""
-    s = Scenario.from_dict(rec["scenario"])
+    its default, else the levers it sets (`a=b, ...`). Computed once per scenario."""
+    return _step_of(json.dumps(rec["scenario"], sort_keys=True, default=str))
+
+
+@functools.lru_cache(maxsize=4096)
+def _step_of(scenario: str) -> str:
+    s = Scenario.from_dict(json.loads(scenario))
     if s.default_step() == s:
         return DEFAULT_STEP
     if recommended(s) == s:

@@ -5,6 +5,7 @@ which. And whether the recommended step was measured again after the records it 
 chosen on (`recommended_again`)."""
 
 import datetime
+import functools
 import json
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
@@ -47,31 +48,49 @@ def made_before(prediction: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
 
 
 def file_commit_time(path: Any) -> datetime.datetime | None:
-    """When the file at `path` was first committed (following renames), or None where it
-    is not in this repository's history (or git is not there)."""
+    """When the file at `path` was first committed (a file moved keeps the time it was
+    first committed under its old name), or None where it is not in this repository's
+    history (or git is not there)."""
     if not path:
         return None
     try:
-        out = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(environment.ROOT),
-                "log",
-                "--follow",
-                "--diff-filter=A",
-                "--format=%cI",
-                "--",
-                str(Path(path).resolve()),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError, ValueError):
+        rel = Path(path).resolve().relative_to(environment.ROOT.resolve())
+    except ValueError:
         return None
-    lines = out.stdout.split()
-    return _time(lines[-1]) if out.returncode == 0 and lines else None
+    return _added_times().get(rel.as_posix())
+
+
+@functools.cache
+def _added_times() -> dict[str, datetime.datetime]:
+    """Every file of the repository's index under `results/` by the time its content was
+    first committed at any path (a prediction moved to `earlier/` keeps the time it was
+    first committed), from two git calls; empty where git is not there."""
+    try:
+        log = subprocess.run(
+            ["git", "-C", str(environment.ROOT), "log", "--reverse", "--raw", "--no-abbrev",
+             "--no-renames", "--format=@%cI", "--", "results"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        index = subprocess.run(
+            ["git", "-C", str(environment.ROOT), "ls-files", "-s", "--", "results"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    first: dict[str, datetime.datetime] = {}
+    when = None
+    for line in log.stdout.splitlines() if log.returncode == 0 else []:
+        if line.startswith("@"):
+            when = _time(line[1:])
+        elif line.startswith(":") and when is not None:
+            blob = line.split("\t")[0].split()[3]
+            first.setdefault(blob, when)
+    out = {}
+    for line in index.stdout.splitlines() if index.returncode == 0 else []:
+        meta, _, path = line.partition("\t")
+        if (at := first.get(meta.split()[1])) is not None:
+            out[path] = at
+    return out
 
 
 def said(checked: Sequence[dict[str, Any]]) -> str:
