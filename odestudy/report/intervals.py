@@ -42,7 +42,11 @@ def bootstrap_medians(
     idx = (rng.random((resamples, k, m)) * n).astype(int)
     vals = padded[choice[..., None], idx]
     vals = np.where(np.arange(m)[None, None, :] < n, vals, np.nan)
-    return np.nanmedian(vals.reshape(resamples, -1), axis=1)
+    # The median of each draw's steps: sorted, NaN (padding) last, the middle one or two.
+    ordered = np.sort(vals.reshape(resamples, -1), axis=1)
+    count = (~np.isnan(ordered)).sum(axis=1)
+    rows = np.arange(resamples)
+    return (ordered[rows, (count - 1) // 2] + ordered[rows, count // 2]) / 2
 
 
 def ratio_interval(
