@@ -45,15 +45,6 @@ def _x(p: tuple[float, float, float]) -> str:
     return f"{p[0]:.2f}x [{p[1]:.2f}, {p[2]:.2f}]"
 
 
-def verdict(p: tuple[float, float, float]) -> str:
-    """What an interval of a speedup says: pays, does not pay, or not separable."""
-    if p[1] > 1:
-        return "pays"
-    if p[2] < 1:
-        return "does not pay"
-    return "not separable from 1"
-
-
 def _devices(rows: Sequence[Rec]) -> int | None:
     """The largest device count of `rows` within the machine's physical cores."""
     inside = [r.n_devices for r in rows if r.n_devices > 1 and not exceeds_cores(r)]
@@ -442,11 +433,6 @@ def crossover_lines(results: str | Path) -> list[str]:
         "batch; each session fitted alone): " + ". ".join(said) + ".",
         "",
     ]
-
-
-def _lower_first(text: str) -> str:
-    """`text` to follow a semicolon: its first letter lower case."""
-    return text[:1].lower() + text[1:]
 
 
 def gpu_predictions(results: str | Path) -> list[Prediction]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..study.rec import Rec
 from ..study.studies import Figure, Page, Table, page_named, pages_of
 from . import loss
-from .answer import README_SCALE, readme_answer, session_table
+from .answer import README_SCALE, gpu_bound_line, readme_answer, session_table
 from .by_session import render_sessions
 from .claims import render_claims
 from .document import report_rows
@@ -169,7 +169,7 @@ def _best_first(
     if scale != README_SCALE:
         return []
     body = readme_answer(results, rows, figures / "crossover.png", base, found.readme)
-    return body + session_table(found.readme)
+    return body + session_table(found.readme) + gpu_bound_line(results)
 
 
 def session_lines(found: Findings) -> list[str]:
