@@ -157,3 +157,11 @@ def test_non_inferiority_over_paired_seeds():
     assert loss.non_inferior(variant([1.02, 0.99, 1.03, 1.0]), default) is True  # within margin
     assert loss.non_inferior(variant([1.3, 1.25, 1.4, 1.35]), default) is False
     assert loss.non_inferior(variant([1.0, 1.0, 1.0]), LossSpread(rows=default.rows[:3])) is None
+
+
+def test_the_newest_session_is_checked_against_the_sessions_before_it():
+    inside = replicate(_pairs([1.40, 1.50, 1.45, 1.47]))
+    assert inside is not None and inside.before is not None and inside.held_out is True
+    outside = replicate(_pairs([1.40, 1.42, 1.41, 0.80]))
+    assert outside is not None and outside.held_out is False
+    assert replicate(_pairs([1.4, 1.5, 1.45])).held_out is None  # type: ignore[union-attr]

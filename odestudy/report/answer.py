@@ -224,6 +224,16 @@ def session_table(answers: Sequence[ControllerAnswer]) -> list[str]:
         "",
     ]
     for a in answers:
+        for c, r in zip(a.modes, a.over_sessions or [None] * len(a.modes), strict=True):
+            if r is not None and r.held_out is not None and r.before is not None:
+                newest = r.sessions[-1]
+                lines += [
+                    f"Held out in time ({escape(a.controller)}, `{escape(c.comparison.mode)}`): "
+                    f"the newest session ({escape(newest.when)}) read {newest.value:.2f}x, "
+                    f"{'inside' if r.held_out else 'outside'} the interval the sessions "
+                    f"before it gave, [{r.before[0]:.2f}, {r.before[1]:.2f}].",
+                    "",
+                ]
         if a.reference is not None and a.best.default is not None:
             lines.append(
                 f"Over the reference's step ({escape(a.controller)}, the default step on one "

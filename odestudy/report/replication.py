@@ -67,6 +67,16 @@ class Replicated:
     interval: tuple[float, float]
     verdict: Verdict
     sessions: tuple[SessionRatio, ...]
+    before: tuple[float, float] | None = None
+
+    @property
+    def held_out(self) -> bool | None:
+        """Whether the newest session's ratio lies inside the interval the sessions
+        before it gave (`before`): the answer checked against its own rerun; None with
+        fewer than `MIN_SESSIONS` sessions before it."""
+        if self.before is None:
+            return None
+        return self.before[0] <= self.sessions[-1].value <= self.before[1]
 
     def disagree(self) -> tuple[SessionRatio, ...]:
         """The sessions whose own interval says otherwise than the claim's verdict."""
@@ -105,7 +115,11 @@ def replicate(
     value = float(np.median([s.value for s in per]))
     low, high = min(low, value), max(high, value)
     verdict = Verdict.of(low, high) if len(per) >= MIN_SESSIONS else Verdict.FEW_SESSIONS
-    return Replicated(value, (low, high), verdict, tuple(per))
+    before = None
+    if len(pairs) > MIN_SESSIONS:
+        earlier = replicate(pairs[:-1], scale, seed)
+        before = earlier.interval if earlier is not None else None
+    return Replicated(value, (low, high), verdict, tuple(per), before)
 
 
 def sessions_said(found: Replicated) -> str:
