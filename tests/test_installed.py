@@ -101,12 +101,14 @@ def _predicts_every_mode_from_the_trained_row(env: dict[str, str], work: Path, r
     assert p["shard_loop_collectives"] > 0 and p["shard_loop_collectives_per_iteration"] > 0
     assert set(p["loop_collectives"]) == {"shard", "explicit"}  # each its own program's
     for r in p["rows"]:
+        # The parts are the terms' central values; the estimates, their draws' medians.
         parts = r["compute_s"] + r["allreduce_s"] + r["in_loop_s"]
-        assert r["step_time_s"] > 0 and abs(r["step_time_s"] - parts) <= 1e-12
-        assert abs(r["speedup"] - p["one_device_step_s"] / r["step_time_s"]) <= 1e-9
+        assert r["step_time_s"] > 0 and abs(r["central_step_time_s"] - parts) <= 1e-12
         assert (r["in_loop_s"] > 0) == (r["mode"] in p["loop_collectives"])
         lo, hi = r["step_time_interval_s"]
         assert lo <= r["step_time_s"] <= hi
+        slo, shi = r["speedup_interval"]
+        assert slo <= r["speedup"] <= shi
     assert p["profile"]["name"] == "probe" and p["pmap_is_shard_map"] in (True, False)
     assert {t["measured"] for t in p["terms"]} == {True}  # 2 devices probed here
     assert "shard" in run.stdout and "assumptions" in run.stdout and "terms:" in run.stdout
