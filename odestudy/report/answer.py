@@ -391,7 +391,7 @@ def in_short(answers: Sequence[ControllerAnswer]) -> str:
         agree = ""
         if r is not None:
             alike = sum(s.verdict is c.verdict for s in r.sessions)
-            agree = f"; {alike} of {len(r.sessions)} sessions alone"
+            agree = f"; {alike} of {len(r.sessions)} sessions agree on their own"
         do = {
             Verdict.FASTER: f"split the batch with `{escape(c.comparison.mode)}`",
             Verdict.SLOWER: "keep one device",
