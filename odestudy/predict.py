@@ -125,9 +125,13 @@ class Anchor:
 
     @classmethod
     def of_record(cls, rec: dict[str, Any], source: str) -> "Anchor":
-        """The anchor of a 1-device record: its runs' step times pooled (its one step
-        time where it has none)."""
-        runs = rec.get("step_times_runs_s") or [[rec["step_time_s"]]]
+        """The anchor of a 1-device record: the step times of its runs from the trained
+        state pooled, the cold run set apart as the report does (`report.runs`; its one
+        step time where it has none)."""
+        from .report.runs import trained_state
+        from .study.rec import Rec
+
+        runs = trained_state(Rec(rec)).step_times_runs_s or [[rec["step_time_s"]]]
         times = tuple(float(t) for run in runs for t in run)
         return cls(int(rec["global_batch"]), times, source)
 
@@ -600,7 +604,9 @@ MAP_TIMED_STEPS = 20
 # this process at once (`neighbours.side_by_side`), not alone.
 # 7: each predicted step and speedup is the median of its draws (inside its interval),
 # no longer the terms' central values (which could fall outside it).
-PREDICTION_MODEL = 7
+# 8: anchored on the 1-device row's runs from the trained state, its cold run set apart
+# (the quantity the report times).
+PREDICTION_MODEL = 8
 
 
 def map_prediction_path(

@@ -182,7 +182,13 @@ def test_a_prediction_from_a_recorded_row_takes_its_level_from_the_row():
     sweep, slow = _sweep(local, full, [10, 12]), _sweep(
         [1.5 * t for t in local], [1.5 * t for t in full], [10, 12])  # fmt: skip
     gradient, loop = Value(20e-6, 10e-6, 40e-6, "cited"), Value(10e-6, 5e-6, 20e-6, "cited")
-    runs = {"global_batch": 8, "step_time_s": 0.0, "step_times_runs_s": [full[:10], full[10:]]}
+    # A slower cold run, then two from the trained state: the anchor is the latter.
+    cold = [3e-3] * 10
+    runs = {
+        "global_batch": 8,
+        "step_time_s": 0.0,
+        "step_times_runs_s": [cold, full[:10], full[10:]],
+    }
     row = Anchor.of_record(runs, "row")
     assert row.step_time_s == pytest.approx(float(np.median(full)))
 
