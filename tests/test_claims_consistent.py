@@ -1,10 +1,10 @@
 """No two generated sentences contradict each other: every page the report writes (the
 README's generated blocks, `docs/results/`, the tables under `figures/`) is read, and
-each ratio with its interval (`1.46x [1.45, 1.47]`: the same three numbers are the same
-comparison) must carry the same unequal-loss flag (`loss.MARK`) and the same verdict
-against one device (faster, slower, not separable, one run) wherever it is stated; two
-sentences that name the same ratios must not say once that the intervals separate them
-and once that they do not."""
+each ratio with its interval (`1.46x [1.45, 1.47]`: the same three numbers after the
+same mode named nearest before them are the same comparison) must carry the same
+unequal-loss flag (`loss.MARK`) and the same verdict against one device (faster,
+slower, not separable, one run) wherever it is stated; two sentences that name the same
+ratios must not say once that the intervals separate them and once that they do not."""
 
 import re
 from collections import defaultdict
@@ -16,6 +16,7 @@ from odestudy.report.loss import MARK
 from odestudy.report.pages import GENERATED_END, GENERATED_START
 
 TRIPLE = re.compile(r"(\d+\.\d+)\s?[x×]?\s?\[(\d+\.\d+), (\d+\.\d+)\]")
+MODE = re.compile(r"\b(shard_map|pmap|shard|explicit|single)\b")
 # Verdict phrases after a ratio (its own), and for a whole bullet (the claims').
 AFTER = [
     ("one run", re.compile(r"\bone run\b", re.I)),
@@ -64,9 +65,12 @@ def statements(pages: dict[str, str]) -> list[dict]:
                     end = min(end, cell)
                 after = line[m.end() : end]
                 own = next((v for v, p in AFTER if p.search(after)), None)
+                modes = MODE.findall(line[: m.start()])
                 out.append(
                     {
-                        "key": m.groups(),
+                        # The ratio and the mode named nearest before it on its line: two
+                        # comparisons that round alike are not taken for one.
+                        "key": (*m.groups(), modes[-1] if modes else None),
                         "flag": MARK in after,
                         "verdict": own or (whole[0] if len(whole) == 1 else None),
                         "where": f"{where}:{number}",
