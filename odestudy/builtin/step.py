@@ -59,7 +59,7 @@ class Step(Study):
         levers = self.lever_records(results, machine)
         found = sessions.index(results)
         for side in [*cpu_sweeps, *levers]:
-            side["session"] = found.get(side["path"])
+            side["session"] = found.get(str(Path(side["path"]).resolve()))
         spreads = self.loss_spreads(results, machine)
         drawn = cpu_sweeps and inputs.draw
         figs = step_cost_figure(cpu_sweeps, inputs.figures, "cpu_step_cost") if drawn else []

@@ -150,17 +150,14 @@ def assign(recs: Sequence[Mapping[str, Any]]) -> list[Session]:
 
 def reassigned(recs: Sequence[Rec]) -> list[Rec]:
     """`recs` (from several folders: the scale's, the map's, sessions measured again),
-    each with its `session` among every record of its results tree (`index_all`), so
-    that rows of one block of measurements are one session whichever folder holds them
-    and whichever of them a page reads; a record outside any tree, among `recs`."""
-    roots = {_tree(r.path) for r in recs if r.path}
+    each with its `session` among every record of its results tree (`index`), so that
+    rows of one block of measurements are one session whichever folder holds them and
+    whichever of them a page reads; a record outside any tree, among `recs`."""
     found: dict[str, Session] = {}
-    for root in roots:
-        found.update(index_all(root))
-    fallback = assign(recs)
-    for rec, session in zip(recs, fallback, strict=True):
-        rec.session = found.get(str(Path(rec.path).resolve())) if rec.path else None
-        rec.session = rec.session or session
+    for root in {_tree(r.path) for r in recs if r.path}:
+        found.update(index(root))
+    for rec, session in zip(recs, assign(recs), strict=True):
+        rec.session = found.get(str(Path(rec.path).resolve()), session) if rec.path else session
     return list(recs)
 
 
@@ -174,60 +171,42 @@ def _tree(path: Any) -> str:
     return str(p.parents[3]) if len(p.parents) > 3 else str(p.parent)
 
 
-def index_all(root: str | Path) -> dict[str, Session]:
-    """The session of every scenario record anywhere under `root` (every folder: the
-    scales', the map's, the version sets', sessions measured again), by resolved path."""
-    paths = sorted(Path(root).glob(f"**/{records.RECORD_NAME}"))
-    stamp = tuple((str(p), p.stat().st_mtime_ns) for p in paths)
-    return _index_all(str(root), stamp)
-
-
-@functools.lru_cache(maxsize=8)
-def _index_all(root: str, stamp: tuple[tuple[str, int], ...]) -> dict[str, Session]:
-    found: list[Rec] = []
-    for path, _ in stamp:
-        try:
-            rec = records.read_record(path)
-        except (OSError, ValueError):
-            continue
-        if isinstance(rec, dict):
-            found.append(Rec(rec, path=str(Path(path).resolve())))
-    return {str(r.path): s for r, s in zip(found, assign(found), strict=True)}
-
-
 SIDE_STUDIES = ("step_cost", "levers", "collectives")
-
-
-def pool(results: str | Path) -> list[Rec]:
-    """Every record under `results` that says when or at which commit it was measured:
-    the scenario records of every scale and the side studies' (`SIDE_STUDIES`) of every
-    machine, each with its `path` (and the machine folder's name where it names no
-    machine)."""
-    out: list[Rec] = []
-    for path in records.record_paths(results):
-        try:
-            rec = records.read_record(path)
-        except (OSError, ValueError):
-            continue
-        if isinstance(rec, dict):
-            out.append(Rec(rec, path=str(path)))
-    root = Path(results)
-    for machine in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
-        for study in SIDE_STUDIES:
-            for path in records.side_study_paths(machine, study):
-                try:
-                    rec = records.read_json(path)
-                except (OSError, ValueError):
-                    continue
-                if isinstance(rec, dict):
-                    out.append(Rec({"machine_id": machine.name, **rec}, path=str(path)))
-    return out
+# Side-study records that time nothing (losses over seeds): they neither make nor bridge
+# a session of measurements.
+UNTIMED = ("loss_spread",)
 
 
 def index(results: str | Path) -> dict[str, Session]:
-    """The session of every record under `results` (`pool`), by its path: sessions are
-    a property of a machine's whole set of records, whatever page shows them."""
-    found = pool(results)
+    """The session of every record of the results tree `results`, by resolved path:
+    the scenario records in every folder (the scales', the map's, the version sets',
+    sessions measured again) and the side studies' (`SIDE_STUDIES`) of every machine.
+    Sessions are a property of a machine's whole set of records, whatever page shows
+    them; worked out once while no file of the tree changes."""
+    root = Path(results)
+    paths = [
+        *root.glob(f"**/{records.RECORD_NAME}"),
+        *(p for study in SIDE_STUDIES for p in root.glob(f"*/{study}/*.json")),
+    ]
+    stamp = tuple(sorted((str(p.resolve()), p.stat().st_mtime_ns) for p in paths))
+    return _index(stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _index(stamp: tuple[tuple[str, int], ...]) -> dict[str, Session]:
+    found: list[Rec] = []
+    for name, _ in stamp:
+        path = Path(name)
+        scenario = path.name == records.RECORD_NAME
+        try:
+            rec = records.read_record(path) if scenario else records.read_json(path)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(rec, dict) or rec.get("kind") in UNTIMED:
+            continue
+        if not scenario:  # a side study's record: its machine is its folder's
+            rec = {"machine_id": path.parent.parent.name, **rec}
+        found.append(Rec(rec, path=name))
     return {str(r.path): s for r, s in zip(found, assign(found), strict=True)}
 
 
