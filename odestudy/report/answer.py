@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..measure.controllers import CONTROLLERS
+from ..measure.modes import MODES
 from ..study import records
 from ..study.claim import Claim, Verdict
 from ..study.rec import Prediction, Rec, Sweep
@@ -145,9 +146,15 @@ def _refused(ones: Sequence[Rec], best: Best) -> tuple[str, ...]:
     )
 
 
-# The modes whose claims the README's bullets list session by session; the others are
-# summed up in a range.
-LEAD_MODES = ("shard_map", "pmap")
+# The modes whose claims the README's bullets list session by session, the mode JAX keeps
+# first: those with a solver loop per device (`AbstractMode.one_loop` false); the others
+# are summed up in a range of their values.
+LEAD_MODES = tuple(
+    sorted(
+        (name for name, m in MODES.items() if m.multi_device and not m.one_loop),
+        key=lambda name: name != CROSSOVER_MODE,
+    )
+)
 
 
 def _base_said(a: ControllerAnswer) -> str:
@@ -175,8 +182,8 @@ def render_controller(a: ControllerAnswer) -> str:
         for c, r in lead
     )
     if rest:
-        low = min(c.interval[0] for c in rest)
-        high = max(c.interval[1] for c in rest)
+        low = min(c.value for c in rest)
+        high = max(c.value for c in rest)
         names = " and ".join(f"`{escape(c.comparison.mode)}`" for c in rest)
         modes += f"; {names} {low:.2f}–{high:.2f}x"
     text = (
@@ -368,7 +375,7 @@ def _pmap_said(rows: Sequence[Rec]) -> str:
     """How this JAX runs `pmap`, as the newest `pmap` record says
     (`compat.pmap_implementation`)."""
     found = sorted(
-        (r for r in rows if r.mode == "pmap" and r.get("pmap_implementation")),
+        (r for r in rows if r.get("pmap_implementation")),
         key=lambda r: str(r.started or ""),
     )
     return str(found[-1]["pmap_implementation"]) if found else "its own program"
