@@ -106,16 +106,19 @@ def points(recs: Sequence[Rec]) -> list[Point]:
     """The points of `recs`, session by session (`session_points`): a row is set only
     against 1-device rows of its own session."""
     by: dict[sessions.Session, list[Rec]] = {}
-    for r in recs:
-        by.setdefault(sessions.session_of(r), []).append(r)
+    for r, found in zip(recs, sessions.assign(recs), strict=True):
+        by.setdefault(sessions.session_of(r) if r.get("session") else found, []).append(r)
     return [p for group in by.values() for p in session_points(merged(group))]
 
 
 def by_session(pts: Sequence[Point]) -> list[tuple[sessions.Session, list[Point]]]:
     """`pts` grouped by the session of their rows, oldest first."""
     by: dict[sessions.Session, list[Point]] = {}
-    for p in pts:
-        by.setdefault(sessions.session_of(p.record), []).append(p)
+    assigned = sessions.assign([p.record for p in pts])
+    for p, found in zip(pts, assigned, strict=True):
+        by.setdefault(
+            sessions.session_of(p.record) if p.record.get("session") else found, []
+        ).append(p)
     return sorted(by.items(), key=lambda kv: kv[0].start.isoformat() if kv[0].start else "")
 
 
