@@ -25,13 +25,17 @@ def test_the_sized_matrix_runs_devices_up_to_the_physical_cores(cores):
     sized, _ = matrix.plan("quick", "cpu")
     assert {s.total_devices for s in sized} == {1, 2}
     assert {s.mode for s in sized} == {"single", "pmap", "shard", "shard_map", "explicit"}
-    assert {(s.scaling, s.controller) for s in sized if s.total_devices == 2} == {
-        (a, b) for a in ("strong", "weak") for b in ("pid", "stepto")
+    # `make all`: strong scaling in one process, both controllers, both steps.
+    assert {(s.scaling, s.controller, s.processes) for s in sized} == {
+        ("strong", c, 1) for c in ("pid", "stepto")
     }
-    assert any(s.processes == 2 for s in sized)  # 2 processes x 1 device fit 2 cores
+    assert len({s.step_tag() for s in sized}) == 3  # the default step, each recommended one
     whole, _ = matrix.plan("quick", "cpu", full=True)
     assert {s.total_devices for s in whole} == {1, 2, 4, 8}
     assert set(sized) < set(whole)
+    # Weak scaling and the multi-process rows (2 processes x 1 device) are `make full`'s.
+    assert {s.scaling for s in whole} == {"strong", "weak"}
+    assert any(s.processes == 2 and s.total_devices == 2 for s in whole)
     cores(1)
     assert {s.total_devices for s in matrix.plan("quick", "cpu")[0]} == {1}
     # The seed scale is the reference's configuration: always whole.
@@ -125,7 +129,7 @@ def test_a_dry_run_plans_8_gpus_where_none_is_present(tmp_path, monkeypatch, cap
     assert code == 0 and not results.exists()  # nothing written, not even the folder
     assert lines[0].startswith("quick scaling matrix (sized to 8 GPU devices: devices 1, 2, 4, 8)")
     listed = _listed(lines)
-    want = matrix.scenarios("quick", "gpu", 8)
+    want = [s for s in matrix.scenarios("quick", "gpu", 8) if grid.in_sized(s)]
     assert set(listed) == {s.name() for s in want}
     assert {s.total_devices for s in want} == {1, 2, 4, 8}
     for s in want:
@@ -148,7 +152,9 @@ def test_a_dry_run_plans_4_cpu_devices_and_says_which_records_stand(
                            tmp_path, capsys)  # fmt: skip
     assert code == 0
     listed = _listed(lines)
-    four = [s for s in matrix.scenarios("quick", "cpu", 4) if s.total_devices == 4]
+    four = [
+        s for s in matrix.scenarios("quick", "cpu", 4) if s.total_devices == 4 and grid.in_sized(s)
+    ]
     assert four and all(s.name() in listed for s in four)
     assert all("beyond this machine's 2 physical cores" in listed[s.name()] for s in four)
     assert "record stale: scenario differs" in listed[one.name()]

@@ -326,11 +326,19 @@ def absent(s: Scenario, sizing: Sizing) -> str | None:
     return f"planned for {sizing.devices} GPU(s); not present here ({have} present)"
 
 
+def in_sized(s: Scenario) -> bool:
+    """Whether row `s` is in the sized matrix (`make all`) beside its device limit: strong
+    scaling in one process, the rows of the answer and of the strong-scaling tables. Weak
+    scaling and the multi-process rows are the whole matrix's (`--full`, `make full`): on
+    a 2-core machine they would take `make all` past its 15 minutes."""
+    return s.scaling == "strong" and s.processes == 1
+
+
 def scaling_plan(
     scale: str, device: str, full: bool, sizing: Sizing = THIS_MACHINE
 ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
     """The scaling study's scenarios (`plan`), sized to `sizing` (by default this
-    machine) unless `full` or the seed scale; GPU rows on more GPUs than are present
+    machine; `in_sized`) unless `full` or the seed scale; GPU rows on more GPUs than are present
     where they run are listed with why they cannot run. Where no GPU is present, the
     sized GPU matrix is its 1-GPU rows, listed so."""
     runnable: list[Scenario] = []
@@ -338,7 +346,8 @@ def scaling_plan(
     sized = not full and scale != "seed"
     for kind in KINDS[device]:
         limit = sizing.devices if sizing.devices is not None else sized_limit(kind)
-        for s in scenarios(scale, kind, max(limit, 1) if sized else None):
+        found = scenarios(scale, kind, max(limit, 1) if sized else None)
+        for s in [s for s in found if in_sized(s)] if sized else found:
             why = absent(s, sizing)
             if why is None:
                 runnable.append(s)
