@@ -595,37 +595,37 @@ def add_slurm_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="odestudy", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run one scenario in a fresh kernel")
-    add_scenario_options(r)
-    add_step_options(r)
-    r.add_argument(
+def _run_options(p: argparse.ArgumentParser) -> None:
+    """The options of `odestudy run`."""
+    add_scenario_options(p)
+    add_step_options(p)
+    p.add_argument(
         "--out",
         default=None,
         help="output folder (default: the scenario's folder under --results, where "
         "`odestudy report` reads it)",
     )
-    r.add_argument("--results", default=str(environment.workdir("results")))
-    r.add_argument(
+    p.add_argument("--results", default=str(environment.workdir("results")))
+    p.add_argument(
         "--runs",
         type=int,
         default=2,
         help="runs: the cold run (it trains) and runs-1 repeats timing the trained model's "
         "step from its saved state, the step time shown and reported (default 2)",
     )
-    add_wait_option(r)
-    r.set_defaults(func=_run)
-    m = sub.add_parser("matrix", help="run every scenario of a scale, resumably")
-    m.add_argument("--scale", choices=tuple(SCALES), default="quick")
-    m.add_argument(
+    add_wait_option(p)
+
+
+def _matrix_options(p: argparse.ArgumentParser) -> None:
+    """The options of `odestudy matrix`."""
+    p.add_argument("--scale", choices=tuple(SCALES), default="quick")
+    p.add_argument(
         "--problem",
         default="oscillator",
         help="what every scenario trains: a problem's name or module:object",
     )
-    m.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto")
-    m.add_argument(
+    p.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto")
+    p.add_argument(
         "--device-count",
         type=int,
         default=None,
@@ -634,21 +634,21 @@ def parser() -> argparse.ArgumentParser:
         "present or not (a SLURM partition's, say), instead of to this machine; GPU rows "
         "on more GPUs than are present where they run are listed as not run",
     )
-    m.add_argument(
+    p.add_argument(
         "--dry-run",
         action="store_true",
         help="print the plan, scenario by scenario (runs to do, record reused or why not, "
         "why a row cannot run here), and run, write, lock and probe nothing",
     )
-    m.add_argument("--force", action="store_true", help="rerun finished scenarios")
-    m.add_argument(
+    p.add_argument("--force", action="store_true", help="rerun finished scenarios")
+    p.add_argument(
         "--full",
         action="store_true",
         help="the whole matrix (1/2/4/8 CPU devices: rows with more devices "
         "than physical cores measure overhead); default: the matrix "
         "sized to this machine",
     )
-    m.add_argument(
+    p.add_argument(
         "--study",
         default="scaling",
         help="a registered study: scaling (the tables), explain (the studies that explain "
@@ -660,124 +660,121 @@ def parser() -> argparse.ArgumentParser:
         "their records); or module:Class, a study defined outside the package "
         "(odestudy.study.studies.Study)",
     )
-    m.add_argument("--results", default=str(environment.workdir("results")))
-    m.add_argument(
+    p.add_argument("--results", default=str(environment.workdir("results")))
+    p.add_argument(
         "--recommended",
         action="store_true",
         help="the scaling matrix with the recommended levers applied "
         "(records beside the default ones, named by their levers)",
     )
-    add_step_options(m, recommended=False)
-    m.add_argument(
+    add_step_options(p, recommended=False)
+    p.add_argument(
         "--runs",
         type=int,
         default=None,
         help="runs per scenario (default: 3 for the quick scaling study, else 1); a "
         "scenario with fewer runs gets its missing repeats",
     )
-    m.add_argument(
+    p.add_argument(
         "--select",
         default="",
         help="only scenarios with these fields, e.g. scaling=strong,devices_per_process=2",
     )
-    add_wait_option(m)
-    add_slurm_options(m)
-    m.set_defaults(func=_matrix)
-    rep = sub.add_parser("report", help="tables, figures and the HTML report")
-    rep.add_argument("--scale", choices=tuple(SCALES), default="quick")
-    rep.add_argument("--results", default=str(environment.workdir("results")))
-    rep.add_argument("--figures", default=str(environment.workdir("figures")))
-    rep.add_argument("--readme", default=None, help="also refresh the answer in this README")
-    rep.add_argument(
-        "--docs", default=None, help="also write the results pages under DOCS/results/"
-    )
-    rep.add_argument(
+    add_wait_option(p)
+    add_slurm_options(p)
+
+
+def _report_options(p: argparse.ArgumentParser) -> None:
+    """The options of `odestudy report`."""
+    p.add_argument("--scale", choices=tuple(SCALES), default="quick")
+    p.add_argument("--results", default=str(environment.workdir("results")))
+    p.add_argument("--figures", default=str(environment.workdir("figures")))
+    p.add_argument("--readme", default=None, help="also refresh the answer in this README")
+    p.add_argument("--docs", default=None, help="also write the results pages under DOCS/results/")
+    p.add_argument(
         "--study",
         default=None,
         help="only this study's tables and results page (a registered name or "
         "module:Class); default: the whole report",
     )
-    rep.set_defaults(func=_report)
-    pr = sub.add_parser(
-        "predict",
-        help="each mode's step time at N devices for a problem, from a short 1-device sweep",
-    )
-    add_scenario_options(pr)  # --devices N and --processes P: the placement predicted
-    pr.add_argument(
+
+
+def _predict_options(p: argparse.ArgumentParser) -> None:
+    """The options of `odestudy predict`."""
+    add_scenario_options(p)  # --devices N and --processes P: the placement predicted
+    p.add_argument(
         "--recommended",
         action="store_true",
         help="predict the recommended step (the default): the step odestudy tune recorded "
         "for the problem here, else the study's step for a problem it measured, else the "
         "levers that cannot slow a step down",
     )
-    add_step_options(pr, recommended=False)
-    pr.add_argument(
+    add_step_options(p, recommended=False)
+    p.add_argument(
         "--default-step",
         action="store_true",
         help="predict the default step (the reference's) instead of the recommended one",
     )
-    pr.add_argument(
+    p.add_argument(
         "--crossover-batches",
         default=CROSSOVER_DEFAULT,
         help="per-device batches to predict each mode along, for where splitting starts "
         "to pay (comma-separated; empty: none)",
     )
-    pr.add_argument(
+    p.add_argument(
         "--profile",
         default=None,
         help="the collective costs: cpu (this machine's recorded probes), a shipped "
         "profile (h100-nvlink, pcie-gpu) or a profile file; default: a probe of the N "
         "devices here",
     )
-    pr.add_argument("--timed-steps", type=int, default=10, help="timed steps per swept batch")
-    pr.add_argument("--out", default=None, help="also write the prediction as JSON here")
-    pr.add_argument(
+    p.add_argument("--timed-steps", type=int, default=10, help="timed steps per swept batch")
+    p.add_argument("--out", default=None, help="also write the prediction as JSON here")
+    p.add_argument(
         "--map",
         action="store_true",
         help="predict every workload of the map (`make map`) from its trained 1-device "
         "row, to check against the map's measured rows (records under RESULTS/map)",
     )
-    pr.add_argument(
+    p.add_argument(
         "--rows",
         action="store_true",
         help="predict every measured multi-device row of this machine's matrix of the "
         "scale (one, several processes, several nodes) from its 1-device row and "
         "--profile, for the report to check",
     )
-    pr.add_argument(
+    p.add_argument(
         "--results",
         default=str(environment.workdir("results")),
         help="where records live: a trained 1-device row of the problem recorded here "
         "(`odestudy run`) is swept instead of training again",
     )
-    pr.add_argument(
+    p.add_argument(
         "--retrain",
         action="store_true",
         help="train the model anew even where its trained 1-device row is recorded",
     )
-    add_wait_option(pr)
-    pr.set_defaults(func=_predict)
-    tu = sub.add_parser(
-        "tune",
-        help="the fastest step for a problem on this machine: its levers timed from the "
-        "trained model, alone then combined, kept where faster at equal loss",
-    )
-    tu.add_argument(
+    add_wait_option(p)
+
+
+def _tune_options(p: argparse.ArgumentParser) -> None:
+    """The options of `odestudy tune`."""
+    p.add_argument(
         "--problem",
         default="oscillator",
         help="a problem's name or module:object (as odestudy run --problem)",
     )
-    tu.add_argument("--scale", choices=tuple(SCALES), default="quick")
-    tu.add_argument("--controller", choices=tuple(CONTROLLERS), default="pid")
-    tu.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    tu.add_argument("--width", type=int, default=64, help="the field's hidden units")
-    tu.add_argument(
+    p.add_argument("--scale", choices=tuple(SCALES), default="quick")
+    p.add_argument("--controller", choices=tuple(CONTROLLERS), default="pid")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--width", type=int, default=64, help="the field's hidden units")
+    p.add_argument(
         "--out",
         default=None,
         help="the step file (JSON); default: where --recommended finds it, "
         "RESULTS/<machine>/tune/<device>-<problem>-<controller>-<scale>.json",
     )
-    tu.add_argument(
+    p.add_argument(
         "--added-levers",
         nargs="+",
         default=[],
@@ -785,26 +782,63 @@ def parser() -> argparse.ArgumentParser:
         help="also try these levers of your own (module:Class naming an "
         "odestudy.AbstractAddedLever)",
     )
-    tu.add_argument("--blocks", type=int, default=5, help="interleaved blocks per phase")
-    tu.add_argument("--steps-per-block", type=int, default=10)
-    tu.add_argument("--results", default=str(environment.workdir("results")))
-    add_wait_option(tu)
-    tu.set_defaults(func=_tune)
-    v = sub.add_parser(
-        "versions", help="the core rows under each JAX release (own environments), and their table"
-    )
-    v.add_argument("--runs", type=int, default=3, help="runs per row and release")
-    v.add_argument(
+    p.add_argument("--blocks", type=int, default=5, help="interleaved blocks per phase")
+    p.add_argument("--steps-per-block", type=int, default=10)
+    p.add_argument("--results", default=str(environment.workdir("results")))
+    add_wait_option(p)
+
+
+def _versions_options(p: argparse.ArgumentParser) -> None:
+    """The options of `odestudy versions`."""
+    p.add_argument("--runs", type=int, default=3, help="runs per row and release")
+    p.add_argument(
         "--sets",
         nargs="+",
         choices=VERSION_SETS,
         default=list(VERSION_SETS),
         help="the version sets to measure (default: all)",
     )
-    v.add_argument("--table-only", action="store_true", help="only write the table and figure")
-    add_wait_option(v)
-    v.add_argument("--figures", default=str(environment.workdir("figures")))
-    v.set_defaults(func=_versions)
+    p.add_argument("--table-only", action="store_true", help="only write the table and figure")
+    add_wait_option(p)
+    p.add_argument("--figures", default=str(environment.workdir("figures")))
+
+
+# Each command: its name, its help, the function that declares its options and the one
+# that runs it.
+COMMANDS = (
+    ("run", "run one scenario in a fresh kernel", _run_options, _run),
+    ("matrix", "run every scenario of a scale, resumably", _matrix_options, _matrix),
+    ("report", "tables, figures and the HTML report", _report_options, _report),
+    (
+        "predict",
+        "each mode's step time at N devices for a problem, from a short 1-device sweep",
+        _predict_options,
+        _predict,
+    ),
+    (
+        "tune",
+        "the fastest step for a problem on this machine: its levers timed from the "
+        "trained model, alone then combined, kept where faster at equal loss",
+        _tune_options,
+        _tune,
+    ),
+    (
+        "versions",
+        "the core rows under each JAX release (own environments), and their table",
+        _versions_options,
+        _versions,
+    ),
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line, built from each command's own declaration (`COMMANDS`)."""
+    p = argparse.ArgumentParser(prog="odestudy", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, help_text, options, func in COMMANDS:
+        command = sub.add_parser(name, help=help_text)
+        options(command)
+        command.set_defaults(func=func)
     return p
 
 

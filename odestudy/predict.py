@@ -469,9 +469,7 @@ def predict_modes(
     Returns the sweep, the terms (each measured or profiled, with its source) and one
     row per mode.
     """
-    from .measure.compat import pmap_implementation, pmap_is_shard_map
     from .measure.cost import step_cost_sweep
-    from .measure.environment import cpu_info
 
     check_prediction(target, profile)
     base, n = one_device(target), target.total_devices
@@ -489,18 +487,8 @@ def predict_modes(
     rows = predict_rows(sweep, target, gradient, loop_latency, per_iteration, anchor=anchor)
     along = predict_axis(sweep, target, gradient, loop_latency, per_iteration, axis,
                          anchor) if axis else None  # fmt: skip
-    cores = cpu_info().get("physical_cores")
-    implementation, one = pmap_implementation(), pmap_is_shard_map()
     return {
-        "scenario": target.to_dict(),
-        "n_devices": n,
-        "processes": target.processes,
-        "nodes": placement[2],
-        "profile": {
-            "name": profile.name,
-            "device": profile.device,
-            "description": profile.description,
-        },  # fmt: skip
+        **_placed(target, profile),
         "one_device_step_s": rows[0]["one_device_s"],
         "swept_step_s": next(
             r["step_time_s"] for r in sweep["rows"] if r["batch"] == target.global_batch
@@ -516,16 +504,42 @@ def predict_modes(
         "shard_loop_collectives_per_iteration": loops["shard"]["per_iteration"],
         "loop_collectives": loops,
         "terms": terms_said(sweep, base, gradient, loop_latency, loops, profile, anchor),
-        "pmap_implementation": implementation,
-        "pmap_is_shard_map": one,
-        "exceeds_cores": profile.device == target.device == "cpu"
-        and cores is not None
-        and n > int(cores),
+        **_this_jax(target, profile),
         "rows": rows,
         "step": step_said(target),
         "crossover": along,
         "sweep": sweep,
         "assumptions": list(ASSUMPTIONS),
+    }
+
+
+def _placed(target: Scenario, profile: HardwareProfile) -> dict[str, Any]:
+    """What a prediction is of: the scenario, its placement and the profile."""
+    return {
+        "scenario": target.to_dict(),
+        "n_devices": target.total_devices,
+        "processes": target.processes,
+        "nodes": target.nodes,
+        "profile": {
+            "name": profile.name,
+            "device": profile.device,
+            "description": profile.description,
+        },  # fmt: skip
+    }
+
+
+def _this_jax(target: Scenario, profile: HardwareProfile) -> dict[str, Any]:
+    """How this JAX runs `pmap`, and whether the CPU devices predicted exceed the cores."""
+    from .measure.compat import pmap_implementation, pmap_is_shard_map
+    from .measure.environment import cpu_info
+
+    cores = cpu_info().get("physical_cores")
+    return {
+        "pmap_implementation": pmap_implementation(),
+        "pmap_is_shard_map": pmap_is_shard_map(),
+        "exceeds_cores": profile.device == target.device == "cpu"
+        and cores is not None
+        and target.total_devices > int(cores),
     }
 
 

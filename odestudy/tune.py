@@ -19,13 +19,14 @@ All candidates run in one process: every lever of the step is a scenario field o
 compile option of its own executable, none a process setting.
 """
 
+import contextlib
 import dataclasses
 import itertools
 import json
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -103,6 +104,7 @@ class Tuner:
 
         self.s, self.blocks, self.steps, self.log = s, blocks, steps_per_block, log
         self.host_blocks: dict[str, list[Any]] = {}
+        self.solver_steps: dict[str, list[float]] = {}
         self.devices = scenario_devices(s)
         state: dict = {}
         t0 = time.perf_counter()
@@ -181,8 +183,10 @@ class Tuner:
         from .measure.timing import run_steps
 
         runs: dict[str, list[list[float]]] = {t.candidate.label: [] for t in trials}
-        # What the host did around each block (`measure.host`), kept in the step file.
+        # What the host did around each block (`measure.host`), kept in the step file,
+        # and each block's mean per-sample solver steps.
         self.host_blocks = {t.candidate.label: [] for t in trials}
+        self.solver_steps = {t.candidate.label: [] for t in trials}
         for _ in range(self.blocks):
             for t in trials:
                 run = run_steps(
@@ -197,6 +201,8 @@ class Tuner:
                 )
                 runs[t.candidate.label].append(run.times)
                 self.host_blocks[t.candidate.label].append(run.host)
+                steps = [np.mean(t.step.per_sample(n)) for n in run.num_steps]
+                self.solver_steps[t.candidate.label].append(float(np.mean(steps)))
         return runs
 
 
@@ -239,6 +245,7 @@ def measure_phase(
             speedup_ci=[lo, hi],
             step_times_runs_s=runs[r["label"]],
             host_blocks=tuner.host_blocks[r["label"]],
+            solver_steps_blocks=tuner.solver_steps[r["label"]],
         )
         equal = np.isfinite(r["check_loss"]) and r["check_loss"] <= (
             default["check_loss"] * loss_factor
@@ -328,49 +335,19 @@ def tune(
     s = s.default_step()
     started, t0 = now(), time.perf_counter()
     folder = machine_folder(results or DEFAULT_RESULTS)
-    cache = os.environ.get("ODESTUDY_DATA_CACHE")
-    with tempfile.TemporaryDirectory(prefix="odestudy-tune-") as tmp:
-        os.environ.setdefault("ODESTUDY_DATA_CACHE", tmp)
-        try:
-            log(f"training {s.problem_object.name} with the default step ...")
-            tuner = Tuner(s, blocks, steps_per_block, log)
-            trained_loss = float(s.ode_problem.trained_loss)
-            final = float(tuner.record["final_loss"])
-            log(f"trained to {final:.4g} (trained at {trained_loss:g}) in {tuner.train_s:.0f} s")
-            loss_factor = _loss_factor(s, final, folder, log)
-            default = Candidate("default", (), s)
-            first = tuner.check(tuner.compile(default))
-            facts = Facts(solver_steps=first["solver_steps_max"])
-            levers, refused = applicable(s, facts)
-            for name, why in refused.items():
-                log(f"  {name}: refused: {why}")
-            log(f"phase 1: {len(levers)} levers one at a time")
-            alone = [default, *(_candidate(s, [lever], facts) for lever in levers)]
-            rows = measure_phase(tuner, alone, "alone", loss_factor)
-            faster = {r["label"]: r for r in rows if r.get("verdict") == "faster"}
-            winners = sorted(
-                (lever for lever in levers if lever.name in faster),
-                key=lambda lever: -faster[lever.name]["speedup"],
-            )
-            combos = [_candidate(s, c, facts) for c in greedy(s, winners, facts)]
-            # The study's step for a problem it measured, beside them: a tune never
-            # chooses a step slower than it (`recommended.recommended`).
-            if study_measured(s) and recommended(s) != s:
-                combos.append(Candidate(STUDY_STEP, (STUDY_STEP,), recommended(s)))
-            final_rows = rows
-            spent = time.perf_counter() - t0
-            if combos and spent > budget_s / 2:
-                log(f"no combinations: the levers alone took {spent:.0f} s of {budget_s:.0f}")
-                combos = []
-            if combos:
-                log(f"phase 2: {len(combos)} combinations of the {len(winners)} faster levers")
-                best = [_candidate(s, winners[:1], facts)] if winners else []
-                final_rows = measure_phase(
-                    tuner, [default, *best, *combos], "combined", loss_factor
-                )
-        finally:
-            if cache is None:
-                os.environ.pop("ODESTUDY_DATA_CACHE", None)
+    with _data_cache():
+        log(f"training {s.problem_object.name} with the default step ...")
+        tuner = Tuner(s, blocks, steps_per_block, log)
+        trained_loss = float(s.ode_problem.trained_loss)
+        final = float(tuner.record["final_loss"])
+        log(f"trained to {final:.4g} (trained at {trained_loss:g}) in {tuner.train_s:.0f} s")
+        loss_factor = _loss_factor(s, final, folder, log)
+        first = tuner.check(tuner.compile(Candidate("default", (), s)))
+        facts = Facts(solver_steps=first["solver_steps_max"])
+        levers, refused = applicable(s, facts)
+        for name, why in refused.items():
+            log(f"  {name}: refused: {why}")
+        rows, final_rows = _phases(tuner, s, levers, facts, loss_factor, log, t0, budget_s)
     kept = [r for r in final_rows if r.get("verdict") == "faster"]
     chosen = max(kept, key=lambda r: r["speedup"]) if kept else None
     base = next(r for r in final_rows if r["label"] == "default")
@@ -411,6 +388,58 @@ def tune(
         "wall_time_s": time.perf_counter() - t0,
         **environment(s),
     }
+
+
+@contextlib.contextmanager
+def _data_cache() -> Iterator[None]:
+    """The data sets generated under a temporary folder (`ODESTUDY_DATA_CACHE`), unless
+    a cache is set."""
+    cache = os.environ.get("ODESTUDY_DATA_CACHE")
+    with tempfile.TemporaryDirectory(prefix="odestudy-tune-") as tmp:
+        os.environ.setdefault("ODESTUDY_DATA_CACHE", tmp)
+        try:
+            yield
+        finally:
+            if cache is None:
+                os.environ.pop("ODESTUDY_DATA_CACHE", None)
+
+
+def _phases(
+    tuner: "Tuner",
+    s: Scenario,
+    levers: list,
+    facts: Facts,
+    loss_factor: float,
+    log: Callable[[str], None],
+    t0: float,
+    budget_s: float,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows of phase 1 (the default and each lever alone) and of the last phase run
+    (phase 2, the faster levers combined, where there are combinations and the levers
+    alone took at most half of `budget_s` since `t0`; else phase 1's)."""
+    default = Candidate("default", (), s)
+    log(f"phase 1: {len(levers)} levers one at a time")
+    alone = [default, *(_candidate(s, [lever], facts) for lever in levers)]
+    rows = measure_phase(tuner, alone, "alone", loss_factor)
+    faster = {r["label"]: r for r in rows if r.get("verdict") == "faster"}
+    winners = sorted(
+        (lever for lever in levers if lever.name in faster),
+        key=lambda lever: -faster[lever.name]["speedup"],
+    )
+    combos = [_candidate(s, c, facts) for c in greedy(s, winners, facts)]
+    # The study's step for a problem it measured, beside them: a tune never chooses a
+    # step slower than it (`recommended.recommended`).
+    if study_measured(s) and recommended(s) != s:
+        combos.append(Candidate(STUDY_STEP, (STUDY_STEP,), recommended(s)))
+    spent = time.perf_counter() - t0
+    if combos and spent > budget_s / 2:
+        log(f"no combinations: the levers alone took {spent:.0f} s of {budget_s:.0f}")
+        return rows, rows
+    if not combos:
+        return rows, rows
+    log(f"phase 2: {len(combos)} combinations of the {len(winners)} faster levers")
+    best = [_candidate(s, winners[:1], facts)] if winners else []
+    return rows, measure_phase(tuner, [default, *best, *combos], "combined", loss_factor)
 
 
 def print_tune(out: dict[str, Any], print_line: Callable[[str], None] = print) -> None:

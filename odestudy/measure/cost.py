@@ -6,6 +6,7 @@ step."""
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
@@ -13,6 +14,7 @@ import jax
 import numpy as np
 
 from .loss import mean_value
+from .modes import ParallelStep
 from .scenario import Scenario, validate
 from .step import make_parallel_step, study_loss
 from .timing import median_time, run_steps
@@ -114,14 +116,7 @@ def step_cost_sweep(
     FLOPs and bytes from the compiled program; plus the fitted line and this machine's
     measured rates (`machine_rates`).
     """
-    validate(s)
-    if s.parallel.multi_device or s.total_devices != 1:
-        raise ValueError(
-            f"the step-cost sweep runs mode 'single' on 1 device, got "
-            f"{s.mode!r} on {s.total_devices}"
-        )
-    if any(b < 1 for b in batches) or len(set(batches)) < 2:
-        raise ValueError(f"batches must be >= 1 with at least two sizes, got {batches}")
+    _check_sweep(s, batches)
     devices = scenario_devices(s)
     state: dict[str, Any] = {} if state_out is None else state_out
     trained: dict[str, Any]
@@ -131,7 +126,7 @@ def step_cost_sweep(
         trained = load_trained(s, devices, trained_state[0], state_out=state)
         trained["final_loss"] = trained_state[1]
     params, static = eqx.partition(state["model"], eqx.is_inexact_array)
-    optimiser, data, problem = state["optimiser"], state["data"], state["problem"]
+    data, problem = state["data"], state["problem"]
     rng = np.random.default_rng(seed)
     loss = study_loss(s.ode_solve(problem))
 
@@ -141,66 +136,20 @@ def step_cost_sweep(
         batch, key = placed if problem.needs_key else (placed, None)
         return mean_value(loss(p, static, batch, key)[0])
 
-    rows: list[dict[str, Any]] = []
     size = problem.size(data)
     keys = iter(range(1 << 30))
-    for batch in batches:
-        step = make_parallel_step(s, devices, static, optimiser, problem=problem)
-        p, o = step.place_state(params, optimiser.init(params))
 
-        def sample(batch=batch, step=step):
-            idx = rng.choice(size, batch, replace=batch > size)
-            key = step_key(s, next(keys)) if problem.needs_key else None
-            return step.place_batch(problem.take(data, idx), key)
+    def sample(step: ParallelStep, batch: int) -> Any:
+        idx = rng.choice(size, batch, replace=batch > size)
+        key = step_key(s, next(keys)) if problem.needs_key else None
+        return step.place_batch(problem.take(data, idx), key)
 
-        placed = sample()
-        t0 = time.perf_counter()
-        compiled = step.compile(p, o, placed)
-        compile_time = time.perf_counter() - t0
-        samples = [placed, *(sample() for _ in range(warmup_steps + timed_steps - 1))]
-        run = run_steps(
-            compiled,
-            p,
-            o,
-            samples,
-            warmup_steps + timed_steps,
-            warmup_steps,
-            carry=False,
-            where=f"batch {batch}, step",
-        )
-        times = run.times
-        iterations = [int(np.max(np.asarray(n))) for n in run.num_steps]
-        placed = samples[-1]
-        median = float(np.median(times))
-        executed = float(np.mean(iterations))
-        forward_s = same_batch_s = None
-        if extras:  # forward alone against the whole step, both on the last batch
-            forward_compiled = forward.lower(p, placed).compile(step.compiler_options)
-            forward_s = median_time(forward_compiled, p, placed, repeats=timed_steps)
-            same_batch_s = median_time(compiled, p, o, placed, repeats=timed_steps)
-        rows.append(
-            {
-                "batch": batch,
-                "compile_time_s": compile_time,
-                "forward_time_s": forward_s,
-                "forward_share": forward_s / same_batch_s if forward_s and same_batch_s else None,
-                "step_time_s": median,
-                "step_time_p25_s": float(np.percentile(times, 25)),
-                "step_time_p75_s": float(np.percentile(times, 75)),
-                "step_times_s": times,
-                "iterations_executed": executed,
-                # Every sample's solver steps over the timed steps: the distribution
-                # the lock-step term of a prediction draws device shares from.
-                "per_sample_steps": np.concatenate(
-                    [np.asarray(n).reshape(-1) for n in run.num_steps]
-                )
-                .astype(int)
-                .tolist(),
-                "per_iteration_s": median / executed,
-                "flops_cost_analysis": _cost(compiled, "flops"),
-                "bytes_cost_analysis": _cost(compiled, "bytes accessed"),
-            }
-        )
+    timing = (timed_steps, warmup_steps)
+    rows = [
+        _batch_row(s, devices, state, (params, static), batch, sample, timing,
+                   forward if extras else None)
+        for batch in batches
+    ]  # fmt: skip
     fit = fit_per_iteration(
         [int(r["batch"]) for r in rows], [float(r["per_iteration_s"]) for r in rows]
     )
@@ -212,4 +161,72 @@ def step_cost_sweep(
         "fit": fit,
         "rates": machine_rates(devices[0]) if extras else None,
         **environment(s),
+    }
+
+
+def _check_sweep(s: Scenario, batches: tuple[int, ...]) -> None:
+    """Refuse a sweep of anything but one device, or of fewer than two batch sizes."""
+    validate(s)
+    if s.parallel.multi_device or s.total_devices != 1:
+        raise ValueError(
+            f"the step-cost sweep runs mode 'single' on 1 device, got "
+            f"{s.mode!r} on {s.total_devices}"
+        )
+    if any(b < 1 for b in batches) or len(set(batches)) < 2:
+        raise ValueError(f"batches must be >= 1 with at least two sizes, got {batches}")
+
+
+def _batch_row(
+    s: Scenario,
+    devices: list,
+    state: dict[str, Any],
+    model: tuple[Any, Any],
+    batch: int,
+    sample: Callable[[ParallelStep, int], Any],
+    timing: tuple[int, int],
+    forward: Any = None,
+) -> dict[str, Any]:
+    """One batch's row of the sweep: the step of the trained `model` (its parameters and
+    static part) compiled and timed (`timing`: steps timed, then discarded first) on
+    batches of `sample`; with `forward`, the forward pass alone against the whole step,
+    both on the last batch."""
+    (params, static), (timed_steps, warmup_steps) = model, timing
+    optimiser = state["optimiser"]
+    step = make_parallel_step(s, devices, static, optimiser, problem=state["problem"])
+    p, o = step.place_state(params, optimiser.init(params))
+    placed = sample(step, batch)
+    t0 = time.perf_counter()
+    compiled = step.compile(p, o, placed)
+    compile_time = time.perf_counter() - t0
+    samples = [placed, *(sample(step, batch) for _ in range(warmup_steps + timed_steps - 1))]
+    run = run_steps(
+        compiled, p, o, samples, warmup_steps + timed_steps, warmup_steps, carry=False,
+        where=f"batch {batch}, step",
+    )  # fmt: skip
+    times = run.times
+    executed = float(np.mean([int(np.max(np.asarray(n))) for n in run.num_steps]))
+    median = float(np.median(times))
+    forward_s = same_batch_s = None
+    if forward is not None:
+        forward_compiled = forward.lower(p, samples[-1]).compile(step.compiler_options)
+        forward_s = median_time(forward_compiled, p, samples[-1], repeats=timed_steps)
+        same_batch_s = median_time(compiled, p, o, samples[-1], repeats=timed_steps)
+    return {
+        "batch": batch,
+        "compile_time_s": compile_time,
+        "forward_time_s": forward_s,
+        "forward_share": forward_s / same_batch_s if forward_s and same_batch_s else None,
+        "step_time_s": median,
+        "step_time_p25_s": float(np.percentile(times, 25)),
+        "step_time_p75_s": float(np.percentile(times, 75)),
+        "step_times_s": times,
+        "iterations_executed": executed,
+        # Every sample's solver steps over the timed steps: the distribution the
+        # lock-step term of a prediction draws device shares from.
+        "per_sample_steps": np.concatenate([np.asarray(n).reshape(-1) for n in run.num_steps])
+        .astype(int)
+        .tolist(),
+        "per_iteration_s": median / executed,
+        "flops_cost_analysis": _cost(compiled, "flops"),
+        "bytes_cost_analysis": _cost(compiled, "bytes accessed"),
     }

@@ -58,6 +58,7 @@ class Record(TypedDict, total=False):
     step_time_runs_s: list[float]
     step_times_runs_s: list[list[float]]
     host_runs: list[dict[str, Any] | None]  # per run: `measure.host.Watch`'s sample
+    solver_steps_runs: list[float | None]  # per run: mean per-sample solver steps timed
     epoch_time_s: float
     final_loss: float
     trained: bool  # final_loss reached the problem's trained_loss

@@ -98,6 +98,9 @@ def time_repeat(s, out_dir: str | os.PathLike, timed_steps: int = REPEAT_STEPS) 
             step_time_runs_s=[float(np.median(times))],
             step_times_runs_s=[times],
             host_runs=[run.host],
+            solver_steps_runs=[
+                float(np.mean([np.mean(step.per_sample(n)) for n in run.num_steps]))
+            ],
         )
     except Exception as exc:  # a failed repeat is recorded, the round goes on
         result.update(status="failed", error=f"{type(exc).__name__}: {exc}")

@@ -41,7 +41,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -131,6 +131,18 @@ def copy_arrays(tree: Any) -> Any:
     import jax
 
     return jax.tree.map(lambda x: x.copy() if isinstance(x, jax.Array) else x, tree)
+
+
+def pooled(runs: Sequence[Sequence[float]]) -> dict[str, Any]:
+    """The step-time fields of a record holding `runs` (each run's step times): each
+    run's median, and the median and quartiles of all runs' steps pooled."""
+    steps = np.concatenate([np.asarray(run, float) for run in runs])
+    return {
+        "step_time_runs_s": [float(np.median(run)) for run in runs],
+        "step_time_s": float(np.median(steps)),
+        "step_time_p25_s": float(np.percentile(steps, 25)),
+        "step_time_p75_s": float(np.percentile(steps, 75)),
+    }
 
 
 def median_time(fn: Callable, *args: Any, repeats: int = 10) -> float:

@@ -440,24 +440,9 @@ def train(
     cost = solver_cost(times) if s.batching == "grouped" else None
     batches = batch_stream(len(times), s.global_batch, s.seed, cost)
     tracker = Progress(s, setup, progress)
-    lengths = stage_lengths(times.shape[1], s.length_fractions)
-    programs: dict[int, CompiledStep] = {}
-    stages: list[Stage] = []
-    params, opt_state = setup.params, setup.opt_state
-    for number, length in enumerate(lengths):
-        if number and s.optimiser_state == "fresh":
-            # The reference starts each length stage with a new optimiser state.
-            host = setup.step.unplace(params)
-            params, opt_state = setup.step.place_state(host, setup.optimiser.init(host))
-        series = stage_data(s, setup.problem, setup.data, length, lengths[-1])
-        # The last stage's program is kept for repeats (with PID it is the first's).
-        keep = state_out if np.shape(setup.problem.times(series))[1] == lengths[-1] else None
-        stage = train_stage(
-            s, setup, number, length, series, batches, programs, params, opt_state, tracker, keep
-        )
-        stages.append(stage)
-        params, opt_state = stage.params, stage.opt_state
+    stages = _train_stages(s, setup, times.shape[1], batches, tracker, state_out)
     last_stage = stages[-1]
+    params, opt_state = last_stage.params, last_stage.opt_state
     trace_path = None
     if s.trace and trace_dir:
         trace_path = trace_steps(
@@ -491,6 +476,36 @@ def train(
         devices[0].device_kind,
         trace_path,
     )
+
+
+def _train_stages(
+    s: Scenario,
+    setup: Setup,
+    points: int,
+    batches: Iterator,
+    tracker: Progress,
+    state_out: dict | None,
+) -> list[Stage]:
+    """Train each length stage of `s` in turn (`train_stage`) on series of `points`
+    observation times, each from the last's parameters (and optimiser state, unless
+    `s.optimiser_state` is fresh, as in the reference)."""
+    lengths = stage_lengths(points, s.length_fractions)
+    programs: dict[int, CompiledStep] = {}
+    stages: list[Stage] = []
+    params, opt_state = setup.params, setup.opt_state
+    for number, length in enumerate(lengths):
+        if number and s.optimiser_state == "fresh":
+            host = setup.step.unplace(params)
+            params, opt_state = setup.step.place_state(host, setup.optimiser.init(host))
+        series = stage_data(s, setup.problem, setup.data, length, lengths[-1])
+        # The last stage's program is kept for repeats (with PID it is the first's).
+        keep = state_out if np.shape(setup.problem.times(series))[1] == lengths[-1] else None
+        stage = train_stage(
+            s, setup, number, length, series, batches, programs, params, opt_state, tracker, keep
+        )
+        stages.append(stage)
+        params, opt_state = stage.params, stage.opt_state
+    return stages
 
 
 def load_trained(
@@ -554,6 +569,9 @@ def measurements(
         "step_time_runs_s": [last["step_time_s"]],
         "step_times_runs_s": [last["step_times_s"]],
         "host_runs": [last.get("host")],
+        # Per run, the mean per-sample solver steps of its timed steps: what a step's
+        # cost rises or falls with as the model trains.
+        "solver_steps_runs": [last["solver_steps"]["mean"]],
         "cold_run_fields": [
             "compile_time_s",
             "compile_time_per_stage_s",

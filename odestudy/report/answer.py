@@ -169,6 +169,12 @@ def _base_said(a: ControllerAnswer) -> str:
     return f"{escape(a.best.said())} ({levers})"
 
 
+def _span(values: Sequence[float]) -> str:
+    """The range of `values` to two decimals, one number where both ends read alike."""
+    low, high = f"{min(values):.2f}", f"{max(values):.2f}"
+    return low if low == high else f"{low}–{high}"
+
+
 def render_controller(a: ControllerAnswer) -> str:
     """`a` as one bullet: the best 1-device step (its levers) and its time, the lead
     modes' speedups over it with each session's ratio, and the other modes' range (the
@@ -182,10 +188,8 @@ def render_controller(a: ControllerAnswer) -> str:
         for c, r in lead
     )
     if rest:
-        low = min(c.value for c in rest)
-        high = max(c.value for c in rest)
         names = " and ".join(f"`{escape(c.comparison.mode)}`" for c in rest)
-        modes += f"; {names} {low:.2f}–{high:.2f}x"
+        modes += f"; {names} {_span([c.value for c in rest])}x"
     text = (
         f"- **{escape(a.controller)}**, over the best 1-device step, {_base_said(a)}: "
         f"{modes}" + (" (one run)" if a.one_run else "") + "."
@@ -396,12 +400,13 @@ def in_short(answers: Sequence[ControllerAnswer]) -> str:
             continue
         c, r = lead[0]
         agree = ""
-        if r is not None:
+        if r is not None and c.verdict is not Verdict.FEW_SESSIONS:
             alike = sum(s.verdict is c.verdict for s in r.sessions)
             agree = f"; {alike} of {len(r.sessions)} sessions agree on their own"
         do = {
             Verdict.FASTER: f"split the batch with `{escape(c.comparison.mode)}`",
             Verdict.SLOWER: "keep one device",
+            Verdict.FEW_SESSIONS: f"`{escape(c.comparison.mode)}` is {verdict_words(c.verdict)}",
         }.get(
             c.verdict,
             f"`{escape(c.comparison.mode)}` is {verdict_words(c.verdict)}: one device does as well",
@@ -418,9 +423,7 @@ def in_short(answers: Sequence[ControllerAnswer]) -> str:
     slow = ""
     if rest:
         names = " and ".join(sorted({f"`{escape(c.comparison.mode)}`" for c in rest}))
-        slow = (
-            f" {names}: {min(c.value for c in rest):.2f}–{max(c.value for c in rest):.2f}x of it."
-        )
+        slow = f" {names}: {_span([c.value for c in rest])}x of it."
     return (
         f"**In short, CPU** ({a.n} virtual devices on {escape(cores)} cores, {a.batch} series "
         "per device, against the best 1-device step): " + "; ".join(said) + "." + slow

@@ -315,18 +315,6 @@ def _use(a: Judged) -> list[str]:
     ]
 
 
-def _in(kind: str, c: str, mode: str) -> Any:
-    """A test of one session's judgement: `mode` is among its `kind` rows of `c`; None
-    where the session holds no row of `mode` under `c` (it does not answer)."""
-
-    def test(p: dict[str, Judgement]) -> bool | None:
-        if c not in p or not any(mode in _modes(p[c].of(k)) for k in KINDS):
-            return None
-        return mode in _modes(p[c].of(kind))
-
-    return test
-
-
 def _avoid_and_level(a: Judged) -> list[str]:
     """A bullet per mode slower than one device, and per mode not separable from it."""
     lines = []

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.stats
 
 from ..measure.problem import DEFAULT_PROBLEM
 from ..study import records
@@ -176,8 +177,6 @@ def differs(a: dict[str, Any], b: dict[str, Any] | float | None) -> bool:
 # The loss rule's margin: a step is not worse than the default where its final loss,
 # seed for seed, is at most this much above the default's (`non_inferior`).
 MARGIN = 0.10
-# The one-sided t quantile (95%) by degrees of freedom, for `non_inferior`.
-_T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860}
 
 
 def non_inferior(variant: LossSpread, default: LossSpread) -> bool | None:
@@ -190,7 +189,8 @@ def non_inferior(variant: LossSpread, default: LossSpread) -> bool | None:
     if len(pairs) < MIN_SEEDS:
         return None
     logs = np.log([v / d for v, d in pairs])
-    upper = logs.mean() + _T95.get(len(logs) - 1, 1.833) * logs.std(ddof=1) / np.sqrt(len(logs))
+    t95 = scipy.stats.t.ppf(0.95, len(logs) - 1)  # one-sided 95%
+    upper = logs.mean() + t95 * logs.std(ddof=1) / np.sqrt(len(logs))
     return bool(upper <= np.log1p(MARGIN))
 
 

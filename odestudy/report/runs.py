@@ -6,7 +6,10 @@ step cost changes while it trains (a flow whose solver takes more steps as it le
 the two differ, and pooling them mixes two quantities. So wherever a record has
 repeats, the report times **the trained model's step**: the repeats' steps alone, and
 keeps the cold run's median apart (`cold_step_time_s`). `odestudy tune` and `odestudy
-predict` time the trained state too. A record of one run (the seed scale, a GPU row)
+predict` time the trained state too (tests/test_rising_cost.py). A repeat carries its
+steps' updates, as training does: for a trained model that moves its cost by nothing
+measurable, but a model that did not train goes on learning in its repeats, and its
+record says it did not train. A record of one run (the seed scale, a GPU row)
 keeps its one run, said so as "one run" wherever it is used.
 
 A run whose block the host contended (`measure.host.contended`) is left out where
@@ -19,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..measure import host
+from ..measure.timing import pooled
 from ..study.rec import Rec
 
 
@@ -38,13 +42,9 @@ def trained_state(rec: Rec) -> Rec:
         kept = [i for i in kept if i not in why]
     else:
         why = {}
-    pooled = np.concatenate([np.asarray(runs[i], float) for i in kept])
     out: dict[str, Any] = {
         "step_times_runs_s": [runs[i] for i in kept],
-        "step_time_runs_s": [float(np.median(runs[i])) for i in kept],
-        "step_time_s": float(np.median(pooled)),
-        "step_time_p25_s": float(np.percentile(pooled, 25)),
-        "step_time_p75_s": float(np.percentile(pooled, 75)),
+        **pooled([runs[i] for i in kept]),
         "cold_step_time_s": float(np.median(runs[0])),
         "contended_runs": [f"run {i + 1}: {w}" for i, w in sorted(why.items())],
     }
@@ -67,14 +67,7 @@ def merged(recs: Sequence[Rec]) -> list[Rec]:
             continue
         found = sorted(found, key=lambda r: str(r.started or ""))
         runs = [run for r in found for run in (r.step_times_runs_s or [])]
-        pooled = np.concatenate([np.asarray(run, float) for run in runs])
         joined = Rec(found[-1])
-        joined.update(
-            step_times_runs_s=runs,
-            step_time_runs_s=[float(np.median(run)) for run in runs],
-            step_time_s=float(np.median(pooled)),
-            step_time_p25_s=float(np.percentile(pooled, 25)),
-            step_time_p75_s=float(np.percentile(pooled, 75)),
-        )
+        joined.update(step_times_runs_s=runs, **pooled(runs))
         out.append(joined)
     return out

@@ -95,11 +95,32 @@ def run_ceiling(
     if s.total_devices != 1 or s.parallel.multi_device:
         raise ValueError("the ceiling runs 1-device scenarios (mode 'single')")
     path = ceiling_path(scale_folder, s.controller, s.step_tag())
+    env = {**child_environment("cpu", 1), **cache_environment(out_dir)}
+    rec = _ceiling_record(s, out_dir, path, env, steps)
+    run: dict[str, Any] = {"started": environment.now()}
+    with (
+        measuring(f"machine ceiling, {s.controller}"),
+        tempfile.TemporaryDirectory(prefix="odestudy-ceiling-") as tmp,
+    ):
+        try:
+            run.update(_phase_times(s, Path(tmp), out_dir, env, steps), status="ok")
+        except Exception as exc:  # recorded; the matrix goes on
+            run.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+    run["finished"] = environment.now()
+    rec["runs"] = [*rec.get("runs", []), run]
+    records.write_json_atomic(path, rec)
+    return rec
+
+
+def _ceiling_record(
+    s: Scenario, out_dir: str | os.PathLike, path: Path, env: dict[str, str], steps: int
+) -> dict[str, Any]:
+    """The ceiling record at `path` to append a run to: its runs kept while the probe's
+    cold run, machine, versions, protocol and measurement environment are the same."""
     try:
         rec = records.read_json(path)
     except (OSError, ValueError):
         rec = {}
-    env = {**child_environment("cpu", 1), **cache_environment(out_dir)}
     try:
         probe_run_id = records.read_record(Path(out_dir) / records.RECORD_NAME).get("run_id")
     except (OSError, ValueError):
@@ -123,60 +144,53 @@ def run_ceiling(
         phases=[name for name, _ in PHASES],
         steps=steps,
     )
-    run: dict[str, Any] = {"started": environment.now()}
-    with (
-        measuring(f"machine ceiling, {s.controller}"),
-        tempfile.TemporaryDirectory(prefix="odestudy-ceiling-") as tmp,
-    ):
-        work = Path(tmp)
-        job = work / "job.json"
-        job.write_text(
-            json.dumps(
-                {"scenario": s.to_dict(), "out_dir": str(Path(out_dir).resolve()), "steps": steps}
-            )
-        )
-        procs = []
-        try:
-            for rank in range(3):
-                pin = _pinned if rank == 2 else None
-                procs.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "odestudy.study.ceiling", str(job), str(rank)],
-                        env=env,
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.PIPE,
-                        text=True,
-                        preexec_fn=pin,
-                    )
-                )
-            for rank in range(3):
-                _wait_for(work / f"ready{rank}")
-            for number in range(len(PHASES)):
-                (work / f"go{number}").touch()
-                for rank in range(3):
-                    _wait_for(work / f"done{number}.{rank}")
-            for p in procs:
-                _, err = p.communicate(timeout=BARRIER_TIMEOUT_S)
-                if p.returncode:
-                    raise RuntimeError(
-                        f"ceiling process exited with {p.returncode}: "
-                        + ((err or "").strip().splitlines() or ["?"])[-1]
-                    )
-            times = [json.loads((work / f"times{r}.json").read_text()) for r in range(3)]
-            for number, (name, ranks) in enumerate(PHASES):
-                run.setdefault(name, []).extend(times[r]["phases"][str(number)] for r in ranks)
-            run["status"] = "ok"
-        except Exception as exc:  # recorded; the matrix goes on
-            run.update(status="failed", error=f"{type(exc).__name__}: {exc}")
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-    run["finished"] = environment.now()
-    rec["runs"] = [*rec.get("runs", []), run]
-    records.write_json_atomic(path, rec)
     return rec
+
+
+def _phase_times(
+    s: Scenario, work: Path, out_dir: str | os.PathLike, env: dict[str, str], steps: int
+) -> dict[str, list]:
+    """Run the three ceiling processes in `work` through every phase together; returns
+    each phase's step times by name (raises where a process fails)."""
+    job = work / "job.json"
+    job.write_text(
+        json.dumps(
+            {"scenario": s.to_dict(), "out_dir": str(Path(out_dir).resolve()), "steps": steps}
+        )
+    )
+    procs: list[subprocess.Popen] = []
+    try:
+        for rank in range(3):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "odestudy.study.ceiling", str(job), str(rank)],
+                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                    preexec_fn=_pinned if rank == 2 else None,
+                )
+            )  # fmt: skip
+        for rank in range(3):
+            _wait_for(work / f"ready{rank}")
+        for number in range(len(PHASES)):
+            (work / f"go{number}").touch()
+            for rank in range(3):
+                _wait_for(work / f"done{number}.{rank}")
+        for p in procs:
+            _, err = p.communicate(timeout=BARRIER_TIMEOUT_S)
+            if p.returncode:
+                raise RuntimeError(
+                    f"ceiling process exited with {p.returncode}: "
+                    + ((err or "").strip().splitlines() or ["?"])[-1]
+                )
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    times = [json.loads((work / f"times{r}.json").read_text()) for r in range(3)]
+    out: dict[str, list] = {}
+    for number, (name, ranks) in enumerate(PHASES):
+        out.setdefault(name, []).extend(times[r]["phases"][str(number)] for r in ranks)
+    return out
 
 
 def last_ceiling(rec: dict[str, Any]) -> float | None:

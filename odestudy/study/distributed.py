@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ..measure import environment
 from ..measure.devices import child_environment, configure_devices
@@ -127,7 +127,6 @@ def launch(
         scenario_file.write_text(json.dumps(s.to_dict()))
         out_file = Path(tmp) / "record.json"
         env = child_environment("cpu" if s.device == "cpu" else "gpu", s.devices_per_process)
-        procs, logs = [], []
         common = [
             "--scenario",
             str(scenario_file),
@@ -136,74 +135,74 @@ def launch(
             *(["--state", str(Path(state_path).resolve())] if state_path else []),
             *(["--repeat", str(Path(repeat_dir).resolve())] if repeat_dir else []),
         ]
+        procs: list[subprocess.Popen] = []
+        logs: list[IO[str]] = []
         try:
             for rank in range(1 if _under_srun() else s.processes):
-                command = (
-                    srun_command(s, common)
-                    if _under_srun()
-                    else [
-                        sys.executable,
-                        "-m",
-                        "odestudy.study.distributed",
-                        *common,
-                        "--coordinator",
-                        f"127.0.0.1:{port}",
-                        "--num-processes",
-                        str(s.processes),
-                        "--process-id",
-                        str(rank),
-                        "--parent-pid",
-                        str(os.getpid()),
-                    ]
-                )
                 log = open(Path(tmp) / f"worker{rank}.log", "w+")
                 logs.append(log)
+                command = _worker_command(s, common, rank, port)
                 procs.append(
                     subprocess.Popen(
-                        command,
-                        env=env,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
+                        command, env=env, stdout=log, stderr=subprocess.STDOUT,
                         start_new_session=True,
                     )
-                )
+                )  # fmt: skip
             if on_start is not None:
                 on_start([p.pid for p in procs])
-            error = None
-            while True:
-                codes = [p.poll() for p in procs]
-                bad = [(r, c) for r, c in enumerate(codes) if c is not None and c != 0]
-                if bad:
-                    rank, code = bad[0]
-                    how = f"signal {-code}" if code < 0 else f"exit code {code}"
-                    error = (
-                        f"the srun step of {s.processes} processes failed with {how}"
-                        if _under_srun()
-                        else f"process {rank} of {s.processes} failed with {how}"
-                    )
-                    break
-                if all(c == 0 for c in codes):
-                    break
-                if time.perf_counter() - start > timeout_s:
-                    error = f"timed out after {timeout_s:.0f} s"
-                    break
-                time.sleep(0.2)
+            error = _wait(s, procs, start, timeout_s)
         finally:
             _kill_all(procs)
         if error is None and out_file.exists():
             return records.read_record(out_file)
-        tails = []
-        for rank, log in enumerate(logs):
-            log.seek(0)
-            text = log.read().strip().splitlines()[-8:]
-            tails.append(f"--- process {rank} ---\n" + "\n".join(text))
-            log.close()
         return failed_record(
             s,
             error or "process 0 wrote no record",
             runtime_s=time.perf_counter() - start,
-            worker_logs="\n".join(tails),
+            worker_logs=_tails(logs),
         )
+
+
+def _worker_command(s: Scenario, common: list[str], rank: int, port: int) -> list[str]:
+    """The command of worker `rank`: the tasks of an srun step under srun, else a local
+    process joined to the others on loopback `port`."""
+    if _under_srun():
+        return srun_command(s, common)
+    return [
+        sys.executable, "-m", "odestudy.study.distributed", *common,
+        "--coordinator", f"127.0.0.1:{port}", "--num-processes", str(s.processes),
+        "--process-id", str(rank), "--parent-pid", str(os.getpid()),
+    ]  # fmt: skip
+
+
+def _wait(s: Scenario, procs: list[subprocess.Popen], start: float, timeout_s: float) -> str | None:
+    """Wait for every worker to exit 0 (None), the first to fail, or the time limit
+    (what went wrong)."""
+    while True:
+        codes = [p.poll() for p in procs]
+        bad = [(r, c) for r, c in enumerate(codes) if c is not None and c != 0]
+        if bad:
+            rank, code = bad[0]
+            how = f"signal {-code}" if code < 0 else f"exit code {code}"
+            if _under_srun():
+                return f"the srun step of {s.processes} processes failed with {how}"
+            return f"process {rank} of {s.processes} failed with {how}"
+        if all(c == 0 for c in codes):
+            return None
+        if time.perf_counter() - start > timeout_s:
+            return f"timed out after {timeout_s:.0f} s"
+        time.sleep(0.2)
+
+
+def _tails(logs: list[IO[str]]) -> str:
+    """The last lines of each worker's log (closed), for a failed record."""
+    tails = []
+    for rank, log in enumerate(logs):
+        log.seek(0)
+        text = log.read().strip().splitlines()[-8:]
+        tails.append(f"--- process {rank} ---\n" + "\n".join(text))
+        log.close()
+    return "\n".join(tails)
 
 
 def _exit_with_parent(parent: int | None = None) -> None:

@@ -1,5 +1,6 @@
 """The study's scenario matrix: which scenarios, where records go, resumable runs."""
 
+import functools
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from pathlib import Path
@@ -192,77 +193,43 @@ def run_matrix(
     device_count: int | None = None,
     dry_run: bool = False,
 ) -> list[Record]:
-    """Run the matrix one scenario at a time in rounds: every scenario's first, cold
-    run (a fresh kernel), then every scenario's repeats (`repeats.REPEATS` runs in all
-    for the scaling study; `repeats.run_repeat_round`), one round at a time, so that a
-    slow spell of the machine hits all configurations alike.
+    """Run the matrix in rounds: every scenario's cold run (a fresh kernel), then its
+    repeats (`repeats.run_repeat_round`) round by round, so that a slow spell of the
+    machine hits all configurations alike; print the plan (`plan_line`) with its
+    estimated duration, then one line per run. Returns each scenario's last record.
 
-    A scenario with a reusable record (`reusable`: ok, this machine, same versions,
-    protocol and measurement environment) is not run again unless `force`; one with
-    fewer runs than wanted gets its missing repeats. A failing scenario is recorded as
-    failed and the matrix goes on (and runs it again next time). Rows that cannot run
-    here get a `not_run` record. `selection` (see `parse_selection`) keeps only the
-    scenarios that match it (none matching is an error); `repeats` sets the runs per
-    scenario (default `repeats.REPEATS` for the scaling and explain studies, 1 for the
-    version study and the seed scale). `recommended` applies `recommended.recommended` to every
-    scenario of the scaling study; `step` (a step file of `odestudy tune`, `steps.read_step`)
-    applies its levers to the scaling study's rows of its controller and device kind, the
-    others left out. `full`: the whole matrix rather than the one sized to
-    this machine (`plan`). `ceiling`: in every repeat round, also measure this
-    machine's weak-scaling ceiling (`ceiling.run_ceiling`) on the 1-device scenario of
-    each controller; by default with the scaling study's CPU rows.
-
+    - A reusable record (`plan.reusable`) stands unless `force`; one with fewer runs
+      than `repeats` (default: the study's) gets its missing repeats. A failing
+      scenario is recorded as failed and the matrix goes on; rows that cannot run here
+      get a `not_run` record.
+    - `only`, `selection` (`parse_selection`; none matching is an error), `full` (the
+      whole matrix, not the one sized to this machine), `recommended`
+      (`recommended.recommended` on every scaling row), `step` (an `odestudy tune`
+      step file applied to the rows it was tuned for) and `problem` (what every
+      scenario trains: a name, `module:object` or an importable problem object) choose
+      the scenarios; `device_count` sizes the matrix to that many devices of `device`
+      instead of to this machine (`check_sizing`).
+    - `ceiling`: also measure the machine's weak-scaling ceiling each repeat round (by
+      default with the scaling study's CPU rows).
     - `executor`: who makes the runs (`executors.LocalExecutor`, the default, or
-      `slurm.SlurmExecutor`).
-    - `wait`: where another measurement holds this machine's lock (`lock.measuring`),
-      wait for it; otherwise `lock.MachineBusy` is raised before anything is written.
-    - `problem`: what every scenario trains (`Scenario.for_problem`; a scenario the
-      problem cannot run, such as a spread on a problem without one, is left out): a
-      name, `module:object`, or a problem object whose class the kernels can import
-      (`problem.problem_spec`). One registered in this process only is refused: the runs
-      are processes of their own.
-    - `device_count`: size the matrix to this many devices of the kind `device` (`cpu` or
-      `gpu`), present or not, instead of to this machine (`check_sizing`): GPU rows on
-      more GPUs than are present where the executor runs them cannot run
-      (`Executor.gpus`: this machine's, or with SLURM, the partition's as counted).
-    - `dry_run`: print the plan, scenario by scenario (`dry_run_lines`), and return the
-      records it would reuse: nothing runs, and no record, lock or probe is made.
-
-    Prints the plan (`plan_line`) with an estimate of its duration first, then one
-    line per run.
+      `slurm.SlurmExecutor`); `wait`: wait for another measurement's lock
+      (`lock.measuring`) rather than raise `lock.MachineBusy`.
+    - `dry_run`: print the plan scenario by scenario (`dry_run_lines`) and return the
+      records it would reuse; nothing runs and nothing is written.
     """
-    problem = problem_spec(problem)
-    if in_this_process_only(problem):
-        raise ValueError(
-            f"problem {problem!r} is registered in this process only; the matrix runs each "
-            "scenario in a process of its own: define its class in a module they can import "
-            "and pass the object or module:object"
-        )
+    problem = _spawnable(problem)
     executor = executor or LocalExecutor()
     sizing = Sizing(device_count, executor.gpus(device_count))
     runnable, not_run, wanted, probes = _scenarios_to_run(
-        scale,
-        device,
-        study,
-        full,
-        only,
-        selection,
-        repeats,
-        recommended,
-        ceiling,
-        problem,
-        sizing,
-        step,
-    )
+        scale, device, study, full, only, selection, repeats, recommended, ceiling, problem,
+        sizing, step,
+    )  # fmt: skip
     executor.check(runnable)
     results = Path(results)
     name = get_study(study).name
     whole = full or scale == "seed"
+    current = functools.partial(executor.current, results=results)
     if dry_run:
-
-        def current(s: Scenario) -> CurrentRecord:
-            return executor.current(s, results)
-
         every = [*runnable, *(s for s, _ in not_run)]
         the_plan = make_plan(every, not_run, wanted, current, force=force, probes=probes)
         summary = plan_line(the_plan, scale, name, whole, results, sizing, device)
@@ -271,33 +238,53 @@ def run_matrix(
     held = measuring(f"{scale} {name} matrix", wait) if executor.needs_lock() else nullcontext()
     with held:
         _write_not_run(not_run, results)
-        the_plan = make_plan(
-            runnable,
-            not_run,
-            wanted,
-            lambda s: executor.current(s, results),
-            force=force,
-            probes=probes,
-        )
+        the_plan = make_plan(runnable, not_run, wanted, current, force=force, probes=probes)
         if force and executor.needs_lock():  # this machine's records, measured again
-            when = environment.now().replace(":", "").replace("-", "")[:13]
-            for s in runnable:
-                records.keep_replaced(records.record_path(s, results), results, when)
+            _keep_replaced(runnable, results)
         if show_progress:
             print(plan_line(the_plan, scale, name, whole, results, sizing, device), flush=True)
-        todo = sum(max(0, n) for n in the_plan.missing.values())
-        probed = (
-            session_probe(*probe_devices(runnable), records.machine_folder(results))
-            if todo and executor.needs_lock()
-            else nullcontext()
-        )
-        progress = Progress(todo, f"{scale} matrix", show_progress)
-        try:
-            with probed:
-                done = executor.execute(the_plan, results, progress)
-        finally:
-            progress.close()
+        done = _execute(the_plan, executor, results, f"{scale} matrix", show_progress)
     return [done[s] for s in runnable]
+
+
+def _spawnable(problem: "str | AnyProblem") -> str:
+    """`problem` as the runs' own processes can import it (`problem.problem_spec`); one
+    registered in this process only is refused."""
+    problem = problem_spec(problem)
+    if in_this_process_only(problem):
+        raise ValueError(
+            f"problem {problem!r} is registered in this process only; the matrix runs each "
+            "scenario in a process of its own: define its class in a module they can import "
+            "and pass the object or module:object"
+        )
+    return problem
+
+
+def _keep_replaced(runnable: list[Scenario], results: Path) -> None:
+    """Keep the records about to be measured again (`records.keep_replaced`), under this
+    moment's time."""
+    when = environment.now().replace(":", "").replace("-", "")[:13]
+    for s in runnable:
+        records.keep_replaced(records.record_path(s, results), results, when)
+
+
+def _execute(
+    the_plan: MatrixPlan, executor: Executor, results: Path, label: str, show_progress: bool
+) -> dict[Scenario, Record]:
+    """Carry `the_plan` out with `executor`, in a session probe of this machine where
+    it times runs here (`probing.session_probe`)."""
+    todo = sum(max(0, n) for n in the_plan.missing.values())
+    probed = (
+        session_probe(*probe_devices(list(the_plan.scenarios)), records.machine_folder(results))
+        if todo and executor.needs_lock()
+        else nullcontext()
+    )
+    progress = Progress(todo, label, show_progress)
+    try:
+        with probed:
+            return executor.execute(the_plan, results, progress)
+    finally:
+        progress.close()
 
 
 def probe_devices(scenarios: list[Scenario]) -> tuple[str, int]:

@@ -24,14 +24,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-import numpy as np
-
 from ..measure.data import DATA_CACHE_ENV
 from ..measure.devices import child_environment, configure_devices
 from ..measure.record import Record
 from ..measure.resume import REPEAT_STEPS, time_repeat
 from ..measure.scenario import Scenario
 from ..measure.state import CACHE_DIR, EXEC_NAME, STATE_NAME
+from ..measure.timing import pooled
 from . import records
 from .distributed import launch
 from .lock import measuring
@@ -102,15 +101,13 @@ def merge_runs(record: Mapping[str, Any], repeat: Mapping[str, Any]) -> Record:
     if repeat.get("status") != "ok":
         out["repeat_errors"] = [*record.get("repeat_errors", []), repeat.get("error")]
         return cast(Record, out)
-    out["step_time_runs_s"] = [*record["step_time_runs_s"], repeat["step_time_runs_s"][0]]
     out["step_times_runs_s"] = [*record["step_times_runs_s"], repeat["step_times_runs_s"][0]]
     # What the host did during each run (`measure.host`); None for runs made before.
     earlier = record.get("host_runs") or [None] * len(record["step_times_runs_s"])
     out["host_runs"] = [*earlier, (repeat.get("host_runs") or [None])[0]]
-    pooled = np.concatenate([np.asarray(t, float) for t in out["step_times_runs_s"]])
-    out["step_time_s"] = float(np.median(pooled))
-    out["step_time_p25_s"] = float(np.percentile(pooled, 25))
-    out["step_time_p75_s"] = float(np.percentile(pooled, 75))
+    steps = record.get("solver_steps_runs") or [None] * len(record["step_times_runs_s"])
+    out["solver_steps_runs"] = [*steps, (repeat.get("solver_steps_runs") or [None])[0]]
+    out.update(pooled(out["step_times_runs_s"]))
     out["epoch_time_s"] = out["step_time_s"] * record["dataset_size"] / record["global_batch"]
     out["runs_finished"] = [
         *record.get("runs_finished", [record.get("finished")]),
