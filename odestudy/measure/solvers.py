@@ -22,26 +22,212 @@ MAX_STEPS = 4096
 RTOL = 1e-3
 ATOL = 1e-6
 
-# How a batch is solved: one solve per sample (vmap), the batch as one ODE, or a
-# fixed-step Tsit5 written as `lax.scan` over each series' grid (StepTo only).
-SOLVES = ("per_sample", "within_ode", "scan")
-# Where the solution is saved: `SaveAt(ts=...)` (an inner loop over the saved times in
-# every solver step), `SaveAt(dense=True)` evaluated at the times afterwards, or
-# `SaveAt(steps=True)` (StepTo on the series' grid: every step ends at a saved time).
-SAVEATS = ("ts", "dense", "steps")
-# The backward pass: diffrax's default `RecursiveCheckpointAdjoint` (checkpoints about
-# sqrt(2 max_steps), a conditional per backward step), the same with one checkpoint per
-# step (`checkpoints=max_steps`: no recomputation, no conditional), or `DirectAdjoint`.
-# A `lax.scan` over `max_steps` storing every step (`scan`), or rematerialising each
-# (`checkpointed_scan`), is the fused loop's alone (each integrator's `adjoints`), as is
-# its own reverse loop replaying only the accepted steps (`accepted_steps`, `replay.py`;
-# the kernel solve's reverse kernel replays them too, `kernel.py`).
-ADJOINTS = ("recursive", "all_steps", "direct", "scan", "checkpointed_scan", replay.ADJOINT)
-# How Tsit5 runs its stages within a solver step: diffrax's default, a checkpointed
-# while loop over the stages (`scan_kind=None`), equinox's bounded loop
-# (`scan_kind="bounded"`: a `lax.scan` over the stages with a conditional each), or
-# straight-line code with no loop over the stages (`tsit5.StraightTsit5`).
-STAGES = ("loop", "bounded", "unrolled")
+# Each lever of the solve's structure (`Structure`) is a type with one final subclass
+# per choice, registered by its name: the name is what scenarios and records hold, the
+# class what the solve asks for its facts and its diffrax objects.
+SOLVE_KINDS: dict[str, type["AbstractSolveKind"]] = {}
+SAVINGS: dict[str, type["AbstractSaving"]] = {}
+REVERSES: dict[str, type["AbstractReverse"]] = {}
+STAGE_RUNS: dict[str, type["AbstractStages"]] = {}
+
+
+class AbstractSolveKind(Registered, eqx.Module, registry=SOLVE_KINDS):
+    """How a batch is solved (`Structure.solve`).
+
+    - `one_ode`: the batch is one ODE (within-ODE batching).
+    - `fixed_step`: a fixed-step Tsit5 written as `lax.scan` over each series' grid
+      (StepTo only), with no diffrax saveat, adjoint, step bound or stages.
+    """
+
+    name: eqx.AbstractClassVar[str]
+    one_ode: ClassVar[bool] = False
+    fixed_step: ClassVar[bool] = False
+
+
+class PerSample(AbstractSolveKind):
+    """One solve per sample (`vmap`, one step size each)."""
+
+    name: ClassVar[str] = "per_sample"
+
+
+class WithinODE(AbstractSolveKind):
+    """The local batch as one ODE."""
+
+    name: ClassVar[str] = "within_ode"
+    one_ode: ClassVar[bool] = True
+
+
+class Scan(AbstractSolveKind):
+    """StepTo's steps as a fixed-step `lax.scan`."""
+
+    name: ClassVar[str] = "scan"
+    fixed_step: ClassVar[bool] = True
+
+
+class AbstractSaving(Registered, eqx.Module, registry=SAVINGS):
+    """Where a diffrax solve saves its solution (`Structure.saveat`).
+
+    - `default`: diffrax's default, as the study measured first.
+    - `on_grid`: it saves at StepTo's steps and needs a controller on the grid.
+    """
+
+    name: eqx.AbstractClassVar[str]
+    default: ClassVar[bool] = False
+    on_grid: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def saveat(self, ts: jax.Array) -> diffrax.SaveAt:
+        """`diffeqsolve`'s `saveat` for the times `ts`."""
+
+    def values(self, sol: diffrax.Solution, ts: jax.Array) -> jax.Array:
+        """The solution at `ts` (the times first) from a solve saved so."""
+        assert sol.ys is not None
+        return sol.ys
+
+
+class AtTimes(AbstractSaving):
+    """`SaveAt(ts=...)`: an inner loop over the saved times in every solver step."""
+
+    name: ClassVar[str] = "ts"
+    default: ClassVar[bool] = True
+
+    def saveat(self, ts):
+        return diffrax.SaveAt(ts=ts)
+
+
+class Dense(AbstractSaving):
+    """`SaveAt(dense=True)`, evaluated at the times afterwards."""
+
+    name: ClassVar[str] = "dense"
+
+    def saveat(self, ts):
+        return diffrax.SaveAt(dense=True)
+
+    def values(self, sol, ts):
+        return jax.vmap(sol.evaluate)(ts)
+
+
+class AtSteps(AbstractSaving):
+    """`SaveAt(steps=True)`: StepTo on the series' grid, every step ending at a saved
+    time."""
+
+    name: ClassVar[str] = "steps"
+    on_grid: ClassVar[bool] = True
+
+    def saveat(self, ts):
+        return diffrax.SaveAt(t0=True, steps=True)
+
+
+class AbstractReverse(Registered, eqx.Module, registry=REVERSES):
+    """The backward pass (`Structure.adjoint`). Diffrax's loop takes `Recursive`,
+    `AllSteps` and `Direct`; the others are the fused loop's alone (each integrator's
+    `adjoints`).
+
+    - `default`: diffrax's default, as the study measured first.
+    - `own_reverse`: the fused loop's own reverse loop over the accepted steps
+      (`replay.py`; the kernel solve's reverse kernel replays them too, `kernel.py`).
+    """
+
+    name: eqx.AbstractClassVar[str]
+    default: ClassVar[bool] = False
+    own_reverse: ClassVar[bool] = False
+
+    def adjoint(self, max_steps: int) -> diffrax.AbstractAdjoint:
+        """Diffrax's adjoint for a solve bounded by `max_steps`."""
+        del max_steps
+        return diffrax.DirectAdjoint()
+
+
+class Recursive(AbstractReverse):
+    """Diffrax's default `RecursiveCheckpointAdjoint`: about sqrt(2 max_steps)
+    checkpoints, a conditional per backward step."""
+
+    name: ClassVar[str] = "recursive"
+    default: ClassVar[bool] = True
+
+    def adjoint(self, max_steps):
+        return diffrax.RecursiveCheckpointAdjoint()
+
+
+class AllSteps(AbstractReverse):
+    """The same with one checkpoint per step (`checkpoints=max_steps`): no
+    recomputation, no conditional."""
+
+    name: ClassVar[str] = "all_steps"
+
+    def adjoint(self, max_steps):
+        return diffrax.RecursiveCheckpointAdjoint(checkpoints=max_steps)
+
+
+class Direct(AbstractReverse):
+    """`DirectAdjoint`."""
+
+    name: ClassVar[str] = "direct"
+
+
+class ScanReverse(AbstractReverse):
+    """A `lax.scan` over `max_steps` storing every step (the fused loop's)."""
+
+    name: ClassVar[str] = "scan"
+
+
+class CheckpointedScan(AbstractReverse):
+    """The same rematerialising each step (the fused loop's)."""
+
+    name: ClassVar[str] = "checkpointed_scan"
+
+
+class AcceptedSteps(AbstractReverse):
+    """The fused loop's own reverse loop, replaying only the accepted steps."""
+
+    name: ClassVar[str] = replay.ADJOINT
+    own_reverse: ClassVar[bool] = True
+
+
+class AbstractStages(Registered, eqx.Module, registry=STAGE_RUNS):
+    """How Tsit5 runs its stages within a solver step (`Structure.stages`)."""
+
+    name: eqx.AbstractClassVar[str]
+    default: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def solver(self) -> diffrax.Tsit5:
+        """Tsit5, its stages run so."""
+
+
+class Loop(AbstractStages):
+    """Diffrax's default: a checkpointed while loop over the stages."""
+
+    name: ClassVar[str] = "loop"
+    default: ClassVar[bool] = True
+
+    def solver(self):
+        return diffrax.Tsit5()
+
+
+class Bounded(AbstractStages):
+    """Equinox's bounded loop (`scan_kind="bounded"`: a `lax.scan` over the stages with
+    a conditional each)."""
+
+    name: ClassVar[str] = "bounded"
+
+    def solver(self):
+        return diffrax.Tsit5(scan_kind="bounded")
+
+
+class Unrolled(AbstractStages):
+    """Straight-line code with no loop over the stages (`tsit5.StraightTsit5`)."""
+
+    name: ClassVar[str] = "unrolled"
+
+    def solver(self):
+        return StraightTsit5()
+
+
+SOLVES = tuple(SOLVE_KINDS)
+SAVEATS = tuple(SAVINGS)
+ADJOINTS = tuple(REVERSES)
+STAGES = tuple(STAGE_RUNS)
 
 
 class Tolerances(Protocol):
@@ -135,7 +321,7 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
         by default where it saves and runs the stages itself (`own_saving`) but
         `structure` sets them, or it does not take `structure.adjoint` (naming those it
         takes and the integrators that take it)."""
-        if self.own_saving and (structure.saveat != "ts" or structure.stages != "loop"):
+        if self.own_saving and not (structure.saving.default and structure.stage_run.default):
             raise ValueError(
                 f"{self.label} saves at the observation times and runs its stages as "
                 "straight-line code itself: leave saveat at ts and stages at loop"
@@ -197,7 +383,7 @@ class Fused(AbstractIntegrator):
 
     def solve(self, field, ts, y0, spec, args=None):
         controller, structure, problem = spec.controller, spec.structure, spec.problem
-        own_reverse = structure.adjoint == replay.ADJOINT  # `replay.py`
+        own_reverse = structure.reverse.own_reverse  # `replay.py`
         if controller.adaptive:
             pid = (field, ts, y0, args, problem.rtol, problem.atol, structure.max_steps)
             if own_reverse:
@@ -256,7 +442,7 @@ def _refuse_outside_own_loop(
         raise ValueError(
             f"{loop} has no controller {controller.name!r}: it needs integrator={Diffrax.name!r}"
         )
-    if structure.solve == "scan":
+    if structure.solve_kind.fixed_step:
         raise ValueError(
             f"integrator={integrator.name!r} is a solve of its own: solve='scan' cannot use it"
         )
@@ -308,59 +494,71 @@ class Structure:
         return {**values, "integrator": self.integrator.name}
 
     @property
+    def solve_kind(self) -> AbstractSolveKind:
+        """`solve` as its type (a one-line ValueError naming the choices if unknown)."""
+        return lookup(SOLVE_KINDS, "solve", self.solve)()
+
+    @property
+    def saving(self) -> AbstractSaving:
+        """`saveat` as its type."""
+        return lookup(SAVINGS, "saveat", self.saveat)()
+
+    @property
+    def reverse(self) -> AbstractReverse:
+        """`adjoint` as its type."""
+        return lookup(REVERSES, "adjoint", self.adjoint)()
+
+    @property
+    def stage_run(self) -> AbstractStages:
+        """`stages` as its type."""
+        return lookup(STAGE_RUNS, "stages", self.stages)()
+
+    @property
     def is_default(self) -> bool:
         """Diffrax's default solve, as the study measured it first."""
         return (
-            self.saveat == "ts"
-            and self.adjoint == "recursive"
+            self.saving.default
+            and self.reverse.default
             and self.max_steps == MAX_STEPS
-            and self.stages == "loop"
+            and self.stage_run.default
             and isinstance(self.integrator, Diffrax)
         )
 
     def solver(self) -> diffrax.Tsit5:
         """Tsit5, its stages run as `stages` says."""
-        if self.stages == "unrolled":
-            return StraightTsit5()
-        return diffrax.Tsit5() if self.stages == "loop" else diffrax.Tsit5(scan_kind="bounded")
+        return self.stage_run.solver()
 
 
 def check_structure(structure: Structure, controller: AbstractController) -> None:
     """Raise a ValueError if `structure` cannot run with `controller` (naming the
     valid choices)."""
-    for name, choices in (
-        ("solve", SOLVES),
-        ("saveat", SAVEATS),
-        ("adjoint", ADJOINTS),
-        ("stages", STAGES),
-    ):
-        value = getattr(structure, name)
-        if value not in choices:
-            raise ValueError(f"unknown {name} {value!r}; valid choices: {', '.join(choices)}")
+    # Each lever's name looked up (a one-line ValueError naming the choices if unknown).
+    kind, saving = structure.solve_kind, structure.saving
+    _ = structure.reverse, structure.stage_run
     if controller.on_grid and structure.max_steps != MAX_STEPS:
         raise ValueError(
             f"max_steps bounds the PID solve; {controller.label}'s solve is bounded by its "
             f"own steps (one per interval of the grid): leave max_steps at {MAX_STEPS}"
         )
     if not controller.on_grid:
-        if structure.solve == "scan":
+        if kind.fixed_step:
             raise ValueError(f"solve='scan' is a fixed-step solve: it needs {on_grid_names()}")
-        if structure.saveat == "steps":
+        if saving.on_grid:
             raise ValueError(f"saveat='steps' saves at StepTo's steps: it needs {on_grid_names()}")
     structure.integrator.check(structure, controller)
-    own_reverse = isinstance(structure.integrator, Fused) and structure.adjoint == replay.ADJOINT
-    by_hand = own_reverse and structure.solve == "within_ode" and controller.adaptive
+    own_reverse = isinstance(structure.integrator, Fused) and structure.reverse.own_reverse
+    by_hand = own_reverse and kind.one_ode and controller.adaptive
     if structure.mlp_reverse and not by_hand:
         raise ValueError(
             "mlp_reverse is a reverse step of the fused solve's own reverse loop under PID: "
             f"it needs integrator={Fused.name!r}, adjoint={replay.ADJOINT!r}, "
             "solve='within_ode' and an adaptive controller"
         )
-    if structure.solve == "scan" and not structure.is_default:
+    if kind.fixed_step and not structure.is_default:
         raise ValueError(
             "solve='scan' has no diffrax saveat, adjoint, max_steps or stages: leave them default"
         )
-    if structure.solve != "scan" and structure.unroll != 1:
+    if not kind.fixed_step and structure.unroll != 1:
         raise ValueError(f"unroll applies to solve='scan' only, got solve={structure.solve!r}")
     if not isinstance(structure.max_steps, int) or structure.max_steps < 1:
         raise ValueError(f"max_steps must be a whole number >= 1, got {structure.max_steps!r}")
@@ -373,26 +571,11 @@ def solve_options(structure: Structure, controller: AbstractController, ts: jax.
     `controller` on the times `ts` (shape `(n_times,)`); with `saveat="dense"` the
     caller evaluates the solution at `ts` itself."""
     max_steps = controller.max_steps(structure.max_steps, not structure.is_default, ts.shape[0])
-    if structure.saveat == "ts":
-        saveat = diffrax.SaveAt(ts=ts)
-    elif structure.saveat == "dense":
-        saveat = diffrax.SaveAt(dense=True)
-    else:
-        saveat = diffrax.SaveAt(t0=True, steps=True)
-    adjoint: diffrax.AbstractAdjoint
-    if structure.adjoint == "recursive":
-        adjoint = diffrax.RecursiveCheckpointAdjoint()
-    elif structure.adjoint == "all_steps":
-        adjoint = diffrax.RecursiveCheckpointAdjoint(checkpoints=max_steps)
-    else:
-        adjoint = diffrax.DirectAdjoint()
-    return dict(saveat=saveat, adjoint=adjoint, max_steps=max_steps)
+    adjoint = structure.reverse.adjoint(max_steps)
+    return dict(saveat=structure.saving.saveat(ts), adjoint=adjoint, max_steps=max_steps)
 
 
 def saved_values(sol: diffrax.Solution, structure: Structure, ts: jax.Array) -> jax.Array:
     """The solution at the times `ts` (shape `(n_times, ...)`) from a solve made with
     `solve_options(structure, ...)`."""
-    if structure.saveat == "dense":
-        return jax.vmap(sol.evaluate)(ts)
-    assert sol.ys is not None
-    return sol.ys
+    return structure.saving.values(sol, ts)

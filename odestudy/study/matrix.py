@@ -165,9 +165,9 @@ def estimate_s(s: Scenario, results: str | Path, runs: int) -> float:
     cold = old.get("kernel_wall_s")
     if not (cold and step):
         heavy = (s.parallel.one_loop and s.parallel.multi_device) or s.processes > 1
-        cold = {"smoke": 15.0, "quick": 45.0, "seed": 900.0}.get(s.scale, 60.0)
-        cold *= 1.4 if heavy else 1.0
-        step = {"quick": 0.05, "seed": 0.05}.get(s.scale, 0.01) * (3 if heavy else 1)
+        cold = {"smoke": 12.0, "quick": 18.0, "seed": 900.0}.get(s.scale, 60.0)
+        cold *= 1.3 if heavy else 1.0
+        step = {"quick": 0.03, "seed": 0.05}.get(s.scale, 0.01) * (3 if heavy else 1)
 
     repeat = 2.0 + (REPEAT_STEPS + s.warmup_steps) * step + (12.0 if s.processes > 1 else 0.0)
     return cold + (runs - 1) * repeat
@@ -417,7 +417,10 @@ def plan_line(
     todo = sum(max(0, n) for n in missing.values())
     cold = len(p.cold)
     probes = p.count(CeilingProbe)
-    seconds = sum(estimate_s(s, results, n) for s, n in missing.items() if n > 0)
+    elsewhere = {s for s, _ in p.not_run}  # their runs are another machine's
+    seconds = sum(
+        estimate_s(s, results, n) for s, n in missing.items() if n > 0 and s not in elsewhere
+    )
     seconds += 25.0 * probes
     counts = sorted({s.total_devices for s in p.scenarios})
     size = "sized"
