@@ -72,10 +72,13 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
     - `safe`: it cannot make a step slower (the same arithmetic, less control flow, no
       unbounded buffer); `--recommended` applies it before `tune` has measured the
       problem. `safe_on` may narrow it per scenario.
+    - `fused_loop`: the study's recommended step takes it with the fused solve, whose
+      loop runs it, never with diffrax's.
     """
 
     name: ClassVar[str]
     help: ClassVar[str] = ""
+    fused_loop: ClassVar[bool] = False
     controllers: ClassVar[tuple[str, ...] | None] = None
     devices: ClassVar[tuple[str, ...] | None] = None
     faster_on: ClassVar[tuple[str, ...] | None] = None

@@ -502,6 +502,12 @@ def check_here(mode: AbstractMode) -> None:
         raise ValueError(why)
 
 
+def multi_device_modes() -> tuple[str, ...]:
+    """The registered multi-device modes' names, in the order they were defined (the
+    tables' order)."""
+    return tuple(name for name, m in MODES.items() if m.multi_device)
+
+
 def mode_facts(name: str) -> type[AbstractMode] | None:
     """The registered mode class named `name` (`MODES`), None for a name no class has
     (a record of a mode since removed): callers fall back to the name itself."""

@@ -33,6 +33,7 @@ from .controllers import CONTROLLERS, AbstractController
 from .environment import shipped
 from .lever import LEVERS, AbstractLever, Facts, combine, get_lever
 from .levers import AllSteps, Dense, SaveSteps, StepBound, UnrolledStages, WithinODE
+from .levers.fused import FusedSolve
 from .scenario import Scenario
 
 # The levers of the study's step on every problem, each where it applies (the measured
@@ -45,8 +46,6 @@ STUDY_LEVERS: tuple[type[AbstractLever], ...] = (
     StepBound,
     UnrolledStages,
 )
-# Levers the fused solve brings to a step, run by its loop instead of diffrax's.
-FUSED_LEVERS = ("fused", "mlp_reverse", "wide_vectors")
 
 
 @functools.cache
@@ -120,7 +119,7 @@ def diffrax_levers(s: Scenario) -> dict[str, Any]:
     if not s.stepsize_controller.adaptive and not s.stepsize_controller.on_grid:
         raise ValueError(f"no recommended step for controller {s.controller!r}")
     out = _study_fields(s, facts)
-    own = [lever for lever in levers if lever.name not in FUSED_LEVERS]
+    own = [lever for lever in levers if not lever.fused_loop]
     return {**out, **combine(dataclasses.replace(s, **out), own, facts)}
 
 
@@ -142,7 +141,7 @@ def recommended_fused_levers(s: Scenario) -> dict[str, Any]:
     facts, levers = measured(s)
     out = fused_levers(diffrax_levers(s), s.stepsize_controller)
     for lever in levers:
-        if lever.name in FUSED_LEVERS and lever.name != "fused":
+        if lever.fused_loop and not isinstance(lever, FusedSolve):
             at = dataclasses.replace(s, **out)
             if lever.refusal(at, facts) is None:
                 out.update(lever.fields(at, facts))
@@ -153,7 +152,7 @@ def recommended_levers(s: Scenario) -> dict[str, Any]:
     """The recommended step's levers for `s`: `diffrax_levers`, run by the fused solve
     (`recommended_fused_levers`) where the study measured it faster on the problem
     (`measured`) and the fused loop runs its controller."""
-    fused = any(lever.name == "fused" for lever in measured(s)[1])
+    fused = any(isinstance(lever, FusedSolve) for lever in measured(s)[1])
     if fused and s.stepsize_controller.fused:
         return recommended_fused_levers(s)
     return diffrax_levers(s)

@@ -11,7 +11,7 @@ from typing import Any
 from .controllers import CONTROLLERS, AbstractController
 from .lever import AbstractAddedLever, resolve_lever
 from .model import Solve
-from .modes import MODES, AbstractMode, check_here
+from .modes import MODES, AbstractMode, check_here, multi_device_modes
 from .problem import (
     DEFAULT_PROBLEM,
     AbstractODEProblem,
@@ -653,7 +653,7 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
     if not mode.multi_device and s.total_devices != 1:
         raise ValueError(
             f"mode {mode.name!r} runs on exactly 1 device, got {s.total_devices}; for more "
-            f"devices use one of: {', '.join(n for n, m in MODES.items() if m.multi_device)}"
+            f"devices use one of: {', '.join(multi_device_modes())}"
         )
     if s.processes > 1 and not mode.multi_process:
         raise ValueError(

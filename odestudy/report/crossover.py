@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..measure.controllers import CONTROLLERS
-from ..measure.modes import MODES
+from ..measure.modes import multi_device_modes
 from ..study import records
 from ..study.rec import Hardware, PredictedMode, Prediction, Rec
 from ..study.studies import Table
@@ -333,11 +333,6 @@ def batch_crossing(
     return crossing([p.per_device_batch for p in mine], [p.speedup for p in mine], "path")
 
 
-def multi_modes() -> tuple[str, ...]:
-    """The multi-device modes, in the tables' order."""
-    return tuple(name for name, m in MODES.items() if m.multi_device)
-
-
 def _ci(p: tuple[float, float, float] | None) -> str:
     return "–" if p is None else f"{p[0]:.2f} [{p[1]:.2f}, {p[2]:.2f}]"
 
@@ -349,7 +344,7 @@ def crossover_table(pts: Sequence[Point]) -> str:
     body = []
     for session, mine in by_session(pts):
         for controller in CONTROLLERS:
-            for mode in multi_modes():
+            for mode in multi_device_modes():
                 work = work_crossing(mine, controller, mode)
                 if work is None:
                     continue
@@ -500,7 +495,7 @@ def beside_table(pts: Sequence[Point], found: Sequence[Prediction]) -> str:
     body = []
     for w in CROSSOVER_WORKLOADS:
         for controller in CONTROLLERS:
-            for mode in multi_modes():
+            for mode in multi_device_modes():
                 measured = latest_batch_crossing(pts, w, controller, mode)
                 pred = _predicted(found, w, controller, mode)
                 if measured is None and pred is None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..measure.modes import MODES
+from ..measure.modes import multi_device_modes
 from ..measure.probe import PROBE_FOLDER
 from ..measure.scenario import Scenario
 from ..study import records
@@ -113,7 +113,7 @@ def summary_lines(checked: Sequence[Checked]) -> list[str]:
     lines = []
     kinds = sorted({c.placement for c in checked})
     for where in kinds:
-        for mode in (m for m, v in MODES.items() if v.multi_device):
+        for mode in multi_device_modes():
             mine = [c for c in checked if c.placement == where and c.mode == mode]
             if not mine:
                 continue

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..measure.modes import MODES
+from ..measure.modes import MODES, multi_device_modes
 from ..measure.timing import PROTOCOL
 from ..study import records
 from ..study.modetime import mode_time
@@ -36,7 +36,7 @@ from .tables import escape, markdown_table, table_value
 from .tables import fmt as _fmt
 
 # The modes that run on several devices, in the order of the tables.
-MULTI_DEVICE = tuple(name for name, m in MODES.items() if m.multi_device)
+MULTI_DEVICE = multi_device_modes()
 
 
 class LatencyRange(NamedTuple):

@@ -21,14 +21,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..measure.controllers import CONTROLLERS
-from ..measure.modes import MODES
+from ..measure.modes import multi_device_modes
 from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 
 MAP_DEVICES = 2  # this machine's physical cores: more would measure overhead
 # The multi-device modes, in the order of every table (also the scaling matrix's,
 # `matrix`); the controllers are every registered one (`controllers.CONTROLLERS`).
-MULTI_MODES = tuple(name for name, m in MODES.items() if m.multi_device)
+MULTI_MODES = multi_device_modes()
 # Where the map's records live under a results folder (its own machine folders), apart
 # from the quick matrix's rows, so that every row of the map comes from one `make map`.
 MAP_FOLDER = "map"

@@ -15,6 +15,7 @@ class ByHand(AbstractLever):
     (`results/<machine>/levers/cpu-pid.json`); on a GPU not measured yet."""
 
     name: ClassVar[str] = "mlp_reverse"
+    fused_loop: ClassVar[bool] = True
     help: ClassVar[str] = "the fused reverse loop's steps differentiated by hand (MLP fields)"
     faster_on: ClassVar[tuple[str, ...] | None] = ("cpu",)
     controllers: ClassVar[tuple[str, ...] | None] = ("pid",)

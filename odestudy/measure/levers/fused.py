@@ -12,6 +12,7 @@ class FusedSolve(AbstractLever):
     accepted steps, bounded by `StepBound`)."""
 
     name: ClassVar[str] = "fused"
+    fused_loop: ClassVar[bool] = True
     help: ClassVar[str] = "the fused solve with the controller's reverse mode"
 
     def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:

@@ -11,6 +11,7 @@ class WideVectors(AbstractLever):
     on the recommended PID step (`results/<machine>/levers/cpu-pid.json`)."""
 
     name: ClassVar[str] = "wide_vectors"
+    fused_loop: ClassVar[bool] = True
     help: ClassVar[str] = "the step compiled with 512-bit vectors (CPU)"
     faster_on: ClassVar[tuple[str, ...] | None] = ("cpu",)
     devices: ClassVar[tuple[str, ...] | None] = ("cpu",)
