@@ -15,19 +15,11 @@ from .crossover import Crossover
 from .seed import SEED_SCALE, Seed
 from .step import LEVER_RECORDS, LEVERS_FOLDER, LOSS_SPREADS, Step
 from .prediction import Prediction
+from ..study.studies import STUDIES
 
-# The built-in studies' names (`studies.STUDIES` holds every registered one).
-BUILT_IN = (
-    "scaling",
-    "explain",
-    "target",
-    "versions",
-    "map",
-    "crossover",
-    "seed",
-    "step",
-    "prediction",
-)
+# The built-in studies' names, as registered above (`studies.STUDIES` holds every
+# registered one, a user's too).
+BUILT_IN = tuple(name for name, cls in STUDIES.items() if cls.__module__.startswith(__name__))
 
 __all__ = [
     "BUILT_IN",

@@ -17,7 +17,9 @@ class Crossover(Study):
     name: ClassVar[str] = "crossover"
     title: ClassVar[str] = "When splitting the batch pays"
     folder: ClassVar[str | None] = MAP_FOLDER
-    page: ClassVar[Page | None] = Page("crossover", title, ("crossover",), ("crossover",))
+    page: ClassVar[Page | None] = Page(
+        "crossover", title, ("crossover",), ("crossover",), readme="crossover"
+    )
 
     def scenarios(self, scale, device="auto", full=False):
         return crossover_scenarios(scale), []

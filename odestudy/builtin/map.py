@@ -14,7 +14,9 @@ class Map(Study):
     name: ClassVar[str] = "map"
     title: ClassVar[str] = "The workload map"
     folder: ClassVar[str | None] = MAP_FOLDER
-    page: ClassVar[Page | None] = Page("workloads", "Workload map", ("workloads",), ("workloads",))
+    page: ClassVar[Page | None] = Page(
+        "workloads", "Workload map", ("workloads",), ("workloads",), readme="workload map"
+    )
 
     def scenarios(self, scale, device="auto", full=False):
         return map_scenarios(scale), []

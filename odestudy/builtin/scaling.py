@@ -42,6 +42,7 @@ class Scaling(Study):
         ("cpu", "gpu", "machines", "projection", "skipped", "provenance"),
         ("headline_speedup", "cpu_strong_scaling", "cpu_weak_scaling"),
         answer=True,
+        readme="quick scaling",
     )
 
     def scenarios(self, scale, device="auto", full=False):

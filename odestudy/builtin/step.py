@@ -29,7 +29,9 @@ class Step(Study):
 
     name: ClassVar[str] = "step"
     title: ClassVar[str] = "The step: what bounds it, and the levers"
-    page: ClassVar[Page | None] = Page("step", title, ("step",), ("cpu_step_cost",))
+    page: ClassVar[Page | None] = Page(
+        "step", title, ("step",), ("cpu_step_cost",), readme="the step"
+    )
 
     def scenarios(self, scale, device="auto", full=False):
         return [], []

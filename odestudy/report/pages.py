@@ -209,10 +209,7 @@ def update_readme(
     rows = report_rows(results, README_SCALE)[2] if rows is None else rows
     found = findings(results, README_SCALE, rows) if found is None else found
     body = readme_answer(results, rows, figures / "crossover.png", readme.parent, found.readme)
-    body += [
-        "Written by `make report` from the committed records. Pages: "
-        "[quick scaling](docs/results/quick.md), [workload map](docs/results/workloads.md), "
-        "[crossover](docs/results/crossover.md), [the step](docs/results/step.md).",
-    ]
+    linked = [f"[{p.readme}](docs/results/{p.name}.md)" for p in pages_of(README_SCALE) if p.readme]
+    body += [f"Written by `make report` from the committed records. Pages: {', '.join(linked)}."]
     text = fill(readme.read_text(), "answer", "\n".join(body))
     return _write(readme, text)

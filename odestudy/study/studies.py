@@ -89,6 +89,7 @@ class Page:
 
     - `scales`: the scales whose report writes it.
     - `answer`: it opens with the scale's answer (`claims.scale_claims`).
+    - `readme`: how the README's answer links to it (None: it does not).
     """
 
     name: str
@@ -97,6 +98,7 @@ class Page:
     figures: tuple[str, ...] = ()
     scales: tuple[str, ...] = ("quick",)
     answer: bool = False
+    readme: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
