@@ -26,9 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import replay
 from .loss import mean_value
-from .model import BatchSolve
+from .model import AbstractBatchSolve, BatchSolve
 from .problem import stage_lengths
 from .scenario import Scenario
 from .solvers import Fused
@@ -37,7 +36,7 @@ from .training import prepare
 STAGES_PER_STEP = 6  # Tsit5's new stages per solver step (first same as last)
 
 
-class EvaluationsSolve(BatchSolve):
+class EvaluationsSolve(AbstractBatchSolve):
     """`evaluations` chained field evaluations (explicit Euler steps over each series'
     first interval) in place of the solve, every saved time given the last state: the
     arithmetic of that many evaluations, with no loop. Arguments as `BatchSolve`'s."""
@@ -59,17 +58,6 @@ class EvaluationsSolve(BatchSolve):
         return jnp.broadcast_to(y[:, None], (y.shape[0], ts.shape[1], *y.shape[1:]))
 
 
-class AcceptedCount(Fused):
-    """The fused solve's forward loop with its steps counted as the accepted ones its
-    own reverse loop replays (`replay.accepted_pid`). It registers no name: the floor's
-    count only, untimed."""
-
-    def solve(self, field, ts, y0, spec, args=None):
-        problem = spec.problem
-        bound = spec.structure.max_steps
-        return replay.accepted_pid(field, ts, y0, args, problem.rtol, problem.atol, bound)
-
-
 def reverse_steps(s: Scenario, problem: Any, model: Any, batch: Any, key: Any = None) -> int | None:
     """The most steps over `batch` that `s`'s reverse pass replays, where it replays only
     the accepted ones (the fused solve's `adjoint="accepted_steps"` under an adaptive
@@ -79,9 +67,9 @@ def reverse_steps(s: Scenario, problem: Any, model: Any, batch: Any, key: Any = 
     adaptive = s.stepsize_controller.adaptive
     if not (adaptive and isinstance(structure.integrator, Fused)):
         return None
-    if structure.adjoint != replay.ADJOINT:
+    if not structure.reverse.own_reverse:
         return None
-    counting = dataclasses.replace(structure, integrator=AcceptedCount())
+    counting = dataclasses.replace(structure, integrator=Fused(count_accepted=True))
     spec = dataclasses.replace(s.ode_solve(problem), structure=counting)
 
     def accepted(m: Any, b: Any) -> Any:

@@ -2,6 +2,7 @@
 fixed-step scan) as a `Solve` says; the configured batched solve a problem's loss is
 handed (`BatchSolve`), and the training loss of a problem."""
 
+import abc
 import dataclasses
 import functools
 from collections.abc import Callable
@@ -155,7 +156,7 @@ def solve_batch(
     structure = spec.structure
     if structure.integrator.solves_batch:
         return structure.integrator.solve_batch(model, ts, y0, spec, args)
-    if structure.solve == "scan":
+    if structure.solve_kind.fixed_step:
         one = functools.partial(
             solve_scan, unroll=structure.unroll, time_dependent=spec.problem.time_dependent
         )
@@ -292,12 +293,11 @@ LOSSES: dict[str, Callable[..., Any]] = {
 }
 
 
-class BatchSolve:
-    """The study's configured batched solve, handed to a problem's loss as `solve`:
-    Tsit5 with the scenario's controller, tolerances (the problem's), adjoint, stages,
-    saving and batching (one solve per sample, the batch as one ODE, or a fixed-step
-    scan). It keeps the per-sample solver steps of every call (`steps`), so that the
-    study reads them whatever the loss does with the solution.
+class AbstractBatchSolve(abc.ABC):
+    """What a problem's loss is handed as `solve`, called as `solve(field, ts, y0,
+    args)` on a batch: it keeps the per-sample solver steps of every call (`steps`), so
+    that the study reads them whatever the loss does with the solution. Abstract: the
+    study's solve (`BatchSolve`), or a stand-in of the same shape (the compute floor's).
 
     - `spec`: the solve (`Solve`: controller, structure, and the problem whose
       tolerances and `time_dependent` it uses).
@@ -310,7 +310,25 @@ class BatchSolve:
     @property
     def within_ode(self) -> bool:
         """The batch is solved as one ODE (every series on an equal, unpadded grid)."""
-        return self.spec.structure.solve == "within_ode"
+        return self.spec.structure.solve_kind.one_ode
+
+    @abc.abstractmethod
+    def __call__(self, field: Callable[..., Any], ts: Array, y0: Array, args: Any = None) -> Array:
+        """The states of every series at its times `ts`, from `y0`."""
+
+    def steps(self) -> Int[Array, " batch"]:
+        """Per-sample solver steps of the calls so far (summed); a ValueError if the loss
+        never called the solve."""
+        if not self.calls:
+            raise ValueError("the loss never called solve: the study times solved models")
+        return functools.reduce(jnp.add, self.calls)
+
+
+class BatchSolve(AbstractBatchSolve):
+    """The study's configured batched solve, handed to a problem's loss as `solve`:
+    Tsit5 with the scenario's controller, tolerances (the problem's), adjoint, stages,
+    saving and batching (one solve per sample, the batch as one ODE, or a fixed-step
+    scan)."""
 
     def __call__(
         self,
@@ -339,13 +357,6 @@ class BatchSolve:
             ys, steps = solve_batch(field, ts, y0, self.spec, args)
         self.calls.append(steps)
         return ys
-
-    def steps(self) -> Int[Array, " batch"]:
-        """Per-sample solver steps of the calls so far (summed); a ValueError if the loss
-        never called the solve."""
-        if not self.calls:
-            raise ValueError("the loss never called solve: the study times solved models")
-        return functools.reduce(jnp.add, self.calls)
 
 
 def problem_loss(

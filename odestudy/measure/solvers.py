@@ -380,12 +380,17 @@ class Fused(AbstractIntegrator):
     label: ClassVar[str] = "the fused solve"
     adjoints: ClassVar[tuple[str, ...]] = (*fused.REVERSE, replay.ADJOINT)
     own_saving: ClassVar[bool] = True
+    # The forward loop alone under PID, its steps counted as the accepted ones its own
+    # reverse loop replays (`replay.accepted_pid`): the compute floor's count, untimed.
+    count_accepted: bool = False
 
     def solve(self, field, ts, y0, spec, args=None):
         controller, structure, problem = spec.controller, spec.structure, spec.problem
         own_reverse = structure.reverse.own_reverse  # `replay.py`
         if controller.adaptive:
             pid = (field, ts, y0, args, problem.rtol, problem.atol, structure.max_steps)
+            if self.count_accepted:
+                return replay.accepted_pid(*pid)
             if own_reverse:
                 return replay.solve_pid(*pid, structure.mlp_reverse)
             return fused.solve_pid(*pid, structure.adjoint)

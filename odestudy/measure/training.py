@@ -205,7 +205,7 @@ def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup
         problem = problem.for_data(pool)
     data = select_series(pool, np.arange(s.dataset_size))
     evalset = select_series(pool, np.arange(s.dataset_size, problem.size(pool)))
-    if s.solve == "within_ode":  # before anything compiles
+    if s.structure.solve_kind.one_ode:  # before anything compiles
         check_uniform_grids(problem, np.asarray(problem.times(data)))
     model = call_part(problem, "model", "make_model", problem.make_model, model_key, s.width)
     if s.fast_activations:
@@ -256,7 +256,8 @@ def shares_program(s: Scenario) -> bool:
     """Whether the length stages of `s` run one program (see `stage_data`): one solve per
     sample, with a controller whose steps are not the grid's (PID: padding a series adds
     no step; `AbstractController.on_grid`)."""
-    return not s.stepsize_controller.on_grid and s.solve == "per_sample"
+    kind = s.structure.solve_kind
+    return not (s.stepsize_controller.on_grid or kind.one_ode or kind.fixed_step)
 
 
 def serialize_step(compiled: Any) -> bytes | None:
