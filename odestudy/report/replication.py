@@ -123,10 +123,12 @@ def replicate(
 
 
 def sessions_said(found: Replicated) -> str:
-    """`3 sessions: 0.95x, 1.27x, 1.10x`, with the disagreeing sessions named."""
-    ratios = ", ".join(f"{s.value:.2f}x" for s in found.sessions)
+    """`3 sessions: 0.95–1.27x`, the range of the sessions' own ratios (each session's is
+    on the quick page), with the disagreeing sessions named."""
+    values = [f"{s.value:.2f}" for s in found.sessions]
+    low, high = min(values, key=float), max(values, key=float)
     n = len(found.sessions)
-    text = f"{n} session{'s' if n != 1 else ''}: {ratios}"
+    text = f"{n} session{'s' if n != 1 else ''}: {low if low == high else f'{low}–{high}'}x"
     others = found.disagree()
     if others and n >= MIN_SESSIONS:
         by: dict[Verdict, list[str]] = {}
