@@ -812,15 +812,19 @@ def rows_to_predict(
     results: str | Path, profile: HardwareProfile, scale: str = "quick"
 ) -> list[tuple[Scenario, Path]]:
     """The targets of `predict_recorded_rows` (`row_targets`) with where each goes,
-    left out those already predicted from the same record, model and profile: what a
-    run would measure."""
+    left out those already predicted from the same record, model and profile, and those
+    whose 1-device row cannot anchor one here (`_unusable`: no trained state here, say):
+    what a run would measure."""
+    from .measure.state import STATE_NAME
     from .study import records
 
     folder = records.machine_folder(results) / "predict"
     out = []
     for target in row_targets(results, scale):
         path = folder / f"{target.name()}-profile-{Path(profile.name).stem}.json"
-        if _made_from(target, results, path, profile)[2] is None:
+        rec, _, kept = _made_from(target, results, path, profile)
+        state = records.record_path(one_device(target), results).parent / STATE_NAME
+        if kept is None and _unusable(rec, state, one_device(target)) is None:
             out.append((target, path))
     return out
 
