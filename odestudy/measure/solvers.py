@@ -44,20 +44,20 @@ class AbstractSolveKind(Registered, eqx.Module, registry=SOLVE_KINDS):
     fixed_step: ClassVar[bool] = False
 
 
-class PerSample(AbstractSolveKind):
+class PerSampleSolve(AbstractSolveKind):
     """One solve per sample (`vmap`, one step size each)."""
 
     name: ClassVar[str] = "per_sample"
 
 
-class WithinODE(AbstractSolveKind):
+class WithinODESolve(AbstractSolveKind):
     """The local batch as one ODE."""
 
     name: ClassVar[str] = "within_ode"
     one_ode: ClassVar[bool] = True
 
 
-class Scan(AbstractSolveKind):
+class ScanSolve(AbstractSolveKind):
     """StepTo's steps as a fixed-step `lax.scan`."""
 
     name: ClassVar[str] = "scan"
@@ -85,7 +85,7 @@ class AbstractSaving(Registered, eqx.Module, registry=SAVINGS):
         return sol.ys
 
 
-class AtTimes(AbstractSaving):
+class SaveAtTimes(AbstractSaving):
     """`SaveAt(ts=...)`: an inner loop over the saved times in every solver step."""
 
     name: ClassVar[str] = "ts"
@@ -95,7 +95,7 @@ class AtTimes(AbstractSaving):
         return diffrax.SaveAt(ts=ts)
 
 
-class Dense(AbstractSaving):
+class SaveDense(AbstractSaving):
     """`SaveAt(dense=True)`, evaluated at the times afterwards."""
 
     name: ClassVar[str] = "dense"
@@ -107,7 +107,7 @@ class Dense(AbstractSaving):
         return jax.vmap(sol.evaluate)(ts)
 
 
-class AtSteps(AbstractSaving):
+class SaveAtSteps(AbstractSaving):
     """`SaveAt(steps=True)`: StepTo on the series' grid, every step ending at a saved
     time."""
 
@@ -119,9 +119,9 @@ class AtSteps(AbstractSaving):
 
 
 class AbstractReverse(Registered, eqx.Module, registry=REVERSES):
-    """The backward pass (`Structure.adjoint`). Diffrax's loop takes `Recursive`,
-    `AllSteps` and `Direct`; the others are the fused loop's alone (each integrator's
-    `adjoints`).
+    """The backward pass (`Structure.adjoint`). Diffrax's loop takes
+    `RecursiveReverse`, `AllStepsReverse` and `DirectReverse`; the others are the fused
+    loop's alone (each integrator's `adjoints`).
 
     - `default`: diffrax's default, as the study measured first.
     - `own_reverse`: the fused loop's own reverse loop over the accepted steps
@@ -138,7 +138,7 @@ class AbstractReverse(Registered, eqx.Module, registry=REVERSES):
         return diffrax.DirectAdjoint()
 
 
-class Recursive(AbstractReverse):
+class RecursiveReverse(AbstractReverse):
     """Diffrax's default `RecursiveCheckpointAdjoint`: about sqrt(2 max_steps)
     checkpoints, a conditional per backward step."""
 
@@ -149,7 +149,7 @@ class Recursive(AbstractReverse):
         return diffrax.RecursiveCheckpointAdjoint()
 
 
-class AllSteps(AbstractReverse):
+class AllStepsReverse(AbstractReverse):
     """The same with one checkpoint per step (`checkpoints=max_steps`): no
     recomputation, no conditional."""
 
@@ -159,7 +159,7 @@ class AllSteps(AbstractReverse):
         return diffrax.RecursiveCheckpointAdjoint(checkpoints=max_steps)
 
 
-class Direct(AbstractReverse):
+class DirectReverse(AbstractReverse):
     """`DirectAdjoint`."""
 
     name: ClassVar[str] = "direct"
@@ -171,13 +171,13 @@ class ScanReverse(AbstractReverse):
     name: ClassVar[str] = "scan"
 
 
-class CheckpointedScan(AbstractReverse):
+class CheckpointedScanReverse(AbstractReverse):
     """The same rematerialising each step (the fused loop's)."""
 
     name: ClassVar[str] = "checkpointed_scan"
 
 
-class AcceptedSteps(AbstractReverse):
+class AcceptedStepsReverse(AbstractReverse):
     """The fused loop's own reverse loop, replaying only the accepted steps."""
 
     name: ClassVar[str] = replay.ADJOINT
@@ -195,7 +195,7 @@ class AbstractStages(Registered, eqx.Module, registry=STAGE_RUNS):
         """Tsit5, its stages run so."""
 
 
-class Loop(AbstractStages):
+class StagesLoop(AbstractStages):
     """Diffrax's default: a checkpointed while loop over the stages."""
 
     name: ClassVar[str] = "loop"
@@ -205,7 +205,7 @@ class Loop(AbstractStages):
         return diffrax.Tsit5()
 
 
-class Bounded(AbstractStages):
+class StagesBounded(AbstractStages):
     """Equinox's bounded loop (`scan_kind="bounded"`: a `lax.scan` over the stages with
     a conditional each)."""
 
@@ -215,7 +215,7 @@ class Bounded(AbstractStages):
         return diffrax.Tsit5(scan_kind="bounded")
 
 
-class Unrolled(AbstractStages):
+class StagesUnrolled(AbstractStages):
     """Straight-line code with no loop over the stages (`tsit5.StraightTsit5`)."""
 
     name: ClassVar[str] = "unrolled"

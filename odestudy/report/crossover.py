@@ -106,19 +106,26 @@ def points(recs: Sequence[Rec]) -> list[Point]:
     """The points of `recs`, session by session (`session_points`): a row is set only
     against 1-device rows of its own session."""
     by: dict[sessions.Session, list[Rec]] = {}
-    for r, found in zip(recs, sessions.assign(recs), strict=True):
-        by.setdefault(sessions.session_of(r) if r.get("session") else found, []).append(r)
+    for r, session in zip(recs, _sessions(recs), strict=True):
+        by.setdefault(session, []).append(r)
     return [p for group in by.values() for p in session_points(merged(group))]
+
+
+def _sessions(recs: Sequence[Rec]) -> list[sessions.Session]:
+    """Each record's session: the one it was given (`sessions.reassigned`, over its
+    whole results tree), else its session among `recs` (planted or unread records)."""
+    assigned = sessions.assign(recs)
+    return [
+        sessions.session_of(r) if r.get("session") else a
+        for r, a in zip(recs, assigned, strict=True)
+    ]
 
 
 def by_session(pts: Sequence[Point]) -> list[tuple[sessions.Session, list[Point]]]:
     """`pts` grouped by the session of their rows, oldest first."""
     by: dict[sessions.Session, list[Point]] = {}
-    assigned = sessions.assign([p.record for p in pts])
-    for p, found in zip(pts, assigned, strict=True):
-        by.setdefault(
-            sessions.session_of(p.record) if p.record.get("session") else found, []
-        ).append(p)
+    for p, session in zip(pts, _sessions([p.record for p in pts]), strict=True):
+        by.setdefault(session, []).append(p)
     return sorted(by.items(), key=lambda kv: kv[0].start.isoformat() if kv[0].start else "")
 
 

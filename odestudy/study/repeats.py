@@ -102,11 +102,11 @@ def merge_runs(record: Mapping[str, Any], repeat: Mapping[str, Any]) -> Record:
         out["repeat_errors"] = [*record.get("repeat_errors", []), repeat.get("error")]
         return cast(Record, out)
     out["step_times_runs_s"] = [*record["step_times_runs_s"], repeat["step_times_runs_s"][0]]
-    # What the host did during each run (`measure.host`); None for runs made before.
-    earlier = record.get("host_runs") or [None] * len(record["step_times_runs_s"])
-    out["host_runs"] = [*earlier, (repeat.get("host_runs") or [None])[0]]
-    steps = record.get("solver_steps_runs") or [None] * len(record["step_times_runs_s"])
-    out["solver_steps_runs"] = [*steps, (repeat.get("solver_steps_runs") or [None])[0]]
+    # Per run: what the host did (`measure.host`) and the mean solver steps per sample;
+    # None for runs made before records kept them.
+    for key in ("host_runs", "solver_steps_runs"):
+        earlier = record.get(key) or [None] * len(record["step_times_runs_s"])
+        out[key] = [*earlier, (repeat.get(key) or [None])[0]]
     out.update(pooled(out["step_times_runs_s"]))
     out["epoch_time_s"] = out["step_time_s"] * record["dataset_size"] / record["global_batch"]
     out["runs_finished"] = [
