@@ -140,6 +140,22 @@ def test_recommended_picks_only_levers_valid_for_the_problem(controller):
     recommended(Scenario(problem=FORCED_SPEC, controller=controller))  # valid: no error
 
 
+def test_the_matrix_on_a_users_problem_applies_only_its_own_levers():
+    """`odestudy matrix --problem P`: each recommended row is P's own recommended step,
+    not the oscillator's moved over (whose faster activations refuse a tanh field)."""
+    from odestudy.study import matrix
+
+    runnable, not_run, _, _ = matrix._scenarios_to_run(
+        "quick", "cpu", "scaling", False, None, None, None, False, None, "tests.problems:RISING"
+    )
+    rows = runnable + [s for s, _ in not_run]
+    stepped = [s for s in rows if s.step_tag()]
+    assert stepped and len(stepped) == len(rows) // 2
+    for s in stepped:
+        assert s.key() == recommended(s.default_step()).key()
+        assert not s.fast_activations and s.structure.integrator != Fused()
+
+
 def _loss_and_grads(problem, controller, structure, data):
     params, static = eqx.partition(problem.make_field(jr.PRNGKey(1), 8), eqx.is_array)
     loss_fn = LOSSES[structure.solve]

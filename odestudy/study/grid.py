@@ -358,13 +358,24 @@ def scaling_plan(
 
 def for_problem(found: list, problem: str) -> list:
     """Scenarios (or `(scenario, why)` pairs) of the matrix for `problem`
-    (`Scenario.for_problem`), leaving out those the problem cannot run."""
+    (`Scenario.for_problem`, each recommended step the problem's own), leaving out those
+    the problem cannot run."""
     out = []
     for item in found:
         s, rest = (item[0], item[1:]) if isinstance(item, tuple) else (item, ())
         try:
-            moved = s.for_problem(problem)
+            moved = _moved(s, problem)
         except ValueError:  # for example a spread on a problem without one
             continue
         out.append((moved, *rest) if rest else moved)
     return out
+
+
+def _moved(s: Scenario, problem: str) -> Scenario:
+    """`s` training `problem`; a recommended-step row takes `problem`'s own recommended
+    step (`recommended.recommended`), never the levers chosen for the study's problem,
+    some of which may refuse `problem` (faster activations on a field without softplus)."""
+    base = s.default_step()
+    if s.key() != base.key() and s.key() == apply(base).key():
+        return apply(base.for_problem(problem))
+    return s.for_problem(problem)
