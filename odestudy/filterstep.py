@@ -10,13 +10,14 @@ compiles once per static part.
 """
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
 import jax
 import numpy as np
 import optax
 
+from .measure.compat import collectives_need_sync
 from .measure.loss import Mean
 from .measure.modes import (
     PER_SAMPLE,
@@ -29,6 +30,9 @@ from .measure.modes import (
     make_params_step,
     parse_mode,
 )
+
+if TYPE_CHECKING:
+    from .study.steps import Step
 
 # A loss for `make_step`: `loss(model, batch, key) -> value`, or `-> (value, aux)` where
 # `make_step(aux=...)` says what `aux` holds. `key` is None in a step called without one.
@@ -93,8 +97,13 @@ class FilterStep(eqx.Module):
     devices: tuple = eqx.field(static=True)
     aux: Any = eqx.field(static=True, default=None)
     donate: bool = eqx.field(static=True, default=False)
+    # XLA options every call's step is compiled with (a loaded step's), or None: a plain
+    # jitted call with XLA's defaults.
+    compiler_options: dict[str, Any] | None = eqx.field(static=True, default=None)
     # The params-style steps made so far, each with the rest of the model it was made for.
     steps: list[tuple[Any, ParallelStep]] = eqx.field(static=True, default_factory=list)
+    # With `compiler_options`: each step's executables, by its arguments' structure.
+    compiled: dict[Any, Any] = eqx.field(static=True, default_factory=dict)
 
     @staticmethod
     def partition(model: Any) -> tuple[Any, Any]:
@@ -122,16 +131,33 @@ class FilterStep(eqx.Module):
             donate=self.donate,
             aux=PER_SAMPLE if self.aux is None else self.aux,
             keyed=keyed,
+            compiler_options=self.compiler_options,
         )
         self.steps.append((rest, step))
         return step
+
+    def run(self, step: ParallelStep, args: tuple) -> tuple:
+        """`step` on its placed `args`: called, or with `compiler_options` its executable
+        (compiled once per argument structure, shapes and types)."""
+        if self.compiler_options is None:
+            return step(*args)
+        leaves, tree = jax.tree.flatten(args)
+        at = (
+            id(step),
+            tree,
+            tuple((np.shape(x), str(getattr(x, "dtype", type(x)))) for x in leaves),
+        )
+        if at not in self.compiled:
+            self.compiled[at] = step.compile(*args)
+        out = self.compiled[at](*args)
+        return jax.block_until_ready(out) if collectives_need_sync(step.devices) else out
 
     def __call__(self, model: Any, opt_state: Any, batch: Any, key: Any = None) -> tuple:
         """One training step: `(model, opt_state, loss, aux)` (see the class)."""
         check_batch(batch, len(self.devices))
         params, rest = self.partition(model)
         step = self.parallel_step(rest, keyed=key is not None)
-        out = step(*step.place_args(params, opt_state, batch, key))
+        out = self.run(step, step.place_args(params, opt_state, batch, key))
         params, opt_state, value, aux = step.without_device_axis(out)
         return eqx.combine(params, rest), opt_state, value, aux
 
@@ -139,11 +165,12 @@ class FilterStep(eqx.Module):
 def make_step(
     loss: ModelLoss,
     optimiser: optax.GradientTransformation,
-    mode: "str | AbstractMode",
-    devices: Sequence[jax.Device],
+    mode: "str | AbstractMode | None" = None,
+    devices: Sequence[jax.Device] | None = None,
     *,
     aux: Any = None,
-    donate: bool = False,
+    donate: bool | None = None,
+    step: "Step | None" = None,
 ) -> FilterStep:
     """The data-parallel training step of an equinox model, in any mode, the optax
     update inside the compiled step (`FilterStep`):
@@ -167,11 +194,22 @@ def make_step(
       averaged over devices), or a pytree prefix of `aux` made of these.
     - `donate`: the step reuses the buffers of the model's floating-point arrays and the
       optimiser state it is given (they are gone after the call).
+    - `step`: a `Step` `odestudy tune` chose (`load_step`): its compile options, and
+      its donation, mode and devices (the first local ones) where none are given. Its
+      solve is the loss's to call (`step.solve`), its model `step.model(model)`.
 
     The model's floating-point arrays are trained, the rest kept
     (`eqx.partition(model, eqx.is_inexact_array)`); a model whose rest changes gets a
     step compiled for it, as `eqx.filter_jit` does.
     """
+    options = None
+    if step is not None:
+        mode = step.mode if mode is None else mode
+        devices = jax.local_devices()[: step.devices] if devices is None else devices
+        donate = step.donate if donate is None else donate
+        options = step.compiler_options()
+    if mode is None or devices is None:
+        raise ValueError("make_step needs a mode and devices, or a step= that names them")
     mode = parse_mode(mode)
     check_here(mode)
     devices = tuple(devices)
@@ -183,4 +221,4 @@ def make_step(
         raise ValueError(f"the optimiser must be an optax transformation, got {optimiser!r}")
     if aux is not None:
         check_layout(Layout(aux))
-    return FilterStep(loss, optimiser, mode, devices, aux, donate)
+    return FilterStep(loss, optimiser, mode, devices, aux, bool(donate), options)

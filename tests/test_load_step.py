@@ -1,6 +1,7 @@
 """A step `odestudy tune` chose leaves the harness: `load_step` gives a `Step` whose
 `solve` is the solve the study hands a problem's loss, and a plain optax loop of the
-researcher's own trains with it."""
+researcher's own trains with it: with `make_step(step=...)`, exactly as the study's
+training of the same step (what `odestudy run --step FILE` runs), in every mode."""
 
 import json
 
@@ -11,9 +12,15 @@ import numpy as np
 import optax
 import pytest
 
+import odestudy
 from odestudy import Step, load_step
+from odestudy.measure.batching import batch_stream
+from odestudy.measure.modes import MODES
 from odestudy.measure.scenario import Scenario
+from odestudy.measure.training import scenario_devices, train
 from odestudy.study.steps import KIND
+
+HERE = [name for name, mode in MODES.items() if mode().why_not_here() is None]
 
 
 def _write(tmp_path, fields, **facts):
@@ -67,3 +74,38 @@ def test_a_plain_loop_trains_with_a_loaded_step(tmp_path):
         model, state, loss = train_step(model, state)
         losses.append(float(loss))
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("mode", HERE)
+def test_a_loaded_step_in_a_plain_loop_trains_as_the_study_does(tmp_path, mode):
+    """The same initial model, the same batches, 20 steps: the researcher's loop with
+    the loaded step (its model, solve, compile options, donation, mode and devices)
+    gives the study's training losses of that step, to float tolerance."""
+    fields = {"solve": "within_ode", "fast_activations": True, "vector_width": 512,
+              "donate": True}  # fmt: skip
+    n = 1 if mode == "single" else 2
+    step = load_step(_write(tmp_path, fields, mode=mode, devices=n))
+    s = step.scenario(steps_per_stage=20, length_fractions=(1.0,))
+    assert (s.mode, s.devices_per_process) == (mode, n)
+    study = train(s, scenario_devices(s))["train_loss"]  # what `run --step FILE` trains
+    # The researcher's own loop: their data, model, optimiser and batches.
+    problem = s.ode_problem
+    data_key, model_key = jr.split(jr.PRNGKey(s.seed))
+    data = problem.make_data(s.dataset_size + s.eval_size, data_key, s.spread)
+    model = step.model(problem.make_model(model_key, s.width))
+    train_step = odestudy.make_step(
+        lambda m, batch, key: problem.loss(m, batch, key, step.solve(problem)),
+        problem.optimiser(s.lr),
+        step=step,
+    )
+    assert train_step.compiler_options == {"xla_cpu_prefer_vector_width": 512}
+    assert (train_step.mode.name, len(train_step.devices), train_step.donate) == (mode, n, True)
+    opt_state, batches, losses = (
+        train_step.init(model),
+        batch_stream(s.dataset_size, s.global_batch, s.seed),
+        [],
+    )
+    for _ in range(20):
+        model, opt_state, value, _ = train_step(model, opt_state, problem.take(data, next(batches)))
+        losses.append(float(value))
+    np.testing.assert_allclose(losses, study, rtol=1e-5)

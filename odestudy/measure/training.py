@@ -145,6 +145,16 @@ def fast_activations(problem: AbstractODEProblem, model: Any) -> Any:
     return model
 
 
+def step_model(s: Scenario, problem: AbstractODEProblem, model: Any) -> Any:
+    """`model` as `s`'s step trains it: its activations swapped where `s.fast_activations`
+    (`fast_activations`), then each added lever's change (`AbstractAddedLever.model`)."""
+    if s.fast_activations:
+        model = fast_activations(problem, model)
+    for lever in s.added:
+        model = lever.model(model)
+    return model
+
+
 def check_mlp_fields(
     problem: AbstractODEProblem, model: Any, who: str = "mlp_reverse", grouped: bool = True
 ) -> None:
@@ -208,10 +218,7 @@ def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup
     if s.structure.solve_kind.one_ode:  # before anything compiles
         check_uniform_grids(problem, np.asarray(problem.times(data)))
     model = call_part(problem, "model", "make_model", problem.make_model, model_key, s.width)
-    if s.fast_activations:
-        model = fast_activations(problem, model)
-    for lever in s.added:
-        model = lever.model(model)
+    model = step_model(s, problem, model)
     if s.mlp_reverse:
         check_mlp_fields(problem, model)
     if s.structure.integrator.mlp_field:

@@ -111,6 +111,12 @@ class Step:
     - `fields`: its levers, as `Scenario` fields (empty: the default step).
     - `measured`: the step file as `tune` wrote it (its speedup and interval, losses,
       machine and session).
+    - `mode`, `devices`: the mode and device count it runs in (`single` on 1 device
+      where the file names none).
+
+    In your own loop: `step.model(model)` (the model as the step trains it),
+    `step.solve(problem)` (the solve your loss calls) and `odestudy.make_step(loss,
+    optimiser, step=step)` (its mode, devices, donation and compile options).
     """
 
     problem: str
@@ -119,12 +125,21 @@ class Step:
     scale: str
     fields: dict[str, Any]
     measured: dict[str, Any]
+    mode: str = "single"
+    devices: int = 1
 
     def scenario(self, **fields: Any) -> Scenario:
-        """The scenario the step runs (`fields` set beside its levers: a mode, devices)."""
-        facts: dict[str, Any] = {"problem": self.problem, "controller": self.controller,
-                                 "device": self.device, "scale": self.scale}  # fmt: skip
-        return Scenario(**facts, **self.fields, **fields)
+        """The scenario the step runs: its levers in its mode on its devices (`fields`
+        set beside or instead of them: another mode, a schedule)."""
+        facts = dict(
+            problem=self.problem,
+            controller=self.controller,
+            device=self.device,
+            scale=self.scale,
+            mode=self.mode,
+            devices_per_process=self.devices,
+        )
+        return Scenario(**{**facts, **self.fields, **fields})
 
     def solve(self, problem: Any = None) -> Any:
         """The configured batched solve (`model.BatchSolve`) a problem's loss receives
@@ -134,6 +149,27 @@ class Step:
         from ..measure.model import BatchSolve  # JAX loads with a solve only
 
         return BatchSolve(self.scenario().ode_solve(problem))
+
+    def model(self, model: Any, problem: Any = None) -> Any:
+        """`model` as the step trains it (`training.step_model`: faster activations, the
+        added levers' changes); a `ProblemError` where a lever refuses it. `problem`:
+        named in that error (default the one the step was tuned for)."""
+        from ..measure.problem import as_ode_problem
+        from ..measure.training import step_model
+
+        s = self.scenario()
+        return step_model(s, s.ode_problem if problem is None else as_ode_problem(problem), model)
+
+    @property
+    def donate(self) -> bool:
+        """Whether the step reuses its parameters' and optimiser state's buffers."""
+        return bool(self.scenario().donate)
+
+    def compiler_options(self) -> dict[str, Any] | None:
+        """The XLA options the step is compiled with (`step.step_options`), or None."""
+        from ..measure.step import step_options
+
+        return step_options(self.scenario())
 
 
 def load_step(path: str | Path) -> Step:
@@ -145,6 +181,7 @@ def load_step(path: str | Path) -> Step:
     if others:
         raise ValueError(f"{path} sets {', '.join(others)}: not levers of the step")
     step = Step(found["problem"], found["controller"], found["device"], found["scale"],
-                dict(fields), found)  # fmt: skip
+                dict(fields), found, found.get("mode", "single"),
+                int(found.get("devices", 1)))  # fmt: skip
     step.scenario()  # validated: a one-line ValueError where the levers do not fit
     return step
