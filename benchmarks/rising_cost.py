@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def _tune_worker(scale: str, blocks: int, steps: int) -> None:
     """`tune`'s default step (`tune.Tuner`: trained with the default step, then the
     default candidate compiled, checked and timed as tune times it); prints JSON."""
+    import os
+
+    os.environ.setdefault("EQX_ON_ERROR", "nan")  # as odestudy tune runs (cli.TIMED_HERE)
     import numpy as np
 
     import odestudy
@@ -39,6 +42,7 @@ def _tune_worker(scale: str, blocks: int, steps: int) -> None:
     tuner.check(trial)
     runs = tuner.time([trial])["default"]
     print(json.dumps({
+        "eqx_on_error": os.environ["EQX_ON_ERROR"],
         "step_times_runs_s": [list(map(float, r)) for r in runs],
         "solver_steps": float(np.mean(tuner.solver_steps["default"])),
         "trained": bool(tuner.record["trained"]),

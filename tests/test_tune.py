@@ -150,6 +150,24 @@ def test_bad_step_options_are_one_line_errors(argv, message, capsys, tmp_path, m
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+def test_commands_that_time_in_their_own_process_time_as_the_kernels_do(monkeypatch):
+    """`odestudy tune` and `predict` start again with `EQX_ON_ERROR=nan`, as every
+    scenario kernel runs, where it is unset (a value given is kept, and recorded)."""
+    import os
+
+    calls = []
+    monkeypatch.delenv("EQX_ON_ERROR", raising=False)
+    monkeypatch.setattr(os, "execve", lambda exe, args, env: calls.append((args, env)))
+    cli._timed_as_kernels(["tune", "--scale", "smoke"])
+    cli._timed_as_kernels(["report"])
+    ((args, env),) = calls
+    assert args[1:] == ["-m", "odestudy.cli", "tune", "--scale", "smoke"]
+    assert env["EQX_ON_ERROR"] == "nan"
+    monkeypatch.setenv("EQX_ON_ERROR", "raise")
+    cli._timed_as_kernels(["predict"])
+    assert len(calls) == 1
+
+
 @pytest.mark.long
 def test_a_lever_of_ones_own_runs_through_run_the_levers_benchmark_and_tune(tmp_path, monkeypatch):
     """`helpers.FastMinMax`, defined in a test file: `odestudy tune` tries it (the
