@@ -45,6 +45,7 @@ def _tune_worker(scale: str, blocks: int, steps: int) -> None:
         "eqx_on_error": os.environ["EQX_ON_ERROR"],
         "step_times_runs_s": [list(map(float, r)) for r in runs],
         "solver_steps": float(np.mean(tuner.solver_steps["default"])),
+        "host_blocks": tuner.host_blocks["default"],
         "trained": bool(tuner.record["trained"]),
         "final_loss": float(tuner.record["final_loss"]),
     }))  # fmt: skip
@@ -62,6 +63,7 @@ def _run_once(scale: str, folder: Path) -> dict[str, Any]:
         "cold_step_times_s": cold,
         "solver_steps": rec["solver_steps_runs"][1],
         "cold_solver_steps": rec["solver_steps_runs"][0],
+        "host": rec["host_runs"][1],
         "trained": bool(rec["trained"]),
         "final_loss": float(rec["final_loss"]),
     }
