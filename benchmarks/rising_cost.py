@@ -120,6 +120,9 @@ def main() -> None:
         return _tune_worker(a.scale, a.blocks, a.steps_per_block)
     if not a.out:
         p.error("--out is required")
+    import os
+
+    os.environ.setdefault("EQX_ON_ERROR", "nan")  # as every timing process (recorded)
     import odestudy
     from odestudy.measure.environment import now
     from odestudy.measure.training import environment
