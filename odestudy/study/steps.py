@@ -154,7 +154,7 @@ class Step:
         """`model` as the step trains it (`training.step_model`: faster activations, the
         added levers' changes); a `ProblemError` where a lever refuses it. `problem`:
         named in that error (default the one the step was tuned for)."""
-        from ..measure.problem import as_ode_problem
+        from ..measure.problem import as_ode_problem  # JAX loads with a model only
         from ..measure.training import step_model
 
         s = self.scenario()
@@ -167,7 +167,7 @@ class Step:
 
     def compiler_options(self) -> dict[str, Any] | None:
         """The XLA options the step is compiled with (`step.step_options`), or None."""
-        from ..measure.step import step_options
+        from ..measure.step import step_options  # JAX loads with a step only
 
         return step_options(self.scenario())
 
