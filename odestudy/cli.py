@@ -2,6 +2,7 @@
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 import typing
 from pathlib import Path
@@ -79,8 +80,13 @@ def step_of(s: Scenario, a: argparse.Namespace) -> Scenario:
             f"{which} sets the step's levers; give either {which} or --{given[0].replace('_', '-')}"
         )
     if step:
-        chosen = apply_step(s, read_step(step), step)
-        print(f"step: {step}: {chosen.step_tag() or 'the default step'}")
+        found = read_step(step)
+        chosen = apply_step(s, found, step)
+        if getattr(a, "mode", None) is None and getattr(a, "devices_per_process", None) is None:
+            mode, n = found.get("mode", "single"), found.get("devices", 1)
+            chosen = dataclasses.replace(chosen, mode=mode, devices_per_process=n)
+        print(f"step: {step}: {chosen.step_tag() or 'the default step'}, {chosen.mode} on "
+              f"{chosen.devices_per_process} device(s)")  # fmt: skip
         return chosen
     chosen, why = recommended_step(s, a.results)
     print(f"recommended: {chosen.step_tag() or 'the default step'} ({why})")
@@ -535,11 +541,14 @@ def _tune(a: argparse.Namespace) -> int:
     from .measure.devices import gpu_count
 
     validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
+    if a.devices < 1 or (s.device == "gpu" and a.devices > gpu_count()):
+        raise ValueError(f"--devices {a.devices}: need 1 to the GPUs present ({gpu_count()})")
     out = Path(a.out) if a.out else step_path(s, a.results)
     check_writable(out.parent)
-    configure_devices(s.device, 1)
+    configure_devices(s.device, a.devices)
     with measuring(f"odestudy tune {s.problem_object.name}", a.wait):
-        found = tune(s, blocks=a.blocks, steps_per_block=a.steps_per_block, results=a.results)
+        found = tune(s, blocks=a.blocks, steps_per_block=a.steps_per_block,
+                     results=a.results, devices=a.devices)  # fmt: skip
     write_json_atomic(out, found)
     print_tune(found)
     print(f"-> {out}")
@@ -784,6 +793,14 @@ def _tune_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--blocks", type=int, default=5, help="interleaved blocks per phase")
     p.add_argument("--steps-per-block", type=int, default=10)
+    p.add_argument(
+        "--devices",
+        type=int,
+        default=1,
+        help="then time the chosen step split over this many devices in every "
+        "multi-device mode, against one device, and write the mode and device count "
+        "that pay (or one device) into the step file (CPU: virtual devices)",
+    )
     p.add_argument("--results", default=str(environment.workdir("results")))
     add_wait_option(p)
 

@@ -129,9 +129,9 @@ class Tuner:
     def compile(self, c: Candidate) -> Trial:
         """`c`'s step compiled on the trained state (a `ProblemError` or ValueError, one
         line, where its problem refuses it before compiling)."""
-        from .measure.training import prepare, step_key
+        from .measure.training import prepare, scenario_devices, step_key
 
-        setup = prepare(c.scenario, self.devices, check=False)
+        setup = prepare(c.scenario, scenario_devices(c.scenario), check=False)
         if self.static is None:
             self.static = setup.static
         step = setup.step
@@ -262,6 +262,45 @@ def measure_phase(
     return rows
 
 
+def split_phase(
+    tuner: Tuner, step: Scenario, devices: int, loss_factor: float, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """`step` (the chosen levers) on one device and split over `devices` devices in
+    every multi-device mode the running JAX has, at the same global batch, from the
+    trained state, in interleaved blocks (the one-device step on the first device of
+    this process). Each mode's speedup over the one-device step with its interval; the
+    fastest whose interval lies wholly above 1 at an equal loss is chosen, else one
+    device, said."""
+    from .measure.modes import MODES, multi_device_modes
+
+    here = [m for m in multi_device_modes() if MODES[m]().why_not_here() is None]
+    one = Candidate("single", (), dataclasses.replace(step, mode="single", devices_per_process=1))
+    split = [
+        Candidate(m, (), dataclasses.replace(step, mode=m, devices_per_process=devices))
+        for m in here
+    ]
+    log(f"split: the chosen step on {devices} devices in {len(split)} modes")
+    rows = measure_phase(tuner, [one, *split], "split", loss_factor)
+    pays = [r for r in rows if r.get("verdict") == "faster"]
+    best = max(pays, key=lambda r: r["speedup"]) if pays else None
+    said = (
+        f"{best['label']} on {devices} devices: {best['speedup']:.2f}x "
+        f"[{best['speedup_ci'][0]:.2f}, {best['speedup_ci'][1]:.2f}] over one device"
+        if best
+        else f"one device: no mode on {devices} devices is faster with its whole interval"
+    )
+    log(f"split: {said}")
+    return {
+        "mode": best["label"] if best else "single",
+        "devices": devices if best else 1,
+        "tried_devices": devices,
+        "speedup": best["speedup"] if best else 1.0,
+        "speedup_ci": best["speedup_ci"] if best else None,
+        "said": said,
+        "rows": rows,
+    }
+
+
 def _fields(s: Scenario) -> dict[str, Any]:
     """The levers `s` sets away from their defaults, as scenario fields."""
     return {k: getattr(s, k) for k in Scenario.levers() if getattr(s, k) != s.default(k)}
@@ -323,10 +362,14 @@ def tune(
     log: Callable[[str], None] = print,
     results: str | Path | None = None,
     budget_s: float = BUDGET_S,
+    devices: int = 1,
 ) -> dict[str, Any]:
     """Tune `s`'s step (its levers from their defaults): the step file's content (see
     the module's docstring); `log` receives progress lines. Where the levers alone took
-    more than half of `budget_s`, the combinations are left out (said)."""
+    more than half of `budget_s`, the combinations are left out (said). With `devices`
+    of 2 or more (present in this process), the chosen step is then timed split over
+    them in every multi-device mode (`split_phase`), and the file names the mode and
+    device count that pay, or one device."""
     from .measure.environment import now
     from .measure.training import environment
     from .study.records import DEFAULT_RESULTS, machine_folder
@@ -348,9 +391,13 @@ def tune(
         for name, why in refused.items():
             log(f"  {name}: refused: {why}")
         rows, final_rows = _phases(tuner, s, levers, facts, loss_factor, log, t0, budget_s)
-    kept = [r for r in final_rows if r.get("verdict") == "faster"]
-    chosen = max(kept, key=lambda r: r["speedup"]) if kept else None
-    base = next(r for r in final_rows if r["label"] == "default")
+        kept = [r for r in final_rows if r.get("verdict") == "faster"]
+        chosen = max(kept, key=lambda r: r["speedup"]) if kept else None
+        base = next(r for r in final_rows if r["label"] == "default")
+        split = None
+        if devices > 1:
+            step = dataclasses.replace(s, **(chosen["fields"] if chosen else {}))
+            split = split_phase(tuner, step, devices, loss_factor, log)
     tried = [*rows, *(final_rows if final_rows is not rows else [])]
     for name, why in refused.items():
         tried.append({"label": name, "levers": [name], "phase": "alone",
@@ -378,6 +425,9 @@ def tune(
         },
         "facts": facts._asdict(),
         "tried": tried,
+        "mode": split["mode"] if split else "single",
+        "devices": split["devices"] if split else 1,
+        "split": split,
         "blocks": blocks,
         "steps_per_block": steps_per_block,
         "method": METHOD,
@@ -447,7 +497,8 @@ def print_tune(out: dict[str, Any], print_line: Callable[[str], None] = print) -
     from .report.intervals import fmt_interval
 
     print_line(f"{'phase':9s} {'step':46s} {'ms':>7s}  {'speedup [95%]':20s} {'loss':>9s}  verdict")
-    for r in out["tried"]:
+    split = out.get("split") or {}
+    for r in [*out["tried"], *split.get("rows", [])]:
         ms = f"{r['step_time_s'] * 1e3:7.2f}" if "step_time_s" in r else f"{'-':>7s}"
         ratio = fmt_interval(r.get("speedup"), *(r.get("speedup_ci") or (None, None)))
         loss = f"{r['check_loss']:9.3g}" if "check_loss" in r else f"{'-':>9s}"
@@ -462,6 +513,8 @@ def print_tune(out: dict[str, Any], print_line: Callable[[str], None] = print) -
         )
     else:
         print_line("chosen: the default step (nothing measured was faster at equal loss)")
+    if split:
+        print_line(f"split: {split['said']}")
     if not out["losses"]["trained_ok"]:
         print_line(
             f"note: the default trained to {out['losses']['trained']:.3g}, above "

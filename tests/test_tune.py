@@ -150,6 +150,49 @@ def test_bad_step_options_are_one_line_errors(argv, message, capsys, tmp_path, m
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.long
+def test_tune_on_several_devices_names_the_mode_that_pays_or_one_device(tmp_path, monkeypatch):
+    """`tune(devices=2)`: the chosen step (here the default: no lever is tried) on one
+    device and split over 2 in every multi-device mode, interleaved; the file names the
+    fastest mode whose interval lies above 1, else one device, and `--step FILE` runs
+    what it names unless a mode is given. Nothing here reads a time for a verdict."""
+    import argparse
+
+    import odestudy.tune
+    from odestudy.measure.modes import MODES, multi_device_modes
+    from odestudy.tune import tune
+
+    monkeypatch.setattr(odestudy.tune, "study_measured", lambda s: False)
+    monkeypatch.setattr(odestudy.tune, "_loss_factor", lambda *a: 1.1)  # no seeds trained
+    saved = dict(LEVERS)
+    try:
+        LEVERS.clear()
+        out = tune(Scenario(scale="smoke"), blocks=2, steps_per_block=2, results=tmp_path,
+                   devices=2)  # fmt: skip
+    finally:
+        LEVERS.update(saved)
+    split = out["split"]
+    here = [m for m in multi_device_modes() if MODES[m]().why_not_here() is None]
+    assert [r["label"] for r in split["rows"]] == ["single", *here]
+    pays = [r for r in split["rows"] if r["verdict"] == "faster"]
+    if pays:
+        best = max(pays, key=lambda r: r["speedup"])
+        assert (out["mode"], out["devices"]) == (best["label"], 2)
+        assert all(r["speedup_ci"][0] > 1 for r in pays)
+    else:
+        assert (out["mode"], out["devices"]) == ("single", 1) and "one device" in split["said"]
+    path = tmp_path / "step.json"
+    path.write_text(json.dumps({**out, "mode": "shard_map", "devices": 2}))
+    assert (steps.load_step(path).mode, steps.load_step(path).devices) == ("shard_map", 2)
+    args = argparse.Namespace(step=str(path), recommended=False, mode=None,
+                              devices_per_process=None, results=str(tmp_path))  # fmt: skip
+    chosen = cli.step_of(Scenario(scale="smoke"), args)
+    assert (chosen.mode, chosen.devices_per_process) == ("shard_map", 2)
+    args.mode, args.devices_per_process = "pmap", 2
+    given = Scenario(scale="smoke", mode="pmap", devices_per_process=2)
+    assert cli.step_of(given, args).mode == "pmap"
+
+
 def test_commands_that_time_in_their_own_process_time_as_the_kernels_do(monkeypatch):
     """`odestudy tune` and `predict` start again with `EQX_ON_ERROR=nan`, as every
     scenario kernel runs, where it is unset (a value given is kept, and recorded)."""
