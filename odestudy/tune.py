@@ -13,7 +13,9 @@ trained state, `CHECK_STEPS` carried steps of it end at an evaluation loss withi
 default's run-to-run spread measured here (`report.loss.spread_limit`; measured by the
 tune where none was, `study.spread`) of the default's after the same
 steps. The chosen step goes to a step file (`study.steps`) that `--step FILE` and
-`--recommended` read.
+`--recommended` read. With `--devices N`, the chosen step is then timed split over N
+devices in every multi-device mode against one device (`split_phase`), and the file
+names the mode and device count that pay, or one device.
 
 All candidates run in one process: every lever of the step is a scenario field or a
 compile option of its own executable, none a process setting.
