@@ -283,14 +283,20 @@ def split_phase(
     ]
     log(f"split: the chosen step on {devices} devices in {len(split)} modes")
     rows = measure_phase(tuner, [one, *split], "split", loss_factor)
-    pays = [r for r in rows if r.get("verdict") == "faster"]
+    timed = [r for r in rows[1:] if "speedup" in r]
+    pays = [r for r in timed if r.get("verdict") == "faster"]
     best = max(pays, key=lambda r: r["speedup"]) if pays else None
-    said = (
-        f"{best['label']} on {devices} devices: {best['speedup']:.2f}x "
-        f"[{best['speedup_ci'][0]:.2f}, {best['speedup_ci'][1]:.2f}] over one device"
-        if best
-        else f"one device: no mode on {devices} devices is faster with its whole interval"
-    )
+    fastest = best or (max(timed, key=lambda r: r["speedup"]) if timed else None)
+    said = f"one device: no mode was timed on {devices} devices"
+    if fastest:
+        lo, hi = fastest["speedup_ci"]
+        ratio = f"{fastest['label']} {fastest['speedup']:.2f}x [{lo:.2f}, {hi:.2f}]"
+        said = (
+            f"{ratio} on {devices} devices over one device"
+            if best
+            else f"one device: no mode on {devices} devices is faster with its whole "
+            f"interval (the fastest, {ratio})"
+        )
     log(f"split: {said}")
     return {
         "mode": best["label"] if best else "single",

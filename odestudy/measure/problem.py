@@ -84,10 +84,8 @@ def select_series(data: Any, idx: np.ndarray) -> Any:
     return jax.tree.map(lambda x: x[idx], data)
 
 
-class AbstractODEProblem(eqx.Module):
-    """Any neural-ODE training problem: the problem owns its model, its batch and its
-    loss; the study owns the solve. Subclass it (an `eqx.Module`) and implement the
-    abstract methods; `docs/own_model.md` says what each part means.
+class ProblemFacts(eqx.Module):
+    """The facts every problem declares, once (`AbstractODEProblem`, `AbstractProblem`).
 
     Class attributes (facts about the problem, read before anything compiles):
 
@@ -100,8 +98,6 @@ class AbstractODEProblem(eqx.Module):
       a record above it says `trained: false` and no table counts its speedup.
     - `rtol`, `atol`: the PID controller's tolerances.
     - `has_spread`: `make_data` honours the complexity knob `spread` (else only 0).
-    - `needs_key`: the loss draws random numbers from its `key` (one per step and
-      device); False: it is given `key=None` and the step carries no key.
     """
 
     name: eqx.AbstractClassVar[str]
@@ -111,6 +107,18 @@ class AbstractODEProblem(eqx.Module):
     rtol: ClassVar[float] = RTOL
     atol: ClassVar[float] = ATOL
     has_spread: ClassVar[bool] = False
+
+
+class AbstractODEProblem(ProblemFacts):
+    """Any neural-ODE training problem: the problem owns its model, its batch and its
+    loss; the study owns the solve. Subclass it (an `eqx.Module`) and implement the
+    abstract methods; `docs/own_model.md` says what each part means. Its facts are
+    `ProblemFacts`'s, and:
+
+    - `needs_key`: the loss draws random numbers from its `key` (one per step and
+      device); False: it is given `key=None` and the step carries no key.
+    """
+
     needs_key: ClassVar[bool] = True
 
     @abc.abstractmethod
@@ -187,34 +195,14 @@ class AbstractODEProblem(eqx.Module):
         return int(np.shape(self.times(data))[0])
 
 
-class AbstractProblem(eqx.Module):
+class AbstractProblem(ProblemFacts):
     """A neural-ODE training problem whose ODE state is the observed series itself: the
     field, data as a `Dataset`, and a loss of solved against observed series. Subclass
     it (an `eqx.Module`) and implement the abstract methods; the study runs it as an
     `AbstractODEProblem` (`SeriesProblem`: every solve starts from `ys[:, 0]`, with
     `args=None`). For any other neural ODE (a latent or controlled one), subclass
-    `AbstractODEProblem`.
-
-    Class attributes (facts about the problem, read before anything compiles):
-
-    - `name`: a short name for tables and records.
-    - `time_dependent`: the vector field reads its time argument `t`. The study's solves
-      then give it the true time in every stage; a solve that cannot is refused.
-    - `uniform_grid`: every series is observed on an evenly spaced grid (within-ODE
-      batching rescales time by the grid's step and needs it).
-    - `trained_loss`: the evaluation loss at or below which a model counts as trained;
-      a record above it says `trained: false` and no table counts its speedup.
-    - `rtol`, `atol`: the PID controller's tolerances.
-    - `has_spread`: `make_data` honours the complexity knob `spread` (else only 0).
+    `AbstractODEProblem`. Its facts are `ProblemFacts`'s.
     """
-
-    name: eqx.AbstractClassVar[str]
-    time_dependent: eqx.AbstractClassVar[bool]
-    uniform_grid: eqx.AbstractClassVar[bool]
-    trained_loss: eqx.AbstractClassVar[float]
-    rtol: ClassVar[float] = RTOL
-    atol: ClassVar[float] = ATOL
-    has_spread: ClassVar[bool] = False
 
     @abc.abstractmethod
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
@@ -316,6 +304,11 @@ class OscillatorBank(AbstractProblem):
         return SharedField(key, width, self.COPIES)
 
 
+def _fact(name: str) -> Any:
+    """A fact of `SeriesProblem.problem` (`ProblemFacts`), read through the adapter."""
+    return property(lambda self: getattr(self.problem, name))
+
+
 class SeriesProblem(AbstractODEProblem):
     """An `AbstractProblem` (the ODE's state is the observed series) as the study runs
     it: the data is its `Dataset`, a batch is `(ts, ys)`, and the loss solves the field
@@ -332,33 +325,14 @@ class SeriesProblem(AbstractODEProblem):
     weighted: bool = eqx.field(default=False, static=True)
     needs_key: ClassVar[bool] = False
 
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.problem.name
-
-    @property
-    def time_dependent(self) -> bool:  # type: ignore[override]
-        return self.problem.time_dependent
-
-    @property
-    def uniform_grid(self) -> bool:  # type: ignore[override]
-        return self.problem.uniform_grid
-
-    @property
-    def trained_loss(self) -> float:  # type: ignore[override]
-        return self.problem.trained_loss
-
-    @property
-    def rtol(self) -> float:  # type: ignore[override]
-        return self.problem.rtol
-
-    @property
-    def atol(self) -> float:  # type: ignore[override]
-        return self.problem.atol
-
-    @property
-    def has_spread(self) -> bool:  # type: ignore[override]
-        return self.problem.has_spread
+    # The series problem's facts, read through (declared there, not here).
+    name = _fact("name")
+    time_dependent = _fact("time_dependent")
+    uniform_grid = _fact("uniform_grid")
+    trained_loss = _fact("trained_loss")
+    rtol = _fact("rtol")
+    atol = _fact("atol")
+    has_spread = _fact("has_spread")
 
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
         return self.problem.make_data(size, key, spread)

@@ -254,23 +254,27 @@ def load_records(
     return pd.DataFrame(rows, columns=None if rows else list(FLAT_KEYS))
 
 
+# What each row of `load_steps` and `load_runs` says of its record.
+RUN_KEYS = (
+    "name",
+    "machine_id",
+    "scale",
+    "device",
+    "mode",
+    "controller",
+    "scaling",
+    "n_devices",
+    "global_batch",
+)
+
+
 def load_steps(
     results: str | Path = "results", scale: str | None = None, current: bool = True
 ) -> pd.DataFrame:
     """The timed steps of every ok record, long form: one row per step of the last,
     full-length stage, with its run (0 = the cold run), its index in the run, and the
     record's name, machine, mode, controller, scaling and devices."""
-    keys = (
-        "name",
-        "machine_id",
-        "scale",
-        "device",
-        "mode",
-        "controller",
-        "scaling",
-        "n_devices",
-        "global_batch",
-    )
+    keys = RUN_KEYS
     rows = []
     for rec in read_records(results, scale, current):
         if not rec.ok:
@@ -290,17 +294,7 @@ def load_runs(
     """Each run's median step time, long form: one row per run of every ok record
     (run 0 is the cold run; repeats follow in the order they ran), with the record's
     name, machine, mode, controller, scaling and devices."""
-    keys = (
-        "name",
-        "machine_id",
-        "scale",
-        "device",
-        "mode",
-        "controller",
-        "scaling",
-        "n_devices",
-        "global_batch",
-    )
+    keys = RUN_KEYS
     rows = [
         {**{k: rec.get(k) for k in keys}, "run": run, "step_time_s": t}
         for rec in read_records(results, scale, current)
