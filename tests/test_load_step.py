@@ -109,3 +109,24 @@ def test_a_loaded_step_in_a_plain_loop_trains_as_the_study_does(tmp_path, mode):
         model, opt_state, value, _ = train_step(model, opt_state, problem.take(data, next(batches)))
         losses.append(float(value))
     np.testing.assert_allclose(losses, study, rtol=1e-5)
+
+
+def test_a_loss_without_a_problem_class_gets_the_steps_solve_from_its_facts(tmp_path):
+    """`step.solve(time_dependent=..., uniform_grid=..., rtol=..., atol=...)`: the same
+    solve as the problem's, from its facts alone; refused in one line where the step's
+    structure cannot solve such grids, or where a problem is given too."""
+    step = load_step(_write(tmp_path, {"solve": "within_ode", "stages": "unrolled"}))
+    problem = step.scenario().ode_problem
+    ts, ys = problem.take(problem.make_data(8, jr.PRNGKey(0)), np.arange(8))
+    field = problem.make_model(jr.PRNGKey(1), 16)
+    facts = {"time_dependent": problem.time_dependent, "uniform_grid": True,
+             "rtol": problem.rtol, "atol": problem.atol}  # fmt: skip
+    by_facts = step.solve(**facts)
+    np.testing.assert_array_equal(
+        by_facts(field, ts, ys[:, 0]), step.solve(problem)(field, ts, ys[:, 0])
+    )
+    assert by_facts.within_ode and int(by_facts.steps().max()) > 0
+    with pytest.raises(ValueError, match="evenly spaced grids"):
+        step.solve(**{**facts, "uniform_grid": False})
+    with pytest.raises(ValueError, match="not both"):
+        step.solve(problem, **facts)

@@ -14,6 +14,7 @@ in any importable module and naming it as `module:object`
 """
 
 import abc
+import dataclasses
 import functools
 import importlib
 import sys
@@ -302,6 +303,19 @@ class OscillatorBank(AbstractProblem):
 
     def make_field(self, key: jax.Array, width: int) -> eqx.Module:
         return SharedField(key, width, self.COPIES)
+
+
+@dataclasses.dataclass(frozen=True)
+class GivenFacts:
+    """A problem's facts without a problem class: what the study's solve reads of a
+    problem (`ProblemFacts`: whether its field reads `t`, whether its grids are evenly
+    spaced, the PID tolerances), for a loss written without one (`Step.solve`)."""
+
+    time_dependent: bool
+    uniform_grid: bool
+    rtol: float = RTOL
+    atol: float = ATOL
+    name: str = "a loss without a problem class"
 
 
 def _fact(name: str) -> Any:

@@ -83,25 +83,13 @@ def _collective_cost(row: Rec, n: int) -> str:
     )
 
 
-def across_sessions(
-    every: Sequence[Rec],
-    mode: str = "shard",
-    controller: str = "pid",
-    n: int = 2,
-    device: str = "cpu",
-) -> list[str]:
-    """One row (`mode`, `controller`, `n` devices, strong scaling) in every session that
-    holds it and its 1-device baseline (`session_rows`): its claim (speedup with
-    interval), where the session's records come from (the scale, the map, a version
-    set), what the session's probe measured, and the in-loop collective cost the probe's
-    latency gives against its measured step (`_collective_cost`)."""
-    return render_sessions(session_rows(every, mode, controller, n, device), mode, controller, n)
-
-
 def render_sessions(
     found: Sequence[tuple[Any, Rec]], mode: str, controller: str, n: int
 ) -> list[str]:
-    """`across_sessions`'s lines from its rows by session (`session_rows`)."""
+    """One line per session of a row found in each (`session_rows`): its claim (speedup
+    with interval), where the session's records come from (the scale, the map, a version
+    set), what the session's probe measured, and the in-loop collective cost the probe's
+    latency gives against its measured step (`_collective_cost`)."""
     lines = []
     for session, row in found:
         claim = own_claim(row, SESSIONS_WHERE)

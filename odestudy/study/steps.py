@@ -141,14 +141,30 @@ class Step:
         )
         return Scenario(**{**facts, **self.fields, **fields})
 
-    def solve(self, problem: Any = None) -> Any:
+    def solve(self, problem: Any = None, **facts: Any) -> Any:
         """The configured batched solve (`model.BatchSolve`) a problem's loss receives
         from the study with this step: call it as `solve(field, ts, y0, args)` in your
         own loss (`AbstractODEProblem.loss`). `problem`: the problem object whose
-        tolerances it uses (default the one the step was tuned for)."""
+        tolerances it uses (default the one the step was tuned for); or, for a loss
+        without a problem class, its facts alone (`problem.GivenFacts`: `time_dependent`,
+        `uniform_grid`, and `rtol`, `atol`); a one-line ValueError where the step's
+        structure cannot solve such a problem (within-ODE batching on uneven grids)."""
         from ..measure.model import BatchSolve  # JAX loads with a solve only
+        from ..measure.problem import GivenFacts  # JAX loads with a problem only
 
-        return BatchSolve(self.scenario().ode_solve(problem))
+        s = self.scenario()
+        if not facts:
+            return BatchSolve(s.ode_solve(problem))
+        if problem is not None:
+            raise ValueError("give a problem or its facts, not both")
+        given = GivenFacts(**facts)
+        if s.structure.solve_kind.one_ode and not given.uniform_grid:
+            raise ValueError(
+                f"the step's solve {s.solve!r} batches the series as one ODE and needs "
+                "evenly spaced grids; uniform_grid=False"
+            )
+        # The solve reads only a problem's facts (its tolerances, `time_dependent`).
+        return BatchSolve(dataclasses.replace(s.ode_solve(), problem=given))  # type: ignore[arg-type]
 
     def model(self, model: Any, problem: Any = None) -> Any:
         """`model` as the step trains it (`training.step_model`: faster activations, the
