@@ -87,6 +87,7 @@ def main() -> None:
     a = p.parse_args()
     os.environ.setdefault("EQX_ON_ERROR", "nan")  # as every timing process (recorded)
     sys.path.insert(0, str(ROOT / "examples"))
+    import equinox as eqx
     import jax
     import jax.random as jr
     import numpy as np
@@ -120,7 +121,7 @@ def main() -> None:
     for name, (make, solve) in loops.items():
         t0 = time.perf_counter()
         made, f, o, losses = _train(make, solve, step.model(field, problem), data, batches)
-        pred = jax.jit(evaluate)(f, *[jax.numpy.asarray(x) for x in (held[0], held[1][:, 0])])
+        pred = eqx.filter_jit(evaluate)(f, jax.numpy.asarray(held[0]), held[1][:, 0])
         eval_loss = float(np.mean((np.asarray(pred) - held[1]) ** 2))
         trained[name] = dict(step=made, field=f, opt_state=o, losses=losses,
                              eval_loss=eval_loss, train_s=time.perf_counter() - t0)  # fmt: skip
