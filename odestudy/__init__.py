@@ -51,6 +51,7 @@ from .measure.solvers import INTEGRATORS, AbstractIntegrator, Diffrax, Fused, Ke
 from .measure.step import make_local_step, make_parallel_step
 from .measure.training import run_scenario, train
 from .measure.tsit5 import StraightTsit5
+from .plain import LossProblem, tune_loss
 from .report.document import write_report
 from .report.frames import load_curves, load_records, load_runs, load_steps, results_folder
 from .report.plots import plot_scenario, summary
@@ -84,6 +85,8 @@ __all__ = [
     "register_problem",
     "ModeTimes",
     "time_modes",
+    "tune_loss",
+    "LossProblem",
     "Oscillator",
     "PROBLEMS",
     "make_step",

@@ -371,13 +371,16 @@ def tune(
     results: str | Path | None = None,
     budget_s: float = BUDGET_S,
     devices: int = 1,
+    loss_factor: float | None = None,
 ) -> dict[str, Any]:
     """Tune `s`'s step (its levers from their defaults): the step file's content (see
     the module's docstring); `log` receives progress lines. Where the levers alone took
     more than half of `budget_s`, the combinations are left out (said). With `devices`
     of 2 or more (present in this process), the chosen step is then timed split over
     them in every multi-device mode (`split_phase`), and the file names the mode and
-    device count that pay, or one device."""
+    device count that pay, or one device. `loss_factor`: the equal-loss check's bound
+    over the default's loss (None: the default's spread over training seeds measured
+    on this machine, `_loss_factor`)."""
     from .measure.environment import now
     from .measure.training import environment
     from .study.records import DEFAULT_RESULTS, machine_folder
@@ -392,7 +395,8 @@ def tune(
         trained_loss = float(s.ode_problem.trained_loss)
         final = float(tuner.record["final_loss"])
         log(f"trained to {final:.4g} (trained at {trained_loss:g}) in {tuner.train_s:.0f} s")
-        loss_factor = _loss_factor(s, final, folder, log)
+        if loss_factor is None:
+            loss_factor = _loss_factor(s, final, folder, log)
         first = tuner.check(tuner.compile(Candidate("default", (), s)))
         facts = Facts(solver_steps=first["solver_steps_max"])
         levers, refused = applicable(s, facts)

@@ -191,7 +191,12 @@ class Step:
 def load_step(path: str | Path) -> Step:
     """The step file `odestudy tune` wrote at `path` as a `Step`; a one-line ValueError
     where it is not one (`read_step`) or its levers are not valid fields."""
-    found = read_step(path)
+    return step_of_tune(read_step(path), path)
+
+
+def step_of_tune(found: dict[str, Any], path: str | Path = "the step") -> Step:
+    """What `tune` found (a step file's content) as a `Step`; a one-line ValueError
+    where its levers are not valid fields."""
     fields = found["fields"]
     others = sorted(set(fields) - set(Scenario.levers()))
     if others:

@@ -1,0 +1,141 @@
+"""`tune_loss`: `odestudy tune` for a plain loss and model, without a problem class.
+
+The loss, model, optimiser and data are run as a problem (`LossProblem`, registered in
+this process by its name): its data are the data given (the last fifth held out for the
+equal-loss check), its model the model given, its loss the loss given, which calls the
+`solve` it is handed. The tune then runs as `odestudy tune` runs (`tune.tune`): trained
+once with the default step, every lever timed from the trained state, the chosen step
+returned as a `Step`, its table printed as the command prints it.
+"""
+
+import itertools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from .measure.problem import ATOL, RTOL, AbstractODEProblem, GivenFacts, register_problem
+from .measure.scenario import Scenario
+from .study.steps import Step, step_of_tune
+from .tune import BLOCKS, STEPS_PER_BLOCK, print_tune, tune
+
+
+class Given(NamedTuple):
+    """What the researcher gave (`tune_loss`)."""
+
+    loss: Callable[..., Any]
+    model: Any
+    data: Any
+    times: Callable[[Any], Any]
+    optimiser: Any
+
+
+# What each registered `LossProblem` was given, by its name (the problem holds no arrays).
+GIVEN: dict[str, Given] = {}
+_COUNT = itertools.count()
+
+
+class LossProblem(AbstractODEProblem):
+    """A plain loss, model and data as a problem (`tune_loss`); its facts are the ones
+    given (`facts`), its parts `GIVEN[label]`'s."""
+
+    label: str = eqx.field(static=True)
+    facts: GivenFacts = eqx.field(static=True)
+    trained_at: float = eqx.field(static=True)
+    keyed: bool = eqx.field(static=True)
+    held_out: int = eqx.field(static=True)
+
+    name = property(lambda self: self.label)
+    time_dependent = property(lambda self: self.facts.time_dependent)
+    uniform_grid = property(lambda self: self.facts.uniform_grid)
+    trained_loss = property(lambda self: self.trained_at)
+    rtol = property(lambda self: self.facts.rtol)
+    atol = property(lambda self: self.facts.atol)
+    needs_key = property(lambda self: self.keyed)
+
+    def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Any:
+        del key, spread  # the data are the data given
+        data = GIVEN[self.label].data
+        if self.size(data) < size:
+            raise ValueError(f"the data hold {self.size(data)} samples; {size} are needed")
+        return jax.tree.map(lambda x: np.asarray(x)[:size], data)
+
+    def times(self, data: Any) -> Any:
+        return np.asarray(GIVEN[self.label].times(data))
+
+    def size(self, data: Any) -> int:
+        return int(np.shape(jax.tree.leaves(data)[0])[0])
+
+    def make_model(self, key: jax.Array, width: int) -> Any:
+        del key, width  # the model given
+        return GIVEN[self.label].model
+
+    def loss(self, model: Any, batch: Any, key: jax.Array | None, solve: Any) -> Any:
+        return GIVEN[self.label].loss(model, batch, key, solve)
+
+    def optimiser(self, learning_rate: float) -> Any:
+        del learning_rate  # the optimiser given
+        return GIVEN[self.label].optimiser
+
+    def schedule(self, scale: str) -> dict[str, Any]:
+        # One stage at the data's full length; the last fifth held out.
+        data = GIVEN[self.label].data
+        return {"length_fractions": (1.0,), "dataset_size": self.size(data) - self.held_out,
+                "eval_size": self.held_out}  # fmt: skip
+
+
+def tune_loss(
+    loss: Callable[..., Any],
+    optimiser: Any,
+    model: Any,
+    data: Any,
+    *,
+    times: Callable[[Any], Any],
+    trained_loss: float,
+    time_dependent: bool,
+    uniform_grid: bool,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    batch: int = 16,
+    needs_key: bool = False,
+    controller: str = "pid",
+    scale: str = "quick",
+    devices: int = 1,
+    loss_margin: float = 0.1,
+    name: str = "own_loss",
+    blocks: int = BLOCKS,
+    steps_per_block: int = STEPS_PER_BLOCK,
+    print_line: Callable[[str], None] = print,
+) -> Step:
+    """The fastest step for a plain loss and model on this machine, as `odestudy tune`
+    finds it for a problem: returns the `Step` (`make_step(step=...)` and `step.solve`
+    use it in your own loop) and prints the command's table.
+
+    - `loss(model, batch, key, solve)`: the loss of a batch (a scalar mean); it calls
+      `solve(field, ts, y0, args)` where it solves the ODE.
+    - `optimiser`, `model`: an optax transformation and the model to train from.
+    - `data`: a pytree of host arrays, the samples on the first axis of every leaf; the
+      last fifth is held out to evaluate. `times(data)`: the observation times of every
+      sample, shape `(n, n_times)`.
+    - `trained_loss`: the loss at or below which the model counts as trained (after the
+      scale's training steps). `time_dependent`, `uniform_grid`, `rtol`, `atol`: the
+      problem's facts (`GivenFacts`). `needs_key`: the loss takes a random key.
+    - `devices`: as `odestudy tune --devices` (the devices present in this process).
+    - `loss_margin`: a step is kept at an evaluation loss at most this much above the
+      default's (the command measures the spread over training seeds instead).
+    """
+    if devices > len(jax.devices()):
+        raise ValueError(f"devices={devices}: this process has {len(jax.devices())}")
+    size = int(np.shape(jax.tree.leaves(data)[0])[0])
+    label = f"{name}-{next(_COUNT)}"
+    GIVEN[label] = Given(loss, model, data, times, optimiser)
+    facts = GivenFacts(time_dependent, uniform_grid, rtol, atol, label)
+    register_problem(LossProblem(label, facts, trained_loss, needs_key, max(1, size // 5)))
+    s = Scenario(problem=label, scale=scale, controller=controller, batch=batch,
+                 device=jax.devices()[0].platform)  # fmt: skip
+    found = tune(s, blocks=blocks, steps_per_block=steps_per_block, log=print_line,
+                 devices=devices, loss_factor=1.0 + loss_margin)  # fmt: skip
+    print_tune(found, print_line)
+    return step_of_tune(found)

@@ -1,0 +1,62 @@
+"""`odestudy.tune_loss`: `odestudy tune` for a plain loss and model, without a problem
+class; the `Step` it returns trains in the researcher's own loop. Nothing here reads a
+time for a verdict."""
+
+import equinox as eqx
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import optax
+import pytest
+
+import odestudy
+from odestudy import LossProblem, Step
+from odestudy.measure.lever import LEVERS
+
+
+class _Field(eqx.Module):
+    mlp: eqx.nn.MLP
+
+    def __call__(self, t, y, args):
+        return self.mlp(y)
+
+
+def _spiral(n: int) -> tuple[np.ndarray, np.ndarray]:
+    ts = np.broadcast_to(np.linspace(0.0, 2.0, 16), (n, 16)).copy()
+    y0 = np.random.default_rng(0).normal(size=(n, 2))
+    c, s = np.cos(3 * ts), np.sin(3 * ts)
+    ys = np.stack([c * y0[:, :1] + s * y0[:, 1:], -s * y0[:, :1] + c * y0[:, 1:]], axis=-1)
+    return ts, np.exp(-0.1 * ts)[..., None] * ys
+
+
+def loss(model, batch, key, solve):
+    ts, ys = batch
+    return jnp.mean((solve(model, ts, ys[:, 0]) - ys) ** 2)
+
+
+@pytest.mark.long
+def test_tune_on_a_plain_loss_and_model_returns_a_step():
+    field = _Field(eqx.nn.MLP(2, 2, 16, 2, activation=jnp.tanh, key=jr.PRNGKey(0)))
+    saved, lines = dict(LEVERS), []
+    try:
+        for name in set(LEVERS) - {"unrolled_stages", "within_ode"}:  # two, for time
+            del LEVERS[name]
+        step = odestudy.tune_loss(
+            loss, optax.adam(1e-2), field, _spiral(80), times=lambda data: data[0],
+            trained_loss=10.0, time_dependent=False, uniform_grid=True, batch=8,
+            scale="smoke", blocks=2, steps_per_block=2, print_line=lines.append,
+        )  # fmt: skip
+    finally:
+        LEVERS.clear()
+        LEVERS.update(saved)
+    assert isinstance(step, Step) and isinstance(step.scenario().problem_object, LossProblem)
+    tried = {r["label"] for r in step.measured["tried"]}
+    assert {"default", "unrolled_stages", "within_ode"} <= tried
+    assert any(line.startswith("chosen:") for line in lines)
+    # The step in the researcher's own loop: its solve from the facts, its make_step.
+    solve = step.solve(time_dependent=False, uniform_grid=True)
+    train_step = odestudy.make_step(lambda m, b, k: loss(m, b, k, solve), optax.adam(1e-2),
+                                    step=step)  # fmt: skip
+    ts, ys = _spiral(8)
+    _, _, value, _ = train_step(field, train_step.init(field), (ts, ys))
+    assert np.isfinite(float(value))
