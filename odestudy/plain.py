@@ -128,14 +128,81 @@ def tune_loss(
     """
     if devices > len(jax.devices()):
         raise ValueError(f"devices={devices}: this process has {len(jax.devices())}")
-    size = int(np.shape(jax.tree.leaves(data)[0])[0])
-    label = f"{name}-{next(_COUNT)}"
-    GIVEN[label] = Given(loss, model, data, times, optimiser)
-    facts = GivenFacts(time_dependent, uniform_grid, rtol, atol, label)
-    register_problem(LossProblem(label, facts, trained_loss, needs_key, max(1, size // 5)))
+    facts = GivenFacts(time_dependent, uniform_grid, rtol, atol, name)
+    label = register_loss(loss, optimiser, model, data, times, trained_loss, facts, needs_key)
     s = Scenario(problem=label, scale=scale, controller=controller, batch=batch,
                  device=jax.devices()[0].platform)  # fmt: skip
     found = tune(s, blocks=blocks, steps_per_block=steps_per_block, log=print_line,
                  devices=devices, loss_factor=1.0 + loss_margin)  # fmt: skip
     print_tune(found, print_line)
     return step_of_tune(found)
+
+
+def register_loss(
+    loss: Callable[..., Any],
+    optimiser: Any,
+    model: Any,
+    data: Any,
+    times: Callable[[Any], Any],
+    trained_loss: float,
+    facts: GivenFacts,
+    needs_key: bool = False,
+) -> str:
+    """Register what was given as a `LossProblem` in this process (the last fifth of the
+    data held out); returns its name, unique in the process."""
+    size = int(np.shape(jax.tree.leaves(data)[0])[0])
+    label = f"{facts.name}-{next(_COUNT)}"
+    GIVEN[label] = Given(loss, model, data, times, optimiser)
+    named = GivenFacts(facts.time_dependent, facts.uniform_grid, facts.rtol, facts.atol, label)
+    return register_problem(LossProblem(label, named, trained_loss, needs_key, max(1, size // 5)))
+
+
+def predict_loss(
+    loss: Callable[..., Any],
+    optimiser: Any,
+    model: Any,
+    data: Any,
+    *,
+    times: Callable[[Any], Any],
+    trained_loss: float,
+    time_dependent: bool,
+    uniform_grid: bool,
+    devices: int,
+    profile: str,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    batch: int = 16,
+    needs_key: bool = False,
+    controller: str = "pid",
+    scale: str = "quick",
+    step: Step | None = None,
+    name: str = "own_loss",
+    results: str = "results",
+) -> dict[str, Any]:
+    """`odestudy predict` for a plain loss and model (arguments as `tune_loss`): each
+    multi-device mode's step on `devices` devices at the global batch `batch`, from a
+    short 1-device sweep here and the collective costs of `profile` (`cpu`: this
+    machine's recorded probes under `results`; or a shipped profile, `h100-nvlink`,
+    `pcie-gpu`, or a profile file); with `step`, of that step's levers. Prints the
+    command's lines and returns the prediction. This process must hold `devices` CPU
+    devices (`jax_num_cpu_devices`, set before JAX starts), to count the loop
+    collectives of the modes with one loop."""
+    from .cli import print_prediction  # the command's own lines
+    from .predict import check_prediction, predict_modes
+    from .study.profiles import load_profile
+
+    if devices > len(jax.devices("cpu")):
+        raise ValueError(
+            f"devices={devices}: this process has {len(jax.devices('cpu'))} CPU devices; set "
+            "jax.config.update('jax_num_cpu_devices', N) before JAX starts"
+        )
+    facts = GivenFacts(time_dependent, uniform_grid, rtol, atol, name)
+    label = register_loss(loss, optimiser, model, data, times, trained_loss, facts, needs_key)
+    fields = step.fields if step is not None else {}
+    target = Scenario(problem=label, scale=scale, controller=controller, batch=batch,
+                      mode="shard_map", devices_per_process=devices, **fields)  # fmt: skip
+    chosen = load_profile(profile, results)
+    check_prediction(target, chosen)
+    out = predict_modes(target, chosen)
+    print_prediction(out, target)
+    return out

@@ -60,3 +60,26 @@ def test_tune_on_a_plain_loss_and_model_returns_a_step():
     ts, ys = _spiral(8)
     _, _, value, _ = train_step(field, train_step.init(field), (ts, ys))
     assert np.isfinite(float(value))
+
+
+@pytest.mark.long
+def test_predict_on_a_plain_loss_and_model_predicts_every_mode(capsys):
+    field = _Field(eqx.nn.MLP(2, 2, 16, 2, activation=jnp.tanh, key=jr.PRNGKey(0)))
+    out = odestudy.predict_loss(
+        loss, optax.adam(1e-2), field, _spiral(80), times=lambda data: data[0],
+        trained_loss=10.0, time_dependent=False, uniform_grid=True, batch=8, scale="smoke",
+        devices=2, profile="h100-nvlink",
+    )  # fmt: skip
+    modes = [r["mode"] for r in out["rows"]]
+    assert "shard_map" in modes and out["n_devices"] == 2
+    for r in out["rows"]:  # every estimate inside its interval
+        lo, hi = r["step_time_interval_s"]
+        assert lo <= r["step_time_s"] <= hi
+    printed = capsys.readouterr().out
+    assert "predicted step" in printed and "terms:" in printed
+    with pytest.raises(ValueError, match="CPU devices"):
+        odestudy.predict_loss(
+            loss, optax.adam(1e-2), field, _spiral(80), times=lambda data: data[0],
+            trained_loss=10.0, time_dependent=False, uniform_grid=True, devices=64,
+            profile="h100-nvlink",
+        )  # fmt: skip
