@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: versions all full map crossover map-levers map-vectors map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: versions rising-cost own-loop all full map crossover map-levers map-vectors map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -94,6 +94,22 @@ nodes: $(STAMP)
 # round by round across releases; then figures/tables/versions.md.
 versions: $(STAMP)
 	$(BIN)/odestudy versions
+
+# One timed quantity: `odestudy run`'s trained step against `odestudy tune`'s default step
+# on a problem whose step costs more as it trains (tests/problems.Spiral), in 6
+# interleaved pairs, each command in its own process (benchmarks/rising_cost.py; records
+# under results/<machine>/rising_cost/).
+rising-cost: $(STAMP)
+	$(BIN)/python benchmarks/rising_cost.py --pairs 6
+
+# A tuned step in a researcher's own loop: `odestudy tune` on examples/own_problem.py,
+# then a plain loss (no problem class) trained with that step and with diffrax called
+# directly, same data, field and batches, and their steps timed in interleaved blocks
+# (benchmarks/own_loop.py; records under results/<machine>/own_loop/).
+own-loop: $(STAMP)
+	cd examples && ../$(BIN)/odestudy tune --problem own_problem:PROBLEM --scale quick \
+		--results ../results
+	$(BIN)/python benchmarks/own_loop.py
 
 # The installed modules' bytecode is compiled on every core (`compileall -j 0`) rather
 # than by pip one file at a time (`--no-compile`): about half of pip's time here. It is

@@ -13,8 +13,10 @@ squared error on held-out series, each solved by diffrax's default solve) are co
 and then their steps are timed from the trained states in interleaved blocks (each call
 of the loop's step waited for; its first call off the clock). One process, one device.
 
-    .venv/bin/python benchmarks/own_loop.py --step STEP.json \\
-        --out results/<machine>/own_loop/cpu-forced_decay-pid.json
+    .venv/bin/python benchmarks/own_loop.py   # make own-loop, after tune
+
+(default `--step`: the step `odestudy tune` recorded here for the example; default
+`--out`: results/<machine>/own_loop/cpu-forced_decay-pid.json)
 """
 
 import argparse
@@ -78,12 +80,12 @@ def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--step", required=True, help="the step file odestudy tune wrote")
+    p.add_argument("--step", help="the step file odestudy tune wrote (default: see above)")
     p.add_argument("--train-steps", type=int, default=300)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--blocks", type=int, default=6)
     p.add_argument("--steps-per-block", type=int, default=10)
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", help="the record (default: see above)")
     a = p.parse_args()
     os.environ.setdefault("EQX_ON_ERROR", "nan")  # as every timing process (recorded)
     sys.path.insert(0, str(ROOT / "examples"))
@@ -99,9 +101,14 @@ def main() -> None:
     from odestudy.measure.environment import now
     from odestudy.measure.training import environment
     from odestudy.report.intervals import ratio_interval
+    from odestudy.study.records import machine_folder
+    from odestudy.study.steps import step_path
 
     started, problem = now(), own_problem.PROBLEM
-    step = odestudy.load_step(a.step)
+    where = odestudy.Scenario(problem="own_problem:PROBLEM", scale="quick")
+    step = odestudy.load_step(a.step or step_path(where))
+    out = Path(a.out or machine_folder() / "own_loop" / "cpu-forced_decay-pid.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
     pool = problem.make_data(256 + 64, jr.PRNGKey(0))
     data, held = (pool.ts[:256], pool.ys[:256]), (pool.ts[256:], pool.ys[256:])
     rng = np.random.default_rng(0)
@@ -146,7 +153,7 @@ def main() -> None:
           f"[{ratio[1]:.2f}, {ratio[2]:.2f}]; eval loss {rows['diffrax']['eval_loss']:.4g} "
           f"against {rows['tuned']['eval_loss']:.4g}")  # fmt: skip
     s = step.scenario()
-    odestudy.write_json_atomic(a.out, {
+    odestudy.write_json_atomic(out, {
         "kind": "own_loop",
         "method": __doc__.split("\n\n")[1],
         "step_file": step.measured,

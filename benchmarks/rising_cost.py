@@ -7,8 +7,9 @@ pair gives the ratio run / tune with its 95% interval (a bootstrap over runs or 
 then steps); the record keeps every step time, each command's solver steps per sample
 and the cold run's step apart. A benchmark of the timed quantity, not a test.
 
-    .venv/bin/python benchmarks/rising_cost.py --pairs 3 \\
-        --out results/<machine>/rising_cost/cpu-spiral-smoke.json
+    .venv/bin/python benchmarks/rising_cost.py --pairs 6   # make rising-cost
+
+(default `--out`: results/<machine>/rising_cost/cpu-spiral-<scale>.json)
 """
 
 import argparse
@@ -113,13 +114,11 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=3)
     p.add_argument("--blocks", type=int, default=5)
     p.add_argument("--steps-per-block", type=int, default=10)
-    p.add_argument("--out", help="output JSON file (required unless --worker)")
+    p.add_argument("--out", help="output JSON file (default: see above)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.worker:
         return _tune_worker(a.scale, a.blocks, a.steps_per_block)
-    if not a.out:
-        p.error("--out is required")
     import os
 
     os.environ.setdefault("EQX_ON_ERROR", "nan")  # as every timing process (recorded)
@@ -138,7 +137,11 @@ def main() -> None:
               f"{r['cold_solver_steps']:.1f})", flush=True)  # fmt: skip
     odestudy.configure_devices("cpu", 1)
     s = odestudy.Scenario(scale=a.scale).for_problem(PROBLEM)
-    odestudy.write_json_atomic(a.out, {
+    from odestudy.study.records import machine_folder
+
+    out = a.out or machine_folder() / "rising_cost" / f"cpu-spiral-{a.scale}.json"
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    odestudy.write_json_atomic(out, {
         "kind": "rising_cost",
         "method": "odestudy run (a cold run and one repeat; its step the repeat's) and "
         "tune's default step (tune.Tuner), each in its own process, in interleaved "
