@@ -7,6 +7,15 @@ learned by a field that reads its time argument. Run it from the folder holding 
     odestudy report --scale smoke
 
 (`odestudy matrix --problem own_problem:PROBLEM --scale smoke` runs the whole matrix.)
+Its fastest step on this machine, then that step in your own loop:
+
+    odestudy tune --problem own_problem:PROBLEM --out step.json [--devices 2]
+    odestudy predict --problem own_problem:PROBLEM --step step.json --devices 8 \\
+        --profile h100-nvlink
+
+and in Python `step = odestudy.load_step("step.json")`, `step.solve(...)` in your loss,
+`odestudy.make_step(loss, optimiser, step=step)` (docs/own_model.md;
+`make own-loop` times such a loop against one calling diffrax directly).
 Everything the study needs is here: the data, the field, the losses, the optimiser and
 the training schedule, and the facts that decide which solves are valid (the field is
 time-dependent and the grids are irregular, so within-ODE batching is refused).
