@@ -40,11 +40,17 @@ from jaxtyping import Array, Float, Int
 # Reverse mode of the fused loop, the `adjoint` values it takes (see the module's text).
 REVERSE = ("all_steps", "recursive", "scan", "checkpointed_scan")
 
+# Tsit5's tableau and diffrax's PID rule, read from diffrax once, for every solve that
+# writes them out itself (this loop, its replay and the kernel).
 _TABLEAU = diffrax.Tsit5.tableau
-_A = [[float(a) for a in row] for row in _TABLEAU.a_lower]  # stage i+1 from stages 0..i
+A_LOWER = [[float(a) for a in row] for row in _TABLEAU.a_lower]  # stage i+1 from stages 0..i
 _C = [float(c) for c in _TABLEAU.c]  # stage i+1 at time t + c[i] h
 _B_ERROR = [float(b) for b in _TABLEAU.b_error]
-_ERROR_ORDER = 5  # Tsit5's order + 1, as diffrax's `Tsit5.error_order` gives it
+STAGES = len(_TABLEAU.c) + 1  # stage values per step (the first is the FSAL stage)
+ERROR_ORDER = 5  # Tsit5's order + 1, as diffrax's `Tsit5.error_order` gives it
+_PID = diffrax.PIDController(rtol=1.0, atol=1.0)  # its defaults
+PID_SAFETY, PID_FACTORMIN, PID_FACTORMAX = (float(_PID.safety), float(_PID.factormin),
+                                            float(_PID.factormax))  # fmt: skip
 
 
 def tsit5_stages(
@@ -62,7 +68,7 @@ def tsit5_stages(
     h = tnext - t
     fs, ks = [f], [f * h]
     fi = yi = f
-    for row, c in zip(_A, _C, strict=True):
+    for row, c in zip(A_LOWER, _C, strict=True):
         yi = y + sum(a * k for a, k in zip(row, ks, strict=True) if a != 0.0)
         fi = field(tnext if c == 1.0 else t + c * h, yi, args)
         fs.append(fi)
@@ -83,7 +89,7 @@ def tsit5_step(
 
 class PIDSteps(NamedTuple):
     """Diffrax's `PIDController` as the fused loops drive it: the controller, its first
-    step's end and memory, the solve's end `t1` and `t1` less 100 ULPs (`_clip_floor`)."""
+    step's end and memory, the solve's end `t1` and `t1` less 100 ULPs (`clip_floor`)."""
 
     controller: diffrax.PIDController
     tnext: Array
@@ -97,8 +103,8 @@ class PIDSteps(NamedTuple):
         `t0` to `t1` whose first step is `dt0`."""
         term = diffrax.ODETerm(field)
         controller = diffrax.PIDController(rtol=rtol, atol=atol)
-        tnext, memory = controller.init(term, t0, t1, y0, dt0, args, field, _ERROR_ORDER)
-        return cls(controller, jnp.minimum(tnext, t1), memory, t1, _clip_floor(t1))
+        tnext, memory = controller.init(term, t0, t1, y0, dt0, args, field, ERROR_ORDER)
+        return cls(controller, jnp.minimum(tnext, t1), memory, t1, clip_floor(t1))
 
     def adapt(self, t, tnext, y, y1, args, error, memory):
         """After a trial step from `(t, y)` to `(tnext, y1)` with `error`: `(keep, t,
@@ -106,7 +112,7 @@ class PIDSteps(NamedTuple):
         t1 = self.t1
         error = jnp.where(jnp.isnan(error), jnp.inf, error)  # as diffrax: reject a NaN
         keep, t, tnext, _, memory, _ = self.controller.adapt_step_size(
-            t, tnext, y, y1, args, error, _ERROR_ORDER, memory
+            t, tnext, y, y1, args, error, ERROR_ORDER, memory
         )
         t = jnp.minimum(t, t1)
         tnext = jnp.where(tnext > self.floor, jnp.where(keep, t1, t + 0.5 * (t1 - t)), tnext)
@@ -125,7 +131,7 @@ class _Carry(NamedTuple):
     steps: Array  # steps taken (accepted and rejected)
 
 
-def _clip_floor(t1: Array) -> Array:
+def clip_floor(t1: Array) -> Array:
     """`t1` less 100 ULPs: a next time past it is rounded to `t1` (diffrax's rule, so
     that the last step is not a sliver)."""
     floor = t1

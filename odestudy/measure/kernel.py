@@ -13,7 +13,7 @@ is one `pallas_call`:
   the loop, and stay in the kernel (on a GPU: registers and shared memory). The loop is
   `fused.solve_pid`'s, row by row: Tsit5's stages as straight-line code
   (`fused.tsit5_stages`), diffrax's `PIDController` rule (integral control, the error's
-  RMS norm, NaN rejected), its clipping of the last step (`fused._clip_floor`), and
+  RMS norm, NaN rejected), its clipping of the last step (`fused.clip_floor`), and
   Tsit5's interpolant at the observation times inside each accepted step. Under StepTo
   it is a loop over the grid's intervals, each step's end saved. A row past `max_steps`
   is NaN at the times it did not reach, as the fused solve gives. Per iteration it
@@ -60,7 +60,16 @@ from jaxtyping import Array, Float, Int
 
 from . import mlp_reverse
 from .compat import triton_params
-from .fused import _A, _clip_floor, tsit5_stages
+from .fused import (
+    A_LOWER,
+    ERROR_ORDER,
+    PID_FACTORMAX,
+    PID_FACTORMIN,
+    PID_SAFETY,
+    STAGES,
+    clip_floor,
+    tsit5_stages,
+)
 from .mlp_reverse import AbstractMLPField
 
 # Series per program instance under one solve per sample: a block's rows step together
@@ -71,10 +80,8 @@ BLOCK = 16
 MIN_WIDTH = 16
 # How the kernel solve's errors name it (its scenario field).
 WHO = "integrator='kernel'"
-_STAGES = 7  # Tsit5's stage values per step (the first is the FSAL stage)
 _SLOT = 8  # buffer rows per slot: the seven stage values, then the start state
 # diffrax's `PIDController` defaults (integral control only: `icoeff=1`, no memory).
-_SAFETY, _FACTORMIN, _FACTORMAX, _ERROR_ORDER = 0.9, 0.2, 10.0, 5
 
 
 def _pow2(n: int) -> int:
@@ -194,12 +201,12 @@ def _step_reverse(weights, activation, scale, h, y, fs, y1_bar, fs_bar, grads):
     ks = [f * h for f in fs]
     k_bar = list(fs_bar)
     y_bar = jnp.zeros_like(y)
-    for stage in range(len(_A), 0, -1):
-        row = _A[stage - 1]
+    for stage in range(len(A_LOWER), 0, -1):
+        row = A_LOWER[stage - 1]
         x = y + sum(a * k for a, k in zip(row, ks, strict=False) if a != 0.0)
         _, inputs, derivatives = _mlp(weights, activation, x, keep=True)
         g, grads = _mlp_reverse(weights, scale * k_bar[stage], inputs, derivatives, grads)
-        if stage == len(_A):  # Tsit5's last stage state is the step's end state
+        if stage == len(A_LOWER):  # Tsit5's last stage state is the step's end state
             g = g + y1_bar
         y_bar = y_bar + g
         for j, a in enumerate(row):
@@ -272,10 +279,10 @@ def _adapt(cfg: Config, t, tnext, y, y1, error, t1, floor):
     total = jnp.broadcast_to(total, t.shape)
     norm = jnp.sqrt(total) / math.sqrt(size)  # optimistix's `rms_norm`
     keep = norm < 1
-    factor1 = (1 / norm) ** (1 / _ERROR_ORDER)
-    factormin = jnp.where(keep, 1, _FACTORMIN)
-    factormax = jnp.where(keep, _FACTORMAX, _SAFETY)
-    factor = jnp.clip(_SAFETY * factor1, factormin, factormax)
+    factor1 = (1 / norm) ** (1 / ERROR_ORDER)
+    factormin = jnp.where(keep, 1, PID_FACTORMIN)
+    factormax = jnp.where(keep, PID_FACTORMAX, PID_SAFETY)
+    factor = jnp.clip(PID_SAFETY * factor1, factormin, factormax)
     t_next = jnp.where(keep, tnext, t)
     tnext_next = t_next + (tnext - t) * factor
     t_next = jnp.minimum(t_next, t1)
@@ -308,7 +315,7 @@ def _forward_kernel(cfg: Config, n_weights: int):
         def store(slot, y, fs):
             for j, f in enumerate(fs):
                 stages_ref[_SLOT * slot + j] = f
-            stages_ref[_SLOT * slot + _STAGES] = y
+            stages_ref[_SLOT * slot + STAGES] = y
 
         if not cfg.adaptive:
 
@@ -382,8 +389,8 @@ def _reverse_kernel(cfg: Config, n_weights: int):
         activation = cfg.activation
 
         def load(slot):
-            fs = [stages_ref[_SLOT * slot + j] for j in range(_STAGES)]
-            return stages_ref[_SLOT * slot + _STAGES], fs
+            fs = [stages_ref[_SLOT * slot + j] for j in range(STAGES)]
+            return stages_ref[_SLOT * slot + STAGES], fs
 
         def replayed(slot, carry):
             """The PID slot's steps replayed: rows that kept it, the others unchanged."""
@@ -416,7 +423,7 @@ def _reverse_kernel(cfg: Config, n_weights: int):
             y, fs = load(j)
             h = ts_ref[:, pl.ds(j + 1, 1)] - ts_ref[:, pl.ds(j, 1)]
             end_bar = jnp.squeeze(ys_bar_ref[:, pl.ds(j + 1, 1), :], axis=1)
-            fs_bar = [jnp.zeros_like(y)] * (_STAGES - 1) + [f_bar]
+            fs_bar = [jnp.zeros_like(y)] * (STAGES - 1) + [f_bar]
             return _step_reverse(
                 weights, activation, scale, h, y, fs, y_bar + end_bar, fs_bar, grads
             )
@@ -512,7 +519,7 @@ def _padded(cfg: Config, vjp_arg: Any) -> _Padded:
     ts = _pad(ts, (rows, _pow2(cfg.n_times)), edge=True)
     y0 = _pad(_pad(y0, (rows, cfg.state), edge=True), (rows, _width(cfg.state)))
     scale = _pad(scale[:, None], (rows, 1), edge=True)
-    floor = _clip_floor(ts[:, cfg.n_times - 1 : cfg.n_times])
+    floor = clip_floor(ts[:, cfg.n_times - 1 : cfg.n_times])
     return _Padded(ts, y0, scale, floor, _weights(mlp_arrays))
 
 

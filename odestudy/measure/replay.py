@@ -33,11 +33,10 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 from . import mlp_reverse
-from .fused import PIDSteps, tsit5_stages
+from .fused import STAGES, PIDSteps, tsit5_stages
 
 # The `adjoint` (`Structure.adjoint`) that selects this reverse loop.
 ADJOINT = "accepted_steps"
-_STAGES = 7  # Tsit5's stage values per step (the first is the FSAL stage)
 
 
 def _split(field: Any, args: Any, perturbed: Any) -> tuple[Any, Any]:
@@ -96,7 +95,7 @@ def _pid_forward(vjp_arg, ts, rtol, atol, max_steps):
     diff, static = _split(field, args, jax.tree.map(lambda _: False, vjp_arg))
     f0 = field(t0, y0, args)
     bounds = jnp.zeros((max_steps, 2), ts.dtype)
-    rows = jnp.zeros((max_steps, 2 + _STAGES, *y0.shape), y0.dtype)  # y, y1, fs
+    rows = jnp.zeros((max_steps, 2 + STAGES, *y0.shape), y0.dtype)  # y, y1, fs
 
     def body(c):
         t, tnext, y, f, memory, steps, accepted, bounds, rows = c
@@ -296,7 +295,7 @@ def _stepto_bwd(residuals, grad_obj, perturbed, vjp_arg, ts):
         y_bar, f_bar, d_bar = c
         bound, y, f, end_bar = step
         _, vjp, _ = jax.vjp(_step(static, bound[0], bound[1]), y, f, diff, has_aux=True)
-        fs_bar = jnp.zeros((_STAGES, *y.shape), y.dtype).at[-1].set(f_bar)
+        fs_bar = jnp.zeros((STAGES, *y.shape), y.dtype).at[-1].set(f_bar)
         y_in, f_in, d = vjp((y_bar + end_bar, fs_bar))
         return (y_in, f_in, jax.tree.map(jnp.add, d_bar, d)), None
 
