@@ -51,7 +51,7 @@ from .measure.solvers import INTEGRATORS, AbstractIntegrator, Diffrax, Fused, Ke
 from .measure.step import make_local_step, make_parallel_step
 from .measure.training import run_scenario, train
 from .measure.tsit5 import StraightTsit5
-from .plain import LossProblem, predict_loss, tune_loss
+from .plain import LossProblem, loss_problem, predict_loss, tune_loss
 from .report.document import write_report
 from .report.frames import load_curves, load_records, load_runs, load_steps, results_folder
 from .report.plots import plot_scenario, summary
@@ -87,6 +87,7 @@ __all__ = [
     "time_modes",
     "tune_loss",
     "predict_loss",
+    "loss_problem",
     "LossProblem",
     "Oscillator",
     "PROBLEMS",

@@ -1,11 +1,13 @@
-"""`tune_loss`: `odestudy tune` for a plain loss and model, without a problem class.
+"""`odestudy tune` and `odestudy predict` for a plain loss and model, without a problem
+class (`tune_loss`, `predict_loss`).
 
-The loss, model, optimiser and data are run as a problem (`LossProblem`, registered in
-this process by its name): its data are the data given (the last fifth held out for the
-equal-loss check), its model the model given, its loss the loss given, which calls the
-`solve` it is handed. The tune then runs as `odestudy tune` runs (`tune.tune`): trained
-once with the default step, every lever timed from the trained state, the chosen step
-returned as a `Step`, its table printed as the command prints it.
+The loss, model, optimiser and data are run as a problem (`loss_problem` gives a
+`LossProblem`, registered in this process by its name): its data are the data given
+(the last fifth held out for the equal-loss check), its model the model given, its loss
+the loss given, which calls the `solve` it is handed. The tune then runs as `odestudy
+tune` runs (`tune.tune`): trained once with the default step, every lever timed from
+the trained state, the chosen step returned as a `Step`, its table printed as the
+command prints it; the prediction as `odestudy predict` makes it (`predict_modes`).
 """
 
 import itertools
@@ -86,7 +88,7 @@ class LossProblem(AbstractODEProblem):
                 "eval_size": self.held_out}  # fmt: skip
 
 
-def tune_loss(
+def loss_problem(
     loss: Callable[..., Any],
     optimiser: Any,
     model: Any,
@@ -98,20 +100,11 @@ def tune_loss(
     uniform_grid: bool,
     rtol: float = RTOL,
     atol: float = ATOL,
-    batch: int = 16,
     needs_key: bool = False,
-    controller: str = "pid",
-    scale: str = "quick",
-    devices: int = 1,
-    loss_margin: float = 0.1,
     name: str = "own_loss",
-    blocks: int = BLOCKS,
-    steps_per_block: int = STEPS_PER_BLOCK,
-    print_line: Callable[[str], None] = print,
-) -> Step:
-    """The fastest step for a plain loss and model on this machine, as `odestudy tune`
-    finds it for a problem: returns the `Step` (`make_step(step=...)` and `step.solve`
-    use it in your own loop) and prints the command's table.
+) -> LossProblem:
+    """A plain loss, model and data as a problem, registered in this process under a
+    name of its own (`tune_loss` and `predict_loss` take it).
 
     - `loss(model, batch, key, solve)`: the loss of a batch (a scalar mean); it calls
       `solve(field, ts, y0, args)` where it solves the ODE.
@@ -122,15 +115,40 @@ def tune_loss(
     - `trained_loss`: the loss at or below which the model counts as trained (after the
       scale's training steps). `time_dependent`, `uniform_grid`, `rtol`, `atol`: the
       problem's facts (`GivenFacts`). `needs_key`: the loss takes a random key.
-    - `devices`: as `odestudy tune --devices` (the devices present in this process).
+    """
+    size = int(np.shape(jax.tree.leaves(data)[0])[0])
+    label = f"{name}-{next(_COUNT)}"
+    GIVEN[label] = Given(loss, model, data, times, optimiser)
+    facts = GivenFacts(time_dependent, uniform_grid, rtol, atol, label)
+    problem = LossProblem(label, facts, trained_loss, needs_key, max(1, size // 5))
+    register_problem(problem)
+    return problem
+
+
+def tune_loss(
+    problem: LossProblem,
+    *,
+    batch: int = 16,
+    controller: str = "pid",
+    scale: str = "quick",
+    devices: int = 1,
+    loss_margin: float = 0.1,
+    blocks: int = BLOCKS,
+    steps_per_block: int = STEPS_PER_BLOCK,
+    print_line: Callable[[str], None] = print,
+) -> Step:
+    """The fastest step for `problem` (`loss_problem`) on this machine, as `odestudy
+    tune` finds it: returns the `Step` (`make_step(step=...)` and `step.solve` use it in
+    your own loop) and prints the command's table.
+
+    - `batch`: the global batch; `devices`: as `odestudy tune --devices` (the devices
+      present in this process).
     - `loss_margin`: a step is kept at an evaluation loss at most this much above the
       default's (the command measures the spread over training seeds instead).
     """
     if devices > len(jax.devices()):
         raise ValueError(f"devices={devices}: this process has {len(jax.devices())}")
-    facts = GivenFacts(time_dependent, uniform_grid, rtol, atol, name)
-    label = register_loss(loss, optimiser, model, data, times, trained_loss, facts, needs_key)
-    s = Scenario(problem=label, scale=scale, controller=controller, batch=batch,
+    s = Scenario(problem=problem.label, scale=scale, controller=controller, batch=batch,
                  device=jax.devices()[0].platform)  # fmt: skip
     found = tune(s, blocks=blocks, steps_per_block=steps_per_block, log=print_line,
                  devices=devices, loss_factor=1.0 + loss_margin)  # fmt: skip
@@ -138,55 +156,24 @@ def tune_loss(
     return step_of_tune(found)
 
 
-def register_loss(
-    loss: Callable[..., Any],
-    optimiser: Any,
-    model: Any,
-    data: Any,
-    times: Callable[[Any], Any],
-    trained_loss: float,
-    facts: GivenFacts,
-    needs_key: bool = False,
-) -> str:
-    """Register what was given as a `LossProblem` in this process (the last fifth of the
-    data held out); returns its name, unique in the process."""
-    size = int(np.shape(jax.tree.leaves(data)[0])[0])
-    label = f"{facts.name}-{next(_COUNT)}"
-    GIVEN[label] = Given(loss, model, data, times, optimiser)
-    named = GivenFacts(facts.time_dependent, facts.uniform_grid, facts.rtol, facts.atol, label)
-    return register_problem(LossProblem(label, named, trained_loss, needs_key, max(1, size // 5)))
-
-
 def predict_loss(
-    loss: Callable[..., Any],
-    optimiser: Any,
-    model: Any,
-    data: Any,
+    problem: LossProblem,
     *,
-    times: Callable[[Any], Any],
-    trained_loss: float,
-    time_dependent: bool,
-    uniform_grid: bool,
     devices: int,
     profile: str,
-    rtol: float = RTOL,
-    atol: float = ATOL,
     batch: int = 16,
-    needs_key: bool = False,
     controller: str = "pid",
     scale: str = "quick",
     step: Step | None = None,
-    name: str = "own_loss",
     results: str = "results",
 ) -> dict[str, Any]:
-    """`odestudy predict` for a plain loss and model (arguments as `tune_loss`): each
-    multi-device mode's step on `devices` devices at the global batch `batch`, from a
-    short 1-device sweep here and the collective costs of `profile` (`cpu`: this
-    machine's recorded probes under `results`; or a shipped profile, `h100-nvlink`,
-    `pcie-gpu`, or a profile file); with `step`, of that step's levers. Prints the
-    command's lines and returns the prediction. This process must hold `devices` CPU
-    devices (`jax_num_cpu_devices`, set before JAX starts), to count the loop
-    collectives of the modes with one loop."""
+    """`odestudy predict` for `problem` (`loss_problem`): each multi-device mode's step on
+    `devices` devices at the global batch `batch`, from a short 1-device sweep here and
+    the collective costs of `profile` (`cpu`: this machine's recorded probes under
+    `results`; or a shipped profile, `h100-nvlink`, `pcie-gpu`, or a profile file); with
+    `step`, of that step's levers. Prints the command's lines and returns the
+    prediction. This process must hold `devices` CPU devices (`jax_num_cpu_devices`, set
+    before JAX starts), to count the loop collectives of the modes with one loop."""
     from .cli import print_prediction  # the command's own lines
     from .predict import check_prediction, predict_modes
     from .study.profiles import load_profile
@@ -196,10 +183,8 @@ def predict_loss(
             f"devices={devices}: this process has {len(jax.devices('cpu'))} CPU devices; set "
             "jax.config.update('jax_num_cpu_devices', N) before JAX starts"
         )
-    facts = GivenFacts(time_dependent, uniform_grid, rtol, atol, name)
-    label = register_loss(loss, optimiser, model, data, times, trained_loss, facts, needs_key)
     fields = step.fields if step is not None else {}
-    target = Scenario(problem=label, scale=scale, controller=controller, batch=batch,
+    target = Scenario(problem=problem.label, scale=scale, controller=controller, batch=batch,
                       mode="shard_map", devices_per_process=devices, **fields)  # fmt: skip
     chosen = load_profile(profile, results)
     check_prediction(target, chosen)

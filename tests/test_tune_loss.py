@@ -34,6 +34,13 @@ def loss(model, batch, key, solve):
     return jnp.mean((solve(model, ts, ys[:, 0]) - ys) ** 2)
 
 
+def _problem(field) -> LossProblem:
+    """The plain loss, its optimiser, model and data, with the problem's facts."""
+    return odestudy.loss_problem(loss, optax.adam(1e-2), field, _spiral(80),
+                                 times=lambda data: data[0], trained_loss=10.0,
+                                 time_dependent=False, uniform_grid=True)  # fmt: skip
+
+
 @pytest.mark.long
 def test_tune_on_a_plain_loss_and_model_returns_a_step():
     field = _Field(eqx.nn.MLP(2, 2, 16, 2, activation=jnp.tanh, key=jr.PRNGKey(0)))
@@ -41,11 +48,8 @@ def test_tune_on_a_plain_loss_and_model_returns_a_step():
     try:
         for name in set(LEVERS) - {"unrolled_stages", "within_ode"}:  # two, for time
             del LEVERS[name]
-        step = odestudy.tune_loss(
-            loss, optax.adam(1e-2), field, _spiral(80), times=lambda data: data[0],
-            trained_loss=10.0, time_dependent=False, uniform_grid=True, batch=8,
-            scale="smoke", blocks=2, steps_per_block=2, print_line=lines.append,
-        )  # fmt: skip
+        step = odestudy.tune_loss(_problem(field), batch=8, scale="smoke", blocks=2,
+                                  steps_per_block=2, print_line=lines.append)  # fmt: skip
     finally:
         LEVERS.clear()
         LEVERS.update(saved)
@@ -65,11 +69,8 @@ def test_tune_on_a_plain_loss_and_model_returns_a_step():
 @pytest.mark.long
 def test_predict_on_a_plain_loss_and_model_predicts_every_mode(capsys):
     field = _Field(eqx.nn.MLP(2, 2, 16, 2, activation=jnp.tanh, key=jr.PRNGKey(0)))
-    out = odestudy.predict_loss(
-        loss, optax.adam(1e-2), field, _spiral(80), times=lambda data: data[0],
-        trained_loss=10.0, time_dependent=False, uniform_grid=True, batch=8, scale="smoke",
-        devices=2, profile="h100-nvlink",
-    )  # fmt: skip
+    out = odestudy.predict_loss(_problem(field), batch=8, scale="smoke", devices=2,
+                                profile="h100-nvlink")  # fmt: skip
     modes = [r["mode"] for r in out["rows"]]
     assert "shard_map" in modes and out["n_devices"] == 2
     for r in out["rows"]:  # every estimate inside its interval
@@ -78,8 +79,4 @@ def test_predict_on_a_plain_loss_and_model_predicts_every_mode(capsys):
     printed = capsys.readouterr().out
     assert "predicted step" in printed and "terms:" in printed
     with pytest.raises(ValueError, match="CPU devices"):
-        odestudy.predict_loss(
-            loss, optax.adam(1e-2), field, _spiral(80), times=lambda data: data[0],
-            trained_loss=10.0, time_dependent=False, uniform_grid=True, devices=64,
-            profile="h100-nvlink",
-        )  # fmt: skip
+        odestudy.predict_loss(_problem(field), devices=64, profile="h100-nvlink")
