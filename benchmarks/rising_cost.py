@@ -42,7 +42,20 @@ def _tune_worker(scale: str, blocks: int, steps: int) -> None:
     trial = tuner.compile(Candidate("default", (), s))
     tuner.check(trial)
     runs = tuner.time([trial])["default"]
+    # Beside it, in this process: blocks that carry their updates (as run's repeat does)
+    # interleaved with blocks that do not (as tune does), on the same batches.
+    from odestudy.measure.timing import run_steps
+
+    fixed, carried, p, o = [], [], trial.params, trial.opt_state
+    for _ in range(blocks):
+        fixed.append(run_steps(trial.compiled, trial.params, trial.opt_state, trial.placed,
+                               steps, carry=False).times)  # fmt: skip
+        done = run_steps(trial.compiled, p, o, trial.placed, steps, carry=True)
+        p, o = done.params, done.opt_state
+        carried.append(done.times)
     print(json.dumps({
+        "carry_false_runs_s": fixed,
+        "carry_true_runs_s": carried,
         "eqx_on_error": os.environ["EQX_ON_ERROR"],
         "step_times_runs_s": [list(map(float, r)) for r in runs],
         "solver_steps": float(np.mean(tuner.solver_steps["default"])),
@@ -125,12 +138,16 @@ def main() -> None:
     import odestudy
     from odestudy.measure.environment import now
     from odestudy.measure.training import environment
+    from odestudy.report.intervals import ratio_interval
 
     started, pairs = now(), []
     for k in range(a.pairs):
         pairs.append(_pair(k, a.scale, a.blocks, a.steps_per_block))
         r, t = pairs[-1]["run"], pairs[-1]["tune"]
         ratio, low, high = pairs[-1]["ratio_run_over_tune"]
+        carry, *_ = ratio_interval({"step_times_runs_s": t["carry_true_runs_s"]},
+                                   {"step_times_runs_s": t["carry_false_runs_s"]})  # fmt: skip
+        print(f"  tune's process: carried / not carried {carry:.3f}", flush=True)
         print(f"pair {k}: run {r['step_time_s'] * 1e3:.3f} ms, tune {t['step_time_s'] * 1e3:.3f}"
               f" ms, run/tune {ratio:.3f} [{low:.3f}, {high:.3f}]; solver steps "
               f"{r['solver_steps']:.1f} / {t['solver_steps']:.1f} (cold run "
