@@ -66,7 +66,7 @@ def step_of(s: Scenario, a: argparse.Namespace) -> Scenario:
     `odestudy tune`), `--recommended` (the step tune recorded for the problem here, else
     the levers that cannot slow it down: `steps.recommended_step`), or neither (`s`).
     A lever given by hand beside either is a one-line error."""
-    from .study.steps import apply_step, read_step, recommended_step
+    from .study.steps import apply_step, read_step, recommended_step, step_of_tune
 
     step, recommended = getattr(a, "step", None), getattr(a, "recommended", False)
     if step and recommended:
@@ -83,8 +83,10 @@ def step_of(s: Scenario, a: argparse.Namespace) -> Scenario:
         found = read_step(step)
         chosen = apply_step(s, found, step)
         if getattr(a, "mode", None) is None and getattr(a, "devices_per_process", None) is None:
-            mode, n = found.get("mode", "single"), found.get("devices", 1)
-            chosen = dataclasses.replace(chosen, mode=mode, devices_per_process=n)
+            placed = step_of_tune(found, step)  # the mode and devices it names
+            chosen = dataclasses.replace(
+                chosen, mode=placed.mode, devices_per_process=placed.devices
+            )
         print(f"step: {step}: {chosen.step_tag() or 'the default step'}, {chosen.mode} on "
               f"{chosen.devices_per_process} device(s)")  # fmt: skip
         return chosen

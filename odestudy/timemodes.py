@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .filterstep import check_batch, make_step
-from .measure.modes import MODES
+from .measure.modes import MODES, modes_here
 from .report.intervals import bootstrap_medians, fmt_interval, ratio_interval
 
 
@@ -86,7 +86,7 @@ def _default_modes(n_devices: int) -> tuple[str, ...]:
     devices, else `single`."""
     if n_devices < 2:
         return ("single",)
-    return tuple(name for name, m in MODES.items() if m().why_not_here() is None)
+    return modes_here()
 
 
 def _check(

@@ -273,9 +273,9 @@ def split_phase(
     this process). Each mode's speedup over the one-device step with its interval; the
     fastest whose interval lies wholly above 1 at an equal loss is chosen, else one
     device, said."""
-    from .measure.modes import MODES, multi_device_modes
+    from .measure.modes import modes_here
 
-    here = [m for m in multi_device_modes() if MODES[m]().why_not_here() is None]
+    here = modes_here(multi_device=True)
     one = Candidate("single", (), dataclasses.replace(step, mode="single", devices_per_process=1))
     split = [
         Candidate(m, (), dataclasses.replace(step, mode=m, devices_per_process=devices))
@@ -283,6 +283,11 @@ def split_phase(
     ]
     log(f"split: the chosen step on {devices} devices in {len(split)} modes")
     rows = measure_phase(tuner, [one, *split], "split", loss_factor)
+    base = (
+        f"the chosen step on one device, {rows[0]['step_time_s'] * 1e3:.3g} ms"
+        if ("step_time_s" in rows[0])
+        else "the chosen step on one device"
+    )
     timed = [r for r in rows[1:] if "speedup" in r]
     pays = [r for r in timed if r.get("verdict") == "faster"]
     best = max(pays, key=lambda r: r["speedup"]) if pays else None
@@ -292,10 +297,10 @@ def split_phase(
         lo, hi = fastest["speedup_ci"]
         ratio = f"{fastest['label']} {fastest['speedup']:.2f}x [{lo:.2f}, {hi:.2f}]"
         said = (
-            f"{ratio} on {devices} devices over one device"
+            f"{ratio} on {devices} devices over {base}"
             if best
             else f"one device: no mode on {devices} devices is faster with its whole "
-            f"interval (the fastest, {ratio})"
+            f"interval (the fastest, {ratio} over {base})"
         )
     log(f"split: {said}")
     return {

@@ -15,12 +15,12 @@ import pytest
 import odestudy
 from odestudy import Step, load_step
 from odestudy.measure.batching import batch_stream
-from odestudy.measure.modes import MODES
+from odestudy.measure.modes import modes_here
 from odestudy.measure.scenario import Scenario
 from odestudy.measure.training import scenario_devices, train
 from odestudy.study.steps import KIND
 
-HERE = [name for name, mode in MODES.items() if mode().why_not_here() is None]
+HERE = modes_here()
 
 
 def _write(tmp_path, fields, **facts):
@@ -130,3 +130,5 @@ def test_a_loss_without_a_problem_class_gets_the_steps_solve_from_its_facts(tmp_
         step.solve(**{**facts, "uniform_grid": False})
     with pytest.raises(ValueError, match="not both"):
         step.solve(problem, **facts)
+    with pytest.raises(ValueError, match="time_dependent missing"):
+        step.solve(uniform_grid=True, tolerance=1e-3)

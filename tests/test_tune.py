@@ -159,7 +159,7 @@ def test_tune_on_several_devices_names_the_mode_that_pays_or_one_device(tmp_path
     import argparse
 
     import odestudy.tune
-    from odestudy.measure.modes import MODES, multi_device_modes
+    from odestudy.measure.modes import modes_here
     from odestudy.tune import tune
 
     monkeypatch.setattr(odestudy.tune, "study_measured", lambda s: False)
@@ -172,8 +172,7 @@ def test_tune_on_several_devices_names_the_mode_that_pays_or_one_device(tmp_path
     finally:
         LEVERS.update(saved)
     split = out["split"]
-    here = [m for m in multi_device_modes() if MODES[m]().why_not_here() is None]
-    assert [r["label"] for r in split["rows"]] == ["single", *here]
+    assert [r["label"] for r in split["rows"]] == ["single", *modes_here(multi_device=True)]
     pays = [r for r in split["rows"] if r["verdict"] == "faster"]
     if pays:
         best = max(pays, key=lambda r: r["speedup"])

@@ -508,6 +508,16 @@ def multi_device_modes() -> tuple[str, ...]:
     return tuple(name for name, m in MODES.items() if m.multi_device)
 
 
+def modes_here(multi_device: bool = False) -> tuple[str, ...]:
+    """The registered modes the running JAX can run (`AbstractMode.why_not_here`), in the
+    tables' order; `multi_device`: only those over several devices."""
+    return tuple(
+        name
+        for name, m in MODES.items()
+        if (m.multi_device or not multi_device) and m().why_not_here() is None
+    )
+
+
 def mode_facts(name: str) -> type[AbstractMode] | None:
     """The registered mode class named `name` (`MODES`), None for a name no class has
     (a record of a mode since removed): callers fall back to the name itself."""

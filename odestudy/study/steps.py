@@ -54,11 +54,16 @@ def apply_step(s: Scenario, step: dict[str, Any], path: str | Path = "the step")
                 f"{path} was tuned for {fact} {step[fact]!r}; this scenario has "
                 f"{getattr(s, fact)!r} (run odestudy tune for it)"
             )
-    fields = step["fields"]
+    return dataclasses.replace(s, **lever_fields(step, path))
+
+
+def lever_fields(step: dict[str, Any], path: str | Path = "the step") -> dict[str, Any]:
+    """A step file's levers (`fields`); a one-line ValueError where one is not a lever."""
+    fields = dict(step["fields"])
     others = sorted(set(fields) - set(Scenario.levers()))
     if others:
         raise ValueError(f"{path} sets {', '.join(others)}: not levers of the step")
-    return dataclasses.replace(s, **fields)
+    return fields
 
 
 def recorded_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tuple[Path, dict] | None:
@@ -157,6 +162,15 @@ class Step:
             return BatchSolve(s.ode_solve(problem))
         if problem is not None:
             raise ValueError("give a problem or its facts, not both")
+        names = [f.name for f in dataclasses.fields(GivenFacts) if f.name != "name"]
+        unknown = sorted(set(facts) - set(names))
+        missing = [n for n in ("time_dependent", "uniform_grid") if n not in facts]
+        if unknown or missing:
+            raise ValueError(
+                f"a problem's facts are {', '.join(names)} (time_dependent and uniform_grid "
+                f"required); got {', '.join(unknown) or 'none'} unknown, "
+                f"{', '.join(missing) or 'none'} missing"
+            )
         given = GivenFacts(**facts)
         if s.structure.solve_kind.one_ode and not given.uniform_grid:
             raise ValueError(
@@ -197,12 +211,8 @@ def load_step(path: str | Path) -> Step:
 def step_of_tune(found: dict[str, Any], path: str | Path = "the step") -> Step:
     """What `tune` found (a step file's content) as a `Step`; a one-line ValueError
     where its levers are not valid fields."""
-    fields = found["fields"]
-    others = sorted(set(fields) - set(Scenario.levers()))
-    if others:
-        raise ValueError(f"{path} sets {', '.join(others)}: not levers of the step")
     step = Step(found["problem"], found["controller"], found["device"], found["scale"],
-                dict(fields), found, found.get("mode", "single"),
+                lever_fields(found, path), found, found.get("mode", "single"),
                 int(found.get("devices", 1)))  # fmt: skip
     step.scenario()  # validated: a one-line ValueError where the levers do not fit
     return step
