@@ -11,7 +11,8 @@ with no problem class, `odestudy.make_step`, the same data, initial field and ba
 Both train the same number of steps from the same field; their evaluation losses (mean
 squared error on held-out series, each solved by diffrax's default solve) are compared,
 and then their steps are timed from the trained states in interleaved blocks (each call
-of the loop's step waited for; its first call off the clock). One process, one device.
+of the loop's step waited for, the host batch's placement inside it for both, as in the
+loop; its first call off the clock). One process, one device.
 
     .venv/bin/python benchmarks/own_loop.py   # make own-loop, after tune
 

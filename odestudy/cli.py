@@ -543,8 +543,10 @@ def _tune(a: argparse.Namespace) -> int:
     from .measure.devices import gpu_count
 
     validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
-    if a.devices < 1 or (s.device == "gpu" and a.devices > gpu_count()):
-        raise ValueError(f"--devices {a.devices}: need 1 to the GPUs present ({gpu_count()})")
+    if a.devices < 1:
+        raise ValueError(f"--devices takes a whole number >= 1, got {a.devices}")
+    if s.device == "gpu" and a.devices > gpu_count():
+        raise ValueError(f"--devices {a.devices}: {gpu_count()} GPU(s) present")
     out = Path(a.out) if a.out else step_path(s, a.results)
     check_writable(out.parent)
     configure_devices(s.device, a.devices)

@@ -141,6 +141,7 @@ def test_recommended_is_the_tuned_step_where_recorded_else_the_safe_levers(tmp_p
         (["run", "--step", "x.json", "--recommended"], "give one of --step"),
         (["run", "--step", "missing.json"], "cannot read step file"),
         (["tune", "--problem", "nope"], "unknown problem 'nope'"),
+        (["tune", "--devices", "0"], "whole number >= 1"),
     ],
 )
 def test_bad_step_options_are_one_line_errors(argv, message, capsys, tmp_path, monkeypatch):
