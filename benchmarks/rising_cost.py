@@ -42,20 +42,26 @@ def _tune_worker(scale: str, blocks: int, steps: int) -> None:
     trial = tuner.compile(Candidate("default", (), s))
     tuner.check(trial)
     runs = tuner.time([trial])["default"]
-    # Beside it, in this process: blocks that carry their updates (as run's repeat does)
-    # interleaved with blocks that do not (as tune does), on the same batches.
-    from odestudy.measure.timing import run_steps
+    # Beside it, in this process, on the same batches: blocks whose steps carry their
+    # updates (as run's repeat and tune time them) interleaved with blocks whose every
+    # step starts from the trained state, with each step's most solver steps of a sample
+    # (what a batched solve's loop runs to): what training on adds to the step's cost.
+    from odestudy.measure.modes import to_host
+    from odestudy.measure.timing import copy_arrays, run_steps
 
-    fixed, carried, p, o = [], [], trial.params, trial.opt_state
+    side: dict[str, dict[str, list]] = {k: {"times": [], "most": []} for k in ("true", "false")}
     for _ in range(blocks):
-        fixed.append(run_steps(trial.compiled, trial.params, trial.opt_state, trial.placed,
-                               steps, carry=False).times)  # fmt: skip
-        done = run_steps(trial.compiled, p, o, trial.placed, steps, carry=True)
-        p, o = done.params, done.opt_state
-        carried.append(done.times)
+        for carry in (False, True):
+            p, o = copy_arrays((trial.params, trial.opt_state))
+            done = run_steps(trial.compiled, p, o, trial.repeat, len(trial.repeat),
+                             len(trial.repeat) - steps, carry=carry)  # fmt: skip
+            side[str(carry).lower()]["times"].append(done.times)
+            side[str(carry).lower()]["most"] += [float(np.max(to_host(n))) for n in done.num_steps]
     print(json.dumps({
-        "carry_false_runs_s": fixed,
-        "carry_true_runs_s": carried,
+        "carry_false_runs_s": side["false"]["times"],
+        "carry_true_runs_s": side["true"]["times"],
+        "carry_false_most_solver_steps": float(np.mean(side["false"]["most"])),
+        "carry_true_most_solver_steps": float(np.mean(side["true"]["most"])),
         "eqx_on_error": os.environ["EQX_ON_ERROR"],
         "step_times_runs_s": [list(map(float, r)) for r in runs],
         "solver_steps": float(np.mean(tuner.solver_steps["default"])),
@@ -125,8 +131,8 @@ def main() -> None:
     )
     p.add_argument("--scale", default="smoke")
     p.add_argument("--pairs", type=int, default=3)
-    p.add_argument("--blocks", type=int, default=5)
-    p.add_argument("--steps-per-block", type=int, default=10)
+    p.add_argument("--blocks", type=int, default=5)  # tune's BLOCKS
+    p.add_argument("--steps-per-block", type=int, default=40)  # tune's, run's REPEAT_STEPS
     p.add_argument("--out", help="output JSON file (default: see above)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -147,7 +153,9 @@ def main() -> None:
         ratio, low, high = pairs[-1]["ratio_run_over_tune"]
         carry, *_ = ratio_interval({"step_times_runs_s": t["carry_true_runs_s"]},
                                    {"step_times_runs_s": t["carry_false_runs_s"]})  # fmt: skip
-        print(f"  tune's process: carried / not carried {carry:.3f}", flush=True)
+        print(f"  tune's process: carried / not carried {carry:.3f}; most solver steps "
+              f"{t['carry_true_most_solver_steps']:.2f} / {t['carry_false_most_solver_steps']:.2f}",
+              flush=True)  # fmt: skip
         print(f"pair {k}: run {r['step_time_s'] * 1e3:.3f} ms, tune {t['step_time_s'] * 1e3:.3f}"
               f" ms, run/tune {ratio:.3f} [{low:.3f}, {high:.3f}]; solver steps "
               f"{r['solver_steps']:.1f} / {t['solver_steps']:.1f} (cold run "

@@ -17,6 +17,7 @@ from .study import records
 from .study.matrix import get_study
 from .study.versions import RESULTS, VERSION_SETS, run_versions
 from .study.workloads import CROSSOVER_BATCHES
+from .tune import BLOCKS, STEPS_PER_BLOCK
 
 # `predict`'s per-device batch axis unless one is given: the crossover study's.
 CROSSOVER_DEFAULT = ",".join(map(str, CROSSOVER_BATCHES))
@@ -795,8 +796,13 @@ def _tune_options(p: argparse.ArgumentParser) -> None:
         help="also try these levers of your own (module:Class naming an "
         "odestudy.AbstractAddedLever)",
     )
-    p.add_argument("--blocks", type=int, default=5, help="interleaved blocks per phase")
-    p.add_argument("--steps-per-block", type=int, default=10)
+    p.add_argument("--blocks", type=int, default=BLOCKS, help="interleaved blocks per phase")
+    p.add_argument(
+        "--steps-per-block",
+        type=int,
+        default=STEPS_PER_BLOCK,
+        help="timed steps per block, after the warm-up (a block is one of run's repeats)",
+    )
     p.add_argument(
         "--devices",
         type=int,

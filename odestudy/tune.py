@@ -37,12 +37,15 @@ import numpy as np
 from .measure import levers as _shipped  # noqa: F401 - registers the shipped levers
 from .measure.lever import LEVERS, AbstractLever, Facts, combine
 from .measure.recommended import recommended, study_measured
+from .measure.resume import REPEAT_STEPS
 from .measure.scenario import Scenario
 
-# Interleaved blocks per phase and steps per block, and the carried steps of the
-# equal-loss check: sized so that a quick-scale problem tunes in a few minutes on 2 cores.
-BLOCKS = 8
-STEPS_PER_BLOCK = 15
+# Interleaved blocks per phase and timed steps per block (a block is one of `run`'s
+# repeats: its warm-up, then its timed steps carried from the trained state on the
+# repeat's batches), and the carried steps of the equal-loss check: sized so that a
+# quick-scale problem tunes in a few minutes on 2 cores.
+BLOCKS = 5
+STEPS_PER_BLOCK = REPEAT_STEPS
 CHECK_STEPS = 20
 # The label of the study's step among the combinations (a problem the study measured).
 STUDY_STEP = "study_step"
@@ -50,8 +53,9 @@ STUDY_STEP = "study_step"
 # combinations are left out where the levers alone took more than half of it.
 BUDGET_S = 900.0
 METHOD = (
-    "one process; the default trained once; every candidate compiled apart and timed from "
-    "the trained state on the same batches in interleaved blocks (carry=False); speedup = "
+    "one process; the default trained once; every candidate compiled apart and timed in "
+    "interleaved blocks, each as run times a repeat: warm-up steps, then steps carried "
+    "from the trained state on the repeat's batches (resume.repeat_batches); speedup = "
     "default median step / candidate median step, 95% bootstrap over blocks and steps; "
     "equal loss: the evaluation loss after CHECK_STEPS carried steps from the trained "
     "state within the default's run-to-run spread of the default's"
@@ -74,7 +78,8 @@ class Trial(NamedTuple):
     compiled: Callable
     params: Any
     opt_state: Any
-    placed: list
+    placed: list  # the equal-loss check's batches
+    repeat: list  # a timed block's batches: warm-up, then timed (`resume.repeat_batches`)
     compile_s: float
 
 
@@ -120,8 +125,7 @@ class Tuner:
         self.data = problem.truncate(state["data"], last, last)
         rng = np.random.default_rng(0)
         self.batches = [
-            rng.choice(s.dataset_size, s.global_batch, replace=False)
-            for _ in range(max(steps_per_block, CHECK_STEPS))
+            rng.choice(s.dataset_size, s.global_batch, replace=False) for _ in range(CHECK_STEPS)
         ]
         self.evaluate = make_eval_loss(s.ode_solve(problem))
         evalset = state["evalset"]
@@ -131,6 +135,7 @@ class Tuner:
     def compile(self, c: Candidate) -> Trial:
         """`c`'s step compiled on the trained state (a `ProblemError` or ValueError, one
         line, where its problem refuses it before compiling)."""
+        from .measure.resume import repeat_batches
         from .measure.training import prepare, scenario_devices, step_key
 
         setup = prepare(c.scenario, scenario_devices(c.scenario), check=False)
@@ -145,9 +150,12 @@ class Tuner:
             )
             for i, idx in enumerate(self.batches)
         ]
+        repeat = repeat_batches(c.scenario, step, self.problem, self.state["data"])
+        block = list(itertools.islice(repeat, c.scenario.warmup_steps + self.steps))
         t0 = time.perf_counter()
         compiled = step.compile(params, opt_state, placed[0])
-        return Trial(c, step, compiled, params, opt_state, placed, time.perf_counter() - t0)
+        elapsed = time.perf_counter() - t0
+        return Trial(c, step, compiled, params, opt_state, placed, block, elapsed)
 
     def check(self, t: Trial) -> dict[str, Any]:
         """What `t`'s step computes from the trained state, off the clock: its first
@@ -180,9 +188,11 @@ class Tuner:
         }
 
     def time(self, trials: list[Trial]) -> dict[str, list[list[float]]]:
-        """Each trial's step times, in `self.blocks` interleaved blocks of `self.steps`
-        steps from the trained state (carry=False)."""
-        from .measure.timing import run_steps
+        """Each trial's step times, in `self.blocks` interleaved blocks, each timed as
+        `run` times a repeat (`resume.time_repeat`): its warm-up steps, then `self.steps`
+        steps carried from (a copy of) the trained state on the repeat's batches. A model
+        whose step cost moves as it trains on is thus timed alike by both commands."""
+        from .measure.timing import copy_arrays, run_steps
 
         runs: dict[str, list[list[float]]] = {t.candidate.label: [] for t in trials}
         # What the host did around each block (`measure.host`), kept in the step file,
@@ -191,15 +201,15 @@ class Tuner:
         self.solver_steps = {t.candidate.label: [] for t in trials}
         for _ in range(self.blocks):
             for t in trials:
+                params, opt_state = copy_arrays((t.params, t.opt_state))  # off the clock
                 run = run_steps(
                     t.compiled,
-                    t.params,
-                    t.opt_state,
-                    t.placed,
-                    self.steps,
-                    carry=False,
+                    params,
+                    opt_state,
+                    t.repeat,
+                    len(t.repeat),
+                    len(t.repeat) - self.steps,
                     where=f"{t.candidate.label}: timed step",
-                    copy_state=t.candidate.scenario.donate,
                 )
                 runs[t.candidate.label].append(run.times)
                 self.host_blocks[t.candidate.label].append(run.host)

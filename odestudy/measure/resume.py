@@ -10,6 +10,7 @@ full-length steps with the study's one timing loop (`timing.run_steps`).
 import itertools
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,21 @@ from .timing import run_steps
 from .training import prepare, read_loss, scenario_devices, step_key
 
 REPEAT_STEPS = 40  # timed steps per repeat (after the scenario's warm-up steps)
+
+
+def repeat_batches(s, step: Any, problem: Any, data: Any) -> Iterator[Any]:
+    """The placed batches a repeat trains on from the trained state, in order: series of
+    `data` cut to the last stage's length, drawn by a stream of its own (seed + 1),
+    keys numbered on from the cold run's last step. `tune` times its candidates on the
+    same ones (`tune.Tuner`), so that both commands time one quantity."""
+    grid = np.asarray(problem.times(data))
+    length = stage_lengths(grid.shape[1], s.length_fractions)[-1]
+    data = problem.truncate(data, length, length)
+    cost = solver_cost(grid) if s.batching == "grouped" else None
+    batches = batch_stream(len(grid), s.global_batch, s.seed + 1, cost)
+    for i in itertools.count(s.steps_per_stage * len(s.length_fractions)):
+        key = step_key(s, i) if problem.needs_key else None
+        yield step.place_batch(problem.take(data, next(batches)), key)
 
 
 def time_repeat(s, out_dir: str | os.PathLike, timed_steps: int = REPEAT_STEPS) -> dict[str, Any]:
@@ -51,20 +67,7 @@ def time_repeat(s, out_dir: str | os.PathLike, timed_steps: int = REPEAT_STEPS) 
             out_dir / STATE_NAME, step.unplace(setup.params), step.unplace(setup.opt_state)
         )
         params, opt_state = step.place_state(*host)
-        problem = setup.problem
-        grid = np.asarray(problem.times(setup.data))
-        length = stage_lengths(grid.shape[1], s.length_fractions)[-1]
-        data = problem.truncate(setup.data, length, length)
-        cost = solver_cost(grid) if s.batching == "grouped" else None
-        batches = batch_stream(len(grid), s.global_batch, s.seed + 1, cost)
-
-        def placed_batches():
-            # Keys past the cold run's: numbered on from its last step.
-            for i in itertools.count(s.steps_per_stage * len(s.length_fractions)):
-                key = step_key(s, i) if problem.needs_key else None
-                yield step.place_batch(problem.take(data, next(batches)), key)
-
-        stream = placed_batches()
+        stream = repeat_batches(s, step, setup.problem, setup.data)
         first = next(stream)
         t0 = time.perf_counter()
         compiled = load_executable(out_dir, params, opt_state, first)
