@@ -125,6 +125,17 @@ def _pair(k: int, scale: str, blocks: int, steps: int) -> dict[str, Any]:
     return {"order": list(order), **got, "ratio_run_over_tune": [ratio, low, high]}
 
 
+def between_pairs(pairs: list[dict[str, Any]], draws: int = 4000) -> list[float]:
+    """run / tune over pairs: the median of the pairs' ratios with its 95% bootstrap
+    interval over pairs (each pair two processes: what a reader's rerun sees)."""
+    import numpy as np
+
+    ratios = np.array([p["ratio_run_over_tune"][0] for p in pairs])
+    rng = np.random.default_rng(0)
+    boot = np.median(ratios[rng.integers(0, len(ratios), (draws, len(ratios)))], axis=1)
+    return [float(np.median(ratios)), *map(float, np.percentile(boot, [2.5, 97.5]))]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -135,7 +146,14 @@ def main() -> None:
     p.add_argument("--steps-per-block", type=int, default=40)  # tune's, run's REPEAT_STEPS
     p.add_argument("--out", help="output JSON file (default: see above)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--summary", metavar="RECORD", help="print a record's run / tune over pairs")
     a = p.parse_args()
+    if a.summary:
+        rec = json.loads(Path(a.summary).read_text())
+        mid, low, high = between_pairs(rec["pairs"])
+        print(f"{a.summary}: run/tune {mid:.3f} [{low:.3f}, {high:.3f}] over "
+              f"{len(rec['pairs'])} pairs, {rec['started']} to {rec['finished']}")  # fmt: skip
+        return None
     if a.worker:
         return _tune_worker(a.scale, a.blocks, a.steps_per_block)
     import os
@@ -168,6 +186,7 @@ def main() -> None:
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     odestudy.write_json_atomic(out, {
         "kind": "rising_cost",
+        "run_over_tune": between_pairs(pairs),
         "method": "odestudy run (a cold run and one repeat; its step the repeat's) and "
         "tune's default step (tune.Tuner), each in its own process, in interleaved "
         "pairs; ratio run / tune with its 95% bootstrap interval",
@@ -179,7 +198,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if "--worker" in sys.argv:
+    if "--worker" in sys.argv or "--summary" in sys.argv:
         main()
     else:
         from odestudy.study.lock import run_measuring
