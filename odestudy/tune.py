@@ -429,27 +429,12 @@ def tune(
     for name, why in refused.items():
         tried.append({"label": name, "levers": [name], "phase": "alone",
                       "verdict": f"refused: {why}"})  # fmt: skip
+    losses = {"trained": final, "trained_loss": trained_loss, "trained_ok": final <= trained_loss,
+              "equal_factor": loss_factor, "check_steps": CHECK_STEPS}  # fmt: skip
     return {
         "kind": KIND,
-        "problem": s.problem,
-        "controller": s.controller,
-        "device": s.device,
-        "scale": s.scale,
-        "levers": chosen["levers"] if chosen else [],
-        "fields": chosen["fields"] if chosen else {},
-        "speedup": chosen["speedup"] if chosen else 1.0,
-        "speedup_ci": chosen["speedup_ci"] if chosen else base["speedup_ci"],
-        "step_time_s": chosen["step_time_s"] if chosen else base["step_time_s"],
-        "default_step_time_s": base["step_time_s"],
-        "losses": {
-            "trained": final,
-            "trained_loss": trained_loss,
-            "trained_ok": final <= trained_loss,
-            "default_check": base["check_loss"],
-            "chosen_check": chosen["check_loss"] if chosen else base["check_loss"],
-            "equal_factor": loss_factor,
-            "check_steps": CHECK_STEPS,
-        },
+        **{k: getattr(s, k) for k in ("problem", "controller", "device", "scale")},
+        **_chosen(chosen, base, losses),
         "facts": facts._asdict(),
         "tried": tried,
         "mode": split["mode"] if split else "single",
@@ -464,6 +449,24 @@ def tune(
         "finished": now(),
         "wall_time_s": time.perf_counter() - t0,
         **environment(s),
+    }
+
+
+def _chosen(chosen: dict | None, base: dict, losses: dict[str, Any]) -> dict[str, Any]:
+    """The step file's fields of the chosen row (none kept: the default's)."""
+    row = chosen or base
+    return {
+        "levers": row["levers"] if chosen else [],
+        "fields": row["fields"] if chosen else {},
+        "speedup": row["speedup"] if chosen else 1.0,
+        "speedup_ci": row["speedup_ci"],
+        "step_time_s": row["step_time_s"],
+        "default_step_time_s": base["step_time_s"],
+        "losses": {
+            **losses,
+            "default_check": base["check_loss"],
+            "chosen_check": row["check_loss"],
+        },
     }
 
 
@@ -520,31 +523,8 @@ def _phases(
 
 
 def print_tune(out: dict[str, Any], print_line: Callable[[str], None] = print) -> None:
-    """The table of what `tune` tried, and what it chose."""
-    from .report.intervals import fmt_interval
+    """The table of what `tune` tried, and what it chose (`report.tuned.tune_lines`)."""
+    from .report.tuned import tune_lines
 
-    print_line(f"{'phase':9s} {'step':46s} {'ms':>7s}  {'speedup [95%]':20s} {'loss':>9s}  verdict")
-    split = out.get("split") or {}
-    for r in [*out["tried"], *split.get("rows", [])]:
-        ms = f"{r['step_time_s'] * 1e3:7.2f}" if "step_time_s" in r else f"{'-':>7s}"
-        ratio = fmt_interval(r.get("speedup"), *(r.get("speedup_ci") or (None, None)))
-        loss = f"{r['check_loss']:9.3g}" if "check_loss" in r else f"{'-':>9s}"
-        label = r["label"][:46]
-        print_line(f"{r['phase']:9s} {label:46s} {ms}  {ratio:20s} {loss}  {r['verdict']}")
-    lo, hi = out["speedup_ci"]
-    if out["levers"]:
-        print_line(
-            f"chosen: {', '.join(out['levers'])}: speedup {out['speedup']:.2f}x "
-            f"[{lo:.2f}, {hi:.2f}] at equal loss ({out['losses']['chosen_check']:.3g} against "
-            f"the default's {out['losses']['default_check']:.3g})"
-        )
-    else:
-        print_line("chosen: the default step (nothing measured was faster at equal loss)")
-    if split:
-        print_line(f"split: {split['said']}")
-    if not out["losses"]["trained_ok"]:
-        print_line(
-            f"note: the default trained to {out['losses']['trained']:.3g}, above "
-            f"{out['losses']['trained_loss']:g}: timings of an untrained model"
-        )
-    print_line(f"wall time {out['wall_time_s']:.0f} s (training {out['train_time_s']:.0f} s)")
+    for line in tune_lines(out):
+        print_line(line)

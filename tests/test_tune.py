@@ -262,3 +262,28 @@ def test_a_lever_of_ones_own_runs_through_run_the_levers_benchmark_and_tune(tmp_
     assert done.returncode == 0, done.stderr
     rows = json.loads(bench.read_text())["rows"]
     assert rows[1]["levers"] == {"added_levers": [FastMinMax.spec()]}
+
+
+def test_own_model_shows_the_examples_latest_tune_as_printed(tmp_path):
+    """docs/own_model.md's sample is written from the example's latest tune record, as
+    `odestudy tune` printed it (`print_tune`), with its machine, session and wall time."""
+    import shutil
+
+    from odestudy.report.pages import update_own_model
+    from odestudy.report.tuned import EXAMPLE
+    from odestudy.tune import print_tune
+
+    committed, *_ = sorted(ROOT.glob("results/" + EXAMPLE))
+    target = tmp_path / "results" / committed.relative_to(ROOT / "results")
+    target.parent.mkdir(parents=True)
+    shutil.copy(committed, target)
+    page = tmp_path / "own_model.md"
+    page.write_text("intro\n\n<!-- region:tune-sample -->\n\nafter\n")
+    update_own_model(page, tmp_path / "results")
+    text = page.read_text()
+    printed: list[str] = []
+    print_tune(json.loads(committed.read_text()), printed.append)
+    assert "\n".join(printed) in text and printed[-1].startswith("wall time")
+    assert text.startswith("intro") and text.rstrip().endswith("after")
+    update_own_model(page, tmp_path / "results")
+    assert page.read_text() == text  # rewriting the region leaves the page as it was

@@ -18,6 +18,7 @@ from .claims import render_claims
 from .document import report_rows
 from .findings import Findings, findings
 from .tables import render_body
+from .tuned import tune_sample
 
 GENERATED_START = "<!-- generated:start (odestudy report writes this from the records) -->"
 GENERATED_END = "<!-- generated:end -->"
@@ -213,3 +214,12 @@ def update_readme(
     body += [f"Written by `make report` from the committed records. Pages: {', '.join(linked)}."]
     text = fill(readme.read_text(), "answer", "\n".join(body))
     return _write(readme, text)
+
+
+def update_own_model(page: str | Path, results: str | Path) -> Path | None:
+    """Write `docs/own_model.md`'s sample of `odestudy tune` (`<!-- region:tune-sample -->`,
+    `tuned.tune_sample`) from the records; nothing where the docs have no such page."""
+    page = Path(page)
+    if not page.exists():
+        return None
+    return _write(page, fill(page.read_text(), "tune-sample", "\n".join(tune_sample(results))))

@@ -13,7 +13,7 @@ from .answer import README_SCALE
 from .consistency import check
 from .document import Report, report_studies, write_report
 from .findings import findings
-from .pages import update_readme, write_pages
+from .pages import update_own_model, update_readme, write_pages
 from .reference import REFERENCE_CSV
 
 
@@ -50,6 +50,7 @@ def publish(
         report.update(findings=found, claims=list(found.answers), stated=stated)
         if docs is not None:
             report.pages = write_pages(results, scale, figures, docs, found, report["values"])
+            update_own_model(Path(docs) / "own_model.md", results)
         if readme is not None:
             at = scale == README_SCALE
             rows, mine = (report.rows, found) if at else (None, None)
