@@ -53,9 +53,10 @@ STUDY_STEP = "study_step"
 # combinations are left out where the levers alone took more than half of it.
 BUDGET_S = 900.0
 METHOD = (
-    "one process; the default trained once; every candidate compiled apart and timed in "
-    "interleaved blocks, each as run times a repeat: warm-up steps, then steps carried "
-    "from the trained state on the repeat's batches (resume.repeat_batches); speedup = "
+    "one process; the default trained once; every candidate compiled apart, run one untimed "
+    "block, then timed in interleaved blocks, each as run times a repeat: warm-up steps, "
+    "then steps carried from the trained state on the repeat's batches "
+    "(resume.repeat_batches); speedup = "
     "default median step / candidate median step, 95% bootstrap over blocks and steps; "
     "equal loss: the evaluation loss after CHECK_STEPS carried steps from the trained "
     "state within the default's run-to-run spread of the default's"
@@ -199,6 +200,12 @@ class Tuner:
         # and each block's mean per-sample solver steps.
         self.host_blocks = {t.candidate.label: [] for t in trials}
         self.solver_steps = {t.candidate.label: [] for t in trials}
+        # One untimed round first, a block of each: right after the candidates compiled,
+        # the first blocks ran slower than the rest in every tune of the session that
+        # timed blocks as repeats (the records of 2026-11-29 01:03-01:17 UTC).
+        for t in trials:
+            p, o = copy_arrays((t.params, t.opt_state))
+            run_steps(t.compiled, p, o, t.repeat, len(t.repeat), where=f"{t.candidate.label}: step")
         for _ in range(self.blocks):
             for t in trials:
                 params, opt_state = copy_arrays((t.params, t.opt_state))  # off the clock
