@@ -86,7 +86,8 @@ def select_series(data: Any, idx: np.ndarray) -> Any:
 
 
 class ProblemFacts(eqx.Module):
-    """The facts every problem declares, once (`AbstractODEProblem`, `AbstractProblem`).
+    """The facts every problem declares, once (`AbstractODEProblem`, `AbstractProblem`),
+    and the training choices both forms share (`optimiser`, `schedule`).
 
     Class attributes (facts about the problem, read before anything compiles):
 
@@ -108,6 +109,17 @@ class ProblemFacts(eqx.Module):
     rtol: ClassVar[float] = RTOL
     atol: ClassVar[float] = ATOL
     has_spread: ClassVar[bool] = False
+
+    def optimiser(self, learning_rate: float) -> optax.GradientTransformation:
+        """The optax optimiser at the scenario's learning rate; default: adabelief."""
+        return optax.adabelief(learning_rate)
+
+    def schedule(self, scale: str) -> dict[str, Any]:
+        """The problem's own training at `scale`, as `Scenario` fields that replace the
+        scale's (`steps_per_stage`, `learning_rate`, `length_fractions`, `batch`,
+        `dataset_size`, `eval_size`, `warmup_steps`, `optimiser_state`); default: none."""
+        del scale
+        return {}
 
 
 class AbstractODEProblem(ProblemFacts):
@@ -159,17 +171,6 @@ class AbstractODEProblem(ProblemFacts):
         """The evaluation loss (compared with `trained_loss`), on full series with
         diffrax's default solve and a fixed key; default: `loss`."""
         return self.loss(model, batch, key, solve)
-
-    def optimiser(self, learning_rate: float) -> optax.GradientTransformation:
-        """The optax optimiser at the scenario's learning rate; default: adabelief."""
-        return optax.adabelief(learning_rate)
-
-    def schedule(self, scale: str) -> dict[str, Any]:
-        """The problem's own training at `scale`, as `Scenario` fields that replace the
-        scale's (`steps_per_stage`, `learning_rate`, `length_fractions`, `batch`,
-        `dataset_size`, `eval_size`, `warmup_steps`, `optimiser_state`); default: none."""
-        del scale
-        return {}
 
     def take(self, data: Any, idx: np.ndarray) -> Any:
         """The batch of the series at indices `idx` (what the loss receives); default:
@@ -244,17 +245,6 @@ class AbstractProblem(ProblemFacts):
     ) -> Float[Array, ""]:
         """The evaluation loss (compared with `trained_loss`); default: `loss`."""
         return self.loss(pred, ys, mask)
-
-    def optimiser(self, learning_rate: float) -> optax.GradientTransformation:
-        """The optax optimiser at the scenario's learning rate; default: adabelief."""
-        return optax.adabelief(learning_rate)
-
-    def schedule(self, scale: str) -> dict[str, Any]:
-        """The problem's own training at `scale`, as `Scenario` fields that replace the
-        scale's (`steps_per_stage`, `learning_rate`, `length_fractions`, `batch`,
-        `dataset_size`, `eval_size`, `warmup_steps`, `optimiser_state`); default: none."""
-        del scale
-        return {}
 
 
 class Oscillator(AbstractProblem):

@@ -20,7 +20,7 @@ from . import records, runner
 from .ceiling import last_ceiling, run_ceiling
 from .lock import measuring
 from .records import record_path
-from .repeats import cache_environment, clear_cache, repeat_processes, run_repeat_round
+from .repeats import cache_environment, clear_cache, repeat_processes, run_repeat_round, runs
 
 
 def expected_env(s: Scenario) -> dict[str, str]:
@@ -71,11 +71,6 @@ def reusable(s: Scenario, path: Path) -> Record | None:
     except (OSError, ValueError):
         return None
     return rec if why_stale(s, rec) is None else None
-
-
-def runs(record: Mapping[str, Any]) -> int:
-    """How many runs' step times a record holds (records before repeats: 1)."""
-    return len(record.get("step_time_runs_s") or [record.get("step_time_s")])
 
 
 def _read(path: Path) -> Record | None:
@@ -135,21 +130,26 @@ class Run(abc.ABC):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ColdRun(Run):
-    """A scenario's first run: a fresh kernel that compiles from cold, trains, and saves
-    the trained state its repeats time from."""
+class AbstractScenarioRun(Run):
+    """A run of one scenario, in as many JAX processes as it has."""
 
     scenario: Scenario
 
     def scenarios(self) -> tuple[Scenario, ...]:
         return (self.scenario,)
 
-    def label(self) -> str:
-        return f"{self.scenario.name()} (run 1)"
-
     @property
     def processes(self) -> int:
         return self.scenario.processes
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ColdRun(AbstractScenarioRun):
+    """A scenario's first run: a fresh kernel that compiles from cold, trains, and saves
+    the trained state its repeats time from."""
+
+    def label(self) -> str:
+        return f"{self.scenario.name()} (run 1)"
 
     def perform(self, results: Path) -> list[Done]:
 
@@ -199,22 +199,14 @@ class RepeatRound(Run):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ProcessRepeat(Run):
+class ProcessRepeat(AbstractScenarioRun):
     """Round `round` of a multi-process scenario: its processes joined again
     (`repeats.repeat_processes`)."""
 
     round: int
-    scenario: Scenario
-
-    def scenarios(self) -> tuple[Scenario, ...]:
-        return (self.scenario,)
 
     def label(self) -> str:
         return f"{self.scenario.name()} (run {self.round})"
-
-    @property
-    def processes(self) -> int:
-        return self.scenario.processes
 
     def perform(self, results: Path) -> list[Done]:
 
@@ -228,16 +220,12 @@ class ProcessRepeat(Run):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class CeilingProbe(Run):
+class CeilingProbe(AbstractScenarioRun):
     """This machine's weak-scaling ceiling (`ceiling.run_ceiling`) in round `round`, on
     the trained 1-device scenario `scenario`; runs only after some repeat of its round
     ran, and only while the scenario's record is ok."""
 
     round: int
-    scenario: Scenario
-
-    def scenarios(self) -> tuple[Scenario, ...]:
-        return (self.scenario,)
 
     def label(self) -> str:
         return f"machine ceiling, {self.scenario.controller} (round {self.round})"
