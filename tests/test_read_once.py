@@ -61,3 +61,27 @@ def test_publish_opens_each_record_once(tmp_path, monkeypatch):
     # Outside `publish`, each read opens the file again.
     records.read_json(written[0]), records.read_json(written[0])
     assert opened[os.path.abspath(written[0])] == 3
+
+
+def test_publish_makes_its_statements_once(tmp_path, monkeypatch):
+    """The scaling study's claims and the pages share one `findings.findings` per report
+    (`records.made_once`); outside a report each call makes them anew."""
+    from odestudy.report import findings
+
+    _results(tmp_path / "results")
+    made: list[str] = []
+    real = findings._findings
+
+    def counting(results, scale, rows, scaling):
+        made.append(scale)
+        return real(results, scale, rows, scaling)
+
+    monkeypatch.setattr(findings, "_findings", counting)
+    publish(tmp_path / "results", "quick", tmp_path / "figures", tmp_path / "docs", draw=False)
+    assert made == ["quick"]
+    rows = []
+    a, b = (
+        findings.findings(tmp_path / "results", "quick", rows),
+        findings.findings(tmp_path / "results", "quick", rows),
+    )
+    assert made == ["quick"] * 3 and a == b and a is not b

@@ -6,10 +6,12 @@ refuses to be written where two claims about one comparison disagree
 (`consistency.check`)."""
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..study import records
 from ..study.claim import Answer, Claim
 from ..study.rec import Rec
 from .answer import README_SCALE, ControllerAnswer, controller_answers, readme_claims
@@ -50,7 +52,15 @@ def findings(
     `document.report_rows`) and every ok record of the scale and those that repeat it
     (`claims.scale_records`), checked (`consistency.check`: raises
     `InconsistentClaims` where two claims about one comparison disagree without naming
-    different sessions)."""
+    different sessions). Made once per `records.read_once` for the same rows: the
+    scaling study's claims and the pages share them."""
+    key = ("findings", os.path.abspath(results), scale, scaling, tuple(map(id, rows)))
+    # The rows are kept beside what is made, so that no other object takes their ids.
+    kept = records.made_once(key, lambda: (tuple(rows), _findings(results, scale, rows, scaling)))
+    return kept[1]
+
+
+def _findings(results: str | Path, scale: str, rows: Sequence[Rec], scaling: str) -> Findings:
     every = scale_records(results, scale)
     found = Findings(
         answers=tuple(device_answer(rows, every, scaling, d, scale) for d in ("cpu", "gpu")),

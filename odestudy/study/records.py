@@ -12,14 +12,16 @@ import contextvars
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..measure.environment import machine_id, this_machine, workdir
 from ..measure.record import Record, upgrade
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import code_fingerprint
+
+T = TypeVar("T")
 
 RECORD_NAME = "metrics.json"
 DEFAULT_RESULTS = workdir("results")
@@ -54,6 +56,7 @@ class ReadOnce:
 
     def __init__(self) -> None:
         self.texts: dict[str, str | OSError] = {}
+        self.made: dict[Any, Any] = {}  # `made_once`
 
     def text(self, path: str | os.PathLike) -> str:
         """The text of the file at `path`, read from disk once; a file that could not be
@@ -90,6 +93,19 @@ def read_once() -> Iterator[ReadOnce]:
         yield reading
     finally:
         _READING.reset(token)
+
+
+def made_once(key: Any, make: Callable[[], T]) -> T:
+    """`make()`, made once per `read_once` for the hashable `key` and then handed out
+    again (outside one, made every time): what several parts of one report derive from
+    the same records, such as its statements (`findings.findings`). What it makes must
+    not be changed by those who get it."""
+    reading = _READING.get()
+    if reading is None:
+        return make()
+    if key not in reading.made:
+        reading.made[key] = make()
+    return reading.made[key]
 
 
 def read_text(path: str | os.PathLike) -> str:
