@@ -24,14 +24,12 @@ over an `AbstractMLPField`); the solve refuses any other while tracing.
 import abc
 from typing import Any, NamedTuple
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-# Tsit5's stage coefficients, diffrax's: stage `i + 1` from stages `0..i`.
-_A = [[float(a) for a in row] for row in diffrax.Tsit5.tableau.a_lower]
+from .fused import A_LOWER  # Tsit5's stage coefficients, read from diffrax there
 
 # A layer with at most this many outputs has its input gradient computed as elementwise
 # products summed over its outputs (one fused kernel with the activation's derivative)
@@ -202,12 +200,12 @@ def step_reverse(
     mlp, scale = rows.mlp, rows.scale[:, None]
     layers, batch = mlp.layers, y.shape[0]
     ks = [f * h for f in fs]
-    inputs = [y + sum(c * k for c, k in zip(row, ks, strict=False) if c != 0.0) for row in _A]
+    inputs = [y + sum(c * k for c, k in zip(row, ks, strict=False) if c != 0.0) for row in A_LOWER]
     hidden, derivatives = _hidden_layers(mlp, jnp.concatenate(inputs))
-    k_bar = [fs_bar[j] for j in range(len(_A) + 1)]
+    k_bar = [fs_bar[j] for j in range(len(A_LOWER) + 1)]
     y_bar = jnp.zeros_like(y)
     output_bars: list[list[Array]] = [[] for _ in layers]  # per layer, stages last first
-    for stage in range(len(_A), 0, -1):
+    for stage in range(len(A_LOWER), 0, -1):
         rows_of = slice((stage - 1) * batch, stage * batch)
         g = scale * k_bar[stage]
         for index in range(len(layers) - 1, -1, -1):
@@ -215,10 +213,10 @@ def step_reverse(
             g = _input_gradient(g, layers[index].weight)
             if index:
                 g = g * derivatives[index - 1][rows_of]
-        if stage == len(_A):  # Tsit5's last stage state is the step's end state
+        if stage == len(A_LOWER):  # Tsit5's last stage state is the step's end state
             g = g + y1_bar
         y_bar = y_bar + g
-        for j, c in enumerate(_A[stage - 1]):
+        for j, c in enumerate(A_LOWER[stage - 1]):
             if c != 0.0:
                 k_bar[j] = k_bar[j] + (c * h) * g
     return y_bar, k_bar[0], _weight_gradients(mlp, output_bars, hidden)
