@@ -64,3 +64,16 @@ def test_the_table_joins_within_each_release(tmp_path, spread_measured):
 
 def test_no_records_say_so():
     assert "No records of the version study" in versions_markdown({})
+
+
+def test_the_versions_table_is_written_as_its_value_renders_it(tmp_path):
+    """`write_versions_table` writes the table's markdown (`table_markdown`) and returns
+    the value it rendered, with nothing parsed back from the file."""
+    from odestudy.report.tables import table_markdown
+    from odestudy.report.versions import versions_table, write_versions_table
+
+    path = tmp_path / "tables" / "versions.md"
+    table = write_versions_table(path, {})
+    assert table == versions_table({})
+    assert path.read_text() == table_markdown(table)
+    assert path.read_text().startswith("# The core rows across JAX releases\n\n")

@@ -85,15 +85,6 @@ def table_markdown(table: Table) -> str:
     return f"# {table.title}\n\n{body}"
 
 
-def write_table(path: str | Path, markdown: str) -> Table:
-    """Write a report module's `markdown` to `path` (`figures/tables/<name>.md`) and
-    return it as a value (`table_value`, named by the file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(markdown)
-    return table_value(path.stem, markdown)
-
-
 def render_body(table: Table) -> str:
     """`table` below its title, as markdown: the text its report module rendered
     (`Table.text`, without its blank lines around), else its rows (cells escaped) and
