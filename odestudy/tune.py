@@ -56,7 +56,8 @@ METHOD = (
     "one process; the default trained once; every candidate compiled apart, run one untimed "
     "block, then timed in interleaved blocks, each as run times a repeat: warm-up steps, "
     "then steps carried from the trained state on the repeat's batches "
-    "(resume.repeat_batches); speedup = "
+    "(resume.repeat_batches), a round in which the host contended a block (measure.host: "
+    "steal, probes) left out where two rounds remain; speedup = "
     "default median step / candidate median step, 95% bootstrap over blocks and steps; "
     "equal loss: the evaluation loss after CHECK_STEPS carried steps from the trained "
     "state within the default's run-to-run spread of the default's"
@@ -224,6 +225,19 @@ class Tuner:
                 self.solver_steps[t.candidate.label].append(float(np.mean(steps)))
         return runs
 
+    def contended(self) -> dict[int, str]:
+        """The rounds of the last `time` in which the host contended some block
+        (`measure.host.contended`: steal or the probes around the block), each with why;
+        the rounds are left out of the speedups where two or more others remain."""
+        from .measure import host
+
+        why: dict[int, str] = {}
+        for label, samples in self.host_blocks.items():
+            for k, sample in enumerate(samples):
+                if k not in why and (said := host.contended(sample)):
+                    why[k] = f"block {k + 1} ({label}): {said}"
+        return why if len(self.host_blocks) and self.blocks - len(why) >= 2 else {}
+
 
 def measure_phase(
     tuner: Tuner, candidates: list[Candidate], phase: str, loss_factor: float
@@ -251,18 +265,22 @@ def measure_phase(
                      **checked})  # fmt: skip
         tuner.log(f"  {c.label}: compiled in {trial.compile_s:.1f} s")
     runs = tuner.time(trials)
+    left_out = tuner.contended()
+    for said in left_out.values():
+        tuner.log(f"  left out, host contended: {said}")
+    kept = {label: [b for k, b in enumerate(r) if k not in left_out] for label, r in runs.items()}
     default = next(r for r in rows if r["label"] == candidates[0].label)
-    base = {"step_times_runs_s": runs[default["label"]]}
+    base = {"step_times_runs_s": kept[default["label"]]}
     for r in rows:
         if r["label"] not in runs:
             continue
-        record = {"step_times_runs_s": runs[r["label"]]}
-        ratio, lo, hi = ratio_interval(base, record)
+        ratio, lo, hi = ratio_interval(base, {"step_times_runs_s": kept[r["label"]]})
         r.update(
-            step_time_s=float(np.median(np.concatenate(runs[r["label"]]))),
+            step_time_s=float(np.median(np.concatenate(kept[r["label"]]))),
             speedup=ratio,
             speedup_ci=[lo, hi],
             step_times_runs_s=runs[r["label"]],
+            left_out_blocks=list(left_out.values()),
             host_blocks=tuner.host_blocks[r["label"]],
             solver_steps_blocks=tuner.solver_steps[r["label"]],
         )

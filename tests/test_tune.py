@@ -287,3 +287,20 @@ def test_own_model_shows_the_examples_latest_tune_as_printed(tmp_path):
     assert text.startswith("intro") and text.rstrip().endswith("after")
     update_own_model(page, tmp_path / "results")
     assert page.read_text() == text  # rewriting the region leaves the page as it was
+
+
+def test_a_round_the_host_contended_is_left_out_where_two_remain():
+    """Tune leaves a round of blocks out of its speedups where the host contended one of
+    its blocks (`measure.host.contended`), as the report leaves such a run out; never so
+    many that fewer than two rounds remain."""
+    from odestudy.tune import Tuner
+
+    quiet = {"steal": 0.0, "probe_before_ms": 1.0, "probe_after_ms": 1.01}
+    stolen = {"steal": 0.2, "probe_before_ms": 1.0, "probe_after_ms": 1.0}
+    tuner = object.__new__(Tuner)
+    tuner.blocks = 4
+    tuner.host_blocks = {"default": [quiet, stolen, quiet, quiet], "fused": [quiet] * 4}
+    (why,) = tuner.contended().items()
+    assert why[0] == 1 and "default" in why[1] and "steal" in why[1]
+    tuner.host_blocks["fused"] = [stolen, quiet, stolen, quiet]
+    assert tuner.contended() == {}  # three of four contended: one would remain, none left out
