@@ -8,6 +8,7 @@ from typing import Any
 
 from ..study import records
 from .intervals import fmt_interval
+from .tables import escape
 
 # The example's tune records (`make own-loop`: examples/own_problem.py), any machine.
 EXAMPLE = "*/tune/*-own_problem_PROBLEM-*.json"
@@ -59,10 +60,11 @@ def tune_sample(results: str | Path) -> list[str]:
         return ["No tune of the example yet: run `make own-loop`."]
     path, out = latest
     where = (out.get("hardware") or {}).get("cpu_model") or out.get("device")
+    # Text from the record, outside the code block below, escaped (`tables.escape`).
     head = (
-        f"`odestudy tune --problem own_problem:PROBLEM --scale {out['scale']}` on "
-        f"{out.get('machine_id')} ({where}), {out['started']} to {out['finished']}, "
-        f"at {str(out.get('git_commit'))[:7]} (`{Path(path).relative_to(results).as_posix()}`"
-        " under `results/`), printed:"
+        f"`odestudy tune --problem own_problem:PROBLEM --scale {escape(out['scale'])}` on "
+        f"{escape(out.get('machine_id'))} ({escape(where)}), {escape(out['started'])} to "
+        f"{escape(out['finished'])}, at {escape(str(out.get('git_commit'))[:7])} "
+        f"(`{Path(path).relative_to(results).as_posix()}` under `results/`), printed:"
     )
     return [head, "", "```text", *tune_lines(out), "```"]
