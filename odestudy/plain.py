@@ -18,7 +18,14 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from .measure.problem import ATOL, RTOL, AbstractODEProblem, GivenFacts, register_problem
+from .measure.problem import (
+    ATOL,
+    RTOL,
+    AbstractODEProblem,
+    GivenFacts,
+    read_through,
+    register_problem,
+)
 from .measure.scenario import Scenario
 from .study.steps import Step, step_of_tune
 from .tune import BLOCKS, STEPS_PER_BLOCK, print_tune, tune
@@ -49,12 +56,13 @@ class LossProblem(AbstractODEProblem):
     keyed: bool = eqx.field(static=True)
     held_out: int = eqx.field(static=True)
 
-    name = property(lambda self: self.label)
-    time_dependent = property(lambda self: self.facts.time_dependent)
-    uniform_grid = property(lambda self: self.facts.uniform_grid)
+    # The facts given, read through (`GivenFacts`; its name is the label).
+    name = read_through("name", "facts")
+    time_dependent = read_through("time_dependent", "facts")
+    uniform_grid = read_through("uniform_grid", "facts")
+    rtol = read_through("rtol", "facts")
+    atol = read_through("atol", "facts")
     trained_loss = property(lambda self: self.trained_at)
-    rtol = property(lambda self: self.facts.rtol)
-    atol = property(lambda self: self.facts.atol)
     needs_key = property(lambda self: self.keyed)
 
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Any:

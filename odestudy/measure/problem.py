@@ -308,9 +308,11 @@ class GivenFacts:
     name: str = "a loss without a problem class"
 
 
-def _fact(name: str) -> Any:
-    """A fact of `SeriesProblem.problem` (`ProblemFacts`), read through the adapter."""
-    return property(lambda self: getattr(self.problem, name))
+def read_through(name: str, source: str = "problem") -> Any:
+    """A fact an adapter reads through, as a property: its attribute `source`'s `name`
+    (`SeriesProblem.problem`'s, a `ProblemFacts`; `plain.LossProblem.facts`'s, a
+    `GivenFacts`)."""
+    return property(lambda self: getattr(getattr(self, source), name))
 
 
 class SeriesProblem(AbstractODEProblem):
@@ -330,13 +332,13 @@ class SeriesProblem(AbstractODEProblem):
     needs_key: ClassVar[bool] = False
 
     # The series problem's facts, read through (declared there, not here).
-    name = _fact("name")
-    time_dependent = _fact("time_dependent")
-    uniform_grid = _fact("uniform_grid")
-    trained_loss = _fact("trained_loss")
-    rtol = _fact("rtol")
-    atol = _fact("atol")
-    has_spread = _fact("has_spread")
+    name = read_through("name")
+    time_dependent = read_through("time_dependent")
+    uniform_grid = read_through("uniform_grid")
+    trained_loss = read_through("trained_loss")
+    rtol = read_through("rtol")
+    atol = read_through("atol")
+    has_spread = read_through("has_spread")
 
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
         return self.problem.make_data(size, key, spread)
