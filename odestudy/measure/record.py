@@ -1,139 +1,259 @@
-"""What one scenario's record holds: the `Record` type.
+"""What one scenario's record holds: `Record`, each field declared once as a `Key`.
 
 A record is one JSON file per scenario (`study.records` writes and reads it, and knows
-where it lives). `n_devices` in a record is every device the scenario ran on, over all
-processes (`Scenario.total_devices`); the scenario's own field is `devices_per_process`.
+where it lives). It is a dict, so it goes to JSON as it is; `record.step_time_s` reads
+its `step_time_s` (None where it lacks it) and `record.step_time_s = x` writes it.
+`n_devices` in a record is every device the scenario ran on, over all processes
+(`Scenario.total_devices`); the scenario's own field is `devices_per_process`.
 """
 
-from typing import Any, Literal, TypedDict
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar, overload
 
 from .scenario import LEGACY_NAMES, Scenario
 
+T = TypeVar("T")
+V = TypeVar("V", bound=dict[str, Any])
 
-class Record(TypedDict, total=False):
+
+class Key(Generic[T]):
+    """A dict's key read and written as an attribute of the same name (None where the
+    dict lacks it), typed `T`. Of a record: `required`, every record has it (None where
+    a failed scenario has no value); `flat`, a column of `report.frames.flat`."""
+
+    def __init__(self, key: str = "", *, required: bool = False, flat: bool = False) -> None:
+        self.key, self.required, self.flat = key, required, flat
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = self.key or name
+
+    @overload
+    def __get__(self, view: None, owner: type) -> "Key[T]": ...
+
+    @overload
+    def __get__(self, view: dict[str, Any], owner: type) -> T: ...
+
+    def __get__(self, view: dict[str, Any] | None, owner: type) -> "T | Key[T]":
+        return self if view is None else self.read(view.get(self.key))
+
+    def __set__(self, view: dict[str, Any], value: T) -> None:
+        view[self.key] = value
+
+    def read(self, found: Any) -> T:
+        """The attribute's value for the dict's value `found`."""
+        return found
+
+
+class Nested(Key[V]):
+    """A nested dict read as the view `view` (empty where the dict lacks it)."""
+
+    def __init__(self, view: Callable[[Any], V], key: str = "", **flags: bool) -> None:
+        super().__init__(key, **flags)
+        self.view = view
+
+    def read(self, found: Any) -> V:
+        return self.view(found or {})
+
+
+class Each(Key[list[V]]):
+    """A nested list of dicts, each read as the view `view` (none where the dict lacks it)."""
+
+    def __init__(self, view: Callable[[Any], V], key: str = "") -> None:
+        super().__init__(key)
+        self.view = view
+
+    def read(self, found: Any) -> list[V]:
+        return [self.view(x) for x in found or []]
+
+
+class View(dict[str, Any]):
+    """A dict read through its class's `Key`s: a name that is no `Key` is no attribute."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not isinstance(getattr(type(self), name, None), Key):
+            raise AttributeError(f"{type(self).__name__} has no field {name!r}")
+        super().__setattr__(name, value)
+
+
+def declared(view: type[View]) -> list[Key[Any]]:
+    """The `Key`s of `view`, in the order declared (its bases' first)."""
+    return [k for c in reversed(view.__mro__) for k in vars(c).values() if isinstance(k, Key)]
+
+
+SCENARIO_FIELDS = frozenset(f.name for f in Scenario.fields())
+
+
+class Fields(View):
+    """A record's scenario (`Scenario.to_dict`): each field of `Scenario` an attribute
+    (None where the record lacks it; untyped, as a class's attributes cannot be made
+    from a dataclass's for the type checker)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in SCENARIO_FIELDS:
+            raise AttributeError(f"Scenario has no field {name!r}")
+        return self.get(name)
+
+
+class Waste(View):
+    """A record's lock-step waste (`analysis.lockstep_waste`): shares of the executed
+    solver steps no sample needed."""
+
+    within_device: Key[float | None] = Key()
+    across_devices: Key[float | None] = Key()
+    total: Key[float | None] = Key()
+
+
+class Steps(View):
+    """A record's solver steps (`training._steps_summary`)."""
+
+    mean: Key[float | None] = Key()
+    max: Key[int | None] = Key()
+    waste: Nested[Waste] = Nested(Waste, "lockstep_waste")
+    executed_per_device: Key[float | None] = Key()
+    last_step_per_sample: Key[list[int] | None] = Key()
+
+
+class Hardware(View):
+    """A record's hardware (`environment.hardware`)."""
+
+    cpu_model: Key[str | None] = Key()
+    physical_cores: Key[int | None] = Key()
+    logical_cpus: Key[int | None] = Key()
+
+
+class Collectives(View):
+    """A record's collectives in its compiled program (`audit.CollectiveAudit`)."""
+
+    total: Key[int] = Key()
+    in_loops: Key[int] = Key()
+    bytes_in_loops: Key[int | None] = Key()
+
+
+class EvalPoint(View):
+    """One point of a record's evaluation curve."""
+
+    step: Key[int] = Key()
+    train_time_s: Key[float] = Key()
+    eval_loss: Key[float] = Key()
+
+
+class Stage(View):
+    """One training stage of a record: its step times."""
+
+    step_time_s: Key[float] = Key()
+    step_times_s: Key[list[float] | None] = Key()
+
+
+class Record(View):
     """One scenario's record. Timings are seconds; losses are mean squared errors."""
 
-    # What ran: the scenario (`Scenario.to_dict`), its key and name, and the fields the
-    # tables group by.
-    scenario: dict[str, Any]
-    scenario_key: str
-    name: str
-    device: str
-    n_devices: int  # all devices, over every process
-    processes: int
-    devices_per_process: int
-    mode: str
-    controller: str
-    scaling: str
-    scale: str
-    dataset_size: int
-    global_batch: int
-    per_device_batch: int
-    learning_rate: float
-    spread: float
-    batching: str
-    solve: str
-    lr_scaling: str
-    optimiser_state: str
-    steps: int
-    training_note: str | None  # why it trains unlike its scale's default, if it does
-    problem: str  # what was trained (`Scenario.problem`)
-    problem_facts: dict[str, Any]  # `problem.problem_facts`
-    # How it went.
-    status: Literal["ok", "failed", "not_run"]
-    error: str | None
-    traceback: str
-    started: str
-    finished: str
-    run_id: str | None
-    runtime_s: float
-    kernel_wall_s: float
-    phase_times_s: dict[str, Any]  # per phase: seconds, or a list per stage
+    # What ran, and how it went ("ok", "failed" or "not_run").
+    name: Key[str] = Key(flat=True)
+    status: Key[str | None] = Key(flat=True, required=True)
+    error: Key[str | None] = Key(flat=True, required=True)
+    traceback: Key[str | None] = Key()
+    fields: Nested[Fields] = Nested(Fields, "scenario")  # `Scenario.to_dict`
+    device: Key[str | None] = Key(flat=True, required=True)
+    n_devices: Key[int] = Key(flat=True, required=True)  # all devices, over every process
+    processes: Key[int | None] = Key(flat=True)
+    devices_per_process: Key[int | None] = Key(flat=True)
+    mode: Key[str] = Key(flat=True, required=True)
+    controller: Key[str] = Key(flat=True, required=True)
+    scaling: Key[str] = Key(flat=True, required=True)
+    scale: Key[str | None] = Key(flat=True)
+    dataset_size: Key[int | None] = Key(required=True)
+    global_batch: Key[int] = Key(flat=True, required=True)
+    per_device_batch: Key[int | None] = Key(flat=True)
+    learning_rate: Key[float | None] = Key(flat=True)
+    spread: Key[float | None] = Key(flat=True)
+    batching: Key[str | None] = Key(flat=True)
+    solve: Key[str | None] = Key(flat=True)
+    lr_scaling: Key[str | None] = Key(flat=True)
+    optimiser_state: Key[str | None] = Key(flat=True)
+    steps: Key[int | None] = Key(flat=True, required=True)
+    training_note: Key[str | None] = Key()  # why it trains unlike its scale's default
+    problem: Key[str | None] = Key()  # what was trained (`Scenario.problem`)
+    problem_facts: Key[dict[str, Any] | None] = Key()  # `problem.problem_facts`
     # What was measured: compile apart from steps; step times waited for, per run.
-    compile_time_s: float
-    compile_time_per_stage_s: list[float]
-    step_time_s: float
-    step_time_p25_s: float
-    step_time_p75_s: float
-    step_time_runs_s: list[float]
-    step_times_runs_s: list[list[float]]
-    host_runs: list[dict[str, Any] | None]  # per run: `measure.host.Watch`'s sample
-    solver_steps_runs: list[float | None]  # per run: mean per-sample solver steps timed
-    epoch_time_s: float
-    final_loss: float
-    trained: bool  # final_loss reached the problem's trained_loss
-    trained_loss: float
-    train_loss: list[float]
-    eval_curve: list[dict[str, float]]
-    stages: list[dict[str, Any]]
-    solver_steps: dict[str, Any]
-    collectives: dict[str, Any]
-    collectives_total: int
-    collectives_in_loops: int
-    program_fingerprints: list[str]
+    started: Key[str | None] = Key()
+    run_id: Key[str | None] = Key()
+    compile_time_s: Key[float | None] = Key(flat=True, required=True)
+    compile_time_per_stage_s: Key[list[float] | None] = Key()
+    step_time_s: Key[float | None] = Key(flat=True, required=True)
+    step_time_p25_s: Key[float | None] = Key(flat=True, required=True)
+    step_time_p75_s: Key[float | None] = Key(flat=True, required=True)
+    step_time_runs_s: Key[list[float] | None] = Key()
+    step_times_runs_s: Key[list[list[float]] | None] = Key()
+    host_runs: Key[list[dict[str, Any] | None] | None] = Key()  # per run: `host.Watch`'s
+    solver_steps_runs: Key[list[float | None] | None] = Key()  # per run: mean per sample
+    epoch_time_s: Key[float | None] = Key(flat=True, required=True)
+    runtime_s: Key[float | None] = Key(flat=True, required=True)
+    kernel_wall_s: Key[float | None] = Key(flat=True)
+    phase_times_s: Key[dict[str, Any] | None] = Key()  # per phase: seconds, or per stage
+    final_loss: Key[float | None] = Key(flat=True, required=True)
+    trained: Key[bool | None] = Key()  # final_loss reached the problem's trained_loss
+    trained_loss: Key[float | None] = Key()
+    train_loss: Key[list[float] | None] = Key()
+    eval_curve: Key[list[dict[str, float]] | None] = Key()
+    curve: Each[EvalPoint] = Each(EvalPoint, "eval_curve")
+    stage_times: Each[Stage] = Each(Stage, "stages")
+    solver_steps: Nested[Steps] = Nested(Steps, required=True)
+    collectives: Nested[Collectives] = Nested(Collectives)
+    collectives_total: Key[int | None] = Key(flat=True, required=True)
+    collectives_in_loops: Key[int | None] = Key(flat=True, required=True)
+    program_fingerprints: Key[list[str] | None] = Key()
     # Repeats (`study.repeats.merge_runs`).
-    runs_finished: list[str]
-    repeat_compile_time_s: list[float]
-    repeat_how: str
-    repeat_errors: list[str]
-    cold_run_fields: list[str]
-    # Where and with what: what a record's reuse is keyed by (machine, versions,
-    # protocol, measurement environment) and its provenance.
-    machine: dict[str, Any]
-    machine_id: str
-    versions: dict[str, str | None]
-    protocol: int
-    measurement_env: dict[str, str]
-    code_fingerprint: str
-    hardware: dict[str, Any]
-    device_kind: str
-    xla_flags: str
-    jax_platforms: str
-    eqx_on_error: str
-    pmap_implementation: str
-    git_commit: str | None
-    source_trees: dict[str, str]  # `environment.source_trees`
-    data_cached: bool
-    trace_dir: str | None
-    per_process_hardware: list[dict[str, Any]]  # multi-process runs
-    # Added by the report's reader (`report.frames.read_records`): the file.
-    path: str
+    runs_finished: Key[list[str] | None] = Key()
+    repeat_compile_time_s: Key[list[float] | None] = Key()
+    repeat_how: Key[str | None] = Key()
+    repeat_errors: Key[list[str] | None] = Key()
+    cold_run_fields: Key[list[str] | None] = Key()
+    # Where and with what: what its reuse is keyed by (machine, versions, protocol,
+    # measurement environment), and its provenance.
+    versions: Key[dict[str, str | None] | None] = Key(required=True)
+    hardware: Nested[Hardware] = Nested(Hardware, required=True)
+    xla_flags: Key[str | None] = Key(required=True)
+    machine: Key[dict[str, Any] | None] = Key()
+    machine_id: Key[str | None] = Key(flat=True)
+    git_commit: Key[str | None] = Key(flat=True, required=True)
+    protocol: Key[int | None] = Key(flat=True)
+    measurement_env: Key[dict[str, str] | None] = Key()
+    code_fingerprint: Key[str | None] = Key()
+    device_kind: Key[str | None] = Key()
+    jax_platforms: Key[str | None] = Key()
+    eqx_on_error: Key[str | None] = Key()
+    pmap_implementation: Key[str | None] = Key()
+    source_trees: Key[dict[str, str] | None] = Key()  # `environment.source_trees`
+    data_cached: Key[bool | None] = Key()
+    trace_dir: Key[str | None] = Key()
+    per_process_hardware: Key[list[dict[str, Any]] | None] = Key()  # several processes
+    probe: Key[dict[str, Any] | None] = Key()  # the session's (`measure.probe`)
+    probe_processes: Key[list[Any] | None] = Key()  # collectives across its processes
+    finished: Key[str | None] = Key(flat=True)
+    scenario_key: Key[str | None] = Key(flat=True)
+    path: Key[str | None] = Key(flat=True)  # its file, where the report read it
+
+    @property
+    def ok(self) -> bool:
+        """It ran to the end (`status` is "ok")."""
+        return self.status == "ok"
+
+    @property
+    def last_stage(self) -> Stage:
+        """Its last (full-length) stage (empty where it has none)."""
+        return (self.stage_times or [Stage()])[-1]
 
 
-# Every record has these keys, None where a failed scenario has no value.
-REQUIRED_KEYS = (
-    "status",
-    "error",
-    "device",
-    "n_devices",
-    "mode",
-    "controller",
-    "scaling",
-    "dataset_size",
-    "global_batch",
-    "steps",
-    "compile_time_s",
-    "step_time_s",
-    "step_time_p25_s",
-    "step_time_p75_s",
-    "epoch_time_s",
-    "runtime_s",
-    "final_loss",
-    "solver_steps",
-    "collectives_total",
-    "collectives_in_loops",
-    "versions",
-    "hardware",
-    "xla_flags",
-    "git_commit",
-)
+REQUIRED_KEYS = tuple(k.key for k in declared(Record) if k.required)
 
 
 def upgrade(data: dict[str, Any]) -> Record:
     """A record as read from disk, in today's terms: scenario fields renamed since it was
     made (`scenario.LEGACY_NAMES`) under their new names, and fields added since at
     their defaults (which the record ran with). Its measured values are unchanged."""
-    rec: dict[str, Any] = dict(data)
+    rec = Record(data)
     scenario = rec.get("scenario")
     if isinstance(scenario, dict):
         scenario = {LEGACY_NAMES.get(k, k): v for k, v in scenario.items()}
@@ -141,4 +261,4 @@ def upgrade(data: dict[str, Any]) -> Record:
             if field.name not in scenario and field.default is not None:
                 scenario[field.name] = field.default
         rec["scenario"] = scenario
-    return Record(**rec)  # type: ignore[typeddict-item]
+    return rec

@@ -5,7 +5,7 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -424,7 +424,7 @@ def train(
     progress: Callable[[int, int], None] | None = None,
     trace_dir: str | None = None,
     state_out: dict | None = None,
-) -> Record:
+) -> dict[str, Any]:
     """Train one scenario and return its measurements (a `Record` without the scenario
     and environment parts): prepare, train each length stage, trace, evaluate.
 
@@ -549,7 +549,7 @@ def measurements(
     walls: dict[str, float],
     device_kind: str,
     trace_path: str | None,
-) -> Record:
+) -> dict[str, Any]:
     """The measured part of a scenario's record from its stages and evaluation."""
     last = stages[-1]
     threshold = setup.problem.trained_loss
@@ -654,7 +654,7 @@ def processes_probe(s: Scenario) -> list[dict[str, Any]]:
     ]
 
 
-def base_record(s: Scenario) -> Record:
+def base_record(s: Scenario) -> dict[str, Any]:
     """The record's scenario part: identical for ok and failed scenarios."""
     return {
         "scenario": s.to_dict(),
@@ -728,4 +728,4 @@ def run_scenario(
         record.setdefault(key, None)
     record["runtime_s"] = time.perf_counter() - start
     record["finished"] = now()
-    return cast(Record, record)
+    return Record(record)

@@ -17,10 +17,11 @@ import pandas as pd
 from ..measure import environment
 from ..measure.modes import MODES
 from ..measure.problem import DEFAULT_PROBLEM, resolve_problem
+from ..measure.record import Record, declared
 from ..measure.scenario import SCALES, default_config
 from ..study import records
 from ..study.matrix import for_problem
-from ..study.rec import EvalPoint, Rec
+from ..study.rec import Rec
 from ..study.studies import STUDIES
 from . import sessions
 from .best import attach_best, step_of
@@ -170,44 +171,8 @@ def is_default(rec: Rec, *free: str) -> bool:
     return True
 
 
-FLAT_KEYS = (
-    "name",
-    "status",
-    "error",
-    "device",
-    "n_devices",
-    "processes",
-    "devices_per_process",
-    "mode",
-    "controller",
-    "scaling",
-    "scale",
-    "global_batch",
-    "per_device_batch",
-    "learning_rate",
-    "spread",
-    "batching",
-    "solve",
-    "lr_scaling",
-    "optimiser_state",
-    "steps",
-    "compile_time_s",
-    "step_time_s",
-    "step_time_p25_s",
-    "step_time_p75_s",
-    "epoch_time_s",
-    "runtime_s",
-    "kernel_wall_s",
-    "final_loss",
-    "collectives_total",
-    "collectives_in_loops",
-    "machine_id",
-    "git_commit",
-    "protocol",
-    "finished",
-    "scenario_key",
-    "path",
-)
+# The columns every row of `load_records` has first: the keys of a record marked `flat`.
+FLAT_KEYS = tuple(k.key for k in declared(Record) if k.flat)
 
 
 def flat(rec: Rec) -> dict[str, Any]:
@@ -229,11 +194,10 @@ def flat(rec: Rec) -> dict[str, Any]:
     runs = rec.step_time_runs_s or []
     row.update(runs=len(runs) if rec.ok else 0, step_time_runs_s=runs)
     steps = rec.solver_steps
-    waste = steps.lockstep_waste or {}
     row.update(
         solver_steps_mean=steps.mean,
         solver_steps_max=steps.max,
-        lockstep_waste=waste.get("total"),
+        lockstep_waste=steps.waste.total,
         default=is_default(rec),
         step=step_of(rec) if rec.fields else None,
         scaling_matrix=in_scaling_matrix(rec),
@@ -318,7 +282,7 @@ def load_curves(
         head = {k: rec.get(k) for k in keys}
         for step, loss in enumerate(rec.train_loss or [], start=1):
             rows.append({**head, "kind": "train", "step": step, "loss": loss, "train_time_s": None})
-        for point in map(EvalPoint, rec.eval_curve or []):
+        for point in rec.curve:
             rows.append(
                 {
                     **head,

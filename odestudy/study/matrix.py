@@ -160,7 +160,7 @@ def estimate_s(s: Scenario, results: str | Path, runs: int) -> float:
     try:
         old = records.read_record(record_path(s, results))
     except (OSError, ValueError):
-        old = {}
+        old = Record()
     step = old.get("step_time_s")
     cold = old.get("kernel_wall_s")
     if not (cold and step):

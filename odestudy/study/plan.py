@@ -247,7 +247,7 @@ class CeilingProbe(AbstractScenarioRun):
         line = (
             f"machine ceiling, {self.scenario.controller} (run {len(ceiling_rec['runs'])})  {text}"
         )
-        return [Done(line, None, {"status": last["status"]})]
+        return [Done(line, None, Record(status=last["status"]))]
 
 
 @dataclasses.dataclass

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from ..measure.data import DATA_CACHE_ENV
 from ..measure.devices import child_environment, configure_devices
@@ -100,7 +100,7 @@ def merge_runs(record: Mapping[str, Any], repeat: Mapping[str, Any]) -> Record:
         raise ValueError("a repeat of another scenario cannot be merged")
     if repeat.get("status") != "ok":
         out["repeat_errors"] = [*record.get("repeat_errors", []), repeat.get("error")]
-        return cast(Record, out)
+        return Record(out)
     out["step_times_runs_s"] = [*record["step_times_runs_s"], repeat["step_times_runs_s"][0]]
     # Per run: what the host did (`measure.host`) and the mean solver steps per sample;
     # None for runs made before records kept them.
@@ -118,7 +118,7 @@ def merge_runs(record: Mapping[str, Any], repeat: Mapping[str, Any]) -> Record:
         repeat.get("compile_time_s"),
     ]
     out["repeat_how"] = repeat.get("repeat_how", "fresh kernel, full training")
-    return cast(Record, out)
+    return Record(out)
 
 
 def worker(job_path: str | os.PathLike) -> int:

@@ -6,7 +6,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from ..measure import environment
 from ..measure.devices import child_environment
@@ -55,7 +55,7 @@ def failed_record(s: Scenario, error: str, status: str = "failed", **extra: Any)
     )
     for key in REQUIRED_KEYS:
         record.setdefault(key, None)
-    return cast(Record, record)
+    return Record(record)
 
 
 def execute_scenario(

@@ -284,7 +284,7 @@ def _record_failure(run: Run, why: str, results: Path, folder: Path, job_id: str
         rec = failed_record(s, why, slurm_job_id=job_id)
         node = _node_machine(folder, job_id)
         if node is not None:
-            rec.update(node)  # type: ignore[typeddict-item]
+            rec.update(node)
         path = (
             Path(results, node["machine_id"], s.scale, s.name(), RECORD_NAME)
             if node
@@ -293,7 +293,7 @@ def _record_failure(run: Run, why: str, results: Path, folder: Path, job_id: str
         records.write_json_atomic(path, rec)
         return [Done(f"{s.name()} (run 1)", s, rec)]
     if isinstance(run, CeilingProbe):
-        return [Done(f"{run.label()}  {why}", None, {"status": "failed"})]
+        return [Done(f"{run.label()}  {why}", None, Record(status="failed"))]
     for s in run.scenarios():
         path = run.where(s, results)
         try:
