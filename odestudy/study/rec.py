@@ -23,7 +23,8 @@ class Rec(Record):
     """One record as the report reads it (`frames.read_records`); its joined rows
     (`frames.scaling_rows`, `best.attach_best`) are `Rec`s with more fields set."""
 
-    # Set by the report's reader (`report.runs.trained_state`, `report.sessions`).
+    # Set where the report reads records (`runs.trained_state`, `sessions`, `claims`) and
+    # on predicted rows (`exceeds_cores`).
     cold_step_time_s: Key[float | None] = Key()
     contended_runs: Key[list[str] | None] = Key()
     session: Key[Any] = Key()
