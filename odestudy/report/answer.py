@@ -459,11 +459,7 @@ def gpu_predictions(results: str | Path) -> list[Prediction]:
     """The recorded predictions of several GPUs (`<machine>/predictions/gpu-*.json`, made
     on a GPU machine from a one-GPU sweep and a profile), fewest devices first."""
     found = []
-    for path in sorted(Path(results).glob("*/predictions/gpu-*.json")):
-        try:
-            read = records.read_json(path)
-        except (OSError, ValueError):
-            continue
+    for path, read in records.readable(sorted(Path(results).glob("*/predictions/gpu-*.json"))):
         p = Prediction(read, path=str(path), machine=path.parent.parent.name)
         if p.trained and p.rows:
             found.append(p)
@@ -498,11 +494,7 @@ def gpu_sweeps(results: str | Path) -> list[Sweep]:
     """The one-GPU step-cost sweeps recorded under `results` (`<machine>/step_cost/gpu-*`,
     `benchmarks/step_cost.py` on a GPU machine), each with its `machine` and `path`."""
     found = []
-    for path in sorted(Path(results).glob("*/step_cost/gpu-*.json")):
-        try:
-            read = records.read_json(path)
-        except (OSError, ValueError):
-            continue
+    for path, read in records.readable(sorted(Path(results).glob("*/step_cost/gpu-*.json"))):
         sweep = Sweep(read, path=str(path), machine=path.parent.parent.name)
         if sweep.rows and sweep.label in ("default", "recommended"):
             found.append(sweep)

@@ -30,11 +30,8 @@ def gpu_predictions(results: str | Path, scale: str) -> list[Prediction]:
     machines = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     out = []
     for machine in machines:
-        for path in records.side_study_paths(machine, PREDICTIONS_FOLDER, "gpu-*.json"):
-            try:
-                rec = records.read_json(path)
-            except (OSError, ValueError):
-                continue
+        paths = records.side_study_paths(machine, PREDICTIONS_FOLDER, "gpu-*.json")
+        for path, rec in records.readable(paths):
             p = Prediction(rec, path=str(path))
             if p.fields.scale == scale and p.fields.device == "gpu":
                 out.append(p)
