@@ -140,7 +140,7 @@ def tune_loss(
     controller: str = "pid",
     scale: str = "quick",
     devices: int = 1,
-    loss_margin: float = 0.1,
+    loss_margin: float | None = None,
     blocks: int = BLOCKS,
     steps_per_block: int = STEPS_PER_BLOCK,
     print_line: Callable[[str], None] = print,
@@ -152,14 +152,16 @@ def tune_loss(
     - `batch`: the global batch; `devices`: as `odestudy tune --devices` (the devices
       present in this process).
     - `loss_margin`: a step is kept at an evaluation loss at most this much above the
-      default's (the command measures the spread over training seeds instead).
+      default's; None (as the command): the default's spread over training seeds
+      measured on this machine (recorded, and reused by later tunes).
     """
     if devices > len(jax.devices()):
         raise ValueError(f"devices={devices}: this process has {len(jax.devices())}")
     s = Scenario(problem=problem.label, scale=scale, controller=controller, batch=batch,
                  device=jax.devices()[0].platform)  # fmt: skip
     found = tune(s, blocks=blocks, steps_per_block=steps_per_block, log=print_line,
-                 devices=devices, loss_factor=1.0 + loss_margin)  # fmt: skip
+                 devices=devices,
+                 loss_factor=None if loss_margin is None else 1.0 + loss_margin)  # fmt: skip
     print_tune(found, print_line)
     return step_of_tune(found)
 

@@ -793,18 +793,11 @@ def _made_from(
     from .study import records
 
     base = one_device(target)
-    rec: dict[str, Any]
-    try:
-        rec = dict(records.read_record(records.record_path(base, results)))
-    except (OSError, ValueError):
-        rec = {}
+    rec = dict(records.read_or(records.record_path(base, results), {}, records.read_record))
     made_from: dict[str, Any] = {"scenario_key": base.key(), "started": rec.get("started"),
                  "model": PREDICTION_MODEL, "profile": profile.name if profile else None,
                  "target_key": target.key(), **({"axis": list(axis)} if axis else {})}  # fmt: skip
-    try:
-        old = records.read_json(out)
-    except (OSError, ValueError):
-        old = {}
+    old = records.read_or(out, {})
     return rec, made_from, old if old.get("made_from") == made_from else None
 
 
@@ -856,11 +849,8 @@ def row_targets(results: str | Path, scale: str = "quick") -> list[Scenario]:
 
     cores = cpu_info().get("physical_cores") or 1
     found: dict[str, Scenario] = {}
-    for path in sorted(records.machine_folder(results).glob(f"{scale}/*/{records.RECORD_NAME}")):
-        try:
-            rec = records.read_record(path)
-        except (OSError, ValueError):
-            continue
+    paths = sorted(records.machine_folder(results).glob(f"{scale}/*/{records.RECORD_NAME}"))
+    for _, rec in records.readable(paths, records.read_record):
         s = Scenario.from_dict(rec["scenario"])
         if (
             rec.get("status") != "ok"

@@ -15,7 +15,7 @@ from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 from ..study import records
 from ..study.claim import Claim, Verdict
-from ..study.rec import Prediction, Rec, Sweep
+from ..study.rec import Rec, Sweep
 from . import sessions
 from .best import Best, best_for, best_steps, family_key, levers_in_words, step_of
 from .claims import groups
@@ -27,6 +27,7 @@ from .crossover import (
     work_crossing,
 )
 from .frames import scaling_rows
+from .gpu import gpu_predictions
 from .intervals import ratio_interval
 from .loss import MARGIN, MARK, MIN_SEEDS, differs, trained
 from .replication import MIN_SESSIONS, Replicated, replicate, sessions_said
@@ -455,25 +456,13 @@ def crossover_lines(results: str | Path) -> list[str]:
     ]
 
 
-def gpu_predictions(results: str | Path) -> list[Prediction]:
-    """The recorded predictions of several GPUs (`<machine>/predictions/gpu-*.json`, made
-    on a GPU machine from a one-GPU sweep and a profile), fewest devices first."""
-    found = []
-    for path in sorted(Path(results).glob("*/predictions/gpu-*.json")):
-        try:
-            read = records.read_json(path)
-        except (OSError, ValueError):
-            continue
-        p = Prediction(read, path=str(path), machine=path.parent.parent.name)
-        if p.trained and p.rows:
-            found.append(p)
-    return sorted(found, key=lambda p: (p.fields.controller, p.n_devices))
-
-
 def gpu_lines(results: str | Path) -> list[str]:
     """The GPU answer: no multi-GPU row is measured; the predictions that exist, said
     as predictions, each over the one-GPU step it was made from."""
-    found = gpu_predictions(results)
+    found = sorted(
+        (p for p in gpu_predictions(results, README_SCALE) if p.trained and p.rows),
+        key=lambda p: (p.fields.controller, p.n_devices),
+    )
     head = "**In short, GPU**: no multi-GPU row is measured yet."
     if not found:
         return [head, ""]
@@ -498,11 +487,7 @@ def gpu_sweeps(results: str | Path) -> list[Sweep]:
     """The one-GPU step-cost sweeps recorded under `results` (`<machine>/step_cost/gpu-*`,
     `benchmarks/step_cost.py` on a GPU machine), each with its `machine` and `path`."""
     found = []
-    for path in sorted(Path(results).glob("*/step_cost/gpu-*.json")):
-        try:
-            read = records.read_json(path)
-        except (OSError, ValueError):
-            continue
+    for path, read in records.readable(sorted(Path(results).glob("*/step_cost/gpu-*.json"))):
         sweep = Sweep(read, path=str(path), machine=path.parent.parent.name)
         if sweep.rows and sweep.label in ("default", "recommended"):
             found.append(sweep)

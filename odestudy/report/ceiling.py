@@ -53,19 +53,16 @@ def ceiling_for(record: Mapping[str, Any]) -> Ceiling | None:
     step = _step(rec.fields)
     folder = Path(rec.path).parent.parent
     path = ceiling_path(folder, rec.get("controller", ""), step)
-    try:
-        ceiling = Ceiling(records.read_json(path))
-    except (OSError, ValueError):
+    read = records.read_or(path)
+    if read is None:
         return None
+    ceiling = Ceiling(read)
     keys = ("machine_id", "versions", "protocol", "measurement_env")
     if any(ceiling.get(k) != rec.get(k) for k in keys) or _step(ceiling.fields) != step:
         return None
     if "probe_run_id" in ceiling:  # ceilings before it was recorded: not checked
         probe = folder / ceiling.get("name", "") / records.RECORD_NAME
-        try:
-            if Rec(records.read_record(probe)).run_id != ceiling.probe_run_id:
-                return None
-        except (OSError, ValueError):
+        if Rec(records.read_or(probe, {}, records.read_record)).run_id != ceiling.probe_run_id:
             return None
     return ceiling
 

@@ -34,10 +34,8 @@ def record_floor(rec: LeverRecord) -> FloorCounts | None:
     path = rec.path
     if not path:
         return None
-    try:
-        return FloorCounts(records.read_json(Path(path).with_suffix(SIDECAR)))
-    except (OSError, ValueError):
-        return None
+    counts = records.read_or(Path(path).with_suffix(SIDECAR))
+    return None if counts is None else FloorCounts(counts)
 
 
 def row_counts(rec: LeverRecord, row: LeverRow) -> FloorCounts | None:
@@ -140,15 +138,8 @@ def map_lever_records(results: str | Path, machine: str, folder: str) -> list[Le
     <folder>/` (`levers`: `make map-levers`; `fused`: `make map-fused`), in the map's
     order of workloads and controllers, each with its `path`."""
     where = Path(results) / MAP_FOLDER / machine / folder
-    recs = []
-    for w in WORKLOADS:
-        for controller in CONTROLLERS:
-            path = where / f"{w.slug()}-{controller}.json"
-            try:
-                recs.append(LeverRecord(records.read_json(path), path=str(path)))
-            except (OSError, ValueError):
-                continue
-    return recs
+    paths = [where / f"{w.slug()}-{c}.json" for w in WORKLOADS for c in CONTROLLERS]
+    return [LeverRecord(r, path=str(p)) for p, r in records.readable(paths)]
 
 
 def held_elsewhere(results: str | Path, machine: str, folder: str) -> tuple[str, list[LeverRecord]]:

@@ -25,17 +25,14 @@ PREDICTIONS_FOLDER = "predictions"
 
 def gpu_predictions(results: str | Path, scale: str) -> list[Prediction]:
     """Every machine's predictions of several GPUs at `scale` under `results`, each with
-    its `path`, by step, controller, profile and GPUs."""
+    its `path` and `machine` (its folder), by step, controller, profile and GPUs."""
     root = Path(results)
     machines = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     out = []
     for machine in machines:
-        for path in records.side_study_paths(machine, PREDICTIONS_FOLDER, "gpu-*.json"):
-            try:
-                rec = records.read_json(path)
-            except (OSError, ValueError):
-                continue
-            p = Prediction(rec, path=str(path))
+        paths = records.side_study_paths(machine, PREDICTIONS_FOLDER, "gpu-*.json")
+        for path, rec in records.readable(paths):
+            p = Prediction(rec, path=str(path), machine=machine.name)
             if p.fields.scale == scale and p.fields.device == "gpu":
                 out.append(p)
 

@@ -6,13 +6,13 @@ chosen on (`recommended_again`)."""
 
 import datetime
 import functools
-import json
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..measure import environment
+from ..study import records
 from ..study.rec import LeverRecord
 from . import loss, sessions
 
@@ -126,15 +126,9 @@ def choice_records(results: str | Path) -> list[LeverRecord]:
             for p in root.glob(f"map/*/{folder}/*.json")
         ),
     ]
-    out = []
-    for p in sorted(paths):
-        if p.name.startswith("loss-spread") or p.name.endswith(".floor.json"):
-            continue
-        try:
-            out.append(LeverRecord(json.loads(p.read_text())))
-        except (OSError, ValueError):
-            continue
-    return out
+    kept = [p for p in sorted(paths) if not p.name.startswith("loss-spread")
+            and not p.name.endswith(".floor.json")]  # fmt: skip
+    return [LeverRecord(r) for _, r in records.readable(kept)]
 
 
 def recommended_again(rows: Sequence[Any], chosen: Sequence[LeverRecord]) -> str:

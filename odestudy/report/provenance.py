@@ -123,15 +123,8 @@ def origins(recs: Sequence[Rec]) -> list[Origin] | None:
 def all_records(results: str | Path) -> list[Rec]:
     """Every JSON record under `results` that names where it was made (`machine_id`),
     with its `path`."""
-    out = []
-    for path in sorted(Path(results).rglob("*.json")):
-        try:
-            rec = records.read_json(path)
-        except (OSError, ValueError):
-            continue
-        if isinstance(rec, dict) and "machine_id" in rec:
-            out.append(Rec(rec, path=str(path)))
-    return out
+    found = records.readable(sorted(Path(results).rglob("*.json")))
+    return [Rec(r, path=str(p)) for p, r in found if isinstance(r, dict) and "machine_id" in r]
 
 
 def untraced(recs: Sequence[Rec]) -> list[tuple[Rec, str]] | None:

@@ -75,12 +75,8 @@ def roofline_readings(rec: LeverRecord) -> list[Roofline]:
     path = rec.path
     if not path:
         return []
-    found = []
-    for p in sorted((Path(path).parent.parent / FOLDER).glob("gpu*.json")):
-        try:
-            found.append(Roofline(records.read_json(p)))
-        except (OSError, ValueError):
-            continue
+    paths = sorted((Path(path).parent.parent / FOLDER).glob("gpu*.json"))
+    found = [Roofline(r) for _, r in records.readable(paths)]
     return sorted(found, key=lambda r: str(r.finished))
 
 

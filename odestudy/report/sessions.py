@@ -194,19 +194,18 @@ def index(results: str | Path) -> dict[str, Session]:
 
 @functools.lru_cache(maxsize=8)
 def _index(stamp: tuple[tuple[str, int], ...]) -> dict[str, Session]:
+    def read(path: Path) -> Any:
+        return (records.read_record if path.name == records.RECORD_NAME else records.read_json)(
+            path
+        )
+
     found: list[Rec] = []
-    for name, _ in stamp:
-        path = Path(name)
-        scenario = path.name == records.RECORD_NAME
-        try:
-            rec = records.read_record(path) if scenario else records.read_json(path)
-        except (OSError, ValueError):
-            continue
+    for path, rec in records.readable([Path(name) for name, _ in stamp], read):
         if not isinstance(rec, dict) or rec.get("kind") in UNTIMED:
             continue
-        if not scenario:  # a side study's record: its machine is its folder's
+        if path.name != records.RECORD_NAME:  # a side study's record: its machine is its folder's
             rec = {"machine_id": path.parent.parent.name, **rec}
-        found.append(Rec(rec, path=name))
+        found.append(Rec(rec, path=str(path)))
     return {str(r.path): s for r, s in zip(found, assign(found), strict=True)}
 
 

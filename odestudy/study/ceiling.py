@@ -117,14 +117,9 @@ def _ceiling_record(
 ) -> dict[str, Any]:
     """The ceiling record at `path` to append a run to: its runs kept while the probe's
     cold run, machine, versions, protocol and measurement environment are the same."""
-    try:
-        rec = records.read_json(path)
-    except (OSError, ValueError):
-        rec = {}
-    try:
-        probe_run_id = records.read_record(Path(out_dir) / records.RECORD_NAME).get("run_id")
-    except (OSError, ValueError):
-        probe_run_id = None
+    rec = records.read_or(path, {})
+    probe = records.read_or(Path(out_dir) / records.RECORD_NAME, {}, records.read_record)
+    probe_run_id = probe.get("run_id")
     here = {
         "probe_run_id": probe_run_id,
         "scenario_key": s.key(),

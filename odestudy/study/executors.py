@@ -63,12 +63,8 @@ class Executor(abc.ABC):
 
     def current(self, s: Scenario, results: Path) -> tuple[Record | None, str | None, Path | None]:
         """The record a plan starts from for `s` (see `plan.make_plan`): this machine's."""
-        path = record_path(s, results)
-        try:
-            rec = records.read_record(path)
-        except (OSError, ValueError):
-            return None, None, None
-        return rec, why_stale(s, rec), None
+        rec = records.read_or(record_path(s, results), None, records.read_record)
+        return (None, None, None) if rec is None else (rec, why_stale(s, rec), None)
 
     def needs_lock(self) -> bool:
         """Whether the command that executes holds this machine's measurement lock (it

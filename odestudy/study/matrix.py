@@ -157,10 +157,7 @@ def estimate_s(s: Scenario, results: str | Path, runs: int) -> float:
     """A rough duration in seconds of `runs` runs of `s` here (the first cold): from this
     machine's last record of `s` where there is one (any protocol), else a guess from
     the 2-core machines of the committed records."""
-    try:
-        old = records.read_record(record_path(s, results))
-    except (OSError, ValueError):
-        old = Record()
+    old = records.read_or(record_path(s, results), Record(), records.read_record)
     step = old.get("step_time_s")
     cold = old.get("kernel_wall_s")
     if not (cold and step):
@@ -387,17 +384,9 @@ def _write_not_run(not_run: list[tuple[Scenario, str]], results: Path) -> None:
     here = environment.machine_id(environment.this_machine())
     for s, reason in not_run:
         path = record_path(s, results)
-        try:
-            old = records.read_record(path)
-            same = (
-                old.get("status") == "not_run"
-                and old.get("error") == reason
-                and old.get("scenario_key") == s.key()
-                and old.get("machine_id") == here
-            )
-        except (OSError, ValueError):
-            same = False
-        if not same:
+        old = records.read_or(path, {}, records.read_record)
+        wanted = {"status": "not_run", "error": reason, "scenario_key": s.key(), "machine_id": here}
+        if any(old.get(k) != v for k, v in wanted.items()):
             records.write_json_atomic(path, failed_record(s, reason, status="not_run"))
 
 

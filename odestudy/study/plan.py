@@ -66,18 +66,12 @@ def why_not_here(
 def reusable(s: Scenario, path: Path) -> Record | None:
     """The record at `path` if it may be reused (`why_stale` finds nothing); failed,
     not-run, unreadable, foreign and stale records give None (the scenario runs again)."""
-    try:
-        rec = records.read_record(path)
-    except (OSError, ValueError):
-        return None
-    return rec if why_stale(s, rec) is None else None
+    rec = _read(path)
+    return rec if rec is not None and why_stale(s, rec) is None else None
 
 
 def _read(path: Path) -> Record | None:
-    try:
-        return records.read_record(path)
-    except (OSError, ValueError):
-        return None
+    return records.read_or(path, None, records.read_record)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -173,19 +173,15 @@ def _probe_points(results: Path, machine: str) -> dict[Placement, list[tuple[int
     """Every all-reduce this machine's probes and multi-process records measured:
     placement -> [(floats, seconds, the file it was measured in)]."""
     points: dict[Placement, list[tuple[int, float, str]]] = {}
-    for path in sorted(results.glob(f"**/{machine}/{PROBE_FOLDER}/*.json")):
-        try:
-            probe = records.read_json(path)
-        except (OSError, ValueError):
-            continue
+    for path, probe in records.readable(
+        sorted(results.glob(f"**/{machine}/{PROBE_FOLDER}/*.json"))
+    ):
         for a in probe.get("allreduce", []):
             key = (int(a["n_devices"]), int(a.get("processes", 1)), 1)
             points.setdefault(key, []).append((int(a["size"]), float(a["latency_s"]), str(path)))
-    for path in sorted(results.glob(f"**/{machine}/*/*/{records.RECORD_NAME}")):
-        try:
-            rec = records.read_json(path)
-        except (OSError, ValueError):
-            continue
+    for path, rec in records.readable(
+        sorted(results.glob(f"**/{machine}/*/*/{records.RECORD_NAME}"))
+    ):
         nodes = int((rec.get("scenario") or {}).get("nodes", 1))
         for a in rec.get("probe_processes") or []:
             key = (int(a["n_devices"]), int(a["processes"]), nodes)

@@ -12,7 +12,7 @@ import contextvars
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -130,6 +130,26 @@ def read_record(path: str | os.PathLike) -> Record:
     return upgrade(data)
 
 
+def readable(
+    paths: Iterable[Path], read: Callable[[Path], Any] = read_json
+) -> Iterator[tuple[Path, Any]]:
+    """Each of `paths` that `read` can read (missing and non-JSON files are skipped), with
+    what it holds."""
+    for path in paths:
+        try:
+            yield path, read(path)
+        except (OSError, ValueError):
+            continue
+
+
+def read_or(
+    path: str | os.PathLike, default: Any = None, read: Callable[[Path], Any] = read_json
+) -> Any:
+    """`read(path)` (`read_json` or `read_record`), or `default` where the file is missing
+    or not JSON."""
+    return next((data for _, data in readable([Path(path)], read)), default)
+
+
 def machine_folder(results: str | Path = DEFAULT_RESULTS) -> Path:
     """This machine's folder of records: `results/<machine id>` (see
     `environment.machine_id`), so that records of other machines are never resumed."""
@@ -164,9 +184,8 @@ EARLIER = "earlier"
 def keep_earlier(out: Path) -> Path | None:
     """Move the prediction at `out`, if any, to `EARLIER` under its folder, named by the
     time it was made (`finished`); returns where it went."""
-    try:
-        old = read_json(out)
-    except (OSError, ValueError):
+    old = read_or(out)
+    if old is None:
         return None
     stamp = str(old.get("finished") or "unknown").replace(":", "").replace("+0000", "Z")
     kept = out.parent / EARLIER / f"{out.stem}.{stamp}.json"
@@ -185,9 +204,8 @@ def keep_replaced(path: Path, results: str | Path, when: str) -> Path | None:
     """Copy the record at `path` (under `results`), about to be measured again, to
     `REPLACED/<when>/` under `results`, keeping its place below the machine; returns
     where it went (None: no record there)."""
-    try:
-        old = read_record(path)
-    except (OSError, ValueError):
+    old = read_or(path, None, read_record)
+    if old is None:
         return None
     kept = Path(results) / REPLACED / when / Path(path).relative_to(results)
     write_json_atomic(kept, old)

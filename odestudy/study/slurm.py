@@ -93,11 +93,8 @@ class SlurmExecutor(Executor):
         """The best record of `s` made on any machine (in its own folder): an ok one with
         the most runs, else any with why it cannot stand."""
         found: list[tuple[Record, str | None, Path]] = []
-        for path in sorted(Path(results).glob(f"*/{s.scale}/{s.name()}/{RECORD_NAME}")):
-            try:
-                rec = records.read_record(path)
-            except (OSError, ValueError):
-                continue
+        paths = sorted(Path(results).glob(f"*/{s.scale}/{s.name()}/{RECORD_NAME}"))
+        for path, rec in records.readable(paths, records.read_record):
             machine = path.parent.parent.parent.name
             if rec.get("machine_id") == machine:
                 found.append((rec, why_stale(s, rec, machine), path.parent))
@@ -296,9 +293,8 @@ def _record_failure(run: Run, why: str, results: Path, folder: Path, job_id: str
         return [Done(f"{run.label()}  {why}", None, Record(status="failed"))]
     for s in run.scenarios():
         path = run.where(s, results)
-        try:
-            rec = records.read_record(path)
-        except (OSError, ValueError):
+        rec = records.read_or(path, None, records.read_record)
+        if rec is None:
             continue
         if runs(rec) < getattr(run, "round", 0) and rec.get("status") == "ok":
             rec = merge_runs(rec, {"scenario_key": s.key(), "status": "failed", "error": why})
@@ -310,9 +306,8 @@ def _record_failure(run: Run, why: str, results: Path, folder: Path, job_id: str
 def _node_machine(folder: Path, job_id: str) -> dict[str, Any] | None:
     """The machine job `job_id` ran on, as it said when it started (`perform`); None
     where it never started."""
-    try:
-        info = records.read_json(Path(folder, JOBS_SEEN, f"{job_id}.json"))
-    except (OSError, ValueError):
+    info = records.read_or(Path(folder, JOBS_SEEN, f"{job_id}.json"))
+    if info is None:
         return None
     return {k: info[k] for k in ("machine", "machine_id", "hardware")}
 

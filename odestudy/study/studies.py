@@ -214,15 +214,9 @@ class Study(Registered, abc.ABC, registry=STUDIES):
         """Its records at `scale` (any machine, any protocol): those of `results` whose
         scenario is one of its CPU scenarios at that scale, read once."""
         keys = {s.key() for s in self.scenarios(scale, "cpu", True)[0]}
-        out: list[Rec] = []
-        for path in records.record_paths(self.results(results), scale):
-            try:
-                rec = Rec(records.read_record(path), path=str(path))
-            except (OSError, ValueError):
-                continue
-            if rec.scenario_key in keys:
-                out.append(rec)
-        return out
+        paths = records.record_paths(self.results(results), scale)
+        found = (Rec(r, path=str(p)) for p, r in records.readable(paths, records.read_record))
+        return [rec for rec in found if rec.scenario_key in keys]
 
     def tables(self, inputs: ReportInputs) -> list[Table]:
         """Its tables, made once from what the report read (`inputs`); none by default."""
