@@ -205,7 +205,8 @@ def _sweep(controller="pid"):
 
 
 def test_projection_scales_the_measured_baseline_by_the_sweep():
-    from odestudy.report.projection import Validation, predict, projection_markdown
+    from odestudy.report.projection import Validation, predict, projection_body
+    from odestudy.study.studies import Text
 
     sweep, c = _sweep(), (lambda b: 1e-3 + 1e-5 * b)
     base = Rec(global_batch=32, step_time_s=0.05)
@@ -216,7 +217,7 @@ def test_projection_scales_the_measured_baseline_by_the_sweep():
     assert shard.in_loop_s == pytest.approx(3 * 15 * 1e-5)  # I(32) = 15
     weak = predict(sweep, Rec(global_batch=16, step_time_s=0.02), "shard_map", 2, 32, 0)
     assert weak.compute_s == pytest.approx(0.02 * 15 / 14)  # I(32) / I(16)
-    text = projection_markdown(
+    body = projection_body(
         [
             Validation(
                 machine="m",
@@ -232,7 +233,7 @@ def test_projection_scales_the_measured_baseline_by_the_sweep():
         ["m"],
         [],
     )
-    assert text.rstrip().splitlines()[-1] == "validation: median |error| = 10%"
+    assert body[-1] == Text("validation: median |error| = 10%")
 
 
 def test_settled_report_has_no_clock_times(tmp_path):

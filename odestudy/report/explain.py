@@ -14,12 +14,12 @@ from ..measure.modes import mode_facts
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL
 from ..study.rec import EvalPoint, Rec, Waste
-from ..study.studies import Table
+from ..study.studies import Table, Text
 from . import loss, sessions
 from .frames import BaselineError, is_default
 from .intervals import fmt_interval, ratio_interval
 from .plots import MODE_STYLE, _save, controller_dashes
-from .tables import escape, loss_cell, markdown_table, table_value
+from .tables import escape, loss_cell, markdown_table
 from .tables import fmt as _fmt
 
 # The evaluation loss the time-to-target runs race to (MSE on the evaluation set), per
@@ -706,9 +706,9 @@ def section(
     by_machine: dict[str, list[Rec]],
     machine: str,
 ) -> tuple[list[str], list[Path]]:
-    """One section from `machine`'s records, else from the first other machine that
-    holds records of it (said); none where no machine does (a page never says "no
-    records" while records exist, nor shows an empty section)."""
+    """One section from `machine`'s records (its heading and text), else from the first
+    other machine that holds records of it (said); none where no machine does (a page
+    never says "no records" while records exist, nor shows an empty section)."""
     for m in [machine, *sorted(m for m in by_machine if m != machine)]:
         text, figs = make(by_machine.get(m, []))
         if text:
@@ -720,7 +720,7 @@ def section(
                     "records of this section.\n\n"
                 )
             )
-            return [f"## {title}", "", elsewhere + text, ""], figs
+            return [f"## {title}", elsewhere + text], figs
     return [], []
 
 
@@ -736,19 +736,14 @@ def explain_table(recs: list[Rec], figures: str | Path, machine: str | None = No
     by_machine: dict[str, list[Rec]] = {}
     for r in recs:
         by_machine.setdefault(str(r.machine_id), []).append(r)
-    parts, figs = ["# Explaining the scaling", ""], []
-    if older:
-        parts += [
-            f"{len(older)} record(s) of an older measurement protocol are not shown "
-            f"(now {PROTOCOL}).",
-            "",
-        ]
+    parts = [f"{len(older)} record(s) of an older measurement protocol are not shown "
+             f"(now {PROTOCOL})."] if older else []  # fmt: skip
+    said, figs = [], []
     for title, make in _sections(figures):
         lines, f = section(title, make, by_machine, machine)
-        parts += lines
+        said += lines
         figs += f
-    if len(parts) == 2 + (2 if older else 0):
-        parts += ["No records of these studies yet (`make explain`).", ""]
-    for n in loss.notes("\n".join(parts)):
-        parts += [n, ""]
-    return table_value("explain", "\n".join(parts), figs)
+    parts += said or ["No records of these studies yet (`make explain`)."]
+    parts += loss.notes("\n".join(parts))
+    body = tuple(Text(t) for t in parts)
+    return Table("explain", "Explaining the scaling", body, tuple(figs))

@@ -17,7 +17,7 @@ from .by_session import render_sessions
 from .claims import render_claims
 from .document import report_rows
 from .findings import Findings, findings
-from .tables import render_body
+from .tables import render
 from .tuned import tune_sample
 
 GENERATED_START = "<!-- generated:start (odestudy report writes this from the records) -->"
@@ -76,7 +76,7 @@ def page(
         parts += ["## The answer", "", *claims, ""]
     parts += [render_figure(f, out) + "\n" for f in page_figures(spec, figures)]
     for t in shown:
-        parts += [f"## {t.title}", "", render_body(t), ""]
+        parts += [render(t, 2).strip() + "\n", ""]
     # Every mark the page uses is defined on it.
     marks = [n for n in loss.notes("\n".join(parts)) if n not in "\n".join(parts)]
     parts += [*(line for n in marks for line in (n, "")),

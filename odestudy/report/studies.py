@@ -8,12 +8,7 @@ from pathlib import Path
 from ..study.matrix import get_study
 from ..study.studies import ReportInputs, Study, Table
 from .pages import GENERATED_END, GENERATED_START
-from .tables import escape, render_body
-
-
-def render(table: Table, level: int = 1) -> str:
-    """`table` as markdown: its title (a heading of `level`), then `render_body`."""
-    return "\n".join([f"{'#' * level} {escape(table.title)}", "", render_body(table)])
+from .tables import escape, render
 
 
 def render_page(study: Study, tables: list[Table], scale: str) -> str:
