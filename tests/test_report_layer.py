@@ -18,6 +18,7 @@ from odestudy.study import records
 from odestudy.study.matrix import record_path, reusable, seed_scenarios
 from odestudy.study.rec import Rec, Sweep
 from odestudy.study.repeats import merge_runs, runs
+from odestudy.study.studies import Text
 
 from .helpers import HERE, record
 
@@ -206,7 +207,6 @@ def _sweep(controller="pid"):
 
 def test_projection_scales_the_measured_baseline_by_the_sweep():
     from odestudy.report.projection import Validation, predict, projection_body
-    from odestudy.study.studies import Text
 
     sweep, c = _sweep(), (lambda b: 1e-3 + 1e-5 * b)
     base = Rec(global_batch=32, step_time_s=0.05)
@@ -396,7 +396,8 @@ def test_time_to_target_calls_a_row_fastest_only_where_its_interval_says_so(tmp_
     checked = 0
     for folder in folders:
         recs = [Rec(json.loads(p.read_text())) for p in folder.glob("*every10*/metrics.json")]
-        text, _ = time_to_target(recs, tmp_path)
+        blocks, _ = time_to_target(recs, tmp_path)
+        text = "\n".join(b.markdown for b in blocks if isinstance(b, Text))
         found = re.search(r"\*\*(.+?)\*\* \(.*takes [\d.]+x as long \[([\d.]+), [\d.]+\]", text)
         if found is None:
             continue

@@ -39,6 +39,7 @@ __all__ = [
     "STUDIES",
     "THIS_MACHINE",
     "Answer",
+    "Block",
     "Claim",
     "Figure",
     "Grid",
@@ -71,6 +72,10 @@ class Grid:
     rows: tuple[Sequence[object], ...]
 
 
+# A block of a table's body.
+Block = Text | Grid
+
+
 @dataclasses.dataclass(frozen=True)
 class Table:
     """One table of a study's report (`<name>.md`): its `title`, its `body` of blocks
@@ -78,7 +83,7 @@ class Table:
 
     name: str
     title: str
-    body: tuple[Text | Grid, ...] = ()
+    body: tuple[Block, ...] = ()
     figures: tuple[Path, ...] = ()
 
 
