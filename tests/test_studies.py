@@ -19,7 +19,7 @@ from odestudy.measure.scenario import Scenario
 from odestudy.study import matrix, records
 from odestudy.study.matrix import get_study
 from odestudy.study.records import record_path
-from odestudy.study.studies import STUDIES, Grid, ReportInputs, Study, Table, Text
+from odestudy.study.studies import STUDIES, Grid, ReportInputs, Study, Table, Text, page_named
 
 from .helpers import record
 
@@ -177,12 +177,13 @@ def test_a_page_renders_its_table_values_and_reads_no_file_back(tmp_path):
     written = Table("workloads", "Workload map", (Text("rows"),))
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "workloads.md").write_text("# Stale\n\nold rows\n")
-    text = page("workloads", tmp_path, tmp_path, tmp_path / "docs", None, {"workloads": written})
+    spec, docs = page_named("workloads"), tmp_path / "docs"
+    text = page(spec, tmp_path, docs, (), {"workloads": written})
     assert "## Workload map\n\nrows" in text and "Stale" not in text
     # Without the value the page has no table, whatever files lie there.
-    assert "No rows yet" in page("workloads", tmp_path, tmp_path, tmp_path / "docs", None, {})
+    assert "No rows yet" in page(spec, tmp_path, docs, (), {})
     rows = Table("t", "T", (Grid(("a",), (("1",),)), Text("n")))
-    assert "| a" in page("workloads", tmp_path, tmp_path, tmp_path, None, {"workloads": rows})
+    assert "| a" in page(spec, tmp_path, tmp_path, (), {"workloads": rows})
 
 
 def _quick_results(root: Path) -> Path:
@@ -232,6 +233,6 @@ def test_each_built_in_study_with_a_page_makes_its_tables_and_the_report_renders
         (figures / "tables" / f"{name}.md").write_text(f"# Stale {name}\n\nold\n")
     planted = {n: Table(n, f"Planted {n}", (Text(f"planted {n}"),)) for n in values}
     for spec in pages.pages_of("quick"):
-        text = pages.page(spec.name, results, figures, tmp_path / "docs", None, planted)
+        text = pages.page(spec, figures, tmp_path / "docs", (), planted)
         assert "Stale" not in text
         assert all(f"## Planted {t}\n\nplanted {t}" in text for t in spec.tables)
