@@ -15,7 +15,7 @@ from ..measure.probe import PROBE_FOLDER
 from ..measure.scenario import Scenario
 from ..study import records
 from ..study.rec import Key, PredictedRow, Prediction, Probe, Rec
-from ..study.studies import Grid, Table, Text
+from ..study.studies import Grid, Interval, Table, Text
 from . import sessions
 from .frames import read_records, scaling_rows
 from .heldout import made_before, said
@@ -133,7 +133,7 @@ def checked_table(checked: Sequence[Checked]) -> Grid:
             escape(c.name),
             escape(_where(c.placement)),
             escape(c.session.label if c.session else ""),
-            f"{c.predicted_s * 1e3:.2f} [{c.low_s * 1e3:.2f}, {c.high_s * 1e3:.2f}]",
+            Interval(c.predicted_s * 1e3, c.low_s * 1e3, c.high_s * 1e3),
             f"{c.measured_s * 1e3:.2f}",
             f"{c.error * 100:+.0f} %",
         )
@@ -221,8 +221,8 @@ def gpu_prediction_section(results: str | Path) -> list[Text | Grid]:
                     str(rec.n_devices),
                     escape(r.mode),
                     f"{rec.one_device_step_s * 1e3:.1f}",
-                    f"{r.step_time_s * 1e3:.1f} [{lo * 1e3:.1f}, {hi * 1e3:.1f}]",
-                    f"{r.speedup:.2f} [{slo:.2f}, {shi:.2f}]",
+                    Interval(r.step_time_s * 1e3, lo * 1e3, hi * 1e3, 1),
+                    Interval(r.speedup, slo, shi),
                     "yes" if rec.trained else "no",
                     escape(path.stem),
                 )

@@ -9,7 +9,8 @@ from typing import Any
 import pandas as pd
 
 from ..study.rec import Rec
-from ..study.studies import Table, Text
+from ..study.studies import Interval, Table, Text
+from .intervals import fmt_interval
 from .loss import trained, trained_limit
 
 # Markdown that text could start: emphasis, code, table cells, links and images (a `]`
@@ -62,8 +63,11 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """`markdown(frame(header, rows))`: a markdown table from a header and rows."""
-    return markdown(frame(header, rows))
+    """`markdown(frame(header, rows))`: a markdown table from a header and rows, an
+    `Interval` cell as `1.80 [1.62, 1.95]`."""
+    cells = [[fmt_interval(c.value, c.low, c.high, c.decimals) if isinstance(c, Interval)
+              else c for c in r] for r in rows]  # fmt: skip
+    return markdown(frame(header, cells))
 
 
 def render_body(table: Table) -> str:

@@ -43,6 +43,7 @@ __all__ = [
     "Claim",
     "Figure",
     "Grid",
+    "Interval",
     "Page",
     "ReportInputs",
     "Sizing",
@@ -65,8 +66,18 @@ class Text:
 
 
 @dataclasses.dataclass(frozen=True)
+class Interval:
+    """A cell: `value` and its interval `[low, high]`, to `decimals` decimals."""
+
+    value: float
+    low: float
+    high: float
+    decimals: int = 2
+
+
+@dataclasses.dataclass(frozen=True)
 class Grid:
-    """A table of cells under `header`, each cell escaped when rendered."""
+    """A table of cells (text, numbers, `Interval`s) under `header`, escaped when rendered."""
 
     header: tuple[str, ...]
     rows: tuple[Sequence[object], ...]
