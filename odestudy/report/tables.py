@@ -1,5 +1,6 @@
-"""Table helpers shared by the report, the explanation study and the projection: number
-formatting and markdown from a DataFrame. Nothing here reads records or measures."""
+"""Tables as markdown: number formatting, cells escaped, and the one renderer of a
+`Table` (`render`), for its file, the pages and the report notebook. Nothing here reads
+records or measures."""
 
 import html
 import re
@@ -49,25 +50,19 @@ def fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
-def frame(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> pd.DataFrame:
-    """A DataFrame of table cells with the columns `header`."""
-    return pd.DataFrame([list(r) for r in rows], columns=list(header))
-
-
-def markdown(table: pd.DataFrame) -> str:
-    """A GitHub markdown table of `table`'s cells and headers, each escaped (`escape`:
-    they hold record text) and not re-parsed as numbers."""
-    cells = table.astype(str).apply(lambda col: col.map(escape))
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub markdown table of `rows` under `header`, each cell escaped (`escape`: they
+    hold record text) and not re-parsed as numbers; an `Interval` as `1.80 [1.62, 1.95]`."""
+    cells = pd.DataFrame([[_cell(c) for c in r] for r in rows], columns=list(header))
+    cells = cells.astype(str).apply(lambda col: col.map(escape))
     cells.columns = [escape(c) for c in cells.columns]
     return cells.to_markdown(index=False, disable_numparse=True)
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """`markdown(frame(header, rows))`: a markdown table from a header and rows, an
-    `Interval` cell as `1.80 [1.62, 1.95]`."""
-    cells = [[fmt_interval(c.value, c.low, c.high, c.decimals) if isinstance(c, Interval)
-              else c for c in r] for r in rows]  # fmt: skip
-    return markdown(frame(header, cells))
+def _cell(value: Any) -> Any:
+    if isinstance(value, Interval):
+        return fmt_interval(value.value, value.low, value.high, value.decimals)
+    return value
 
 
 def render_body(table: Table) -> str:
