@@ -363,17 +363,9 @@ def crossover_table(pts: Sequence[Point]) -> Grid:
                     [escape(session.when), escape(controller), escape(mode), work.said("ms"),
                      str(work.n), *batches]
                 )  # fmt: skip
-    return Grid(
-        (
-            "Session",
-            "Controller",
-            "Mode",
-            "Where it pays: per-device work (ms per solver iteration) [95%]",
-            "Points",
-            *(f"Where it pays: series per device, {escape(w)}" for w in CROSSOVER_WORKLOADS),
-        ),
-        tuple(body),
-    )
+    at_work = "Where it pays: per-device work (ms per solver iteration) [95%]"
+    at_batch = [f"Where it pays: series per device, {escape(w)}" for w in CROSSOVER_WORKLOADS]
+    return Grid(("Session", "Controller", "Mode", at_work, "Points", *at_batch), tuple(body))
 
 
 def points_table(pts: Sequence[Point]) -> Grid:
@@ -395,21 +387,13 @@ def points_table(pts: Sequence[Point]) -> Grid:
         for _, mine in by_session(pts)
         for p in sorted(mine, key=lambda p: (p.workload, p.controller, p.per_device_batch, p.mode))
     ]
-    return Grid(
-        (
-            "Session",
-            "Workload",
-            "Controller",
-            "Mode",
-            "Batch per device / global",
-            "Per-device work (ms per solver iteration)",
-            "Speedup over the best 1-device step [95%]",
-            "Best 1-device step at the global batch",
-            "Throughput per device against 1 device at the per-device batch [95%]",
-            "Step (ms)",
-        ),
-        tuple(body),
-    )
+    header = ("Session", "Workload", "Controller", "Mode", "Batch per device / global",
+              "Per-device work (ms per solver iteration)",
+              "Speedup over the best 1-device step [95%]",
+              "Best 1-device step at the global batch",
+              "Throughput per device against 1 device at the per-device batch [95%]",
+              "Step (ms)")  # fmt: skip
+    return Grid(header, tuple(body))
 
 
 # A marker per workload in the crossover figure, in the map's order.

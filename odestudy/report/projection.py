@@ -281,19 +281,9 @@ def projected_table(projected: list[Projected]) -> str:
         )
         for p in projected
     ]
-    return markdown_table(
-        (
-            "Scale",
-            "GPUs",
-            "Mode",
-            "Controller",
-            "Global batch",
-            "1 GPU measured step (s)",
-            "Projected step (s) [latency range]",
-            "Projected speedup",
-        ),
-        rows,
-    )
+    header = ("Scale", "GPUs", "Mode", "Controller", "Global batch", "1 GPU measured step (s)",
+              "Projected step (s) [latency range]", "Projected speedup")  # fmt: skip
+    return markdown_table(header, rows)
 
 
 def _validation_table(validation: list[Validation]) -> Grid | Text:
@@ -317,23 +307,10 @@ def _validation_table(validation: list[Validation]) -> Grid | Text:
         )
         for v in validation
     ]
-    return Grid(
-        (
-            "Machine",
-            "Mode",
-            "Devices",
-            "Controller",
-            "Scaling",
-            "Measured (s)",
-            "Predicted (s)",
-            "Compute",
-            "All-reduce",
-            "In-loop collectives",
-            "Error",
-            "Session (protocol)",
-        ),
-        tuple(rows),
-    )
+    header = ("Machine", "Mode", "Devices", "Controller", "Scaling", "Measured (s)",
+              "Predicted (s)", "Compute", "All-reduce", "In-loop collectives", "Error",
+              "Session (protocol)")  # fmt: skip
+    return Grid(header, tuple(rows))
 
 
 def projection_body(
