@@ -407,17 +407,9 @@ def collectives(recs: list[Rec]) -> list[Block]:
     if not rows:
         return []
     rows.sort(key=lambda x: (x[2], int(x[1]), x[0]))
-    header = (
-        "Mode",
-        "Devices",
-        "Controller",
-        "Collectives outside loops",
-        "In loops",
-        "Bytes in loops (one pass)",
-        "Forward loop iterations",
-        "Executed per step (estimate)",
-        "Share of step vs shard_map",
-    )
+    header = ("Mode", "Devices", "Controller", "Collectives outside loops", "In loops",
+              "Bytes in loops (one pass)", "Forward loop iterations",
+              "Executed per step (estimate)", "Share of step vs shard_map")  # fmt: skip
     said = Text(
         "Executed per step = outside + in-loop x forward loop iterations (the "
         "slowest sample's forward steps); a lower bound, since the backward pass's "
