@@ -19,7 +19,16 @@ from odestudy.measure.scenario import Scenario
 from odestudy.study import matrix, records
 from odestudy.study.matrix import get_study
 from odestudy.study.records import record_path
-from odestudy.study.studies import STUDIES, Grid, ReportInputs, Study, Table, Text, page_named
+from odestudy.study.studies import (
+    STUDIES,
+    Grid,
+    Interval,
+    ReportInputs,
+    Study,
+    Table,
+    Text,
+    page_named,
+)
 
 from .helpers import record
 
@@ -169,6 +178,17 @@ def test_the_answer_and_the_figures_are_values_that_pages_render(tmp_path):
     (tmp_path / "workloads.png").write_bytes(b"")
     (figure,) = page_figures(page_named("workloads"), tmp_path)
     assert render_figure(figure, tmp_path / "docs") == "![workloads](../workloads.png)"
+
+
+def test_a_table_is_its_title_and_blocks_rendered_by_one_function():
+    from odestudy.report.tables import render
+
+    grid = Grid(("a", "b"), (("x|y", Interval(1.0, 0.5, 1.5)),))
+    table = Table("t", "A *title*", (Text("Some text."), grid))
+    text = render(table)
+    assert text.startswith("# A \\*title\\*\n\nSome text.\n\n| a ") and text.endswith("|\n")
+    assert "| x\\|y | 1.00 [0.50, 1.50] |" in text  # cells escaped, an interval as such
+    assert render(table, 2).startswith("## A")
 
 
 def test_a_page_renders_its_table_values_and_reads_no_file_back(tmp_path):
