@@ -191,7 +191,7 @@ def test_a_table_is_its_title_and_blocks_rendered_by_one_function():
     assert render(table, 2).startswith("## A")
 
 
-def test_a_page_renders_its_table_values_and_reads_no_file_back(tmp_path):
+def test_a_page_renders_its_tables_and_reads_no_file_back(tmp_path):
     from odestudy.report.pages import page
 
     written = Table("workloads", "Workload map", (Text("rows"),))
