@@ -6,7 +6,7 @@ no edit to the package (tests/test_studies.py)."""
 from typing import ClassVar
 
 from odestudy.measure.scenario import Scenario
-from odestudy.study.studies import ReportInputs, Study, Table
+from odestudy.study.studies import Grid, ReportInputs, Study, Table, Text
 
 
 class TinyStudy(Study):
@@ -29,7 +29,8 @@ class TinyStudy(Study):
             for r in inputs.records
         )
         header = ("Scenario", "Status", "Step time (ms)")
-        return [Table("tiny", "Step time of the tiny study", header, rows, "One run each.")]
+        body = (Grid(header, rows), Text("One run each."))
+        return [Table("tiny", "Step time of the tiny study", body)]
 
     def intro(self, scale: str) -> str:
         return f"The 1-device StepTo row at the {scale} scale."

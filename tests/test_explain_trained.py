@@ -53,8 +53,8 @@ def _pair(spread: float, loss: float, **changes):
 def test_a_row_above_the_trained_loss_is_marked_in_the_tables():
     assert trained({"scale": "quick", "final_loss": 0.02})
     assert not trained({"scale": "quick", "final_loss": 0.05})
-    table = grouping(_pair(0.5, 0.14, batching="grouped"))
+    table = str(grouping(_pair(0.5, 0.14, batching="grouped"))[1].rows)
     assert "0.14 (above 0.02: not trained)" in table
     assert "0.50 [0.50, 0.50]" in table  # grouped / random with its interval
-    table = within_ode(_pair(0.5, 0.006, solve="within_ode"))
+    table = str(within_ode(_pair(0.5, 0.006, solve="within_ode"))[1].rows)
     assert "not trained" not in table and "2.00 [2.00, 2.00]" in table

@@ -107,12 +107,8 @@ def test_the_explain_and_version_pages_take_the_fifth_mode_s_facts(fifth):
     from odestudy.report.versions import _sentences
 
     recs = [Rec(r, collectives={"total": 4, "in_loops": 3}) for r in _records("fifth")]
-    cells = [
-        [c.strip() for c in line.split("|")[1:-1]]
-        for line in collectives(recs).splitlines()
-        if line.startswith("|")
-    ]
-    share = {row[0]: row[8] for row in cells}  # the share of the step against the twin's
+    grid = collectives(recs)[1]
+    share = {row[0]: row[8] for row in grid.rows}  # the share of the step against the twin's
     assert share["fifth"] == "0.75" and share["shard_map"] == "–"  # 1 - 0.01 / 0.04
     lines = _sentences({"jax": scaling_rows(_records("fifth"))}, "jax")
     assert len(lines) == 1 and lines[0].startswith("- the fifth mode (`fifth`) speedup over 1")

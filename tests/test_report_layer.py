@@ -18,6 +18,7 @@ from odestudy.study import records
 from odestudy.study.matrix import record_path, reusable, seed_scenarios
 from odestudy.study.rec import Rec, Sweep
 from odestudy.study.repeats import merge_runs, runs
+from odestudy.study.studies import Text
 
 from .helpers import HERE, record
 
@@ -205,7 +206,7 @@ def _sweep(controller="pid"):
 
 
 def test_projection_scales_the_measured_baseline_by_the_sweep():
-    from odestudy.report.projection import Validation, predict, projection_markdown
+    from odestudy.report.projection import Validation, predict, projection_body
 
     sweep, c = _sweep(), (lambda b: 1e-3 + 1e-5 * b)
     base = Rec(global_batch=32, step_time_s=0.05)
@@ -216,7 +217,7 @@ def test_projection_scales_the_measured_baseline_by_the_sweep():
     assert shard.in_loop_s == pytest.approx(3 * 15 * 1e-5)  # I(32) = 15
     weak = predict(sweep, Rec(global_batch=16, step_time_s=0.02), "shard_map", 2, 32, 0)
     assert weak.compute_s == pytest.approx(0.02 * 15 / 14)  # I(32) / I(16)
-    text = projection_markdown(
+    body = projection_body(
         [
             Validation(
                 machine="m",
@@ -232,7 +233,7 @@ def test_projection_scales_the_measured_baseline_by_the_sweep():
         ["m"],
         [],
     )
-    assert text.rstrip().splitlines()[-1] == "validation: median |error| = 10%"
+    assert body[-1] == Text("validation: median |error| = 10%")
 
 
 def test_settled_report_has_no_clock_times(tmp_path):
@@ -395,7 +396,8 @@ def test_time_to_target_calls_a_row_fastest_only_where_its_interval_says_so(tmp_
     checked = 0
     for folder in folders:
         recs = [Rec(json.loads(p.read_text())) for p in folder.glob("*every10*/metrics.json")]
-        text, _ = time_to_target(recs, tmp_path)
+        blocks, _ = time_to_target(recs, tmp_path)
+        text = "\n".join(b.markdown for b in blocks if isinstance(b, Text))
         found = re.search(r"\*\*(.+?)\*\* \(.*takes [\d.]+x as long \[([\d.]+), [\d.]+\]", text)
         if found is None:
             continue

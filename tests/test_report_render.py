@@ -17,6 +17,7 @@ from odestudy.report.document import report_rows, write_report
 from odestudy.report.tables import escape
 from odestudy.study import records
 from odestudy.study.matrix import record_path
+from odestudy.study.studies import page_named
 
 from .helpers import record
 
@@ -113,7 +114,7 @@ def test_a_results_page_answers_first_in_html(rendered, values, tmp_path):
     results, figures = rendered
     _, _, rows, _ = report_rows(results, "smoke")
     claims = scale_claims(str(results), "smoke", rows)
-    text = pages.page("quick", results, figures, tmp_path / "docs", claims, values)
+    text = pages.page(page_named("quick"), figures, tmp_path / "docs", claims, values)
     assert text.startswith(pages.GENERATED_START) and text.rstrip().endswith(pages.GENERATED_END)
     html = pages.render_html(text, tmp_path / "page.html", tmp_path / "docs" / "results")
     body = html.read_text()
@@ -124,7 +125,7 @@ def test_a_results_page_answers_first_in_html(rendered, values, tmp_path):
 
 
 def test_a_page_with_no_rows_says_so_in_one_line(tmp_path):
-    text = pages.page("workloads", tmp_path, tmp_path / "figures", tmp_path / "docs", None)
+    text = pages.page(page_named("workloads"), tmp_path / "figures", tmp_path / "docs")
     body = [x for x in text.splitlines() if x.strip() and not x.startswith(("<!--", "#"))]
     assert len(body) == 1 and body[0].startswith("No rows yet")
 
@@ -134,9 +135,8 @@ def test_results_page_fits_a_1400_px_window(rendered, values, tmp_path):
         pytest.skip("chromium not installed (/usr/bin/chromium): the page width is not checked")
     results, figures = rendered
     _, _, rows, _ = report_rows(results, "smoke")
-    text = pages.page(
-        "quick", results, figures, tmp_path, scale_claims(str(results), "smoke", rows), values
-    )
+    claims = scale_claims(str(results), "smoke", rows)
+    text = pages.page(page_named("quick"), figures, tmp_path, claims, values)
     html = pages.render_html(text, tmp_path / "quick.html", tmp_path / "results")
     assert_fits_1400_px(html.read_text(), tmp_path)
 

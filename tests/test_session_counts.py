@@ -82,16 +82,18 @@ def test_a_gpu_sweep_bounds_splitting_and_says_so(tmp_path):
 
 def test_a_page_section_comes_from_a_machine_that_holds_its_records():
     from odestudy.report.explain import section
+    from odestudy.study.studies import Text
 
     def make(recs):
-        return (f"{len(recs)} rows" if recs else "", [])
+        return ([Text(f"{len(recs)} rows")] if recs else [], [])
 
     by = {"here": [], "there": [{"x": 1}, {"x": 2}]}
-    lines, _ = section("Batch size", make, by, "here")
-    assert lines[0] == "## Batch size" and "Measured on there" in lines[2] and "2 rows" in lines[2]
+    blocks, _ = section("Batch size", make, by, "here")
+    assert blocks[0] == Text("## Batch size") and "Measured on there" in blocks[1].markdown
+    assert blocks[2] == Text("2 rows")
     assert section("Batch size", make, {"here": []}, "here") == ([], [])
-    lines, _ = section("Batch size", make, {**by, "here": [{"x": 1}]}, "here")
-    assert lines[2] == "1 rows"
+    blocks, _ = section("Batch size", make, {**by, "here": [{"x": 1}]}, "here")
+    assert blocks == [Text("## Batch size"), Text("1 rows")]
 
 
 def test_a_prediction_says_whether_it_was_made_before_its_rows():

@@ -19,7 +19,16 @@ from odestudy.measure.scenario import Scenario
 from odestudy.study import matrix, records
 from odestudy.study.matrix import get_study
 from odestudy.study.records import record_path
-from odestudy.study.studies import STUDIES, ReportInputs, Study, Table
+from odestudy.study.studies import (
+    STUDIES,
+    Grid,
+    Interval,
+    ReportInputs,
+    Study,
+    Table,
+    Text,
+    page_named,
+)
 
 from .helpers import record
 
@@ -78,7 +87,7 @@ def test_a_study_needs_only_its_class():
         assert isinstance(get_study("empty-test-study"), Empty)
         inputs = ReportInputs(Path("results"), "quick", Path("figures"))
         assert get_study(Empty).tables(inputs) == [] and get_study(Empty).claims(inputs) == []
-        assert Table("t", "T", (), ()).rows == ()
+        assert Table("t", "T").body == () and Table("t", "T").figures == ()
     finally:
         STUDIES.pop("empty-test-study")
 
@@ -171,21 +180,30 @@ def test_the_answer_and_the_figures_are_values_that_pages_render(tmp_path):
     assert render_figure(figure, tmp_path / "docs") == "![workloads](../workloads.png)"
 
 
-def test_a_page_renders_its_table_values_and_reads_no_file_back(tmp_path):
-    from odestudy.report.pages import page
-    from odestudy.report.tables import table_value
-    from odestudy.study.studies import Table
+def test_a_table_is_its_title_and_blocks_rendered_by_one_function():
+    from odestudy.report.tables import render
 
-    written = table_value("workloads", "# Workload map\n\nrows\n")
-    assert (written.title, written.text) == ("Workload map", "rows\n")
+    grid = Grid(("a", "b"), (("x|y", Interval(1.0, 0.5, 1.5)),))
+    table = Table("t", "A *title*", (Text("Some text."), grid))
+    text = render(table)
+    assert text.startswith("# A \\*title\\*\n\nSome text.\n\n| a ") and text.endswith("|\n")
+    assert "| x\\|y | 1.00 [0.50, 1.50] |" in text  # cells escaped, an interval as such
+    assert render(table, 2).startswith("## A")
+
+
+def test_a_page_renders_its_tables_and_reads_no_file_back(tmp_path):
+    from odestudy.report.pages import page
+
+    written = Table("workloads", "Workload map", (Text("rows"),))
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "workloads.md").write_text("# Stale\n\nold rows\n")
-    text = page("workloads", tmp_path, tmp_path, tmp_path / "docs", None, {"workloads": written})
+    spec, docs = page_named("workloads"), tmp_path / "docs"
+    text = page(spec, tmp_path, docs, (), {"workloads": written})
     assert "## Workload map\n\nrows" in text and "Stale" not in text
     # Without the value the page has no table, whatever files lie there.
-    assert "No rows yet" in page("workloads", tmp_path, tmp_path, tmp_path / "docs", None, {})
-    rows = Table("t", "T", ("a",), (("1",),), notes="n")
-    assert "| a" in page("workloads", tmp_path, tmp_path, tmp_path, None, {"workloads": rows})
+    assert "No rows yet" in page(spec, tmp_path, docs, (), {})
+    rows = Table("t", "T", (Grid(("a",), (("1",),)), Text("n")))
+    assert "| a" in page(spec, tmp_path, tmp_path, (), {"workloads": rows})
 
 
 def _quick_results(root: Path) -> Path:
@@ -207,7 +225,7 @@ def test_each_built_in_study_with_a_page_makes_its_tables_and_the_report_renders
 ):
     from odestudy.report import pages
     from odestudy.report.document import read_inputs, report_studies, write_report
-    from odestudy.report.tables import table_markdown
+    from odestudy.report.tables import render
 
     results, figures = _quick_results(tmp_path / "results"), tmp_path / "figures"
     with records.read_once():
@@ -231,10 +249,10 @@ def test_each_built_in_study_with_a_page_makes_its_tables_and_the_report_renders
     values = report["values"]
     assert set(values) == names and report["inputs"].rows == inputs.rows
     for name, table in values.items():
-        assert (figures / "tables" / f"{name}.md").read_text() == table_markdown(table)
+        assert (figures / "tables" / f"{name}.md").read_text() == render(table)
         (figures / "tables" / f"{name}.md").write_text(f"# Stale {name}\n\nold\n")
-    planted = {n: Table(n, f"Planted {n}", text=f"planted {n}\n") for n in values}
+    planted = {n: Table(n, f"Planted {n}", (Text(f"planted {n}"),)) for n in values}
     for spec in pages.pages_of("quick"):
-        text = pages.page(spec.name, results, figures, tmp_path / "docs", None, planted)
+        text = pages.page(spec, figures, tmp_path / "docs", (), planted)
         assert "Stale" not in text
         assert all(f"## Planted {t}\n\nplanted {t}" in text for t in spec.tables)

@@ -67,13 +67,13 @@ def test_no_records_say_so():
 
 
 def test_the_versions_table_is_written_as_its_value_renders_it(tmp_path):
-    """`write_versions_table` writes the table's markdown (`table_markdown`) and returns
+    """`write_versions_table` writes the table's markdown (`render`) and returns
     the value it rendered, with nothing parsed back from the file."""
-    from odestudy.report.tables import table_markdown
+    from odestudy.report.tables import render
     from odestudy.report.versions import versions_table, write_versions_table
 
     path = tmp_path / "tables" / "versions.md"
     table = write_versions_table(path, {})
     assert table == versions_table({})
-    assert path.read_text() == table_markdown(table)
+    assert path.read_text() == render(table)
     assert path.read_text().startswith("# The core rows across JAX releases\n\n")

@@ -195,8 +195,8 @@ def test_the_prediction_check_gives_a_median_error_per_mode_and_the_wrong_term()
 
 
 def test_the_table_says_so_where_the_map_has_no_records(tmp_path):
-    text, rows = report.workloads_markdown(tmp_path)
-    assert rows == [] and "make map" in text
+    body, rows = report.workloads_body(tmp_path)
+    assert rows == [] and "make map" in str(body)
 
 
 def test_map_records_read_the_map_folder_of_one_machine(tmp_path):

@@ -19,12 +19,11 @@ from ..report.plots import scaling_figures, step_cost_figure
 from ..report.projection import all_sweeps, projection_table
 from ..report.provenance import provenance_table
 from ..report.reference import REFERENCE_CSV, reference_rows
-from ..report.tables import escape, table_value
 from ..report.verdict import verdict_markdown
 from ..study.claim import Claim
 from ..study.grid import KINDS, for_problem, node_scenarios, scaling_plan, scenarios
 from ..study.rec import Rec
-from ..study.studies import THIS_MACHINE, Page, ReportInputs, Study, Table
+from ..study.studies import THIS_MACHINE, Page, ReportInputs, Study, Table, Text
 
 
 class Scaling(Study):
@@ -63,18 +62,18 @@ class Scaling(Study):
     def tables(self, inputs: ReportInputs) -> list[Table]:
         """The projection, the CPU and GPU tables, the verdict, the machines compared,
         the records left out and their provenance."""
-        every, chosen = list(inputs.records), inputs.machines
         devices = device_tables(inputs)
-        verdict = verdict_markdown(inputs.rows, inputs.scale)
-        text = f"# Verdict ({escape(inputs.scale)} scale)\n\n{verdict}"
-        figures, rows = inputs.figures, _by_scaling(inputs.rows)
-        headline = headline_figure(rows, figures) if inputs.draw else None
+        verdict = Text(verdict_markdown(inputs.rows, inputs.scale))
+        drawn = headline_figure(_by_scaling(inputs.rows), inputs.figures) if inputs.draw else None
+        headline = (drawn,) if drawn else ()
+        machines = Text(machines_table(list(inputs.records), inputs.machines))
+        skipped = Text(skipped_table(list(inputs.skipped)))
         return [
             *devices,
-            table_value("verdict", text, [headline] if headline else []),
-            table_value("machines", machines_table(every, chosen)),
-            table_value("skipped", skipped_table(list(inputs.skipped))),
-            table_value("provenance", provenance_table(inputs.results)),
+            Table("verdict", f"Verdict ({inputs.scale} scale)", (verdict,), headline),
+            Table("machines", "Machines compared", (machines,)),
+            Table("skipped", "Records left out of the report", (skipped,)),
+            Table("provenance", "Provenance", (Text(provenance_table(inputs.results)),)),
         ]
 
     def claims(self, inputs: ReportInputs) -> list[Claim]:
@@ -125,11 +124,13 @@ def device_tables(inputs: ReportInputs) -> list[Table]:
     out, guide = [projection], True  # how to read the tables: once, in the first with rows
     for device in ("cpu", "gpu"):
         if not any(r["device"] == device and r["status"] == "ok" for r in rows):
-            text = f"# {device.upper()} table\n\n{no_rows(rows, results, device, scale)}\n"
-            text += f"\n{predicted[device]}" if predicted[device] else ""
+            said = (no_rows(rows, results, device, scale), predicted[device])
+            body = [Text(t) for t in said if t]
         else:
             extra = gpu_extra(gpu_rows, projected, reference) if device == "gpu" else ""
-            text = device_table(rows, device, predicted[device] + extra, guide)
+            body = [Text(device_table(rows, device, predicted[device] + extra, guide))]
             guide = False
-        out.append(table_value(device, text, _figures(inputs, device)))
+        out.append(
+            Table(device, f"{device.upper()} table", tuple(body), tuple(_figures(inputs, device)))
+        )
     return out

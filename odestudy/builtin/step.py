@@ -10,10 +10,9 @@ from ..report.floor import gpu_lever_lines
 from ..report.plots import step_cost_figure
 from ..report.projection import all_sweeps
 from ..report.step import step_table
-from ..report.tables import table_value
 from ..study import records
 from ..study.rec import Rec
-from ..study.studies import Page, ReportInputs, Study, Table
+from ..study.studies import Page, ReportInputs, Study, Table, Text
 
 # A machine's folder of lever and loss-spread records (`benchmarks/levers.py`).
 LEVERS_FOLDER = "levers"
@@ -65,5 +64,9 @@ class Step(Study):
         spreads = self.loss_spreads(results, machine)
         drawn = cpu_sweeps and inputs.draw
         figs = step_cost_figure(cpu_sweeps, inputs.figures, "cpu_step_cost") if drawn else []
-        text = step_table(cpu_sweeps, levers, spreads) + "\n" + "\n".join(gpu_lever_lines(results))
-        return [table_value("step", text, figs)]
+        body = Text(
+            step_table(cpu_sweeps, levers, spreads) + "\n" + "\n".join(gpu_lever_lines(results))
+        )
+        return [
+            Table("step", "What bounds a training step, and the levers on it", (body,), tuple(figs))
+        ]

@@ -22,7 +22,7 @@ from ..measure.controllers import CONTROLLERS
 from ..measure.modes import multi_device_modes
 from ..study import records
 from ..study.rec import Hardware, PredictedMode, Prediction, Rec
-from ..study.studies import Table
+from ..study.studies import Grid, Table, Text
 from ..study.workloads import (
     CROSSOVER_WORKLOADS,
     MAP_DEVICES,
@@ -37,7 +37,7 @@ from .frames import read_records
 from .heldout import made_before, said
 from .loss import MARK, differs, trained
 from .runs import merged
-from .tables import escape, markdown_table, table_value
+from .tables import escape
 from .workloads import PredictionError, predictions
 
 DRAWS = 2000
@@ -344,7 +344,7 @@ def _ci(p: tuple[float, float, float] | None) -> str:
     return "–" if p is None else f"{p[0]:.2f} [{p[1]:.2f}, {p[2]:.2f}]"
 
 
-def crossover_table(pts: Sequence[Point]) -> str:
+def crossover_table(pts: Sequence[Point]) -> Grid:
     """One row per session, controller and mode: the crossover in the work, and in the
     per-device batch along each workload of the axis, each from that session's points
     alone (a line is never fitted across sessions)."""
@@ -363,20 +363,12 @@ def crossover_table(pts: Sequence[Point]) -> str:
                     [escape(session.when), escape(controller), escape(mode), work.said("ms"),
                      str(work.n), *batches]
                 )  # fmt: skip
-    return markdown_table(
-        (
-            "Session",
-            "Controller",
-            "Mode",
-            "Where it pays: per-device work (ms per solver iteration) [95%]",
-            "Points",
-            *(f"Where it pays: series per device, {escape(w)}" for w in CROSSOVER_WORKLOADS),
-        ),
-        body,
-    )
+    at_work = "Where it pays: per-device work (ms per solver iteration) [95%]"
+    at_batch = [f"Where it pays: series per device, {escape(w)}" for w in CROSSOVER_WORKLOADS]
+    return Grid(("Session", "Controller", "Mode", at_work, "Points", *at_batch), tuple(body))
 
 
-def points_table(pts: Sequence[Point]) -> str:
+def points_table(pts: Sequence[Point]) -> Grid:
     """Every point: workload, controller, mode, batches, work, speedup over the best
     1-device step (with that step and its time), throughput per device."""
     body = [
@@ -395,21 +387,13 @@ def points_table(pts: Sequence[Point]) -> str:
         for _, mine in by_session(pts)
         for p in sorted(mine, key=lambda p: (p.workload, p.controller, p.per_device_batch, p.mode))
     ]
-    return markdown_table(
-        (
-            "Session",
-            "Workload",
-            "Controller",
-            "Mode",
-            "Batch per device / global",
-            "Per-device work (ms per solver iteration)",
-            "Speedup over the best 1-device step [95%]",
-            "Best 1-device step at the global batch",
-            "Throughput per device against 1 device at the per-device batch [95%]",
-            "Step (ms)",
-        ),
-        body,
-    )
+    header = ("Session", "Workload", "Controller", "Mode", "Batch per device / global",
+              "Per-device work (ms per solver iteration)",
+              "Speedup over the best 1-device step [95%]",
+              "Best 1-device step at the global batch",
+              "Throughput per device against 1 device at the per-device batch [95%]",
+              "Step (ms)")  # fmt: skip
+    return Grid(header, tuple(body))
 
 
 # A marker per workload in the crossover figure, in the map's order.
@@ -496,7 +480,7 @@ def predicted_speedup(
     return None
 
 
-def beside_table(pts: Sequence[Point], found: Sequence[Prediction]) -> str:
+def beside_table(pts: Sequence[Point], found: Sequence[Prediction]) -> Grid:
     """Per workload of the axis, controller and mode: the measured crossover in the
     per-device batch beside the predicted one (`odestudy predict --map`)."""
     body = []
@@ -513,11 +497,11 @@ def beside_table(pts: Sequence[Point], found: Sequence[Prediction]) -> str:
                     measured.said("series") if measured else "not measured", said,
                     _work_said(measured, pts, w, controller), _predicted_work(pred),
                 ])  # fmt: skip
-    return markdown_table(
+    return Grid(
         ("Workload", "Controller", "Mode", "Measured (newest session): where it pays, per device",
          "Predicted: where it pays, per device", "Measured: per-device work there (ms)",
          "Predicted: per-device work there (ms)"),
-        body,
+        tuple(body),
     )  # fmt: skip
 
 
@@ -595,9 +579,9 @@ INTRO = (
 )
 
 
-def crossover_markdown(
+def crossover_body(
     recs: Sequence[Rec], pts: Sequence[Point], found: Sequence[Prediction]
-) -> str:
+) -> tuple[Text | Grid, ...]:
     """The page's table file: terms, where each mode starts to pay (in the work, and in
     the batch per workload of the axis), the prediction beside it, and every point."""
     ok = [r for r in recs if r.ok]
@@ -610,31 +594,23 @@ def crossover_markdown(
         if errors
         else "No prediction along the axis yet (`odestudy predict --map`)."
     )
-    parts = [
-        "# When splitting the batch pays",
-        "",
+    machine = (
         f"Machine {escape(ok[0].machine_id if ok else '–')} "
         f"({escape(hardware.cpu_model)}, {escape(hardware.physical_cores)} "
         f"physical cores; {MAP_DEVICES} devices are virtual CPU devices, one per core); "
-        + sessions.sessions_line(ok, list(recs)),
-        "",
-        INTRO,
-        "",
-        "## Where each mode starts to pay",
-        "",
+        + sessions.sessions_line(ok, list(recs))
+    )
+    return (
+        Text(machine),
+        Text(INTRO),
+        Text("## Where each mode starts to pay"),
         crossover_table(pts),
-        "",
-        "## Measured beside predicted",
-        "",
+        Text("## Measured beside predicted"),
         beside_table(pts, found),
-        "",
-        error_line,
-        "",
-        "## Every point",
-        "",
+        Text(error_line),
+        Text("## Every point"),
         points_table(pts),
-    ]
-    return "\n".join(parts) + "\n"
+    )
 
 
 def crossover_tables(results: str | Path, figures: str | Path, scale: str = "quick") -> list[Table]:
@@ -648,4 +624,5 @@ def crossover_tables(results: str | Path, figures: str | Path, scale: str = "qui
     machine = (recs[0].machine_id or "") if recs else ""
     found = axis_predictions(results, machine) if machine else []
     figs = crossover_figure(pts, figures)[:1] if any(p.work_s for p in pts) else []
-    return [table_value("crossover", crossover_markdown(recs, pts, found), figs)]
+    body = crossover_body(recs, pts, found)
+    return [Table("crossover", "When splitting the batch pays", body, tuple(figs))]

@@ -281,8 +281,6 @@ def device_table(rows: list[Rec], device: str, extra: str = "", guide: bool = Tr
         header = (*header, "Session")
         cells = [[*c, sessions.session_of(r).label] for c, r in zip(cells, sel, strict=True)]
     parts = [
-        f"# {device.upper()} table",
-        "",
         _esc(sessions.sessions_line(sel, sel)),
         "",
         "**The reference's columns.**",

@@ -32,7 +32,7 @@ from .frames import (
 from .gpu import gpu_extra, headline_figure
 from .machines import machines_table, skipped_table
 from .reference import REFERENCE_CSV, comparison_table, reference_rows, seed_rows
-from .tables import table_markdown
+from .tables import render, render_body
 
 __all__ = [
     "ADDED_COLUMNS",
@@ -174,11 +174,11 @@ def write_report(
     folder = inputs.figures / "tables"
     folder.mkdir(parents=True, exist_ok=True)
     for name, table in made.items():
-        (folder / f"{name}.md").write_text(table_markdown(table))
+        (folder / f"{name}.md").write_text(render(table))
     verdict = made.get("verdict", Table("verdict", "Verdict"))
     return Report(
         rows=list(inputs.rows),
-        verdict=verdict.text,
+        verdict=render_body(verdict),
         headline=next(iter(verdict.figures), None),
         tables={name: folder / f"{name}.md" for name in made},
         values=made,

@@ -2,6 +2,7 @@
 complexity-aware batching, within-ODE batching, collectives per step, batch size, and
 time to a target loss. Each reads records; nothing here measures."""
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -14,12 +15,12 @@ from ..measure.modes import mode_facts
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL
 from ..study.rec import EvalPoint, Rec, Waste
-from ..study.studies import Table
+from ..study.studies import Block, Grid, Table, Text
 from . import loss, sessions
 from .frames import BaselineError, is_default
 from .intervals import fmt_interval, ratio_interval
 from .plots import MODE_STYLE, _save, controller_dashes
-from .tables import escape, loss_cell, markdown_table, table_value
+from .tables import escape, loss_cell, render_body
 from .tables import fmt as _fmt
 
 # The evaluation loss the time-to-target runs race to (MSE on the evaluation set), per
@@ -77,8 +78,8 @@ def _apart(a: Rec, b: Rec, recs: list[Rec]) -> str:
     return sessions.joined(a, b, recs)
 
 
-def _table(header: tuple[str, ...], rows: list[list[Any]], recs: list[Rec]) -> str:
-    """A markdown table of `rows` whose last item is the pair of records a row's ratio
+def _table(header: tuple[str, ...], rows: list[list[Any]], recs: list[Rec]) -> list[Block]:
+    """A table of `rows` whose last item is the pair of records a row's ratio
     joins (`(record, None)` for a row of one record). Rows of one session: a line below
     names it. Rows of several: a **Session** column says, per row, the session and,
     for a ratio across two, both and the hours between them."""
@@ -96,7 +97,7 @@ def _table(header: tuple[str, ...], rows: list[list[Any]], recs: list[Rec]) -> s
             ]
             for c, (a, b) in zip(cells, pairs, strict=True)
         ]
-    return markdown_table(header, cells) + "\n\n" + escape(sessions.sessions_line(shown, recs))
+    return [Grid(header, tuple(cells)), Text(escape(sessions.sessions_line(shown, recs)))]
 
 
 def _runs(r: Rec) -> str:
@@ -237,14 +238,14 @@ def _waste_figure(series: dict[str, list[Point]], figures: Path) -> list[Path]:
     return _save(fig, figures, "lockstep_waste")
 
 
-def heterogeneity(recs: list[Rec], figures: Path) -> tuple[str, list[Path]]:
+def heterogeneity(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Path]]:
     """Lock-step waste and step time against the complexity knob, per mode (PID):
     select and rows (`_heterogeneity_rows`), the figure, the text."""
     rows, series = _heterogeneity_rows(recs)
     if not rows:
-        return "", []
+        return [], []
     paths = _waste_figure(series, figures)
-    text = (
+    text = Text(
         "Steps needed: mean forward solver steps per sample. Executed: what each "
         "device's batched loop runs (its slowest sample); in `shard` mode the loop "
         "is global, so every device runs the slowest sample of the whole batch. "
@@ -253,13 +254,12 @@ def heterogeneity(recs: list[Rec], figures: Path) -> tuple[str, list[Path]]:
         "asynchronous scheme could recover); total = 1 - needed / slowest. Speedup: "
         "the 1-device row's median step over this row's, at the same spread and "
         "training. Heterogeneous data (spread > 0) trains longer and slower than the "
-        "scale's default (Training); a final loss above the trained level is marked.\n\n"
-        + _table(HETEROGENEITY_HEADER, rows, recs)
+        "scale's default (Training); a final loss above the trained level is marked."
     )
-    return text, paths
+    return [text, *_table(HETEROGENEITY_HEADER, rows, recs)], paths
 
 
-def grouping(recs: list[Rec]) -> str:
+def grouping(recs: list[Rec]) -> list[Block]:
     """Grouped against random batching at the same spread and mode."""
     rows: list[list[Any]] = []
     for g in recs:
@@ -285,7 +285,7 @@ def grouping(recs: list[Rec]) -> str:
             ]
         )
     if not rows:
-        return ""
+        return []
     rows.sort(key=lambda x: (x[0], float(x[2])))
     header = (
         "Mode",
@@ -300,15 +300,16 @@ def grouping(recs: list[Rec]) -> str:
         "Final loss random",
         "Final loss grouped",
     )
-    return (
+    said = Text(
         "Grouped batching sorts each epoch's samples by their time horizon (known "
         "from the training data alone, no evaluation data), cuts batches of similar "
         "cost and shuffles their order: every sample is still seen once per epoch, "
-        "at the same number of steps.\n\n" + _table(header, rows, recs)
+        "at the same number of steps."
     )
+    return [said, *_table(header, rows, recs)]
 
 
-def within_ode(recs: list[Rec]) -> str:
+def within_ode(recs: list[Rec]) -> list[Block]:
     """Within-ODE batching (one step size per batch) against per-sample solves."""
     rows: list[list[Any]] = []
     for w in recs:
@@ -336,7 +337,7 @@ def within_ode(recs: list[Rec]) -> str:
             ]
         )
     if not rows:
-        return ""
+        return []
     rows.sort(key=lambda x: (x[2], x[0], float(x[3])))
     header = (
         "Mode",
@@ -353,7 +354,7 @@ def within_ode(recs: list[Rec]) -> str:
         "Final loss within-ODE",
         "In-loop collectives per-sample / within",
     )
-    return (
+    said = Text(
         "Within-ODE: the local batch is one ODE state with one step size (the "
         "error norm covers the whole batch); per-sample: vmap, one step size per "
         "sample, the batched loop running until the slowest sample ends. Speedup: "
@@ -361,12 +362,12 @@ def within_ode(recs: list[Rec]) -> str:
         "own training, timed in its own runs (the lever study instead times both on "
         "the same trained state and batches, interleaved). A ratio of rows measured in "
         "different sessions also holds the machine's drift between them, which its "
-        "interval does not: such rows say so (**Sessions joined**).\n\n"
-        + _table(header, rows, recs)
+        "interval does not: such rows say so (**Sessions joined**)."
     )
+    return [said, *_table(header, rows, recs)]
 
 
-def collectives(recs: list[Rec]) -> str:
+def collectives(recs: list[Rec]) -> list[Block]:
     """Collectives per training step, from the compiled HLO and the loop iterations."""
     rows: list[list[Any]] = []
     for r in recs:
@@ -404,28 +405,21 @@ def collectives(recs: list[Rec]) -> str:
             ]
         )
     if not rows:
-        return ""
+        return []
     rows.sort(key=lambda x: (x[2], int(x[1]), x[0]))
-    header = (
-        "Mode",
-        "Devices",
-        "Controller",
-        "Collectives outside loops",
-        "In loops",
-        "Bytes in loops (one pass)",
-        "Forward loop iterations",
-        "Executed per step (estimate)",
-        "Share of step vs shard_map",
-    )
-    return (
+    header = ("Mode", "Devices", "Controller", "Collectives outside loops", "In loops",
+              "Bytes in loops (one pass)", "Forward loop iterations",
+              "Executed per step (estimate)", "Share of step vs shard_map")  # fmt: skip
+    said = Text(
         "Executed per step = outside + in-loop x forward loop iterations (the "
         "slowest sample's forward steps); a lower bound, since the backward pass's "
         "loops repeat in-loop collectives too. Share = 1 - t(shard_map) / t(shard) "
         "at the same devices, controller and batch: the time the compiler-partitioned "
         "step loses to collectives inside the solver loops and global lock-step, "
         "against a build with neither. Rows with more devices than physical cores "
-        "measure overhead.\n\n" + _table(header, rows, recs)
+        "measure overhead."
     )
+    return [said, *_table(header, rows, recs)]
 
 
 def _rate(r: Rec) -> float | None:
@@ -433,7 +427,7 @@ def _rate(r: Rec) -> float | None:
     return r.global_batch / r.step_time_s if r.step_time_s is not None else None
 
 
-def batch_size(recs: list[Rec], figures: Path) -> tuple[str, list[Path]]:
+def batch_size(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Path]]:
     """One-device step time and throughput against the batch size (PID, spread 0)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
@@ -448,7 +442,7 @@ def batch_size(recs: list[Rec], figures: Path) -> tuple[str, list[Path]]:
         and r.scaling == "strong"
     ]
     if len(sel) < 2:
-        return "", []
+        return [], []
     sel.sort(key=lambda r: r.global_batch)
     rows = [
         [
@@ -636,19 +630,19 @@ def _who(r: Rec) -> str:
     return f"{escape(r.mode)} {escape(r.controller)} on {escape(r.n_devices)} device(s)"
 
 
-def _first_sentence(sel: list[Rec], recs: list[Rec], target: float) -> str:
+def _first_sentence(sel: list[Rec], recs: list[Rec], target: float) -> list[Block]:
     """Which row of one session reaches the target first, against the row it is
     compared with (`_compared`): the ratio with its 95% bootstrap interval, "fastest"
     only where the interval says so and the rows ran more than once."""
     hits = [(r, h) for r in sel if (h := _hit(r, target)) is not None]
     if not hits:
-        return ""
+        return []
     # One session per result: the fastest row against rows of its own session.
     best, hb = min(hits, key=lambda x: x[1].train_time_s)
     here = sessions.session_of(best, recs)
     hits = [x for x in hits if sessions.session_of(x[0], recs) == here]
     if len(hits) < 2:
-        return ""
+        return []
     rng = np.random.default_rng(0)
     other, ho = _compared(hits, best)
     ratio = ho.train_time_s / hb.train_time_s
@@ -660,36 +654,42 @@ def _first_sentence(sel: list[Rec], recs: list[Rec], target: float) -> str:
     head = (
         FIRST_ONE_RUN if single else "Fastest to the target here" if lo > 1 else FIRST_NOT_SEPARABLE
     )
-    return (
-        f"\n\n**{head}** ({escape(here.label)}): {_who(best)}, "
-        f"{_fmt(hb.train_time_s, 3)} s; {_who(other)} takes {shown} (95% bootstrap over "
-        "each run's step times; one run per row, so run-to-run drift of the machine is not "
-        "in the interval)."
-    )
+    return [
+        Text(
+            f"**{head}** ({escape(here.label)}): {_who(best)}, "
+            f"{_fmt(hb.train_time_s, 3)} s; {_who(other)} takes {shown} (95% bootstrap over "
+            "each run's step times; one run per row, so run-to-run drift of the machine is not "
+            "in the interval)."
+        )
+    ]
 
 
-def time_to_target(recs: list[Rec], figures: Path) -> tuple[str, list[Path]]:
+def time_to_target(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Path]]:
     """Evaluation loss against training wall clock, time to the scale's `TARGET_LOSS`,
     and which configuration reaches it first (ratio with a 95% bootstrap interval):
     select, rows (`_target_rows`), the figure, the sentence (`_first_sentence`)."""
     sel = [r for r in recs if r.ok and r.eval_curve]
     if not sel:
-        return "", []
+        return [], []
     target = TARGET_LOSS.get(sel[0].scale or "", 0.01)
     rows, points = _target_rows(sel, target)
     fig = _target_figure(points, target)
-    text = (
+    text = Text(
         f"Target: evaluation loss {target}, fixed before the runs. Time is the sum "
-        "of the waited-for training steps; evaluations are excluded.\n\n"
-        + _table(TARGET_HEADER, rows, recs)
-        + _first_sentence(sel, recs, target)
+        "of the waited-for training steps; evaluations are excluded."
     )
-    return text, _save(fig, figures, "time_to_target")
+    body = [text, *_table(TARGET_HEADER, rows, recs), *_first_sentence(sel, recs, target)]
+    return body, _save(fig, figures, "time_to_target")
 
 
-def _sections(figures: Path) -> list[tuple[str, Callable[[list[Rec]], tuple[str, list[Path]]]]]:
-    """The page's sections: each title and what writes it from one machine's records
-    (its text, "" without records of it, and its figures)."""
+# What makes a section from one machine's records: its blocks (none without records of
+# it) and its figures.
+Section = Callable[[list[Rec]], tuple[list[Block], list[Path]]]
+
+
+def _sections(figures: Path) -> list[tuple[str, Section]]:
+    """The page's sections: each title and what makes it from one machine's records
+    (its blocks, none without records of it, and its figures)."""
     return [
         ("Lock-step waste against heterogeneity", lambda r: heterogeneity(r, figures)),
         ("Complexity-aware batching", lambda r: (grouping(r), [])),
@@ -702,25 +702,19 @@ def _sections(figures: Path) -> list[tuple[str, Callable[[list[Rec]], tuple[str,
 
 def section(
     title: str,
-    make: Callable[[list[Rec]], tuple[str, list[Path]]],
+    make: Section,
     by_machine: dict[str, list[Rec]],
     machine: str,
-) -> tuple[list[str], list[Path]]:
-    """One section from `machine`'s records, else from the first other machine that
-    holds records of it (said); none where no machine does (a page never says "no
-    records" while records exist, nor shows an empty section)."""
+) -> tuple[list[Block], list[Path]]:
+    """One section from `machine`'s records (its heading and text), else from the first
+    other machine that holds records of it (said); none where no machine does (a page
+    never says "no records" while records exist, nor shows an empty section)."""
     for m in [machine, *sorted(m for m in by_machine if m != machine)]:
-        text, figs = make(by_machine.get(m, []))
-        if text:
-            elsewhere = (
-                ""
-                if m == machine
-                else (
-                    f"Measured on {escape(m)}: the page's machine ({escape(machine)}) holds no "
-                    "records of this section.\n\n"
-                )
-            )
-            return [f"## {title}", "", elsewhere + text, ""], figs
+        body, figs = make(by_machine.get(m, []))
+        if body:
+            said = f"Measured on {escape(m)}: the page's machine ({escape(machine)}) holds no "
+            elsewhere = [Text(said + "records of this section.")] if m != machine else []
+            return [Text(f"## {title}"), *elsewhere, *body], figs
     return [], []
 
 
@@ -736,19 +730,15 @@ def explain_table(recs: list[Rec], figures: str | Path, machine: str | None = No
     by_machine: dict[str, list[Rec]] = {}
     for r in recs:
         by_machine.setdefault(str(r.machine_id), []).append(r)
-    parts, figs = ["# Explaining the scaling", ""], []
-    if older:
-        parts += [
-            f"{len(older)} record(s) of an older measurement protocol are not shown "
-            f"(now {PROTOCOL}).",
-            "",
-        ]
+    body: list[Block] = [Text(f"{len(older)} record(s) of an older measurement protocol "
+                              f"are not shown (now {PROTOCOL}).")] if older else []  # fmt: skip
+    said: list[Block] = []
+    figs: list[Path] = []
     for title, make in _sections(figures):
-        lines, f = section(title, make, by_machine, machine)
-        parts += lines
+        blocks, f = section(title, make, by_machine, machine)
+        said += blocks
         figs += f
-    if len(parts) == 2 + (2 if older else 0):
-        parts += ["No records of these studies yet (`make explain`).", ""]
-    for n in loss.notes("\n".join(parts)):
-        parts += [n, ""]
-    return table_value("explain", "\n".join(parts), figs)
+    body += said or [Text("No records of these studies yet (`make explain`).")]
+    table = Table("explain", "Explaining the scaling", tuple(body), tuple(figs))
+    notes = tuple(Text(n) for n in loss.notes(render_body(table)))
+    return dataclasses.replace(table, body=table.body + notes)

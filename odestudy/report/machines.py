@@ -29,7 +29,7 @@ def machines_table(every: list[Rec], chosen: Mapping[str, str | None]) -> str:
     """Other machines' ok rows of the main tables beside the chosen machine's: step
     times and speedups (with intervals) per scenario, when another machine has any."""
     main = [r for r in every if in_scaling_matrix(r) and r.ok]
-    parts = ["# Machines compared", ""]
+    parts: list[str] = []
     for device in ("cpu", "gpu"):
         here = chosen.get(device)
         others = sorted({str(r.machine_id) for r in main if r.device == device} - {here})
@@ -70,7 +70,7 @@ def machines_table(every: list[Rec], chosen: Mapping[str, str | None]) -> str:
                 ),
                 "",
             ]
-    if len(parts) == 2:
+    if not parts:
         parts.append("Only one machine has records of this scale.")
     else:
         parts += [line for n in loss.notes("\n".join(parts)) for line in (n, "")]
@@ -89,7 +89,5 @@ def skipped_table(skipped: list[tuple[str, str]]) -> str:
         for p, why in skipped
     ]
     return (
-        "# Records left out of the report\n\n"
-        + (markdown_table(("Record", "Reason"), rows) if rows else "No record was left out.")
-        + "\n"
-    )
+        markdown_table(("Record", "Reason"), rows) if rows else "No record was left out."
+    ) + "\n"

@@ -10,14 +10,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..study.rec import Rec
-from ..study.studies import Figure, Page, Table, page_named, pages_of
+from ..study.studies import Figure, Page, Table, pages_of
 from . import loss
 from .answer import README_SCALE, gpu_bound_line, readme_answer, session_table
 from .by_session import render_sessions
 from .claims import render_claims
 from .document import report_rows
 from .findings import Findings, findings
-from .tables import render_body
+from .tables import render
 from .tuned import tune_sample
 
 GENERATED_START = "<!-- generated:start (odestudy report writes this from the records) -->"
@@ -50,33 +50,30 @@ def render_figure(figure: Figure, base: Path) -> str:
 
 
 def page(
-    name: str,
-    results: str | Path,
+    spec: Page,
     figures: Path,
     docs: Path,
-    claims: list[str] | None,
+    lead: Sequence[str] = (),
     tables: Mapping[str, Table] | None = None,
 ) -> str:
-    """The markdown of page `name` (a study's `Page`, `studies.page_named`): its title,
-    the answer (`claims`), figures, then its tables among `tables` (the report's values,
-    `document.write_report`), or one line where the study has no rows yet."""
-    spec = page_named(name)
+    """The markdown of page `spec` (a study's `Page`): its title, what it says first
+    (`lead`: the answer, or a study's intro), figures, then its tables among `tables` (by
+    name, `document.write_report`'s values), or one line where it has no rows yet."""
     out = docs / "results"
     found = tables or {}
     shown = [found[t] for t in spec.tables if t in found]
     parts = [f"# {spec.title}", ""]
-    if not shown and not claims:
+    if not shown and not lead:
+        first = figures / "tables" / f"{next(iter(spec.tables), spec.name)}.md"
         parts += [
             f"No rows yet: no record of this study has been measured "
-            f"(`{_rel(figures / 'tables' / (spec.tables[0] + '.md'), docs.parent)}` "
-            "is written from its records).",
+            f"(`{_rel(first, docs.parent)}` is written from its records).",
         ]
         return generated("\n".join(parts))
-    if claims:
-        parts += ["## The answer", "", *claims, ""]
+    parts += [*lead, ""] if lead else []
     parts += [render_figure(f, out) + "\n" for f in page_figures(spec, figures)]
     for t in shown:
-        parts += [f"## {t.title}", "", render_body(t), ""]
+        parts += [render(t, 2).strip() + "\n", ""]
     # Every mark the page uses is defined on it.
     marks = [n for n in loss.notes("\n".join(parts)) if n not in "\n".join(parts)]
     parts += [*(line for n in marks for line in (n, "")),
@@ -110,7 +107,8 @@ def render_html(markdown: str, html: Path, base: Path) -> Path:
     return html
 
 
-def _write(path: Path, text: str) -> Path:
+def write_text(path: Path, text: str) -> Path:
+    """Write `text` to `path` atomically, ending with one newline."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text.rstrip() + "\n")
@@ -141,12 +139,13 @@ def write_pages(
     found = findings(results, scale, rows) if found is None else found
     written = {}
     for spec in pages_of(scale):
-        answer = None
+        answer = []
         if spec.answer:
-            answer = _best_first(results, scale, rows, figures, docs / "results", found)
+            answer = ["## The answer", ""]
+            answer += _best_first(results, scale, rows, figures, docs / "results", found)
             answer += [DEFAULT_HEAD, "", *render_claims(found.answers), *session_lines(found)]
-        text = page(spec.name, results, figures, docs, answer, tables)
-        md = _write(docs / "results" / f"{spec.name}.md", text)
+        text = page(spec, figures, docs, answer, tables)
+        md = write_text(docs / "results" / f"{spec.name}.md", text)
         render_html(text, figures / "pages" / f"{spec.name}.html", md.parent)
         written[spec.name] = md
     return written
@@ -213,7 +212,7 @@ def update_readme(
     linked = [f"[{p.readme}](docs/results/{p.name}.md)" for p in pages_of(README_SCALE) if p.readme]
     body += [f"Written by `make report` from the committed records. Pages: {', '.join(linked)}."]
     text = fill(readme.read_text(), "answer", "\n".join(body))
-    return _write(readme, text)
+    return write_text(readme, text)
 
 
 def update_own_model(page: str | Path, results: str | Path) -> Path | None:
@@ -222,4 +221,4 @@ def update_own_model(page: str | Path, results: str | Path) -> Path | None:
     page = Path(page)
     if not page.exists():
         return None
-    return _write(page, fill(page.read_text(), "tune-sample", "\n".join(tune_sample(results))))
+    return write_text(page, fill(page.read_text(), "tune-sample", "\n".join(tune_sample(results))))

@@ -15,11 +15,11 @@ from ..measure.probe import PROBE_FOLDER
 from ..measure.scenario import Scenario
 from ..study import records
 from ..study.rec import Key, PredictedRow, Prediction, Probe, Rec
-from ..study.studies import Table
+from ..study.studies import Grid, Interval, Table, Text
 from . import sessions
 from .frames import read_records, scaling_rows
 from .heldout import made_before, said
-from .tables import escape, markdown_table, table_value
+from .tables import escape
 
 
 class Checked(dict[str, Any]):
@@ -127,58 +127,58 @@ def summary_lines(checked: Sequence[Checked]) -> list[str]:
     return lines
 
 
-def checked_table(checked: Sequence[Checked]) -> str:
+def checked_table(checked: Sequence[Checked]) -> Grid:
     body = [
-        [
+        (
             escape(c.name),
             escape(_where(c.placement)),
             escape(c.session.label if c.session else ""),
-            f"{c.predicted_s * 1e3:.2f} [{c.low_s * 1e3:.2f}, {c.high_s * 1e3:.2f}]",
+            Interval(c.predicted_s * 1e3, c.low_s * 1e3, c.high_s * 1e3),
             f"{c.measured_s * 1e3:.2f}",
             f"{c.error * 100:+.0f} %",
-        ]
+        )
         for c in checked
     ]
-    return markdown_table(
+    return Grid(
         ("Row", "Placement", "Session", "Predicted (ms) [95% interval]", "Measured (ms)",
          "Error"),
-        body,
+        tuple(body),
     )  # fmt: skip
 
 
-def probes_table(results: str | Path, machine: str) -> str:
+def probes_table(results: str | Path, machine: str) -> Grid | Text:
     """Every machine probe recorded for `machine` under `results` (its sessions')."""
     paths = sorted(Path(results).glob(f"**/{machine}/{PROBE_FOLDER}/*.json"))
     body = []
     for path in paths:
         p = Probe(records.read_json(path))
         one = {a.n_devices: a.latency_s for a in p.allreduce if a.size == 1}
-        body.append([
+        body.append((
             escape(p.finished),
             escape(Path(path).relative_to(results).as_posix()),
             escape(", ".join(f"{n}: {v * 1e6:.3g}" for n, v in sorted(one.items())) or "none"),
             f"{p.matmul[0].flops_per_s / 1e9:.3g}",
             f"{p.loop_iteration_s * 1e9:.3g}",
-        ])  # fmt: skip
+        ))  # fmt: skip
     if not body:
-        return "No machine probe recorded on this machine yet (every timing session runs one)."
-    return markdown_table(
+        return Text(
+            "No machine probe recorded on this machine yet (every timing session runs one)."
+        )
+    return Grid(
         ("Finished", "Probe", "All-reduce of one float (devices: us)",
          "Matmul at 32x64 (GFLOP/s)", "Empty loop iteration (ns)"),
-        body,
+        tuple(body),
     )  # fmt: skip
 
 
-def prediction_markdown(results: str | Path, machine: str) -> str:
+def prediction_body(results: str | Path, machine: str) -> tuple[Text | Grid, ...]:
     """The page: the rows checked, per placement and mode, then the probes. Only the
     current rows (`frames.current_keys`) are checked: a row whose scenario the studies
     no longer run (a recommended step since re-keyed, say) is history, not a check."""
     recs = [r for r in read_records(results, "quick") if r.machine_id == machine]
     rows = scaling_rows(recs)
     checked = checked_rows(rows, row_predictions(results, machine))
-    parts = [
-        "# The prediction against measured rows, and the machine probes",
-        "",
+    intro = (
         f"Machine {escape(machine)}. Each row of its quick matrix on several devices "
         "(one process, several processes, several nodes) against its prediction from the "
         "1-device row and this machine's `cpu` profile, made without measuring the "
@@ -186,27 +186,28 @@ def prediction_markdown(results: str | Path, machine: str) -> str:
         + sessions.sessions_line([r for r in recs if r.ok], recs)
         + " A predicted interval covers the 1-device sweep's timing noise (its timed steps "
         "resampled) and the profile's stated range, not the model's own error: the errors "
-        "below measure that.",
-        "",
-        *(summary_lines(checked) or ["No measured row has a prediction yet."]),
-        "",
-    ]
-    if checked:
-        parts += [checked_table(checked), ""]
-    parts += gpu_prediction_lines(results)
-    parts += ["## The machine probe of every session", "", probes_table(results, machine), ""]
-    return "\n".join(parts) + "\n"
+        "below measure that."
+    )
+    return (
+        Text(intro),
+        Text("\n".join(summary_lines(checked) or ["No measured row has a prediction yet."])),
+        *([checked_table(checked)] if checked else []),
+        *gpu_prediction_section(results),
+        Text("## The machine probe of every session"),
+        probes_table(results, machine),
+        Text(""),  # the file ends with a blank line
+    )
 
 
-def gpu_prediction_lines(results: str | Path) -> list[str]:
+def gpu_prediction_section(results: str | Path) -> list[Text | Grid]:
     """The section on GPUs predicted from one: every machine's `predict` records for
     GPUs (`benchmarks/gpu_session.sh predict`), each mode's predicted step and speedup
     with intervals, the profile named, machine and session said. No GPU machine has
     measured several GPUs of the current protocol, so none is checked."""
     found = sorted(Path(results).glob("*/predictions/gpu-*.json"))
-    head = ["## GPUs predicted from one", ""]
+    head = Text("## GPUs predicted from one")
     if not found:
-        return [*head, "No GPU prediction records (`benchmarks/gpu_session.sh predict`).", ""]
+        return [head, Text("No GPU prediction records (`benchmarks/gpu_session.sh predict`).")]
     body = []
     for path in found:
         rec = Prediction(records.read_json(path))
@@ -214,50 +215,32 @@ def gpu_prediction_lines(results: str | Path) -> list[str]:
             lo, hi = r.step_time_interval_s
             slo, shi = r.speedup_interval
             body.append(
-                [
+                (
                     escape(path.parent.parent.name),
                     escape(rec.profile.name),
                     str(rec.n_devices),
                     escape(r.mode),
                     f"{rec.one_device_step_s * 1e3:.1f}",
-                    f"{r.step_time_s * 1e3:.1f} [{lo * 1e3:.1f}, {hi * 1e3:.1f}]",
-                    f"{r.speedup:.2f} [{slo:.2f}, {shi:.2f}]",
+                    Interval(r.step_time_s * 1e3, lo * 1e3, hi * 1e3, 1),
+                    Interval(r.speedup, slo, shi),
                     "yes" if rec.trained else "no",
                     escape(path.stem),
-                ]
+                )
             )
-    return [
-        *head,
+    said = (
         "`odestudy predict --device gpu --devices N --profile h100-nvlink` on one GPU "
         "(the quick PID model, `benchmarks/gpu_session.sh predict`): the 1-device sweep "
         "measured on that GPU, the collective costs from the cited profile. One GPU's "
         "session per record (its probe in the record); no machine measured several GPUs "
-        "under the current protocol, so these predictions are not checked.",
-        "",
-        markdown_table(
-            (
-                "Machine",
-                "Profile",
-                "GPUs",
-                "Mode",
-                "1 GPU measured (ms)",
-                "Predicted step (ms)",
-                "Predicted speedup",
-                "Trained",
-                "Record",
-            ),
-            body,
-        ),
-        "",
-    ]
+        "under the current protocol, so these predictions are not checked."
+    )
+    header = ("Machine", "Profile", "GPUs", "Mode", "1 GPU measured (ms)", "Predicted step (ms)",
+              "Predicted speedup", "Trained", "Record")  # fmt: skip
+    return [head, Text(said), Grid(header, tuple(body))]
 
 
 def prediction_table(results: str | Path, machine: str | None) -> Table:
     """The prediction's table (`prediction`) for `machine` (the report's CPU machine), as
     a value."""
-    text = (
-        prediction_markdown(results, machine)
-        if machine
-        else "# The prediction against measured rows, and the machine probes\n\nNo CPU rows.\n"
-    )
-    return table_value("prediction", text)
+    body = prediction_body(results, machine) if machine else (Text("No CPU rows."),)
+    return Table("prediction", "The prediction against measured rows, and the machine probes", body)

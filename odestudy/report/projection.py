@@ -29,10 +29,10 @@ from ..measure.timing import PROTOCOL
 from ..study import records
 from ..study.modetime import mode_time
 from ..study.rec import AllReduce, Projected, Rec, Sweep
-from ..study.studies import Table
+from ..study.studies import Grid, Table, Text
 from . import sessions
 from .frames import BaselineError, baseline
-from .tables import escape, markdown_table, table_value
+from .tables import escape, markdown_table
 from .tables import fmt as _fmt
 
 # The modes that run on several devices, in the order of the tables.
@@ -269,7 +269,7 @@ def project_gpu(
 def projected_table(projected: list[Projected]) -> str:
     """The projected rows (`project_gpu`) as a markdown table, labelled "projected"."""
     rows = [
-        [
+        (
             p.scale,
             f"{p.n_devices} (projected)",
             p.mode,
@@ -278,28 +278,20 @@ def projected_table(projected: list[Projected]) -> str:
             _fmt(p.one_gpu_s),
             f"{_fmt(p.step_time_s)} [{_fmt(p.low_s)}, {_fmt(p.high_s)}]",
             f"{p.speedup:.2f}",
-        ]
+        )
         for p in projected
     ]
-    return markdown_table(
-        (
-            "Scale",
-            "GPUs",
-            "Mode",
-            "Controller",
-            "Global batch",
-            "1 GPU measured step (s)",
-            "Projected step (s) [latency range]",
-            "Projected speedup",
-        ),
-        rows,
-    )
+    header = ("Scale", "GPUs", "Mode", "Controller", "Global batch", "1 GPU measured step (s)",
+              "Projected step (s) [latency range]", "Projected speedup")  # fmt: skip
+    return markdown_table(header, rows)
 
 
-def _validation_table(validation: list[Validation]) -> list[str]:
-    """The validation rows as a markdown table (or one line without rows)."""
+def _validation_table(validation: list[Validation]) -> Grid | Text:
+    """The validation rows as a table (or one line without rows)."""
+    if not validation:
+        return Text("No multi-device rows with sweeps and latencies to validate.")
     rows = [
-        [
+        (
             v.machine,
             v.mode,
             str(v.n_devices),
@@ -312,79 +304,51 @@ def _validation_table(validation: list[Validation]) -> list[str]:
             _fmt(v.predicted.in_loop_s),
             f"{100 * v.error:+.0f}%",
             f"{v.session or '–'} (protocol {v.protocol})",
-        ]
+        )
         for v in validation
     ]
-    return [
-        markdown_table(
-            (
-                "Machine",
-                "Mode",
-                "Devices",
-                "Controller",
-                "Scaling",
-                "Measured (s)",
-                "Predicted (s)",
-                "Compute",
-                "All-reduce",
-                "In-loop collectives",
-                "Error",
-                "Session (protocol)",
-            ),
-            rows,
-        )
-        if rows
-        else "No multi-device rows with sweeps and latencies to validate.",
-        "",
-    ]
+    header = ("Machine", "Mode", "Devices", "Controller", "Scaling", "Measured (s)",
+              "Predicted (s)", "Compute", "All-reduce", "In-loop collectives", "Error",
+              "Session (protocol)")  # fmt: skip
+    return Grid(header, tuple(rows))
 
 
-def projection_markdown(
+def projection_body(
     validation: list[Validation],
     machines: list[str],
     projected: list[Projected],
     none_projected: str = "No GPU sweep.",
-) -> str:
+) -> tuple[Text | Grid, ...]:
     """`projection.md`: the model, its validation, the projected GPU rows (or
     `none_projected`, why there are none), and the closing line `validation: median
     |error| = X%` over the `pmap` and `shard_map` rows."""
-    parts = [
-        "# Projection model",
-        "",
-        __doc__.split("\n\n", 1)[1].strip(),
-        "",
-        "## Validation: predicted from 1-device measurements against measured",
-        "",
-        "Machines: " + (", ".join(f"`{m}`" for m in machines) or "none"),
-        "",
-    ]
-    parts += _validation_table(validation)
+    errors = []
     for mode in MULTI_DEVICE:
         errs = [abs(v.error) for v in validation if v.mode == mode]
         if errs:
-            parts.append(
+            errors.append(
                 f"- `{mode}`: median |error| {100 * np.median(errs):.0f}% over {len(errs)} rows"
                 f"{_joined(v for v in validation if v.mode == mode)}"
             )
-    parts += [
-        "",
-        "## Projected 2-GPU rows (not measured: no machine here has two GPUs)",
-        "",
-        f"All-reduce latency {GPU_ALLREDUCE_S.central * 1e6:.1f} us (range "
-        f"{GPU_ALLREDUCE_S.low * 1e6:.1f}–{GPU_ALLREDUCE_S.high * 1e6:.0f} us), "
-        f"cited: {GPU_ALLREDUCE_SOURCE}. Compute from the 1-GPU step-cost sweep.",
-        "",
-    ]
-    parts += [projected_table(projected) if projected else none_projected, ""]
     both = [abs(v.error) for v in validation if not MODES[v.mode].one_loop]
     median = f"{100 * np.median(both):.0f}%" if both else "n/a"
     joined = _joined(v for v in validation if not MODES[v.mode].one_loop)
-    parts += [
-        f"The closing line is over the `pmap` and `shard_map` rows{joined}.",
-        "",
-        f"validation: median |error| = {median}",
-    ]
-    return "\n".join(parts) + "\n"
+    return (
+        Text(__doc__.split("\n\n", 1)[1].strip()),
+        Text("## Validation: predicted from 1-device measurements against measured"),
+        Text("Machines: " + (", ".join(f"`{m}`" for m in machines) or "none")),
+        _validation_table(validation),
+        *([Text("\n".join(errors))] if errors else []),
+        Text("## Projected 2-GPU rows (not measured: no machine here has two GPUs)"),
+        Text(
+            f"All-reduce latency {GPU_ALLREDUCE_S.central * 1e6:.1f} us (range "
+            f"{GPU_ALLREDUCE_S.low * 1e6:.1f}–{GPU_ALLREDUCE_S.high * 1e6:.0f} us), "
+            f"cited: {GPU_ALLREDUCE_SOURCE}. Compute from the 1-GPU step-cost sweep."
+        ),
+        Text(projected_table(projected) if projected else none_projected),
+        Text(f"The closing line is over the `pmap` and `shard_map` rows{joined}."),
+        Text(f"validation: median |error| = {median}"),
+    )
 
 
 def _joined(validation: Iterable[Validation]) -> str:
@@ -419,8 +383,8 @@ def projection_table(
     projected = project_gpu(sweeps, gpu_rows, cpu_rows)
     machines = sorted({v.machine for v in validation})
     why = why_none_projected(sweeps, gpu_machine)
-    text = projection_markdown(validation, machines, projected, why)
-    return table_value("projection", text), projected
+    body = projection_body(validation, machines, projected, why)
+    return Table("projection", "Projection model", body), projected
 
 
 def why_none_projected(sweeps: dict, gpu_machine: str | None) -> str:

@@ -142,9 +142,8 @@ def provenance_table(results: str | Path) -> str:
     traced (their folder and why)."""
     recs = all_records(results)
     flagged = untraced(recs)
-    head = "# Provenance\n\n"
     if flagged is None:
-        return head + "No git repository here to check the records' commits against.\n"
+        return "No git repository here to check the records' commits against.\n"
     groups: dict[tuple[str, str], list[str]] = {}
     root = Path(results)
     for rec, why in flagged:
@@ -157,11 +156,11 @@ def provenance_table(results: str | Path) -> str:
         "by its source folders' content hashes, `source_trees`)."
     )
     if not groups:
-        return head + said + "\n"
+        return said + "\n"
     rows = [
         [folder, str(len(names)), why, ", ".join(names[:3]) + (" …" if len(names) > 3 else "")]
         for (folder, why), names in sorted(groups.items())
     ]
     table = markdown_table(["Folder", "Records", "Not traced: why", "Records, first"], rows)
     note = "Their rows are shown where their pages show them; what they ran is not certain."
-    return head + said + " These are not:\n\n" + table + "\n\n" + escape(note) + "\n"
+    return said + " These are not:\n\n" + table + "\n\n" + escape(note) + "\n"

@@ -119,7 +119,7 @@ def comparison_table(rows: list[Rec], reference: list[Published]) -> str:
     )
     table = markdown_table(header, out)
     flagged = "".join(f"\n\n{n}" for n in loss.notes(table))
-    return "# Ours beside the reference\n\n" + note + "\n\n" + table + flagged + "\n"
+    return note + "\n\n" + table + flagged + "\n"
 
 
 def seed_rows(results: str | Path) -> list[Rec]:

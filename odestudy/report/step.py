@@ -335,7 +335,7 @@ def step_table(
     """
     typed_sweeps = [Sweep(s) for s in sweeps]
     typed_levers = [LeverRecord(r) for r in levers]
-    parts = ["# What bounds a training step, and the levers on it", ""]
+    parts: list[str] = []
     both: list[Sweep | LeverRecord] = [*typed_sweeps, *typed_levers]
     machines = sorted({escape(r.machine_id) for r in both})
     if machines:

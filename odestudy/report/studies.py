@@ -1,26 +1,14 @@
 """A study's own report: its records read once (`Study.records`, as a `ReportInputs`
 value), its tables made once from them (`Study.tables`, `Table` values), rendered as markdown under
-`figures/tables/` and as its results page under `docs/results/` (between the generated
-markers). `odestudy report --study NAME_OR_MODULE:CLASS` writes it."""
+`figures/tables/` and as its results page under `docs/results/` (`pages.page`, as the
+whole report's pages). `odestudy report --study NAME_OR_MODULE:CLASS` writes it."""
 
 from pathlib import Path
 
 from ..study.matrix import get_study
-from ..study.studies import ReportInputs, Study, Table
-from .pages import GENERATED_END, GENERATED_START
-from .tables import escape, render_body
-
-
-def render(table: Table, level: int = 1) -> str:
-    """`table` as markdown: its title (a heading of `level`), then `render_body`."""
-    return "\n".join([f"{'#' * level} {escape(table.title)}", "", render_body(table)])
-
-
-def render_page(study: Study, tables: list[Table], scale: str) -> str:
-    """`study`'s results page: its title and scale, its intro, each table."""
-    head = f"# {escape(study.title or study.name)} ({escape(scale)} scale)"
-    intro = [study.intro(scale), ""] if study.intro(scale) else []
-    return "\n".join([head, "", *intro, *(render(t, 2) for t in tables)])
+from ..study.studies import Page, ReportInputs, Study
+from .pages import page, write_text
+from .tables import escape, render
 
 
 def write_study_report(
@@ -49,9 +37,9 @@ def write_study_report(
         path.write_text(render(table))
         out.append(path)
     if docs is not None:
-        page = Path(docs) / "results" / f"{found.name}.md"
-        page.parent.mkdir(parents=True, exist_ok=True)
-        text = render_page(found, tables, scale)
-        page.write_text(f"{GENERATED_START}\n\n{text}\n{GENERATED_END}\n")
-        out.append(page)
+        title = f"{escape(found.title or found.name)} ({escape(scale)} scale)"
+        spec = Page(found.name, title, tuple(t.name for t in tables))
+        intro = [found.intro(scale)] if found.intro(scale) else []
+        text = page(spec, Path(figures), Path(docs), intro, {t.name: t for t in tables})
+        out.append(write_text(Path(docs) / "results" / f"{found.name}.md", text))
     return out

@@ -1,16 +1,17 @@
-"""Table helpers shared by the report, the explanation study and the projection: number
-formatting and markdown from a DataFrame. Nothing here reads records or measures."""
+"""Tables as markdown: number formatting, cells escaped, and the one renderer of a
+`Table` (`render`), for its file, the pages and the report notebook. Nothing here reads
+records or measures."""
 
 import html
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ..study.rec import Rec
-from ..study.studies import Table
+from ..study.studies import Interval, Table, Text
+from .intervals import fmt_interval
 from .loss import trained, trained_limit
 
 # Markdown that text could start: emphasis, code, table cells, links and images (a `]`
@@ -49,47 +50,31 @@ def fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
-def frame(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> pd.DataFrame:
-    """A DataFrame of table cells with the columns `header`."""
-    return pd.DataFrame([list(r) for r in rows], columns=list(header))
-
-
-def markdown(table: pd.DataFrame) -> str:
-    """A GitHub markdown table of `table`'s cells and headers, each escaped (`escape`:
-    they hold record text) and not re-parsed as numbers."""
-    cells = table.astype(str).apply(lambda col: col.map(escape))
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub markdown table of `rows` under `header`, each cell escaped (`escape`: they
+    hold record text) and not re-parsed as numbers; an `Interval` as `1.80 [1.62, 1.95]`."""
+    cells = pd.DataFrame([[_cell(c) for c in r] for r in rows], columns=list(header))
+    cells = cells.astype(str).apply(lambda col: col.map(escape))
     cells.columns = [escape(c) for c in cells.columns]
     return cells.to_markdown(index=False, disable_numparse=True)
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """`markdown(frame(header, rows))`: a markdown table from a header and rows."""
-    return markdown(frame(header, rows))
-
-
-def table_value(name: str, markdown: str, figures: Sequence[Path] = ()) -> Table:
-    """A table a report module rendered as `markdown` (its `# title` line, a blank line,
-    then its body), as a value: `name`, the title, the body as rendered (`Table.text`,
-    which the pages render) and the `figures` drawn with it."""
-    head, _, body = markdown.partition("\n")
-    return Table(
-        name, head.lstrip("#").strip(), text=body.removeprefix("\n"), figures=tuple(figures)
-    )
-
-
-def table_markdown(table: Table) -> str:
-    """`table` as its file `figures/tables/<name>.md` holds it: its `# title`, then the
-    markdown its report module rendered (the same text `table_value` was given), or its
-    rows and notes."""
-    body = table.text if table.text else render_body(table)
-    return f"# {table.title}\n\n{body}"
+def _cell(value: Any) -> Any:
+    if isinstance(value, Interval):
+        return fmt_interval(value.value, value.low, value.high, value.decimals)
+    return value
 
 
 def render_body(table: Table) -> str:
-    """`table` below its title, as markdown: the text its report module rendered
-    (`Table.text`, without its blank lines around), else its rows (cells escaped) and
-    notes, or one line where it has no rows."""
-    if table.text:
-        return table.text.strip() + "\n"
-    body = markdown_table(table.header, table.rows) if table.rows else "No rows yet."
-    return "\n".join([body, ""] + ([table.notes, ""] if table.notes else []))
+    """`table`'s blocks as markdown, a blank line between them, ending with a newline."""
+    md = (
+        b.markdown if isinstance(b, Text) else markdown_table(b.header, b.rows) for b in table.body
+    )
+    text = "\n\n".join(md)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def render(table: Table, level: int = 1) -> str:
+    """`table` as markdown (its file `<name>.md`, or a page's section at `level`): its
+    title as a heading, then its body."""
+    return f"{'#' * level} {escape(table.title)}\n\n{render_body(table)}"

@@ -11,13 +11,13 @@ from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 from ..study.matrix import versions_scenarios
 from ..study.rec import Rec
-from ..study.studies import Table
+from ..study.studies import Table, Text
 from ..study.versions import RESULTS, VERSION_SETS
 from . import loss, sessions
 from .frames import read_records, scaling_rows
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .plots import MODE_STYLE
-from .tables import escape, fmt, markdown_table, table_markdown
+from .tables import escape, fmt, markdown_table, render
 
 TABLE_HEADER = (
     "JAX / diffrax / equinox / optax",
@@ -226,7 +226,7 @@ def versions_table(by_set: dict[str, list[Rec]]) -> Table:
     """The version study's table (`versions`: `versions_markdown` of `version_rows`), as
     a value."""
     return Table(
-        "versions", "The core rows across JAX releases", text=versions_markdown(by_set) + "\n"
+        "versions", "The core rows across JAX releases", (Text(versions_markdown(by_set)),)
     )
 
 
@@ -235,7 +235,7 @@ def write_versions_table(path: str | Path, by_set: dict[str, list[Rec]]) -> Tabl
     table = versions_table(by_set)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(table_markdown(table))
+    path.write_text(render(table))
     return table
 
 

@@ -16,7 +16,7 @@ from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 from ..study import records
 from ..study.rec import Key, LeverRecord, Prediction, Rec
-from ..study.studies import Table
+from ..study.studies import Grid, Table, Text
 from ..study.workloads import (
     MAP_DEVICES,
     MAP_FOLDER,
@@ -43,7 +43,7 @@ from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import pair_mark, trained
 from .map_levers import MAP_LEVERS, LeverSpeedup, lever_lines, lever_speedups, lever_summary
 from .plots import MODE_STYLE, _save
-from .tables import escape, loss_cell, markdown_table, table_value
+from .tables import escape, loss_cell, markdown_table
 
 # The prediction passes where its median |error| over a mode's rows is at most this.
 PREDICTION_LIMIT = 0.25
@@ -195,7 +195,7 @@ def _best_cell(r: MapRow) -> str:
     return pair_mark(fmt_interval(*r.speedup_best), r.record, best.record)
 
 
-def best_table(rows: Sequence[MapRow]) -> str:
+def best_table(rows: Sequence[MapRow]) -> Grid:
     """Per workload and controller, the best 1-device step (which, its time) and each
     multi-device mode's speedup over it, with intervals: the map's answer."""
     body = []
@@ -210,11 +210,8 @@ def best_table(rows: Sequence[MapRow]) -> str:
                 found = [r for r in mine if r.mode == mode and r.speedup_best is not None]
                 on_best = [r for r in found if step_of(r.record) == step_of(best.record)]
                 cells.append(_best_cell(on_best[0]) if on_best else "–")
-            body.append([escape(name), escape(controller), escape(best.said()), *cells])
-    return markdown_table(
-        ("Workload", "Controller", "Best 1-device step", *MULTI_MODES),
-        body,
-    )
+            body.append((escape(name), escape(controller), escape(best.said()), *cells))
+    return Grid(("Workload", "Controller", "Best 1-device step", *MULTI_MODES), tuple(body))
 
 
 def workloads_table(rows: Sequence[MapRow]) -> str:
@@ -478,30 +475,26 @@ def _predictions_line(found: Sequence[Prediction]) -> str:
 EXTRAPOLATION_PROFILE = "cpu"
 
 
-def extrapolation_lines(rows: Sequence[MapRow], found: Sequence[Prediction]) -> list[str]:
+def extrapolation_section(rows: Sequence[MapRow], found: Sequence[Prediction]) -> list[Text | Grid]:
     """The section on the map's predictions made from a profile, without measuring the
     devices predicted (`odestudy predict --map --profile cpu`), against the same rows."""
-    head = [f"## The prediction from the `{EXTRAPOLATION_PROFILE}` profile, without measuring "
-            f"{MAP_DEVICES} devices", ""]  # fmt: skip
+    head = Text(f"## The prediction from the `{EXTRAPOLATION_PROFILE}` profile, without "
+                f"measuring {MAP_DEVICES} devices")  # fmt: skip
     if not found:
-        return [*head, "No such prediction of the map yet "
-                f"(`odestudy predict --map --profile {EXTRAPOLATION_PROFILE}`).", ""]  # fmt: skip
+        return [head, Text("No such prediction of the map yet "
+                f"(`odestudy predict --map --profile {EXTRAPOLATION_PROFILE}`).")]  # fmt: skip
     errors = prediction_errors(rows, found)
     times = sorted(str(p.finished) for p in found)
-    return [
-        *head,
+    said = (
         f"{len(found)} predictions made {escape(times[0])} to {escape(times[-1])} from the "
         "map's trained 1-device rows, each collective cost taken from this machine's "
         "recorded probes (median over sessions, range their spread); the rows are the "
         "measured 2-device default rows above. Where these times fall outside the rows' "
         "session, the predictions' 1-device sweeps are of another session than the rows, "
-        "and their errors include the machine's drift between the two.",
-        "",
-        *validation_lines(errors),
-        "",
-        errors_table(errors) if errors else "No measured row to check.",
-        "",
-    ]
+        "and their errors include the machine's drift between the two."
+    )
+    checked = errors_table(errors) if errors else Text("No measured row to check.")
+    return [head, Text(said), Text("\n".join(validation_lines(errors))), checked]
 
 
 def validation_lines(errors: Sequence[PredictionError]) -> list[str]:
@@ -521,7 +514,7 @@ def validation_lines(errors: Sequence[PredictionError]) -> list[str]:
     return lines
 
 
-def errors_table(errors: Sequence[PredictionError]) -> str:
+def errors_table(errors: Sequence[PredictionError]) -> Grid:
     """Predicted against measured, one row per workload, controller and mode."""
     body = [
         [
@@ -535,77 +528,67 @@ def errors_table(errors: Sequence[PredictionError]) -> str:
         ]
         for e in errors
     ]
-    return markdown_table(
-        (
-            "Workload",
-            "Controller",
-            "Mode",
-            "Predicted (ms)",
-            "Measured (ms)",
-            "Error",
-            "Terms (ms): compute / all-reduce / in-loop",
-        ),
-        body,
-    )
+    return Grid(
+        ("Workload", "Controller", "Mode", "Predicted (ms)", "Measured (ms)", "Error",
+         "Terms (ms): compute / all-reduce / in-loop"),
+        tuple(body),
+    )  # fmt: skip
 
 
-def workloads_markdown(results: str | Path, scale: str = "quick") -> tuple[str, list[MapRow]]:
+def workloads_body(
+    results: str | Path, scale: str = "quick"
+) -> tuple[tuple[Text | Grid, ...], list[MapRow]]:
     """`workloads.md`: the map's table, where the answer changes, and the prediction's
     check; and the rows (for the figure). Says so where the map has no records."""
     recs = map_records(results, scale)
     if not recs:
-        return (
-            "# Workload map\n\nNo records of the workload map yet: run `make map` "
-            "(records under results/map/).\n",
-            [],
-        )
+        said = "No records of the workload map yet: run `make map` (records under results/map/)."
+        return (Text(said),), []
     rows = map_rows(recs)
     machine = str(recs[0].machine_id)
     found = predictions(results, machine)
     errors = prediction_errors(rows, found)
     hardware = recs[0].hardware
-    parts = [
-        "# Workload map",
-        "",
+    intro = (
         f"Machine {escape(machine)} ({escape(hardware.cpu_model)}, "
         f"{escape(hardware.physical_cores)} physical cores); "
         + sessions.sessions_line([r for r in recs if r.ok], recs)
         + f" {MAP_DEVICES} devices are virtual CPU devices, one per physical core. "
-        f"Strong scaling, global batch {escape(recs[0].global_batch)}. {METHOD}.",
-        "",
-        map_time_line(recs, found),
-        "",
-        *summary_lines(results, recs),
-        "## Against the best 1-device step",
-        "",
+        f"Strong scaling, global batch {escape(recs[0].global_batch)}. {METHOD}."
+    )
+    best = (
         f"Each mode's speedup on {MAP_DEVICES} devices over the best 1-device step of the "
         "same workload, controller and global batch (the fastest measured 1-device step "
         "that trains the default's model, `odestudy/report/best.py`), with its step and "
         "time; the step run on the devices is that step. Where along the work this changes: "
-        "[when splitting pays](crossover.md).",
-        "",
+        "[when splitting pays](crossover.md)."
+    )
+    levers = [line for lever in MAP_LEVERS for line in lever_lines(results, machine, lever)]
+    profiled = predictions(results, machine, EXTRAPOLATION_PROFILE)
+    body = (
+        Text(intro),
+        Text(map_time_line(recs, found)),
+        Text("## Summary"),
+        Text("\n".join(summary_lines(results, recs))),
+        Text("## Against the best 1-device step"),
+        Text(best),
         best_table(rows),
-        "",
-        "## Where the answer changes, over the default step",
-        "",
-        *(f"- {crossover(rows, c)}" for c in CONTROLLERS),
-        "",
-        "## Rows",
-        "",
-        workloads_table(rows),
-        "## The prediction (`odestudy predict`) against the measured rows",
-        "",
-        _predictions_line(found),
-        "",
-        *validation_lines(errors),
-        "",
-        errors_table(errors) if errors else "No prediction of the map yet.",
-        "",
-        *extrapolation_lines(rows, predictions(results, machine, EXTRAPOLATION_PROFILE)),
-        *(line for lever in MAP_LEVERS for line in lever_lines(results, machine, lever)),
-        *fused_lines(results, machine),
-    ]
-    return "\n".join(parts) + "\n", rows
+        Text("## Where the answer changes, over the default step"),
+        Text("\n".join(f"- {crossover(rows, c)}" for c in CONTROLLERS)),
+        Text("## Rows"),
+        # The rows' table runs into the next heading, as the page has it.
+        Text(
+            workloads_table(rows)
+            + "\n## The prediction (`odestudy predict`) against the measured rows"
+        ),
+        Text(_predictions_line(found)),
+        Text("\n".join(validation_lines(errors))),
+        errors_table(errors) if errors else Text("No prediction of the map yet."),
+        *extrapolation_section(rows, profiled),
+        # The other modules' sections, as lines; the file ends with a blank line.
+        Text("\n".join([*levers, *fused_lines(results, machine), ""])),
+    )
+    return body, rows
 
 
 def _workload_ticks(ax: Any, rows: Sequence[MapRow], controller: str) -> None:
@@ -634,8 +617,6 @@ def summary_lines(results: str | Path, recs: Sequence[Rec]) -> list[str]:
     rows = map_rows(recs)
     machine = str(recs[0].machine_id)
     return [
-        "## Summary",
-        "",
         *_prediction_summary(
             rows,
             predictions(results, machine),
@@ -645,7 +626,6 @@ def summary_lines(results: str | Path, recs: Sequence[Rec]) -> list[str]:
         *_levers_summary(results, machine),
         *fused_summary(fused_records(results, machine)),
         *gpu_fused_summary(results),
-        "",
     ]
 
 
@@ -800,8 +780,8 @@ def workloads_tables(results: str | Path, figures: str | Path, scale: str = "qui
     """The workload map's table (`workloads`) and, where the map has rows, its figure
     (`figures/workloads.png`, drawn); at another scale than quick, only where the map has
     rows at that scale (else none)."""
-    text, rows = workloads_markdown(results, scale)
+    body, rows = workloads_body(results, scale)
     if not rows and scale != "quick":
         return []  # the map is measured at the quick scale: no table of another
     figs = workloads_figure(rows, figures)[:1] if any(r.speedup is not None for r in rows) else []
-    return [table_value("workloads", text, figs)]
+    return [Table("workloads", "Workload map", body, tuple(figs))]

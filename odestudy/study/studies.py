@@ -8,8 +8,8 @@ studies are defined above this layer and the report's (`odestudy.builtin`, one f
 each, registered when the package is imported): the matrix and the report ask the
 registry for them, and never import them.
 
-A table is a value (`Table`): a title, a header, rows of cells and notes, made once from
-the records; the report renders it and the study's page (`report.studies`). So are a
+A table is a value (`Table`): a title and a body of blocks (`Text`, `Grid`), made once
+from the records; the report renders it and the study's page (`report.studies`). So are a
 figure (`Figure`), a measured claim (`Claim`, `claim.py`: its comparison, value,
 interval, verdict and sessions) and the answer for a device kind (`Answer`): the report
 makes them once, and the pages, the report notebook and the README render them. A page of
@@ -24,7 +24,7 @@ show (`tables`, `claims`), rather than naming them."""
 
 import abc
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -39,13 +39,17 @@ __all__ = [
     "STUDIES",
     "THIS_MACHINE",
     "Answer",
+    "Block",
     "Claim",
     "Figure",
+    "Grid",
+    "Interval",
     "Page",
     "ReportInputs",
     "Sizing",
     "Study",
     "Table",
+    "Text",
     "page_named",
     "pages_of",
 ]
@@ -55,19 +59,42 @@ STUDIES: dict[str, type["Study"]] = {}
 
 
 @dataclasses.dataclass(frozen=True)
+class Text:
+    """Markdown as it is: a line, a paragraph or a heading."""
+
+    markdown: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """A cell: `value` and its interval `[low, high]`, to `decimals` decimals."""
+
+    value: float
+    low: float
+    high: float
+    decimals: int = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """A table of cells (text, numbers, `Interval`s) under `header`, escaped when rendered."""
+
+    header: tuple[str, ...]
+    rows: tuple[Sequence[object], ...]
+
+
+# A block of a table's body.
+Block = Text | Grid
+
+
+@dataclasses.dataclass(frozen=True)
 class Table:
-    """One table of a study's report: `name` (its file, `<name>.md`), `title`, the
-    `header` and `rows` of cells (text), and `notes` below it (markdown); or, for a
-    table the report's own module renders (several tables and sections under one
-    title), its markdown below the title (`text`); and the `figures` drawn with it
-    (their PNG and SVG files), which the report notebook shows."""
+    """One table of a study's report (`<name>.md`): its `title`, its `body` of blocks
+    and the `figures` drawn with it (their PNG files)."""
 
     name: str
     title: str
-    header: tuple[str, ...] = ()
-    rows: tuple[tuple[str, ...], ...] = ()
-    notes: str = ""
-    text: str = ""
+    body: tuple[Block, ...] = ()
     figures: tuple[Path, ...] = ()
 
 
