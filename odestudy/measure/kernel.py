@@ -594,47 +594,33 @@ def _solve_rows(
 
 def solve(
     field: Callable[..., Any],
-    ts: Float[Array, " times"],
+    ts: Array,
     y0: Array,
     adaptive: bool,
     rtol: float,
     atol: float,
     max_steps: int,
-) -> tuple[Array, Int[Array, ""]]:
-    """One ODE by the kernel solve: within-ODE batching's field over `y0` of shape
-    `(batch, state)` (one controller; returns the states of shape `(times, batch,
-    state)`), or one series of an `AbstractMLPField` (`y0` of shape `(state,)`).
+) -> tuple[Array, Int[Array, "..."]]:
+    """ODEs solved by the kernel solve: with `ts` of shape `(n_times,)`, one ODE:
+    within-ODE batching's field over `y0` of shape `(batch, state)` (one controller;
+    returns the states of shape `(times, batch, state)`), or one series of an
+    `AbstractMLPField` (`y0` of shape `(state,)`); with `ts` of shape `(batch,
+    n_times)` (padding repeats the last time), each series of a batch on its own (a block
+    of `BLOCK` series per program instance, one controller per series).
 
-    - `ts`: the observation times, shape `(n_times,)`.
     - `adaptive`: PID with `rtol`, `atol` and the bound `max_steps` (else StepTo).
 
-    Returns `(ys, num_steps)` as `fused.solve_pid` does.
+    Returns `(ys, num_steps)` as `fused.solve_pid` does (per series for a batch).
     """
     mlp, scale = rows_of(field)
+    bounds = (adaptive, rtol, atol, max_steps)
+    if ts.ndim == 2:  # each series on its own
+        if scale is not None:
+            raise ValueError(f"{WHO}: a batch's field is solved as one ODE (ts of one row)")
+        return _solve_rows(mlp, None, ts, y0, False, *bounds)
     if scale is None:  # one series
-        ys, steps = _solve_rows(
-            mlp, None, ts[None], y0[None], False, adaptive, rtol, atol, max_steps
-        )
+        ys, steps = _solve_rows(mlp, None, ts[None], y0[None], False, *bounds)
         return ys[0], steps[0]
     taus = jnp.broadcast_to(ts, (y0.shape[0], ts.shape[0]))
-    ys, steps = _solve_rows(mlp, scale, taus, y0, True, adaptive, rtol, atol, max_steps)
+    ys, steps = _solve_rows(mlp, scale, taus, y0, True, *bounds)
     return jnp.swapaxes(ys, 0, 1), steps[0]
-
-
-def solve_batch(
-    field: Callable[..., Any],
-    ts: Float[Array, "batch times"],
-    y0: Float[Array, "batch state"],
-    adaptive: bool,
-    rtol: float,
-    atol: float,
-    max_steps: int,
-) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
-    """Each series of a batch solved on its own by the kernel solve (a block of `BLOCK`
-    series per program instance, one controller per series); arguments as in `solve`,
-    `ts` of shape `(batch, n_times)` (padding repeats the last time). Returns `(ys,
-    num_steps)` with `num_steps` of shape `(batch,)`."""
-    mlp, scale = rows_of(field)
-    if scale is not None:
-        raise ValueError(f"{WHO}: a batch's field is solved as one ODE (solve)")
-    return _solve_rows(mlp, None, ts, y0, False, adaptive, rtol, atol, max_steps)

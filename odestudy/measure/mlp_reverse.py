@@ -74,9 +74,8 @@ class MLPRows(NamedTuple):
 def forward(mlp: eqx.nn.MLP, x: Float[Array, "rows state"]) -> Float[Array, "rows state"]:
     """`mlp` on each row of `x` as this module computes it (matrix products over the
     rows, no final activation): what `check` compares with the field's own output."""
-    for layer in mlp.layers[:-1]:
-        x = mlp.activation(_affine(layer, x))
-    return _affine(mlp.layers[-1], x)
+    hidden, _ = _hidden_layers(mlp, x)
+    return _affine(mlp.layers[-1], hidden[-1])
 
 
 def check_mlp(mlp: eqx.nn.MLP, who: str = "mlp_reverse") -> None:

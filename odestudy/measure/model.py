@@ -8,12 +8,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from . import tsit5
 from .controllers import AbstractController, parse_controller
 from .loss import mean_value
 from .mlp_reverse import AbstractMLPField, MLPRows
@@ -113,13 +113,12 @@ def solve_scan(
       field is called with `t=None`.
     - `args`: the field's third argument.
 
-    The tableau is diffrax's own (`diffrax.Tsit5.tableau`: first stage the same as the
-    last, the last stage's state the step's result). Returns `(ys, num_steps)` as
+    The tableau is diffrax's own (`tsit5.A_LOWER`, `tsit5.C`: first stage the same as
+    the last, the last stage's state the step's result). Returns `(ys, num_steps)` as
     `solve` does.
     """
-    tableau = diffrax.Tsit5.tableau
-    a_lower = [jnp.asarray(row, y0.dtype) for row in tableau.a_lower]
-    c = [float(ci) for ci in tableau.c]  # stage i + 1 at time t + c[i] h
+    a_lower = [jnp.asarray(row, y0.dtype) for row in tsit5.A_LOWER]
+    c = tsit5.C  # stage i + 1 at time t + c[i] h
 
     def f(t, y):
         return model(t, y, args)

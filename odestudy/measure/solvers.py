@@ -427,11 +427,8 @@ class Kernel(AbstractIntegrator):
         bounds = (problem.rtol, problem.atol, spec.structure.max_steps)
         return kernel.solve(field, ts, y0, spec.controller.adaptive, *bounds)
 
-    def solve_batch(self, field, ts, y0, spec, args=None):
-        del args
-        problem = spec.problem
-        bounds = (problem.rtol, problem.atol, spec.structure.max_steps)
-        return kernel.solve_batch(field, ts, y0, spec.controller.adaptive, *bounds)
+    # `kernel.solve` takes a batch's grids (`ts` of shape `(batch, n_times)`) too.
+    solve_batch = solve
 
     def check(self, structure, controller):
         _refuse_outside_own_loop(self, structure, controller, "the kernel solve")

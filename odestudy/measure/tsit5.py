@@ -17,10 +17,11 @@ from jaxtyping import Array
 
 _TABLEAU = diffrax.Tsit5.tableau
 A_LOWER = [[float(a) for a in row] for row in _TABLEAU.a_lower]  # stage i+1 from stages 0..i
-_C = [float(c) for c in _TABLEAU.c]  # stage i+1 at time t + c[i] h
+C = [float(c) for c in _TABLEAU.c]  # stage i+1 at time t + c[i] h
 _B_ERROR = [float(b) for b in _TABLEAU.b_error]
 STAGES = len(_TABLEAU.c) + 1  # stage values per step (the first is the FSAL stage)
-ERROR_ORDER = diffrax.Tsit5().error_order(diffrax.ODETerm(lambda t, y, args: y))
+# The error estimate's order, as diffrax's PID controller takes it from the solver.
+ERROR_ORDER = cast(int, diffrax.Tsit5().error_order(diffrax.ODETerm(lambda t, y, args: y)))
 
 
 def stage_state(y: Array, row: list[float], ks: list[Array]) -> Array:
@@ -43,7 +44,7 @@ def stages(
     h = tnext - t
     fs, ks = [f], [f * h]
     fi = yi = f
-    for row, c in zip(A_LOWER, _C, strict=True):
+    for row, c in zip(A_LOWER, C, strict=True):
         yi = stage_state(y, row, ks)
         fi = field(tnext if c == 1.0 else t + c * h, yi, args)
         fs.append(fi)
