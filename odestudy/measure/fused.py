@@ -165,8 +165,9 @@ def solve_pid(
     init = _Carry(t0, pid.tnext, y0, f0, pid.memory, ys, jnp.asarray(0))
 
     def body(c: _Carry) -> _Carry:
-        y1, error, k, f1 = tsit5.step(field, c.t, c.tnext, c.y, c.f, args)
+        y1, error, fs, ks = tsit5.stages(field, c.t, c.tnext, c.y, c.f, args)
         keep, t, tnext, memory = pid.adapt(c.t, c.tnext, c.y, y1, args, error, c.controller)
+        k = jnp.stack(ks)
         interpolation = diffrax.Tsit5.interpolation_cls(t0=c.t, t1=c.tnext, y0=c.y, y1=y1, k=k)
         inside = keep & (ts > c.t) & (ts <= c.tnext)
         at_times = jax.vmap(interpolation.evaluate)(ts)
@@ -175,7 +176,7 @@ def solve_pid(
             t,
             tnext,
             jnp.where(keep, y1, c.y),
-            jnp.where(keep, f1, c.f),
+            jnp.where(keep, fs[-1], c.f),
             memory,
             jnp.where(mask, at_times, c.ys),
             c.steps + 1,
@@ -201,8 +202,8 @@ def solve_stepto(
 
     def step(carry, interval):
         y, f = carry
-        y1, _, _, f1 = tsit5.step(field, *interval, y, f, args)
-        return (y1, f1), y1
+        y1, _, fs, _ = tsit5.stages(field, *interval, y, f, args)
+        return (y1, fs[-1]), y1
 
     if reverse == "checkpointed_scan":
         step = jax.checkpoint(step)

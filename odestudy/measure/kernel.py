@@ -201,14 +201,6 @@ def _step_reverse(weights, activation, scale, h, y, fs, y1_bar, fs_bar, grads):
     return y_bar, f_bar, grads
 
 
-def _interpolate(t, tnext, y, ks, ts):
-    """The step's interpolant (Tsit5's) at every time of `ts` (rows, times): shape
-    (rows, times, state)."""
-    weights = tsit5.interpolation_weights(tsit5.rescale(t, tnext, ts))
-    acc = sum(w[..., None] * k[:, None, :] for w, k in zip(weights, ks, strict=True))
-    return y[:, None, :] + acc
-
-
 def _any(x: Array) -> Array:
     """Whether any element of boolean `x` holds (a reduction the GPU backends take)."""
     return jnp.max(x.astype(jnp.int32)) > 0
@@ -306,7 +298,9 @@ def _forward_kernel(cfg: Config, n_weights: int):
             keep, t_next, tnext_next = _adapt(cfg, t, tnext, y, y1, error, t1, floor)
             kept = keep & active
             inside = kept & (ts > t) & (ts <= tnext)
-            at_times = _interpolate(t, tnext, y, ks, ts)
+            at = tsit5.interpolation_weights(tsit5.rescale(t, tnext, ts))
+            acc = sum(w[..., None] * k[:, None, :] for w, k in zip(at, ks, strict=True))
+            at_times = y[:, None, :] + acc  # Tsit5's interpolant at every time
             ys_ref[...] = jnp.where(inside[..., None], at_times, ys_ref[...])
             times_ref[2 * slot] = t
             times_ref[2 * slot + 1] = tnext

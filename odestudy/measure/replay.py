@@ -60,23 +60,19 @@ def _step(static: Any, t: Array, tnext: Array) -> Callable[..., Any]:
     return step
 
 
-def _interpolate(times: Array, bounds: Array, y0s: Array, y1s: Array, fss: Array) -> Array:
-    """The solution at each of `times` from the step holding it (its `bounds`, start
-    and end states and stage values, one row per time), by Tsit5's interpolant."""
+def _at_times(ts: Array, bounds: Array, rows: Array, held: Array) -> Array:
+    """The solution at `ts[1:]` by Tsit5's interpolant, each time from its step `held`
+    (`_holding`): the accepted steps' `bounds` and `rows` (start and end states, stage
+    values)."""
 
-    def one(t, bound, y0, y1, fs):
-        k = fs * (bound[1] - bound[0])
-        interpolation = diffrax.Tsit5.interpolation_cls(t0=bound[0], t1=bound[1], y0=y0, y1=y1, k=k)
+    def one(t, bound, row):
+        k = row[2:] * (bound[1] - bound[0])
+        interpolation = diffrax.Tsit5.interpolation_cls(
+            t0=bound[0], t1=bound[1], y0=row[0], y1=row[1], k=k
+        )
         return interpolation.evaluate(t)
 
-    return jax.vmap(one)(times, bounds, y0s, y1s, fss)
-
-
-def _at_times(ts: Array, bounds: Array, rows: Array, held: Array) -> Array:
-    """The solution at `ts[1:]` from the accepted steps' `bounds` and `rows` (start and
-    end states, stage values), each time from its step `held` (`_holding`)."""
-    got = rows[held]
-    return _interpolate(ts[1:], bounds[held], got[:, 0], got[:, 1], got[:, 2:])
+    return jax.vmap(one)(ts[1:], bounds[held], rows[held])
 
 
 def _holding(ts: Array, bounds: Array, accepted: Array) -> Array:

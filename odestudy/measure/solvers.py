@@ -277,6 +277,9 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
     - `mlp_field`: it runs a field that is an MLP of the state alone
       (`odestudy.AbstractMLPField`), which the study checks before compiling
       (`training.check_mlp_fields`).
+    - `own_loop`: how errors name its loop where it is a loop of its own, which runs the
+      controllers the fused loop runs (`AbstractController.fused`) and no `solve='scan'`;
+      None (diffrax's loop) otherwise.
     """
 
     name: eqx.AbstractClassVar[str]
@@ -285,6 +288,7 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
     own_saving: eqx.AbstractClassVar[bool]
     solves_batch: ClassVar[bool] = False
     mlp_field: ClassVar[bool] = False
+    own_loop: ClassVar[str | None] = None
 
     @abc.abstractmethod
     def solve(
@@ -318,9 +322,19 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
 
     def check(self, structure: "Structure", controller: AbstractController) -> None:
         """Raise a one-line ValueError if it cannot run `structure` with `controller`:
-        by default where it saves and runs the stages itself (`own_saving`) but
-        `structure` sets them, or it does not take `structure.adjoint` (naming those it
-        takes and the integrators that take it)."""
+        where its own loop (`own_loop`) lacks the controller or `structure` is a scan,
+        where it saves and runs the stages itself (`own_saving`) but `structure` sets
+        them, or where it does not take `structure.adjoint` (naming those it takes and
+        the integrators that take it)."""
+        if self.own_loop is not None and not controller.fused:
+            raise ValueError(
+                f"{self.own_loop} has no controller {controller.name!r}: it needs "
+                f"integrator={Diffrax.name!r}"
+            )
+        if self.own_loop is not None and structure.solve_kind.fixed_step:
+            raise ValueError(
+                f"integrator={self.name!r} is a solve of its own: solve='scan' cannot use it"
+            )
         if self.own_saving and not (structure.saving.default and structure.stage_run.default):
             raise ValueError(
                 f"{self.label} saves at the observation times and runs its stages as "
@@ -380,6 +394,7 @@ class Fused(AbstractIntegrator):
     label: ClassVar[str] = "the fused solve"
     adjoints: ClassVar[tuple[str, ...]] = (*fused.REVERSE, replay.ADJOINT)
     own_saving: ClassVar[bool] = True
+    own_loop: ClassVar[str | None] = "the fused loop"
     # The forward loop alone under PID, its steps counted as the accepted ones its own
     # reverse loop replays (`replay.accepted_pid`): the compute floor's count, untimed.
     count_accepted: bool = False
@@ -397,10 +412,6 @@ class Fused(AbstractIntegrator):
         if own_reverse:
             return replay.solve_stepto(field, ts, y0, args)
         return fused.solve_stepto(field, ts, y0, args, structure.adjoint)
-
-    def check(self, structure, controller):
-        _refuse_outside_own_loop(self, structure, controller, "the fused loop")
-        super().check(structure, controller)
 
 
 class Kernel(AbstractIntegrator):
@@ -420,6 +431,7 @@ class Kernel(AbstractIntegrator):
     own_saving: ClassVar[bool] = True
     solves_batch: ClassVar[bool] = True
     mlp_field: ClassVar[bool] = True
+    own_loop: ClassVar[str | None] = "the kernel solve"
 
     def solve(self, field, ts, y0, spec, args=None):
         del args  # an MLP field reads neither its time nor its args
@@ -429,25 +441,6 @@ class Kernel(AbstractIntegrator):
 
     # `kernel.solve` takes a batch's grids (`ts` of shape `(batch, n_times)`) too.
     solve_batch = solve
-
-    def check(self, structure, controller):
-        _refuse_outside_own_loop(self, structure, controller, "the kernel solve")
-        super().check(structure, controller)
-
-
-def _refuse_outside_own_loop(
-    integrator: AbstractIntegrator, structure, controller, loop: str
-) -> None:
-    """What an integrator with a loop of its own (`loop`) cannot run: a controller the
-    fused loop lacks (`AbstractController.fused`), or `solve='scan'`."""
-    if not controller.fused:
-        raise ValueError(
-            f"{loop} has no controller {controller.name!r}: it needs integrator={Diffrax.name!r}"
-        )
-    if structure.solve_kind.fixed_step:
-        raise ValueError(
-            f"integrator={integrator.name!r} is a solve of its own: solve='scan' cannot use it"
-        )
 
 
 def parse_integrator(integrator: "str | AbstractIntegrator") -> AbstractIntegrator:

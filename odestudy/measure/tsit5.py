@@ -1,5 +1,5 @@
 """Tsit5, one source for every solve that writes it out: its tableau and error order,
-read from diffrax once; a step as straight-line code on arrays (`stages`, `step`) and
+read from diffrax once; a step as straight-line code on arrays (`stages`) and
 its reverse (`reverse`), which the fused solve, its replay, `mlp_reverse` and the
 kernel run; the weights of its interpolant (`interpolation_weights`); and
 `StraightTsit5`, diffrax's `Tsit5` with its stages written out inside diffrax's loop."""
@@ -51,16 +51,6 @@ def stages(
         ks.append(fi * h)
     error = cast(Array, sum(b * k for b, k in zip(_B_ERROR, ks, strict=True)))
     return yi, error, fs, ks  # Tsit5's last stage state is the step's result
-
-
-def step(
-    field: Callable[..., Any], t: Array, tnext: Array, y: Array, f: Array, args: Any
-) -> tuple[Array, Array, Array, Array]:
-    """One Tsit5 step (`stages`) as `(y1, error, k, f1)`: the new state, the error
-    estimate, the 7 stages times the step (stacked, for the interpolation) and the field
-    at `(tnext, y1)`."""
-    y1, error, fs, ks = stages(field, t, tnext, y, f, args)
-    return y1, error, jnp.stack(ks), fs[-1]
 
 
 def reverse(
