@@ -36,7 +36,6 @@ __all__ = [
     "VectorField",
     "batch_loss",
     "batch_loss_within_ode",
-    "eval_loss",
     "solve",
     "solve_batch",
     "solve_scan",
@@ -186,21 +185,6 @@ def batch_loss(
     assert isinstance(problem, AbstractProblem)
     pred, num_steps = solve_batch(model, ts, ys[:, 0], spec)
     return problem.loss(pred, ys, observed(ts)[..., None]), num_steps
-
-
-def eval_loss(
-    model: Callable[..., Any],
-    ts: Float[Array, "batch times"],
-    ys: Float[Array, "batch times state"],
-    spec: Solve,
-) -> Float[Array, ""]:
-    """The problem's evaluation loss (`spec.problem.eval_loss`, an `AbstractProblem`'s)
-    of full series, each solved on its own with diffrax's default solve
-    (`Solve.for_evaluation`): the same definition in every mode."""
-    problem = spec.problem
-    assert isinstance(problem, AbstractProblem)
-    pred, _ = solve_batch(model, ts, ys[:, 0], spec.for_evaluation())
-    return problem.eval_loss(pred, ys, observed(ts)[..., None])
 
 
 class _BatchField(eqx.Module):

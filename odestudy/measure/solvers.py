@@ -378,7 +378,7 @@ class Diffrax(AbstractIntegrator):
             stepsize_controller=stepsize_controller,
             **solve_options(structure, spec.controller, ts),
         )
-        return saved_values(sol, structure, ts), sol.stats["num_steps"]
+        return structure.saving.values(sol, ts), sol.stats["num_steps"]
 
 
 class Fused(AbstractIntegrator):
@@ -563,14 +563,8 @@ def check_structure(structure: Structure, controller: AbstractController) -> Non
 
 def solve_options(structure: Structure, controller: AbstractController, ts: jax.Array) -> dict:
     """`diffeqsolve`'s `saveat`, `adjoint` and `max_steps` for `structure` and
-    `controller` on the times `ts` (shape `(n_times,)`); with `saveat="dense"` the
-    caller evaluates the solution at `ts` itself."""
+    `controller` on the times `ts` (shape `(n_times,)`); the solution at `ts` is then
+    `structure.saving.values`."""
     max_steps = controller.max_steps(structure.max_steps, not structure.is_default, ts.shape[0])
     adjoint = structure.reverse.adjoint(max_steps)
     return dict(saveat=structure.saving.saveat(ts), adjoint=adjoint, max_steps=max_steps)
-
-
-def saved_values(sol: diffrax.Solution, structure: Structure, ts: jax.Array) -> jax.Array:
-    """The solution at the times `ts` (shape `(n_times, ...)`) from a solve made with
-    `solve_options(structure, ...)`."""
-    return structure.saving.values(sol, ts)
