@@ -166,8 +166,8 @@ def solve_pid(
 
     def body(c: _Carry) -> _Carry:
         y1, error, fs, ks = tsit5.stages(field, c.t, c.tnext, c.y, c.f, args)
-        keep, t, tnext, memory = pid.adapt(c.t, c.tnext, c.y, y1, args, error, c.controller)
         k = jnp.stack(ks)
+        keep, t, tnext, memory = pid.adapt(c.t, c.tnext, c.y, y1, args, error, c.controller)
         interpolation = diffrax.Tsit5.interpolation_cls(t0=c.t, t1=c.tnext, y0=c.y, y1=y1, k=k)
         inside = keep & (ts > c.t) & (ts <= c.tnext)
         at_times = jax.vmap(interpolation.evaluate)(ts)

@@ -65,14 +65,13 @@ def _at_times(ts: Array, bounds: Array, rows: Array, held: Array) -> Array:
     (`_holding`): the accepted steps' `bounds` and `rows` (start and end states, stage
     values)."""
 
-    def one(t, bound, row):
-        k = row[2:] * (bound[1] - bound[0])
-        interpolation = diffrax.Tsit5.interpolation_cls(
-            t0=bound[0], t1=bound[1], y0=row[0], y1=row[1], k=k
-        )
+    def one(t, bound, y0, y1, fs):
+        k = fs * (bound[1] - bound[0])
+        interpolation = diffrax.Tsit5.interpolation_cls(t0=bound[0], t1=bound[1], y0=y0, y1=y1, k=k)
         return interpolation.evaluate(t)
 
-    return jax.vmap(one)(ts[1:], bounds[held], rows[held])
+    got = rows[held]
+    return jax.vmap(one)(ts[1:], bounds[held], got[:, 0], got[:, 1], got[:, 2:])
 
 
 def _holding(ts: Array, bounds: Array, accepted: Array) -> Array:
