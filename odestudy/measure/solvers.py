@@ -191,7 +191,7 @@ class AbstractStages(Registered, eqx.Module, registry=STAGE_RUNS):
     default: ClassVar[bool] = False
 
     @abc.abstractmethod
-    def solver(self) -> diffrax.Tsit5:
+    def solver(self) -> diffrax.AbstractERK:
         """Tsit5, its stages run so."""
 
 
@@ -519,7 +519,7 @@ class Structure:
             and isinstance(self.integrator, Diffrax)
         )
 
-    def solver(self) -> diffrax.Tsit5:
+    def solver(self) -> diffrax.AbstractERK:
         """Tsit5, its stages run as `stages` says."""
         return self.stage_run.solver()
 
