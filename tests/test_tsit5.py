@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from odestudy import StraightTsit5, VectorField, make_dataset
+from odestudy.measure import tsit5
 
 SOLVERS = {"loop": diffrax.Tsit5(), "unrolled": StraightTsit5()}
 
@@ -99,3 +100,14 @@ def test_stage_times_reach_an_analytic_solution():
     )
     exact = np.stack([np.sin(ts), ts**2], axis=-1)
     np.testing.assert_allclose(sol.ys, exact, atol=5e-5)
+
+
+def test_the_interpolant_weights_and_error_order_are_diffrax_s():
+    """`tsit5.interpolation_weights` (the kernel's) are the weights of diffrax's Tsit5
+    interpolant: its value for unit stages; the error order is diffrax's Tsit5's."""
+    theta = jnp.linspace(0.0, 1.0, 11)
+    unit = diffrax.Tsit5.interpolation_cls(t0=0.0, t1=1.0, y0=jnp.zeros(7), y1=None, k=jnp.eye(7))
+    expected = jax.vmap(unit.evaluate)(theta)
+    got = jnp.stack(tsit5.interpolation_weights(theta), axis=1)
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+    assert tsit5.ERROR_ORDER == diffrax.Tsit5().error_order(diffrax.ODETerm(TimeField))

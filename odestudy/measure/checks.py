@@ -54,26 +54,24 @@ def check_times(problem: AbstractODEProblem, ts: np.ndarray) -> None:
             problem, "data", f"times must have shape (size, n_times >= 2), got {ts.shape}"
         )
     steps = np.diff(ts.astype(np.float64), axis=1)
-    decreasing = steps < 0
-    if decreasing.any():
-        row, col = np.argwhere(decreasing)[0]
-        raise ProblemError(
-            problem,
-            "data",
-            f"observation times must increase along each series; series {row} goes back "
-            f"in time at point {col + 1}",
-        )
     # Padding repeats the last time: once a step is 0, every later step is 0 too.
-    padded = np.cumsum(steps == 0, axis=1) > 0
-    inner = padded & (steps > 0)
-    if inner.any():
-        row, col = np.argwhere(inner)[0]
-        raise ProblemError(
-            problem,
-            "data",
-            f"series {row} repeats a time before point {col + 1} and then goes on; only "
+    inner = (np.cumsum(steps == 0, axis=1) > 0) & (steps > 0)
+    rules = (
+        (
+            steps < 0,
+            "observation times must increase along each series; series {row} goes "
+            "back in time at point {point}",
+        ),
+        (
+            inner,
+            "series {row} repeats a time before point {point} and then goes on; only "
             "padding at a series' end may repeat its last time",
-        )
+        ),
+    )
+    for broken, rule in rules:
+        if broken.any():
+            row, col = np.argwhere(broken)[0]
+            raise ProblemError(problem, "data", rule.format(row=row, point=col + 1))
 
 
 def check_data(problem: AbstractODEProblem, data: Any, size: int) -> None:

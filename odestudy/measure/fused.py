@@ -29,7 +29,7 @@ reach, so that the loss is non-finite and the run fails loudly.
 """
 
 from collections.abc import Callable
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import diffrax
 import equinox.internal as eqxi
@@ -37,54 +37,16 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from . import tsit5
+
 # Reverse mode of the fused loop, the `adjoint` values it takes (see the module's text).
 REVERSE = ("all_steps", "recursive", "scan", "checkpointed_scan")
 
-# Tsit5's tableau and diffrax's PID rule, read from diffrax once, for every solve that
-# writes them out itself (this loop, its replay and the kernel).
-_TABLEAU = diffrax.Tsit5.tableau
-A_LOWER = [[float(a) for a in row] for row in _TABLEAU.a_lower]  # stage i+1 from stages 0..i
-_C = [float(c) for c in _TABLEAU.c]  # stage i+1 at time t + c[i] h
-_B_ERROR = [float(b) for b in _TABLEAU.b_error]
-STAGES = len(_TABLEAU.c) + 1  # stage values per step (the first is the FSAL stage)
-ERROR_ORDER = 5  # Tsit5's order + 1, as diffrax's `Tsit5.error_order` gives it
-_PID = diffrax.PIDController(rtol=1.0, atol=1.0)  # its defaults
+# Diffrax's PID rule (its default constants), for every solve that writes it out itself
+# (this loop, its replay and the kernel).
+_PID = diffrax.PIDController(rtol=1.0, atol=1.0)
 PID_SAFETY, PID_FACTORMIN, PID_FACTORMAX = (float(_PID.safety), float(_PID.factormin),
                                             float(_PID.factormax))  # fmt: skip
-
-
-def tsit5_stages(
-    field: Callable[..., Any], t: Array, tnext: Array, y: Array, f: Array, args: Any
-) -> tuple[Array, Array, list[Array], list[Array]]:
-    """One Tsit5 step from `(t, y)` to `tnext` as straight-line code, no stage buffer:
-    each stage's state from the earlier stages' nonzero coefficients alone.
-
-    - `field`: called as `field(t, y, args)`; `f`: its value at `(t, y)` (FSAL).
-
-    Returns `(y1, error, fs, ks)`: the new state, the embedded error estimate, the 7
-    stages' field values (`fs[0]` is `f`, `fs[-1]` the field at `(tnext, y1)`, the next
-    step's first stage) and the same times the step (diffrax's `k`).
-    """
-    h = tnext - t
-    fs, ks = [f], [f * h]
-    fi = yi = f
-    for row, c in zip(A_LOWER, _C, strict=True):
-        yi = y + sum(a * k for a, k in zip(row, ks, strict=True) if a != 0.0)
-        fi = field(tnext if c == 1.0 else t + c * h, yi, args)
-        fs.append(fi)
-        ks.append(fi * h)
-    error = cast(Array, sum(b * k for b, k in zip(_B_ERROR, ks, strict=True)))
-    return yi, error, fs, ks  # Tsit5's last stage state is the step's result
-
-
-def tsit5_step(
-    field: Callable[..., Any], t: Array, tnext: Array, y: Array, f: Array, args: Any
-) -> tuple[Array, Array, Array, Array]:
-    """One Tsit5 step (`tsit5_stages`) as `(y1, error, k, f1)`: the new state, the error
-    estimate, the 7 stages times the step (stacked, for the interpolation) and the field
-    at `(tnext, y1)`."""
-    y1, error, fs, ks = tsit5_stages(field, t, tnext, y, f, args)
-    return y1, error, jnp.stack(ks), fs[-1]
 
 
 class PIDSteps(NamedTuple):
@@ -103,20 +65,17 @@ class PIDSteps(NamedTuple):
         `t0` to `t1` whose first step is `dt0`."""
         term = diffrax.ODETerm(field)
         controller = diffrax.PIDController(rtol=rtol, atol=atol)
-        tnext, memory = controller.init(term, t0, t1, y0, dt0, args, field, ERROR_ORDER)
+        tnext, memory = controller.init(term, t0, t1, y0, dt0, args, field, tsit5.ERROR_ORDER)
         return cls(controller, jnp.minimum(tnext, t1), memory, t1, clip_floor(t1))
 
     def adapt(self, t, tnext, y, y1, args, error, memory):
         """After a trial step from `(t, y)` to `(tnext, y1)` with `error`: `(keep, t,
         tnext, memory)`, the next step's bounds as diffrax clips them at `t1`."""
-        t1 = self.t1
         error = jnp.where(jnp.isnan(error), jnp.inf, error)  # as diffrax: reject a NaN
         keep, t, tnext, _, memory, _ = self.controller.adapt_step_size(
-            t, tnext, y, y1, args, error, ERROR_ORDER, memory
+            t, tnext, y, y1, args, error, tsit5.ERROR_ORDER, memory
         )
-        t = jnp.minimum(t, t1)
-        tnext = jnp.where(tnext > self.floor, jnp.where(keep, t1, t + 0.5 * (t1 - t)), tnext)
-        return keep, t, tnext, memory
+        return keep, *clip_to_end(keep, t, tnext, self.t1, self.floor), memory
 
 
 class _Carry(NamedTuple):
@@ -138,6 +97,16 @@ def clip_floor(t1: Array) -> Array:
     for _ in range(100):
         floor = eqxi.prevbefore(floor)
     return floor
+
+
+def clip_to_end(
+    keep: Array, t: Array, tnext: Array, t1: Array, floor: Array
+) -> tuple[Array, Array]:
+    """The next step's bounds `(t, tnext)` after a trial step (kept or not) as diffrax
+    clips them at the solve's end `t1`: a next time past `floor` (`clip_floor`) is `t1`,
+    or halfway there after a rejected step."""
+    t = jnp.minimum(t, t1)
+    return t, jnp.where(tnext > floor, jnp.where(keep, t1, t + 0.5 * (t1 - t)), tnext)
 
 
 def _loop(
@@ -196,7 +165,8 @@ def solve_pid(
     init = _Carry(t0, pid.tnext, y0, f0, pid.memory, ys, jnp.asarray(0))
 
     def body(c: _Carry) -> _Carry:
-        y1, error, k, f1 = tsit5_step(field, c.t, c.tnext, c.y, c.f, args)
+        y1, error, fs, ks = tsit5.stages(field, c.t, c.tnext, c.y, c.f, args)
+        k = jnp.stack(ks)
         keep, t, tnext, memory = pid.adapt(c.t, c.tnext, c.y, y1, args, error, c.controller)
         interpolation = diffrax.Tsit5.interpolation_cls(t0=c.t, t1=c.tnext, y0=c.y, y1=y1, k=k)
         inside = keep & (ts > c.t) & (ts <= c.tnext)
@@ -206,7 +176,7 @@ def solve_pid(
             t,
             tnext,
             jnp.where(keep, y1, c.y),
-            jnp.where(keep, f1, c.f),
+            jnp.where(keep, fs[-1], c.f),
             memory,
             jnp.where(mask, at_times, c.ys),
             c.steps + 1,
@@ -232,8 +202,8 @@ def solve_stepto(
 
     def step(carry, interval):
         y, f = carry
-        y1, _, _, f1 = tsit5_step(field, *interval, y, f, args)
-        return (y1, f1), y1
+        y1, _, fs, _ = tsit5.stages(field, *interval, y, f, args)
+        return (y1, fs[-1]), y1
 
     if reverse == "checkpointed_scan":
         step = jax.checkpoint(step)

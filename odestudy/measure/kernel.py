@@ -12,7 +12,7 @@ is one `pallas_call`:
   controller, the error norm over every series). The MLP's weights are read once, before
   the loop, and stay in the kernel (on a GPU: registers and shared memory). The loop is
   `fused.solve_pid`'s, row by row: Tsit5's stages as straight-line code
-  (`fused.tsit5_stages`), diffrax's `PIDController` rule (integral control, the error's
+  (`tsit5.stages`), diffrax's `PIDController` rule (integral control, the error's
   RMS norm, NaN rejected), its clipping of the last step (`fused.clip_floor`), and
   Tsit5's interpolant at the observation times inside each accepted step. Under StepTo
   it is a loop over the grid's intervals, each step's end saved. A row past `max_steps`
@@ -58,18 +58,9 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jaxtyping import Array, Float, Int
 
-from . import mlp_reverse
+from . import mlp_reverse, tsit5
 from .compat import triton_params
-from .fused import (
-    A_LOWER,
-    ERROR_ORDER,
-    PID_FACTORMAX,
-    PID_FACTORMIN,
-    PID_SAFETY,
-    STAGES,
-    clip_floor,
-    tsit5_stages,
-)
+from .fused import PID_FACTORMAX, PID_FACTORMIN, PID_SAFETY, clip_floor, clip_to_end
 from .mlp_reverse import AbstractMLPField
 
 # Series per program instance under one solve per sample: a block's rows step together
@@ -80,8 +71,7 @@ BLOCK = 16
 MIN_WIDTH = 16
 # How the kernel solve's errors name it (its scenario field).
 WHO = "integrator='kernel'"
-_SLOT = 8  # buffer rows per slot: the seven stage values, then the start state
-# diffrax's `PIDController` defaults (integral control only: `icoeff=1`, no memory).
+_SLOT = tsit5.STAGES + 1  # buffer rows per slot: the stage values, then the start state
 
 
 def _pow2(n: int) -> int:
@@ -169,7 +159,7 @@ def _mlp(weights: Sequence[Array], activation: Callable, x: Array, keep: bool = 
         if index == layers - 1:
             return z, inputs, derivatives
         if keep:
-            x, derivative = jax.jvp(activation, (z,), (jnp.ones_like(z),))
+            x, derivative = mlp_reverse.with_derivative(activation, z)
             inputs.append(x)
             derivatives.append(derivative)
         else:
@@ -193,60 +183,22 @@ def _mlp_reverse(weights, g, inputs, derivatives, grads):
 
 
 def _step_reverse(weights, activation, scale, h, y, fs, y1_bar, fs_bar, grads):
-    """One Tsit5 step's reverse by hand (`mlp_reverse.step_reverse`, stage by stage):
-    the cotangents of its start state and first stage and the weights' gradients plus
-    `grads`, given those of its end state (`y1_bar`) and seven stage values (`fs_bar`).
-    The stages' states are rebuilt from the stored values `fs` as the forward pass built
-    them."""
+    """One Tsit5 step's reverse by hand (`tsit5.reverse`, as `mlp_reverse.step_reverse`
+    but stage by stage): the cotangents of its start state and first stage and the
+    weights' gradients plus `grads`, given those of its end state (`y1_bar`) and seven
+    stage values (`fs_bar`). The stages' states are rebuilt from the stored values `fs`
+    as the forward pass built them."""
     ks = [f * h for f in fs]
-    k_bar = list(fs_bar)
-    y_bar = jnp.zeros_like(y)
-    for stage in range(len(A_LOWER), 0, -1):
-        row = A_LOWER[stage - 1]
-        x = y + sum(a * k for a, k in zip(row, ks, strict=False) if a != 0.0)
+
+    def state_bar(stage, value_bar):
+        nonlocal grads
+        x = tsit5.stage_state(y, tsit5.A_LOWER[stage - 1], ks)
         _, inputs, derivatives = _mlp(weights, activation, x, keep=True)
-        g, grads = _mlp_reverse(weights, scale * k_bar[stage], inputs, derivatives, grads)
-        if stage == len(A_LOWER):  # Tsit5's last stage state is the step's end state
-            g = g + y1_bar
-        y_bar = y_bar + g
-        for j, a in enumerate(row):
-            if a != 0.0:
-                k_bar[j] = k_bar[j] + (a * h) * g
-    return y_bar, k_bar[0], grads
+        g, grads = _mlp_reverse(weights, scale * value_bar, inputs, derivatives, grads)
+        return g
 
-
-# --- Tsit5's interpolant (diffrax's `_Tsit5Interpolation`), at every time of a row.
-
-
-def _theta(t: Array, tnext: Array, ts: Array) -> Array:
-    """Where each of `ts` lies in the step `[t, tnext]`, 0 to 1 (diffrax's
-    `linear_rescale`: 0 for a step of length 0)."""
-    same = t == tnext
-    return jnp.where(same, 0, ts - t) / jnp.where(same, 1, tnext - t)
-
-
-def _interpolation_weights(t: Array) -> list[Array]:
-    """The seven stages' weights in Tsit5's interpolant at `t` (0 to 1), diffrax's."""
-    return [
-        -1.0530884977290216
-        * t
-        * (t - 1.3299890189751412)
-        * (t**2 - 1.4364028541716351 * t + 0.7139816917074209),
-        0.1017 * t**2 * (t**2 - 2.1966568338249754 * t + 1.2949852507374631),
-        2.490627285651252793 * t**2 * (t**2 - 2.38535645472061657 * t + 1.57803468208092486),
-        -16.54810288924490272 * (t - 1.21712927295533244) * (t - 0.61620406037800089) * t**2,
-        47.37952196281928122 * (t - 1.203071208372362603) * (t - 0.658047292653547382) * t**2,
-        -34.87065786149660974 * (t - 1.2) * (t - 0.666666666666666667) * t**2,
-        2.5 * (t - 1) * (t - 0.6) * t**2,
-    ]
-
-
-def _interpolate(t, tnext, y, ks, ts):
-    """The step's interpolant at every time of `ts` (rows, times): shape (rows, times,
-    state)."""
-    weights = _interpolation_weights(_theta(t, tnext, ts))
-    acc = sum(w[..., None] * k[:, None, :] for w, k in zip(weights, ks, strict=True))
-    return y[:, None, :] + acc
+    y_bar, f_bar = tsit5.reverse(h, y1_bar, fs_bar, state_bar)
+    return y_bar, f_bar, grads
 
 
 def _any(x: Array) -> Array:
@@ -279,16 +231,13 @@ def _adapt(cfg: Config, t, tnext, y, y1, error, t1, floor):
     total = jnp.broadcast_to(total, t.shape)
     norm = jnp.sqrt(total) / math.sqrt(size)  # optimistix's `rms_norm`
     keep = norm < 1
-    factor1 = (1 / norm) ** (1 / ERROR_ORDER)
+    factor1 = (1 / norm) ** (1 / tsit5.ERROR_ORDER)
     factormin = jnp.where(keep, 1, PID_FACTORMIN)
     factormax = jnp.where(keep, PID_FACTORMAX, PID_SAFETY)
     factor = jnp.clip(PID_SAFETY * factor1, factormin, factormax)
     t_next = jnp.where(keep, tnext, t)
     tnext_next = t_next + (tnext - t) * factor
-    t_next = jnp.minimum(t_next, t1)
-    clipped = jnp.where(keep, t1, t_next + 0.5 * (t1 - t_next))
-    tnext_next = jnp.where(tnext_next > floor, clipped, tnext_next)
-    return keep, t_next, tnext_next
+    return keep, *clip_to_end(keep, t_next, tnext_next, t1, floor)
 
 
 # --- the kernels. Inputs: the times (rows, times), the initial states (rows, state),
@@ -315,14 +264,14 @@ def _forward_kernel(cfg: Config, n_weights: int):
         def store(slot, y, fs):
             for j, f in enumerate(fs):
                 stages_ref[_SLOT * slot + j] = f
-            stages_ref[_SLOT * slot + STAGES] = y
+            stages_ref[_SLOT * slot + tsit5.STAGES] = y
 
         if not cfg.adaptive:
 
             def interval(j, carry):
                 y, f = carry
                 t, tnext = ts_ref[:, pl.ds(j, 1)], ts_ref[:, pl.ds(j + 1, 1)]
-                y1, _, fs, _ = tsit5_stages(field, t, tnext, y, f, None)
+                y1, _, fs, _ = tsit5.stages(field, t, tnext, y, f, None)
                 store(j, y, fs)
                 ys_ref[:, pl.ds(j + 1, 1), :] = y1[:, None, :]
                 return y1, fs[-1]
@@ -345,11 +294,13 @@ def _forward_kernel(cfg: Config, n_weights: int):
         def body(c):
             i, slot, t, tnext, y, f, steps = c
             active = t < t1
-            y1, error, fs, ks = tsit5_stages(field, t, tnext, y, f, None)
+            y1, error, fs, ks = tsit5.stages(field, t, tnext, y, f, None)
             keep, t_next, tnext_next = _adapt(cfg, t, tnext, y, y1, error, t1, floor)
             kept = keep & active
             inside = kept & (ts > t) & (ts <= tnext)
-            at_times = _interpolate(t, tnext, y, ks, ts)
+            at = tsit5.interpolation_weights(tsit5.rescale(t, tnext, ts))
+            acc = sum(w[..., None] * k[:, None, :] for w, k in zip(at, ks, strict=True))
+            at_times = y[:, None, :] + acc  # Tsit5's interpolant at every time
             ys_ref[...] = jnp.where(inside[..., None], at_times, ys_ref[...])
             times_ref[2 * slot] = t
             times_ref[2 * slot + 1] = tnext
@@ -389,8 +340,8 @@ def _reverse_kernel(cfg: Config, n_weights: int):
         activation = cfg.activation
 
         def load(slot):
-            fs = [stages_ref[_SLOT * slot + j] for j in range(STAGES)]
-            return stages_ref[_SLOT * slot + STAGES], fs
+            fs = [stages_ref[_SLOT * slot + j] for j in range(tsit5.STAGES)]
+            return stages_ref[_SLOT * slot + tsit5.STAGES], fs
 
         def replayed(slot, carry):
             """The PID slot's steps replayed: rows that kept it, the others unchanged."""
@@ -407,7 +358,8 @@ def _reverse_kernel(cfg: Config, n_weights: int):
             g = jnp.where(inside[..., None], ys_bar, 0)
             # Times outside the step read 0: far off a short step the interpolant's
             # weights overflow, and inf * 0 would be NaN.
-            weights_at = _interpolation_weights(jnp.where(inside, _theta(t, tnext, ts), 0))
+            theta = jnp.where(inside, tsit5.rescale(t, tnext, ts), 0)
+            weights_at = tsit5.interpolation_weights(theta)
             fs_bar = [h * jnp.sum(w[..., None] * g, axis=1) for w in weights_at]
             fs_bar[-1] = fs_bar[-1] + jnp.where(kept, f_bar, 0)
             y1_bar = jnp.where(kept, y_bar, 0)
@@ -423,7 +375,7 @@ def _reverse_kernel(cfg: Config, n_weights: int):
             y, fs = load(j)
             h = ts_ref[:, pl.ds(j + 1, 1)] - ts_ref[:, pl.ds(j, 1)]
             end_bar = jnp.squeeze(ys_bar_ref[:, pl.ds(j + 1, 1), :], axis=1)
-            fs_bar = [jnp.zeros_like(y)] * (STAGES - 1) + [f_bar]
+            fs_bar = [jnp.zeros_like(y)] * (tsit5.STAGES - 1) + [f_bar]
             return _step_reverse(
                 weights, activation, scale, h, y, fs, y_bar + end_bar, fs_bar, grads
             )
@@ -636,47 +588,33 @@ def _solve_rows(
 
 def solve(
     field: Callable[..., Any],
-    ts: Float[Array, " times"],
+    ts: Array,
     y0: Array,
     adaptive: bool,
     rtol: float,
     atol: float,
     max_steps: int,
-) -> tuple[Array, Int[Array, ""]]:
-    """One ODE by the kernel solve: within-ODE batching's field over `y0` of shape
-    `(batch, state)` (one controller; returns the states of shape `(times, batch,
-    state)`), or one series of an `AbstractMLPField` (`y0` of shape `(state,)`).
+) -> tuple[Array, Int[Array, "..."]]:
+    """ODEs solved by the kernel solve: with `ts` of shape `(n_times,)`, one ODE:
+    within-ODE batching's field over `y0` of shape `(batch, state)` (one controller;
+    returns the states of shape `(times, batch, state)`), or one series of an
+    `AbstractMLPField` (`y0` of shape `(state,)`); with `ts` of shape `(batch,
+    n_times)` (padding repeats the last time), each series of a batch on its own (a block
+    of `BLOCK` series per program instance, one controller per series).
 
-    - `ts`: the observation times, shape `(n_times,)`.
     - `adaptive`: PID with `rtol`, `atol` and the bound `max_steps` (else StepTo).
 
-    Returns `(ys, num_steps)` as `fused.solve_pid` does.
+    Returns `(ys, num_steps)` as `fused.solve_pid` does (per series for a batch).
     """
     mlp, scale = rows_of(field)
+    bounds = (adaptive, rtol, atol, max_steps)
+    if ts.ndim == 2:  # each series on its own
+        if scale is not None:
+            raise ValueError(f"{WHO}: a batch's field is solved as one ODE (ts of one row)")
+        return _solve_rows(mlp, None, ts, y0, False, *bounds)
     if scale is None:  # one series
-        ys, steps = _solve_rows(
-            mlp, None, ts[None], y0[None], False, adaptive, rtol, atol, max_steps
-        )
+        ys, steps = _solve_rows(mlp, None, ts[None], y0[None], False, *bounds)
         return ys[0], steps[0]
     taus = jnp.broadcast_to(ts, (y0.shape[0], ts.shape[0]))
-    ys, steps = _solve_rows(mlp, scale, taus, y0, True, adaptive, rtol, atol, max_steps)
+    ys, steps = _solve_rows(mlp, scale, taus, y0, True, *bounds)
     return jnp.swapaxes(ys, 0, 1), steps[0]
-
-
-def solve_batch(
-    field: Callable[..., Any],
-    ts: Float[Array, "batch times"],
-    y0: Float[Array, "batch state"],
-    adaptive: bool,
-    rtol: float,
-    atol: float,
-    max_steps: int,
-) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
-    """Each series of a batch solved on its own by the kernel solve (a block of `BLOCK`
-    series per program instance, one controller per series); arguments as in `solve`,
-    `ts` of shape `(batch, n_times)` (padding repeats the last time). Returns `(ys,
-    num_steps)` with `num_steps` of shape `(batch,)`."""
-    mlp, scale = rows_of(field)
-    if scale is not None:
-        raise ValueError(f"{WHO}: a batch's field is solved as one ODE (solve)")
-    return _solve_rows(mlp, None, ts, y0, False, adaptive, rtol, atol, max_steps)

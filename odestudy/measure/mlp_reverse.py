@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .fused import A_LOWER  # Tsit5's stage coefficients, read from diffrax there
+from . import tsit5
 
 # A layer with at most this many outputs has its input gradient computed as elementwise
 # products summed over its outputs (one fused kernel with the activation's derivative)
@@ -74,9 +74,8 @@ class MLPRows(NamedTuple):
 def forward(mlp: eqx.nn.MLP, x: Float[Array, "rows state"]) -> Float[Array, "rows state"]:
     """`mlp` on each row of `x` as this module computes it (matrix products over the
     rows, no final activation): what `check` compares with the field's own output."""
-    for layer in mlp.layers[:-1]:
-        x = mlp.activation(_affine(layer, x))
-    return _affine(mlp.layers[-1], x)
+    hidden, _ = _hidden_layers(mlp, x)
+    return _affine(mlp.layers[-1], hidden[-1])
 
 
 def check_mlp(mlp: eqx.nn.MLP, who: str = "mlp_reverse") -> None:
@@ -128,7 +127,7 @@ def _input_gradient(g: Array, weight: Array) -> Array:
     return out
 
 
-def _with_derivative(activation: Any, z: Array) -> tuple[Array, Array]:
+def with_derivative(activation: Any, z: Array) -> tuple[Array, Array]:
     """The activation at `z` and its derivative there (elementwise)."""
     return jax.jvp(activation, (z,), (jnp.ones_like(z),))
 
@@ -138,7 +137,7 @@ def _hidden_layers(mlp: eqx.nn.MLP, x: Array) -> tuple[list[Array], list[Array]]
     activation derivative."""
     hidden, derivatives = [x], []
     for layer in mlp.layers[:-1]:
-        value, derivative = _with_derivative(mlp.activation, _affine(layer, hidden[-1]))
+        value, derivative = with_derivative(mlp.activation, _affine(layer, hidden[-1]))
         hidden.append(value)
         derivatives.append(derivative)
     return hidden, derivatives
@@ -200,23 +199,20 @@ def step_reverse(
     mlp, scale = rows.mlp, rows.scale[:, None]
     layers, batch = mlp.layers, y.shape[0]
     ks = [f * h for f in fs]
-    inputs = [y + sum(c * k for c, k in zip(row, ks, strict=False) if c != 0.0) for row in A_LOWER]
+    inputs = [tsit5.stage_state(y, row, ks) for row in tsit5.A_LOWER]
     hidden, derivatives = _hidden_layers(mlp, jnp.concatenate(inputs))
-    k_bar = [fs_bar[j] for j in range(len(A_LOWER) + 1)]
-    y_bar = jnp.zeros_like(y)
     output_bars: list[list[Array]] = [[] for _ in layers]  # per layer, stages last first
-    for stage in range(len(A_LOWER), 0, -1):
+
+    def state_bar(stage: int, value_bar: Array) -> Array:
         rows_of = slice((stage - 1) * batch, stage * batch)
-        g = scale * k_bar[stage]
+        g = scale * value_bar
         for index in range(len(layers) - 1, -1, -1):
             output_bars[index].append(g)
             g = _input_gradient(g, layers[index].weight)
             if index:
                 g = g * derivatives[index - 1][rows_of]
-        if stage == len(A_LOWER):  # Tsit5's last stage state is the step's end state
-            g = g + y1_bar
-        y_bar = y_bar + g
-        for j, c in enumerate(A_LOWER[stage - 1]):
-            if c != 0.0:
-                k_bar[j] = k_bar[j] + (c * h) * g
-    return y_bar, k_bar[0], _weight_gradients(mlp, output_bars, hidden)
+        return g
+
+    fs_bars = [fs_bar[j] for j in range(tsit5.STAGES)]
+    y_bar, f_bar = tsit5.reverse(h, y1_bar, fs_bars, state_bar)
+    return y_bar, f_bar, _weight_gradients(mlp, output_bars, hidden)

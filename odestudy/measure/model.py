@@ -8,12 +8,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from . import tsit5
 from .controllers import AbstractController, parse_controller
 from .loss import mean_value
 from .mlp_reverse import AbstractMLPField, MLPRows
@@ -36,7 +36,6 @@ __all__ = [
     "VectorField",
     "batch_loss",
     "batch_loss_within_ode",
-    "eval_loss",
     "solve",
     "solve_batch",
     "solve_scan",
@@ -113,13 +112,12 @@ def solve_scan(
       field is called with `t=None`.
     - `args`: the field's third argument.
 
-    The tableau is diffrax's own (`diffrax.Tsit5.tableau`: first stage the same as the
-    last, the last stage's state the step's result). Returns `(ys, num_steps)` as
+    The tableau is diffrax's own (`tsit5.A_LOWER`, `tsit5.C`: first stage the same as
+    the last, the last stage's state the step's result). Returns `(ys, num_steps)` as
     `solve` does.
     """
-    tableau = diffrax.Tsit5.tableau
-    a_lower = [jnp.asarray(row, y0.dtype) for row in tableau.a_lower]
-    c = [float(ci) for ci in tableau.c]  # stage i + 1 at time t + c[i] h
+    a_lower = [jnp.asarray(row, y0.dtype) for row in tsit5.A_LOWER]
+    c = tsit5.C  # stage i + 1 at time t + c[i] h
 
     def f(t, y):
         return model(t, y, args)
@@ -187,21 +185,6 @@ def batch_loss(
     assert isinstance(problem, AbstractProblem)
     pred, num_steps = solve_batch(model, ts, ys[:, 0], spec)
     return problem.loss(pred, ys, observed(ts)[..., None]), num_steps
-
-
-def eval_loss(
-    model: Callable[..., Any],
-    ts: Float[Array, "batch times"],
-    ys: Float[Array, "batch times state"],
-    spec: Solve,
-) -> Float[Array, ""]:
-    """The problem's evaluation loss (`spec.problem.eval_loss`, an `AbstractProblem`'s)
-    of full series, each solved on its own with diffrax's default solve
-    (`Solve.for_evaluation`): the same definition in every mode."""
-    problem = spec.problem
-    assert isinstance(problem, AbstractProblem)
-    pred, _ = solve_batch(model, ts, ys[:, 0], spec.for_evaluation())
-    return problem.eval_loss(pred, ys, observed(ts)[..., None])
 
 
 class _BatchField(eqx.Module):

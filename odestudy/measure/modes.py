@@ -481,7 +481,6 @@ class Explicit(AbstractMode):
     multi_device: ClassVar[bool] = True
     multi_process: ClassVar[bool] = False  # not tested over processes
     twin_mode: ClassVar[str | None] = "shard_map"
-    core: ClassVar[bool] = False
 
     def why_not_here(self) -> str | None:
         return explicit_axes_missing()

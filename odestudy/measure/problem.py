@@ -85,7 +85,7 @@ def select_series(data: Any, idx: np.ndarray) -> Any:
     return jax.tree.map(lambda x: x[idx], data)
 
 
-class ProblemFacts(eqx.Module):
+class AbstractProblemFacts(eqx.Module):
     """The facts every problem declares, once (`AbstractODEProblem`, `AbstractProblem`),
     and the training choices both forms share (`optimiser`, `schedule`).
 
@@ -122,11 +122,11 @@ class ProblemFacts(eqx.Module):
         return {}
 
 
-class AbstractODEProblem(ProblemFacts):
+class AbstractODEProblem(AbstractProblemFacts):
     """Any neural-ODE training problem: the problem owns its model, its batch and its
     loss; the study owns the solve. Subclass it (an `eqx.Module`) and implement the
     abstract methods; `docs/own_model.md` says what each part means. Its facts are
-    `ProblemFacts`'s, and:
+    `AbstractProblemFacts`'s, and:
 
     - `needs_key`: the loss draws random numbers from its `key` (one per step and
       device); False: it is given `key=None` and the step carries no key.
@@ -197,13 +197,13 @@ class AbstractODEProblem(ProblemFacts):
         return int(np.shape(self.times(data))[0])
 
 
-class AbstractProblem(ProblemFacts):
+class AbstractProblem(AbstractProblemFacts):
     """A neural-ODE training problem whose ODE state is the observed series itself: the
     field, data as a `Dataset`, and a loss of solved against observed series. Subclass
     it (an `eqx.Module`) and implement the abstract methods; the study runs it as an
     `AbstractODEProblem` (`SeriesProblem`: every solve starts from `ys[:, 0]`, with
     `args=None`). For any other neural ODE (a latent or controlled one), subclass
-    `AbstractODEProblem`. Its facts are `ProblemFacts`'s.
+    `AbstractODEProblem`. Its facts are `AbstractProblemFacts`'s.
     """
 
     @abc.abstractmethod
@@ -298,7 +298,7 @@ class OscillatorBank(AbstractProblem):
 @dataclasses.dataclass(frozen=True)
 class GivenFacts:
     """A problem's facts without a problem class: what the study's solve reads of a
-    problem (`ProblemFacts`: whether its field reads `t`, whether its grids are evenly
+    problem (`AbstractProblemFacts`: whether its field reads `t`, whether its grids are evenly
     spaced, the PID tolerances), for a loss written without one (`Step.solve`)."""
 
     time_dependent: bool
@@ -310,7 +310,7 @@ class GivenFacts:
 
 def read_through(name: str, source: str = "problem") -> Any:
     """A fact an adapter reads through, as a property: its attribute `source`'s `name`
-    (`SeriesProblem.problem`'s, a `ProblemFacts`; `plain.LossProblem.facts`'s, a
+    (`SeriesProblem.problem`'s, an `AbstractProblemFacts`; `plain.LossProblem.facts`'s, a
     `GivenFacts`)."""
     return property(lambda self: getattr(getattr(self, source), name))
 

@@ -32,8 +32,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from . import mlp_reverse
-from .fused import STAGES, PIDSteps, tsit5_stages
+from . import mlp_reverse, tsit5
+from .fused import PIDSteps
 
 # The `adjoint` (`Structure.adjoint`) that selects this reverse loop.
 ADJOINT = "accepted_steps"
@@ -54,29 +54,24 @@ def _step(static: Any, t: Array, tnext: Array) -> Callable[..., Any]:
     def step(y, f, diff):
         field = eqx.combine(diff[0], static[0])
         args = eqx.combine(diff[1], static[1])
-        y1, error, fs, _ = tsit5_stages(field, t, tnext, y, f, args)
+        y1, error, fs, _ = tsit5.stages(field, t, tnext, y, f, args)
         return (y1, jnp.stack(fs)), error
 
     return step
 
 
-def _interpolate(times: Array, bounds: Array, y0s: Array, y1s: Array, fss: Array) -> Array:
-    """The solution at each of `times` from the step holding it (its `bounds`, start
-    and end states and stage values, one row per time), by Tsit5's interpolant."""
+def _at_times(ts: Array, bounds: Array, rows: Array, held: Array) -> Array:
+    """The solution at `ts[1:]` by Tsit5's interpolant, each time from its step `held`
+    (`_holding`): the accepted steps' `bounds` and `rows` (start and end states, stage
+    values)."""
 
     def one(t, bound, y0, y1, fs):
         k = fs * (bound[1] - bound[0])
         interpolation = diffrax.Tsit5.interpolation_cls(t0=bound[0], t1=bound[1], y0=y0, y1=y1, k=k)
         return interpolation.evaluate(t)
 
-    return jax.vmap(one)(times, bounds, y0s, y1s, fss)
-
-
-def _at_times(ts: Array, bounds: Array, rows: Array, held: Array) -> Array:
-    """The solution at `ts[1:]` from the accepted steps' `bounds` and `rows` (start and
-    end states, stage values), each time from its step `held` (`_holding`)."""
     got = rows[held]
-    return _interpolate(ts[1:], bounds[held], got[:, 0], got[:, 1], got[:, 2:])
+    return jax.vmap(one)(ts[1:], bounds[held], got[:, 0], got[:, 1], got[:, 2:])
 
 
 def _holding(ts: Array, bounds: Array, accepted: Array) -> Array:
@@ -95,7 +90,7 @@ def _pid_forward(vjp_arg, ts, rtol, atol, max_steps):
     diff, static = _split(field, args, jax.tree.map(lambda _: False, vjp_arg))
     f0 = field(t0, y0, args)
     bounds = jnp.zeros((max_steps, 2), ts.dtype)
-    rows = jnp.zeros((max_steps, 2 + STAGES, *y0.shape), y0.dtype)  # y, y1, fs
+    rows = jnp.zeros((max_steps, 2 + tsit5.STAGES, *y0.shape), y0.dtype)  # y, y1, fs
 
     def body(c):
         t, tnext, y, f, memory, steps, accepted, bounds, rows = c
@@ -295,7 +290,7 @@ def _stepto_bwd(residuals, grad_obj, perturbed, vjp_arg, ts):
         y_bar, f_bar, d_bar = c
         bound, y, f, end_bar = step
         _, vjp, _ = jax.vjp(_step(static, bound[0], bound[1]), y, f, diff, has_aux=True)
-        fs_bar = jnp.zeros((STAGES, *y.shape), y.dtype).at[-1].set(f_bar)
+        fs_bar = jnp.zeros((tsit5.STAGES, *y.shape), y.dtype).at[-1].set(f_bar)
         y_in, f_in, d = vjp((y_bar + end_bar, fs_bar))
         return (y_in, f_in, jax.tree.map(jnp.add, d_bar, d)), None
 

@@ -191,7 +191,7 @@ class AbstractStages(Registered, eqx.Module, registry=STAGE_RUNS):
     default: ClassVar[bool] = False
 
     @abc.abstractmethod
-    def solver(self) -> diffrax.Tsit5:
+    def solver(self) -> diffrax.AbstractERK:
         """Tsit5, its stages run so."""
 
 
@@ -277,6 +277,9 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
     - `mlp_field`: it runs a field that is an MLP of the state alone
       (`odestudy.AbstractMLPField`), which the study checks before compiling
       (`training.check_mlp_fields`).
+    - `own_loop`: how errors name its loop where it is a loop of its own, which runs the
+      controllers the fused loop runs (`AbstractController.fused`) and no `solve='scan'`;
+      None (diffrax's loop) otherwise.
     """
 
     name: eqx.AbstractClassVar[str]
@@ -285,6 +288,7 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
     own_saving: eqx.AbstractClassVar[bool]
     solves_batch: ClassVar[bool] = False
     mlp_field: ClassVar[bool] = False
+    own_loop: ClassVar[str | None] = None
 
     @abc.abstractmethod
     def solve(
@@ -318,9 +322,19 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
 
     def check(self, structure: "Structure", controller: AbstractController) -> None:
         """Raise a one-line ValueError if it cannot run `structure` with `controller`:
-        by default where it saves and runs the stages itself (`own_saving`) but
-        `structure` sets them, or it does not take `structure.adjoint` (naming those it
-        takes and the integrators that take it)."""
+        where its own loop (`own_loop`) lacks the controller or `structure` is a scan,
+        where it saves and runs the stages itself (`own_saving`) but `structure` sets
+        them, or where it does not take `structure.adjoint` (naming those it takes and
+        the integrators that take it)."""
+        if self.own_loop is not None and not controller.fused:
+            raise ValueError(
+                f"{self.own_loop} has no controller {controller.name!r}: it needs "
+                f"integrator={Diffrax.name!r}"
+            )
+        if self.own_loop is not None and structure.solve_kind.fixed_step:
+            raise ValueError(
+                f"integrator={self.name!r} is a solve of its own: solve='scan' cannot use it"
+            )
         if self.own_saving and not (structure.saving.default and structure.stage_run.default):
             raise ValueError(
                 f"{self.label} saves at the observation times and runs its stages as "
@@ -364,7 +378,7 @@ class Diffrax(AbstractIntegrator):
             stepsize_controller=stepsize_controller,
             **solve_options(structure, spec.controller, ts),
         )
-        return saved_values(sol, structure, ts), sol.stats["num_steps"]
+        return structure.saving.values(sol, ts), sol.stats["num_steps"]
 
 
 class Fused(AbstractIntegrator):
@@ -380,6 +394,7 @@ class Fused(AbstractIntegrator):
     label: ClassVar[str] = "the fused solve"
     adjoints: ClassVar[tuple[str, ...]] = (*fused.REVERSE, replay.ADJOINT)
     own_saving: ClassVar[bool] = True
+    own_loop: ClassVar[str | None] = "the fused loop"
     # The forward loop alone under PID, its steps counted as the accepted ones its own
     # reverse loop replays (`replay.accepted_pid`): the compute floor's count, untimed.
     count_accepted: bool = False
@@ -397,10 +412,6 @@ class Fused(AbstractIntegrator):
         if own_reverse:
             return replay.solve_stepto(field, ts, y0, args)
         return fused.solve_stepto(field, ts, y0, args, structure.adjoint)
-
-    def check(self, structure, controller):
-        _refuse_outside_own_loop(self, structure, controller, "the fused loop")
-        super().check(structure, controller)
 
 
 class Kernel(AbstractIntegrator):
@@ -420,6 +431,7 @@ class Kernel(AbstractIntegrator):
     own_saving: ClassVar[bool] = True
     solves_batch: ClassVar[bool] = True
     mlp_field: ClassVar[bool] = True
+    own_loop: ClassVar[str | None] = "the kernel solve"
 
     def solve(self, field, ts, y0, spec, args=None):
         del args  # an MLP field reads neither its time nor its args
@@ -427,30 +439,8 @@ class Kernel(AbstractIntegrator):
         bounds = (problem.rtol, problem.atol, spec.structure.max_steps)
         return kernel.solve(field, ts, y0, spec.controller.adaptive, *bounds)
 
-    def solve_batch(self, field, ts, y0, spec, args=None):
-        del args
-        problem = spec.problem
-        bounds = (problem.rtol, problem.atol, spec.structure.max_steps)
-        return kernel.solve_batch(field, ts, y0, spec.controller.adaptive, *bounds)
-
-    def check(self, structure, controller):
-        _refuse_outside_own_loop(self, structure, controller, "the kernel solve")
-        super().check(structure, controller)
-
-
-def _refuse_outside_own_loop(
-    integrator: AbstractIntegrator, structure, controller, loop: str
-) -> None:
-    """What an integrator with a loop of its own (`loop`) cannot run: a controller the
-    fused loop lacks (`AbstractController.fused`), or `solve='scan'`."""
-    if not controller.fused:
-        raise ValueError(
-            f"{loop} has no controller {controller.name!r}: it needs integrator={Diffrax.name!r}"
-        )
-    if structure.solve_kind.fixed_step:
-        raise ValueError(
-            f"integrator={integrator.name!r} is a solve of its own: solve='scan' cannot use it"
-        )
+    # `kernel.solve` takes a batch's grids (`ts` of shape `(batch, n_times)`) too.
+    solve_batch = solve
 
 
 def parse_integrator(integrator: "str | AbstractIntegrator") -> AbstractIntegrator:
@@ -529,7 +519,7 @@ class Structure:
             and isinstance(self.integrator, Diffrax)
         )
 
-    def solver(self) -> diffrax.Tsit5:
+    def solver(self) -> diffrax.AbstractERK:
         """Tsit5, its stages run as `stages` says."""
         return self.stage_run.solver()
 
@@ -573,14 +563,8 @@ def check_structure(structure: Structure, controller: AbstractController) -> Non
 
 def solve_options(structure: Structure, controller: AbstractController, ts: jax.Array) -> dict:
     """`diffeqsolve`'s `saveat`, `adjoint` and `max_steps` for `structure` and
-    `controller` on the times `ts` (shape `(n_times,)`); with `saveat="dense"` the
-    caller evaluates the solution at `ts` itself."""
+    `controller` on the times `ts` (shape `(n_times,)`); the solution at `ts` is then
+    `structure.saving.values`."""
     max_steps = controller.max_steps(structure.max_steps, not structure.is_default, ts.shape[0])
     adjoint = structure.reverse.adjoint(max_steps)
     return dict(saveat=structure.saving.saveat(ts), adjoint=adjoint, max_steps=max_steps)
-
-
-def saved_values(sol: diffrax.Solution, structure: Structure, ts: jax.Array) -> jax.Array:
-    """The solution at the times `ts` (shape `(n_times, ...)`) from a solve made with
-    `solve_options(structure, ...)`."""
-    return structure.saving.values(sol, ts)

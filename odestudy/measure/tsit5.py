@@ -1,8 +1,11 @@
-"""Tsit5 with its stages as straight-line code: diffrax's `Tsit5` evaluates the stages
-of a step in a loop of its own (`eqxi.while_loop` over the stages); `StraightTsit5`
-writes the same arithmetic out stage by stage, inside diffrax's own solve loop."""
+"""Tsit5, one source for every solve that writes it out: its tableau and error order,
+read from diffrax once; a step as straight-line code on arrays (`stages`) and
+its reverse (`reverse`), which the fused solve, its replay, `mlp_reverse` and the
+kernel run; the weights of its interpolant (`interpolation_weights`); and
+`StraightTsit5`, diffrax's `Tsit5` with its stages written out inside diffrax's loop."""
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar, cast
 
 import diffrax
 import equinox.internal as eqxi
@@ -10,6 +13,88 @@ import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
+from jaxtyping import Array
+
+_TABLEAU = diffrax.Tsit5.tableau
+A_LOWER = [[float(a) for a in row] for row in _TABLEAU.a_lower]  # stage i+1 from stages 0..i
+C = [float(c) for c in _TABLEAU.c]  # stage i+1 at time t + c[i] h
+_B_ERROR = [float(b) for b in _TABLEAU.b_error]
+STAGES = len(_TABLEAU.c) + 1  # stage values per step (the first is the FSAL stage)
+# The error estimate's order, as diffrax's PID controller takes it from the solver.
+ERROR_ORDER = cast(int, diffrax.Tsit5().error_order(diffrax.ODETerm(lambda t, y, args: y)))
+
+
+def stage_state(y: Array, row: list[float], ks: list[Array]) -> Array:
+    """A stage's state `y + sum(a_j k_j)` over the nonzero coefficients `row` of the
+    earlier stages' `ks` (their values times the step)."""
+    return y + sum(a * k for a, k in zip(row, ks, strict=False) if a != 0.0)
+
+
+def stages(
+    field: Callable[..., Any], t: Array, tnext: Array, y: Array, f: Array, args: Any
+) -> tuple[Array, Array, list[Array], list[Array]]:
+    """One Tsit5 step from `(t, y)` to `tnext` as straight-line code, no stage buffer.
+
+    - `field`: called as `field(t, y, args)`; `f`: its value at `(t, y)` (FSAL).
+
+    Returns `(y1, error, fs, ks)`: the new state, the embedded error estimate, the 7
+    stages' field values (`fs[0]` is `f`, `fs[-1]` the field at `(tnext, y1)`, the next
+    step's first stage) and the same times the step (diffrax's `k`).
+    """
+    h = tnext - t
+    fs, ks = [f], [f * h]
+    fi = yi = f
+    for row, c in zip(A_LOWER, C, strict=True):
+        yi = stage_state(y, row, ks)
+        fi = field(tnext if c == 1.0 else t + c * h, yi, args)
+        fs.append(fi)
+        ks.append(fi * h)
+    error = cast(Array, sum(b * k for b, k in zip(_B_ERROR, ks, strict=True)))
+    return yi, error, fs, ks  # Tsit5's last stage state is the step's result
+
+
+def reverse(
+    h: Array, y1_bar: Array, fs_bar: list[Array], state_bar: Callable[[int, Array], Array]
+) -> tuple[Array, Array]:
+    """The cotangents of a Tsit5 step's start state and first stage value, given those of
+    its end state (`y1_bar`) and of its 7 stage values (`fs_bar`), the stages walked last
+    to first; `state_bar(i, value_bar)`: the cotangent of stage `i`'s state (1 to 6)
+    from that of its value (the field's reverse)."""
+    k_bar = list(fs_bar)
+    y_bar = jnp.zeros_like(y1_bar)
+    for i in range(len(A_LOWER), 0, -1):
+        g = state_bar(i, k_bar[i])
+        if i == len(A_LOWER):  # Tsit5's last stage state is the step's end state
+            g = g + y1_bar
+        y_bar = y_bar + g
+        for j, a in enumerate(A_LOWER[i - 1]):
+            if a != 0.0:
+                k_bar[j] = k_bar[j] + (a * h) * g
+    return y_bar, k_bar[0]
+
+
+def rescale(t: Array, tnext: Array, ts: Array) -> Array:
+    """Where each of `ts` lies in the step `[t, tnext]`, 0 to 1 (diffrax's
+    `linear_rescale`: 0 for a step of length 0)."""
+    same = t == tnext
+    return jnp.where(same, 0, ts - t) / jnp.where(same, 1, tnext - t)
+
+
+def interpolation_weights(t: Array) -> list[Array]:
+    """The 7 stages' weights in Tsit5's interpolant at `t` (0 to 1): diffrax's
+    (`_Tsit5Interpolation.evaluate`, which holds them as code, not data)."""
+    return [
+        -1.0530884977290216
+        * t
+        * (t - 1.3299890189751412)
+        * (t**2 - 1.4364028541716351 * t + 0.7139816917074209),
+        0.1017 * t**2 * (t**2 - 2.1966568338249754 * t + 1.2949852507374631),
+        2.490627285651252793 * t**2 * (t**2 - 2.38535645472061657 * t + 1.57803468208092486),
+        -16.54810288924490272 * (t - 1.21712927295533244) * (t - 0.61620406037800089) * t**2,
+        47.37952196281928122 * (t - 1.203071208372362603) * (t - 0.658047292653547382) * t**2,
+        -34.87065786149660974 * (t - 1.2) * (t - 0.666666666666666667) * t**2,
+        2.5 * (t - 1) * (t - 0.6) * t**2,
+    ]
 
 
 def _combine(y0: Any, coefficients: np.ndarray, ks: Any) -> Any:
@@ -27,7 +112,7 @@ def _combine(y0: Any, coefficients: np.ndarray, ks: Any) -> Any:
     return jtu.tree_map(leaf, y0, ks)
 
 
-class StraightTsit5(diffrax.Tsit5):
+class StraightTsit5(diffrax.AbstractERK):
     """Diffrax's `Tsit5` (its tableau, FSAL, embedded error estimate and 5th-order
     interpolation), the 7 stages of a step evaluated as straight-line code rather than
     a loop over stages. Step-size controllers, `SaveAt` and adjoints are diffrax's own.
@@ -39,6 +124,14 @@ class StraightTsit5(diffrax.Tsit5):
 
     Takes no arguments (`scan_kind` is diffrax's and unused here).
     """
+
+    tableau: ClassVar[diffrax.ButcherTableau] = diffrax.Tsit5.tableau
+    interpolation_cls: ClassVar[Callable[..., diffrax.AbstractLocalInterpolation]] = (
+        diffrax.Tsit5.interpolation_cls
+    )
+
+    def order(self, terms):
+        return diffrax.Tsit5().order(terms)
 
     def init(self, terms, t0, t1, y0, args):
         """The solver state: the vector field at `(t0, y0)` (FSAL's carried stage)."""

@@ -109,7 +109,6 @@ class LatentODE(odestudy.AbstractODEProblem):
     # Chosen before any run, above a reconstruction at the noise level (NOISE**2) and
     # below the observations' variance.
     trained_loss: ClassVar[float] = 0.05
-    needs_key: ClassVar[bool] = True
 
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Series:
         del spread  # no complexity knob
