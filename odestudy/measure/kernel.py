@@ -125,7 +125,8 @@ def interpret_mode() -> bool:
 def rows_of(field: Any) -> tuple[eqx.nn.MLP, Array | None]:
     """The MLP of `field` and each row's time scale: a batch's field (within-ODE
     batching, `model._BatchField`: row `b` moves at `speed[b] * mlp(y[b])`) or an
-    `AbstractMLPField` (scale None); a one-line ValueError for any other field."""
+    `AbstractMLPField` (scale None); a one-line ValueError for any other field (one
+    whose MLP reads inputs of the time or args too)."""
     batch = hasattr(field, "mlp_rows")  # within-ODE batching's field
     model = field.model if batch else field
     if not isinstance(model, AbstractMLPField):
@@ -136,6 +137,11 @@ def rows_of(field: Any) -> tuple[eqx.nn.MLP, Array | None]:
     mlp_reverse.check_mlp(model.mlp, WHO)
     if model.groups != 1:
         raise ValueError(f"{WHO}: the kernel solve runs an MLP of the whole state (groups 1)")
+    if mlp_reverse.extra_inputs(model.mlp):
+        raise ValueError(
+            f"{WHO}: the kernel solve runs an MLP of the state alone (no inputs of the time "
+            "or args); use integrator='fused' or 'diffrax'"
+        )
     return model.mlp, (field.mlp_rows().scale if batch else None)
 
 

@@ -17,16 +17,21 @@ stored row (its start state and its seven stage values), this reverse step inste
 4. forms each layer's weight gradient as one product over the six stages' rows.
 
 It computes what `jax.vjp` does, in another order (float32 rounding differs). The field
-must be `scale * mlp(y)` row by row (`MLPRows`: within-ODE batching's `_BatchField`
-over an `AbstractMLPField`); the solve refuses any other while tracing.
+must be `scale * mlp([y, inputs])` row by row (`MLPRows`: within-ODE batching's
+`_BatchField` over an `AbstractMLPField`), `inputs` none or values of the time and the
+field's `args` alone (data: no gradient flows into them; the state's cotangent is the
+state's columns of the MLP's input gradient, the weight gradients take the whole input
+rows); the solve refuses any other while tracing.
 """
 
 import abc
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jax.random as jr
 from jaxtyping import Array, Float
 
 from . import tsit5
@@ -38,14 +43,18 @@ THIN = 4
 
 
 class AbstractMLPField(eqx.Module):
-    """A vector field `dy/dt = mlp(y)`: an `eqx.nn.MLP` of the state alone, not of the
-    time or the field's `args`, or (`groups` > 1) the one MLP applied to each of
-    `groups` equal consecutive slices of the state, its weights shared (the oscillator
-    bank's `SharedField`). Subclass it (and call `mlp` in `__call__`) to let the fused
-    solve's reverse loop differentiate its steps by hand (`mlp_reverse`).
+    """A vector field that is an `eqx.nn.MLP`: `dy/dt = mlp(concatenate([y, inputs(t,
+    args)]))`, the state followed by inputs of the time and the field's `args` alone
+    (`inputs`; none by default: `dy/dt = mlp(y)`), or (`groups` > 1, no inputs) the one
+    MLP applied to each of `groups` equal consecutive slices of the state, its weights
+    shared (the oscillator bank's `SharedField`). Subclass it (and call `mlp` in
+    `__call__`) to let the fused solve's reverse loop differentiate its steps by hand
+    (`mlp_reverse`).
 
-    - `mlp`: the MLP (unscanned, elementwise activations, no final activation); the
-      study checks on random states that the field computes it.
+    - `mlp`: the MLP (unscanned, elementwise activations, no final activation), from the
+      state (a slice of it) and the inputs, `in_size = state + inputs`, to the state's
+      derivative, `out_size = state`; the study checks on random `(t, y, args)` that the
+      field computes it.
     """
 
     mlp: eqx.AbstractVar[eqx.nn.MLP]
@@ -56,22 +65,39 @@ class AbstractMLPField(eqx.Module):
         whole state)."""
         return 1
 
+    def inputs(self, t: Any, args: Any) -> Float[Array, " inputs"]:
+        """The MLP's inputs after the state at time `t`, shape `(mlp.in_size -
+        mlp.out_size,)`: values of `t` and `args` alone, not of the state or of trained
+        arrays (no gradient flows into them). None by default (shape `(0,)`)."""
+        del t, args
+        return jnp.zeros((0,))
+
     @abc.abstractmethod
     def __call__(self, t: Any, y: Array, args: Any) -> Array:
-        """`mlp(y)`, shape `(state,)`; `t` and `args` are not read."""
+        """`mlp(concatenate([y, inputs(t, args)]))` (`mlp(y)` without inputs), shape
+        `(state,)`."""
+
+
+def extra_inputs(mlp: eqx.nn.MLP) -> int:
+    """How many inputs the MLP of an `AbstractMLPField` reads after the state (its
+    `inputs`): `in_size - out_size`."""
+    return int(mlp.in_size) - int(mlp.out_size)
 
 
 class MLPRows(NamedTuple):
     """A batch's field as the reverse step reads it: row `b` of the state `y` (shape
-    `(batch, state)`) moves at `scale[b] * mlp(y[b])`, or with `groups` > 1 each of its
-    `groups` equal slices at `scale[b] * mlp(slice)`."""
+    `(batch, state)`) moves at `scale[b] * mlp([y[b], inputs(tau)[b]])`, `inputs` (None:
+    none) each row's MLP inputs after its state at the solve's time `tau`; or with
+    `groups` > 1 (no inputs) each of its `groups` equal slices at `scale[b] *
+    mlp(slice)`."""
 
     mlp: eqx.nn.MLP
     scale: Float[Array, " batch"]
     groups: int = 1
+    inputs: Callable[[Array], Float[Array, "batch inputs"]] | None = None
 
 
-def forward(mlp: eqx.nn.MLP, x: Float[Array, "rows state"]) -> Float[Array, "rows state"]:
+def forward(mlp: eqx.nn.MLP, x: Float[Array, "rows in"]) -> Float[Array, "rows state"]:
     """`mlp` on each row of `x` as this module computes it (matrix products over the
     rows, no final activation): what `check` compares with the field's own output."""
     hidden, _ = _hidden_layers(mlp, x)
@@ -90,25 +116,81 @@ def check_mlp(mlp: eqx.nn.MLP, who: str = "mlp_reverse") -> None:
         )
 
 
-def check(field: AbstractMLPField, key: Array, rows: int = 8, who: str = "mlp_reverse") -> None:
-    """Raise a one-line ValueError (its first words `who`) unless `field`'s MLP is one
-    this module runs (`check_mlp`) and the field's output at `rows` random states (from
-    `key`) is `forward(field.mlp, y)` (to float32 tolerance), on each of its `groups`
-    slices."""
-    mlp, groups = field.mlp, field.groups
-    check_mlp(mlp, who)
-    size = int(mlp.in_size)
-    if not isinstance(groups, int) or groups < 1 or mlp.out_size != size:
+def _random_args(key: Array, args: Any, rows: int) -> Any:
+    """`rows` random samples of one series' `args` (arrays or `jax.ShapeDtypeStruct`s),
+    each leaf's samples on its first axis: normal where inexact, zeros otherwise."""
+    leaves, tree = jax.tree.flatten(args)
+    keys = jr.split(key, max(len(leaves), 1))
+    drawn = [
+        jr.normal(k, (rows, *x.shape), x.dtype)
+        if jnp.issubdtype(x.dtype, jnp.inexact)
+        else jnp.zeros((rows, *x.shape), x.dtype)
+        for k, x in zip(keys, leaves, strict=False)
+    ]
+    return jax.tree.unflatten(tree, drawn)
+
+
+def _check_sizes(field: AbstractMLPField, args: Any, who: str) -> tuple[int, int, int]:
+    """`(state, inputs, groups)` of `field`; a one-line ValueError unless its MLP maps a
+    slice of the state (and, with groups 1, its `inputs`: their shape checked on `args`)
+    to its derivative."""
+    mlp, groups, name = field.mlp, field.groups, type(field).__name__
+    size, extra = int(mlp.out_size), extra_inputs(mlp)
+    if not isinstance(groups, int) or groups < 1 or extra < 0:
         raise ValueError(
-            f"{who}: {type(field).__name__}'s MLP must map a slice of the state to its "
-            f"derivative (in_size == out_size) over groups >= 1, got groups={groups!r}"
+            f"{who}: {name}'s MLP must map a slice of the state (then its inputs) to its "
+            f"derivative (in_size >= out_size) over groups >= 1, got groups={groups!r}"
         )
-    y = jax.random.normal(key, (rows, size * groups))
-    own = jax.vmap(lambda yi: field(None, yi, None))(y)
-    mine = forward(mlp, y.reshape(rows * groups, size)).reshape(rows, size * groups)
+    if extra and groups != 1:
+        raise ValueError(
+            f"{who}: {name} reads inputs of the time or args ({extra}) and moves "
+            f"groups={groups} slices of the state; a field with inputs needs groups 1"
+        )
+    try:
+        out = jax.eval_shape(field.inputs, jax.ShapeDtypeStruct((), jnp.float32), args)
+        got = getattr(out, "shape", type(out).__name__)
+    except Exception as error:  # noqa: BLE001 - the user's method: one line
+        raise ValueError(f"{who}: {name}.inputs(t, args) fails: {error}") from None
+    if got != (extra,):
+        raise ValueError(
+            f"{who}: {name}.inputs(t, args) has shape {got}; its MLP takes "
+            f"in_size - out_size = {extra} inputs after the state"
+        )
+    return size, extra, groups
+
+
+def check(
+    field: AbstractMLPField,
+    key: Array,
+    rows: int = 8,
+    who: str = "mlp_reverse",
+    args: Any = None,
+) -> None:
+    """Raise a one-line ValueError (its first words `who`) unless `field`'s MLP is one
+    this module runs (`check_mlp`), its `inputs` match the MLP's sizes and the field's
+    output at `rows` random `(t, y, args)` (from `key`) is `forward(field.mlp, [y,
+    inputs(t, args)])` (to float32 tolerance), on each of its `groups` slices.
+
+    - `args`: one series' `args` (arrays or `jax.ShapeDtypeStruct`s: random values of
+      their shapes are drawn), or None.
+    """
+    check_mlp(field.mlp, who)
+    size, extra, groups = _check_sizes(field, args, who)
+    y_key, t_key, a_key = jr.split(key, 3)
+    y = jr.normal(y_key, (rows, size * groups))
+    t = jr.uniform(t_key, (rows,), maxval=10.0)
+    a = None if args is None else _random_args(a_key, args, rows)
+    axes = (0, None if a is None else 0)
+    own = jax.vmap(field, in_axes=(axes[0], 0, axes[1]))(t, y, a)
+    if extra:
+        x = jnp.concatenate([y, jax.vmap(field.inputs, in_axes=axes)(t, a)], axis=1)
+    else:
+        x = y.reshape(rows * groups, size)
+    mine = forward(field.mlp, x).reshape(rows, size * groups)
     if not jnp.allclose(own, mine, rtol=1e-4, atol=1e-6):
         raise ValueError(
-            f"{who}: {type(field).__name__} does not compute dy/dt = mlp(y) (no final activation)"
+            f"{who}: {type(field).__name__} does not compute dy/dt = mlp([y, inputs(t, "
+            "args)]) (no final activation)"
         )
 
 
@@ -164,6 +246,21 @@ def _weight_gradients(
     )
 
 
+def _stage_inputs(rows: MLPRows, bound: Array, h: Array, state: int) -> Array:
+    """The six stages' MLP inputs after their states, stacked in stage order as the
+    states are: each row's `inputs` at the stage's time (Tsit5's nodes, `tsit5.C`); a
+    one-line ValueError (while tracing) unless they are as many as the MLP takes."""
+    assert rows.inputs is not None
+    extra = [rows.inputs(tsit5.stage_time(bound[0], bound[1], h, c)) for c in tsit5.C]
+    want = int(rows.mlp.in_size) - state
+    if extra[0].ndim != 2 or extra[0].shape[1] != want:
+        raise ValueError(
+            f"mlp_reverse: the field's inputs(t, args) give {extra[0].shape[1:]} values per "
+            f"row; its MLP takes in_size - state = {want}"
+        )
+    return jnp.concatenate(extra)
+
+
 def step_reverse(
     rows: MLPRows,
     h: Array,
@@ -171,36 +268,33 @@ def step_reverse(
     fs: Float[Array, "7 batch state"],
     y1_bar: Array,
     fs_bar: Array,
+    bound: Float[Array, "2"] | None = None,
 ) -> tuple[Array, Array, eqx.nn.MLP]:
     """The cotangents of one Tsit5 step's start state `y` and first stage `fs[0]`, and of
     the MLP's arrays, given those of its end state (`y1_bar`) and of its seven stage
     values (`fs_bar`).
 
-    - `h`: the step's length; `fs`: its stored stage values (`fs[0]` the FSAL stage).
+    - `h`: the step's length; `fs`: its stored stage values (`fs[0]` the FSAL stage);
+      `bound`: its start and end times (where `rows.inputs`: the stages' times).
 
     Returns `(y_bar, f_bar, mlp_bar)`, `mlp_bar` shaped as `rows.mlp` (its arrays the
     gradients, every other leaf as it was). With `rows.groups` > 1 each slice of a row
-    is a row of its own, at its row's scale.
+    is a row of its own, at its row's scale. With `rows.inputs` each stage's MLP rows
+    are its state and its inputs at its time: the weight gradients take the whole rows,
+    the state's cotangent the state's columns.
     """
     if rows.groups > 1:
-        n = rows.groups
-
-        def split(a: Array) -> Array:
-            return a.reshape(*a.shape[:-2], a.shape[-2] * n, a.shape[-1] // n)
-
-        def join(a: Array) -> Array:
-            return a.reshape(*a.shape[:-2], a.shape[-2] // n, a.shape[-1] * n)
-
-        single = MLPRows(rows.mlp, jnp.repeat(rows.scale, n))
-        y_bar, f_bar, mlp_bar = step_reverse(
-            single, h, split(y), split(fs), split(y1_bar), split(fs_bar)
-        )
-        return join(y_bar), join(f_bar), mlp_bar
+        return _grouped_reverse(rows, h, y, fs, y1_bar, fs_bar)
     mlp, scale = rows.mlp, rows.scale[:, None]
-    layers, batch = mlp.layers, y.shape[0]
+    layers, (batch, state) = mlp.layers, y.shape
     ks = [f * h for f in fs]
-    inputs = [tsit5.stage_state(y, row, ks) for row in tsit5.A_LOWER]
-    hidden, derivatives = _hidden_layers(mlp, jnp.concatenate(inputs))
+    inputs = jnp.concatenate([tsit5.stage_state(y, row, ks) for row in tsit5.A_LOWER])
+    weights = [layer.weight for layer in layers]
+    if rows.inputs is not None:  # the state's columns alone go back to the states
+        assert bound is not None, "a field with inputs needs the step's times"
+        inputs = jnp.concatenate([inputs, _stage_inputs(rows, bound, h, state)], axis=1)
+        weights[0] = weights[0][:, :state]
+    hidden, derivatives = _hidden_layers(mlp, inputs)
     output_bars: list[list[Array]] = [[] for _ in layers]  # per layer, stages last first
 
     def state_bar(stage: int, value_bar: Array) -> Array:
@@ -208,7 +302,7 @@ def step_reverse(
         g = scale * value_bar
         for index in range(len(layers) - 1, -1, -1):
             output_bars[index].append(g)
-            g = _input_gradient(g, layers[index].weight)
+            g = _input_gradient(g, weights[index])
             if index:
                 g = g * derivatives[index - 1][rows_of]
         return g
@@ -216,3 +310,28 @@ def step_reverse(
     fs_bars = [fs_bar[j] for j in range(tsit5.STAGES)]
     y_bar, f_bar = tsit5.reverse(h, y1_bar, fs_bars, state_bar)
     return y_bar, f_bar, _weight_gradients(mlp, output_bars, hidden)
+
+
+def _grouped_reverse(
+    rows: MLPRows, h: Array, y: Array, fs: Array, y1_bar: Array, fs_bar: Array
+) -> tuple[Array, Array, eqx.nn.MLP]:
+    """`step_reverse` for `rows.groups` > 1: each slice of a row a row of its own, at its
+    row's scale; a one-line ValueError (while tracing) where the field has inputs."""
+    if rows.inputs is not None:
+        raise ValueError(
+            "mlp_reverse: a field with inputs of the time or args needs groups 1, got "
+            f"groups={rows.groups}"
+        )
+    n = rows.groups
+
+    def split(a: Array) -> Array:
+        return a.reshape(*a.shape[:-2], a.shape[-2] * n, a.shape[-1] // n)
+
+    def join(a: Array) -> Array:
+        return a.reshape(*a.shape[:-2], a.shape[-2] // n, a.shape[-1] * n)
+
+    single = MLPRows(rows.mlp, jnp.repeat(rows.scale, n))
+    y_bar, f_bar, mlp_bar = step_reverse(
+        single, h, split(y), split(fs), split(y1_bar), split(fs_bar)
+    )
+    return join(y_bar), join(f_bar), mlp_bar

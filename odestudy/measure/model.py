@@ -6,7 +6,7 @@ import abc
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import equinox as eqx
 import jax
@@ -16,7 +16,7 @@ from jaxtyping import Array, Float, Int
 from . import tsit5
 from .controllers import AbstractController, parse_controller
 from .loss import mean_value
-from .mlp_reverse import AbstractMLPField, MLPRows
+from .mlp_reverse import AbstractMLPField, MLPRows, extra_inputs
 from .problem import (
     AbstractODEProblem,
     AbstractProblem,
@@ -207,15 +207,32 @@ class _BatchField(eqx.Module):
         field = jax.vmap(lambda ti, yi: self.model(ti, yi, args))(times, y)
         return self.speed[:, None] * field
 
-    def mlp_rows(self) -> MLPRows:
-        """This field as `mlp_reverse` reads it: row `i` moves at `speed_i * mlp(u_i)`; a
-        ValueError (while tracing) unless the model is an `AbstractMLPField`."""
+    def mlp_rows(self, args: Any = None) -> MLPRows:
+        """This field as `mlp_reverse` reads it, given the solve's `args`: row `i` moves
+        at `speed_i * mlp([u_i, inputs(t_i, args_i)])` (`_inputs`); a ValueError (while
+        tracing) unless the model is an `AbstractMLPField`."""
         if not isinstance(self.model, AbstractMLPField):
             raise ValueError(
                 f"mlp_reverse: the vector field ({type(self.model).__name__}) is not an "
-                "odestudy.AbstractMLPField (dy/dt = mlp(y))"
+                "odestudy.AbstractMLPField (dy/dt = mlp([y, inputs(t, args)]))"
             )
-        return MLPRows(self.model.mlp, self.speed, self.model.groups)
+        mlp, groups = self.model.mlp, self.model.groups
+        if not extra_inputs(mlp):
+            return MLPRows(mlp, self.speed, groups)
+        return MLPRows(mlp, self.speed, groups, functools.partial(self._inputs, args))
+
+    def _inputs(self, args: Any, tau: Array) -> Array:
+        """Each row's MLP inputs after its state at the solve's time `tau`, of shape
+        `(batch, inputs)`: the model's `inputs` at the row's time and `args` as
+        `__call__` gives them to the model."""
+        inputs = cast(AbstractMLPField, self.model).inputs
+        if args is None and self.start is None:
+            one = inputs(tau, None)
+            return jnp.broadcast_to(one, (self.speed.shape[0], *jnp.shape(one)))
+        if self.start is None:
+            return jax.vmap(inputs, in_axes=(None, 0))(tau, args)
+        times = self.start + self.speed * tau
+        return jax.vmap(inputs, in_axes=(0, None if args is None else 0))(times, args)
 
     def with_mlp(self, mlp: Any) -> "_BatchField":
         """This field with its model's MLP replaced by `mlp` (the MLP's cotangent where

@@ -20,7 +20,8 @@ pass a reverse scan of the same replays.
 Gradients flow to the field's arrays, the initial state and the field's `args` where
 these are differentiated (`eqx.filter_custom_vjp`'s `perturbed`). Under PID, with
 `by_hand`, each step's reverse is `mlp_reverse.step_reverse` instead of `jax.vjp` (a
-field that is an MLP of the state, `mlp_reverse`: fewer kernels per step).
+field that is an MLP of the state and of inputs of the time and `args`, `mlp_reverse`:
+fewer kernels per step).
 """
 
 from collections.abc import Callable
@@ -143,9 +144,9 @@ def _by_jax(static, diff):
 
 def _by_hand(static, diff):
     """One accepted step's reverse by `mlp_reverse.step_reverse` from its row: for a
-    field that says how its MLP moves its rows (`mlp_rows`, within-ODE batching's) and
-    whose differentiated arrays are its MLP's alone; a ValueError while tracing
-    otherwise."""
+    field that says how its MLP moves its rows given the solve's `args` (`mlp_rows`,
+    within-ODE batching's) and whose differentiated arrays are its MLP's alone (not its
+    `args`: data to the MLP's inputs); a ValueError while tracing otherwise."""
     field = eqx.combine(diff[0], static[0])
     mlp_rows = getattr(field, "mlp_rows", None)
     if mlp_rows is None:
@@ -153,7 +154,7 @@ def _by_hand(static, diff):
             "mlp_reverse: the fused solve's field is not a batch's MLP field "
             "(within-ODE batching of an odestudy.AbstractMLPField)"
         )
-    rows_of = mlp_rows()
+    rows_of = mlp_rows(eqx.combine(diff[1], static[1]))
     if jax.tree.leaves(diff[1]) or len(jax.tree.leaves(diff[0])) != len(
         jax.tree.leaves(eqx.filter(rows_of.mlp, eqx.is_inexact_array))
     ):
@@ -164,7 +165,9 @@ def _by_hand(static, diff):
 
     def reverse(bound, row, y1_bar, fs_bar):
         h = bound[1] - bound[0]
-        y_in, f_in, mlp_bar = mlp_reverse.step_reverse(rows_of, h, row[0], row[2:], y1_bar, fs_bar)
+        y_in, f_in, mlp_bar = mlp_reverse.step_reverse(
+            rows_of, h, row[0], row[2:], y1_bar, fs_bar, bound
+        )
         d_field = diff[0].with_mlp(eqx.filter(mlp_bar, eqx.is_inexact_array))
         return y_in, f_in, (d_field, diff[1])
 

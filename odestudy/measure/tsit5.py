@@ -1,8 +1,9 @@
 """Tsit5, one source for every solve that writes it out: its tableau and error order,
-read from diffrax once; a step as straight-line code on arrays (`stages`) and
-its reverse (`reverse`), which the fused solve, its replay, `mlp_reverse` and the
-kernel run; the weights of its interpolant (`interpolation_weights`); and
-`StraightTsit5`, diffrax's `Tsit5` with its stages written out inside diffrax's loop."""
+read from diffrax once; a step as straight-line code on arrays (`stages`, each stage at
+`stage_time`) and its reverse (`reverse`), which the fused solve, its replay,
+`mlp_reverse` and the kernel run; the weights of its interpolant
+(`interpolation_weights`); and `StraightTsit5`, diffrax's `Tsit5` with its stages
+written out inside diffrax's loop."""
 
 from collections.abc import Callable
 from typing import Any, ClassVar, cast
@@ -30,6 +31,12 @@ def stage_state(y: Array, row: list[float], ks: list[Array]) -> Array:
     return y + sum(a * k for a, k in zip(row, ks, strict=False) if a != 0.0)
 
 
+def stage_time(t: Array, tnext: Array, h: Array, c: float) -> Array:
+    """The time of the stage at node `c` (`C`) of the step from `t` to `tnext` (`h`:
+    `tnext - t`): `tnext` itself at `c` = 1, else `t + c h`."""
+    return tnext if c == 1.0 else t + c * h
+
+
 def stages(
     field: Callable[..., Any], t: Array, tnext: Array, y: Array, f: Array, args: Any
 ) -> tuple[Array, Array, list[Array], list[Array]]:
@@ -46,7 +53,7 @@ def stages(
     fi = yi = f
     for row, c in zip(A_LOWER, C, strict=True):
         yi = stage_state(y, row, ks)
-        fi = field(tnext if c == 1.0 else t + c * h, yi, args)
+        fi = field(stage_time(t, tnext, h, c), yi, args)
         fs.append(fi)
         ks.append(fi * h)
     error = cast(Array, sum(b * k for b, k in zip(_B_ERROR, ks, strict=True)))
