@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import optax
@@ -23,7 +24,7 @@ from .compat import pmap_implementation
 from .data import DATA_CACHE_ENV, cached_dataset
 from .environment import cpu_info, machine_id, now, provenance, this_machine, versions
 from .mlp_reverse import AbstractMLPField
-from .model import Solve, evaluation
+from .model import AbstractBatchSolve, Solve, evaluation
 from .modes import ParallelStep, to_host
 from .probe import GRADIENT_FLOATS, collective_latency, session_probe
 from .problem import (
@@ -156,14 +157,21 @@ def step_model(s: Scenario, problem: AbstractODEProblem, model: Any) -> Any:
 
 
 def check_mlp_fields(
-    problem: AbstractODEProblem, model: Any, who: str = "mlp_reverse", grouped: bool = True
+    problem: AbstractODEProblem,
+    model: Any,
+    who: str = "mlp_reverse",
+    grouped: bool = True,
+    inputs: bool = True,
+    args: Any = None,
 ) -> None:
     """A `ProblemError` unless `model` holds an `AbstractMLPField` and each it holds
-    computes its MLP (`mlp_reverse.check`, on 8 random states), so that the lever
+    computes its MLP (`mlp_reverse.check`, on 8 random `(t, y, args)`), so that the lever
     `mlp_reverse`, or an integrator that runs MLP fields alone (`who`, as the message
     names it: `integrator='kernel'`), is refused before anything compiles where it
     cannot run; `grouped`: a field whose MLP moves slices of the state
-    (`AbstractMLPField.groups` > 1) can run (else it is refused too)."""
+    (`AbstractMLPField.groups` > 1) can run, `inputs`: one whose MLP reads inputs of the
+    time or args (`AbstractMLPField.inputs`) can (else each is refused too); `args`: one
+    series' `args` as the loss hands them to the solve (`solve_args`), or None."""
     fields = [
         leaf
         for leaf in jax.tree.leaves(model, is_leaf=lambda x: isinstance(x, AbstractMLPField))
@@ -173,16 +181,66 @@ def check_mlp_fields(
         raise ProblemError(problem, "model", f"{who}: the model holds no odestudy.AbstractMLPField")
     for field in fields:
         try:
-            mlp_reverse.check(field, jr.PRNGKey(0), who=who)
+            mlp_reverse.check(field, jr.PRNGKey(0), who=who, args=args)
         except ValueError as error:
             raise ProblemError(problem, "model", str(error)) from None
+        name, extra = type(field).__name__, mlp_reverse.extra_inputs(field.mlp)
         if not grouped and field.groups != 1:
             raise ProblemError(
                 problem,
                 "model",
                 f"{who}: runs an MLP of the whole state (groups 1), got "
-                f"{type(field).__name__} with groups={field.groups}",
+                f"{name} with groups={field.groups}",
             )
+        if not inputs and extra:
+            raise ProblemError(
+                problem,
+                "model",
+                f"{who}: runs an MLP of the state alone, got {name} whose MLP reads "
+                f"{extra} inputs of the time or args",
+            )
+
+
+class _ArgsProbe(AbstractBatchSolve):
+    """A stand-in for the study's solve that keeps the `args` a loss hands it, as one
+    series' shapes (`jax.ShapeDtypeStruct`s), and solves nothing (zeros)."""
+
+    def __init__(self, spec: Solve):
+        super().__init__(spec)
+        self.args: list[Any] = []
+
+    def __call__(self, field: Any, ts: Any, y0: Any, args: Any = None) -> Any:
+        one = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), args)
+        self.args.append(one)
+        self.calls.append(jnp.zeros(ts.shape[:1], jnp.int32))
+        return jnp.zeros((*ts.shape, *y0.shape[1:]), y0.dtype)
+
+
+def solve_args(s: Scenario, problem: AbstractODEProblem, data: Any, model: Any) -> Any:
+    """One series' `args` (shapes) as `problem`'s loss hands them to the solve on one
+    sample of `data`, traced: the first call's, or None (no args, or a loss that fails
+    here: `checks.check_parts` then says why)."""
+    probe = _ArgsProbe(s.ode_solve(problem))
+    one = problem.take(data, np.arange(1))
+    key = jr.PRNGKey(0) if problem.needs_key else None
+    try:
+        jax.eval_shape(lambda: problem.loss(model, one, key, probe))
+    except Exception:  # noqa: BLE001 - the user's loss: check_parts reports it
+        return None
+    return probe.args[0] if probe.args else None
+
+
+def _check_mlp_levers(s: Scenario, problem: AbstractODEProblem, data: Any, model: Any) -> None:
+    """`check_mlp_fields` for `s.mlp_reverse` and for an integrator that runs MLP fields
+    alone (groups 1, no inputs), on the `args` the loss hands the solve."""
+    if not (s.mlp_reverse or s.structure.integrator.mlp_field):
+        return
+    args = solve_args(s, problem, data, model)
+    if s.mlp_reverse:
+        check_mlp_fields(problem, model, args=args)
+    if s.structure.integrator.mlp_field:
+        who = f"integrator={s.integrator!r}"
+        check_mlp_fields(problem, model, who, grouped=False, inputs=False, args=args)
 
 
 def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup:
@@ -219,10 +277,7 @@ def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup
         check_uniform_grids(problem, np.asarray(problem.times(data)))
     model = call_part(problem, "model", "make_model", problem.make_model, model_key, s.width)
     model = step_model(s, problem, model)
-    if s.mlp_reverse:
-        check_mlp_fields(problem, model)
-    if s.structure.integrator.mlp_field:
-        check_mlp_fields(problem, model, f"integrator={s.integrator!r}", grouped=False)
+    _check_mlp_levers(s, problem, data, model)
     params, static = eqx.partition(model, eqx.is_inexact_array)
     if check:
         check_parts(s, problem, data, params, static)
