@@ -6,7 +6,8 @@ frequency `w`, observed as `(x, x')` on an evenly spaced grid. The batch carries
 series' `(a, w)`; the loss hands them to the study's solve as `args`, and the learned
 field `f(t, y, args) = MLP([y, a sin(w t)])` reads its series' forcing at the time it is
 evaluated (so it is time-dependent, and within-ODE batching gives it each series' own
-time and `args`).
+time and `args`). It is an `odestudy.AbstractMLPField` whose MLP input after the state
+is that forcing (`ForcedField.inputs`), so `mlp_reverse` runs it.
 """
 
 from typing import Any, ClassVar, NamedTuple
@@ -73,17 +74,23 @@ def forced_series(size: int, key: jax.Array) -> Forced:
     return Forced(np.asarray(ts), np.asarray(ys), np.asarray(forcing))
 
 
-class ForcedField(eqx.Module):
-    """`dy/dt = MLP([y, a sin(w t)])`: a field that reads its series' forcing (`args`)."""
+class ForcedField(odestudy.AbstractMLPField):
+    """`dy/dt = MLP([y, a sin(w t)])`: a field that reads its series' forcing (`args`),
+    an MLP of the state and of one input of the time and `args` (`inputs`), so the fused
+    solve's reverse loop can differentiate its steps by hand (`mlp_reverse`)."""
 
     mlp: eqx.nn.MLP
 
     def __init__(self, key: jax.Array, width: int):
         self.mlp = eqx.nn.MLP(3, 2, width, 2, activation=jnp.tanh, key=key)
 
-    def __call__(self, t: Any, y: jax.Array, args: jax.Array) -> jax.Array:
+    def inputs(self, t: Any, args: jax.Array) -> jax.Array:
+        """The forcing `a sin(w t)` at `t`, shape `(1,)`."""
         control = args[0] * jnp.sin(args[1] * t)
-        return self.mlp(jnp.concatenate([y, control[None]]))
+        return control[None]
+
+    def __call__(self, t: Any, y: jax.Array, args: jax.Array) -> jax.Array:
+        return self.mlp(jnp.concatenate([y, self.inputs(t, args)]))
 
 
 class ForcedOscillator(odestudy.AbstractODEProblem):
