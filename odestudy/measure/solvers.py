@@ -275,8 +275,8 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
     - `solves_batch`: one solve per sample is its own `solve_batch` (the batch's series
       together), not `solve` under `vmap` (`model.solve_batch`).
     - `mlp_field`: it runs a field that is an MLP of the state alone
-      (`odestudy.AbstractMLPField`), which the study checks before compiling
-      (`training.check_mlp_fields`).
+      (`odestudy.AbstractMLPField` of groups 1 without `inputs` of the time or args),
+      which the study checks before compiling (`training.check_mlp_fields`).
     - `own_loop`: how errors name its loop where it is a loop of its own, which runs the
       controllers the fused loop runs (`AbstractController.fused`) and no `solve='scan'`;
       None (diffrax's loop) otherwise.
@@ -417,11 +417,12 @@ class Fused(AbstractIntegrator):
 class Kernel(AbstractIntegrator):
     """The kernel solve (`kernel.py`): the whole solve of a block of series as one Pallas
     kernel and its reverse pass as one more (replaying the accepted steps, each step's
-    reverse by hand), for a field that is an MLP of the state (`odestudy.AbstractMLPField`;
-    any other is refused while tracing). PID (bounded by `structure.max_steps`, with the
-    problem's tolerances) where the controller is `adaptive`, else StepTo; the controllers
-    the fused loop runs (`AbstractController.fused`). One solve per sample takes a block
-    of series per program instance (`solve_batch`); within-ODE the batch is one program.
+    reverse by hand), for a field that is an MLP of the state alone
+    (`odestudy.AbstractMLPField` without `inputs`; any other is refused while tracing).
+    PID (bounded by `structure.max_steps`, with the problem's tolerances) where the
+    controller is `adaptive`, else StepTo; the controllers the fused loop runs
+    (`AbstractController.fused`). One solve per sample takes a block of series per
+    program instance (`solve_batch`); within-ODE the batch is one program.
     Its reverse pass is its own (`adjoint="accepted_steps"`, as `replay.py`'s). On a CPU
     it runs in Pallas's interpret mode (`kernel.interpret_mode`)."""
 
@@ -467,7 +468,8 @@ class Structure:
     - `integrator`: the loop that runs it (an `AbstractIntegrator`), or its name (one of
       `INTEGRATORS`), parsed at construction.
     - `mlp_reverse`: the fused solve's own reverse loop under PID differentiates each
-      step by hand (`mlp_reverse.py`: a field that is an MLP of the state).
+      step by hand (`mlp_reverse.py`: a field that is an MLP of the state and of inputs
+      of the time and args, `odestudy.AbstractMLPField`).
     """
 
     solve: str = "per_sample"
