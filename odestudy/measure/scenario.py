@@ -344,8 +344,9 @@ class Scenario:
     mlp_reverse: bool = _field(
         False,
         "the fused solve's reverse loop (PID, adjoint accepted_steps, within_ode) "
-        "differentiates each step by hand for a field that is an MLP of the state "
-        "(odestudy.AbstractMLPField; mlp_reverse.py) instead of by jax.vjp",
+        "differentiates each step by hand for a field that is an MLP of the state and "
+        "of inputs of the time and args (odestudy.AbstractMLPField; mlp_reverse.py) "
+        "instead of by jax.vjp",
         tag="mlprev",
         lever=True,
     )
