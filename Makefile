@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: versions rising-cost own-loop all full map crossover map-levers map-vectors map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: versions rising-cost own-loop neighbours all full map crossover map-levers map-vectors map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -24,6 +24,14 @@ all: $(STAMP)
 full: $(STAMP)
 	@$(BIN)/odestudy matrix --scale $(SCALE) --device auto --full; status=$$?; \
 		$(MAKE) --no-print-directory report && exit $$status
+
+# What a device pays for its neighbours (benchmarks/neighbours.py): the 1-device step
+# alone, as N programs dispatched at once (predict's term), as N copies inside one pmap
+# program, and each mode's real step, on the trained oscillator and latent ODE, 2 devices.
+neighbours: $(STAMP)
+	$(BIN)/python benchmarks/neighbours.py --devices 2 --batches 4,16,64
+	$(BIN)/python benchmarks/neighbours.py --devices 2 --batches 4,16,64 --step recommended
+	$(BIN)/python benchmarks/neighbours.py --devices 2 --batches 8,16,32 --step recommended --problem latent_ode
 
 # The workload map: the oscillator at field widths 16, 64 and 256, a bank of 8
 # oscillators (state 16), a latent ODE and a controlled ODE, 1 and 2 CPU devices in every
