@@ -14,7 +14,8 @@ from odestudy.report import workloads
 from odestudy.report.claims import verdict_claims
 from odestudy.report.frames import scaling_rows
 from odestudy.report.plots import MODE_STYLE, scaling_figures
-from odestudy.report.verdict import verdict_markdown
+from odestudy.report.tables import render_blocks
+from odestudy.report.verdict import verdict_body
 from odestudy.study.rec import Rec
 
 from .helpers import record
@@ -88,7 +89,7 @@ def test_predict_takes_the_fifth_mode_from_its_class(fifth):
 
 def test_the_report_takes_the_fifth_mode_from_its_class(fifth, tmp_path):
     rows = scaling_rows(_records("fifth"))
-    verdict = verdict_markdown(rows, "smoke")
+    verdict = render_blocks(verdict_body(rows, "smoke"))
     assert "Slowest **fifth**" in verdict and "3 collective(s) inside its solver loops" in verdict
     claims = "\n".join(verdict_claims(rows, _records("fifth")))
     assert "**Avoid the fifth mode (`fifth`) with PID**" in claims

@@ -19,7 +19,7 @@ from ..report.plots import scaling_figures, step_cost_figure
 from ..report.projection import all_sweeps, projection_table
 from ..report.provenance import provenance_table
 from ..report.reference import REFERENCE_CSV, reference_rows
-from ..report.verdict import verdict_markdown
+from ..report.verdict import verdict_body
 from ..study.claim import Claim
 from ..study.grid import KINDS, for_problem, node_scenarios, scaling_plan, scenarios
 from ..study.rec import Rec
@@ -63,14 +63,14 @@ class Scaling(Study):
         """The projection, the CPU and GPU tables, the verdict, the machines compared,
         the records left out and their provenance."""
         devices = device_tables(inputs)
-        verdict = Text(verdict_markdown(inputs.rows, inputs.scale))
+        verdict = tuple(verdict_body(inputs.rows, inputs.scale))
         drawn = headline_figure(_by_scaling(inputs.rows), inputs.figures) if inputs.draw else None
         headline = (drawn,) if drawn else ()
         machines = tuple(machines_table(list(inputs.records), inputs.machines))
         skipped = (skipped_table(list(inputs.skipped)),)
         return [
             *devices,
-            Table("verdict", f"Verdict ({inputs.scale} scale)", (verdict,), headline),
+            Table("verdict", f"Verdict ({inputs.scale} scale)", verdict, headline),
             Table("machines", "Machines compared", machines),
             Table("skipped", "Records left out of the report", skipped),
             Table("provenance", "Provenance", tuple(provenance_table(inputs.results))),

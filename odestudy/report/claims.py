@@ -393,12 +393,12 @@ def verdict_claims(
     return list(device_answer(rows, every, scaling, device).bullets)
 
 
-# Where the verdict states its claims (`Claim.where`, `verdict.verdict_markdown`).
+# Where the verdict states its claims (`Claim.where`, `verdict.verdict_body`).
 VERDICT_WHERE = "the verdict"
 
 
 def verdict_stated(rows: Sequence[Rec]) -> list[Claim]:
-    """The claims the verdict (`verdict.verdict_markdown`) states of `rows`: per device
+    """The claims the verdict (`verdict.verdict_body`) states of `rows`: per device
     kind, scaling and controller, each row of its comparison (`verdict.compare`) over
     its own 1-device row."""
     ok = [r for r in rows if r.ok]

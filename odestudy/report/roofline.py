@@ -30,13 +30,13 @@ ROOFLINE_TEXT = (
 )
 
 
-def roofline_said(rec: LeverRecord) -> list[str]:
+def roofline_said(rec: LeverRecord) -> str:
     """The line under a GPU levers table naming its machine's roofline reading: its
     three values and its session, the range over the machine's other readings, or that
     the machine has none."""
     probe = roofline_record(rec)
     if not probe:
-        return ["No roofline was read on this machine (`benchmarks/gpu_session.sh roofline`).", ""]
+        return "No roofline was read on this machine (`benchmarks/gpu_session.sh roofline`)."
     readings = roofline_readings(rec)
     peaks = [r.peak_flops_per_s / 1e12 for r in readings]
     spread = (
@@ -45,7 +45,7 @@ def roofline_said(rec: LeverRecord) -> list[str]:
         if len(readings) > 1
         else ""
     )
-    return [
+    return (
         f"Roofline of {escape(probe.machine_id)} ({escape(probe.device_kind)}, "
         f"JAX {escape((probe.versions or {}).get('jax'))}), read "
         f"{escape(probe.finished)}: "
@@ -57,9 +57,8 @@ def roofline_said(rec: LeverRecord) -> list[str]:
             else f"{probe.kernel_s * 1e6:.3g} us per kernel"
         )
         + "."
-        + spread,
-        "",
-    ]
+        + spread
+    )
 
 
 def _when(rec: LeverRecord | Roofline) -> datetime.datetime | None:

@@ -30,8 +30,8 @@ from .floor import (
     FUSED_VARIANTS,
     floor_ratio,
     fused_adjoints,
-    fused_lines,
     fused_records,
+    fused_section,
     gpu_fused_machines,
     older_step,
     recommended_made_of,
@@ -41,7 +41,7 @@ from .frames import read_records
 from .heldout import choice_records, made_before, recommended_again, said
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import pair_mark, trained
-from .map_levers import MAP_LEVERS, LeverSpeedup, lever_lines, lever_speedups, lever_summary
+from .map_levers import MAP_LEVERS, LeverSpeedup, lever_section, lever_speedups, lever_summary
 from .plots import MODE_STYLE, _save
 from .tables import escape, loss_cell, markdown_table
 
@@ -563,7 +563,7 @@ def workloads_body(
         "time; the step run on the devices is that step. Where along the work this changes: "
         "[when splitting pays](crossover.md)."
     )
-    levers = [line for lever in MAP_LEVERS for line in lever_lines(results, machine, lever)]
+    levers = [b for lever in MAP_LEVERS for b in lever_section(results, machine, lever)]
     profiled = predictions(results, machine, EXTRAPOLATION_PROFILE)
     body = (
         Text(intro),
@@ -585,8 +585,9 @@ def workloads_body(
         Text("\n".join(validation_lines(errors))),
         errors_table(errors) if errors else Text("No prediction of the map yet."),
         *extrapolation_section(rows, profiled),
-        # The other modules' sections, as lines; the file ends with a blank line.
-        Text("\n".join([*levers, *fused_lines(results, machine), ""])),
+        *levers,
+        *fused_section(results, machine),
+        Text(""),  # the file ends with a blank line
     )
     return body, rows
 
