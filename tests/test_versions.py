@@ -4,9 +4,10 @@ for, and its table from synthetic records of two releases."""
 import pytest
 
 from odestudy.measure.scenario import Scenario
-from odestudy.report.versions import versions_markdown, write_versions
+from odestudy.report.versions import versions_body, write_versions
 from odestudy.study import records
 from odestudy.study.matrix import plan, record_path, versions_scenarios
+from odestudy.study.studies import Text
 from odestudy.study.versions import REQUIREMENTS, VERSION_SETS, build
 
 from .helpers import record
@@ -63,7 +64,7 @@ def test_the_table_joins_within_each_release(tmp_path, spread_measured):
 
 
 def test_no_records_say_so():
-    assert "No records of the version study" in versions_markdown({})
+    assert versions_body({}) == [Text("No records of the version study (`make versions`).")]
 
 
 def test_the_versions_table_is_written_as_its_value_renders_it(tmp_path):

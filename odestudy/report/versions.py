@@ -11,13 +11,13 @@ from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 from ..study.matrix import versions_scenarios
 from ..study.rec import Rec
-from ..study.studies import Table, Text
+from ..study.studies import Block, Grid, Table, Text
 from ..study.versions import RESULTS, VERSION_SETS
 from . import loss, sessions
 from .frames import read_records, scaling_rows
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .plots import MODE_STYLE
-from .tables import escape, fmt, markdown_table, render
+from .tables import escape, fmt, render, render_blocks
 
 TABLE_HEADER = (
     "JAX / diffrax / equinox / optax",
@@ -62,26 +62,24 @@ def _one_device(rows: list[Rec], controller: str) -> Rec | None:
     )
 
 
-def versions_markdown(by_set: dict[str, list[Rec]]) -> str:
+def versions_body(by_set: dict[str, list[Rec]]) -> list[Block]:
     """The version table, and what it says with intervals: each release's 1-device step
     against the current release's, and sharded `jit`'s speedup at each release."""
     if not by_set:
-        return "No records of the version study (`make versions`)."
-    current = list(by_set)[-1]
-    parts = [
-        "Core rows of the quick scale (strong scaling, CPU, one machine) under each JAX "
-        "release, each release in its own environment (`make versions`); speedups are "
-        "against the same release's 1-device row. Rows with more devices than physical "
-        "cores (8) measure overhead, as in the reference. " + METHOD,
-        "",
-        _where(by_set),
-        "",
+        return [Text("No records of the version study (`make versions`).")]
+    sentences = _sentences(by_set, list(by_set)[-1])
+    body: list[Block] = [
+        Text(
+            "Core rows of the quick scale (strong scaling, CPU, one machine) under each JAX "
+            "release, each release in its own environment (`make versions`); speedups are "
+            "against the same release's 1-device row. Rows with more devices than physical "
+            "cores (8) measure overhead, as in the reference. " + METHOD
+        ),
+        Text(_where(by_set)),
+        *([Text("\n".join(sentences))] if sentences else []),
+        Grid(TABLE_HEADER, tuple(_table(by_set))),
     ]
-    parts += _sentences(by_set, current) + [""]
-    parts.append(markdown_table(TABLE_HEADER, _table(by_set)))
-    for n in loss.notes("\n".join(parts)):
-        parts += ["", n]
-    return "\n".join(parts)
+    return body + [Text(n) for n in loss.notes(render_blocks(body))]
 
 
 def _sentences(by_set: dict[str, list[Rec]], current: str) -> list[str]:
@@ -132,7 +130,7 @@ def _table(by_set: dict[str, list[Rec]]) -> list[list[Any]]:
     for rows in by_set.values():
         for r in sorted(rows, key=lambda r: (r.controller, r.n_devices, r.mode)):
             ok = r.ok
-            # Cells are escaped by `markdown_table`: record text enters as it is.
+            # Cells are escaped when rendered: record text enters as it is.
             table.append(
                 [
                     _stack(r),
@@ -223,11 +221,9 @@ def versions_figure(by_set: dict[str, list[Rec]], out: str | Path) -> list[Path]
 
 
 def versions_table(by_set: dict[str, list[Rec]]) -> Table:
-    """The version study's table (`versions`: `versions_markdown` of `version_rows`), as
-    a value."""
-    return Table(
-        "versions", "The core rows across JAX releases", (Text(versions_markdown(by_set)),)
-    )
+    """The version study's table (`versions`: `versions_body` of `version_rows`), as a
+    value."""
+    return Table("versions", "The core rows across JAX releases", tuple(versions_body(by_set)))
 
 
 def write_versions_table(path: str | Path, by_set: dict[str, list[Rec]]) -> Table:
