@@ -15,6 +15,7 @@ class Crossover(Study):
     folder: the report reads both to find where splitting starts to pay."""
 
     name: ClassVar[str] = "crossover"
+    order: ClassVar[int] = 6
     title: ClassVar[str] = "When splitting the batch pays"
     folder: ClassVar[str | None] = MAP_FOLDER
     page: ClassVar[Page | None] = Page(

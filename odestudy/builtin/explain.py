@@ -13,6 +13,7 @@ class Explain(Study):
     """The studies that explain the scaling (`explain_scenarios`, CPU)."""
 
     name: ClassVar[str] = "explain"
+    order: ClassVar[int] = 2
     title: ClassVar[str] = "Explanations"
     page: ClassVar[Page | None] = Page(
         "explain",

@@ -12,6 +12,7 @@ class Map(Study):
     """The workload map (`workloads.map_scenarios`, CPU), its records apart."""
 
     name: ClassVar[str] = "map"
+    order: ClassVar[int] = 5
     title: ClassVar[str] = "The workload map"
     folder: ClassVar[str | None] = MAP_FOLDER
     page: ClassVar[Page | None] = Page(

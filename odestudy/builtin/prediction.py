@@ -13,6 +13,7 @@ class Prediction(Study):
     the machine probes: no matrix scenarios (its runs are `odestudy predict`'s)."""
 
     name: ClassVar[str] = "prediction"
+    order: ClassVar[int] = 9
     title: ClassVar[str] = "The prediction checked"
     page: ClassVar[Page | None] = Page(
         "prediction",

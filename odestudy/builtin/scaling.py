@@ -30,6 +30,7 @@ class Scaling(Study):
     """The scaling tables: every mode and controller on the device counts here."""
 
     name: ClassVar[str] = "scaling"
+    order: ClassVar[int] = 1
     title: ClassVar[str] = "Quick scaling"
     ceiling: ClassVar[bool] = True
     recommendable: ClassVar[bool] = True

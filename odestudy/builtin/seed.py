@@ -21,6 +21,7 @@ class Seed(Study):
     other scale, none."""
 
     name: ClassVar[str] = "seed"
+    order: ClassVar[int] = 7
     title: ClassVar[str] = "The reference configuration"
     scaling_table: ClassVar[bool] = True
     page: ClassVar[Page | None] = Page(

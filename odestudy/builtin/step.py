@@ -27,6 +27,7 @@ class Step(Study):
     its records are each machine's lever records."""
 
     name: ClassVar[str] = "step"
+    order: ClassVar[int] = 8
     title: ClassVar[str] = "The step: what bounds it, and the levers"
     page: ClassVar[Page | None] = Page(
         "step", title, ("step",), ("cpu_step_cost",), readme="the step"

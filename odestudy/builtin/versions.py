@@ -13,6 +13,7 @@ class Versions(Study):
     """The core rows `make versions` runs under each JAX release (one run each)."""
 
     name: ClassVar[str] = "versions"
+    order: ClassVar[int] = 4
     title: ClassVar[str] = "The core rows across JAX releases"
     repeated: ClassVar[bool] = False
     page: ClassVar[Page | None] = Page(
