@@ -149,6 +149,21 @@ def test_map_rows_give_speedups_and_leave_untrained_rows_without_one():
     assert "untrained" in report.workloads_table(rows)
 
 
+def test_the_map_states_its_answer_as_claims_the_table_shows(monkeypatch):
+    """`Map.claims` (`workloads.map_claims`): a claim per cell of the best-step table,
+    each mode's speedup over the best 1-device step, as the cell renders it."""
+    recs = _map_records({"pmap": [1.5, 1.6], "shard": [0.4, 1.2], "shard_map": [1.5, 1.7]})
+    rows = report.map_rows(recs)
+    monkeypatch.setattr(report, "rows_of", lambda results, scale: (recs, rows))
+    claims = report.map_claims("results", "quick")
+    cells = [c for row in report.best_table(rows).rows for c in row[3:] if c != "–"]
+    assert len(claims) == len(cells) == 6
+    for claim, cell in zip(claims, cells, strict=True):
+        value, low, high = claim.stated()
+        assert cell.startswith(f"{value:.2f} [{low:.2f}, {high:.2f}]")
+        assert claim.comparison.baseline == "the best 1-device step"
+
+
 def test_the_crossover_names_where_shard_stops_being_the_slow_mode():
     """`shard` is set against the modes with a loop per device (`pmap`, `shard_map`);
     a one-loop mode's rows (`explicit`), present or not, change nothing."""
