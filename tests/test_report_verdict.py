@@ -7,7 +7,7 @@ import json
 
 from odestudy.measure.scenario import Scenario
 from odestudy.report import sessions
-from odestudy.report.claims import verdict_claims
+from odestudy.report.claims import device_answer
 from odestudy.report.document import scaling_rows, write_report
 from odestudy.report.tables import render_blocks
 from odestudy.report.verdict import verdict_body
@@ -19,6 +19,11 @@ from .helpers import record
 
 HARDWARE = {"cpu_model": "a CPU", "physical_cores": 2, "logical_cpus": 2}
 HOSTILE = "<script>alert('x')</script>"
+
+
+def bullets(rows, every):
+    """The CPU answer's bullets (`claims.device_answer`)."""
+    return list(device_answer(rows, every).bullets)
 
 
 def _rec(mode="single", n=1, step=0.02, loops=0, steps=(15.0, 12.0), jitter=0.0, seed=0):
@@ -67,7 +72,7 @@ def test_fastest_and_slowest_within_the_cores_with_intervals_and_reason():
 
 def test_the_answer_in_plain_words_names_use_and_avoid_with_intervals_and_sessions(spread_measured):
     rows = scaling_rows(_cpu())
-    lines = verdict_claims(rows, _cpu())
+    lines = bullets(rows, _cpu())
     use = _line("\n".join(lines), "**Use")
     assert "**Use `shard_map` or `pmap`** (fastest first; the intervals separate them)" in use
     assert "PID `shard_map` 2.00x [2.00, 2.00], `pmap` 1.33x [1.33, 1.33]" in use
@@ -85,7 +90,7 @@ def test_an_answer_not_supported_by_its_interval_is_weakened():
         _rec("pmap", 2, 0.02, jitter=0.3, seed=2),
         _rec("shard_map", 2, 0.019, jitter=0.3, seed=3),
     ]
-    text = "\n".join(verdict_claims(scaling_rows(recs), recs))
+    text = "\n".join(bullets(scaling_rows(recs), recs))
     assert "**Use" not in text and "not separable from one device" in text
 
 
@@ -104,7 +109,7 @@ def test_a_claim_counts_the_sessions_it_holds_in_and_marks_unequal_losses(spread
     for r, s in zip([*earlier, *later], found, strict=True):
         r["session"] = s
     assert len(set(found)) == 2
-    lines = "\n".join(verdict_claims(scaling_rows(later), [*earlier, *later]))
+    lines = "\n".join(bullets(scaling_rows(later), [*earlier, *later]))
     said = "slower in 1 of 2 sessions with such rows; faster in 1 (2026-01-01 00:00–00:10 UTC)."
     assert said in _line(lines, "**Avoid")
     assert "2026-01-02 00:00–00:10 UTC" in lines
@@ -190,7 +195,7 @@ def test_doctored_records_change_the_verdict(tmp_path):
 def test_one_run_rows_back_no_verdict_and_are_labelled_one_run():
     recs = [dict(r, step_time_runs_s=r["step_time_runs_s"][:1]) for r in _cpu()]
     rows = scaling_rows(recs)
-    claims = "\n".join(verdict_claims(rows, recs))
+    claims = "\n".join(bullets(rows, recs))
     assert "**Use" not in claims and "**Avoid" not in claims
     assert "One run each on 2 devices" in claims and "separate" not in claims.replace(
         "nor separate two modes", ""

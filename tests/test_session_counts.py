@@ -9,7 +9,7 @@ import pytest
 
 from odestudy.measure.scenario import Scenario
 from odestudy.report import answer, sessions
-from odestudy.report.claims import dissent, holds, judged_sessions
+from odestudy.report.claims import KINDS, agreement, holds, judged_sessions
 from odestudy.report.sessions import UNKNOWN, Session
 from odestudy.study.rec import Rec
 
@@ -46,8 +46,11 @@ def test_k_of_n_counts_only_sessions_with_rows_of_the_comparison():
         return "shard" in [r.mode for r in p["pid"].avoid]
 
     assert holds(by, "strong", 2, slower) == (2, 3)
-    said = dissent(by, "strong", 2, "pid", "shard", "avoid")
-    assert said == "; faster in 1 (commit c)"
+    found = agreement(by, "strong", 2, "pid", "shard", KINDS["avoid"])
+    assert (
+        found.said(KINDS["avoid"])
+        == "slower in 2 of 3 sessions with such rows; faster in 1 (commit c)"
+    )
 
 
 def test_a_commit_this_repository_lacks_is_flagged():

@@ -12,7 +12,6 @@ from . import loss, sessions
 from .best import DEFAULT_STEP
 from .tables import escape, fmt, render_blocks
 
-QUESTION = "Which way of splitting the batch over devices trains a neural ODE fastest, and why?"
 SCALINGS = {
     "strong": ("fixed global batch (strong scaling)", "step-time speedup"),
     "weak": ("fixed per-device batch (weak scaling)", "throughput speedup"),
