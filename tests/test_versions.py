@@ -3,8 +3,8 @@ for, and its table from synthetic records of two releases."""
 
 import pytest
 
+from odestudy.builtin.versions import versions_body, write_versions
 from odestudy.measure.scenario import Scenario
-from odestudy.report.versions import versions_body, write_versions
 from odestudy.study import records
 from odestudy.study.matrix import plan, record_path, versions_scenarios
 from odestudy.study.studies import Text
@@ -70,8 +70,8 @@ def test_no_records_say_so():
 def test_the_versions_table_is_written_as_its_value_renders_it(tmp_path):
     """`write_versions_table` writes the table's markdown (`render`) and returns
     the value it rendered, with nothing parsed back from the file."""
+    from odestudy.builtin.versions import versions_table, write_versions_table
     from odestudy.report.tables import render
-    from odestudy.report.versions import versions_table, write_versions_table
 
     path = tmp_path / "tables" / "versions.md"
     table = write_versions_table(path, {})
