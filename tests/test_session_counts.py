@@ -144,9 +144,9 @@ def test_a_row_predicted_again_is_checked_against_the_prediction_made_before_it(
     """A prediction made again from a newer 1-device row keeps the one it replaces
     (`records.keep_earlier`); a row measured after the earlier one and before the newer
     is checked against the earlier: made before the rows."""
+    from odestudy.builtin.prediction import checked_rows, row_predictions
     from odestudy.measure.scenario import Scenario
     from odestudy.report.heldout import said
-    from odestudy.report.prediction import checked_rows, row_predictions
     from odestudy.study import records
 
     target = Scenario(mode="shard_map", devices_per_process=2, scale="quick")
