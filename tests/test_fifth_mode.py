@@ -109,8 +109,8 @@ def test_the_explain_and_version_pages_take_the_fifth_mode_s_facts(fifth):
     """Explain's collectives table sets a mode's step against its `twin_mode`'s (the
     fifth's, as `shard`'s: `shard_map`), and the version page gives the speedup of
     every mode that runs `one_loop`, named by its `label`."""
+    from odestudy.builtin.explain import collectives
     from odestudy.builtin.versions import _sentences
-    from odestudy.report.explain import collectives
 
     recs = [Rec(r, collectives={"total": 4, "in_loops": 3}) for r in _records("fifth")]
     grid = collectives(recs)[1]

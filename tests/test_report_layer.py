@@ -398,7 +398,7 @@ def test_time_to_target_calls_a_row_fastest_only_where_its_interval_says_so(tmp_
     verdict."""
     import re
 
-    from odestudy.report.explain import FIRST_NOT_SEPARABLE, FIRST_ONE_RUN, time_to_target
+    from odestudy.builtin.explain import FIRST_NOT_SEPARABLE, FIRST_ONE_RUN, time_to_target
 
     folders = sorted((environment.ROOT / "results").glob("*/quick"))
     checked = 0

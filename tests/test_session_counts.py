@@ -84,7 +84,7 @@ def test_a_gpu_sweep_bounds_splitting_and_says_so(tmp_path):
 
 
 def test_a_page_section_comes_from_a_machine_that_holds_its_records():
-    from odestudy.report.explain import section
+    from odestudy.builtin.explain import section
     from odestudy.study.studies import Text
 
     def make(recs):
