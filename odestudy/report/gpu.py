@@ -9,8 +9,7 @@ from ..measure.scenario import Scenario
 from ..measure.timing import PROTOCOL
 from ..study import records
 from ..study.rec import Prediction, Projected, Published, Rec
-from ..study.studies import Block, Grid, Text
-from .intervals import fmt_interval
+from ..study.studies import Block, Grid, Interval, Text
 from .plots import CONTROLLER_STYLE, MODE_STYLE, _save
 from .projection import projected_grid
 from .sessions import short_commit
@@ -71,15 +70,15 @@ def _ms(seconds: float) -> str:
     return f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}"
 
 
-def _predicted_cells(p: Prediction, measured: Rec | None) -> list[list[str]]:
+def _predicted_cells(p: Prediction, measured: Rec | None) -> list[list[object]]:
     """A prediction's rows, one per mode: GPUs (predicted), mode, controller, step,
     global batch, the 1-GPU step of its sweep and of the measured row, the predicted step
     and speedup with their 95% intervals, the profile and the record."""
     order = list(MODES)
-    out = []
+    out: list[list[object]] = []
     for r in sorted(p.rows, key=lambda r: order.index(r.mode) if r.mode in order else 0):
         lo, hi = r.step_time_interval_s
-        speedup = fmt_interval(r.speedup, *r.speedup_interval) if p.trained else "– (not trained)"
+        speedup = Interval(r.speedup, *r.speedup_interval) if p.trained else "– (not trained)"
         out.append(
             [
                 f"{p.n_devices} (predicted)",

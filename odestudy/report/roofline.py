@@ -10,7 +10,8 @@ from ..measure.floor import STAGES_PER_STEP
 from ..measure.roofline import roofline_s
 from ..study import records
 from ..study.rec import FloorCounts, LeverRecord, LeverRow, Roofline
-from .intervals import fmt_interval, ratio_interval
+from ..study.studies import Interval
+from .intervals import ratio_interval
 from .tables import escape
 
 # Beside a machine's levers records: `<machine>/roofline/gpu-<time>.json`, one per reading.
@@ -110,10 +111,12 @@ def row_roofline_s(rec: LeverRecord, row: LeverRow, counts: FloorCounts | None) 
     return roofline_s(flops, float(counts.least_bytes or 0.0), probe)
 
 
-def roofline_cells(rec: LeverRecord, row: LeverRow, counts: FloorCounts | None) -> list[str]:
+def roofline_cells(
+    rec: LeverRecord, row: LeverRow, counts: FloorCounts | None
+) -> list[str | Interval]:
     """The roofline (microseconds) and the step's ratio to it with its interval."""
     roof = row_roofline_s(rec, row, counts)
     if roof is None:
         return ["–", "–"]
     ratio = ratio_interval(row, {"step_times_runs_s": [[roof]]})
-    return [f"{roof * 1e6:.1f}", fmt_interval(*ratio, decimals=0)]
+    return [f"{roof * 1e6:.1f}", Interval(*ratio, decimals=0)]
