@@ -8,11 +8,11 @@ import typing
 from pathlib import Path
 
 from . import builtin  # noqa: F401  (registers the built-in studies)
+from .builtin.versions import write_versions
 from .measure import environment
 from .measure.controllers import CONTROLLERS
 from .measure.problem import resolve_problem
 from .measure.scenario import SCALES, Scenario, validate
-from .report.versions import write_versions
 from .study import records
 from .study.matrix import get_study
 from .study.versions import RESULTS, VERSION_SETS, run_versions

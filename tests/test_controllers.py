@@ -125,7 +125,7 @@ def test_the_explain_figure_draws_the_third_controller_with_its_line(third):
     records draw (the dashes were keyed by pid and stepto: seaborn refused any other)."""
     import matplotlib.pyplot as plt
 
-    from odestudy.report.explain import _target_figure
+    from odestudy.builtin.explain import _target_figure
     from odestudy.report.plots import controller_dashes
 
     names = ["pid", "stepto", "constant", "removed"]

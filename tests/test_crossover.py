@@ -121,7 +121,7 @@ def _map_point(workload, b: int, mode: str, t1_b: float, t1_2b: float, t2: float
     return out
 
 
-def test_points_and_the_crossover_from_records():
+def test_points_and_the_crossover_from_records(monkeypatch):
     recs = []
     # 1-device time per iteration: 0.1 ms fixed + 0.01 ms per series; 2 devices pay
     # 0.15 ms more per iteration: splitting pays from 15 series per device.
@@ -141,6 +141,11 @@ def test_points_and_the_crossover_from_records():
     table = str(crossover.crossover_table(pts).rows)
     assert "shard_map" in table and "from" in table
     assert "oscillator w16" in str(crossover.points_table(pts).rows)
+    # Each point is a claim (`Crossover.claims`), its speedup as the table states it.
+    monkeypatch.setattr(crossover, "points_of", lambda results, scale: (recs, pts))
+    claims = crossover.crossover_claims("results", "quick")
+    assert [c.value for c in claims] == [p.speedup[0] for p in pts]
+    assert {c.comparison.baseline for c in claims} == {"the best 1-device step"}
 
 
 def test_the_readme_answer_names_the_base_case_and_stays_short(tmp_path):

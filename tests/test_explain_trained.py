@@ -3,9 +3,9 @@ their record), rows above the trained loss are marked in every table, ratios car
 intervals, and the time-to-target rows (the recommended step beside the default) are a
 study of their own. Synthetic records; nothing here trains."""
 
+from odestudy.builtin.explain import grouping, within_ode
 from odestudy.measure.recommended import controller_levers
 from odestudy.measure.scenario import Scenario, heterogeneous_training
-from odestudy.report.explain import grouping, within_ode
 from odestudy.report.loss import trained
 from odestudy.study.matrix import (
     SPREADS,

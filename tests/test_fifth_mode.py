@@ -11,13 +11,19 @@ from odestudy import cli, predict
 from odestudy.measure.modes import MODES, AbstractMode
 from odestudy.measure.scenario import Scenario
 from odestudy.report import workloads
-from odestudy.report.claims import verdict_claims
+from odestudy.report.claims import device_answer
 from odestudy.report.frames import scaling_rows
 from odestudy.report.plots import MODE_STYLE, scaling_figures
-from odestudy.report.verdict import verdict_markdown
+from odestudy.report.tables import render_blocks
+from odestudy.report.verdict import verdict_body
 from odestudy.study.rec import Rec
 
 from .helpers import record
+
+
+def bullets(rows, every):
+    """The CPU answer's bullets (`claims.device_answer`)."""
+    return list(device_answer(rows, every).bullets)
 
 
 @pytest.fixture
@@ -88,9 +94,9 @@ def test_predict_takes_the_fifth_mode_from_its_class(fifth):
 
 def test_the_report_takes_the_fifth_mode_from_its_class(fifth, tmp_path):
     rows = scaling_rows(_records("fifth"))
-    verdict = verdict_markdown(rows, "smoke")
+    verdict = render_blocks(verdict_body(rows, "smoke"))
     assert "Slowest **fifth**" in verdict and "3 collective(s) inside its solver loops" in verdict
-    claims = "\n".join(verdict_claims(rows, _records("fifth")))
+    claims = "\n".join(bullets(rows, _records("fifth")))
     assert "**Avoid the fifth mode (`fifth`) with PID**" in claims
     assert scaling_figures(rows, tmp_path, "cpu", 2)
     errors = [
@@ -103,8 +109,8 @@ def test_the_explain_and_version_pages_take_the_fifth_mode_s_facts(fifth):
     """Explain's collectives table sets a mode's step against its `twin_mode`'s (the
     fifth's, as `shard`'s: `shard_map`), and the version page gives the speedup of
     every mode that runs `one_loop`, named by its `label`."""
-    from odestudy.report.explain import collectives
-    from odestudy.report.versions import _sentences
+    from odestudy.builtin.explain import collectives
+    from odestudy.builtin.versions import _sentences
 
     recs = [Rec(r, collectives={"total": 4, "in_loops": 3}) for r in _records("fifth")]
     grid = collectives(recs)[1]
@@ -117,5 +123,5 @@ def test_the_explain_and_version_pages_take_the_fifth_mode_s_facts(fifth):
 def test_a_mode_no_class_names_is_drawn_and_named_without_a_key_error(tmp_path):
     recs = _records("retired")
     rows = scaling_rows(recs)
-    assert "`retired`" in "\n".join(verdict_claims(rows, recs))
+    assert "`retired`" in "\n".join(bullets(rows, recs))
     assert scaling_figures(rows, tmp_path, "cpu", 2)

@@ -6,6 +6,7 @@ import pytest
 
 from odestudy import Scenario
 from odestudy.measure.floor import STAGES_PER_STEP, evaluation_flops, floor_time
+from odestudy.report.tables import render_blocks
 from odestudy.study.rec import FloorCounts, LeverRecord
 
 
@@ -109,7 +110,7 @@ def test_the_rates_of_every_round_widen_the_ratios_interval(tmp_path):
 def test_a_record_without_a_floor_reads_its_sidecar_or_says_none(tmp_path):
     import json
 
-    from odestudy.report.floor import SIDECAR, floor_cells, gpu_lever_lines, row_counts
+    from odestudy.report.floor import SIDECAR, floor_cells, gpu_lever_section, row_counts
 
     rec = _lever_record(tmp_path, "gpu-pid-quick.json", None)
     assert floor_cells(rec, rec.rows[0]) == ["–", "–"]
@@ -118,7 +119,7 @@ def test_a_record_without_a_floor_reads_its_sidecar_or_says_none(tmp_path):
     (machine / "gpu-pid-quick.json").write_text(json.dumps({**rec, "machine_id": "m"}))
     sidecar = {**FLOOR, "tree_commit": "abc1234def"}
     (machine / ("gpu-pid-quick" + SIDECAR)).write_text(json.dumps(sidecar))
-    text = "\n".join(gpu_lever_lines(tmp_path / "results"))
+    text = render_blocks(gpu_lever_section(tmp_path / "results"))
     assert "commit abc1234" in text
     fast = next(line for line in text.splitlines() if line.startswith("| fast "))
     cells = [c.strip() for c in fast.strip("|").split("|")]
@@ -136,7 +137,7 @@ def test_the_map_fused_section_shows_each_gpus_records_and_what_it_did_not_measu
     a CPU machine's map records do not."""
     import json
 
-    from odestudy.report.floor import fused_lines, gpu_fused_machines
+    from odestudy.report.floor import fused_section, gpu_fused_machines
     from odestudy.study.workloads import WORKLOADS
 
     labels = ("default", "recommended", "recommended-fused")
@@ -157,7 +158,7 @@ def test_the_map_fused_section_shows_each_gpus_records_and_what_it_did_not_measu
         )
         (folder / f"{w.slug()}-pid.json").write_text(json.dumps(rec))
     assert gpu_fused_machines(tmp_path) == ["gpu-box"]
-    text = "\n".join(fused_lines(tmp_path, "cpu-box"))
+    text = render_blocks(fused_section(tmp_path, "cpu-box"))
     gpu = text[text.index("### On one GPU: gpu-box (Some GPU)") :]
     # A commit this repository does not hold is said so (`sessions.UNKNOWN`).
     assert "Session: gpu-box, 2026-11-26 05:55–05:57 UTC (commit abcdef1" in gpu
@@ -171,7 +172,7 @@ def test_the_map_fused_section_shows_every_cpu_machines_records_the_pages_first(
     first), with what it did not measure: none is hidden behind the page's machine."""
     import json
 
-    from odestudy.report.floor import cpu_fused_machines, fused_lines
+    from odestudy.report.floor import cpu_fused_machines, fused_section
     from odestudy.study.workloads import WORKLOADS
 
     labels = ("default", "recommended", "recommended-fused")
@@ -189,7 +190,7 @@ def test_the_map_fused_section_shows_every_cpu_machines_records_the_pages_first(
             )
             (folder / f"{w.slug()}-pid.json").write_text(json.dumps(rec))
     assert cpu_fused_machines(tmp_path, "cpu-b") == ["cpu-b", "cpu-a"]
-    text = "\n".join(fused_lines(tmp_path, "cpu-b"))
+    text = render_blocks(fused_section(tmp_path, "cpu-b"))
     b, a = text.index("### On cpu-b"), text.index("### On cpu-a")
     assert b < a and "holds no such records" not in text
     assert text[a:].count(f"| {WORKLOADS[0].name} ") == 1
@@ -241,7 +242,7 @@ def test_a_gpu_rows_roofline_is_read_from_its_machines_roofline_record(tmp_path)
     assert row_roofline_s(rec, default, rec.floor) == pytest.approx(20e-6)
     roof, ratio = roofline_cells(rec, default, rec.floor)
     assert roof == "20.0"
-    assert ratio.startswith("525 [")  # the median of its blocks, 10.5 ms, over 20 us
+    assert f"{ratio.value:.0f}" == "525"  # the median of its blocks, 10.5 ms, over 20 us
 
 
 def test_a_gpu_table_uses_the_roofline_read_nearest_its_own_session(tmp_path):
@@ -264,7 +265,7 @@ def test_a_gpu_table_uses_the_roofline_read_nearest_its_own_session(tmp_path):
     assert roofline_record(rec)["peak_flops_per_s"] == 2.1e14
     rec["finished"] = "2026-11-27T14:40:00+00:00"
     assert roofline_record(rec)["peak_flops_per_s"] == 2.7e14
-    line = roofline_said(rec)[0]
+    line = roofline_said(rec)
     assert "matmul peak 270 TFLOP/s" in line and "span 210–270 TFLOP/s" in line
 
 

@@ -11,6 +11,7 @@ from odestudy.measure.recommended import recommended
 from odestudy.measure.scenario import Scenario
 from odestudy.report.document import write_report
 from odestudy.report.gpu import PREDICTIONS_FOLDER, gpu_predictions, predicted_section
+from odestudy.report.tables import render_blocks
 from odestudy.study.rec import Rec
 
 from .helpers import record
@@ -74,7 +75,7 @@ def test_predicted_rows_are_marked_with_interval_profile_record_machine_and_time
     assert gpu_predictions(tmp_path, "seed") == []
     # The recommended step's 1-GPU row, measured on the machine of its sweep.
     one = record(recommended(Scenario(device="gpu", scale="quick")), step=0.0061, machine=MACHINE)
-    text = predicted_section(found, [Rec(one)])
+    text = render_blocks(predicted_section(found, [Rec(one)]))
     lines = text.splitlines()
     assert lines[0] == "**Predicted rows (not measured on several GPUs).**"
     rows = [line for line in lines if "(predicted)" in line]
@@ -92,7 +93,7 @@ def test_predicted_rows_are_marked_with_interval_profile_record_machine_and_time
     assert all(MACHINE in s and "2026-11-26 03:19:40 UTC" in s for s in sources)
     assert "model trained anew" in sources[0] and "no measured 1-GPU row" in sources[0]
     assert one["name"] in sources[-1] and "profile h100-nvlink: NVLink H100s" in sources[-1]
-    assert predicted_section([], [Rec(one)]) == ""
+    assert predicted_section([], [Rec(one)]) == []
 
 
 def test_the_gpu_table_shows_predictions_without_a_measured_gpu_row(tmp_path):

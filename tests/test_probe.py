@@ -283,7 +283,7 @@ def test_predict_checks_its_placement_before_anything_runs(capsys):
 
 
 def test_the_prediction_page_checks_each_row_against_its_own_scenario():
-    from odestudy.report.prediction import checked_rows, summary_lines
+    from odestudy.builtin.prediction import checked_rows, summary_lines
     from odestudy.study.rec import Rec
 
     def scenario(mode, processes, nodes, **fields):

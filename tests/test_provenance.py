@@ -11,6 +11,7 @@ import pytest
 
 from odestudy.measure import environment
 from odestudy.report import provenance
+from odestudy.report.tables import render_blocks
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -77,6 +78,6 @@ def test_the_report_flags_records_it_cannot_trace_to_their_commit(tmp_path, head
     assert why["dirty"] == f"made from uncommitted changes to {first[:9]}"
     assert why["stale"].startswith(f"it names {first[:9]}, but its code is that of ")
     assert why["nowhere"] == "its code (source_trees) is in no commit of the repository"
-    table = provenance.provenance_table(tmp_path)
+    table = render_blocks(provenance.provenance_table(tmp_path))
     assert "2 of 7 records name a commit" in table
     assert "7db7c5821 is not a commit of the repository" in table

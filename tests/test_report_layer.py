@@ -322,6 +322,7 @@ def test_step_verdict_from_the_fit_and_the_measured_rates(per_sample_flops, boun
 
 def test_step_table_lists_the_verdict_and_every_lever():
     from odestudy.report.step import step_table
+    from odestudy.report.tables import render_blocks
 
     lever = {
         "label": "within_ode",
@@ -332,18 +333,25 @@ def test_step_table_lists_the_verdict_and_every_lever():
         "final_loss": 0.004,
         "first_step_params_rel_diff_vs_default": 1e-3,
     }
-    text = step_table(
-        [
-            _bounded_sweep(
-                2e4,
-                {"matmul_flops_per_s": 1e11, "memory_bytes_per_s": 1e10, "cache_bytes_per_s": 1e11},
-            )
-        ],
-        [{"scenario": {"controller": "pid"}, "rows": [lever]}],
+    text = render_blocks(
+        step_table(
+            [
+                _bounded_sweep(
+                    2e4,
+                    {
+                        "matmul_flops_per_s": 1e11,
+                        "memory_bytes_per_s": 1e10,
+                        "cache_bytes_per_s": 1e11,
+                    },
+                )
+            ],
+            [{"scenario": {"controller": "pid"}, "rows": [lever]}],
+        )
     )
     assert "| overhead" in text and "1.20 [1.10, 1.30]" in text
     assert "`solve=within_ode`" in text  # the recommended levers are named
-    assert "No step-cost sweep" in step_table([], []) and "No lever records" in step_table([], [])
+    empty = render_blocks(step_table([], []))
+    assert "No step-cost sweep" in empty and "No lever records" in empty
 
 
 def test_step_cost_figure_splits_forward_from_the_rest_when_timed(tmp_path):
@@ -390,7 +398,7 @@ def test_time_to_target_calls_a_row_fastest_only_where_its_interval_says_so(tmp_
     verdict."""
     import re
 
-    from odestudy.report.explain import FIRST_NOT_SEPARABLE, FIRST_ONE_RUN, time_to_target
+    from odestudy.builtin.explain import FIRST_NOT_SEPARABLE, FIRST_ONE_RUN, time_to_target
 
     folders = sorted((environment.ROOT / "results").glob("*/quick"))
     checked = 0

@@ -7,9 +7,10 @@ import json
 
 from odestudy.measure.scenario import Scenario
 from odestudy.report import sessions
-from odestudy.report.claims import verdict_claims
+from odestudy.report.claims import device_answer
 from odestudy.report.document import scaling_rows, write_report
-from odestudy.report.verdict import verdict_markdown
+from odestudy.report.tables import render_blocks
+from odestudy.report.verdict import verdict_body
 from odestudy.study import records
 from odestudy.study.matrix import record_path
 from odestudy.study.rec import Rec
@@ -18,6 +19,11 @@ from .helpers import record
 
 HARDWARE = {"cpu_model": "a CPU", "physical_cores": 2, "logical_cpus": 2}
 HOSTILE = "<script>alert('x')</script>"
+
+
+def bullets(rows, every):
+    """The CPU answer's bullets (`claims.device_answer`)."""
+    return list(device_answer(rows, every).bullets)
 
 
 def _rec(mode="single", n=1, step=0.02, loops=0, steps=(15.0, 12.0), jitter=0.0, seed=0):
@@ -53,7 +59,7 @@ def _line(verdict: str, what: str) -> str:
 
 
 def test_fastest_and_slowest_within_the_cores_with_intervals_and_reason():
-    verdict = verdict_markdown(scaling_rows(_cpu()), "smoke")
+    verdict = render_blocks(verdict_body(scaling_rows(_cpu()), "smoke"))
     line = _line(verdict, "fixed global batch")
     assert "2 devices: fastest **shard_map**, step-time speedup 2.00× [2.00, 2.00]" in line
     assert "faster than one device within its 95% interval" in line
@@ -66,7 +72,7 @@ def test_fastest_and_slowest_within_the_cores_with_intervals_and_reason():
 
 def test_the_answer_in_plain_words_names_use_and_avoid_with_intervals_and_sessions(spread_measured):
     rows = scaling_rows(_cpu())
-    lines = verdict_claims(rows, _cpu())
+    lines = bullets(rows, _cpu())
     use = _line("\n".join(lines), "**Use")
     assert "**Use `shard_map` or `pmap`** (fastest first; the intervals separate them)" in use
     assert "PID `shard_map` 2.00x [2.00, 2.00], `pmap` 1.33x [1.33, 1.33]" in use
@@ -84,7 +90,7 @@ def test_an_answer_not_supported_by_its_interval_is_weakened():
         _rec("pmap", 2, 0.02, jitter=0.3, seed=2),
         _rec("shard_map", 2, 0.019, jitter=0.3, seed=3),
     ]
-    text = "\n".join(verdict_claims(scaling_rows(recs), recs))
+    text = "\n".join(bullets(scaling_rows(recs), recs))
     assert "**Use" not in text and "not separable from one device" in text
 
 
@@ -103,7 +109,7 @@ def test_a_claim_counts_the_sessions_it_holds_in_and_marks_unequal_losses(spread
     for r, s in zip([*earlier, *later], found, strict=True):
         r["session"] = s
     assert len(set(found)) == 2
-    lines = "\n".join(verdict_claims(scaling_rows(later), [*earlier, *later]))
+    lines = "\n".join(bullets(scaling_rows(later), [*earlier, *later]))
     said = "slower in 1 of 2 sessions with such rows; faster in 1 (2026-01-01 00:00–00:10 UTC)."
     assert said in _line(lines, "**Avoid")
     assert "2026-01-02 00:00–00:10 UTC" in lines
@@ -112,10 +118,10 @@ def test_a_claim_counts_the_sessions_it_holds_in_and_marks_unequal_losses(spread
 
 def test_a_speedup_over_a_baseline_trained_to_another_loss_is_flagged(spread_measured):
     recs = _cpu(r0={"final_loss": 0.0029}, r3={"final_loss": 0.0002})
-    line = _line(verdict_markdown(scaling_rows(recs), "smoke"), "fixed global batch")
+    line = _line(render_blocks(verdict_body(scaling_rows(recs), "smoke")), "fixed global batch")
     assert "trained to final loss 0.0002 against one device's 0.0029" in line
     assert "not the same model" in line
-    same = _line(verdict_markdown(scaling_rows(_cpu()), "smoke"), "fixed global batch")
+    same = _line(render_blocks(verdict_body(scaling_rows(_cpu()), "smoke")), "fixed global batch")
     assert "not the same model" not in same
 
 
@@ -125,7 +131,7 @@ def test_an_interval_that_spans_one_says_no_faster():
         _rec("pmap", 2, 0.02, jitter=0.3, seed=2),
         _rec("shard_map", 2, 0.019, jitter=0.3, seed=3),
     ]
-    line = _line(verdict_markdown(scaling_rows(recs), "smoke"), "fixed global batch")
+    line = _line(render_blocks(verdict_body(scaling_rows(recs), "smoke")), "fixed global batch")
     assert "no faster than one device within its interval" in line
     assert "the data do not separate them" in line
 
@@ -133,20 +139,20 @@ def test_an_interval_that_spans_one_says_no_faster():
 def test_lock_step_waste_and_overhead_are_the_reasons_without_collectives_in_loops():
     # shard slower, no collectives in its loops, solver steps 20 max against 10 mean
     waste = _cpu(r2={"collectives_in_loops": 0, "solver_steps": {"max": 20.0, "mean": 10.0}})
-    line = _line(verdict_markdown(scaling_rows(waste), "smoke"), "fixed global batch")
+    line = _line(render_blocks(verdict_body(scaling_rows(waste), "smoke")), "fixed global batch")
     assert "lock-step waste: its batched loops run 20 solver steps per sample against a " in line
     assert "mean of 10 (50% of iterations wait, against 20% for **shard_map**)" in line
     same = _cpu(r2={"collectives_in_loops": 0})
-    line = _line(verdict_markdown(scaling_rows(same), "smoke"), "fixed global batch")
+    line = _line(render_blocks(verdict_body(scaling_rows(same), "smoke")), "fixed global batch")
     assert "measured reason: overhead" in line
 
 
 def test_no_gpu_rows_is_said_plainly():
-    verdict = verdict_markdown(scaling_rows(_cpu()), "smoke")
+    verdict = render_blocks(verdict_body(scaling_rows(_cpu()), "smoke"))
     assert "**GPU: no GPU rows at the smoke scale.**" in verdict
     gpu = record(Scenario(scale="smoke", device="gpu"), status="not_run")
     gpu = dict(gpu, error="needs 1 GPU(s), 0 present", step_time_s=None)
-    verdict = verdict_markdown(scaling_rows([*_cpu(), gpu]), "smoke")
+    verdict = render_blocks(verdict_body(scaling_rows([*_cpu(), gpu]), "smoke"))
     assert "**GPU: no GPU measurements at the smoke scale.**" in verdict
     assert "The matrix's 1 GPU row is not_run: needs 1 GPU(s), 0 present." in verdict
 
@@ -157,7 +163,7 @@ def test_record_text_in_the_verdict_is_escaped():
         Rec(r, mode=HOSTILE if r["mode"] == "shard" else r["mode"], controller="*pid*")
         for r in rows
     ]
-    verdict = verdict_markdown(rows, "smoke")
+    verdict = render_blocks(verdict_body(rows, "smoke"))
     assert "<script>" not in verdict and "&lt;script&gt;" in verdict
     assert "\\*pid\\*" in verdict
 
@@ -189,12 +195,12 @@ def test_doctored_records_change_the_verdict(tmp_path):
 def test_one_run_rows_back_no_verdict_and_are_labelled_one_run():
     recs = [dict(r, step_time_runs_s=r["step_time_runs_s"][:1]) for r in _cpu()]
     rows = scaling_rows(recs)
-    claims = "\n".join(verdict_claims(rows, recs))
+    claims = "\n".join(bullets(rows, recs))
     assert "**Use" not in claims and "**Avoid" not in claims
     assert "One run each on 2 devices" in claims and "separate" not in claims.replace(
         "nor separate two modes", ""
     )
-    verdict = verdict_markdown(rows, "smoke")
+    verdict = render_blocks(verdict_body(rows, "smoke"))
     assert "(one run each)" in verdict and "one run: its interval" in verdict
     assert "within its 95% interval" not in verdict and "do not separate" not in verdict
 

@@ -9,7 +9,7 @@ import pytest
 
 from odestudy.measure.scenario import Scenario
 from odestudy.report import answer, sessions
-from odestudy.report.claims import dissent, holds, judged_sessions
+from odestudy.report.claims import KINDS, agreement, holds, judged_sessions
 from odestudy.report.sessions import UNKNOWN, Session
 from odestudy.study.rec import Rec
 
@@ -46,8 +46,11 @@ def test_k_of_n_counts_only_sessions_with_rows_of_the_comparison():
         return "shard" in [r.mode for r in p["pid"].avoid]
 
     assert holds(by, "strong", 2, slower) == (2, 3)
-    said = dissent(by, "strong", 2, "pid", "shard", "avoid")
-    assert said == "; faster in 1 (commit c)"
+    found = agreement(by, "strong", 2, "pid", "shard", KINDS["avoid"])
+    assert (
+        found.said(KINDS["avoid"])
+        == "slower in 2 of 3 sessions with such rows; faster in 1 (commit c)"
+    )
 
 
 def test_a_commit_this_repository_lacks_is_flagged():
@@ -81,7 +84,7 @@ def test_a_gpu_sweep_bounds_splitting_and_says_so(tmp_path):
 
 
 def test_a_page_section_comes_from_a_machine_that_holds_its_records():
-    from odestudy.report.explain import section
+    from odestudy.builtin.explain import section
     from odestudy.study.studies import Text
 
     def make(recs):
@@ -141,9 +144,9 @@ def test_a_row_predicted_again_is_checked_against_the_prediction_made_before_it(
     """A prediction made again from a newer 1-device row keeps the one it replaces
     (`records.keep_earlier`); a row measured after the earlier one and before the newer
     is checked against the earlier: made before the rows."""
+    from odestudy.builtin.prediction import checked_rows, row_predictions
     from odestudy.measure.scenario import Scenario
     from odestudy.report.heldout import said
-    from odestudy.report.prediction import checked_rows, row_predictions
     from odestudy.study import records
 
     target = Scenario(mode="shard_map", devices_per_process=2, scale="quick")

@@ -3,10 +3,11 @@ for, and its table from synthetic records of two releases."""
 
 import pytest
 
+from odestudy.builtin.versions import versions_body, write_versions
 from odestudy.measure.scenario import Scenario
-from odestudy.report.versions import versions_markdown, write_versions
 from odestudy.study import records
 from odestudy.study.matrix import plan, record_path, versions_scenarios
+from odestudy.study.studies import Text
 from odestudy.study.versions import REQUIREMENTS, VERSION_SETS, build
 
 from .helpers import record
@@ -63,14 +64,14 @@ def test_the_table_joins_within_each_release(tmp_path, spread_measured):
 
 
 def test_no_records_say_so():
-    assert "No records of the version study" in versions_markdown({})
+    assert versions_body({}) == [Text("No records of the version study (`make versions`).")]
 
 
 def test_the_versions_table_is_written_as_its_value_renders_it(tmp_path):
     """`write_versions_table` writes the table's markdown (`render`) and returns
     the value it rendered, with nothing parsed back from the file."""
+    from odestudy.builtin.versions import versions_table, write_versions_table
     from odestudy.report.tables import render
-    from odestudy.report.versions import versions_table, write_versions_table
 
     path = tmp_path / "tables" / "versions.md"
     table = write_versions_table(path, {})

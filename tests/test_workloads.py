@@ -17,9 +17,11 @@ from odestudy.measure.solvers import Structure
 from odestudy.measure.state import save_state
 from odestudy.measure.training import load_trained, prepare
 from odestudy.report import workloads as report
-from odestudy.report.map_levers import MAP_LEVERS, lever_lines, lever_summary
+from odestudy.report.map_levers import MAP_LEVERS, lever_section, lever_summary
+from odestudy.report.tables import render_blocks
 from odestudy.study import records
 from odestudy.study.rec import LeverRecord, Prediction, Rec
+from odestudy.study.studies import Text
 from odestudy.study.workloads import (
     CROSSOVER_BATCHES,
     CROSSOVER_WORKLOADS,
@@ -147,6 +149,21 @@ def test_map_rows_give_speedups_and_leave_untrained_rows_without_one():
     assert "untrained" in report.workloads_table(rows)
 
 
+def test_the_map_states_its_answer_as_claims_the_table_shows(monkeypatch):
+    """`Map.claims` (`workloads.map_claims`): a claim per cell of the best-step table,
+    each mode's speedup over the best 1-device step, as the cell renders it."""
+    recs = _map_records({"pmap": [1.5, 1.6], "shard": [0.4, 1.2], "shard_map": [1.5, 1.7]})
+    rows = report.map_rows(recs)
+    monkeypatch.setattr(report, "rows_of", lambda results, scale: (recs, rows))
+    claims = report.map_claims("results", "quick")
+    cells = [c for row in report.best_table(rows).rows for c in row[3:] if c != "–"]
+    assert len(claims) == len(cells) == 6
+    for claim, cell in zip(claims, cells, strict=True):
+        value, low, high = claim.stated()
+        assert cell.startswith(f"{value:.2f} [{low:.2f}, {high:.2f}]")
+        assert claim.comparison.baseline == "the best 1-device step"
+
+
 def test_the_crossover_names_where_shard_stops_being_the_slow_mode():
     """`shard` is set against the modes with a loop per device (`pmap`, `shard_map`);
     a one-loop mode's rows (`explicit`), present or not, change nothing."""
@@ -241,18 +258,18 @@ def test_a_lever_along_the_map_gives_each_pair_its_speedup(tmp_path, lever):
     path = tmp_path / MAP_FOLDER / "m" / lever.folder / f"{w.slug()}-pid.json"
     records.write_json_atomic(path, rec)
     assert lever.records(tmp_path, "m") == [{**rec, "path": str(path)}]
-    text = "\n".join(lever_lines(tmp_path, "m", lever))
+    text = render_blocks(lever_section(tmp_path, "m", lever))
     (row,) = [line for line in text.splitlines() if line.startswith("| ")][1:]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:2] == [w.name, "pid"]
     assert cells[2].startswith("1.25 [") and "not trained" not in cells[2]
     assert cells[3].startswith("0.80 [") and "not trained" in cells[3]
     # A machine without such records shows the one that holds them, and says so.
-    elsewhere = lever_lines(tmp_path, "other", lever)
-    assert elsewhere[2] == "Measured on m: other holds no such records."
-    assert "| " + w.name in "\n".join(elsewhere)
-    missing = lever_lines(tmp_path / "none", "other", lever)[2]
-    assert missing == f"No records yet: run `make {lever.target}`."
+    elsewhere = lever_section(tmp_path, "other", lever)
+    assert elsewhere[1] == Text("Measured on m: other holds no such records.")
+    assert "| " + w.name in render_blocks(elsewhere)
+    missing = lever_section(tmp_path / "none", "other", lever)[1]
+    assert missing == Text(f"No records yet: run `make {lever.target}`.")
     # The README's line counts only pairs whose models trained: here none.
     assert lever_summary([LeverRecord(rec)], lever) == []
     rec["rows"][3] = _lever_row(rec_with, 0.010, 0.004)

@@ -5,7 +5,8 @@ per-device batch axis on the lightest and the heaviest workload of the map
 
 from typing import ClassVar
 
-from ..report.crossover import crossover_tables
+from ..report.crossover import crossover_claims, crossover_tables
+from ..study.claim import Claim
 from ..study.studies import Page, ReportInputs, Study, Table
 from ..study.workloads import MAP_FOLDER, crossover_scenarios
 
@@ -15,6 +16,7 @@ class Crossover(Study):
     folder: the report reads both to find where splitting starts to pay."""
 
     name: ClassVar[str] = "crossover"
+    order: ClassVar[int] = 6
     title: ClassVar[str] = "When splitting the batch pays"
     folder: ClassVar[str | None] = MAP_FOLDER
     page: ClassVar[Page | None] = Page(
@@ -27,3 +29,8 @@ class Crossover(Study):
     def tables(self, inputs: ReportInputs) -> list[Table]:
         """Its table and figure (at another scale than quick, only where it has rows)."""
         return crossover_tables(inputs.results, inputs.figures, inputs.scale)
+
+    def claims(self, inputs: ReportInputs) -> list[Claim]:
+        """Every point of the axis: its speedup over the best 1-device step at its global
+        batch (`crossover.crossover_claims`)."""
+        return crossover_claims(inputs.results, inputs.scale)

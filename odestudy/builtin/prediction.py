@@ -1,11 +1,251 @@
-"""The prediction study: `odestudy predict --rows` checked against the measured rows,
-and the machine probes; its runs are `odestudy predict`'s; its table
-(`report.prediction`)."""
+"""The prediction study: `odestudy predict --rows` checked against the measured
+multi-device rows of the quick matrix (one process, several processes, several nodes),
+each predicted from its 1-device row and this machine's profile without measuring the
+devices (`odestudy predict --rows --profile cpu`), and the machine probe of every
+session; its runs are `odestudy predict`'s; its table (`prediction.md`)."""
 
-from typing import ClassVar
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
 
-from ..report.prediction import prediction_table
-from ..study.studies import Page, ReportInputs, Study, Table
+import numpy as np
+
+from ..measure.modes import multi_device_modes
+from ..measure.probe import PROBE_FOLDER
+from ..measure.scenario import Scenario
+from ..report import sessions
+from ..report.frames import read_records, scaling_rows
+from ..report.heldout import made_before, said
+from ..report.tables import escape
+from ..study import records
+from ..study.rec import Key, PredictedRow, Probe, Rec
+from ..study.rec import Prediction as Predicted  # a record; `Prediction` is the study
+from ..study.studies import Grid, Interval, Page, ReportInputs, Study, Table, Text
+
+
+class Checked(dict[str, Any]):
+    """One measured row against its prediction (`checked_rows`): a dict (as
+    `heldout.said` reads it) with an attribute per field."""
+
+    __slots__ = ()
+
+    model: Key[Any] = Key()
+    before: Key[bool | None] = Key()
+    name: Key[str] = Key()
+    mode: Key[str] = Key()
+    controller: Key[str | None] = Key()
+    placement: Key[tuple[int, int, int]] = Key()
+    predicted_s: Key[float] = Key()
+    low_s: Key[float] = Key()
+    high_s: Key[float] = Key()
+    measured_s: Key[float] = Key()
+    error: Key[float] = Key()
+    inside: Key[bool] = Key()
+    profile: Key[str | None] = Key()
+    session: Key[Any] = Key()
+    made: Key[str | None] = Key()
+
+
+def row_predictions(results: str | Path, machine: str) -> list[Predicted]:
+    """The predictions of `machine`'s measured rows (`predict --rows`): files named
+    `<target>-profile-<name>.json` in its `predict` folder, and the earlier ones each
+    replaced (`records.EARLIER`)."""
+    folder = Path(results) / machine
+    paths = [*records.side_study_paths(folder, "predict"),
+             *records.side_study_paths(folder, f"predict/{records.EARLIER}")]  # fmt: skip
+    return [Predicted(records.read_json(p), path=str(p)) for p in paths]
+
+
+def _where(placement: tuple[int, int, int]) -> str:
+    devices, processes, nodes = placement
+    text = f"{devices} devices"
+    if processes > 1:
+        text += f", {processes} processes"
+    return text + (f", {nodes} nodes" if nodes > 1 else "")
+
+
+def checked_rows(rows: Sequence[Rec], found: Sequence[dict[str, Any]]) -> list[Checked]:
+    """Each measured ok row (`frames.scaling_rows`) of a predicted scenario in a
+    predicted mode (the prediction's target in that mode: its placement, problem and
+    every field, a batch or an evaluation interval included): predicted step and
+    interval, measured step, error, and whether the measured step lies in the
+    interval. A row predicted more than once is checked against the newest prediction
+    made before it was measured (held out in time, `heldout.made_before`), else the
+    newest."""
+    chosen: dict[str, tuple[Predicted, PredictedRow, Rec]] = {}
+    for p in sorted(map(Predicted, found), key=lambda p: str(p.finished)):
+        if not p.trained:
+            continue  # a prediction from a model that did not train checks nothing
+        target = Scenario.from_dict(p.scenario)
+        for pr in p.rows:
+            name = dataclasses.replace(target, mode=pr.mode).name()
+            r = next(
+                (r for r in rows if r.ok and (r.trained if "trained" in r else True)
+                 and r.name == name),
+                None,
+            )  # fmt: skip
+            if r is None:
+                continue
+            held = chosen.get(name)
+            if held is None or made_before(p, [r]) or not made_before(held[0], [r]):
+                chosen[name] = (p, pr, r)
+    return [_checked(p, pr, r) for p, pr, r in chosen.values()]
+
+
+def _checked(p: Predicted, pr: PredictedRow, r: Rec) -> Checked:
+    """One measured row `r` against mode row `pr` of prediction `p`."""
+    lo, hi = pr.step_time_interval_s
+    assert r.step_time_s is not None
+    measured = float(r.step_time_s)
+    return Checked(
+        model=p.made_from.model, before=made_before(p, [r]),
+        name=r.name, mode=pr.mode, controller=p.fields.controller,
+        placement=(p.n_devices, p.processes or 1, p.nodes or 1),
+        predicted_s=pr.step_time_s, low_s=lo, high_s=hi,
+        measured_s=measured, error=pr.step_time_s / measured - 1,
+        inside=lo <= measured <= hi, profile=p.profile.name,
+        session=r.session, made=p.finished,
+    )  # fmt: skip
+
+
+def summary_lines(checked: Sequence[Checked]) -> list[str]:
+    """Per placement kind and mode: the median |error| beside its count, and how many
+    measured steps fall in their predicted interval."""
+    lines = []
+    kinds = sorted({c.placement for c in checked})
+    for where in kinds:
+        for mode in multi_device_modes():
+            mine = [c for c in checked if c.placement == where and c.mode == mode]
+            if not mine:
+                continue
+            median = float(np.median([abs(c.error) for c in mine])) * 100
+            inside = sum(c.inside for c in mine)
+            lines.append(
+                f"- {escape(_where(where))}, `{escape(mode)}`: median |error| {median:.0f} % "
+                f"over {len(mine)} row(s); {inside} of {len(mine)} measured inside the "
+                f"predicted interval ({said(mine)})."
+            )
+    return lines
+
+
+def checked_table(checked: Sequence[Checked]) -> Grid:
+    body = [
+        (
+            escape(c.name),
+            escape(_where(c.placement)),
+            escape(c.session.label if c.session else ""),
+            Interval(c.predicted_s * 1e3, c.low_s * 1e3, c.high_s * 1e3),
+            f"{c.measured_s * 1e3:.2f}",
+            f"{c.error * 100:+.0f} %",
+        )
+        for c in checked
+    ]
+    return Grid(
+        ("Row", "Placement", "Session", "Predicted (ms) [95% interval]", "Measured (ms)",
+         "Error"),
+        tuple(body),
+    )  # fmt: skip
+
+
+def probes_table(results: str | Path, machine: str) -> Grid | Text:
+    """Every machine probe recorded for `machine` under `results` (its sessions')."""
+    paths = sorted(Path(results).glob(f"**/{machine}/{PROBE_FOLDER}/*.json"))
+    body = []
+    for path in paths:
+        p = Probe(records.read_json(path))
+        one = {a.n_devices: a.latency_s for a in p.allreduce if a.size == 1}
+        body.append((
+            escape(p.finished),
+            escape(Path(path).relative_to(results).as_posix()),
+            escape(", ".join(f"{n}: {v * 1e6:.3g}" for n, v in sorted(one.items())) or "none"),
+            f"{p.matmul[0].flops_per_s / 1e9:.3g}",
+            f"{p.loop_iteration_s * 1e9:.3g}",
+        ))  # fmt: skip
+    if not body:
+        return Text(
+            "No machine probe recorded on this machine yet (every timing session runs one)."
+        )
+    return Grid(
+        ("Finished", "Probe", "All-reduce of one float (devices: us)",
+         "Matmul at 32x64 (GFLOP/s)", "Empty loop iteration (ns)"),
+        tuple(body),
+    )  # fmt: skip
+
+
+def prediction_body(results: str | Path, machine: str) -> tuple[Text | Grid, ...]:
+    """The page: the rows checked, per placement and mode, then the probes. Only the
+    current rows (`frames.current_keys`) are checked: a row whose scenario the studies
+    no longer run (a recommended step since re-keyed, say) is history, not a check."""
+    recs = [r for r in read_records(results, "quick") if r.machine_id == machine]
+    rows = scaling_rows(recs)
+    checked = checked_rows(rows, row_predictions(results, machine))
+    intro = (
+        f"Machine {escape(machine)}. Each row of its quick matrix on several devices "
+        "(one process, several processes, several nodes) against its prediction from the "
+        "1-device row and this machine's `cpu` profile, made without measuring the "
+        "devices predicted (`odestudy predict --rows --profile cpu`). "
+        + sessions.sessions_line([r for r in recs if r.ok], recs)
+        + " A predicted interval covers the 1-device sweep's timing noise (its timed steps "
+        "resampled) and the profile's stated range, not the model's own error: the errors "
+        "below measure that."
+    )
+    return (
+        Text(intro),
+        Text("\n".join(summary_lines(checked) or ["No measured row has a prediction yet."])),
+        *([checked_table(checked)] if checked else []),
+        *gpu_prediction_section(results),
+        Text("## The machine probe of every session"),
+        probes_table(results, machine),
+        Text(""),  # the file ends with a blank line
+    )
+
+
+def gpu_prediction_section(results: str | Path) -> list[Text | Grid]:
+    """The section on GPUs predicted from one: every machine's `predict` records for
+    GPUs (`benchmarks/gpu_session.sh predict`), each mode's predicted step and speedup
+    with intervals, the profile named, machine and session said. No GPU machine has
+    measured several GPUs of the current protocol, so none is checked."""
+    found = sorted(Path(results).glob("*/predictions/gpu-*.json"))
+    head = Text("## GPUs predicted from one")
+    if not found:
+        return [head, Text("No GPU prediction records (`benchmarks/gpu_session.sh predict`).")]
+    body = []
+    for path in found:
+        rec = Predicted(records.read_json(path))
+        for r in rec.rows:
+            lo, hi = r.step_time_interval_s
+            slo, shi = r.speedup_interval
+            body.append(
+                (
+                    escape(path.parent.parent.name),
+                    escape(rec.profile.name),
+                    str(rec.n_devices),
+                    escape(r.mode),
+                    f"{rec.one_device_step_s * 1e3:.1f}",
+                    Interval(r.step_time_s * 1e3, lo * 1e3, hi * 1e3, 1),
+                    Interval(r.speedup, slo, shi),
+                    "yes" if rec.trained else "no",
+                    escape(path.stem),
+                )
+            )
+    said = (
+        "`odestudy predict --device gpu --devices N --profile h100-nvlink` on one GPU "
+        "(the quick PID model, `benchmarks/gpu_session.sh predict`): the 1-device sweep "
+        "measured on that GPU, the collective costs from the cited profile. One GPU's "
+        "session per record (its probe in the record); no machine measured several GPUs "
+        "under the current protocol, so these predictions are not checked."
+    )
+    header = ("Machine", "Profile", "GPUs", "Mode", "1 GPU measured (ms)", "Predicted step (ms)",
+              "Predicted speedup", "Trained", "Record")  # fmt: skip
+    return [head, Text(said), Grid(header, tuple(body))]
+
+
+def prediction_table(results: str | Path, machine: str | None) -> Table:
+    """The prediction's table (`prediction`) for `machine` (the report's CPU machine), as
+    a value."""
+    body = prediction_body(results, machine) if machine else (Text("No CPU rows."),)
+    return Table("prediction", "The prediction against measured rows, and the machine probes", body)
 
 
 class Prediction(Study):
@@ -13,6 +253,7 @@ class Prediction(Study):
     the machine probes: no matrix scenarios (its runs are `odestudy predict`'s)."""
 
     name: ClassVar[str] = "prediction"
+    order: ClassVar[int] = 9
     title: ClassVar[str] = "The prediction checked"
     page: ClassVar[Page | None] = Page(
         "prediction",

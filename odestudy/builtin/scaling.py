@@ -19,17 +19,18 @@ from ..report.plots import scaling_figures, step_cost_figure
 from ..report.projection import all_sweeps, projection_table
 from ..report.provenance import provenance_table
 from ..report.reference import REFERENCE_CSV, reference_rows
-from ..report.verdict import verdict_markdown
+from ..report.verdict import verdict_body
 from ..study.claim import Claim
 from ..study.grid import KINDS, for_problem, node_scenarios, scaling_plan, scenarios
 from ..study.rec import Rec
-from ..study.studies import THIS_MACHINE, Page, ReportInputs, Study, Table, Text
+from ..study.studies import THIS_MACHINE, Block, Page, ReportInputs, Study, Table, Text
 
 
 class Scaling(Study):
     """The scaling tables: every mode and controller on the device counts here."""
 
     name: ClassVar[str] = "scaling"
+    order: ClassVar[int] = 1
     title: ClassVar[str] = "Quick scaling"
     ceiling: ClassVar[bool] = True
     recommendable: ClassVar[bool] = True
@@ -63,17 +64,17 @@ class Scaling(Study):
         """The projection, the CPU and GPU tables, the verdict, the machines compared,
         the records left out and their provenance."""
         devices = device_tables(inputs)
-        verdict = Text(verdict_markdown(inputs.rows, inputs.scale))
+        verdict = tuple(verdict_body(inputs.rows, inputs.scale))
         drawn = headline_figure(_by_scaling(inputs.rows), inputs.figures) if inputs.draw else None
         headline = (drawn,) if drawn else ()
-        machines = Text(machines_table(list(inputs.records), inputs.machines))
-        skipped = Text(skipped_table(list(inputs.skipped)))
+        machines = tuple(machines_table(list(inputs.records), inputs.machines))
+        skipped = (skipped_table(list(inputs.skipped)),)
         return [
             *devices,
-            Table("verdict", f"Verdict ({inputs.scale} scale)", (verdict,), headline),
-            Table("machines", "Machines compared", (machines,)),
-            Table("skipped", "Records left out of the report", (skipped,)),
-            Table("provenance", "Provenance", (Text(provenance_table(inputs.results)),)),
+            Table("verdict", f"Verdict ({inputs.scale} scale)", verdict, headline),
+            Table("machines", "Machines compared", machines),
+            Table("skipped", "Records left out of the report", skipped),
+            Table("provenance", "Provenance", tuple(provenance_table(inputs.results))),
         ]
 
     def claims(self, inputs: ReportInputs) -> list[Claim]:
@@ -120,15 +121,15 @@ def device_tables(inputs: ReportInputs) -> list[Table]:
         results, by_machine, gpu_rows, inputs.machines["gpu"], cpu_rows
     )
     # The GPU rows predicted from one GPU, beside the measured ones (or alone).
-    predicted = {"cpu": "", "gpu": predicted_section(gpu_predictions(results, scale), every)}
+    gpu_predicted = predicted_section(gpu_predictions(results, scale), every)
+    predicted: dict[str, list[Block]] = {"cpu": [], "gpu": gpu_predicted}
     out, guide = [projection], True  # how to read the tables: once, in the first with rows
     for device in ("cpu", "gpu"):
         if not any(r["device"] == device and r["status"] == "ok" for r in rows):
-            said = (no_rows(rows, results, device, scale), predicted[device])
-            body = [Text(t) for t in said if t]
+            body = [Text(no_rows(rows, results, device, scale)), *predicted[device]]
         else:
-            extra = gpu_extra(gpu_rows, projected, reference) if device == "gpu" else ""
-            body = [Text(device_table(rows, device, predicted[device] + extra, guide))]
+            extra = gpu_extra(gpu_rows, projected, reference) if device == "gpu" else []
+            body = device_table(rows, device, predicted[device] + extra, guide)
             guide = False
         out.append(
             Table(device, f"{device.upper()} table", tuple(body), tuple(_figures(inputs, device)))

@@ -8,7 +8,7 @@ from typing import ClassVar
 from ..measure.scenario import SCALES, Scenario
 from ..report.reference import REFERENCE_CSV, comparison_table, reference_rows, seed_rows
 from ..study.grid import KINDS, scaling_plan, target_scenarios
-from ..study.studies import THIS_MACHINE, Page, ReportInputs, Study, Table, Text
+from ..study.studies import THIS_MACHINE, Page, ReportInputs, Study, Table
 from .scaling import Scaling
 
 # The seed study's scale: the reference's configuration.
@@ -21,6 +21,7 @@ class Seed(Study):
     other scale, none."""
 
     name: ClassVar[str] = "seed"
+    order: ClassVar[int] = 7
     title: ClassVar[str] = "The reference configuration"
     scaling_table: ClassVar[bool] = True
     page: ClassVar[Page | None] = Page(
@@ -55,5 +56,5 @@ class Seed(Study):
         """Ours beside the reference's rows (`reference`), from the seed scale's records
         whatever the scale reported."""
         reference = reference_rows(inputs.reference or REFERENCE_CSV)
-        body = Text(comparison_table(seed_rows(inputs.results), reference))
-        return [Table("reference", "Ours beside the reference", (body,))]
+        body = comparison_table(seed_rows(inputs.results), reference)
+        return [Table("reference", "Ours beside the reference", tuple(body))]

@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..report import sessions
-from ..report.floor import gpu_lever_lines
+from ..report.floor import gpu_lever_section
 from ..report.plots import step_cost_figure
 from ..report.projection import all_sweeps
 from ..report.step import step_table
 from ..study import records
 from ..study.rec import Rec
-from ..study.studies import Page, ReportInputs, Study, Table, Text
+from ..study.studies import Page, ReportInputs, Study, Table
 
 # A machine's folder of lever and loss-spread records (`benchmarks/levers.py`).
 LEVERS_FOLDER = "levers"
@@ -27,6 +27,7 @@ class Step(Study):
     its records are each machine's lever records."""
 
     name: ClassVar[str] = "step"
+    order: ClassVar[int] = 8
     title: ClassVar[str] = "The step: what bounds it, and the levers"
     page: ClassVar[Page | None] = Page(
         "step", title, ("step",), ("cpu_step_cost",), readme="the step"
@@ -64,9 +65,6 @@ class Step(Study):
         spreads = self.loss_spreads(results, machine)
         drawn = cpu_sweeps and inputs.draw
         figs = step_cost_figure(cpu_sweeps, inputs.figures, "cpu_step_cost") if drawn else []
-        body = Text(
-            step_table(cpu_sweeps, levers, spreads) + "\n" + "\n".join(gpu_lever_lines(results))
-        )
-        return [
-            Table("step", "What bounds a training step, and the levers on it", (body,), tuple(figs))
-        ]
+        body = (*step_table(cpu_sweeps, levers, spreads), *gpu_lever_section(results))
+        title = "What bounds a training step, and the levers on it"
+        return [Table("step", title, body, tuple(figs))]

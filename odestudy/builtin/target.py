@@ -12,6 +12,7 @@ class Target(Study):
     """The time-to-target rows alone (`target_scenarios`)."""
 
     name: ClassVar[str] = "target"
+    order: ClassVar[int] = 3
     title: ClassVar[str] = "Time to target"
 
     def scenarios(self, scale, device="auto", full=False):

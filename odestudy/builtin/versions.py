@@ -1,18 +1,268 @@
 """The version study (`make versions`): the core rows under each JAX release
-(`grid.versions_scenarios`), one run each, and their table (`report.versions`)."""
+(`grid.versions_scenarios`), one run each, in an environment per release
+(`study.versions`); its table and figure: each release's speedups over its own 1-device
+row, and the 1-device step of every release against the current one."""
 
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar
 
-from ..report.versions import version_rows, versions_table
+import numpy as np
+
+from ..measure.controllers import CONTROLLERS
+from ..measure.modes import MODES
+from ..report import loss, sessions
+from ..report.frames import read_records, scaling_rows
+from ..report.intervals import METHOD, fmt_interval, ratio_interval
+from ..report.plots import MODE_STYLE
+from ..report.tables import escape, fmt, render, render_blocks
 from ..study.grid import versions_scenarios
-from ..study.studies import Page, ReportInputs, Study, Table
-from ..study.versions import FOLDER
+from ..study.rec import Rec
+from ..study.studies import Block, Grid, Page, ReportInputs, Study, Table, Text
+from ..study.versions import FOLDER, RESULTS, VERSION_SETS
+
+TABLE_HEADER = (
+    "JAX / diffrax / equinox / optax",
+    "Mode",
+    "Controller",
+    "Devices",
+    "Runs",
+    "Step time median (ms)",
+    "Speedup [95% CI]",
+    "Compile (s)",
+    "Final loss",
+    "Collectives total / in loops",
+    "pmap is",
+    "Session",
+)
+
+
+def _stack(rec: Rec) -> str:
+    v = rec.versions or {}
+    return " / ".join(str(v.get(k)) for k in ("jax", "diffrax", "equinox", "optax"))
+
+
+def version_rows(results: str | Path = RESULTS, scale: str = "quick") -> dict[str, list[Rec]]:
+    """Each version set's core rows with speedups (`frames.scaling_rows`), ok or not."""
+    keys = {s.key() for s in versions_scenarios(scale)}
+    out = {}
+    for name in VERSION_SETS:
+        recs = [
+            r
+            for r in read_records(Path(results) / name, scale, current=False)
+            if r.scenario_key in keys
+        ]
+        if recs:
+            out[name] = scaling_rows(recs, "strong")
+    return out
+
+
+def _one_device(rows: list[Rec], controller: str) -> Rec | None:
+    return next(
+        (r for r in rows if r.n_devices == 1 and r.controller == controller and r.ok),
+        None,
+    )
+
+
+def versions_body(by_set: dict[str, list[Rec]]) -> list[Block]:
+    """The version table, and what it says with intervals: each release's 1-device step
+    against the current release's, and sharded `jit`'s speedup at each release."""
+    if not by_set:
+        return [Text("No records of the version study (`make versions`).")]
+    sentences = _sentences(by_set, list(by_set)[-1])
+    body: list[Block] = [
+        Text(
+            "Core rows of the quick scale (strong scaling, CPU, one machine) under each JAX "
+            "release, each release in its own environment (`make versions`); speedups are "
+            "against the same release's 1-device row. Rows with more devices than physical "
+            "cores (8) measure overhead, as in the reference. " + METHOD
+        ),
+        Text(_where(by_set)),
+        *([Text("\n".join(sentences))] if sentences else []),
+        Grid(TABLE_HEADER, tuple(_table(by_set))),
+    ]
+    return body + [Text(n) for n in loss.notes(render_blocks(body))]
+
+
+def _sentences(by_set: dict[str, list[Rec]], current: str) -> list[str]:
+    """What the table says with intervals: each release's 1-device step against the
+    current release's, and at each release the speedup of each mode whose one solver
+    loop the release's compiler partitions over the devices (`AbstractMode.one_loop`:
+    sharded `jit`)."""
+    lines = []
+    for controller in CONTROLLERS:
+        base = _one_device(by_set[current], controller)
+        for name, rows in by_set.items():
+            one = _one_device(rows, controller)
+            if base is None or one is None or name == current:
+                continue
+            est, lo, hi = ratio_interval(one, base)
+            lines.append(
+                f"- {escape(controller)}, 1 device: the step on {escape(_stack(one))} takes "
+                f"{loss.pair_mark(fmt_interval(est, lo, hi), one, base)} times as long as on "
+                f"{escape(_stack(base))}."
+            )
+    for rows in by_set.values():
+        for mode in (m for m in MODES.values() if m.one_loop):
+            text = _speedups([r for r in rows if r.mode == mode.name])
+            if text:
+                stack = escape(_stack(rows[0]))
+                lines.append(f"- {mode.label} speedup over 1 device, {stack}: {text}.")
+    return lines
+
+
+def _speedups(rows: list[Rec]) -> str:
+    """Each row's speedup with its interval, by controller and devices (`; `-joined)."""
+    return "; ".join(
+        f"{escape(r.controller)} on {r.n_devices} devices "
+        + loss.baseline_flag(fmt_interval(r.speedup, *(r.speedup_ci or (None, None))), r)
+        for r in rows
+        if r.speedup is not None
+    )
+
+
+def _ms(seconds: float | None) -> float | None:
+    """`seconds` in milliseconds; None where not measured."""
+    return None if seconds is None else seconds * 1e3
+
+
+def _table(by_set: dict[str, list[Rec]]) -> list[list[Any]]:
+    """The version table's cells, a row per record."""
+    table = []
+    for rows in by_set.values():
+        for r in sorted(rows, key=lambda r: (r.controller, r.n_devices, r.mode)):
+            ok = r.ok
+            # Cells are escaped when rendered: record text enters as it is.
+            table.append(
+                [
+                    _stack(r),
+                    r.mode,
+                    r.controller,
+                    r.n_devices,
+                    len(r.step_time_runs_s or []) if ok else 0,
+                    fmt(_ms(r.step_time_s), 3) if ok else r.status,
+                    loss.baseline_flag(fmt_interval(r.speedup, *(r.speedup_ci or (None, None))), r)
+                    if r.speedup
+                    else "–",
+                    fmt(r.compile_time_s, 3),
+                    fmt(r.final_loss, 3),
+                    f"{fmt(r.collectives_total)} / {fmt(r.collectives_in_loops)}",
+                    r.pmap_implementation or "–" if r.mode == "pmap" else "",
+                    sessions.session_of(r).label,
+                ]
+            )
+    return table
+
+
+def _where(by_set: dict[str, list[Rec]]) -> str:
+    """The machine(s) and session(s) of the version study's rows."""
+    rows = [r for rows in by_set.values() for r in rows]
+    machines = sorted({str(r.machine_id) for r in rows})
+    return escape(f"Machine: {', '.join(machines)}. " + sessions.sessions_line(rows, rows))
+
+
+def versions_figure(by_set: dict[str, list[Rec]], out: str | Path) -> list[Path]:
+    """Step time per mode against the JAX release (one panel per controller; 2-device
+    modes and the 1-device row; bars from the 25th to the 75th percentile)."""
+    import matplotlib.pyplot as plt
+
+    if not by_set:
+        return []
+    names = list(by_set)
+    fig, axes = plt.subplots(1, len(CONTROLLERS), figsize=(11, 4), sharey=False)
+    for ax, controller in zip(axes, CONTROLLERS, strict=True):
+        for mode, facts in MODES.items():
+            xs, ys, lo, hi = [], [], [], []
+            for i, name in enumerate(names):
+                r = next(
+                    (
+                        r
+                        for r in by_set[name]
+                        if r.mode == mode
+                        and r.ok
+                        and r.controller == controller
+                        and r.n_devices <= 2
+                    ),
+                    None,
+                )
+                if r is None:
+                    continue
+                t, p25, p75 = r.step_time_s, r.step_time_p25_s, r.step_time_p75_s
+                assert t is not None and p25 is not None and p75 is not None  # an ok row
+                xs.append(i)
+                ys.append(t * 1e3)
+                lo.append(t * 1e3 - p25 * 1e3)
+                hi.append(p75 * 1e3 - t * 1e3)
+            if xs:
+                label = f"{mode} (2 devices)" if facts.multi_device else f"{mode} (1 device)"
+                ax.errorbar(
+                    xs,
+                    ys,
+                    yerr=[lo, hi],
+                    marker="o",
+                    capsize=3,
+                    label=label,
+                    color=MODE_STYLE.get(mode, "tab:gray"),
+                )
+        ax.set_xticks(range(len(names)), [n.removeprefix("jax-") for n in names])
+        ax.set_xlabel("JAX release")
+        ax.set_ylabel("step time (ms), median")
+        ax.set_yscale("log")
+        ax.set_title(controller)
+        ax.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Training step per mode across JAX releases (quick scale, CPU)")
+    fig.tight_layout()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "versions.png", out / "versions.svg"]
+    for p in paths:
+        fig.savefig(p, dpi=120)
+    plt.close(fig)
+    return paths
+
+
+def versions_table(by_set: dict[str, list[Rec]]) -> Table:
+    """The version study's table (`versions`: `versions_body` of `version_rows`), as a
+    value."""
+    return Table("versions", "The core rows across JAX releases", tuple(versions_body(by_set)))
+
+
+def write_versions_table(path: str | Path, by_set: dict[str, list[Rec]]) -> Table:
+    """Write the version study's table (`versions_table`) to `path`; returns it."""
+    table = versions_table(by_set)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(table))
+    return table
+
+
+def write_versions(
+    results: str | Path = RESULTS, figures: str | Path = "figures", scale: str = "quick"
+) -> dict[str, Any]:
+    """Write `figures/tables/versions.md` and `figures/versions.png` from the records."""
+    by_set = version_rows(results, scale)
+    table = Path(figures) / "tables" / "versions.md"
+    return {
+        "table": table,
+        "value": write_versions_table(table, by_set),
+        "figures": versions_figure(by_set, figures),
+        "sets": list(by_set),
+        "rows": sum(len(v) for v in by_set.values()),
+        "ok": all(r.ok for v in by_set.values() for r in v),
+        "median_loss": float(
+            np.median(
+                [r.final_loss for v in by_set.values() for r in v if r.final_loss is not None]
+                or [np.nan]
+            )
+        ),
+    }
 
 
 class Versions(Study):
     """The core rows `make versions` runs under each JAX release (one run each)."""
 
     name: ClassVar[str] = "versions"
+    order: ClassVar[int] = 4
     title: ClassVar[str] = "The core rows across JAX releases"
     repeated: ClassVar[bool] = False
     page: ClassVar[Page | None] = Page(

@@ -20,12 +20,7 @@ from . import sessions
 from .best import Best, best_for, best_steps, family_key, levers_in_words, step_of
 from .claims import groups
 from .comparisons import BEST_STEP, REFERENCE_STEP, ratio_claim, render_x
-from .crossover import (
-    by_session,
-    points,
-    study_records,
-    work_crossing,
-)
+from .crossover import by_session, points_of, work_crossing
 from .frames import scaling_rows
 from .gpu import gpu_predictions
 from .intervals import ratio_interval
@@ -435,8 +430,7 @@ def crossover_lines(results: str | Path) -> list[str]:
     """When splitting pays, measured on the map and its batch axis: `CROSSOVER_MODE`'s
     crossover in the per-device work per controller and per session (never one fit
     across sessions); the batch axis's crossings are on the crossover page."""
-    recs = study_records(results)
-    found = by_session(points(recs))
+    found = by_session(points_of(results, "quick")[1])
     said = []
     for controller in CONTROLLERS:
         per = [

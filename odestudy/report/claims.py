@@ -185,21 +185,6 @@ def agreement_of(
     return Agreement(len(found.get(verdict, [])), sum(map(len, found.values())), others)
 
 
-def dissent(
-    session_rows: dict[Any, list[Rec]],
-    scaling: str,
-    n: int,
-    c: str,
-    mode: str,
-    kind: str,
-) -> str:
-    """The sessions whose judgement of `mode` under controller `c` is not `kind`, by
-    what they found: `; slower in 1 (2026-11-24 18:51–20:03 UTC)`, or "" where none
-    differs (`agreement`)."""
-    found = agreement(session_rows, scaling, n, c, mode, KINDS[kind])
-    return "".join(f"; {v.value} in {len(when)} ({', '.join(when)})" for v, when in found.others)
-
-
 def _modes(rows: Sequence[Rec]) -> list[str]:
     return [r.mode for r in rows]
 
@@ -383,22 +368,12 @@ def device_answer(
     return Answer(device, tuple(lines), claims=tuple(found.claims.values()))
 
 
-def verdict_claims(
-    rows: Sequence[Rec],
-    every: Sequence[Rec],
-    scaling: str = "strong",
-    device: str = "cpu",
-) -> list[str]:
-    """The bullets of `device_answer` (none without multi-device rows)."""
-    return list(device_answer(rows, every, scaling, device).bullets)
-
-
-# Where the verdict states its claims (`Claim.where`, `verdict.verdict_markdown`).
+# Where the verdict states its claims (`Claim.where`, `verdict.verdict_body`).
 VERDICT_WHERE = "the verdict"
 
 
 def verdict_stated(rows: Sequence[Rec]) -> list[Claim]:
-    """The claims the verdict (`verdict.verdict_markdown`) states of `rows`: per device
+    """The claims the verdict (`verdict.verdict_body`) states of `rows`: per device
     kind, scaling and controller, each row of its comparison (`verdict.compare`) over
     its own 1-device row."""
     ok = [r for r in rows if r.ok]

@@ -13,6 +13,7 @@ workload's axis, each with a 95% bootstrap interval (`DRAWS` draws: points resam
 each speedup drawn from its own interval)."""
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import numpy as np
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import multi_device_modes
 from ..study import records
+from ..study.claim import Claim
 from ..study.rec import Hardware, PredictedMode, Prediction, Rec
 from ..study.studies import Grid, Table, Text
 from ..study.workloads import (
@@ -33,6 +35,7 @@ from ..study.workloads import (
 )
 from . import sessions
 from .best import Best, best_for, best_steps, over_best, step_of
+from .comparisons import BEST_STEP, ratio_claim
 from .frames import read_records
 from .heldout import made_before, said
 from .loss import MARK, differs, trained
@@ -617,12 +620,35 @@ def crossover_tables(results: str | Path, figures: str | Path, scale: str = "qui
     """The crossover's table (`crossover`) and, with points, its figure
     (`figures/crossover.png`, drawn); at another scale than quick, only where the axis
     has rows there (else none)."""
-    recs = study_records(results, scale)
+    recs, pts = points_of(results, scale)
     if not recs and scale != "quick":
         return []
-    pts = points(recs)
     machine = (recs[0].machine_id or "") if recs else ""
     found = axis_predictions(results, machine) if machine else []
     figs = crossover_figure(pts, figures)[:1] if any(p.work_s for p in pts) else []
     body = crossover_body(recs, pts, found)
     return [Table("crossover", "When splitting the batch pays", body, tuple(figs))]
+
+
+def points_of(results: str | Path, scale: str) -> tuple[list[Rec], list[Point]]:
+    """The axis's records at `scale` (`study_records`) and their points (`points`), made
+    once per report (`records.made_once`)."""
+
+    def make() -> tuple[list[Rec], list[Point]]:
+        recs = study_records(results, scale)
+        return recs, points(recs)
+
+    return records.made_once(("crossover points", os.path.abspath(results), scale), make)
+
+
+# Where the crossover states its claims (`Claim.where`).
+CROSSOVER_WHERE = "when splitting pays (crossover.md)"
+
+
+def crossover_claims(results: str | Path, scale: str) -> list[Claim]:
+    """Every point of the axis (`points_table`) as a claim: its speedup over the best
+    1-device step at its global batch."""
+    return [
+        ratio_claim(p.record, p.base.record, BEST_STEP, p.speedup, CROSSOVER_WHERE, p.differs)
+        for p in points_of(results, scale)[1]
+    ]

@@ -2,12 +2,14 @@
 per row; the machine each names, the notes on how to read them, and what a device kind
 without rows of the scale says instead."""
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..measure import environment
 from ..measure.timing import PROTOCOL
 from ..study.rec import Hardware, Rec
+from ..study.studies import Block, Grid, Text
 from . import loss, sessions
 from .frames import (
     read_records,
@@ -15,7 +17,7 @@ from .frames import (
 from .intervals import METHOD, fmt_interval
 from .tables import escape as _esc
 from .tables import fmt as _fmt
-from .tables import loss_cell, markdown_table
+from .tables import loss_cell
 
 # The reference study's two published tables as data (its "epoch time" is one optimiser
 # step), kept in the repo so that a clone anywhere can compare with them.
@@ -242,36 +244,39 @@ EPOCH_NOTE = (
 READ_HEADING = "#### How to read these tables"
 
 
-def _devices_note(sel: list[Rec], cores: int | None) -> list[str]:
+def _devices_note(sel: list[Rec], cores: int | None) -> list[Block]:
     """The CPU table's note on its device counts against the machine's cores."""
     counts = sorted({r.n_devices for r in sel if r.status != "not_run"})
     if not (cores and counts):
         return []
     whole = max(counts) > cores
     return [
-        f"Devices in this table: {', '.join(map(str, counts))}, on a machine "
-        f"of {cores} physical cores: "
-        + (
-            "the whole matrix (`make full`)."
-            if whole
-            else "the matrix sized to the machine (`make all`); `make full` adds "
-            "the rows with more virtual devices than cores."
+        Text(
+            f"Devices in this table: {', '.join(map(str, counts))}, on a machine "
+            f"of {cores} physical cores: "
+            + (
+                "the whole matrix (`make full`)."
+                if whole
+                else "the matrix sized to the machine (`make all`); `make full` adds "
+                "the rows with more virtual devices than cores."
+            )
+            + (
+                f" † more virtual devices than the {cores} physical cores: those "
+                "rows measure overhead, not parallel speedup."
+                if whole
+                else ""
+            )
         )
-        + (
-            f" † more virtual devices than the {cores} physical cores: those "
-            "rows measure overhead, not parallel speedup."
-            if whole
-            else ""
-        ),
-        "",
     ]
 
 
-def device_table(rows: list[Rec], device: str, extra: str = "", guide: bool = True) -> str:
-    """The markdown tables of one device kind with ok rows: the reference's columns, our
+def device_table(
+    rows: list[Rec], device: str, extra: Sequence[Block] = (), guide: bool = True
+) -> list[Block]:
+    """The tables of one device kind with ok rows: the reference's columns, our
     diagnostics (with a **Session** column where the rows span several sessions), the
-    session and machine they were measured on, `extra` (markdown), then how to read
-    them (`guide`; else a pointer to the page that has it)."""
+    session and machine they were measured on, `extra`, then how to read them (`guide`;
+    else a pointer to the page that has it)."""
     sel = [r for r in rows if r.device == device]
     cores = next((r.hardware.physical_cores for r in sel if r.hardware), None)
     found = list(dict.fromkeys(sessions.session_of(r) for r in sel))
@@ -280,38 +285,28 @@ def device_table(rows: list[Rec], device: str, extra: str = "", guide: bool = Tr
     if len(found) > 1:
         header = (*header, "Session")
         cells = [[*c, sessions.session_of(r).label] for c, r in zip(cells, sel, strict=True)]
-    parts = [
-        _esc(sessions.sessions_line(sel, sel)),
-        "",
-        "**The reference's columns.**",
-        "",
-        markdown_table(REFERENCE_COLUMNS + ADDED_COLUMNS, table_rows(sel, cores)),
-        "",
-        "**Our diagnostics.**",
-        "",
-        markdown_table(header, cells),
-        "",
+    out: list[Block] = [
+        Text(_esc(sessions.sessions_line(sel, sel))),
+        Text("**The reference's columns.**"),
+        Grid(REFERENCE_COLUMNS + ADDED_COLUMNS, tuple(table_rows(sel, cores))),
+        Text("**Our diagnostics.**"),
+        Grid(header, tuple(cells)),
+        *(Text(n) for n in loss.notes(" ".join(c for row in cells for c in row))),
     ]
-    for n in loss.notes(" ".join(c for row in cells for c in row)):
-        parts += [n, ""]
     line = machine_line(rows, device)
-    if line:
-        parts += [line, ""]
-    if device == "cpu":
-        parts += _devices_note(sel, cores)
+    out += [Text(line)] if line else []
+    out += _devices_note(sel, cores) if device == "cpu" else []
     if any(r.status == "not_run" for r in sel):
-        parts += [
-            "Rows marked `not_run` need devices this machine does not have; they run "
-            "where JAX sees enough GPUs (`make gpu`).",
-            "",
-        ]
-    if extra:
-        parts += [extra.strip(), ""]
+        out.append(
+            Text(
+                "Rows marked `not_run` need devices this machine does not have; they run "
+                "where JAX sees enough GPUs (`make gpu`)."
+            )
+        )
     if guide:
-        parts += [READ_HEADING, "", EPOCH_NOTE]
-    else:
-        parts += ["How to read these tables: as the CPU table above (`docs/method.md`)."]
-    return "\n".join(parts).rstrip() + "\n"
+        return [*out, *extra, Text(READ_HEADING), Text(EPOCH_NOTE)]
+    pointer = "How to read these tables: as the CPU table above (`docs/method.md`)."
+    return [*out, *extra, Text(pointer)]
 
 
 def elsewhere(results: str | Path, device: str, scale: str) -> str:

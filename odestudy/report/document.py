@@ -10,52 +10,25 @@ from ..measure.timing import PROTOCOL
 from ..study.rec import Key, Rec
 from ..study.runner import html_exporter
 from ..study.studies import STUDIES, ReportInputs, Study, Table
-from .device_tables import (
-    ADDED_COLUMNS,
-    DIAGNOSTIC_COLUMNS,
-    REFERENCE_COLUMNS,
-    _protocol,
-    device_table,
-    diagnostic_rows,
-    machine_line,
-    pick_machine,
-    table_rows,
-)
+from .device_tables import ADDED_COLUMNS, REFERENCE_COLUMNS, _protocol, pick_machine
 from .frames import (
     BaselineError,
     baseline,
     in_scaling_matrix,
     read_records,
-    record_machine_id,
     scaling_rows,
 )
-from .gpu import gpu_extra, headline_figure
-from .machines import machines_table, skipped_table
-from .reference import REFERENCE_CSV, comparison_table, reference_rows, seed_rows
+from .reference import REFERENCE_CSV
 from .tables import render, render_body
 
 __all__ = [
     "ADDED_COLUMNS",
-    "DIAGNOSTIC_COLUMNS",
     "REFERENCE_COLUMNS",
     "REFERENCE_CSV",
-    "comparison_table",
-    "device_table",
-    "diagnostic_rows",
-    "gpu_extra",
-    "headline_figure",
-    "machine_line",
-    "machines_table",
-    "pick_machine",
-    "reference_rows",
-    "seed_rows",
-    "skipped_table",
-    "table_rows",
     "BaselineError",
     "baseline",
     "read_inputs",
     "read_records",
-    "record_machine_id",
     "scaling_rows",
     "write_report",
 ]

@@ -14,12 +14,13 @@ from ..measure.recommended import diffrax_levers, measured_problems, study_contr
 from ..measure.scenario import Scenario
 from ..study import records
 from ..study.rec import FloorCounts, LeverRecord, LeverRow
+from ..study.studies import Block, Grid, Text
 from ..study.workloads import MAP_FOLDER, WORKLOADS
 from . import sessions
 from .intervals import fmt_interval, ratio_interval
 from .loss import in_record, pair_mark
 from .roofline import ROOFLINE_TEXT, roofline_cells, roofline_said
-from .tables import escape, markdown_table
+from .tables import escape
 
 # Where a levers record made elsewhere keeps its floor: beside it, `<name>.floor.json`
 # (`benchmarks/floor.py`), for records written before levers.py counted it.
@@ -160,12 +161,12 @@ def _cpu(rec: LeverRecord) -> bool:
     return rec.fields.get("device", "cpu") == "cpu"
 
 
-def elsewhere_said(page_machine: str, machine: str) -> list[str]:
+def elsewhere_said(page_machine: str, machine: str) -> list[Block]:
     """The line that says a section's records come from another machine than its
     page's, or nothing."""
     if machine == page_machine:
         return []
-    return [f"Measured on {machine}: {page_machine} holds no such records.", ""]
+    return [Text(f"Measured on {machine}: {page_machine} holds no such records.")]
 
 
 def fused_records(results: str | Path, machine: str) -> list[LeverRecord]:
@@ -280,14 +281,14 @@ _FUSED_HEADER = (
 )
 
 
-def _fused_table(recs: list[LeverRecord]) -> str:
+def _fused_table(recs: list[LeverRecord]) -> Grid:
     """One row per `make map-fused` record (workload and controller)."""
-    body = [
+    body = tuple(
         [escape(rec.workload), escape(rec.fields.controller)]
         + [escape(c) for c in _fused_cells(rec)]
         for rec in recs
-    ]
-    return markdown_table(_FUSED_HEADER, body)
+    )
+    return Grid(_FUSED_HEADER, body)
 
 
 def cpu_fused_machines(results: str | Path, machine: str) -> list[str]:
@@ -306,35 +307,28 @@ def _not_measured(recs: Sequence[LeverRecord]) -> str:
     return f" Not measured there: {escape(', '.join(missing))}." if missing else ""
 
 
-def cpu_fused_lines(results: str | Path, machine: str) -> list[str]:
+def cpu_fused_section(results: str | Path, machine: str) -> list[Block]:
     """The fused solve along the map on each CPU machine that measured it, the page's
     `machine` first: a table per machine, its sessions and what it did not measure."""
-    parts: list[str] = []
+    parts: list[Block] = []
     for held in cpu_fused_machines(results, machine):
         recs = [r for r in fused_records(results, held) if _cpu(r)]
-        parts += [
-            f"### On {escape(held)}",
-            "",
-            escape(sessions.sessions_line(recs, recs)) + _not_measured(recs) + older_step(recs),
-            "",
-            _fused_table(recs),
-            "",
-        ]
+        said = escape(sessions.sessions_line(recs, recs)) + _not_measured(recs) + older_step(recs)
+        parts += [Text(f"### On {escape(held)}"), Text(said), _fused_table(recs)]
     return parts
 
 
-def fused_lines(results: str | Path, machine: str) -> list[str]:
+def fused_section(results: str | Path, machine: str) -> list[Block]:
     """`workloads.md`'s section on the fused solve along the map: per workload and
     controller, the default, the recommended step and the recommended step run by the
     fused solve, each with its ratio to its floor, from `make map-fused`'s records, a
-    table per CPU machine that measured it (`cpu_fused_lines`); then the same on each GPU
-    measured (`gpu_fused_lines`)."""
-    head = ["## The fused solve along the map, and each step's ratio to its floor", ""]
-    cpu = cpu_fused_lines(results, machine)
+    table per CPU machine that measured it (`cpu_fused_section`); then the same on each
+    GPU measured (`gpu_fused_section`)."""
+    head = Text("## The fused solve along the map, and each step's ratio to its floor")
+    cpu = cpu_fused_section(results, machine)
     if not cpu:
-        return [*head, "No records yet: run `make map-fused`.", "", *gpu_fused_lines(results)]
-    return [
-        *head,
+        return [head, Text("No records yet: run `make map-fused`."), *gpu_fused_section(results)]
+    said = Text(
         "Per workload and controller, 1 device, each variant trained from scratch and "
         "timed from the default's trained state in interleaved blocks (`make map-fused`, "
         "`benchmarks/levers.py`): the default step, the recommended step "
@@ -342,11 +336,9 @@ def fused_lines(results: str | Path, machine: str) -> list[str]:
         "solve (`integrator=fused`, `odestudy/measure/fused.py`: Tsit5 and the "
         "controller as one loop carrying only what a step needs). Speedups with 95% "
         "bootstrap intervals over blocks and steps; a mark where the final losses differ "
-        "by more than the loss spread. " + FLOOR_TEXT,
-        "",
-        *cpu,
-        *gpu_fused_lines(results),
-    ]
+        "by more than the loss spread. " + FLOOR_TEXT
+    )
+    return [head, said, *cpu, *gpu_fused_section(results)]
 
 
 def gpu_fused_machines(results: str | Path) -> list[str]:
@@ -357,29 +349,28 @@ def gpu_fused_machines(results: str | Path) -> list[str]:
     return [m for m in names if any(r.fields.device == "gpu" for r in fused_records(results, m))]
 
 
-def gpu_fused_lines(results: str | Path) -> list[str]:
+def gpu_fused_section(results: str | Path) -> list[Block]:
     """The fused solve along the map on each GPU measured: the same table as on this
     machine, with the GPU, the session and the commit named; the workloads and
     controllers not measured there are said."""
-    parts: list[str] = []
+    parts: list[Block] = []
     for machine in gpu_fused_machines(results):
         recs = fused_records(results, machine)
         kinds = {str(r.probe.device_kind) for r in recs}
-        parts += [
+        head = (
             f"### On one GPU: {escape(machine)} ({escape(', '.join(sorted(kinds)))}), JAX "
-            f"{escape(recs[0].versions.get('jax'))}",
-            "",
+            f"{escape(recs[0].versions.get('jax'))}"
+        )
+        said = (
             "Measured as above (`benchmarks/gpu_session.sh mapfused`). "
             f"{escape(sessions.sessions_line(recs, recs))} On a GPU the probe's "
             "matmul-and-tanh loop at these small shapes is bound by kernel launches, so "
             "no step is set against it (x floor: –); a GPU's floor is its roofline, "
             "which the GPU tables of the quick page set each step against."
             + _not_measured(recs)
-            + older_step(recs),
-            "",
-            _fused_table(recs),
-            "",
-        ]
+            + older_step(recs)
+        )
+        parts += [Text(head), Text(said), _fused_table(recs)]
     return parts
 
 
@@ -392,16 +383,15 @@ def gpu_lever_records(results: str | Path) -> list[LeverRecord]:
     ]
 
 
-def gpu_lever_lines(results: str | Path) -> list[str]:
+def gpu_lever_section(results: str | Path) -> list[Block]:
     """The step page's GPU section: each GPU levers record's variants with their
     speedups, ratios to the device's roofline and final losses, machine and session
     named."""
     recs = gpu_lever_records(results)
-    head = ["## On a GPU", ""]
+    head = Text("## On a GPU")
     if not recs:
-        return [*head, "No GPU levers records (`benchmarks/gpu_session.sh levers`).", ""]
-    parts = [
-        *head,
+        return [head, Text("No GPU levers records (`benchmarks/gpu_session.sh levers`).")]
+    said = Text(
         "The PID step's levers on one GPU (`benchmarks/gpu_session.sh levers`), at the "
         "quick scale and at the reference's configuration (the seed scale: 3 length "
         "stages of 1000 steps), measured as on the CPU (each variant trained from "
@@ -411,13 +401,9 @@ def gpu_lever_lines(results: str | Path) -> list[str]:
         "is bound by kernel launches, so a floor from its rate would be that of launches, "
         "not of arithmetic, and is not shown. The step's FLOPs are counted as for the "
         "CPU's floor (above: each variant on its own program in records that count so; "
-        "older records the default's alone, so their other rows have no roofline). "
-        + ROOFLINE_TEXT,
-        "",
-    ]
-    for rec in recs:
-        parts += _gpu_lever_table(rec)
-    return parts
+        "older records the default's alone, so their other rows have no roofline). " + ROOFLINE_TEXT
+    )
+    return [head, said, *(b for rec in recs for b in _gpu_lever_table(rec))]
 
 
 _GPU_COLUMNS = (
@@ -430,11 +416,11 @@ _GPU_COLUMNS = (
 )
 
 
-def _gpu_lever_table(rec: LeverRecord) -> list[str]:
+def _gpu_lever_table(rec: LeverRecord) -> list[Block]:
     """One GPU levers record's heading (machine, device, JAX, session, commit) and its
     variants' table."""
     base = rec.rows[0]
-    body = [
+    body = tuple(
         [
             escape(r.label),
             f"{r.step_time_s * 1e3:.2f}",
@@ -443,21 +429,18 @@ def _gpu_lever_table(rec: LeverRecord) -> list[str]:
             f"{r.final_loss:.2g}",
         ]
         for r in rec.rows
-    ]
+    )
     commit = str(rec.git_commit or "")[:7]
     tree = (record_floor(rec) or FloorCounts()).tree_commit
     if tree:  # the device copy's git metadata named another commit
         commit = f"{str(tree)[:7]}; the record's git_commit reads {commit}"
-    return [
+    head = (
         f"### {escape(rec.fields.scale)} scale: {escape(rec.machine_id)}, "
         f"{escape(rec.probe.device_kind)}, JAX "
         f"{escape(rec.versions.get('jax'))}, session {escape(rec.started)} "
-        f"(commit {escape(commit)})",
-        "",
-        markdown_table(_GPU_COLUMNS, body),
-        "",
-        *roofline_said(rec),
-    ]
+        f"(commit {escape(commit)})"
+    )
+    return [Text(head), Grid(_GPU_COLUMNS, body), Text(roofline_said(rec))]
 
 
 def fused_run() -> str:

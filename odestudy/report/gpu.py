@@ -9,11 +9,11 @@ from ..measure.scenario import Scenario
 from ..measure.timing import PROTOCOL
 from ..study import records
 from ..study.rec import Prediction, Projected, Published, Rec
-from .intervals import fmt_interval
+from ..study.studies import Block, Grid, Interval, Text
 from .plots import CONTROLLER_STYLE, MODE_STYLE, _save
-from .projection import projected_table
+from .projection import projected_grid
 from .sessions import short_commit
-from .tables import escape, markdown_table
+from .tables import escape
 from .tables import fmt as _fmt
 from .verdict import exceeds_cores
 from .workloads import step_of
@@ -70,15 +70,15 @@ def _ms(seconds: float) -> str:
     return f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}"
 
 
-def _predicted_cells(p: Prediction, measured: Rec | None) -> list[list[str]]:
+def _predicted_cells(p: Prediction, measured: Rec | None) -> list[list[object]]:
     """A prediction's rows, one per mode: GPUs (predicted), mode, controller, step,
     global batch, the 1-GPU step of its sweep and of the measured row, the predicted step
     and speedup with their 95% intervals, the profile and the record."""
     order = list(MODES)
-    out = []
+    out: list[list[object]] = []
     for r in sorted(p.rows, key=lambda r: order.index(r.mode) if r.mode in order else 0):
         lo, hi = r.step_time_interval_s
-        speedup = fmt_interval(r.speedup, *r.speedup_interval) if p.trained else "– (not trained)"
+        speedup = Interval(r.speedup, *r.speedup_interval) if p.trained else "– (not trained)"
         out.append(
             [
                 f"{p.n_devices} (predicted)",
@@ -132,46 +132,33 @@ def _source_line(p: Prediction, measured: Rec | None) -> str:
     )
 
 
-def predicted_section(predictions: list[Prediction], rows: list[Rec]) -> str:
+def predicted_section(predictions: list[Prediction], rows: list[Rec]) -> list[Block]:
     """The GPU table's rows predicted from one GPU (`gpu_predictions`), marked as
     predicted, each with its interval, profile and record, then each record's source
     (machine, time, sweep, 1-GPU row); the measured 1-GPU row of the same step beside
-    it where `rows` (records) hold one under the current protocol. Empty without
+    it where `rows` (records) hold one under the current protocol. None without
     predictions."""
     if not predictions:
-        return ""
+        return []
     measured = [_measured_one_gpu(p, rows) for p in predictions]
     cells = [c for p, m in zip(predictions, measured, strict=True) for c in _predicted_cells(p, m)]
-    header = (
-        "GPUs",
-        "Mode",
-        "Controller",
-        "Step",
-        "Global batch",
-        "1 GPU, its sweep (ms)",
-        "1 GPU, measured row (ms)",
-        "Predicted step (ms) [95% interval]",
-        "Predicted speedup [95% interval]",
-        "Profile",
-        "Record",
-    )
-    return "\n".join(
-        [
-            "**Predicted rows (not measured on several GPUs).**",
-            "",
+    header = ("GPUs", "Mode", "Controller", "Step", "Global batch", "1 GPU, its sweep (ms)",
+              "1 GPU, measured row (ms)", "Predicted step (ms) [95% interval]",
+              "Predicted speedup [95% interval]", "Profile", "Record")  # fmt: skip
+    sources = (_source_line(p, m) for p, m in zip(predictions, measured, strict=True))
+    return [
+        Text("**Predicted rows (not measured on several GPUs).**"),
+        Text(
             "`odestudy predict --device gpu --devices N --profile P` on one GPU "
             "(`benchmarks/gpu_session.sh predict`, and `predictbest` for the recommended "
             "step): the 1-GPU step measured by its sweep on that GPU, the collective costs "
             "of N GPUs from the profile. Brackets: 95% intervals over the sweep's timed "
             "steps and the profile's stated range, not the model's own error. No machine "
-            "measured several GPUs under the current protocol, so no row here is checked.",
-            "",
-            markdown_table(header, cells),
-            "",
-            *(_source_line(p, m) for p, m in zip(predictions, measured, strict=True)),
-            "",
-        ]
-    )
+            "measured several GPUs under the current protocol, so no row here is checked."
+        ),
+        Grid(header, tuple(cells)),
+        Text("\n".join(sources)),
+    ]
 
 
 def _gpu_reference_row(
@@ -215,60 +202,46 @@ def _gpu_reference_row(
     ]
 
 
-def gpu_extra(gpu_rows: list[Rec], projected: list[Projected], reference: list[Published]) -> str:
+def gpu_extra(
+    gpu_rows: list[Rec], projected: list[Projected], reference: list[Published]
+) -> list[Block]:
     """The GPU table's second part: projected 2-GPU rows (labelled, never mixed with
     measured ones) and the reference's GPU rows beside ours."""
-    if projected:
-        parts = [
-            "",
-            "**Projected rows (not measured).**",
-            "",
-            "No machine available to this study has two GPUs. These rows are the "
-            "projection model of `projection.md` (validated on CPU rows), anchored on "
-            "the measured 1-GPU rows above; brackets: the cited all-reduce latency "
-            "range.",
-            "",
-            projected_table(projected),
-            "",
-        ]
+    out: list[Block]
+    if not projected:
+        out = [Text("No projected 2-GPU rows (no GPU step-cost sweep of this machine).")]
     else:
-        parts = ["", "No projected 2-GPU rows (no GPU step-cost sweep of this machine).", ""]
-    parts += [
-        "**The reference's GPU rows beside ours.**",
-        "",
-        "The reference's step (its 'epoch time', one optimiser step, not waited "
-        "for) beside our measured 1-GPU and projected 2-GPU steps at the seed "
-        "scale (the reference's configuration), same mode and controller.",
-        "",
-    ]
-    if not any(r.scale == "seed" for r in gpu_rows):
-        return "\n".join(
-            parts[:-2]
-            + [
-                "The reference's GPU rows are at its configuration: "
-                "see the seed-scale GPU table "
-                "(`figures/seed/tables/gpu.md`).",
-                "",
-            ]
-        )
-    out = [
-        _gpu_reference_row(ref, gpu_rows, projected) for ref in reference if ref["device"] == "gpu"
-    ]
-    parts += [
-        markdown_table(
-            (
-                "GPUs",
-                "Mode",
-                "Controller",
-                "Reference step (s)",
-                "Ours step (s)",
-                "Reference final loss",
+        out = [
+            Text("**Projected rows (not measured).**"),
+            Text(
+                "No machine available to this study has two GPUs. These rows are the "
+                "projection model of `projection.md` (validated on CPU rows), anchored on "
+                "the measured 1-GPU rows above; brackets: the cited all-reduce latency "
+                "range."
             ),
-            out,
+            projected_grid(projected),
+        ]
+    out.append(Text("**The reference's GPU rows beside ours.**"))
+    if not any(r.scale == "seed" for r in gpu_rows):
+        return [
+            *out,
+            Text(
+                "The reference's GPU rows are at its configuration: see the seed-scale GPU "
+                "table (`figures/seed/tables/gpu.md`)."
+            ),
+        ]
+    header = ("GPUs", "Mode", "Controller", "Reference step (s)", "Ours step (s)",
+              "Reference final loss")  # fmt: skip
+    ours = [_gpu_reference_row(r, gpu_rows, projected) for r in reference if r["device"] == "gpu"]
+    return [
+        *out,
+        Text(
+            "The reference's step (its 'epoch time', one optimiser step, not waited "
+            "for) beside our measured 1-GPU and projected 2-GPU steps at the seed "
+            "scale (the reference's configuration), same mode and controller."
         ),
-        "",
+        Grid(header, tuple(ours)),
     ]
-    return "\n".join(parts)
 
 
 def _headline_panel(

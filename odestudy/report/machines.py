@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..measure import environment
 from ..study.rec import Rec
+from ..study.studies import Block, Grid, Text
 from . import loss, sessions
 from .device_tables import machine_line
 from .frames import (
@@ -15,7 +16,7 @@ from .frames import (
 from .intervals import fmt_interval
 from .tables import escape as _esc
 from .tables import fmt as _fmt
-from .tables import markdown_table
+from .tables import render_blocks
 
 
 def _speedup_cell(r: Rec) -> str:
@@ -25,11 +26,11 @@ def _speedup_cell(r: Rec) -> str:
     return loss.baseline_flag(text, r)
 
 
-def machines_table(every: list[Rec], chosen: Mapping[str, str | None]) -> str:
+def machines_table(every: list[Rec], chosen: Mapping[str, str | None]) -> list[Block]:
     """Other machines' ok rows of the main tables beside the chosen machine's: step
     times and speedups (with intervals) per scenario, when another machine has any."""
     main = [r for r in every if in_scaling_matrix(r) and r.ok]
-    parts: list[str] = []
+    body: list[Block] = []
     for device in ("cpu", "gpu"):
         here = chosen.get(device)
         others = sorted({str(r.machine_id) for r in main if r.device == device} - {here})
@@ -43,51 +44,36 @@ def machines_table(every: list[Rec], chosen: Mapping[str, str | None]) -> str:
             for r in theirs:
                 m = mine.get(r.name)
                 out.append(
-                    [
+                    (
                         r.name,
                         _fmt(m.step_time_s) if m else "–",
                         _fmt(r.step_time_s),
                         _speedup_cell(m) if m else "–",
                         _speedup_cell(r),
-                    ]
+                    )
                 )
-            parts += [
-                f"## {device.upper()}: {_esc(here)} (the tables) beside {_esc(other)}",
-                "",
-                machine_line(theirs, device),
-                "",
-                _esc(sessions.sessions_line([*mine.values(), *theirs], [])),
-                "",
-                markdown_table(
-                    (
-                        "Scenario",
-                        f"Step (s) {here}",
-                        f"Step (s) {other}",
-                        f"Speedup {here}",
-                        f"Speedup {other}",
-                    ),
-                    out,
-                ),
-                "",
+            header = ("Scenario", f"Step (s) {here}", f"Step (s) {other}")
+            body += [
+                Text(f"## {device.upper()}: {_esc(here)} (the tables) beside {_esc(other)}"),
+                Text(machine_line(theirs, device)),
+                Text(_esc(sessions.sessions_line([*mine.values(), *theirs], []))),
+                Grid((*header, f"Speedup {here}", f"Speedup {other}"), tuple(out)),
             ]
-    if not parts:
-        parts.append("Only one machine has records of this scale.")
-    else:
-        parts += [line for n in loss.notes("\n".join(parts)) for line in (n, "")]
-    return "\n".join(parts) + "\n"
+    if not body:
+        return [Text("Only one machine has records of this scale.")]
+    notes = loss.notes(render_blocks(body))
+    return [*body, *(Text(n) for n in notes), Text("")]  # the file ends with a blank line
 
 
-def skipped_table(skipped: list[tuple[str, str]]) -> str:
+def skipped_table(skipped: list[tuple[str, str]]) -> Block:
     """The records the report left out, with the reason."""
-    rows = [
-        [
+    rows = tuple(
+        (
             str(Path(p).relative_to(environment.ROOT))
             if Path(p).is_relative_to(environment.ROOT)
             else p,
             why,
-        ]
+        )
         for p, why in skipped
-    ]
-    return (
-        markdown_table(("Record", "Reason"), rows) if rows else "No record was left out."
-    ) + "\n"
+    )
+    return Grid(("Record", "Reason"), rows) if rows else Text("No record was left out.")

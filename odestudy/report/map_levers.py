@@ -9,11 +9,12 @@ from pathlib import Path
 
 from ..measure.scenario import Scenario
 from ..study.rec import LeverRecord
+from ..study.studies import Block, Grid, Text
 from . import sessions
 from .floor import elsewhere_said, held_elsewhere, map_lever_records, variant_row
 from .intervals import fmt_interval, ratio_interval
 from .loss import pair_mark, same
-from .tables import escape, markdown_table
+from .tables import escape
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,34 +78,30 @@ def lever_cell(rec: LeverRecord, base: str, lever: str) -> str:
     return pair_mark(fmt_interval(ratio, lo, hi), a, b) + f"; {losses}"
 
 
-def lever_lines(results: str | Path, machine: str, lever: MapLever) -> list[str]:
+def lever_section(results: str | Path, machine: str, lever: MapLever) -> list[Block]:
     """`workloads.md`'s section on `lever` along the map: per workload and controller,
     its speedup in each of its pairs, from its records."""
     held, recs = held_elsewhere(results, machine, lever.folder)
-    head = [f"## {lever.name} along the map", "", *elsewhere_said(machine, held)]
+    head = [Text(f"## {lever.name} along the map"), *elsewhere_said(machine, held)]
     if not recs:
-        return [*head, f"No records yet: run `make {lever.target}`.", ""]
-    body = [
+        return [*head, Text(f"No records yet: run `make {lever.target}`.")]
+    body = tuple(
         [
             escape(rec.workload),
             escape(rec.fields.controller),
             *(escape(lever_cell(rec, base, with_it)) for base, with_it, _ in lever.pairs),
         ]
         for rec in recs
-    ]
-    return [
-        *head,
+    )
+    said = (
         "`benchmarks/levers.py --map` on one device: each variant trained from "
         "scratch in its own process (its final loss), then timed from the default's "
         "trained state on the same batches in interleaved blocks; speedup = the step "
         "without the lever over the step with it, 95% bootstrap over blocks and steps. "
-        + sessions.sessions_line(recs, recs),
-        "",
-        markdown_table(
-            ("Workload", "Controller", *(heading for _, _, heading in lever.pairs)), body
-        ),
-        "",
-    ]
+        + sessions.sessions_line(recs, recs)
+    )
+    header = ("Workload", "Controller", *(heading for _, _, heading in lever.pairs))
+    return [*head, Text(said), Grid(header, body)]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,9 +25,6 @@ GENERATED_END = "<!-- generated:end -->"
 # A markdown image: `![alt](path)`.
 IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 
-# The headline figure's text.
-HEADLINE_ALT = "Speedup over one device, by mode"
-
 
 def generated(body: str) -> str:
     """`body` between the generated-region markers."""

@@ -32,7 +32,7 @@ from ..study.rec import AllReduce, Projected, Rec, Sweep
 from ..study.studies import Grid, Table, Text
 from . import sessions
 from .frames import BaselineError, baseline
-from .tables import escape, markdown_table
+from .tables import escape
 from .tables import fmt as _fmt
 
 # The modes that run on several devices, in the order of the tables.
@@ -266,8 +266,8 @@ def project_gpu(
     return out
 
 
-def projected_table(projected: list[Projected]) -> str:
-    """The projected rows (`project_gpu`) as a markdown table, labelled "projected"."""
+def projected_grid(projected: list[Projected]) -> Grid:
+    """The projected rows (`project_gpu`) as a table, labelled "projected"."""
     rows = [
         (
             p.scale,
@@ -283,7 +283,7 @@ def projected_table(projected: list[Projected]) -> str:
     ]
     header = ("Scale", "GPUs", "Mode", "Controller", "Global batch", "1 GPU measured step (s)",
               "Projected step (s) [latency range]", "Projected speedup")  # fmt: skip
-    return markdown_table(header, rows)
+    return Grid(header, tuple(rows))
 
 
 def _validation_table(validation: list[Validation]) -> Grid | Text:
@@ -345,7 +345,7 @@ def projection_body(
             f"{GPU_ALLREDUCE_S.low * 1e6:.1f}–{GPU_ALLREDUCE_S.high * 1e6:.0f} us), "
             f"cited: {GPU_ALLREDUCE_SOURCE}. Compute from the 1-GPU step-cost sweep."
         ),
-        Text(projected_table(projected) if projected else none_projected),
+        projected_grid(projected) if projected else Text(none_projected),
         Text(f"The closing line is over the `pmap` and `shard_map` rows{joined}."),
         Text(f"validation: median |error| = {median}"),
     )

@@ -11,7 +11,8 @@ from pathlib import Path
 from ..measure import environment
 from ..study import records
 from ..study.rec import Rec
-from .tables import escape, markdown_table
+from ..study.studies import Block, Grid, Text
+from .tables import escape
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,14 +137,14 @@ def untraced(recs: Sequence[Rec]) -> list[tuple[Rec, str]] | None:
     return [(r, why) for r, o in zip(recs, found, strict=True) if (why := o.problem())]
 
 
-def provenance_table(results: str | Path) -> str:
+def provenance_table(results: str | Path) -> list[Block]:
     """The report's provenance section: how many records under `results` name a commit
     of this repository, and, per machine and problem, the ones whose code cannot be
     traced (their folder and why)."""
     recs = all_records(results)
     flagged = untraced(recs)
     if flagged is None:
-        return "No git repository here to check the records' commits against.\n"
+        return [Text("No git repository here to check the records' commits against.")]
     groups: dict[tuple[str, str], list[str]] = {}
     root = Path(results)
     for rec, why in flagged:
@@ -156,11 +157,14 @@ def provenance_table(results: str | Path) -> str:
         "by its source folders' content hashes, `source_trees`)."
     )
     if not groups:
-        return said + "\n"
-    rows = [
-        [folder, str(len(names)), why, ", ".join(names[:3]) + (" …" if len(names) > 3 else "")]
+        return [Text(said)]
+    rows = tuple(
+        (folder, str(len(names)), why, ", ".join(names[:3]) + (" …" if len(names) > 3 else ""))
         for (folder, why), names in sorted(groups.items())
-    ]
-    table = markdown_table(["Folder", "Records", "Not traced: why", "Records, first"], rows)
+    )
     note = "Their rows are shown where their pages show them; what they ran is not certain."
-    return said + " These are not:\n\n" + table + "\n\n" + escape(note) + "\n"
+    return [
+        Text(said + " These are not:"),
+        Grid(("Folder", "Records", "Not traced: why", "Records, first"), rows),
+        Text(escape(note)),
+    ]

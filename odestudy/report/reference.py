@@ -6,6 +6,7 @@ from typing import Any
 
 from ..measure.timing import PROTOCOL
 from ..study.rec import Published, Rec
+from ..study.studies import Block, Grid, Text
 from . import loss, sessions
 from .device_tables import REFERENCE_CSV, _protocol, machine_line, pick_machine
 from .frames import (
@@ -15,7 +16,6 @@ from .frames import (
 )
 from .tables import escape as _esc
 from .tables import fmt as _fmt
-from .tables import markdown_table
 
 
 def reference_rows(path: str | Path = REFERENCE_CSV) -> list[Published]:
@@ -81,7 +81,7 @@ def _reference_row(ref: Published, rows: list[Rec]) -> list[str]:
     ]
 
 
-def comparison_table(rows: list[Rec], reference: list[Published]) -> str:
+def comparison_table(rows: list[Rec], reference: list[Published]) -> list[Block]:
     """Our seed-scale strong-scaling rows (`seed_rows`) beside the reference's rows,
     with ratios."""
     header = (
@@ -114,12 +114,16 @@ def comparison_table(rows: list[Rec], reference: list[Published]) -> str:
         "trained different losses: ratios compare magnitudes only. The reference's "
         "1-device rows are its `shard` mode on one device, our `single`. Our seed rows "
         "run once each (measurement protocol "
-        f"{_esc(protocols)}).\n\nOur CPU machine: {cpu}\n\nOur GPU "
-        f"machine: {gpu}"
+        f"{_esc(protocols)})."
     )
-    table = markdown_table(header, out)
-    flagged = "".join(f"\n\n{n}" for n in loss.notes(table))
-    return note + "\n\n" + table + flagged + "\n"
+    marks = loss.notes(" ".join(str(c) for row in out for c in row))
+    return [
+        Text(note),
+        Text(f"Our CPU machine: {cpu}"),
+        Text(f"Our GPU machine: {gpu}"),
+        Grid(header, tuple(out)),
+        *(Text(n) for n in marks),
+    ]
 
 
 def seed_rows(results: str | Path) -> list[Rec]:

@@ -10,7 +10,8 @@ from ..measure.floor import STAGES_PER_STEP
 from ..measure.roofline import roofline_s
 from ..study import records
 from ..study.rec import FloorCounts, LeverRecord, LeverRow, Roofline
-from .intervals import fmt_interval, ratio_interval
+from ..study.studies import Interval
+from .intervals import ratio_interval
 from .tables import escape
 
 # Beside a machine's levers records: `<machine>/roofline/gpu-<time>.json`, one per reading.
@@ -30,13 +31,13 @@ ROOFLINE_TEXT = (
 )
 
 
-def roofline_said(rec: LeverRecord) -> list[str]:
+def roofline_said(rec: LeverRecord) -> str:
     """The line under a GPU levers table naming its machine's roofline reading: its
     three values and its session, the range over the machine's other readings, or that
     the machine has none."""
     probe = roofline_record(rec)
     if not probe:
-        return ["No roofline was read on this machine (`benchmarks/gpu_session.sh roofline`).", ""]
+        return "No roofline was read on this machine (`benchmarks/gpu_session.sh roofline`)."
     readings = roofline_readings(rec)
     peaks = [r.peak_flops_per_s / 1e12 for r in readings]
     spread = (
@@ -45,7 +46,7 @@ def roofline_said(rec: LeverRecord) -> list[str]:
         if len(readings) > 1
         else ""
     )
-    return [
+    return (
         f"Roofline of {escape(probe.machine_id)} ({escape(probe.device_kind)}, "
         f"JAX {escape((probe.versions or {}).get('jax'))}), read "
         f"{escape(probe.finished)}: "
@@ -57,9 +58,8 @@ def roofline_said(rec: LeverRecord) -> list[str]:
             else f"{probe.kernel_s * 1e6:.3g} us per kernel"
         )
         + "."
-        + spread,
-        "",
-    ]
+        + spread
+    )
 
 
 def _when(rec: LeverRecord | Roofline) -> datetime.datetime | None:
@@ -111,10 +111,12 @@ def row_roofline_s(rec: LeverRecord, row: LeverRow, counts: FloorCounts | None) 
     return roofline_s(flops, float(counts.least_bytes or 0.0), probe)
 
 
-def roofline_cells(rec: LeverRecord, row: LeverRow, counts: FloorCounts | None) -> list[str]:
+def roofline_cells(
+    rec: LeverRecord, row: LeverRow, counts: FloorCounts | None
+) -> list[str | Interval]:
     """The roofline (microseconds) and the step's ratio to it with its interval."""
     roof = row_roofline_s(rec, row, counts)
     if roof is None:
         return ["–", "–"]
     ratio = ratio_interval(row, {"step_times_runs_s": [[roof]]})
-    return [f"{roof * 1e6:.1f}", fmt_interval(*ratio, decimals=0)]
+    return [f"{roof * 1e6:.1f}", Interval(*ratio, decimals=0)]

@@ -12,10 +12,11 @@ import numpy as np
 from ..measure.recommended import recommended_levers, study_controllers
 from ..measure.scenario import Scenario
 from ..study.rec import LeverRecord, LeverRow, Loops, Sweep
+from ..study.studies import Block, Grid, Text
 from . import loss, sessions
 from .floor import FLOOR_TEXT, floor_cells, recommended_made_of
 from .intervals import fmt_interval
-from .tables import escape, markdown_table
+from .tables import escape
 from .tables import fmt as _fmt
 
 
@@ -180,13 +181,13 @@ def sweep_row(s: Sweep) -> list[str]:
     ]
 
 
-def sweep_section(sweeps: Sequence[Sweep]) -> list[str]:
-    """The step-cost sweeps' lines: the table (per controller, the default first), or
-    one line where this machine has none."""
+def sweep_section(sweeps: Sequence[Sweep]) -> list[Block]:
+    """The step-cost sweeps: the table (per controller, the default first), or one line
+    where this machine has none."""
     if not sweeps:
-        return ["No step-cost sweep of this machine (`benchmarks/step_cost.py`).", ""]
+        return [Text("No step-cost sweep of this machine (`benchmarks/step_cost.py`).")]
     order = sorted(sweeps, key=lambda s: (s.fields.controller, s.label != "default"))
-    return [SWEEP_TEXT, "", markdown_table(SWEEP_HEADER, [sweep_row(s) for s in order]), ""]
+    return [Text(SWEEP_TEXT), Grid(SWEEP_HEADER, tuple(sweep_row(s) for s in order))]
 
 
 # --- the levers ---------------------------------------------------------------------------
@@ -277,17 +278,17 @@ def _record_levers(rec: LeverRecord) -> dict[str, Any]:
     return recommended_levers(Scenario(**fields))
 
 
-def recommended_lines(levers: Sequence[LeverRecord]) -> list[str]:
+def recommended_section(levers: Sequence[LeverRecord]) -> list[Block]:
     """What `--recommended` sets per controller (and where the fused solve runs it), and
     its measured speedup over the default in each lever record that holds it."""
-    lines = [
+    said = Text(
         "Recommended (`odestudy run --recommended`, `odestudy matrix --recommended`), "
         f"{recommended_made_of()}. The default is the reference's algorithm (Tsit5, one "
         "solve per sample under `vmap`, "
         "`SaveAt(ts=...)`, diffrax's default adjoint), so a speedup over the default is "
-        "one over the reference's algorithm on this software stack.",
-        "",
-    ]
+        "one over the reference's algorithm on this software stack."
+    )
+    bullets = []
     for controller in study_controllers():
         found = [
             (rec, r)
@@ -304,27 +305,28 @@ def recommended_lines(levers: Sequence[LeverRecord]) -> list[str]:
                 f"{session_commit(rec)})"
                 for rec, r in found
             )
-            lines += [f"- {escape(controller)}, over the default: {escape(measured)}."]
-    return [*lines, ""]
+            bullets.append(f"- {escape(controller)}, over the default: {escape(measured)}.")
+    return [said, Text("\n".join(bullets))] if bullets else [said]
 
 
-def lever_section(levers: Sequence[LeverRecord], spreads: dict[str, dict[str, Any]]) -> list[str]:
-    """The levers' lines: heading, how to read, the table and what is recommended, or
-    one line where this machine has no lever record."""
-    rows = [lever_row(rec, r) for rec in levers for r in rec.rows]
+def lever_section(levers: Sequence[LeverRecord], spreads: dict[str, dict[str, Any]]) -> list[Block]:
+    """The levers: heading, how to read, the table and what is recommended, or one line
+    where this machine has no lever record."""
+    rows = tuple(lever_row(rec, r) for rec in levers for r in rec.rows)
+    head = Text("## Levers")
     if not rows:
-        return ["## Levers", "", "No lever records of this machine (`benchmarks/levers.py`).", ""]
-    table = markdown_table(LEVER_HEADER, rows)
-    return ["## Levers", "", lever_text(spreads), "", table, "", *recommended_lines(levers)]
+        return [head, Text("No lever records of this machine (`benchmarks/levers.py`).")]
+    table = Grid(LEVER_HEADER, rows)
+    return [head, Text(lever_text(spreads)), table, *recommended_section(levers)]
 
 
 def step_table(
     sweeps: Sequence[dict[str, Any]],
     levers: Sequence[dict[str, Any]],
     spreads: dict[str, dict[str, Any]] | None = None,
-) -> str:
+) -> list[Block]:
     """What bounds one training step (1 device, trained model) and the levers measured
-    on it, as markdown.
+    on it.
 
     - `sweeps`: the machine's step-cost sweeps (`benchmarks/step_cost.py`), each with its
       `session`: their verdicts (`verdict`).
@@ -335,15 +337,15 @@ def step_table(
     """
     typed_sweeps = [Sweep(s) for s in sweeps]
     typed_levers = [LeverRecord(r) for r in levers]
-    parts: list[str] = []
+    parts: list[Block] = []
     both: list[Sweep | LeverRecord] = [*typed_sweeps, *typed_levers]
     machines = sorted({escape(r.machine_id) for r in both})
     if machines:
-        parts += [
-            f"Machine: {', '.join(machines)}. Each row says the session it was measured in "
-            "(`odestudy/report/sessions.py`); a speedup compares rows of one record, so "
-            "of one session.",
-            "",
-        ]
-    parts += sweep_section(typed_sweeps) + lever_section(typed_levers, spreads or {})
-    return "\n".join(parts).rstrip() + "\n"
+        parts.append(
+            Text(
+                f"Machine: {', '.join(machines)}. Each row says the session it was measured "
+                "in (`odestudy/report/sessions.py`); a speedup compares rows of one record, "
+                "so of one session."
+            )
+        )
+    return parts + sweep_section(typed_sweeps) + lever_section(typed_levers, spreads or {})

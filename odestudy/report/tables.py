@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from ..study.rec import Rec
-from ..study.studies import Interval, Table, Text
+from ..study.studies import Block, Interval, Table, Text
 from .intervals import fmt_interval
 from .loss import trained, trained_limit
 
@@ -65,13 +65,16 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def render_body(table: Table) -> str:
-    """`table`'s blocks as markdown, a blank line between them, ending with a newline."""
-    md = (
-        b.markdown if isinstance(b, Text) else markdown_table(b.header, b.rows) for b in table.body
-    )
+def render_blocks(blocks: Sequence[Block]) -> str:
+    """Blocks as markdown, a blank line between them, ending with a newline."""
+    md = (b.markdown if isinstance(b, Text) else markdown_table(b.header, b.rows) for b in blocks)
     text = "\n\n".join(md)
     return text if text.endswith("\n") else text + "\n"
+
+
+def render_body(table: Table) -> str:
+    """`table`'s blocks as markdown (`render_blocks`)."""
+    return render_blocks(table.body)
 
 
 def render(table: Table, level: int = 1) -> str:

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..study.rec import Rec
+from ..study.studies import Block, Text
 from . import loss, sessions
 from .best import DEFAULT_STEP
-from .tables import escape, fmt
+from .tables import escape, fmt, render_blocks
 
-QUESTION = "Which way of splitting the batch over devices trains a neural ODE fastest, and why?"
 SCALINGS = {
     "strong": ("fixed global batch (strong scaling)", "step-time speedup"),
     "weak": ("fixed per-device batch (weak scaling)", "throughput speedup"),
@@ -233,7 +233,7 @@ def _why(rows: Sequence[Rec]) -> str:
     )
 
 
-def device_verdict(rows: Sequence[Rec], device: str, scale: str | None) -> list[str]:
+def device_verdict(rows: Sequence[Rec], device: str, scale: str | None) -> list[Block]:
     """The verdict's lines for one device kind."""
     sel = [r for r in rows if r.device == device]
     name = escape(device.upper())
@@ -241,11 +241,13 @@ def device_verdict(rows: Sequence[Rec], device: str, scale: str | None) -> list[
     ok = [r for r in sel if r.ok]
     if not ok:
         if not sel:
-            return [f"**{name}: no {name} rows{at_scale}.**"]
+            return [Text(f"**{name}: no {name} rows{at_scale}.**")]
         return [
-            f"**{name}: no {name} measurements{at_scale}.** The matrix's "
-            f"{_count(len(sel), f'{name} row')} {'is' if len(sel) == 1 else 'are'} "
-            f"{_why(sel)}."
+            Text(
+                f"**{name}: no {name} measurements{at_scale}.** The matrix's "
+                f"{_count(len(sel), f'{name} row')} {'is' if len(sel) == 1 else 'are'} "
+                f"{_why(sel)}."
+            )
         ]
     cores = next((r.hardware.physical_cores for r in ok if r.hardware), None)
     machines = sorted({escape(r.machine_id) for r in ok})
@@ -272,34 +274,33 @@ def device_verdict(rows: Sequence[Rec], device: str, scale: str | None) -> list[
                 else "."
             )
         )
-    lines = [f"**{name}** ({where}):", "", *bullets]
+    lines: list[Block] = [Text(f"**{name}** ({where}):"), Text("\n".join(bullets))]
     beyond = sorted({r.n_devices for r in ok if exceeds_cores(r)})
     if beyond:
-        lines += [
-            "",
-            f"Rows with more virtual devices than the {escape(cores)} physical cores (†: "
-            f"{escape(', '.join(map(str, beyond)))} devices) are left out of this verdict: "
-            "they measure overhead, not parallel speedup.",
-        ]
+        lines.append(
+            Text(
+                f"Rows with more virtual devices than the {escape(cores)} physical cores (†: "
+                f"{escape(', '.join(map(str, beyond)))} devices) are left out of this "
+                "verdict: they measure overhead, not parallel speedup."
+            )
+        )
     return lines
 
 
-def verdict_markdown(rows: Sequence[Rec], scale: str | None = None) -> str:
-    """The verdict, as markdown, from the scaling rows of the report (`scaling_rows`):
-    per device kind and controller, the fastest multi-device mode at the largest device
-    count within the physical cores with its speedup over one device and 95% interval,
-    and the slowest with its speedup, interval and measured reason (collectives inside
-    solver loops, lock-step waste from solver steps max against mean, else overhead)."""
+def verdict_body(rows: Sequence[Rec], scale: str | None = None) -> list[Block]:
+    """The verdict from the scaling rows of the report (`scaling_rows`): per device kind
+    and controller, the fastest multi-device mode at the largest device count within the
+    physical cores with its speedup over one device and 95% interval, and the slowest
+    with its speedup, interval and measured reason (collectives inside solver loops,
+    lock-step waste from solver steps max against mean, else overhead)."""
     if scale is None:
         scale = next((r.scale for r in rows if r.scale), None)
-    parts: list[str] = []
-    for device in ("cpu", "gpu"):
-        parts += device_verdict(rows, device, scale) + [""]
-    parts.append(
-        "Speedup: the 1-device median step time over the mode's (weak scaling: x devices), "
-        "both with the default step (the reference's); against the best 1-device step: "
-        "the README and `docs/results/crossover.md`."
+    body = [b for device in ("cpu", "gpu") for b in device_verdict(rows, device, scale)]
+    body.append(
+        Text(
+            "Speedup: the 1-device median step time over the mode's (weak scaling: x "
+            "devices), both with the default step (the reference's); against the best "
+            "1-device step: the README and `docs/results/crossover.md`."
+        )
     )
-    for n in loss.notes("\n".join(parts)):
-        parts += ["", n]
-    return "\n".join(parts).rstrip() + "\n"
+    return body + [Text(n) for n in loss.notes(render_blocks(body))]

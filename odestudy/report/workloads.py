@@ -4,6 +4,7 @@ iteration, where the ranking of modes changes, and the prediction (`odestudy pre
 --map`) checked against the measured rows."""
 
 import dataclasses
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from ..measure.modes import MODES
 from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 from ..study import records
+from ..study.claim import Claim
 from ..study.rec import Key, LeverRecord, Prediction, Rec
 from ..study.studies import Grid, Table, Text
 from ..study.workloads import (
@@ -26,12 +28,13 @@ from ..study.workloads import (
 )
 from . import sessions
 from .best import Best, best_for, best_steps, over_best
+from .comparisons import BEST_STEP, ratio_claim
 from .floor import (
     FUSED_VARIANTS,
     floor_ratio,
     fused_adjoints,
-    fused_lines,
     fused_records,
+    fused_section,
     gpu_fused_machines,
     older_step,
     recommended_made_of,
@@ -40,8 +43,8 @@ from .floor import (
 from .frames import read_records
 from .heldout import choice_records, made_before, recommended_again, said
 from .intervals import METHOD, fmt_interval, ratio_interval
-from .loss import pair_mark, trained
-from .map_levers import MAP_LEVERS, LeverSpeedup, lever_lines, lever_speedups, lever_summary
+from .loss import differs, pair_mark, trained
+from .map_levers import MAP_LEVERS, LeverSpeedup, lever_section, lever_speedups, lever_summary
 from .plots import MODE_STYLE, _save
 from .tables import escape, loss_cell, markdown_table
 
@@ -195,23 +198,65 @@ def _best_cell(r: MapRow) -> str:
     return pair_mark(fmt_interval(*r.speedup_best), r.record, best.record)
 
 
-def best_table(rows: Sequence[MapRow]) -> Grid:
-    """Per workload and controller, the best 1-device step (which, its time) and each
-    multi-device mode's speedup over it, with intervals: the map's answer."""
-    body = []
+def on_best(rows: Sequence[MapRow]) -> list[tuple[str, str, Best, list[MapRow | None]]]:
+    """Per workload and controller with a best 1-device step: that step and, per
+    multi-device mode (`MULTI_MODES`), its row on that step with a speedup over it (or
+    None): the map's answer."""
+    out = []
     for name in _workload_order(rows):
         for controller in CONTROLLERS:
             mine = [r for r in rows if r.workload == name and r.controller == controller]
             best = next((r.best for r in mine if r.best is not None), None)
             if best is None:
                 continue
-            cells = []
-            for mode in MULTI_MODES:
-                found = [r for r in mine if r.mode == mode and r.speedup_best is not None]
-                on_best = [r for r in found if step_of(r.record) == step_of(best.record)]
-                cells.append(_best_cell(on_best[0]) if on_best else "–")
-            body.append((escape(name), escape(controller), escape(best.said()), *cells))
-    return Grid(("Workload", "Controller", "Best 1-device step", *MULTI_MODES), tuple(body))
+            step = step_of(best.record)
+            found = [r for r in mine if r.speedup_best is not None and step_of(r.record) == step]
+            by_mode = [next((r for r in found if r.mode == m), None) for m in MULTI_MODES]
+            out.append((name, controller, best, by_mode))
+    return out
+
+
+def best_table(rows: Sequence[MapRow]) -> Grid:
+    """Per workload and controller, the best 1-device step (which, its time) and each
+    multi-device mode's speedup over it, with intervals: the map's answer."""
+    body = tuple(
+        (escape(name), escape(controller), escape(best.said()),
+         *(_best_cell(r) if r else "–" for r in by_mode))
+        for name, controller, best, by_mode in on_best(rows)
+    )  # fmt: skip
+    return Grid(("Workload", "Controller", "Best 1-device step", *MULTI_MODES), body)
+
+
+# Where the map states its claims (`Claim.where`).
+MAP_WHERE = "the workload map (workloads.md)"
+
+
+def map_claims(results: str | Path, scale: str) -> list[Claim]:
+    """The map's answer as claims (`best_table`'s cells): per workload and controller,
+    each multi-device mode's speedup over the best 1-device step, from the rows made
+    once per report (`rows_of`)."""
+    found = []
+    for _, _, best, by_mode in on_best(rows_of(results, scale)[1]):
+        for r in by_mode:
+            if r is not None and r.speedup_best is not None and r.record is not best.record:
+                flagged = differs(r.record, best.record)
+                found.append(
+                    ratio_claim(
+                        r.record, best.record, BEST_STEP, r.speedup_best, MAP_WHERE, flagged
+                    )
+                )
+    return found
+
+
+def rows_of(results: str | Path, scale: str) -> tuple[list[Rec], list[MapRow]]:
+    """The map's records at `scale` (`map_records`) and their rows (`map_rows`), made
+    once per report (`records.made_once`)."""
+
+    def make() -> tuple[list[Rec], list[MapRow]]:
+        recs = map_records(results, scale)
+        return recs, map_rows(recs)
+
+    return records.made_once(("map rows", os.path.abspath(results), scale), make)
 
 
 def workloads_table(rows: Sequence[MapRow]) -> str:
@@ -540,11 +585,10 @@ def workloads_body(
 ) -> tuple[tuple[Text | Grid, ...], list[MapRow]]:
     """`workloads.md`: the map's table, where the answer changes, and the prediction's
     check; and the rows (for the figure). Says so where the map has no records."""
-    recs = map_records(results, scale)
+    recs, rows = rows_of(results, scale)
     if not recs:
         said = "No records of the workload map yet: run `make map` (records under results/map/)."
         return (Text(said),), []
-    rows = map_rows(recs)
     machine = str(recs[0].machine_id)
     found = predictions(results, machine)
     errors = prediction_errors(rows, found)
@@ -563,7 +607,7 @@ def workloads_body(
         "time; the step run on the devices is that step. Where along the work this changes: "
         "[when splitting pays](crossover.md)."
     )
-    levers = [line for lever in MAP_LEVERS for line in lever_lines(results, machine, lever)]
+    levers = [b for lever in MAP_LEVERS for b in lever_section(results, machine, lever)]
     profiled = predictions(results, machine, EXTRAPOLATION_PROFILE)
     body = (
         Text(intro),
@@ -585,8 +629,9 @@ def workloads_body(
         Text("\n".join(validation_lines(errors))),
         errors_table(errors) if errors else Text("No prediction of the map yet."),
         *extrapolation_section(rows, profiled),
-        # The other modules' sections, as lines; the file ends with a blank line.
-        Text("\n".join([*levers, *fused_lines(results, machine), ""])),
+        *levers,
+        *fused_section(results, machine),
+        Text(""),  # the file ends with a blank line
     )
     return body, rows
 

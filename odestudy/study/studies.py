@@ -192,6 +192,8 @@ class Study(Registered, abc.ABC, registry=STUDIES):
       `--device-count` sizes it to as many as asked.
     - `page`: its page in the whole report (`report.pages`), whose tables its `tables`
       make; None: none (a study with `tables` has its own report, `--study`).
+    - `order`: a built-in study's place in the registry, so in the report's pages and
+      tables (`odestudy.builtin`); a study defined elsewhere comes after, as defined.
     """
 
     name: ClassVar[str]
@@ -203,6 +205,7 @@ class Study(Registered, abc.ABC, registry=STUDIES):
     scaling_table: ClassVar[bool] = False
     sized: ClassVar[bool] = False
     page: ClassVar[Page | None] = None
+    order: ClassVar[int] = 0
 
     @abc.abstractmethod
     def scenarios(
