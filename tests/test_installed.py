@@ -100,6 +100,8 @@ def _predicts_every_mode_from_the_trained_row(env: dict[str, str], work: Path, r
     assert isinstance(p["shard_loop_collectives"], int) and p["assumptions"]
     assert p["shard_loop_collectives"] > 0 and p["shard_loop_collectives_per_iteration"] > 0
     assert set(p["loop_collectives"]) == {"shard", "explicit"}  # each its own program's
+    # The neighbours term: the step's copies timed inside one program, as a mode runs.
+    assert {v["form"] for v in p["sweep"]["neighbours"].values()} == {"one program"}
     for r in p["rows"]:
         # The parts are the terms' central values; the estimates, their draws' medians.
         parts = r["compute_s"] + r["allreduce_s"] + r["in_loop_s"]

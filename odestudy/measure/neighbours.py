@@ -1,14 +1,20 @@
-"""A device's step with its neighbours busy: the 1-device step run on N devices of this
-process at once, against the same step alone.
+"""A device's step with its neighbours busy: N copies of the 1-device step inside one
+program of this process (`jax.pmap` of its function, each device its copy of the
+parameters and the batch, no collective), against the same step alone.
 
 On virtual CPU devices the devices of one process share the machine's cores, caches and
-the runtime's threads, so a device runs its share of a data-parallel step slower than
+the runtime's threads, so a device may run its share of a data-parallel step slower than
 one device alone runs the same batch. `odestudy predict` charges a device's compute at
-the side-by-side time (`side_by_side`); on GPUs, separate devices, it does not apply.
-Each round dispatches the N copies before waiting for any (they run at once) and then
-the first alone, interleaved, so that the two times share the machine's state.
+the time of the copies together (`inside_one_program`); on GPUs, separate devices, it
+does not apply. Timed inside one program, as a multi-device mode runs, not as N programs
+dispatched at once: those read about 2x where equinox's error checks put a host callback
+in every solve (`EQX_ON_ERROR=raise`), while the copies in one program read about 1x
+(`benchmarks/neighbours.py`, `results/<machine>/neighbours/`). Rounds time the copies
+together and then the step alone, interleaved, so that the two share the machine's
+state.
 """
 
+import dataclasses
 import time
 from typing import Any
 
@@ -16,21 +22,21 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from .compat import closure_convert_ignores_manual_sharding
 from .scenario import Scenario
 from .step import make_parallel_step
 
 
-def _placed(s: Scenario, device: Any, state: dict[str, Any], batch: Any, key: Any) -> tuple:
-    """The 1-device step of `s` compiled for `device` with its arguments placed there."""
+def _compiled(s: Scenario, devices: list, state: dict[str, Any], batch: Any, key: Any) -> tuple:
+    """The step of `s` over `devices`, compiled, with its arguments placed."""
     params, static = eqx.partition(state["model"], eqx.is_inexact_array)
     optimiser, problem = state["optimiser"], state["problem"]
-    step = make_parallel_step(s, [device], static, optimiser, problem=problem)
-    p, o = step.place_state(params, optimiser.init(params))
-    placed = step.place_batch(batch, key)
-    return step.compile(p, o, placed), (p, o, placed)
+    step = make_parallel_step(s, devices, static, optimiser, problem=problem)
+    args = (*step.place_state(params, optimiser.init(params)), step.place_batch(batch, key))
+    return step, step.compile(*args), args
 
 
-def side_by_side(
+def inside_one_program(
     s: Scenario,
     batch: Any,
     n: int,
@@ -41,26 +47,29 @@ def side_by_side(
 ) -> dict[str, Any]:
     """The 1-device step of `s` (a `single` scenario) on one batch `batch` (host arrays,
     the problem's layout; `key` its random key where the problem takes one), timed alone
-    and on `n` devices at once (`rounds` timed rounds after `warmup`, interleaved):
-    `alone_s` and `together_s` (the time for all `n` to finish), their medians and their
-    ratio `factor` (above 1 where neighbours slow a device). `state` is the trained
-    model's (`cost.step_cost_sweep`'s `state_out`)."""
+    and as `n` copies inside one program on `n` devices (`rounds` timed rounds after
+    `warmup`, interleaved): `alone_s` and `together_s`, their medians and their ratio
+    `factor` (above 1 where neighbours slow a device). `state` is the trained model's
+    (`cost.step_cost_sweep`'s `state_out`)."""
     devices = jax.devices("cpu")[:n]
     if len(devices) < n:
-        raise ValueError(f"side by side on {n} CPU devices needs them: {len(devices)} here")
-    steps = [_placed(s, d, state, batch, key) for d in devices]
+        raise ValueError(f"neighbours on {n} CPU devices needs them: {len(devices)} here")
+    single, alone_c, alone_args = _compiled(s, devices[:1], state, batch, key)
+    repeated = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * n), batch)
+    pmap = dataclasses.replace(s, mode="pmap", devices_per_process=n)
+    _, _, args = _compiled(pmap, devices, state, repeated, key)  # each device its copy
+    with closure_convert_ignores_manual_sharding():
+        together_c = jax.pmap(single.fn, devices=devices).lower(*args).compile()
     alone, together = [], []
     for i in range(warmup + rounds):
-        jax.block_until_ready([args for _, args in steps])
         t0 = time.perf_counter()
-        jax.block_until_ready([compiled(*args) for compiled, args in steps])
+        jax.block_until_ready(together_c(*args))
         t1 = time.perf_counter()
-        compiled, args = steps[0]
-        jax.block_until_ready(compiled(*args))
+        jax.block_until_ready(alone_c(*alone_args))
         t2 = time.perf_counter()
         if i >= warmup:
             together.append(t1 - t0)
             alone.append(t2 - t1)
     a, t = float(np.median(alone)), float(np.median(together))
-    return {"n": n, "alone_s": alone, "together_s": together, "alone_median_s": a,
-            "together_median_s": t, "factor": t / a}  # fmt: skip
+    return {"n": n, "form": "one program", "alone_s": alone, "together_s": together,
+            "alone_median_s": a, "together_median_s": t, "factor": t / a}  # fmt: skip
