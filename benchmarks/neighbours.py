@@ -11,7 +11,9 @@ interleaved rounds (each round's order rotated), every call waited for:
 - `inside`: the same 1-device step, N copies in ONE program (`jax.pmap` of its function:
   each device its copy of the batch, no collective);
 - each multi-device mode's real step at global batch `N * b` (the batch repeated on every
-  device, so each device solves what `alone` solves), gradient all-reduce included.
+  device, so each device solves what `alone` solves), gradient all-reduce included;
+- `allreduce`: the gradient's all-reduce alone (`pmean` of the parameters' pytree over
+  the N devices, in one program), as the `pmap` step issues it.
 
 Ratios over `alone` (median over rounds, 95% bootstrap interval over rounds) say what a
 device pays for its neighbours in each form. More devices than physical cores measure
@@ -34,7 +36,8 @@ import numpy as np
 METHOD = (
     "alone, side by side (one program per device, dispatched at once) and inside one "
     "program (pmap of the 1-device step, no collective), then each multi-device mode at "
-    "N x b with the batch repeated per device; same trained parameters and batch; "
+    "N x b with the batch repeated per device, and the gradient's pmean alone; same "
+    "trained parameters and batch; "
     "interleaved rounds after warm-up, order rotated per round, every call waited for; "
     "ratio over alone: median over rounds, 95% bootstrap over rounds"
 )
@@ -85,6 +88,12 @@ def _calls(step: Any, state: dict[str, Any], batch: Any, key: Any, n: int) -> di
     with closure_convert_ignores_manual_sharding():
         inside = jax.pmap(single.fn, devices=devices).lower(*pm_args).compile()
     calls["inside"] = lambda: jax.block_until_ready(inside(*pm_args))
+    # The gradient all-reduce alone, as the pmap step issues it: `pmean` of the
+    # parameters' pytree (the gradient's shape) over the devices, in one program.
+    with closure_convert_ignores_manual_sharding():
+        mean = jax.pmap(lambda g: jax.lax.pmean(g, "d"), axis_name="d", devices=devices)
+        allreduce = mean.lower(pm_args[0]).compile()
+    calls["allreduce"] = lambda: jax.block_until_ready(allreduce(pm_args[0]))
     for mode, (_, (c, a)) in modes.items():
         calls[mode] = lambda c=c, a=a: jax.block_until_ready(c(*a))
     return calls
@@ -123,7 +132,9 @@ def measure(problem: str, controller: str, which: str, n: int, batches: list[int
                 if r >= warmup:
                     times[name].append(time.perf_counter() - t0)
         ratios = {k: _interval(times[k], times["alone"]) for k in names if k != "alone"}
-        rows.append({"per_device_batch": b, "times_s": times, "over_alone": ratios})
+        medians = {k: float(np.median(v)) for k, v in times.items()}
+        rows.append({"per_device_batch": b, "times_s": times, "median_s": medians,
+                     "over_alone": ratios})  # fmt: skip
         print(b, {k: [round(x, 2) for x in v] for k, v in ratios.items()}, flush=True)
     return {
         "kind": "neighbours",
