@@ -55,46 +55,30 @@ def _interval(num: list[float], den: list[float], draws: int = 2000) -> list[flo
 
 def _calls(step: Any, state: dict[str, Any], batch: Any, key: Any, n: int) -> dict[str, Any]:
     """Each form's call, compiled ahead of time, as a function of nothing (it waits)."""
-    import equinox as eqx
     import jax
     import numpy as np
 
     from odestudy.measure.compat import closure_convert_ignores_manual_sharding
-    from odestudy.measure.step import make_parallel_step
+    from odestudy.measure.neighbours import one_program, placed_step
 
     devices = jax.devices("cpu")[:n]
-    params, static = eqx.partition(state["model"], eqx.is_inexact_array)
-    optimiser, problem = state["optimiser"], state["problem"]
-
-    def compiled(s: Any, on: list, data: Any) -> tuple[Any, tuple]:
-        p = make_parallel_step(s, on, static, optimiser, problem=problem)
-        placed = (*p.place_state(params, optimiser.init(params)), p.place_batch(data, key))
-        return p, (p.compile(*placed), placed)
-
-    single, (one, one_args) = compiled(step, devices[:1], batch)
-    per_device = [compiled(step, [d], batch)[1] for d in devices]
+    one, one_args, inside, inside_args = one_program(step, n, state, batch, key)
+    per_device = [placed_step(step, [d], state, batch, key)[1:] for d in devices]
     calls: dict[str, Any] = {
         "alone": lambda: jax.block_until_ready(one(*one_args)),
         "side_by_side": lambda: jax.block_until_ready([c(*a) for c, a in per_device]),
+        "inside": lambda: jax.block_until_ready(inside(*inside_args)),
     }
-    repeated = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * n), batch)
-    modes = {}
-    for mode in MODES:
-        s = dataclasses.replace(step, mode=mode, devices_per_process=n)
-        modes[mode] = compiled(s, devices, repeated)
-    # The pmap step's arguments (each device its copy of the parameters and of `batch`)
-    # to the 1-device step's own function under `jax.pmap`: no collective in it.
-    _, (_, pm_args) = modes["pmap"]
-    with closure_convert_ignores_manual_sharding():
-        inside = jax.pmap(single.fn, devices=devices).lower(*pm_args).compile()
-    calls["inside"] = lambda: jax.block_until_ready(inside(*pm_args))
     # The gradient all-reduce alone, as the pmap step issues it: `pmean` of the
     # parameters' pytree (the gradient's shape) over the devices, in one program.
     with closure_convert_ignores_manual_sharding():
         mean = jax.pmap(lambda g: jax.lax.pmean(g, "d"), axis_name="d", devices=devices)
-        allreduce = mean.lower(pm_args[0]).compile()
-    calls["allreduce"] = lambda: jax.block_until_ready(allreduce(pm_args[0]))
-    for mode, (_, (c, a)) in modes.items():
+        allreduce = mean.lower(inside_args[0]).compile()
+    calls["allreduce"] = lambda: jax.block_until_ready(allreduce(inside_args[0]))
+    repeated = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * n), batch)
+    for mode in MODES:
+        s = dataclasses.replace(step, mode=mode, devices_per_process=n)
+        _, c, a = placed_step(s, devices, state, repeated, key)
         calls[mode] = lambda c=c, a=a: jax.block_until_ready(c(*a))
     return calls
 

@@ -622,9 +622,9 @@ MAP_TIMED_STEPS = 20
 # 8: anchored on the 1-device row's runs from the trained state, its cold run set apart
 # (the quantity the report times).
 # 9: the neighbours term timed as N copies of the 1-device step inside one program
-# (`neighbours.inside_one_program`), not as N programs dispatched at once: those read
-# about 2x under EQX_ON_ERROR=raise (which predictions before 390e0f9 ran under), one
-# program about 1x (`benchmarks/neighbours.py`).
+# (`neighbours.inside_one_program`), not as N programs dispatched at once, which read
+# far slower under EQX_ON_ERROR=raise (which predictions before 390e0f9 ran under)
+# (`benchmarks/neighbours.py`, its records under results/<machine>/neighbours/).
 PREDICTION_MODEL = 9
 
 

@@ -7,11 +7,11 @@ the runtime's threads, so a device may run its share of a data-parallel step slo
 one device alone runs the same batch. `odestudy predict` charges a device's compute at
 the time of the copies together (`inside_one_program`); on GPUs, separate devices, it
 does not apply. Timed inside one program, as a multi-device mode runs, not as N programs
-dispatched at once: those read about 2x where equinox's error checks put a host callback
-in every solve (`EQX_ON_ERROR=raise`), while the copies in one program read about 1x
-(`benchmarks/neighbours.py`, `results/<machine>/neighbours/`). Rounds time the copies
-together and then the step alone, interleaved, so that the two share the machine's
-state.
+dispatched at once: those read far slower where equinox's error checks put a host
+callback in every solve (`EQX_ON_ERROR=raise`) than the copies in one program do
+(`benchmarks/neighbours.py`; its records under `results/<machine>/neighbours/`).
+Rounds time the copies together and then the step alone, interleaved, so that the two
+share the machine's state.
 """
 
 import dataclasses
@@ -27,13 +27,33 @@ from .scenario import Scenario
 from .step import make_parallel_step
 
 
-def _compiled(s: Scenario, devices: list, state: dict[str, Any], batch: Any, key: Any) -> tuple:
-    """The step of `s` over `devices`, compiled, with its arguments placed."""
+def placed_step(s: Scenario, devices: list, state: dict[str, Any], batch: Any, key: Any) -> tuple:
+    """The step of `s` over `devices`, compiled, with its arguments placed: `(step,
+    compiled, args)`. `state` is the trained model's (`cost.step_cost_sweep`'s
+    `state_out`); `batch` host arrays in the problem's layout."""
     params, static = eqx.partition(state["model"], eqx.is_inexact_array)
     optimiser, problem = state["optimiser"], state["problem"]
     step = make_parallel_step(s, devices, static, optimiser, problem=problem)
     args = (*step.place_state(params, optimiser.init(params)), step.place_batch(batch, key))
     return step, step.compile(*args), args
+
+
+def one_program(s: Scenario, n: int, state: dict[str, Any], batch: Any, key: Any) -> tuple:
+    """The 1-device step of `s` on the first CPU device and `n` copies of it inside one
+    program on `n` CPU devices (`jax.pmap` of its function, placed as the `pmap` mode
+    places its arguments: each device its copy of the parameters and of `batch`; no
+    collective), each compiled with its arguments: `(alone, alone_args, together,
+    together_args)`."""
+    devices = jax.devices("cpu")[:n]
+    if len(devices) < n:
+        raise ValueError(f"neighbours on {n} CPU devices needs them: {len(devices)} here")
+    single, alone, alone_args = placed_step(s, devices[:1], state, batch, key)
+    repeated = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * n), batch)
+    pmap = dataclasses.replace(s, mode="pmap", devices_per_process=n)
+    _, _, args = placed_step(pmap, devices, state, repeated, key)
+    with closure_convert_ignores_manual_sharding():
+        together = jax.pmap(single.fn, devices=devices).lower(*args).compile()
+    return alone, alone_args, together, args
 
 
 def inside_one_program(
@@ -51,15 +71,7 @@ def inside_one_program(
     `warmup`, interleaved): `alone_s` and `together_s`, their medians and their ratio
     `factor` (above 1 where neighbours slow a device). `state` is the trained model's
     (`cost.step_cost_sweep`'s `state_out`)."""
-    devices = jax.devices("cpu")[:n]
-    if len(devices) < n:
-        raise ValueError(f"neighbours on {n} CPU devices needs them: {len(devices)} here")
-    single, alone_c, alone_args = _compiled(s, devices[:1], state, batch, key)
-    repeated = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * n), batch)
-    pmap = dataclasses.replace(s, mode="pmap", devices_per_process=n)
-    _, _, args = _compiled(pmap, devices, state, repeated, key)  # each device its copy
-    with closure_convert_ignores_manual_sharding():
-        together_c = jax.pmap(single.fn, devices=devices).lower(*args).compile()
+    alone_c, alone_args, together_c, args = one_program(s, n, state, batch, key)
     alone, together = [], []
     for i in range(warmup + rounds):
         t0 = time.perf_counter()
