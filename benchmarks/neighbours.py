@@ -58,8 +58,7 @@ def _calls(step: Any, state: dict[str, Any], batch: Any, key: Any, n: int) -> di
     import jax
     import numpy as np
 
-    from odestudy.measure.compat import closure_convert_ignores_manual_sharding
-    from odestudy.measure.neighbours import one_program, placed_step
+    from odestudy.measure.neighbours import gradient_mean, one_program, placed_step
 
     devices = jax.devices("cpu")[:n]
     one, one_args, inside, inside_args = one_program(step, n, state, batch, key)
@@ -71,9 +70,7 @@ def _calls(step: Any, state: dict[str, Any], batch: Any, key: Any, n: int) -> di
     }
     # The gradient all-reduce alone, as the pmap step issues it: `pmean` of the
     # parameters' pytree (the gradient's shape) over the devices, in one program.
-    with closure_convert_ignores_manual_sharding():
-        mean = jax.pmap(lambda g: jax.lax.pmean(g, "d"), axis_name="d", devices=devices)
-        allreduce = mean.lower(inside_args[0]).compile()
+    allreduce = gradient_mean(inside_args[0], devices)
     calls["allreduce"] = lambda: jax.block_until_ready(allreduce(inside_args[0]))
     repeated = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * n), batch)
     for mode in MODES:

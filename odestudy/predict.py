@@ -33,7 +33,9 @@ ASSUMPTIONS = (
     "on CPU devices, a device's compute is slowed by its neighbours as much as N copies of "
     "the 1-device step inside one program of this process are against the same step alone "
     "(`measure/neighbours.py`; on GPUs, separate devices, not at all)",
-    "one gradient all-reduce per step at the profile's latency for the gradient's size",
+    "one gradient all-reduce per step: on CPU devices of one process, as timed here (`pmean` "
+    "of the gradient's pytree over the devices in one program); otherwise at the profile's "
+    "latency for the gradient's size",
     "a mode with one loop over the global batch (`shard`, `explicit`) runs, per solver "
     "iteration, its loop collectives as often as a profile of one call of its own compiled "
     "step counts, each at the latency of a one-float all-reduce",
@@ -471,6 +473,7 @@ def predict_modes(
     row per mode.
     """
     from .measure.cost import step_cost_sweep
+    from .measure.neighbours import gradient_allreduce
 
     check_prediction(target, profile)
     base, n = one_device(target), target.total_devices
@@ -480,8 +483,10 @@ def predict_modes(
                             trained_state=trained_state, extras=False, state_out=state)  # fmt: skip
     if profile.device == "cpu" and target.device == "cpu":
         sweep["neighbours"] = neighbours_measured(base, state, n, {target.global_batch // n, *axis})
+        if target.processes == 1:
+            sweep["allreduce"] = gradient_allreduce(base, n, state)
     floats = parameter_count(base)
-    gradient = profile.gradient(floats, *placement)
+    gradient = gradient_measured(sweep) or profile.gradient(floats, *placement)
     loop_latency = profile.latency(*placement)
     loops = {m: loop_collectives(base, n, state["params"], m) for m in one_loop_modes(target)}
     per_iteration = {m: loop["per_iteration"] for m, loop in loops.items()}
@@ -596,6 +601,22 @@ def _neighbours_said(sweep: dict[str, Any]) -> list[dict[str, Any]]:
              "of this process against alone, interleaved (`measure/neighbours.py`)"}]  # fmt: skip
 
 
+def gradient_measured(sweep: dict[str, Any]) -> Value | None:
+    """The gradient all-reduce timed here (`neighbours.gradient_allreduce`: `pmean` of the
+    trained parameters over the devices of this process, in one program), its median and
+    the bootstrap interval of it; None where it was not (a GPU or multi-process one)."""
+    found = sweep.get("allreduce")
+    if not found:
+        return None
+    low, high = found["interval_s"]
+    calls = len(found["times_s"])
+    source = (
+        f"measured here: pmean of the gradient's pytree over {found['n']} CPU devices in one "
+        f"program, median of {calls} calls (`measure/neighbours.py`)"
+    )
+    return Value(found["median_s"], low, high, source, measured=True)
+
+
 def parameter_count(s: Scenario) -> int:
     """Floats in the gradient of `s`'s model: what the gradient all-reduce moves."""
     import equinox as eqx
@@ -625,7 +646,11 @@ MAP_TIMED_STEPS = 20
 # (`neighbours.inside_one_program`), not as N programs dispatched at once, which read
 # far slower under EQX_ON_ERROR=raise (which predictions before 390e0f9 ran under)
 # (`benchmarks/neighbours.py`, its records under results/<machine>/neighbours/).
-PREDICTION_MODEL = 9
+# 10: on CPU devices of one process, the gradient all-reduce timed here (`pmean` of the
+# trained parameters in one program, `neighbours.gradient_allreduce`), not the probe's
+# latency plus a per-float slope, which charged 10-15x less than the direct measurement
+# (`benchmarks/neighbours.py`'s `allreduce`, results/<machine>/neighbours/).
+PREDICTION_MODEL = 10
 
 
 def map_prediction_path(

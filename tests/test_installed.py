@@ -102,6 +102,11 @@ def _predicts_every_mode_from_the_trained_row(env: dict[str, str], work: Path, r
     assert set(p["loop_collectives"]) == {"shard", "explicit"}  # each its own program's
     # The neighbours term: the step's copies timed inside one program, as a mode runs.
     assert {v["form"] for v in p["sweep"]["neighbours"].values()} == {"one program"}
+    # The gradient all-reduce: timed here, on the devices of this process, the term it is.
+    allreduce = p["sweep"]["allreduce"]
+    assert allreduce["form"] == "pmean in one program" and allreduce["n"] == 2
+    assert p["allreduce_gradient_s"] == allreduce["median_s"]
+    assert all(r["allreduce_s"] == allreduce["median_s"] for r in p["rows"])
     for r in p["rows"]:
         # The parts are the terms' central values; the estimates, their draws' medians.
         parts = r["compute_s"] + r["allreduce_s"] + r["in_loop_s"]

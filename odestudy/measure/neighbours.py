@@ -85,3 +85,39 @@ def inside_one_program(
     a, t = float(np.median(alone)), float(np.median(together))
     return {"n": n, "form": "one program", "alone_s": alone, "together_s": together,
             "alone_median_s": a, "together_median_s": t, "factor": t / a}  # fmt: skip
+
+
+def gradient_mean(copies: Any, devices: list) -> Any:
+    """The gradient's all-reduce as the `pmap` step issues it, compiled for `copies` (a
+    pytree placed one copy per device of `devices`): `pmean` over the devices."""
+    with closure_convert_ignores_manual_sharding():
+        mean = jax.pmap(lambda g: jax.lax.pmean(g, "d"), axis_name="d", devices=devices)
+        return mean.lower(copies).compile()
+
+
+def gradient_allreduce(
+    s: Scenario, n: int, state: dict[str, Any], rounds: int = 20, warmup: int = 3
+) -> dict[str, Any]:
+    """The gradient's all-reduce alone on `n` CPU devices of this process, as the `pmap`
+    step issues it: `pmean` of the trained parameters' pytree (the gradient's shape) over
+    the devices, in one program (`rounds` timed calls after `warmup`). Returns the times,
+    their median and a 95% bootstrap interval of the median (seconds)."""
+    devices = jax.devices("cpu")[:n]
+    if len(devices) < n:
+        raise ValueError(f"an all-reduce on {n} CPU devices needs them: {len(devices)} here")
+    params = eqx.filter(state["model"], eqx.is_inexact_array)
+    stacked = jax.tree.map(lambda x: np.stack([np.asarray(x)] * n), params)
+    with closure_convert_ignores_manual_sharding():
+        copies = jax.pmap(lambda g: g, devices=devices)(stacked)  # placed as pmap places
+    compiled = gradient_mean(copies, devices)
+    times = []
+    for i in range(warmup + rounds):
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(copies))
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    boot = np.random.default_rng(0).choice(times, size=(2000, len(times)))
+    low, high = np.percentile(np.median(boot, axis=1), [2.5, 97.5])
+    median = float(np.median(times))
+    return {"n": n, "form": "pmean in one program", "times_s": times, "median_s": median,
+            "interval_s": [float(low), float(high)]}  # fmt: skip
