@@ -62,6 +62,7 @@ from . import mlp_reverse, tsit5
 from .compat import triton_params
 from .fused import PID_FACTORMAX, PID_FACTORMIN, PID_SAFETY, clip_floor, clip_to_end
 from .mlp_reverse import AbstractMLPField
+from .replay import with_residuals
 
 # Series per program instance under one solve per sample: a block's rows step together
 # (as `vmap` of the fused loop), each with its own controller; on a GPU at least 16, the
@@ -481,7 +482,7 @@ def _padded(cfg: Config, vjp_arg: Any) -> _Padded:
     return _Padded(ts, y0, scale, floor, _weights(mlp_arrays))
 
 
-def _forward(cfg: Config, vjp_arg: Any):
+def _forward(vjp_arg: Any, cfg: Config):
     """The forward kernel: `((ys, steps), residuals)`."""
     _, y0, ts, _ = vjp_arg
     p = _padded(cfg, vjp_arg)
@@ -508,21 +509,16 @@ def _forward(cfg: Config, vjp_arg: Any):
     return (ys, steps), (out[3:] if cfg.adaptive else out[1:], reached)
 
 
-@eqx.filter_custom_vjp
-def _solve(vjp_arg, cfg):
-    out, _ = _forward(cfg, vjp_arg)
-    return out
-
-
-@_solve.def_fwd
-def _solve_fwd(perturbed, vjp_arg, cfg):
+def _check_perturbed(perturbed: Any) -> None:
     _, _, ts, scale = perturbed
     if any(jax.tree.leaves((ts, scale))):
         raise ValueError(
             f"{WHO}: the solve differentiates the observation times or the "
             "series' time scales; it differentiates the MLP's arrays and the initial state"
         )
-    return _forward(cfg, vjp_arg)
+
+
+_solve = with_residuals(_forward, _check_perturbed)
 
 
 @_solve.def_bwd

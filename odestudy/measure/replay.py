@@ -83,8 +83,10 @@ def _holding(ts: Array, bounds: Array, accepted: Array) -> Array:
     return jnp.minimum(rows, bounds.shape[0] - 1)
 
 
-def _pid_forward(vjp_arg, ts, rtol, atol, max_steps):
-    """The PID solve, its checkpoints kept: `((ys, steps), residuals)`."""
+def _pid_forward(vjp_arg, ts, rtol, atol, max_steps, by_hand=False):
+    """The PID solve, its checkpoints kept: `((ys, steps), residuals)` (`by_hand` is
+    the backward pass's)."""
+    del by_hand
     field, y0, args = vjp_arg
     t0, t1 = ts[0], ts[-1]
     pid = PIDSteps.start(field, t0, t1, ts[1] - t0, y0, args, rtol, atol)
@@ -120,15 +122,25 @@ def _pid_forward(vjp_arg, ts, rtol, atol, max_steps):
     return (jnp.where(reached, ys, jnp.nan), steps), (accepted, bounds, rows, held, reached)
 
 
-@eqx.filter_custom_vjp
-def _pid(vjp_arg, ts, rtol, atol, max_steps, by_hand):
-    out, _ = _pid_forward(vjp_arg, ts, rtol, atol, max_steps)
-    return out
+def with_residuals(forward: Callable, check: Callable | None = None) -> Any:
+    """`eqx.filter_custom_vjp` of `forward(vjp_arg, *rest) -> (out, residuals)`: the
+    primal is `out`, the forward pass keeps the residuals (after `check(perturbed)`);
+    the caller defines the backward pass (`def_bwd`)."""
+
+    @eqx.filter_custom_vjp
+    def solve(vjp_arg, *rest):
+        return forward(vjp_arg, *rest)[0]
+
+    def solve_fwd(perturbed, vjp_arg, *rest):
+        if check is not None:
+            check(perturbed)
+        return forward(vjp_arg, *rest)
+
+    solve.def_fwd(solve_fwd)
+    return solve
 
 
-@_pid.def_fwd
-def _pid_fwd(perturbed, vjp_arg, ts, rtol, atol, max_steps, by_hand):
-    return _pid_forward(vjp_arg, ts, rtol, atol, max_steps)
+_pid = with_residuals(_pid_forward)
 
 
 def _by_jax(static, diff):
@@ -271,15 +283,7 @@ def _stepto_forward(vjp_arg, ts):
     return (ys, jnp.asarray(ts.shape[0] - 1)), (bounds, ys[:-1], stages)
 
 
-@eqx.filter_custom_vjp
-def _stepto(vjp_arg, ts):
-    out, _ = _stepto_forward(vjp_arg, ts)
-    return out
-
-
-@_stepto.def_fwd
-def _stepto_fwd(perturbed, vjp_arg, ts):
-    return _stepto_forward(vjp_arg, ts)
+_stepto = with_residuals(_stepto_forward)
 
 
 @_stepto.def_bwd
