@@ -239,6 +239,14 @@ def batch_loss_within_ode(
     return problem.loss(pred, ys, None), num_steps
 
 
+# The loss of each `Structure.solve` (`scan` is a per-sample solve).
+LOSSES: dict[str, Callable[..., Any]] = {
+    "per_sample": batch_loss,
+    "within_ode": batch_loss_within_ode,
+    "scan": batch_loss,
+}
+
+
 class AbstractBatchSolve(abc.ABC):
     """What a problem's loss is handed as `solve(field, ts, y0, args)`: it keeps the
     per-sample solver steps of every call (`steps`) whatever the loss does with the

@@ -604,14 +604,10 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
         for v in values if isinstance(values, tuple) else (values,):
             if not isinstance(v, int | float) or not math.isfinite(v):
                 raise ValueError(f"{name} must be a finite number, got {values!r}")
-    if not isinstance(s.devices_per_process, int) or s.devices_per_process < 1:
-        raise ValueError(
-            f"devices_per_process must be a whole number >= 1, got {s.devices_per_process!r}"
-        )
-    if not isinstance(s.processes, int) or s.processes < 1:
-        raise ValueError(f"processes must be a whole number >= 1, got {s.processes!r}")
-    if not isinstance(s.nodes, int) or s.nodes < 1:
-        raise ValueError(f"nodes must be a whole number >= 1, got {s.nodes!r}")
+    for name in ("devices_per_process", "processes", "nodes"):
+        value = getattr(s, name)
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
     if s.nodes > 1 and s.processes == 1:
         raise ValueError(f"{s.nodes} nodes need several processes (one or more per node)")
     if s.processes % s.nodes:
