@@ -17,25 +17,19 @@ CONTROLLERS: dict[str, type["AbstractController"]] = {}
 
 
 class AbstractController(Registered, eqx.Module, registry=CONTROLLERS):
-    """How a solve chooses its steps. Abstract: one final subclass per controller (`PID`,
-    `StepTo`) holds the facts the study asks about it and builds diffrax's controller.
-    Defining the class registers it (`CONTROLLERS`), so that scenarios, the command line
-    and the report take it as a choice without an edit elsewhere.
+    """How a solve chooses its steps: one final subclass per controller holds its facts
+    and builds diffrax's controller; defining it registers it (`CONTROLLERS`).
 
     - `name`: the controller's name in scenarios, records and tables.
     - `label`: how tables and sentences name it.
     - `line`: its line and marker in figures (a matplotlib format such as `"-o"`).
     - `adaptive`: it chooses its step sizes from Tsit5's error estimate, within the
       problem's tolerances; the fused loop runs it as PID's loop.
-    - `on_grid`: it takes exactly one step per interval of the series' grid: the
-      fixed-step `scan` solve and `saveat="steps"` need it, a solve with a structure
-      lever is bounded by those steps (`max_steps`), and padding a series (repeating its
-      last time) would add steps, so that length stages compile one program each.
-    - `fused`: the fused loop (`fused.py`) runs it: PID's loop where `adaptive`,
-      StepTo's otherwise.
-    - `fused_adjoint`: the reverse mode the recommended step takes when the fused solve
-      runs it (`recommended.fused_levers`), the faster in this machine's levers records
-      (`figures/tables/step.md`); None where the fused loop does not run it.
+    - `on_grid`: it takes exactly one step per interval of the series' grid (so padding
+      a series would add steps: length stages compile one program each).
+    - `fused`: the fused loop (`fused.py`) runs it.
+    - `fused_adjoint`: the reverse mode the recommended step takes with the fused solve
+      (the faster in the levers records); None where the fused loop does not run it.
     """
 
     name: eqx.AbstractClassVar[str]
@@ -50,19 +44,13 @@ class AbstractController(Registered, eqx.Module, registry=CONTROLLERS):
     def stepsize_controller(
         self, ts: jax.Array, rtol: float, atol: float
     ) -> tuple[diffrax.AbstractStepSizeController, Any]:
-        """Diffrax's step-size controller for one solve and its initial step `dt0`
-        (None where the controller sets the steps itself).
-
-        - `ts`: the series' observation times, shape `(n_times,)`.
-        - `rtol`, `atol`: the problem's tolerances (an adaptive controller's).
-        """
+        """Diffrax's step-size controller for one solve on the times `ts`, and its
+        initial step `dt0` (None where the controller sets the steps itself)."""
 
     def max_steps(self, bound: int, lever: bool, n_times: int) -> int:
-        """The solve's step bound on a grid of `n_times` points: the structure's `bound`
-        (`Structure.max_steps`), except that an `on_grid` controller's solve with a
-        structure `lever` (not `Structure.is_default`) is bounded by its own steps, one
-        per interval. Diffrax's default solve keeps its bound (the program the study
-        measured first)."""
+        """The solve's step bound on a grid of `n_times` points: the structure's `bound`,
+        except that an `on_grid` controller's solve with a structure `lever` is bounded
+        by its own steps (diffrax's default solve keeps its bound, as first measured)."""
         if self.on_grid and lever:
             return n_times - 1
         return bound
@@ -103,15 +91,13 @@ class StepTo(AbstractController):
 
 
 def parse_controller(controller: "str | AbstractController") -> AbstractController:
-    """The controller named `controller` (an `AbstractController` passes through); a
-    ValueError naming the valid choices if there is none."""
+    """The controller named `controller` (an `AbstractController` passes through)."""
     if isinstance(controller, AbstractController):
         return controller
     return lookup(CONTROLLERS, "controller", controller)()
 
 
 def on_grid_names() -> str:
-    """The registered controllers that step on the grid, as an error message names
-    them (`controller='stepto'`)."""
+    """The registered controllers that step on the grid, as an error message names them."""
     names = [repr(n) for n, c in CONTROLLERS.items() if c.on_grid]
     return "controller=" + " or ".join(names) if names else "a controller on the grid"

@@ -60,9 +60,7 @@ class EvaluationsSolve(AbstractBatchSolve):
 
 def reverse_steps(s: Scenario, problem: Any, model: Any, batch: Any, key: Any = None) -> int | None:
     """The most steps over `batch` that `s`'s reverse pass replays, where it replays only
-    the accepted ones (the fused solve's `adjoint="accepted_steps"` under an adaptive
-    controller); None where it runs back through every step taken (as many as forward).
-    `model` and `key` as the step's."""
+    the accepted ones (the fused solve's own reverse under PID); else None."""
     structure = s.structure
     adaptive = s.stepsize_controller.adaptive
     if not (adaptive and isinstance(structure.integrator, Fused)):
@@ -102,18 +100,10 @@ def _cost(
 
 
 def evaluation_flops(s: Scenario) -> dict[str, float]:
-    """What `s`'s step must compute, counted on this process's default device from its
-    problem, model and full-length data, at its per-device batch (`batch`):
-
-    - `per_evaluation`: FLOPs of one field evaluation, forward and backward, and
-      `per_evaluation_forward` of its forward pass alone;
-    - `rest`: FLOPs of the step outside its solve (encoder, decoder, loss);
-    - `per_evaluation_transcendentals`, `rest_transcendentals`: the same of the
-      transcendental functions, which XLA counts apart from the FLOPs;
-    - `least_bytes`: the bytes a step moves at the least, its parameters read and
-      written once and its batch read once (a roofline's memory term,
-      `roofline.roofline_s`).
-    """
+    """What `s`'s step must compute at its per-device batch (`batch`), counted on the
+    default device: FLOPs of one field evaluation (`per_evaluation`, and of its forward
+    pass alone) and of the rest of the step (`rest`), the same of transcendentals, and
+    `least_bytes` (parameters read and written once, the batch read once)."""
     setup = prepare(s, jax.devices()[:1], check=False)
     problem = setup.problem
     n_times = np.shape(problem.times(setup.data))[1]

@@ -102,9 +102,8 @@ def clip_floor(t1: Array) -> Array:
 def clip_to_end(
     keep: Array, t: Array, tnext: Array, t1: Array, floor: Array
 ) -> tuple[Array, Array]:
-    """The next step's bounds `(t, tnext)` after a trial step (kept or not) as diffrax
-    clips them at the solve's end `t1`: a next time past `floor` (`clip_floor`) is `t1`,
-    or halfway there after a rejected step."""
+    """The next step's bounds `(t, tnext)` as diffrax clips them at the solve's end `t1`:
+    a next time past `floor` is `t1`, or halfway there after a rejected step."""
     t = jnp.minimum(t, t1)
     return t, jnp.where(tnext > floor, jnp.where(keep, t1, t + 0.5 * (t1 - t)), tnext)
 
@@ -143,20 +142,11 @@ def solve_pid(
     max_steps: int,
     reverse: str = "all_steps",
 ) -> tuple[Array, Int[Array, ""]]:
-    """One ODE solved with Tsit5 under diffrax's `PIDController(rtol, atol)` from
-    `ts[0]` to `ts[-1]` (first step `ts[1] - ts[0]`), saved at `ts`.
-
-    - `field`: the vector field, called as `field(t, y, args)`.
-    - `ts`: the observation times, shape `(n_times,)`, non-decreasing (padding repeats
-      the last time).
-    - `y0`: the initial state (any array shape).
-    - `args`: the field's third argument.
-    - `rtol`, `atol`: the controller's tolerances.
-    - `max_steps`: the bound on steps taken; past it the unreached times are NaN.
-    - `reverse`: one of `REVERSE`.
-
-    Returns `(ys, num_steps)`: the states at `ts` (shape `(n_times, *y0.shape)`) and the
-    steps taken, accepted and rejected, as diffrax's `stats["num_steps"]`.
+    """One ODE `field(t, y, args)` solved with Tsit5 under diffrax's
+    `PIDController(rtol, atol)` from `ts[0]` to `ts[-1]` (first step `ts[1] - ts[0]`),
+    saved at `ts` (non-decreasing: padding repeats the last time); past `max_steps` the
+    unreached times are NaN; `reverse`: one of `REVERSE`. Returns `(ys, num_steps)`: the
+    states at `ts` and the steps taken, accepted and rejected (diffrax's count).
     """
     t0, t1 = ts[0], ts[-1]
     pid = PIDSteps.start(field, t0, t1, ts[1] - t0, y0, args, rtol, atol)
@@ -195,10 +185,9 @@ def solve_stepto(
     reverse: str = "all_steps",
 ) -> tuple[Array, Int[Array, ""]]:
     """One ODE solved with Tsit5 one step per interval of `ts` (diffrax's `StepTo(ts)`),
-    saved at every step's end: a `lax.scan` over the intervals, each step's stages
-    straight-line code. `reverse="checkpointed_scan"` rematerialises each step in the
-    backward pass; otherwise every step's values are stored. Arguments as in `solve_pid`; a repeated
-    time (padding) is a step of length 0. Returns `(ys, num_steps)`."""
+    as a `lax.scan` over the intervals; `reverse="checkpointed_scan"` rematerialises
+    each step in the backward pass, otherwise every step is stored. Arguments and
+    result as in `solve_pid`."""
 
     def step(carry, interval):
         y, f = carry

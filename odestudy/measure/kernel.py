@@ -8,44 +8,23 @@ condition: the step is bound by launches, not by its arithmetic. Here each direc
 is one `pallas_call`:
 
 - **Forward.** Each program instance takes a block of series (`BLOCK` rows, one
-  controller per row: one solve per sample) or the whole batch (within-ODE: one
-  controller, the error norm over every series). The MLP's weights are read once, before
-  the loop, and stay in the kernel (on a GPU: registers and shared memory). The loop is
-  `fused.solve_pid`'s, row by row: Tsit5's stages as straight-line code
-  (`tsit5.stages`), diffrax's `PIDController` rule (integral control, the error's
-  RMS norm, NaN rejected), its clipping of the last step (`fused.clip_floor`), and
-  Tsit5's interpolant at the observation times inside each accepted step. Under StepTo
-  it is a loop over the grid's intervals, each step's end saved. A row past `max_steps`
-  is NaN at the times it did not reach, as the fused solve gives. Per iteration it
-  stores, in a slot of buffers of `max_steps` rows, each row's step bounds, start state
-  and seven stage values, and whether the row kept the step (a slot is reused where no
-  row of the block kept it; within-ODE the slots are the accepted steps).
+  controller per row) or the whole batch (within-ODE: one controller). The MLP's
+  weights are read once and stay in the kernel. The loop is `fused.solve_pid`'s, row by
+  row (under StepTo a loop over the grid's intervals); a row past `max_steps` is NaN at
+  the times it did not reach. Per iteration it stores, in a slot of buffers of
+  `max_steps` rows, each row's step bounds, start state and seven stage values, and
+  whether the row kept the step (a slot is reused where no row of the block kept it).
 - **Reverse.** One kernel replays the slots last to first, as `replay.py` does with
-  `mlp_reverse`: per step the interpolation's cotangents (Tsit5's interpolant is linear
-  in the start state and the stages), the six stages' states rebuilt from the stored
-  stage values, the MLP's forward pass at each, and its reverse written by hand (input
-  gradients layer by layer, each layer's weight gradient a product over the block's
-  rows), a row that did not keep the slot's step passing its cotangents through. No
-  rejected step and no controller runs again (diffrax's controller stops the step
-  sizes' gradient). Each program writes its block's weight gradients, summed over its
-  rows; the blocks' sums are added after the kernel. `jax.custom_vjp`
-  (`eqx.filter_custom_vjp`) joins the two, with the gradients of the MLP's arrays and
-  the initial state.
+  `mlp_reverse`, a row that did not keep the slot's step passing its cotangents
+  through. Each program writes its block's weight gradients, summed over its rows; the
+  blocks' sums are added after the kernel.
 
 The shapes are the GPU's (Pallas's Triton backend takes arrays whose sizes are powers of
 two, and matrix products with every side at least 16): rows are padded to the block
 (copies of the last series, left out of the within-ODE norm), the times to a power of
-two (repeats of the last time, the padding rule of `problem.observed`), the state and
-every layer to at least `MIN_WIDTH` (zeros, which the padded weights keep zero), the
-buffers to a power of two. The CPU runs the same kernels in Pallas's interpret mode
-(`interpret=True`, chosen where JAX's default backend is the CPU: the kernel's program
-evaluated as XLA operations, a loop over the grid), which is how the tests run it.
-
-Only fields built from an MLP run here: `rows_of` refuses another field, or an MLP the
-kernels do not run (`mlp_reverse.check_mlp`), with a one-line ValueError while tracing,
-before anything compiles; `training.check_mlp_fields` refuses a model without one, or a
-field that does not compute its MLP, before tracing. It takes the place of neither the
-fused solve nor diffrax's loop.
+two (repeats of the last time), the state and every layer to at least `MIN_WIDTH`
+(zeros), the buffers to a power of two. The CPU runs the same kernels in Pallas's
+interpret mode, which is how the tests run it.
 """
 
 import math
@@ -62,6 +41,7 @@ from . import mlp_reverse, tsit5
 from .compat import triton_params
 from .fused import PID_FACTORMAX, PID_FACTORMIN, PID_SAFETY, clip_floor, clip_to_end
 from .mlp_reverse import AbstractMLPField
+from .replay import with_residuals
 
 # Series per program instance under one solve per sample: a block's rows step together
 # (as `vmap` of the fused loop), each with its own controller; on a GPU at least 16, the
@@ -85,17 +65,9 @@ def _width(n: int) -> int:
 
 
 class Config(NamedTuple):
-    """What a kernel is compiled for (static): the controller, the blocking and the
-    problem's sizes before padding.
-
-    - `adaptive`: PID (else StepTo: one step per interval of the grid).
-    - `shared`: one controller for the whole batch (within-ODE), else one per row.
-    - `rtol`, `atol`, `max_steps`: the PID solve's tolerances and step bound.
-    - `n_times`, `rows`, `state`: the grid's times, the series and the state's size.
-    - `block`: rows per program instance; `programs`: program instances.
-    - `activation`: the MLP's (elementwise) activation.
-    - `interpret`: run in Pallas's interpret mode (the CPU).
-    """
+    """What a kernel is compiled for (static): the controller (`adaptive`: PID, else
+    StepTo; `shared`: one for the whole batch), the blocking and the problem's sizes
+    before padding."""
 
     adaptive: bool
     shared: bool
@@ -117,16 +89,13 @@ class Config(NamedTuple):
 
 
 def interpret_mode() -> bool:
-    """Whether the kernels run in Pallas's interpret mode: where JAX's default backend is
-    the CPU (Pallas compiles kernels for GPUs and TPUs only)."""
+    """Whether the kernels run in Pallas's interpret mode: on the CPU."""
     return jax.default_backend() == "cpu"
 
 
 def rows_of(field: Any) -> tuple[eqx.nn.MLP, Array | None]:
-    """The MLP of `field` and each row's time scale: a batch's field (within-ODE
-    batching, `model._BatchField`: row `b` moves at `speed[b] * mlp(y[b])`) or an
-    `AbstractMLPField` (scale None); a one-line ValueError for any other field (one
-    whose MLP reads inputs of the time or args too)."""
+    """The MLP of `field` and each row's time scale: a within-ODE batch's field, or an
+    `AbstractMLPField` (scale None); a one-line ValueError for any other field."""
     batch = hasattr(field, "mlp_rows")  # within-ODE batching's field
     model = field.model if batch else field
     if not isinstance(model, AbstractMLPField):
@@ -189,11 +158,9 @@ def _mlp_reverse(weights, g, inputs, derivatives, grads):
 
 
 def _step_reverse(weights, activation, scale, h, y, fs, y1_bar, fs_bar, grads):
-    """One Tsit5 step's reverse by hand (`tsit5.reverse`, as `mlp_reverse.step_reverse`
-    but stage by stage): the cotangents of its start state and first stage and the
-    weights' gradients plus `grads`, given those of its end state (`y1_bar`) and seven
-    stage values (`fs_bar`). The stages' states are rebuilt from the stored values `fs`
-    as the forward pass built them."""
+    """One Tsit5 step's reverse by hand, stage by stage (as `mlp_reverse.step_reverse`):
+    the cotangents of its start state and first stage and the weights' gradients plus
+    `grads`, given those of its end state and seven stage values."""
     ks = [f * h for f in fs]
 
     def state_bar(stage, value_bar):
@@ -216,9 +183,8 @@ def _any(x: Array) -> Array:
 
 
 def _adapt(cfg: Config, t, tnext, y, y1, error, t1, floor):
-    """`fused.PIDSteps.adapt` for each row (or, `shared`, for the batch as one state):
-    `(keep, t, tnext)` after a trial step from `(t, y)` to `(tnext, y1)` with `error`.
-    The error's norm reads the real state (and, shared, the real rows) alone."""
+    """`fused.PIDSteps.adapt` for each row (or, `shared`, the batch as one state):
+    `(keep, t, tnext)`; the error's norm reads the real (unpadded) state alone."""
     valid = jax.lax.broadcasted_iota(jnp.int32, y.shape, 1) < cfg.state
     if cfg.shared:
         valid = valid & (jax.lax.broadcasted_iota(jnp.int32, y.shape, 0) < cfg.rows)
@@ -409,9 +375,8 @@ def _reverse_kernel(cfg: Config, n_weights: int):
 
 
 def _spec(kind: str, shape: tuple[int, ...], block: int) -> tuple[tuple[int, ...], Callable]:
-    """A block shape and index map for an array of `shape`: `rows` (rows first, a
-    block of them per program), `slots` (a buffer: rows second), `whole` (every program
-    reads all of it) or `program` (one entry per program, first)."""
+    """A block shape and index map for an array of `shape`: `rows` (a block of rows per
+    program), `slots` (rows second), `whole` or `program` (one entry per program)."""
     rest = (0,) * (len(shape) - 1)
     if kind == "rows":
         return (block, *shape[1:]), lambda i: (i, *rest)
@@ -442,15 +407,13 @@ def _pallas(cfg: Config, kernel, inputs, outputs) -> list[Array]:
 
 
 def _pad(x: Array, shape: Sequence[int], edge: bool = False) -> Array:
-    """`x` padded at the end of each axis to `shape`: with zeros, or (`edge`) with
-    copies of its last entries."""
+    """`x` padded at the end of each axis to `shape`, with zeros or (`edge`) copies."""
     widths = [(0, n - m) for m, n in zip(x.shape, shape, strict=True)]
     return jnp.pad(x, widths, mode="edge" if edge else "constant")
 
 
 def _weights(mlp_arrays: Sequence[tuple[Array, Array | None]]) -> list[Array]:
-    """The MLP's layers as the kernels take them: `[W0, b0, W1, b1, ...]`, each weight
-    `(out, in)` and bias `(1, out)` padded to `_width` (zeros; a missing bias zeros)."""
+    """The MLP's layers as the kernels take them: `[W0, b0, W1, b1, ...]`, padded."""
     out = []
     for weight, bias in mlp_arrays:
         shape = (_width(weight.shape[0]), _width(weight.shape[1]))
@@ -481,7 +444,7 @@ def _padded(cfg: Config, vjp_arg: Any) -> _Padded:
     return _Padded(ts, y0, scale, floor, _weights(mlp_arrays))
 
 
-def _forward(cfg: Config, vjp_arg: Any):
+def _forward(vjp_arg: Any, cfg: Config):
     """The forward kernel: `((ys, steps), residuals)`."""
     _, y0, ts, _ = vjp_arg
     p = _padded(cfg, vjp_arg)
@@ -508,21 +471,16 @@ def _forward(cfg: Config, vjp_arg: Any):
     return (ys, steps), (out[3:] if cfg.adaptive else out[1:], reached)
 
 
-@eqx.filter_custom_vjp
-def _solve(vjp_arg, cfg):
-    out, _ = _forward(cfg, vjp_arg)
-    return out
-
-
-@_solve.def_fwd
-def _solve_fwd(perturbed, vjp_arg, cfg):
+def _check_perturbed(perturbed: Any) -> None:
     _, _, ts, scale = perturbed
     if any(jax.tree.leaves((ts, scale))):
         raise ValueError(
             f"{WHO}: the solve differentiates the observation times or the "
             "series' time scales; it differentiates the MLP's arrays and the initial state"
         )
-    return _forward(cfg, vjp_arg)
+
+
+_solve = with_residuals(_forward, _check_perturbed)
 
 
 @_solve.def_bwd
@@ -567,8 +525,8 @@ def _solve_rows(
     atol: float,
     max_steps: int,
 ) -> tuple[Float[Array, "rows times state"], Int[Array, " rows"]]:
-    """Rows of states solved by the kernels: each row its own series (one controller per
-    row) or, `shared`, the batch as one ODE; `scale`: each row's time scale (None: 1)."""
+    """Rows solved by the kernels: each its own series or, `shared`, the batch as one
+    ODE; `scale`: each row's time scale (None: 1)."""
     rows, n_times = ts.shape
     if n_times < 2:
         raise ValueError(f"{WHO}: a series needs at least 2 observation times")
@@ -601,17 +559,10 @@ def solve(
     atol: float,
     max_steps: int,
 ) -> tuple[Array, Int[Array, "..."]]:
-    """ODEs solved by the kernel solve: with `ts` of shape `(n_times,)`, one ODE:
-    within-ODE batching's field over `y0` of shape `(batch, state)` (one controller;
-    returns the states of shape `(times, batch, state)`), or one series of an
-    `AbstractMLPField` (`y0` of shape `(state,)`); with `ts` of shape `(batch,
-    n_times)` (padding repeats the last time), each series of a batch on its own (a block
-    of `BLOCK` series per program instance, one controller per series).
-
-    - `adaptive`: PID with `rtol`, `atol` and the bound `max_steps` (else StepTo).
-
-    Returns `(ys, num_steps)` as `fused.solve_pid` does (per series for a batch).
-    """
+    """ODEs solved by the kernel solve: with `ts` of shape `(n_times,)` one ODE (a
+    within-ODE batch's field, or one series), with `ts` of shape `(batch, n_times)` each
+    series on its own; PID where `adaptive`, else StepTo. Returns `(ys, num_steps)` as
+    `fused.solve_pid` does (per series for a batch)."""
     mlp, scale = rows_of(field)
     bounds = (adaptive, rtol, atol, max_steps)
     if ts.ndim == 2:  # each series on its own

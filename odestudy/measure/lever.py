@@ -1,13 +1,8 @@
 """A lever of the training step as a type: what it sets of a scenario, what it applies
-to (with a one-line refusal before anything compiles), and whether it can slow a step
-down. `odestudy tune` tries each registered lever on a researcher's problem
-(`odestudy/tune.py`); `--recommended` applies the safe ones before any tune
-(`recommended.safe_levers`).
-
-Adding a lever is one file: a final subclass of `AbstractLever` that sets fields of the
-scenario (the shipped ones, `odestudy/measure/levers/`), or of `AbstractAddedLever`, a
-lever with no field of its own, which the scenario names in `added_levers` and which
-configures the step itself (its compile options, the model's form)."""
+to, and whether it can slow a step down. Adding a lever is one file: a final subclass of
+`AbstractLever` that sets fields of the scenario (`odestudy/measure/levers/`), or of
+`AbstractAddedLever`, a lever with no field of its own that configures the step itself
+(its compile options, the model's form)."""
 
 import abc
 import dataclasses
@@ -18,8 +13,7 @@ from .registry import Registered, lookup
 
 
 class ScenarioLike(Protocol):
-    """What a lever reads of a scenario (`scenario.Scenario`, which names added levers
-    and so imports this module)."""
+    """What a lever reads of a scenario (`scenario.Scenario` imports this module)."""
 
     @property
     def controller(self) -> str: ...
@@ -47,13 +41,10 @@ LEVERS: dict[str, type["AbstractLever"]] = {}
 
 
 class Facts(NamedTuple):
-    """What `odestudy tune` measured of the trained model, that a lever may read.
-
-    - `solver_steps`: the most solver steps the trained field took on a batch (None:
-      not measured, as before any tune).
-    - `max_steps`: a bound the study's records measured the trained field under
-      (`recommended.measured`); it takes the place of one from `solver_steps`.
-    """
+    """What `odestudy tune` measured of the trained model, that a lever may read: the
+    most `solver_steps` the trained field took on a batch, and a `max_steps` bound the
+    study's records measured it under (which takes the place of one from
+    `solver_steps`); None: not measured."""
 
     solver_steps: int | None = None
     max_steps: int | None = None
@@ -61,19 +52,17 @@ class Facts(NamedTuple):
 
 class AbstractLever(Registered, abc.ABC, registry=LEVERS):
     """A lever of the training step: it changes how one step computes, not the model it
-    trains. Abstract: each final subclass is one lever, registered by `name` (`LEVERS`).
+    trains; each final subclass is one lever, registered by `name` (`LEVERS`).
 
     - `name`: its name in `tune`'s table, step files and the levers benchmark.
     - `help`: one line saying what it does.
     - `controllers`: the controllers it applies to (None: all).
     - `devices`: the device kinds it applies to (None: all).
-    - `faster_on`: the device kinds where the study's records measured it faster (None:
-      every kind it applies to); the study's recommended step takes it there only.
-    - `safe`: it cannot make a step slower (the same arithmetic, less control flow, no
-      unbounded buffer); `--recommended` applies it before `tune` has measured the
-      problem. `safe_on` may narrow it per scenario.
-    - `fused_loop`: the study's recommended step takes it with the fused solve, whose
-      loop runs it, never with diffrax's.
+    - `faster_on`: the device kinds where the records measured it faster (None: every
+      kind it applies to); the recommended step takes it there only.
+    - `safe`: it cannot make a step slower; `--recommended` applies it before `tune`
+      (`safe_on` may narrow it per scenario).
+    - `fused_loop`: the recommended step takes it with the fused solve only.
     """
 
     name: ClassVar[str]
@@ -86,9 +75,8 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
 
     @abc.abstractmethod
     def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
-        """The `Scenario` fields the lever sets on `s`, with those it needs (the fused
-        solve's reverse loop for `mlp_reverse`, say); a ValueError (one line) where it
-        cannot say without a fact `facts` lacks."""
+        """The `Scenario` fields the lever sets on `s`, with those it needs; a one-line
+        ValueError where it needs a fact `facts` lacks."""
 
     def check(self, s: ScenarioLike) -> str | None:
         """Why the lever does not apply to `s`'s controller and device kind (one line),
@@ -100,9 +88,8 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
         return None
 
     def refusal(self, s: ScenarioLike, facts: Facts | None = None) -> str | None:
-        """Why the lever does not apply to `s` (one line), or None where it does: `check`,
-        then the scenario's own checks of its fields (`scenario.validate`), all before
-        anything compiles."""
+        """Why the lever does not apply to `s` (one line), or None: `check`, then the
+        scenario's own checks of its fields."""
         why = self.check(s)
         if why is not None:
             return why
@@ -117,21 +104,15 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
         return self.safe
 
     def tag(self, s: ScenarioLike, facts: Facts | None = None) -> str:
-        """Its tag in a scenario's name: the tags of the fields it sets
-        (`Scenario.step_tag`)."""
+        """Its tag in a scenario's name (`Scenario.step_tag`)."""
         fields = self.fields(s, facts or Facts())
         return _replace(s.default_step(), **fields).step_tag()
 
 
 class AbstractAddedLever(AbstractLever):
-    """A lever with no scenario field of its own: a scenario names it in `added_levers`
-    (by `name` where the package defines it, else as `module:Class`, so that a run in a
-    process of its own imports it) and its name shows `short` (`Scenario.name`). It
-    configures the step itself: XLA options of the step's executable
-    (`compiler_options`) and the model's form (`model`).
-
-    - `short`: its tag in scenario names (letters, digits, `_`).
-    """
+    """A lever with no scenario field of its own, named in `added_levers` (`spec`), its
+    tag in scenario names `short`; it configures the step's compiler options and the
+    model's form."""
 
     short: ClassVar[str]
 
@@ -156,8 +137,7 @@ class AbstractAddedLever(AbstractLever):
 
 
 def resolve_lever(spec: str) -> AbstractAddedLever:
-    """The added lever a scenario names (`AbstractAddedLever.spec`): a registered name or
-    `module:Class`; a one-line ValueError naming the valid ones otherwise."""
+    """The added lever a scenario names: a registered name or `module:Class`."""
     module, sep, attr = spec.partition(":") if isinstance(spec, str) else ("", "", "")
     if sep:
         try:

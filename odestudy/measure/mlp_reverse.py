@@ -1,11 +1,10 @@
 """The fused solve's reverse step written by hand for a vector field that is an MLP of
-the state (the `mlp_reverse` lever of the fused solve's own reverse loop, `replay.py`).
+the state (the `mlp_reverse` lever of `replay.py`).
 
-`jax.vjp` of a Tsit5 step recomputes the six stages one after another and differentiates
-each: per stage the MLP's forward pass, its input gradient and its weight gradient, then
-the weight gradients summed over the stages. On XLA's CPU runtime a step of the quick
-model is bound by its number of small kernels, not by its arithmetic. Given the step's
-stored row (its start state and its seven stage values), this reverse step instead:
+`jax.vjp` of a Tsit5 step differentiates the six stages one after another; on XLA's
+CPU runtime a step of the quick model is bound by its number of small kernels, not by
+its arithmetic. Given the step's stored start state and seven stage values, this
+reverse step instead:
 
 1. rebuilds the six stages' states from the stored stage values (elementwise: no field
    evaluation);
@@ -17,11 +16,9 @@ stored row (its start state and its seven stage values), this reverse step inste
 4. forms each layer's weight gradient as one product over the six stages' rows.
 
 It computes what `jax.vjp` does, in another order (float32 rounding differs). The field
-must be `scale * mlp([y, inputs])` row by row (`MLPRows`: within-ODE batching's
-`_BatchField` over an `AbstractMLPField`), `inputs` none or values of the time and the
-field's `args` alone (data: no gradient flows into them; the state's cotangent is the
-state's columns of the MLP's input gradient, the weight gradients take the whole input
-rows); the solve refuses any other while tracing.
+must be `scale * mlp([y, inputs])` row by row (`MLPRows`), `inputs` none or values of
+the time and `args` alone (no gradient flows into them); the solve refuses any other
+while tracing.
 """
 
 import abc
@@ -44,31 +41,23 @@ THIN = 4
 
 class AbstractMLPField(eqx.Module):
     """A vector field that is an `eqx.nn.MLP`: `dy/dt = mlp(concatenate([y, inputs(t,
-    args)]))`, the state followed by inputs of the time and the field's `args` alone
-    (`inputs`; none by default: `dy/dt = mlp(y)`), or (`groups` > 1, no inputs) the one
-    MLP applied to each of `groups` equal consecutive slices of the state, its weights
-    shared (the oscillator bank's `SharedField`). Subclass it (and call `mlp` in
-    `__call__`) to let the fused solve's reverse loop differentiate its steps by hand
-    (`mlp_reverse`).
-
-    - `mlp`: the MLP (unscanned, elementwise activations, no final activation), from the
-      state (a slice of it) and the inputs, `in_size = state + inputs`, to the state's
-      derivative, `out_size = state`; the study checks on random `(t, y, args)` that the
-      field computes it.
+    args)]))` (no inputs by default: `dy/dt = mlp(y)`), or (`groups` > 1, no inputs) the
+    one MLP applied to each of `groups` equal slices of the state. Subclass it (and call
+    `mlp` in `__call__`) to let the fused solve's reverse loop differentiate its steps
+    by hand (`mlp_reverse`); the study checks on random `(t, y, args)` that the field
+    computes its `mlp` (unscanned, elementwise activations, no final activation).
     """
 
     mlp: eqx.AbstractVar[eqx.nn.MLP]
 
     @property
     def groups(self) -> int:
-        """How many equal slices of the state the MLP moves, each on its own (1: the
-        whole state)."""
+        """How many equal slices of the state the MLP moves (1: the whole state)."""
         return 1
 
     def inputs(self, t: Any, args: Any) -> Float[Array, " inputs"]:
-        """The MLP's inputs after the state at time `t`, shape `(mlp.in_size -
-        mlp.out_size,)`: values of `t` and `args` alone, not of the state or of trained
-        arrays (no gradient flows into them). None by default (shape `(0,)`)."""
+        """The MLP's inputs after the state at time `t`: values of `t` and `args` alone
+        (no gradient flows into them); none by default."""
         del t, args
         return jnp.zeros((0,))
 
@@ -79,17 +68,14 @@ class AbstractMLPField(eqx.Module):
 
 
 def extra_inputs(mlp: eqx.nn.MLP) -> int:
-    """How many inputs the MLP of an `AbstractMLPField` reads after the state (its
-    `inputs`): `in_size - out_size`."""
+    """How many inputs an `AbstractMLPField`'s MLP reads after the state."""
     return int(mlp.in_size) - int(mlp.out_size)
 
 
 class MLPRows(NamedTuple):
-    """A batch's field as the reverse step reads it: row `b` of the state `y` (shape
-    `(batch, state)`) moves at `scale[b] * mlp([y[b], inputs(tau)[b]])`, `inputs` (None:
-    none) each row's MLP inputs after its state at the solve's time `tau`; or with
-    `groups` > 1 (no inputs) each of its `groups` equal slices at `scale[b] *
-    mlp(slice)`."""
+    """A batch's field as the reverse step reads it: row `b` of the state moves at
+    `scale[b] * mlp([y[b], inputs(tau)[b]])` (`inputs` None: none), or with `groups` > 1
+    each of its slices at `scale[b] * mlp(slice)`."""
 
     mlp: eqx.nn.MLP
     scale: Float[Array, " batch"]
@@ -98,16 +84,15 @@ class MLPRows(NamedTuple):
 
 
 def forward(mlp: eqx.nn.MLP, x: Float[Array, "rows in"]) -> Float[Array, "rows state"]:
-    """`mlp` on each row of `x` as this module computes it (matrix products over the
-    rows, no final activation): what `check` compares with the field's own output."""
+    """`mlp` on each row of `x` as this module computes it (`check` compares it with
+    the field's own output)."""
     hidden, _ = _hidden_layers(mlp, x)
     return _affine(mlp.layers[-1], hidden[-1])
 
 
 def check_mlp(mlp: eqx.nn.MLP, who: str = "mlp_reverse") -> None:
-    """Raise a one-line ValueError, its first words `who` (the lever or integrator that
-    needs it), unless `mlp` is one this module runs: depth at least 1, unscanned, vector
-    input and output, one activation without parameters."""
+    """Raise a one-line ValueError, its first words `who`, unless `mlp` is one this module
+    runs."""
     parameters = jax.tree.leaves(eqx.filter(mlp.activation, eqx.is_array))
     if mlp.depth < 1 or mlp.scan or parameters or "scalar" in (mlp.in_size, mlp.out_size):
         raise ValueError(
@@ -117,8 +102,8 @@ def check_mlp(mlp: eqx.nn.MLP, who: str = "mlp_reverse") -> None:
 
 
 def _random_args(key: Array, args: Any, rows: int) -> Any:
-    """`rows` random samples of one series' `args` (arrays or `jax.ShapeDtypeStruct`s),
-    each leaf's samples on its first axis: normal where inexact, zeros otherwise."""
+    """`rows` random samples of one series' `args` (arrays or shapes) on each leaf's
+    first axis: normal where inexact, zeros otherwise."""
     leaves, tree = jax.tree.flatten(args)
     keys = jr.split(key, max(len(leaves), 1))
     drawn = [
@@ -132,8 +117,7 @@ def _random_args(key: Array, args: Any, rows: int) -> Any:
 
 def _check_sizes(field: AbstractMLPField, args: Any, who: str) -> tuple[int, int, int]:
     """`(state, inputs, groups)` of `field`; a one-line ValueError unless its MLP maps a
-    slice of the state (and, with groups 1, its `inputs`: their shape checked on `args`)
-    to its derivative."""
+    slice of the state (and its `inputs`, checked on `args`) to its derivative."""
     mlp, groups, name = field.mlp, field.groups, type(field).__name__
     size, extra = int(mlp.out_size), extra_inputs(mlp)
     if not isinstance(groups, int) or groups < 1 or extra < 0:
@@ -167,13 +151,9 @@ def check(
     args: Any = None,
 ) -> None:
     """Raise a one-line ValueError (its first words `who`) unless `field`'s MLP is one
-    this module runs (`check_mlp`), its `inputs` match the MLP's sizes and the field's
-    output at `rows` random `(t, y, args)` (from `key`) is `forward(field.mlp, [y,
-    inputs(t, args)])` (to float32 tolerance), on each of its `groups` slices.
-
-    - `args`: one series' `args` (arrays or `jax.ShapeDtypeStruct`s: random values of
-      their shapes are drawn), or None.
-    """
+    this module runs, its `inputs` match the MLP's sizes and its output at `rows` random
+    `(t, y, args)` is `forward(field.mlp, ...)`; `args`: one series' `args` (arrays or
+    shapes), or None."""
     check_mlp(field.mlp, who)
     size, extra, groups = _check_sizes(field, args, who)
     y_key, t_key, a_key = jr.split(key, 3)
@@ -228,9 +208,8 @@ def _hidden_layers(mlp: eqx.nn.MLP, x: Array) -> tuple[list[Array], list[Array]]
 def _weight_gradients(
     mlp: eqx.nn.MLP, output_bars: list[list[Array]], hidden: list[Array]
 ) -> eqx.nn.MLP:
-    """`mlp` with its arrays replaced by their gradients: per layer, its outputs'
-    cotangents (`output_bars`, one array per stage, last stage first) against its
-    inputs (`hidden`, the stages' rows stacked in stage order), as one product."""
+    """`mlp` with its arrays replaced by their gradients: per layer, one product of its
+    outputs' cotangents (`output_bars`, last stage first) and its inputs (`hidden`)."""
     grads = []
     for layer, bars, inputs in zip(mlp.layers, output_bars, hidden, strict=True):
         g = jnp.concatenate(bars[::-1])
@@ -247,9 +226,8 @@ def _weight_gradients(
 
 
 def _stage_inputs(rows: MLPRows, bound: Array, h: Array, state: int) -> Array:
-    """The six stages' MLP inputs after their states, stacked in stage order as the
-    states are: each row's `inputs` at the stage's time (Tsit5's nodes, `tsit5.C`); a
-    one-line ValueError (while tracing) unless they are as many as the MLP takes."""
+    """The six stages' MLP inputs after their states, stacked in stage order; a one-line
+    ValueError unless they are as many as the MLP takes."""
     assert rows.inputs is not None
     extra = [rows.inputs(tsit5.stage_time(bound[0], bound[1], h, c)) for c in tsit5.C]
     want = int(rows.mlp.in_size) - state
@@ -270,18 +248,12 @@ def step_reverse(
     fs_bar: Array,
     bound: Float[Array, "2"] | None = None,
 ) -> tuple[Array, Array, eqx.nn.MLP]:
-    """The cotangents of one Tsit5 step's start state `y` and first stage `fs[0]`, and of
-    the MLP's arrays, given those of its end state (`y1_bar`) and of its seven stage
-    values (`fs_bar`).
-
-    - `h`: the step's length; `fs`: its stored stage values (`fs[0]` the FSAL stage);
-      `bound`: its start and end times (where `rows.inputs`: the stages' times).
-
-    Returns `(y_bar, f_bar, mlp_bar)`, `mlp_bar` shaped as `rows.mlp` (its arrays the
-    gradients, every other leaf as it was). With `rows.groups` > 1 each slice of a row
-    is a row of its own, at its row's scale. With `rows.inputs` each stage's MLP rows
-    are its state and its inputs at its time: the weight gradients take the whole rows,
-    the state's cotangent the state's columns.
+    """`(y_bar, f_bar, mlp_bar)`: the cotangents of one Tsit5 step's start state `y`,
+    its first stage and the MLP's arrays (`mlp_bar` shaped as `rows.mlp`), given those
+    of its end state (`y1_bar`) and seven stage values (`fs_bar`). `h`: the step's
+    length; `fs`: its stored stage values; `bound`: its start and end times (needed
+    where `rows.inputs`: the weight gradients take the whole input rows, the state's
+    cotangent the state's columns).
     """
     if rows.groups > 1:
         return _grouped_reverse(rows, h, y, fs, y1_bar, fs_bar)
@@ -316,7 +288,7 @@ def _grouped_reverse(
     rows: MLPRows, h: Array, y: Array, fs: Array, y1_bar: Array, fs_bar: Array
 ) -> tuple[Array, Array, eqx.nn.MLP]:
     """`step_reverse` for `rows.groups` > 1: each slice of a row a row of its own, at its
-    row's scale; a one-line ValueError (while tracing) where the field has inputs."""
+    row's scale."""
     if rows.inputs is not None:
         raise ValueError(
             "mlp_reverse: a field with inputs of the time or args needs groups 1, got "

@@ -44,16 +44,9 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class Solve:
-    """How the study solves the ODE: the step-size controller, the solve's structure and
-    the problem whose tolerances (and whether its field reads its time) it uses.
-
-    - `controller`: an `AbstractController`, or its name (`"pid"`, `"stepto"`: one of
-      `CONTROLLERS`), parsed at construction.
-    - `structure`: how the solve saves, differentiates and bounds its steps, and how it
-      batches (`Structure`; default diffrax's default solve, one solve per sample).
-    - `problem`: the problem (an `AbstractProblem`, or an `AbstractODEProblem` where its
-      loss is handed the solve: `BatchSolve`).
-    """
+    """How the study solves the ODE: the step-size controller (an `AbstractController`
+    or its name), the solve's `Structure`, and the problem whose tolerances (and whether
+    its field reads its time) it uses."""
 
     controller: AbstractController
     structure: Structure = DEFAULT
@@ -63,8 +56,7 @@ class Solve:
         object.__setattr__(self, "controller", parse_controller(self.controller))
 
     def for_evaluation(self) -> "Solve":
-        """The solve every evaluation uses: this controller and problem with diffrax's
-        default structure, the same definition in every mode."""
+        """This solve with diffrax's default structure, as every evaluation uses."""
         return dataclasses.replace(self, structure=DEFAULT)
 
     def as_ode(self) -> "Solve":
@@ -79,18 +71,9 @@ def solve(
     spec: Solve,
     args: Any = None,
 ) -> tuple[Float[Array, "times state"], Int[Array, ""]]:
-    """Solve one series with Tsit5 as `spec` says (by default with diffrax's default
-    adjoint, `RecursiveCheckpointAdjoint`, saving at `ts`).
-
-    - `model`: the vector field.
-    - `ts`: observation times of this series, shape `(n_times,)`.
-    - `y0`: initial state, shape `(2,)`.
-    - `spec`: the controller, the structure and the problem's tolerances (`Solve`).
-    - `args`: the field's third argument (this series' control or parameters).
-
-    Returns `(ys, num_steps)`: the states at `ts` and the solver's forward step count
-    (the structure's integrator solves it: `solvers.AbstractIntegrator`).
-    """
+    """Solve one series (times `ts`, shape `(n_times,)`) with Tsit5 as `spec` says;
+    `args`: the field's third argument. Returns `(ys, num_steps)`: the states at `ts`
+    and the solver's forward step count (`solvers.AbstractIntegrator.solve`)."""
     return spec.structure.integrator.solve(model, ts, y0, spec, args)
 
 
@@ -104,18 +87,8 @@ def solve_scan(
 ) -> tuple[Float[Array, "times state"], Int[Array, ""]]:
     """One series solved with diffrax's Tsit5 arithmetic, one step per interval of `ts`
     (what `StepTo(ts)` takes), as a `lax.scan`: no adaptive loop, no saving loop, no
-    checkpointing (reverse mode stores every step).
-
-    - `ts`, `y0`: as in `solve`; a repeated time (padding) is a step of length 0.
-    - `unroll`: `lax.scan`'s unroll.
-    - `time_dependent`: give the field each stage's time (`t + c_i h`); an autonomous
-      field is called with `t=None`.
-    - `args`: the field's third argument.
-
-    The tableau is diffrax's own (`tsit5.A_LOWER`, `tsit5.C`: first stage the same as
-    the last, the last stage's state the step's result). Returns `(ys, num_steps)` as
-    `solve` does.
-    """
+    checkpointing; a repeated time (padding) is a step of length 0. `time_dependent`:
+    give the field each stage's time (else `t=None`). Returns `(ys, num_steps)`."""
     a_lower = [jnp.asarray(row, y0.dtype) for row in tsit5.A_LOWER]
     c = tsit5.C  # stage i + 1 at time t + c[i] h
 
@@ -146,11 +119,9 @@ def solve_batch(
     spec: Solve,
     args: Any = None,
 ) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
-    """Each series of a batch solved on its own (vmap of `solve`; with
-    `spec.structure.solve="scan"` of `solve_scan`; an integrator that takes the batch
-    together, `solves_batch`, its own `solve_batch`); `args`: the field's third argument
-    per series (the batch on its first axis), or None. Returns `(ys, num_steps)` with
-    `num_steps` of shape `(batch,)`."""
+    """Each series of a batch solved on its own (vmap of `solve`, or of `solve_scan`, or
+    the integrator's own `solve_batch`); `args`: per series, or None. Returns
+    `(ys, num_steps)` with `num_steps` of shape `(batch,)`."""
     structure = spec.structure
     if structure.integrator.solves_batch:
         return structure.integrator.solve_batch(model, ts, y0, spec, args)
@@ -172,15 +143,8 @@ def batch_loss(
     ys: Float[Array, "batch times state"],
     spec: Solve,
 ) -> tuple[Float[Array, ""], Int[Array, " batch"]]:
-    """The problem's training loss (`spec.problem.loss`, an `AbstractProblem`'s; the
-    oscillator's: mean squared error) over a batch's observed points (`observed`), each
-    series solved on its own (`solve_batch`).
-
-    - `ts`: shape `(batch, n_times)`; `ys`: shape `(batch, n_times, state)`.
-    - `spec`: as in `solve`.
-
-    Returns `(loss, num_steps)` with `num_steps` of shape `(batch,)`.
-    """
+    """The training loss of `spec.problem` (an `AbstractProblem`) over a batch's
+    observed points, each series solved on its own: `(loss, num_steps)`."""
     problem = spec.problem
     assert isinstance(problem, AbstractProblem)
     pred, num_steps = solve_batch(model, ts, ys[:, 0], spec)
@@ -209,8 +173,8 @@ class _BatchField(eqx.Module):
 
     def mlp_rows(self, args: Any = None) -> MLPRows:
         """This field as `mlp_reverse` reads it, given the solve's `args`: row `i` moves
-        at `speed_i * mlp([u_i, inputs(t_i, args_i)])` (`_inputs`); a ValueError (while
-        tracing) unless the model is an `AbstractMLPField`."""
+        at `speed_i * mlp([u_i, inputs(t_i, args_i)])`; a ValueError unless the model is
+        an `AbstractMLPField`."""
         if not isinstance(self.model, AbstractMLPField):
             raise ValueError(
                 f"mlp_reverse: the vector field ({type(self.model).__name__}) is not an "
@@ -222,9 +186,8 @@ class _BatchField(eqx.Module):
         return MLPRows(mlp, self.speed, groups, functools.partial(self._inputs, args))
 
     def _inputs(self, args: Any, tau: Array) -> Array:
-        """Each row's MLP inputs after its state at the solve's time `tau`, of shape
-        `(batch, inputs)`: the model's `inputs` at the row's time and `args` as
-        `__call__` gives them to the model."""
+        """Each row's MLP inputs after its state at the solve's time `tau`, shape
+        `(batch, inputs)`."""
         inputs = cast(AbstractMLPField, self.model).inputs
         if args is None and self.start is None:
             one = inputs(tau, None)
@@ -235,8 +198,7 @@ class _BatchField(eqx.Module):
         return jax.vmap(inputs, in_axes=(0, None if args is None else 0))(times, args)
 
     def with_mlp(self, mlp: Any) -> "_BatchField":
-        """This field with its model's MLP replaced by `mlp` (the MLP's cotangent where
-        this field is its filtered arrays)."""
+        """This field with its model's MLP replaced by `mlp`."""
         return eqx.tree_at(lambda f: f.model.mlp, self, mlp)
 
 
@@ -247,21 +209,13 @@ def solve_within_ode(
     spec: Solve,
     args: Any = None,
 ) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
-    """Solve a whole batch as one ODE with one shared step size (DiffEqFlux's
-    "within-ODE" batching).
-
-    - `ts`: shape `(batch, n_times)`, each row an evenly spaced grid (the problem's
-      `uniform_grid`; `scenario.validate` refuses within-ODE batching otherwise).
-    - `y0`: shape `(batch, state)`.
-    - `spec`: as in `solve`.
-    - `args`: the field's third argument per series (the batch on its first axis), or
-      None.
+    """Solve a whole batch (`ts` of shape `(batch, n_times)`, each row evenly spaced)
+    as one ODE with one shared step size (DiffEqFlux's "within-ODE" batching).
 
     Each series is rescaled to a common time `tau = (t - t_i0) / dt_i` (its observation
     index), so `y_i(t) = u_i(tau)` with `du_i/dtau = dt_i * f(t, u_i)`: the same
-    solution, one solver loop, one step size for all. A time-dependent field is given
-    the true time `t`. Returns `(ys, num_steps)` with `num_steps` repeated per sample
-    so that it reads like the per-sample solve.
+    solution, one solver loop. A time-dependent field is given the true time `t`.
+    Returns `(ys, num_steps)` with `num_steps` repeated per sample.
     """
     speed = ts[:, 1] - ts[:, 0]
     start = ts[:, 0] if spec.problem.time_dependent else None
@@ -294,14 +248,9 @@ LOSSES: dict[str, Callable[..., Any]] = {
 
 
 class AbstractBatchSolve(abc.ABC):
-    """What a problem's loss is handed as `solve`, called as `solve(field, ts, y0,
-    args)` on a batch: it keeps the per-sample solver steps of every call (`steps`), so
-    that the study reads them whatever the loss does with the solution. Abstract: the
-    study's solve (`BatchSolve`), or a stand-in of the same shape (the compute floor's).
-
-    - `spec`: the solve (`Solve`: controller, structure, and the problem whose
-      tolerances and `time_dependent` it uses).
-    """
+    """What a problem's loss is handed as `solve(field, ts, y0, args)`: it keeps the
+    per-sample solver steps of every call (`steps`) whatever the loss does with the
+    solution. The study's solve (`BatchSolve`), or a stand-in of the same shape."""
 
     def __init__(self, spec: Solve):
         self.spec = spec
@@ -325,10 +274,7 @@ class AbstractBatchSolve(abc.ABC):
 
 
 class BatchSolve(AbstractBatchSolve):
-    """The study's configured batched solve, handed to a problem's loss as `solve`:
-    Tsit5 with the scenario's controller, tolerances (the problem's), adjoint, stages,
-    saving and batching (one solve per sample, the batch as one ODE, or a fixed-step
-    scan)."""
+    """The study's configured batched solve, handed to a problem's loss as `solve`."""
 
     def __call__(
         self,
@@ -337,15 +283,9 @@ class BatchSolve(AbstractBatchSolve):
         y0: Float[Array, "batch state"],
         args: Any = None,
     ) -> Float[Array, "batch times state"]:
-        """The states of every series at its times `ts`, from `y0`.
-
-        - `field`: the vector field, called as `field(t, y, args_i)` on one series.
-        - `ts`: shape `(batch, n_times)`; a series shorter than the grid repeats its
-          last time (padding, `problem.observed`).
-        - `y0`: initial states, shape `(batch, state)`.
-        - `args`: a pytree with the batch on the first axis of every leaf (each series'
-          control or parameters), or None.
-        """
+        """The states of every series at its times `ts` (shape `(batch, n_times)`,
+        padding repeating the last time), from `y0`; `field(t, y, args_i)` is called on
+        one series, `args` holds the batch on its leaves' first axis, or is None."""
         if jnp.ndim(ts) != 2 or jnp.ndim(y0) != 2 or ts.shape[0] != y0.shape[0]:
             raise ValueError(
                 "solve takes ts of shape (batch, n_times) and y0 of shape (batch, state), "
@@ -366,9 +306,8 @@ def problem_loss(
     spec: Solve,
     evaluate: bool = False,
 ) -> tuple[Any, Int[Array, " batch"]]:
-    """`spec.problem.loss` (an `AbstractODEProblem`'s; `eval_loss` where `evaluate`) of
-    `model` on `batch`, handed the study's solve `spec` (`BatchSolve`); returns the loss
-    value as the problem gives it (a scalar or a `Mean`) and the per-sample solver
+    """`spec.problem.loss` (`eval_loss` where `evaluate`) of `model` on `batch`, handed
+    the study's solve: the loss value as the problem gives it and the per-sample solver
     steps."""
     problem = spec.problem
     assert isinstance(problem, AbstractODEProblem)
@@ -382,9 +321,8 @@ EVAL_KEY_SEED = 0
 
 
 def evaluation(model: Any, batch: Any, spec: Solve) -> Float[Array, ""]:
-    """The evaluation loss (`eval_loss`) of `spec`'s problem (an `AbstractODEProblem`)
-    of full series, each solved with diffrax's default solve (`Solve.for_evaluation`)
-    and a fixed key: the same definition in every mode."""
+    """The evaluation loss of `spec`'s problem, solved with diffrax's default solve and
+    a fixed key: the same definition in every mode."""
     problem = spec.problem
     assert isinstance(problem, AbstractODEProblem)
     key = jax.random.PRNGKey(EVAL_KEY_SEED) if problem.needs_key else None

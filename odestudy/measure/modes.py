@@ -77,8 +77,7 @@ DEFAULT_LAYOUT = Layout()  # the study's: per-sample aux (solver steps), no key
 
 
 def check_layout(layout: Layout) -> None:
-    """A one-line ValueError naming the valid choices where `layout.aux` holds another
-    kind than `AUX_KINDS`."""
+    """A one-line ValueError where `layout.aux` holds a kind not in `AUX_KINDS`."""
     for kind in jax.tree.leaves(layout.aux):
         if kind not in AUX_KINDS:
             raise ValueError(f"unknown aux kind {kind!r}; valid choices: {', '.join(AUX_KINDS)}")
@@ -126,16 +125,10 @@ def local_update(
     axis: str | None,
     layout: Layout = DEFAULT_LAYOUT,
 ) -> Callable:
-    """The per-device training step of `loss`: `(params, opt_state, batch)` to
-    `(params, opt_state, loss_value, aux)`.
-
-    - `loss`: as `make_params_step` takes it; `static`: its second argument.
-    - `optimiser`: the optax transformation, applied inside the step.
-    - `axis`: the mapped axis name to reduce loss, gradients and scalar `aux` over, or
-      None.
-    - `layout`: what `aux` holds and whether the batch carries a key (`Layout`); a
-      keyed step gives the loss the key folded with the device's index on `axis`.
-    """
+    """The per-device training step of `loss` (as `make_params_step` takes it):
+    `(params, opt_state, batch)` to `(params, opt_state, loss_value, aux)`, reducing
+    loss, gradients and scalar `aux` over mapped `axis` (None: none). A keyed `layout`
+    gives the loss the key folded with the device's index on `axis`."""
 
     def step(params, opt_state, batch):
         extra: tuple = ()
@@ -167,8 +160,7 @@ def local_update(
 
 
 def donated(donate: bool) -> tuple[int, ...]:
-    """The step's arguments given to it to reuse (`donate_argnums`): the parameters and
-    the optimiser state where `donate`, else none."""
+    """`donate_argnums`: the parameters and optimiser state where `donate`."""
     return (0, 1) if donate else ()
 
 
@@ -178,11 +170,9 @@ MODES: dict[str, type["AbstractMode"]] = {}
 
 
 class AbstractMode(Registered, eqx.Module, registry=MODES):
-    """How a training step runs over devices. Abstract: one final subclass per mode
-    (`Single`, `Pmap`, `Shard`, `ShardMap`, `Explicit`) owns building the step, placing
-    its inputs and reading its parameters back, and the facts the study needs about it.
-    Defining the class registers it (`MODES`): the study, the report and `predict` ask
-    the class.
+    """How a training step runs over devices: one final subclass per mode builds the
+    step, places its inputs, reads its parameters back and holds the facts the study
+    needs; defining it registers it (`MODES`).
 
     - `name`: the mode's name in scenarios, records and tables.
     - `label`: how the answer's sentences name it (markdown).
@@ -192,15 +182,11 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
       sample; otherwise each device runs its own loop to its own slowest sample.
     - `multi_device`: runs on more than one device.
     - `multi_process`: runs over devices of several JAX processes (`jax.distributed`).
-    - `twin_mode`: the mode whose step the report sets this one's against at the same
-      devices, controller and batch: the same step with a solver loop per device and
-      its collectives written out (`shard`'s: `shard_map`), so that the difference is
-      what the compiler's partitioning costs (collectives inside the loops, global
-      lock-step); None (the default): none.
-    - `core`: one of the reference study's four modes. The studies whose committed
-      records cover exactly those (explain, versions, seed: the version study runs JAX
-      releases back to 0.4.34) run only core modes; the scaling matrix and the workload
-      map run every mode. False by default.
+    - `twin_mode`: the mode the report sets this one against: the same step with a
+      solver loop per device and its collectives written out (`shard`'s: `shard_map`),
+      so that the difference is what the compiler's partitioning costs; None: none.
+    - `core`: one of the reference study's four modes, which alone the explain,
+      versions and seed studies run (their committed records cover only those).
     """
 
     name: eqx.AbstractClassVar[str]
@@ -221,19 +207,15 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
         layout: Layout = DEFAULT_LAYOUT,
     ) -> tuple[Callable, Any]:
         """The jitted step over `devices` and its mesh (None for none), from
-        `local_step(axis, wrap=None)`: the per-device step reducing over mapped axis
-        `axis`, of the loss `wrap(loss)` where `wrap` (a `Wrap`) is given;
-        `donate`: the step reuses its parameters' and optimiser state's buffers;
-        `layout`: what its batch and `aux` hold (`Layout`)."""
+        `local_step(axis, wrap=None)`: the per-device step reducing over mapped `axis`,
+        of the loss `wrap(loss)` where a `Wrap` is given."""
 
     def why_not_here(self) -> str | None:
-        """Why the running JAX cannot run this mode (one line), or None: it can (the
-        default)."""
+        """Why the running JAX cannot run this mode (one line), or None."""
         return None
 
     def context(self, step: "ParallelStep") -> contextlib.AbstractContextManager:
-        """The context that calling, lowering and compiling `step` need (none by
-        default)."""
+        """The context that calling, lowering and compiling `step` need."""
         return contextlib.nullcontext()
 
     def place_state(self, step: "ParallelStep", params: Any, opt_state: Any) -> Any:
@@ -257,15 +239,13 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
         self, step: "ParallelStep", params: Any, opt_state: Any, batch: Any, key: Any
     ) -> tuple:
         """The step's arguments from parameters and optimiser state as one device holds
-        them (on the host, or replicated as `without_device_axis` gives them back), a
-        global batch and a key (None for an unkeyed step): placed as `place_state` and
-        `place_batch` place them, moving nothing that is already so placed."""
+        them (as `without_device_axis` gives them back), a global batch and a key (None:
+        unkeyed), placed as `place_state` and `place_batch` place them."""
         return (*self.place_state(step, params, opt_state), step.place_batch(batch, key))
 
     def without_device_axis(self, step: "ParallelStep", out: tuple) -> tuple:
-        """The step's outputs `(params, opt_state, loss, aux)` shaped as on one device,
-        whatever the mode: no leading device axis, per-sample `aux` along the global
-        batch. The step's own outputs by default."""
+        """The step's outputs `(params, opt_state, loss, aux)` shaped as on one device:
+        no leading device axis, per-sample `aux` along the global batch."""
         return out
 
 
@@ -355,8 +335,7 @@ class Pmap(AbstractMode):
 @functools.cache
 def _with_device_axis(mesh: Any) -> Callable:
     """The program that gives replicated values and a split batch a leading device axis
-    over `mesh`, as `pmap` takes them: each device's copy or share, one entry of the new
-    axis; nothing moves between devices."""
+    over `mesh`, as `pmap` takes them; nothing moves between devices."""
 
     def add_axis(replicated, split):
         return jax.tree.map(lambda x: x[None], (replicated, split))
@@ -367,10 +346,8 @@ def _with_device_axis(mesh: Any) -> Callable:
 @functools.cache
 def _without_device_axis(mesh: Any, specs: tuple) -> Callable:
     """The program that takes a list of `pmap` outputs (a leading device axis over
-    `mesh`) to each device's entry, placed as `specs` (one per leaf) say: `P()` for
-    values every device holds the same (each device's copy is the replicated value),
-    `P(AXIS)` for per-sample values (the devices' shares along the global batch);
-    nothing moves between devices."""
+    `mesh`) to each device's entry, placed as `specs` (one per leaf: `P()` replicated,
+    `P(AXIS)` per-sample); nothing moves between devices."""
 
     def drop_axis(leaves):
         return [x[0] for x in leaves]
@@ -379,9 +356,8 @@ def _without_device_axis(mesh: Any, specs: tuple) -> Callable:
 
 
 def sharded_jit(step: Callable, mesh: Any, donate: bool, layout: Layout) -> Callable:
-    """`jax.jit` of the global `step` over `mesh`: parameters, optimiser state, loss and
-    scalar `aux` replicated, the batch and per-sample `aux` split over `AXIS` (a keyed
-    batch's key replicated); `donate` as in `build`."""
+    """`jax.jit` of the global `step` over `mesh`: the batch and per-sample `aux` split
+    over `AXIS`, everything else replicated."""
     replicated, batched = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
     return jax.jit(
         step,
@@ -443,11 +419,10 @@ class ShardMap(AbstractMode):
 
 
 def auto_axes_loss(layout: Layout) -> Wrap:
-    """The wrap (`Wrap`) that runs a loss under `compat.auto_axes`: the compiler
-    partitions the loss (the solve) as in `shard`, and its value (a scalar or a `Mean`)
-    comes back replicated, its `aux` split over `AXIS` where per-sample and replicated
-    where scalar (`layout`). The static part of the model is closed over, never an
-    argument: it holds functions, which have no sharded type."""
+    """The `Wrap` that runs a loss under `compat.auto_axes`: the compiler partitions the
+    solve as in `shard`; the value comes back replicated, per-sample `aux` split. The
+    model's static part is closed over: it holds functions, which have no sharded
+    type."""
     out_sharding = (P(), layout.aux_specs(P(AXIS), P()))
 
     def wrap(loss: Loss) -> Loss:
@@ -466,13 +441,10 @@ def auto_axes_loss(layout: Layout) -> Wrap:
 
 
 class Explicit(AbstractMode):
-    """`jax.jit` under an Explicit mesh axis (JAX's default since 0.9): the step's
-    arrays carry their sharding in their types, so that the gradients' reduction and
-    the optimiser's update are typed, and the compiler partitions the loss, run under
-    `jax.sharding.auto_axes` (`auto_axes_loss`: diffrax's solve fails to trace under
-    Explicit axes, `compat.auto_axes`), as in `shard`: one solver loop spans all
-    devices. Needs JAX 0.7.1 or later (`compat.explicit_axes_missing`); not run over
-    several processes."""
+    """`jax.jit` under an Explicit mesh axis: the step's arrays carry their sharding in
+    their types; the loss runs under `auto_axes` (`auto_axes_loss`: diffrax's solve
+    fails to trace under Explicit axes), so one solver loop spans all devices, as in
+    `shard`. Needs JAX 0.7.1 or later."""
 
     name: ClassVar[str] = "explicit"
     label: ClassVar[str] = "`jit` with Explicit mesh axes (`explicit`)"
@@ -494,22 +466,20 @@ class Explicit(AbstractMode):
 
 
 def check_here(mode: AbstractMode) -> None:
-    """A one-line ValueError where the running JAX cannot run `mode`
-    (`AbstractMode.why_not_here`)."""
+    """A one-line ValueError where the running JAX cannot run `mode`."""
     why = mode.why_not_here()
     if why is not None:
         raise ValueError(why)
 
 
 def multi_device_modes() -> tuple[str, ...]:
-    """The registered multi-device modes' names, in the order they were defined (the
-    tables' order)."""
+    """The registered multi-device modes' names, in the tables' order."""
     return tuple(name for name, m in MODES.items() if m.multi_device)
 
 
 def modes_here(multi_device: bool = False) -> tuple[str, ...]:
-    """The registered modes the running JAX can run (`AbstractMode.why_not_here`), in the
-    tables' order; `multi_device`: only those over several devices."""
+    """The registered modes the running JAX can run, in the tables' order;
+    `multi_device`: only those over several devices."""
     return tuple(
         name
         for name, m in MODES.items()
@@ -518,8 +488,7 @@ def modes_here(multi_device: bool = False) -> tuple[str, ...]:
 
 
 def mode_facts(name: str) -> type[AbstractMode] | None:
-    """The registered mode class named `name` (`MODES`), None for a name no class has
-    (a record of a mode since removed): callers fall back to the name itself."""
+    """The registered mode class named `name`, None for a mode since removed."""
     return MODES.get(name)
 
 
@@ -533,17 +502,11 @@ def parse_mode(mode: "str | AbstractMode") -> AbstractMode:
 
 class ParallelStep(eqx.Module):
     """A data-parallel training step for one mode on a set of devices
-    (`make_params_step`).
-
-    Call it as `step(params, opt_state, batch)` on placed arguments (`place_state`,
-    `place_batch`): it returns `(params, opt_state, loss, aux)`. `compile` gives the AOT
-    executable of the same call, and `unplace` reads parameters back as one host copy.
-    Calling, lowering and compiling run in the mode's context (`AbstractMode.context`:
-    `explicit`'s mesh) and apply the equinox workaround that `shard_map` and `pmap` need
+    (`make_params_step`): `step(params, opt_state, batch)` on placed arguments returns
+    `(params, opt_state, loss, aux)`. Calling, lowering and compiling run in the mode's
+    context with the equinox workaround `shard_map` and `pmap` need
     (`compat.closure_convert_ignores_manual_sharding`); `fn`, the raw jitted function,
-    does neither. `compile` applies `compiler_options` (XLA's, as `Lowered.compile`
-    takes them: the study compiles every step it times so); a plain call compiles with
-    XLA's defaults.
+    does neither. `compile` applies `compiler_options`; a plain call XLA's defaults.
     """
 
     mode: AbstractMode = eqx.field(static=True)
@@ -562,10 +525,8 @@ class ParallelStep(eqx.Module):
         return self.mode.place_state(self, params, opt_state)
 
     def place_batch(self, batch: Any, key: Any = None) -> Any:
-        """Put a global batch (a pytree of host arrays, the batch on the first axis of
-        every leaf) on the devices, split along that axis (`pmap`: a leading device
-        axis). A keyed step (`make_params_step(keyed=True)`) takes this call's `key` too
-        (one key; each device folds in its index) and returns `(batch, key)` placed."""
+        """Put a global batch on the devices, split along its first axis; a keyed step
+        takes this call's `key` too and returns `(batch, key)` placed."""
         if self.layout.keyed != (key is not None):
             raise ValueError(
                 "a keyed step takes place_batch(batch, key); an unkeyed one takes no key"
@@ -574,7 +535,7 @@ class ParallelStep(eqx.Module):
         return (placed, self.mode.place_key(self, key)) if self.layout.keyed else placed
 
     def __call__(self, params, opt_state, batch):
-        """One training step on placed arguments (waited for on several CPU devices,
+        """One training step on placed arguments (waited for where
         `compat.collectives_need_sync`)."""
         with self.mode.context(self), closure_convert_ignores_manual_sharding():
             out = self.fn(params, opt_state, batch)
@@ -586,8 +547,7 @@ class ParallelStep(eqx.Module):
             return self.fn.lower(params, opt_state, batch)
 
     def compile(self, params, opt_state, batch):
-        """AOT-lower and compile the step for these (placed) arguments, with
-        `compiler_options`."""
+        """AOT-lower and compile the step with `compiler_options`."""
         return self.lower(params, opt_state, batch).compile(self.compiler_options)
 
     def unplace(self, params):
@@ -595,13 +555,11 @@ class ParallelStep(eqx.Module):
         return self.mode.unplace(self, params)
 
     def place_args(self, params, opt_state, batch, key=None) -> tuple:
-        """The step's arguments, placed (`AbstractMode.place_args`): parameters and
-        optimiser state as one device holds them, a global batch, this call's key."""
+        """The step's arguments, placed (`AbstractMode.place_args`)."""
         return self.mode.place_args(self, params, opt_state, batch, key)
 
     def without_device_axis(self, out: tuple) -> tuple:
-        """The step's outputs shaped as on one device
-        (`AbstractMode.without_device_axis`)."""
+        """The step's outputs shaped as on one device."""
         return self.mode.without_device_axis(self, out)
 
     def per_sample(self, values: Int[Array, "..."]) -> Int[np.ndarray, "devices local"]:
@@ -610,10 +568,8 @@ class ParallelStep(eqx.Module):
 
 
 def to_host(x, replicated: bool = False) -> np.ndarray:
-    """A host copy of `x`, also when it spans devices of other processes.
-
-    - `replicated`: `x` holds the same value on every device; read a local copy.
-    """
+    """A host copy of `x`, also when it spans devices of other processes
+    (`replicated`: the same on every device; read a local copy)."""
     if not isinstance(x, jax.Array) or x.is_fully_addressable:
         return np.asarray(x)
     if replicated:

@@ -1,16 +1,10 @@
 """What a scenario trains: the problem (data, model, losses, optimiser, schedule).
 
-A problem is a type, as diffrax's solvers are. `AbstractODEProblem` is any neural ODE:
-the problem owns its model (any equinox module: an encoder, a field and a decoder), its
-batch (any pytree split on its first axis) and its loss, and the study owns the solve,
-which it hands to the loss (`model.BatchSolve`). `AbstractProblem` is the shorter form
-for the family whose ODE state is the observed series itself (a field, data as a
-`Dataset`, a loss of solved against observed series); the study runs it through
-`SeriesProblem`, an `AbstractODEProblem`. `Oscillator` (the reference's toy set, the
-default) is one final implementation. A user brings their own by subclassing either type
-in any importable module and naming it as `module:object`
-(`odestudy run --problem own_problem:PROBLEM`), or by registering an object
-(`register_problem`).
+`AbstractODEProblem` is any neural ODE: the problem owns its model, its batch and its
+loss, and the study owns the solve, which it hands to the loss (`model.BatchSolve`).
+`AbstractProblem` is the shorter form whose ODE state is the observed series itself;
+the study runs it through `SeriesProblem`. A user subclasses either in an importable
+module and names it `module:object`, or registers an object (`register_problem`).
 """
 
 import abc
@@ -70,30 +64,25 @@ class SharedField(AbstractMLPField):
 
 
 def observed(ts: Float[Array | np.ndarray, "batch times"]) -> Float[Array, "batch times"]:
-    """Which points of each series are observations, not padding: the first, and every
-    later one whose time exceeds the one before (the padding rule: a series shorter than
-    the batch's grid repeats its last time and value). Shape `(batch, n_times)`, float
-    0/1; works on host and traced arrays."""
+    """Which points of each series are observations, not padding (the padding rule: a
+    series shorter than the grid repeats its last time and value), as float 0/1 of
+    shape `(batch, n_times)`; on host and traced arrays."""
     xp = jnp if isinstance(ts, jax.Array) else np
     later = ts[:, 1:] > ts[:, :-1]
     return xp.concatenate([xp.ones_like(later[:, :1]), later], axis=1).astype(ts.dtype)
 
 
 def select_series(data: Any, idx: np.ndarray) -> Any:
-    """The series at indices `idx` of `data` (any pytree with the series on the first
-    axis of every leaf; a `Dataset` stays one), in that order."""
+    """The series at indices `idx` of `data` (the series on every leaf's first axis)."""
     return jax.tree.map(lambda x: x[idx], data)
 
 
 class AbstractProblemFacts(eqx.Module):
-    """The facts every problem declares, once (`AbstractODEProblem`, `AbstractProblem`),
-    and the training choices both forms share (`optimiser`, `schedule`).
-
-    Class attributes (facts about the problem, read before anything compiles):
+    """The facts every problem declares (class attributes, read before anything
+    compiles) and the training choices both problem forms share.
 
     - `name`: a short name for tables and records.
-    - `time_dependent`: the vector field reads its time argument `t`. The study's solves
-      then give it the true time in every stage; a solve that cannot is refused.
+    - `time_dependent`: the vector field reads its time argument `t`.
     - `uniform_grid`: every series is observed on an evenly spaced grid (within-ODE
       batching rescales time by the grid's step and needs it).
     - `trained_loss`: the evaluation loss at or below which a model counts as trained;
@@ -116,17 +105,14 @@ class AbstractProblemFacts(eqx.Module):
 
     def schedule(self, scale: str) -> dict[str, Any]:
         """The problem's own training at `scale`, as `Scenario` fields that replace the
-        scale's (`steps_per_stage`, `learning_rate`, `length_fractions`, `batch`,
-        `dataset_size`, `eval_size`, `warmup_steps`, `optimiser_state`); default: none."""
+        scale's (`steps_per_stage`, `learning_rate`, ...); default: none."""
         del scale
         return {}
 
 
 class AbstractODEProblem(AbstractProblemFacts):
-    """Any neural-ODE training problem: the problem owns its model, its batch and its
-    loss; the study owns the solve. Subclass it (an `eqx.Module`) and implement the
-    abstract methods; `docs/own_model.md` says what each part means. Its facts are
-    `AbstractProblemFacts`'s, and:
+    """Any neural-ODE training problem: it owns its model, batch and loss; the study
+    owns the solve (`docs/own_model.md`). Its facts are `AbstractProblemFacts`'s, and:
 
     - `needs_key`: the loss draws random numbers from its `key` (one per step and
       device); False: it is given `key=None` and the step carries no key.
@@ -154,18 +140,11 @@ class AbstractODEProblem(AbstractProblemFacts):
 
     @abc.abstractmethod
     def loss(self, model: Any, batch: Any, key: jax.Array | None, solve: Any) -> Any:
-        """The training loss of `model` on `batch` (a pytree as `make_data` gives, cut to
-        a batch): a scalar mean, or a `Mean(total, count)` that reduces exactly over
-        devices.
-
-        - `key`: a random key for this step and device (None unless `needs_key`).
-        - `solve`: the study's configured batched solve (`model.BatchSolve`), called as
-          `solve(field, ts, y0, args=None)` with `ts` of shape `(batch, n_times)`, `y0`
-          of shape `(batch, state)` and `args` a pytree with the batch on its first axis
-          (or None); it returns the states at `ts`, shape `(batch, n_times, state)`, and
-          the field is called as `field(t, y, args_i)` on one series. Call it on the
-          whole batch (not inside your own `vmap`): the study reads its solver steps.
-        """
+        """The training loss of `model` on `batch`: a scalar mean, or a `Mean(total,
+        count)` that reduces exactly over devices. `key`: this step's and device's (None
+        unless `needs_key`). `solve`: the study's batched solve (`model.BatchSolve`),
+        called on the whole batch (not inside your own `vmap`: the study reads its
+        solver steps)."""
 
     def eval_loss(self, model: Any, batch: Any, key: jax.Array | None, solve: Any) -> Any:
         """The evaluation loss (compared with `trained_loss`), on full series with
@@ -179,9 +158,8 @@ class AbstractODEProblem(AbstractProblemFacts):
 
     def truncate(self, data: Any, length: int, total: int) -> Any:
         """The first `length` observations of every series, padded to `total` points by
-        repeating the last kept one (the padding rule; `total == length`: no padding),
-        for the study's length stages. Default: every leaf with the series' `n_times`
-        points on its second axis is cut so; other leaves are kept."""
+        repeating the last kept one, for the study's length stages. Default: every leaf
+        with `n_times` points on its second axis is cut so; other leaves are kept."""
         n_times = np.shape(self.times(data))[1]
         if not 1 <= length <= total <= n_times:
             raise ValueError(f"need 1 <= length <= total <= {n_times}, got {length}, {total}")
@@ -198,24 +176,16 @@ class AbstractODEProblem(AbstractProblemFacts):
 
 
 class AbstractProblem(AbstractProblemFacts):
-    """A neural-ODE training problem whose ODE state is the observed series itself: the
-    field, data as a `Dataset`, and a loss of solved against observed series. Subclass
-    it (an `eqx.Module`) and implement the abstract methods; the study runs it as an
-    `AbstractODEProblem` (`SeriesProblem`: every solve starts from `ys[:, 0]`, with
-    `args=None`). For any other neural ODE (a latent or controlled one), subclass
-    `AbstractODEProblem`. Its facts are `AbstractProblemFacts`'s.
-    """
+    """A neural-ODE training problem whose ODE state is the observed series itself: a
+    field, data as a `Dataset`, and a loss of solved against observed series, run as
+    `SeriesProblem` (every solve from `ys[:, 0]`, `args=None`)."""
 
     @abc.abstractmethod
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
-        """`size` series as a `Dataset`: `ts` of shape `(size, n_times)` (increasing in
-        each row, apart from padding that repeats the last time and value), `ys` of
-        shape `(size, n_times, state)` with `ys[:, 0]` the initial states, `time_scale`
-        of shape `(size,)` (each series' horizon relative to a reference, 1.0 where all
-        share one: a fact of the data that the study carries but does not read). The
-        same key
-        must give the same data. `spread`: the complexity knob (only where
-        `has_spread`; the study passes 0 otherwise)."""
+        """`size` series as a `Dataset` (`ts` `(size, n_times)`, `ys`
+        `(size, n_times, state)`, `time_scale` `(size,)`, carried but not read); the
+        same key must give the same data. `spread`: the complexity knob (0 unless
+        `has_spread`)."""
 
     @abc.abstractmethod
     def make_field(self, key: jax.Array, width: int) -> eqx.Module:
@@ -229,10 +199,9 @@ class AbstractProblem(AbstractProblemFacts):
         ys: Float[Array, "batch times state"],
         mask: Float[Array, "batch times 1"] | None,
     ) -> Float[Array, ""]:
-        """The training loss of solved series `pred` against observations `ys`; `mask`
-        is 1 where a point is observed and 0 where it pads a shorter series, or None
-        where every point is observed. Default: the mean squared error over observed
-        points."""
+        """The training loss of solved series `pred` against observations `ys` (`mask`:
+        1 where observed, 0 where padding, or None); default: the mean squared error
+        over observed points."""
         if mask is None:
             return jnp.mean((pred - ys) ** 2)
         return jnp.sum(mask * (pred - ys) ** 2) / (jnp.sum(mask) * ys.shape[-1])
@@ -268,14 +237,10 @@ class Oscillator(AbstractProblem):
 
 
 class OscillatorBank(AbstractProblem):
-    """`COPIES` independent oscillators of the reference's kind side by side in one state
-    (dimension 16): series `i` stacks series `COPIES * i ... COPIES * i + COPIES - 1` of
-    the oscillator's data, all on the same grid, learned by one MLP shared by the copies
-    (`SharedField`): a solver step evaluates it `COPIES` times, and the adaptive step
-    size is chosen on all 16 components. The study's workload with a larger state
-    (`study.workloads`); its loss is per component, on the oscillator's scale. (One
-    16 -> 64 -> 64 -> 16 MLP did not train in the quick scale's 200 steps: evaluation
-    loss 0.28.)"""
+    """`COPIES` independent oscillators side by side in one state (dimension 16), on one
+    grid, learned by one MLP shared by the copies (`SharedField`): the study's workload
+    with a larger state. (One 16 -> 64 -> 64 -> 16 MLP did not train in the quick
+    scale's 200 steps: evaluation loss 0.28.)"""
 
     name: ClassVar[str] = "oscillator_bank"
     time_dependent: ClassVar[bool] = False
@@ -297,9 +262,8 @@ class OscillatorBank(AbstractProblem):
 
 @dataclasses.dataclass(frozen=True)
 class GivenFacts:
-    """A problem's facts without a problem class: what the study's solve reads of a
-    problem (`AbstractProblemFacts`: whether its field reads `t`, whether its grids are evenly
-    spaced, the PID tolerances), for a loss written without one (`Step.solve`)."""
+    """The facts the study's solve reads of a problem, for a loss written without a
+    problem class (`Step.solve`)."""
 
     time_dependent: bool
     uniform_grid: bool
@@ -309,22 +273,15 @@ class GivenFacts:
 
 
 def read_through(name: str, source: str = "problem") -> Any:
-    """A fact an adapter reads through, as a property: its attribute `source`'s `name`
-    (`SeriesProblem.problem`'s, an `AbstractProblemFacts`; `plain.LossProblem.facts`'s, a
-    `GivenFacts`)."""
+    """A property reading fact `name` through the adapter's attribute `source`."""
     return property(lambda self: getattr(getattr(self, source), name))
 
 
 class SeriesProblem(AbstractODEProblem):
-    """An `AbstractProblem` (the ODE's state is the observed series) as the study runs
-    it: the data is its `Dataset`, a batch is `(ts, ys)`, and the loss solves the field
-    from `ys[:, 0]` with `args=None` and applies the problem's `loss(pred, ys, mask)`.
-
-    - `problem`: the series problem; its facts are this problem's.
-    - `weighted`: return the loss as a `Mean` weighted by the observed points (set by
-      `for_data` where series hold different numbers of them), so that the mean over
-      devices is the global mean; the problem's loss must then be a mean over its
-      observed points. Otherwise a scalar, as the study has always trained it.
+    """An `AbstractProblem` as the study runs it: a batch is `(ts, ys)`, and the loss
+    solves the field from `ys[:, 0]` and applies the problem's `loss(pred, ys, mask)`.
+    `weighted`: return it as a `Mean` weighted by the observed points (`for_data`), so
+    that the mean over devices is the global mean; else a scalar.
     """
 
     problem: AbstractProblem
@@ -461,11 +418,9 @@ def check_problem_type(spec: str, problem: Any) -> AnyProblem:
 
 
 def register_problem(problem: AnyProblem) -> str:
-    """Make `problem` (an object, from a notebook for example) known to this process by
-    its `name`, so that scenarios and `predict` run it as `problem=name`; returns the
-    name. Registering a name again replaces its problem (as a notebook cell run again
-    does); a shipped name is refused (ValueError). Other processes (the matrix's
-    kernels, SLURM jobs) cannot make it: they need a `module:object` to import."""
+    """Make `problem` known to this process by its `name` (returned), so that scenarios
+    run it as `problem=name`; registering a name again replaces its problem, a shipped
+    name is refused. Other processes need a `module:object` to import."""
     problem = check_problem_type(repr(problem), _instantiate(repr(problem), problem))
     name = problem.name
     if (name in _SHIPPED and PROBLEMS[name] is not problem) or name in LAZY_PROBLEMS:
@@ -477,9 +432,8 @@ def register_problem(problem: AnyProblem) -> str:
 
 def problem_spec(problem: "str | AnyProblem") -> str:
     """How scenarios name `problem`: a string as it is; an object by its shipped or
-    registered name where it is that problem, else as `module:Class` where its class is
-    importable (not defined in `__main__`) and made with no arguments gives it back;
-    else it is registered (`register_problem`) and runs in this process only."""
+    registered name, else `module:Class` where that makes it again, else it is
+    registered (this process only)."""
     if isinstance(problem, str):
         return problem
     problem = check_problem_type(repr(problem), problem)
@@ -499,18 +453,15 @@ def problem_spec(problem: "str | AnyProblem") -> str:
 
 
 def in_this_process_only(spec: str) -> bool:
-    """Whether problem `spec` is known to this process only (registered, neither shipped
-    nor `module:object`): other processes (the matrix's kernels, SLURM jobs) cannot
-    make it."""
+    """Whether problem `spec` is known to this process only (registered)."""
     return spec in PROBLEMS and spec not in _SHIPPED
 
 
 @functools.cache
 def resolve_problem(spec: str) -> AnyProblem:
-    """The problem named by `spec`: a shipped or registered problem's name (`PROBLEMS`,
-    `LAZY_PROBLEMS`), or `module:object` where `object` is a problem instance or
-    subclass (made with no arguments) in an importable module. A one-line ValueError
-    saying why otherwise."""
+    """The problem named by `spec`: a shipped or registered name, or `module:object` (a
+    problem instance, or a class made with no arguments); a one-line ValueError
+    otherwise."""
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"problem must be a name or module:object, got {spec!r}")
     if spec in PROBLEMS:
@@ -548,9 +499,8 @@ def problem_facts(problem: AnyProblem) -> dict[str, Any]:
 
 
 def check_uniform_grids(problem: AnyProblem, ts: np.ndarray) -> None:
-    """Raise ValueError if `problem` claims evenly spaced grids (`uniform_grid`) and a
-    row of `ts` (shape `(n, n_times)`) is not one: within-ODE batching would train on
-    wrong times without an error."""
+    """Raise ValueError if `problem` claims `uniform_grid` and a row of `ts` is not
+    evenly spaced: within-ODE batching would train on wrong times silently."""
     steps = np.diff(np.asarray(ts, dtype=np.float64), axis=1)
     uneven = ~np.isclose(steps, steps[:, :1], rtol=1e-4, atol=1e-6).all(axis=1)
     if uneven.any():
@@ -562,6 +512,6 @@ def check_uniform_grids(problem: AnyProblem, ts: np.ndarray) -> None:
 
 
 def stage_lengths(n_times: int, fractions: Sequence[float]) -> list[int]:
-    """Observations per series in each length stage: `fraction` of the series' `n_times`
-    points, at least 2. The one place stage lengths are computed."""
+    """Observations per series in each length stage: `fraction` of `n_times`, at least
+    2."""
     return [max(2, int(n_times * fraction)) for fraction in fractions]

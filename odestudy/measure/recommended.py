@@ -1,22 +1,14 @@
 """The study's recommended step, a rule over levers (`lever.AbstractLever`): the
-levers of the study's step on every problem (`STUDY_LEVERS`, each where it applies:
-within-ODE batching on evenly spaced grids, the solution from its dense output under PID
-or saved at StepTo's steps, a checkpoint per solver step, the PID solve bounded, Tsit5's
-stages as straight-line code), and the levers the study's records measured faster on a
-shipped problem (`data/measured_steps.json`: the fused solve, faster activations, the
-reverse steps by hand and 512-bit vectors on the oscillator), each on the device kinds
-where it was measured faster (`AbstractLever.faster_on`). The fused solve, where it
-runs the step, keeps its structure (batching, bound) and drops diffrax's saving and
-stages (it saves at the observation times and runs the stages itself), its reverse mode
-the controller's (`AbstractController.fused_adjoint`). The study's records of the
-recommended step were made by this rule (the step table, `figures/tables/step.md`, and
-the workload map's, `figures/tables/workloads.md`, show them with their speedups,
-intervals and final losses).
+levers of the study's step on every problem (`STUDY_LEVERS`, each where it applies),
+and the levers the study's records measured faster on a shipped problem
+(`data/measured_steps.json`), each on the device kinds where it was measured faster.
+The fused solve, where it runs the step, drops diffrax's saving and stages and takes the
+controller's reverse mode (`AbstractController.fused_adjoint`). The study's records of
+the recommended step were made by this rule.
 
 A problem the study did not measure gets no per-problem lever and no bound from it:
-`odestudy tune` measures what is faster for it (`study.steps`), and `--recommended`
-runs that step, or before any tune only the levers that cannot slow a step down
-(`safe_levers`).
+`odestudy tune` measures what is faster for it, and before any tune `--recommended`
+applies only the levers that cannot slow a step down (`safe_levers`).
 
 Each trains to a final loss within the default's run-to-run spread over training seeds
 (`benchmarks/loss_spread.py`). A PID solve that needs more than `max_steps` steps fails
@@ -54,10 +46,9 @@ def _measured() -> dict[str, Any]:
 
 
 def measured(s: Scenario) -> tuple[Facts, list[AbstractLever]]:
-    """What the study's records measured of `s`'s problem (`data/measured_steps.json`):
-    the bound its trained field stays under, as a fact, and the levers measured faster
-    under `s`'s controller on `s`'s device kind (`AbstractLever.faster_on`); nothing
-    for a problem the study did not measure."""
+    """What the study's records measured of `s`'s problem: the bound its trained field
+    stays under, and the levers measured faster under `s`'s controller on `s`'s device
+    kind; nothing for a problem the study did not measure."""
     entry = _measured().get(s.problem)
     if entry is None:
         return Facts(), []
@@ -94,9 +85,8 @@ def study_controllers() -> dict[str, dict[str, Any]]:
 
 
 def controller_levers(controller: str) -> dict[str, Any]:
-    """The study's levers for `controller` on a problem with evenly spaced grids and a
-    measured bound (the oscillator's), as scenario fields; a ValueError for a controller
-    none applies to (one defined outside the package, say)."""
+    """The study's levers for `controller` on the oscillator, as scenario fields; a
+    ValueError for a controller none applies to."""
     try:
         s = Scenario(scale="smoke", controller=controller)
     except ValueError as exc:
@@ -113,8 +103,7 @@ def _study_fields(s: Scenario, facts: Facts) -> dict[str, Any]:
 
 def diffrax_levers(s: Scenario) -> dict[str, Any]:
     """The study's levers for `s` run by diffrax's loop: `STUDY_LEVERS` where each applies
-    (with the measured bound, `measured`; without one, no lever that needs it), and the
-    problem's measured levers that diffrax's loop runs (faster activations)."""
+    (with the measured bound), and the problem's measured levers diffrax's loop runs."""
     facts, levers = measured(s)
     if not s.stepsize_controller.adaptive and not s.stepsize_controller.on_grid:
         raise ValueError(f"no recommended step for controller {s.controller!r}")
@@ -124,10 +113,8 @@ def diffrax_levers(s: Scenario) -> dict[str, Any]:
 
 
 def fused_levers(levers: dict[str, Any], controller: AbstractController) -> dict[str, Any]:
-    """`levers` run by the fused solve: its integrator with `controller`'s reverse mode
-    (`AbstractController.fused_adjoint`), and diffrax's saving and stages back to their
-    defaults (the fused loop saves at the observation times and runs the stages as
-    straight-line code itself)."""
+    """`levers` run by the fused solve with `controller`'s reverse mode, diffrax's saving
+    and stages back to their defaults (the fused loop does both itself)."""
     if controller.fused_adjoint is None:
         raise ValueError(f"the fused solve does not run controller {controller.name!r}")
     out = {k: v for k, v in levers.items() if k not in ("saveat", "stages")}
@@ -135,9 +122,8 @@ def fused_levers(levers: dict[str, Any], controller: AbstractController) -> dict
 
 
 def recommended_fused_levers(s: Scenario) -> dict[str, Any]:
-    """`s`'s recommended step run by the fused solve: `diffrax_levers` run by it
-    (`fused_levers`), with the problem's measured levers the fused loop brings (its
-    reverse steps by hand, 512-bit vectors) where they apply (`measured`)."""
+    """`s`'s recommended step run by the fused solve, with the problem's measured levers
+    the fused loop brings where they apply."""
     facts, levers = measured(s)
     out = fused_levers(diffrax_levers(s), s.stepsize_controller)
     for lever in levers:
@@ -150,8 +136,7 @@ def recommended_fused_levers(s: Scenario) -> dict[str, Any]:
 
 def recommended_levers(s: Scenario) -> dict[str, Any]:
     """The recommended step's levers for `s`: `diffrax_levers`, run by the fused solve
-    (`recommended_fused_levers`) where the study measured it faster on the problem
-    (`measured`) and the fused loop runs its controller."""
+    where the study measured it faster on the problem and it runs the controller."""
     fused = any(isinstance(lever, FusedSolve) for lever in measured(s)[1])
     if fused and s.stepsize_controller.fused:
         return recommended_fused_levers(s)
@@ -165,9 +150,8 @@ def recommended(s: Scenario) -> Scenario:
 
 
 def safe_levers(s: Scenario) -> tuple[list[str], dict[str, Any]]:
-    """The registered levers that cannot slow `s`'s step down (`AbstractLever.safe_on`)
-    and apply to it, by name, and the scenario fields they set together: what
-    `--recommended` applies before `odestudy tune` has measured the problem."""
+    """The registered levers that cannot slow `s`'s step down and apply to it, by name,
+    and the fields they set together: what `--recommended` applies before any tune."""
     chosen = [lever for lever in (cls() for cls in LEVERS.values()) if lever.safe_on(s)]
     chosen = [lever for lever in chosen if lever.refusal(s) is None]
     return [lever.name for lever in chosen], combine(s, chosen)

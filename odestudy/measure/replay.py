@@ -83,8 +83,10 @@ def _holding(ts: Array, bounds: Array, accepted: Array) -> Array:
     return jnp.minimum(rows, bounds.shape[0] - 1)
 
 
-def _pid_forward(vjp_arg, ts, rtol, atol, max_steps):
-    """The PID solve, its checkpoints kept: `((ys, steps), residuals)`."""
+def _pid_forward(vjp_arg, ts, rtol, atol, max_steps, by_hand=False):
+    """The PID solve, its checkpoints kept: `((ys, steps), residuals)` (`by_hand` is
+    the backward pass's)."""
+    del by_hand
     field, y0, args = vjp_arg
     t0, t1 = ts[0], ts[-1]
     pid = PIDSteps.start(field, t0, t1, ts[1] - t0, y0, args, rtol, atol)
@@ -120,15 +122,25 @@ def _pid_forward(vjp_arg, ts, rtol, atol, max_steps):
     return (jnp.where(reached, ys, jnp.nan), steps), (accepted, bounds, rows, held, reached)
 
 
-@eqx.filter_custom_vjp
-def _pid(vjp_arg, ts, rtol, atol, max_steps, by_hand):
-    out, _ = _pid_forward(vjp_arg, ts, rtol, atol, max_steps)
-    return out
+def with_residuals(forward: Callable, check: Callable | None = None) -> Any:
+    """`eqx.filter_custom_vjp` of `forward(vjp_arg, *rest) -> (out, residuals)`: the
+    primal is `out`, the forward pass keeps the residuals (after `check(perturbed)`);
+    the caller defines the backward pass (`def_bwd`)."""
+
+    @eqx.filter_custom_vjp
+    def solve(vjp_arg, *rest):
+        return forward(vjp_arg, *rest)[0]
+
+    def solve_fwd(perturbed, vjp_arg, *rest):
+        if check is not None:
+            check(perturbed)
+        return forward(vjp_arg, *rest)
+
+    solve.def_fwd(solve_fwd)
+    return solve
 
 
-@_pid.def_fwd
-def _pid_fwd(perturbed, vjp_arg, ts, rtol, atol, max_steps, by_hand):
-    return _pid_forward(vjp_arg, ts, rtol, atol, max_steps)
+_pid = with_residuals(_pid_forward)
 
 
 def _by_jax(static, diff):
@@ -143,10 +155,9 @@ def _by_jax(static, diff):
 
 
 def _by_hand(static, diff):
-    """One accepted step's reverse by `mlp_reverse.step_reverse` from its row: for a
-    field that says how its MLP moves its rows given the solve's `args` (`mlp_rows`,
-    within-ODE batching's) and whose differentiated arrays are its MLP's alone (not its
-    `args`: data to the MLP's inputs); a ValueError while tracing otherwise."""
+    """One accepted step's reverse by `mlp_reverse.step_reverse` from its row, for a
+    within-ODE batch's MLP field whose differentiated arrays are its MLP's alone; a
+    ValueError while tracing otherwise."""
     field = eqx.combine(diff[0], static[0])
     mlp_rows = getattr(field, "mlp_rows", None)
     if mlp_rows is None:
@@ -175,11 +186,9 @@ def _by_hand(static, diff):
 
 
 def _replay(static, diff, bounds, rows, bars, count, y_bar, f_bar, by_hand=False):
-    """The accepted steps `count - 1` down to 0 replayed: each step's reverse from its
-    row (`_by_jax`, or with `by_hand` `_by_hand`), given the cotangents of its end state
-    (`y_bar` plus the interpolation's), of its last stage (`f_bar`) and of its stages
-    (`bars`). Returns the cotangents of the first step's start state and stage and of
-    `diff`."""
+    """The accepted steps `count - 1` down to 0 replayed (`_by_jax` or `_by_hand`),
+    given the cotangents of the end state, last stage and stages (`bars`): the
+    cotangents of the first step's start state and stage and of `diff`."""
     reverse = (_by_hand if by_hand else _by_jax)(static, diff)
 
     def body(c):
@@ -232,9 +241,8 @@ def solve_pid(
     max_steps: int,
     by_hand: bool = False,
 ) -> tuple[Array, Int[Array, ""]]:
-    """`fused.solve_pid` (arguments and result as there) with its own reverse loop over
-    the accepted steps (the module's text); `by_hand`: each step's reverse by
-    `mlp_reverse.step_reverse`."""
+    """`fused.solve_pid` with its own reverse loop over the accepted steps; `by_hand`:
+    each step's reverse by `mlp_reverse.step_reverse`."""
     return _pid((field, y0, args), ts, rtol, atol, max_steps, by_hand)
 
 
@@ -247,9 +255,8 @@ def accepted_pid(
     atol: float,
     max_steps: int,
 ) -> tuple[Array, Int[Array, ""]]:
-    """`solve_pid`'s forward loop alone (arguments as there), counting the steps its
-    reverse loop replays: `(ys, accepted)`, the accepted steps in place of the steps
-    taken. Differentiating it is not its use (the floor counts with it, untimed)."""
+    """`solve_pid`'s forward loop alone: `(ys, accepted)`, the steps its reverse loop
+    replays in place of the steps taken (the floor's count, untimed)."""
     (ys, _), (accepted, *_) = _pid_forward((field, y0, args), ts, rtol, atol, max_steps)
     return ys, accepted
 
@@ -271,15 +278,7 @@ def _stepto_forward(vjp_arg, ts):
     return (ys, jnp.asarray(ts.shape[0] - 1)), (bounds, ys[:-1], stages)
 
 
-@eqx.filter_custom_vjp
-def _stepto(vjp_arg, ts):
-    out, _ = _stepto_forward(vjp_arg, ts)
-    return out
-
-
-@_stepto.def_fwd
-def _stepto_fwd(perturbed, vjp_arg, ts):
-    return _stepto_forward(vjp_arg, ts)
+_stepto = with_residuals(_stepto_forward)
 
 
 @_stepto.def_bwd
@@ -308,6 +307,5 @@ def _stepto_bwd(residuals, grad_obj, perturbed, vjp_arg, ts):
 def solve_stepto(
     field: Callable[..., Any], ts: Float[Array, " times"], y0: Array, args: Any
 ) -> tuple[Array, Int[Array, ""]]:
-    """`fused.solve_stepto` (arguments and result as there) with its own reverse scan
-    replaying each step from its start (the module's text)."""
+    """`fused.solve_stepto` with its own reverse scan replaying each step."""
     return _stepto((field, y0, args), ts)

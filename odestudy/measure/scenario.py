@@ -99,14 +99,12 @@ HETEROGENEOUS_NOTE = (
 
 def scale_defaults(scale: str, problem: AnyProblem) -> dict[str, Any]:
     """The sizes and training a scenario of `problem` at `scale` takes where its fields
-    are left None: the scale's (`SCALES`), replaced by the problem's own schedule
-    (`AbstractProblem.schedule`)."""
+    are left None: the scale's, replaced by the problem's own `schedule`."""
     return {**SCALES[scale], **problem.schedule(scale)}
 
 
 def heterogeneous_training(scale: str) -> dict[str, Any]:
-    """The fields that train heterogeneous data at `scale` (`HETEROGENEOUS_TRAINING`;
-    none where the scale's own training is used)."""
+    """The fields that train heterogeneous data at `scale` (`HETEROGENEOUS_TRAINING`)."""
     return dict(HETEROGENEOUS_TRAINING.get(scale, {}))
 
 
@@ -132,22 +130,18 @@ def _field(
 
     - `default`: the default value (None: the scale's, from `SCALES`).
     - `help`: one line for the command line and the notebook.
-    - `role`: `"identity"` (device, devices, mode, controller, scaling, scale: the first
-      part of every name), `"size"` (named where it differs from its default, but not a
-      lever of the configuration) or `"config"` (named where it differs from its
-      default, and part of the default configuration that tables compare against).
+    - `role`: `"identity"` (the first part of every name), `"size"` (named where not
+      default, not part of the configuration) or `"config"` (named where not default,
+      part of the default configuration that tables compare against).
     - `tag`: the prefix of the field's part of `Scenario.name()` (`"b"` gives `b64`).
-    - `choices`: the valid values, checked at construction: a tuple, or a registry (a
-      dict by name, such as `MODES`) asked at every check, so that a class defined
-      after this module (in a test, say) is a valid choice.
+    - `choices`: the valid values: a tuple, or a registry asked at every check (so that
+      a class defined later is a valid choice).
     - `option`: the command-line option, where it is not `--<field-with-dashes>`.
-    - `keyed_at_default`: `Scenario.key()` hashes the field also at its default. True
-      for the fields records were first keyed by; a field added later is hashed only
-      where it differs from its default, so that adding it leaves every record its
-      scenario's.
-    - `lever`: a lever of the training step (`Scenario.levers`): it changes how one step
-      computes, not the model it trains (the solve's structure, the integrator, the
-      activations' form, compile options, buffers).
+    - `keyed_at_default`: `Scenario.key()` hashes the field also at its default (the
+      fields records were first keyed by; a later field is hashed only where not
+      default, so that adding it leaves every record its scenario's).
+    - `lever`: a lever of the training step: it changes how one step computes, not the
+      model it trains.
     - `text`: how its value reads in `Scenario.name()` (default `_name_text`).
     """
     meta = dict(
@@ -165,13 +159,10 @@ def _field(
 
 @dataclasses.dataclass(frozen=True)
 class Scenario:
-    """One scenario of the study; it checks itself at construction (`validate`).
-
-    Each field's meaning is its `help` (`Scenario.fields()`); fields left None take the
-    scale's value (`SCALES`), so that after construction no field is None. The fields
-    drive the command line (`odestudy run`), the scenario notebook's parameters,
-    `name()` and the default configuration (`default_config`): adding a field is one
-    edit here.
+    """One scenario of the study; it checks itself at construction (`validate`). Each
+    field's meaning is its `help`; fields left None take the scale's value. The fields
+    drive the command line, the scenario notebook, `name()` and `default_config`:
+    adding a field is one edit here.
     """
 
     device: str = _field(
@@ -404,9 +395,8 @@ class Scenario:
         validate(self)
 
     def for_problem(self, problem: str) -> "Scenario":
-        """This scenario training `problem` instead: every field left at its scale's
-        default takes the new problem's (`AbstractProblem.schedule`); the others stay.
-        ValueError where the problem cannot run it (`check_problem`)."""
+        """This scenario training `problem` instead: every field at its scale's default
+        takes the new problem's; the others stay."""
         values = self.to_dict()
         for field in self.fields():
             if field.default is None and getattr(self, field.name) == self.default(field.name):
@@ -421,19 +411,16 @@ class Scenario:
 
     @classmethod
     def levers(cls) -> tuple[str, ...]:
-        """The names of the step's levers (`_field`'s `lever`): the fields that change how
-        one training step computes, not the model it trains."""
+        """The names of the step's levers (`_field`'s `lever`)."""
         return tuple(f.name for f in cls.fields() if f.metadata["lever"])
 
     def default_step(self) -> "Scenario":
-        """This scenario with every lever of the step at its default: the reference's
-        step, training the same model."""
+        """This scenario with every lever of the step at its default."""
         return dataclasses.replace(self, **{name: self.default(name) for name in self.levers()})
 
     def step_tag(self) -> str:
         """The tags of the levers this scenario sets away from their defaults, as in its
-        `name()` (`""` for the default step): what tells apart the steps that train the
-        same model, such as their ceiling records'."""
+        `name()` (`""` for the default step)."""
         return "-".join(
             f.metadata["tag"] + _text(f, getattr(self, f.name))
             for f in self.fields()
@@ -441,8 +428,8 @@ class Scenario:
         )
 
     def training_note(self) -> str | None:
-        """Why this scenario trains unlike its scale's default, where a choice of the
-        study says so (`HETEROGENEOUS_TRAINING`); recorded with its results."""
+        """Why this scenario trains unlike its scale's default (`HETEROGENEOUS_TRAINING`),
+        or None."""
         chosen = heterogeneous_training(self.scale)
         if self.spread > 0 and chosen and all(getattr(self, k) == v for k, v in chosen.items()):
             return HETEROGENEOUS_NOTE
@@ -450,8 +437,7 @@ class Scenario:
 
     @property
     def structure(self) -> Structure:
-        """How the step's solve is built (`solvers.Structure`), its integrator's name
-        parsed to its type (`solvers.AbstractIntegrator`)."""
+        """How the step's solve is built (`solvers.Structure`)."""
         return Structure(
             self.solve,
             self.saveat,
@@ -470,8 +456,7 @@ class Scenario:
 
     @property
     def problem_object(self) -> AnyProblem:
-        """What is trained, as the user wrote it (`problem.AbstractODEProblem` or
-        `problem.AbstractProblem`), resolved from `problem`."""
+        """What is trained, as the user wrote it, resolved from `problem`."""
         return resolve_problem(self.problem)
 
     @property
@@ -481,22 +466,19 @@ class Scenario:
 
     @property
     def parallel(self) -> AbstractMode:
-        """The mode as its type (`modes.AbstractMode`): its facts and how it builds the
-        step; parsed once, when the scenario is made."""
+        """The mode as its type (`modes.AbstractMode`), parsed once."""
         mode: AbstractMode = self._parallel  # type: ignore[attr-defined]
         return mode
 
     @property
     def stepsize_controller(self) -> AbstractController:
-        """The controller as its type (`controllers.AbstractController`): its facts and
-        how it builds diffrax's controller; parsed once, when the scenario is made."""
+        """The controller as its type (`controllers.AbstractController`), parsed once."""
         controller: AbstractController = self._controller  # type: ignore[attr-defined]
         return controller
 
     def ode_solve(self, problem: AnyProblem | None = None) -> Solve:
-        """How the step solves the ODE (`model.Solve`): the controller, the structure
-        and `problem` (default the scenario's, as the study runs it: `ode_problem`;
-        training passes the problem its data weighted, `SeriesProblem.for_data`)."""
+        """How the step solves the ODE (`model.Solve`) of `problem` (default
+        `ode_problem`)."""
         chosen = self.ode_problem if problem is None else problem
         return Solve(self.stepsize_controller, self.structure, chosen)
 
@@ -534,8 +516,7 @@ class Scenario:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Scenario":
-        """The scenario of `to_dict`'s output, also as records before the rename of
-        `n_devices` to `devices_per_process` (`LEGACY_NAMES`) hold it."""
+        """The scenario of `to_dict`'s output, also under `LEGACY_NAMES`."""
         data = {LEGACY_NAMES.get(k, k): v for k, v in data.items()}
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
@@ -549,11 +530,9 @@ class Scenario:
         return cls(**data)
 
     def key(self) -> str:
-        """A short hash of every parameter: the scenario's identity for resuming. Fields
-        renamed since records were first made are hashed under their old names
-        (`LEGACY_NAMES`), and fields added since only where they differ from their
-        default (`_field`'s `keyed_at_default`), so that neither a rename nor a new field
-        makes a record another scenario's."""
+        """A short hash of every parameter: the scenario's identity for resuming. Renamed
+        fields are hashed under their old names, and later fields only where not default
+        (`keyed_at_default`), so that neither makes a record another scenario's."""
         old = {new: old for old, new in LEGACY_NAMES.items()}
         values = self.to_dict()
         fields = {
@@ -601,9 +580,8 @@ def _name_text(value: Any) -> str:
 
 
 def default_config(scale: str) -> dict[str, Any]:
-    """The default configuration at `scale`: every `"config"` field's default (the
-    scale's where the field's default is None). A record whose scenario matches it is
-    a row of the main tables; one that differs is a lever or an explanation."""
+    """The default configuration at `scale`: every `"config"` field's default. A record
+    whose scenario matches it is a row of the main tables."""
     base = Scenario(scale=scale)
     return {
         f.name: base.default(f.name) for f in Scenario.fields() if f.metadata["role"] == "config"
@@ -617,10 +595,7 @@ def _choice(name: str, value: Any, choices: tuple) -> None:
 
 def validate(s: Scenario, available_devices: int | None = None) -> None:
     """Check a scenario before anything is compiled; raise ValueError saying why not.
-
-    - `available_devices`: devices this process can see of `s.device`'s kind, or
-      `None` to skip that check (for example before the devices are created).
-    """
+    `available_devices`: devices of `s.device`'s kind this process sees (None: skip)."""
     for field in Scenario.fields():
         if field.metadata["choices"] is not None:
             _choice(field.name, getattr(s, field.name), field.metadata["choices"])
@@ -629,14 +604,10 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
         for v in values if isinstance(values, tuple) else (values,):
             if not isinstance(v, int | float) or not math.isfinite(v):
                 raise ValueError(f"{name} must be a finite number, got {values!r}")
-    if not isinstance(s.devices_per_process, int) or s.devices_per_process < 1:
-        raise ValueError(
-            f"devices_per_process must be a whole number >= 1, got {s.devices_per_process!r}"
-        )
-    if not isinstance(s.processes, int) or s.processes < 1:
-        raise ValueError(f"processes must be a whole number >= 1, got {s.processes!r}")
-    if not isinstance(s.nodes, int) or s.nodes < 1:
-        raise ValueError(f"nodes must be a whole number >= 1, got {s.nodes!r}")
+    for name in ("devices_per_process", "processes", "nodes"):
+        value = getattr(s, name)
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
     if s.nodes > 1 and s.processes == 1:
         raise ValueError(f"{s.nodes} nodes need several processes (one or more per node)")
     if s.processes % s.nodes:
@@ -691,8 +662,7 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
 
 
 def check_added_levers(s: Scenario) -> None:
-    """Refuse an added lever that cannot be found, is named twice, or does not apply to
-    the scenario's controller or device (`AbstractLever.check`); one line each."""
+    """Refuse an added lever that cannot be found, is named twice, or does not apply."""
     if not isinstance(s.added_levers, tuple) or len(set(s.added_levers)) != len(s.added_levers):
         raise ValueError(f"added_levers must name each lever once, got {s.added_levers!r}")
     for lever in s.added:
@@ -702,9 +672,7 @@ def check_added_levers(s: Scenario) -> None:
 
 
 def check_problem(s: Scenario) -> None:
-    """Refuse what the scenario's problem cannot train correctly, saying why: the
-    complexity knob on a problem without one, and within-ODE batching (which rescales
-    each series' time by its grid step) on grids that are not evenly spaced."""
+    """Refuse what the scenario's problem cannot train correctly, saying why."""
     problem = s.problem_object
     if s.spread and not problem.has_spread:
         raise ValueError(

@@ -119,9 +119,8 @@ class SaveAtSteps(AbstractSaving):
 
 
 class AbstractReverse(Registered, eqx.Module, registry=REVERSES):
-    """The backward pass (`Structure.adjoint`). Diffrax's loop takes
-    `RecursiveReverse`, `AllStepsReverse` and `DirectReverse`; the others are the fused
-    loop's alone (each integrator's `adjoints`).
+    """The backward pass (`Structure.adjoint`; each integrator's `adjoints` says which
+    it takes).
 
     - `default`: diffrax's default, as the study measured first.
     - `own_reverse`: the fused loop's own reverse loop over the accepted steps
@@ -231,8 +230,7 @@ STAGES = tuple(STAGE_RUNS)
 
 
 class Tolerances(Protocol):
-    """What an integrator reads of a problem (`problem.AbstractProblem`): the
-    tolerances of an adaptive controller."""
+    """The tolerances an integrator reads of a problem."""
 
     @property
     def rtol(self) -> float: ...
@@ -243,7 +241,7 @@ class Tolerances(Protocol):
 
 class SolveSpec(Protocol):
     """What an integrator reads of a solve (`model.Solve`, which this module cannot
-    import): the controller, the structure and the problem's tolerances."""
+    import)."""
 
     @property
     def controller(self) -> AbstractController: ...
@@ -261,11 +259,9 @@ INTEGRATORS: dict[str, type["AbstractIntegrator"]] = {}
 
 
 class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
-    """Which loop runs a solve. Abstract: one final subclass per loop (`Diffrax`,
-    `Fused`) holds the facts the study asks about it, refuses the structures it cannot
-    run (`check`) and solves one ODE (`solve`). Defining the class registers it
-    (`INTEGRATORS`): a scenario and a record name it by `name`, a `Structure` holds
-    its type.
+    """Which loop runs a solve: one final subclass per loop holds its facts, refuses the
+    structures it cannot run (`check`) and solves one ODE (`solve`); defining it
+    registers it (`INTEGRATORS`).
 
     - `name`: its name in scenarios, records and the command line (`integrator=`).
     - `label`: how error messages name it.
@@ -274,12 +270,10 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
       straight-line code itself: `saveat` and `stages` stay at their defaults.
     - `solves_batch`: one solve per sample is its own `solve_batch` (the batch's series
       together), not `solve` under `vmap` (`model.solve_batch`).
-    - `mlp_field`: it runs a field that is an MLP of the state alone
-      (`odestudy.AbstractMLPField` of groups 1 without `inputs` of the time or args),
-      which the study checks before compiling (`training.check_mlp_fields`).
-    - `own_loop`: how errors name its loop where it is a loop of its own, which runs the
-      controllers the fused loop runs (`AbstractController.fused`) and no `solve='scan'`;
-      None (diffrax's loop) otherwise.
+    - `mlp_field`: it runs only a field that is an MLP of the state alone
+      (`training.check_mlp_fields`).
+    - `own_loop`: how errors name its loop where it is a loop of its own (the fused
+      loop's controllers, no `solve='scan'`); None for diffrax's.
     """
 
     name: eqx.AbstractClassVar[str]
@@ -294,17 +288,9 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
     def solve(
         self, field: Callable[..., Any], ts: Array, y0: Array, spec: SolveSpec, args: Any = None
     ) -> tuple[Array, Int[Array, ""]]:
-        """One ODE solved as `spec` says (`model.Solve`: the controller, the structure
-        and the problem's tolerances).
-
-        - `field`: the vector field, called as `field(t, y, args)`.
-        - `ts`: the times it is saved at, shape `(n_times,)`, from the first to the last.
-        - `y0`: the initial state (a whole batch's under within-ODE batching).
-        - `args`: the field's third argument.
-
-        Returns `(ys, num_steps)`: the states at `ts` (the times on the first axis) and
-        the solver's forward step count.
-        """
+        """One ODE `field(t, y, args)` from `y0` solved as `spec` (`model.Solve`) says,
+        saved at `ts` (shape `(n_times,)`): `(ys, num_steps)`, the times on the first
+        axis of `ys`, and the solver's forward step count."""
 
     def solve_batch(
         self,
@@ -314,18 +300,14 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
         spec: SolveSpec,
         args: Any = None,
     ) -> tuple[Array, Int[Array, " batch"]]:
-        """Each series of a batch solved on its own, where the integrator takes the
-        batch together (`solves_batch`): `ts` of shape `(batch, n_times)`, `y0` of
-        shape `(batch, state)`, `args` per series or None. Returns `(ys, num_steps)`,
-        the batch first in both."""
+        """Each series of a batch (`ts` of shape `(batch, n_times)`) solved on its own,
+        where the integrator takes the batch together (`solves_batch`); the batch
+        first in both results."""
         raise NotImplementedError(f"{self.label} solves one series at a time")
 
     def check(self, structure: "Structure", controller: AbstractController) -> None:
-        """Raise a one-line ValueError if it cannot run `structure` with `controller`:
-        where its own loop (`own_loop`) lacks the controller or `structure` is a scan,
-        where it saves and runs the stages itself (`own_saving`) but `structure` sets
-        them, or where it does not take `structure.adjoint` (naming those it takes and
-        the integrators that take it)."""
+        """Raise a one-line ValueError if it cannot run `structure` with
+        `controller`."""
         if self.own_loop is not None and not controller.fused:
             raise ValueError(
                 f"{self.own_loop} has no controller {controller.name!r}: it needs "
@@ -382,13 +364,8 @@ class Diffrax(AbstractIntegrator):
 
 
 class Fused(AbstractIntegrator):
-    """The package's fused loop (`fused.py`: Tsit5 and the controller as one loop
-    carrying only what a step needs): `fused.solve_pid` where the controller is
-    `adaptive` (bounded by `structure.max_steps`, with the problem's tolerances), else
-    `fused.solve_stepto`; its reverse mode `structure.adjoint` (`fused.REVERSE`, or
-    `accepted_steps`: its own reverse loop over the accepted steps, `replay.py`). It
-    runs the controllers that say so (`AbstractController.fused`) and is a loop of its
-    own: no fixed-step `scan` solve."""
+    """The package's fused loop (`fused.py`; with `accepted_steps`, its own reverse loop,
+    `replay.py`): PID where the controller is `adaptive`, else StepTo."""
 
     name: ClassVar[str] = "fused"
     label: ClassVar[str] = "the fused solve"
@@ -416,15 +393,8 @@ class Fused(AbstractIntegrator):
 
 class Kernel(AbstractIntegrator):
     """The kernel solve (`kernel.py`): the whole solve of a block of series as one Pallas
-    kernel and its reverse pass as one more (replaying the accepted steps, each step's
-    reverse by hand), for a field that is an MLP of the state alone
-    (`odestudy.AbstractMLPField` without `inputs`; any other is refused while tracing).
-    PID (bounded by `structure.max_steps`, with the problem's tolerances) where the
-    controller is `adaptive`, else StepTo; the controllers the fused loop runs
-    (`AbstractController.fused`). One solve per sample takes a block of series per
-    program instance (`solve_batch`); within-ODE the batch is one program.
-    Its reverse pass is its own (`adjoint="accepted_steps"`, as `replay.py`'s). On a CPU
-    it runs in Pallas's interpret mode (`kernel.interpret_mode`)."""
+    kernel and its reverse pass as one more, for a field that is an MLP of the state
+    alone; PID where the controller is `adaptive`, else StepTo."""
 
     name: ClassVar[str] = "kernel"
     label: ClassVar[str] = "the kernel solve"
@@ -445,8 +415,7 @@ class Kernel(AbstractIntegrator):
 
 
 def parse_integrator(integrator: "str | AbstractIntegrator") -> AbstractIntegrator:
-    """The integrator named `integrator` (an `AbstractIntegrator` passes through); a
-    ValueError naming the valid choices if there is none."""
+    """The integrator named `integrator` (an `AbstractIntegrator` passes through)."""
     if isinstance(integrator, AbstractIntegrator):
         return integrator
     return lookup(INTEGRATORS, "integrator", integrator)()
@@ -454,22 +423,12 @@ def parse_integrator(integrator: "str | AbstractIntegrator") -> AbstractIntegrat
 
 @dataclasses.dataclass(frozen=True)
 class Structure:
-    """How the training step's solve is built; the default is diffrax's default.
-
-    - `solve`: one of `SOLVES`.
-    - `saveat`: one of `SAVEATS`.
-    - `adjoint`: one of `ADJOINTS`.
-    - `max_steps`: the solve's step bound under PID (it sizes the default adjoint's
-      checkpoints and, with `all_steps` or `direct`, the stored steps). Under StepTo
-      every structure lever bounds the solve by the steps it takes: one per interval
-      of the grid.
-    - `unroll`: `lax.scan`'s unroll with `solve="scan"`.
-    - `stages`: one of `STAGES`.
-    - `integrator`: the loop that runs it (an `AbstractIntegrator`), or its name (one of
-      `INTEGRATORS`), parsed at construction.
-    - `mlp_reverse`: the fused solve's own reverse loop under PID differentiates each
-      step by hand (`mlp_reverse.py`: a field that is an MLP of the state and of inputs
-      of the time and args, `odestudy.AbstractMLPField`).
+    """How the training step's solve is built; the default is diffrax's default. `solve`,
+    `saveat`, `adjoint`, `stages` name one of `SOLVES`, `SAVEATS`, `ADJOINTS`, `STAGES`;
+    `max_steps` bounds the PID solve (under StepTo a structure lever bounds it by its
+    own steps); `unroll` is the scan's with `solve="scan"`; `integrator` is an
+    `AbstractIntegrator` or its name; `mlp_reverse`: the fused solve's own reverse
+    loop differentiates each step by hand (`mlp_reverse.py`).
     """
 
     solve: str = "per_sample"
@@ -485,29 +444,25 @@ class Structure:
         object.__setattr__(self, "integrator", parse_integrator(self.integrator))
 
     def fields(self) -> dict[str, Any]:
-        """Its levers as a scenario's (and a record's) fields hold them: the integrator
-        by its name."""
+        """Its levers as a scenario's fields hold them (the integrator by name)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return {**values, "integrator": self.integrator.name}
 
     @property
     def solve_kind(self) -> AbstractSolveKind:
-        """`solve` as its type (a one-line ValueError naming the choices if unknown)."""
+        """`solve` as its type (a one-line ValueError if unknown; so the others)."""
         return lookup(SOLVE_KINDS, "solve", self.solve)()
 
     @property
     def saving(self) -> AbstractSaving:
-        """`saveat` as its type."""
         return lookup(SAVINGS, "saveat", self.saveat)()
 
     @property
     def reverse(self) -> AbstractReverse:
-        """`adjoint` as its type."""
         return lookup(REVERSES, "adjoint", self.adjoint)()
 
     @property
     def stage_run(self) -> AbstractStages:
-        """`stages` as its type."""
         return lookup(STAGE_RUNS, "stages", self.stages)()
 
     @property
@@ -527,8 +482,7 @@ class Structure:
 
 
 def check_structure(structure: Structure, controller: AbstractController) -> None:
-    """Raise a ValueError if `structure` cannot run with `controller` (naming the
-    valid choices)."""
+    """Raise a ValueError if `structure` cannot run with `controller`."""
     # Each lever's name looked up (a one-line ValueError naming the choices if unknown).
     kind, saving = structure.solve_kind, structure.saving
     _ = structure.reverse, structure.stage_run
@@ -565,8 +519,7 @@ def check_structure(structure: Structure, controller: AbstractController) -> Non
 
 def solve_options(structure: Structure, controller: AbstractController, ts: jax.Array) -> dict:
     """`diffeqsolve`'s `saveat`, `adjoint` and `max_steps` for `structure` and
-    `controller` on the times `ts` (shape `(n_times,)`); the solution at `ts` is then
-    `structure.saving.values`."""
+    `controller` on the times `ts`."""
     max_steps = controller.max_steps(structure.max_steps, not structure.is_default, ts.shape[0])
     adjoint = structure.reverse.adjoint(max_steps)
     return dict(saveat=structure.saving.saveat(ts), adjoint=adjoint, max_steps=max_steps)

@@ -98,11 +98,8 @@ BLESSED = PACKAGE.parent / "tests" / "protocol_fingerprint.json"
 
 
 def measurement_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables of `MEASUREMENT_ENV` set in `env` (default: this process's),
-    XLA flags without the virtual device count (a scenario field) and in sorted order.
-
-    - `env`: an environment, for example the one a kernel will be started with.
-    """
+    """The variables of `MEASUREMENT_ENV` set in `env` (default: this process's), XLA
+    flags sorted and without the virtual device count (a scenario field)."""
     env = os.environ if env is None else env
     out = {k: env[k] for k in MEASUREMENT_ENV if env.get(k, "") != ""}
     if "XLA_FLAGS" in out:
@@ -136,12 +133,12 @@ def copy_arrays(tree: Any) -> Any:
 def pooled(runs: Sequence[Sequence[float]]) -> dict[str, Any]:
     """The step-time fields of a record holding `runs` (each run's step times): each
     run's median, and the median and quartiles of all runs' steps pooled."""
-    steps = np.concatenate([np.asarray(run, float) for run in runs])
+    median, p25, p75 = quantiles(np.concatenate([np.asarray(run, float) for run in runs]))
     return {
         "step_time_runs_s": [float(np.median(run)) for run in runs],
-        "step_time_s": float(np.median(steps)),
-        "step_time_p25_s": float(np.percentile(steps, 25)),
-        "step_time_p75_s": float(np.percentile(steps, 75)),
+        "step_time_s": median,
+        "step_time_p25_s": p25,
+        "step_time_p75_s": p75,
     }
 
 
@@ -152,10 +149,9 @@ def median_time(fn: Callable, *args: Any, repeats: int = 10) -> float:
 
 
 class StepRun(NamedTuple):
-    """What `run_steps` measured: the state after the last step, the seconds of every
-    step after the warm-up, every step's training loss, the per-sample solver steps of
-    every timed step (as the step returned them), and what the host was doing around
-    the block (`host.Watch`)."""
+    """What `run_steps` measured: the state after the last step, the seconds and
+    per-sample solver steps of every timed step, every step's training loss, and what
+    the host was doing around the block (`host.Watch`)."""
 
     params: Any
     opt_state: Any
@@ -180,20 +176,16 @@ def run_steps(
 ) -> StepRun:
     """Run `steps` training steps of an AOT-compiled step, each on the clock.
 
-    - `compiled`: maps `(params, opt_state, batch)` to
-      `(params, opt_state, loss, num_steps)`.
-    - `batches`: placed batches (pytrees of arrays on the step's devices), one per step.
+    - `batches`: placed batches, one per step.
     - `warmup`: the first steps, run and waited for but not kept in `times`.
     - `carry`: feed each step's parameters and optimiser state to the next (training);
       `False` starts every step from the given ones (timing a fixed model).
     - `where`: names the steps in the error of a non-finite loss.
-    - `on_step`: called as `on_step(i, params, loss, seconds)` after step `i` (0-based),
-      off the clock (evaluation, progress).
-    - `read_loss`: turns the step's loss output into a host float (default: the first
-      element of `np.asarray(loss)`).
+    - `on_step`: called as `on_step(i, params, loss, seconds)` after step `i`, off the
+      clock.
+    - `read_loss`: the step's loss output as a host float (default: its first element).
     - `copy_state`: give every step a copy of the parameters and optimiser state, made
-      off the clock (a step that donates its inputs consumes them: with `carry=False`
-      the next step needs them again).
+      off the clock (a donating step consumes them).
 
     Raises FloatingPointError ("diverged ...") at the first non-finite loss.
     """
@@ -222,7 +214,7 @@ def run_steps(
     return StepRun(p, o, times, losses, num_steps, watch.stop())
 
 
-def quantiles(times: list[float]) -> tuple[float, float, float]:
+def quantiles(times: Sequence[float] | np.ndarray) -> tuple[float, float, float]:
     """Median, 25th and 75th percentile of `times`."""
     arr = np.asarray(times, float)
     return (float(np.median(arr)), float(np.percentile(arr, 25)), float(np.percentile(arr, 75)))
@@ -232,11 +224,8 @@ _LOCATION = re.compile(r"\s*loc\((?:[^()]|\([^()]*\))*\)|#loc\d*(?: = loc\(.*\))
 
 
 def program_fingerprint(lowered: Any) -> str:
-    """A short hash of a lowered program's text without source locations: the same
-    program traced from other lines of code gives the same fingerprint.
-
-    - `lowered`: a `jax.stages.Lowered`.
-    """
+    """A short hash of a `jax.stages.Lowered` program's text without source locations:
+    the same program traced from other lines of code gives the same fingerprint."""
     try:
         text = lowered.as_text(debug_info=False)
     except TypeError:  # older JAX: no debug_info argument
@@ -282,11 +271,7 @@ def _imports(module: str, package: Path = PACKAGE) -> set[str]:
 
 def measuring_modules(package: Path = PACKAGE) -> list[str]:
     """The package modules a measurement runs: `ENTRY_MODULES` and every module they
-    import (at the top or inside a function), transitively; dotted, relative to the
-    package (`measure.training`).
-
-    - `package`: the package folder (another copy of it in tests).
-    """
+    import, anywhere, transitively; dotted, relative to the package."""
     todo = set(ENTRY_MODULES)
     seen: set[str] = set()
     while todo:
@@ -316,14 +301,9 @@ def _notebook_code(path: Path) -> str:
 
 
 def code_fingerprint(package: Path = PACKAGE, notebook: Path = SCENARIO_NOTEBOOK) -> dict[str, Any]:
-    """A hash of the code a measurement runs, blind to comments and docstrings: the
-    syntax trees of `measuring_modules()` and the scenario notebook's code cells.
-
-    - `package`, `notebook`: the package folder and the scenario notebook (copies of
-      them in tests).
-
-    Returns `{"fingerprint": hash, "modules": [names]}`.
-    """
+    """`{"fingerprint": hash, "modules": [names]}`: a hash of the code a measurement
+    runs, blind to comments and docstrings (the syntax trees of `measuring_modules()`
+    and the scenario notebook's code cells)."""
     digest = hashlib.sha256()
     modules = measuring_modules(package)
     sources = [(f"odestudy/{m}", _module_path(m, package).read_text()) for m in modules]

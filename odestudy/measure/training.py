@@ -70,9 +70,8 @@ def scenario_devices(s: Scenario) -> list[jax.Device]:
 
 
 def make_eval_loss(spec: Solve) -> Callable:
-    """The evaluation loss of `spec`'s problem (`model.evaluation`; the oscillator's: MSE
-    over full series), each series solved on its own with `spec`'s controller, compiled
-    once; called as `evaluate(model, batch)`."""
+    """The evaluation loss of `spec`'s problem (`model.evaluation`), compiled once:
+    `evaluate(model, batch)`."""
     spec = spec.as_ode()
 
     @eqx.filter_jit
@@ -93,12 +92,9 @@ def step_key(s: Scenario, number: int) -> jax.Array:
 
 
 def _steps_summary(per_device: list[np.ndarray], global_loop: bool = False) -> dict[str, Any]:
-    """Solver-step statistics from per-step arrays of shape `(n_devices, local_batch)`.
-
-    - `global_loop`: one solver loop spans all devices (`shard`: sharded `jit` of a
-      batched loop), so every device executes the global batch's maximum; otherwise
-      (`single`, `pmap`, `shard_map`) each device runs its own loop to its own maximum.
-    """
+    """Solver-step statistics from per-step arrays of shape `(n_devices, local_batch)`;
+    `global_loop`: one solver loop spans all devices (`AbstractMode.one_loop`), so every
+    device executes the global batch's maximum, not its own."""
     stack = np.stack(per_device)  # (steps, devices, local_batch)
     device_mean = stack.mean(axis=(0, 2))
     device_max = stack.max(axis=2).mean(axis=0)
@@ -164,13 +160,10 @@ def check_mlp_fields(
     inputs: bool = True,
     args: Any = None,
 ) -> None:
-    """A `ProblemError` unless `model` holds an `AbstractMLPField` and each it holds
-    computes its MLP (`mlp_reverse.check`, on 8 random `(t, y, args)`), so that the lever
-    `mlp_reverse`, or an integrator that runs MLP fields alone (`who`, as the message
-    names it: `integrator='kernel'`), is refused before anything compiles where it
-    cannot run; `grouped`: a field whose MLP moves slices of the state
-    (`AbstractMLPField.groups` > 1) can run, `inputs`: one whose MLP reads inputs of the
-    time or args (`AbstractMLPField.inputs`) can (else each is refused too); `args`: one
+    """A `ProblemError` unless `model` holds an `AbstractMLPField` and each computes its
+    MLP (`mlp_reverse.check`), so that `who` (the lever `mlp_reverse`, or an integrator
+    of MLP fields) is refused before anything compiles; `grouped`, `inputs`: whether a
+    field with `groups` > 1, or with `inputs` of the time or args, can run; `args`: one
     series' `args` as the loss hands them to the solve (`solve_args`), or None."""
     fields = [
         leaf
@@ -217,9 +210,9 @@ class _ArgsProbe(AbstractBatchSolve):
 
 
 def solve_args(s: Scenario, problem: AbstractODEProblem, data: Any, model: Any) -> Any:
-    """One series' `args` (shapes) as `problem`'s loss hands them to the solve on one
-    sample of `data`, traced: the first call's, or None (no args, or a loss that fails
-    here: `checks.check_parts` then says why)."""
+    """One series' `args` (shapes) as `problem`'s loss hands them to the solve, traced
+    on one sample: the first call's, or None (no args, or a loss that fails here:
+    `checks.check_parts` says why)."""
     probe = _ArgsProbe(s.ode_solve(problem))
     one = problem.take(data, np.arange(1))
     key = jr.PRNGKey(0) if problem.needs_key else None
@@ -245,14 +238,10 @@ def _check_mlp_levers(s: Scenario, problem: AbstractODEProblem, data: Any, model
 
 def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup:
     """Data, initial model, optimiser and parallel step of scenario `s` on `devices`,
-    all from its problem (`Scenario.ode_problem`), checked before anything compiles
-    (`checks`: a `ProblemError` names the problem, the part and the rule broken).
+    checked before anything compiles (`checks`: a `ProblemError`).
 
     - `check`: check the model and loss on one sample (traced); the data are always
-      checked. A run that goes on from a checked cold run of `s` (a repeat) skips it.
-
-    The data come from the folder named by `ODESTUDY_DATA_CACHE` when it is set (see
-    `data.cached_dataset`); the same seed gives the same data and initial model.
+      checked. A repeat, going on from a checked cold run, skips it.
     """
     problem = s.ode_problem
     data_key, model_key = jr.split(jr.PRNGKey(s.seed), 2)
@@ -315,9 +304,9 @@ def compile_step(step: ParallelStep, params: Any, opt_state: Any, placed: Any) -
 
 
 def shares_program(s: Scenario) -> bool:
-    """Whether the length stages of `s` run one program (see `stage_data`): one solve per
-    sample, with a controller whose steps are not the grid's (PID: padding a series adds
-    no step; `AbstractController.on_grid`)."""
+    """Whether the length stages of `s` run one program: one solve per sample, with a
+    controller whose steps are not the grid's (PID: padding a series adds no step;
+    StepTo would step at every padded time, within-ODE solves on the index)."""
     kind = s.structure.solve_kind
     return not (s.stepsize_controller.on_grid or kind.one_ode or kind.fixed_step)
 
@@ -383,12 +372,9 @@ class Stage(NamedTuple):
 def stage_data(
     s: Scenario, problem: AbstractODEProblem, data: Any, length: int, longest: int
 ) -> Any:
-    """The series of a stage of `length` points (`AbstractODEProblem.truncate`). With
-    PID and one solve per sample every stage runs one program, compiled at the longest
-    stage's length: shorter stages pad their series (the padding rule), which leaves
-    loss, gradients and solver steps as they are. StepTo steps at every time of the
-    grid, so padding would cost the full length; within-ODE batching solves on the
-    observation index. Those compile per stage."""
+    """The series of a stage of `length` points, padded to the longest stage's where
+    the stages share one program (`shares_program`: padding then leaves loss, gradients
+    and solver steps as they are)."""
     return problem.truncate(data, length, longest if shares_program(s) else length)
 
 
@@ -405,11 +391,10 @@ def train_stage(
     progress: Progress,
     executable_out: dict | None,
 ) -> Stage:
-    """Train stage `number` on `series` (`length` observed points each, padded or
-    not): compile its program (once per width, `programs`), then `s.steps_per_stage`
-    steps on the clock, the first `s.warmup_steps` untimed. `executable_out`, if
-    given, receives the program serialized (`"executable"`) when this stage compiles
-    it."""
+    """Train stage `number` on `series` (`length` observed points each): compile its
+    program (once per width, `programs`), then time `s.steps_per_stage` steps, the first
+    `s.warmup_steps` untimed. `executable_out` receives the program serialized
+    (`"executable"`) when this stage compiles it."""
     step, problem = setup.step, setup.problem
 
     def placed() -> Iterator[Any]:
@@ -432,7 +417,7 @@ def train_stage(
         built.compiled,
         params,
         opt_state,
-        _chain(first, stream),
+        itertools.chain([first], stream),
         s.steps_per_stage,
         s.warmup_steps,
         where=f"stage {number + 1} of {len(s.length_fractions)}, step",
@@ -483,15 +468,12 @@ def train(
     """Train one scenario and return its measurements (a `Record` without the scenario
     and environment parts): prepare, train each length stage, trace, evaluate.
 
-    - `s`: the scenario (validated here before anything is compiled).
-    - `devices`: devices to use; by default the first `s.devices_per_process` local ones.
+    - `devices`: by default the first `s.devices_per_process` local ones.
     - `progress`: called as `progress(done_steps, total_steps)`.
     - `trace_dir`: with `s.trace`, where the profiler trace goes.
-    - `state_out`: if given, receives the trained model (`"model"`), the problem as
-      the study ran it (`"problem"`), the data (`"data"`, `"evalset"`), the optimiser,
-      host copies of the trained `"params"` and `"opt_state"`, and the last stage's
-      serialized step (`"executable"`, `serialize_step`), for repeats and benchmarks
-      that go on from here.
+    - `state_out`: if given, receives the trained `"model"`, the `"problem"` as run, the
+      `"data"`, `"evalset"`, `"optimiser"`, host `"params"` and `"opt_state"`, and the
+      last stage's serialized step (`"executable"`), for repeats and benchmarks.
     """
     validate(s)
     if devices is None:
@@ -518,15 +500,7 @@ def train(
     if not np.isfinite(final_loss):
         raise FloatingPointError(f"diverged: the final evaluation loss is {final_loss}")
     if state_out is not None:
-        state_out.update(
-            model=eqx.combine(setup.step.unplace(params), setup.static),
-            problem=setup.problem,
-            data=setup.data,
-            evalset=setup.evalset,
-            optimiser=setup.optimiser,
-            params=setup.step.unplace(params),
-            opt_state=setup.step.unplace(opt_state),
-        )
+        _keep_state(state_out, setup, *setup.step.unplace((params, opt_state)))
     return measurements(
         s,
         setup,
@@ -549,9 +523,8 @@ def _train_stages(
     tracker: Progress,
     state_out: dict | None,
 ) -> list[Stage]:
-    """Train each length stage of `s` in turn (`train_stage`) on series of `points`
-    observation times, each from the last's parameters (and optimiser state, unless
-    `s.optimiser_state` is fresh, as in the reference)."""
+    """Train each length stage of `s` in turn (`train_stage`), each from the last's
+    parameters (and optimiser state, unless `s.optimiser_state` is fresh)."""
     lengths = stage_lengths(points, s.length_fractions)
     programs: dict[int, CompiledStep] = {}
     stages: list[Stage] = []
@@ -574,13 +547,18 @@ def _train_stages(
 def load_trained(
     s: Scenario, devices: list[jax.Device], state_path: str | os.PathLike, state_out: dict
 ) -> dict[str, Any]:
-    """Scenario `s`'s model as its cold run left it (the state `state.save_state` wrote
-    at `state_path`), in `state_out` as `train` fills it (without the executable), with
-    no training. Returns what `train` returns that this gives: the device kind."""
+    """Scenario `s`'s model as its cold run saved it at `state_path`, in `state_out` as
+    `train` fills it (without the executable), with no training; returns the device
+    kind."""
     validate(s)
     setup = prepare(s, devices)
     host = setup.step.unplace((setup.params, setup.opt_state))
-    params, opt_state = load_state(state_path, *host)
+    _keep_state(state_out, setup, *load_state(state_path, *host))
+    return {"device_kind": devices[0].device_kind}
+
+
+def _keep_state(state_out: dict, setup: Setup, params: Any, opt_state: Any) -> None:
+    """`state_out` filled as `train` fills it, from host `params` and `opt_state`."""
     state_out.update(
         model=eqx.combine(params, setup.static),
         problem=setup.problem,
@@ -590,7 +568,6 @@ def load_trained(
         params=params,
         opt_state=opt_state,
     )
-    return {"device_kind": devices[0].device_kind}
 
 
 def measurements(
@@ -663,11 +640,6 @@ def measurements(
     }
 
 
-def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
-    yield first
-    yield from rest
-
-
 def environment(s: Scenario) -> dict[str, Any]:
     """Versions, hardware, XLA flags and git commit, for the record."""
     cpu = cpu_info()
@@ -699,10 +671,9 @@ def environment(s: Scenario) -> dict[str, Any]:
 
 
 def processes_probe(s: Scenario) -> list[dict[str, Any]]:
-    """The all-reduce latency of one float and of a gradient's size
-    (`probe.GRADIENT_FLOATS`) over every device of a multi-process scenario's
-    processes, measured in the scenario's own job before it trains: the cross-process
-    collective cost that the machine probe, run in one process, cannot see."""
+    """The all-reduce latency of one float and of a gradient's size over every device of
+    a multi-process scenario, measured in its own job before it trains: the
+    cross-process cost that the one-process machine probe cannot see."""
     return [
         collective_latency(s.total_devices, iterations=iterations, size=size, repeats=5)
         for size, iterations in ((1, 300), (GRADIENT_FLOATS, 50))
@@ -745,14 +716,10 @@ def run_scenario(
     trace_dir: str | None = None,
     state_path: str | os.PathLike | None = None,
 ) -> Record:
-    """Run a scenario and return its full record; a failure becomes a failed record.
-
-    - `state_path`: where to save the trained parameters and optimiser state
-      (`repeats.save_state`), from which repeats time more steps.
-
-    Invalid parameters raise ValueError before anything is compiled; errors during
-    the run are caught and recorded with `status="failed"` and the error text.
-    """
+    """Run a scenario and return its full record: invalid parameters raise ValueError
+    before anything compiles; errors during the run become a record with
+    `status="failed"`. `state_path`: where to save the trained parameters and optimiser
+    state, from which repeats time more steps."""
     validate(s)
     start = time.perf_counter()
     record: dict[str, Any] = {**base_record(s), "started": now()}
