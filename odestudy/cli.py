@@ -24,9 +24,10 @@ from .report.crossover import Crossing
 from .report.document import settle_report
 from .report.runs import trained_state
 from .report.studies import write_study_report
-from .study import lock, matrix, probing, profiles, records, repeats, runner, steps
+from .study import lock, matrix, probing, profiles, repeats, runner, steps
 from .study.executors import LocalExecutor, needs_cluster
 from .study.rec import Rec
+from .study.records import RECORD_NAME, machine_folder, record_path, write_json_atomic
 from .study.slurm import SlurmExecutor, parse_sbatch
 from .study.studies import Sizing, pages_of
 from .study.versions import RESULTS, VERSION_SETS, run_versions
@@ -124,8 +125,8 @@ SLURM = (
 
 
 def check_writable(folder: str | Path) -> None:
-    """Raise ValueError (a one-line error, exit code 2) unless records can be written
-    under `folder`; creates it if missing."""
+    """Raise a ValueError (exit code 2) unless records can be written under `folder` (made
+    if missing)."""
     try:
         Path(folder).mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder):
@@ -204,12 +205,12 @@ def _run(a: argparse.Namespace) -> int:
         raise ValueError(f"{why}; odestudy run runs on this machine only (see make nodes)")
     # CPU devices are virtual and made to order; GPUs must exist.
     validate(s, available_devices=devices.gpu_count() if s.device == "gpu" else None)
-    out = Path(a.out) if a.out else records.record_path(s, a.results).parent
+    out = Path(a.out) if a.out else record_path(s, a.results).parent
     check_writable(out)
     with lock.measuring(f"odestudy run {s.name()}", a.wait):
         repeats.clear_cache(out)
         record = runner.execute_scenario(s, out, extra_env=repeats.cache_environment(out))
-    print(f"{record['status']}: {s.name()} -> {out / records.RECORD_NAME}")
+    print(f"{record['status']}: {s.name()} -> {out / RECORD_NAME}")
     if record["status"] != "ok":
         print(record.get("error"), file=sys.stderr)
         return 1
@@ -473,9 +474,7 @@ def _predict(a: argparse.Namespace) -> int:
     if a.step:
         target = steps.apply_step(target.default_step(), steps.read_step(a.step), a.step)
         print(f"step: {a.step}: {target.step_tag() or 'the default step'}")
-    # The recommended step unless the reference's is asked for: the step tune recorded
-    # for the problem here, else the study's step for a problem it measured, else the
-    # levers that cannot slow a step down (`steps.recommended_step`).
+    # The recommended step (`steps.recommended_step`) unless the reference's is asked for.
     elif not a.default_step:
         target, why = steps.recommended_step(target, a.results)
         print(f"recommended: {target.step_tag() or 'the default step'} ({why})")
@@ -492,7 +491,7 @@ def _predict(a: argparse.Namespace) -> int:
     out.update(predict.made_here())
     print_prediction(out, target)
     if a.out:
-        records.write_json_atomic(a.out, out)
+        write_json_atomic(a.out, out)
         print(f"-> {a.out}")
     return 0
 
@@ -508,9 +507,7 @@ def _predict_map(a: argparse.Namespace) -> int:
     todo = predict.map_to_predict(results, n, a.scale or "quick", profile)
     # A timing session (its probe) only where a prediction is to be made.
     probed = (
-        probing.session_probe("cpu", 1 if profile else n, records.machine_folder(results))
-        if todo
-        else None
+        probing.session_probe("cpu", 1 if profile else n, machine_folder(results)) if todo else None
     )
     with lock.measuring("odestudy predict --map", a.wait), probed or contextlib.nullcontext():
         done = predict.predict_map(results, n, a.scale or "quick", profile, machine=machine)
@@ -527,7 +524,7 @@ def _predict_rows(a: argparse.Namespace) -> int:
     devices.configure_devices("cpu", max(2, max((p[0] for p in profile.placements()), default=2)))
     todo = predict.rows_to_predict(a.results, profile, a.scale or "quick")
     # A timing session (its probe) only where a prediction is to be made.
-    probed = probing.session_probe("cpu", 1, records.machine_folder(a.results)) if todo else None
+    probed = probing.session_probe("cpu", 1, machine_folder(a.results)) if todo else None
     with lock.measuring("odestudy predict --rows", a.wait), probed or contextlib.nullcontext():
         done = predict.predict_recorded_rows(a.results, profile, a.scale or "quick")
     print(f"{len(done)} prediction(s) of the measured rows")
@@ -552,8 +549,7 @@ def _predict_devices(target: Scenario, present: bool) -> None:
 
 
 def _axis(text: str) -> tuple[int, ...]:
-    """`--crossover-batches` as per-device batches (`""`: none); a ValueError naming the
-    rule where one is not a whole number of at least 1."""
+    """`--crossover-batches` as per-device batches (`""`: none), whole numbers >= 1."""
     try:
         found = tuple(int(b) for b in text.split(",") if b.strip())
     except ValueError:
@@ -586,7 +582,7 @@ def _predict_with(
     no `profile` is given (its values then the collective costs), else of one device;
     along the per-device batches `axis` too."""
     n = target.total_devices if profile is None else 1
-    with probing.session_probe(target.device, n, records.machine_folder(a.results)) as found:
+    with probing.session_probe(target.device, n, machine_folder(a.results)) as found:
         if profile is None:
             machine = profiles.machine_profile_if_any(a.results)
             # No session probe (`ODESTUDY_PROBE=off`): the probe runs here, in-process.
@@ -598,9 +594,7 @@ def _predict_with(
 
 
 def print_prediction(out: dict, target: Scenario) -> None:
-    """The prediction `out` as lines: the placement, the measured 1-device step, each
-    mode's step and speedup with intervals, the terms (measured or profiled) and the
-    assumptions."""
+    """The prediction `out` as the command's lines."""
     trained = "trained" if out["trained"] else f"NOT trained (above {out['trained_loss']:g})"
     where = (
         f"{out['n_devices']} {target.device} devices"
@@ -660,8 +654,7 @@ def print_prediction(out: dict, target: Scenario) -> None:
 
 
 def print_crossover(along: dict) -> None:
-    """Where each mode starts to pay along the predicted per-device batches: the batch
-    and the per-device work there, with intervals."""
+    """Where each mode starts to pay along the predicted per-device batches."""
     print(f"where splitting starts to pay on {along['devices']} devices (strong scaling):")
     for mode, found in along["modes"].items():
         said = Crossing(**found["batch"]).said("series per device")
@@ -735,7 +728,7 @@ def _tune(a: argparse.Namespace) -> int:
     with lock.measuring(f"odestudy tune {s.problem_object.name}", a.wait):
         found = tune.tune(s, blocks=a.blocks, steps_per_block=a.steps_per_block,
                      results=a.results, devices=a.devices)  # fmt: skip
-    records.write_json_atomic(out, found)
+    write_json_atomic(out, found)
     tune.print_tune(found)
     print(f"-> {out}")
     return 0
