@@ -3,46 +3,70 @@
 import argparse
 import contextlib
 import dataclasses
+import os
+import signal
 import sys
+import tempfile
 import typing
+from collections.abc import Callable
 from pathlib import Path
 
-from . import builtin  # noqa: F401  (registers the built-in studies)
+import jax
+
+from . import builtin, predict, tune  # noqa: F401  (builtin registers the built-in studies)
 from .builtin.versions import write_versions
-from .measure import environment
+from .measure import devices, environment, probe
 from .measure.controllers import CONTROLLERS
+from .measure.lever import resolve_lever
 from .measure.problem import resolve_problem
 from .measure.scenario import SCALES, Scenario, validate
-from .study import records
-from .study.matrix import get_study
+from .report.crossover import Crossing
+from .report.document import settle_report
+from .report.runs import trained_state
+from .report.studies import write_study_report
+from .study import lock, matrix, probing, profiles, repeats, runner, steps
+from .study.executors import LocalExecutor, needs_cluster
+from .study.rec import Rec
+from .study.records import RECORD_NAME, machine_folder, record_path, write_json_atomic
+from .study.slurm import SlurmExecutor, parse_sbatch
+from .study.studies import Sizing, pages_of
 from .study.versions import RESULTS, VERSION_SETS, run_versions
-from .study.workloads import CROSSOVER_BATCHES
-from .tune import BLOCKS, STEPS_PER_BLOCK
+from .study.workloads import CROSSOVER_BATCHES, MAP_FOLDER
 
 # `predict`'s per-device batch axis unless one is given: the crossover study's.
 CROSSOVER_DEFAULT = ",".join(map(str, CROSSOVER_BATCHES))
 
+Option = Callable[[argparse.ArgumentParser], object]
+# Each command by name: its help, its options and what it runs (its exit status).
+COMMANDS: dict[str, tuple[str, tuple[Option, ...], Callable[[argparse.Namespace], int]]] = {}
 
-def check_writable(folder: str | Path) -> None:
-    """Raise ValueError (a one-line error, exit code 2) unless records can be written
-    under `folder`; creates it if missing."""
-    import tempfile
 
-    try:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise ValueError(f"cannot write to output folder {folder}: {exc.strerror or exc}") from None
+def command(name: str, help: str, *options: Option):
+    """Declare the command `name` with its help and options; the decorated function runs it."""
+
+    def declare(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        COMMANDS[name] = (help, options, run)
+        return run
+
+    return declare
+
+
+def option(flag: str, help: str | None = None, **kw: typing.Any) -> Option:
+    """The option `flag` (`add_argument`'s keywords)."""
+    return lambda p: p.add_argument(flag, help=help, **kw)
+
+
+def folder(name: str, help: str | None = None) -> Option:
+    """`--NAME`, by default the study's folder (`environment.workdir`, when the parser is built)."""
+    return lambda p: p.add_argument(f"--{name}", default=str(environment.workdir(name)), help=help)
 
 
 def add_scenario_options(p: argparse.ArgumentParser) -> None:
     """One option per `Scenario` field (`--<field-with-dashes>` unless the field names
-    another), typed, with the field's choices and help; unset options take the
-    scenario's defaults."""
+    another), with the field's type, choices and help; unset, the scenario's default."""
     for field in Scenario.fields():
         meta = field.metadata
-        option = meta["option"] or "--" + field.name.replace("_", "-")
+        flag = meta["option"] or "--" + field.name.replace("_", "-")
         kind = field.type
         if type(None) in typing.get_args(kind):  # `X | None`: the option takes an X
             kind = next(k for k in typing.get_args(kind) if k is not type(None))
@@ -53,7 +77,62 @@ def add_scenario_options(p: argparse.ArgumentParser) -> None:
             extra.update(type=typing.get_args(kind)[0], nargs="+")
         else:
             extra.update(type=kind, choices=meta["choices"])
-        p.add_argument(option, **extra)
+        p.add_argument(flag, **extra)
+
+
+SCALE = option("--scale", choices=tuple(SCALES), default="quick")
+RESULTS_FOLDER, FIGURES_FOLDER = folder("results"), folder("figures")
+STEP = option("--step", "run the step odestudy tune wrote to FILE (its levers)", metavar="FILE")
+WAIT = option(
+    "--wait",
+    "where another measurement runs on this machine (it holds the lock), wait for it to "
+    "finish; by default refuse at once, naming it",
+    action="store_true",
+)
+# `--executor` and the options of the SLURM executor (`study.slurm`).
+SLURM = (
+    option(
+        "--executor",
+        "run here one after another, or submit every run as a SLURM job",
+        choices=("local", "slurm"),
+        default="local",
+    ),
+    option("--partition", "SLURM partition of the CPU rows"),
+    option("--gpu-partition", "SLURM partition of the GPU rows"),
+    option("--time-limit", "SLURM time limit of each job, minutes", type=int, default=60),
+    option("--gpus-per-node", "GPUs per GPU job (default: its rows')", type=int),
+    option(
+        "--tasks-per-node",
+        "JAX processes per node of a multi-process row (default: all on one node)",
+        type=int,
+    ),
+    option(
+        "--sbatch",
+        "another sbatch option for every job, e.g. --sbatch account=proj (repeatable)",
+        action="append",
+        default=[],
+        metavar="OPTION[=VALUE]",
+    ),
+    option(
+        "--state-every",
+        "ask SLURM's accounting for unfinished jobs' states every S seconds: a job that "
+        "ends without a result is noticed within S (default 30)",
+        type=float,
+        default=30.0,
+        metavar="S",
+    ),
+)
+
+
+def check_writable(folder: str | Path) -> None:
+    """Raise a ValueError (exit code 2) unless records can be written under `folder` (made
+    if missing)."""
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise ValueError(f"cannot write to output folder {folder}: {exc.strerror or exc}") from None
 
 
 def scenario_from_args(a: argparse.Namespace) -> Scenario:
@@ -64,11 +143,8 @@ def scenario_from_args(a: argparse.Namespace) -> Scenario:
 
 def step_of(s: Scenario, a: argparse.Namespace) -> Scenario:
     """`s` with the step the options name, said on a line: `--step FILE` (a step file of
-    `odestudy tune`), `--recommended` (the step tune recorded for the problem here, else
-    the levers that cannot slow it down: `steps.recommended_step`), or neither (`s`).
-    A lever given by hand beside either is a one-line error."""
-    from .study.steps import apply_step, read_step, recommended_step, step_of_tune
-
+    `odestudy tune`), `--recommended` (`steps.recommended_step`), or neither (`s`). A
+    lever given by hand beside either is a one-line error."""
     step, recommended = getattr(a, "step", None), getattr(a, "recommended", False)
     if step and recommended:
         raise ValueError("give one of --step FILE and --recommended")
@@ -81,43 +157,60 @@ def step_of(s: Scenario, a: argparse.Namespace) -> Scenario:
             f"{which} sets the step's levers; give either {which} or --{given[0].replace('_', '-')}"
         )
     if step:
-        found = read_step(step)
-        chosen = apply_step(s, found, step)
+        found = steps.read_step(step)
+        chosen = steps.apply_step(s, found, step)
         if getattr(a, "mode", None) is None and getattr(a, "devices_per_process", None) is None:
-            placed = step_of_tune(found, step)  # the mode and devices it names
+            placed = steps.step_of_tune(found, step)  # the mode and devices it names
             chosen = dataclasses.replace(
                 chosen, mode=placed.mode, devices_per_process=placed.devices
             )
         print(f"step: {step}: {chosen.step_tag() or 'the default step'}, {chosen.mode} on "
               f"{chosen.devices_per_process} device(s)")  # fmt: skip
         return chosen
-    chosen, why = recommended_step(s, a.results)
+    chosen, why = steps.recommended_step(s, a.results)
     print(f"recommended: {chosen.step_tag() or 'the default step'} ({why})")
     return chosen
 
 
+@command(
+    "run",
+    "run one scenario in a fresh kernel",
+    add_scenario_options,
+    STEP,
+    option(
+        "--recommended",
+        "the step odestudy tune recorded for the problem, controller and device kind on "
+        "this machine where there is one (the default where nothing measured was faster); "
+        "before any tune, only the levers that cannot slow it down",
+        action="store_true",
+    ),
+    option(
+        "--out",
+        "output folder (default: the scenario's folder under --results, where `odestudy "
+        "report` reads it)",
+    ),
+    RESULTS_FOLDER,
+    option(
+        "--runs",
+        "runs: the cold run (it trains) and runs-1 repeats timing the trained model's step "
+        "from its saved state, the step time shown and reported (default 2)",
+        type=int,
+        default=2,
+    ),
+    WAIT,
+)
 def _run(a: argparse.Namespace) -> int:
-    from .measure.devices import gpu_count
-    from .report.runs import trained_state
-    from .study.rec import Rec
-    from .study.repeats import cache_environment, clear_cache
-    from .study.runner import execute_scenario
-
     s = step_of(scenario_from_args(a), a)
-    from .study.executors import needs_cluster
-
     if why := needs_cluster(s):
         raise ValueError(f"{why}; odestudy run runs on this machine only (see make nodes)")
     # CPU devices are virtual and made to order; GPUs must exist.
-    validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
-    out = Path(a.out) if a.out else records.record_path(s, a.results).parent
+    validate(s, available_devices=devices.gpu_count() if s.device == "gpu" else None)
+    out = Path(a.out) if a.out else record_path(s, a.results).parent
     check_writable(out)
-    from .study.lock import measuring
-
-    with measuring(f"odestudy run {s.name()}", a.wait):
-        clear_cache(out)
-        record = execute_scenario(s, out, extra_env=cache_environment(out))
-    print(f"{record['status']}: {s.name()} -> {out / records.RECORD_NAME}")
+    with lock.measuring(f"odestudy run {s.name()}", a.wait):
+        repeats.clear_cache(out)
+        record = runner.execute_scenario(s, out, extra_env=repeats.cache_environment(out))
+    print(f"{record['status']}: {s.name()} -> {out / RECORD_NAME}")
     if record["status"] != "ok":
         print(record.get("error"), file=sys.stderr)
         return 1
@@ -138,56 +231,94 @@ def _run(a: argparse.Namespace) -> int:
 
 
 def trained_steps(
-    s: typing.Any, out: Path, record: dict[str, typing.Any], runs: int
+    s: Scenario, out: Path, record: dict[str, typing.Any], runs: int
 ) -> dict[str, typing.Any]:
     """`record` with `runs - 1` repeats merged: more steps timed from the trained state
     its cold run saved in `out` (`repeats`), the quantity `tune` and the report time."""
-    from .study.repeats import repeat_processes, run_repeat_round
-
     for _ in range(max(0, runs - 1)):
         if s.processes > 1:
-            record = dict(repeat_processes(s, out))
+            record = dict(repeats.repeat_processes(s, out))
         else:
-            record = dict(run_repeat_round([(s, out)])[0])
+            record = dict(repeats.run_repeat_round([(s, out)])[0])
     return record
 
 
-def _executor(a: argparse.Namespace):
-    """The executor the options of `odestudy matrix` name."""
-    from .study.executors import LocalExecutor
-
-    if a.executor == "local":
-        return LocalExecutor()
-    from .study.slurm import SlurmExecutor, parse_sbatch
-
-    return SlurmExecutor(
-        partition=a.partition,
-        gpu_partition=a.gpu_partition,
-        time_min=a.time_limit,
-        gpus_per_node=a.gpus_per_node,
-        tasks_per_node=a.tasks_per_node,
-        sbatch=parse_sbatch(a.sbatch),
-        state_every_s=a.state_every,
-    )
-
-
+@command(
+    "matrix",
+    "run every scenario of a scale, resumably",
+    SCALE,
+    option(
+        "--problem",
+        "what every scenario trains: a problem's name or module:object",
+        default="oscillator",
+    ),
+    option("--device", choices=("cpu", "gpu", "auto"), default="auto"),
+    option(
+        "--device-count",
+        "size the matrix to N devices of the kind --device names (cpu or gpu), present or "
+        "not (a SLURM partition's, say), instead of to this machine; GPU rows on more GPUs "
+        "than are present where they run are listed as not run",
+        type=int,
+        metavar="N",
+    ),
+    option(
+        "--dry-run",
+        "print the plan, scenario by scenario (runs to do, record reused or why not, why a "
+        "row cannot run here), and run, write, lock and probe nothing",
+        action="store_true",
+    ),
+    option("--force", "rerun finished scenarios", action="store_true"),
+    option(
+        "--full",
+        "the whole matrix (1/2/4/8 CPU devices: rows with more devices than physical cores "
+        "measure overhead); default: the matrix sized to this machine",
+        action="store_true",
+    ),
+    option(
+        "--study",
+        "a registered study: scaling (the tables), explain (the studies that explain them), "
+        "target (their time-to-target rows alone; `make seed` runs them at the seed scale), "
+        "versions (the core rows `make versions` runs under each JAX release), map (the "
+        "workload map; records under RESULTS/map), seed (`make seed`: the seed scale's "
+        "scaling rows and their time-to-target rows at its batch), step and prediction (no "
+        "matrix runs: benchmarks/levers.py and odestudy predict make their records); or "
+        "module:Class, a study defined outside the package (odestudy.study.studies.Study)",
+        default="scaling",
+    ),
+    RESULTS_FOLDER,
+    option(
+        "--recommended",
+        "the scaling matrix with the recommended levers applied (records beside the "
+        "default ones, named by their levers)",
+        action="store_true",
+    ),
+    STEP,
+    option(
+        "--runs",
+        "runs per scenario (default: 3 for the quick scaling study, else 1); a scenario "
+        "with fewer runs gets its missing repeats",
+        type=int,
+    ),
+    option(
+        "--select",
+        "only scenarios with these fields, e.g. scaling=strong,devices_per_process=2",
+        default="",
+    ),
+    WAIT,
+    *SLURM,
+)
 def _matrix(a: argparse.Namespace) -> int:
-    from .study.matrix import check_sizing, parse_selection, run_matrix
-    from .study.studies import Sizing
-
     # A study says where its records go (the map keeps its own apart, so that all its
     # rows come from one `make map`).
-    study = get_study(a.study)
-    check_sizing(a.device, Sizing(a.device_count), study)  # before anything else
+    study = matrix.get_study(a.study)
+    matrix.check_sizing(a.device, Sizing(a.device_count), study)  # before anything else
     results = study.results(a.results)
     if not a.dry_run:  # a dry run writes nothing, there or anywhere
         check_writable(results)
     resolve_problem(a.problem)  # a clear error before anything runs
     step = None
     if a.step:
-        from .study.steps import read_step
-
-        step = read_step(a.step)
+        step = steps.read_step(a.step)
         if a.problem != step["problem"]:
             raise ValueError(
                 f"{a.step} was tuned for problem {step['problem']!r}; give --problem "
@@ -199,13 +330,13 @@ def _matrix(a: argparse.Namespace) -> int:
             f"step: {a.step}: {', '.join(step['levers']) or 'the default step'} on the "
             f"{step['controller']} rows on {step['device']}"
         )
-    recs = run_matrix(
+    recs = matrix.run_matrix(
         a.scale,
         a.device,
         force=a.force,
         results=results,
         study=study,
-        selection=parse_selection(a.select),
+        selection=matrix.parse_selection(a.select),
         recommended=a.recommended,
         repeats=a.runs,
         full=a.full,
@@ -226,58 +357,108 @@ def _matrix(a: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _predict_map(a: argparse.Namespace) -> int:
-    """`odestudy predict --map`: the prediction of every workload of the map, from this
-    session's probe of its devices, or from `--profile` without measuring them."""
-    from .measure.devices import configure_devices
-    from .predict import map_to_predict, predict_map
-    from .study.lock import measuring
-    from .study.probing import session_probe
-    from .study.profiles import load_profile, machine_profile_if_any
-    from .study.records import machine_folder
-    from .study.workloads import MAP_FOLDER
+def _executor(a: argparse.Namespace) -> LocalExecutor | SlurmExecutor:
+    """The executor the options of `odestudy matrix` name."""
+    if a.executor == "local":
+        return LocalExecutor()
+    return SlurmExecutor(
+        partition=a.partition,
+        gpu_partition=a.gpu_partition,
+        time_min=a.time_limit,
+        gpus_per_node=a.gpus_per_node,
+        tasks_per_node=a.tasks_per_node,
+        sbatch=parse_sbatch(a.sbatch),
+        state_every_s=a.state_every,
+    )
 
-    n, results = a.devices_per_process or 2, Path(a.results) / MAP_FOLDER
-    profile = load_profile(a.profile, a.results) if a.profile else None
-    # A prediction from this session's probe is ranged over this machine's probes.
-    machine = None if profile else machine_profile_if_any(a.results)
-    configure_devices("cpu", n)
-    todo = map_to_predict(results, n, a.scale or "quick", profile)
-    # A timing session (its probe) only where a prediction is to be made.
-    probed = session_probe("cpu", 1 if profile else n, machine_folder(results)) if todo else None
-    with measuring("odestudy predict --map", a.wait), probed or contextlib.nullcontext():
-        done = predict_map(results, n, a.scale or "quick", profile, machine=machine)
-    print(f"{len(done)} prediction(s) of the workload map")
+
+@command(
+    "report",
+    "tables, figures and the HTML report",
+    SCALE,
+    RESULTS_FOLDER,
+    FIGURES_FOLDER,
+    option("--readme", "also refresh the answer in this README"),
+    option("--docs", "also write the results pages under DOCS/results/"),
+    option(
+        "--study",
+        "only this study's tables and results page (a registered name or module:Class); "
+        "default: the whole report",
+    ),
+)
+def _report(a: argparse.Namespace) -> int:
+    if a.study:  # one study's own tables and page, nothing else
+        for path in write_study_report(a.study, a.results, a.scale, a.figures, a.docs):
+            print(f"wrote {path}")
+        return 0
+    # One read of the records, in the report notebook, writes the tables and figures,
+    # the pages (`--docs`) and the README's answer (`--readme`) (`report.publish`).
+    html = settle_report(runner.execute_report(a.results, a.scale, a.figures, a.docs, a.readme))
+    print(f"report: {html}")
+    if a.docs:
+        for page in pages_of(a.scale):
+            print(f"page: {Path(a.docs) / 'results' / f'{page.name}.md'}")
+    if a.readme:
+        print(f"updated the answer in {a.readme}")
     return 0
 
 
-def _predict_rows(a: argparse.Namespace) -> int:
-    """`odestudy predict --rows --profile P`: every measured multi-device row of this
-    machine's matrix of the scale, predicted from its 1-device row and the profile."""
-    from .measure.devices import configure_devices
-    from .predict import predict_recorded_rows, rows_to_predict
-    from .study.lock import measuring
-    from .study.probing import session_probe
-    from .study.profiles import load_profile
-    from .study.records import machine_folder
-
-    if not a.profile:
-        raise ValueError("--rows predicts from a profile without measuring: give --profile")
-    profile = load_profile(a.profile, a.results)
-    configure_devices("cpu", max(2, max((p[0] for p in profile.placements()), default=2)))
-    todo = rows_to_predict(a.results, profile, a.scale or "quick")
-    # A timing session (its probe) only where a prediction is to be made.
-    probed = session_probe("cpu", 1, machine_folder(a.results)) if todo else None
-    with measuring("odestudy predict --rows", a.wait), probed or contextlib.nullcontext():
-        done = predict_recorded_rows(a.results, profile, a.scale or "quick")
-    print(f"{len(done)} prediction(s) of the measured rows")
-    return 0
-
-
+@command(
+    "predict",
+    "each mode's step time at N devices for a problem, from a short 1-device sweep",
+    add_scenario_options,  # --devices N and --processes P: the placement predicted
+    option(
+        "--recommended",
+        "predict the recommended step (the default): the step odestudy tune recorded for "
+        "the problem here, else the study's step for a problem it measured, else the "
+        "levers that cannot slow a step down",
+        action="store_true",
+    ),
+    STEP,
+    option(
+        "--default-step",
+        "predict the default step (the reference's) instead of the recommended one",
+        action="store_true",
+    ),
+    option(
+        "--crossover-batches",
+        "per-device batches to predict each mode along, for where splitting starts to pay "
+        "(comma-separated; empty: none)",
+        default=CROSSOVER_DEFAULT,
+    ),
+    option(
+        "--profile",
+        "the collective costs: cpu (this machine's recorded probes), a shipped profile "
+        "(h100-nvlink, pcie-gpu) or a profile file; default: a probe of the N devices here",
+    ),
+    option("--timed-steps", "timed steps per swept batch", type=int, default=10),
+    option("--out", "also write the prediction as JSON here"),
+    option(
+        "--map",
+        "predict every workload of the map (`make map`) from its trained 1-device row, to "
+        "check against the map's measured rows (records under RESULTS/map)",
+        action="store_true",
+    ),
+    option(
+        "--rows",
+        "predict every measured multi-device row of this machine's matrix of the scale "
+        "(one, several processes, several nodes) from its 1-device row and --profile, for "
+        "the report to check",
+        action="store_true",
+    ),
+    folder(
+        "results",
+        "where records live: a trained 1-device row of the problem recorded here (`odestudy "
+        "run`) is swept instead of training again",
+    ),
+    option(
+        "--retrain",
+        "train the model anew even where its trained 1-device row is recorded",
+        action="store_true",
+    ),
+    WAIT,
+)
 def _predict(a: argparse.Namespace) -> int:
-    from .predict import check_prediction, made_here, one_device, recorded_state
-    from .study.profiles import load_profile
-
     if a.map:
         return _predict_map(a)
     if a.rows:
@@ -291,37 +472,62 @@ def _predict(a: argparse.Namespace) -> int:
     if sum(map(bool, (a.recommended, a.default_step, a.step))) > 1:
         raise ValueError("give one of --step FILE, --recommended and --default-step")
     if a.step:
-        from .study.steps import apply_step, read_step
-
-        target = apply_step(target.default_step(), read_step(a.step), a.step)
+        target = steps.apply_step(target.default_step(), steps.read_step(a.step), a.step)
         print(f"step: {a.step}: {target.step_tag() or 'the default step'}")
-    # The recommended step unless the reference's is asked for: the step tune recorded
-    # for the problem here, else the study's step for a problem it measured, else the
-    # levers that cannot slow a step down (`steps.recommended_step`).
+    # The recommended step (`steps.recommended_step`) unless the reference's is asked for.
     elif not a.default_step:
-        from .study.steps import recommended_step
-
-        target, why = recommended_step(target, a.results)
+        target, why = steps.recommended_step(target, a.results)
         print(f"recommended: {target.step_tag() or 'the default step'} ({why})")
     axis = _held(_axis(a.crossover_batches), target, a.crossover_batches == CROSSOVER_DEFAULT)
-    profile = load_profile(a.profile, a.results) if a.profile else None
-    check_prediction(target, profile)  # before JAX starts or anything compiles
+    profile = profiles.load_profile(a.profile, a.results) if a.profile else None
+    predict.check_prediction(target, profile)  # before JAX starts or anything compiles
     _predict_devices(target, profile is None)
-    from .study.lock import measuring
-
-    state = None if a.retrain else recorded_state(one_device(target), a.results)
+    state = None if a.retrain else predict.recorded_state(predict.one_device(target), a.results)
     if state:
         print(f"from the trained 1-device row recorded at {state[0].parent} (no training)")
-    with measuring(f"odestudy predict {target.problem_object.name}", a.wait):
+    with lock.measuring(f"odestudy predict {target.problem_object.name}", a.wait):
         out = _predict_with(target, profile, a, state, axis)
     out["trained_from"] = str(state[0].parent) if state else None
-    out.update(made_here())
+    out.update(predict.made_here())
     print_prediction(out, target)
     if a.out:
-        from .study.records import write_json_atomic
-
         write_json_atomic(a.out, out)
         print(f"-> {a.out}")
+    return 0
+
+
+def _predict_map(a: argparse.Namespace) -> int:
+    """`odestudy predict --map`: the prediction of every workload of the map, from this
+    session's probe of its devices, or from `--profile` without measuring them."""
+    n, results = a.devices_per_process or 2, Path(a.results) / MAP_FOLDER
+    profile = profiles.load_profile(a.profile, a.results) if a.profile else None
+    # A prediction from this session's probe is ranged over this machine's probes.
+    machine = None if profile else profiles.machine_profile_if_any(a.results)
+    devices.configure_devices("cpu", n)
+    todo = predict.map_to_predict(results, n, a.scale or "quick", profile)
+    # A timing session (its probe) only where a prediction is to be made.
+    probed = (
+        probing.session_probe("cpu", 1 if profile else n, machine_folder(results)) if todo else None
+    )
+    with lock.measuring("odestudy predict --map", a.wait), probed or contextlib.nullcontext():
+        done = predict.predict_map(results, n, a.scale or "quick", profile, machine=machine)
+    print(f"{len(done)} prediction(s) of the workload map")
+    return 0
+
+
+def _predict_rows(a: argparse.Namespace) -> int:
+    """`odestudy predict --rows --profile P`: every measured multi-device row of this
+    machine's matrix of the scale, predicted from its 1-device row and the profile."""
+    if not a.profile:
+        raise ValueError("--rows predicts from a profile without measuring: give --profile")
+    profile = profiles.load_profile(a.profile, a.results)
+    devices.configure_devices("cpu", max(2, max((p[0] for p in profile.placements()), default=2)))
+    todo = predict.rows_to_predict(a.results, profile, a.scale or "quick")
+    # A timing session (its probe) only where a prediction is to be made.
+    probed = probing.session_probe("cpu", 1, machine_folder(a.results)) if todo else None
+    with lock.measuring("odestudy predict --rows", a.wait), probed or contextlib.nullcontext():
+        done = predict.predict_recorded_rows(a.results, profile, a.scale or "quick")
+    print(f"{len(done)} prediction(s) of the measured rows")
     return 0
 
 
@@ -329,26 +535,21 @@ def _predict_devices(target: Scenario, present: bool) -> None:
     """Set up JAX's devices for a prediction: `target.total_devices` CPU devices (the
     sweep runs on the first; `shard`'s program is partitioned over all of them), and,
     for GPUs, the GPUs present, which must be as many where `present` (no profile)."""
-    from .measure.devices import configure_devices, gpu_count
-
     n = target.total_devices
     if target.device == "gpu":
-        if present and gpu_count() < n:
+        if present and devices.gpu_count() < n:
             raise ValueError(
-                f"{n} GPUs are not present here ({gpu_count()}): name a profile "
+                f"{n} GPUs are not present here ({devices.gpu_count()}): name a profile "
                 "(--profile h100-nvlink, pcie-gpu or a file) to predict them from one"
             )
-        configure_devices("gpu", 1)
-        import jax
-
+        devices.configure_devices("gpu", 1)
         jax.config.update("jax_num_cpu_devices", n)
     else:
-        configure_devices("cpu", n)
+        devices.configure_devices("cpu", n)
 
 
 def _axis(text: str) -> tuple[int, ...]:
-    """`--crossover-batches` as per-device batches (`""`: none); a ValueError naming the
-    rule where one is not a whole number of at least 1."""
+    """`--crossover-batches` as per-device batches (`""`: none), whole numbers >= 1."""
     try:
         found = tuple(int(b) for b in text.split(",") if b.strip())
     except ValueError:
@@ -380,28 +581,20 @@ def _predict_with(
     """The prediction, in a timing session: its probe of the devices of `target` where
     no `profile` is given (its values then the collective costs), else of one device;
     along the per-device batches `axis` too."""
-    from .measure.probe import probe, read_probe
-    from .predict import predict_modes, session_profile
-    from .study.probing import session_probe
-    from .study.profiles import machine_profile_if_any
-    from .study.records import machine_folder
-
     n = target.total_devices if profile is None else 1
-    with session_probe(target.device, n, machine_folder(a.results)) as found:
+    with probing.session_probe(target.device, n, machine_folder(a.results)) as found:
         if profile is None:
-            machine = machine_profile_if_any(a.results)
+            machine = profiles.machine_profile_if_any(a.results)
             # No session probe (`ODESTUDY_PROBE=off`): the probe runs here, in-process.
-            values = read_probe(found) if found else probe()
-            profile = session_profile(values, machine)
-        return predict_modes(
+            values = probe.read_probe(found) if found else probe.probe()
+            profile = predict.session_profile(values, machine)
+        return predict.predict_modes(
             target, profile, timed_steps=a.timed_steps, trained_state=state, axis=axis
         )
 
 
 def print_prediction(out: dict, target: Scenario) -> None:
-    """The prediction `out` as lines: the placement, the measured 1-device step, each
-    mode's step and speedup with intervals, the terms (measured or profiled) and the
-    assumptions."""
+    """The prediction `out` as the command's lines."""
     trained = "trained" if out["trained"] else f"NOT trained (above {out['trained_loss']:g})"
     where = (
         f"{out['n_devices']} {target.device} devices"
@@ -461,10 +654,7 @@ def print_prediction(out: dict, target: Scenario) -> None:
 
 
 def print_crossover(along: dict) -> None:
-    """Where each mode starts to pay along the predicted per-device batches: the batch
-    and the per-device work there, with intervals."""
-    from .report.crossover import Crossing
-
+    """Where each mode starts to pay along the predicted per-device batches."""
     print(f"where splitting starts to pay on {along['devices']} devices (strong scaling):")
     for mode, found in along["modes"].items():
         said = Crossing(**found["batch"]).said("series per device")
@@ -478,6 +668,87 @@ def print_crossover(along: dict) -> None:
         print(f"  {mode:10s} {said}  ({speedups})")
 
 
+@command(
+    "tune",
+    "the fastest step for a problem on this machine: its levers timed from the trained "
+    "model, alone then combined, kept where faster at equal loss",
+    option(
+        "--problem",
+        "a problem's name or module:object (as odestudy run --problem)",
+        default="oscillator",
+    ),
+    SCALE,
+    option("--controller", choices=tuple(CONTROLLERS), default="pid"),
+    option("--device", choices=("cpu", "gpu"), default="cpu"),
+    option("--width", "the field's hidden units", type=int, default=64),
+    option(
+        "--out",
+        "the step file (JSON); default: where --recommended finds it, "
+        "RESULTS/<machine>/tune/<device>-<problem>-<controller>-<scale>.json",
+    ),
+    option(
+        "--added-levers",
+        "also try these levers of your own (module:Class naming an odestudy.AbstractAddedLever)",
+        nargs="+",
+        default=[],
+        metavar="SPEC",
+    ),
+    option("--blocks", "interleaved blocks per phase", type=int, default=tune.BLOCKS),
+    option(
+        "--steps-per-block",
+        "timed steps per block, after the warm-up (a block is one of run's repeats)",
+        type=int,
+        default=tune.STEPS_PER_BLOCK,
+    ),
+    option(
+        "--devices",
+        "then time the chosen step split over this many devices in every multi-device "
+        "mode, against one device, and write the mode and device count that pay (or one "
+        "device) into the step file (CPU: virtual devices)",
+        type=int,
+        default=1,
+    ),
+    RESULTS_FOLDER,
+    WAIT,
+)
+def _tune(a: argparse.Namespace) -> int:
+    for spec in a.added_levers:  # importing a lever's module registers it
+        resolve_lever(spec)
+    s = Scenario(
+        problem=a.problem, scale=a.scale, controller=a.controller, device=a.device, width=a.width
+    )
+    validate(s, available_devices=devices.gpu_count() if s.device == "gpu" else None)
+    if a.devices < 1:
+        raise ValueError(f"--devices takes a whole number >= 1, got {a.devices}")
+    if s.device == "gpu" and a.devices > devices.gpu_count():
+        raise ValueError(f"--devices {a.devices}: {devices.gpu_count()} GPU(s) present")
+    out = Path(a.out) if a.out else steps.step_path(s, a.results)
+    check_writable(out.parent)
+    devices.configure_devices(s.device, a.devices)
+    with lock.measuring(f"odestudy tune {s.problem_object.name}", a.wait):
+        found = tune.tune(s, blocks=a.blocks, steps_per_block=a.steps_per_block,
+                     results=a.results, devices=a.devices)  # fmt: skip
+    write_json_atomic(out, found)
+    tune.print_tune(found)
+    print(f"-> {out}")
+    return 0
+
+
+@command(
+    "versions",
+    "the core rows under each JAX release (own environments), and their table",
+    option("--runs", "runs per row and release", type=int, default=3),
+    option(
+        "--sets",
+        "the version sets to measure (default: all)",
+        nargs="+",
+        choices=VERSION_SETS,
+        default=list(VERSION_SETS),
+    ),
+    option("--table-only", "only write the table and figure", action="store_true"),
+    WAIT,
+    FIGURES_FOLDER,
+)
 def _versions(a: argparse.Namespace) -> int:
     status = 0 if a.table_only else run_versions("quick", a.runs, tuple(a.sets), a.wait)
     out = write_versions(RESULTS, a.figures, "quick")
@@ -485,394 +756,21 @@ def _versions(a: argparse.Namespace) -> int:
     return status
 
 
-def _report(a: argparse.Namespace) -> int:
-    from .report.document import settle_report
-    from .study.runner import execute_report
-
-    if a.study:  # one study's own tables and page, nothing else
-        from .report.studies import write_study_report
-
-        for path in write_study_report(a.study, a.results, a.scale, a.figures, a.docs):
-            print(f"wrote {path}")
-        return 0
-
-    # One read of the records, in the report notebook, writes the tables and figures,
-    # the pages (`--docs`) and the README's answer (`--readme`) (`report.publish`).
-    html = settle_report(execute_report(a.results, a.scale, a.figures, a.docs, a.readme))
-    print(f"report: {html}")
-    if a.docs:
-        from .study.studies import pages_of
-
-        for page in pages_of(a.scale):
-            print(f"page: {Path(a.docs) / 'results' / f'{page.name}.md'}")
-    if a.readme:
-        print(f"updated the answer in {a.readme}")
-    return 0
-
-
-def add_step_options(p: argparse.ArgumentParser, recommended: bool = True) -> None:
-    """`--step FILE` and `--recommended`: the step run (see `step_of`)."""
-    p.add_argument(
-        "--step",
-        default=None,
-        metavar="FILE",
-        help="run the step odestudy tune wrote to FILE (its levers)",
-    )
-    if recommended:
-        p.add_argument(
-            "--recommended",
-            action="store_true",
-            help="the step odestudy tune recorded for the problem, controller and device "
-            "kind on this machine where there is one (the default where nothing measured "
-            "was faster); before any tune, only the levers that cannot slow it down",
-        )
-
-
-def _tune(a: argparse.Namespace) -> int:
-    from .measure.devices import configure_devices
-    from .measure.lever import resolve_lever
-    from .study.lock import measuring
-    from .study.records import write_json_atomic
-    from .study.steps import step_path
-    from .tune import print_tune, tune
-
-    for spec in a.added_levers:  # importing a lever's module registers it
-        resolve_lever(spec)
-    s = Scenario(
-        problem=a.problem, scale=a.scale, controller=a.controller, device=a.device, width=a.width
-    )
-    from .measure.devices import gpu_count
-
-    validate(s, available_devices=gpu_count() if s.device == "gpu" else None)
-    if a.devices < 1:
-        raise ValueError(f"--devices takes a whole number >= 1, got {a.devices}")
-    if s.device == "gpu" and a.devices > gpu_count():
-        raise ValueError(f"--devices {a.devices}: {gpu_count()} GPU(s) present")
-    out = Path(a.out) if a.out else step_path(s, a.results)
-    check_writable(out.parent)
-    configure_devices(s.device, a.devices)
-    with measuring(f"odestudy tune {s.problem_object.name}", a.wait):
-        found = tune(s, blocks=a.blocks, steps_per_block=a.steps_per_block,
-                     results=a.results, devices=a.devices)  # fmt: skip
-    write_json_atomic(out, found)
-    print_tune(found)
-    print(f"-> {out}")
-    return 0
-
-
-def add_wait_option(p: argparse.ArgumentParser) -> None:
-    """`--wait`: wait for another measurement on this machine rather than refuse."""
-    p.add_argument(
-        "--wait",
-        action="store_true",
-        help="where another measurement runs on this machine (it holds the lock), wait "
-        "for it to finish; by default refuse at once, naming it",
-    )
-
-
-def add_slurm_options(p: argparse.ArgumentParser) -> None:
-    """`--executor` and the options of the SLURM executor (`study.slurm`)."""
-    p.add_argument(
-        "--executor",
-        choices=("local", "slurm"),
-        default="local",
-        help="run here one after another, or submit every run as a SLURM job",
-    )
-    p.add_argument("--partition", default=None, help="SLURM partition of the CPU rows")
-    p.add_argument("--gpu-partition", default=None, help="SLURM partition of the GPU rows")
-    p.add_argument(
-        "--time-limit", type=int, default=60, help="SLURM time limit of each job, minutes"
-    )
-    p.add_argument(
-        "--gpus-per-node", type=int, default=None, help="GPUs per GPU job (default: its rows')"
-    )
-    p.add_argument(
-        "--tasks-per-node",
-        type=int,
-        default=None,
-        help="JAX processes per node of a multi-process row (default: all on one node)",
-    )
-    p.add_argument(
-        "--sbatch",
-        action="append",
-        default=[],
-        metavar="OPTION[=VALUE]",
-        help="another sbatch option for every job, e.g. --sbatch account=proj (repeatable)",
-    )
-    p.add_argument(
-        "--state-every",
-        type=float,
-        default=30.0,
-        metavar="S",
-        help="ask SLURM's accounting for unfinished jobs' states every S seconds: a job that "
-        "ends without a result is noticed within S (default 30)",
-    )
-
-
-def _run_options(p: argparse.ArgumentParser) -> None:
-    """The options of `odestudy run`."""
-    add_scenario_options(p)
-    add_step_options(p)
-    p.add_argument(
-        "--out",
-        default=None,
-        help="output folder (default: the scenario's folder under --results, where "
-        "`odestudy report` reads it)",
-    )
-    p.add_argument("--results", default=str(environment.workdir("results")))
-    p.add_argument(
-        "--runs",
-        type=int,
-        default=2,
-        help="runs: the cold run (it trains) and runs-1 repeats timing the trained model's "
-        "step from its saved state, the step time shown and reported (default 2)",
-    )
-    add_wait_option(p)
-
-
-def _matrix_options(p: argparse.ArgumentParser) -> None:
-    """The options of `odestudy matrix`."""
-    p.add_argument("--scale", choices=tuple(SCALES), default="quick")
-    p.add_argument(
-        "--problem",
-        default="oscillator",
-        help="what every scenario trains: a problem's name or module:object",
-    )
-    p.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto")
-    p.add_argument(
-        "--device-count",
-        type=int,
-        default=None,
-        metavar="N",
-        help="size the matrix to N devices of the kind --device names (cpu or gpu), "
-        "present or not (a SLURM partition's, say), instead of to this machine; GPU rows "
-        "on more GPUs than are present where they run are listed as not run",
-    )
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the plan, scenario by scenario (runs to do, record reused or why not, "
-        "why a row cannot run here), and run, write, lock and probe nothing",
-    )
-    p.add_argument("--force", action="store_true", help="rerun finished scenarios")
-    p.add_argument(
-        "--full",
-        action="store_true",
-        help="the whole matrix (1/2/4/8 CPU devices: rows with more devices "
-        "than physical cores measure overhead); default: the matrix "
-        "sized to this machine",
-    )
-    p.add_argument(
-        "--study",
-        default="scaling",
-        help="a registered study: scaling (the tables), explain (the studies that explain "
-        "them), target (their time-to-target rows alone; `make seed` runs them at the "
-        "seed scale), versions (the core rows `make versions` runs under each JAX "
-        "release), map (the workload map; records under RESULTS/map), seed (`make seed`: "
-        "the seed scale's scaling rows and their time-to-target rows at its batch), step "
-        "and prediction (no matrix runs: benchmarks/levers.py and odestudy predict make "
-        "their records); or module:Class, a study defined outside the package "
-        "(odestudy.study.studies.Study)",
-    )
-    p.add_argument("--results", default=str(environment.workdir("results")))
-    p.add_argument(
-        "--recommended",
-        action="store_true",
-        help="the scaling matrix with the recommended levers applied "
-        "(records beside the default ones, named by their levers)",
-    )
-    add_step_options(p, recommended=False)
-    p.add_argument(
-        "--runs",
-        type=int,
-        default=None,
-        help="runs per scenario (default: 3 for the quick scaling study, else 1); a "
-        "scenario with fewer runs gets its missing repeats",
-    )
-    p.add_argument(
-        "--select",
-        default="",
-        help="only scenarios with these fields, e.g. scaling=strong,devices_per_process=2",
-    )
-    add_wait_option(p)
-    add_slurm_options(p)
-
-
-def _report_options(p: argparse.ArgumentParser) -> None:
-    """The options of `odestudy report`."""
-    p.add_argument("--scale", choices=tuple(SCALES), default="quick")
-    p.add_argument("--results", default=str(environment.workdir("results")))
-    p.add_argument("--figures", default=str(environment.workdir("figures")))
-    p.add_argument("--readme", default=None, help="also refresh the answer in this README")
-    p.add_argument("--docs", default=None, help="also write the results pages under DOCS/results/")
-    p.add_argument(
-        "--study",
-        default=None,
-        help="only this study's tables and results page (a registered name or "
-        "module:Class); default: the whole report",
-    )
-
-
-def _predict_options(p: argparse.ArgumentParser) -> None:
-    """The options of `odestudy predict`."""
-    add_scenario_options(p)  # --devices N and --processes P: the placement predicted
-    p.add_argument(
-        "--recommended",
-        action="store_true",
-        help="predict the recommended step (the default): the step odestudy tune recorded "
-        "for the problem here, else the study's step for a problem it measured, else the "
-        "levers that cannot slow a step down",
-    )
-    add_step_options(p, recommended=False)
-    p.add_argument(
-        "--default-step",
-        action="store_true",
-        help="predict the default step (the reference's) instead of the recommended one",
-    )
-    p.add_argument(
-        "--crossover-batches",
-        default=CROSSOVER_DEFAULT,
-        help="per-device batches to predict each mode along, for where splitting starts "
-        "to pay (comma-separated; empty: none)",
-    )
-    p.add_argument(
-        "--profile",
-        default=None,
-        help="the collective costs: cpu (this machine's recorded probes), a shipped "
-        "profile (h100-nvlink, pcie-gpu) or a profile file; default: a probe of the N "
-        "devices here",
-    )
-    p.add_argument("--timed-steps", type=int, default=10, help="timed steps per swept batch")
-    p.add_argument("--out", default=None, help="also write the prediction as JSON here")
-    p.add_argument(
-        "--map",
-        action="store_true",
-        help="predict every workload of the map (`make map`) from its trained 1-device "
-        "row, to check against the map's measured rows (records under RESULTS/map)",
-    )
-    p.add_argument(
-        "--rows",
-        action="store_true",
-        help="predict every measured multi-device row of this machine's matrix of the "
-        "scale (one, several processes, several nodes) from its 1-device row and "
-        "--profile, for the report to check",
-    )
-    p.add_argument(
-        "--results",
-        default=str(environment.workdir("results")),
-        help="where records live: a trained 1-device row of the problem recorded here "
-        "(`odestudy run`) is swept instead of training again",
-    )
-    p.add_argument(
-        "--retrain",
-        action="store_true",
-        help="train the model anew even where its trained 1-device row is recorded",
-    )
-    add_wait_option(p)
-
-
-def _tune_options(p: argparse.ArgumentParser) -> None:
-    """The options of `odestudy tune`."""
-    p.add_argument(
-        "--problem",
-        default="oscillator",
-        help="a problem's name or module:object (as odestudy run --problem)",
-    )
-    p.add_argument("--scale", choices=tuple(SCALES), default="quick")
-    p.add_argument("--controller", choices=tuple(CONTROLLERS), default="pid")
-    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    p.add_argument("--width", type=int, default=64, help="the field's hidden units")
-    p.add_argument(
-        "--out",
-        default=None,
-        help="the step file (JSON); default: where --recommended finds it, "
-        "RESULTS/<machine>/tune/<device>-<problem>-<controller>-<scale>.json",
-    )
-    p.add_argument(
-        "--added-levers",
-        nargs="+",
-        default=[],
-        metavar="SPEC",
-        help="also try these levers of your own (module:Class naming an "
-        "odestudy.AbstractAddedLever)",
-    )
-    p.add_argument("--blocks", type=int, default=BLOCKS, help="interleaved blocks per phase")
-    p.add_argument(
-        "--steps-per-block",
-        type=int,
-        default=STEPS_PER_BLOCK,
-        help="timed steps per block, after the warm-up (a block is one of run's repeats)",
-    )
-    p.add_argument(
-        "--devices",
-        type=int,
-        default=1,
-        help="then time the chosen step split over this many devices in every "
-        "multi-device mode, against one device, and write the mode and device count "
-        "that pay (or one device) into the step file (CPU: virtual devices)",
-    )
-    p.add_argument("--results", default=str(environment.workdir("results")))
-    add_wait_option(p)
-
-
-def _versions_options(p: argparse.ArgumentParser) -> None:
-    """The options of `odestudy versions`."""
-    p.add_argument("--runs", type=int, default=3, help="runs per row and release")
-    p.add_argument(
-        "--sets",
-        nargs="+",
-        choices=VERSION_SETS,
-        default=list(VERSION_SETS),
-        help="the version sets to measure (default: all)",
-    )
-    p.add_argument("--table-only", action="store_true", help="only write the table and figure")
-    add_wait_option(p)
-    p.add_argument("--figures", default=str(environment.workdir("figures")))
-
-
-# Each command: its name, its help, the function that declares its options and the one
-# that runs it.
-COMMANDS = (
-    ("run", "run one scenario in a fresh kernel", _run_options, _run),
-    ("matrix", "run every scenario of a scale, resumably", _matrix_options, _matrix),
-    ("report", "tables, figures and the HTML report", _report_options, _report),
-    (
-        "predict",
-        "each mode's step time at N devices for a problem, from a short 1-device sweep",
-        _predict_options,
-        _predict,
-    ),
-    (
-        "tune",
-        "the fastest step for a problem on this machine: its levers timed from the "
-        "trained model, alone then combined, kept where faster at equal loss",
-        _tune_options,
-        _tune,
-    ),
-    (
-        "versions",
-        "the core rows under each JAX release (own environments), and their table",
-        _versions_options,
-        _versions,
-    ),
-)
-
-
 def parser() -> argparse.ArgumentParser:
     """The command line, built from each command's own declaration (`COMMANDS`)."""
     p = argparse.ArgumentParser(prog="odestudy", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    for name, help_text, options, func in COMMANDS:
+    for name, (help_text, options, run) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text)
-        options(command)
-        command.set_defaults(func=func)
+        for add in options:
+            add(command)
+        command.set_defaults(func=run)
     return p
 
 
 def _interrupt_on_sigterm() -> None:
     """Treat SIGTERM like Ctrl-C, so that a killed matrix shuts its kernel and any
     worker processes down instead of leaving them running."""
-    import signal
 
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
@@ -884,8 +782,6 @@ def _import_from_workdir() -> None:
     """Make modules of the working directory importable here and in the kernels and
     workers this command starts (they inherit `PYTHONPATH`), as `python -m` would: a
     user's `--problem own_problem:PROBLEM` lives there."""
-    import os
-
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
@@ -905,8 +801,6 @@ def _timed_as_kernels(argv: list[str]) -> None:
     (`devices.child_environment`): equinox reads the variable once, at import, and its
     default (`raise`) puts a host callback in every diffrax solve, so that the step
     timed would not be the step `run` and `matrix` time (benchmarks/rising_cost.py)."""
-    import os
-
     if argv[:1] and argv[0] in TIMED_HERE and "EQX_ON_ERROR" not in os.environ:
         env = {**os.environ, "EQX_ON_ERROR": "nan"}
         os.execve(sys.executable, [sys.executable, "-m", "odestudy.cli", *argv], env)
@@ -918,16 +812,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     _interrupt_on_sigterm()
     _import_from_workdir()
-    from .study.lock import BUSY_STATUS, MachineBusy
-
     try:
         return args.func(args)
     except ValueError as exc:
         print(f"odestudy: error: {exc}", file=sys.stderr)
         return 2
-    except MachineBusy as exc:
+    except lock.MachineBusy as exc:
         print(f"odestudy: {exc}", file=sys.stderr)
-        return BUSY_STATUS
+        return lock.BUSY_STATUS
 
 
 if __name__ == "__main__":
