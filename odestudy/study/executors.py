@@ -11,7 +11,7 @@ from typing import Any
 from ..measure.record import Record
 from ..measure.scenario import Scenario
 from . import records
-from .plan import CeilingProbe, Done, Plan, Run, why_stale
+from .plan import CeilingProbe, CurrentRecord, Done, Plan, Run, why_stale
 from .records import record_path
 
 
@@ -61,7 +61,7 @@ class Executor(abc.ABC):
         """Make every run of `plan`; returns the last record of each scenario of the plan
         (failed runs recorded as failed, never raised)."""
 
-    def current(self, s: Scenario, results: Path) -> tuple[Record | None, str | None, Path | None]:
+    def current(self, s: Scenario, results: Path) -> CurrentRecord:
         """The record a plan starts from for `s` (see `plan.make_plan`): this machine's."""
         rec = records.read_or(record_path(s, results), None, records.read_record)
         return (None, None, None) if rec is None else (rec, why_stale(s, rec), None)

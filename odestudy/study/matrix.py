@@ -1,10 +1,10 @@
 """The study's scenario matrix: which scenarios, where records go, resumable runs."""
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..measure import environment
 from ..measure.problem import DEFAULT_PROBLEM, AnyProblem, in_this_process_only, problem_spec
@@ -14,85 +14,18 @@ from ..measure.record import Record
 from ..measure.scenario import SCALES, Scenario
 from . import records
 from .executors import Executor, LocalExecutor, Progress
-from .grid import (
-    BATCH_SWEEP,
-    CORE_MULTI_MODES,
-    CPU_DEVICE_COUNTS,
-    DEVICES,
-    EXPLAIN_DEVICES,
-    GPU_DEVICE_COUNTS,
-    KINDS,
-    PROCESS_LAYOUTS,
-    SEED_DEVICE_COUNTS,
-    SEED_EVAL_EVERY,
-    SEED_GPU_DEVICE_COUNTS,
-    SPREADS,
-    TARGET_EVAL_EVERY,
-    VERSION_DEVICES,
-    WITHIN_ODE_SPREAD,
-    absent,
-    check_sizing,
-    explain_scenarios,
-    for_problem,
-    gpus_present,
-    node_scenarios,
-    scaling_plan,
-    scenarios,
-    seed_scenarios,
-    sized_limit,
-    target_scenarios,
-    versions_scenarios,
-    weak_batch,
-)
+from .grid import DEVICES, check_sizing, for_problem, sized_limit
 from .lock import measuring
-from .plan import CeilingProbe, expected_env, make_plan, reusable, runs, why_stale
+from .plan import CeilingProbe, Current, make_plan, runs
 from .plan import Plan as MatrixPlan
 from .probing import session_probe
 from .records import DEFAULT_RESULTS, record_path
 from .repeats import REPEAT_STEPS
-from .runner import execute_scenario, failed_record
+from .runner import failed_record
 from .steps import MATCHED, apply_step
 from .studies import STUDIES, THIS_MACHINE, Sizing, Study
 
-# The scenarios of the built-in studies (`grid.py`) are re-exported here, where the matrix
-# runs them; the studies themselves (`odestudy.builtin`) are asked through the registry
-# (`get_study`, `studies.STUDIES`).
-__all__ = [
-    "BATCH_SWEEP",
-    "CORE_MULTI_MODES",
-    "CPU_DEVICE_COUNTS",
-    "DEVICES",
-    "EXPLAIN_DEVICES",
-    "GPU_DEVICE_COUNTS",
-    "KINDS",
-    "PROCESS_LAYOUTS",
-    "SEED_DEVICE_COUNTS",
-    "SEED_EVAL_EVERY",
-    "SEED_GPU_DEVICE_COUNTS",
-    "SPREADS",
-    "STUDIES",
-    "TARGET_EVAL_EVERY",
-    "VERSION_DEVICES",
-    "WITHIN_ODE_SPREAD",
-    "absent",
-    "check_sizing",
-    "execute_scenario",
-    "expected_env",
-    "explain_scenarios",
-    "for_problem",
-    "gpus_present",
-    "node_scenarios",
-    "reusable",
-    "runs",
-    "scaling_plan",
-    "scenarios",
-    "seed_scenarios",
-    "sized_limit",
-    "target_scenarios",
-    "versions_scenarios",
-    "weak_batch",
-    "why_stale",
-]
+T = TypeVar("T")
 
 
 def plan(
@@ -297,16 +230,9 @@ def _takes(s: Scenario, step: dict[str, Any]) -> bool:
     return all(getattr(s, fact) == step[fact] for fact in MATCHED)
 
 
-def _with_step(found: list[Scenario], step: dict[str, Any]) -> list[Scenario]:
-    """The scenarios of `found` that `step` was tuned for, with its levers, once each."""
-    out = [apply_step(s.default_step(), step) for s in found if _takes(s, step)]
-    return list({s.key(): s for s in out}.values())
-
-
-def _with_step_pairs(
-    found: list[tuple[Scenario, str]], step: dict[str, Any]
-) -> list[tuple[Scenario, str]]:
-    return [(apply_step(s.default_step(), step), why) for s, why in found]
+def _once(found: list[T]) -> list[T]:
+    """Scenarios, or `(scenario, why)` pairs, once per scenario key (the last kept)."""
+    return list({(x[0] if isinstance(x, tuple) else x).key(): x for x in found}.values())
 
 
 def _scenarios_to_run(
@@ -338,16 +264,14 @@ def _scenarios_to_run(
             )
 
         # The matrix holds both steps; with the recommended one applied they are one row.
-        runnable = list({s.key(): s for s in map(apply, runnable)}.values())
-        not_run = list(
-            {s.key(): (s, why) for s, why in ((apply(s), w) for s, w in not_run)}.values()
-        )
+        runnable = _once([apply(s) for s in runnable])
+        not_run = _once([(apply(s), why) for s, why in not_run])
     if step is not None:
         if recommended or not the_study.recommendable:
             raise ValueError("--step applies to the scaling study alone, without --recommended")
-        runnable = _with_step(runnable, step)
-        not_run = [(s, why) for s, why in not_run if _takes(s, step)]
-        not_run = list({s.key(): (s, w) for s, w in _with_step_pairs(not_run, step)}.values())
+        runnable = _once([apply_step(s.default_step(), step) for s in runnable if _takes(s, step)])
+        not_run = [(apply_step(s.default_step(), step), w) for s, w in not_run if _takes(s, step)]
+        not_run = _once(not_run)
     if only is not None:
         runnable = list(only)
     if selection:
@@ -423,12 +347,6 @@ def plan_line(
         f"{', machine ceiling each round' if probes and todo else ''}), "
         f"about {seconds / 60:.0f} min here"
     )
-
-
-# A scenario's current record, why it cannot stand (None: it can) and its folder
-# (`plan.make_plan`'s `current`: the executor's).
-CurrentRecord = tuple[Record | None, str | None, Path | None]
-Current = Callable[[Scenario], CurrentRecord]
 
 
 def dry_run_lines(

@@ -7,7 +7,7 @@ SLURM job do the same thing.
 
 import abc
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +31,9 @@ def expected_env(s: Scenario) -> dict[str, str]:
 
 def why_stale(s: Scenario, rec: Mapping[str, Any], machine: str | None = None) -> str | None:
     """Why record `rec` cannot stand for scenario `s`, or None if it can: it must be an
-    ok record of this very scenario, made on machine `machine` (default: this one) with
-    the same package versions, measurement protocol (`timing.PROTOCOL`) and measurement
-    environment."""
-    checks = (
-        ("scenario", rec.get("scenario_key"), s.key()),
-        ("status", rec.get("status"), "ok"),
-    )
-    for what, have, want in checks:
-        if have != want:
-            return f"{what} differs: record {have!r}, here {want!r}"
-    return why_not_here(rec, expected_env(s), machine)
+    ok record of this very scenario, made here (`why_not_here`; on `machine` if given)."""
+    checks = (("scenario", rec.get("scenario_key"), s.key()), ("status", rec.get("status"), "ok"))
+    return _differs(checks) or why_not_here(rec, expected_env(s), machine)
 
 
 def why_not_here(
@@ -51,12 +43,18 @@ def why_not_here(
     one), with this environment's package versions, the current `timing.PROTOCOL` and
     the measurement environment `env` (`timing.measurement_env`)."""
     here = machine or environment.machine_id(environment.this_machine())
-    checks = (
-        ("machine", rec.get("machine_id"), here),
-        ("versions", rec.get("versions"), environment.versions()),
-        ("protocol", rec.get("protocol"), PROTOCOL),
-        ("measurement environment", rec.get("measurement_env"), dict(env)),
+    return _differs(
+        (
+            ("machine", rec.get("machine_id"), here),
+            ("versions", rec.get("versions"), environment.versions()),
+            ("protocol", rec.get("protocol"), PROTOCOL),
+            ("measurement environment", rec.get("measurement_env"), dict(env)),
+        )
     )
+
+
+def _differs(checks: Iterable[tuple[str, Any, Any]]) -> str | None:
+    """The first `(what, record's, here)` whose values differ, said; None where none do."""
     for what, have, want in checks:
         if have != want:
             return f"{what} differs: record {have!r}, here {want!r}"
@@ -72,6 +70,18 @@ def reusable(s: Scenario, path: Path) -> Record | None:
 
 def _read(path: Path) -> Record | None:
     return records.read_or(path, None, records.read_record)
+
+
+def _ok(path: Path, below: int | None = None) -> bool:
+    """Whether the record at `path` is ok (and where `below` is given, has fewer runs)."""
+    rec = _read(path)
+    return rec is not None and rec.ok and (below is None or runs(rec) < below)
+
+
+# A scenario's current record, why it cannot stand (None: it can) and its folder (None:
+# this machine's): `make_plan`'s `current`, the executor's.
+CurrentRecord = tuple[Record | None, str | None, Path | None]
+Current = Callable[[Scenario], CurrentRecord]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +156,6 @@ class ColdRun(AbstractScenarioRun):
         return f"{self.scenario.name()} (run 1)"
 
     def perform(self, results: Path) -> list[Done]:
-
         s = self.scenario
         path = self.where(s, results)
         with measuring(f"cold run of {s.name()}"):
@@ -175,18 +184,8 @@ class RepeatRound(Run):
             f"{first.device} device(s)"
         )
 
-    def due(self, results: Path) -> list[Scenario]:
-        """The scenarios of the group that still need this round (read from their records)."""
-        out = []
-        for s in self.group:
-            rec = _read(self.where(s, results))
-            if rec is not None and rec.get("status") == "ok" and runs(rec) < self.round:
-                out.append(s)
-        return out
-
     def perform(self, results: Path) -> list[Done]:
-
-        due = self.due(results)
+        due = [s for s in self.group if _ok(self.where(s, results), self.round)]
         items = [(s, self.where(s, results).parent) for s in due]
         merged = run_repeat_round(items)
         return [Done(f"{s.name()} (run {runs(r)})", s, r) for s, r in zip(due, merged, strict=True)]
@@ -203,11 +202,9 @@ class ProcessRepeat(AbstractScenarioRun):
         return f"{self.scenario.name()} (run {self.round})"
 
     def perform(self, results: Path) -> list[Done]:
-
         s = self.scenario
         path = self.where(s, results)
-        rec = _read(path)
-        if rec is None or rec.get("status") != "ok" or runs(rec) >= self.round:
+        if not _ok(path, self.round):
             return []
         rec = repeat_processes(s, path.parent)
         return [Done(f"{s.name()} (run {runs(rec)})", s, rec)]
@@ -225,10 +222,8 @@ class CeilingProbe(AbstractScenarioRun):
         return f"machine ceiling, {self.scenario.controller} (round {self.round})"
 
     def perform(self, results: Path) -> list[Done]:
-
         path = self.where(self.scenario, results)
-        rec = _read(path)
-        if rec is None or rec.get("status") != "ok":
+        if not _ok(path):
             return []
         ceiling_rec = run_ceiling(self.scenario, path.parent, path.parent.parent)
         last = ceiling_rec["runs"][-1]
@@ -280,7 +275,7 @@ def make_plan(
     scenarios: Sequence[Scenario],
     not_run: Sequence[tuple[Scenario, str]],
     wanted: int,
-    current: Callable[[Scenario], tuple[Record | None, str | None, Path | None]],
+    current: Current,
     force: bool = False,
     probes: Sequence[Scenario] = (),
 ) -> Plan:

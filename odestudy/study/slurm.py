@@ -29,6 +29,7 @@ from .lock import measuring
 from .plan import (
     CeilingProbe,
     ColdRun,
+    CurrentRecord,
     Done,
     Plan,
     ProcessRepeat,
@@ -89,7 +90,7 @@ class SlurmExecutor(Executor):
         machine's."""
         return planned
 
-    def current(self, s: Scenario, results: Path) -> tuple[Record | None, str | None, Path | None]:
+    def current(self, s: Scenario, results: Path) -> CurrentRecord:
         """The best record of `s` made on any machine (in its own folder): an ok one with
         the most runs, else any with why it cannot stand."""
         found: list[tuple[Record, str | None, Path]] = []

@@ -164,7 +164,7 @@ class Sizing:
     """What a matrix sized to a machine is sized to (`odestudy matrix --device-count`).
 
     - `devices`: devices of the kind planned for, present or not (a SLURM partition's,
-      say); None: this machine's (`matrix.sized_limit`).
+      say); None: this machine's (`grid.sized_limit`).
     - `gpus`: GPUs present where the rows run; None: this machine's
       (`devices.gpu_count`). A row on more GPUs than that cannot run.
     """
