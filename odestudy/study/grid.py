@@ -52,20 +52,17 @@ def seed_scenarios(device: str = "cpu") -> list[Scenario]:
     every = SEED_EVAL_EVERY if device == "cpu" else 0
     out = []
     for controller in CONTROLLERS:
-        out.append(Scenario(device=device, controller=controller, scale="seed", eval_every=every))
-        for n in counts:
-            for mode in CORE_MULTI_MODES:
-                out.append(
-                    Scenario(
-                        device=device,
-                        devices_per_process=n,
-                        mode=mode,
-                        controller=controller,
-                        scale="seed",
-                        eval_every=every,
-                    )
-                )
+        at: dict[str, Any] = dict(
+            device=device, controller=controller, scale="seed", eval_every=every
+        )
+        out += _placed(counts, CORE_MULTI_MODES, **at)
     return out
+
+
+def _placed(counts: tuple[int, ...], modes: tuple[str, ...], **at: Any) -> list[Scenario]:
+    """1 device, then every mode of `modes` on each of `counts` devices, all with `at`."""
+    multi = [Scenario(devices_per_process=n, mode=m, **at) for n in counts for m in modes]
+    return [Scenario(**at), *multi]
 
 
 def node_scenarios(scale: str) -> list[Scenario]:
@@ -90,22 +87,15 @@ def scenarios(scale: str, device: str, max_devices: int | None = None) -> list[S
     - `max_devices`: keep only rows on at most this many devices in all (the matrix
       sized to a machine, `sized_limit`); None keeps the whole matrix.
     """
-    if scale == "seed":
-        found = seed_scenarios(device)
-    else:
-        found = _scaling_scenarios(scale, device)
-    if max_devices is None:
-        return found
-    return [s for s in found if s.total_devices <= max_devices]
+    found = seed_scenarios(device) if scale == "seed" else _scaling_scenarios(scale, device)
+    return [s for s in found if max_devices is None or s.total_devices <= max_devices]
 
 
 def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
-    """Per controller, 1 device and every multi-device mode on the kind's device counts,
-    strong and weak, each with the default and with the recommended step
-    (`recommended.recommended`: the best 1-device step's candidate, every multi-device
-    speedup's base case); on CPU, the multi-process rows, with the default step."""
-    one_process = _default_step_rows(scale, device)
-    out = [s for row in one_process for s in (row, apply(row))]
+    """The default step's rows, each beside the recommended step's
+    (`recommended.recommended`, every multi-device speedup's base case); on CPU, the
+    multi-process rows, with the default step."""
+    out = [s for row in _default_step_rows(scale, device) for s in (row, apply(row))]
     if device == "cpu":
         out += _process_rows(scale)
     return out
@@ -113,37 +103,18 @@ def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
 
 def _default_step_rows(scale: str, device: str) -> list[Scenario]:
     counts = CPU_DEVICE_COUNTS if device == "cpu" else GPU_DEVICE_COUNTS
+    strong = SCALES[scale]["batch"]
     out = []
     for scaling in ("strong", "weak"):
-        batch = SCALES[scale]["batch"] if scaling == "strong" else weak_batch(scale)
+        batch = strong if scaling == "strong" else weak_batch(scale)
         for controller in CONTROLLERS:
-            if batch != SCALES[scale]["batch"] or scaling == "strong":
-                out.append(
-                    Scenario(
-                        device=device,
-                        devices_per_process=1,
-                        mode="single",
-                        controller=controller,
-                        scaling=scaling,
-                        scale=scale,
-                        batch=batch,
-                    )
-                )
-            for n in counts:
-                if scaling == "weak" and n * batch == SCALES[scale]["batch"]:
-                    continue  # the same run as strong scaling at n devices: reused
-                for mode in MULTI_MODES:
-                    out.append(
-                        Scenario(
-                            device=device,
-                            devices_per_process=n,
-                            mode=mode,
-                            controller=controller,
-                            scaling=scaling,
-                            scale=scale,
-                            batch=batch,
-                        )
-                    )
+            at = dict(
+                device=device, controller=controller, scaling=scaling, scale=scale, batch=batch
+            )
+            # Where weak scaling gives the strong run's batches, that run serves both.
+            kept = tuple(n for n in counts if scaling == "strong" or n * batch != strong)
+            rows = _placed(kept, MULTI_MODES, **at)
+            out += rows if batch != strong or scaling == "strong" else rows[1:]
     return out
 
 
@@ -205,20 +176,8 @@ def explain_scenarios(scale: str) -> list[Scenario]:
     for controller, spreads in (("pid", (0.0, WITHIN_ODE_SPREAD)), ("stepto", (0.0,))):
         for spread in spreads:
             at = spread_at(spread)
-            out.append(
-                Scenario(mode="single", controller=controller, solve="within_ode", **at, **one)
-            )
-            for mode in ("shard", "shard_map"):
-                out.append(
-                    Scenario(
-                        devices_per_process=n,
-                        mode=mode,
-                        controller=controller,
-                        solve="within_ode",
-                        **at,
-                        **one,
-                    )
-                )
+            within = dict(controller=controller, solve="within_ode", **at, **one)
+            out += _placed((n,), ("shard", "shard_map"), **within)
     for batch in BATCH_SWEEP:
         if batch <= SCALES[scale]["dataset_size"]:  # the smoke scale's data set is smaller
             out.append(Scenario(mode="single", batch=batch, **one))
@@ -239,15 +198,8 @@ def target_scenarios(scale: str) -> list[Scenario]:
     out = []
     for mode, devices in (("single", 1), ("shard_map", n)):
         for batch, lr_scaling in ((base, "fixed"), (2 * base, "fixed"), (2 * base, "linear")):
-            out.append(
-                Scenario(
-                    mode=mode,
-                    devices_per_process=devices,
-                    batch=batch,
-                    lr_scaling=lr_scaling,
-                    **target,
-                )
-            )
+            out.append(Scenario(mode=mode, devices_per_process=devices, batch=batch,
+                                lr_scaling=lr_scaling, **target))  # fmt: skip
         # The recommended step's time to target, beside the default's.
         out.append(apply(Scenario(mode=mode, devices_per_process=devices, **target)))
     return out
@@ -272,16 +224,7 @@ def versions_scenarios(scale: str) -> list[Scenario]:
     """The core rows that `make versions` measures under each JAX release (CPU)."""
     out = []
     for controller in CONTROLLERS:
-        out.append(Scenario(scale=scale, controller=controller))
-        for mode in CORE_MULTI_MODES:
-            out.append(
-                Scenario(
-                    scale=scale,
-                    controller=controller,
-                    mode=mode,
-                    devices_per_process=VERSION_DEVICES,
-                )
-            )
+        out += _placed((VERSION_DEVICES,), CORE_MULTI_MODES, scale=scale, controller=controller)
     out.append(Scenario(scale=scale, mode="shard", devices_per_process=8))
     return out
 
@@ -310,15 +253,9 @@ def check_sizing(device: str, sizing: Sizing, study: Study) -> None:
         )
 
 
-def gpus_present(sizing: Sizing) -> int:
-    """GPUs present where the rows run: `sizing.gpus`, else this machine's."""
-    return gpu_count() if sizing.gpus is None else sizing.gpus
-
-
 def absent(s: Scenario, sizing: Sizing) -> str | None:
-    """Why row `s` cannot run where the rows run (its GPUs are not present), or None.
-    A row planned for `sizing.devices` devices says so."""
-    have = gpus_present(sizing)
+    """Why row `s` cannot run where the rows run (its GPUs are not present), or None."""
+    have = gpu_count() if sizing.gpus is None else sizing.gpus
     if s.device != "gpu" or s.total_devices <= have:
         return None
     if sizing.devices is None:

@@ -25,7 +25,7 @@ from .runner import failed_record
 from .steps import MATCHED, apply_step
 from .studies import STUDIES, THIS_MACHINE, Sizing, Study
 
-T = TypeVar("T")
+T = TypeVar("T", Scenario, tuple[Scenario, str])
 
 
 def plan(
