@@ -35,9 +35,10 @@ from ..measure.devices import child_environment, configure_devices
 from ..measure.scenario import Scenario
 from ..measure.timing import PROTOCOL, measurement_env
 from . import records
+from .distributed import die_with_parent
 from .lock import measuring
 from .records import ceiling_path
-from .repeats import cache_environment, die_with_parent, time_repeat
+from .repeats import cache_environment, time_repeat
 
 CEILING_STEPS = 40  # timed steps per process and phase (as many as a repeat)
 PHASES = (("alone", (0,)), ("paired", (0, 1)), ("one_core", (2,)))

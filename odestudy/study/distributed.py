@@ -205,24 +205,31 @@ def _tails(logs: list[IO[str]]) -> str:
     return "\n".join(tails)
 
 
+def die_with_parent() -> None:
+    """Have the kernel kill this process when its parent dies (Linux's `PR_SET_PDEATHSIG`;
+    elsewhere nothing), called first thing in a worker (not between fork and exec: the
+    parent runs JAX's threads). No Python thread needs to run, while the main thread may
+    sit in a long native call; SLURM jobs need it too: `scancel` kills their batch script
+    while submitit ignores SIGTERM, and clusters that track a job's processes by parent
+    (`proctrack/linuxproc`) lose orphans."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1  # from <sys/prctl.h>
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
 def _exit_with_parent(parent: int | None = None) -> None:
     """Workers run in their own process group, out of reach of signals sent to the
     launcher's; if the launcher dies (killed, not just interrupted), follow it so that
-    no worker is left behind.
+    no worker is left behind (`die_with_parent`, and a thread that watches elsewhere).
 
     - `parent`: the launcher's PID, passed on the command line. It must not be read
       with `getppid()` here: this runs after the package's imports (seconds), and a
       launcher killed meanwhile has already been replaced by init or a subreaper, which
       never dies. `None` (under SLURM): the parent at this point, whatever it is.
-
-    On Linux the kernel also kills the worker when its parent dies (`PR_SET_PDEATHSIG`:
-    no Python thread needs to run, while the main thread may sit in a long native call).
     """
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    die_with_parent()
     parent = os.getppid() if parent is None else parent
     if os.getppid() != parent:  # the launcher died before we got here
         os._exit(3)
@@ -268,9 +275,8 @@ def worker(
     record: dict[str, Any]
     if repeat_dir:
         record = time_repeat(s, repeat_dir)
-        record["repeat_how"] = f"{s.processes} plain processes, " + record[
-            "repeat_how"
-        ].removeprefix("plain process, ")
+        how = record["repeat_how"].removeprefix("plain process, ")
+        record["repeat_how"] = f"{s.processes} plain processes, {how}"
     else:
         record = {**run_scenario(s, state_path=state_path)}
         record["per_process_hardware"] = _gather_hardware()

@@ -16,7 +16,6 @@ those of multi-process scenarios in their processes, joined again
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,25 +31,12 @@ from ..measure.scenario import Scenario
 from ..measure.state import CACHE_DIR, EXEC_NAME, STATE_NAME
 from ..measure.timing import pooled
 from . import records
-from .distributed import launch
+from .distributed import die_with_parent, launch
 from .lock import measuring
 from .runner import environ
 
 REPEATS = 3  # runs per timed scenario: the cold run and two repeats
 DATA_DIR = ".data"  # generated data sets, per scale folder (ignored by git)
-
-
-def die_with_parent() -> None:
-    """Have the kernel kill this process when its parent dies (Linux; elsewhere nothing),
-    called first thing in a worker (not between fork and exec: the parent runs JAX's
-    threads): for workers, and for SLURM jobs, whose batch script `scancel` kills while submitit
-    ignores SIGTERM, on clusters that track a job's processes by parent
-    (`proctrack/linuxproc`), which lose orphans."""
-    if sys.platform.startswith("linux"):
-        import ctypes  # Linux's prctl, only where there is one
-
-        pr_set_pdeathsig = 1  # from <sys/prctl.h>
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
 
 
 def data_cache(out_dir: str | os.PathLike) -> str:

@@ -23,7 +23,7 @@ from ..measure import environment
 from ..measure.record import Record
 from ..measure.scenario import Scenario
 from . import records
-from .distributed import LAUNCHER_VARIABLE
+from .distributed import LAUNCHER_VARIABLE, die_with_parent
 from .executors import Executor, Progress
 from .lock import measuring
 from .plan import (
@@ -40,7 +40,7 @@ from .plan import (
 )
 from .probing import session_probe
 from .records import RECORD_NAME
-from .repeats import die_with_parent, merge_runs
+from .repeats import merge_runs
 from .runner import failed_record
 
 JOBS_FOLDER = ".slurm"  # submitit's job files and logs, in the results folder
