@@ -8,7 +8,7 @@ Layout read: `results/<machine id>/<scale>/<scenario>/metrics.json`.
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -232,37 +232,24 @@ RUN_KEYS = (
 )
 
 
-def _long(
-    results: str | Path,
-    scale: str | None,
-    current: bool,
-    keys: tuple[str, ...],
-    rows_of: Callable[[Rec], Iterable[dict[str, Any]]],
-    columns: tuple[str, ...],
-) -> pd.DataFrame:
-    """Every ok record's rows (`rows_of`), each after the record's `keys`, long form."""
-    rows = [
-        {**{k: rec.get(k) for k in keys}, **row}
-        for rec in read_records(results, scale, current)
-        if rec.ok
-        for row in rows_of(rec)
-    ]
-    return pd.DataFrame(rows, columns=[*keys, *columns])
-
-
 def load_steps(
     results: str | Path = "results", scale: str | None = None, current: bool = True
 ) -> pd.DataFrame:
     """The timed steps of every ok record, long form: one row per step of the last,
     full-length stage, with its run (0 = the cold run), its index in the run, and the
     record's name, machine, mode, controller, scaling and devices."""
-
-    def steps(rec: Rec) -> Iterator[dict[str, Any]]:
-        for run, times in enumerate(rec.step_times_runs_s or [rec.last_stage.step_times_s or []]):
+    keys = RUN_KEYS
+    rows = []
+    for rec in read_records(results, scale, current):
+        if not rec.ok:
+            continue
+        runs = rec.step_times_runs_s or [rec.last_stage.step_times_s or []]
+        for run, times in enumerate(runs):
             for index, t in enumerate(times):
-                yield {"run": run, "index": index, "step_time_s": t}
-
-    return _long(results, scale, current, RUN_KEYS, steps, ("run", "index", "step_time_s"))
+                rows.append(
+                    {**{k: rec.get(k) for k in keys}, "run": run, "index": index, "step_time_s": t}
+                )
+    return pd.DataFrame(rows, columns=[*keys, "run", "index", "step_time_s"])
 
 
 def load_runs(
@@ -271,12 +258,14 @@ def load_runs(
     """Each run's median step time, long form: one row per run of every ok record
     (run 0 is the cold run; repeats follow in the order they ran), with the record's
     name, machine, mode, controller, scaling and devices."""
-
-    def medians(rec: Rec) -> Iterator[dict[str, Any]]:
-        for run, t in enumerate(rec.step_time_runs_s or []):
-            yield {"run": run, "step_time_s": t}
-
-    return _long(results, scale, current, RUN_KEYS, medians, ("run", "step_time_s"))
+    keys = RUN_KEYS
+    rows = [
+        {**{k: rec.get(k) for k in keys}, "run": run, "step_time_s": t}
+        for rec in read_records(results, scale, current)
+        if rec.ok
+        for run, t in enumerate(rec.step_time_runs_s or [])
+    ]
+    return pd.DataFrame(rows, columns=[*keys, "run", "step_time_s"])
 
 
 def load_curves(
@@ -286,19 +275,24 @@ def load_curves(
     (`kind="train"`) and per evaluation (`kind="eval"`, with the training time waited
     for so far), for every ok record."""
     keys = ("name", "machine_id", "scale", "mode", "controller", "n_devices", "global_batch")
-
-    def losses(rec: Rec) -> Iterator[dict[str, Any]]:
+    rows = []
+    for rec in read_records(results, scale, current):
+        if not rec.ok:
+            continue
+        head = {k: rec.get(k) for k in keys}
         for step, loss in enumerate(rec.train_loss or [], start=1):
-            yield {"kind": "train", "step": step, "loss": loss, "train_time_s": None}
-        for p in rec.curve:
-            yield {
-                "kind": "eval",
-                "step": p.step,
-                "loss": p.eval_loss,
-                "train_time_s": p.train_time_s,
-            }
-
-    return _long(results, scale, current, keys, losses, ("kind", "step", "loss", "train_time_s"))
+            rows.append({**head, "kind": "train", "step": step, "loss": loss, "train_time_s": None})
+        for point in rec.curve:
+            rows.append(
+                {
+                    **head,
+                    "kind": "eval",
+                    "step": point.step,
+                    "loss": point.eval_loss,
+                    "train_time_s": point.train_time_s,
+                }
+            )
+    return pd.DataFrame(rows, columns=[*keys, "kind", "step", "loss", "train_time_s"])
 
 
 # A baseline shares every scenario field with its row except these; its own batch is

@@ -206,12 +206,9 @@ def _tails(logs: list[IO[str]]) -> str:
 
 
 def die_with_parent() -> None:
-    """Have the kernel kill this process when its parent dies (Linux's `PR_SET_PDEATHSIG`;
-    elsewhere nothing), called first thing in a worker (not between fork and exec: the
-    parent runs JAX's threads). No Python thread needs to run, while the main thread may
-    sit in a long native call; SLURM jobs need it too: `scancel` kills their batch script
-    while submitit ignores SIGTERM, and clusters that track a job's processes by parent
-    (`proctrack/linuxproc`) lose orphans."""
+    """Have the kernel kill this process when its parent dies (Linux; elsewhere nothing),
+    first thing in a worker or SLURM job (whose batch script `scancel` kills while
+    submitit ignores SIGTERM; `proctrack/linuxproc` clusters lose orphans)."""
     if sys.platform.startswith("linux"):
         import ctypes
 
@@ -220,14 +217,12 @@ def die_with_parent() -> None:
 
 
 def _exit_with_parent(parent: int | None = None) -> None:
-    """Workers run in their own process group, out of reach of signals sent to the
-    launcher's; if the launcher dies (killed, not just interrupted), follow it so that
-    no worker is left behind (`die_with_parent`, and a thread that watches elsewhere).
+    """Follow the launcher if it dies (workers run in their own process group, out of
+    reach of its signals), so that no worker is left behind.
 
-    - `parent`: the launcher's PID, passed on the command line. It must not be read
-      with `getppid()` here: this runs after the package's imports (seconds), and a
-      launcher killed meanwhile has already been replaced by init or a subreaper, which
-      never dies. `None` (under SLURM): the parent at this point, whatever it is.
+    - `parent`: the launcher's PID, passed on the command line: read with `getppid()`
+      after the imports (seconds), a launcher killed meanwhile would already be replaced
+      by init or a subreaper, which never dies. None (under SLURM): the parent now.
     """
     die_with_parent()
     parent = os.getppid() if parent is None else parent
