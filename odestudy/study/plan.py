@@ -1,8 +1,6 @@
 """What a matrix run does, computed once from the scenarios and their records: the runs
-to make (cold runs, repeat rounds, ceiling probes), each with why, in the order they
-run. An executor (`executors`) carries a plan out; every run kind knows how to perform
-itself on the machine that runs it (`Run.perform`), so that the local executor and a
-SLURM job do the same thing.
+to make (cold runs, repeat rounds, ceiling probes), each with why, in order. Every run
+performs itself (`Run.perform`), so that the local executor and a SLURM job do the same.
 """
 
 import abc
@@ -24,8 +22,7 @@ from .repeats import cache_environment, clear_cache, repeat_processes, run_repea
 
 
 def expected_env(s: Scenario) -> dict[str, str]:
-    """The measurement environment (`timing.measurement_env`) a kernel started here for
-    `s` runs in: this process's environment as `devices.child_environment` passes it on."""
+    """The measurement environment (`timing.measurement_env`) of a kernel started here for `s`."""
     return measurement_env(child_environment(s.device, s.devices_per_process))
 
 
@@ -39,9 +36,8 @@ def why_stale(s: Scenario, rec: Mapping[str, Any], machine: str | None = None) -
 def why_not_here(
     rec: Mapping[str, Any], env: Mapping[str, str], machine: str | None = None
 ) -> str | None:
-    """Why record `rec` was not made here, or None: on machine `machine` (default: this
-    one), with this environment's package versions, the current `timing.PROTOCOL` and
-    the measurement environment `env` (`timing.measurement_env`)."""
+    """Why record `rec` was not made here, or None: on `machine` (default: this one), with
+    these package versions, `timing.PROTOCOL` and the measurement environment `env`."""
     here = machine or environment.machine_id(environment.this_machine())
     return _differs(
         (
@@ -62,8 +58,7 @@ def _differs(checks: Iterable[tuple[str, Any, Any]]) -> str | None:
 
 
 def reusable(s: Scenario, path: Path) -> Record | None:
-    """The record at `path` if it may be reused (`why_stale` finds nothing); failed,
-    not-run, unreadable, foreign and stale records give None (the scenario runs again)."""
+    """The record at `path` if it may be reused (`why_stale` finds nothing), else None."""
     rec = _read(path)
     return rec if rec is not None and why_stale(s, rec) is None else None
 
@@ -86,8 +81,7 @@ Current = Callable[[Scenario], CurrentRecord]
 
 @dataclasses.dataclass(frozen=True)
 class Done:
-    """What one run did: the line to report and the record it left (None for runs that
-    leave no scenario record, such as a ceiling probe)."""
+    """What one run did: the line to report and the scenario's record it left, if any."""
 
     line: str
     scenario: Scenario | None = None
@@ -96,13 +90,8 @@ class Done:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Run(abc.ABC):
-    """One run of a plan.
-
-    - `why`: why it runs (no reusable record, a missing repeat, a round's probe).
-    - `folders`: each scenario's record folder, where its cold run left it (repeats and
-      probes run where their cold run ran); empty or None: this machine's
-      (`records.record_path`).
-    """
+    """One run of a plan: `why` it runs, and each scenario's record folder (`folders`:
+    where its cold run left it; empty or None: this machine's)."""
 
     why: str
     folders: tuple[Path | None, ...] = ()
@@ -117,8 +106,7 @@ class Run(abc.ABC):
 
     @abc.abstractmethod
     def perform(self, results: Path) -> list[Done]:
-        """Carry the run out on this machine, writing records under `results` (atomically);
-        a failure is recorded, never raised."""
+        """Carry the run out here, writing records under `results`; failures are recorded."""
 
     @property
     def processes(self) -> int:
@@ -168,8 +156,7 @@ class ColdRun(AbstractScenarioRun):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RepeatRound(Run):
     """Round `round` of the repeats of one-process scenarios of one device kind and count,
-    timed in one plain process (`repeats.run_repeat_round`); scenarios whose record is
-    not ok, or already has `round` runs, are left out when it runs."""
+    in one plain process (`repeats.run_repeat_round`); those that need it when it runs."""
 
     round: int
     group: tuple[Scenario, ...]
@@ -213,8 +200,7 @@ class ProcessRepeat(AbstractScenarioRun):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CeilingProbe(AbstractScenarioRun):
     """This machine's weak-scaling ceiling (`ceiling.run_ceiling`) in round `round`, on
-    the trained 1-device scenario `scenario`; runs only after some repeat of its round
-    ran, and only while the scenario's record is ok."""
+    the trained 1-device `scenario`, after some repeat of its round ran."""
 
     round: int
 
@@ -241,14 +227,9 @@ class CeilingProbe(AbstractScenarioRun):
 
 @dataclasses.dataclass
 class Plan:
-    """The runs of one matrix command, in order, and what they start from.
-
-    - `scenarios`: the scenarios that run here (their records are the command's result).
-    - `not_run`: scenarios that cannot run here, with the reason.
-    - `reused`: the records that stand (no cold run needed).
-    - `wanted`: runs per scenario.
-    - `runs`: cold runs first, then round by round the repeats and the ceiling probes.
-    """
+    """The runs of one matrix command (cold runs first, then round by round the repeats
+    and ceiling probes), for its `scenarios` (and `not_run`: those that cannot run here,
+    with why), from the records that stand (`reused`), to `wanted` runs each."""
 
     scenarios: list[Scenario]
     not_run: list[tuple[Scenario, str]]
@@ -279,15 +260,9 @@ def make_plan(
     force: bool = False,
     probes: Sequence[Scenario] = (),
 ) -> Plan:
-    """The plan for `scenarios` with `wanted` runs each.
-
-    - `current`: a scenario's current record, why it cannot stand (None: it can) and
-      its folder (None: this machine's); the local executor reads this machine's
-      record, the SLURM executor the best record of any node.
-    - `force`: run every scenario cold again.
-    - `probes`: 1-device scenarios that measure the machine's ceiling in every round
-      that repeats something.
-    """
+    """The plan for `scenarios` with `wanted` runs each, from the records `current`
+    gives (the executor's); `force` runs every one cold again; `probes` (1-device
+    scenarios) measure the machine's ceiling in every round that repeats something."""
     reused: dict[Scenario, Record] = {}
     folders: dict[Scenario, Path | None] = {}
     out: list[Run] = []
