@@ -14,9 +14,8 @@ phases separated by barriers:
    slowed by spreading its work over both cores.
 
 The ceiling is `t(alone) / t(paired)`: the best weak-scaling efficiency this machine
-allows any mode. Results go to `results/<machine>/<scale>/ceiling/<controller>.json`
-(`<controller>-<lever tags>.json` for a step other than the default: `records.ceiling_path`),
-a run appended per matrix round.
+allows any mode. A run is appended per matrix round to the record of its controller and
+step (`records.ceiling_path`), pooled while the probe's cold run is the same.
 """
 
 import json
