@@ -164,8 +164,7 @@ def launch(
 
 
 def _worker_command(s: Scenario, common: list[str], rank: int, port: int) -> list[str]:
-    """The command of worker `rank`: the tasks of an srun step under srun, else a local
-    process joined to the others on loopback `port`."""
+    """The command of worker `rank`: an srun step, or a local process on loopback `port`."""
     if _under_srun():
         return srun_command(s, common)
     return [
@@ -176,8 +175,7 @@ def _worker_command(s: Scenario, common: list[str], rank: int, port: int) -> lis
 
 
 def _wait(s: Scenario, procs: list[subprocess.Popen], start: float, timeout_s: float) -> str | None:
-    """Wait for every worker to exit 0 (None), the first to fail, or the time limit
-    (what went wrong)."""
+    """Wait for every worker to exit 0 (None), the first to fail or the time limit (why)."""
     while True:
         codes = [p.poll() for p in procs]
         bad = [(r, c) for r, c in enumerate(codes) if c is not None and c != 0]
@@ -247,12 +245,7 @@ def worker(
     state_path: str | None = None,
     repeat_dir: str | None = None,
 ) -> int:
-    """One process of a multi-process scenario; process 0 writes the record.
-
-    - `parent_pid`: the local launcher's PID, followed if it dies (none under SLURM).
-    - `state_path`: where process 0 saves the trained state for repeats.
-    - `repeat_dir`: time a repeat from the state saved there instead of training.
-    """
+    """One process of a multi-process scenario (see `launch`); process 0 writes the record."""
     _exit_with_parent(parent_pid)
     s = Scenario.from_dict(json.loads(Path(scenario_file).read_text()))
     import jax
