@@ -12,12 +12,13 @@ import sys
 from odestudy import Scenario
 from odestudy.measure import environment
 from odestudy.measure.scenario import SCALES
-from odestudy.study.matrix import node_scenarios, run_matrix
+from odestudy.study.grid import node_scenarios
+from odestudy.study.matrix import run_matrix
 from odestudy.study.slurm import SlurmExecutor
 
 
 def two_nodes(scale: str) -> Scenario:
-    """The 2-node x 1-device `shard_map` PID row at `scale` (`matrix.node_scenarios`)."""
+    """The 2-node x 1-device `shard_map` PID row at `scale` (`grid.node_scenarios`)."""
     (s,) = node_scenarios(scale)
     return s
 

@@ -14,7 +14,8 @@ import argparse
 from odestudy import CONTROLLERS, Scenario
 from odestudy.report.document import scaling_rows
 from odestudy.report.intervals import fmt_interval
-from odestudy.study.matrix import record_path, run_matrix, weak_batch
+from odestudy.study.grid import weak_batch
+from odestudy.study.matrix import record_path, run_matrix
 
 
 def main() -> None:

@@ -1,24 +1,18 @@
 """`odestudy tune`: the fastest training step for a problem, measured on this machine.
 
-It trains the problem's model once with the default step (to its trained loss), then,
-from that state, times every lever that applies (`lever.LEVERS`; each refused in one
-line before compiling where it cannot run) alone against the default, then the winners
-combined greedily (fastest first, each added where it combines), in interleaved blocks
-(default, A, B, ..., default, A, B, ...: a slow spell of the machine hits all alike),
-each step AOT-compiled apart and its first call off the clock; for a problem the study
-measured, its step (`recommended.recommended`) is timed beside the combinations, so
-that a tune never chooses one slower than it. A step is kept where it
-is faster with its whole 95% interval above 1 and trains to an equal loss: from the
-trained state, `CHECK_STEPS` carried steps of it end at an evaluation loss within the
-default's run-to-run spread measured here (`report.loss.spread_limit`; measured by the
-tune where none was, `study.spread`) of the default's after the same
-steps. The chosen step goes to a step file (`study.steps`) that `--step FILE` and
-`--recommended` read. With `--devices N`, the chosen step is then timed split over N
-devices in every multi-device mode against one device (`split_phase`), and the file
-names the mode and device count that pay, or one device.
+It trains the problem's model once with the default step, then, from that state, times
+every lever that applies (`lever.LEVERS`) alone against the default, then the winners
+combined greedily, in interleaved blocks (a slow spell of the machine hits all alike),
+each step AOT-compiled apart; for a problem the study measured, its step is timed beside
+the combinations, so that a tune never chooses one slower. A step is kept where its
+whole 95% interval lies above 1 and it trains to an equal loss: `CHECK_STEPS` carried
+steps from the trained state end within the default's run-to-run spread measured here
+(`report.loss.spread_limit`, `study.spread`) of the default's. The chosen step goes to a
+step file (`study.steps`). With `--devices N`, it is then timed split over N devices in
+every multi-device mode (`split_phase`).
 
-All candidates run in one process: every lever of the step is a scenario field or a
-compile option of its own executable, none a process setting.
+All candidates run in one process: every lever is a scenario field or a compile option
+of its own executable, none a process setting.
 """
 
 import contextlib
@@ -135,8 +129,7 @@ class Tuner:
         self.static = None
 
     def compile(self, c: Candidate) -> Trial:
-        """`c`'s step compiled on the trained state (a `ProblemError` or ValueError, one
-        line, where its problem refuses it before compiling)."""
+        """`c`'s step compiled on the trained state (a one-line error where refused)."""
         from .measure.resume import repeat_batches
         from .measure.training import prepare, scenario_devices, step_key
 
@@ -160,10 +153,9 @@ class Tuner:
         return Trial(c, step, compiled, params, opt_state, placed, block, elapsed)
 
     def check(self, t: Trial) -> dict[str, Any]:
-        """What `t`'s step computes from the trained state, off the clock: its first
-        step's loss, the most solver steps a sample took over `CHECK_STEPS` carried steps,
-        and the evaluation loss after them (evaluated as the default's model: the same
-        evaluation for all)."""
+        """What `t`'s step computes from the trained state, off the clock: its first loss,
+        the most solver steps a sample took over `CHECK_STEPS` carried steps, and the
+        evaluation loss after them (the same evaluation for all)."""
         import equinox as eqx
 
         from .measure.modes import to_host
@@ -190,10 +182,9 @@ class Tuner:
         }
 
     def time(self, trials: list[Trial]) -> dict[str, list[list[float]]]:
-        """Each trial's step times, in `self.blocks` interleaved blocks, each timed as
-        `run` times a repeat (`resume.time_repeat`): its warm-up steps, then `self.steps`
-        steps carried from (a copy of) the trained state on the repeat's batches. A model
-        whose step cost moves as it trains on is thus timed alike by both commands."""
+        """Each trial's step times, in `self.blocks` interleaved blocks, each timed as a
+        repeat is (`resume.time_repeat`: warm-up, then `self.steps` steps carried from a
+        copy of the trained state), so that both commands time a model alike."""
         from .measure.timing import copy_arrays, run_steps
 
         runs: dict[str, list[list[float]]] = {t.candidate.label: [] for t in trials}
@@ -227,8 +218,7 @@ class Tuner:
 
     def contended(self) -> dict[int, str]:
         """The rounds of the last `time` in which the host contended some block
-        (`measure.host.contended`: steal or the probes around the block), each with why;
-        the rounds are left out of the speedups where two or more others remain."""
+        (`measure.host.contended`), each with why, where two or more others remain."""
         from .measure import host
 
         why: dict[int, str] = {}
@@ -242,8 +232,8 @@ class Tuner:
 def measure_phase(
     tuner: Tuner, candidates: list[Candidate], phase: str, loss_factor: float
 ) -> list[dict[str, Any]]:
-    """Compile, check and time `candidates` (the first the default) interleaved; one
-    row each: its levers, step time, speedup with its interval, losses and verdict."""
+    """Compile, check and time `candidates` (the first the default) interleaved; a row
+    each: its levers, step time, speedup with its interval, losses and verdict."""
     from .measure.checks import ProblemError
     from .report.intervals import ratio_interval
 
@@ -302,12 +292,9 @@ def measure_phase(
 def split_phase(
     tuner: Tuner, step: Scenario, devices: int, loss_factor: float, log: Callable[[str], None]
 ) -> dict[str, Any]:
-    """`step` (the chosen levers) on one device and split over `devices` devices in
-    every multi-device mode the running JAX has, at the same global batch, from the
-    trained state, in interleaved blocks (the one-device step on the first device of
-    this process). Each mode's speedup over the one-device step with its interval; the
-    fastest whose interval lies wholly above 1 at an equal loss is chosen, else one
-    device, said."""
+    """`step` on one device and split over `devices` devices in every multi-device mode
+    here, at the same global batch, in interleaved blocks; the fastest mode whose
+    interval lies wholly above 1 at an equal loss is chosen, else one device."""
     from .measure.modes import modes_here
 
     here = modes_here(multi_device=True)
@@ -356,10 +343,9 @@ def _fields(s: Scenario) -> dict[str, Any]:
 
 def greedy(s: Scenario, winners: list[AbstractLever], facts: Facts) -> list[list[AbstractLever]]:
     """The winners combined greedily, fastest first: from each winner in turn, the
-    others added in order where each combines (no field set two ways, a valid scenario)
-    and changes the step; every growing combination of two or more, once each (the
-    fused solve excludes diffrax's stage and saving levers: their combination starts
-    from one of them)."""
+    others added in order where each combines and changes the step; every growing
+    combination of two or more, once each (combinations that exclude each other, such
+    as the fused solve and diffrax's levers, each start from one of them)."""
     out: list[list[AbstractLever]] = []
     seen = {json.dumps(combine(s, [w], facts), sort_keys=True) for w in winners}
     for seed in winners:
@@ -383,9 +369,8 @@ def greedy(s: Scenario, winners: list[AbstractLever], facts: Facts) -> list[list
 
 
 def _loss_factor(s: Scenario, final: float, folder: Path, log: Callable[[str], None]) -> float:
-    """How far apart two check losses may be for one model: 1 plus the run-to-run spread
-    measured for `s`'s problem on this machine (`report.loss.spread_limit`), measured
-    here and recorded in machine folder `folder` where none was (`study.spread`)."""
+    """How far apart two check losses may be: 1 plus the run-to-run spread of `s`'s
+    problem here (`report.loss.spread_limit`), measured and recorded where none was."""
     from .measure.environment import machine_id, this_machine
     from .report.loss import spread_limit
     from .study.records import write_json_atomic
@@ -413,14 +398,11 @@ def tune(
     devices: int = 1,
     loss_factor: float | None = None,
 ) -> dict[str, Any]:
-    """Tune `s`'s step (its levers from their defaults): the step file's content (see
-    the module's docstring); `log` receives progress lines. Where the levers alone took
-    more than half of `budget_s`, the combinations are left out (said). With `devices`
-    of 2 or more (present in this process), the chosen step is then timed split over
-    them in every multi-device mode (`split_phase`), and the file names the mode and
-    device count that pay, or one device. `loss_factor`: the equal-loss check's bound
-    over the default's loss (None: the default's spread over training seeds measured
-    on this machine, `_loss_factor`)."""
+    """Tune `s`'s step: the step file's content (see the module's docstring); `log`
+    receives progress lines. Where the levers alone took more than half of `budget_s`,
+    the combinations are left out. With `devices` of 2 or more, the chosen step is then
+    timed split over them (`split_phase`). `loss_factor`: the equal-loss bound over the
+    default's loss (None: `_loss_factor`)."""
     from .measure.environment import now
     from .measure.training import environment
     from .study.records import DEFAULT_RESULTS, machine_folder
@@ -497,8 +479,7 @@ def _chosen(chosen: dict | None, base: dict, losses: dict[str, Any]) -> dict[str
 
 @contextlib.contextmanager
 def _data_cache() -> Iterator[None]:
-    """The data sets generated under a temporary folder (`ODESTUDY_DATA_CACHE`), unless
-    a cache is set."""
+    """The data sets generated under a temporary folder, unless a cache is set."""
     cache = os.environ.get("ODESTUDY_DATA_CACHE")
     with tempfile.TemporaryDirectory(prefix="odestudy-tune-") as tmp:
         os.environ.setdefault("ODESTUDY_DATA_CACHE", tmp)
@@ -519,9 +500,8 @@ def _phases(
     t0: float,
     budget_s: float,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The rows of phase 1 (the default and each lever alone) and of the last phase run
-    (phase 2, the faster levers combined, where there are combinations and the levers
-    alone took at most half of `budget_s` since `t0`; else phase 1's)."""
+    """The rows of phase 1 (each lever alone) and of the last phase run (phase 2, the
+    faster levers combined, where the levers alone took at most half of `budget_s`)."""
     default = Candidate("default", (), s)
     log(f"phase 1: {len(levers)} levers one at a time")
     alone = [default, *(_candidate(s, [lever], facts) for lever in levers)]

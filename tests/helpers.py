@@ -20,7 +20,7 @@ from odestudy.measure.scenario import Scenario
 from odestudy.measure.solvers import Structure
 from odestudy.measure.timing import PROTOCOL
 from odestudy.measure.training import base_record
-from odestudy.study.matrix import expected_env
+from odestudy.study.plan import expected_env
 
 # float32: one step in any mode must match one device to this relative tolerance.
 RTOL_STEP = 1e-5

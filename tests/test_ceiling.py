@@ -12,7 +12,8 @@ from odestudy.report.ceiling import ceiling_for, ceiling_interval
 from odestudy.report.frames import read_records, scaling_rows
 from odestudy.study import records
 from odestudy.study.ceiling import ceiling_path
-from odestudy.study.matrix import expected_env, record_path
+from odestudy.study.matrix import record_path
+from odestudy.study.plan import expected_env
 from odestudy.study.rec import Ceiling, Rec
 
 from .helpers import record

@@ -7,14 +7,8 @@ from odestudy.builtin.explain import grouping, within_ode
 from odestudy.measure.recommended import controller_levers
 from odestudy.measure.scenario import Scenario, heterogeneous_training
 from odestudy.report.loss import trained
-from odestudy.study.matrix import (
-    SPREADS,
-    WITHIN_ODE_SPREAD,
-    explain_scenarios,
-    parse_selection,
-    plan,
-    select,
-)
+from odestudy.study.grid import SPREADS, WITHIN_ODE_SPREAD, explain_scenarios
+from odestudy.study.matrix import parse_selection, plan, select
 from odestudy.study.rec import Rec
 
 from .helpers import record

@@ -18,7 +18,7 @@ from odestudy import predict, timemodes
 from odestudy.measure import compat
 from odestudy.measure.modes import MODES, tree_max_rel_diff
 from odestudy.measure.scenario import Scenario
-from odestudy.study import matrix
+from odestudy.study import grid
 from odestudy.study.profiles import HardwareProfile, Value
 from odestudy.study.workloads import WORKLOADS, map_scenarios
 
@@ -109,12 +109,12 @@ def test_a_keyed_loss_with_a_scalar_aux_is_one_device_s():
 def test_the_reference_studies_keep_their_modes_and_the_matrix_and_map_add_explicit():
     core = [name for name, m in MODES.items() if m.core]
     assert core == ["single", "pmap", "shard", "shard_map"] and not MODES["explicit"].core
-    kept = [*matrix.seed_scenarios("cpu"), *matrix.seed_scenarios("gpu")]
+    kept = [*grid.seed_scenarios("cpu"), *grid.seed_scenarios("gpu")]
     for scale in ("smoke", "quick"):
-        kept += matrix.explain_scenarios(scale) + matrix.versions_scenarios(scale)
+        kept += grid.explain_scenarios(scale) + grid.versions_scenarios(scale)
     assert {s.mode for s in kept} == set(core)
     for device in ("cpu", "gpu"):
-        rows = [s for s in matrix.scenarios("quick", device) if s.mode == "explicit"]
+        rows = [s for s in grid.scenarios("quick", device) if s.mode == "explicit"]
         assert {(s.controller, s.scaling) for s in rows} == {
             (c, scaling) for c in ("pid", "stepto") for scaling in ("strong", "weak")
         }

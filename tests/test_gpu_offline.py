@@ -88,7 +88,7 @@ def test_gpu_rows_are_planned_by_the_gpus_present(monkeypatch, gpus):
             assert reason == f"needs {s.total_devices} GPU(s), {gpus} present"
         # The sized matrix stops at the GPUs present (1-GPU rows are listed as not
         # run where there is none); the whole matrix lists every GPU row.
-        want = matrix.scenarios("quick", "gpu", None if full else max(gpus, 1))
+        want = grid.scenarios("quick", "gpu", None if full else max(gpus, 1))
         want = want if full else [s for s in want if grid.in_sized(s)]
         assert len(runnable) + len(not_run) == len(want)
 

@@ -129,7 +129,7 @@ def test_a_dry_run_plans_8_gpus_where_none_is_present(tmp_path, monkeypatch, cap
     assert code == 0 and not results.exists()  # nothing written, not even the folder
     assert lines[0].startswith("quick scaling matrix (sized to 8 GPU devices: devices 1, 2, 4, 8)")
     listed = _listed(lines)
-    want = [s for s in matrix.scenarios("quick", "gpu", 8) if grid.in_sized(s)]
+    want = [s for s in grid.scenarios("quick", "gpu", 8) if grid.in_sized(s)]
     assert set(listed) == {s.name() for s in want}
     assert {s.total_devices for s in want} == {1, 2, 4, 8}
     for s in want:
@@ -153,7 +153,7 @@ def test_a_dry_run_plans_4_cpu_devices_and_says_which_records_stand(
     assert code == 0
     listed = _listed(lines)
     four = [
-        s for s in matrix.scenarios("quick", "cpu", 4) if s.total_devices == 4 and grid.in_sized(s)
+        s for s in grid.scenarios("quick", "cpu", 4) if s.total_devices == 4 and grid.in_sized(s)
     ]
     assert four and all(s.name() in listed for s in four)
     assert all("beyond this machine's 2 physical cores" in listed[s.name()] for s in four)
@@ -180,14 +180,14 @@ def test_the_gpu_matrix_is_1_gpu_and_every_multi_device_mode_at_2_4_8():
     from odestudy.measure.modes import MODES
 
     multi = {name for name, m in MODES.items() if m.multi_device}
-    found = matrix.scenarios("quick", "gpu")
+    found = grid.scenarios("quick", "gpu")
     assert {s.mode for s in found if s.total_devices == 1} == {"single"}
     for scaling in ("strong", "weak"):
         for n in (2, 4, 8):
             modes = {s.mode for s in found if s.total_devices == n and s.scaling == scaling}
             assert modes == multi, (scaling, n)
     # The seed scale's GPU rows stay the committed records': 1 and 2 GPUs.
-    assert {s.total_devices for s in matrix.scenarios("seed", "gpu")} == {1, 2}
+    assert {s.total_devices for s in grid.scenarios("seed", "gpu")} == {1, 2}
 
 
 def test_gpus_planned_run_on_a_partition_and_not_here(monkeypatch):

@@ -114,7 +114,7 @@ def test_gpu_session_cpu_parts_run_tiny(results, tmp_path):
     import json
     import shutil
 
-    from odestudy.study.matrix import sized_limit
+    from odestudy.study.grid import sized_limit
     from odestudy.study.records import machine_folder
 
     root, _ = results

@@ -13,7 +13,7 @@ import pytest
 from odestudy.measure import environment, timing
 from odestudy.measure.scenario import Scenario
 from odestudy.measure.training import base_record
-from odestudy.study import matrix, plan, records
+from odestudy.study import plan, records
 
 
 def test_the_measuring_code_is_the_blessed_one():
@@ -84,7 +84,7 @@ def _record_here(s: Scenario) -> dict:
         machine_id=environment.machine_id(environment.this_machine()),
         versions=environment.versions(),
         protocol=timing.PROTOCOL,
-        measurement_env=matrix.expected_env(s),
+        measurement_env=plan.expected_env(s),
     )
     return rec
 
@@ -93,19 +93,19 @@ def test_a_record_is_reused_while_protocol_and_environment_match(tmp_path, monke
     s = Scenario(scale="smoke", devices_per_process=2, mode="shard_map")
     path = tmp_path / "metrics.json"
     records.write_json_atomic(path, _record_here(s))
-    assert matrix.reusable(s, path) is not None
+    assert plan.reusable(s, path) is not None
     # Another XLA flag changes what is measured: the record is stale.
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_thunk_runtime=false")
-    assert matrix.reusable(s, path) is None
-    assert "measurement environment" in matrix.why_stale(s, records.read_record(path))
+    assert plan.reusable(s, path) is None
+    assert "measurement environment" in plan.why_stale(s, records.read_record(path))
     monkeypatch.delenv("XLA_FLAGS")
     monkeypatch.setenv("EQX_ON_ERROR", "raise")
-    assert matrix.reusable(s, path) is None
+    assert plan.reusable(s, path) is None
     monkeypatch.delenv("EQX_ON_ERROR")
-    assert matrix.reusable(s, path) is not None
+    assert plan.reusable(s, path) is not None
     # A new protocol makes every record stale.
     monkeypatch.setattr(plan, "PROTOCOL", timing.PROTOCOL + 1)
-    assert "protocol" in matrix.why_stale(s, records.read_record(path))
+    assert "protocol" in plan.why_stale(s, records.read_record(path))
 
 
 def test_records_without_a_protocol_are_stale(tmp_path):
@@ -113,7 +113,7 @@ def test_records_without_a_protocol_are_stale(tmp_path):
     rec = _record_here(s)
     del rec["protocol"]
     rec["code_version"] = "81136de70a3e"  # how records were keyed before
-    assert matrix.why_stale(s, rec).startswith("protocol differs")
+    assert plan.why_stale(s, rec).startswith("protocol differs")
 
 
 def test_measurement_env_leaves_out_the_device_count_and_sorts_flags():

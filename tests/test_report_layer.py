@@ -15,7 +15,9 @@ from odestudy.measure.timing import PROTOCOL
 from odestudy.report.document import BaselineError, baseline, scaling_rows, write_report
 from odestudy.report.intervals import fmt_interval, ratio_interval
 from odestudy.study import records
-from odestudy.study.matrix import record_path, reusable, seed_scenarios
+from odestudy.study.grid import seed_scenarios
+from odestudy.study.matrix import record_path
+from odestudy.study.plan import reusable
 from odestudy.study.rec import Rec, Sweep
 from odestudy.study.repeats import merge_runs, runs
 from odestudy.study.studies import Text

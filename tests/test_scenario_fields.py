@@ -10,7 +10,7 @@ import pytest
 from odestudy import cli
 from odestudy.measure.modes import MODES, AbstractMode, parse_mode
 from odestudy.measure.scenario import SCALES, Scenario, default_config
-from odestudy.study.matrix import explain_scenarios, scenarios, seed_scenarios
+from odestudy.study.grid import explain_scenarios, scenarios, seed_scenarios
 from odestudy.study.records import read_record
 from odestudy.study.runner import ROOT
 

@@ -17,6 +17,7 @@ from odestudy.builtin import BUILT_IN
 from odestudy.measure.environment import ROOT
 from odestudy.measure.scenario import Scenario
 from odestudy.study import matrix, records
+from odestudy.study.grid import explain_scenarios, node_scenarios, scenarios, target_scenarios
 from odestudy.study.matrix import get_study
 from odestudy.study.records import record_path
 from odestudy.study.studies import (
@@ -47,7 +48,7 @@ def test_the_built_in_studies_are_registered_and_say_how_they_run():
 
 def test_plan_asks_the_study():
     explain, _ = matrix.plan("quick", "cpu", "explain")
-    assert explain == matrix.explain_scenarios("quick")
+    assert explain == explain_scenarios("quick")
     tiny, not_run = matrix.plan("smoke", "cpu", SPEC)
     assert [s.mode for s in tiny] == ["single"] and not not_run
     runnable, _, wanted, probes = matrix._scenarios_to_run(
@@ -119,7 +120,7 @@ def test_odestudy_matrix_and_report_run_a_study_defined_outside_the_package(tmp_
 def test_the_seed_study_is_the_seed_scales_rows_and_their_time_to_target():
     seed, _ = matrix.plan("seed", "cpu", "seed")
     scaling, _ = matrix.plan("seed", "cpu", "scaling")
-    target = matrix.select(matrix.target_scenarios("seed"), {"batch": "32"})
+    target = matrix.select(target_scenarios("seed"), {"batch": "32"})
     assert seed == scaling + target and get_study("seed").runs("seed") == 1
     assert matrix.plan("quick", "cpu", "seed") == ([], [])
 
@@ -130,10 +131,10 @@ def test_the_report_asks_the_studies_which_records_are_current_and_which_pages_i
     from odestudy.study.studies import pages_of
 
     for scale in ("quick", "seed"):
-        grid = [s for d in ("cpu", "gpu") for s in matrix.scenarios(scale, d)]
+        grid = [s for d in ("cpu", "gpu") for s in scenarios(scale, d)]
         assert frames.scaling_keys(scale) == {s.key() for s in grid}
-        current = [*grid, *map(recommended, grid), *matrix.node_scenarios(scale)]
-        current += matrix.explain_scenarios(scale)
+        current = [*grid, *map(recommended, grid), *node_scenarios(scale)]
+        current += explain_scenarios(scale)
         assert frames.current_keys(scale) == {s.key() for s in current}
     assert [p.name for p in pages_of("quick")] == [
         "quick",

@@ -6,7 +6,8 @@ import pytest
 from odestudy.builtin.versions import versions_body, write_versions
 from odestudy.measure.scenario import Scenario
 from odestudy.study import records
-from odestudy.study.matrix import plan, record_path, versions_scenarios
+from odestudy.study.grid import versions_scenarios
+from odestudy.study.matrix import plan, record_path
 from odestudy.study.studies import Text
 from odestudy.study.versions import REQUIREMENTS, VERSION_SETS, build
 

@@ -1,10 +1,6 @@
-"""Records as data: read every record of a results folder once, with the rules for
-corrupt and stale records in one place, as a list of dicts (for the report's joins) or
-as pandas DataFrames (for exploration: one row per record, per timed step, per
-evaluation).
-
-Layout read: `results/<machine id>/<scale>/<scenario>/metrics.json`.
-"""
+"""Records as data: every record of a results folder read once, corrupt and stale ones
+left out in one place, as `Rec`s (for the report's joins) or as pandas DataFrames (for
+exploration: one row per record, per timed step, per evaluation)."""
 
 import functools
 import json
@@ -52,8 +48,7 @@ def results_folder(results: str | Path | None = None) -> Path:
 
 
 def record_machine_id(rec: Rec) -> str:
-    """The machine a record was made on (`environment.machine_id`); records made before
-    records carried a fingerprint get one from their hardware, host name unknown."""
+    """The machine a record was made on (older records: from their hardware)."""
     if rec.machine_id:
         return rec.machine_id
     hw = rec.hardware
@@ -68,8 +63,7 @@ def record_machine_id(rec: Rec) -> str:
 
 
 def _problem_known(problem: str) -> bool:
-    """Whether `problem` resolves here (a problem of a module not importable here does
-    not: no record of it is current)."""
+    """Whether `problem` resolves here (else no record of it is current)."""
     try:
         resolve_problem(problem)
     except ValueError:
@@ -80,8 +74,7 @@ def _problem_known(problem: str) -> bool:
 @functools.cache
 def current_keys(scale: str, problem: str = DEFAULT_PROBLEM) -> frozenset[str]:
     """Scenario keys at `scale` for `problem` whose records under the results folder are
-    current: every registered study's (`Study.current`; the scaling tables', the
-    explanation studies', the recommended step's, the rows over several hosts)."""
+    current: every registered study's (`Study.current`)."""
     if scale not in SCALES or not _problem_known(problem):
         return frozenset()
     return frozenset(s.key() for c in STUDIES.values() for s in c().current(scale, problem))
@@ -89,9 +82,8 @@ def current_keys(scale: str, problem: str = DEFAULT_PROBLEM) -> frozenset[str]:
 
 @functools.cache
 def scaling_keys(scale: str, problem: str = DEFAULT_PROBLEM) -> frozenset[str]:
-    """Scenario keys of the scaling tables at `scale` for `problem`: the whole matrix
-    (`Study.matrix`, every device kind) of each study whose records are their rows
-    (`Study.scaling_table`)."""
+    """Scenario keys of the scaling tables at `scale` for `problem`: the whole matrix of
+    each study whose records are their rows (`Study.scaling_table`)."""
     if scale not in SCALES or not _problem_known(problem):
         return frozenset()
     found = [s for c in STUDIES.values() if c.scaling_table for s in c().matrix(scale)]
@@ -99,14 +91,12 @@ def scaling_keys(scale: str, problem: str = DEFAULT_PROBLEM) -> frozenset[str]:
 
 
 def record_problem(rec: Rec) -> str:
-    """The problem a record trained (`Scenario.problem`; records before problems: the
-    default)."""
+    """The problem a record trained (records before problems: the default)."""
     return rec.fields.problem or DEFAULT_PROBLEM
 
 
 def in_scaling_matrix(rec: Rec) -> bool:
-    """Whether record `rec` is a scenario of its scale's scaling matrix: a row of the
-    scaling tables (the explanation studies have tables of their own)."""
+    """Whether record `rec` is a row of its scale's scaling tables (`scaling_keys`)."""
     return rec.scenario_key in scaling_keys(rec.scale, record_problem(rec))
 
 
@@ -117,16 +107,11 @@ def read_records(
     skipped: list[tuple[str, str]] | None = None,
 ) -> list[Rec]:
     """Every record under `results` (of `scale`, or of every scale), of every machine,
-    as `Rec`s.
+    as `Rec`s with their `path`, `machine_id` and `session` (`sessions.Session`).
 
-    - `current`: keep only records of a scenario of the current scaling or explain
-      matrix of their scale; others are stale (made for a matrix that changed since).
-    - `skipped`: if a list, gets `(path, reason)` for each file left out: files that do
-      not parse as a record, and stale records.
-
-    Each record gets `path` (its file), `machine_id` (`record_machine_id`) and
-    `session` (`sessions.Session`: the machine's time window it was measured in, among
-    every record under `results`).
+    - `current`: keep only records of a current scenario (`current_keys`); others are
+      stale (made for a matrix that changed since).
+    - `skipped`: if a list, gets `(path, reason)` for each file left out.
     """
     out: list[Rec] = []
     for path in records.record_paths(results, scale):
@@ -152,10 +137,7 @@ def read_records(
 
 def is_default(rec: Rec, *free: str) -> bool:
     """Whether record `rec` has the default configuration of its scale
-    (`scenario.default_config`: the reference data, random batches, one solve per
-    sample, the scale's steps, lengths and learning rate, no evaluation during
-    training), apart from the scenario fields named in `free`. The scaling tables and
-    the batch-size sweep hold it; the other explanation studies vary one field."""
+    (`scenario.default_config`), apart from the scenario fields named in `free`."""
     s = rec.fields
     if rec.scale not in SCALES:
         return False
@@ -177,9 +159,7 @@ FLAT_KEYS = tuple(k.key for k in declared(Record) if k.flat)
 
 def flat(rec: Rec) -> dict[str, Any]:
     """One record as a flat row: `FLAT_KEYS`, the scenario's other fields, package
-    versions (`jax`, `jaxlib`, ...), hardware (`cpu_model`, `physical_cores`), runs and
-    solver steps, `default` (`is_default`), `step` (the step it timed: `best.step_of`) and
-    `scaling_matrix` (`in_scaling_matrix`)."""
+    versions, hardware, runs and solver steps, and what the report derives of it."""
     row = {k: rec.get(k) for k in FLAT_KEYS}
     for key, value in rec.fields.items():
         row.setdefault(key, value)
@@ -211,9 +191,7 @@ def load_records(
     results: str | Path = "results", scale: str | None = None, current: bool = True
 ) -> pd.DataFrame:
     """The records under `results` as a DataFrame, one row per record (`flat`), of
-    `scale` or of every scale; `current` leaves stale records out (`read_records`).
-    Columns include mode, controller, n_devices, step_time_s, final_loss, status and
-    machine_id."""
+    `scale` or of every scale; `current` leaves stale records out (`read_records`)."""
     rows = [flat(r) for r in read_records(results, scale, current)]
     return pd.DataFrame(rows, columns=None if rows else list(FLAT_KEYS))
 
@@ -303,8 +281,7 @@ MODE_ORDER = {name: i for i, name in enumerate(MODES)}
 
 def join_key(rec: Rec) -> str:
     """What a record must share with its baseline: every scenario field but
-    `JOIN_EXCLUDES`, the machine, the package versions, the measurement protocol and
-    environment (`timing`)."""
+    `JOIN_EXCLUDES`, the machine, versions, protocol and measurement environment."""
     fields = {k: v for k, v in rec.fields.items() if k not in JOIN_EXCLUDES}
     return json.dumps(
         [fields, rec.machine_id, rec.versions, rec.protocol, rec.measurement_env],
@@ -313,14 +290,10 @@ def join_key(rec: Rec) -> str:
 
 
 def baselines(rows: list[Rec], recs: list[Rec], scaling: str) -> list[Rec | BaselineError]:
-    """For each record of `rows`, its one ok 1-device record of `recs` under `scaling`
-    (`baseline`), or the BaselineError that says why there is none.
-
-    The join is a `merge(validate="many_to_one")` on `join_key` and the batch: the
-    baseline's global batch equals the row's global (strong) or per-device (weak)
-    batch. Baseline keys held by several records are taken out first and named as
-    ambiguous.
-    """
+    """For each record of `rows`, its one ok 1-device record of `recs` under `scaling`,
+    or the BaselineError that says why there is none: a many-to-one merge on `join_key`
+    and the batch (the row's global batch, or per-device under weak scaling), keys held
+    by several records taken out first and named as ambiguous."""
 
     def size(r: Rec) -> int:
         if scaling == "strong":
@@ -368,10 +341,8 @@ def baselines(rows: list[Rec], recs: list[Rec], scaling: str) -> list[Rec | Base
 
 
 def baseline(rec: Rec, recs: list[Rec], scaling: str) -> Rec:
-    """The one ok 1-device record to compare `rec` with under `scaling`: same machine,
-    package versions, protocol and measurement environment, every scenario field equal except
-    `JOIN_EXCLUDES`, and a batch of `rec`'s global (strong) or per-device (weak)
-    batch. Raises BaselineError if there is none or more than one."""
+    """The one ok 1-device record to compare `rec` with under `scaling` (`baselines`);
+    BaselineError if there is none or more than one."""
     found = baselines([rec], recs, scaling)[0]
     if isinstance(found, BaselineError):
         raise found
@@ -380,8 +351,7 @@ def baseline(rec: Rec, recs: list[Rec], scaling: str) -> Rec:
 
 def _join(row: Rec, rec: Rec, base: Rec, scaling: str) -> None:
     """Fill `row` (ok record `rec` as a point of `scaling`) from its 1-device baseline
-    `base`: its final loss and runs, and the speedup and efficiency with intervals (or
-    `untrained` where either model did not train)."""
+    `base`: speedup and efficiency with intervals, or `untrained`."""
     row.baseline_final_loss = base.final_loss
     row.baseline_runs = len(base.step_time_runs_s or [])
     row.baseline_session = base.session
@@ -406,24 +376,17 @@ def _join(row: Rec, rec: Rec, base: Rec, scaling: str) -> None:
 
 
 def scaling_rows(recs: Sequence[dict[str, Any]], scaling: str | None = None) -> list[Rec]:
-    """Records with speedup and efficiency, with 95% intervals (`intervals.METHOD`),
-    against their 1-device baseline (`baselines`).
+    """Records with speedup and efficiency, with 95% intervals, against their 1-device
+    baseline (`baselines`), and over the best 1-device step (`best.attach_best`).
 
     - `scaling`: `None` keeps every record under its own scaling; `"strong"` or
       `"weak"` keeps that scaling's records and those of the other with a baseline
       under this one (at 1 device one run is both a strong and a weak point).
 
-    Each row names its `step` (`best.step_of`) and, beside the speedup over its own
-    step's 1-device row, its speedup over the best 1-device step of its model and batch
-    (`best.attach_best`: `speedup_best`, `best_step`, `best_step_s`, ...).
-
-    Strong scaling: speedup `t(1)/t(N)` of the step time, efficiency `speedup / N`.
-    Weak scaling: efficiency `t(1)/t(N)` at the same per-device batch, speedup
-    `N * t(1)/t(N)` (throughput in samples per second, relative), and where the
-    machine's ceiling was measured (`ceiling`), the efficiency against it
-    (`efficiency_vs_ceiling`, `ceiling` with their intervals). A record without a
-    baseline keeps its `baseline_error`. `recs` may be any records (`measure.record.Record`,
-    as `study.matrix.run_matrix` returns them): they are read as `Rec`s.
+    Strong scaling: speedup `t(1)/t(N)`, efficiency `speedup / N`. Weak scaling:
+    efficiency `t(1)/t(N)` at the same per-device batch, speedup `N * t(1)/t(N)`, and
+    the efficiency against the machine's ceiling where measured. A record without a
+    baseline keeps its `baseline_error`.
     """
     every = [Rec(r) for r in recs]
     found: dict[int, Rec | BaselineError] = {}
@@ -464,8 +427,7 @@ def scaling_rows(recs: Sequence[dict[str, Any]], scaling: str | None = None) -> 
 
 
 def _table_order(r: Rec) -> tuple:
-    """The scaling tables' order: device kind, scaling, controller, devices, processes,
-    mode."""
+    """The scaling tables' order."""
     return (
         r.device,
         r.scaling,

@@ -14,9 +14,8 @@ phases separated by barriers:
    slowed by spreading its work over both cores.
 
 The ceiling is `t(alone) / t(paired)`: the best weak-scaling efficiency this machine
-allows any mode. Results go to `results/<machine>/<scale>/ceiling/<controller>.json`
-(`<controller>-<lever tags>.json` for a step other than the default: `records.ceiling_path`),
-a run appended per matrix round.
+allows any mode. A run is appended per matrix round to the record of its controller and
+step (`records.ceiling_path`), pooled while the probe's cold run is the same.
 """
 
 import json
@@ -35,9 +34,10 @@ from ..measure.devices import child_environment, configure_devices
 from ..measure.scenario import Scenario
 from ..measure.timing import PROTOCOL, measurement_env
 from . import records
+from .distributed import die_with_parent
 from .lock import measuring
 from .records import ceiling_path
-from .repeats import cache_environment, die_with_parent, time_repeat
+from .repeats import cache_environment, time_repeat
 
 CEILING_STEPS = 40  # timed steps per process and phase (as many as a repeat)
 PHASES = (("alone", (0,)), ("paired", (0, 1)), ("one_core", (2,)))
@@ -53,8 +53,8 @@ def _wait_for(path: Path, timeout_s: float = BARRIER_TIMEOUT_S) -> None:
 
 
 def worker(job_path: str | os.PathLike, rank: int) -> int:
-    """One process of a ceiling run (see the module docstring): set up, then take part
-    in the phases that name `rank`, each behind a barrier file; writes its times."""
+    """One process of a ceiling run: the phases that name `rank`, each behind a barrier
+    file; writes its times."""
     die_with_parent()
     job = json.loads(Path(job_path).read_text())
     work = Path(job_path).parent
@@ -86,12 +86,9 @@ def run_ceiling(
     scale_folder: str | os.PathLike,
     steps: int = CEILING_STEPS,
 ) -> dict[str, Any]:
-    """Run one ceiling measurement for the trained 1-device scenario `s` whose record
-    and saved state are in `out_dir`, and append it to the ceiling record of its
-    controller in `scale_folder`. Returns that record (written atomically); a failed
-    run is appended with its error. Runs are pooled only while the probe's cold run is
-    the same (its `run_id`): a new cold run, or another machine, versions, protocol or
-    measurement environment, starts the record afresh."""
+    """Run one ceiling measurement for the trained 1-device scenario `s` (its record and
+    state in `out_dir`) and append it, failed or not, to its ceiling record in
+    `scale_folder` (`_ceiling_record`); returns that record."""
     if s.total_devices != 1 or s.parallel.multi_device:
         raise ValueError("the ceiling runs 1-device scenarios (mode 'single')")
     path = ceiling_path(scale_folder, s.controller, s.step_tag())
@@ -145,8 +142,7 @@ def _ceiling_record(
 def _phase_times(
     s: Scenario, work: Path, out_dir: str | os.PathLike, env: dict[str, str], steps: int
 ) -> dict[str, list]:
-    """Run the three ceiling processes in `work` through every phase together; returns
-    each phase's step times by name (raises where a process fails)."""
+    """Run the three ceiling processes in `work` through every phase; each phase's times."""
     job = work / "job.json"
     job.write_text(
         json.dumps(

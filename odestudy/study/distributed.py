@@ -164,8 +164,7 @@ def launch(
 
 
 def _worker_command(s: Scenario, common: list[str], rank: int, port: int) -> list[str]:
-    """The command of worker `rank`: the tasks of an srun step under srun, else a local
-    process joined to the others on loopback `port`."""
+    """The command of worker `rank`: an srun step, or a local process on loopback `port`."""
     if _under_srun():
         return srun_command(s, common)
     return [
@@ -176,8 +175,7 @@ def _worker_command(s: Scenario, common: list[str], rank: int, port: int) -> lis
 
 
 def _wait(s: Scenario, procs: list[subprocess.Popen], start: float, timeout_s: float) -> str | None:
-    """Wait for every worker to exit 0 (None), the first to fail, or the time limit
-    (what went wrong)."""
+    """Wait for every worker to exit 0 (None), the first to fail or the time limit (why)."""
     while True:
         codes = [p.poll() for p in procs]
         bad = [(r, c) for r, c in enumerate(codes) if c is not None and c != 0]
@@ -205,24 +203,26 @@ def _tails(logs: list[IO[str]]) -> str:
     return "\n".join(tails)
 
 
-def _exit_with_parent(parent: int | None = None) -> None:
-    """Workers run in their own process group, out of reach of signals sent to the
-    launcher's; if the launcher dies (killed, not just interrupted), follow it so that
-    no worker is left behind.
-
-    - `parent`: the launcher's PID, passed on the command line. It must not be read
-      with `getppid()` here: this runs after the package's imports (seconds), and a
-      launcher killed meanwhile has already been replaced by init or a subreaper, which
-      never dies. `None` (under SLURM): the parent at this point, whatever it is.
-
-    On Linux the kernel also kills the worker when its parent dies (`PR_SET_PDEATHSIG`:
-    no Python thread needs to run, while the main thread may sit in a long native call).
-    """
+def die_with_parent() -> None:
+    """Have the kernel kill this process when its parent dies (Linux; elsewhere nothing),
+    first thing in a worker or SLURM job (whose batch script `scancel` kills while
+    submitit ignores SIGTERM; `proctrack/linuxproc` clusters lose orphans)."""
     if sys.platform.startswith("linux"):
         import ctypes
 
-        PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        pr_set_pdeathsig = 1  # from <sys/prctl.h>
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
+def _exit_with_parent(parent: int | None = None) -> None:
+    """Follow the launcher if it dies (workers run in their own process group, out of
+    reach of its signals), so that no worker is left behind.
+
+    - `parent`: the launcher's PID, passed on the command line: read with `getppid()`
+      after the imports (seconds), a launcher killed meanwhile would already be replaced
+      by init or a subreaper, which never dies. None (under SLURM): the parent now.
+    """
+    die_with_parent()
     parent = os.getppid() if parent is None else parent
     if os.getppid() != parent:  # the launcher died before we got here
         os._exit(3)
@@ -245,12 +245,7 @@ def worker(
     state_path: str | None = None,
     repeat_dir: str | None = None,
 ) -> int:
-    """One process of a multi-process scenario; process 0 writes the record.
-
-    - `parent_pid`: the local launcher's PID, followed if it dies (none under SLURM).
-    - `state_path`: where process 0 saves the trained state for repeats.
-    - `repeat_dir`: time a repeat from the state saved there instead of training.
-    """
+    """One process of a multi-process scenario (see `launch`); process 0 writes the record."""
     _exit_with_parent(parent_pid)
     s = Scenario.from_dict(json.loads(Path(scenario_file).read_text()))
     import jax
@@ -268,9 +263,8 @@ def worker(
     record: dict[str, Any]
     if repeat_dir:
         record = time_repeat(s, repeat_dir)
-        record["repeat_how"] = f"{s.processes} plain processes, " + record[
-            "repeat_how"
-        ].removeprefix("plain process, ")
+        how = record["repeat_how"].removeprefix("plain process, ")
+        record["repeat_how"] = f"{s.processes} plain processes, {how}"
     else:
         record = {**run_scenario(s, state_path=state_path)}
         record["per_process_hardware"] = _gather_hardware()

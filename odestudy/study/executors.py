@@ -11,17 +11,13 @@ from typing import Any
 from ..measure.record import Record
 from ..measure.scenario import Scenario
 from . import records
-from .plan import CeilingProbe, Done, Plan, Run, why_stale
+from .plan import CeilingProbe, CurrentRecord, Done, Plan, Run, why_stale
 from .records import record_path
 
 
 class Progress:
     """One line per finished run on stdout (flushed, so that a log file has it as it
-    happens), and a bar on a terminal (tqdm's `disable=None`).
-
-    - `total`: scenario runs to do.
-    - `show`: print anything at all.
-    """
+    happens), and a bar of `total` runs on a terminal; nothing unless `show`."""
 
     def __init__(self, total: int, desc: str, show: bool = True):
         from tqdm.auto import tqdm
@@ -58,34 +54,29 @@ class Executor(abc.ABC):
 
     @abc.abstractmethod
     def execute(self, plan: Plan, results: Path, progress: Progress) -> dict[Scenario, Record]:
-        """Make every run of `plan`; returns the last record of each scenario of the plan
-        (failed runs recorded as failed, never raised)."""
+        """Make every run of `plan`; returns each scenario's last record (failures recorded)."""
 
-    def current(self, s: Scenario, results: Path) -> tuple[Record | None, str | None, Path | None]:
+    def current(self, s: Scenario, results: Path) -> CurrentRecord:
         """The record a plan starts from for `s` (see `plan.make_plan`): this machine's."""
         rec = records.read_or(record_path(s, results), None, records.read_record)
         return (None, None, None) if rec is None else (rec, why_stale(s, rec), None)
 
     def needs_lock(self) -> bool:
-        """Whether the command that executes holds this machine's measurement lock (it
-        times here)."""
+        """Whether the command holds this machine's measurement lock (it times here)."""
         return True
 
     def check(self, scenarios: Iterable[Scenario]) -> None:
-        """Raise ValueError (one line) where this executor cannot run one of `scenarios`;
-        called before anything runs or is written. Every one can, by default."""
+        """A one-line ValueError where it cannot run one of `scenarios`, before anything runs."""
         return None
 
     def gpus(self, planned: int | None) -> int | None:
-        """GPUs present where this executor runs the rows, for a matrix planned for
-        `planned` devices (`odestudy matrix --device-count`; None: this machine's).
-        None: this machine's (`devices.gpu_count`), where the runs are, by default."""
+        """GPUs present where it runs the rows, for a matrix planned for `planned` devices
+        (`--device-count`); None: this machine's, by default."""
         return None
 
 
 def needs_cluster(s: Scenario) -> str | None:
-    """Why `s` cannot run on this machine alone (its processes on several hosts), or
-    None."""
+    """Why `s` cannot run on this machine alone (its processes on several hosts), or None."""
     if s.nodes > 1:
         return f"{s.name()} spreads its processes over {s.nodes} nodes: it needs --executor slurm"
     return None

@@ -28,9 +28,8 @@ CORE_MULTI_MODES = tuple(name for name, m in MODES.items() if m.multi_device and
 
 def weak_batch(scale: str) -> int:
     """Per-device batch under weak scaling: the strong global batch, so that weak
-    scaling at 1 device is the strong 1-device run (and every row trains on batches
-    of at least that size: smaller per-device batches did not reach the trained loss
-    in the quick scale's steps; the batch-size study's records say by how much)."""
+    scaling at 1 device is the strong 1-device run (smaller per-device batches did not
+    train in the quick scale's steps: the batch-size study's records)."""
     return SCALES[scale]["batch"]
 
 
@@ -52,26 +51,22 @@ def seed_scenarios(device: str = "cpu") -> list[Scenario]:
     every = SEED_EVAL_EVERY if device == "cpu" else 0
     out = []
     for controller in CONTROLLERS:
-        out.append(Scenario(device=device, controller=controller, scale="seed", eval_every=every))
-        for n in counts:
-            for mode in CORE_MULTI_MODES:
-                out.append(
-                    Scenario(
-                        device=device,
-                        devices_per_process=n,
-                        mode=mode,
-                        controller=controller,
-                        scale="seed",
-                        eval_every=every,
-                    )
-                )
+        at: dict[str, Any] = dict(
+            device=device, controller=controller, scale="seed", eval_every=every
+        )
+        out += _placed(counts, CORE_MULTI_MODES, **at)
     return out
 
 
+def _placed(counts: tuple[int, ...], modes: tuple[str, ...], **at: Any) -> list[Scenario]:
+    """1 device, then every mode of `modes` on each of `counts` devices, all with `at`."""
+    multi = [Scenario(devices_per_process=n, mode=m, **at) for n in counts for m in modes]
+    return [Scenario(**at), *multi]
+
+
 def node_scenarios(scale: str) -> list[Scenario]:
-    """The rows over several hosts (`make nodes`, through SLURM): 2 nodes x 1 device
-    `shard_map`, PID. Not in the local matrix (one host cannot run them); the report
-    reads their records beside it."""
+    """The rows over several hosts (`make nodes`, through SLURM; not in the local matrix):
+    2 nodes x 1 device `shard_map`, PID."""
     return [
         Scenario(mode="shard_map", processes=2, devices_per_process=1, nodes=2, device="cpu",
                  scale=scale, controller="pid")
@@ -79,33 +74,19 @@ def node_scenarios(scale: str) -> list[Scenario]:
 
 
 def scenarios(scale: str, device: str, max_devices: int | None = None) -> list[Scenario]:
-    """The matrix of one device kind.
-
-    CPU (`CPU_DEVICE_COUNTS`) and GPU (`GPU_DEVICE_COUNTS`): 1 device (`single`), and
-    every multi-device mode (`MULTI_MODES`) on 2, 4 and 8 devices, both controllers,
-    strong and weak scaling (where both give the same per-device and global batch, the
-    strong run serves both), each with the default and the recommended step; on CPU also
-    the multi-process rows of the multi-process modes with PID.
-
-    - `max_devices`: keep only rows on at most this many devices in all (the matrix
-      sized to a machine, `sized_limit`); None keeps the whole matrix.
-    """
-    if scale == "seed":
-        found = seed_scenarios(device)
-    else:
-        found = _scaling_scenarios(scale, device)
-    if max_devices is None:
-        return found
-    return [s for s in found if s.total_devices <= max_devices]
+    """The matrix of one device kind: 1 device, and every multi-device mode on the
+    kind's device counts, both controllers, strong and weak scaling, each with the
+    default and the recommended step; on CPU also the multi-process rows. `max_devices`:
+    only rows on at most this many devices in all (None: the whole matrix)."""
+    found = seed_scenarios(device) if scale == "seed" else _scaling_scenarios(scale, device)
+    return [s for s in found if max_devices is None or s.total_devices <= max_devices]
 
 
 def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
-    """Per controller, 1 device and every multi-device mode on the kind's device counts,
-    strong and weak, each with the default and with the recommended step
-    (`recommended.recommended`: the best 1-device step's candidate, every multi-device
-    speedup's base case); on CPU, the multi-process rows, with the default step."""
-    one_process = _default_step_rows(scale, device)
-    out = [s for row in one_process for s in (row, apply(row))]
+    """The default step's rows, each beside the recommended step's
+    (`recommended.recommended`, every multi-device speedup's base case); on CPU, the
+    multi-process rows, with the default step."""
+    out = [s for row in _default_step_rows(scale, device) for s in (row, apply(row))]
     if device == "cpu":
         out += _process_rows(scale)
     return out
@@ -113,37 +94,18 @@ def _scaling_scenarios(scale: str, device: str) -> list[Scenario]:
 
 def _default_step_rows(scale: str, device: str) -> list[Scenario]:
     counts = CPU_DEVICE_COUNTS if device == "cpu" else GPU_DEVICE_COUNTS
+    strong = SCALES[scale]["batch"]
     out = []
     for scaling in ("strong", "weak"):
-        batch = SCALES[scale]["batch"] if scaling == "strong" else weak_batch(scale)
+        batch = strong if scaling == "strong" else weak_batch(scale)
         for controller in CONTROLLERS:
-            if batch != SCALES[scale]["batch"] or scaling == "strong":
-                out.append(
-                    Scenario(
-                        device=device,
-                        devices_per_process=1,
-                        mode="single",
-                        controller=controller,
-                        scaling=scaling,
-                        scale=scale,
-                        batch=batch,
-                    )
-                )
-            for n in counts:
-                if scaling == "weak" and n * batch == SCALES[scale]["batch"]:
-                    continue  # the same run as strong scaling at n devices: reused
-                for mode in MULTI_MODES:
-                    out.append(
-                        Scenario(
-                            device=device,
-                            devices_per_process=n,
-                            mode=mode,
-                            controller=controller,
-                            scaling=scaling,
-                            scale=scale,
-                            batch=batch,
-                        )
-                    )
+            at = dict(
+                device=device, controller=controller, scaling=scaling, scale=scale, batch=batch
+            )
+            # Where weak scaling gives the strong run's batches, that run serves both.
+            kept = tuple(n for n in counts if scaling == "strong" or n * batch != strong)
+            rows = _placed(kept, MULTI_MODES, **at)
+            out += rows if batch != strong or scaling == "strong" else rows[1:]
     return out
 
 
@@ -175,18 +137,10 @@ TARGET_EVAL_EVERY = 10  # the time-to-target runs evaluate every this many steps
 
 def explain_scenarios(scale: str) -> list[Scenario]:
     """The scenarios that explain the scaling (CPU, 2 devices, strong scaling):
-
-    - heterogeneity: `SPREADS` in every core mode (`CORE_MULTI_MODES`) with PID (spread
-      0 is in the scaling matrix); StepTo takes the same steps for every sample by
-      construction;
-    - complexity-aware batching: `batching="grouped"` at the same spreads;
-    - within-ODE batching: `solve="within_ode"` with both controllers at spread 0, and
-      with PID at `WITHIN_ODE_SPREAD`;
-    - one-device throughput against batch size;
-    - time to target loss (`target_scenarios`).
-
-    Rows with heterogeneous data train as `scenario.heterogeneous_training` says.
-    """
+    heterogeneity (`SPREADS` in every core mode, PID: StepTo takes the same steps for
+    every sample), complexity-aware batching at the same spreads, within-ODE batching
+    (both controllers at spread 0, PID at `WITHIN_ODE_SPREAD`), one-device throughput
+    against batch size, and time to target loss (`target_scenarios`)."""
     n = EXPLAIN_DEVICES
     one: dict[str, Any] = dict(scale=scale, device="cpu")
     out = []
@@ -205,20 +159,8 @@ def explain_scenarios(scale: str) -> list[Scenario]:
     for controller, spreads in (("pid", (0.0, WITHIN_ODE_SPREAD)), ("stepto", (0.0,))):
         for spread in spreads:
             at = spread_at(spread)
-            out.append(
-                Scenario(mode="single", controller=controller, solve="within_ode", **at, **one)
-            )
-            for mode in ("shard", "shard_map"):
-                out.append(
-                    Scenario(
-                        devices_per_process=n,
-                        mode=mode,
-                        controller=controller,
-                        solve="within_ode",
-                        **at,
-                        **one,
-                    )
-                )
+            within = dict(controller=controller, solve="within_ode", **at, **one)
+            out += _placed((n,), ("shard", "shard_map"), **within)
     for batch in BATCH_SWEEP:
         if batch <= SCALES[scale]["dataset_size"]:  # the smoke scale's data set is smaller
             out.append(Scenario(mode="single", batch=batch, **one))
@@ -226,11 +168,9 @@ def explain_scenarios(scale: str) -> list[Scenario]:
 
 
 def target_scenarios(scale: str) -> list[Scenario]:
-    """Time to target loss (CPU, PID, evaluated every `TARGET_EVAL_EVERY` steps, the
-    scale's staged training): global batch the scale's and twice it, learning rate fixed
-    and scaled linearly, on 1 and 2 devices (`shard_map`); and the recommended step
-    (`recommended.recommended`) at the scale's batch. Part of the explain study; alone,
-    `odestudy matrix --study target` (the seed scale's rows)."""
+    """Time to target loss (CPU, PID, evaluated every `TARGET_EVAL_EVERY` steps): global
+    batch the scale's and twice it, learning rate fixed and scaled linearly, on 1 and 2
+    devices (`shard_map`); and the recommended step at the scale's batch."""
     n = EXPLAIN_DEVICES
     base = SCALES[scale]["batch"]
     # The scale's staged training (at the quick scale, one stage at full length from the
@@ -239,24 +179,16 @@ def target_scenarios(scale: str) -> list[Scenario]:
     out = []
     for mode, devices in (("single", 1), ("shard_map", n)):
         for batch, lr_scaling in ((base, "fixed"), (2 * base, "fixed"), (2 * base, "linear")):
-            out.append(
-                Scenario(
-                    mode=mode,
-                    devices_per_process=devices,
-                    batch=batch,
-                    lr_scaling=lr_scaling,
-                    **target,
-                )
-            )
+            out.append(Scenario(mode=mode, devices_per_process=devices, batch=batch,
+                                lr_scaling=lr_scaling, **target))  # fmt: skip
         # The recommended step's time to target, beside the default's.
         out.append(apply(Scenario(mode=mode, devices_per_process=devices, **target)))
     return out
 
 
 def sized_limit(device: str) -> int:
-    """The most devices a row of the sized matrix uses on `device`: CPU devices up to
-    this machine's physical cores (more virtual devices than cores measure overhead,
-    not parallel speedup), GPUs up to those present."""
+    """The most devices a row of the sized matrix uses on `device`: this machine's
+    physical cores (more virtual devices measure overhead), or the GPUs present."""
     if device == "cpu":
         return max(1, environment.cpu_info()["physical_cores"])
     return gpu_count()
@@ -272,16 +204,7 @@ def versions_scenarios(scale: str) -> list[Scenario]:
     """The core rows that `make versions` measures under each JAX release (CPU)."""
     out = []
     for controller in CONTROLLERS:
-        out.append(Scenario(scale=scale, controller=controller))
-        for mode in CORE_MULTI_MODES:
-            out.append(
-                Scenario(
-                    scale=scale,
-                    controller=controller,
-                    mode=mode,
-                    devices_per_process=VERSION_DEVICES,
-                )
-            )
+        out += _placed((VERSION_DEVICES,), CORE_MULTI_MODES, scale=scale, controller=controller)
     out.append(Scenario(scale=scale, mode="shard", devices_per_process=8))
     return out
 
@@ -292,9 +215,7 @@ KINDS = {"cpu": ("cpu",), "gpu": ("gpu",), "auto": ("cpu", "gpu")}
 
 
 def check_sizing(device: str, sizing: Sizing, study: Study) -> None:
-    """A one-line ValueError where `sizing` asks what cannot be planned: a device count
-    below 1, one for `--device auto` (which kind?), or one for a study not sized to a
-    machine."""
+    """A one-line ValueError where `sizing` asks what cannot be planned."""
     n = sizing.devices
     if n is None:
         return
@@ -310,15 +231,9 @@ def check_sizing(device: str, sizing: Sizing, study: Study) -> None:
         )
 
 
-def gpus_present(sizing: Sizing) -> int:
-    """GPUs present where the rows run: `sizing.gpus`, else this machine's."""
-    return gpu_count() if sizing.gpus is None else sizing.gpus
-
-
 def absent(s: Scenario, sizing: Sizing) -> str | None:
-    """Why row `s` cannot run where the rows run (its GPUs are not present), or None.
-    A row planned for `sizing.devices` devices says so."""
-    have = gpus_present(sizing)
+    """Why row `s` cannot run where the rows run (its GPUs are not present), or None."""
+    have = gpu_count() if sizing.gpus is None else sizing.gpus
     if s.device != "gpu" or s.total_devices <= have:
         return None
     if sizing.devices is None:
@@ -327,20 +242,16 @@ def absent(s: Scenario, sizing: Sizing) -> str | None:
 
 
 def in_sized(s: Scenario) -> bool:
-    """Whether row `s` is in the sized matrix (`make all`) beside its device limit: strong
-    scaling in one process, the rows of the answer and of the strong-scaling tables. Weak
-    scaling and the multi-process rows are the whole matrix's (`--full`, `make full`): on
-    a 2-core machine they would take `make all` past its 15 minutes."""
+    """Whether row `s` is in the sized matrix (`make all`): strong scaling in one process.
+    Weak scaling and the multi-process rows would take a 2-core machine past 15 minutes."""
     return s.scaling == "strong" and s.processes == 1
 
 
 def scaling_plan(
     scale: str, device: str, full: bool, sizing: Sizing = THIS_MACHINE
 ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
-    """The scaling study's scenarios (`plan`), sized to `sizing` (by default this
-    machine; `in_sized`) unless `full` or the seed scale; GPU rows on more GPUs than are present
-    where they run are listed with why they cannot run. Where no GPU is present, the
-    sized GPU matrix is its 1-GPU rows, listed so."""
+    """The scaling study's scenarios, sized to `sizing` (`in_sized`) unless `full` or the
+    seed scale; GPU rows on more GPUs than are present are listed with why (`absent`)."""
     runnable: list[Scenario] = []
     not_run: list[tuple[Scenario, str]] = []
     sized = not full and scale != "seed"
@@ -357,9 +268,8 @@ def scaling_plan(
 
 
 def for_problem(found: list, problem: str) -> list:
-    """Scenarios (or `(scenario, why)` pairs) of the matrix for `problem`
-    (`Scenario.for_problem`, each recommended step the problem's own), leaving out those
-    the problem cannot run."""
+    """Scenarios (or `(scenario, why)` pairs) moved to `problem` (`_moved`), leaving out
+    those it cannot run."""
     out = []
     for item in found:
         s, rest = (item[0], item[1:]) if isinstance(item, tuple) else (item, ())
@@ -373,8 +283,7 @@ def for_problem(found: list, problem: str) -> list:
 
 def _moved(s: Scenario, problem: str) -> Scenario:
     """`s` training `problem`; a recommended-step row takes `problem`'s own recommended
-    step (`recommended.recommended`), never the levers chosen for the study's problem,
-    some of which may refuse `problem` (faster activations on a field without softplus)."""
+    step, not levers chosen for another that may refuse it."""
     base = s.default_step()
     if s.key() != base.key() and s.key() == apply(base).key():
         return apply(base.for_problem(problem))

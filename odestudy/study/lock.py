@@ -2,11 +2,9 @@
 timing run holds (a scenario's cold run, a repeat round, a ceiling probe, the benchmarks,
 the version rounds), so that two measurements never share the machine's cores.
 
-The lock file is `/tmp/odestudy-measure.lock` (`ODESTUDY_LOCK` names another); beside
-it, `<lock>.holder.json` says who holds it (process id, command line, start time). A
-second measurement refuses at once with `MachineBusy` naming the holder, or waits for it
-(`wait=True`). The lock is reentrant within a process, and the processes a holder starts
-(notebook kernels, workers, the version study's matrices) inherit it through
+A second measurement refuses at once with `MachineBusy` naming the holder (who wrote
+`<lock>.holder.json` beside the lock file), or waits for it (`wait=True`). The lock is
+reentrant within a process, and the processes a holder starts inherit it through
 `HOLDER_VARIABLE`, so they do not wait for their own parent.
 """
 

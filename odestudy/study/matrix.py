@@ -1,10 +1,10 @@
 """The study's scenario matrix: which scenarios, where records go, resumable runs."""
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..measure import environment
 from ..measure.problem import DEFAULT_PROBLEM, AnyProblem, in_this_process_only, problem_spec
@@ -14,85 +14,18 @@ from ..measure.record import Record
 from ..measure.scenario import SCALES, Scenario
 from . import records
 from .executors import Executor, LocalExecutor, Progress
-from .grid import (
-    BATCH_SWEEP,
-    CORE_MULTI_MODES,
-    CPU_DEVICE_COUNTS,
-    DEVICES,
-    EXPLAIN_DEVICES,
-    GPU_DEVICE_COUNTS,
-    KINDS,
-    PROCESS_LAYOUTS,
-    SEED_DEVICE_COUNTS,
-    SEED_EVAL_EVERY,
-    SEED_GPU_DEVICE_COUNTS,
-    SPREADS,
-    TARGET_EVAL_EVERY,
-    VERSION_DEVICES,
-    WITHIN_ODE_SPREAD,
-    absent,
-    check_sizing,
-    explain_scenarios,
-    for_problem,
-    gpus_present,
-    node_scenarios,
-    scaling_plan,
-    scenarios,
-    seed_scenarios,
-    sized_limit,
-    target_scenarios,
-    versions_scenarios,
-    weak_batch,
-)
+from .grid import DEVICES, check_sizing, for_problem, sized_limit
 from .lock import measuring
-from .plan import CeilingProbe, expected_env, make_plan, reusable, runs, why_stale
+from .plan import CeilingProbe, Current, make_plan, runs
 from .plan import Plan as MatrixPlan
 from .probing import session_probe
 from .records import DEFAULT_RESULTS, record_path
 from .repeats import REPEAT_STEPS
-from .runner import execute_scenario, failed_record
+from .runner import failed_record
 from .steps import MATCHED, apply_step
 from .studies import STUDIES, THIS_MACHINE, Sizing, Study
 
-# The scenarios of the built-in studies (`grid.py`) are re-exported here, where the matrix
-# runs them; the studies themselves (`odestudy.builtin`) are asked through the registry
-# (`get_study`, `studies.STUDIES`).
-__all__ = [
-    "BATCH_SWEEP",
-    "CORE_MULTI_MODES",
-    "CPU_DEVICE_COUNTS",
-    "DEVICES",
-    "EXPLAIN_DEVICES",
-    "GPU_DEVICE_COUNTS",
-    "KINDS",
-    "PROCESS_LAYOUTS",
-    "SEED_DEVICE_COUNTS",
-    "SEED_EVAL_EVERY",
-    "SEED_GPU_DEVICE_COUNTS",
-    "SPREADS",
-    "STUDIES",
-    "TARGET_EVAL_EVERY",
-    "VERSION_DEVICES",
-    "WITHIN_ODE_SPREAD",
-    "absent",
-    "check_sizing",
-    "execute_scenario",
-    "expected_env",
-    "explain_scenarios",
-    "for_problem",
-    "gpus_present",
-    "node_scenarios",
-    "reusable",
-    "runs",
-    "scaling_plan",
-    "scenarios",
-    "seed_scenarios",
-    "sized_limit",
-    "target_scenarios",
-    "versions_scenarios",
-    "weak_batch",
-    "why_stale",
-]
+T = TypeVar("T", Scenario, tuple[Scenario, str])
 
 
 def plan(
@@ -102,21 +35,12 @@ def plan(
     full: bool = False,
     sizing: Sizing = THIS_MACHINE,
 ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
-    """Scenarios to run here, and those that cannot run here with the reason: those of
-    `study` (`studies.get_study`: a registered name or `module:Class`).
+    """The scenarios of `study` (`get_study`) to run here, and those that cannot run
+    here with the reason.
 
     - `device`: `"cpu"`, `"gpu"` or `"auto"` (CPU rows, and GPU rows where GPUs exist).
-    - `study`: `"scaling"` (the tables), `"explain"` (`explain_scenarios`, CPU),
-      `"target"` (`target_scenarios`, its time-to-target rows), `"versions"`
-      (`versions_scenarios`, CPU: the rows `make versions` runs under each JAX release),
-      `"map"` (`workloads.map_scenarios`, CPU: the workload map), or any other
-      registered study.
-    - `full`: the whole scaling matrix (1/2/4/8 CPU devices, whatever the cores);
-      otherwise the matrix sized to this machine (`sized_limit`), or to `sizing`. The
-      seed scale and the explain study are always whole.
-    - `sizing`: the devices of the kind `device` to size to, present or not, and the GPUs
-      present where the rows run (`studies.Sizing`; `check_sizing`); only a `sized`
-      study takes other than this machine's.
+    - `full`: the whole matrix, not the one sized to this machine (`grid.sized_limit`)
+      or to `sizing` (`studies.Sizing`, `grid.check_sizing`).
     """
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; valid choices: {', '.join(DEVICES)}")
@@ -126,8 +50,7 @@ def plan(
 
 
 def parse_selection(text: str) -> dict[str, str]:
-    """`"scaling=strong,controller=pid"` -> `{"scaling": "strong", "controller": "pid"}`;
-    keys must be `Scenario` fields."""
+    """`"scaling=strong,controller=pid"` -> `{"scaling": "strong", "controller": "pid"}`."""
     import dataclasses
 
     fields = [f.name for f in dataclasses.fields(Scenario)]
@@ -155,8 +78,7 @@ def select(scenarios: Iterable[Scenario], selection: dict[str, str]) -> list[Sce
 
 def estimate_s(s: Scenario, results: str | Path, runs: int) -> float:
     """A rough duration in seconds of `runs` runs of `s` here (the first cold): from this
-    machine's last record of `s` where there is one (any protocol), else a guess from
-    the 2-core machines of the committed records."""
+    machine's last record of `s`, else a guess from the committed 2-core records."""
     old = records.read_or(record_path(s, results), Record(), records.read_record)
     step = old.get("step_time_s")
     cold = old.get("kernel_wall_s")
@@ -245,8 +167,7 @@ def run_matrix(
 
 
 def _spawnable(problem: "str | AnyProblem") -> str:
-    """`problem` as the runs' own processes can import it (`problem.problem_spec`); one
-    registered in this process only is refused."""
+    """`problem` as the runs' own processes import it; one of this process only is refused."""
     problem = problem_spec(problem)
     if in_this_process_only(problem):
         raise ValueError(
@@ -258,8 +179,7 @@ def _spawnable(problem: "str | AnyProblem") -> str:
 
 
 def _keep_replaced(runnable: list[Scenario], results: Path) -> None:
-    """Keep the records about to be measured again (`records.keep_replaced`), under this
-    moment's time."""
+    """Keep the records about to be measured again (`records.keep_replaced`)."""
     when = environment.now().replace(":", "").replace("-", "")[:13]
     for s in runnable:
         records.keep_replaced(records.record_path(s, results), results, when)
@@ -268,8 +188,7 @@ def _keep_replaced(runnable: list[Scenario], results: Path) -> None:
 def _execute(
     the_plan: MatrixPlan, executor: Executor, results: Path, label: str, show_progress: bool
 ) -> dict[Scenario, Record]:
-    """Carry `the_plan` out with `executor`, in a session probe of this machine where
-    it times runs here (`probing.session_probe`)."""
+    """Carry `the_plan` out with `executor`, in a session probe where it times here."""
     todo = sum(max(0, n) for n in the_plan.missing.values())
     probed = (
         session_probe(*probe_devices(list(the_plan.scenarios)), records.machine_folder(results))
@@ -297,16 +216,9 @@ def _takes(s: Scenario, step: dict[str, Any]) -> bool:
     return all(getattr(s, fact) == step[fact] for fact in MATCHED)
 
 
-def _with_step(found: list[Scenario], step: dict[str, Any]) -> list[Scenario]:
-    """The scenarios of `found` that `step` was tuned for, with its levers, once each."""
-    out = [apply_step(s.default_step(), step) for s in found if _takes(s, step)]
-    return list({s.key(): s for s in out}.values())
-
-
-def _with_step_pairs(
-    found: list[tuple[Scenario, str]], step: dict[str, Any]
-) -> list[tuple[Scenario, str]]:
-    return [(apply_step(s.default_step(), step), why) for s, why in found]
+def _once(found: list[T]) -> list[T]:
+    """Scenarios, or `(scenario, why)` pairs, once per scenario key (the last kept)."""
+    return list({(x[0] if isinstance(x, tuple) else x).key(): x for x in found}.values())
 
 
 def _scenarios_to_run(
@@ -323,8 +235,8 @@ def _scenarios_to_run(
     sizing: Sizing = THIS_MACHINE,
     step: dict[str, Any] | None = None,
 ) -> tuple[list[Scenario], list[tuple[Scenario, str]], int, list[Scenario]]:
-    """The scenarios a matrix command runs, those it cannot run here (with the reason),
-    the runs wanted per scenario and the ceiling probes (see `run_matrix`)."""
+    """The scenarios a matrix command runs, those it cannot run here (with why), the runs
+    wanted per scenario and the ceiling probes (see `run_matrix`)."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; valid choices: {', '.join(SCALES)}")
     the_study = get_study(study)
@@ -338,16 +250,14 @@ def _scenarios_to_run(
             )
 
         # The matrix holds both steps; with the recommended one applied they are one row.
-        runnable = list({s.key(): s for s in map(apply, runnable)}.values())
-        not_run = list(
-            {s.key(): (s, why) for s, why in ((apply(s), w) for s, w in not_run)}.values()
-        )
+        runnable = _once([apply(s) for s in runnable])
+        not_run = _once([(apply(s), why) for s, why in not_run])
     if step is not None:
         if recommended or not the_study.recommendable:
             raise ValueError("--step applies to the scaling study alone, without --recommended")
-        runnable = _with_step(runnable, step)
-        not_run = [(s, why) for s, why in not_run if _takes(s, step)]
-        not_run = list({s.key(): (s, w) for s, w in _with_step_pairs(not_run, step)}.values())
+        runnable = _once([apply_step(s.default_step(), step) for s in runnable if _takes(s, step)])
+        not_run = [(apply_step(s.default_step(), step), w) for s, w in not_run if _takes(s, step)]
+        not_run = _once(not_run)
     if only is not None:
         runnable = list(only)
     if selection:
@@ -379,8 +289,7 @@ def _scenarios_to_run(
 
 
 def _write_not_run(not_run: list[tuple[Scenario, str]], results: Path) -> None:
-    """A `not_run` record for every row that cannot run here (the same one already
-    there is left alone, and the checkout with it)."""
+    """A `not_run` record for every row that cannot run here (an equal one is left)."""
     here = environment.machine_id(environment.this_machine())
     for s, reason in not_run:
         path = record_path(s, results)
@@ -399,9 +308,8 @@ def plan_line(
     sizing: Sizing = THIS_MACHINE,
     device: str = "auto",
 ) -> str:
-    """The plan of a matrix command in one line: scenarios, reusable records, runs to do
-    and an estimate of their duration here; what the matrix is sized to (this machine,
-    or `sizing.devices` devices of the kind `device`)."""
+    """The plan of a matrix command in one line: what it is sized to, scenarios, reusable
+    records, runs to do and an estimate of their duration here."""
     missing = p.missing
     todo = sum(max(0, n) for n in missing.values())
     cold = len(p.cold)
@@ -425,12 +333,6 @@ def plan_line(
     )
 
 
-# A scenario's current record, why it cannot stand (None: it can) and its folder
-# (`plan.make_plan`'s `current`: the executor's).
-CurrentRecord = tuple[Record | None, str | None, Path | None]
-Current = Callable[[Scenario], CurrentRecord]
-
-
 def dry_run_lines(
     p: MatrixPlan,
     summary: str,
@@ -439,10 +341,8 @@ def dry_run_lines(
     sizing: Sizing = THIS_MACHINE,
 ) -> list[str]:
     """`odestudy matrix --dry-run`: the plan line `summary`, the rows that cannot run
-    here counted, then a line per scenario: its name and key, its runs to do (cold,
-    repeats), its record (reused, missing, or stale and why: `plan.why_stale`) and, for
-    a row that cannot run here, why (`absent`); a CPU row on more devices than this
-    machine's physical cores says so (virtual devices: overhead, not speedup)."""
+    here counted, then a line per scenario: its name and key, its runs to do, its record
+    (`_record_state`), and why it cannot run here or runs beyond the physical cores."""
     cannot = dict(p.not_run)
     cores = sized_limit("cpu")
     lines = [summary]
@@ -473,8 +373,7 @@ def _record_state(
     current: Current,
     force: bool,
 ) -> str:
-    """A scenario's record in a dry run: reused (with its runs), run again (`force`),
-    missing, or stale and why (`plan.why_stale`)."""
+    """A scenario's record in a dry run: reused, run again, missing, or stale and why."""
     if s in p.reused:
         return f"record reused ({runs(p.reused[s])} of {p.wanted} runs)"
     rec, why, _ = current(s)
@@ -486,9 +385,8 @@ def _record_state(
 
 
 def get_study(spec: "str | Study | type[Study]") -> Study:
-    """The study `spec` names: a registered name, or `module:Class` (imported, also from
-    the working directory) of a `Study` subclass; ValueError naming the choices
-    otherwise."""
+    """The study `spec` names: a registered name, or `module:Class` of a `Study` subclass
+    (imported, also from the working directory); ValueError naming the choices otherwise."""
     if isinstance(spec, Study):
         return spec
     if isinstance(spec, type) and issubclass(spec, Study):

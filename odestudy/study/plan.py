@@ -1,13 +1,11 @@
 """What a matrix run does, computed once from the scenarios and their records: the runs
-to make (cold runs, repeat rounds, ceiling probes), each with why, in the order they
-run. An executor (`executors`) carries a plan out; every run kind knows how to perform
-itself on the machine that runs it (`Run.perform`), so that the local executor and a
-SLURM job do the same thing.
+to make (cold runs, repeat rounds, ceiling probes), each with why, in order. Every run
+performs itself (`Run.perform`), so that the local executor and a SLURM job do the same.
 """
 
 import abc
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,39 +22,35 @@ from .repeats import cache_environment, clear_cache, repeat_processes, run_repea
 
 
 def expected_env(s: Scenario) -> dict[str, str]:
-    """The measurement environment (`timing.measurement_env`) a kernel started here for
-    `s` runs in: this process's environment as `devices.child_environment` passes it on."""
+    """The measurement environment (`timing.measurement_env`) of a kernel started here for `s`."""
     return measurement_env(child_environment(s.device, s.devices_per_process))
 
 
 def why_stale(s: Scenario, rec: Mapping[str, Any], machine: str | None = None) -> str | None:
     """Why record `rec` cannot stand for scenario `s`, or None if it can: it must be an
-    ok record of this very scenario, made on machine `machine` (default: this one) with
-    the same package versions, measurement protocol (`timing.PROTOCOL`) and measurement
-    environment."""
-    checks = (
-        ("scenario", rec.get("scenario_key"), s.key()),
-        ("status", rec.get("status"), "ok"),
-    )
-    for what, have, want in checks:
-        if have != want:
-            return f"{what} differs: record {have!r}, here {want!r}"
-    return why_not_here(rec, expected_env(s), machine)
+    ok record of this very scenario, made here (`why_not_here`; on `machine` if given)."""
+    checks = (("scenario", rec.get("scenario_key"), s.key()), ("status", rec.get("status"), "ok"))
+    return _differs(checks) or why_not_here(rec, expected_env(s), machine)
 
 
 def why_not_here(
     rec: Mapping[str, Any], env: Mapping[str, str], machine: str | None = None
 ) -> str | None:
-    """Why record `rec` was not made here, or None: on machine `machine` (default: this
-    one), with this environment's package versions, the current `timing.PROTOCOL` and
-    the measurement environment `env` (`timing.measurement_env`)."""
+    """Why record `rec` was not made here, or None: on `machine` (default: this one), with
+    these package versions, `timing.PROTOCOL` and the measurement environment `env`."""
     here = machine or environment.machine_id(environment.this_machine())
-    checks = (
-        ("machine", rec.get("machine_id"), here),
-        ("versions", rec.get("versions"), environment.versions()),
-        ("protocol", rec.get("protocol"), PROTOCOL),
-        ("measurement environment", rec.get("measurement_env"), dict(env)),
+    return _differs(
+        (
+            ("machine", rec.get("machine_id"), here),
+            ("versions", rec.get("versions"), environment.versions()),
+            ("protocol", rec.get("protocol"), PROTOCOL),
+            ("measurement environment", rec.get("measurement_env"), dict(env)),
+        )
     )
+
+
+def _differs(checks: Iterable[tuple[str, Any, Any]]) -> str | None:
+    """The first `(what, record's, here)` whose values differ, said; None where none do."""
     for what, have, want in checks:
         if have != want:
             return f"{what} differs: record {have!r}, here {want!r}"
@@ -64,8 +58,7 @@ def why_not_here(
 
 
 def reusable(s: Scenario, path: Path) -> Record | None:
-    """The record at `path` if it may be reused (`why_stale` finds nothing); failed,
-    not-run, unreadable, foreign and stale records give None (the scenario runs again)."""
+    """The record at `path` if it may be reused (`why_stale` finds nothing), else None."""
     rec = _read(path)
     return rec if rec is not None and why_stale(s, rec) is None else None
 
@@ -74,10 +67,21 @@ def _read(path: Path) -> Record | None:
     return records.read_or(path, None, records.read_record)
 
 
+def _ok(path: Path, below: int | None = None) -> bool:
+    """Whether the record at `path` is ok (and where `below` is given, has fewer runs)."""
+    rec = _read(path)
+    return rec is not None and rec.ok and (below is None or runs(rec) < below)
+
+
+# A scenario's current record, why it cannot stand (None: it can) and its folder (None:
+# this machine's): `make_plan`'s `current`, the executor's.
+CurrentRecord = tuple[Record | None, str | None, Path | None]
+Current = Callable[[Scenario], CurrentRecord]
+
+
 @dataclasses.dataclass(frozen=True)
 class Done:
-    """What one run did: the line to report and the record it left (None for runs that
-    leave no scenario record, such as a ceiling probe)."""
+    """What one run did: the line to report and the scenario's record it left, if any."""
 
     line: str
     scenario: Scenario | None = None
@@ -86,13 +90,8 @@ class Done:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Run(abc.ABC):
-    """One run of a plan.
-
-    - `why`: why it runs (no reusable record, a missing repeat, a round's probe).
-    - `folders`: each scenario's record folder, where its cold run left it (repeats and
-      probes run where their cold run ran); empty or None: this machine's
-      (`records.record_path`).
-    """
+    """One run of a plan: `why` it runs, and each scenario's record folder (`folders`:
+    where its cold run left it; empty or None: this machine's)."""
 
     why: str
     folders: tuple[Path | None, ...] = ()
@@ -107,8 +106,7 @@ class Run(abc.ABC):
 
     @abc.abstractmethod
     def perform(self, results: Path) -> list[Done]:
-        """Carry the run out on this machine, writing records under `results` (atomically);
-        a failure is recorded, never raised."""
+        """Carry the run out here, writing records under `results`; failures are recorded."""
 
     @property
     def processes(self) -> int:
@@ -146,7 +144,6 @@ class ColdRun(AbstractScenarioRun):
         return f"{self.scenario.name()} (run 1)"
 
     def perform(self, results: Path) -> list[Done]:
-
         s = self.scenario
         path = self.where(s, results)
         with measuring(f"cold run of {s.name()}"):
@@ -159,8 +156,7 @@ class ColdRun(AbstractScenarioRun):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RepeatRound(Run):
     """Round `round` of the repeats of one-process scenarios of one device kind and count,
-    timed in one plain process (`repeats.run_repeat_round`); scenarios whose record is
-    not ok, or already has `round` runs, are left out when it runs."""
+    in one plain process (`repeats.run_repeat_round`); those that need it when it runs."""
 
     round: int
     group: tuple[Scenario, ...]
@@ -175,18 +171,8 @@ class RepeatRound(Run):
             f"{first.device} device(s)"
         )
 
-    def due(self, results: Path) -> list[Scenario]:
-        """The scenarios of the group that still need this round (read from their records)."""
-        out = []
-        for s in self.group:
-            rec = _read(self.where(s, results))
-            if rec is not None and rec.get("status") == "ok" and runs(rec) < self.round:
-                out.append(s)
-        return out
-
     def perform(self, results: Path) -> list[Done]:
-
-        due = self.due(results)
+        due = [s for s in self.group if _ok(self.where(s, results), self.round)]
         items = [(s, self.where(s, results).parent) for s in due]
         merged = run_repeat_round(items)
         return [Done(f"{s.name()} (run {runs(r)})", s, r) for s, r in zip(due, merged, strict=True)]
@@ -203,11 +189,9 @@ class ProcessRepeat(AbstractScenarioRun):
         return f"{self.scenario.name()} (run {self.round})"
 
     def perform(self, results: Path) -> list[Done]:
-
         s = self.scenario
         path = self.where(s, results)
-        rec = _read(path)
-        if rec is None or rec.get("status") != "ok" or runs(rec) >= self.round:
+        if not _ok(path, self.round):
             return []
         rec = repeat_processes(s, path.parent)
         return [Done(f"{s.name()} (run {runs(rec)})", s, rec)]
@@ -216,8 +200,7 @@ class ProcessRepeat(AbstractScenarioRun):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CeilingProbe(AbstractScenarioRun):
     """This machine's weak-scaling ceiling (`ceiling.run_ceiling`) in round `round`, on
-    the trained 1-device scenario `scenario`; runs only after some repeat of its round
-    ran, and only while the scenario's record is ok."""
+    the trained 1-device `scenario`, after some repeat of its round ran."""
 
     round: int
 
@@ -225,10 +208,8 @@ class CeilingProbe(AbstractScenarioRun):
         return f"machine ceiling, {self.scenario.controller} (round {self.round})"
 
     def perform(self, results: Path) -> list[Done]:
-
         path = self.where(self.scenario, results)
-        rec = _read(path)
-        if rec is None or rec.get("status") != "ok":
+        if not _ok(path):
             return []
         ceiling_rec = run_ceiling(self.scenario, path.parent, path.parent.parent)
         last = ceiling_rec["runs"][-1]
@@ -246,14 +227,9 @@ class CeilingProbe(AbstractScenarioRun):
 
 @dataclasses.dataclass
 class Plan:
-    """The runs of one matrix command, in order, and what they start from.
-
-    - `scenarios`: the scenarios that run here (their records are the command's result).
-    - `not_run`: scenarios that cannot run here, with the reason.
-    - `reused`: the records that stand (no cold run needed).
-    - `wanted`: runs per scenario.
-    - `runs`: cold runs first, then round by round the repeats and the ceiling probes.
-    """
+    """The runs of one matrix command (cold runs first, then round by round the repeats
+    and ceiling probes), for its `scenarios` (and `not_run`: those that cannot run here,
+    with why), from the records that stand (`reused`), to `wanted` runs each."""
 
     scenarios: list[Scenario]
     not_run: list[tuple[Scenario, str]]
@@ -280,19 +256,13 @@ def make_plan(
     scenarios: Sequence[Scenario],
     not_run: Sequence[tuple[Scenario, str]],
     wanted: int,
-    current: Callable[[Scenario], tuple[Record | None, str | None, Path | None]],
+    current: Current,
     force: bool = False,
     probes: Sequence[Scenario] = (),
 ) -> Plan:
-    """The plan for `scenarios` with `wanted` runs each.
-
-    - `current`: a scenario's current record, why it cannot stand (None: it can) and
-      its folder (None: this machine's); the local executor reads this machine's
-      record, the SLURM executor the best record of any node.
-    - `force`: run every scenario cold again.
-    - `probes`: 1-device scenarios that measure the machine's ceiling in every round
-      that repeats something.
-    """
+    """The plan for `scenarios` with `wanted` runs each, from the records `current`
+    gives (the executor's); `force` runs every one cold again; `probes` (1-device
+    scenarios) measure the machine's ceiling in every round that repeats something."""
     reused: dict[Scenario, Record] = {}
     folders: dict[Scenario, Path | None] = {}
     out: list[Run] = []

@@ -35,18 +35,11 @@ PROBE_OFF = "off"
 def session_probe(
     device: str, n_devices: int, folder: str | os.PathLike, show: bool = True
 ) -> Iterator[Path | None]:
-    """Run the machine probe at the start of a timing session and name its file in
-    `PROBE_VARIABLE` for the body (this process's environment, which the session's
-    processes inherit); yields the file, or None.
-
-    - `device`: `"cpu"` or `"gpu"`; `n_devices`: the most devices the session uses in
-      one process (the probe reduces over 2, 4, ... up to it).
-    - `folder`: the machine's records folder; the probe goes to `folder/probes/`.
-    - `show`: print the probe's one-line summary.
-
-    A session inside another (the version study's matrices, a job of a SLURM session)
-    keeps the outer session's probe, and `PROBE_VARIABLE=off` runs none. A probe that
-    fails is said and the session goes on without one (its records then carry none).
+    """Run the machine probe over up to `n_devices` devices of kind `device` at the
+    start of a timing session, into `folder/probes/`, and name its file in
+    `PROBE_VARIABLE` (inherited by the session's processes) for the body; yields it, or
+    None. A session inside another keeps the outer one's probe; `PROBE_VARIABLE=off`
+    runs none; a probe that fails is said and the session goes on without one.
     """
     inherited = os.environ.get(PROBE_VARIABLE)
     if inherited == PROBE_OFF or (inherited and Path(inherited).exists()):
@@ -65,9 +58,7 @@ def session_probe(
 
 
 def run_probe(device: str, n_devices: int, folder: str | os.PathLike) -> Path | None:
-    """Run the probe in a process of its own with `n_devices` devices of kind `device`,
-    writing `folder/probes/<time>-<device>-<n>.json`; returns that file, or None (said)
-    where the probe failed."""
+    """Run the probe in a process of its own; returns its file, or None (said) where it failed."""
     stamp = time.strftime("%Y%m%dT%H%M%S")
     out = Path(folder) / PROBE_FOLDER / f"{stamp}-{device}-{n_devices}.json"
     command = [

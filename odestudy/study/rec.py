@@ -1,13 +1,7 @@
-"""Records as the report reads them, typed: `Rec`, one scenario's record
-(`measure.record.Record`) with what the report's reader and joins add to it (its
-session; speedups over its 1-device baseline and over the best 1-device step), and
-views of the study's other JSON records (levers records and their rows, floor counts,
-rooflines, step-cost sweeps, predictions, probes, ceilings, loss spreads).
-
-A field is declared once, as a `Key`: `rec.speedup` reads the dict's `speedup` (None
-where it lacks it) and `rec.speedup = x` writes it. The views are dicts, so a record
-still goes to JSON and into a DataFrame as it is.
-"""
+"""Records as the report reads them, typed (`measure.record.View`s): `Rec`, one
+scenario's record with what the report's reader and joins add to it, and views of the
+study's other JSON records (levers, floor counts, rooflines, sweeps, predictions,
+probes, ceilings, loss spreads)."""
 
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -20,8 +14,7 @@ V = TypeVar("V")
 
 
 class Rec(Record):
-    """One record as the report reads it (`frames.read_records`); its joined rows
-    (`frames.scaling_rows`, `best.attach_best`) are `Rec`s with more fields set."""
+    """One record as the report reads it (`frames.read_records`) and joins it."""
 
     # Set where the report reads records (`runs.trained_state`, `sessions`, `claims`) and
     # on predicted rows (`exceeds_cores`).
@@ -30,7 +23,7 @@ class Rec(Record):
     session: Key[Any] = Key()
     exceeds_cores: Key[bool | None] = Key()
     source: Key[str | None] = Key()
-    # Added by the joins (`frames.scaling_rows`, `best.attach_best`).
+    # Added by the joins (`frames.scaling_rows`).
     step: Key[str | None] = Key()
     speedup: Key[float | None] = Key()
     speedup_ci: Key[tuple[float, float] | None] = Key()
@@ -43,19 +36,17 @@ class Rec(Record):
     baseline_session: Key[Any] = Key()
     ceiling: Key[Any] = Key()
     efficiency_vs_ceiling: Key[Any] = Key()
+    # Over the best 1-device step (`best.attach_best`; also `best_step_s`,
+    # `best_final_loss`, `efficiency_best` and its `_ci`, read as columns).
     best_step: Key[str | None] = Key()
-    best_step_s: Key[float | None] = Key()
-    best_final_loss: Key[float | None] = Key()
     speedup_best: Key[float | None] = Key()
     speedup_best_ci: Key[tuple[float, float] | None] = Key()
-    efficiency_best: Key[float | None] = Key()
-    efficiency_best_ci: Key[tuple[float, float] | None] = Key()
     best_differs: Key[bool | None] = Key()
 
 
 class Made(View):
-    """What a study's record says of its scenario and of where and when it was made,
-    with its `path` and `session` where the report set them."""
+    """A study's record: its scenario, where and when it was made, and its `path` and
+    `session` where the report set them."""
 
     scenario: Key[dict[str, Any]] = Key()
     fields: Nested[Fields] = Nested(Fields, "scenario")
@@ -166,8 +157,7 @@ class Published(View):
 
 
 class FloorCounts(View):
-    """What a step must compute and the rates it is set against (`benchmarks/levers.py`'s
-    `floor_of`, in a levers record, one of its rows or its sidecar)."""
+    """What a step must compute and the rates it is set against (`benchmarks/levers.py`)."""
 
     per_evaluation: Key[float] = Key()
     rest: Key[float] = Key()
@@ -194,8 +184,7 @@ def _found(view: Callable[[Any], V], found: Any) -> V | None:
 
 
 class LeverRow(View):
-    """One variant's row of a levers record (`benchmarks/levers.py`); with the record's
-    machine, scenario and path where `loss.in_record` gave them."""
+    """One variant's row of a levers record (`benchmarks/levers.py`)."""
 
     label: Key[str] = Key()
     levers: Key[dict[str, Any]] = Key()
@@ -221,8 +210,7 @@ class LeverRow(View):
 
 
 class LeverRecord(Made):
-    """A levers record (`benchmarks/levers.py`, its `--map` form included): the variants'
-    rows of one scenario, the default's first."""
+    """A levers record (`benchmarks/levers.py`): the variants' rows, the default's first."""
 
     probe: Nested[Probe] = Nested(Probe)
     rows: Each[LeverRow] = Each(LeverRow)
@@ -242,8 +230,7 @@ class Roofline(Made):
 
 
 class PredictedPoint(View):
-    """One predicted point of a mode along the batch axis: its per-device batch and its
-    speedup with its interval."""
+    """One predicted point of a mode along the per-device batch axis."""
 
     per_device_batch: Key[int] = Key()
     speedup: Key[float] = Key()
@@ -251,8 +238,8 @@ class PredictedPoint(View):
 
 
 class PredictedMode(View):
-    """One mode's prediction along the batch axis: its points, where it crosses 1 in the
-    per-device batch (`crossover.Crossing`'s fields) and the work there."""
+    """One mode's prediction along the batch axis: its points, where it crosses 1
+    (`crossover.Crossing`'s fields) and the work there."""
 
     batch: Key[dict[str, Any]] = Key()
     work_s: Key[list[float] | None] = Key()
@@ -288,8 +275,7 @@ class Profile(View):
 
 class Prediction(Made):
     """A prediction of the map (`odestudy predict --map`): one workload and controller,
-    a row per mode, and where made along the batch axis, its `crossover`; with the
-    machine folder it is in."""
+    a row per mode, and along the batch axis its `crossover`."""
 
     n_devices: Key[int] = Key()
     processes: Key[int | None] = Key()
@@ -316,8 +302,7 @@ class Prediction(Made):
 
 
 class CeilingRun(View):
-    """One process's run of a ceiling record (`study.ceiling`): its phases' blocks of
-    step times."""
+    """One run of a ceiling record (`study.ceiling`): its phases' blocks of step times."""
 
     status: Key[str | None] = Key()
     alone: Key[list[list[float]] | None] = Key()
@@ -326,8 +311,7 @@ class CeilingRun(View):
 
 
 class Ceiling(Made):
-    """A machine's weak-scaling ceiling record (`study.ceiling`) of one 1-device
-    scenario: its runs, and the cold run of the probe it was made on."""
+    """A machine's weak-scaling ceiling record (`study.ceiling`) of one 1-device scenario."""
 
     name: Key[str | None] = Key()
     probe_run_id: Key[str | None] = Key()
@@ -335,8 +319,7 @@ class Ceiling(Made):
 
 
 class LossSpread(Made):
-    """A run-to-run loss spread record (`benchmarks/loss_spread.py`): the final losses of
-    one workload's default trained over several seeds."""
+    """A run-to-run loss spread record (`study.spread`): one default step over seeds."""
 
     rows: Key[list[dict[str, Any]]] = Key()
     spread_relative: Key[float] = Key()

@@ -29,11 +29,8 @@ CEILING_FOLDER = "ceiling"
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
-    """Write JSON so that `path` holds either the old or the whole new content.
-
-    Writes a temporary file in the same folder, flushes it to disk, then renames it
-    over `path` (an atomic replace on POSIX).
-    """
+    """Write JSON so that `path` holds either the old or the whole new content (a
+    temporary file beside it, flushed to disk, then renamed over it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -49,9 +46,8 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
 
 
 class ReadOnce:
-    """The record files read while it is active (`read_once`): each file's text (or the
-    error reading it gave), read from disk the first time it is asked for and kept, by
-    its absolute path. Every read parses that text anew, so that no reader sees
+    """The record files read while it is active (`read_once`): each file's text (or its
+    error), by absolute path. Every read parses the text anew, so that no reader sees
     another's changes to a record."""
 
     def __init__(self) -> None:
@@ -59,8 +55,7 @@ class ReadOnce:
         self.made: dict[Any, Any] = {}  # `made_once`
 
     def text(self, path: str | os.PathLike) -> str:
-        """The text of the file at `path`, read from disk once; a file that could not be
-        read (not there) raises its error again without another try."""
+        """The text of the file at `path`, read once (its error raised again)."""
         key = os.path.abspath(path)
         if key not in self.texts:
             try:
@@ -80,9 +75,8 @@ _READING: contextvars.ContextVar[ReadOnce | None] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def read_once() -> Iterator[ReadOnce]:
-    """Within it, every record (`read_json`, `read_record`) is read from disk once, however
-    many readers ask for it: one `odestudy report` reads the records once. Nested, the
-    outer one holds."""
+    """Within it, every record is read from disk once however many readers ask (nested,
+    the outer one holds)."""
     active = _READING.get()
     if active is not None:
         yield active
@@ -96,10 +90,9 @@ def read_once() -> Iterator[ReadOnce]:
 
 
 def made_once(key: Any, make: Callable[[], T]) -> T:
-    """`make()`, made once per `read_once` for the hashable `key` and then handed out
-    again (outside one, made every time): what several parts of one report derive from
-    the same records, such as its statements (`findings.findings`). What it makes must
-    not be changed by those who get it."""
+    """`make()`, made once per `read_once` for the hashable `key` (outside one, every
+    time): what several parts of one report derive from the same records. Those who get
+    it must not change it."""
     reading = _READING.get()
     if reading is None:
         return make()
@@ -115,15 +108,13 @@ def read_text(path: str | os.PathLike) -> str:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    """Read a JSON file written by `write_json_atomic` (records, ceiling runs, side
-    studies): from disk, or from what `read_once` already read."""
+    """Read a JSON file: from disk, or from what `read_once` already read."""
     reading = _READING.get()
     return json.loads(reading.text(path) if reading is not None else read_text(path))
 
 
 def read_record(path: str | os.PathLike) -> Record:
-    """Read one record written by `save_record` (any JSON `write_json_atomic` wrote),
-    in today's terms (`record.upgrade`)."""
+    """Read one record, in today's terms (`record.upgrade`)."""
     data = read_json(path)
     if not isinstance(data, dict):
         raise ValueError(f"{path} holds no record (a JSON {type(data).__name__})")
@@ -133,8 +124,7 @@ def read_record(path: str | os.PathLike) -> Record:
 def readable(
     paths: Iterable[Path], read: Callable[[Path], Any] = read_json
 ) -> Iterator[tuple[Path, Any]]:
-    """Each of `paths` that `read` can read (missing and non-JSON files are skipped), with
-    what it holds."""
+    """Each of `paths` that `read` can read (others skipped), with what it holds."""
     for path in paths:
         try:
             yield path, read(path)
@@ -145,33 +135,28 @@ def readable(
 def read_or(
     path: str | os.PathLike, default: Any = None, read: Callable[[Path], Any] = read_json
 ) -> Any:
-    """`read(path)` (`read_json` or `read_record`), or `default` where the file is missing
-    or not JSON."""
+    """`read(path)`, or `default` where the file is missing or not JSON."""
     return next((data for _, data in readable([Path(path)], read)), default)
 
 
 def machine_folder(results: str | Path = DEFAULT_RESULTS) -> Path:
-    """This machine's folder of records: `results/<machine id>` (see
-    `environment.machine_id`), so that records of other machines are never resumed."""
+    """This machine's folder of records, `results/<machine id>`: others' are never resumed."""
     return Path(results) / machine_id(this_machine())
 
 
 def record_path(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> Path:
-    """Where this machine's record of `s` lives:
-    `results/<machine id>/<scale>/<name>/metrics.json`."""
+    """Where this machine's record of `s` lives."""
     return machine_folder(results) / s.scale / s.name() / RECORD_NAME
 
 
 def record_paths(results: str | Path, scale: str | None = None) -> list[Path]:
-    """The file of every scenario record under `results`, of every machine, of `scale`
-    (or of every scale)."""
+    """Every scenario record under `results`, of every machine, of `scale` (None: all)."""
     pattern = f"*/{scale or '*'}/*/{RECORD_NAME}"
     return [p for p in sorted(Path(results).glob(pattern)) if p.parent.parent.name in SCALES]
 
 
 def side_study_paths(machine: str | Path, study: str, pattern: str = "*.json") -> list[Path]:
-    """The records of one of a machine's side studies (`step_cost`, `collectives`,
-    `levers`): `<machine folder>/<study>/<pattern>`."""
+    """The records of one of a machine's side studies: `<machine>/<study>/<pattern>`."""
     return sorted(Path(machine, study).glob(pattern))
 
 
@@ -182,8 +167,7 @@ EARLIER = "earlier"
 
 
 def keep_earlier(out: Path) -> Path | None:
-    """Move the prediction at `out`, if any, to `EARLIER` under its folder, named by the
-    time it was made (`finished`); returns where it went."""
+    """Move the prediction at `out`, if any, to `EARLIER`, named by when it was made."""
     old = read_or(out)
     if old is None:
         return None
@@ -201,9 +185,8 @@ REPLACED = "sessions"
 
 
 def keep_replaced(path: Path, results: str | Path, when: str) -> Path | None:
-    """Copy the record at `path` (under `results`), about to be measured again, to
-    `REPLACED/<when>/` under `results`, keeping its place below the machine; returns
-    where it went (None: no record there)."""
+    """Copy the record at `path`, about to be measured again, to `REPLACED/<when>/` under
+    `results`; returns where it went (None: no record there)."""
     old = read_or(path, None, read_record)
     if old is None:
         return None
@@ -213,9 +196,8 @@ def keep_replaced(path: Path, results: str | Path, when: str) -> Path | None:
 
 
 def ceiling_path(scale_folder: str | os.PathLike, controller: str, step: str = "") -> Path:
-    """Where the ceiling runs of `controller` with the step `step` (its lever tags,
-    `Scenario.step_tag`; `""` for the default step) live in a machine's scale folder:
-    each step its own file, so that one step's probe never overwrites another's."""
+    """Where the ceiling runs of `controller` with the step `step` (`Scenario.step_tag`)
+    live in a machine's scale folder: a file per step."""
     name = "-".join(filter(None, (controller, step)))
     return Path(scale_folder) / CEILING_FOLDER / f"{name}.json"
 
@@ -223,8 +205,8 @@ def ceiling_path(scale_folder: str | os.PathLike, controller: str, step: str = "
 def save_record(
     record: Record, out_dir: str | os.PathLike | None, run_id: str | None = None
 ) -> Path | None:
-    """Write `record` as `out_dir/metrics.json` atomically; nothing if `out_dir` is
-    empty (the notebook run by hand). `run_id` ties it to the runner that asked."""
+    """Write `record` as `out_dir/metrics.json`; nothing if `out_dir` is empty (the
+    notebook run by hand). `run_id` ties it to the runner that asked."""
     if not out_dir:
         return None
     path = Path(out_dir) / RECORD_NAME

@@ -1,22 +1,16 @@
 """Repeated runs of a scenario: more step-time samples taken at other times.
 
-The first run of a scenario is a fresh kernel that trains and compiles from cold, and
-saves its trained parameters and optimiser state (`STATE_NAME`). A repeat times
-`REPEAT_STEPS` more full-length training steps from that trained state; it compiles
-the same step again, reading the persistent compilation cache the cold run wrote, and
-contributes only its step times: compile time, final loss and runtime stay those of
-the cold run.
-
-Repeats of one-process scenarios run in a plain process per device count and round
-(`run_repeat_round`: one process times every scenario of that device count once);
-those of multi-process scenarios in their processes, joined again
+A repeat times `REPEAT_STEPS` more full-length steps from the trained state the cold run
+saved (`STATE_NAME`), compiling from the persistent cache the cold run wrote; it adds
+only its step times (compile time, final loss and runtime stay the cold run's).
+One-process scenarios repeat in a plain process per device count and round
+(`run_repeat_round`), multi-process ones in their processes, joined again
 (`repeat_processes`).
 """
 
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,7 +26,7 @@ from ..measure.scenario import Scenario
 from ..measure.state import CACHE_DIR, EXEC_NAME, STATE_NAME
 from ..measure.timing import pooled
 from . import records
-from .distributed import launch
+from .distributed import die_with_parent, launch
 from .lock import measuring
 from .runner import environ
 
@@ -40,31 +34,16 @@ REPEATS = 3  # runs per timed scenario: the cold run and two repeats
 DATA_DIR = ".data"  # generated data sets, per scale folder (ignored by git)
 
 
-def die_with_parent() -> None:
-    """Have the kernel kill this process when its parent dies (Linux; elsewhere nothing),
-    called first thing in a worker (not between fork and exec: the parent runs JAX's
-    threads): for workers, and for SLURM jobs, whose batch script `scancel` kills while submitit
-    ignores SIGTERM, on clusters that track a job's processes by parent
-    (`proctrack/linuxproc`), which lose orphans."""
-    if sys.platform.startswith("linux"):
-        import ctypes  # Linux's prctl, only where there is one
-
-        pr_set_pdeathsig = 1  # from <sys/prctl.h>
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-
-
 def data_cache(out_dir: str | os.PathLike) -> str:
-    """The data set cache (`data.cached_dataset`) of the scenario whose record lives in
-    `out_dir`: the folder `ODESTUDY_DATA_CACHE` names where it is set (the tests set
-    one per test session), else its scale folder's. Data sets are keyed by what makes
-    them, so that one folder serves every scale and problem."""
+    """The data set cache of the scenario whose record lives in `out_dir`:
+    `ODESTUDY_DATA_CACHE` where set, else its scale folder's (data sets are keyed by
+    what makes them)."""
     return os.environ.get(DATA_CACHE_ENV) or str(Path(out_dir).resolve().parent / DATA_DIR)
 
 
 def cache_environment(out_dir: str | os.PathLike) -> dict[str, str]:
-    """Environment variables for a kernel that runs the scenario whose record lives in
-    `out_dir`: JAX's persistent compilation cache of that scenario, and the data set
-    cache (`data_cache`)."""
+    """A kernel's variables for the scenario whose record lives in `out_dir`: its JAX
+    compilation cache and the data set cache."""
     out_dir = Path(out_dir).resolve()
     return {
         "JAX_COMPILATION_CACHE_DIR": str(out_dir / CACHE_DIR),
@@ -89,12 +68,9 @@ def runs(record: Mapping[str, Any]) -> int:
 
 
 def merge_runs(record: Mapping[str, Any], repeat: Mapping[str, Any]) -> Record:
-    """`record` with the step times of `repeat` (another run of the same scenario) added.
-
-    `step_time_runs_s` gets the repeat's median; `step_time_s` and its quartiles become
-    those of all runs' step times pooled. A failed repeat adds nothing but its error
-    (under `repeat_errors`).
-    """
+    """`record` with the step times of `repeat` (another run of the same scenario) added,
+    its `step_time_s` and quartiles pooled over all runs; a failed repeat adds its error
+    (`repeat_errors`)."""
     out: dict[str, Any] = {**record}
     if repeat.get("scenario_key") != record.get("scenario_key"):
         raise ValueError("a repeat of another scenario cannot be merged")
@@ -122,8 +98,8 @@ def merge_runs(record: Mapping[str, Any], repeat: Mapping[str, Any]) -> Record:
 
 
 def worker(job_path: str | os.PathLike) -> int:
-    """Run a job file written by `run_repeat_round`: configure the devices, time every
-    listed scenario once, and write each result (JSON, atomically) as it finishes."""
+    """Run a job file of `run_repeat_round`: time every listed scenario once, each result
+    written as it finishes."""
     die_with_parent()
     job = json.loads(Path(job_path).read_text())
     configure_devices(job["device"], job["devices_per_process"])
@@ -137,12 +113,8 @@ def worker(job_path: str | os.PathLike) -> int:
 def run_repeat_round(
     items: list[tuple[Any, Path]], timed_steps: int = REPEAT_STEPS
 ) -> list[Record]:
-    """Repeat every `(scenario, out_dir)` of `items` once, in one plain process (all
-    items share a device kind and count), and merge each into its record.
-
-    Returns the updated records, in order; a scenario whose repeat failed or did not
-    finish keeps its record with the error added under `repeat_errors`.
-    """
+    """Repeat every `(scenario, out_dir)` of `items` (of one device kind and count) once,
+    in one plain process, and merge each into its record; returns them, in order."""
     if not items:
         return []
     first = items[0][0]
@@ -199,10 +171,8 @@ def run_repeat_round(
 
 
 def repeat_processes(s: Scenario, out_dir: str | os.PathLike) -> Record:
-    """Repeat multi-process scenario `s` once: its processes, joined again by
-    `jax.distributed`, time `REPEAT_STEPS` steps from the trained state its cold run
-    saved in `out_dir` (`time_repeat`); merges the step times into the record there and
-    returns it (written atomically)."""
+    """Repeat multi-process scenario `s` once, its processes joined again, and merge the
+    step times into its record in `out_dir`; returns it."""
     out_dir = Path(out_dir)
     path = out_dir / records.RECORD_NAME
     record = records.read_record(path)

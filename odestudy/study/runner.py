@@ -64,16 +64,9 @@ def execute_scenario(
     timeout_s: float | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> Record:
-    """Run `s` by executing `notebooks/scenario.ipynb` in a fresh kernel.
-
-    - `out_dir`: where `metrics.json` and the executed `scenario.ipynb` go.
-    - `timeout_s`: per-cell time limit (None: no limit).
-    - `extra_env`: more environment variables for the kernel (for example the
-      persistent compilation cache of `repeats.cache_environment`).
-
-    Returns the record. A scenario that fails inside the kernel (an exception, a dead
-    kernel, a timeout) gets a failed record with the error; nothing is raised.
-    """
+    """Run `s` by executing `notebooks/scenario.ipynb` in a fresh kernel (its record and
+    the executed notebook in `out_dir`; `timeout_s` per cell; `extra_env` more variables
+    for the kernel). Returns the record; a failure gets a failed record, never raised."""
     import papermill
 
     out_dir = Path(out_dir)
@@ -113,8 +106,7 @@ def execute_scenario(
 
 
 def html_exporter():
-    """The HTML page of an executed notebook for readers: markdown and outputs only, no
-    code cells or prompts (the executed `.ipynb` keeps the code)."""
+    """The HTML page of an executed notebook for readers: markdown and outputs only."""
     import nbconvert
 
     return nbconvert.HTMLExporter(
@@ -129,10 +121,9 @@ def execute_report(
     docs: str | os.PathLike | None = None,
     readme: str | os.PathLike | None = None,
 ) -> Path:
-    """Execute `notebooks/report.ipynb` over the records of `scale` and render it as
-    HTML; returns the HTML path. Tables and figures land in `figures`; with `docs`, the
-    results pages under it; with `readme`, that README's answer: all from one read of
-    the records, in the notebook (`report.publish`)."""
+    """Execute `notebooks/report.ipynb` over the records of `scale` (tables and figures in
+    `figures`, the pages in `docs`, the answer in `readme`) and render it as HTML;
+    returns the HTML path."""
     import nbformat
     import papermill
 

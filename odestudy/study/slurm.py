@@ -3,13 +3,11 @@
 Cold runs go first, all at once, each a job with its node to itself (`--exclusive`);
 then, round by round, the repeat rounds and ceiling probes, each on the node that made
 its scenario's record (a record's step times all come from one machine). A job performs
-its run exactly as the local executor does (`plan.Run.perform`) under the node's
-measurement lock (`lock.measuring`, waiting for a local holder); multi-process scenarios
-start their JAX processes as the tasks of an `srun` step (`distributed.launch`), and
-`jax.distributed.initialize()` reads SLURM's environment. Records land atomically in the
-shared results folder under the machine that made them (`records.record_path` on the
-node). A job that is cancelled, times out or dies is recorded as failed with SLURM's
-state (sacct) and the others go on; the command is resumable.
+its run as the local executor does (`plan.Run.perform`) under the node's measurement
+lock; multi-process scenarios start their JAX processes as the tasks of an `srun` step
+(`distributed.launch`). Records land in the shared results folder under the machine
+that made them. A job that is cancelled, times out or dies is recorded as failed with
+SLURM's state (sacct) and the others go on; the command is resumable.
 """
 
 import dataclasses
@@ -23,12 +21,13 @@ from ..measure import environment
 from ..measure.record import Record
 from ..measure.scenario import Scenario
 from . import records
-from .distributed import LAUNCHER_VARIABLE
+from .distributed import LAUNCHER_VARIABLE, die_with_parent
 from .executors import Executor, Progress
 from .lock import measuring
 from .plan import (
     CeilingProbe,
     ColdRun,
+    CurrentRecord,
     Done,
     Plan,
     ProcessRepeat,
@@ -39,7 +38,7 @@ from .plan import (
 )
 from .probing import session_probe
 from .records import RECORD_NAME
-from .repeats import die_with_parent, merge_runs
+from .repeats import merge_runs
 from .runner import failed_record
 
 JOBS_FOLDER = ".slurm"  # submitit's job files and logs, in the results folder
@@ -61,9 +60,9 @@ class SlurmExecutor(Executor):
     - `sbatch`: more sbatch options, name without dashes to value (`{"account": "x"}`;
       a value of `True` gives a bare flag).
     - `folder`: submitit's job files and logs (None: `<results>/.slurm`).
-    - `state_every_s`: how often to ask SLURM's accounting (sacct) for the state of the
-      unfinished jobs, in seconds; a job that ends without a result (cancelled, timed
-      out, its node lost) is noticed within this time. Keep it long on a shared cluster.
+    - `state_every_s`: how often to ask SLURM's accounting (sacct) for the unfinished
+      jobs' state, in seconds: a job that ends without a result is noticed within it.
+      Keep it long on a shared cluster.
     """
 
     partition: str | None = None
@@ -85,13 +84,11 @@ class SlurmExecutor(Executor):
         return False  # the jobs hold their nodes' locks; nothing is timed here
 
     def gpus(self, planned: int | None) -> int | None:
-        """The partition's nodes': as many as planned (`--device-count`), else this
-        machine's."""
+        """The partition's nodes': as many as planned (`--device-count`)."""
         return planned
 
-    def current(self, s: Scenario, results: Path) -> tuple[Record | None, str | None, Path | None]:
-        """The best record of `s` made on any machine (in its own folder): an ok one with
-        the most runs, else any with why it cannot stand."""
+    def current(self, s: Scenario, results: Path) -> CurrentRecord:
+        """The best record of `s` of any machine: an ok one with the most runs, else any."""
         found: list[tuple[Record, str | None, Path]] = []
         paths = sorted(Path(results).glob(f"*/{s.scale}/{s.name()}/{RECORD_NAME}"))
         for path, rec in records.readable(paths, records.read_record):
@@ -120,20 +117,9 @@ class SlurmExecutor(Executor):
         cold = [r for r in plan.runs if isinstance(r, ColdRun)]
         self._wave(submitit, cold, results, folder, progress, done, where)
         for round_ in sorted({r.round for r in plan.runs if hasattr(r, "round")}):
-            repeats = [
-                placed
-                for r in plan.runs
-                if isinstance(r, RepeatRound | ProcessRepeat) and r.round == round_
-                for placed in _place(r, where)
-            ]
-            ran = self._wave(submitit, repeats, results, folder, progress, done, where)
-            if ran:
-                probes = [
-                    placed
-                    for r in plan.runs
-                    if isinstance(r, CeilingProbe) and r.round == round_
-                    for placed in _place(r, where)
-                ]
+            repeats = _of_round(plan, round_, (RepeatRound, ProcessRepeat), where)
+            if self._wave(submitit, repeats, results, folder, progress, done, where):
+                probes = _of_round(plan, round_, (CeilingProbe,), where)
                 self._wave(submitit, probes, results, folder, progress, done, where)
         return done
 
@@ -147,8 +133,7 @@ class SlurmExecutor(Executor):
         done: dict[Scenario, Record],
         where: dict[Scenario, Path],
     ) -> bool:
-        """Submit every run of `wave`, then report each as its job ends; returns whether
-        any run did something."""
+        """Submit every run of `wave`, report each as its job ends; whether any did something."""
         jobs: list[tuple[Run, Any]] = []
         for run in wave:
             executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
@@ -186,9 +171,8 @@ class SlurmExecutor(Executor):
 
     def parameters(self, run: Run, folder: Path) -> dict[str, Any]:
         """submitit's parameters of the job that performs `run`: its node to itself, one
-        task (multi-process rows: the batch script starts their srun step itself), the
-        partition and GPUs of its device kind, and the node of its records. A row over
-        several nodes (`Scenario.nodes`) gets that many, whatever `tasks_per_node` says."""
+        task (multi-process rows: the batch script starts their srun step), the partition
+        and GPUs of its device kind, and the node of its records."""
         first = run.scenarios()[0]
         gpu = first.device == "gpu"
         tasks = run.processes
@@ -219,7 +203,7 @@ class SlurmExecutor(Executor):
 
 def perform(run: Run, results: Path, folder: Path) -> list[Done]:
     """What a job does on its node: say which machine it is (`NODES_FOLDER`), then
-    perform `run` under the node's measurement lock, multi-process rows through srun."""
+    perform `run` under the node's measurement lock."""
     die_with_parent()
     machine = environment.this_machine()
     here = environment.machine_id(machine)
@@ -244,9 +228,8 @@ KILLED_STATES = ("CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTE
 
 
 def _outcome(run: Run, job: Any, results: Path, folder: Path) -> list[Done]:
-    """The runs a finished job reports, or, where it failed, the failure recorded. A job
-    that SLURM killed is recorded at once: submitit would wait for its result file (a
-    slow shared filesystem's delay) although none can come."""
+    """The runs a finished job reports, or its failure recorded; one SLURM killed at once
+    (submitit would wait for its result file, a slow shared filesystem's delay)."""
     if not job.paths.result_pickle.exists():
         state = job.watcher.get_state(job.job_id, mode="force")
         if state.startswith(KILLED_STATES):
@@ -261,8 +244,7 @@ def _outcome(run: Run, job: Any, results: Path, folder: Path) -> list[Done]:
 
 
 def _detail(exc: Exception) -> str:
-    """The line of a job's error that says what happened: the last line of the job's
-    traceback where it has one, else the first line."""
+    """The line of a job's error that says what happened (its traceback's last)."""
     text = str(exc).strip()
     parts = text.split("-" * 22)
     lines = (parts[1] if len(parts) >= 3 else text).strip().splitlines()
@@ -272,9 +254,8 @@ def _detail(exc: Exception) -> str:
 
 
 def _record_failure(run: Run, why: str, results: Path, folder: Path, job_id: str) -> list[Done]:
-    """Record a failed job: a cold run's scenario gets a failed record (in the folder of
-    the node it ran on where it said so, else this machine's); a repeat's scenarios keep
-    their records with the error under `repeat_errors`."""
+    """Record a failed job: a cold run's scenario gets a failed record (in its node's
+    folder where known); a repeat's scenarios keep theirs, the error in `repeat_errors`."""
     out = []
     if isinstance(run, ColdRun):
         s = run.scenario
@@ -304,8 +285,7 @@ def _record_failure(run: Run, why: str, results: Path, folder: Path, job_id: str
 
 
 def _node_machine(folder: Path, job_id: str) -> dict[str, Any] | None:
-    """The machine job `job_id` ran on, as it said when it started (`perform`); None
-    where it never started."""
+    """The machine job `job_id` ran on, as it said when it started; None if it never did."""
     info = records.read_or(Path(folder, JOBS_SEEN, f"{job_id}.json"))
     if info is None:
         return None
@@ -329,9 +309,16 @@ def _node_of(run: Run, folder: Path) -> str | None:
         return None
 
 
+def _of_round(
+    plan: Plan, round_: int, kinds: tuple[type[Run], ...], where: dict[Scenario, Path]
+) -> list[Run]:
+    """The runs of `kinds` in round `round_`, placed where their records are (`_place`)."""
+    found = [r for r in plan.runs if isinstance(r, kinds) and getattr(r, "round", 0) == round_]
+    return [placed for r in found for placed in _place(r, where)]
+
+
 def _place(run: Run, where: dict[Scenario, Path]) -> Iterable[Run]:
-    """`run` with its scenarios' record folders as now known, split by machine (a
-    repeat runs where its scenario's cold run ran)."""
+    """`run` with its scenarios' record folders as now known, split by machine."""
     by_machine: dict[Path | None, list[Scenario]] = {}
     for s in run.scenarios():
         f = where.get(s)
@@ -346,7 +333,7 @@ def _place(run: Run, where: dict[Scenario, Path]) -> Iterable[Run]:
 
 def parse_sbatch(options: Iterable[str]) -> dict[str, Any]:
     """`["account=proj", "--qos=high", "requeue"]` -> `{"account": "proj", "qos":
-    "high", "requeue": True}`: sbatch options for every job (`SlurmExecutor.sbatch`)."""
+    "high", "requeue": True}` (`SlurmExecutor.sbatch`)."""
     out: dict[str, Any] = {}
     for option in options:
         key, sep, value = option.lstrip("-").partition("=")

@@ -21,8 +21,7 @@ MATCHED = ("problem", "controller", "device")
 
 
 def step_path(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> Path:
-    """Where `tune` records the step of `s`'s problem, controller, device kind and scale
-    on this machine: `results/<machine>/tune/<device>-<problem>-<controller>-<scale>.json`."""
+    """Where `tune` records the step of `s`'s problem, controller, device kind and scale here."""
     problem = re.sub(r"[^A-Za-z0-9_]", "_", s.problem)
     return machine_folder(results) / FOLDER / f"{s.device}-{problem}-{s.controller}-{s.scale}.json"
 
@@ -45,9 +44,8 @@ def read_step(path: str | Path) -> dict[str, Any]:
 
 
 def apply_step(s: Scenario, step: dict[str, Any], path: str | Path = "the step") -> Scenario:
-    """`s` with the levers of `step` (its `fields`); a one-line ValueError where the step
-    was tuned for another problem, controller or device kind, or sets a field that is
-    not a lever of the step."""
+    """`s` with the levers of `step`; a one-line ValueError where the step was tuned for
+    another problem, controller or device kind, or sets what is no lever."""
     for fact in MATCHED:
         if getattr(s, fact) != step[fact]:
             raise ValueError(
@@ -67,8 +65,7 @@ def lever_fields(step: dict[str, Any], path: str | Path = "the step") -> dict[st
 
 
 def recorded_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tuple[Path, dict] | None:
-    """The step `tune` recorded on this machine for `s`'s problem, controller, device kind
-    and scale (`step_path`), or None."""
+    """The step `tune` recorded here for `s` (`step_path`), or None."""
     path = step_path(s, results)
     if not path.exists():
         return None
@@ -76,10 +73,9 @@ def recorded_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tuple[P
 
 
 def recommended_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tuple[Scenario, str]:
-    """`s` with the recommended step and why, in words: the step `tune` recorded for it
-    (`recorded_step`: the default where nothing measured was faster), else for a shipped
-    problem the study measured the study's step (`recommended.recommended`), else the
-    safe levers only (`recommended.safe_levers`: none can make the step slower)."""
+    """`s` with the recommended step and why, in words: the step `tune` recorded for it,
+    else the study's step for a problem it measured (`recommended.recommended`), else
+    the safe levers only (`recommended.safe_levers`: none can make the step slower)."""
     found = recorded_step(s, results)
     if found is not None:
         path, step = found
@@ -209,8 +205,7 @@ def load_step(path: str | Path) -> Step:
 
 
 def step_of_tune(found: dict[str, Any], path: str | Path = "the step") -> Step:
-    """What `tune` found (a step file's content) as a `Step`; a one-line ValueError
-    where its levers are not valid fields."""
+    """What `tune` found (a step file's content) as a `Step` (validated, as `load_step`)."""
     step = Step(found["problem"], found["controller"], found["device"], found["scale"],
                 lever_fields(found, path), found, found.get("mode", "single"),
                 int(found.get("devices", 1)))  # fmt: skip

@@ -1,26 +1,12 @@
 """Studies as types. A study knows its name, its scenarios at a scale, how many runs each
 gets, the folder its records go to, its records, its tables, its claims and its page.
-Each final subclass of `Study` registers itself (`STUDIES`) when its class is defined, as
-a mode does: `odestudy matrix --study` and `odestudy report --study` ask it
-(`matrix.get_study`), by its name or, for a study defined outside the package, as
-`module:Class` (imported from the working directory, as a problem is). The built-in
-studies are defined above this layer and the report's (`odestudy.builtin`, one file
-each, registered when the package is imported): the matrix and the report ask the
-registry for them, and never import them.
+Each final subclass of `Study` registers itself (`STUDIES`); the matrix and the report
+ask the registry (`matrix.get_study`: a name, or `module:Class` for a study defined
+outside the package) and never import the built-in studies (`odestudy.builtin`).
 
-A table is a value (`Table`): a title and a body of blocks (`Text`, `Grid`), made once
-from the records; the report renders it and the study's page (`report.studies`). So are a
-figure (`Figure`), a measured claim (`Claim`, `claim.py`: its comparison, value,
-interval, verdict and sessions) and the answer for a device kind (`Answer`): the report
-makes them once, and the pages, the report notebook and the README render them. A page of
-the whole report is a value too (`Page`): each study names its own (`Study.page`), and
-the report writes those of its scale (`pages_of`). What one report reads is a value as
-well (`ReportInputs`: the records read once, the machine chosen per device kind, the
-scaling rows): each study makes its tables and claims from it.
-
-The report asks the studies which records are current (`current`), which are the
-scaling tables' rows (`scaling_table`, `matrix`), which pages it writes and what they
-show (`tables`, `claims`), rather than naming them."""
+What the report makes once from the records and renders into the pages, the notebook
+and the README are values: a `Table` of blocks (`Text`, `Grid`), a `Figure`, a `Claim`
+(`claim.py`), an `Answer`, a `Page`; what one report reads is a `ReportInputs`."""
 
 import abc
 import dataclasses
@@ -89,8 +75,7 @@ Block = Text | Grid
 
 @dataclasses.dataclass(frozen=True)
 class Table:
-    """One table of a study's report (`<name>.md`): its `title`, its `body` of blocks
-    and the `figures` drawn with it (their PNG files)."""
+    """One table of a study's report (`<name>.md`) and the figures drawn with it."""
 
     name: str
     title: str
@@ -100,8 +85,7 @@ class Table:
 
 @dataclasses.dataclass(frozen=True)
 class Figure:
-    """One figure of a study's report: `name` (its PNG, `<name>.png` under the scale's
-    figures folder), `path` (where it lies) and `alt` (its text where not shown)."""
+    """One figure of a study's report: `<name>.png` at `path`, with its `alt` text."""
 
     name: str
     path: Path
@@ -131,9 +115,8 @@ class Page:
 @dataclasses.dataclass(frozen=True)
 class ReportInputs:
     """What one report reads, read once (`report.document.read_inputs`), from which each
-    study makes its tables (`Study.tables`) and claims (`Study.claims`).
+    study makes its tables and claims.
 
-    - `results`, `scale`: the records' folder and the scale reported.
     - `figures`: the folder its figures are drawn into (its tables go to `tables/`).
     - `records`: the records read: for the whole report every current record of the
       scale (`frames.read_records`), for a study's own report its records
@@ -142,9 +125,8 @@ class ReportInputs:
       `"gpu"`: `device_tables.pick_machine`).
     - `rows`: the scaling rows of those machines under the current protocol
       (`frames.scaling_rows`).
-    - `skipped`: the records left out, each with why (its path, the reason).
-    - `reference`: the reference's rows (a CSV); None: the report's own
-      (`reference.REFERENCE_CSV`).
+    - `skipped`: the records left out, each as (its path, why).
+    - `reference`: the reference's rows (a CSV); None: `reference.REFERENCE_CSV`.
     - `draw`: draw the scaling and step-cost figures too (False: much faster).
     """
 
@@ -164,7 +146,7 @@ class Sizing:
     """What a matrix sized to a machine is sized to (`odestudy matrix --device-count`).
 
     - `devices`: devices of the kind planned for, present or not (a SLURM partition's,
-      say); None: this machine's (`matrix.sized_limit`).
+      say); None: this machine's (`grid.sized_limit`).
     - `gpus`: GPUs present where the rows run; None: this machine's
       (`devices.gpu_count`). A row on more GPUs than that cannot run.
     """
@@ -179,8 +161,7 @@ THIS_MACHINE = Sizing()
 
 class Study(Registered, abc.ABC, registry=STUDIES):
     """A study of the matrix. Final subclasses set `name` (and `title`) and define
-    `scenarios`; the class variables below say how it runs, the methods what its report
-    holds.
+    `scenarios`; the class variables say how it runs, the methods what its report holds.
 
     - `repeated`: each scenario runs `repeats.REPEATS` times (once at the seed scale);
       otherwise once.
@@ -216,20 +197,16 @@ class Study(Registered, abc.ABC, registry=STUDIES):
     def planned(
         self, scale: str, device: str = "auto", full: bool = False, sizing: Sizing = THIS_MACHINE
     ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
-        """Its scenarios at `scale` sized to `sizing` (the devices planned for and those
-        present where they run), and those that cannot run there (with why); a study
-        that is not `sized` plans its `scenarios`."""
+        """`scenarios` sized to `sizing` (a `sized` study's; others ignore it)."""
         return self.scenarios(scale, device, full)
 
     def matrix(self, scale: str) -> list[Scenario]:
-        """Its whole matrix at `scale`, whatever the machine (every device kind, every
-        device count): by default its CPU scenarios, unsized."""
+        """Its whole matrix at `scale`, whatever the machine: by default its CPU scenarios."""
         return self.scenarios(scale, "cpu", True)[0]
 
     def current(self, scale: str, problem: str) -> list[Scenario]:
-        """Its scenarios at `scale` for `problem` whose records, under the results folder
-        itself, the report keeps as current (a record that matches no study's is stale,
-        `frames.read_records`); none by default (its records are read apart)."""
+        """Its scenarios at `scale` for `problem` whose records under the results folder
+        the report keeps as current (`frames.read_records`); none by default."""
         return []
 
     def runs(self, scale: str) -> int:
@@ -241,20 +218,18 @@ class Study(Registered, abc.ABC, registry=STUDIES):
         return Path(results) / self.folder if self.folder else Path(results)
 
     def records(self, results: str | Path, scale: str) -> list[Rec]:
-        """Its records at `scale` (any machine, any protocol): those of `results` whose
-        scenario is one of its CPU scenarios at that scale, read once."""
+        """Its records at `scale` under `results` (any machine, any protocol)."""
         keys = {s.key() for s in self.scenarios(scale, "cpu", True)[0]}
         paths = records.record_paths(self.results(results), scale)
         found = (Rec(r, path=str(p)) for p, r in records.readable(paths, records.read_record))
         return [rec for rec in found if rec.scenario_key in keys]
 
     def tables(self, inputs: ReportInputs) -> list[Table]:
-        """Its tables, made once from what the report read (`inputs`); none by default."""
+        """Its tables, made from what the report read; none by default."""
         return []
 
     def claims(self, inputs: ReportInputs) -> list[Claim]:
-        """The claims its report states about its comparisons, made from `inputs`; none
-        by default."""
+        """The claims its report states, made from `inputs`; none by default."""
         return []
 
     def intro(self, scale: str) -> str:
@@ -263,12 +238,11 @@ class Study(Registered, abc.ABC, registry=STUDIES):
 
 
 def pages_of(scale: str) -> list[Page]:
-    """The pages the report of `scale` writes: the registered studies' pages of that
-    scale, in the order the studies were defined."""
+    """The registered studies' pages of `scale`, in the order the studies were defined."""
     return [c.page for c in STUDIES.values() if c.page is not None and scale in c.page.scales]
 
 
 def page_named(name: str) -> Page:
-    """The registered page `name` (`Page.name`); KeyError where no study has it."""
+    """The registered page `name`; KeyError where no study has it."""
     found = {c.page.name: c.page for c in STUDIES.values() if c.page is not None}
     return found[name]

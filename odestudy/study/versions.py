@@ -1,4 +1,4 @@
-"""The version study: the core rows (`matrix.versions_scenarios`) under several JAX
+"""The version study: the core rows (`grid.versions_scenarios`) under several JAX
 releases, each in its own environment, measured round by round across the releases so
 that a slow spell of the machine hits every release alike (`make versions`).
 
