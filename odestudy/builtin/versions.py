@@ -113,8 +113,7 @@ def _sentences(by_set: dict[str, list[Rec]], current: str) -> list[str]:
 def _speedups(rows: list[Rec]) -> str:
     """Each row's speedup with its interval, by controller and devices (`; `-joined)."""
     return "; ".join(
-        f"{escape(r.controller)} on {r.n_devices} devices "
-        + loss.baseline_flag(fmt_interval(r.speedup, *(r.speedup_ci or (None, None))), r)
+        f"{escape(r.controller)} on {r.n_devices} devices {loss.speedup_cell(r)}"
         for r in rows
         if r.speedup is not None
     )
@@ -140,9 +139,7 @@ def _table(by_set: dict[str, list[Rec]]) -> list[list[Any]]:
                     r.n_devices,
                     len(r.step_time_runs_s or []) if ok else 0,
                     fmt(_ms(r.step_time_s), 3) if ok else r.status,
-                    loss.baseline_flag(fmt_interval(r.speedup, *(r.speedup_ci or (None, None))), r)
-                    if r.speedup
-                    else "–",
+                    loss.speedup_cell(r) if r.speedup else "–",
                     fmt(r.compile_time_s, 3),
                     fmt(r.final_loss, 3),
                     f"{fmt(r.collectives_total)} / {fmt(r.collectives_in_loops)}",
@@ -160,6 +157,12 @@ def _where(by_set: dict[str, list[Rec]]) -> str:
     return escape(f"Machine: {', '.join(machines)}. " + sessions.sessions_line(rows, rows))
 
 
+def _figure_row(rows: list[Rec], mode: str, controller: str) -> Rec | None:
+    """The ok row of `mode` and `controller` on at most 2 devices, if any."""
+    found = (r for r in rows if r.mode == mode and r.ok and r.controller == controller)
+    return next((r for r in found if r.n_devices <= 2), None)
+
+
 def versions_figure(by_set: dict[str, list[Rec]], out: str | Path) -> list[Path]:
     """Step time per mode against the JAX release (one panel per controller; 2-device
     modes and the 1-device row; bars from the 25th to the 75th percentile)."""
@@ -171,38 +174,25 @@ def versions_figure(by_set: dict[str, list[Rec]], out: str | Path) -> list[Path]
     fig, axes = plt.subplots(1, len(CONTROLLERS), figsize=(11, 4), sharey=False)
     for ax, controller in zip(axes, CONTROLLERS, strict=True):
         for mode, facts in MODES.items():
-            xs, ys, lo, hi = [], [], [], []
-            for i, name in enumerate(names):
-                r = next(
-                    (
-                        r
-                        for r in by_set[name]
-                        if r.mode == mode
-                        and r.ok
-                        and r.controller == controller
-                        and r.n_devices <= 2
-                    ),
-                    None,
-                )
-                if r is None:
-                    continue
-                t, p25, p75 = r.step_time_s, r.step_time_p25_s, r.step_time_p75_s
-                assert t is not None and p25 is not None and p75 is not None  # an ok row
-                xs.append(i)
-                ys.append(t * 1e3)
-                lo.append(t * 1e3 - p25 * 1e3)
-                hi.append(p75 * 1e3 - t * 1e3)
-            if xs:
-                label = f"{mode} (2 devices)" if facts.multi_device else f"{mode} (1 device)"
-                ax.errorbar(
-                    xs,
-                    ys,
-                    yerr=[lo, hi],
-                    marker="o",
-                    capsize=3,
-                    label=label,
-                    color=MODE_STYLE.get(mode, "tab:gray"),
-                )
+            found = [
+                (i, r)
+                for i, name in enumerate(names)
+                if (r := _figure_row(by_set[name], mode, controller)) is not None
+            ]
+            if not found:
+                continue
+            ms = np.array([[r.step_time_s, r.step_time_p25_s, r.step_time_p75_s] for _, r in found])
+            t, p25, p75 = (ms * 1e3).T
+            label = f"{mode} (2 devices)" if facts.multi_device else f"{mode} (1 device)"
+            ax.errorbar(
+                [i for i, _ in found],
+                t,
+                yerr=[t - p25, p75 - t],
+                marker="o",
+                capsize=3,
+                label=label,
+                color=MODE_STYLE.get(mode, "tab:gray"),
+            )
         ax.set_xticks(range(len(names)), [n.removeprefix("jax-") for n in names])
         ax.set_xlabel("JAX release")
         ax.set_ylabel("step time (ms), median")
@@ -242,19 +232,12 @@ def write_versions(
     """Write `figures/tables/versions.md` and `figures/versions.png` from the records."""
     by_set = version_rows(results, scale)
     table = Path(figures) / "tables" / "versions.md"
+    write_versions_table(table, by_set)
     return {
         "table": table,
-        "value": write_versions_table(table, by_set),
         "figures": versions_figure(by_set, figures),
         "sets": list(by_set),
         "rows": sum(len(v) for v in by_set.values()),
-        "ok": all(r.ok for v in by_set.values() for r in v),
-        "median_loss": float(
-            np.median(
-                [r.final_loss for v in by_set.values() for r in v if r.final_loss is not None]
-                or [np.nan]
-            )
-        ),
     }
 
 

@@ -142,7 +142,7 @@ def diagnostic_rows(rows: list[Rec], cores: int | None) -> list[list[str]]:
                 if ok
                 else "–",
                 _esc(r.step or ""),
-                loss.baseline_flag(fmt_interval(r.speedup, *(r.speedup_ci or (None, None))), r),
+                loss.speedup_cell(r),
                 _best_cell(r),
                 fmt_interval(r.efficiency, *(r.efficiency_ci or (None, None))),
                 fmt_interval(*(r.efficiency_vs_ceiling or (None, None, None))),

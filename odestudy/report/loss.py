@@ -12,7 +12,8 @@ import scipy.stats
 
 from ..measure.problem import DEFAULT_PROBLEM
 from ..study import records
-from ..study.rec import LeverRow, LossSpread
+from ..study.rec import LeverRow, LossSpread, Rec
+from .intervals import fmt_interval
 
 # The evaluation loss a row must reach to count as a trained model, per scale, where a
 # record does not say itself (`trained`): rows above it are marked and not cited.
@@ -247,6 +248,11 @@ def baseline_flag(text: str, row: dict[str, Any]) -> str:
     """`text` (a scaling row's speedup) flagged (`flag`) against its 1-device baseline's
     final loss."""
     return flag(text, row, row.get("baseline_final_loss"))
+
+
+def speedup_cell(row: Rec) -> str:
+    """A scaling row's speedup with its interval, flagged (`baseline_flag`)."""
+    return baseline_flag(fmt_interval(row.speedup, *(row.speedup_ci or (None, None))), row)
 
 
 def pair_mark(text: str, a: dict[str, Any], b: dict[str, Any]) -> str:
