@@ -11,9 +11,7 @@ from ..measure.timing import PROTOCOL
 from ..study.rec import Hardware, Rec
 from ..study.studies import Block, Grid, Text
 from . import loss, sessions
-from .frames import (
-    read_records,
-)
+from .frames import read_records
 from .intervals import METHOD, fmt_interval
 from .tables import escape as _esc
 from .tables import fmt as _fmt
@@ -22,7 +20,6 @@ from .tables import loss_cell
 # The reference study's two published tables as data (its "epoch time" is one optimiser
 # step), kept in the repo so that a clone anywhere can compare with them.
 REFERENCE_CSV = environment.shipped("data", "reference_tables.csv")
-
 
 REFERENCE_COLUMNS = (
     "Device",
@@ -41,12 +38,7 @@ REFERENCE_COLUMNS = (
 # `DIAGNOSTIC_COLUMNS`, which start with the same row identity so that the two read side
 # by side (each fits a 1400 px page).
 ADDED_COLUMNS = ("Scaling", "Global batch", "Problem")
-
-
-IDENTITY_COLUMNS = ("Devices", "Mode", "Controller", "Scaling", "Global batch")
-
-
-DIAGNOSTIC_COLUMNS = IDENTITY_COLUMNS + (
+DIAGNOSTIC_COLUMNS = ("Devices", "Mode", "Controller", "Scaling", "Global batch") + (
     "Step time median (s)",
     "Step time IQR (s)",
     "Runs",

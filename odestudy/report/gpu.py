@@ -54,14 +54,8 @@ def _measured_one_gpu(p: Prediction, rows: list[Rec]) -> Rec | None:
     under the current protocol (`timing.PROTOCOL`), among `rows` (records), if any."""
     key = Scenario.from_dict(p.sweep.scenario or p.scenario).key()
     machine = p.sweep.machine_id or p.machine_id
-    return next(
-        (
-            r
-            for r in rows
-            if r.scenario_key == key and r.ok and r.protocol == PROTOCOL and r.machine_id == machine
-        ),
-        None,
-    )
+    found = (r for r in rows if r.scenario_key == key and r.ok and r.protocol == PROTOCOL)
+    return next((r for r in found if r.machine_id == machine), None)
 
 
 def _ms(seconds: float) -> str:
@@ -165,32 +159,15 @@ def _gpu_reference_row(
     ref: dict[str, Any], gpu_rows: list[Rec], projected: list[Projected]
 ) -> list[str]:
     """One reference GPU row beside our measured 1-GPU or projected 2-GPU step."""
-    n = int(ref["n_devices"])
+    n, controller = int(ref["n_devices"]), ref["controller"]
     mode = "single" if n == 1 else ref["mode"]
     if n == 1:
-        ours = next(
-            (
-                r
-                for r in gpu_rows
-                if r.scale == "seed"
-                and r.n_devices == 1
-                and r.controller == ref["controller"]
-                and r.ok
-            ),
-            None,
-        )
+        mine = (r for r in gpu_rows if r.ok and r.n_devices == 1 and r.controller == controller)
+        ours = next((r for r in mine if r.scale == "seed"), None)
         cell = f"{_fmt(ours.step_time_s)} (measured)" if ours else "–"
     else:
-        projected_row = next(
-            (
-                p
-                for p in projected
-                if p["scale"] == "seed"
-                and p["mode"] == mode
-                and p["controller"] == ref["controller"]
-            ),
-            None,
-        )
+        found = (p for p in projected if p["mode"] == mode and p["controller"] == controller)
+        projected_row = next((p for p in found if p["scale"] == "seed"), None)
         cell = f"{_fmt(projected_row['step_time_s'])} (projected)" if projected_row else "–"
     return [
         str(n),
@@ -308,16 +285,9 @@ def _headline_legend(
     handles: list[Any] = [
         Line2D([], [], color=MODE_STYLE.get(m, "tab:gray"), lw=2, label=m) for m in modes
     ]
+    styles = {c: CONTROLLER_STYLE.get(c, "-o") for c in controllers}
     handles += [
-        Line2D(
-            [],
-            [],
-            color="k",
-            ls=CONTROLLER_STYLE.get(c, "-o")[:-1],
-            marker=CONTROLLER_STYLE.get(c, "-o")[-1],
-            label=c,
-        )
-        for c in controllers
+        Line2D([], [], color="k", ls=st[:-1], marker=st[-1], label=c) for c, st in styles.items()
     ]
     handles += [
         Line2D([], [], color="grey", ls=":", label="ideal"),

@@ -151,50 +151,30 @@ def predict(
     per_iteration = t0 * c(local) / (c(b0) * _interp(sweep, b0, "iterations_executed"))
     terms = {"per_iteration_s": per_iteration, "iterations_step": iters_global}
     t = mode_time(mode, terms, allreduce_s if n > 1 else 0.0, loop_latency_s, in_loop)
-    return Prediction(
-        step_time_s=t["step_time_s"],
-        compute_s=t["compute_s"],
-        allreduce_s=t["allreduce_s"],
-        in_loop_s=t["in_loop_s"],
-        iterations=iters_global,
-    )
+    return Prediction(**t, iterations=iters_global)
 
 
-def validate_model(rows: list[Rec], folder: str | Path, cores: int | None) -> list[Validation]:
-    """Predicted against measured for the multi-device ok rows of one machine
-    (`rows` from `frames.scaling_rows`) with at most `cores` devices, where that
-    machine has a sweep of the controller, a latency for the device count and a
-    1-device baseline (`frames.baseline`)."""
+def validate_model(rows: list[Rec], folder: str | Path) -> list[Validation]:
+    """Predicted against measured for the multi-device ok rows of the machine of
+    `folder` (`rows` from `frames.scaling_rows`) with at most its physical cores of
+    devices, where it has a sweep of the controller, a latency for the device count and
+    a 1-device baseline (`frames.baseline`)."""
     sweeps, lat = load_sweeps(folder), load_latencies(folder)
+    cores = next((r.hardware.physical_cores for r in rows if r.hardware), None)
     out = []
     for r in rows:
         n, measured = r.n_devices, r.step_time_s
         sweep = sweeps.get((r.device, r.controller))
-        if (
-            not r.ok
-            or measured is None
-            or n < 2
-            or (r.processes or 1) > 1
-            or sweep is None
-            or (cores and n > cores)
-            or (n, 1) not in lat
-        ):
+        placed = n > 1 and (r.processes or 1) == 1 and not (cores and n > cores)
+        if not (r.ok and placed and measured is not None and sweep is not None and (n, 1) in lat):
             continue
         try:
             base = baseline(r, rows, r.scaling)
         except BaselineError:
             continue
         grad = lat.get((n, max(s for d, s in lat if d == n)), lat[(n, 1)])
-        p = predict(
-            sweep,
-            base,
-            r.mode,
-            n,
-            r.global_batch,
-            grad,
-            r.collectives_in_loops or 0,
-            lat[(n, 1)],
-        )
+        in_loop = r.collectives_in_loops or 0
+        p = predict(sweep, base, r.mode, n, r.global_batch, grad, in_loop, lat[(n, 1)])
         out.append(
             Validation(
                 mode=r.mode,
@@ -204,6 +184,7 @@ def validate_model(rows: list[Rec], folder: str | Path, cores: int | None) -> li
                 measured_s=measured,
                 predicted=p,
                 error=p.step_time_s / measured - 1,
+                machine=Path(folder).name,
                 name=r.name,
                 session=sessions.session_of(r).label,
                 protocol=r.protocol,
@@ -224,25 +205,14 @@ def project_gpu(
     device count (the same program partitioned for CPU devices)."""
     out = []
     for base in gpu_rows:
-        t1 = base.step_time_s
-        if not base.ok or base.n_devices != 1 or base.scaling != "strong" or t1 is None:
+        t1, sweep = base.step_time_s, sweeps.get(("gpu", base.controller))
+        one = base.ok and base.n_devices == 1 and base.scaling == "strong"
+        if not one or t1 is None or sweep is None:
             continue
-        sweep = sweeps.get(("gpu", base.controller))
-        if sweep is None:
-            continue
+        strong = [c for c in cpu_rows if c.ok and c.scaling == "strong" and c.n_devices == n]
         for mode in MULTI_DEVICE:
-            cpu = next(
-                (
-                    c
-                    for c in cpu_rows
-                    if c.mode == mode
-                    and c.n_devices == n
-                    and c.controller == base.controller
-                    and c.scaling == "strong"
-                    and c.ok
-                ),
-                None,
-            )
+            same = (c for c in strong if c.mode == mode and c.controller == base.controller)
+            cpu = next(same, None)
             k = (cpu.collectives_in_loops or 0) if cpu is not None else 0
             low, central, high = (
                 predict(sweep, base, mode, n, base.global_batch, lat, k, lat)
@@ -374,11 +344,11 @@ def projection_table(
 ) -> tuple[Table, list[Projected]]:
     """Validate on every machine with sweeps and latencies, project the 2-GPU rows;
     returns the table (`projection`) as a value and the projected rows."""
-    validation = []
-    for machine, rows in rows_by_machine.items():
-        cores = next((r.hardware.physical_cores for r in rows if r.hardware), None)
-        for v in validate_model(rows, Path(results) / machine, cores):
-            validation.append(dataclasses.replace(v, machine=machine))
+    validation = [
+        v
+        for machine, rows in rows_by_machine.items()
+        for v in validate_model(rows, Path(results) / machine)
+    ]
     sweeps = load_sweeps(Path(results) / gpu_machine) if gpu_machine else {}
     projected = project_gpu(sweeps, gpu_rows, cpu_rows)
     machines = sorted({v.machine for v in validation})
