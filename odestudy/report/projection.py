@@ -130,17 +130,10 @@ def predict(
     in_loop: int = 0,
     loop_latency_s: float = 0.0,
 ) -> Prediction:
-    """The model's step time for `n` devices at `global_batch` (see the module doc).
-
-    - `sweep`: the 1-device step-cost sweep of the controller on that machine; it gives
-      the relative cost of a solver iteration at each batch and the iterations of the
-      slowest sample of a batch.
-    - `base`: the measured 1-device record the projection is anchored on (its step
-      time at its own global batch `b0`): `t = t_base * c(b) I(B) / (c(b0) I(b0))`,
-      with `c` the time per iteration and `I` the executed iterations from the sweep.
-    - `allreduce_s`: one gradient all-reduce; `in_loop`, `loop_latency_s`: collectives
-      per loop iteration and their latency (used in `shard` only).
-    """
+    """The model's step time for `n` devices at `global_batch` (see the module doc):
+    `sweep` is the controller's 1-device step-cost sweep, `base` the measured 1-device
+    record it is anchored on, `allreduce_s` one gradient all-reduce, and `in_loop`,
+    `loop_latency_s` the collectives per loop iteration and their latency (`shard`)."""
 
     def c(b: int) -> float:
         return _interp(sweep, b, "step_time_s") / _interp(sweep, b, "iterations_executed")
@@ -200,9 +193,9 @@ def project_gpu(
     n: int = 2,
 ) -> list[Projected]:
     """Projected `n`-GPU strong-scaling rows of every mode and controller, anchored on
-    the measured 1-GPU rows, with the cited latency range (`GPU_ALLREDUCE_S`); the
-    `shard` loop's collective count is taken from the CPU record of the same mode and
-    device count (the same program partitioned for CPU devices)."""
+    the measured 1-GPU rows, with the cited latency range (`GPU_ALLREDUCE_S`); a loop's
+    collective count from the CPU record of the same mode and device count (the same
+    program, partitioned for CPU devices)."""
     out = []
     for base in gpu_rows:
         t1, sweep = base.step_time_s, sweeps.get(("gpu", base.controller))
@@ -290,8 +283,7 @@ def projection_body(
     none_projected: str = "No GPU sweep.",
 ) -> tuple[Text | Grid, ...]:
     """`projection.md`: the model, its validation, the projected GPU rows (or
-    `none_projected`, why there are none), and the closing line `validation: median
-    |error| = X%` over the `pmap` and `shard_map` rows."""
+    `none_projected`), and the closing line over the `pmap` and `shard_map` rows."""
     errors = []
     for mode in MULTI_DEVICE:
         errs = [abs(v.error) for v in validation if v.mode == mode]
@@ -342,8 +334,8 @@ def projection_table(
     gpu_machine: str | None,
     cpu_rows: list[Rec],
 ) -> tuple[Table, list[Projected]]:
-    """Validate on every machine with sweeps and latencies, project the 2-GPU rows;
-    returns the table (`projection`) as a value and the projected rows."""
+    """Validate on every machine, project the 2-GPU rows; returns the table
+    (`projection`) and the projected rows."""
     validation = [
         v
         for machine, rows in rows_by_machine.items()

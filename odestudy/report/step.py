@@ -74,15 +74,9 @@ def verdict(sweep: Sweep) -> StepVerdict:
     cache = (
         bytes_per_s / rates.cache_bytes_per_s if bytes_per_s and rates.cache_bytes_per_s else None
     )
-    bound: str | None
-    if compute is None or cache is None:
-        bound = None
-    elif compute >= 0.5:
-        bound = "compute"
-    elif cache >= 0.5:
-        bound = "memory"
-    else:
-        bound = "overhead"
+    bound = None
+    if compute is not None and cache is not None:
+        bound = "compute" if compute >= 0.5 else "memory" if cache >= 0.5 else "overhead"
     return StepVerdict(
         crossover_batch=fixed / per_sample if per_sample > 0 else None,
         flops_per_sample_iteration=flops,
@@ -326,26 +320,15 @@ def step_table(
     spreads: dict[str, dict[str, Any]] | None = None,
 ) -> list[Block]:
     """What bounds one training step (1 device, trained model) and the levers measured
-    on it.
-
-    - `sweeps`: the machine's step-cost sweeps (`benchmarks/step_cost.py`), each with its
-      `session`: their verdicts (`verdict`).
-    - `levers`: its lever records (`benchmarks/levers.py`): speedups with intervals,
-      loop counts and final losses.
-    - `spreads`: per controller, the default's run-to-run loss spread
-      (`benchmarks/loss_spread.py`), which says whether a lever trains the same model.
-    """
-    typed_sweeps = [Sweep(s) for s in sweeps]
-    typed_levers = [LeverRecord(r) for r in levers]
-    parts: list[Block] = []
-    both: list[Sweep | LeverRecord] = [*typed_sweeps, *typed_levers]
-    machines = sorted({escape(r.machine_id) for r in both})
-    if machines:
-        parts.append(
-            Text(
-                f"Machine: {', '.join(machines)}. Each row says the session it was measured "
-                "in (`odestudy/report/sessions.py`); a speedup compares rows of one record, "
-                "so of one session."
-            )
-        )
+    on it: the machine's step-cost `sweeps` (`benchmarks/step_cost.py`, each with its
+    `session`), its `levers` records (`benchmarks/levers.py`) and, per controller, the
+    default's run-to-run loss `spreads` (`benchmarks/loss_spread.py`)."""
+    typed_sweeps, typed_levers = [Sweep(s) for s in sweeps], [LeverRecord(r) for r in levers]
+    machines = sorted({escape(r.machine_id) for r in [*typed_sweeps, *typed_levers]})
+    said = Text(
+        f"Machine: {', '.join(machines)}. Each row says the session it was measured "
+        "in (`odestudy/report/sessions.py`); a speedup compares rows of one record, "
+        "so of one session."
+    )
+    parts: list[Block] = [said] if machines else []
     return parts + sweep_section(typed_sweeps) + lever_section(typed_levers, spreads or {})
