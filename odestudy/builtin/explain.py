@@ -1,8 +1,6 @@
 """The explanation study (`make explain`): the studies that explain the scaling
-(`grid.explain_scenarios`, CPU), and its sections: lock-step waste against
-heterogeneity, complexity-aware batching, within-ODE batching, collectives per step,
-batch size, and time to a target loss, with their figures. Each reads records; nothing
-here measures."""
+(`grid.explain_scenarios`, CPU), and its page's sections, with their figures, from the
+records."""
 
 import dataclasses
 from collections.abc import Callable
@@ -71,10 +69,9 @@ def _levers(r: Rec) -> str:
 
 
 def _table(header: tuple[str, ...], rows: list[list[Any]], recs: list[Rec]) -> list[Block]:
-    """A table of `rows` whose last item is the pair of records a row's ratio
-    joins (`(record, None)` for a row of one record). Rows of one session: a line below
-    names it. Rows of several: a **Session** column says, per row, the session and,
-    for a ratio across two, both and the hours between them."""
+    """A table of `rows` whose last item is the pair of records a row's ratio joins
+    (`(record, None)` for one record), and a line naming their sessions; a **Session**
+    column where they span several."""
     pairs = [r[-1] for r in rows]
     cells = [r[:-1] for r in rows]
     shown = [x for pair in pairs for x in pair if x is not None]
@@ -110,29 +107,22 @@ def _pairs(recs: list[Rec], keep: Callable[[Rec], bool], **changes) -> list[tupl
 def _section(
     said: str, header: tuple[str, ...], rows: list[list[Any]], recs: list[Rec], key: Callable
 ) -> list[Block]:
-    """A section's text and its table (`_table`) of `rows` sorted by `key`; none without
-    rows."""
+    """A section's text and its table of `rows` sorted by `key`; none without rows."""
     if not rows:
         return []
     return [Text(said), *_table(header, sorted(rows, key=key), recs)]
 
 
 def twin(rec: Rec, recs: list[Rec], **changes) -> Rec | None:
-    """The ok record whose scenario is `rec`'s with `changes` applied (an explicit join
-    on every scenario field, same machine, versions, protocol and measurement
-    environment); None if there is none.
+    """The ok record whose scenario is `rec`'s with `changes` applied, on the same
+    machine, versions, protocol and measurement environment; None if there is none.
     Raises `frames.BaselineError` if more than one record matches."""
     want = dict(rec.fields, **changes)
-    found = [
-        r
-        for r in recs
-        if r.ok
-        and r.fields == want
-        and r.machine_id == rec.machine_id
-        and r.versions == rec.versions
-        and r.protocol == rec.protocol
-        and r.measurement_env == rec.measurement_env
-    ]
+
+    def where(r: Rec) -> tuple:
+        return r.machine_id, r.versions, r.protocol, r.measurement_env
+
+    found = [r for r in recs if r.ok and r.fields == want and where(r) == where(rec)]
     if len(found) > 1:
         raise BaselineError(
             f"{len(found)} ambiguous records for {rec.name} with "
@@ -455,8 +445,7 @@ FIRST_NOT_SEPARABLE = "First to the target here, not separable from the row it i
 
 def _time_resamples(r: Rec, hit_step: int, rng, resamples: int = 2000):
     """Bootstrap resamples of the time to reach `hit_step`: each stage's steps before
-    the hit at the mean of that stage's step times resampled with replacement, scaled
-    to the measured time (within-run spread only)."""
+    the hit at the mean of that stage's step times resampled (within-run spread only)."""
     stages = r.stage_times
     per_stage = (r.steps or 0) // max(1, len(stages))
     total = np.zeros(resamples)
@@ -531,8 +520,7 @@ def _target_rows(sel: list[Rec], target: float) -> tuple[list[list[Any]], list[d
 
 
 def _target_figure(points: list[dict[str, Any]], target: float) -> Any:
-    """Evaluation loss against training wall clock, a line per run (its mode's colour,
-    its controller's line: `plots.controller_dashes`)."""
+    """Evaluation loss against training wall clock, a line per run."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -579,15 +567,14 @@ def _compared(hits: list[tuple[Rec, EvalPoint]], best: Rec) -> tuple[Rec, EvalPo
 
 
 def _who(r: Rec) -> str:
-    """A row as the sentence names it: its mode, controller and devices (record text:
-    never markup)."""
+    """A row as the sentence names it (record text: never markup)."""
     return f"{escape(r.mode)} {escape(r.controller)} on {escape(r.n_devices)} device(s)"
 
 
 def _first_sentence(sel: list[Rec], recs: list[Rec], target: float) -> list[Block]:
     """Which row of one session reaches the target first, against the row it is
-    compared with (`_compared`): the ratio with its 95% bootstrap interval, "fastest"
-    only where the interval says so and the rows ran more than once."""
+    compared with (`_compared`): "fastest" only where the 95% bootstrap interval says so
+    and the rows ran more than once."""
     hits = [(r, h) for r in sel if (h := _hit(r, target)) is not None]
     if not hits:
         return []
@@ -657,9 +644,8 @@ def section(
     by_machine: dict[str, list[Rec]],
     machine: str,
 ) -> tuple[list[Block], list[Path]]:
-    """One section from `machine`'s records (its heading and text), else from the first
-    other machine that holds records of it (said); none where no machine does (a page
-    never says "no records" while records exist, nor shows an empty section)."""
+    """One section from `machine`'s records, else from the first other machine that
+    holds records of it (said); none where no machine does."""
     for m in [machine, *sorted(m for m in by_machine if m != machine)]:
         body, figs = make(by_machine.get(m, []))
         if body:
@@ -671,8 +657,8 @@ def section(
 
 def explain_table(recs: list[Rec], figures: str | Path, machine: str | None = None) -> Table:
     """The explanation's table (`explain`) and its figures, drawn into `figures`, from
-    all records of a scale: each section from `machine`'s records (default: the machine
-    of the first record), else from a machine that holds them (`section`)."""
+    all records of a scale: each section from `machine`'s records (default: the first
+    record's), else another's (`section`)."""
     figures = Path(figures)
     # One protocol, the current one (`timing.PROTOCOL`), as in the scaling tables.
     older = [r for r in recs if r.ok and r.protocol != PROTOCOL]
@@ -712,6 +698,5 @@ class Explain(Study):
         return for_problem(self.matrix(scale), problem)
 
     def tables(self, inputs: ReportInputs) -> list[Table]:
-        """Its sections from the CPU table's machine's records, each from another
-        machine's where that one holds none of it, with their figures."""
+        """Its sections from the CPU table's machine's records (`explain_table`)."""
         return [explain_table(list(inputs.records), inputs.figures, inputs.machines["cpu"])]

@@ -1,7 +1,6 @@
 """The version study (`make versions`): the core rows under each JAX release
 (`grid.versions_scenarios`), one run each, in an environment per release
-(`study.versions`); its table and figure: each release's speedups over its own 1-device
-row, and the 1-device step of every release against the current one."""
+(`study.versions`); its table and figure."""
 
 from pathlib import Path
 from typing import Any, ClassVar
@@ -64,8 +63,7 @@ def _one_device(rows: list[Rec], controller: str) -> Rec | None:
 
 
 def versions_body(by_set: dict[str, list[Rec]]) -> list[Block]:
-    """The version table, and what it says with intervals: each release's 1-device step
-    against the current release's, and sharded `jit`'s speedup at each release."""
+    """The version table, and what it says with intervals (`_sentences`)."""
     if not by_set:
         return [Text("No records of the version study (`make versions`).")]
     sentences = _sentences(by_set, list(by_set)[-1])
@@ -84,10 +82,8 @@ def versions_body(by_set: dict[str, list[Rec]]) -> list[Block]:
 
 
 def _sentences(by_set: dict[str, list[Rec]], current: str) -> list[str]:
-    """What the table says with intervals: each release's 1-device step against the
-    current release's, and at each release the speedup of each mode whose one solver
-    loop the release's compiler partitions over the devices (`AbstractMode.one_loop`:
-    sharded `jit`)."""
+    """Each release's 1-device step against the `current` release's, and at each release
+    the speedup of each mode with one solver loop (`AbstractMode.one_loop`)."""
     lines = []
     for controller in CONTROLLERS:
         base = _one_device(by_set[current], controller)
@@ -164,8 +160,8 @@ def _figure_row(rows: list[Rec], mode: str, controller: str) -> Rec | None:
 
 
 def versions_figure(by_set: dict[str, list[Rec]], out: str | Path) -> list[Path]:
-    """Step time per mode against the JAX release (one panel per controller; 2-device
-    modes and the 1-device row; bars from the 25th to the 75th percentile)."""
+    """Step time per mode against the JAX release, a panel per controller (bars: the
+    25th to the 75th percentile)."""
     import matplotlib.pyplot as plt
 
     if not by_set:
@@ -212,8 +208,7 @@ def versions_figure(by_set: dict[str, list[Rec]], out: str | Path) -> list[Path]
 
 
 def versions_table(by_set: dict[str, list[Rec]]) -> Table:
-    """The version study's table (`versions`: `versions_body` of `version_rows`), as a
-    value."""
+    """The version study's table (`versions`)."""
     return Table("versions", "The core rows across JAX releases", tuple(versions_body(by_set)))
 
 

@@ -169,7 +169,7 @@ def verdict(a: dict[str, Any], b: dict[str, Any] | float | None) -> Verdict:
 
 
 def differs(a: dict[str, Any], b: dict[str, Any] | float | None) -> bool:
-    """Whether `a` and `b` trained different models by the measured spread (`verdict`)."""
+    """Whether `a` and `b` trained different models (`verdict`)."""
     return verdict(a, b) is Verdict.DIFFERENT
 
 

@@ -1,7 +1,5 @@
 """What bounds a training step, and the levers on it: the verdict of a step-cost sweep
-(`measure.cost.step_cost_sweep`), from its fit and the machine's measured rates, and
-the step page's table (`step_table`): the sweeps' rows, the levers' rows
-(`benchmarks/levers.py`), rendered."""
+(`measure.cost.step_cost_sweep`) and the step page's table (`step_table`)."""
 
 import dataclasses
 from collections.abc import Sequence
@@ -153,8 +151,7 @@ SWEEP_TEXT = (
 
 
 def sweep_row(s: Sweep) -> list[str]:
-    """The step-cost table's row of sweep `s`: its fit, its verdict (`verdict`) and the
-    machine's rates."""
+    """The step-cost table's row of sweep `s`."""
     v = verdict(s)
     rates = s.rates
     shares = [x for x in v.forward_share if x is not None]
@@ -176,8 +173,8 @@ def sweep_row(s: Sweep) -> list[str]:
 
 
 def sweep_section(sweeps: Sequence[Sweep]) -> list[Block]:
-    """The step-cost sweeps: the table (per controller, the default first), or one line
-    where this machine has none."""
+    """The step-cost sweeps' table (the default first), or one line where there are
+    none."""
     if not sweeps:
         return [Text("No step-cost sweep of this machine (`benchmarks/step_cost.py`).")]
     order = sorted(sweeps, key=lambda s: (s.fields.controller, s.label != "default"))
@@ -241,7 +238,7 @@ _SAME = {
 
 def lever_row(rec: LeverRecord, r: LeverRow) -> list[str]:
     """The lever table's row of variant `r` of lever record `rec` (its first row the
-    default), its loss against the default's by the loss rule (`loss.verdict`)."""
+    default)."""
     lo, hi = r.speedup_ci
     loops = r.loops
     bodies, conds = loop_summary(loops)
@@ -304,8 +301,7 @@ def recommended_section(levers: Sequence[LeverRecord]) -> list[Block]:
 
 
 def lever_section(levers: Sequence[LeverRecord], spreads: dict[str, dict[str, Any]]) -> list[Block]:
-    """The levers: heading, how to read, the table and what is recommended, or one line
-    where this machine has no lever record."""
+    """The levers' section, or one line where this machine has no lever record."""
     rows = tuple(lever_row(rec, r) for rec in levers for r in rec.rows)
     head = Text("## Levers")
     if not rows:
