@@ -5,7 +5,7 @@ records."""
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -21,7 +21,7 @@ from ..report.plots import MODE_STYLE, _save, controller_dashes
 from ..report.tables import escape, loss_cell, render_body
 from ..report.tables import fmt as _fmt
 from ..study.grid import explain_scenarios, for_problem
-from ..study.rec import EvalPoint, Rec, Waste
+from ..study.rec import EvalPoint, Rec
 from ..study.studies import Block, Grid, Page, ReportInputs, Study, Table, Text
 
 # The evaluation loss the time-to-target runs race to (MSE on the evaluation set), per
@@ -155,19 +155,9 @@ def _plain(r: Rec) -> bool:
     return r.ok and r.scaling == "strong" and r.processes in (None, 1) and at_scale
 
 
-class Point(NamedTuple):
-    """One heterogeneity row as a point of the waste figure."""
-
-    spread: float | None
-    waste: Waste
-    step_s: float | None
-
-
-def _heterogeneity_rows(recs: list[Rec]) -> tuple[list[list[Any]], dict[str, list[Point]]]:
-    """The heterogeneity study's PID rows on 1 and 2 devices at the scale's batch, and
-    per mode their points of the figure."""
+def _heterogeneity_rows(recs: list[Rec]) -> list[list[Any]]:
+    """The heterogeneity study's PID rows on 1 and 2 devices at the scale's batch."""
     rows: list[list[Any]] = []
-    series: dict[str, list[Point]] = {}
     for r in recs:
         if not (
             _plain(r)
@@ -198,20 +188,23 @@ def _heterogeneity_rows(recs: list[Rec]) -> tuple[list[list[Any]], dict[str, lis
                 (r, one),
             ]
         )
-        series.setdefault(r.mode, []).append(Point(r.fields.spread, w, r.step_time_s))
-    return rows, series
+    return rows
 
 
-def _waste_figure(series: dict[str, list[Point]], figures: Path) -> list[Path]:
+def _waste_figure(shown: list[Rec], figures: Path) -> list[Path]:
     """Lock-step waste and step time against the spread, a line per mode."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     points = pd.DataFrame(
         [
-            {"mode": mode, "spread": p.spread, "waste": p.waste.total or 0.0, "step_s": p.step_s}
-            for mode, pts in series.items()
-            for p in pts
+            {
+                "mode": r.mode,
+                "spread": r.fields.spread,
+                "waste": r.solver_steps.waste.total or 0.0,
+                "step_s": r.step_time_s,
+            }
+            for r in shown
         ]
     )
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
@@ -241,7 +234,7 @@ def _waste_figure(series: dict[str, list[Point]], figures: Path) -> list[Path]:
 
 def heterogeneity(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Path]]:
     """Lock-step waste and step time against the complexity knob, per mode (PID)."""
-    rows, series = _heterogeneity_rows(recs)
+    rows = _heterogeneity_rows(recs)
     if not rows:
         return [], []
     said = (
@@ -256,7 +249,7 @@ def heterogeneity(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Pat
         "scale's default (Training); a final loss above the trained level is marked."
     )
     table = _section(said, HETEROGENEITY_HEADER, rows, recs, _by_mode_spread)
-    return table, _waste_figure(series, figures)
+    return table, _waste_figure([row[-1][0] for row in rows], figures)
 
 
 def grouping(recs: list[Rec]) -> list[Block]:
