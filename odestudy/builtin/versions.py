@@ -10,14 +10,19 @@ import numpy as np
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 from ..report import loss, sessions
+from ..report.comparisons import OWN_STEP, ratio_claim
 from ..report.frames import read_records, scaling_rows
 from ..report.intervals import METHOD, fmt_interval, ratio_interval
 from ..report.plots import MODE_STYLE
 from ..report.tables import escape, fmt, render, render_blocks
+from ..study.claim import Claim
 from ..study.grid import versions_scenarios
 from ..study.rec import Rec
 from ..study.studies import Block, Grid, Page, ReportInputs, Study, Table, Text
 from ..study.versions import FOLDER, RESULTS, VERSION_SETS
+
+# Where the version study's claims are stated (`Claim.where`).
+VERSIONS_WHERE = "the version study (versions.md)"
 
 TABLE_HEADER = (
     "JAX / diffrax / equinox / optax",
@@ -99,19 +104,23 @@ def _sentences(by_set: dict[str, list[Rec]], current: str) -> list[str]:
             )
     for rows in by_set.values():
         for mode in (m for m in MODES.values() if m.one_loop):
-            text = _speedups([r for r in rows if r.mode == mode.name])
+            text = _speedups(_stated([r for r in rows if r.mode == mode.name]))
             if text:
                 stack = escape(_stack(rows[0]))
                 lines.append(f"- {mode.label} speedup over 1 device, {stack}: {text}.")
     return lines
 
 
+def _stated(rows: list[Rec]) -> list[Rec]:
+    """The rows whose speedup the page states: those of a mode with one solver loop
+    (`AbstractMode.one_loop`) with a speedup."""
+    return [r for r in rows if r.mode in MODES and MODES[r.mode].one_loop and r.speedup is not None]
+
+
 def _speedups(rows: list[Rec]) -> str:
     """Each row's speedup with its interval, by controller and devices (`; `-joined)."""
     return "; ".join(
-        f"{escape(r.controller)} on {r.n_devices} devices {loss.speedup_cell(r)}"
-        for r in rows
-        if r.speedup is not None
+        f"{escape(r.controller)} on {r.n_devices} devices {loss.speedup_cell(r)}" for r in rows
     )
 
 
@@ -250,8 +259,27 @@ class Versions(Study):
     def scenarios(self, scale, device="auto", full=False):
         return versions_scenarios(scale), []
 
-    def tables(self, inputs: ReportInputs) -> list[Table]:
-        """Its table where its page is one of the scale's (none at another scale)."""
+    def _rows(self, inputs: ReportInputs) -> dict[str, list[Rec]] | None:
+        """Its rows where its page is one of the scale's (None at another scale)."""
         if self.page is None or inputs.scale not in self.page.scales:
-            return []
-        return [versions_table(version_rows(inputs.results / FOLDER, inputs.scale))]
+            return None
+        return version_rows(inputs.results / FOLDER, inputs.scale)
+
+    def tables(self, inputs: ReportInputs) -> list[Table]:
+        """Its table where its page is one of the scale's."""
+        by_set = self._rows(inputs)
+        return [] if by_set is None else [versions_table(by_set)]
+
+    def claims(self, inputs: ReportInputs) -> list[Claim]:
+        """The speedups its page states, each over its own step on one device under the
+        same release (the release named in the comparison's baseline)."""
+        rows = [r for rows in (self._rows(inputs) or {}).values() for r in _stated(rows)]
+        return [_claim(r) for r in rows]
+
+
+def _claim(r: Rec) -> Claim:
+    """A stated speedup (`_stated`) as a claim."""
+    assert r.speedup is not None and r.speedup_ci is not None
+    baseline = f"{OWN_STEP} under {TABLE_HEADER[0]} {_stack(r)}"
+    flagged = loss.differs(r, r.baseline_final_loss)
+    return ratio_claim(r, None, baseline, (r.speedup, *r.speedup_ci), VERSIONS_WHERE, flagged)
