@@ -61,14 +61,12 @@ GPU_ALLREDUCE_SOURCE = (
 
 @dataclasses.dataclass(frozen=True)
 class Prediction:
-    """The model's step time (`predict`) and its terms, in seconds; `iterations`: the
-    executed solver iterations of the global batch."""
+    """The model's step time (`predict`) and its terms, in seconds."""
 
     step_time_s: float
     compute_s: float
     allreduce_s: float
     in_loop_s: float
-    iterations: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +82,6 @@ class Validation:
     predicted: Prediction
     error: float
     machine: str = ""
-    name: str = ""
     session: str | None = None
     protocol: int | None = None
 
@@ -144,7 +141,7 @@ def predict(
     per_iteration = t0 * c(local) / (c(b0) * _interp(sweep, b0, "iterations_executed"))
     terms = {"per_iteration_s": per_iteration, "iterations_step": iters_global}
     t = mode_time(mode, terms, allreduce_s if n > 1 else 0.0, loop_latency_s, in_loop)
-    return Prediction(**t, iterations=iters_global)
+    return Prediction(**t)
 
 
 def validate_model(rows: list[Rec], folder: str | Path) -> list[Validation]:
@@ -178,7 +175,6 @@ def validate_model(rows: list[Rec], folder: str | Path) -> list[Validation]:
                 predicted=p,
                 error=p.step_time_s / measured - 1,
                 machine=Path(folder).name,
-                name=r.name,
                 session=sessions.session_of(r).label,
                 protocol=r.protocol,
             )
