@@ -67,6 +67,7 @@ def _ms(seconds: float) -> str:
 def _predicted_cells(p: Prediction, measured: Rec | None) -> list[list[object]]:
     """A prediction's cells, a row per mode."""
     order = list(MODES)
+    one = measured.step_time_s if measured else None
     out: list[list[object]] = []
     for r in sorted(p.rows, key=lambda r: order.index(r.mode) if r.mode in order else 0):
         lo, hi = r.step_time_interval_s
@@ -79,9 +80,7 @@ def _predicted_cells(p: Prediction, measured: Rec | None) -> list[list[object]]:
                 step_of(p),
                 str(Scenario.from_dict(p.scenario).global_batch),
                 _ms(p.one_device_step_s),
-                _ms(one)
-                if (one := measured.step_time_s if measured else None) is not None
-                else "–",
+                _ms(one) if one is not None else "–",
                 f"{_ms(r.step_time_s)} [{_ms(lo)}, {_ms(hi)}]",
                 speedup,
                 escape(p.profile.name),
