@@ -79,3 +79,21 @@ def test_the_versions_table_is_written_as_its_value_renders_it(tmp_path):
     assert table == versions_table({})
     assert path.read_text() == render(table)
     assert path.read_text().startswith("# The core rows across JAX releases\n\n")
+
+
+def test_the_version_study_states_its_speedups_as_claims(tmp_path, spread_measured):
+    """Each release's speedup of a one-loop mode, as its page states it, is a claim over
+    its own 1-device row under that release: two releases, two comparisons."""
+    from odestudy.study.matrix import get_study
+    from odestudy.study.studies import ReportInputs
+
+    results = tmp_path / "results"
+    _write_set(results / "versions" / VERSION_SETS[0], 0.08, 0.40, "0.4.34")
+    _write_set(results / "versions" / VERSION_SETS[-1], 0.02, 0.04, "0.10.2")
+    claims = get_study("versions").claims(ReportInputs(results, "quick", tmp_path))
+    assert sorted(round(c.value, 2) for c in claims) == [0.2, 0.5]
+    assert len({c.comparison for c in claims}) == 2
+    assert all(
+        "0.10.2" in c.comparison.baseline or "0.4.34" in c.comparison.baseline for c in claims
+    )
+    assert get_study("versions").claims(ReportInputs(results, "seed", tmp_path)) == []

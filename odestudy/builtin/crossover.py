@@ -1,7 +1,6 @@
 """When splitting the batch pays (`make crossover`): the recommended step along a
-per-device batch axis on the lightest and the heaviest workload of the map
-(`workloads.crossover_scenarios`), its records beside the map's; its table and figure
-(`report.crossover`)."""
+per-device batch axis (`workloads.crossover_scenarios`), its records beside the map's;
+its table and figure (`report.crossover`)."""
 
 from typing import ClassVar
 
@@ -31,6 +30,5 @@ class Crossover(Study):
         return crossover_tables(inputs.results, inputs.figures, inputs.scale)
 
     def claims(self, inputs: ReportInputs) -> list[Claim]:
-        """Every point of the axis: its speedup over the best 1-device step at its global
-        batch (`crossover.crossover_claims`)."""
+        """Every point of the axis (`crossover.crossover_claims`)."""
         return crossover_claims(inputs.results, inputs.scale)

@@ -1,13 +1,11 @@
 """The explanation study (`make explain`): the studies that explain the scaling
-(`grid.explain_scenarios`, CPU), and its sections: lock-step waste against
-heterogeneity, complexity-aware batching, within-ODE batching, collectives per step,
-batch size, and time to a target loss, with their figures. Each reads records; nothing
-here measures."""
+(`grid.explain_scenarios`, CPU), and its page's sections, with their figures, from the
+records."""
 
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -23,7 +21,7 @@ from ..report.plots import MODE_STYLE, _save, controller_dashes
 from ..report.tables import escape, loss_cell, render_body
 from ..report.tables import fmt as _fmt
 from ..study.grid import explain_scenarios, for_problem
-from ..study.rec import EvalPoint, Rec, Waste
+from ..study.rec import EvalPoint, Rec
 from ..study.studies import Block, Grid, Page, ReportInputs, Study, Table, Text
 
 # The evaluation loss the time-to-target runs race to (MSE on the evaluation set), per
@@ -32,15 +30,9 @@ from ..study.studies import Block, Grid, Page, ReportInputs, Study, Table, Text
 TARGET_LOSS = {"smoke": 0.2, "quick": 0.01, "seed": 0.001}
 
 
-def _loss(r: Rec) -> str:
-    """A row's final loss, marked where the model did not train (`loss.trained`)."""
-    return loss_cell(r)
-
-
 def _ratio(numerator: Rec, denominator: Rec) -> str:
-    """t(numerator) / t(denominator) with its 95% bootstrap interval over runs and steps,
-    marked (`loss.MARK`) where the two rows' final losses differ by more than the
-    run-to-run spread."""
+    """t(numerator) / t(denominator) with its 95% bootstrap interval, flagged by the loss
+    rule (`loss.flag`)."""
     return loss.pair_mark(
         fmt_interval(*ratio_interval(numerator, denominator)), numerator, denominator
     )
@@ -76,16 +68,10 @@ def _levers(r: Rec) -> str:
     return ", ".join(parts) or "default"
 
 
-def _apart(a: Rec, b: Rec, recs: list[Rec]) -> str:
-    """The sessions a ratio of `a` and `b` joins (`sessions.joined`)."""
-    return sessions.joined(a, b, recs)
-
-
 def _table(header: tuple[str, ...], rows: list[list[Any]], recs: list[Rec]) -> list[Block]:
-    """A table of `rows` whose last item is the pair of records a row's ratio
-    joins (`(record, None)` for a row of one record). Rows of one session: a line below
-    names it. Rows of several: a **Session** column says, per row, the session and,
-    for a ratio across two, both and the hours between them."""
+    """A table of `rows` whose last item is the pair of records a row's ratio joins
+    (`(record, None)` for one record), and a line naming their sessions; a **Session**
+    column where they span several."""
     pairs = [r[-1] for r in rows]
     cells = [r[:-1] for r in rows]
     shown = [x for pair in pairs for x in pair if x is not None]
@@ -107,22 +93,36 @@ def _runs(r: Rec) -> str:
     return str(len(r.step_time_runs_s or [r.step_time_s]))
 
 
+def _by_mode_spread(row: list[Any]) -> tuple[str, float]:
+    """The order of a table whose rows start with mode, devices and spread."""
+    return row[0], float(row[2])
+
+
+def _pairs(recs: list[Rec], keep: Callable[[Rec], bool], **changes) -> list[tuple[Rec, Rec]]:
+    """Each ok record `keep` selects, with its `twin` under `changes` where it has one."""
+    found = [(r, twin(r, recs, **changes)) for r in recs if r.ok and keep(r)]
+    return [(r, t) for r, t in found if t is not None]
+
+
+def _section(
+    said: str, header: tuple[str, ...], rows: list[list[Any]], recs: list[Rec], key: Callable
+) -> list[Block]:
+    """A section's text and its table of `rows` sorted by `key`; none without rows."""
+    if not rows:
+        return []
+    return [Text(said), *_table(header, sorted(rows, key=key), recs)]
+
+
 def twin(rec: Rec, recs: list[Rec], **changes) -> Rec | None:
-    """The ok record whose scenario is `rec`'s with `changes` applied (an explicit join
-    on every scenario field, same machine, versions, protocol and measurement
-    environment); None if there is none.
+    """The ok record whose scenario is `rec`'s with `changes` applied, on the same
+    machine, versions, protocol and measurement environment; None if there is none.
     Raises `frames.BaselineError` if more than one record matches."""
     want = dict(rec.fields, **changes)
-    found = [
-        r
-        for r in recs
-        if r.ok
-        and r.fields == want
-        and r.machine_id == rec.machine_id
-        and r.versions == rec.versions
-        and r.protocol == rec.protocol
-        and r.measurement_env == rec.measurement_env
-    ]
+
+    def where(r: Rec) -> tuple:
+        return r.machine_id, r.versions, r.protocol, r.measurement_env
+
+    found = [r for r in recs if r.ok and r.fields == want and where(r) == where(rec)]
     if len(found) > 1:
         raise BaselineError(
             f"{len(found)} ambiguous records for {rec.name} with "
@@ -149,33 +149,21 @@ HETEROGENEITY_HEADER = (
 )
 
 
-def _scale_batch(r: Rec) -> bool:
-    """Whether `r` trains at its scale's global batch (`SCALES`)."""
-    return r.scale is not None and r.global_batch == SCALES[r.scale]["batch"]
+def _plain(r: Rec) -> bool:
+    """Whether `r` is an ok strong-scaling row of one process at its scale's batch."""
+    at_scale = r.scale is not None and r.global_batch == SCALES[r.scale]["batch"]
+    return r.ok and r.scaling == "strong" and r.processes in (None, 1) and at_scale
 
 
-class Point(NamedTuple):
-    """One heterogeneity row as a point of the waste figure."""
-
-    spread: float | None
-    waste: Waste
-    step_s: float | None
-
-
-def _heterogeneity_rows(recs: list[Rec]) -> tuple[list[list[Any]], dict[str, list[Point]]]:
-    """Select and rows: the heterogeneity study's PID rows on 1 and 2 devices at the
-    scale's batch, one table row each, and per mode its (spread, waste, step) points."""
+def _heterogeneity_rows(recs: list[Rec]) -> list[list[Any]]:
+    """The heterogeneity study's PID rows on 1 and 2 devices at the scale's batch."""
     rows: list[list[Any]] = []
-    series: dict[str, list[Point]] = {}
     for r in recs:
         if not (
-            r.ok
+            _plain(r)
             and is_default(r, "spread", "steps_per_stage", "learning_rate")
             and r.controller == PID.name
-            and r.scaling == "strong"
             and r.n_devices in (1, 2)
-            and r.processes in (None, 1)
-            and _scale_batch(r)
         ):
             continue
         st = r.solver_steps
@@ -196,40 +184,43 @@ def _heterogeneity_rows(recs: list[Rec]) -> tuple[list[list[Any]], dict[str, lis
                 _fmt(r.step_time_s),
                 _ratio(one, r) if one else "–",
                 _runs(r),
-                _loss(r),
+                loss_cell(r),
                 (r, one),
             ]
         )
-        series.setdefault(r.mode, []).append(Point(r.fields.spread, w, r.step_time_s))
-    rows.sort(key=lambda x: (x[0], float(x[2])))
-    return rows, series
+    return rows
 
 
-def _waste_figure(series: dict[str, list[Point]], figures: Path) -> list[Path]:
+def _waste_figure(shown: list[Rec], figures: Path) -> list[Path]:
     """Lock-step waste and step time against the spread, a line per mode."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     points = pd.DataFrame(
         [
-            {"mode": mode, "spread": p.spread, "waste": p.waste.total or 0.0, "step_s": p.step_s}
-            for mode, pts in series.items()
-            for p in pts
+            {
+                "mode": r.mode,
+                "spread": r.fields.spread,
+                "waste": r.solver_steps.waste.total or 0.0,
+                "step_s": r.step_time_s,
+            }
+            for r in shown
         ]
     )
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     palette = {m: MODE_STYLE[m] for m in set(points["mode"])}
-    sns.lineplot(data=points, x="spread", y="waste", hue="mode", palette=palette, marker="o", ax=a)
-    sns.lineplot(
-        data=points,
-        x="spread",
-        y="step_s",
-        hue="mode",
-        palette=palette,
-        marker="o",
-        ax=b,
-        legend=False,
-    )
+    for ax, y in ((a, "waste"), (b, "step_s")):
+        legend = "auto" if ax is a else False
+        sns.lineplot(
+            data=points,
+            x="spread",
+            y=y,
+            hue="mode",
+            palette=palette,
+            marker="o",
+            ax=ax,
+            legend=legend,
+        )
     a.set(
         xlabel="spread of per-sample time scales (0 = reference data)",
         ylabel="lock-step waste: 1 - needed / executed",
@@ -242,13 +233,11 @@ def _waste_figure(series: dict[str, list[Point]], figures: Path) -> list[Path]:
 
 
 def heterogeneity(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Path]]:
-    """Lock-step waste and step time against the complexity knob, per mode (PID):
-    select and rows (`_heterogeneity_rows`), the figure, the text."""
-    rows, series = _heterogeneity_rows(recs)
+    """Lock-step waste and step time against the complexity knob, per mode (PID)."""
+    rows = _heterogeneity_rows(recs)
     if not rows:
         return [], []
-    paths = _waste_figure(series, figures)
-    text = Text(
+    said = (
         "Steps needed: mean forward solver steps per sample. Executed: what each "
         "device's batched loop runs (its slowest sample); in `shard` mode the loop "
         "is global, so every device runs the slowest sample of the whole batch. "
@@ -259,37 +248,29 @@ def heterogeneity(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Pat
         "training. Heterogeneous data (spread > 0) trains longer and slower than the "
         "scale's default (Training); a final loss above the trained level is marked."
     )
-    return [text, *_table(HETEROGENEITY_HEADER, rows, recs)], paths
+    table = _section(said, HETEROGENEITY_HEADER, rows, recs, _by_mode_spread)
+    return table, _waste_figure([row[-1][0] for row in rows], figures)
 
 
 def grouping(recs: list[Rec]) -> list[Block]:
     """Grouped against random batching at the same spread and mode."""
-    rows: list[list[Any]] = []
-    for g in recs:
-        if not (g.ok and g.fields.batching == "grouped"):
-            continue
-        r = twin(g, recs, batching="random")
-        if r is None:
-            continue
-        rows.append(
-            [
-                g.mode,
-                str(g.n_devices),
-                _fmt(g.fields.spread),
-                _fmt(r.solver_steps.waste.total, 2),
-                _fmt(g.solver_steps.waste.total, 2),
-                _fmt(r.step_time_s),
-                _fmt(g.step_time_s),
-                _ratio(g, r),
-                f"{_runs(r)} / {_runs(g)}",
-                _loss(r),
-                _loss(g),
-                (g, r),
-            ]
-        )
-    if not rows:
-        return []
-    rows.sort(key=lambda x: (x[0], float(x[2])))
+    rows = [
+        [
+            g.mode,
+            str(g.n_devices),
+            _fmt(g.fields.spread),
+            _fmt(r.solver_steps.waste.total, 2),
+            _fmt(g.solver_steps.waste.total, 2),
+            _fmt(r.step_time_s),
+            _fmt(g.step_time_s),
+            _ratio(g, r),
+            f"{_runs(r)} / {_runs(g)}",
+            loss_cell(r),
+            loss_cell(g),
+            (g, r),
+        ]
+        for g, r in _pairs(recs, lambda g: g.fields.batching == "grouped", batching="random")
+    ]
     header = (
         "Mode",
         "Devices",
@@ -303,45 +284,39 @@ def grouping(recs: list[Rec]) -> list[Block]:
         "Final loss random",
         "Final loss grouped",
     )
-    said = Text(
+    said = (
         "Grouped batching sorts each epoch's samples by their time horizon (known "
         "from the training data alone, no evaluation data), cuts batches of similar "
         "cost and shuffles their order: every sample is still seen once per epoch, "
         "at the same number of steps."
     )
-    return [said, *_table(header, rows, recs)]
+    return _section(said, header, rows, recs, _by_mode_spread)
 
 
 def within_ode(recs: list[Rec]) -> list[Block]:
     """Within-ODE batching (one step size per batch) against per-sample solves."""
-    rows: list[list[Any]] = []
-    for w in recs:
-        if not (w.ok and w.fields.solve == "within_ode"):
-            continue
-        p = twin(w, recs, solve="per_sample", batching="random")
-        if p is None:
-            continue
-        rows.append(
-            [
-                w.mode,
-                str(w.n_devices),
-                w.controller,
-                _fmt(w.fields.spread),
-                _fmt(p.solver_steps.max, 3),
-                _fmt(w.solver_steps.max, 3),
-                _fmt(p.step_time_s),
-                _fmt(w.step_time_s),
-                _ratio(p, w),
-                f"{_runs(p)} / {_runs(w)}",
-                _loss(p),
-                _loss(w),
-                f"{p.collectives_in_loops} / {w.collectives_in_loops}",
-                (p, w),
-            ]
-        )
-    if not rows:
-        return []
-    rows.sort(key=lambda x: (x[2], x[0], float(x[3])))
+    within = _pairs(
+        recs, lambda w: w.fields.solve == "within_ode", solve="per_sample", batching="random"
+    )
+    rows = [
+        [
+            w.mode,
+            str(w.n_devices),
+            w.controller,
+            _fmt(w.fields.spread),
+            _fmt(p.solver_steps.max, 3),
+            _fmt(w.solver_steps.max, 3),
+            _fmt(p.step_time_s),
+            _fmt(w.step_time_s),
+            _ratio(p, w),
+            f"{_runs(p)} / {_runs(w)}",
+            loss_cell(p),
+            loss_cell(w),
+            f"{p.collectives_in_loops} / {w.collectives_in_loops}",
+            (p, w),
+        ]
+        for w, p in within
+    ]
     header = (
         "Mode",
         "Devices",
@@ -357,7 +332,7 @@ def within_ode(recs: list[Rec]) -> list[Block]:
         "Final loss within-ODE",
         "In-loop collectives per-sample / within",
     )
-    said = Text(
+    said = (
         "Within-ODE: the local batch is one ODE state with one step size (the "
         "error norm covers the whole batch); per-sample: vmap, one step size per "
         "sample, the batched loop running until the slowest sample ends. Speedup: "
@@ -367,27 +342,19 @@ def within_ode(recs: list[Rec]) -> list[Block]:
         "different sessions also holds the machine's drift between them, which its "
         "interval does not: such rows say so (**Sessions joined**)."
     )
-    return [said, *_table(header, rows, recs)]
+    return _section(said, header, rows, recs, lambda x: (x[2], x[0], float(x[3])))
 
 
 def collectives(recs: list[Rec]) -> list[Block]:
     """Collectives per training step, from the compiled HLO and the loop iterations."""
     rows: list[list[Any]] = []
     for r in recs:
-        if not (
-            r.ok
-            and is_default(r)
-            and r.n_devices > 1
-            and r.processes in (None, 1)
-            and r.scaling == "strong"
-            and _scale_batch(r)
-        ):
+        if not (_plain(r) and is_default(r) and r.n_devices > 1):
             continue
         c, iters = r.collectives, r.solver_steps.max
         if c.total is None or iters is None:
             continue  # a record without its compiled program's audit
         outside = c.total - c.in_loops
-        executed = outside + c.in_loops * iters
         facts = mode_facts(r.mode)
         against = facts.twin_mode if facts is not None else None
         sm = twin(r, recs, mode=against) if against is not None else None
@@ -402,18 +369,15 @@ def collectives(recs: list[Rec]) -> list[Block]:
                 str(c.in_loops),
                 _fmt(c.bytes_in_loops),
                 _fmt(iters, 3),
-                _fmt(executed, 4),
+                _fmt(outside + c.in_loops * iters, 4),
                 _fmt(share, 2),
                 (r, sm),
             ]
         )
-    if not rows:
-        return []
-    rows.sort(key=lambda x: (x[2], int(x[1]), x[0]))
     header = ("Mode", "Devices", "Controller", "Collectives outside loops", "In loops",
               "Bytes in loops (one pass)", "Forward loop iterations",
               "Executed per step (estimate)", "Share of step vs shard_map")  # fmt: skip
-    said = Text(
+    said = (
         "Executed per step = outside + in-loop x forward loop iterations (the "
         "slowest sample's forward steps); a lower bound, since the backward pass's "
         "loops repeat in-loop collectives too. Share = 1 - t(shard_map) / t(shard) "
@@ -422,7 +386,7 @@ def collectives(recs: list[Rec]) -> list[Block]:
         "against a build with neither. Rows with more devices than physical cores "
         "measure overhead."
     )
-    return [said, *_table(header, rows, recs)]
+    return _section(said, header, rows, recs, lambda x: (x[2], int(x[1]), x[0]))
 
 
 def _rate(r: Rec) -> float | None:
@@ -447,22 +411,9 @@ def batch_size(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Path]]
     if len(sel) < 2:
         return [], []
     sel.sort(key=lambda r: r.global_batch)
-    rows = [
-        [
-            str(r.global_batch),
-            _fmt(r.step_time_s),
-            _fmt(_rate(r), 4),
-            (r, None),
-        ]
-        for r in sel
-    ]
+    rows = [[str(r.global_batch), _fmt(r.step_time_s), _fmt(_rate(r), 4), (r, None)] for r in sel]
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    points = pd.DataFrame(
-        {
-            "batch": [r.global_batch for r in sel],
-            "rate": [_rate(r) for r in sel],
-        }
-    )
+    points = pd.DataFrame({"batch": [r.global_batch for r in sel], "rate": list(map(_rate, sel))})
     sns.lineplot(data=points, x="batch", y="rate", marker="o", ax=ax)
     ax.set(
         xscale="log",
@@ -487,8 +438,7 @@ FIRST_NOT_SEPARABLE = "First to the target here, not separable from the row it i
 
 def _time_resamples(r: Rec, hit_step: int, rng, resamples: int = 2000):
     """Bootstrap resamples of the time to reach `hit_step`: each stage's steps before
-    the hit at the mean of that stage's step times resampled with replacement, scaled
-    to the measured time (within-run spread only)."""
+    the hit at the mean of that stage's step times resampled (within-run spread only)."""
     stages = r.stage_times
     per_stage = (r.steps or 0) // max(1, len(stages))
     total = np.zeros(resamples)
@@ -533,33 +483,16 @@ FIRST_ONE_RUN = "First to the target here (one run per row: its interval backs n
 def _target_rows(sel: list[Rec], target: float) -> tuple[list[list[Any]], list[dict[str, Any]]]:
     """Rows: per record with an evaluation curve, its table row and its curve's points."""
     rows, points = [], []
-    for r in sorted(
-        sel,
-        key=lambda r: (
-            r.controller,
-            r.n_devices,
-            r.mode,
-            r.global_batch,
-            r.lr_scaling or "",
-        ),
-    ):
+
+    def order(r: Rec) -> tuple:
+        return r.controller, r.n_devices, r.mode, r.global_batch, r.lr_scaling or ""
+
+    for r in sorted(sel, key=order):
         curve = r.curve
-        label = (
-            f"{r.mode} {r.controller} {r.n_devices} dev, batch "
-            f"{r.global_batch}, lr {r.learning_rate:g}"
-        )
-        if _levers(r) != "default":
-            label += ", recommended step"
-        points += [
-            {
-                "run": label,
-                "mode": r.mode,
-                "controller": r.controller,
-                "time_s": c.train_time_s,
-                "loss": c.eval_loss,
-            }
-            for c in curve
-        ]
+        label = f"{r.mode} {r.controller} {r.n_devices} dev, batch {r.global_batch}, lr "
+        label += f"{r.learning_rate:g}" + (", recommended step" if _levers(r) != "default" else "")
+        run = {"run": label, "mode": r.mode, "controller": r.controller}
+        points += [{**run, "time_s": c.train_time_s, "loss": c.eval_loss} for c in curve]
         hit = _hit(r, target)
         rows.append(
             [
@@ -580,8 +513,7 @@ def _target_rows(sel: list[Rec], target: float) -> tuple[list[list[Any]], list[d
 
 
 def _target_figure(points: list[dict[str, Any]], target: float) -> Any:
-    """Evaluation loss against training wall clock, a line per run (its mode's colour,
-    its controller's line: `plots.controller_dashes`)."""
+    """Evaluation loss against training wall clock, a line per run."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -628,15 +560,14 @@ def _compared(hits: list[tuple[Rec, EvalPoint]], best: Rec) -> tuple[Rec, EvalPo
 
 
 def _who(r: Rec) -> str:
-    """A row as the sentence names it: its mode, controller and devices (record text:
-    never markup)."""
+    """A row as the sentence names it (record text: never markup)."""
     return f"{escape(r.mode)} {escape(r.controller)} on {escape(r.n_devices)} device(s)"
 
 
 def _first_sentence(sel: list[Rec], recs: list[Rec], target: float) -> list[Block]:
     """Which row of one session reaches the target first, against the row it is
-    compared with (`_compared`): the ratio with its 95% bootstrap interval, "fastest"
-    only where the interval says so and the rows ran more than once."""
+    compared with (`_compared`): "fastest" only where the 95% bootstrap interval says so
+    and the rows ran more than once."""
     hits = [(r, h) for r in sel if (h := _hit(r, target)) is not None]
     if not hits:
         return []
@@ -669,8 +600,7 @@ def _first_sentence(sel: list[Rec], recs: list[Rec], target: float) -> list[Bloc
 
 def time_to_target(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Path]]:
     """Evaluation loss against training wall clock, time to the scale's `TARGET_LOSS`,
-    and which configuration reaches it first (ratio with a 95% bootstrap interval):
-    select, rows (`_target_rows`), the figure, the sentence (`_first_sentence`)."""
+    and which configuration reaches it first (`_first_sentence`)."""
     sel = [r for r in recs if r.ok and r.eval_curve]
     if not sel:
         return [], []
@@ -685,14 +615,12 @@ def time_to_target(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Pa
     return body, _save(fig, figures, "time_to_target")
 
 
-# What makes a section from one machine's records: its blocks (none without records of
-# it) and its figures.
+# What makes a section from one machine's records: its blocks and its figures.
 Section = Callable[[list[Rec]], tuple[list[Block], list[Path]]]
 
 
 def _sections(figures: Path) -> list[tuple[str, Section]]:
-    """The page's sections: each title and what makes it from one machine's records
-    (its blocks, none without records of it, and its figures)."""
+    """The page's sections: each title and what makes it (`Section`)."""
     return [
         ("Lock-step waste against heterogeneity", lambda r: heterogeneity(r, figures)),
         ("Complexity-aware batching", lambda r: (grouping(r), [])),
@@ -709,9 +637,8 @@ def section(
     by_machine: dict[str, list[Rec]],
     machine: str,
 ) -> tuple[list[Block], list[Path]]:
-    """One section from `machine`'s records (its heading and text), else from the first
-    other machine that holds records of it (said); none where no machine does (a page
-    never says "no records" while records exist, nor shows an empty section)."""
+    """One section from `machine`'s records, else from the first other machine that
+    holds records of it (said); none where no machine does."""
     for m in [machine, *sorted(m for m in by_machine if m != machine)]:
         body, figs = make(by_machine.get(m, []))
         if body:
@@ -723,8 +650,8 @@ def section(
 
 def explain_table(recs: list[Rec], figures: str | Path, machine: str | None = None) -> Table:
     """The explanation's table (`explain`) and its figures, drawn into `figures`, from
-    all records of a scale: each section from `machine`'s records (default: the machine
-    of the first record), else from a machine that holds them (`section`)."""
+    all records of a scale: each section from `machine`'s records (default: the first
+    record's), else another's (`section`)."""
     figures = Path(figures)
     # One protocol, the current one (`timing.PROTOCOL`), as in the scaling tables.
     older = [r for r in recs if r.ok and r.protocol != PROTOCOL]
@@ -735,12 +662,9 @@ def explain_table(recs: list[Rec], figures: str | Path, machine: str | None = No
         by_machine.setdefault(str(r.machine_id), []).append(r)
     body: list[Block] = [Text(f"{len(older)} record(s) of an older measurement protocol "
                               f"are not shown (now {PROTOCOL}).")] if older else []  # fmt: skip
-    said: list[Block] = []
-    figs: list[Path] = []
-    for title, make in _sections(figures):
-        blocks, f = section(title, make, by_machine, machine)
-        said += blocks
-        figs += f
+    made = [section(title, make, by_machine, machine) for title, make in _sections(figures)]
+    said = [b for blocks, _ in made for b in blocks]
+    figs = [f for _, paths in made for f in paths]
     body += said or [Text("No records of these studies yet (`make explain`).")]
     table = Table("explain", "Explaining the scaling", tuple(body), tuple(figs))
     notes = tuple(Text(n) for n in loss.notes(render_body(table)))
@@ -767,6 +691,5 @@ class Explain(Study):
         return for_problem(self.matrix(scale), problem)
 
     def tables(self, inputs: ReportInputs) -> list[Table]:
-        """Its sections from the CPU table's machine's records, each from another
-        machine's where that one holds none of it, with their figures."""
+        """Its sections from the CPU table's machine's records (`explain_table`)."""
         return [explain_table(list(inputs.records), inputs.figures, inputs.machines["cpu"])]

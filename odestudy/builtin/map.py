@@ -28,6 +28,5 @@ class Map(Study):
         return workloads_tables(inputs.results, inputs.figures, inputs.scale)
 
     def claims(self, inputs: ReportInputs) -> list[Claim]:
-        """Its answer: each multi-device mode's speedup over the best 1-device step, per
-        workload and controller (`workloads.map_claims`)."""
+        """Its answer (`workloads.map_claims`)."""
         return map_claims(inputs.results, inputs.scale)

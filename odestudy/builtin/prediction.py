@@ -1,8 +1,6 @@
 """The prediction study: `odestudy predict --rows` checked against the measured
-multi-device rows of the quick matrix (one process, several processes, several nodes),
-each predicted from its 1-device row and this machine's profile without measuring the
-devices (`odestudy predict --rows --profile cpu`), and the machine probe of every
-session; its runs are `odestudy predict`'s; its table (`prediction.md`)."""
+multi-device rows of the quick matrix, and the machine probe of every session; its runs
+are `odestudy predict`'s; its table (`prediction.md`)."""
 
 import dataclasses
 from collections.abc import Sequence
@@ -48,9 +46,8 @@ class Checked(dict[str, Any]):
 
 
 def row_predictions(results: str | Path, machine: str) -> list[Predicted]:
-    """The predictions of `machine`'s measured rows (`predict --rows`): files named
-    `<target>-profile-<name>.json` in its `predict` folder, and the earlier ones each
-    replaced (`records.EARLIER`)."""
+    """The predictions of `machine`'s measured rows (`predict --rows`) in its `predict`
+    folder, and the earlier ones each replaced (`records.EARLIER`)."""
     folder = Path(results) / machine
     paths = [*records.side_study_paths(folder, "predict"),
              *records.side_study_paths(folder, f"predict/{records.EARLIER}")]  # fmt: skip
@@ -67,12 +64,9 @@ def _where(placement: tuple[int, int, int]) -> str:
 
 def checked_rows(rows: Sequence[Rec], found: Sequence[dict[str, Any]]) -> list[Checked]:
     """Each measured ok row (`frames.scaling_rows`) of a predicted scenario in a
-    predicted mode (the prediction's target in that mode: its placement, problem and
-    every field, a batch or an evaluation interval included): predicted step and
-    interval, measured step, error, and whether the measured step lies in the
-    interval. A row predicted more than once is checked against the newest prediction
-    made before it was measured (held out in time, `heldout.made_before`), else the
-    newest."""
+    predicted mode (the prediction's target in that mode, every field included) against
+    its prediction. A row predicted more than once is checked against the newest
+    prediction made before it was measured (`heldout.made_before`), else the newest."""
     chosen: dict[str, tuple[Predicted, PredictedRow, Rec]] = {}
     for p in sorted(map(Predicted, found), key=lambda p: str(p.finished)):
         if not p.trained:
@@ -113,8 +107,7 @@ def summary_lines(checked: Sequence[Checked]) -> list[str]:
     """Per placement kind and mode: the median |error| beside its count, and how many
     measured steps fall in their predicted interval."""
     lines = []
-    kinds = sorted({c.placement for c in checked})
-    for where in kinds:
+    for where in sorted({c.placement for c in checked}):
         for mode in multi_device_modes():
             mine = [c for c in checked if c.placement == where and c.mode == mode]
             if not mine:
@@ -149,7 +142,7 @@ def checked_table(checked: Sequence[Checked]) -> Grid:
 
 
 def probes_table(results: str | Path, machine: str) -> Grid | Text:
-    """Every machine probe recorded for `machine` under `results` (its sessions')."""
+    """Every machine probe recorded for `machine` under `results`."""
     paths = sorted(Path(results).glob(f"**/{machine}/{PROBE_FOLDER}/*.json"))
     body = []
     for path in paths:
@@ -176,7 +169,7 @@ def probes_table(results: str | Path, machine: str) -> Grid | Text:
 def prediction_body(results: str | Path, machine: str) -> tuple[Text | Grid, ...]:
     """The page: the rows checked, per placement and mode, then the probes. Only the
     current rows (`frames.current_keys`) are checked: a row whose scenario the studies
-    no longer run (a recommended step since re-keyed, say) is history, not a check."""
+    no longer run is history, not a check."""
     recs = [r for r in read_records(results, "quick") if r.machine_id == machine]
     rows = scaling_rows(recs)
     checked = checked_rows(rows, row_predictions(results, machine))
@@ -202,10 +195,9 @@ def prediction_body(results: str | Path, machine: str) -> tuple[Text | Grid, ...
 
 
 def gpu_prediction_section(results: str | Path) -> list[Text | Grid]:
-    """The section on GPUs predicted from one: every machine's `predict` records for
-    GPUs (`benchmarks/gpu_session.sh predict`), each mode's predicted step and speedup
-    with intervals, the profile named, machine and session said. No GPU machine has
-    measured several GPUs of the current protocol, so none is checked."""
+    """The section on GPUs predicted from one: every machine's GPU predictions
+    (`benchmarks/gpu_session.sh predict`), each mode's predicted step and speedup with
+    intervals; none is checked (no machine measured several GPUs)."""
     found = sorted(Path(results).glob("*/predictions/gpu-*.json"))
     head = Text("## GPUs predicted from one")
     if not found:
@@ -215,7 +207,6 @@ def gpu_prediction_section(results: str | Path) -> list[Text | Grid]:
         rec = Predicted(records.read_json(path))
         for r in rec.rows:
             lo, hi = r.step_time_interval_s
-            slo, shi = r.speedup_interval
             body.append(
                 (
                     escape(path.parent.parent.name),
@@ -224,7 +215,7 @@ def gpu_prediction_section(results: str | Path) -> list[Text | Grid]:
                     escape(r.mode),
                     f"{rec.one_device_step_s * 1e3:.1f}",
                     Interval(r.step_time_s * 1e3, lo * 1e3, hi * 1e3, 1),
-                    Interval(r.speedup, slo, shi),
+                    Interval(r.speedup, *r.speedup_interval),
                     "yes" if rec.trained else "no",
                     escape(path.stem),
                 )
@@ -242,8 +233,7 @@ def gpu_prediction_section(results: str | Path) -> list[Text | Grid]:
 
 
 def prediction_table(results: str | Path, machine: str | None) -> Table:
-    """The prediction's table (`prediction`) for `machine` (the report's CPU machine), as
-    a value."""
+    """The prediction's table (`prediction`) for `machine` (the report's CPU machine)."""
     body = prediction_body(results, machine) if machine else (Text("No CPU rows."),)
     return Table("prediction", "The prediction against measured rows, and the machine probes", body)
 

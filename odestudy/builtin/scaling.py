@@ -1,8 +1,6 @@
 """The scaling study: every mode and controller on the device counts of a machine
-(`grid.scaling_plan`), its records the rows of the scaling tables and the quick page:
-the projection, the CPU and GPU tables (with the scaling figures), the verdict (with the
-headline figure), the machines compared, the records left out and their provenance; and
-the scale's claims (`findings.findings`)."""
+(`grid.scaling_plan`), its records the rows of the scaling tables; its page's tables and
+figures, and the scale's claims (`findings.findings`)."""
 
 from pathlib import Path
 from typing import ClassVar
@@ -78,22 +76,19 @@ class Scaling(Study):
         ]
 
     def claims(self, inputs: ReportInputs) -> list[Claim]:
-        """The scale's claims (`findings.findings`): the answer per device kind, the
-        verdict's comparisons, the `shard` PID row session by session and, at the
-        README's scale, the README's answer."""
+        """The scale's claims (`findings.findings`)."""
         return findings(inputs.results, inputs.scale, list(inputs.rows)).claims()
 
 
 def _by_scaling(rows: tuple[Rec, ...]) -> list[Rec]:
-    """The ok rows of the default step (the reference's), each mode over its 1 device:
-    those of the figures."""
+    """The figures' rows: the default step's ok rows, each mode over its 1 device."""
     recs = [r for r in rows if r.ok and r.step == DEFAULT_STEP]
     return [r for k in ("strong", "weak") for r in scaling_rows(recs, k)]
 
 
 def _figures(inputs: ReportInputs, device: str) -> list[Path]:
-    """With `inputs.draw`, the scaling figures of `device` and, for GPUs, the step-cost
-    figure of every GPU machine's sweeps; else none."""
+    """With `inputs.draw`, the scaling figures of `device` (and for GPUs, the step-cost
+    figure of every GPU machine's sweeps); else none."""
     if not inputs.draw:
         return []
     sel = [r for r in _by_scaling(inputs.rows) if r["device"] == device]
@@ -107,8 +102,7 @@ def _figures(inputs: ReportInputs, device: str) -> list[Path]:
 
 
 def device_tables(inputs: ReportInputs) -> list[Table]:
-    """The projection and the device tables (`cpu`, `gpu`: how to read them once, in the
-    first with rows), each device kind's with its figures (`_figures`)."""
+    """The projection and the device tables (`cpu`, `gpu`), each with its figures."""
     every, rows = list(inputs.records), list(inputs.rows)
     results, scale = inputs.results, inputs.scale
     reference = reference_rows(inputs.reference or REFERENCE_CSV)

@@ -1,7 +1,6 @@
 """The reference configuration (`make seed`): the scaling rows of the seed scale and
 their time-to-target rows at its batch, one run each; its table, ours beside the
-reference's rows (`report.reference`), at every scale. Its page shows the scaling
-study's tables and claims, and the explanation's, of the seed scale."""
+reference's rows (`report.reference`)."""
 
 from typing import ClassVar
 
@@ -16,9 +15,7 @@ SEED_SCALE = "seed"
 
 
 class Seed(Study):
-    """The reference's configuration (`make seed`): the scaling rows of the seed scale
-    (`seed_scenarios`) and their time-to-target rows at its batch, one run each; at any
-    other scale, none."""
+    """The reference's configuration (`make seed`); at any other scale, none."""
 
     name: ClassVar[str] = "seed"
     order: ClassVar[int] = 7
@@ -53,8 +50,7 @@ class Seed(Study):
         return Scaling().current(scale, problem) if scale == SEED_SCALE else []
 
     def tables(self, inputs: ReportInputs) -> list[Table]:
-        """Ours beside the reference's rows (`reference`), from the seed scale's records
-        whatever the scale reported."""
+        """Ours beside the reference's rows, from the seed scale's records."""
         reference = reference_rows(inputs.reference or REFERENCE_CSV)
         body = comparison_table(seed_rows(inputs.results), reference)
         return [Table("reference", "Ours beside the reference", tuple(body))]

@@ -1,6 +1,5 @@
 """The step study: what bounds one training step and the levers on it, from each
-machine's lever and loss-spread records (`benchmarks/levers.py`); its table of the CPU
-table's machine, with the GPU levers' lines, and its step-cost figure (`report.step`)."""
+machine's lever and loss-spread records (`benchmarks/levers.py`, `report.step`)."""
 
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,8 +22,7 @@ LOSS_SPREADS = "loss-spread-*.json"
 
 class Step(Study):
     """What bounds one training step, and the levers on it: no matrix scenarios (its runs
-    are `benchmarks/levers.py`'s and `benchmarks/step_cost.py`'s, one machine at a time);
-    its records are each machine's lever records."""
+    are `benchmarks/levers.py`'s and `benchmarks/step_cost.py`'s)."""
 
     name: ClassVar[str] = "step"
     order: ClassVar[int] = 8
@@ -53,9 +51,8 @@ class Step(Study):
         return [Rec(r) for m in machines for r in self.lever_records(results, m)]
 
     def tables(self, inputs: ReportInputs) -> list[Table]:
-        """The step page's table of the CPU table's machine (its step-cost sweeps, its
-        lever records, each placed in its session, and its loss spreads), then the GPU
-        levers' lines; with `inputs.draw`, the CPU step-cost figure."""
+        """The step page's table of the CPU table's machine, then the GPU levers' lines;
+        with `inputs.draw`, the CPU step-cost figure."""
         results, machine = inputs.results, inputs.machines["cpu"]
         cpu_sweeps = all_sweeps(results / machine, "cpu")
         levers = self.lever_records(results, machine)

@@ -1,7 +1,6 @@
 """The version study (`make versions`): the core rows under each JAX release
 (`grid.versions_scenarios`), one run each, in an environment per release
-(`study.versions`); its table and figure: each release's speedups over its own 1-device
-row, and the 1-device step of every release against the current one."""
+(`study.versions`); its table and figure."""
 
 from pathlib import Path
 from typing import Any, ClassVar
@@ -11,14 +10,19 @@ import numpy as np
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 from ..report import loss, sessions
+from ..report.comparisons import OWN_STEP, ratio_claim
 from ..report.frames import read_records, scaling_rows
 from ..report.intervals import METHOD, fmt_interval, ratio_interval
 from ..report.plots import MODE_STYLE
 from ..report.tables import escape, fmt, render, render_blocks
+from ..study.claim import Claim
 from ..study.grid import versions_scenarios
 from ..study.rec import Rec
 from ..study.studies import Block, Grid, Page, ReportInputs, Study, Table, Text
 from ..study.versions import FOLDER, RESULTS, VERSION_SETS
+
+# Where the version study's claims are stated (`Claim.where`).
+VERSIONS_WHERE = "the version study (versions.md)"
 
 TABLE_HEADER = (
     "JAX / diffrax / equinox / optax",
@@ -64,8 +68,7 @@ def _one_device(rows: list[Rec], controller: str) -> Rec | None:
 
 
 def versions_body(by_set: dict[str, list[Rec]]) -> list[Block]:
-    """The version table, and what it says with intervals: each release's 1-device step
-    against the current release's, and sharded `jit`'s speedup at each release."""
+    """The version table, and what it says with intervals (`_sentences`)."""
     if not by_set:
         return [Text("No records of the version study (`make versions`).")]
     sentences = _sentences(by_set, list(by_set)[-1])
@@ -84,10 +87,8 @@ def versions_body(by_set: dict[str, list[Rec]]) -> list[Block]:
 
 
 def _sentences(by_set: dict[str, list[Rec]], current: str) -> list[str]:
-    """What the table says with intervals: each release's 1-device step against the
-    current release's, and at each release the speedup of each mode whose one solver
-    loop the release's compiler partitions over the devices (`AbstractMode.one_loop`:
-    sharded `jit`)."""
+    """Each release's 1-device step against the `current` release's, and at each release
+    the speedup of each mode with one solver loop (`AbstractMode.one_loop`)."""
     lines = []
     for controller in CONTROLLERS:
         base = _one_device(by_set[current], controller)
@@ -103,20 +104,23 @@ def _sentences(by_set: dict[str, list[Rec]], current: str) -> list[str]:
             )
     for rows in by_set.values():
         for mode in (m for m in MODES.values() if m.one_loop):
-            text = _speedups([r for r in rows if r.mode == mode.name])
+            text = _speedups(_stated([r for r in rows if r.mode == mode.name]))
             if text:
                 stack = escape(_stack(rows[0]))
                 lines.append(f"- {mode.label} speedup over 1 device, {stack}: {text}.")
     return lines
 
 
+def _stated(rows: list[Rec]) -> list[Rec]:
+    """The rows whose speedup the page states: those of a mode with one solver loop
+    (`AbstractMode.one_loop`) with a speedup."""
+    return [r for r in rows if r.mode in MODES and MODES[r.mode].one_loop and r.speedup is not None]
+
+
 def _speedups(rows: list[Rec]) -> str:
     """Each row's speedup with its interval, by controller and devices (`; `-joined)."""
     return "; ".join(
-        f"{escape(r.controller)} on {r.n_devices} devices "
-        + loss.baseline_flag(fmt_interval(r.speedup, *(r.speedup_ci or (None, None))), r)
-        for r in rows
-        if r.speedup is not None
+        f"{escape(r.controller)} on {r.n_devices} devices {loss.speedup_cell(r)}" for r in rows
     )
 
 
@@ -140,9 +144,7 @@ def _table(by_set: dict[str, list[Rec]]) -> list[list[Any]]:
                     r.n_devices,
                     len(r.step_time_runs_s or []) if ok else 0,
                     fmt(_ms(r.step_time_s), 3) if ok else r.status,
-                    loss.baseline_flag(fmt_interval(r.speedup, *(r.speedup_ci or (None, None))), r)
-                    if r.speedup
-                    else "–",
+                    loss.speedup_cell(r) if r.speedup else "–",
                     fmt(r.compile_time_s, 3),
                     fmt(r.final_loss, 3),
                     f"{fmt(r.collectives_total)} / {fmt(r.collectives_in_loops)}",
@@ -160,9 +162,15 @@ def _where(by_set: dict[str, list[Rec]]) -> str:
     return escape(f"Machine: {', '.join(machines)}. " + sessions.sessions_line(rows, rows))
 
 
+def _figure_row(rows: list[Rec], mode: str, controller: str) -> Rec | None:
+    """The ok row of `mode` and `controller` on at most 2 devices, if any."""
+    found = (r for r in rows if r.mode == mode and r.ok and r.controller == controller)
+    return next((r for r in found if r.n_devices <= 2), None)
+
+
 def versions_figure(by_set: dict[str, list[Rec]], out: str | Path) -> list[Path]:
-    """Step time per mode against the JAX release (one panel per controller; 2-device
-    modes and the 1-device row; bars from the 25th to the 75th percentile)."""
+    """Step time per mode against the JAX release, a panel per controller (bars: the
+    25th to the 75th percentile)."""
     import matplotlib.pyplot as plt
 
     if not by_set:
@@ -171,38 +179,25 @@ def versions_figure(by_set: dict[str, list[Rec]], out: str | Path) -> list[Path]
     fig, axes = plt.subplots(1, len(CONTROLLERS), figsize=(11, 4), sharey=False)
     for ax, controller in zip(axes, CONTROLLERS, strict=True):
         for mode, facts in MODES.items():
-            xs, ys, lo, hi = [], [], [], []
-            for i, name in enumerate(names):
-                r = next(
-                    (
-                        r
-                        for r in by_set[name]
-                        if r.mode == mode
-                        and r.ok
-                        and r.controller == controller
-                        and r.n_devices <= 2
-                    ),
-                    None,
-                )
-                if r is None:
-                    continue
-                t, p25, p75 = r.step_time_s, r.step_time_p25_s, r.step_time_p75_s
-                assert t is not None and p25 is not None and p75 is not None  # an ok row
-                xs.append(i)
-                ys.append(t * 1e3)
-                lo.append(t * 1e3 - p25 * 1e3)
-                hi.append(p75 * 1e3 - t * 1e3)
-            if xs:
-                label = f"{mode} (2 devices)" if facts.multi_device else f"{mode} (1 device)"
-                ax.errorbar(
-                    xs,
-                    ys,
-                    yerr=[lo, hi],
-                    marker="o",
-                    capsize=3,
-                    label=label,
-                    color=MODE_STYLE.get(mode, "tab:gray"),
-                )
+            found = [
+                (i, r)
+                for i, name in enumerate(names)
+                if (r := _figure_row(by_set[name], mode, controller)) is not None
+            ]
+            if not found:
+                continue
+            ms = np.array([[r.step_time_s, r.step_time_p25_s, r.step_time_p75_s] for _, r in found])
+            t, p25, p75 = (ms * 1e3).T
+            label = f"{mode} (2 devices)" if facts.multi_device else f"{mode} (1 device)"
+            ax.errorbar(
+                [i for i, _ in found],
+                t,
+                yerr=[t - p25, p75 - t],
+                marker="o",
+                capsize=3,
+                label=label,
+                color=MODE_STYLE.get(mode, "tab:gray"),
+            )
         ax.set_xticks(range(len(names)), [n.removeprefix("jax-") for n in names])
         ax.set_xlabel("JAX release")
         ax.set_ylabel("step time (ms), median")
@@ -222,8 +217,7 @@ def versions_figure(by_set: dict[str, list[Rec]], out: str | Path) -> list[Path]
 
 
 def versions_table(by_set: dict[str, list[Rec]]) -> Table:
-    """The version study's table (`versions`: `versions_body` of `version_rows`), as a
-    value."""
+    """The version study's table (`versions`)."""
     return Table("versions", "The core rows across JAX releases", tuple(versions_body(by_set)))
 
 
@@ -242,19 +236,12 @@ def write_versions(
     """Write `figures/tables/versions.md` and `figures/versions.png` from the records."""
     by_set = version_rows(results, scale)
     table = Path(figures) / "tables" / "versions.md"
+    write_versions_table(table, by_set)
     return {
         "table": table,
-        "value": write_versions_table(table, by_set),
         "figures": versions_figure(by_set, figures),
         "sets": list(by_set),
         "rows": sum(len(v) for v in by_set.values()),
-        "ok": all(r.ok for v in by_set.values() for r in v),
-        "median_loss": float(
-            np.median(
-                [r.final_loss for v in by_set.values() for r in v if r.final_loss is not None]
-                or [np.nan]
-            )
-        ),
     }
 
 
@@ -272,8 +259,27 @@ class Versions(Study):
     def scenarios(self, scale, device="auto", full=False):
         return versions_scenarios(scale), []
 
-    def tables(self, inputs: ReportInputs) -> list[Table]:
-        """Its table where its page is one of the scale's (none at another scale)."""
+    def _rows(self, inputs: ReportInputs) -> dict[str, list[Rec]] | None:
+        """Its rows where its page is one of the scale's (None at another scale)."""
         if self.page is None or inputs.scale not in self.page.scales:
-            return []
-        return [versions_table(version_rows(inputs.results / FOLDER, inputs.scale))]
+            return None
+        return version_rows(inputs.results / FOLDER, inputs.scale)
+
+    def tables(self, inputs: ReportInputs) -> list[Table]:
+        """Its table where its page is one of the scale's."""
+        by_set = self._rows(inputs)
+        return [] if by_set is None else [versions_table(by_set)]
+
+    def claims(self, inputs: ReportInputs) -> list[Claim]:
+        """The speedups its page states, each over its own step on one device under the
+        same release (the release named in the comparison's baseline)."""
+        rows = [r for rows in (self._rows(inputs) or {}).values() for r in _stated(rows)]
+        return [_claim(r) for r in rows]
+
+
+def _claim(r: Rec) -> Claim:
+    """A stated speedup (`_stated`) as a claim."""
+    assert r.speedup is not None and r.speedup_ci is not None
+    baseline = f"{OWN_STEP} under {TABLE_HEADER[0]} {_stack(r)}"
+    flagged = loss.differs(r, r.baseline_final_loss)
+    return ratio_claim(r, None, baseline, (r.speedup, *r.speedup_ci), VERSIONS_WHERE, flagged)

@@ -11,9 +11,7 @@ from ..measure.timing import PROTOCOL
 from ..study.rec import Hardware, Rec
 from ..study.studies import Block, Grid, Text
 from . import loss, sessions
-from .frames import (
-    read_records,
-)
+from .frames import read_records
 from .intervals import METHOD, fmt_interval
 from .tables import escape as _esc
 from .tables import fmt as _fmt
@@ -22,7 +20,6 @@ from .tables import loss_cell
 # The reference study's two published tables as data (its "epoch time" is one optimiser
 # step), kept in the repo so that a clone anywhere can compare with them.
 REFERENCE_CSV = environment.shipped("data", "reference_tables.csv")
-
 
 REFERENCE_COLUMNS = (
     "Device",
@@ -41,12 +38,7 @@ REFERENCE_COLUMNS = (
 # `DIAGNOSTIC_COLUMNS`, which start with the same row identity so that the two read side
 # by side (each fits a 1400 px page).
 ADDED_COLUMNS = ("Scaling", "Global batch", "Problem")
-
-
-IDENTITY_COLUMNS = ("Devices", "Mode", "Controller", "Scaling", "Global batch")
-
-
-DIAGNOSTIC_COLUMNS = IDENTITY_COLUMNS + (
+DIAGNOSTIC_COLUMNS = ("Devices", "Mode", "Controller", "Scaling", "Global batch") + (
     "Step time median (s)",
     "Step time IQR (s)",
     "Runs",
@@ -63,9 +55,9 @@ DIAGNOSTIC_COLUMNS = IDENTITY_COLUMNS + (
 
 def pick_machine(recs: list[Rec], device: str) -> str | None:
     """The machine whose `device` rows make the tables: of the machines with ok records
-    of that kind under the current protocol (`timing.PROTOCOL`; any protocol where
-    none has such), this machine if it is one, else the one with the most (ties: the
-    latest), so that every clone writes the same tables from the same records."""
+    of that kind under the current protocol (else any), this machine if it is one, else
+    the one with the most (ties: the latest), so that every clone writes the same
+    tables from the same records."""
     ok = [r for r in recs if r.device == device and r.ok]
     ok = [r for r in ok if r.protocol == PROTOCOL] or ok
     if not ok:
@@ -90,8 +82,7 @@ def _devices_label(r: Rec, cores: int | None) -> str:
 
 
 def table_rows(rows: list[Rec], cores: int | None) -> list[list[str]]:
-    """The first table's cells: the reference's columns, then the row identity it
-    leaves implicit (`REFERENCE_COLUMNS + ADDED_COLUMNS`)."""
+    """The first table's cells (`REFERENCE_COLUMNS + ADDED_COLUMNS`)."""
     return [
         [
             str(r.device),
@@ -116,8 +107,7 @@ def problem_name(r: Rec) -> str:
 
 
 def diagnostic_rows(rows: list[Rec], cores: int | None) -> list[list[str]]:
-    """The second table's cells: the row identity, then our diagnostics
-    (`DIAGNOSTIC_COLUMNS`)."""
+    """The second table's cells (`DIAGNOSTIC_COLUMNS`)."""
     out = []
     for r in rows:
         ok = r.ok
@@ -142,7 +132,7 @@ def diagnostic_rows(rows: list[Rec], cores: int | None) -> list[list[str]]:
                 if ok
                 else "–",
                 _esc(r.step or ""),
-                loss.baseline_flag(fmt_interval(r.speedup, *(r.speedup_ci or (None, None))), r),
+                loss.speedup_cell(r),
                 _best_cell(r),
                 fmt_interval(r.efficiency, *(r.efficiency_ci or (None, None))),
                 fmt_interval(*(r.efficiency_vs_ceiling or (None, None, None))),
@@ -166,13 +156,11 @@ def _best_cell(r: Rec) -> str:
 
 
 def _known(value: Any) -> Any:
-    """A record's value for a sentence: "unknown" where the record has none."""
     return "unknown" if value is None else value
 
 
 def _protocol(rows: list[Rec]) -> str:
-    """The measurement protocol(s) of `rows`, "none recorded" for records made before
-    protocols were."""
+    """The measurement protocol(s) of `rows` ("none recorded" for records without one)."""
     found = sorted({str(r.protocol) for r in rows if r.protocol is not None})
     none = any(r.protocol is None for r in rows)
     return ", ".join(found + (["none recorded"] if none else [])) or "none recorded"
@@ -274,9 +262,8 @@ def device_table(
     rows: list[Rec], device: str, extra: Sequence[Block] = (), guide: bool = True
 ) -> list[Block]:
     """The tables of one device kind with ok rows: the reference's columns, our
-    diagnostics (with a **Session** column where the rows span several sessions), the
-    session and machine they were measured on, `extra`, then how to read them (`guide`;
-    else a pointer to the page that has it)."""
+    diagnostics (a **Session** column where the rows span several sessions), their
+    machine, `extra`, then how to read them (`guide`; else a pointer to it)."""
     sel = [r for r in rows if r.device == device]
     cores = next((r.hardware.physical_cores for r in sel if r.hardware), None)
     found = list(dict.fromkeys(sessions.session_of(r) for r in sel))
@@ -310,8 +297,8 @@ def device_table(
 
 
 def elsewhere(results: str | Path, device: str, scale: str) -> str:
-    """Where the `device` rows that exist are, when none of this scale is current: ok
-    records of an older protocol at this scale and at the seed scale, per machine."""
+    """Where the `device` rows that exist are, per machine, when none of this scale is
+    current."""
     found = []
     for at in dict.fromkeys((scale, "seed")):
         recs = [r for r in read_records(results, at, current=True) if r.device == device and r.ok]
@@ -333,8 +320,8 @@ def elsewhere(results: str | Path, device: str, scale: str) -> str:
 
 
 def no_rows(rows: list[Rec], results: str | Path, device: str, scale: str) -> str:
-    """The one line of a device kind without ok rows: why its rows of the matrix did not
-    run (where they are records), and where that kind's rows that exist are."""
+    """The one line of a device kind without ok rows: why its rows did not run, and
+    where that kind's rows that exist are."""
     sel = [r for r in rows if r.device == device]
     why = sorted({f"{r.status}: {r.error or 'no error recorded'}" for r in sel})
     text = elsewhere(results, device, scale)

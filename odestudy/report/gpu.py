@@ -25,7 +25,7 @@ PREDICTIONS_FOLDER = "predictions"
 
 def gpu_predictions(results: str | Path, scale: str) -> list[Prediction]:
     """Every machine's predictions of several GPUs at `scale` under `results`, each with
-    its `path` and `machine` (its folder), by step, controller, profile and GPUs."""
+    its `path` and `machine`, by step, controller, profile and GPUs."""
     root = Path(results)
     machines = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     out = []
@@ -51,17 +51,11 @@ def made_when(p: Rec | Prediction) -> str:
 
 def _measured_one_gpu(p: Prediction, rows: list[Rec]) -> Rec | None:
     """The measured 1-GPU row of the scenario a prediction's sweep timed, on its machine,
-    under the current protocol (`timing.PROTOCOL`), among `rows` (records), if any."""
+    under the current protocol, among `rows`, if any."""
     key = Scenario.from_dict(p.sweep.scenario or p.scenario).key()
     machine = p.sweep.machine_id or p.machine_id
-    return next(
-        (
-            r
-            for r in rows
-            if r.scenario_key == key and r.ok and r.protocol == PROTOCOL and r.machine_id == machine
-        ),
-        None,
-    )
+    found = (r for r in rows if r.scenario_key == key and r.ok and r.protocol == PROTOCOL)
+    return next((r for r in found if r.machine_id == machine), None)
 
 
 def _ms(seconds: float) -> str:
@@ -71,10 +65,9 @@ def _ms(seconds: float) -> str:
 
 
 def _predicted_cells(p: Prediction, measured: Rec | None) -> list[list[object]]:
-    """A prediction's rows, one per mode: GPUs (predicted), mode, controller, step,
-    global batch, the 1-GPU step of its sweep and of the measured row, the predicted step
-    and speedup with their 95% intervals, the profile and the record."""
+    """A prediction's cells, a row per mode."""
     order = list(MODES)
+    one = measured.step_time_s if measured else None
     out: list[list[object]] = []
     for r in sorted(p.rows, key=lambda r: order.index(r.mode) if r.mode in order else 0):
         lo, hi = r.step_time_interval_s
@@ -87,9 +80,7 @@ def _predicted_cells(p: Prediction, measured: Rec | None) -> list[list[object]]:
                 step_of(p),
                 str(Scenario.from_dict(p.scenario).global_batch),
                 _ms(p.one_device_step_s),
-                _ms(one)
-                if (one := measured.step_time_s if measured else None) is not None
-                else "–",
+                _ms(one) if one is not None else "–",
                 f"{_ms(r.step_time_s)} [{_ms(lo)}, {_ms(hi)}]",
                 speedup,
                 escape(p.profile.name),
@@ -100,9 +91,8 @@ def _predicted_cells(p: Prediction, measured: Rec | None) -> list[list[object]]:
 
 
 def _source_line(p: Prediction, measured: Rec | None) -> str:
-    """Where a prediction comes from: its record, the machine and time it was made, its
-    1-GPU sweep (batches, timed steps, the model it timed) and measured row, the
-    profile."""
+    """Where a prediction comes from: its record, machine, time, 1-GPU sweep and measured
+    row, and profile."""
     sweep = p.sweep
     path = Path(p.path)
     batches = ", ".join(str(r.batch) for r in sweep.rows)
@@ -133,11 +123,9 @@ def _source_line(p: Prediction, measured: Rec | None) -> str:
 
 
 def predicted_section(predictions: list[Prediction], rows: list[Rec]) -> list[Block]:
-    """The GPU table's rows predicted from one GPU (`gpu_predictions`), marked as
-    predicted, each with its interval, profile and record, then each record's source
-    (machine, time, sweep, 1-GPU row); the measured 1-GPU row of the same step beside
-    it where `rows` (records) hold one under the current protocol. None without
-    predictions."""
+    """The GPU table's rows predicted from one GPU (`gpu_predictions`), each beside the
+    measured 1-GPU row of its step where `rows` hold one, then each record's source;
+    none without predictions."""
     if not predictions:
         return []
     measured = [_measured_one_gpu(p, rows) for p in predictions]
@@ -165,32 +153,15 @@ def _gpu_reference_row(
     ref: dict[str, Any], gpu_rows: list[Rec], projected: list[Projected]
 ) -> list[str]:
     """One reference GPU row beside our measured 1-GPU or projected 2-GPU step."""
-    n = int(ref["n_devices"])
+    n, controller = int(ref["n_devices"]), ref["controller"]
     mode = "single" if n == 1 else ref["mode"]
     if n == 1:
-        ours = next(
-            (
-                r
-                for r in gpu_rows
-                if r.scale == "seed"
-                and r.n_devices == 1
-                and r.controller == ref["controller"]
-                and r.ok
-            ),
-            None,
-        )
+        mine = (r for r in gpu_rows if r.ok and r.n_devices == 1 and r.controller == controller)
+        ours = next((r for r in mine if r.scale == "seed"), None)
         cell = f"{_fmt(ours.step_time_s)} (measured)" if ours else "–"
     else:
-        projected_row = next(
-            (
-                p
-                for p in projected
-                if p["scale"] == "seed"
-                and p["mode"] == mode
-                and p["controller"] == ref["controller"]
-            ),
-            None,
-        )
+        found = (p for p in projected if p["mode"] == mode and p["controller"] == controller)
+        projected_row = next((p for p in found if p["scale"] == "seed"), None)
         cell = f"{_fmt(projected_row['step_time_s'])} (projected)" if projected_row else "–"
     return [
         str(n),
@@ -252,11 +223,9 @@ def _headline_panel(
     modes: list[str],
     controllers: list[str],
 ) -> tuple[bool, int | None]:
-    """One panel of the headline figure (rows `sel` of one device kind and scaling): a
-    line per mode and controller with interval bars, ideal and one device's speed, the
-    devices beyond the cores shaded. Adds the modes and controllers drawn to `modes` and
-    `controllers`; returns whether a row ran several processes, and the cores shaded
-    beyond (None where none)."""
+    """One panel of the headline figure (rows `sel` of one device kind and scaling). Adds
+    the modes and controllers drawn to `modes` and `controllers`; returns whether a row
+    ran several processes, and the cores shaded beyond (None where none)."""
     several, shaded = False, None
     groups: dict[tuple[str, str, int], list[Rec]] = {}
     for r in sel:
@@ -308,16 +277,9 @@ def _headline_legend(
     handles: list[Any] = [
         Line2D([], [], color=MODE_STYLE.get(m, "tab:gray"), lw=2, label=m) for m in modes
     ]
+    styles = {c: CONTROLLER_STYLE.get(c, "-o") for c in controllers}
     handles += [
-        Line2D(
-            [],
-            [],
-            color="k",
-            ls=CONTROLLER_STYLE.get(c, "-o")[:-1],
-            marker=CONTROLLER_STYLE.get(c, "-o")[-1],
-            label=c,
-        )
-        for c in controllers
+        Line2D([], [], color="k", ls=st[:-1], marker=st[-1], label=c) for c, st in styles.items()
     ]
     handles += [
         Line2D([], [], color="grey", ls=":", label="ideal"),
@@ -343,10 +305,8 @@ def _headline_legend(
 
 def headline_figure(rows: list[Rec], out: str | Path) -> Path | None:
     """`headline_speedup.{png,svg}`: speedup over one device against devices, a line
-    per mode (colour) and controller (line style), 95% interval bars, one panel per
-    device kind and scaling with ok rows (`scaling_rows` of each scaling); ideal
-    scaling dotted, one device's speed dashed, devices beyond the physical cores
-    shaded. Returns the PNG, or None without ok rows with a speedup."""
+    per mode (colour) and controller (line style), one panel per device kind and
+    scaling with ok rows. Returns the PNG, or None without ok rows with a speedup."""
     import matplotlib.pyplot as plt
 
     ok = [r for r in rows if r.ok and r.speedup is not None]

@@ -12,7 +12,8 @@ import scipy.stats
 
 from ..measure.problem import DEFAULT_PROBLEM
 from ..study import records
-from ..study.rec import LeverRow, LossSpread
+from ..study.rec import LeverRow, LossSpread, Rec
+from .intervals import fmt_interval
 
 # The evaluation loss a row must reach to count as a trained model, per scale, where a
 # record does not say itself (`trained`): rows above it are marked and not cited.
@@ -78,20 +79,6 @@ def model_of(r: dict[str, Any]) -> tuple:
     )
 
 
-def spreads(folder: str | Path | None, scale: str) -> dict[str, float]:
-    """Per controller, the default workload's relative run-to-run spread of the final loss
-    at `scale` on one machine (`<machine>/levers/loss-spread-*.json`, at least
-    `MIN_SEEDS` seeds); empty where not measured."""
-    if folder is None:
-        return {}
-    out: dict[str, float] = {}
-    for rec in _spread_records(Path(folder)):
-        controller = rec.fields.controller
-        if rec.fields.scale == scale and not rec.workload and controller is not None:
-            out[controller] = float(rec.spread_relative)
-    return out
-
-
 def _spread_records(folder: Path, step: str = "default") -> list[LossSpread]:
     """The loss-spread records of machine folder `folder` of `step` (the default step's
     spread, or the recommended step trained from the same seeds) measured over at least
@@ -109,34 +96,40 @@ def _spread_records(folder: Path, step: str = "default") -> list[LossSpread]:
     return out
 
 
-def results_root(path: str | Path) -> Path | None:
-    """The results tree a record at `path` lies in: its nearest folder named `results`,
-    else its machine's folder's parent (`<root>/<machine>/<scale>/<scenario>/x.json`);
-    None where the path is too short."""
-    p = Path(path)
+def results_root(rec: Mapping[str, Any]) -> Path | None:
+    """The results tree the record `rec` lies in (its `path`): the path's nearest folder
+    named `results`, else its machine's folder's parent
+    (`<root>/<machine>/<scale>/<scenario>/x.json`); None without a path or where it is
+    too short."""
+    if not rec.get("path"):
+        return None
+    p = Path(rec["path"])
     for parent in p.parents:
         if parent.name == "results":
             return parent
     return p.parents[3] if len(p.parents) > 3 else None
 
 
+def _spread_folders(root: str) -> list[Path]:
+    """The machine folders under `root` with loss spreads (the map's machines included)."""
+    return sorted({p.parent.parent for p in Path(root).glob("**/levers/loss-spread-*.json")})
+
+
 @functools.cache
 def _tree_spreads(root: str) -> dict[tuple, float]:
-    """Every loss spread measured under `root` (`*/levers/loss-spread-*.json`, the map's
-    machines included), by what it was measured for (`model_of`)."""
-    out: dict[tuple, float] = {}
-    folders = {p.parent.parent for p in Path(root).glob("**/levers/loss-spread-*.json")}
-    for folder in sorted(folders):
-        for rec in _spread_records(folder):
-            out[model_of(rec)] = float(rec.spread_relative)
-    return out
+    """Every loss spread measured under `root`, by what it was measured for (`model_of`)."""
+    return {
+        model_of(rec): float(rec.spread_relative)
+        for folder in _spread_folders(root)
+        for rec in _spread_records(folder)
+    }
 
 
 def limit_for(rec: dict[str, Any]) -> float | None:
     """How far apart `rec`'s final loss and another's may be for one model: 1 plus the
     run-to-run spread measured for its workload on its machine (`model_of`) in its
     results tree (`results_root`); None where none was measured."""
-    root = results_root(rec["path"]) if rec.get("path") else None
+    root = results_root(rec)
     return None if root is None else spread_limit(root, rec)
 
 
@@ -154,23 +147,29 @@ def in_record(rec: Mapping[str, Any], row: Mapping[str, Any]) -> LeverRow:
     return LeverRow({**context, **row})
 
 
-def _loss(x: dict[str, Any] | float | None) -> float | None:
-    return x.get("final_loss") if isinstance(x, dict) else x
+def _measured(
+    a: dict[str, Any], b: dict[str, Any] | float | None
+) -> tuple[float, float, float] | None:
+    """`a`'s and `b`'s final losses and how far apart they may be (`limit_for`); None
+    where a loss or the spread is unknown."""
+    limit = limit_for(a)
+    la, lb = (x.get("final_loss") if isinstance(x, dict) else x for x in (a, b))
+    return None if limit is None or not la or not lb else (la, lb, limit)
 
 
 def verdict(a: dict[str, Any], b: dict[str, Any] | float | None) -> Verdict:
     """THE test of equal losses, used by every table, range and claim: whether record
     (or row) `a` and record `b` (or a bare final loss) trained the same model, by the
     spread measured for `a`'s workload on its machine (`limit_for`)."""
-    limit = limit_for(a)
-    la, lb = _loss(a), _loss(b)
-    if limit is None or not la or not lb:
+    found = _measured(a, b)
+    if found is None:
         return Verdict.UNMEASURED
+    la, lb, limit = found
     return Verdict.DIFFERENT if max(la, lb) / min(la, lb) > limit else Verdict.SAME
 
 
 def differs(a: dict[str, Any], b: dict[str, Any] | float | None) -> bool:
-    """Whether `a` and `b` trained different models by the measured spread (`verdict`)."""
+    """Whether `a` and `b` trained different models (`verdict`)."""
     return verdict(a, b) is Verdict.DIFFERENT
 
 
@@ -200,8 +199,7 @@ def _paired(root: str) -> dict[tuple, bool | None]:
     measured for (`model_of`), the recommended step against the default from the same
     seeds."""
     out: dict[tuple, bool | None] = {}
-    folders = {p.parent.parent for p in Path(root).glob("**/levers/loss-spread-*.json")}
-    for folder in sorted(folders):
+    for folder in _spread_folders(root):
         defaults = {model_of(r): r for r in _spread_records(folder)}
         for rec in _spread_records(folder, "recommended"):
             found = defaults.get(model_of(rec))
@@ -213,7 +211,7 @@ def _paired(root: str) -> dict[tuple, bool | None]:
 def paired_verdict(rec: dict[str, Any]) -> bool | None:
     """The non-inferiority verdict (`non_inferior`) measured for `rec`'s workload and
     its recommended step on its machine, in its results tree; None where not measured."""
-    root = results_root(rec["path"]) if rec.get("path") else None
+    root = results_root(rec)
     return None if root is None else _paired(str(root)).get(model_of(rec))
 
 
@@ -221,11 +219,8 @@ def worse(a: dict[str, Any], b: dict[str, Any] | float | None) -> bool:
     """Whether `a` trained a worse model than `b`: its final loss above `b`'s by more
     than the spread measured for `a`'s workload (`limit_for`). One-sided: a variant that
     trains better is never worse; where no spread was measured, not known (False)."""
-    limit = limit_for(a)
-    la, lb = _loss(a), _loss(b)
-    if limit is None or not la or not lb:
-        return False
-    return la / lb > limit
+    found = _measured(a, b)
+    return found is not None and found[0] / found[1] > found[2]
 
 
 def same(a: dict[str, Any], b: dict[str, Any] | float | None) -> bool:
@@ -249,9 +244,13 @@ def baseline_flag(text: str, row: dict[str, Any]) -> str:
     return flag(text, row, row.get("baseline_final_loss"))
 
 
-def pair_mark(text: str, a: dict[str, Any], b: dict[str, Any]) -> str:
-    """`text` (a ratio of records `a` and `b`), flagged as `flag` does."""
-    return flag(text, a, b)
+def speedup_cell(row: Rec) -> str:
+    """A scaling row's speedup with its interval, flagged (`baseline_flag`)."""
+    return baseline_flag(fmt_interval(row.speedup, *(row.speedup_ci or (None, None))), row)
+
+
+# A ratio of two records, flagged (`flag`).
+pair_mark = flag
 
 
 def notes(text: str) -> list[str]:

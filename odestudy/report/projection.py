@@ -61,14 +61,12 @@ GPU_ALLREDUCE_SOURCE = (
 
 @dataclasses.dataclass(frozen=True)
 class Prediction:
-    """The model's step time (`predict`) and its terms, in seconds; `iterations`: the
-    executed solver iterations of the global batch."""
+    """The model's step time (`predict`) and its terms, in seconds."""
 
     step_time_s: float
     compute_s: float
     allreduce_s: float
     in_loop_s: float
-    iterations: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +82,6 @@ class Validation:
     predicted: Prediction
     error: float
     machine: str = ""
-    name: str = ""
     session: str | None = None
     protocol: int | None = None
 
@@ -130,17 +127,10 @@ def predict(
     in_loop: int = 0,
     loop_latency_s: float = 0.0,
 ) -> Prediction:
-    """The model's step time for `n` devices at `global_batch` (see the module doc).
-
-    - `sweep`: the 1-device step-cost sweep of the controller on that machine; it gives
-      the relative cost of a solver iteration at each batch and the iterations of the
-      slowest sample of a batch.
-    - `base`: the measured 1-device record the projection is anchored on (its step
-      time at its own global batch `b0`): `t = t_base * c(b) I(B) / (c(b0) I(b0))`,
-      with `c` the time per iteration and `I` the executed iterations from the sweep.
-    - `allreduce_s`: one gradient all-reduce; `in_loop`, `loop_latency_s`: collectives
-      per loop iteration and their latency (used in `shard` only).
-    """
+    """The model's step time for `n` devices at `global_batch` (see the module doc):
+    `sweep` is the controller's 1-device step-cost sweep, `base` the measured 1-device
+    record it is anchored on, `allreduce_s` one gradient all-reduce, and `in_loop`,
+    `loop_latency_s` the collectives per loop iteration and their latency (`shard`)."""
 
     def c(b: int) -> float:
         return _interp(sweep, b, "step_time_s") / _interp(sweep, b, "iterations_executed")
@@ -151,50 +141,30 @@ def predict(
     per_iteration = t0 * c(local) / (c(b0) * _interp(sweep, b0, "iterations_executed"))
     terms = {"per_iteration_s": per_iteration, "iterations_step": iters_global}
     t = mode_time(mode, terms, allreduce_s if n > 1 else 0.0, loop_latency_s, in_loop)
-    return Prediction(
-        step_time_s=t["step_time_s"],
-        compute_s=t["compute_s"],
-        allreduce_s=t["allreduce_s"],
-        in_loop_s=t["in_loop_s"],
-        iterations=iters_global,
-    )
+    return Prediction(**t)
 
 
-def validate_model(rows: list[Rec], folder: str | Path, cores: int | None) -> list[Validation]:
-    """Predicted against measured for the multi-device ok rows of one machine
-    (`rows` from `frames.scaling_rows`) with at most `cores` devices, where that
-    machine has a sweep of the controller, a latency for the device count and a
-    1-device baseline (`frames.baseline`)."""
+def validate_model(rows: list[Rec], folder: str | Path) -> list[Validation]:
+    """Predicted against measured for the multi-device ok rows of the machine of
+    `folder` (`rows` from `frames.scaling_rows`) with at most its physical cores of
+    devices, where it has a sweep of the controller, a latency for the device count and
+    a 1-device baseline (`frames.baseline`)."""
     sweeps, lat = load_sweeps(folder), load_latencies(folder)
+    cores = next((r.hardware.physical_cores for r in rows if r.hardware), None)
     out = []
     for r in rows:
         n, measured = r.n_devices, r.step_time_s
         sweep = sweeps.get((r.device, r.controller))
-        if (
-            not r.ok
-            or measured is None
-            or n < 2
-            or (r.processes or 1) > 1
-            or sweep is None
-            or (cores and n > cores)
-            or (n, 1) not in lat
-        ):
+        placed = n > 1 and (r.processes or 1) == 1 and not (cores and n > cores)
+        if not (r.ok and placed and measured is not None and sweep is not None and (n, 1) in lat):
             continue
         try:
             base = baseline(r, rows, r.scaling)
         except BaselineError:
             continue
         grad = lat.get((n, max(s for d, s in lat if d == n)), lat[(n, 1)])
-        p = predict(
-            sweep,
-            base,
-            r.mode,
-            n,
-            r.global_batch,
-            grad,
-            r.collectives_in_loops or 0,
-            lat[(n, 1)],
-        )
+        in_loop = r.collectives_in_loops or 0
+        p = predict(sweep, base, r.mode, n, r.global_batch, grad, in_loop, lat[(n, 1)])
         out.append(
             Validation(
                 mode=r.mode,
@@ -204,7 +174,7 @@ def validate_model(rows: list[Rec], folder: str | Path, cores: int | None) -> li
                 measured_s=measured,
                 predicted=p,
                 error=p.step_time_s / measured - 1,
-                name=r.name,
+                machine=Path(folder).name,
                 session=sessions.session_of(r).label,
                 protocol=r.protocol,
             )
@@ -219,30 +189,19 @@ def project_gpu(
     n: int = 2,
 ) -> list[Projected]:
     """Projected `n`-GPU strong-scaling rows of every mode and controller, anchored on
-    the measured 1-GPU rows, with the cited latency range (`GPU_ALLREDUCE_S`); the
-    `shard` loop's collective count is taken from the CPU record of the same mode and
-    device count (the same program partitioned for CPU devices)."""
+    the measured 1-GPU rows, with the cited latency range (`GPU_ALLREDUCE_S`); a loop's
+    collective count from the CPU record of the same mode and device count (the same
+    program, partitioned for CPU devices)."""
     out = []
     for base in gpu_rows:
-        t1 = base.step_time_s
-        if not base.ok or base.n_devices != 1 or base.scaling != "strong" or t1 is None:
+        t1, sweep = base.step_time_s, sweeps.get(("gpu", base.controller))
+        one = base.ok and base.n_devices == 1 and base.scaling == "strong"
+        if not one or t1 is None or sweep is None:
             continue
-        sweep = sweeps.get(("gpu", base.controller))
-        if sweep is None:
-            continue
+        strong = [c for c in cpu_rows if c.ok and c.scaling == "strong" and c.n_devices == n]
         for mode in MULTI_DEVICE:
-            cpu = next(
-                (
-                    c
-                    for c in cpu_rows
-                    if c.mode == mode
-                    and c.n_devices == n
-                    and c.controller == base.controller
-                    and c.scaling == "strong"
-                    and c.ok
-                ),
-                None,
-            )
+            same = (c for c in strong if c.mode == mode and c.controller == base.controller)
+            cpu = next(same, None)
             k = (cpu.collectives_in_loops or 0) if cpu is not None else 0
             low, central, high = (
                 predict(sweep, base, mode, n, base.global_batch, lat, k, lat)
@@ -320,8 +279,7 @@ def projection_body(
     none_projected: str = "No GPU sweep.",
 ) -> tuple[Text | Grid, ...]:
     """`projection.md`: the model, its validation, the projected GPU rows (or
-    `none_projected`, why there are none), and the closing line `validation: median
-    |error| = X%` over the `pmap` and `shard_map` rows."""
+    `none_projected`), and the closing line over the `pmap` and `shard_map` rows."""
     errors = []
     for mode in MULTI_DEVICE:
         errs = [abs(v.error) for v in validation if v.mode == mode]
@@ -372,13 +330,13 @@ def projection_table(
     gpu_machine: str | None,
     cpu_rows: list[Rec],
 ) -> tuple[Table, list[Projected]]:
-    """Validate on every machine with sweeps and latencies, project the 2-GPU rows;
-    returns the table (`projection`) as a value and the projected rows."""
-    validation = []
-    for machine, rows in rows_by_machine.items():
-        cores = next((r.hardware.physical_cores for r in rows if r.hardware), None)
-        for v in validate_model(rows, Path(results) / machine, cores):
-            validation.append(dataclasses.replace(v, machine=machine))
+    """Validate on every machine, project the 2-GPU rows; returns the table
+    (`projection`) and the projected rows."""
+    validation = [
+        v
+        for machine, rows in rows_by_machine.items()
+        for v in validate_model(rows, Path(results) / machine)
+    ]
     sweeps = load_sweeps(Path(results) / gpu_machine) if gpu_machine else {}
     projected = project_gpu(sweeps, gpu_rows, cpu_rows)
     machines = sorted({v.machine for v in validation})

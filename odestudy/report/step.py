@@ -1,7 +1,5 @@
 """What bounds a training step, and the levers on it: the verdict of a step-cost sweep
-(`measure.cost.step_cost_sweep`), from its fit and the machine's measured rates, and
-the step page's table (`step_table`): the sweeps' rows, the levers' rows
-(`benchmarks/levers.py`), rendered."""
+(`measure.cost.step_cost_sweep`) and the step page's table (`step_table`)."""
 
 import dataclasses
 from collections.abc import Sequence
@@ -74,15 +72,9 @@ def verdict(sweep: Sweep) -> StepVerdict:
     cache = (
         bytes_per_s / rates.cache_bytes_per_s if bytes_per_s and rates.cache_bytes_per_s else None
     )
-    bound: str | None
-    if compute is None or cache is None:
-        bound = None
-    elif compute >= 0.5:
-        bound = "compute"
-    elif cache >= 0.5:
-        bound = "memory"
-    else:
-        bound = "overhead"
+    bound = None
+    if compute is not None and cache is not None:
+        bound = "compute" if compute >= 0.5 else "memory" if cache >= 0.5 else "overhead"
     return StepVerdict(
         crossover_batch=fixed / per_sample if per_sample > 0 else None,
         flops_per_sample_iteration=flops,
@@ -159,8 +151,7 @@ SWEEP_TEXT = (
 
 
 def sweep_row(s: Sweep) -> list[str]:
-    """The step-cost table's row of sweep `s`: its fit, its verdict (`verdict`) and the
-    machine's rates."""
+    """The step-cost table's row of sweep `s`."""
     v = verdict(s)
     rates = s.rates
     shares = [x for x in v.forward_share if x is not None]
@@ -182,8 +173,8 @@ def sweep_row(s: Sweep) -> list[str]:
 
 
 def sweep_section(sweeps: Sequence[Sweep]) -> list[Block]:
-    """The step-cost sweeps: the table (per controller, the default first), or one line
-    where this machine has none."""
+    """The step-cost sweeps' table (the default first), or one line where there are
+    none."""
     if not sweeps:
         return [Text("No step-cost sweep of this machine (`benchmarks/step_cost.py`).")]
     order = sorted(sweeps, key=lambda s: (s.fields.controller, s.label != "default"))
@@ -247,7 +238,7 @@ _SAME = {
 
 def lever_row(rec: LeverRecord, r: LeverRow) -> list[str]:
     """The lever table's row of variant `r` of lever record `rec` (its first row the
-    default), its loss against the default's by the loss rule (`loss.verdict`)."""
+    default)."""
     lo, hi = r.speedup_ci
     loops = r.loops
     bodies, conds = loop_summary(loops)
@@ -310,8 +301,7 @@ def recommended_section(levers: Sequence[LeverRecord]) -> list[Block]:
 
 
 def lever_section(levers: Sequence[LeverRecord], spreads: dict[str, dict[str, Any]]) -> list[Block]:
-    """The levers: heading, how to read, the table and what is recommended, or one line
-    where this machine has no lever record."""
+    """The levers' section, or one line where this machine has no lever record."""
     rows = tuple(lever_row(rec, r) for rec in levers for r in rec.rows)
     head = Text("## Levers")
     if not rows:
@@ -326,26 +316,15 @@ def step_table(
     spreads: dict[str, dict[str, Any]] | None = None,
 ) -> list[Block]:
     """What bounds one training step (1 device, trained model) and the levers measured
-    on it.
-
-    - `sweeps`: the machine's step-cost sweeps (`benchmarks/step_cost.py`), each with its
-      `session`: their verdicts (`verdict`).
-    - `levers`: its lever records (`benchmarks/levers.py`): speedups with intervals,
-      loop counts and final losses.
-    - `spreads`: per controller, the default's run-to-run loss spread
-      (`benchmarks/loss_spread.py`), which says whether a lever trains the same model.
-    """
-    typed_sweeps = [Sweep(s) for s in sweeps]
-    typed_levers = [LeverRecord(r) for r in levers]
-    parts: list[Block] = []
-    both: list[Sweep | LeverRecord] = [*typed_sweeps, *typed_levers]
-    machines = sorted({escape(r.machine_id) for r in both})
-    if machines:
-        parts.append(
-            Text(
-                f"Machine: {', '.join(machines)}. Each row says the session it was measured "
-                "in (`odestudy/report/sessions.py`); a speedup compares rows of one record, "
-                "so of one session."
-            )
-        )
+    on it: the machine's step-cost `sweeps` (`benchmarks/step_cost.py`, each with its
+    `session`), its `levers` records (`benchmarks/levers.py`) and, per controller, the
+    default's run-to-run loss `spreads` (`benchmarks/loss_spread.py`)."""
+    typed_sweeps, typed_levers = [Sweep(s) for s in sweeps], [LeverRecord(r) for r in levers]
+    machines = sorted({escape(r.machine_id) for r in [*typed_sweeps, *typed_levers]})
+    said = Text(
+        f"Machine: {', '.join(machines)}. Each row says the session it was measured "
+        "in (`odestudy/report/sessions.py`); a speedup compares rows of one record, "
+        "so of one session."
+    )
+    parts: list[Block] = [said] if machines else []
     return parts + sweep_section(typed_sweeps) + lever_section(typed_levers, spreads or {})
