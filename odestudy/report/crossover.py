@@ -13,7 +13,6 @@ workload's axis, each with a 95% bootstrap interval (`DRAWS` draws: points resam
 each speedup drawn from its own interval)."""
 
 import dataclasses
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from .heldout import made_before, said
 from .loss import MARK, differs, trained
 from .runs import merged
 from .tables import escape
-from .workloads import PredictionError, predictions
+from .workloads import PredictionError, busiest, derived_once, per_iteration_s, predictions
 
 DRAWS = 2000
 LEVEL = 0.95
@@ -75,15 +74,6 @@ class Point:
     differs: bool
 
 
-def per_iteration_s(rec: Rec) -> float | None:
-    """A 1-device record's time per executed solver iteration (its step over the
-    iterations of the batch's slowest sample); None where it failed or did not train."""
-    executed = rec.solver_steps.executed_per_device
-    if not rec.ok or not executed or not trained(rec):
-        return None
-    return float(rec.step_time_s) / float(executed)  # type: ignore[arg-type]
-
-
 def study_records(results: str | Path, scale: str = "quick") -> list[Rec]:
     """The map's and the batch axis's records at `scale` under `results/map`, of the
     machine with the most ok rows of the batch axis (else of the map)."""
@@ -101,7 +91,7 @@ def study_records(results: str | Path, scale: str = "quick") -> list[Rec]:
     counted = [r.machine_id for r in ok if r.scenario_key in axis] or [r.machine_id for r in ok]
     if not counted:
         return []
-    machine = max(sorted(set(counted)), key=counted.count)  # type: ignore[type-var]
+    machine = busiest(counted)
     return sessions.reassigned([r for r in recs if r.machine_id == machine])
 
 
@@ -147,6 +137,7 @@ def session_points(recs: Sequence[Rec]) -> list[Point]:
             continue
         b = int(r.global_batch) // int(r.n_devices)
         weak = best_for(r, bests, "weak")
+        work = per_iteration_s(weak.record) if weak is not None and trained(weak.record) else None
         strong = over_best(r, base, "strong")
         if strong is None:
             continue
@@ -159,7 +150,7 @@ def session_points(recs: Sequence[Rec]) -> list[Point]:
                 n_devices=int(r.n_devices),
                 per_device_batch=b,
                 global_batch=int(r.global_batch),
-                work_s=per_iteration_s(weak.record) if weak is not None else None,
+                work_s=work,
                 speedup=strong.speedup,
                 per_device=per_device.efficiency if per_device else None,
                 base=base,
@@ -631,14 +622,8 @@ def crossover_tables(results: str | Path, figures: str | Path, scale: str = "qui
 
 
 def points_of(results: str | Path, scale: str) -> tuple[list[Rec], list[Point]]:
-    """The axis's records at `scale` (`study_records`) and their points (`points`), made
-    once per report (`records.made_once`)."""
-
-    def make() -> tuple[list[Rec], list[Point]]:
-        recs = study_records(results, scale)
-        return recs, points(recs)
-
-    return records.made_once(("crossover points", os.path.abspath(results), scale), make)
+    """The axis's records at `scale` and their points, made once per report."""
+    return derived_once(study_records, points, results, scale)
 
 
 # Where the crossover states its claims (`Claim.where`).

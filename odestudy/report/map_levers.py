@@ -19,44 +19,50 @@ from .tables import escape
 
 @dataclasses.dataclass(frozen=True)
 class MapLever:
-    """One lever studied along the map.
-
-    - `folder`: where its records are, `results/map/<machine>/<folder>/`.
-    - `target`: the make target that measures it.
-    - `name`: how the pages name it (markdown).
-    - `pairs`: per table column, the variant without the lever, the variant with it, and
-      the column's heading; the last pair is the recommended step's (the README's line).
-    """
+    """One lever studied along the map: its records' folder (`results/map/<machine>/
+    <folder>/`, measured by `make map-<folder>`), its name on the pages (markdown) and in
+    a heading (`short`), and the variants without and with it on the default step and
+    on the recommended step (the README's line)."""
 
     folder: str
-    target: str
     name: str
-    pairs: tuple[tuple[str, str, str], ...]
+    short: str
+    default: tuple[str, str]
+    recommended: tuple[str, str]
+
+    @property
+    def target(self) -> str:
+        return f"map-{self.folder}"
+
+    @property
+    def pairs(self) -> tuple[tuple[str, str, str], ...]:
+        """Per table column: the variant without the lever, with it, and the heading."""
+        return (
+            (*self.default, f"{self.short} on the default step"),
+            (*self.recommended, f"{self.short} on the recommended step"),
+        )
 
     def records(self, results: str | Path, machine: str) -> list[LeverRecord]:
         """This machine's records of the lever, in the map's order."""
         return map_lever_records(results, machine, self.folder)
 
 
-UNROLLED = MapLever(
-    "levers",
-    "map-levers",
-    "Tsit5 without its stage loop (`stages=unrolled`)",
-    (
-        ("default", "stages=unrolled", "Unrolled on the default step"),
-        ("recommended-unrolled", "recommended-diffrax", "Unrolled on the recommended step"),
+MAP_LEVERS = (
+    MapLever(
+        "levers",
+        "Tsit5 without its stage loop (`stages=unrolled`)",
+        "Unrolled",
+        ("default", "stages=unrolled"),
+        ("recommended-unrolled", "recommended-diffrax"),
+    ),
+    MapLever(
+        "vectors",
+        "512-bit vectors (`vector_width=512`)",
+        "512-bit",
+        ("default", "vw512"),
+        ("recommended-vw0", "recommended-vw512"),
     ),
 )
-VECTORS = MapLever(
-    "vectors",
-    "map-vectors",
-    "512-bit vectors (`vector_width=512`)",
-    (
-        ("default", "vw512", "512-bit on the default step"),
-        ("recommended-vw0", "recommended-vw512", "512-bit on the recommended step"),
-    ),
-)
-MAP_LEVERS = (UNROLLED, VECTORS)
 
 
 def _trained_limit(rec: LeverRecord) -> float:
@@ -135,8 +141,7 @@ def lever_speedups(recs: Sequence[LeverRecord], base: str, lever: str) -> list[L
 def lever_summary(recs: Sequence[LeverRecord], lever: MapLever) -> list[str]:
     """The README's line on `lever` on the recommended step along the map (its last
     pair; the pairs whose models trained), or nothing where none did."""
-    base, with_it, _ = lever.pairs[-1]
-    found = lever_speedups(recs, base, with_it)
+    found = lever_speedups(recs, *lever.recommended)
     if not found:
         return []
     faster = [f for f in found if f.low > 1 and f.equal]

@@ -1,5 +1,6 @@
 """Figures: one scenario (notebook) and the scaling figures of the report."""
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,38 +22,30 @@ OTHER_COLOUR = "tab:gray"
 OTHER_LINE = "-o"
 
 
-class ModeColours(Mapping[str, str]):
-    """Each registered mode's colour (`AbstractMode.colour`), in the order of the
-    tables; any other name gets `OTHER_COLOUR`, never a KeyError."""
+@dataclasses.dataclass(frozen=True, eq=False)
+class ClassStyles(Mapping[str, str]):
+    """Each registered class's style (its attribute `attr`), in the order of the tables;
+    any other name gets `other`, never a KeyError."""
 
-    def __getitem__(self, mode: str) -> str:
-        found = MODES.get(mode)
-        return found.colour if found is not None else OTHER_COLOUR
+    registry: Mapping[str, Any]
+    attr: str
+    other: str
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(MODES))
-
-    def __len__(self) -> int:
-        return len(MODES)
-
-
-class ControllerLines(Mapping[str, str]):
-    """Each registered controller's line and marker (`AbstractController.line`), in the
-    order of the tables; any other name gets `OTHER_LINE`, never a KeyError."""
-
-    def __getitem__(self, controller: str) -> str:
-        found = CONTROLLERS.get(controller)
-        return found.line if found is not None else OTHER_LINE
+    def __getitem__(self, name: str) -> str:
+        found = self.registry.get(name)
+        return getattr(found, self.attr) if found is not None else self.other
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(CONTROLLERS))
+        return iter(list(self.registry))
 
     def __len__(self) -> int:
-        return len(CONTROLLERS)
+        return len(self.registry)
 
 
-MODE_STYLE = ModeColours()
-CONTROLLER_STYLE = ControllerLines()
+# Each mode's colour (`AbstractMode.colour`), each controller's line and marker
+# (`AbstractController.line`).
+MODE_STYLE = ClassStyles(MODES, "colour", OTHER_COLOUR)
+CONTROLLER_STYLE = ClassStyles(CONTROLLERS, "line", OTHER_LINE)
 
 # seaborn's dashes (`lineplot(dashes=...)`) of a matplotlib line style, the longer
 # styles first; "" is a solid line.
@@ -142,6 +135,18 @@ def _save(fig, out: Path, stem: str) -> list[Path]:
 
 
 METRICS = ("step time (s)", "speedup", "efficiency")
+FRAME_COLUMNS = (
+    "device",
+    "scaling",
+    "mode",
+    "controller",
+    "processes",
+    "devices",
+    "metric",
+    "value",
+    "low",
+    "high",
+)
 
 
 def scaling_frame(rows: Sequence[Rec]) -> pd.DataFrame:
@@ -160,36 +165,14 @@ def scaling_frame(rows: Sequence[Rec]) -> pd.DataFrame:
             "processes": r.processes or 1,
             "devices": r.n_devices,
         }
-        out.append(
-            {
-                **head,
-                "metric": METRICS[0],
-                "value": r.step_time_s,
-                "low": r.step_time_p25_s,
-                "high": r.step_time_p75_s,
-            }
-        )
-        for metric, value, ci in (
-            ("speedup", r.speedup, r.speedup_ci),
-            ("efficiency", r.efficiency, r.efficiency_ci),
+        for metric, value, (low, high) in (
+            (METRICS[0], r.step_time_s, (r.step_time_p25_s, r.step_time_p75_s)),
+            ("speedup", r.speedup, r.speedup_ci or (None, None)),
+            ("efficiency", r.efficiency, r.efficiency_ci or (None, None)),
         ):
-            low, high = ci or (None, None)
             out.append({**head, "metric": metric, "value": value, "low": low, "high": high})
-    return pd.DataFrame(
-        out,
-        columns=[
-            "device",
-            "scaling",
-            "mode",
-            "controller",
-            "processes",
-            "devices",
-            "metric",
-            "value",
-            "low",
-            "high",
-        ],
-    ).astype({"value": float, "low": float, "high": float})
+    frame = pd.DataFrame(out, columns=list(FRAME_COLUMNS))
+    return frame.astype({"value": float, "low": float, "high": float})
 
 
 def _draw(data: pd.DataFrame, color=None, **_) -> None:
@@ -426,17 +409,9 @@ def step_cost_figure(sweeps: Sequence[Sweep], out: str | Path, stem: str) -> lis
     a, b = axes[0], axes[1]
     if split:
         _forward_axes(axes[2], sweeps, data, palette, name)
-    sns.lineplot(data=data, x="batch", y="step_s", hue="sweep", palette=palette, marker="o", ax=a)
-    sns.lineplot(
-        data=data,
-        x="batch",
-        y="per_iteration_ms",
-        hue="sweep",
-        palette=palette,
-        marker="o",
-        ax=b,
-        legend=False,
-    )
+    lines: dict[str, Any] = {"data": data, "x": "batch", "hue": "sweep", "palette": palette}
+    sns.lineplot(y="step_s", marker="o", ax=a, **lines)
+    sns.lineplot(y="per_iteration_ms", marker="o", ax=b, legend=False, **lines)
     _cost_axes(a, b, sweeps, data, palette, name)
     a.legend(fontsize=8)
     kind = (sweeps[0].device_kind or "") if sweeps else ""

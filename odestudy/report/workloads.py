@@ -5,9 +5,9 @@ iteration, where the ranking of modes changes, and the prediction (`odestudy pre
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -48,6 +48,8 @@ from .map_levers import MAP_LEVERS, LeverSpeedup, lever_section, lever_speedups,
 from .plots import MODE_STYLE, _save
 from .tables import escape, loss_cell, markdown_table
 
+T = TypeVar("T")
+
 # The prediction passes where its median |error| over a mode's rows is at most this.
 PREDICTION_LIMIT = 0.25
 
@@ -68,9 +70,13 @@ def map_records(results: str | Path, scale: str = "quick") -> list[Rec]:
     recs = [r for r in read_records(folder, scale, current=False) if r.scenario_key in keys]
     if not recs:
         return []
-    ok = [r.machine_id for r in recs if r.ok] or [recs[0].machine_id]
-    machine = max(sorted(set(ok)), key=ok.count)  # type: ignore[type-var]
+    machine = busiest([r.machine_id for r in recs if r.ok] or [recs[0].machine_id])
     return [r for r in recs if r.machine_id == machine]
+
+
+def busiest(machines: list[Any]) -> Any:
+    """The machine named most often in `machines` (the first by name on a tie)."""
+    return max(sorted(set(machines)), key=machines.count)
 
 
 def per_iteration_s(rec: Rec) -> float | None:
@@ -248,15 +254,25 @@ def map_claims(results: str | Path, scale: str) -> list[Claim]:
     return found
 
 
+def derived_once(
+    read: Callable[[str | Path, str], list[Rec]],
+    derive: Callable[[list[Rec]], list[T]],
+    results: str | Path,
+    scale: str,
+) -> tuple[list[Rec], list[T]]:
+    """`read(results, scale)`'s records and `derive` of them, made once per report
+    (`records.made_once`)."""
+
+    def make() -> tuple[list[Rec], list[T]]:
+        recs = read(results, scale)
+        return recs, derive(recs)
+
+    return records.made_once((read, derive, os.path.abspath(results), scale), make)
+
+
 def rows_of(results: str | Path, scale: str) -> tuple[list[Rec], list[MapRow]]:
-    """The map's records at `scale` (`map_records`) and their rows (`map_rows`), made
-    once per report (`records.made_once`)."""
-
-    def make() -> tuple[list[Rec], list[MapRow]]:
-        recs = map_records(results, scale)
-        return recs, map_rows(recs)
-
-    return records.made_once(("map rows", os.path.abspath(results), scale), make)
+    """The map's records at `scale` and their rows, made once per report."""
+    return derived_once(map_records, map_rows, results, scale)
 
 
 def workloads_table(rows: Sequence[MapRow]) -> str:
