@@ -138,19 +138,27 @@ def lever_speedups(recs: Sequence[LeverRecord], base: str, lever: str) -> list[L
     return out
 
 
+def ratio_range(found: Sequence[LeverSpeedup]) -> str:
+    """`0.91x to 1.40x`: the range of `found`'s ratios."""
+    return f"{min(f.ratio for f in found):.2f}x to {max(f.ratio for f in found):.2f}x"
+
+
+def separated(found: Sequence[LeverSpeedup]) -> tuple[int, int]:
+    """How many of `found` are faster at equal loss, and how many slower, by intervals."""
+    return sum(f.low > 1 and f.equal for f in found), sum(f.high < 1 for f in found)
+
+
 def lever_summary(recs: Sequence[LeverRecord], lever: MapLever) -> list[str]:
     """The README's line on `lever` on the recommended step along the map (its last
     pair; the pairs whose models trained), or nothing where none did."""
     found = lever_speedups(recs, *lever.recommended)
     if not found:
         return []
-    faster = [f for f in found if f.low > 1 and f.equal]
-    slower = [f for f in found if f.high < 1]
+    faster, slower = separated(found)
     session = sessions.sessions_line(recs, recs)
     return [
-        f"- {lever.name} on the recommended step, 1 device: "
-        f"{min(f.ratio for f in found):.2f}x to {max(f.ratio for f in found):.2f}x "
+        f"- {lever.name} on the recommended step, 1 device: {ratio_range(found)} "
         f"over {len(found)} workload and controller pairs whose models trained, "
-        f"{len(faster)} of them faster with the whole interval above 1 at equal loss, "
-        f"{len(slower)} slower ({session.rstrip('.')})."
+        f"{faster} of them faster with the whole interval above 1 at equal loss, "
+        f"{slower} slower ({session.rstrip('.')})."
     ]
