@@ -15,6 +15,7 @@ each speedup drawn from its own interval)."""
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -41,6 +42,8 @@ from .loss import MARK, differs, trained
 from .runs import merged
 from .tables import escape
 from .workloads import PredictionError, busiest, derived_once, per_iteration_s, predictions
+
+T = TypeVar("T")
 
 DRAWS = 2000
 LEVEL = 0.95
@@ -75,8 +78,8 @@ class Point:
 
 
 def study_records(results: str | Path, scale: str = "quick") -> list[Rec]:
-    """The map's and the batch axis's records at `scale` under `results/map`, of the
-    machine with the most ok rows of the batch axis (else of the map)."""
+    """The map's and the batch axis's records at `scale`, of the machine with the most ok
+    rows of the batch axis (else of the map)."""
     axis = {s.key() for s in crossover_scenarios(scale)}
     keys = axis | {s.key() for s in map_scenarios(scale)}
     folder = Path(results) / MAP_FOLDER
@@ -96,36 +99,28 @@ def study_records(results: str | Path, scale: str = "quick") -> list[Rec]:
 
 
 def points(recs: Sequence[Rec]) -> list[Point]:
-    """The points of `recs`, session by session (`session_points`): a row is set only
-    against 1-device rows of its own session."""
-    by: dict[sessions.Session, list[Rec]] = {}
-    for r, session in zip(recs, _sessions(recs), strict=True):
-        by.setdefault(session, []).append(r)
-    return [p for group in by.values() for p in session_points(merged(group))]
+    """The points of `recs`, each row set only against 1-device rows of its own session."""
+    return [p for group in _grouped(recs, recs).values() for p in session_points(merged(group))]
 
 
-def _sessions(recs: Sequence[Rec]) -> list[sessions.Session]:
-    """Each record's session: the one it was given (`sessions.reassigned`, over its
-    whole results tree), else its session among `recs` (planted or unread records)."""
-    assigned = sessions.assign(recs)
-    return [
-        sessions.session_of(r) if r.get("session") else a
-        for r, a in zip(recs, assigned, strict=True)
-    ]
+def _grouped(items: Sequence[T], recs: Sequence[Rec]) -> dict[sessions.Session, list[T]]:
+    """`items` by the session of their records `recs`: the one each was given
+    (`sessions.reassigned`, over its whole results tree), else its session among `recs`."""
+    by: dict[sessions.Session, list[T]] = {}
+    for item, r, among in zip(items, recs, sessions.assign(recs), strict=True):
+        by.setdefault(sessions.session_of(r) if r.get("session") else among, []).append(item)
+    return by
 
 
 def by_session(pts: Sequence[Point]) -> list[tuple[sessions.Session, list[Point]]]:
     """`pts` grouped by the session of their rows, oldest first."""
-    by: dict[sessions.Session, list[Point]] = {}
-    for p, session in zip(pts, _sessions([p.record for p in pts]), strict=True):
-        by.setdefault(session, []).append(p)
+    by = _grouped(pts, [p.record for p in pts])
     return sorted(by.items(), key=lambda kv: kv[0].start.isoformat() if kv[0].start else "")
 
 
 def session_points(recs: Sequence[Rec]) -> list[Point]:
-    """The points of one session's `recs`: every ok, trained multi-device row whose step
-    is its best 1-device step's, against that step (strong) and the best at its
-    per-device batch."""
+    """Every ok, trained multi-device row of one session's `recs` on its best 1-device
+    step, against that step (strong) and the best at its per-device batch (weak)."""
     bests = best_steps(recs)
     out = []
     for r in recs:
@@ -192,9 +187,8 @@ class Crossing:
     no_crossing: float = 0.0
 
     def said(self, unit: str) -> str:
-        """`pays from 0.41 ms [0.30, 0.55]` (a bound of the interval outside the measured
-        span as `<` or `>` that span's end), that it pays (or not) over the whole span,
-        or that its points do not separate it from 1."""
+        """`pays from 0.41 ms [0.30, 0.55]` (a bound outside the span as `<` or `>` its
+        end), that it pays (or not) over the whole span, or that it is not separable."""
         lo, hi = self.span
         counted = f"{self.paying} of {self.n} points pay" if self.paying is not None else ""
         if self.at is not None:
@@ -222,8 +216,7 @@ def _num(v: float) -> str:
 
 
 def _line_root(x: np.ndarray, y: np.ndarray) -> float | None:
-    """Where the least-squares line of `y` (log speedup) on `x` (log axis) is zero,
-    where it rises (None otherwise)."""
+    """Where the least-squares line of `y` on `x` rises through zero, or None."""
     if np.ptp(x) == 0:
         return None
     slope, intercept = np.polyfit(x, y, 1)
@@ -239,8 +232,8 @@ def _interp_root(x: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def _draw_roots(x: np.ndarray, est: np.ndarray, sd: np.ndarray, how: str, seed: int) -> np.ndarray:
-    """`DRAWS` crossings of the points drawn from their intervals (for a line, the
-    points resampled too); a draw with no crossing within the span is infinite."""
+    """`DRAWS` crossings of points drawn from their intervals (for a line, resampled too);
+    a draw with no crossing within the span is infinite."""
     rng = np.random.default_rng(seed)
     root = _line_root if how == "line" else _interp_root
     roots = np.full(DRAWS, np.inf)
@@ -303,9 +296,8 @@ def crossing(
 
 
 def work_crossing(pts: Sequence[Point], controller: str, mode: str) -> Crossing | None:
-    """`mode`'s crossover in the per-device work (ms per solver iteration) under
-    `controller`, over every workload and batch with a measured work; None without
-    points."""
+    """`mode`'s crossover in the per-device work (ms per solver iteration), over every
+    workload and batch; None with fewer than two points."""
     mine = [
         p
         for p in pts
@@ -339,9 +331,8 @@ def _ci(p: tuple[float, float, float] | None) -> str:
 
 
 def crossover_table(pts: Sequence[Point]) -> Grid:
-    """One row per session, controller and mode: the crossover in the work, and in the
-    per-device batch along each workload of the axis, each from that session's points
-    alone (a line is never fitted across sessions)."""
+    """Per session, controller and mode: the crossover in the work and in each axis
+    workload's batch, from that session's points alone (never fitted across sessions)."""
     body = []
     for session, mine in by_session(pts):
         for controller in CONTROLLERS:
@@ -363,8 +354,7 @@ def crossover_table(pts: Sequence[Point]) -> Grid:
 
 
 def points_table(pts: Sequence[Point]) -> Grid:
-    """Every point: workload, controller, mode, batches, work, speedup over the best
-    1-device step (with that step and its time), throughput per device."""
+    """Every point."""
     body = [
         [
             escape(sessions.session_of(p.record).when),
@@ -395,10 +385,8 @@ MARKERS = "osD^vP<>*X"
 
 
 def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossover") -> list[Path]:
-    """The lead modes' (`shard_map`, `pmap`) speedup over the best 1-device step against
-    the per-device work, one panel per controller: a colour per mode, a marker per
-    workload, each point with its interval (no line: each session is fitted alone, on
-    the page); the machine and its devices in the title."""
+    """The lead modes' speedup over the best 1-device step against the per-device work, a
+    panel per controller (no line: each session is fitted alone, on the page)."""
     # matplotlib (and the plots module that imports it) load for a figure only.
     import matplotlib.pyplot as plt
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
@@ -447,26 +435,27 @@ def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossov
 
 
 def axis_predictions(results: str | Path, machine: str) -> list[Prediction]:
-    """The map's predictions of `machine` made along the batch axis (`odestudy predict
-    --map`: `crossover` holds each mode's predicted points and crossing), made from the
-    session's probe of the devices."""
+    """The map's predictions of `machine` made along the batch axis, from the probe."""
     return [p for p in predictions(results, machine) if p.crossover is not None]
+
+
+def _prediction(found: Sequence[Prediction], workload: str, controller: str) -> Prediction | None:
+    return next(
+        (p for p in found if (p.workload, p.fields.controller) == (workload, controller)), None
+    )
 
 
 def _predicted(
     found: Sequence[Prediction], workload: str, controller: str, mode: str
 ) -> PredictedMode | None:
-    for p in found:
-        if p.workload == workload and p.fields.controller == controller:
-            return (p.crossover or {}).get(mode)
-    return None
+    p = _prediction(found, workload, controller)
+    return None if p is None else (p.crossover or {}).get(mode)
 
 
 def predicted_speedup(
     found: Sequence[Prediction], point: Point
 ) -> tuple[float, float, float] | None:
-    """The prediction of a measured point (same workload, controller, mode and
-    per-device batch), `(estimate, low, high)`; None where none was made."""
+    """The prediction of a measured point, `(estimate, low, high)`, or None."""
     mode = _predicted(found, point.workload, point.controller, point.mode)
     for p in mode.points if mode is not None else []:
         if p.per_device_batch == point.per_device_batch:
@@ -475,8 +464,8 @@ def predicted_speedup(
 
 
 def beside_table(pts: Sequence[Point], found: Sequence[Prediction]) -> Grid:
-    """Per workload of the axis, controller and mode: the measured crossover in the
-    per-device batch beside the predicted one (`odestudy predict --map`)."""
+    """Per axis workload, controller and mode: the measured crossover in the per-device
+    batch beside the predicted one."""
     body = []
     for w in CROSSOVER_WORKLOADS:
         for controller in CONTROLLERS:
@@ -511,7 +500,7 @@ def latest_batch_crossing(
 
 def _work_at(batches: Sequence[float], pts: Sequence[Point]) -> list[float] | None:
     """The per-device work (ms per solver iteration) at per-device `batches`, log-linearly
-    interpolated between the measured points of one workload and controller."""
+    interpolated between one workload and controller's points."""
     known = sorted({(p.per_device_batch, p.work_s) for p in pts if p.work_s})
     if len(known) < 2:
         return None
@@ -524,31 +513,29 @@ def _work_said(found: Crossing | None, pts: Sequence[Point], workload: str, cont
     if found is None or found.at is None:
         return "–"
     mine = [p for p in pts if (p.workload, p.controller) == (workload, controller)]
-    work = _work_at(found.at, mine)
-    return "–" if work is None else f"{work[0]:.3g} [{work[1]:.3g}, {work[2]:.3g}]"
+    return _work(_work_at(found.at, mine))
 
 
 def _predicted_work(pred: PredictedMode | None) -> str:
     """The predicted per-device work at the predicted crossing, with its interval."""
     work = pred.work_s if pred is not None else None
-    if not work:
-        return "–"
-    e, lo, hi = (w * 1e3 for w in work)
-    return f"{e:.3g} [{lo:.3g}, {hi:.3g}]"
+    return _work([w * 1e3 for w in work] if work else None)
+
+
+def _work(work: Sequence[float] | None) -> str:
+    """`0.412 [0.301, 0.55]`: a work (ms) with its interval, or `–`."""
+    return "–" if work is None else f"{work[0]:.3g} [{work[1]:.3g}, {work[2]:.3g}]"
 
 
 def prediction_errors(pts: Sequence[Point], found: Sequence[Prediction]) -> list[PredictionError]:
-    """At every measured point predicted: predicted over measured speedup, minus 1
-    (`error`), the prediction's model and whether it was made before the point's rows
-    (`heldout.made_before`: the 2-device row and its 1-device bases)."""
+    """At every measured point predicted: predicted over measured speedup, minus 1, and
+    whether the prediction was made before the point's rows (`heldout.made_before`)."""
     out = []
     for p in pts:
         pred = predicted_speedup(found, p)
-        if pred is None:
+        made = _prediction(found, p.workload, p.controller)
+        if pred is None or made is None:
             continue
-        made = next(
-            x for x in found if x.workload == p.workload and x.fields.controller == p.controller
-        )
         out.append(
             PredictionError(
                 error=pred[0] / p.speedup[0] - 1,
@@ -576,8 +563,7 @@ INTRO = (
 def crossover_body(
     recs: Sequence[Rec], pts: Sequence[Point], found: Sequence[Prediction]
 ) -> tuple[Text | Grid, ...]:
-    """The page's table file: terms, where each mode starts to pay (in the work, and in
-    the batch per workload of the axis), the prediction beside it, and every point."""
+    """The page's blocks."""
     ok = [r for r in recs if r.ok]
     hardware = ok[0].hardware if ok else Hardware()
     errors = prediction_errors(pts, found)
@@ -608,9 +594,7 @@ def crossover_body(
 
 
 def crossover_tables(results: str | Path, figures: str | Path, scale: str = "quick") -> list[Table]:
-    """The crossover's table (`crossover`) and, with points, its figure
-    (`figures/crossover.png`, drawn); at another scale than quick, only where the axis
-    has rows there (else none)."""
+    """The crossover's table and figure; at another scale, only where the axis has rows."""
     recs, pts = points_of(results, scale)
     if not recs and scale != "quick":
         return []
@@ -631,8 +615,7 @@ CROSSOVER_WHERE = "when splitting pays (crossover.md)"
 
 
 def crossover_claims(results: str | Path, scale: str) -> list[Claim]:
-    """Every point of the axis (`points_table`) as a claim: its speedup over the best
-    1-device step at its global batch."""
+    """Every point's speedup over the best 1-device step, as a claim."""
     return [
         ratio_claim(p.record, p.base.record, BEST_STEP, p.speedup, CROSSOVER_WHERE, p.differs)
         for p in points_of(results, scale)[1]
