@@ -71,8 +71,8 @@ def _trained_limit(rec: LeverRecord) -> float:
 
 
 def lever_cell(rec: LeverRecord, base: str, lever: str) -> str:
-    """The lever's speedup over its baseline with its interval, and both final losses
-    (a model above the problem's trained loss said so; unequal losses marked)."""
+    """The lever's speedup over its baseline and both final losses (an untrained model
+    said so; unequal losses marked)."""
     a, b = variant_row(rec, base), variant_row(rec, lever)
     if a is None or b is None:
         return "–"
@@ -85,8 +85,7 @@ def lever_cell(rec: LeverRecord, base: str, lever: str) -> str:
 
 
 def lever_section(results: str | Path, machine: str, lever: MapLever) -> list[Block]:
-    """`workloads.md`'s section on `lever` along the map: per workload and controller,
-    its speedup in each of its pairs, from its records."""
+    """`workloads.md`'s section on `lever` along the map."""
     held, recs = held_elsewhere(results, machine, lever.folder)
     head = [Text(f"## {lever.name} along the map"), *elsewhere_said(machine, held)]
     if not recs:
@@ -112,8 +111,7 @@ def lever_section(results: str | Path, machine: str, lever: MapLever) -> list[Bl
 
 @dataclasses.dataclass(frozen=True)
 class LeverSpeedup:
-    """A lever's speedup over its baseline in one record (`lever_speedups`), with its
-    interval, and whether the two trained the same model (`equal`)."""
+    """A lever's speedup in one record, and whether both trained the same model."""
 
     ratio: float
     low: float
@@ -122,10 +120,8 @@ class LeverSpeedup:
 
 
 def lever_speedups(recs: Sequence[LeverRecord], base: str, lever: str) -> list[LeverSpeedup]:
-    """Per lever record (workload and controller) whose two models both trained (their
-    problem's trained loss), the speedup of `lever` over `base` with its interval, and
-    whether they trained the same model (within the run-to-run spread measured for the
-    workload on the machine, `loss.same`)."""
+    """Per record whose two models both trained, the speedup of `lever` over `base`, and
+    whether they trained the same model (`loss.same`)."""
     out = []
     for rec in recs:
         a, b = variant_row(rec, base), variant_row(rec, lever)
@@ -149,8 +145,7 @@ def separated(found: Sequence[LeverSpeedup]) -> tuple[int, int]:
 
 
 def lever_summary(recs: Sequence[LeverRecord], lever: MapLever) -> list[str]:
-    """The README's line on `lever` on the recommended step along the map (its last
-    pair; the pairs whose models trained), or nothing where none did."""
+    """The README's line on `lever` on the recommended step, or nothing."""
     found = lever_speedups(recs, *lever.recommended)
     if not found:
         return []

@@ -58,20 +58,17 @@ DASHES: dict[str, str | tuple[float, ...]] = {
 
 
 def line_dashes(line: str) -> str | tuple[float, ...]:
-    """seaborn's dashes of a matplotlib format's line style (`"--s"` gives `(4, 2)`); a
-    format without one is solid."""
+    """seaborn's dashes of a matplotlib format's line style (`"--s"` gives `(4, 2)`)."""
     return next((dashes for style, dashes in DASHES.items() if line.startswith(style)), "")
 
 
 def controller_dashes(controllers: Iterable[str]) -> dict[str, str | tuple[float, ...]]:
-    """Each of `controllers`' dashes in a seaborn figure, from its line
-    (`CONTROLLER_STYLE`: its class's `line`, any other name `OTHER_LINE`)."""
+    """Each of `controllers`' dashes in a seaborn figure, from its line."""
     return {c: line_dashes(CONTROLLER_STYLE[c]) for c in controllers}
 
 
 def summary(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The headline numbers of one record (as read: `read_record`), as a small dict for
-    display."""
+    """The headline numbers of one record, as a small dict for display."""
     rec = Rec(record)
     keys = (
         "status",
@@ -100,8 +97,7 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def plot_scenario(record: Mapping[str, Any]):
-    """Training loss per step and a histogram of per-sample solver steps of one record
-    (as read: `read_record`)."""
+    """Training loss per step and a histogram of per-sample solver steps of one record."""
     import matplotlib.pyplot as plt
 
     rec = Rec(record)
@@ -150,9 +146,8 @@ FRAME_COLUMNS = (
 
 
 def scaling_frame(rows: Sequence[Rec]) -> pd.DataFrame:
-    """Rows of `frames.scaling_rows` in long form for plotting: one row per record and
-    metric (`METRICS`), with the value and its interval (`low`, `high`; the IQR for
-    step times, the 95% interval for speedup and efficiency)."""
+    """Scaling rows in long form: a row per record and metric, with its interval (the IQR
+    for step times, the 95% interval for speedup and efficiency)."""
     out = []
     for r in rows:
         if not r.ok:
@@ -271,10 +266,8 @@ def _scaling_legend(
 def scaling_figures(
     rows: Sequence[Rec], out: str | Path, device: str, cores: int | None
 ) -> list[Path]:
-    """Step time, speedup and efficiency against devices (seaborn facets), colour by
-    mode, line style by controller, one figure per scaling. `rows` come from
-    `frames.scaling_rows`; ideal scaling is dotted, and devices beyond `cores` physical
-    cores are shaded (times there measure overhead, not speedup)."""
+    """Step time, speedup and efficiency against devices, a figure per scaling; devices
+    beyond `cores` physical cores shaded (times there measure overhead, not speedup)."""
     import seaborn as sns
 
     # A model that did not train has no speedup to plot: left out, and counted in the title.
@@ -314,8 +307,7 @@ def scaling_figures(
 def _forward_axes(
     c: Any, sweeps: Sequence[Sweep], data: pd.DataFrame, palette: dict, name: Any
 ) -> None:
-    """The step-cost figure's third panel: the forward pass alone against the rest of
-    the step, per sweep that timed it."""
+    """The step-cost figure's third panel: the forward pass against the rest of the step."""
     for sw in sweeps:
         sel = data[(data["sweep"] == name(sw)) & data["forward_s"].notna()]
         c.plot(
@@ -345,8 +337,7 @@ def _forward_axes(
 def _cost_axes(
     a: Any, b: Any, sweeps: Sequence[Sweep], data: pd.DataFrame, palette: dict, name: Any
 ) -> None:
-    """The step-cost figure's first two panels: each sweep's step time with its IQR
-    bars, and its fitted time per iteration (dotted)."""
+    """The step-cost figure's first two panels' bars and fitted lines."""
     for sw in sweeps:
         sel = data[data["sweep"] == name(sw)]
         a.errorbar(
@@ -379,9 +370,8 @@ def _cost_axes(
 
 
 def step_cost_figure(sweeps: Sequence[Sweep], out: str | Path, stem: str) -> list[Path]:
-    """Step time and time per executed solver iteration against batch size, one line
-    per sweep (`benchmarks/step_cost.py` records: controller and label), with the
-    fitted line `fixed + per_sample * batch` of the time per iteration (dotted)."""
+    """Step time and time per executed solver iteration against batch size, a line per
+    sweep, with the fitted time per iteration `fixed + per_sample * batch` (dotted)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
