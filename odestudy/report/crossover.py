@@ -53,15 +53,10 @@ Z95 = 1.96
 
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """One multi-device row of the best step against the best 1-device steps.
-
-    - `work_s`: the best 1-device step's time per solver iteration at `per_device_batch`
-      (None where that row was not measured or did not train).
-    - `speedup`: over the best 1-device step at `global_batch`, `(estimate, low, high)`.
-    - `per_device`: throughput per device against the best 1-device step at
-      `per_device_batch` (weak scaling's efficiency), likewise; None where not measured.
-    - `differs`: the row and its strong base trained to different losses (`loss.MARK`).
-    """
+    """One multi-device row of the best step: its per-device work (`work_s`, None where
+    not measured or untrained), its speedup over its strong `base` and its throughput per
+    device against the weak one (`per_device`), each `(estimate, low, high)`, and whether
+    it and `base` trained to different losses (`differs`)."""
 
     workload: str
     controller: str
@@ -163,19 +158,14 @@ def _log_sd(p: tuple[float, float, float]) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Crossing:
-    """Where a mode's speedup crosses 1 along one axis (the work, or a workload's
-    per-device batch), said no further than its points go.
+    """Where a mode's speedup crosses 1 along one axis, said no further than its points go.
 
-    - `at`: `(estimate, low, high)` where the fitted crossing lies within the measured
-      span (`high` is infinite where over 2.5 % of the draws found no crossing), else
-      None.
-    - `pays`: True where every point's interval lies above 1, False where every one
-      lies below; None otherwise.
-    - `span`: the axis's measured range; `n`: the points; `paying`: how many points'
-      intervals lie above 1.
-    - `past_pays`: whether every point past the crossing's estimate has its interval
-      above 1 (only then "pays from").
-    - `no_crossing`: the fraction of draws that found no crossing in the span.
+    - `at`: `(estimate, low, high)` where the crossing lies within the measured `span`
+      (`high` infinite where over 2.5 % of the draws found none), else None.
+    - `pays`: True (False) where every point's interval lies above (below) 1, else None.
+    - `n`: the points; `paying`: those whose interval lies above 1; `past_pays`: whether
+      every point past the crossing pays (only then "pays from"); `no_crossing`: the
+      fraction of draws that found no crossing in the span.
     """
 
     at: tuple[float, float, float] | None
@@ -250,13 +240,10 @@ def _draw_roots(x: np.ndarray, est: np.ndarray, sd: np.ndarray, how: str, seed: 
 def crossing(
     axis: Sequence[float], speedups: Sequence[tuple[float, float, float]], how: str, seed: int = 0
 ) -> Crossing:
-    """Where speedups cross 1 along `axis` (positive values, log scale): `how` is
-    `"line"` (a line through every point: the work) or `"path"` (the points in order:
-    one workload's batches). Its interval: `DRAWS` draws, each speedup drawn
-    log-normally from its interval (and for a line, the points resampled); draws with
-    no crossing stay in it (`Crossing.no_crossing`). A verdict follows the points:
-    "pays over all" only where every interval lies above 1, "pays from" only where
-    every point past the crossing pays."""
+    """Where speedups cross 1 along `axis` (log scale): `how` is `"line"` (a line through
+    every point: the work) or `"path"` (the points in order: one workload's batches).
+    Its interval: `DRAWS` draws, each speedup drawn log-normally from its interval (for a
+    line, the points resampled too)."""
     x = np.log(np.asarray(axis, dtype=float))
     est = np.asarray([s[0] for s in speedups], dtype=float)
     span = (float(np.exp(x.min())), float(np.exp(x.max())))
@@ -278,21 +265,14 @@ def crossing(
     beyond = x.max() + 50.0  # no crossing: past the span (infinite once read back)
     low, high = np.percentile(np.where(np.isinf(roots), beyond, roots), [tail, 100 - tail])
     high = np.inf if high > x.max() + 1.0 else high
-    past = lows[x > central]
     at = (
         float(np.exp(central)),
         float(np.exp(min(low, central))),
         float(np.exp(max(high, central))),
     )
-    return Crossing(
-        at,
-        None,
-        span,
-        len(x),
-        paying,
-        bool(len(past) and (past > 1).all()),
-        float(np.isinf(roots).mean()),
-    )
+    past = lows[x > central]
+    past_pays = bool(len(past) and (past > 1).all())
+    return Crossing(at, None, span, len(x), paying, past_pays, float(np.isinf(roots).mean()))
 
 
 def work_crossing(pts: Sequence[Point], controller: str, mode: str) -> Crossing | None:
@@ -311,8 +291,7 @@ def work_crossing(pts: Sequence[Point], controller: str, mode: str) -> Crossing 
 def batch_crossing(
     pts: Sequence[Point], workload: str, controller: str, mode: str
 ) -> Crossing | None:
-    """`mode`'s crossover in the per-device batch along `workload`'s axis; None with
-    fewer than two batches."""
+    """`mode`'s crossover in the per-device batch along `workload`'s axis, or None."""
     mine = sorted(
         (
             p

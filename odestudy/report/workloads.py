@@ -125,7 +125,7 @@ def map_rows(recs: Sequence[Rec]) -> list[MapRow]:
     out = []
     for r in recs:
         w = workload_of(r.fields)
-        if w is None or r.global_batch != _map_batch(w, r):
+        if w is None or r.global_batch != w.scenario(scale=r.scale, controller=r.controller).batch:
             continue  # the 1-device rows at the per-device batch: the batch axis's page
         b = base.get((w.name, r.controller))
         best = best_for(r, bests, "strong")
@@ -153,20 +153,11 @@ def map_rows(recs: Sequence[Rec]) -> list[MapRow]:
         )
     order = {w: i for i, w in enumerate(_workload_order(out))}
     modes = ("single", *MULTI_MODES)
-    out.sort(
-        key=lambda x: (
-            order[x.workload],
-            x.controller,
-            x.step != "default",
-            modes.index(x.mode),
-        )
-    )
-    return out
 
+    def place(x: MapRow) -> tuple[int, str, bool, int]:
+        return order[x.workload], x.controller, x.step != "default", modes.index(x.mode)
 
-def _map_batch(w: Any, rec: Rec) -> int:
-    """The map's global batch of workload `w` at a record's scale and controller."""
-    return int(w.scenario(scale=rec.scale, controller=rec.controller).batch)
+    return sorted(out, key=place)
 
 
 def _ok(r: Rec) -> bool:
@@ -240,13 +231,12 @@ def map_claims(results: str | Path, scale: str) -> list[Claim]:
     """The cells of `best_table` as claims."""
     found = []
     for _, _, best, by_mode in on_best(rows_of(results, scale)[1]):
+        b = best.record
         for r in by_mode:
-            if r is not None and r.speedup_best is not None and r.record is not best.record:
-                flagged = differs(r.record, best.record)
+            if r is not None and r.speedup_best is not None and r.record is not b:
+                flagged = differs(r.record, b)
                 found.append(
-                    ratio_claim(
-                        r.record, best.record, BEST_STEP, r.speedup_best, MAP_WHERE, flagged
-                    )
+                    ratio_claim(r.record, b, BEST_STEP, r.speedup_best, MAP_WHERE, flagged)
                 )
     return found
 
@@ -656,18 +646,13 @@ def summary_lines(results: str | Path, recs: Sequence[Rec]) -> list[str]:
             predictions(results, machine, EXTRAPOLATION_PROFILE),
         ),
         *[line for line in [recommended_again(rows, choice_records(results))] if line],
-        *_levers_summary(results, machine),
+        *[
+            line
+            for lever in MAP_LEVERS
+            for line in lever_summary(lever.records(results, machine), lever)
+        ],
         *fused_summary(fused_records(results, machine)),
         *gpu_fused_summary(results),
-    ]
-
-
-def _levers_summary(results: str | Path, machine: str) -> list[str]:
-    """A bullet per lever studied along the map."""
-    return [
-        line
-        for lever in MAP_LEVERS
-        for line in lever_summary(lever.records(results, machine), lever)
     ]
 
 
