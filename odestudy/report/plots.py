@@ -224,31 +224,13 @@ def _scaling_legend(
     from matplotlib.patches import Patch
 
     handles: list[Any] = [Line2D([], [], color=MODE_STYLE[m], lw=2, label=m) for m in modes]
-    handles += [
-        Line2D(
-            [],
-            [],
-            color="k",
-            ls=CONTROLLER_STYLE[c][:-1],
-            marker=CONTROLLER_STYLE[c][-1],
-            label=c,
-        )
-        for c in CONTROLLER_STYLE
-        if c in set(sel["controller"])
-    ]
+    for c, line in CONTROLLER_STYLE.items():
+        if c in set(sel["controller"]):
+            handles.append(Line2D([], [], color="k", ls=line[:-1], marker=line[-1], label=c))
     handles.append(Line2D([], [], color="grey", ls=":", label="ideal"))
     if (sel["processes"] > 1).any():
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color="k",
-                marker="o",
-                ls="",
-                markerfacecolor="none",
-                label="several processes",
-            )
-        )
+        hollow: dict[str, Any] = {"marker": "o", "ls": "", "markerfacecolor": "none"}
+        handles.append(Line2D([], [], color="k", label="several processes", **hollow))
     if cores and max(ns) > cores:
         handles.append(
             Patch(color="grey", alpha=0.15, label=f"devices > {cores} physical cores (overhead)")
@@ -310,20 +292,10 @@ def _forward_axes(
     """The step-cost figure's third panel: the forward pass against the rest of the step."""
     for sw in sweeps:
         sel = data[(data["sweep"] == name(sw)) & data["forward_s"].notna()]
-        c.plot(
-            sel["batch"],
-            sel["forward_s"] * 1e3,
-            "o-",
-            color=palette[name(sw)],
-            label=f"{name(sw)}: forward",
-        )
-        c.plot(
-            sel["batch"],
-            (sel["step_s"] - sel["forward_s"]) * 1e3,
-            "s--",
-            color=palette[name(sw)],
-            label=f"{name(sw)}: backward + update",
-        )
+        label, color = name(sw), palette[name(sw)]
+        c.plot(sel["batch"], sel["forward_s"] * 1e3, "o-", color=color, label=f"{label}: forward")
+        rest = (sel["step_s"] - sel["forward_s"]) * 1e3
+        c.plot(sel["batch"], rest, "s--", color=color, label=f"{label}: backward + update")
     c.set(
         xscale="log",
         yscale="log",
@@ -340,22 +312,13 @@ def _cost_axes(
     """The step-cost figure's first two panels' bars and fitted lines."""
     for sw in sweeps:
         sel = data[data["sweep"] == name(sw)]
+        iqr = [sel["step_s"] - sel["p25"], sel["p75"] - sel["step_s"]]
         a.errorbar(
-            sel["batch"],
-            sel["step_s"],
-            yerr=[sel["step_s"] - sel["p25"], sel["p75"] - sel["step_s"]],
-            fmt="none",
-            capsize=3,
-            color=palette[name(sw)],
+            sel["batch"], sel["step_s"], yerr=iqr, fmt="none", capsize=3, color=palette[name(sw)]
         )
         x = sel["batch"].to_numpy(float)
-        fit = sw.fit
-        b.plot(
-            x,
-            (fit.fixed_per_iteration_s + fit.per_sample_iteration_s * x) * 1e3,
-            ":",
-            color=palette[name(sw)],
-        )
+        fitted = (sw.fit.fixed_per_iteration_s + sw.fit.per_sample_iteration_s * x) * 1e3
+        b.plot(x, fitted, ":", color=palette[name(sw)])
     a.set(
         xscale="log",
         yscale="log",

@@ -599,7 +599,7 @@ def workloads_body(
         Text(intro),
         Text(map_time_line(recs, found)),
         Text("## Summary"),
-        Text("\n".join(summary_lines(results, recs))),
+        Text("\n".join(summary_lines(results, machine, rows, found))),
         Text("## Against the best 1-device step"),
         Text(best),
         best_table(rows),
@@ -635,17 +635,14 @@ def _workload_ticks(ax: Any, rows: Sequence[MapRow], controller: str) -> None:
             ax.axvspan(cost[a], cost[b], color="tab:red", alpha=0.08, label=label)
 
 
-def summary_lines(results: str | Path, recs: Sequence[Rec]) -> list[str]:
+def summary_lines(
+    results: str | Path, machine: str, rows: Sequence[MapRow], found: list[Prediction]
+) -> list[str]:
     """The map page's summary bullets (the README links here)."""
-    rows = map_rows(recs)
-    machine = str(recs[0].machine_id)
+    profiled = predictions(results, machine, EXTRAPOLATION_PROFILE)
     return [
-        *_prediction_summary(
-            rows,
-            predictions(results, machine),
-            predictions(results, machine, EXTRAPOLATION_PROFILE),
-        ),
-        *[line for line in [recommended_again(rows, choice_records(results))] if line],
+        *_prediction_summary(rows, found, profiled),
+        *filter(None, [recommended_again(rows, choice_records(results))]),
         *[
             line
             for lever in MAP_LEVERS
