@@ -1,8 +1,7 @@
 """The README's answer, short enough to read in two minutes: per device kind and
-controller, each mode's speedup over the best 1-device step (`best.py`), that step and
-its time; when splitting the batch pays (`crossover.py`), measured or predicted and
-saying which; each figure over the reference's step labelled so. Every number comes
-from the records, with its interval, machine and session."""
+controller, each mode's speedup over the best 1-device step (`best.py`), and when
+splitting the batch pays (`crossover.py`); every number from the records, with its
+interval, machine and session."""
 
 import dataclasses
 import os
@@ -169,8 +168,7 @@ def _span(values: Sequence[float]) -> str:
 
 
 def render_controller(a: ControllerAnswer) -> str:
-    """`a` as one bullet: the best 1-device step, the lead modes' speedups over it with
-    each session's, and the other modes' range."""
+    """`a` as one bullet."""
     lead = [(c, r) for c, r in a.judged() if c.comparison.mode in LEAD_MODES]
     rest = [c for c in a.modes if c.comparison.mode not in LEAD_MODES]
     modes = "; ".join(
@@ -236,13 +234,13 @@ def session_table(answers: Sequence[ControllerAnswer]) -> list[str]:
                     "",
                 ]
         if a.reference is not None and a.best.default is not None:
-            lines.append(
+            lines += [
                 f"Over the reference's step ({escape(a.controller)}, the default step on one "
                 f"device, {a.best.default['step_time_s'] * 1e3:.3g} ms, "
                 f"{escape(sessions.session_of(a.best.default).label)}): "
-                f"`{escape(a.reference.comparison.mode)}` {render_x(a.reference)}."
-            )
-            lines.append("")
+                f"`{escape(a.reference.comparison.mode)}` {render_x(a.reference)}.",
+                "",
+            ]
     return lines
 
 
@@ -307,8 +305,7 @@ def session_pairs(
 def over_sessions(
     a: ControllerAnswer, judged: list[tuple[Any, dict[str, ControllerAnswer]]]
 ) -> ControllerAnswer:
-    """`a` with each mode's claim made over the sessions that measured it
-    (`replication.replicate`), ordered by its value."""
+    """`a` with each mode's claim made over the sessions that measured it, by value."""
     made: list[tuple[Claim, Replicated | None]] = []
     for claim in a.modes:
         found = replicate(session_pairs(claim, a.controller, judged))
@@ -339,8 +336,7 @@ def quick_lines(
     device: str,
     answers: Sequence[ControllerAnswer] | None = None,
 ) -> list[str]:
-    """The answer's bullets for one device kind with where they were measured, or why
-    there are none."""
+    """The answer's bullets for one device kind, or why there are none."""
     answers = controller_answers(rows, device) if answers is None else answers
     lines = [render_controller(a) for a in answers]
     name = device.upper()

@@ -1,9 +1,7 @@
-"""Claims as code: every sentence of the README and `docs/` that states a measured number
-is written here, from the records. A claim computes its value and 95% interval, names
-the machine and session it comes from, weakens its wording where the interval does not
-support it ("not separable from one device"), flags a ratio of rows trained to
-different losses, and says in how many of the sessions whose records answer the same
-question it holds. Record text is escaped (`tables.escape`)."""
+"""Claims as code: the answer's sentences that state a measured number, from the records.
+A claim names its machine and session, weakens its wording where its 95% interval does
+not support it ("not separable from one device"), flags rows trained to different
+losses, and says in how many sessions with such records it holds."""
 
 import dataclasses
 from collections.abc import Sequence
@@ -77,8 +75,7 @@ def judge(found: Compared) -> Judgement:
 
 
 def _apart(per: dict[str, tuple[Compared, Judgement]]) -> str:
-    """Whether the intervals separate the modes faster than one device (per controller
-    where the controllers differ)."""
+    """Whether the intervals separate the modes faster than one device."""
     seps = {c: j.separable for c, (_, j) in per.items() if j.use}
     if not any(seps.values()):
         return " (not separable from each other)"
@@ -93,9 +90,7 @@ def _apart(per: dict[str, tuple[Compared, Judgement]]) -> str:
 
 def _why(slow: Rec) -> str:
     loops = slow.collectives_in_loops
-    if loops:
-        return f": {escape(loops)} collective(s) inside its solver loops"
-    return ""
+    return f": {escape(loops)} collective(s) inside its solver loops" if loops else ""
 
 
 def groups(rows: Sequence[dict[str, Any]], device: str = "cpu") -> dict[Any, list[Rec]]:
@@ -110,8 +105,7 @@ def groups(rows: Sequence[dict[str, Any]], device: str = "cpu") -> dict[Any, lis
 def judged_sessions(
     session_rows: dict[Any, list[Rec]], scaling: str, n: int
 ) -> dict[Any, dict[str, Judgement]]:
-    """Per session with `scaling` rows on `n` devices timed in more than one run: its
-    judgement per controller."""
+    """Per session with `scaling` rows on `n` devices, its judgement per controller."""
     out = {}
     for session, recs in session_rows.items():
         rows = scaling_rows(recs, scaling)
@@ -239,8 +233,7 @@ def _claims(
 
 
 def answer(rows: Sequence[Rec], every: Sequence[Rec], scaling: str, device: str) -> Judged | None:
-    """The comparisons of `rows` (one machine and session), or None without multi-device
-    rows."""
+    """The comparisons of `rows` (one machine and session), or None."""
     ok = [r for r in rows if r.ok and r.device == device]
     per = {}
     for controller in dict.fromkeys(r.controller for r in ok):
@@ -362,8 +355,7 @@ VERDICT_WHERE = "the verdict"
 
 
 def verdict_stated(rows: Sequence[Rec]) -> list[Claim]:
-    """The claims the verdict (`verdict.verdict_body`) states of `rows`: each compared
-    row over its own 1-device row."""
+    """The claims the verdict (`verdict.verdict_body`) states of `rows`."""
     ok = [r for r in rows if r.ok]
     found = []
     for device in ("cpu", "gpu"):

@@ -99,8 +99,7 @@ def points(recs: Sequence[Rec]) -> list[Point]:
 
 
 def _grouped(items: Sequence[T], recs: Sequence[Rec]) -> dict[sessions.Session, list[T]]:
-    """`items` by the session of their records `recs`: the one each was given
-    (`sessions.reassigned`, over its whole results tree), else its session among `recs`."""
+    """`items` by the session of their records `recs` (else their session among `recs`)."""
     by: dict[sessions.Session, list[T]] = {}
     for item, r, among in zip(items, recs, sessions.assign(recs), strict=True):
         by.setdefault(sessions.session_of(r) if r.get("session") else among, []).append(item)
@@ -276,8 +275,7 @@ def crossing(
 
 
 def work_crossing(pts: Sequence[Point], controller: str, mode: str) -> Crossing | None:
-    """`mode`'s crossover in the per-device work (ms per solver iteration), over every
-    workload and batch; None with fewer than two points."""
+    """`mode`'s crossover in the per-device work (ms per solver iteration), or None."""
     mine = [
         p
         for p in pts
@@ -443,8 +441,7 @@ def predicted_speedup(
 
 
 def beside_table(pts: Sequence[Point], found: Sequence[Prediction]) -> Grid:
-    """Per axis workload, controller and mode: the measured crossover in the per-device
-    batch beside the predicted one."""
+    """The measured crossover in the per-device batch beside the predicted one."""
     body = []
     for w in CROSSOVER_WORKLOADS:
         for controller in CONTROLLERS:
@@ -478,8 +475,7 @@ def latest_batch_crossing(
 
 
 def _work_at(batches: Sequence[float], pts: Sequence[Point]) -> list[float] | None:
-    """The per-device work (ms per solver iteration) at per-device `batches`, log-linearly
-    interpolated between one workload and controller's points."""
+    """The per-device work (ms per solver iteration) at `batches`, interpolated in log."""
     known = sorted({(p.per_device_batch, p.work_s) for p in pts if p.work_s})
     if len(known) < 2:
         return None

@@ -83,8 +83,7 @@ def report_studies() -> list[Study]:
 
 
 def study_tables(inputs: ReportInputs) -> dict[str, Table]:
-    """Each report study's tables made from `inputs`, by name; ValueError where two make
-    the same table."""
+    """Each report study's tables, by name; ValueError where two make the same table."""
     out: dict[str, Table] = {}
     for study in report_studies():
         for table in study.tables(inputs):
@@ -95,8 +94,7 @@ def study_tables(inputs: ReportInputs) -> dict[str, Table]:
 
 
 class Report(dict[str, Any]):
-    """What `write_report` made (and `publish.publish` adds to): a dict, as the report
-    notebook reads it."""
+    """What `write_report` made: a dict, as the report notebook reads it."""
 
     __slots__ = ()
 

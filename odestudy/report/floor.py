@@ -129,16 +129,14 @@ _FORMER_LABELS = {"recommended-diffrax": "recommended"}
 
 
 def map_lever_records(results: str | Path, machine: str, folder: str) -> list[LeverRecord]:
-    """This machine's `benchmarks/levers.py --map` records in `results/map/<machine>/
-    <folder>/`, in the map's order, each with its `path`."""
+    """This machine's records in `results/map/<machine>/<folder>/`, in the map's order."""
     where = Path(results) / MAP_FOLDER / machine / folder
     paths = [where / f"{w.slug()}-{c}.json" for w in WORKLOADS for c in CONTROLLERS]
     return [LeverRecord(r, path=str(p)) for p, r in records.readable(paths)]
 
 
 def held_elsewhere(results: str | Path, machine: str, folder: str) -> tuple[str, list[LeverRecord]]:
-    """`(machine, its CPU records in folder)`, else the CPU machine that holds the most (a
-    page never says "No records" while records exist)."""
+    """`(machine, its CPU records)`, else those of the CPU machine that holds the most."""
     found = [r for r in map_lever_records(results, machine, folder) if _cpu(r)]
     if found:
         return machine, found

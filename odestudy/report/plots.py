@@ -218,8 +218,7 @@ def _scaling_axes(grid: Any, ns: list[int], scaling: str, cores: int | None) -> 
 def _scaling_legend(
     grid: Any, modes: list[str], sel: pd.DataFrame, ns: list[int], cores: int | None
 ) -> None:
-    """The legend below the facets: modes, controllers, ideal, several processes, and
-    the shaded devices beyond `cores`."""
+    """The legend below the facets."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 

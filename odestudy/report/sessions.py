@@ -30,12 +30,8 @@ SESSION_GAP_HOURS = 1.0
 
 @dataclass(frozen=True)
 class Session:
-    """One machine's records of one time window.
-
-    - `machine`: the machine id.
-    - `start`, `end`: the window (None for a session known only by its commit).
-    - `commits`: the short commits its records were measured at.
-    """
+    """One machine's records of one time window (None for a session known only by its
+    commit), with the short commits they were measured at."""
 
     machine: str
     start: datetime.datetime | None
@@ -100,8 +96,7 @@ def short_commit(rec: Mapping[str, Any]) -> str:
 
 
 def window(rec: Mapping[str, Any]) -> tuple[datetime.datetime, datetime.datetime] | None:
-    """When `rec` was measured: `(first, last)` from its own times, else its commit's
-    time (both ends), else None."""
+    """`(first, last)`: when `rec` was measured, else its commit's time, else None."""
     stamps = [rec.get("started"), *(rec.get("runs_finished") or []), rec.get("finished")]
     times = [t for t in map(parse_time, stamps) if t is not None]
     if not times:
@@ -224,8 +219,7 @@ def hours_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> float | None:
 
 
 def joined(a: Mapping[str, Any], b: Mapping[str, Any], recs: Sequence[Mapping[str, Any]]) -> str:
-    """What a ratio of records `a` and `b` joins: their one session's label, or both
-    sessions and the hours between the records."""
+    """The session a ratio of `a` and `b` joins, or both and the hours between them."""
     sa, sb = session_of(a, recs), session_of(b, recs)
     if sa == sb:
         return sa.label

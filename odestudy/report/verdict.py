@@ -275,8 +275,7 @@ def device_verdict(rows: Sequence[Rec], device: str, scale: str | None) -> list[
 
 
 def verdict_body(rows: Sequence[Rec], scale: str | None = None) -> list[Block]:
-    """The verdict from the report's scaling rows: per device kind, controller and
-    scaling, the fastest and the slowest mode (`group_sentence`)."""
+    """The verdict from the report's scaling rows (`group_sentence` per comparison)."""
     if scale is None:
         scale = next((r.scale for r in rows if r.scale), None)
     body = [b for device in ("cpu", "gpu") for b in device_verdict(rows, device, scale)]

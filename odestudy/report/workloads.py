@@ -247,8 +247,7 @@ def derived_once(
     results: str | Path,
     scale: str,
 ) -> tuple[list[Rec], list[T]]:
-    """`read(results, scale)`'s records and `derive` of them, made once per report
-    (`records.made_once`)."""
+    """`read(results, scale)`'s records and `derive` of them, made once per report."""
 
     def make() -> tuple[list[Rec], list[T]]:
         recs = read(results, scale)
@@ -313,8 +312,7 @@ RIVALS = tuple(m for m in MULTI_MODES if not MODES[m].one_loop)
 
 
 def _below(rows: Sequence[MapRow], workload: str, controller: str) -> list[str] | None:
-    """The `RIVALS` whose speedup's interval lies wholly above `shard`'s (None where a row
-    is missing)."""
+    """The `RIVALS` whose speedup lies wholly above `shard`'s (None where a row is missing)."""
     found = [_find(rows, workload, controller, "default", m) for m in ("shard", *RIVALS)]
     speedups = [r.speedup for r in found if r is not None and r.speedup is not None]
     if len(speedups) < len(found):
@@ -435,8 +433,7 @@ class PredictionError(dict[str, Any]):
 
 
 def prediction_errors(rows: Sequence[MapRow], found: Sequence[Prediction]) -> list[PredictionError]:
-    """Each prediction's row against its measured 2-device row, where both it and its
-    1-device row trained."""
+    """Each prediction's row against its measured 2-device row, where both trained."""
     out = []
     for p in found:
         controller = p.fields.controller
@@ -682,8 +679,7 @@ def fused_summary(recs: list[LeverRecord]) -> list[str]:
 
 
 def gpu_fused_summary(results: str | Path) -> list[str]:
-    """A bullet per GPU with fused-solve map records: the recommended step over the
-    default and the fused solve over the recommended step."""
+    """A bullet per GPU with fused-solve map records."""
     lines = []
     for machine in gpu_fused_machines(results):
         recs = fused_records(results, machine)
@@ -716,8 +712,7 @@ def _prediction_summary(
     found: Sequence[Prediction],
     extrapolated: Sequence[Prediction] = (),
 ) -> list[str]:
-    """A bullet per kind of prediction (devices probed, or from the profile): each mode's
-    median |error| against the map's rows."""
+    """Per kind of prediction (devices probed, or the profile), each mode's median |error|."""
     lines = []
     for what, preds in (
         ("with the 2 devices probed", found),
@@ -739,8 +734,7 @@ def _prediction_summary(
 
 
 def workloads_figure(rows: Sequence[MapRow], out: str | Path) -> list[Path]:
-    """Each mode's and the recommended step's speedup against the 1-device time per solver
-    iteration, a panel per controller."""
+    """Each mode's speedup against the workload's cost, a panel per controller."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(CONTROLLERS), figsize=(11, 4.2), sharey=True)
