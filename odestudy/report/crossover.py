@@ -1,16 +1,9 @@
 """When splitting the batch pays (`make map`, `make crossover`): each mode's speedup over the
-best 1-device step (`best.py`) against the per-device work per solver iteration, over
-the map's workloads and its per-device batch axis; the fitted crossover, and for each
-workload on the axis the per-device batch from which a mode pays.
-
-A point is one multi-device row of the best step: its workload, controller, mode and
-per-device batch `b`; its **per-device work** (the best 1-device step's time per solver
-iteration at `b`: what one device does per iteration of its loop); its speedup over the
-best 1-device step at the global batch (strong scaling), and its throughput per device
-against that step at `b` (weak scaling). The crossover is where the speedup crosses 1:
-in the work, a line through the points in log-log, and in the batch, the same along one
-workload's axis, each with a 95% bootstrap interval (`DRAWS` draws: points resampled,
-each speedup drawn from its own interval)."""
+best 1-device step (`best.py`) against the **per-device work** (the best 1-device step's
+time per solver iteration at the per-device batch: what one device does per iteration of
+its loop), over the map's workloads and its per-device batch axis. The crossover is where
+the speedup crosses 1: in the work, a line through the points in log-log, and in the
+batch, the same along one workload's axis, each with a 95% bootstrap interval."""
 
 import dataclasses
 from collections.abc import Sequence

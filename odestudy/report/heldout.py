@@ -1,7 +1,5 @@
-"""Whether a prediction was held out: made before the measured rows it is checked
-against (their first run started after it was written), or in-sample (made after them,
-from rows of the same session). Every checked error names its prediction model and says
-which. And whether the recommended step was measured again after the records it was
+"""Whether a prediction was held out (made before the rows it is checked against) or
+in-sample, and whether the recommended step was measured again after the records it was
 chosen on (`recommended_again`)."""
 
 import datetime
