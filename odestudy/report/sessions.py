@@ -4,8 +4,9 @@ A VM's speed drifts between sessions by more than the intervals of one session h
 so a ratio of two records is only as good as the session they share. A **session** is
 the records of one machine whose times fall in one contiguous window: sorted by time,
 a gap of more than `SESSION_GAP_HOURS` between one record's window and the next starts
-a new session. A record that carries no time (the benchmarks' side studies) is placed at its commit's
-time, the closest the repository knows; with neither it is a session of its own.
+a new session. A record that carries no time (the benchmarks' side studies) is placed at
+its commit's time, the closest the repository knows; with neither it is a session of its
+own.
 """
 
 import datetime
