@@ -261,8 +261,7 @@ def controller_answers(
 ) -> tuple[ControllerAnswer, ...]:
     """Each controller's answer for one device kind; with `every` (the scale's ok records,
     any session), made over the sessions that measured it (`over_sessions`)."""
-    ok = [r for r in rows if r.device == device and r.ok]
-    answers = tuple(a for c in CONTROLLERS if (a := controller_answer(ok, c)) is not None)
+    answers = tuple(_answers([r for r in rows if r.device == device and r.ok]).values())
     if not every:
         return answers
     judged = session_answers(every, device)
@@ -273,14 +272,14 @@ def session_answers(
     every: Sequence[Rec], device: str
 ) -> list[tuple[Any, dict[str, ControllerAnswer]]]:
     """Per session of `every`, oldest first: its own answer per controller."""
-    out = []
     found = groups(every, device)
-    for session in sorted(found, key=lambda s: s.start.isoformat() if s.start else ""):
-        rows = scaling_rows(merged(found[session]))
-        out.append(
-            (session, {c: a for c in CONTROLLERS if (a := controller_answer(rows, c)) is not None})
-        )
-    return out
+    oldest_first = sorted(found, key=lambda s: s.start.isoformat() if s.start else "")
+    return [(s, _answers(scaling_rows(merged(found[s])))) for s in oldest_first]
+
+
+def _answers(rows: Sequence[Rec]) -> dict[str, ControllerAnswer]:
+    """Each controller's answer that `rows` give."""
+    return {c: a for c in CONTROLLERS if (a := controller_answer(rows, c)) is not None}
 
 
 def session_pairs(
@@ -292,9 +291,7 @@ def session_pairs(
     pairs = []
     for session, answers in judged:
         a = answers.get(controller)
-        if a is None or a.n != c.devices or a.best.step != c.step:
-            continue
-        if session.machine != c.machine:
+        if a is None or (a.n, a.best.step, session.machine) != (c.devices, c.step, c.machine):
             continue
         row = next((r for r in a.rows if r.mode == c.mode), None)
         if row is not None:
