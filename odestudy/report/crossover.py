@@ -269,28 +269,21 @@ def crossing(
 
 def work_crossing(pts: Sequence[Point], controller: str, mode: str) -> Crossing | None:
     """`mode`'s crossover in the per-device work (ms per solver iteration), or None."""
-    mine = [
-        p
-        for p in pts
-        if p.controller == controller and p.mode == mode and p.work_s and not p.differs
-    ]
+    key = (controller, mode)
+    mine = [p for p in pts if (p.controller, p.mode) == key and p.work_s and not p.differs]
     if len(mine) < 2:
         return None
-    return crossing([p.work_s * 1e3 for p in mine], [p.speedup for p in mine], "line")  # type: ignore[operator]
+    work = [p.work_s * 1e3 for p in mine]  # type: ignore[operator]
+    return crossing(work, [p.speedup for p in mine], "line")
 
 
 def batch_crossing(
     pts: Sequence[Point], workload: str, controller: str, mode: str
 ) -> Crossing | None:
     """`mode`'s crossover in the per-device batch along `workload`'s axis, or None."""
-    mine = sorted(
-        (
-            p
-            for p in pts
-            if (p.workload, p.controller, p.mode) == (workload, controller, mode) and not p.differs
-        ),
-        key=lambda p: p.per_device_batch,
-    )
+    key = (workload, controller, mode)
+    mine = [p for p in pts if (p.workload, p.controller, p.mode) == key and not p.differs]
+    mine.sort(key=lambda p: p.per_device_batch)
     if len({p.per_device_batch for p in mine}) < 2:
         return None
     return crossing([p.per_device_batch for p in mine], [p.speedup for p in mine], "path")
