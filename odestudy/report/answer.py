@@ -1,8 +1,7 @@
 """The README's answer, short enough to read in two minutes: per device kind and
-controller, each mode's speedup over the best 1-device step (`best.py`), that step and
-its time; when splitting the batch pays (`crossover.py`), measured or predicted and
-saying which; each figure over the reference's step labelled so. Every number comes
-from the records, with its interval, machine and session."""
+controller, each mode's speedup over the best 1-device step (`best.py`), and when
+splitting the batch pays (`crossover.py`); every number from the records, with its
+interval, machine and session."""
 
 import dataclasses
 import os
@@ -73,13 +72,10 @@ README_WHERE = "the README's answer"
 
 @dataclasses.dataclass(frozen=True)
 class ControllerAnswer:
-    """One controller's part of the README's answer: its best 1-device step (`best`),
-    the device count `n` and per-device `batch`, each mode's claim over the best step
-    (`modes`, fastest first, each measured by the row of `rows` at its place) and the
-    fastest's over the reference's 1-device step (`reference`, None where that was not
-    measured or did not train). `over_sessions` holds, where the answer was made over
-    sessions (`controller_answers` with `every`), each mode's claim over them
-    (`replication.Replicated`), at the place of its claim."""
+    """One controller's part of the README's answer: each mode's claim over the best
+    1-device step (`modes`, fastest first, measured by `rows` in step), the fastest's over
+    the reference's step (None where not measured or untrained), and where the answer was
+    made over sessions, each mode's claim over them (`over_sessions`, in step)."""
 
     controller: str
     best: Best
@@ -92,11 +88,13 @@ class ControllerAnswer:
     over_sessions: tuple[Replicated | None, ...] = ()
     refused: tuple[str, ...] = ()
 
+    def judged(self) -> list[tuple[Claim, Replicated | None]]:
+        """Each mode's claim beside its claim over sessions (None where not made)."""
+        return list(zip(self.modes, self.over_sessions or [None] * len(self.modes), strict=True))
+
 
 def controller_answer(rows: Sequence[Rec], controller: str) -> ControllerAnswer | None:
-    """The claims of one controller's bullet: each mode's speedup over the best 1-device
-    step on the most devices within the cores, and the fastest's over the reference's
-    (default) 1-device step; None without such rows."""
+    """One controller's answer on the most devices within the cores, or None."""
     mine = [r for r in rows if r.controller == controller and r.scaling == "strong"]
     n = _devices(mine)
     ones = [r for r in mine if r.n_devices == 1 and r.ok]
@@ -124,9 +122,8 @@ def controller_answer(rows: Sequence[Rec], controller: str) -> ControllerAnswer 
 
 
 def _refused(ones: Sequence[Rec], best: Best) -> tuple[str, ...]:
-    """The steps of `best`'s family measured faster on one device that trained, but are
-    not shown to train a model as good as the default step's (the loss rule refused
-    them as the base case)."""
+    """The trained steps of `best`'s family faster on one device that the loss rule
+    refused as the base case (not shown to train as well as the default step)."""
     family = family_key(best.record, int(best.record.global_batch))
     return tuple(
         sorted(
@@ -154,8 +151,7 @@ LEAD_MODES = tuple(
 
 
 def _base_said(a: ControllerAnswer) -> str:
-    """The best 1-device step in words: which, its levers and its time (its range over
-    the sessions where the answer was made over several)."""
+    """The best 1-device step, its levers and its time (a range over sessions)."""
     times = sorted({s.base_s for r in a.over_sessions if r for s in r.sessions})
     words = a.best.words()
     plain = words == levers_in_words({"scenario": {}}, short=True)  # no lever: in words
@@ -172,12 +168,9 @@ def _span(values: Sequence[float]) -> str:
 
 
 def render_controller(a: ControllerAnswer) -> str:
-    """`a` as one bullet: the best 1-device step (its levers) and its time, the lead
-    modes' speedups over it with each session's ratio, and the other modes' range (the
-    speedups over the reference's step are on the quick page)."""
-    pairs = list(zip(a.modes, a.over_sessions or [None] * len(a.modes), strict=True))
-    lead = [(c, r) for c, r in pairs if c.comparison.mode in LEAD_MODES]
-    rest = [c for c, _ in pairs if c.comparison.mode not in LEAD_MODES]
+    """`a` as one bullet."""
+    lead = [(c, r) for c, r in a.judged() if c.comparison.mode in LEAD_MODES]
+    rest = [c for c in a.modes if c.comparison.mode not in LEAD_MODES]
     modes = "; ".join(
         f"`{escape(c.comparison.mode)}` {render_x(c)} {verdict_words(c.verdict)}"
         + (f" ({sessions_said(r)})" if r is not None else "")
@@ -199,15 +192,14 @@ def render_controller(a: ControllerAnswer) -> str:
 
 
 def session_table(answers: Sequence[ControllerAnswer]) -> list[str]:
-    """The page's table of each session's ratio behind the answer's claims: per
-    controller and mode, each session's best 1-device step time and its own ratio over
-    it with its interval and verdict; then the fastest mode over the reference's step."""
+    """The quick page's lines on each session's ratio behind the answer's claims, then the
+    fastest mode over the reference's step."""
     body = [
         [escape(a.controller), escape(c.comparison.mode), escape(s.when),
          f"{s.base_s * 1e3:.3g}", _x((s.value, *s.interval)), s.verdict.value,
          escape("; ".join(s.left_out)) or "none"]
         for a in answers
-        for c, r in zip(a.modes, a.over_sessions or [None] * len(a.modes), strict=True)
+        for c, r in a.judged()
         if r is not None
         for s in r.sessions
     ]  # fmt: skip
@@ -231,7 +223,7 @@ def session_table(answers: Sequence[ControllerAnswer]) -> list[str]:
         "",
     ]
     for a in answers:
-        for c, r in zip(a.modes, a.over_sessions or [None] * len(a.modes), strict=True):
+        for c, r in a.judged():
             if r is not None and r.held_out is not None and r.before is not None:
                 newest = r.sessions[-1]
                 lines += [
@@ -242,18 +234,18 @@ def session_table(answers: Sequence[ControllerAnswer]) -> list[str]:
                     "",
                 ]
         if a.reference is not None and a.best.default is not None:
-            lines.append(
+            lines += [
                 f"Over the reference's step ({escape(a.controller)}, the default step on one "
                 f"device, {a.best.default['step_time_s'] * 1e3:.3g} ms, "
                 f"{escape(sessions.session_of(a.best.default).label)}): "
-                f"`{escape(a.reference.comparison.mode)}` {render_x(a.reference)}."
-            )
-            lines.append("")
+                f"`{escape(a.reference.comparison.mode)}` {render_x(a.reference)}.",
+                "",
+            ]
     return lines
 
 
 def verdict_words(v: Verdict) -> str:
-    """What a claim's verdict says of splitting: pays, does not pay, not separable."""
+    """What a claim's verdict says of splitting."""
     return {
         Verdict.FASTER: "pays",
         Verdict.SLOWER: "does not pay",
@@ -267,11 +259,9 @@ def controller_answers(
     device: str = "cpu",
     every: Sequence[Rec] = (),
 ) -> tuple[ControllerAnswer, ...]:
-    """The README's answer for one device kind: each controller's (`controller_answer`)
-    that has one; with `every` (ok records of the scale, any session), each mode's claim
-    made over the sessions that measured it (`over_sessions`)."""
-    ok = [r for r in rows if r.device == device and r.ok]
-    answers = tuple(a for c in CONTROLLERS if (a := controller_answer(ok, c)) is not None)
+    """Each controller's answer for one device kind; with `every` (the scale's ok records,
+    any session), made over the sessions that measured it (`over_sessions`)."""
+    answers = tuple(_answers([r for r in rows if r.device == device and r.ok]).values())
     if not every:
         return answers
     judged = session_answers(every, device)
@@ -281,31 +271,27 @@ def controller_answers(
 def session_answers(
     every: Sequence[Rec], device: str
 ) -> list[tuple[Any, dict[str, ControllerAnswer]]]:
-    """Per session of `every` with scaling rows of `device`, oldest first: its README
-    answer per controller (`controller_answer` of that session's rows alone)."""
-    out = []
+    """Per session of `every`, oldest first: its own answer per controller."""
     found = groups(every, device)
-    for session in sorted(found, key=lambda s: s.start.isoformat() if s.start else ""):
-        rows = scaling_rows(merged(found[session]))
-        out.append(
-            (session, {c: a for c in CONTROLLERS if (a := controller_answer(rows, c)) is not None})
-        )
-    return out
+    oldest_first = sorted(found, key=lambda s: s.start.isoformat() if s.start else "")
+    return [(s, _answers(scaling_rows(merged(found[s])))) for s in oldest_first]
+
+
+def _answers(rows: Sequence[Rec]) -> dict[str, ControllerAnswer]:
+    """Each controller's answer that `rows` give."""
+    return {c: a for c in CONTROLLERS if (a := controller_answer(rows, c)) is not None}
 
 
 def session_pairs(
     claim: Claim, controller: str, judged: list[tuple[Any, dict[str, ControllerAnswer]]]
 ) -> list[tuple[str, Rec, Rec]]:
-    """`(when, base, row)` of each session that measured `claim`'s comparison: the same
-    machine, controller, mode and device count over a best 1-device step of the same
-    levers (its own session's)."""
+    """`(when, base, row)` of each session that measured `claim`'s comparison, over its own
+    best 1-device step of the same levers."""
     c = claim.comparison
     pairs = []
     for session, answers in judged:
         a = answers.get(controller)
-        if a is None or a.n != c.devices or a.best.step != c.step:
-            continue
-        if session.machine != c.machine:
+        if a is None or (a.n, a.best.step, session.machine) != (c.devices, c.step, c.machine):
             continue
         row = next((r for r in a.rows if r.mode == c.mode), None)
         if row is not None:
@@ -316,9 +302,7 @@ def session_pairs(
 def over_sessions(
     a: ControllerAnswer, judged: list[tuple[Any, dict[str, ControllerAnswer]]]
 ) -> ControllerAnswer:
-    """`a` with each mode's claim made over the sessions that measured it
-    (`replication.replicate`): its value, interval and verdict those over sessions,
-    its sessions theirs; modes ordered by that value."""
+    """`a` with each mode's claim made over the sessions that measured it, by value."""
     made: list[tuple[Claim, Replicated | None]] = []
     for claim in a.modes:
         found = replicate(session_pairs(claim, a.controller, judged))
@@ -349,9 +333,7 @@ def quick_lines(
     device: str,
     answers: Sequence[ControllerAnswer] | None = None,
 ) -> list[str]:
-    """The answer's bullets for one device kind from the quick scaling rows of one
-    machine (`answers`, its `controller_answers` where already made), with where they
-    were measured; or why there are none."""
+    """The answer's bullets for one device kind, or why there are none."""
     answers = controller_answers(rows, device) if answers is None else answers
     lines = [render_controller(a) for a in answers]
     name = device.upper()
@@ -372,8 +354,7 @@ def quick_lines(
 
 
 def _pmap_said(rows: Sequence[Rec]) -> str:
-    """How this JAX runs `pmap`, as the newest `pmap` record says
-    (`compat.pmap_implementation`)."""
+    """How this JAX runs `pmap`, as the newest record says."""
     found = sorted(
         (r for r in rows if r.get("pmap_implementation")),
         key=lambda r: str(r.started or ""),
@@ -382,14 +363,12 @@ def _pmap_said(rows: Sequence[Rec]) -> str:
 
 
 def in_short(answers: Sequence[ControllerAnswer]) -> str:
-    """The CPU answer in one sentence: per controller, what to do at the quick size by
-    the claim over sessions of the mode JAX keeps (`LEAD_MODES[0]`), and how many
-    sessions' own intervals agree."""
+    """The CPU answer in one sentence: per controller, what to do by the claim of the mode
+    JAX keeps (`LEAD_MODES[0]`), and how many sessions agree on their own."""
     said = []
     for a in answers:
-        pairs = zip(a.modes, a.over_sessions or [None] * len(a.modes), strict=True)
         lead = sorted(
-            ((c, r) for c, r in pairs if c.comparison.mode in LEAD_MODES),
+            ((c, r) for c, r in a.judged() if c.comparison.mode in LEAD_MODES),
             key=lambda cr: LEAD_MODES.index(cr[0].comparison.mode),
         )
         if not lead:
@@ -427,9 +406,7 @@ def in_short(answers: Sequence[ControllerAnswer]) -> str:
 
 
 def crossover_lines(results: str | Path) -> list[str]:
-    """When splitting pays, measured on the map and its batch axis: `CROSSOVER_MODE`'s
-    crossover in the per-device work per controller and per session (never one fit
-    across sessions); the batch axis's crossings are on the crossover page."""
+    """`CROSSOVER_MODE`'s crossover in the per-device work, per controller and session."""
     found = by_session(points_of(results, "quick")[1])
     said = []
     for controller in CONTROLLERS:
@@ -451,8 +428,7 @@ def crossover_lines(results: str | Path) -> list[str]:
 
 
 def gpu_lines(results: str | Path) -> list[str]:
-    """The GPU answer: no multi-GPU row is measured; the predictions that exist, said
-    as predictions, each over the one-GPU step it was made from."""
+    """The GPU answer: the predictions, each over the one-GPU step it was made from."""
     found = sorted(
         (p for p in gpu_predictions(results, README_SCALE) if p.trained and p.rows),
         key=lambda p: (p.fields.controller, p.n_devices),
@@ -478,8 +454,7 @@ def gpu_lines(results: str | Path) -> list[str]:
 
 
 def gpu_sweeps(results: str | Path) -> list[Sweep]:
-    """The one-GPU step-cost sweeps recorded under `results` (`<machine>/step_cost/gpu-*`,
-    `benchmarks/step_cost.py` on a GPU machine), each with its `machine` and `path`."""
+    """The one-GPU step-cost sweeps under `results`, each with its `machine` and `path`."""
     found = []
     for path, read in records.readable(sorted(Path(results).glob("*/step_cost/gpu-*.json"))):
         sweep = Sweep(read, path=str(path), machine=path.parent.parent.name)
@@ -497,8 +472,7 @@ def ideal_speedups(sweep: dict[str, Any], n: int) -> list[tuple[int, float]]:
 
 
 def gpu_bound_line(results: str | Path) -> list[str]:
-    """The GPU sweep's bound on splitting: per sweep (its controller and step), the
-    range of `ideal_speedups` on the device counts its batches allow, said as a bound."""
+    """Per GPU sweep, the range of `ideal_speedups` on the device counts it allows."""
     parts, machines = [], set()
     for sweep in gpu_sweeps(results):
         for n in (2, 4, 8):
@@ -530,9 +504,7 @@ def readme_answer(
     base: Path,
     answers: Sequence[ControllerAnswer] | None = None,
 ) -> list[str]:
-    """The README's answer as markdown lines: the quick CPU bullets (`answers`, the CPU
-    `controller_answers` where already made) and the GPU's, when splitting pays, and
-    `figure` (relative to `base`)."""
+    """The README's answer as markdown lines, `figure` linked relative to `base`."""
     lines = [
         in_short(answers or ()),
         "",

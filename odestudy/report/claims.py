@@ -1,9 +1,7 @@
-"""Claims as code: every sentence of the README and `docs/` that states a measured number
-is written here, from the records. A claim computes its value and 95% interval, names
-the machine and session it comes from, weakens its wording where the interval does not
-support it ("not separable from one device"), flags a ratio of rows trained to
-different losses, and says in how many of the sessions whose records answer the same
-question it holds. Record text is escaped (`tables.escape`)."""
+"""Claims as code: the answer's sentences that state a measured number, from the records.
+A claim names its machine and session, weakens its wording where its 95% interval does
+not support it ("not separable from one device"), flags rows trained to different
+losses, and says in how many sessions with such records it holds."""
 
 import dataclasses
 from collections.abc import Sequence
@@ -37,11 +35,10 @@ def controller_label(controller: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Judgement:
-    """The rows of one comparison (`verdict.compare`, fastest first) sorted into `use`
-    (faster than one device within their interval), `avoid` (slower than one device
-    within their interval), `none` (not separable from one device) and `one_run` (timed
-    in one run: its interval backs no verdict, `verdict.one_run`); `separable`: whether a
-    `use` row's interval misses the fastest's."""
+    """The rows of one comparison (`verdict.compare`, fastest first) by their interval
+    against one device: faster (`use`), slower (`avoid`), neither (`none`), or timed in
+    one run (`one_run`: backs no verdict); `separable`: whether a `use` row's interval
+    misses the fastest's."""
 
     use: list[Rec]
     avoid: list[Rec]
@@ -78,9 +75,7 @@ def judge(found: Compared) -> Judgement:
 
 
 def _apart(per: dict[str, tuple[Compared, Judgement]]) -> str:
-    """Whether the intervals separate the modes faster than one device, per controller
-    where the controllers differ: `(not separable from each other)`, `(fastest first;
-    the intervals separate them)`, or which controller separates them."""
+    """Whether the intervals separate the modes faster than one device."""
     seps = {c: j.separable for c, (_, j) in per.items() if j.use}
     if not any(seps.values()):
         return " (not separable from each other)"
@@ -95,14 +90,11 @@ def _apart(per: dict[str, tuple[Compared, Judgement]]) -> str:
 
 def _why(slow: Rec) -> str:
     loops = slow.collectives_in_loops
-    if loops:
-        return f": {escape(loops)} collective(s) inside its solver loops"
-    return ""
+    return f": {escape(loops)} collective(s) inside its solver loops" if loops else ""
 
 
 def groups(rows: Sequence[dict[str, Any]], device: str = "cpu") -> dict[Any, list[Rec]]:
-    """`rows` (ok records of the scaling matrix, from any source: read as `Rec`s) by
-    session, of one device kind."""
+    """The ok scaling-matrix records of `rows` of one device kind, by session."""
     out: dict[Any, list[Rec]] = {}
     for r in map(Rec, rows):
         if r.device == device and r.ok and in_scaling_matrix(r):
@@ -113,8 +105,7 @@ def groups(rows: Sequence[dict[str, Any]], device: str = "cpu") -> dict[Any, lis
 def judged_sessions(
     session_rows: dict[Any, list[Rec]], scaling: str, n: int
 ) -> dict[Any, dict[str, Judgement]]:
-    """Each session of `session_rows` with `scaling` rows on `n` devices: its judgement
-    (`judge`) per controller it holds such rows of (timed in more than one run)."""
+    """Per session with `scaling` rows on `n` devices, its judgement per controller."""
     out = {}
     for session, recs in session_rows.items():
         rows = scaling_rows(recs, scaling)
@@ -135,10 +126,9 @@ def holds(
     n: int,
     test: Any,
 ) -> tuple[int, int]:
-    """In how many sessions of `session_rows` that hold rows of the comparison the
-    predicate `test(judged per controller)` holds: `(holds, answered)`. `test` gives
-    None for a session without rows of its comparison (another controller's only, say),
-    which is not counted: "k of n" counts only sessions that could answer."""
+    """`(holds, answered)`: in how many sessions `test(judged per controller)` holds. A
+    session where `test` gives None (no rows of its comparison) is not counted: "k of n"
+    counts only sessions that could answer."""
     return holds_of(judged_sessions(session_rows, scaling, n), test)
 
 
@@ -165,10 +155,8 @@ def agreement(
     mode: str,
     verdict: Verdict,
 ) -> Agreement:
-    """How the sessions of `session_rows` holding rows of `mode` under controller `c` on
-    `n` devices judged it: how many found `verdict`, of how many answered, and the
-    others (each session's `when`), by what they found. A session without such rows
-    does not count."""
+    """How the sessions with rows of `mode` under controller `c` on `n` devices judged it:
+    how many found `verdict`, of how many, and the others by what they found."""
     return agreement_of(judged_sessions(session_rows, scaling, n), c, mode, verdict)
 
 
@@ -191,10 +179,9 @@ def _modes(rows: Sequence[Rec]) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class Judged:
-    """What one machine and session's scaling rows answer (`answer`): per controller
-    its comparison and judgement, the device count, where measured (`label`), what is
-    held fixed (`what`), every session judged (`judged`) to count in, and each
-    judged row's claim (`claims`, by controller and mode: `comparisons.own_claim`)."""
+    """What one machine and session's scaling rows answer (`answer`): per controller its
+    comparison and judgement, every session judged (`judged`), and each judged row's
+    claim (`claims`, by controller and mode)."""
 
     per: dict[str, tuple[Compared, Judgement]]
     n: int
@@ -212,9 +199,16 @@ class Judged:
         """The claim of `row` (under `c`) as `1.57x [1.49, 2.16]` (`render_x`)."""
         return render_x(self.claims[(c, row.mode)])
 
+    def shown(self, rows: dict[str, list[Rec]]) -> str:
+        """`PID mode 1.57x [1.49, 2.16], ...; ...`: the claims of `rows` per controller."""
+        return "; ".join(
+            f"{controller_label(c)} "
+            + ", ".join(f"{mode_label(r.mode)} {self.x(c, r)}" for r in rs)
+            for c, rs in rows.items()
+        )
+
     def said(self, c: str, row: Rec) -> str:
-        """How the sessions with rows of `row`'s comparison judged it (`Agreement.said`):
-        `slower in 5 of 6 sessions with such rows; not separable in 1 (...)`."""
+        """How the sessions with rows of `row`'s comparison judged it (`Agreement.said`)."""
         claim = self.claims[(c, row.mode)]
         assert claim.agreement is not None
         return claim.agreement.said(claim.verdict)
@@ -239,8 +233,7 @@ def _claims(
 
 
 def answer(rows: Sequence[Rec], every: Sequence[Rec], scaling: str, device: str) -> Judged | None:
-    """Select: the comparisons of `rows` (one machine and session) per controller, None
-    where no controller has multi-device rows."""
+    """The comparisons of `rows` (one machine and session), or None."""
     ok = [r for r in rows if r.ok and r.device == device]
     per = {}
     for controller in dict.fromkeys(r.controller for r in ok):
@@ -265,8 +258,7 @@ def answer(rows: Sequence[Rec], every: Sequence[Rec], scaling: str, device: str)
 
 
 def _not_held(a: Judged, test: Any) -> str:
-    """`; not in 1 (2026-11-26 11:12–12:04 UTC)`: the sessions with rows of the
-    comparison where `test` fails, or ""."""
+    """`; not in 1 (2026-11-26 11:12–12:04 UTC)`: the sessions where `test` fails."""
     when = sorted(escape(s.when) for s, per in a.judged.items() if test(per) is False)
     return f"; not in {len(when)} ({', '.join(when)})" if when else ""
 
@@ -277,11 +269,7 @@ def _use(a: Judged) -> list[str]:
     modes = [m for m in next(iter(use.values())) if all(m in ms for ms in use.values())]
     if not modes:
         return []
-    shown = "; ".join(
-        f"{controller_label(c)} " + ", ".join(f"{mode_label(r.mode)} {a.x(c, r)}" for r in j.use)
-        for c, (_, j) in a.per.items()
-        if j.use
-    )
+    shown = a.shown({c: j.use for c, (_, j) in a.per.items() if j.use})
     apart = _apart(a.per) if len(modes) > 1 else ""
 
     def test(p: dict[str, Judgement]) -> bool | None:
@@ -324,12 +312,8 @@ def _one_run(a: Judged) -> list[str]:
     single = {c: j.one_run for c, (_, j) in a.per.items() if j.one_run}
     if not single:
         return []
-    shown = "; ".join(
-        f"{controller_label(c)} " + ", ".join(f"{mode_label(r.mode)} {a.x(c, r)}" for r in rs)
-        for c, rs in single.items()
-    )
     return [
-        f"- One run each on {escape(a.n)} devices at {a.what} ({shown}): {ONE_RUN}, so "
+        f"- One run each on {escape(a.n)} devices at {a.what} ({a.shown(single)}): {ONE_RUN}, so "
         f"these rows call no mode faster or slower than one device, nor separate two "
         f"modes. Measured on {a.label}."
     ]
@@ -342,12 +326,10 @@ def device_answer(
     device: str = "cpu",
     scale: str = "",
 ) -> Answer:
-    """The answer for one device kind (`Answer`) from the scaling rows of one machine and
-    session (`rows`, `frames.scaling_rows`): each judged row's claim, and the bullets
-    rendered from them (which mode to use and which to avoid, per controller, with
-    intervals and the measured reason, the machine and session named; each says in how
-    many sessions of `every`, ok records of the same scale, every machine, that hold
-    its rows it holds). Without multi-device rows, why not (`missing`)."""
+    """The answer for one device kind from the scaling rows of one machine and session:
+    each judged row's claim and the bullets made from them (which mode to use and which
+    to avoid), each saying in how many sessions of `every` (the scale's ok records, every
+    machine) it holds; without multi-device rows, why not (`missing`)."""
     found = answer(rows, every, scaling, device)
     if found is None:
         missing = (
@@ -373,9 +355,7 @@ VERDICT_WHERE = "the verdict"
 
 
 def verdict_stated(rows: Sequence[Rec]) -> list[Claim]:
-    """The claims the verdict (`verdict.verdict_body`) states of `rows`: per device
-    kind, scaling and controller, each row of its comparison (`verdict.compare`) over
-    its own 1-device row."""
+    """The claims the verdict (`verdict.verdict_body`) states of `rows`."""
     ok = [r for r in rows if r.ok]
     found = []
     for device in ("cpu", "gpu"):
@@ -388,8 +368,8 @@ def verdict_stated(rows: Sequence[Rec]) -> list[Claim]:
 
 
 def scale_records(results: str | Path, scale: str) -> list[Rec]:
-    """Every ok record of `scale` under `results` and those that repeat them elsewhere
-    (`related_records`): the sessions a claim of the scale counts in."""
+    """Every ok record of `scale` and those that repeat them elsewhere: the sessions a
+    claim of the scale counts in."""
     every = [r for r in read_records(results, scale, current=True) if r.ok]
     return sessions.reassigned(every + related_records(results, scale, every))
 
@@ -397,16 +377,13 @@ def scale_records(results: str | Path, scale: str) -> list[Rec]:
 def answer_claims(
     results: str | Path, scale: str, rows: Sequence[Rec], scaling: str = "strong"
 ) -> list[Answer]:
-    """The answer per device kind (`device_answer`) of `rows` against every ok scaling
-    record of `scale` under `results` (each session of each machine, and the records
-    that repeat them elsewhere, `scale_records`)."""
+    """The answer per device kind of `rows`, against every ok record of `scale`."""
     every = scale_records(results, scale)
     return [device_answer(rows, every, scaling, d, scale) for d in ("cpu", "gpu")]
 
 
 def render_claims(answers: Sequence[Answer]) -> list[str]:
-    """`answers` as markdown lines: per device kind its name in bold, then its bullets,
-    or its name and why it has none."""
+    """`answers` as markdown lines."""
     lines = []
     for found in answers:
         name = found.device.upper()
@@ -425,10 +402,8 @@ def scale_claims(
 
 
 def related_records(results: str | Path, scale: str, rows: Sequence[Rec]) -> list[Rec]:
-    """The ok records of the workload map's and the version study's folders under
-    `results`, and of the sessions whose records were measured again
-    (`records.REPLACED`), that repeat a scenario of `rows` (its key) under the same
-    protocol and JAX release: the sessions a claim counts besides the scale's own."""
+    """The ok records of the map's, the version sets' and the replaced sessions' folders
+    that repeat a scenario of `rows` under the same protocol and JAX release."""
     same = {(r.scenario_key, r.protocol, _jax(r)) for r in rows}
     folders = [Path(results) / MAP_FOLDER]
     for kept in ("versions", records.REPLACED):  # version sets; sessions measured again

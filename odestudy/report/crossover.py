@@ -1,21 +1,14 @@
 """When splitting the batch pays (`make map`, `make crossover`): each mode's speedup over the
-best 1-device step (`best.py`) against the per-device work per solver iteration, over
-the map's workloads and its per-device batch axis; the fitted crossover, and for each
-workload on the axis the per-device batch from which a mode pays.
-
-A point is one multi-device row of the best step: its workload, controller, mode and
-per-device batch `b`; its **per-device work** (the best 1-device step's time per solver
-iteration at `b`: what one device does per iteration of its loop); its speedup over the
-best 1-device step at the global batch (strong scaling), and its throughput per device
-against that step at `b` (weak scaling). The crossover is where the speedup crosses 1:
-in the work, a line through the points in log-log, and in the batch, the same along one
-workload's axis, each with a 95% bootstrap interval (`DRAWS` draws: points resampled,
-each speedup drawn from its own interval)."""
+best 1-device step (`best.py`) against the **per-device work** (the best 1-device step's
+time per solver iteration at the per-device batch: what one device does per iteration of
+its loop), over the map's workloads and its per-device batch axis. The crossover is where
+the speedup crosses 1: in the work, a line through the points in log-log, and in the
+batch, the same along one workload's axis, each with a 95% bootstrap interval."""
 
 import dataclasses
-import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -41,7 +34,9 @@ from .heldout import made_before, said
 from .loss import MARK, differs, trained
 from .runs import merged
 from .tables import escape
-from .workloads import PredictionError, predictions
+from .workloads import PredictionError, busiest, derived_once, per_iteration_s, predictions
+
+T = TypeVar("T")
 
 DRAWS = 2000
 LEVEL = 0.95
@@ -51,15 +46,10 @@ Z95 = 1.96
 
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """One multi-device row of the best step against the best 1-device steps.
-
-    - `work_s`: the best 1-device step's time per solver iteration at `per_device_batch`
-      (None where that row was not measured or did not train).
-    - `speedup`: over the best 1-device step at `global_batch`, `(estimate, low, high)`.
-    - `per_device`: throughput per device against the best 1-device step at
-      `per_device_batch` (weak scaling's efficiency), likewise; None where not measured.
-    - `differs`: the row and its strong base trained to different losses (`loss.MARK`).
-    """
+    """One multi-device row of the best step: its per-device work (`work_s`, None where
+    not measured or untrained), its speedup over its strong `base` and its throughput per
+    device against the weak one (`per_device`), each `(estimate, low, high)`, and whether
+    it and `base` trained to different losses (`differs`)."""
 
     workload: str
     controller: str
@@ -75,18 +65,9 @@ class Point:
     differs: bool
 
 
-def per_iteration_s(rec: Rec) -> float | None:
-    """A 1-device record's time per executed solver iteration (its step over the
-    iterations of the batch's slowest sample); None where it failed or did not train."""
-    executed = rec.solver_steps.executed_per_device
-    if not rec.ok or not executed or not trained(rec):
-        return None
-    return float(rec.step_time_s) / float(executed)  # type: ignore[arg-type]
-
-
 def study_records(results: str | Path, scale: str = "quick") -> list[Rec]:
-    """The map's and the batch axis's records at `scale` under `results/map`, of the
-    machine with the most ok rows of the batch axis (else of the map)."""
+    """The map's and the batch axis's records at `scale`, of the machine with the most ok
+    rows of the batch axis (else of the map)."""
     axis = {s.key() for s in crossover_scenarios(scale)}
     keys = axis | {s.key() for s in map_scenarios(scale)}
     folder = Path(results) / MAP_FOLDER
@@ -101,41 +82,32 @@ def study_records(results: str | Path, scale: str = "quick") -> list[Rec]:
     counted = [r.machine_id for r in ok if r.scenario_key in axis] or [r.machine_id for r in ok]
     if not counted:
         return []
-    machine = max(sorted(set(counted)), key=counted.count)  # type: ignore[type-var]
+    machine = busiest(counted)
     return sessions.reassigned([r for r in recs if r.machine_id == machine])
 
 
 def points(recs: Sequence[Rec]) -> list[Point]:
-    """The points of `recs`, session by session (`session_points`): a row is set only
-    against 1-device rows of its own session."""
-    by: dict[sessions.Session, list[Rec]] = {}
-    for r, session in zip(recs, _sessions(recs), strict=True):
-        by.setdefault(session, []).append(r)
-    return [p for group in by.values() for p in session_points(merged(group))]
+    """The points of `recs`, each row set only against 1-device rows of its own session."""
+    return [p for group in _grouped(recs, recs).values() for p in session_points(merged(group))]
 
 
-def _sessions(recs: Sequence[Rec]) -> list[sessions.Session]:
-    """Each record's session: the one it was given (`sessions.reassigned`, over its
-    whole results tree), else its session among `recs` (planted or unread records)."""
-    assigned = sessions.assign(recs)
-    return [
-        sessions.session_of(r) if r.get("session") else a
-        for r, a in zip(recs, assigned, strict=True)
-    ]
+def _grouped(items: Sequence[T], recs: Sequence[Rec]) -> dict[sessions.Session, list[T]]:
+    """`items` by the session of their records `recs` (else their session among `recs`)."""
+    by: dict[sessions.Session, list[T]] = {}
+    for item, r, among in zip(items, recs, sessions.assign(recs), strict=True):
+        by.setdefault(sessions.session_of(r) if r.get("session") else among, []).append(item)
+    return by
 
 
 def by_session(pts: Sequence[Point]) -> list[tuple[sessions.Session, list[Point]]]:
     """`pts` grouped by the session of their rows, oldest first."""
-    by: dict[sessions.Session, list[Point]] = {}
-    for p, session in zip(pts, _sessions([p.record for p in pts]), strict=True):
-        by.setdefault(session, []).append(p)
+    by = _grouped(pts, [p.record for p in pts])
     return sorted(by.items(), key=lambda kv: kv[0].start.isoformat() if kv[0].start else "")
 
 
 def session_points(recs: Sequence[Rec]) -> list[Point]:
-    """The points of one session's `recs`: every ok, trained multi-device row whose step
-    is its best 1-device step's, against that step (strong) and the best at its
-    per-device batch."""
+    """Every ok, trained multi-device row of one session's `recs` on its best 1-device
+    step, against that step (strong) and the best at its per-device batch (weak)."""
     bests = best_steps(recs)
     out = []
     for r in recs:
@@ -147,6 +119,7 @@ def session_points(recs: Sequence[Rec]) -> list[Point]:
             continue
         b = int(r.global_batch) // int(r.n_devices)
         weak = best_for(r, bests, "weak")
+        work = per_iteration_s(weak.record) if weak is not None and trained(weak.record) else None
         strong = over_best(r, base, "strong")
         if strong is None:
             continue
@@ -159,7 +132,7 @@ def session_points(recs: Sequence[Rec]) -> list[Point]:
                 n_devices=int(r.n_devices),
                 per_device_batch=b,
                 global_batch=int(r.global_batch),
-                work_s=per_iteration_s(weak.record) if weak is not None else None,
+                work_s=work,
                 speedup=strong.speedup,
                 per_device=per_device.efficiency if per_device else None,
                 base=base,
@@ -177,19 +150,14 @@ def _log_sd(p: tuple[float, float, float]) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Crossing:
-    """Where a mode's speedup crosses 1 along one axis (the work, or a workload's
-    per-device batch), said no further than its points go.
+    """Where a mode's speedup crosses 1 along one axis, said no further than its points go.
 
-    - `at`: `(estimate, low, high)` where the fitted crossing lies within the measured
-      span (`high` is infinite where over 2.5 % of the draws found no crossing), else
-      None.
-    - `pays`: True where every point's interval lies above 1, False where every one
-      lies below; None otherwise.
-    - `span`: the axis's measured range; `n`: the points; `paying`: how many points'
-      intervals lie above 1.
-    - `past_pays`: whether every point past the crossing's estimate has its interval
-      above 1 (only then "pays from").
-    - `no_crossing`: the fraction of draws that found no crossing in the span.
+    - `at`: `(estimate, low, high)` where the crossing lies within the measured `span`
+      (`high` infinite where over 2.5 % of the draws found none), else None.
+    - `pays`: True (False) where every point's interval lies above (below) 1, else None.
+    - `n`: the points; `paying`: those whose interval lies above 1; `past_pays`: whether
+      every point past the crossing pays (only then "pays from"); `no_crossing`: the
+      fraction of draws that found no crossing in the span.
     """
 
     at: tuple[float, float, float] | None
@@ -201,9 +169,8 @@ class Crossing:
     no_crossing: float = 0.0
 
     def said(self, unit: str) -> str:
-        """`pays from 0.41 ms [0.30, 0.55]` (a bound of the interval outside the measured
-        span as `<` or `>` that span's end), that it pays (or not) over the whole span,
-        or that its points do not separate it from 1."""
+        """`pays from 0.41 ms [0.30, 0.55]` (a bound outside the span as `<` or `>` its
+        end), that it pays (or not) over the whole span, or that it is not separable."""
         lo, hi = self.span
         counted = f"{self.paying} of {self.n} points pay" if self.paying is not None else ""
         if self.at is not None:
@@ -231,8 +198,7 @@ def _num(v: float) -> str:
 
 
 def _line_root(x: np.ndarray, y: np.ndarray) -> float | None:
-    """Where the least-squares line of `y` (log speedup) on `x` (log axis) is zero,
-    where it rises (None otherwise)."""
+    """Where the least-squares line of `y` on `x` rises through zero, or None."""
     if np.ptp(x) == 0:
         return None
     slope, intercept = np.polyfit(x, y, 1)
@@ -248,8 +214,8 @@ def _interp_root(x: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def _draw_roots(x: np.ndarray, est: np.ndarray, sd: np.ndarray, how: str, seed: int) -> np.ndarray:
-    """`DRAWS` crossings of the points drawn from their intervals (for a line, the
-    points resampled too); a draw with no crossing within the span is infinite."""
+    """`DRAWS` crossings of points drawn from their intervals (for a line, resampled too);
+    a draw with no crossing within the span is infinite."""
     rng = np.random.default_rng(seed)
     root = _line_root if how == "line" else _interp_root
     roots = np.full(DRAWS, np.inf)
@@ -266,13 +232,10 @@ def _draw_roots(x: np.ndarray, est: np.ndarray, sd: np.ndarray, how: str, seed: 
 def crossing(
     axis: Sequence[float], speedups: Sequence[tuple[float, float, float]], how: str, seed: int = 0
 ) -> Crossing:
-    """Where speedups cross 1 along `axis` (positive values, log scale): `how` is
-    `"line"` (a line through every point: the work) or `"path"` (the points in order:
-    one workload's batches). Its interval: `DRAWS` draws, each speedup drawn
-    log-normally from its interval (and for a line, the points resampled); draws with
-    no crossing stay in it (`Crossing.no_crossing`). A verdict follows the points:
-    "pays over all" only where every interval lies above 1, "pays from" only where
-    every point past the crossing pays."""
+    """Where speedups cross 1 along `axis` (log scale): `how` is `"line"` (a line through
+    every point: the work) or `"path"` (the points in order: one workload's batches).
+    Its interval: `DRAWS` draws, each speedup drawn log-normally from its interval (for a
+    line, the points resampled too)."""
     x = np.log(np.asarray(axis, dtype=float))
     est = np.asarray([s[0] for s in speedups], dtype=float)
     span = (float(np.exp(x.min())), float(np.exp(x.max())))
@@ -294,50 +257,33 @@ def crossing(
     beyond = x.max() + 50.0  # no crossing: past the span (infinite once read back)
     low, high = np.percentile(np.where(np.isinf(roots), beyond, roots), [tail, 100 - tail])
     high = np.inf if high > x.max() + 1.0 else high
-    past = lows[x > central]
     at = (
         float(np.exp(central)),
         float(np.exp(min(low, central))),
         float(np.exp(max(high, central))),
     )
-    return Crossing(
-        at,
-        None,
-        span,
-        len(x),
-        paying,
-        bool(len(past) and (past > 1).all()),
-        float(np.isinf(roots).mean()),
-    )
+    past = lows[x > central]
+    past_pays = bool(len(past) and (past > 1).all())
+    return Crossing(at, None, span, len(x), paying, past_pays, float(np.isinf(roots).mean()))
 
 
 def work_crossing(pts: Sequence[Point], controller: str, mode: str) -> Crossing | None:
-    """`mode`'s crossover in the per-device work (ms per solver iteration) under
-    `controller`, over every workload and batch with a measured work; None without
-    points."""
-    mine = [
-        p
-        for p in pts
-        if p.controller == controller and p.mode == mode and p.work_s and not p.differs
-    ]
+    """`mode`'s crossover in the per-device work (ms per solver iteration), or None."""
+    key = (controller, mode)
+    mine = [p for p in pts if (p.controller, p.mode) == key and p.work_s and not p.differs]
     if len(mine) < 2:
         return None
-    return crossing([p.work_s * 1e3 for p in mine], [p.speedup for p in mine], "line")  # type: ignore[operator]
+    work = [p.work_s * 1e3 for p in mine]  # type: ignore[operator]
+    return crossing(work, [p.speedup for p in mine], "line")
 
 
 def batch_crossing(
     pts: Sequence[Point], workload: str, controller: str, mode: str
 ) -> Crossing | None:
-    """`mode`'s crossover in the per-device batch along `workload`'s axis; None with
-    fewer than two batches."""
-    mine = sorted(
-        (
-            p
-            for p in pts
-            if (p.workload, p.controller, p.mode) == (workload, controller, mode) and not p.differs
-        ),
-        key=lambda p: p.per_device_batch,
-    )
+    """`mode`'s crossover in the per-device batch along `workload`'s axis, or None."""
+    key = (workload, controller, mode)
+    mine = [p for p in pts if (p.workload, p.controller, p.mode) == key and not p.differs]
+    mine.sort(key=lambda p: p.per_device_batch)
     if len({p.per_device_batch for p in mine}) < 2:
         return None
     return crossing([p.per_device_batch for p in mine], [p.speedup for p in mine], "path")
@@ -348,9 +294,8 @@ def _ci(p: tuple[float, float, float] | None) -> str:
 
 
 def crossover_table(pts: Sequence[Point]) -> Grid:
-    """One row per session, controller and mode: the crossover in the work, and in the
-    per-device batch along each workload of the axis, each from that session's points
-    alone (a line is never fitted across sessions)."""
+    """Per session, controller and mode: the crossover in the work and in each axis
+    workload's batch, from that session's points alone (never fitted across sessions)."""
     body = []
     for session, mine in by_session(pts):
         for controller in CONTROLLERS:
@@ -372,8 +317,7 @@ def crossover_table(pts: Sequence[Point]) -> Grid:
 
 
 def points_table(pts: Sequence[Point]) -> Grid:
-    """Every point: workload, controller, mode, batches, work, speedup over the best
-    1-device step (with that step and its time), throughput per device."""
+    """Every point."""
     body = [
         [
             escape(sessions.session_of(p.record).when),
@@ -404,10 +348,8 @@ MARKERS = "osD^vP<>*X"
 
 
 def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossover") -> list[Path]:
-    """The lead modes' (`shard_map`, `pmap`) speedup over the best 1-device step against
-    the per-device work, one panel per controller: a colour per mode, a marker per
-    workload, each point with its interval (no line: each session is fitted alone, on
-    the page); the machine and its devices in the title."""
+    """The lead modes' speedup over the best 1-device step against the per-device work, a
+    panel per controller (no line: each session is fitted alone, on the page)."""
     # matplotlib (and the plots module that imports it) load for a figure only.
     import matplotlib.pyplot as plt
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
@@ -456,26 +398,27 @@ def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossov
 
 
 def axis_predictions(results: str | Path, machine: str) -> list[Prediction]:
-    """The map's predictions of `machine` made along the batch axis (`odestudy predict
-    --map`: `crossover` holds each mode's predicted points and crossing), made from the
-    session's probe of the devices."""
+    """The map's predictions of `machine` made along the batch axis, from the probe."""
     return [p for p in predictions(results, machine) if p.crossover is not None]
+
+
+def _prediction(found: Sequence[Prediction], workload: str, controller: str) -> Prediction | None:
+    return next(
+        (p for p in found if (p.workload, p.fields.controller) == (workload, controller)), None
+    )
 
 
 def _predicted(
     found: Sequence[Prediction], workload: str, controller: str, mode: str
 ) -> PredictedMode | None:
-    for p in found:
-        if p.workload == workload and p.fields.controller == controller:
-            return (p.crossover or {}).get(mode)
-    return None
+    p = _prediction(found, workload, controller)
+    return None if p is None else (p.crossover or {}).get(mode)
 
 
 def predicted_speedup(
     found: Sequence[Prediction], point: Point
 ) -> tuple[float, float, float] | None:
-    """The prediction of a measured point (same workload, controller, mode and
-    per-device batch), `(estimate, low, high)`; None where none was made."""
+    """The prediction of a measured point, `(estimate, low, high)`, or None."""
     mode = _predicted(found, point.workload, point.controller, point.mode)
     for p in mode.points if mode is not None else []:
         if p.per_device_batch == point.per_device_batch:
@@ -484,8 +427,7 @@ def predicted_speedup(
 
 
 def beside_table(pts: Sequence[Point], found: Sequence[Prediction]) -> Grid:
-    """Per workload of the axis, controller and mode: the measured crossover in the
-    per-device batch beside the predicted one (`odestudy predict --map`)."""
+    """The measured crossover in the per-device batch beside the predicted one."""
     body = []
     for w in CROSSOVER_WORKLOADS:
         for controller in CONTROLLERS:
@@ -519,8 +461,7 @@ def latest_batch_crossing(
 
 
 def _work_at(batches: Sequence[float], pts: Sequence[Point]) -> list[float] | None:
-    """The per-device work (ms per solver iteration) at per-device `batches`, log-linearly
-    interpolated between the measured points of one workload and controller."""
+    """The per-device work (ms per solver iteration) at `batches`, interpolated in log."""
     known = sorted({(p.per_device_batch, p.work_s) for p in pts if p.work_s})
     if len(known) < 2:
         return None
@@ -533,31 +474,29 @@ def _work_said(found: Crossing | None, pts: Sequence[Point], workload: str, cont
     if found is None or found.at is None:
         return "–"
     mine = [p for p in pts if (p.workload, p.controller) == (workload, controller)]
-    work = _work_at(found.at, mine)
-    return "–" if work is None else f"{work[0]:.3g} [{work[1]:.3g}, {work[2]:.3g}]"
+    return _work(_work_at(found.at, mine))
 
 
 def _predicted_work(pred: PredictedMode | None) -> str:
     """The predicted per-device work at the predicted crossing, with its interval."""
     work = pred.work_s if pred is not None else None
-    if not work:
-        return "–"
-    e, lo, hi = (w * 1e3 for w in work)
-    return f"{e:.3g} [{lo:.3g}, {hi:.3g}]"
+    return _work([w * 1e3 for w in work] if work else None)
+
+
+def _work(work: Sequence[float] | None) -> str:
+    """`0.412 [0.301, 0.55]`: a work (ms) with its interval, or `–`."""
+    return "–" if work is None else f"{work[0]:.3g} [{work[1]:.3g}, {work[2]:.3g}]"
 
 
 def prediction_errors(pts: Sequence[Point], found: Sequence[Prediction]) -> list[PredictionError]:
-    """At every measured point predicted: predicted over measured speedup, minus 1
-    (`error`), the prediction's model and whether it was made before the point's rows
-    (`heldout.made_before`: the 2-device row and its 1-device bases)."""
+    """At every measured point predicted: predicted over measured speedup, minus 1, and
+    whether the prediction was made before the point's rows (`heldout.made_before`)."""
     out = []
     for p in pts:
         pred = predicted_speedup(found, p)
-        if pred is None:
+        made = _prediction(found, p.workload, p.controller)
+        if pred is None or made is None:
             continue
-        made = next(
-            x for x in found if x.workload == p.workload and x.fields.controller == p.controller
-        )
         out.append(
             PredictionError(
                 error=pred[0] / p.speedup[0] - 1,
@@ -585,8 +524,7 @@ INTRO = (
 def crossover_body(
     recs: Sequence[Rec], pts: Sequence[Point], found: Sequence[Prediction]
 ) -> tuple[Text | Grid, ...]:
-    """The page's table file: terms, where each mode starts to pay (in the work, and in
-    the batch per workload of the axis), the prediction beside it, and every point."""
+    """The page's blocks."""
     ok = [r for r in recs if r.ok]
     hardware = ok[0].hardware if ok else Hardware()
     errors = prediction_errors(pts, found)
@@ -617,9 +555,7 @@ def crossover_body(
 
 
 def crossover_tables(results: str | Path, figures: str | Path, scale: str = "quick") -> list[Table]:
-    """The crossover's table (`crossover`) and, with points, its figure
-    (`figures/crossover.png`, drawn); at another scale than quick, only where the axis
-    has rows there (else none)."""
+    """The crossover's table and figure; at another scale, only where the axis has rows."""
     recs, pts = points_of(results, scale)
     if not recs and scale != "quick":
         return []
@@ -631,14 +567,8 @@ def crossover_tables(results: str | Path, figures: str | Path, scale: str = "qui
 
 
 def points_of(results: str | Path, scale: str) -> tuple[list[Rec], list[Point]]:
-    """The axis's records at `scale` (`study_records`) and their points (`points`), made
-    once per report (`records.made_once`)."""
-
-    def make() -> tuple[list[Rec], list[Point]]:
-        recs = study_records(results, scale)
-        return recs, points(recs)
-
-    return records.made_once(("crossover points", os.path.abspath(results), scale), make)
+    """The axis's records at `scale` and their points, made once per report."""
+    return derived_once(study_records, points, results, scale)
 
 
 # Where the crossover states its claims (`Claim.where`).
@@ -646,8 +576,7 @@ CROSSOVER_WHERE = "when splitting pays (crossover.md)"
 
 
 def crossover_claims(results: str | Path, scale: str) -> list[Claim]:
-    """Every point of the axis (`points_table`) as a claim: its speedup over the best
-    1-device step at its global batch."""
+    """Every point's speedup over the best 1-device step, as a claim."""
     return [
         ratio_claim(p.record, p.base.record, BEST_STEP, p.speedup, CROSSOVER_WHERE, p.differs)
         for p in points_of(results, scale)[1]

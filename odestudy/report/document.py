@@ -37,9 +37,8 @@ __all__ = [
 def report_rows(
     results: str | Path, scale: str
 ) -> tuple[list[Rec], dict[str, str], list[Rec], list[tuple[str, str]]]:
-    """What the report of `scale` shows: every current record (`every`), the machine
-    chosen per device kind (`pick_machine`), the scaling rows of the chosen machines
-    under the current protocol (`scaling_rows`) and the records left out with why."""
+    """Every current record of `scale`, the machine chosen per device kind, the scaling
+    rows of the chosen machines under the current protocol, and the records left out."""
     skipped: list[tuple[str, str]] = []
     every = read_records(results, scale, current=True, skipped=skipped)
     here = environment.machine_id(environment.this_machine())
@@ -63,9 +62,7 @@ def read_inputs(
     reference: str | Path = REFERENCE_CSV,
     draw: bool = True,
 ) -> ReportInputs:
-    """What the report of `scale` reads, as one value (`report_rows`): its records, the
-    machine chosen per device kind, the scaling rows and the records left out; and where
-    its figures go, the reference's rows and whether it draws the slower figures."""
+    """What the report of `scale` reads, as one value (`report_rows`)."""
     every, chosen, rows, skipped = report_rows(results, scale)
     return ReportInputs(
         results=Path(results),
@@ -81,14 +78,12 @@ def read_inputs(
 
 
 def report_studies() -> list[Study]:
-    """The studies of the whole report: every registered study with a page
-    (`Study.page`), in the order registered."""
+    """Every registered study with a page, in the order registered."""
     return [c() for c in STUDIES.values() if c.page is not None]
 
 
 def study_tables(inputs: ReportInputs) -> dict[str, Table]:
-    """Each report study's tables made from `inputs` (`Study.tables`), by name, in the
-    order the studies were registered; ValueError where two make the same table."""
+    """Each report study's tables, by name; ValueError where two make the same table."""
     out: dict[str, Table] = {}
     for study in report_studies():
         for table in study.tables(inputs):
@@ -99,8 +94,7 @@ def study_tables(inputs: ReportInputs) -> dict[str, Table]:
 
 
 class Report(dict[str, Any]):
-    """What `write_report` made (and `publish.publish` adds to): a dict, as the report
-    notebook reads it, with an attribute per field."""
+    """What `write_report` made: a dict, as the report notebook reads it."""
 
     __slots__ = ()
 
@@ -127,21 +121,10 @@ def write_report(
     reference: str | Path = REFERENCE_CSV,
     draw: bool = True,
 ) -> Report:
-    """Read the records once (`read_inputs`), make every report study's tables from them
-    (`study_tables`) and write each to `figures/tables/<name>.md`.
-
-    - `draw`: also draw the scaling, headline and step-cost figures (False: the tables,
-      and the explain and workload studies' figures, only; much faster).
-
-    Each device kind's tables come from one machine (`pick_machine`); records that do
-    not parse or match no scenario of the current matrices are listed in
-    `skipped.md` and left out. Returns the rows, the verdict (the `verdict` table's
-    text), the headline figure's PNG (the verdict's figure; None without ok
-    multi-device rows or `draw`), the tables as values (`values`, by name: what the
-    pages and the report notebook render) and the paths written (`tables`), the other
-    figures drawn, the skipped records, the machine per device kind, and what was read
-    (`inputs`).
-    """
+    """Read the records once, make every report study's tables from them and write each
+    to `figures/tables/<name>.md`. `draw`: also draw the scaling, headline and step-cost
+    figures (False: much faster). The tables' values (`values`, by name) are what the
+    pages and the report notebook render."""
     inputs = read_inputs(results, scale, figures, reference, draw)
     made = study_tables(inputs)
     folder = inputs.figures / "tables"
@@ -163,11 +146,9 @@ def write_report(
 
 
 def settle_report(html: str | Path) -> Path:
-    """Drop the run's clock times from the executed report notebook beside `html`
-    (papermill's start and end times and durations, the kernel's execution stamps, the
-    injected cell's random id), make paths inside the checkout relative to it, and render
-    `html` again, so that rerunning the report on the same records, here or in a clone
-    elsewhere, leaves both files, and a clean checkout, unchanged. Returns `html`."""
+    """Drop the run's clock times and the checkout's path from the executed report
+    notebook beside `html` and render `html` again, so that rerunning the report on the
+    same records, here or in a clone elsewhere, leaves both files unchanged."""
     import nbformat
 
     html = Path(html)

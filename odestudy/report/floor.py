@@ -28,8 +28,7 @@ SIDECAR = ".floor.json"
 
 
 def record_floor(rec: LeverRecord) -> FloorCounts | None:
-    """The record's floor counts (`benchmarks/levers.py`'s `floor_of`), or its sidecar's
-    (`SIDECAR`, found by the record's `path`), or None."""
+    """The record's floor counts, or its sidecar's (`SIDECAR`), or None."""
     if rec.floor:
         return rec.floor
     path = rec.path
@@ -50,16 +49,13 @@ def row_counts(rec: LeverRecord, row: LeverRow) -> FloorCounts | None:
 
 
 def _set_levers(levers: dict[str, Any] | None) -> dict[str, Any]:
-    """`levers` without those at their default: what makes a variant's program other
-    than the default's."""
-    fields = Scenario.__dataclass_fields__
-    return {k: v for k, v in (levers or {}).items() if k not in fields or not _at_default(k, v)}
+    """`levers` without those at their default (`solve=per_sample` on an irregular grid):
+    what makes a variant's program other than the default's."""
+    return {k: v for k, v in (levers or {}).items() if not _at_default(k, v)}
 
 
 def _floor_s(counts: FloorCounts, row: LeverRow, rate: float) -> float:
-    """The floor of `row` at matmul rate `rate`: its executed solver steps forward, the
-    steps its reverse pass runs (`solver_steps_reversed_max` where recorded), and its
-    transcendentals at their probed rate where counted."""
+    """The floor of `row` at matmul rate `rate` (`measure.floor.floor_time`)."""
     reverse = row.solver_steps_reversed_max
     return floor_time(
         counts,
@@ -71,8 +67,7 @@ def _floor_s(counts: FloorCounts, row: LeverRow, rate: float) -> float:
 
 
 def row_floor_s(rec: LeverRecord, row: LeverRow) -> float | None:
-    """The floor time of one variant's step (`_floor_s`) at the record's median rate;
-    None without a floor or step count."""
+    """The floor of one variant's step at the record's median rate, or None."""
     counts = row_counts(rec, row)
     if not counts or row.solver_steps_max is None:
         return None
@@ -82,10 +77,9 @@ def row_floor_s(rec: LeverRecord, row: LeverRow) -> float | None:
 def floor_ratio(
     rec: LeverRecord, row: LeverRow
 ) -> tuple[float, float, float] | tuple[None, None, None]:
-    """The variant's step time over its floor with a 95% bootstrap interval: of the
-    median step and, where the record measured the rate in every round of blocks
-    (`matmul_flops_per_s_rounds`), of the median floor over those rounds; else of the
-    median step alone (the floor from one probe)."""
+    """The variant's step time over its floor with a 95% bootstrap interval: over the
+    steps and, where the record measured the rate in every round of blocks, over the
+    rounds' floors."""
     if row_floor_s(rec, row) is None:
         return None, None, None
     counts = row_counts(rec, row) or FloorCounts()
@@ -135,26 +129,27 @@ _FORMER_LABELS = {"recommended-diffrax": "recommended"}
 
 
 def map_lever_records(results: str | Path, machine: str, folder: str) -> list[LeverRecord]:
-    """This machine's `benchmarks/levers.py --map` records in `results/map/<machine>/
-    <folder>/` (`levers`: `make map-levers`; `fused`: `make map-fused`), in the map's
-    order of workloads and controllers, each with its `path`."""
+    """This machine's records in `results/map/<machine>/<folder>/`, in the map's order."""
     where = Path(results) / MAP_FOLDER / machine / folder
     paths = [where / f"{w.slug()}-{c}.json" for w in WORKLOADS for c in CONTROLLERS]
     return [LeverRecord(r, path=str(p)) for p, r in records.readable(paths)]
 
 
 def held_elsewhere(results: str | Path, machine: str, folder: str) -> tuple[str, list[LeverRecord]]:
-    """`machine`'s CPU records of `map_lever_records` in `folder`, else those of the
-    CPU machine that holds the most (a page never says "No records" while records
-    exist): `(the machine they come from, its records)`."""
+    """`(machine, its CPU records)`, else those of the CPU machine that holds the most."""
     found = [r for r in map_lever_records(results, machine, folder) if _cpu(r)]
     if found:
         return machine, found
-    where = Path(results) / MAP_FOLDER
-    others = sorted(p.parent.name for p in where.glob(f"*/{folder}")) if where.is_dir() else []
+    others = _machines_with(results, folder)
     held = {m: [r for r in map_lever_records(results, m, folder) if _cpu(r)] for m in others}
     best = max(held, key=lambda m: len(held[m]), default=machine)
     return best, held.get(best, [])
+
+
+def _machines_with(results: str | Path, folder: str) -> list[str]:
+    """The machines whose map has a `folder` of records, by name."""
+    where = Path(results) / MAP_FOLDER
+    return sorted(p.parent.name for p in where.glob(f"*/{folder}")) if where.is_dir() else []
 
 
 def _cpu(rec: LeverRecord) -> bool:
@@ -162,8 +157,7 @@ def _cpu(rec: LeverRecord) -> bool:
 
 
 def elsewhere_said(page_machine: str, machine: str) -> list[Block]:
-    """The line that says a section's records come from another machine than its
-    page's, or nothing."""
+    """That a section's records come from another machine than its page's, or nothing."""
     if machine == page_machine:
         return []
     return [Text(f"Measured on {machine}: {page_machine} holds no such records.")]
@@ -175,9 +169,8 @@ def fused_records(results: str | Path, machine: str) -> list[LeverRecord]:
 
 
 def variant_row(rec: LeverRecord, label: str) -> LeverRow | None:
-    """The row of variant `label` in a levers record (or of its former label, where its
-    levers run no fused solve: `_FORMER_LABELS`), with the record's machine and scenario
-    (`loss.in_record`), or None."""
+    """The row of variant `label` (or of its former label, where it runs no fused solve),
+    with the record's machine and scenario (`loss.in_record`), or None."""
     row = next((r for r in rec.rows if r.label == label), None)
     former = _FORMER_LABELS.get(label)
     if row is None and former is not None:
@@ -188,8 +181,7 @@ def variant_row(rec: LeverRecord, label: str) -> LeverRow | None:
 
 
 def fused_adjoints(recs: Sequence[LeverRecord]) -> str:
-    """The reverse modes the fused variant (`recommended-fused`) of `recs` ran, per
-    controller, as a sentence names them (`adjoint=all_steps` under pid, ...)."""
+    """The reverse modes the fused variant of `recs` ran (`adjoint=all_steps` under pid)."""
     seen: dict[str, set[str]] = {}
     for rec in recs:
         row = variant_row(rec, "recommended-fused")
@@ -208,10 +200,8 @@ def _at_default(name: str, value: Any) -> bool:
 
 
 def older_step(recs: Sequence[LeverRecord]) -> str:
-    """Where the records' recommended step (`recommended-diffrax`) differs from today's
-    on their problem, controller and device (`diffrax_levers`: a lever joined it, or
-    left it on that device, after they were made), a sentence naming the levers
-    (today's, from the package, not the records' text); else ''."""
+    """A sentence naming the levers where the records' recommended step differs from
+    today's on their problem, controller and device (`diffrax_levers`); else ''."""
     lacking: set[str] = set()
     extra: set[str] = set()
     for rec in recs:
@@ -225,9 +215,7 @@ def older_step(recs: Sequence[LeverRecord]) -> str:
             now = diffrax_levers(Scenario(**fields))
         except ValueError:  # a problem this process cannot make: nothing to compare
             continue
-        # A lever at its default is no lever (`solve=per_sample` on an irregular grid).
-        then = {k: v for k, v in (row.levers or {}).items() if not _at_default(k, v)}
-        now = {k: v for k, v in now.items() if not _at_default(k, v)}
+        then, now = _set_levers(row.levers), _set_levers(now)
         lacking |= {f"`{k}={v}`" for k, v in now.items() if then.get(k) != v}
         extra |= {f"`{k}={v}`" for k, v in then.items() if k not in now}
     parts = []
@@ -245,8 +233,7 @@ def older_step(recs: Sequence[LeverRecord]) -> str:
 
 
 def _fused_cells(rec: LeverRecord) -> list[str]:
-    """Per variant: step (ms), x floor; then the fused step's speedups over the default
-    and the recommended step, marked where the losses differ."""
+    """A `make map-fused` record's cells (`_FUSED_HEADER`)."""
     rows = [variant_row(rec, label) for label in FUSED_VARIANTS]
     cells = []
     for r in rows:
@@ -293,23 +280,20 @@ def _fused_table(recs: list[LeverRecord]) -> Grid:
 
 def cpu_fused_machines(results: str | Path, machine: str) -> list[str]:
     """The CPU machines with `make map-fused` records, the page's `machine` first."""
-    where = Path(results) / MAP_FOLDER
-    names = sorted(p.parent.name for p in where.glob("*/fused")) if where.is_dir() else []
-    held = [m for m in names if any(_cpu(r) for r in fused_records(results, m))]
+    found = _machines_with(results, "fused")
+    held = [m for m in found if any(_cpu(r) for r in fused_records(results, m))]
     return sorted(held, key=lambda m: m != machine)
 
 
 def _not_measured(recs: Sequence[LeverRecord]) -> str:
-    """ " Not measured there: ..." naming the map's workloads and controllers that
-    `recs` lack, or nothing."""
+    """ " Not measured there: ..." naming the workloads and controllers `recs` lack."""
     done = {(r.workload, r.fields.controller) for r in recs}
     missing = [f"{w.name} {c}" for w in WORKLOADS for c in CONTROLLERS if (w.name, c) not in done]
     return f" Not measured there: {escape(', '.join(missing))}." if missing else ""
 
 
 def cpu_fused_section(results: str | Path, machine: str) -> list[Block]:
-    """The fused solve along the map on each CPU machine that measured it, the page's
-    `machine` first: a table per machine, its sessions and what it did not measure."""
+    """The fused solve along the map, a table per CPU machine that measured it."""
     parts: list[Block] = []
     for held in cpu_fused_machines(results, machine):
         recs = [r for r in fused_records(results, held) if _cpu(r)]
@@ -319,11 +303,7 @@ def cpu_fused_section(results: str | Path, machine: str) -> list[Block]:
 
 
 def fused_section(results: str | Path, machine: str) -> list[Block]:
-    """`workloads.md`'s section on the fused solve along the map: per workload and
-    controller, the default, the recommended step and the recommended step run by the
-    fused solve, each with its ratio to its floor, from `make map-fused`'s records, a
-    table per CPU machine that measured it (`cpu_fused_section`); then the same on each
-    GPU measured (`gpu_fused_section`)."""
+    """`workloads.md`'s section on the fused solve along the map, on CPUs then GPUs."""
     head = Text("## The fused solve along the map, and each step's ratio to its floor")
     cpu = cpu_fused_section(results, machine)
     if not cpu:
@@ -342,17 +322,13 @@ def fused_section(results: str | Path, machine: str) -> list[Block]:
 
 
 def gpu_fused_machines(results: str | Path) -> list[str]:
-    """The machines whose map has fused-solve records made on a GPU
-    (`benchmarks/gpu_session.sh mapfused`), by name."""
-    where = Path(results) / MAP_FOLDER
-    names = sorted(p.parent.name for p in where.glob("*/fused")) if where.is_dir() else []
-    return [m for m in names if any(r.fields.device == "gpu" for r in fused_records(results, m))]
+    """The machines whose map has fused-solve records made on a GPU, by name."""
+    found = _machines_with(results, "fused")
+    return [m for m in found if any(r.fields.device == "gpu" for r in fused_records(results, m))]
 
 
 def gpu_fused_section(results: str | Path) -> list[Block]:
-    """The fused solve along the map on each GPU measured: the same table as on this
-    machine, with the GPU, the session and the commit named; the workloads and
-    controllers not measured there are said."""
+    """The fused solve along the map, a table per GPU measured."""
     parts: list[Block] = []
     for machine in gpu_fused_machines(results):
         recs = fused_records(results, machine)
@@ -375,7 +351,7 @@ def gpu_fused_section(results: str | Path) -> list[Block]:
 
 
 def gpu_lever_records(results: str | Path) -> list[LeverRecord]:
-    """Every machine's levers records of a GPU (`benchmarks/gpu_session.sh levers`)."""
+    """Every machine's GPU levers records."""
     return [
         LeverRecord(records.read_json(p), path=str(p))
         for p in sorted(Path(results).glob("*/levers/gpu-*.json"))
@@ -384,9 +360,7 @@ def gpu_lever_records(results: str | Path) -> list[LeverRecord]:
 
 
 def gpu_lever_section(results: str | Path) -> list[Block]:
-    """The step page's GPU section: each GPU levers record's variants with their
-    speedups, ratios to the device's roofline and final losses, machine and session
-    named."""
+    """The step page's section on the GPU levers records."""
     recs = gpu_lever_records(results)
     head = Text("## On a GPU")
     if not recs:
@@ -417,8 +391,7 @@ _GPU_COLUMNS = (
 
 
 def _gpu_lever_table(rec: LeverRecord) -> list[Block]:
-    """One GPU levers record's heading (machine, device, JAX, session, commit) and its
-    variants' table."""
+    """One GPU levers record's heading and table."""
     base = rec.rows[0]
     body = tuple(
         [
@@ -444,8 +417,7 @@ def _gpu_lever_table(rec: LeverRecord) -> list[Block]:
 
 
 def fused_run() -> str:
-    """How the fused solve runs the recommended step (`fused_levers`: its integrator
-    and each controller's reverse mode), for the pages and the README."""
+    """How the fused solve runs the recommended step, for the pages and the README."""
     adjoints = [
         f"`adjoint={c.fused_adjoint}` under {c.name}"
         for c in CONTROLLERS.values()
@@ -455,10 +427,7 @@ def fused_run() -> str:
 
 
 def recommended_made_of() -> str:
-    """What the recommended step is made of, for the pages and the README: each
-    controller's levers (`recommended.controller_levers`), and the levers the study's
-    records measured faster on some shipped problems (`data/measured_steps.json`: the
-    fused solve, faster activations, the reverse step by hand, 512-bit vectors)."""
+    """What the recommended step is made of, for the pages and the README."""
     made_of = "; ".join(
         f"{c}: " + (", ".join(f"`{k}={v}`" for k, v in levers.items()) or "the default")
         for c, levers in study_controllers().items()

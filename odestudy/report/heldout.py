@@ -1,7 +1,5 @@
-"""Whether a prediction was held out: made before the measured rows it is checked
-against (their first run started after it was written), or in-sample (made after them,
-from rows of the same session). Every checked error names its prediction model and says
-which. And whether the recommended step was measured again after the records it was
+"""Whether a prediction was held out (made before the rows it is checked against) or
+in-sample, and whether the recommended step was measured again after the records it was
 chosen on (`recommended_again`)."""
 
 import datetime
@@ -15,14 +13,7 @@ from ..measure import environment
 from ..study import records
 from ..study.rec import LeverRecord
 from . import loss, sessions
-
-
-def _time(text: Any) -> datetime.datetime | None:
-    try:
-        t = datetime.datetime.fromisoformat(str(text))
-    except (TypeError, ValueError):
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=datetime.UTC)
+from .sessions import parse_time
 
 
 def made_before(prediction: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> bool | None:
@@ -31,8 +22,8 @@ def made_before(prediction: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
     (`git_commit`), made from code committed before them (not dirty, its commit's time
     earlier than the first row's start) and, where its file is in this repository
     (`path`), itself committed before them. None where a time is unknown."""
-    made = _time(prediction.get("finished"))
-    starts = [_time(r.get("started")) for r in rows]
+    made = parse_time(prediction.get("finished"))
+    starts = [parse_time(r.get("started")) for r in rows]
     if made is None or not starts or any(s is None for s in starts):
         return None
     first = min(s for s in starts if s is not None)
@@ -48,9 +39,7 @@ def made_before(prediction: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
 
 
 def file_commit_time(path: Any) -> datetime.datetime | None:
-    """When the file at `path` was first committed (a file moved keeps the time it was
-    first committed under its old name), or None where it is not in this repository's
-    history (or git is not there)."""
+    """When the file at `path` was first committed (under any name), or None."""
     if not path:
         return None
     try:
@@ -62,9 +51,8 @@ def file_commit_time(path: Any) -> datetime.datetime | None:
 
 @functools.cache
 def _added_times() -> dict[str, datetime.datetime]:
-    """Every file of the repository's index under `results/` by the time its content was
-    first committed at any path (a prediction moved to `earlier/` keeps the time it was
-    first committed), from two git calls; empty where git is not there."""
+    """Each indexed file under `results/` by when its content was first committed at any
+    path (a prediction moved to `earlier/` keeps its time); empty without git."""
     try:
         log = subprocess.run(
             ["git", "-C", str(environment.ROOT), "log", "--reverse", "--raw", "--no-abbrev",
@@ -81,7 +69,7 @@ def _added_times() -> dict[str, datetime.datetime]:
     when = None
     for line in log.stdout.splitlines() if log.returncode == 0 else []:
         if line.startswith("@"):
-            when = _time(line[1:])
+            when = parse_time(line[1:])
         elif line.startswith(":") and when is not None:
             blob = line.split("\t")[0].split()[3]
             first.setdefault(blob, when)
@@ -94,9 +82,8 @@ def _added_times() -> dict[str, datetime.datetime]:
 
 
 def said(checked: Sequence[dict[str, Any]]) -> str:
-    """How a set of checked errors (each with `model` and `before`) was made: `prediction
-    model 5; made before the rows`, `...; in-sample (made after the rows)`, or how many
-    of each (those of unknown model or time said so)."""
+    """How checked errors (each with `model` and `before`) were made: `prediction model 5;
+    made before the rows`, `...; in-sample ...`, or how many of each."""
     if not checked:
         return ""
     known = sorted({str(c["model"]) for c in checked if c.get("model") is not None})
@@ -114,9 +101,8 @@ def said(checked: Sequence[dict[str, Any]]) -> str:
 
 
 def choice_records(results: str | Path) -> list[LeverRecord]:
-    """The records the recommended step's makeup was chosen on: every levers record
-    (`*/levers/*.json`) and every map lever, fused-solve and vector-width record, of any
-    machine (loss spreads and floor sidecars left out)."""
+    """The records the recommended step was chosen on: every machine's levers records and
+    map lever, fused-solve and vector-width records (no loss spreads or floor sidecars)."""
     root = Path(results)
     paths = [
         *root.glob("*/levers/*.json"),
@@ -132,13 +118,9 @@ def choice_records(results: str | Path) -> list[LeverRecord]:
 
 
 def recommended_again(rows: Sequence[Any], chosen: Sequence[LeverRecord]) -> str:
-    """The map's check of the recommended step (its rows, `workloads.MapRow`) in a
-    session after the records it was chosen on (`chosen`): per workload and controller
-    whose 1-device rows both trained, its speedup over the default, how many the
-    intervals and the loss rule call faster
-    at equal loss or slower. The choice is made on the records of `chosen` made before
-    the rows (a later one cannot have informed the step they measured, which is today's
-    recommended step, `workloads.step_of`); empty without such rows or records."""
+    """The map's recommended step (its `workloads.MapRow`s) measured again after the
+    records it was chosen on: its speedups over the default where both trained, and how
+    many are faster at equal loss or slower; empty without such rows or records."""
     found = [
         (r, r.speedup)
         for r in rows
@@ -146,9 +128,9 @@ def recommended_again(rows: Sequence[Any], chosen: Sequence[LeverRecord]) -> str
     ]
     # Only records made before the rows could have informed the step they measured (a
     # row is "recommended" only where its levers are today's recommended step's).
-    starts = [_time(r.record.started) for r, _ in found]
+    starts = [parse_time(r.record.started) for r, _ in found]
     first = min((t for t in starts if t is not None), default=None)
-    times = [t for rec in chosen if (t := _time(rec.finished)) is not None]
+    times = [t for rec in chosen if (t := parse_time(rec.finished)) is not None]
     last = max((t for t in times if first is not None and t < first), default=None)
     if (
         not found

@@ -19,44 +19,50 @@ from .tables import escape
 
 @dataclasses.dataclass(frozen=True)
 class MapLever:
-    """One lever studied along the map.
-
-    - `folder`: where its records are, `results/map/<machine>/<folder>/`.
-    - `target`: the make target that measures it.
-    - `name`: how the pages name it (markdown).
-    - `pairs`: per table column, the variant without the lever, the variant with it, and
-      the column's heading; the last pair is the recommended step's (the README's line).
-    """
+    """One lever studied along the map: its records' folder (`results/map/<machine>/
+    <folder>/`, measured by `make map-<folder>`), its name on the pages (markdown) and in
+    a heading (`short`), and the variants without and with it on the default step and
+    on the recommended step (the README's line)."""
 
     folder: str
-    target: str
     name: str
-    pairs: tuple[tuple[str, str, str], ...]
+    short: str
+    default: tuple[str, str]
+    recommended: tuple[str, str]
+
+    @property
+    def target(self) -> str:
+        return f"map-{self.folder}"
+
+    @property
+    def pairs(self) -> tuple[tuple[str, str, str], ...]:
+        """Per table column: the variant without the lever, with it, and the heading."""
+        return (
+            (*self.default, f"{self.short} on the default step"),
+            (*self.recommended, f"{self.short} on the recommended step"),
+        )
 
     def records(self, results: str | Path, machine: str) -> list[LeverRecord]:
         """This machine's records of the lever, in the map's order."""
         return map_lever_records(results, machine, self.folder)
 
 
-UNROLLED = MapLever(
-    "levers",
-    "map-levers",
-    "Tsit5 without its stage loop (`stages=unrolled`)",
-    (
-        ("default", "stages=unrolled", "Unrolled on the default step"),
-        ("recommended-unrolled", "recommended-diffrax", "Unrolled on the recommended step"),
+MAP_LEVERS = (
+    MapLever(
+        "levers",
+        "Tsit5 without its stage loop (`stages=unrolled`)",
+        "Unrolled",
+        ("default", "stages=unrolled"),
+        ("recommended-unrolled", "recommended-diffrax"),
+    ),
+    MapLever(
+        "vectors",
+        "512-bit vectors (`vector_width=512`)",
+        "512-bit",
+        ("default", "vw512"),
+        ("recommended-vw0", "recommended-vw512"),
     ),
 )
-VECTORS = MapLever(
-    "vectors",
-    "map-vectors",
-    "512-bit vectors (`vector_width=512`)",
-    (
-        ("default", "vw512", "512-bit on the default step"),
-        ("recommended-vw0", "recommended-vw512", "512-bit on the recommended step"),
-    ),
-)
-MAP_LEVERS = (UNROLLED, VECTORS)
 
 
 def _trained_limit(rec: LeverRecord) -> float:
@@ -65,8 +71,8 @@ def _trained_limit(rec: LeverRecord) -> float:
 
 
 def lever_cell(rec: LeverRecord, base: str, lever: str) -> str:
-    """The lever's speedup over its baseline with its interval, and both final losses
-    (a model above the problem's trained loss said so; unequal losses marked)."""
+    """The lever's speedup over its baseline and both final losses (an untrained model
+    said so; unequal losses marked)."""
     a, b = variant_row(rec, base), variant_row(rec, lever)
     if a is None or b is None:
         return "–"
@@ -79,8 +85,7 @@ def lever_cell(rec: LeverRecord, base: str, lever: str) -> str:
 
 
 def lever_section(results: str | Path, machine: str, lever: MapLever) -> list[Block]:
-    """`workloads.md`'s section on `lever` along the map: per workload and controller,
-    its speedup in each of its pairs, from its records."""
+    """`workloads.md`'s section on `lever` along the map."""
     held, recs = held_elsewhere(results, machine, lever.folder)
     head = [Text(f"## {lever.name} along the map"), *elsewhere_said(machine, held)]
     if not recs:
@@ -106,8 +111,7 @@ def lever_section(results: str | Path, machine: str, lever: MapLever) -> list[Bl
 
 @dataclasses.dataclass(frozen=True)
 class LeverSpeedup:
-    """A lever's speedup over its baseline in one record (`lever_speedups`), with its
-    interval, and whether the two trained the same model (`equal`)."""
+    """A lever's speedup in one record, and whether both trained the same model."""
 
     ratio: float
     low: float
@@ -116,10 +120,8 @@ class LeverSpeedup:
 
 
 def lever_speedups(recs: Sequence[LeverRecord], base: str, lever: str) -> list[LeverSpeedup]:
-    """Per lever record (workload and controller) whose two models both trained (their
-    problem's trained loss), the speedup of `lever` over `base` with its interval, and
-    whether they trained the same model (within the run-to-run spread measured for the
-    workload on the machine, `loss.same`)."""
+    """Per record whose two models both trained, the speedup of `lever` over `base`, and
+    whether they trained the same model (`loss.same`)."""
     out = []
     for rec in recs:
         a, b = variant_row(rec, base), variant_row(rec, lever)
@@ -132,20 +134,26 @@ def lever_speedups(recs: Sequence[LeverRecord], base: str, lever: str) -> list[L
     return out
 
 
+def ratio_range(found: Sequence[LeverSpeedup]) -> str:
+    """`0.91x to 1.40x`: the range of `found`'s ratios."""
+    return f"{min(f.ratio for f in found):.2f}x to {max(f.ratio for f in found):.2f}x"
+
+
+def separated(found: Sequence[LeverSpeedup]) -> tuple[int, int]:
+    """How many of `found` are faster at equal loss, and how many slower, by intervals."""
+    return sum(f.low > 1 and f.equal for f in found), sum(f.high < 1 for f in found)
+
+
 def lever_summary(recs: Sequence[LeverRecord], lever: MapLever) -> list[str]:
-    """The README's line on `lever` on the recommended step along the map (its last
-    pair; the pairs whose models trained), or nothing where none did."""
-    base, with_it, _ = lever.pairs[-1]
-    found = lever_speedups(recs, base, with_it)
+    """The README's line on `lever` on the recommended step, or nothing."""
+    found = lever_speedups(recs, *lever.recommended)
     if not found:
         return []
-    faster = [f for f in found if f.low > 1 and f.equal]
-    slower = [f for f in found if f.high < 1]
+    faster, slower = separated(found)
     session = sessions.sessions_line(recs, recs)
     return [
-        f"- {lever.name} on the recommended step, 1 device: "
-        f"{min(f.ratio for f in found):.2f}x to {max(f.ratio for f in found):.2f}x "
+        f"- {lever.name} on the recommended step, 1 device: {ratio_range(found)} "
         f"over {len(found)} workload and controller pairs whose models trained, "
-        f"{len(faster)} of them faster with the whole interval above 1 at equal loss, "
-        f"{len(slower)} slower ({session.rstrip('.')})."
+        f"{faster} of them faster with the whole interval above 1 at equal loss, "
+        f"{slower} slower ({session.rstrip('.')})."
     ]

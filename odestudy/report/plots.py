@@ -1,5 +1,6 @@
 """Figures: one scenario (notebook) and the scaling figures of the report."""
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,38 +22,30 @@ OTHER_COLOUR = "tab:gray"
 OTHER_LINE = "-o"
 
 
-class ModeColours(Mapping[str, str]):
-    """Each registered mode's colour (`AbstractMode.colour`), in the order of the
-    tables; any other name gets `OTHER_COLOUR`, never a KeyError."""
+@dataclasses.dataclass(frozen=True, eq=False)
+class ClassStyles(Mapping[str, str]):
+    """Each registered class's style (its attribute `attr`), in the order of the tables;
+    any other name gets `other`, never a KeyError."""
 
-    def __getitem__(self, mode: str) -> str:
-        found = MODES.get(mode)
-        return found.colour if found is not None else OTHER_COLOUR
+    registry: Mapping[str, Any]
+    attr: str
+    other: str
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(MODES))
-
-    def __len__(self) -> int:
-        return len(MODES)
-
-
-class ControllerLines(Mapping[str, str]):
-    """Each registered controller's line and marker (`AbstractController.line`), in the
-    order of the tables; any other name gets `OTHER_LINE`, never a KeyError."""
-
-    def __getitem__(self, controller: str) -> str:
-        found = CONTROLLERS.get(controller)
-        return found.line if found is not None else OTHER_LINE
+    def __getitem__(self, name: str) -> str:
+        found = self.registry.get(name)
+        return getattr(found, self.attr) if found is not None else self.other
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(CONTROLLERS))
+        return iter(list(self.registry))
 
     def __len__(self) -> int:
-        return len(CONTROLLERS)
+        return len(self.registry)
 
 
-MODE_STYLE = ModeColours()
-CONTROLLER_STYLE = ControllerLines()
+# Each mode's colour (`AbstractMode.colour`), each controller's line and marker
+# (`AbstractController.line`).
+MODE_STYLE = ClassStyles(MODES, "colour", OTHER_COLOUR)
+CONTROLLER_STYLE = ClassStyles(CONTROLLERS, "line", OTHER_LINE)
 
 # seaborn's dashes (`lineplot(dashes=...)`) of a matplotlib line style, the longer
 # styles first; "" is a solid line.
@@ -65,20 +58,17 @@ DASHES: dict[str, str | tuple[float, ...]] = {
 
 
 def line_dashes(line: str) -> str | tuple[float, ...]:
-    """seaborn's dashes of a matplotlib format's line style (`"--s"` gives `(4, 2)`); a
-    format without one is solid."""
+    """seaborn's dashes of a matplotlib format's line style (`"--s"` gives `(4, 2)`)."""
     return next((dashes for style, dashes in DASHES.items() if line.startswith(style)), "")
 
 
 def controller_dashes(controllers: Iterable[str]) -> dict[str, str | tuple[float, ...]]:
-    """Each of `controllers`' dashes in a seaborn figure, from its line
-    (`CONTROLLER_STYLE`: its class's `line`, any other name `OTHER_LINE`)."""
+    """Each of `controllers`' dashes in a seaborn figure, from its line."""
     return {c: line_dashes(CONTROLLER_STYLE[c]) for c in controllers}
 
 
 def summary(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The headline numbers of one record (as read: `read_record`), as a small dict for
-    display."""
+    """The headline numbers of one record, as a small dict for display."""
     rec = Rec(record)
     keys = (
         "status",
@@ -107,8 +97,7 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def plot_scenario(record: Mapping[str, Any]):
-    """Training loss per step and a histogram of per-sample solver steps of one record
-    (as read: `read_record`)."""
+    """Training loss per step and a histogram of per-sample solver steps of one record."""
     import matplotlib.pyplot as plt
 
     rec = Rec(record)
@@ -142,12 +131,23 @@ def _save(fig, out: Path, stem: str) -> list[Path]:
 
 
 METRICS = ("step time (s)", "speedup", "efficiency")
+FRAME_COLUMNS = (
+    "device",
+    "scaling",
+    "mode",
+    "controller",
+    "processes",
+    "devices",
+    "metric",
+    "value",
+    "low",
+    "high",
+)
 
 
 def scaling_frame(rows: Sequence[Rec]) -> pd.DataFrame:
-    """Rows of `frames.scaling_rows` in long form for plotting: one row per record and
-    metric (`METRICS`), with the value and its interval (`low`, `high`; the IQR for
-    step times, the 95% interval for speedup and efficiency)."""
+    """Scaling rows in long form: a row per record and metric, with its interval (the IQR
+    for step times, the 95% interval for speedup and efficiency)."""
     out = []
     for r in rows:
         if not r.ok:
@@ -160,36 +160,14 @@ def scaling_frame(rows: Sequence[Rec]) -> pd.DataFrame:
             "processes": r.processes or 1,
             "devices": r.n_devices,
         }
-        out.append(
-            {
-                **head,
-                "metric": METRICS[0],
-                "value": r.step_time_s,
-                "low": r.step_time_p25_s,
-                "high": r.step_time_p75_s,
-            }
-        )
-        for metric, value, ci in (
-            ("speedup", r.speedup, r.speedup_ci),
-            ("efficiency", r.efficiency, r.efficiency_ci),
+        for metric, value, (low, high) in (
+            (METRICS[0], r.step_time_s, (r.step_time_p25_s, r.step_time_p75_s)),
+            ("speedup", r.speedup, r.speedup_ci or (None, None)),
+            ("efficiency", r.efficiency, r.efficiency_ci or (None, None)),
         ):
-            low, high = ci or (None, None)
             out.append({**head, "metric": metric, "value": value, "low": low, "high": high})
-    return pd.DataFrame(
-        out,
-        columns=[
-            "device",
-            "scaling",
-            "mode",
-            "controller",
-            "processes",
-            "devices",
-            "metric",
-            "value",
-            "low",
-            "high",
-        ],
-    ).astype({"value": float, "low": float, "high": float})
+    frame = pd.DataFrame(out, columns=list(FRAME_COLUMNS))
+    return frame.astype({"value": float, "low": float, "high": float})
 
 
 def _draw(data: pd.DataFrame, color=None, **_) -> None:
@@ -240,37 +218,18 @@ def _scaling_axes(grid: Any, ns: list[int], scaling: str, cores: int | None) -> 
 def _scaling_legend(
     grid: Any, modes: list[str], sel: pd.DataFrame, ns: list[int], cores: int | None
 ) -> None:
-    """The legend below the facets: modes, controllers, ideal, several processes, and
-    the shaded devices beyond `cores`."""
+    """The legend below the facets."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     handles: list[Any] = [Line2D([], [], color=MODE_STYLE[m], lw=2, label=m) for m in modes]
-    handles += [
-        Line2D(
-            [],
-            [],
-            color="k",
-            ls=CONTROLLER_STYLE[c][:-1],
-            marker=CONTROLLER_STYLE[c][-1],
-            label=c,
-        )
-        for c in CONTROLLER_STYLE
-        if c in set(sel["controller"])
-    ]
+    for c, line in CONTROLLER_STYLE.items():
+        if c in set(sel["controller"]):
+            handles.append(Line2D([], [], color="k", ls=line[:-1], marker=line[-1], label=c))
     handles.append(Line2D([], [], color="grey", ls=":", label="ideal"))
     if (sel["processes"] > 1).any():
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color="k",
-                marker="o",
-                ls="",
-                markerfacecolor="none",
-                label="several processes",
-            )
-        )
+        hollow: dict[str, Any] = {"marker": "o", "ls": "", "markerfacecolor": "none"}
+        handles.append(Line2D([], [], color="k", label="several processes", **hollow))
     if cores and max(ns) > cores:
         handles.append(
             Patch(color="grey", alpha=0.15, label=f"devices > {cores} physical cores (overhead)")
@@ -288,10 +247,8 @@ def _scaling_legend(
 def scaling_figures(
     rows: Sequence[Rec], out: str | Path, device: str, cores: int | None
 ) -> list[Path]:
-    """Step time, speedup and efficiency against devices (seaborn facets), colour by
-    mode, line style by controller, one figure per scaling. `rows` come from
-    `frames.scaling_rows`; ideal scaling is dotted, and devices beyond `cores` physical
-    cores are shaded (times there measure overhead, not speedup)."""
+    """Step time, speedup and efficiency against devices, a figure per scaling; devices
+    beyond `cores` physical cores shaded (times there measure overhead, not speedup)."""
     import seaborn as sns
 
     # A model that did not train has no speedup to plot: left out, and counted in the title.
@@ -331,24 +288,13 @@ def scaling_figures(
 def _forward_axes(
     c: Any, sweeps: Sequence[Sweep], data: pd.DataFrame, palette: dict, name: Any
 ) -> None:
-    """The step-cost figure's third panel: the forward pass alone against the rest of
-    the step, per sweep that timed it."""
+    """The step-cost figure's third panel: the forward pass against the rest of the step."""
     for sw in sweeps:
         sel = data[(data["sweep"] == name(sw)) & data["forward_s"].notna()]
-        c.plot(
-            sel["batch"],
-            sel["forward_s"] * 1e3,
-            "o-",
-            color=palette[name(sw)],
-            label=f"{name(sw)}: forward",
-        )
-        c.plot(
-            sel["batch"],
-            (sel["step_s"] - sel["forward_s"]) * 1e3,
-            "s--",
-            color=palette[name(sw)],
-            label=f"{name(sw)}: backward + update",
-        )
+        label, color = name(sw), palette[name(sw)]
+        c.plot(sel["batch"], sel["forward_s"] * 1e3, "o-", color=color, label=f"{label}: forward")
+        rest = (sel["step_s"] - sel["forward_s"]) * 1e3
+        c.plot(sel["batch"], rest, "s--", color=color, label=f"{label}: backward + update")
     c.set(
         xscale="log",
         yscale="log",
@@ -362,26 +308,16 @@ def _forward_axes(
 def _cost_axes(
     a: Any, b: Any, sweeps: Sequence[Sweep], data: pd.DataFrame, palette: dict, name: Any
 ) -> None:
-    """The step-cost figure's first two panels: each sweep's step time with its IQR
-    bars, and its fitted time per iteration (dotted)."""
+    """The step-cost figure's first two panels' bars and fitted lines."""
     for sw in sweeps:
         sel = data[data["sweep"] == name(sw)]
+        iqr = [sel["step_s"] - sel["p25"], sel["p75"] - sel["step_s"]]
         a.errorbar(
-            sel["batch"],
-            sel["step_s"],
-            yerr=[sel["step_s"] - sel["p25"], sel["p75"] - sel["step_s"]],
-            fmt="none",
-            capsize=3,
-            color=palette[name(sw)],
+            sel["batch"], sel["step_s"], yerr=iqr, fmt="none", capsize=3, color=palette[name(sw)]
         )
         x = sel["batch"].to_numpy(float)
-        fit = sw.fit
-        b.plot(
-            x,
-            (fit.fixed_per_iteration_s + fit.per_sample_iteration_s * x) * 1e3,
-            ":",
-            color=palette[name(sw)],
-        )
+        fitted = (sw.fit.fixed_per_iteration_s + sw.fit.per_sample_iteration_s * x) * 1e3
+        b.plot(x, fitted, ":", color=palette[name(sw)])
     a.set(
         xscale="log",
         yscale="log",
@@ -396,9 +332,8 @@ def _cost_axes(
 
 
 def step_cost_figure(sweeps: Sequence[Sweep], out: str | Path, stem: str) -> list[Path]:
-    """Step time and time per executed solver iteration against batch size, one line
-    per sweep (`benchmarks/step_cost.py` records: controller and label), with the
-    fitted line `fixed + per_sample * batch` of the time per iteration (dotted)."""
+    """Step time and time per executed solver iteration against batch size, a line per
+    sweep, with the fitted time per iteration `fixed + per_sample * batch` (dotted)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -426,17 +361,9 @@ def step_cost_figure(sweeps: Sequence[Sweep], out: str | Path, stem: str) -> lis
     a, b = axes[0], axes[1]
     if split:
         _forward_axes(axes[2], sweeps, data, palette, name)
-    sns.lineplot(data=data, x="batch", y="step_s", hue="sweep", palette=palette, marker="o", ax=a)
-    sns.lineplot(
-        data=data,
-        x="batch",
-        y="per_iteration_ms",
-        hue="sweep",
-        palette=palette,
-        marker="o",
-        ax=b,
-        legend=False,
-    )
+    lines: dict[str, Any] = {"data": data, "x": "batch", "hue": "sweep", "palette": palette}
+    sns.lineplot(y="step_s", marker="o", ax=a, **lines)
+    sns.lineplot(y="per_iteration_ms", marker="o", ax=b, legend=False, **lines)
     _cost_axes(a, b, sweeps, data, palette, name)
     a.legend(fontsize=8)
     kind = (sweeps[0].device_kind or "") if sweeps else ""

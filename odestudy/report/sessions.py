@@ -4,11 +4,9 @@ A VM's speed drifts between sessions by more than the intervals of one session h
 so a ratio of two records is only as good as the session they share. A **session** is
 the records of one machine whose times fall in one contiguous window: sorted by time,
 a gap of more than `SESSION_GAP_HOURS` between one record's window and the next starts
-a new session. A record's window runs from its `started` time to its last run
-(`runs_finished`) or `finished`; a record that carries no time (the benchmarks' side
-studies) is placed at its commit's time (`git log`), the commit it was measured at
-being the closest the repository knows; with neither it is a session of its own, named
-by its commit.
+a new session. A record that carries no time (the benchmarks' side studies) is placed at
+its commit's time, the closest the repository knows; with neither it is a session of its
+own.
 """
 
 import datetime
@@ -30,12 +28,8 @@ SESSION_GAP_HOURS = 1.0
 
 @dataclass(frozen=True)
 class Session:
-    """One machine's records of one time window.
-
-    - `machine`: the machine id.
-    - `start`, `end`: the window (None for a session known only by its commit).
-    - `commits`: the short commits its records were measured at.
-    """
+    """One machine's records of one time window (None for a session known only by its
+    commit), with the short commits they were measured at."""
 
     machine: str
     start: datetime.datetime | None
@@ -44,8 +38,7 @@ class Session:
 
     @property
     def when(self) -> str:
-        """`2026-11-24 19:11–20:03 UTC`, or `commit 70db496` where the session has no
-        time."""
+        """`2026-11-24 19:11–20:03 UTC`, or `commit 70db496` without a time."""
         if self.start is None or self.end is None:
             return f"commit {', '.join(self.commits) or 'unknown'}"
         day = self.start.strftime("%Y-%m-%d")
@@ -58,7 +51,8 @@ class Session:
         return f"{self.machine}, {self.when}"
 
 
-def _parse(text: Any) -> datetime.datetime | None:
+def parse_time(text: Any) -> datetime.datetime | None:
+    """An ISO time, UTC where it names no zone; None where it is none."""
     try:
         t = datetime.datetime.fromisoformat(str(text))
     except (TypeError, ValueError):
@@ -68,8 +62,7 @@ def _parse(text: Any) -> datetime.datetime | None:
 
 @functools.cache
 def commit_time(commit: str) -> datetime.datetime | None:
-    """The committer time of `commit` in this repository's history; None where git or
-    the commit is not there."""
+    """The committer time of `commit` here; None without git or the commit."""
     commit = commit.removesuffix("-dirty")
     if not commit:
         return None
@@ -82,7 +75,7 @@ def commit_time(commit: str) -> datetime.datetime | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return _parse(out.stdout.strip()) if out.returncode == 0 else None
+    return parse_time(out.stdout.strip()) if out.returncode == 0 else None
 
 
 # The mark of a record's commit that this repository does not hold (a record made from
@@ -101,10 +94,9 @@ def short_commit(rec: Mapping[str, Any]) -> str:
 
 
 def window(rec: Mapping[str, Any]) -> tuple[datetime.datetime, datetime.datetime] | None:
-    """When `rec` was measured: `(first, last)` from its own times, else its commit's
-    time (both ends), else None."""
+    """`(first, last)`: when `rec` was measured, else its commit's time, else None."""
     stamps = [rec.get("started"), *(rec.get("runs_finished") or []), rec.get("finished")]
-    times = [t for t in map(_parse, stamps) if t is not None]
+    times = [t for t in map(parse_time, stamps) if t is not None]
     if not times:
         at = commit_time(rec.get("git_commit") or "")
         return (at, at) if at else None
@@ -149,10 +141,9 @@ def assign(recs: Sequence[Mapping[str, Any]]) -> list[Session]:
 
 
 def reassigned(recs: Sequence[Rec]) -> list[Rec]:
-    """`recs` (from several folders: the scale's, the map's, sessions measured again),
-    each with its `session` among every record of its results tree (`index`), so that
-    rows of one block of measurements are one session whichever folder holds them and
-    whichever of them a page reads; a record outside any tree, among `recs`."""
+    """`recs`, each with its `session` among every record of its results tree (`index`):
+    one block of measurements is one session whichever folder holds them and whichever
+    of them a page reads. A record outside any tree gets its session among `recs`."""
     found: dict[str, Session] = {}
     for root in {_tree(r.path) for r in recs if r.path}:
         found.update(index(root))
@@ -178,11 +169,9 @@ UNTIMED = ("loss_spread",)
 
 
 def index(results: str | Path) -> dict[str, Session]:
-    """The session of every record of the results tree `results`, by resolved path:
-    the scenario records in every folder (the scales', the map's, the version sets',
-    sessions measured again) and the side studies' (`SIDE_STUDIES`) of every machine.
-    Sessions are a property of a machine's whole set of records, whatever page shows
-    them; worked out once while no file of the tree changes."""
+    """The session of every scenario and side-study record (`SIDE_STUDIES`) of the
+    results tree, by resolved path: sessions are a property of a machine's whole set of
+    records, whatever page shows them. Worked out again only when a file changes."""
     root = Path(results)
     paths = [
         *root.glob(f"**/{records.RECORD_NAME}"),
@@ -228,8 +217,7 @@ def hours_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> float | None:
 
 
 def joined(a: Mapping[str, Any], b: Mapping[str, Any], recs: Sequence[Mapping[str, Any]]) -> str:
-    """What a ratio of records `a` and `b` joins: their one session's label, or both
-    sessions and the hours between the records."""
+    """The session a ratio of `a` and `b` joins, or both and the hours between them."""
     sa, sb = session_of(a, recs), session_of(b, recs)
     if sa == sb:
         return sa.label
@@ -239,8 +227,7 @@ def joined(a: Mapping[str, Any], b: Mapping[str, Any], recs: Sequence[Mapping[st
 
 
 def sessions_line(rows: Sequence[Mapping[str, Any]], recs: Sequence[Mapping[str, Any]]) -> str:
-    """One line naming the session(s) of `rows` (among `recs`, which decide the
-    windows): "Session: ..." or "Sessions (N): ...", with the commits."""
+    """ "Session: ..." or "Sessions (N): ..." of `rows` among `recs`, with the commits."""
     found = list(dict.fromkeys(session_of(r, recs) for r in rows))
     if not found:
         return ""

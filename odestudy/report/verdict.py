@@ -23,8 +23,7 @@ WASTE_MARGIN = 0.02
 
 def unequal_loss(row: Rec) -> str | None:
     """A note where `row` and its 1-device baseline trained to different losses
-    (`loss.differs`, the test every table applies: its speedup then compares different
-    models); else None."""
+    (`loss.differs`: its speedup then compares different models); else None."""
     a, b = row.final_loss, row.baseline_final_loss
     if not loss.differs(row, b):
         return None
@@ -50,9 +49,8 @@ ONE_RUN = (
 
 
 def exceeds_cores(row: Rec) -> bool:
-    """Whether `row` runs more virtual CPU devices than its machine's physical cores
-    (a † row: it measures overhead, not parallel speedup). Uses the row's own
-    `exceeds_cores` where it has one."""
+    """Whether `row` runs more virtual CPU devices than physical cores (a † row: it
+    measures overhead, not parallel speedup); the row's own `exceeds_cores` first."""
     if row.exceeds_cores is not None:
         return bool(row.exceeds_cores)
     cores = row.hardware.physical_cores or 0
@@ -74,9 +72,8 @@ def support(row: Rec) -> str:
 
 
 def _speedup(row: Rec, flagged: bool = True) -> str:
-    """`1.30× [1.18, 1.47]`: the speedup and its 95% interval, flagged (`loss.MARK`)
-    where the row and its baseline trained to different losses (not where `flagged` is
-    false: a sentence that says so in words)."""
+    """`1.30× [1.18, 1.47]`, flagged where the row and its baseline trained to different
+    losses (unless `flagged` is false: a sentence that says so in words)."""
     low, high = row.speedup_ci or (None, None)
     text = f"{row.speedup:.2f}×"
     if low is not None and high is not None:
@@ -93,8 +90,8 @@ def _label(row: Rec) -> str:
 
 
 def _waste(row: Rec) -> float | None:
-    """Lock-step waste from the solver steps: 1 - mean / max (the share of executed
-    solver iterations that only wait for the batch's slowest sample)."""
+    """Lock-step waste, 1 - mean / max solver steps: the share of executed solver
+    iterations that only wait for the batch's slowest sample."""
     high, mean = row.solver_steps.max, row.solver_steps.mean
     if not high or mean is None:
         return None
@@ -136,9 +133,8 @@ def _overlaps(a: Rec, b: Rec) -> bool:
 
 
 class Compared(NamedTuple):
-    """What `compare` finds: the device count `n` (None without rows), the rows there
-    fastest first (`ranked`), those whose interval overlaps the fastest's (`close`), and
-    whether there are rows, all beyond the cores (`beyond`)."""
+    """The device count `n` (None without rows), the rows there fastest first, those whose
+    interval overlaps the fastest's (`close`), and whether every row is beyond the cores."""
 
     n: int | None
     ranked: list[Rec]
@@ -149,10 +145,8 @@ class Compared(NamedTuple):
 def compare(
     rows: Sequence[Rec], controller: str, scaling: str, step: str = DEFAULT_STEP
 ) -> Compared:
-    """The multi-device rows of `controller`, `scaling` and `step` (`best.step_of`; the
-    default step's unless said) at the largest device count within the physical cores
-    (one process where there are such rows), fastest first, each against its own step's
-    1-device row (`Compared`)."""
+    """The multi-device rows of `controller`, `scaling` and `step` at the largest device
+    count within the physical cores (one process where there are such rows)."""
     sel = [
         r
         for r in rows
@@ -176,8 +170,7 @@ def compare(
 
 
 def group_sentence(found: Compared, controller: str, scaling: str) -> str | None:
-    """One bullet of `compare`'s result: the fastest mode with its speedup over one
-    device and interval, the slowest with its speedup, interval and measured reason."""
+    """`compare`'s result as a bullet: the fastest mode, and the slowest with its reason."""
     what, metric = SCALINGS[scaling]
     head = f"- **{escape(controller)}, {what}**"
     if found.n is None:
@@ -217,8 +210,8 @@ def group_sentence(found: Compared, controller: str, scaling: str) -> str | None
 
 
 def _count(k: int, word: str) -> str:
-    """`1 comparison`, `4 comparisons`."""
-    return f"{escape(k)} {word}{'' if k == 1 else 's'}"
+    """`1 row is`, `4 rows are`."""
+    return f"{escape(k)} {word}{' is' if k == 1 else 's are'}"
 
 
 def _why(rows: Sequence[Rec]) -> str:
@@ -245,8 +238,7 @@ def device_verdict(rows: Sequence[Rec], device: str, scale: str | None) -> list[
         return [
             Text(
                 f"**{name}: no {name} measurements{at_scale}.** The matrix's "
-                f"{_count(len(sel), f'{name} row')} {'is' if len(sel) == 1 else 'are'} "
-                f"{_why(sel)}."
+                f"{_count(len(sel), f'{name} row')} {_why(sel)}."
             )
         ]
     cores = next((r.hardware.physical_cores for r in ok if r.hardware), None)
@@ -267,12 +259,7 @@ def device_verdict(rows: Sequence[Rec], device: str, scale: str | None) -> list[
         many = [r for r in sel if r.n_devices > 1]
         bullets.append(
             f"- No multi-device {name} measurement{at_scale}, only 1-device rows"
-            + (
-                f": the {_count(len(many), 'multi-device row')} "
-                f"{'is' if len(many) == 1 else 'are'} {_why(many)}."
-                if many
-                else "."
-            )
+            + (f": the {_count(len(many), 'multi-device row')} {_why(many)}." if many else ".")
         )
     lines: list[Block] = [Text(f"**{name}** ({where}):"), Text("\n".join(bullets))]
     beyond = sorted({r.n_devices for r in ok if exceeds_cores(r)})
@@ -288,11 +275,7 @@ def device_verdict(rows: Sequence[Rec], device: str, scale: str | None) -> list[
 
 
 def verdict_body(rows: Sequence[Rec], scale: str | None = None) -> list[Block]:
-    """The verdict from the scaling rows of the report (`scaling_rows`): per device kind
-    and controller, the fastest multi-device mode at the largest device count within the
-    physical cores with its speedup over one device and 95% interval, and the slowest
-    with its speedup, interval and measured reason (collectives inside solver loops,
-    lock-step waste from solver steps max against mean, else overhead)."""
+    """The verdict from the report's scaling rows (`group_sentence` per comparison)."""
     if scale is None:
         scale = next((r.scale for r in rows if r.scale), None)
     body = [b for device in ("cpu", "gpu") for b in device_verdict(rows, device, scale)]

@@ -1,13 +1,12 @@
-"""The workload map's table and figure (`make map`, `study.workloads`): each mode's
-2-device speedup and the recommended step's worth against the 1-device time per solver
-iteration, where the ranking of modes changes, and the prediction (`odestudy predict
---map`) checked against the measured rows."""
+"""The workload map's page and figure (`make map`): each mode's 2-device speedup against
+the 1-device time per solver iteration, where the ranking of modes changes, and the
+prediction (`odestudy predict --map`) checked against the measured rows."""
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -44,38 +43,48 @@ from .frames import read_records
 from .heldout import choice_records, made_before, recommended_again, said
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import differs, pair_mark, trained
-from .map_levers import MAP_LEVERS, LeverSpeedup, lever_section, lever_speedups, lever_summary
+from .map_levers import (
+    MAP_LEVERS,
+    LeverSpeedup,
+    lever_section,
+    lever_speedups,
+    lever_summary,
+    ratio_range,
+    separated,
+)
 from .plots import MODE_STYLE, _save
 from .tables import escape, loss_cell, markdown_table
+
+T = TypeVar("T")
 
 # The prediction passes where its median |error| over a mode's rows is at most this.
 PREDICTION_LIMIT = 0.25
 
 
 def step_of(rec: Mapping[str, Any]) -> str:
-    """`"recommended"` where the record's scenario is its own recommended form (it has
-    the levers `recommended.recommended` gives its controller and problem), else
-    `"default"`."""
+    """`"recommended"` where the scenario is its own recommended form, else `"default"`."""
     s = Scenario.from_dict(rec["scenario"])
     return "recommended" if recommended(s) == s else "default"
 
 
 def map_records(results: str | Path, scale: str = "quick") -> list[Rec]:
-    """The map's records at `scale` of one machine (the one with the most ok rows) under
-    `results/map`: rows of the current map only."""
+    """The current map's records at `scale` of the machine with the most ok rows."""
     keys = {s.key() for s in map_scenarios(scale)}
     folder = Path(results) / MAP_FOLDER
     recs = [r for r in read_records(folder, scale, current=False) if r.scenario_key in keys]
     if not recs:
         return []
-    ok = [r.machine_id for r in recs if r.ok] or [recs[0].machine_id]
-    machine = max(sorted(set(ok)), key=ok.count)  # type: ignore[type-var]
+    machine = busiest([r.machine_id for r in recs if r.ok] or [recs[0].machine_id])
     return [r for r in recs if r.machine_id == machine]
 
 
+def busiest(machines: list[Any]) -> Any:
+    """The machine named most often in `machines` (the first by name on a tie)."""
+    return max(sorted(set(machines)), key=machines.count)
+
+
 def per_iteration_s(rec: Rec) -> float | None:
-    """A 1-device record's time per executed solver iteration (its step time over the
-    iterations of the batch's slowest sample)."""
+    """A 1-device record's step time over its executed solver iterations."""
     executed = rec.solver_steps.executed_per_device
     if not rec.ok or not executed:
         return None
@@ -84,11 +93,10 @@ def per_iteration_s(rec: Rec) -> float | None:
 
 @dataclasses.dataclass(frozen=True)
 class MapRow:
-    """One record of the map (`map_rows`): its workload, step, mode and devices, its
-    1-device default row (`base`) and that row's time per solver iteration (the
-    workload's cost), the speedup over that row (the reference's step) and over the
-    best 1-device step of its workload and batch (`best`), each `(estimate, low, high)`;
-    None where a row failed or did not train."""
+    """One record of the map: its 1-device default row (`base`) and that row's time per
+    solver iteration (the workload's cost), and its speedups over `base` and over the
+    best 1-device step (`best`), `(estimate, low, high)`; None where a row failed or did
+    not train."""
 
     workload: str
     problem: str
@@ -117,7 +125,7 @@ def map_rows(recs: Sequence[Rec]) -> list[MapRow]:
     out = []
     for r in recs:
         w = workload_of(r.fields)
-        if w is None or r.global_batch != _map_batch(w, r):
+        if w is None or r.global_batch != w.scenario(scale=r.scale, controller=r.controller).batch:
             continue  # the 1-device rows at the per-device batch: the batch axis's page
         b = base.get((w.name, r.controller))
         best = best_for(r, bests, "strong")
@@ -145,20 +153,11 @@ def map_rows(recs: Sequence[Rec]) -> list[MapRow]:
         )
     order = {w: i for i, w in enumerate(_workload_order(out))}
     modes = ("single", *MULTI_MODES)
-    out.sort(
-        key=lambda x: (
-            order[x.workload],
-            x.controller,
-            x.step != "default",
-            modes.index(x.mode),
-        )
-    )
-    return out
 
+    def place(x: MapRow) -> tuple[int, str, bool, int]:
+        return order[x.workload], x.controller, x.step != "default", modes.index(x.mode)
 
-def _map_batch(w: Any, rec: Rec) -> int:
-    """The map's global batch of workload `w` at a record's scale and controller."""
-    return int(w.scenario(scale=rec.scale, controller=rec.controller).batch)
+    return sorted(out, key=place)
 
 
 def _ok(r: Rec) -> bool:
@@ -186,8 +185,7 @@ def _speedup_cell(r: MapRow) -> str:
 
 
 def _best_cell(r: MapRow) -> str:
-    """A row's speedup over its best 1-device step, flagged where they trained to
-    different losses; the best step itself says so."""
+    """A row's speedup over its best 1-device step (the best step itself says so)."""
     best = r.best
     if best is None or r.status != "ok":
         return "–"
@@ -199,9 +197,8 @@ def _best_cell(r: MapRow) -> str:
 
 
 def on_best(rows: Sequence[MapRow]) -> list[tuple[str, str, Best, list[MapRow | None]]]:
-    """Per workload and controller with a best 1-device step: that step and, per
-    multi-device mode (`MULTI_MODES`), its row on that step with a speedup over it (or
-    None): the map's answer."""
+    """Per workload and controller: its best 1-device step and, per multi-device mode, its
+    row on that step with a speedup over it (or None): the map's answer."""
     out = []
     for name in _workload_order(rows):
         for controller in CONTROLLERS:
@@ -217,8 +214,7 @@ def on_best(rows: Sequence[MapRow]) -> list[tuple[str, str, Best, list[MapRow | 
 
 
 def best_table(rows: Sequence[MapRow]) -> Grid:
-    """Per workload and controller, the best 1-device step (which, its time) and each
-    multi-device mode's speedup over it, with intervals: the map's answer."""
+    """The map's answer (`on_best`) as a table."""
     body = tuple(
         (escape(name), escape(controller), escape(best.said()),
          *(_best_cell(r) if r else "–" for r in by_mode))
@@ -232,35 +228,41 @@ MAP_WHERE = "the workload map (workloads.md)"
 
 
 def map_claims(results: str | Path, scale: str) -> list[Claim]:
-    """The map's answer as claims (`best_table`'s cells): per workload and controller,
-    each multi-device mode's speedup over the best 1-device step, from the rows made
-    once per report (`rows_of`)."""
+    """The cells of `best_table` as claims."""
     found = []
     for _, _, best, by_mode in on_best(rows_of(results, scale)[1]):
+        b = best.record
         for r in by_mode:
-            if r is not None and r.speedup_best is not None and r.record is not best.record:
-                flagged = differs(r.record, best.record)
+            if r is not None and r.speedup_best is not None and r.record is not b:
+                flagged = differs(r.record, b)
                 found.append(
-                    ratio_claim(
-                        r.record, best.record, BEST_STEP, r.speedup_best, MAP_WHERE, flagged
-                    )
+                    ratio_claim(r.record, b, BEST_STEP, r.speedup_best, MAP_WHERE, flagged)
                 )
     return found
 
 
+def derived_once(
+    read: Callable[[str | Path, str], list[Rec]],
+    derive: Callable[[list[Rec]], list[T]],
+    results: str | Path,
+    scale: str,
+) -> tuple[list[Rec], list[T]]:
+    """`read(results, scale)`'s records and `derive` of them, made once per report."""
+
+    def make() -> tuple[list[Rec], list[T]]:
+        recs = read(results, scale)
+        return recs, derive(recs)
+
+    return records.made_once((read, derive, os.path.abspath(results), scale), make)
+
+
 def rows_of(results: str | Path, scale: str) -> tuple[list[Rec], list[MapRow]]:
-    """The map's records at `scale` (`map_records`) and their rows (`map_rows`), made
-    once per report (`records.made_once`)."""
-
-    def make() -> tuple[list[Rec], list[MapRow]]:
-        recs = map_records(results, scale)
-        return recs, map_rows(recs)
-
-    return records.made_once(("map rows", os.path.abspath(results), scale), make)
+    """The map's records at `scale` and their rows, made once per report."""
+    return derived_once(map_records, map_rows, results, scale)
 
 
 def workloads_table(rows: Sequence[MapRow]) -> str:
-    """The map's rows as markdown: one row per workload, controller, step and mode."""
+    """The map's rows as markdown."""
     body = []
     for r in rows:
         rec = r.record
@@ -298,18 +300,9 @@ def workloads_table(rows: Sequence[MapRow]) -> str:
     )
 
 
-def _find(rows, workload, controller, step, mode):
-    return next(
-        (
-            r
-            for r in rows
-            if r.workload == workload
-            and r.controller == controller
-            and r.step == step
-            and r.mode == mode
-        ),
-        None,
-    )
+def _find(rows: Sequence[MapRow], *key: str | None) -> MapRow | None:
+    """The row of `key`: workload, controller, step and mode."""
+    return next((r for r in rows if (r.workload, r.controller, r.step, r.mode) == key), None)
 
 
 # The modes `shard` is set against along the map: those with a solver loop per device
@@ -318,29 +311,25 @@ def _find(rows, workload, controller, step, mode):
 RIVALS = tuple(m for m in MULTI_MODES if not MODES[m].one_loop)
 
 
-def _below(rows, workload, controller) -> list[str] | None:
-    """The modes `shard` is set against (`RIVALS`) whose speedup's interval lies wholly
-    above `shard`'s at a workload and controller (None where a row is missing)."""
-    shard = _find(rows, workload, controller, "default", "shard")
-    rivals = {m: _find(rows, workload, controller, "default", m) for m in RIVALS}
-    if any(r is None or r.speedup is None for r in (shard, *rivals.values())):
+def _below(rows: Sequence[MapRow], workload: str, controller: str) -> list[str] | None:
+    """The `RIVALS` whose speedup lies wholly above `shard`'s (None where a row is missing)."""
+    found = [_find(rows, workload, controller, "default", m) for m in ("shard", *RIVALS)]
+    speedups = [r.speedup for r in found if r is not None and r.speedup is not None]
+    if len(speedups) < len(found):
         return None
-    high = shard.speedup[2]
-    return [m for m, r in rivals.items() if r.speedup[1] > high]
+    high = speedups[0][2]
+    return [m for m, s in zip(RIVALS, speedups[1:], strict=True) if s[1] > high]
 
 
-def _slowest(rows, workload, controller) -> bool | None:
-    """Whether `shard` is the slow mode of a workload and controller: its speedup's
-    interval lies below both other modes' (`RIVALS`) intervals (None where a row is
-    missing)."""
+def _slowest(rows: Sequence[MapRow], workload: str, controller: str) -> bool | None:
+    """Whether `shard`'s speedup lies below every rival's (None where a row is missing)."""
     below = _below(rows, workload, controller)
     return None if below is None else len(below) == len(RIVALS)
 
 
-def _change(rows, a: str, b: str, slow_at_a: bool, controller: str) -> str:
+def _change(rows: Sequence[MapRow], a: str, b: str, slow_at_a: bool, controller: str) -> str:
     """Where `shard` stops (or starts) being the slow mode between workloads `a` and
-    `b`, saying where it is still below one of the other modes (an overlap with one
-    mode's interval is no change against the other)."""
+    `b`, and where it is still below one of the other modes."""
     between = f"between {_label(rows, a, controller)} and {_label(rows, b, controller)}"
     still = _below(rows, b if slow_at_a else a, controller) or []
     if not still:
@@ -353,16 +342,21 @@ def _change(rows, a: str, b: str, slow_at_a: bool, controller: str) -> str:
     )
 
 
-def _label(rows: Sequence[MapRow], name: str, controller: str) -> str:
-    """A workload's name with its 1-device time per solver iteration (ms)."""
+def _cost(rows: Sequence[MapRow], name: str, controller: str) -> float | None:
+    """A workload's cost: its 1-device default step's time per solver iteration."""
     r = _find(rows, name, controller, "default", "single")
-    cost = r.per_iteration_s if r else None
+    return r.per_iteration_s if r else None
+
+
+def _label(rows: Sequence[MapRow], name: str, controller: str) -> str:
+    """A workload's name with its cost (ms per solver iteration)."""
+    cost = _cost(rows, name, controller)
     return escape(name) + (f" ({cost * 1e3:.2f} ms per solver iteration)" if cost else "")
 
 
 def crossover(rows: Sequence[MapRow], controller: str) -> str:
-    """Where `shard` stops being the slow mode, and where the recommended step's worth
-    at 1 device changes sign, along the workloads (lightest first), for one controller."""
+    """Along the workloads, lightest first: where `shard` stops being the slow mode, and
+    where the recommended step's worth at 1 device changes sign."""
     names = _workload_order(rows)
     slow = [(n, _slowest(rows, n, controller)) for n in names]
     known = [(n, s) for n, s in slow if s is not None]
@@ -382,7 +376,7 @@ def crossover(rows: Sequence[MapRow], controller: str) -> str:
     worth = []
     for n in names:
         r = _find(rows, n, controller, "recommended", "single")
-        if r is None or r.speedup is None:
+        if r is None or r.speedup is None or r.base is None:
             continue
         est, low, high = r.speedup
         verdict = "faster" if low > 1 else "slower" if high < 1 else "level"
@@ -393,9 +387,7 @@ def crossover(rows: Sequence[MapRow], controller: str) -> str:
 
 
 def map_time_line(recs: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]]) -> str:
-    """How long the map took to measure here, from its records: the first cold run's
-    start to the last repeat's or prediction's end, where every row and prediction falls
-    in one session (`sessions.assign`); else that there is no one time to give."""
+    """How long the map took to measure, where its rows and predictions are one session."""
     timed = [(r, w) for r in [*recs, *found] if (w := sessions.window(r)) is not None]
     if not timed:
         return ""
@@ -412,9 +404,8 @@ def map_time_line(recs: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]
 
 
 def predictions(results: str | Path, machine: str, profile: str | None = None) -> list[Prediction]:
-    """The map's predictions of `machine` (`odestudy predict --map`): those made from
-    their session's probe of the devices (`profile` None), or from the named profile
-    without measuring them (`--profile`)."""
+    """The map's predictions of `machine` made from the session's probe of the devices
+    (`profile` None) or from the named profile (`--profile`)."""
     folder = Path(results) / MAP_FOLDER / machine
     found = [
         Prediction(records.read_json(p), path=str(p))
@@ -424,8 +415,7 @@ def predictions(results: str | Path, machine: str, profile: str | None = None) -
 
 
 class PredictionError(dict[str, Any]):
-    """A prediction's row against its measured row (`prediction_errors`), with an
-    attribute per field; a dict, as `heldout.said` reads it."""
+    """A prediction's row against its measured row; a dict, as `heldout.said` reads it."""
 
     __slots__ = ()  # a field not named here is no attribute
 
@@ -443,10 +433,7 @@ class PredictionError(dict[str, Any]):
 
 
 def prediction_errors(rows: Sequence[MapRow], found: Sequence[Prediction]) -> list[PredictionError]:
-    """Each prediction's row against the measured 2-device row of the same workload,
-    controller, mode and step (the prediction's), where both it and its 1-device row
-    trained:
-    predicted and measured step time, the error and the prediction's terms."""
+    """Each prediction's row against its measured 2-device row, where both trained."""
     out = []
     for p in found:
         controller = p.fields.controller
@@ -455,7 +442,7 @@ def prediction_errors(rows: Sequence[MapRow], found: Sequence[Prediction]) -> li
             r = _find(rows, p.workload, controller, step, pr.mode)
             if r is None or r.speedup is None or r.n_devices != p.n_devices:
                 continue  # a failed or untrained row, or another device count
-            measured = float(r.record.step_time_s)
+            measured = float(r.record.step_time_s)  # type: ignore[arg-type]
             out.append(
                 PredictionError(
                     model=p.made_from.model,
@@ -476,9 +463,8 @@ def prediction_errors(rows: Sequence[MapRow], found: Sequence[Prediction]) -> li
 
 def _wrong_term(errors: Sequence[PredictionError], mode: str) -> str:
     """Which term of the prediction would have to change, and by how much, to fit the
-    measured rows of `mode` (the others held): the in-loop collectives for a mode with
-    one loop over the global batch (`AbstractMode.one_loop`: `shard`), the lock-step
-    compute for the others."""
+    rows of `mode`: the in-loop collectives for a mode with one loop over the global
+    batch (`AbstractMode.one_loop`), else the lock-step compute."""
     one_loop = (found := MODES.get(mode)) is not None and found.one_loop
     term = "in_loop_s" if one_loop else "compute_s"
     factors = []
@@ -521,8 +507,7 @@ EXTRAPOLATION_PROFILE = "cpu"
 
 
 def extrapolation_section(rows: Sequence[MapRow], found: Sequence[Prediction]) -> list[Text | Grid]:
-    """The section on the map's predictions made from a profile, without measuring the
-    devices predicted (`odestudy predict --map --profile cpu`), against the same rows."""
+    """The map's predictions from a profile (`--profile cpu`) against the same rows."""
     head = Text(f"## The prediction from the `{EXTRAPOLATION_PROFILE}` profile, without "
                 f"measuring {MAP_DEVICES} devices")  # fmt: skip
     if not found:
@@ -543,8 +528,7 @@ def extrapolation_section(rows: Sequence[MapRow], found: Sequence[Prediction]) -
 
 
 def validation_lines(errors: Sequence[PredictionError]) -> list[str]:
-    """One line per mode: `median |error| = X %` over its rows, and where it exceeds
-    `PREDICTION_LIMIT`, which term is wrong."""
+    """Per mode, its median |error| and, past `PREDICTION_LIMIT`, which term is wrong."""
     lines = []
     for mode in MULTI_MODES:
         mine = [e for e in errors if e.mode == mode]
@@ -583,8 +567,7 @@ def errors_table(errors: Sequence[PredictionError]) -> Grid:
 def workloads_body(
     results: str | Path, scale: str = "quick"
 ) -> tuple[tuple[Text | Grid, ...], list[MapRow]]:
-    """`workloads.md`: the map's table, where the answer changes, and the prediction's
-    check; and the rows (for the figure). Says so where the map has no records."""
+    """`workloads.md`'s blocks, and the rows (for the figure)."""
     recs, rows = rows_of(results, scale)
     if not recs:
         said = "No records of the workload map yet: run `make map` (records under results/map/)."
@@ -613,7 +596,7 @@ def workloads_body(
         Text(intro),
         Text(map_time_line(recs, found)),
         Text("## Summary"),
-        Text("\n".join(summary_lines(results, recs))),
+        Text("\n".join(summary_lines(results, machine, rows, found))),
         Text("## Against the best 1-device step"),
         Text(best),
         best_table(rows),
@@ -637,14 +620,8 @@ def workloads_body(
 
 
 def _workload_ticks(ax: Any, rows: Sequence[MapRow], controller: str) -> None:
-    """Ticks at the workloads' costs, named, and the span where `shard` stops (or
-    starts) being the slow mode shaded."""
-    names = _workload_order(rows)
-    cost = {}
-    for n in names:
-        r = _find(rows, n, controller, "default", "single")
-        if r and r.per_iteration_s:
-            cost[n] = r.per_iteration_s * 1e3
+    """Ticks at the workloads' costs, and where `shard` stops being the slow mode shaded."""
+    cost = {n: c * 1e3 for n in _workload_order(rows) if (c := _cost(rows, n, controller))}
     labels = [f"{n}: {cost[n]:.2f}" for n in cost]
     ax.set_xticks([cost[n] for n in cost], labels, fontsize=7, rotation=25, ha="right")
     ax.minorticks_off()
@@ -655,45 +632,32 @@ def _workload_ticks(ax: Any, rows: Sequence[MapRow], controller: str) -> None:
             ax.axvspan(cost[a], cost[b], color="tab:red", alpha=0.08, label=label)
 
 
-def summary_lines(results: str | Path, recs: Sequence[Rec]) -> list[str]:
-    """The map page's summary: the predictions' errors, the levers studied along the
-    map, the fused solve and its floors, and the GPU rows of the fused solve, one bullet
-    each (the README links here)."""
-    rows = map_rows(recs)
-    machine = str(recs[0].machine_id)
+def summary_lines(
+    results: str | Path, machine: str, rows: Sequence[MapRow], found: list[Prediction]
+) -> list[str]:
+    """The map page's summary bullets (the README links here)."""
+    profiled = predictions(results, machine, EXTRAPOLATION_PROFILE)
     return [
-        *_prediction_summary(
-            rows,
-            predictions(results, machine),
-            predictions(results, machine, EXTRAPOLATION_PROFILE),
-        ),
-        *[line for line in [recommended_again(rows, choice_records(results))] if line],
-        *_levers_summary(results, machine),
+        *_prediction_summary(rows, found, profiled),
+        *filter(None, [recommended_again(rows, choice_records(results))]),
+        *[
+            line
+            for lever in MAP_LEVERS
+            for line in lever_summary(lever.records(results, machine), lever)
+        ],
         *fused_summary(fused_records(results, machine)),
         *gpu_fused_summary(results),
     ]
 
 
-def _levers_summary(results: str | Path, machine: str) -> list[str]:
-    """The summary's lines on the levers studied along the map (`map_levers.MAP_LEVERS`),
-    one bullet each."""
-    return [
-        line
-        for lever in MAP_LEVERS
-        for line in lever_summary(lever.records(results, machine), lever)
-    ]
-
-
 def fused_summary(recs: list[LeverRecord]) -> list[str]:
-    """The README's line on the fused solve along the map (`make map-fused`'s records):
-    its speedup over the recommended step where both models trained, and each
-    variant's median ratio to its floor; and what the recommended step is made of."""
+    """The bullet on the recommended step and the fused solve along the map: its speedup
+    over the recommended step where both trained, and each variant's ratio to its floor."""
     made = f"The recommended step (`--recommended`) is, {recommended_made_of()}."
     found = lever_speedups(recs, "recommended-diffrax", "recommended-fused")
     if not found:
         return [f"- {made}"]
-    faster = [f for f in found if f.low > 1 and f.equal]
-    slower = [f for f in found if f.high < 1]
+    faster, slower = separated(found)
     rows = {label: [(rec, variant_row(rec, label)) for rec in recs] for label in FUSED_VARIANTS}
     ratios = {
         label: [x for rec, r in found_rows if r and (x := floor_ratio(rec, r)[0]) is not None]
@@ -707,20 +671,15 @@ def fused_summary(recs: list[LeverRecord]) -> list[str]:
     session = sessions.sessions_line(recs, recs)
     return [
         f"- {made} The fused solve ({fused_adjoints(recs)}) against diffrax's loop on that "
-        f"step, 1 device: "
-        f"{min(f.ratio for f in found):.2f}x to {max(f.ratio for f in found):.2f}x "
-        f"its speed over {len(found)} workload and controller pairs "
-        f"whose models trained; {len(faster)} faster and {len(slower)} slower with the "
+        f"step, 1 device: {ratio_range(found)} its speed over {len(found)} workload and "
+        f"controller pairs whose models trained; {faster} faster and {slower} slower with the "
         f"whole interval past 1 (faster: at equal loss). Ratio of a step to its compute "
         f"floor, median (range over the pairs): {floors} ({session.rstrip('.')}).",
     ]
 
 
 def gpu_fused_summary(results: str | Path) -> list[str]:
-    """The README's line per GPU with fused-solve map records (`gpu_session.sh
-    mapfused`): the recommended step over the default, and the fused solve over the
-    recommended step, ranges over the workload and controller pairs that trained, with
-    how many the intervals separate (`_faster_count`)."""
+    """A bullet per GPU with fused-solve map records."""
     lines = []
     for machine in gpu_fused_machines(results):
         recs = fused_records(results, machine)
@@ -731,21 +690,17 @@ def gpu_fused_summary(results: str | Path) -> list[str]:
         pairs = ", ".join(f"{escape(r.workload)} {escape(r.fields.controller)}" for r in recs)
         lines.append(
             f"- On one GPU ({sessions.sessions_line(recs, recs).rstrip('.')}; "
-            f"{pairs}): the recommended step run by diffrax's loop "
-            f"{min(f.ratio for f in over_default):.2f}x to "
-            f"{max(f.ratio for f in over_default):.2f}x the default's speed, by the fused "
-            f"solve ({fused_adjoints(recs)}) {min(f.ratio for f in fused):.2f}x to "
-            f"{max(f.ratio for f in fused):.2f}x "
-            f"diffrax's, {_faster_count(fused)} (`figures/tables/workloads.md`)." + older_step(recs)
+            f"{pairs}): the recommended step run by diffrax's loop {ratio_range(over_default)} "
+            f"the default's speed, by the fused solve ({fused_adjoints(recs)}) "
+            f"{ratio_range(fused)} diffrax's, {_faster_count(fused)} "
+            "(`figures/tables/workloads.md`)." + older_step(recs)
         )
     return lines
 
 
 def _faster_count(found: Sequence[LeverSpeedup]) -> str:
-    """How many of `lever_speedups`' pairs are faster with the whole interval above 1 at
-    equal loss, and slower with it below 1."""
-    faster = sum(f.low > 1 and f.equal for f in found)
-    slower = sum(f.high < 1 for f in found)
+    """How many of `found` are faster at equal loss, and slower, by their intervals."""
+    faster, slower = separated(found)
     return (
         f"{faster} of {len(found)} faster with the whole interval above 1 at equal loss, "
         f"{slower} slower"
@@ -757,9 +712,7 @@ def _prediction_summary(
     found: Sequence[Prediction],
     extrapolated: Sequence[Prediction] = (),
 ) -> list[str]:
-    """The README's line on `odestudy predict` checked against the map's rows: made
-    with the devices probed (`found`), and from the `cpu` profile without them
-    (`extrapolated`); each mode's median |error| beside its count."""
+    """Per kind of prediction (devices probed, or the profile), each mode's median |error|."""
     lines = []
     for what, preds in (
         ("with the 2 devices probed", found),
@@ -781,8 +734,7 @@ def _prediction_summary(
 
 
 def workloads_figure(rows: Sequence[MapRow], out: str | Path) -> list[Path]:
-    """Each mode's 2-device speedup and the recommended step's speedups against the
-    1-device time per solver iteration, one panel per controller, with intervals."""
+    """Each mode's speedup against the workload's cost, a panel per controller."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(CONTROLLERS), figsize=(11, 4.2), sharey=True)
@@ -822,9 +774,7 @@ def workloads_figure(rows: Sequence[MapRow], out: str | Path) -> list[Path]:
 
 
 def workloads_tables(results: str | Path, figures: str | Path, scale: str = "quick") -> list[Table]:
-    """The workload map's table (`workloads`) and, where the map has rows, its figure
-    (`figures/workloads.png`, drawn); at another scale than quick, only where the map has
-    rows at that scale (else none)."""
+    """The workload map's table and figure; at another scale, only where it has rows."""
     body, rows = workloads_body(results, scale)
     if not rows and scale != "quick":
         return []  # the map is measured at the quick scale: no table of another
