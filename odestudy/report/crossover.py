@@ -30,7 +30,7 @@ from . import sessions
 from .best import Best, best_for, best_steps, over_best, step_of
 from .comparisons import BEST_STEP, ratio_claim
 from .frames import read_records
-from .heldout import made_before, said
+from .heldout import held_out_said, made_before, said
 from .loss import MARK, differs, trained
 from .runs import merged
 from .tables import escape
@@ -531,7 +531,7 @@ def crossover_body(
     error_line = (
         f"Predicted against measured speedup at the {len(errors)} measured points it "
         f"predicts: median |error| {np.median([abs(e.error) for e in errors]) * 100:.0f} "
-        f"% ({said(errors)})."
+        f"% ({said(errors)})." + held_out_said(errors)
         if errors
         else "No prediction along the axis yet (`odestudy predict --map`)."
     )

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..measure import environment
 from ..study import records
 from ..study.rec import LeverRecord
@@ -79,6 +81,21 @@ def _added_times() -> dict[str, datetime.datetime]:
         if (at := first.get(meta.split()[1])) is not None:
             out[path] = at
     return out
+
+
+def held_out_said(errors: Sequence[dict[str, Any]], unit: str = "points") -> str:
+    """Where errors (each with `error`, `model`, `before`) mix predictions made before
+    their rows with others: the sentence on those made before alone (median |error|,
+    median signed error: below 0 where the speedup was predicted lower); else ""."""
+    held = [e for e in errors if e.get("before") is True]
+    if not held or len(held) == len(errors):
+        return ""
+    signed = float(np.median([e["error"] for e in held]))
+    size = float(np.median([abs(e["error"]) for e in held]))
+    return (
+        f" Made before the rows alone: median |error| {size * 100:.0f} % at {len(held)} "
+        f"{unit}, median signed error {signed * 100:+.0f} % ({said(held)})."
+    )
 
 
 def said(checked: Sequence[dict[str, Any]]) -> str:

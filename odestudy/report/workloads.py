@@ -40,7 +40,7 @@ from .floor import (
     variant_row,
 )
 from .frames import read_records
-from .heldout import choice_records, made_before, recommended_again, said
+from .heldout import choice_records, held_out_said, made_before, recommended_again, said
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import differs, pair_mark, trained
 from .map_levers import (
@@ -728,7 +728,10 @@ def _prediction_summary(
                 parts.append(f"`{m}` {np.median(mine) * 100:.0f} % ({len(mine)} rows)")
         lines.append(
             f"- `odestudy predict` {what}, against these measured 2-device rows, median "
-            "|error| per mode: " + ", ".join(parts) + f" ({said(errors)})."
+            "|error| per mode: "
+            + ", ".join(parts)
+            + f" ({said(errors)})."
+            + held_out_said(errors, "rows")
         )
     return lines
 
