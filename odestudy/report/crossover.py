@@ -507,6 +507,30 @@ def prediction_errors(pts: Sequence[Point], found: Sequence[Prediction]) -> list
     return out
 
 
+def _verdict(interval: Sequence[float]) -> str:
+    """Whether a speedup `(estimate, low, high)` pays, does not, or is undecided."""
+    return "pays" if interval[1] > 1 else "does not" if interval[2] < 1 else "undecided"
+
+
+def verdicts_said(pts: Sequence[Point], found: Sequence[Prediction]) -> str:
+    """At the measured points whose prediction was made before their rows: how often the
+    predicted verdict (pays, does not, undecided: the interval straddles 1) is the
+    measured one, and how often the opposite; "" where there is none."""
+    pairs = []
+    for p in pts:
+        pred, made = predicted_speedup(found, p), _prediction(found, p.workload, p.controller)
+        if pred and made and made_before(made, [p.record, p.base.record]) is True:
+            pairs.append((_verdict(pred), _verdict(p.speedup)))
+    if not pairs:
+        return ""
+    same = sum(a == b for a, b in pairs)
+    opposite = sum({a, b} == {"pays", "does not"} for a, b in pairs)
+    return (
+        f" Its verdict (pays, does not, or undecided where the interval straddles 1) is the "
+        f"measured one at {same} of those {len(pairs)} points, the opposite at {opposite}."
+    )
+
+
 INTRO = (
     "**Terms.** A *step* is one optimiser update of the whole global batch. A *solver "
     "iteration* is one pass of the ODE solver's loop. *wN*: a vector field of width N. "
@@ -531,7 +555,7 @@ def crossover_body(
     error_line = (
         f"Predicted against measured speedup at the {len(errors)} measured points it "
         f"predicts: median |error| {np.median([abs(e.error) for e in errors]) * 100:.0f} "
-        f"% ({said(errors)})." + held_out_said(errors)
+        f"% ({said(errors)})." + held_out_said(errors) + verdicts_said(pts, found)
         if errors
         else "No prediction along the axis yet (`odestudy predict --map`)."
     )
