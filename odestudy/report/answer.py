@@ -411,18 +411,20 @@ def crossover_lines(results: str | Path) -> list[str]:
     said = []
     for controller in CONTROLLERS:
         per = [
-            f"{escape(session.when)} {work.said('ms')}"
-            for session, pts in found
+            work.said("ms")
+            for _, pts in found
             if (work := work_crossing(pts, controller, CROSSOVER_MODE)) is not None
         ]
         if per:
-            said.append(f"{escape(controller)}: " + "; ".join(per))
+            said.append(f"{escape(controller)}, {len(per)} sessions: " + "; ".join(per))
     if not said:
         return ["**When splitting pays**: not measured yet (`make map`, `make crossover`).", ""]
     return [
         f"**When splitting pays** (`{CROSSOVER_MODE}`, the map's workloads, 2 CPU devices; "
         "*work*: the best 1-device step's time per solver iteration at the per-device "
-        "batch; each session fitted alone): " + ". ".join(said) + ".",
+        "batch; each session fitted alone, in time order, dated on the crossover page): "
+        + ". ".join(said)
+        + ".",
         "",
     ]
 
