@@ -35,15 +35,8 @@ def _bytes(type_text: str) -> int:
 
 
 class CollectiveCount(NamedTuple):
-    """Collectives in one compiled program.
-
-    - `total`: collective instructions anywhere (async start/done pairs counted once).
-    - `in_loops`: those inside the body or condition of a while loop, at any depth.
-    - `by_kind`: total per collective kind.
-    - `in_loops_by_kind`: in-loop count per kind.
-    - `while_loops`: number of while instructions.
-    - `bytes_total`, `bytes_in_loops`: bytes of the collectives' results (one
-      execution each), everywhere and inside loops.
+    """Collectives in one compiled program (async start/done pairs counted once), and
+    those inside a while loop at any depth; bytes are of their results, run once each.
     """
 
     total: int
@@ -120,9 +113,8 @@ _INSTR_NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=")
 
 
 def loop_collective_names(hlo: str) -> list[str]:
-    """The names of the collective instructions inside while loops (at any depth) of a
-    compiled HLO module's text: what a profile of one call counts (`loops.event_counts`)
-    to give how often they run."""
+    """The names of the collective instructions inside while loops of a compiled HLO
+    module's text (what a profile counts to give how often they run)."""
     computations = _parse(hlo)
     in_loop, _ = _in_loop(computations)
     names = []
@@ -135,13 +127,7 @@ def loop_collective_names(hlo: str) -> list[str]:
 
 
 def count_collectives(hlo: str) -> CollectiveCount:
-    """Audit the text of a compiled HLO module (`compiled.as_text()`).
-
-    A collective is "in a loop" when its computation is reachable from the body or
-    condition of a `while` instruction: it runs once per iteration of that loop (a
-    loop nested in the solver loop, such as Tsit5's stages, runs it several times per
-    solver step).
-    """
+    """Audit the text of a compiled HLO module (`compiled.as_text()`)."""
     computations = _parse(hlo)
     in_loop, n_while = _in_loop(computations)
     by_kind: dict[str, int] = {}

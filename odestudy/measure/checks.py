@@ -35,8 +35,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def call_part(problem: AbstractODEProblem, part: str, method: str, fn: Any, *args: Any) -> Any:
-    """`fn(*args)`, which runs the user's `method` (`make_data`, `make_model`); what it
-    raises becomes a `ProblemError` naming the part and the method, in one line."""
+    """`fn(*args)`, which runs the user's `method`; what it raises becomes a `ProblemError`."""
     try:
         return fn(*args)
     except ProblemError:
@@ -46,9 +45,7 @@ def call_part(problem: AbstractODEProblem, part: str, method: str, fn: Any, *arg
 
 
 def check_times(problem: AbstractODEProblem, ts: np.ndarray) -> None:
-    """Observation times: shape `(size, n_times)` with at least 2 points, finite, and
-    strictly increasing along each series apart from padding at its end that repeats
-    the last time (`problem.observed`)."""
+    """Observation times increase along each series, apart from padding at its end."""
     if ts.ndim != 2 or ts.shape[1] < 2:
         raise ProblemError(
             problem, "data", f"times must have shape (size, n_times >= 2), got {ts.shape}"
@@ -75,9 +72,7 @@ def check_times(problem: AbstractODEProblem, ts: np.ndarray) -> None:
 
 
 def check_data(problem: AbstractODEProblem, data: Any, size: int) -> None:
-    """`make_data`'s result for `size` series: a pytree of arrays, every leaf with the
-    series on its first axis and finite, and valid observation times (`check_times`);
-    for an `AbstractProblem`, observations of shape `(size, n_times, state)`."""
+    """`make_data`'s result for `size` series: finite arrays with the series first."""
     leaves = jax.tree_util.tree_leaves_with_path(data)
     if not leaves:
         raise ProblemError(problem, "data", "make_data returned no arrays")
@@ -115,8 +110,7 @@ def check_data(problem: AbstractODEProblem, data: Any, size: int) -> None:
 
 
 def check_field(problem: SeriesProblem, field: Any, ts: np.ndarray, ys: np.ndarray) -> None:
-    """An `AbstractProblem`'s field on one state: called as `field(t, y, args)` with
-    `args=None`, it returns an array of the state's shape and dtype."""
+    """An `AbstractProblem`'s field returns the state's shape on one state."""
     t = jax.ShapeDtypeStruct((), ts.dtype)
     y = jax.ShapeDtypeStruct(ys.shape[2:], ys.dtype)
     try:
@@ -141,8 +135,7 @@ def _is_scalar(x: Any) -> bool:
 
 
 def check_loss(s: Scenario, problem: AbstractODEProblem, batch: Any, params: Any, static: Any):
-    """The loss of one batch, traced (not compiled) with the scenario's solve: it calls
-    the solve and returns a floating scalar or a `Mean` of them."""
+    """The loss of one batch, traced with the scenario's solve, is a scalar or a `Mean`."""
     spec = s.ode_solve(problem)
     loss = study_loss(spec)
     key = jr.PRNGKey(0) if problem.needs_key else None
@@ -187,10 +180,8 @@ def _check_scalar(problem: AbstractODEProblem, part: str, value: Any) -> None:
 def check_parts(
     s: Scenario, problem: AbstractODEProblem, data: Any, params: Any, static: Any
 ) -> None:
-    """The model and loss of `problem` on one sample of `data` (its field's call for an
-    `AbstractProblem` first), as scenario `s` trains them; a `ProblemError` otherwise.
-    A loss check passed before for the same problem, solve and shapes is not traced
-    again (`_passed_marker`)."""
+    """The model and loss of `problem` on one sample of `data`, as `s` trains them; a
+    loss check passed before for the same problem, solve and shapes is not redone."""
     if not jax.tree.leaves(params):
         raise ProblemError(problem, "model", "make_model returned no inexact arrays to train")
     one = problem.take(data, np.arange(1))
@@ -213,11 +204,8 @@ def _check_loss_once(problem, shapes, params, static, s) -> None:
 
 
 def _passed_marker(s: Scenario, problem: Any, shapes: Any, params: Any) -> Path | None:
-    """Where a passed loss check is remembered: in the data cache folder (`data.
-    DATA_CACHE_ENV`, which the matrix gives its kernels and repeats), named by what
-    decides the check (the measuring code, JAX's version, the problem's value and
-    source, the controller and solve, the shapes); None without that folder or for a
-    problem without a source file (every run checks then)."""
+    """Where a passed loss check is remembered: the data cache folder, named by what
+    decides the check; None without that folder or the problem's source file."""
     folder = os.environ.get(DATA_CACHE_ENV)
     source = problem_source(problem)
     if not folder or source is None:

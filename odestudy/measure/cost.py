@@ -22,9 +22,8 @@ from .training import environment, load_trained, scenario_devices, step_key, tra
 
 
 def _cost(compiled, key: str = "flops") -> float | None:
-    """`key` ("flops" or "bytes accessed") of a compiled program from XLA's cost
-    analysis (a while loop's body is counted once, whatever its trip count), or None
-    where the backend gives none."""
+    """`key` of a compiled program's XLA cost analysis (a loop body counted once), or
+    None where the backend gives none."""
     try:
         cost = compiled.cost_analysis()
     except Exception:  # noqa: BLE001 - not every backend implements it
@@ -42,11 +41,9 @@ def machine_rates(
     cache_kilobytes: int = 1024,
     cache_passes: int = 200,
 ) -> dict[str, float]:
-    """What one device of this machine sustains, measured here: float32 matmul FLOP/s
-    (`n` x `n` by `n` x `n`), memory bandwidth (bytes read plus written by an
-    elementwise update of a `megabytes` array, far larger than the caches) and cache
-    bandwidth (the same update of a `cache_kilobytes` array, `cache_passes` times
-    within one compiled loop, so that the array stays in cache)."""
+    """What one device sustains: float32 matmul FLOP/s, memory bandwidth (an elementwise
+    update of an array far larger than the caches) and cache bandwidth (the same update
+    repeated on a small array within one compiled loop)."""
     a = jax.device_put(np.random.default_rng(0).standard_normal((n, n), np.float32), device)
     matmul = jax.jit(lambda x: x @ x)
     flops = 2.0 * n**3 / median_time(matmul, a)
@@ -67,10 +64,7 @@ def machine_rates(
 
 
 def fit_per_iteration(batches: list[int], per_iteration_s: list[float]) -> dict[str, float]:
-    """Least-squares line `time per solver iteration = fixed + per_sample * batch`.
-
-    - `batches`: batch sizes; `per_iteration_s`: step time / executed solver iterations.
-    """
+    """Least-squares line `time per solver iteration = fixed + per_sample * batch`."""
     b = np.asarray(batches, dtype=float)
     y = np.asarray(per_iteration_s, dtype=float)
     if len(b) < 2 or np.ptp(b) == 0:
@@ -96,25 +90,13 @@ def step_cost_sweep(
     extras: bool = True,
     state_out: dict | None = None,
 ) -> dict[str, Any]:
-    """Train `s` (one device), then time the training step of the trained model at each
-    batch size, the model held fixed (every step starts from the trained parameters).
+    """Train one-device `s`, then time the trained model's step at each batch size
+    (random training samples, with replacement where a batch exceeds the set), every
+    step from the trained parameters.
 
-    - `s`: a one-device scenario (`mode="single"`); its training sets the model.
-    - `batches`: batch sizes to time (random samples of the training set, with
-      replacement where a batch exceeds it).
-    - `timed_steps`, `warmup_steps`: steps timed (each waited for) and steps discarded.
-    - `seed`: the batch sampler's seed.
-    - `trained_state`: `(path, final_loss)` of the state a cold run of `s` saved
-      (`state.save_state`) and its evaluation loss: start from it instead of training.
+    - `trained_state`: `(path, final_loss)` of a saved state to start from instead.
     - `extras`: also time the forward pass alone and measure this machine's rates.
-    - `state_out`: if given, receives the trained model's state as `train` gives it
-      (`"params"` and `"data"` among others).
-
-    Returns a record: the trained scenario's final loss, and per batch the compile
-    time, median step time with quartiles, executed solver iterations (the batch's
-    slowest sample), the forward pass's median time and its share of the step, and
-    FLOPs and bytes from the compiled program; plus the fitted line and this machine's
-    measured rates (`machine_rates`).
+    - `state_out`: if given, receives the trained state as `train` gives it.
     """
     _check_sweep(s, batches)
     devices = scenario_devices(s)
@@ -186,10 +168,8 @@ def _batch_row(
     timing: tuple[int, int],
     forward: Any = None,
 ) -> dict[str, Any]:
-    """One batch's row of the sweep: the step of the trained `model` (its parameters and
-    static part) compiled and timed (`timing`: steps timed, then discarded first) on
-    batches of `sample`; with `forward`, the forward pass alone against the whole step,
-    both on the last batch."""
+    """One batch's row of the sweep: the trained `model`'s step compiled and timed; with
+    `forward`, the forward pass alone against the whole step on the last batch."""
     (params, static), (timed_steps, warmup_steps) = model, timing
     optimiser = state["optimiser"]
     step = make_parallel_step(s, devices, static, optimiser, problem=state["problem"])

@@ -19,15 +19,13 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def shipped(folder: str, name: str) -> Path:
-    """The path of file `name` of the checkout's `folder` (`notebooks`, `data`), or of
-    the copy an installed package carries."""
+    """File `name` of the checkout's `folder`, or of an installed package's copy."""
     checkout = ROOT / folder / name
     return checkout if checkout.exists() else _PACKAGE / folder / name
 
 
 def notebook(name: str) -> Path:
-    """The path of notebook `name` (for example `"scenario.ipynb"`), in a checkout or
-    in an installed package."""
+    """The path of notebook `name` (checkout or installed package)."""
     return shipped("notebooks", name)
 
 
@@ -37,8 +35,7 @@ def in_checkout() -> bool:
 
 
 def workdir(name: str) -> Path:
-    """Where the study's folder `name` (`results`, `figures`) goes by default: the
-    checkout's, when run from a checkout, else under the working directory."""
+    """Where the study's folder `name` goes: the checkout's, else the working directory's."""
     return ROOT / name if in_checkout() else Path.cwd() / name
 
 
@@ -97,10 +94,7 @@ def cpu_info() -> dict[str, Any]:
 
 
 def machine(accelerator: str | None = None) -> dict[str, Any]:
-    """This machine's fingerprint: host name, CPU model, logical CPUs and accelerator.
-
-    - `accelerator`: the device kind of the GPU the records measure (None: CPU only).
-    """
+    """This machine's fingerprint; `accelerator`: the GPU's device kind (None: CPU only)."""
     cpu = cpu_info()
     return {
         "hostname": socket.gethostname(),
@@ -126,8 +120,7 @@ def machine_id(fingerprint: dict[str, Any]) -> str:
 
 
 def local_accelerator() -> str | None:
-    """The device kind of this machine's first GPU (None without one); starts no JAX
-    backend (reads `nvidia-smi`)."""
+    """The device kind of this machine's first GPU, from `nvidia-smi` (no JAX backend)."""
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
@@ -152,15 +145,10 @@ def this_machine() -> dict[str, Any]:
 
 
 def git_commit(path: str | os.PathLike | None = None) -> str | None:
-    """The current git commit of the study's checkout (`-dirty` if its code or inputs
-    have changes). The study's own outputs (`OUTPUTS`: results, figures, the README's
-    results section) do not count: a run that rewrites committed records or the README
-    must still name the clean commit that made them.
-
-    A copy of the checkout without `.git` (for example one sent to a GPU machine) gives
-    the commit in the environment variable `ODESTUDY_GIT_COMMIT` instead: a claim, which
-    the report checks against the copy's own content hashes (`source_trees`,
-    `report.provenance`).
+    """The checkout's git commit (`-dirty` if its code or inputs changed). The study's
+    own `OUTPUTS` do not count: a run that rewrites committed records must still name
+    the clean commit that made them. A copy without `.git` gives `ODESTUDY_GIT_COMMIT`
+    instead: a claim the report checks against `source_trees`.
     """
     cwd = Path(path) if path else Path(__file__).resolve().parent
     if not (ROOT / ".git").exists() and os.environ.get("ODESTUDY_GIT_COMMIT"):
@@ -194,10 +182,8 @@ SOURCE_FOLDERS = ("odestudy", "benchmarks", "notebooks")
 
 
 def _tree_hash(folder: Path) -> str:
-    """Git's tree object id of `folder`'s files (the id `git rev-parse COMMIT:folder`
-    gives where a commit holds exactly these files), computed without git: blobs as
-    `git hash-object`, entries sorted as git sorts them. Caches and hidden files are
-    left out, as the checkout's ignore rules leave them out."""
+    """Git's tree object id of `folder`'s files, computed without git; caches and
+    hidden files are left out, as the checkout's ignore rules leave them out."""
     entries = []
     for path in folder.iterdir():
         if path.name.startswith(".") or path.name == "__pycache__" or path.is_symlink():
@@ -219,16 +205,13 @@ def _tree_hash(folder: Path) -> str:
 
 
 def source_trees(root: Path = ROOT) -> dict[str, str]:
-    """The content hash of each of `SOURCE_FOLDERS` of the checkout (or of a copy of it,
-    without `.git`): git's tree ids (`_tree_hash`), so that the report can name the
-    commit that holds exactly this code (`report.provenance`) whatever git metadata
-    travelled with the copy."""
+    """Git's tree id of each of `SOURCE_FOLDERS`, so that the report can name the commit
+    holding exactly this code whatever git metadata travelled with a copy."""
     return {name: _tree_hash(root / name) for name in SOURCE_FOLDERS if (root / name).is_dir()}
 
 
 def provenance() -> dict[str, Any]:
-    """What names the code a record ran: its `git_commit` (`git_commit`) and the content
-    hash of its source folders (`source_trees`)."""
+    """What names the code a record ran: `git_commit` and `source_trees`."""
     return {"git_commit": git_commit(), "source_trees": source_trees()}
 
 

@@ -1,21 +1,11 @@
 """What the host was doing while a block of steps was timed.
 
-A virtual machine shares its host: a busy neighbour steals CPU time and slows every
-step of a block alike, which no interval over one session's runs can show. So every
-timed block (`timing.run_steps`) records, untimed, around its steps:
-
-- `steal`: the fraction of the machine's CPU time the hypervisor gave to others
-  during the block (`/proc/stat`'s steal column, over all CPUs);
-- `busy`: the fraction of CPU time not idle during the block (ours included);
-- `load`: the 1-minute load average at the block's end (`/proc/loadavg`);
-- `probe_before_ms`, `probe_after_ms`: a short fixed piece of numpy work
-  (`probe_ms`) timed just before and just after the block: the same work, so their
-  ratio shows the host's speed changing under the block.
-
-A block is **contended** (`contended`) where its steal passes `CONTENDED_STEAL` or its
-two probes part by more than `CONTENDED_PROBE`: the report leaves its run out of the
-intervals with a note (`report/intervals.py`). Where `/proc/stat` is absent (not
-Linux) the CPU fields are None and only the probes decide.
+A busy neighbour on a shared host steals CPU time and slows every step of a block
+alike, which no interval over one session's runs can show. So every timed block records,
+untimed, the CPU time stolen and busy, the load, and a fixed piece of numpy work timed
+just before and after it (their ratio shows the host's speed changing). A block is
+**contended** where its steal or its probes' ratio passes a threshold: the report leaves
+its run out of the intervals with a note. Without `/proc/stat` only the probes decide.
 """
 
 import time
@@ -24,10 +14,8 @@ from typing import Any
 
 import numpy as np
 
-# A block whose steal fraction passes this is contended.
-CONTENDED_STEAL = 0.05
-# A block whose probe after it and before it differ by more than this factor is contended.
-CONTENDED_PROBE = 1.5
+CONTENDED_STEAL = 0.05  # steal fraction
+CONTENDED_PROBE = 1.5  # ratio of the probes after and before
 
 _STAT = Path("/proc/stat")
 _LOADAVG = Path("/proc/loadavg")
@@ -54,8 +42,7 @@ def load_average() -> float | None:
 
 
 def probe_ms(repeats: int = 5) -> float:
-    """Milliseconds of a fixed piece of numpy work (20 products of a 96x96 matrix),
-    the median of `repeats`: the same work every time, to compare hosts' speed."""
+    """Median milliseconds of a fixed piece of numpy work, to compare hosts' speed."""
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -93,8 +80,7 @@ class Watch:
 
 
 def contended(sample: dict[str, Any] | None) -> str | None:
-    """Why a block's host sample marks it contended, or None where it does not (or
-    where the block has no sample: records made before samples were taken)."""
+    """Why a block's host sample marks it contended, or None (also without a sample)."""
     if not sample:
         return None
     steal = sample.get("steal")

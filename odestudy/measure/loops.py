@@ -1,7 +1,5 @@
-"""How many loop bodies and conditionals one call of a compiled program runs: the
-program's `while` and `conditional` instructions (from its optimised HLO), each
-counted in a profile of one untimed call (`jax.profiler`: the CPU and GPU runtimes
-record an event per executed instruction, named as in the HLO)."""
+"""How many loop bodies and conditionals one call of a compiled program runs, counted in
+a profile of one untimed call (the runtimes record an event per executed instruction)."""
 
 import collections
 import glob
@@ -16,13 +14,9 @@ _NAME = re.compile(r"^\s*(?:ROOT )?%(\S+) = ")
 
 
 def control_flow(hlo: str) -> list[dict[str, Any]]:
-    """The `while` and `conditional` instructions of an optimised HLO module's text
-    (`compiled.as_text()`), each as `name`, `kind`, `op_name` (JAX's name stack),
-    `direction` (`"backward"` inside a transpose, else `"forward"`), `role` (from
-    diffrax's names: `"save"` for the inner loop over saved times, `"solver"` for the
-    loop over solver steps, `"stages"` for a loop within a solver step (Tsit5's
-    stages); `"scan"` for a `lax.scan`; else `"other"`), and for a loop its
-    `body` computation and the names of the instructions directly in it."""
+    """The `while` and `conditional` instructions of an optimised HLO module's text, with
+    their direction, `role` (from diffrax's names: `save`, `solver`, `stages`, `scan`
+    or `other`) and a loop's body computation and the instructions directly in it."""
     computations: dict[str, list[str]] = {}
     current: list[str] | None = None
     found = []
@@ -68,8 +62,7 @@ def control_flow(hlo: str) -> list[dict[str, Any]]:
 
 
 def event_counts(fn: Callable, *args: Any) -> collections.Counter:
-    """How often each event name occurs in a profile of one call `fn(*args)` (waited
-    for); an instruction's start and end are one execution, counted once."""
+    """How often each event name occurs in a profile of one call `fn(*args)`."""
     import jax
     from jax.profiler import ProfileData
 
@@ -97,19 +90,10 @@ def event_counts(fn: Callable, *args: Any) -> collections.Counter:
 
 
 def count_loops(compiled: Any, *args: Any) -> dict[str, Any]:
-    """Loop bodies and conditionals that one call `compiled(*args)` executes.
-
-    - `compiled`: an AOT-compiled program (`lower(...).compile()`); its inputs are not
-      consumed only if it does not donate them.
-    - `args`: its arguments (placed).
-
-    Returns `loops` (per `while`: `role`, `direction`, `entries` and `bodies`, the
-    body's executions: the most executions of any instruction directly in it),
-    `conditionals` (per `conditional`: `executions`), and the totals `bodies`,
-    `bodies_by` (per `"<direction> <role>"`) and `conditional_executions` (per
-    direction); `static_loops` and `static_conditionals` count the instructions;
-    `instructions` counts every instruction of the program the call executed (each a
-    kernel the runtime dispatches: a fusion, a matmul, a copy, a loop's test...).
+    """Loop bodies and conditionals that one call of AOT-compiled `compiled(*args)`
+    executes (its inputs are consumed where it donates them). A loop's `bodies`: the
+    most executions of any instruction directly in its body; `instructions`: every
+    executed instruction of the program (each a kernel the runtime dispatches).
     """
     hlo = compiled.as_text()
     found = control_flow(hlo)

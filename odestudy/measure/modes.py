@@ -1,12 +1,8 @@
-"""The ways of running one training step: `single`, `pmap`, `shard`, `shard_map` (the
-reference study's four) and `explicit` (`jit` under Explicit mesh axes), and the generic
-data-parallel step built on them (`make_params_step`).
+"""The ways of running one training step (`single`, `pmap`, `shard`, `shard_map`,
+`explicit`) and the generic data-parallel step built on them (`make_params_step`).
 
-Every mode runs the same per-device update (`local_update`): the loss and its gradients,
-reduced over devices to the global mean (never summed), and the optax update, all
-inside the compiled step. The study's step of a scenario (`step.make_parallel_step`) is
-`make_params_step` with the problem's loss, handed the study's solve; the user's
-step of an equinox model (`odestudy.make_step`, `filterstep`) is built on it too.
+Every mode runs the same per-device update (`local_update`): loss and gradients reduced
+over devices to the global mean (never summed), then the optax update, all compiled.
 """
 
 import abc
@@ -43,22 +39,18 @@ AXIS = "data"
 # `keyed=True` `loss(params, static, batch, key)`. `value`: a scalar mean or a `Mean`;
 # `aux`: a pytree of per-sample values (leading axis the batch) and scalars, or None.
 Loss = Callable[..., tuple[Any, Any]]
-# What a mode may apply to the loss before `local_update` differentiates it (`build`'s
-# `local_step(axis, wrap)`): a loss to a loss of the same arguments.
+# What a mode may apply to the loss before `local_update` differentiates it.
 Wrap = Callable[[Loss], Loss]
 
-# What an `aux` leaf is (`make_params_step`'s and `make_step`'s `aux`): per-sample
-# values, split over devices like the batch, or a scalar, averaged over devices.
+# What an `aux` leaf is: per-sample (split like the batch) or a scalar (averaged).
 PER_SAMPLE = "per_sample"
 SCALAR = "scalar"
 AUX_KINDS = (PER_SAMPLE, SCALAR)
 
 
 class Layout(NamedTuple):
-    """What a step's inputs and outputs hold beyond parameters and optimiser state.
-
-    - `aux`: `PER_SAMPLE`, `SCALAR`, or a pytree prefix of the loss's `aux` of them.
-    - `keyed`: the step's batch argument is `(batch, key)`, one key per call.
+    """What a step's inputs and outputs hold beyond parameters and optimiser state:
+    `aux` kinds (a pytree prefix of the loss's `aux`); `keyed`: the batch is `(batch, key)`.
     """
 
     aux: Any = PER_SAMPLE
@@ -85,8 +77,7 @@ def check_layout(layout: Layout) -> None:
 
 def _reduce_value(value: Any, axis: str | None) -> tuple[Array, Array | None]:
     """The global mean of a loss value over `axis`, and the weight its gradient is
-    divided by (None: the gradient is already a mean's). A `Mean` adds every device's
-    sum and count before dividing; a scalar is averaged over devices."""
+    divided by (None: already a mean's)."""
     if isinstance(value, Mean):
         count = jax.lax.stop_gradient(value.count)
         if axis is not None:
@@ -97,8 +88,7 @@ def _reduce_value(value: Any, axis: str | None) -> tuple[Array, Array | None]:
 
 
 def _reduce_aux(aux: Any, layout: Layout, axis: str | None) -> Any:
-    """Scalars of `aux` averaged over `axis`; per-sample values kept. A one-line
-    ValueError where a leaf said to be per-sample is a scalar."""
+    """Scalars of `aux` averaged over `axis`; per-sample values kept."""
     if aux is None:
         return None
 
@@ -125,10 +115,8 @@ def local_update(
     axis: str | None,
     layout: Layout = DEFAULT_LAYOUT,
 ) -> Callable:
-    """The per-device training step of `loss` (as `make_params_step` takes it):
-    `(params, opt_state, batch)` to `(params, opt_state, loss_value, aux)`, reducing
-    loss, gradients and scalar `aux` over mapped `axis` (None: none). A keyed `layout`
-    gives the loss the key folded with the device's index on `axis`."""
+    """The per-device training step of `loss`, reducing over mapped `axis` (None: none);
+    a keyed loss gets the key folded with the device's index."""
 
     def step(params, opt_state, batch):
         extra: tuple = ()
@@ -164,29 +152,22 @@ def donated(donate: bool) -> tuple[int, ...]:
     return (0, 1) if donate else ()
 
 
-# Every mode by name, in the order of the tables: each final subclass of `AbstractMode`
-# registers itself here when its class is defined.
+# Every mode by name, in the tables' order (each final subclass registers itself).
 MODES: dict[str, type["AbstractMode"]] = {}
 
 
 class AbstractMode(Registered, eqx.Module, registry=MODES):
-    """How a training step runs over devices: one final subclass per mode builds the
-    step, places its inputs, reads its parameters back and holds the facts the study
-    needs; defining it registers it (`MODES`).
+    """How a training step runs over devices: builds the step, places its inputs,
+    reads its parameters back, and holds the facts the study needs.
 
-    - `name`: the mode's name in scenarios, records and tables.
-    - `label`: how the answer's sentences name it (markdown).
-    - `colour`: its colour in every figure (a matplotlib colour).
-    - `one_loop`: one solver loop spans all devices (the compiler partitions a batched
-      loop), so every device runs as many solver steps as the global batch's slowest
-      sample; otherwise each device runs its own loop to its own slowest sample.
-    - `multi_device`: runs on more than one device.
-    - `multi_process`: runs over devices of several JAX processes (`jax.distributed`).
-    - `twin_mode`: the mode the report sets this one against: the same step with a
-      solver loop per device and its collectives written out (`shard`'s: `shard_map`),
-      so that the difference is what the compiler's partitioning costs; None: none.
-    - `core`: one of the reference study's four modes, which alone the explain,
-      versions and seed studies run (their committed records cover only those).
+    - `label`, `colour`: how sentences (markdown) and figures show it.
+    - `one_loop`: one solver loop spans all devices, so every device runs as many
+      solver steps as the global batch's slowest sample.
+    - `multi_process`: runs over devices of several JAX processes.
+    - `twin_mode`: the same step with a loop per device and collectives written out,
+      set against this one to show what the compiler's partitioning costs.
+    - `core`: one of the reference study's four modes (the explain, versions and seed
+      studies run only those).
     """
 
     name: eqx.AbstractClassVar[str]
@@ -206,9 +187,8 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
         donate: bool = False,
         layout: Layout = DEFAULT_LAYOUT,
     ) -> tuple[Callable, Any]:
-        """The jitted step over `devices` and its mesh (None for none), from
-        `local_step(axis, wrap=None)`: the per-device step reducing over mapped `axis`,
-        of the loss `wrap(loss)` where a `Wrap` is given."""
+        """The jitted step over `devices` and its mesh (or None), from
+        `local_step(axis, wrap=None)`."""
 
     def why_not_here(self) -> str | None:
         """Why the running JAX cannot run this mode (one line), or None."""
@@ -223,8 +203,7 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
         return jax.device_put((params, opt_state), NamedSharding(step.mesh, P()))
 
     def place_batch(self, step: "ParallelStep", batch: Any) -> Any:
-        """Put a global batch (a pytree of arrays) on the devices, split along the
-        first axis of every leaf."""
+        """Put a global batch on the devices, split along every leaf's first axis."""
         return jax.device_put(batch, NamedSharding(step.mesh, P(AXIS)))
 
     def place_key(self, step: "ParallelStep", key: Any) -> Any:
@@ -238,14 +217,11 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
     def place_args(
         self, step: "ParallelStep", params: Any, opt_state: Any, batch: Any, key: Any
     ) -> tuple:
-        """The step's arguments from parameters and optimiser state as one device holds
-        them (as `without_device_axis` gives them back), a global batch and a key (None:
-        unkeyed), placed as `place_state` and `place_batch` place them."""
+        """The step's arguments, placed, from values as one device holds them."""
         return (*self.place_state(step, params, opt_state), step.place_batch(batch, key))
 
     def without_device_axis(self, step: "ParallelStep", out: tuple) -> tuple:
-        """The step's outputs `(params, opt_state, loss, aux)` shaped as on one device:
-        no leading device axis, per-sample `aux` along the global batch."""
+        """The step's outputs shaped as on one device (no leading device axis)."""
         return out
 
 
@@ -276,8 +252,7 @@ class Single(AbstractMode):
 
 
 class Pmap(AbstractMode):
-    """`jax.pmap`: one program per device, each with its own solver loop; gradients
-    averaged with `pmean`."""
+    """`jax.pmap`: one program and solver loop per device."""
 
     name: ClassVar[str] = "pmap"
     label: ClassVar[str] = "`pmap`"
@@ -288,12 +263,10 @@ class Pmap(AbstractMode):
     core: ClassVar[bool] = True
 
     def build(self, devices, local_step, donate=False, layout=DEFAULT_LAYOUT):
-        # Every input and output has a leading device axis (the key: one copy per
-        # device, `place_key`; scalars of aux: one reduced copy per device).
+        # Every input and output has a leading device axis, split over the mesh.
         fn = jax.pmap(
             local_step(AXIS), axis_name=AXIS, devices=devices, donate_argnums=donated(donate)
         )
-        # pmap takes arrays whose leading axis is split over this mesh.
         return fn, make_data_mesh(devices, AXIS)
 
     def place_state(self, step, params, opt_state):
@@ -316,16 +289,14 @@ class Pmap(AbstractMode):
         return jax.tree.map(lambda x: to_host(x)[0], params)
 
     def place_args(self, step, params, opt_state, batch, key):
-        # Placed replicated and split as every other mode places them, then each
-        # device's part given the leading device axis on the device (`_with_device_axis`).
+        # Placed as every other mode places them, then given the device axis on device.
         replicated = jax.device_put((params, opt_state, key), NamedSharding(step.mesh, P()))
         split = jax.device_put(batch, NamedSharding(step.mesh, P(AXIS)))
         (params, opt_state, key), batch = _with_device_axis(step.mesh)(replicated, split)
         return params, opt_state, (batch, key) if step.layout.keyed else batch
 
     def without_device_axis(self, step, out):
-        # Every device holds the same parameters, optimiser state, loss and scalar aux:
-        # each keeps its own copy as the replicated value (`_without_device_axis`).
+        # Every device's copy of the replicated outputs is kept as the replicated value.
         specs = (P(), P(), P(), step.layout.aux_specs(P(AXIS), P()))
         leaves, tree = jax.tree.flatten(out)
         flat_specs = tuple(jax.tree.leaves(jax.tree.broadcast(specs, out)))
@@ -334,8 +305,7 @@ class Pmap(AbstractMode):
 
 @functools.cache
 def _with_device_axis(mesh: Any) -> Callable:
-    """The program that gives replicated values and a split batch a leading device axis
-    over `mesh`, as `pmap` takes them; nothing moves between devices."""
+    """Gives replicated values and a split batch the leading device axis `pmap` takes."""
 
     def add_axis(replicated, split):
         return jax.tree.map(lambda x: x[None], (replicated, split))
@@ -345,9 +315,7 @@ def _with_device_axis(mesh: Any) -> Callable:
 
 @functools.cache
 def _without_device_axis(mesh: Any, specs: tuple) -> Callable:
-    """The program that takes a list of `pmap` outputs (a leading device axis over
-    `mesh`) to each device's entry, placed as `specs` (one per leaf: `P()` replicated,
-    `P(AXIS)` per-sample); nothing moves between devices."""
+    """Takes `pmap` outputs to each device's entry, placed as `specs` (one per leaf)."""
 
     def drop_axis(leaves):
         return [x[0] for x in leaves]
@@ -356,8 +324,7 @@ def _without_device_axis(mesh: Any, specs: tuple) -> Callable:
 
 
 def sharded_jit(step: Callable, mesh: Any, donate: bool, layout: Layout) -> Callable:
-    """`jax.jit` of the global `step` over `mesh`: the batch and per-sample `aux` split
-    over `AXIS`, everything else replicated."""
+    """`jax.jit` of `step` over `mesh`: batch and per-sample `aux` split, else replicated."""
     replicated, batched = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
     return jax.jit(
         step,
@@ -373,8 +340,7 @@ def sharded_jit(step: Callable, mesh: Any, donate: bool, layout: Layout) -> Call
 
 
 class Shard(AbstractMode):
-    """Sharded `jax.jit`: the batch is split over a mesh and the compiler partitions the
-    vmapped solve; one solver loop spans all devices, no explicit collective."""
+    """Sharded `jax.jit`: the compiler partitions the vmapped solve (one solver loop)."""
 
     name: ClassVar[str] = "shard"
     label: ClassVar[str] = "sharded `jit` (`shard`)"
@@ -391,8 +357,7 @@ class Shard(AbstractMode):
 
 
 class ShardMap(AbstractMode):
-    """`jax.shard_map` under `jax.jit`: each device runs its own solver loop on its
-    shard; gradients averaged with `pmean`."""
+    """`jax.shard_map` under `jax.jit`: a solver loop per device."""
 
     name: ClassVar[str] = "shard_map"
     label: ClassVar[str] = "`shard_map`"
@@ -419,18 +384,15 @@ class ShardMap(AbstractMode):
 
 
 def auto_axes_loss(layout: Layout) -> Wrap:
-    """The `Wrap` that runs a loss under `compat.auto_axes`: the compiler partitions the
-    solve as in `shard`; the value comes back replicated, per-sample `aux` split. The
-    model's static part is closed over: it holds functions, which have no sharded
-    type."""
+    """The `Wrap` that runs a loss under `compat.auto_axes`. The model's static part is
+    closed over: it holds functions, which have no sharded type."""
     out_sharding = (P(), layout.aux_specs(P(AXIS), P()))
 
     def wrap(loss: Loss) -> Loss:
         def wrapped(params, static, batch, *key):
             def inner(p, b, *k):
                 value, aux = loss(p, static, b, *k)
-                # A scalar said to be per-sample: `_reduce_aux`'s one-line error, before
-                # `auto_axes` fails to split it.
+                # `_reduce_aux`'s one-line error before `auto_axes` fails to split a scalar.
                 return value, _reduce_aux(aux, layout, None)
 
             return auto_axes(inner, out_sharding)(params, batch, *key)
@@ -441,10 +403,8 @@ def auto_axes_loss(layout: Layout) -> Wrap:
 
 
 class Explicit(AbstractMode):
-    """`jax.jit` under an Explicit mesh axis: the step's arrays carry their sharding in
-    their types; the loss runs under `auto_axes` (`auto_axes_loss`: diffrax's solve
-    fails to trace under Explicit axes), so one solver loop spans all devices, as in
-    `shard`. Needs JAX 0.7.1 or later."""
+    """`jax.jit` under an Explicit mesh axis; the loss runs under `auto_axes` (diffrax's
+    solve fails to trace under Explicit axes). Needs JAX 0.7.1 or later."""
 
     name: ClassVar[str] = "explicit"
     label: ClassVar[str] = "`jit` with Explicit mesh axes (`explicit`)"
@@ -478,8 +438,7 @@ def multi_device_modes() -> tuple[str, ...]:
 
 
 def modes_here(multi_device: bool = False) -> tuple[str, ...]:
-    """The registered modes the running JAX can run, in the tables' order;
-    `multi_device`: only those over several devices."""
+    """The registered modes the running JAX can run (`multi_device`: only those)."""
     return tuple(
         name
         for name, m in MODES.items()
@@ -493,20 +452,17 @@ def mode_facts(name: str) -> type[AbstractMode] | None:
 
 
 def parse_mode(mode: "str | AbstractMode") -> AbstractMode:
-    """The mode named `mode` (an `AbstractMode` passes through); a ValueError naming the valid
-    choices if there is none."""
+    """The mode named `mode` (an `AbstractMode` passes through)."""
     if isinstance(mode, AbstractMode):
         return mode
     return lookup(MODES, "mode", mode)()
 
 
 class ParallelStep(eqx.Module):
-    """A data-parallel training step for one mode on a set of devices
-    (`make_params_step`): `step(params, opt_state, batch)` on placed arguments returns
-    `(params, opt_state, loss, aux)`. Calling, lowering and compiling run in the mode's
-    context with the equinox workaround `shard_map` and `pmap` need
-    (`compat.closure_convert_ignores_manual_sharding`); `fn`, the raw jitted function,
-    does neither. `compile` applies `compiler_options`; a plain call XLA's defaults.
+    """A data-parallel training step for one mode on a set of devices. Calling, lowering
+    and compiling run in the mode's context with the equinox workaround
+    (`compat.closure_convert_ignores_manual_sharding`); the raw `fn` does neither.
+    Only `compile` applies `compiler_options`.
     """
 
     mode: AbstractMode = eqx.field(static=True)
@@ -525,8 +481,7 @@ class ParallelStep(eqx.Module):
         return self.mode.place_state(self, params, opt_state)
 
     def place_batch(self, batch: Any, key: Any = None) -> Any:
-        """Put a global batch on the devices, split along its first axis; a keyed step
-        takes this call's `key` too and returns `(batch, key)` placed."""
+        """Put a global batch (and a keyed step's `key`) on the devices."""
         if self.layout.keyed != (key is not None):
             raise ValueError(
                 "a keyed step takes place_batch(batch, key); an unkeyed one takes no key"
@@ -535,14 +490,13 @@ class ParallelStep(eqx.Module):
         return (placed, self.mode.place_key(self, key)) if self.layout.keyed else placed
 
     def __call__(self, params, opt_state, batch):
-        """One training step on placed arguments (waited for where
-        `compat.collectives_need_sync`)."""
+        """One training step on placed arguments."""
         with self.mode.context(self), closure_convert_ignores_manual_sharding():
             out = self.fn(params, opt_state, batch)
         return jax.block_until_ready(out) if collectives_need_sync(self.devices) else out
 
     def lower(self, params, opt_state, batch):
-        """AOT-lower the step for these (placed) arguments (`jax.stages.Lowered`)."""
+        """AOT-lower the step for these (placed) arguments."""
         with self.mode.context(self), closure_convert_ignores_manual_sharding():
             return self.fn.lower(params, opt_state, batch)
 
@@ -568,8 +522,7 @@ class ParallelStep(eqx.Module):
 
 
 def to_host(x, replicated: bool = False) -> np.ndarray:
-    """A host copy of `x`, also when it spans devices of other processes
-    (`replicated`: the same on every device; read a local copy)."""
+    """A host copy of `x`, also when it spans devices of other processes."""
     if not isinstance(x, jax.Array) or x.is_fully_addressable:
         return np.asarray(x)
     if replicated:
@@ -591,39 +544,28 @@ def make_params_step(
     keyed: bool = False,
     compiler_options: dict[str, Any] | None = None,
 ) -> ParallelStep:
-    """A data-parallel training step of any loss on a model split by `eqx.partition`:
-    the generic form of the study's step (`odestudy.make_step` is the user's, on the
-    model itself, built on this one).
+    """A data-parallel training step of any loss on a model split by `eqx.partition`
+    (`odestudy.make_step` is built on it).
 
-    - `loss`: `loss(params, static, batch) -> (value, aux)` (with `keyed`:
-      `loss(params, static, batch, key)`). `value` is the loss of a (per-device) batch:
-      a scalar mean, averaged over devices, or a `Mean(total, count)`, whose sums and
-      counts are added over devices first, so that the loss and gradients are the global
-      mean's whatever each device holds (a masked loss, for example). `aux`: per-sample
-      values and scalars (see `aux` below), or None.
-    - `optimiser`: an optax transformation; its update runs inside the step.
-    - `mode`: an `AbstractMode`, or its name (one of `MODES`); a one-line ValueError
-      where the running JAX cannot run it (`explicit` before JAX 0.7.1).
+    - `loss`: `loss(params, static, batch[, key]) -> (value, aux)`. `value`: a scalar
+      mean (averaged over devices) or a `Mean(total, count)` (sums and counts added over
+      devices first, so a masked loss gets the global mean's gradients).
+    - `mode`: an `AbstractMode` or its name; a ValueError where JAX cannot run it.
     - `devices`: the devices to use (exactly one for `single`).
-    - `static`: passed to `loss` unchanged (for example the non-trained part of an
-      equinox model, `eqx.partition(model, eqx.is_inexact_array)`).
-    - `donate`: the step reuses the buffers of the parameters and optimiser state it
-      is given (they are gone after the call).
-    - `aux`: what the loss's `aux` holds: `"per_sample"` (every leaf has the batch on
-      its first axis; split over devices like the batch), `"scalar"` (a mean over the
-      batch, such as an accuracy: averaged over devices, which gives the global batch's
-      where the devices' shares are equal), or a pytree prefix of `aux` made of these.
-    - `keyed`: the loss takes a random key. Place each call's batch with
-      `step.place_batch(batch, key)`, one key per call (say `jr.fold_in(key, i)` at
-      step `i`); each device's loss gets it folded with the device's index.
-    - `compiler_options`: XLA options `compile` builds the step with (`vectors.
-      compiler_options`, say), or None for XLA's defaults.
+    - `static`: passed to `loss` unchanged (say the model's non-trained part).
+    - `donate`: reuse the buffers of the parameters and optimiser state given.
+    - `aux`: `"per_sample"` (batch on every leaf's first axis; split like the batch),
+      `"scalar"` (a batch mean, such as an accuracy: averaged over devices), or a
+      pytree prefix of `aux` made of these.
+    - `keyed`: the loss takes a random key: place each call's batch with
+      `step.place_batch(batch, key)`, one key per call; each device gets it folded
+      with its index.
+    - `compiler_options`: XLA options `compile` applies, or None for XLA's defaults.
 
-    The batch's leaves are split along their first axis over the devices (a multiple of
-    their number). The step returns `(params, opt_state, loss, aux)`; under `pmap` every
-    output has a leading device axis (the loss once per device): `unplace` reads
-    parameters back, and `place_args` and `without_device_axis` take and give every
-    mode's arguments and outputs as one device's.
+    The batch is split along its leaves' first axis (a multiple of the device count).
+    The step returns `(params, opt_state, loss, aux)`; under `pmap` every output has a
+    leading device axis: `unplace`, `place_args` and `without_device_axis` read and
+    give every mode's values as one device's.
     """
     mode = parse_mode(mode)
     check_here(mode)

@@ -1,17 +1,12 @@
 """A device's step with its neighbours busy: N copies of the 1-device step inside one
-program of this process (`jax.pmap` of its function, each device its copy of the
-parameters and the batch, no collective), against the same step alone.
+program (`jax.pmap` of its function, no collective), against the same step alone.
 
-On virtual CPU devices the devices of one process share the machine's cores, caches and
-the runtime's threads, so a device may run its share of a data-parallel step slower than
-one device alone runs the same batch. `odestudy predict` charges a device's compute at
-the time of the copies together (`inside_one_program`); on GPUs, separate devices, it
-does not apply. Timed inside one program, as a multi-device mode runs, not as N programs
-dispatched at once: those read far slower where equinox's error checks put a host
-callback in every solve (`EQX_ON_ERROR=raise`) than the copies in one program do
-(`benchmarks/neighbours.py`; its records under `results/<machine>/neighbours/`).
-Rounds time the copies together and then the step alone, interleaved, so that the two
-share the machine's state.
+Virtual CPU devices of one process share the machine's cores, caches and runtime
+threads, so a device may run its share of a data-parallel step slower than one device
+alone; `odestudy predict` charges a device's compute at the copies' time (not on GPUs).
+Timed inside one program, as a multi-device mode runs: N programs dispatched at once
+read far slower where equinox's error checks put a host callback in every solve.
+Copies and the step alone are timed interleaved, so that both share the machine's state.
 """
 
 import dataclasses
@@ -29,8 +24,7 @@ from .step import make_parallel_step
 
 def placed_step(s: Scenario, devices: list, state: dict[str, Any], batch: Any, key: Any) -> tuple:
     """The step of `s` over `devices`, compiled, with its arguments placed: `(step,
-    compiled, args)`. `state` is the trained model's (`cost.step_cost_sweep`'s
-    `state_out`); `batch` host arrays in the problem's layout."""
+    compiled, args)`. `state` is the trained model's (`cost.step_cost_sweep`'s)."""
     params, static = eqx.partition(state["model"], eqx.is_inexact_array)
     optimiser, problem = state["optimiser"], state["problem"]
     step = make_parallel_step(s, devices, static, optimiser, problem=problem)
@@ -39,11 +33,8 @@ def placed_step(s: Scenario, devices: list, state: dict[str, Any], batch: Any, k
 
 
 def one_program(s: Scenario, n: int, state: dict[str, Any], batch: Any, key: Any) -> tuple:
-    """The 1-device step of `s` on the first CPU device and `n` copies of it inside one
-    program on `n` CPU devices (`jax.pmap` of its function, placed as the `pmap` mode
-    places its arguments: each device its copy of the parameters and of `batch`; no
-    collective), each compiled with its arguments: `(alone, alone_args, together,
-    together_args)`."""
+    """The 1-device step of `s` on one CPU device and `n` copies of it inside one program
+    on `n` (placed as the `pmap` mode places them), each compiled with its arguments."""
     devices = jax.devices("cpu")[:n]
     if len(devices) < n:
         raise ValueError(f"neighbours on {n} CPU devices needs them: {len(devices)} here")
@@ -65,12 +56,9 @@ def inside_one_program(
     rounds: int = 20,
     warmup: int = 3,
 ) -> dict[str, Any]:
-    """The 1-device step of `s` (a `single` scenario) on one batch `batch` (host arrays,
-    the problem's layout; `key` its random key where the problem takes one), timed alone
-    and as `n` copies inside one program on `n` devices (`rounds` timed rounds after
-    `warmup`, interleaved): `alone_s` and `together_s`, their medians and their ratio
-    `factor` (above 1 where neighbours slow a device). `state` is the trained model's
-    (`cost.step_cost_sweep`'s `state_out`)."""
+    """The 1-device step of `single` scenario `s` on `batch`, timed alone and as `n`
+    copies inside one program, interleaved; `factor` is above 1 where neighbours slow a
+    device."""
     alone_c, alone_args, together_c, args = one_program(s, n, state, batch, key)
     alone, together = [], []
     for i in range(warmup + rounds):
@@ -88,8 +76,7 @@ def inside_one_program(
 
 
 def gradient_mean(copies: Any, devices: list) -> Any:
-    """The gradient's all-reduce as the `pmap` step issues it, compiled for `copies` (a
-    pytree placed one copy per device of `devices`): `pmean` over the devices."""
+    """The gradient's all-reduce as the `pmap` step issues it, compiled for `copies`."""
     with closure_convert_ignores_manual_sharding():
         mean = jax.pmap(lambda g: jax.lax.pmean(g, "d"), axis_name="d", devices=devices)
         return mean.lower(copies).compile()
@@ -98,10 +85,8 @@ def gradient_mean(copies: Any, devices: list) -> Any:
 def gradient_allreduce(
     s: Scenario, n: int, state: dict[str, Any], rounds: int = 20, warmup: int = 3
 ) -> dict[str, Any]:
-    """The gradient's all-reduce alone on `n` CPU devices of this process, as the `pmap`
-    step issues it: `pmean` of the trained parameters' pytree (the gradient's shape) over
-    the devices, in one program (`rounds` timed calls after `warmup`). Returns the times,
-    their median and a 95% bootstrap interval of the median (seconds)."""
+    """The gradient's all-reduce alone on `n` CPU devices, as the `pmap` step issues it:
+    the times, their median and a 95% bootstrap interval of the median."""
     devices = jax.devices("cpu")[:n]
     if len(devices) < n:
         raise ValueError(f"an all-reduce on {n} CPU devices needs them: {len(devices)} here")

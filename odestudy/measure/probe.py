@@ -1,18 +1,10 @@
-"""The machine probe: a few seconds, at the start of every timing session, measuring
-what the predictions are made of, so that every record of the session can say what the
-machine was like when it was measured.
+"""The machine probe: a few seconds at the start of every timing session measuring what
+the predictions are made of (all-reduce latencies, matmul rates, an empty loop's
+iteration), so that every record of the session says what the machine was like.
 
-- the all-reduce latency of one float and of a gradient's size over 2, 4, ... of the
-  devices in use (`collective_latency`);
-- one device's matmul rate at a training step's own shape (a batch of 32 by a width of
-  64) and at 1024 x 1024 (`matmul_rate`);
-- the cost of one iteration of an empty compiled loop (`loop_iteration_s`).
-
-A session runs the probe once, in a process of its own (`study.probing`: the devices
-in use must be set before JAX starts), writes it as JSON beside the session's records
-and names that file in `PROBE_VARIABLE`; the processes the session starts (the scenario
-kernels, the SLURM jobs, the version study's matrices) inherit the variable, and
-`session_probe()` reads the file back into each record.
+A session runs it once in a process of its own (the devices must be set before JAX
+starts) and names its JSON file in `PROBE_VARIABLE`, which the processes the session
+starts inherit; `session_probe()` reads it back into each record.
 """
 
 import json
@@ -55,17 +47,8 @@ def _time(fn: Any, *args: Any, repeats: int) -> float:
 def collective_latency(
     n_devices: int, iterations: int = 2000, size: int = 1, repeats: int = 7
 ) -> dict[str, Any]:
-    """Time of one all-reduce (`psum`) across the first `n_devices` devices inside a loop:
-    the per-collective latency that collectives inside solver loops pay each iteration.
-
-    - `n_devices`: devices to reduce over (this process, or the processes joined by
-      `jax.distributed`, must see that many).
-    - `iterations`: loop iterations per timing; `size`: float32 elements reduced.
-    - `repeats`: timings of each program; the medians are compared.
-
-    Times a `shard_map`ped `fori_loop` whose body adds a `psum` of its carry, against
-    the same loop whose body does the same arithmetic without the `psum`; the
-    difference over `iterations` is the latency (seconds per collective).
+    """Seconds per all-reduce (`psum`) of `size` floats across the first `n_devices`
+    devices inside a loop: a loop with the `psum` against the same arithmetic without.
     """
     devices = jax.devices()[:n_devices]
     if len(devices) < n_devices:
@@ -104,11 +87,8 @@ def collective_latency(
 
 
 def matmul_rate(batch: int, width: int, iterations: int = 200, repeats: int = 7) -> dict:
-    """Float32 FLOP/s of one device on a loop of `iterations` matmul-and-tanh steps of a
-    `batch` x `width` state by a `width` x `width` matrix (2 * batch * width**2 FLOPs
-    each): the rate a field of that width sustains at that batch. The loop is compiled
-    with each of the compile options a step may take (`vectors.probed_options`); the
-    faster counts."""
+    """Float32 FLOP/s of one device on a loop of `batch` x `width` by `width` x `width`
+    matmuls, the fastest over the compile options a step may take."""
     rng = np.random.default_rng(0)
     w = jax.device_put(rng.standard_normal((width, width), np.float32) / np.sqrt(width))
     y = jax.device_put(rng.standard_normal((batch, width), np.float32))
@@ -130,9 +110,8 @@ def matmul_rate(batch: int, width: int, iterations: int = 200, repeats: int = 7)
 def transcendental_rate(
     batch: int, width: int, iterations: int = 200, repeats: int = 7
 ) -> dict[str, Any]:
-    """Transcendental functions per second of one device on a loop of `iterations`
-    softplus steps (`log1p(exp(x))`: two each) of a `batch` x `width` state: the rate a
-    field's activations take at that shape, apart from its matmuls."""
+    """Transcendental functions per second of one device on a loop of softplus steps of
+    a `batch` x `width` state (a field's activations apart from its matmuls)."""
     y = jax.device_put(np.random.default_rng(0).standard_normal((batch, width), np.float32))
     body = lambda i, c: jax.numpy.log1p(jax.numpy.exp(0.5 * c))  # noqa: E731
     fn = jax.jit(lambda y: jax.lax.fori_loop(0, iterations, body, y))
@@ -145,26 +124,20 @@ def transcendental_rate(
 
 
 def loop_iteration_s(iterations: int = 20000, repeats: int = 7) -> float:
-    """Seconds per iteration of a compiled `fori_loop` whose body adds one to a scalar:
-    what a solver loop pays per step before any work."""
+    """Seconds per iteration of an empty compiled loop (a solver loop's cost per step)."""
     fn = jax.jit(lambda x: jax.lax.fori_loop(0, iterations, lambda i, c: c + 1.0, x))
     x = jax.numpy.float32(0.0)
     return _time(fn.lower(x).compile(), x, repeats=repeats) / iterations
 
 
 def device_counts(n_devices: int) -> list[int]:
-    """The device counts the probe reduces over: 2, 4, 8, ... up to `n_devices`, and
-    `n_devices` itself."""
+    """The device counts the probe reduces over: powers of 2 and `n_devices`."""
     counts = [n for n in (2**k for k in range(1, 12)) if n <= n_devices]
     return sorted({*counts, n_devices} - {1})
 
 
 def probe(gradient_floats: int = GRADIENT_FLOATS) -> dict[str, Any]:
-    """Measure this process's devices (see the module doc); returns the probe record
-    without its environment (`record_probe` adds it).
-
-    - `gradient_floats`: the float32 elements of the gradient-sized all-reduce.
-    """
+    """Measure this process's devices; the probe record without its environment."""
     start = time.perf_counter()
     allreduce = []
     for n in device_counts(len(jax.devices())):
@@ -202,8 +175,7 @@ def read_probe(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def session_probe() -> dict[str, Any] | None:
-    """This session's probe (the file `PROBE_VARIABLE` names), or None where the
-    session has none; what goes into every record of the session."""
+    """This session's probe (the file `PROBE_VARIABLE` names), or None."""
     path = os.environ.get(PROBE_VARIABLE)
     if not path:
         return None
@@ -214,9 +186,8 @@ def session_probe() -> dict[str, Any] | None:
 
 
 def allreduce_s(p: dict[str, Any], n_devices: int, size: int = 1) -> float | None:
-    """The probe's all-reduce latency over `n_devices` devices of `size` float32
-    elements, interpolated linearly between the sizes it measured; None where it did not
-    measure that device count."""
+    """The probe's all-reduce latency over `n_devices` devices of `size` floats,
+    interpolated linearly in size; None for a device count not measured."""
     rows = sorted(
         (a["size"], a["latency_s"]) for a in p.get("allreduce", []) if a["n_devices"] == n_devices
     )

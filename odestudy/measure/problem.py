@@ -64,9 +64,8 @@ class SharedField(AbstractMLPField):
 
 
 def observed(ts: Float[Array | np.ndarray, "batch times"]) -> Float[Array, "batch times"]:
-    """Which points of each series are observations, not padding (the padding rule: a
-    series shorter than the grid repeats its last time and value), as float 0/1 of
-    shape `(batch, n_times)`; on host and traced arrays."""
+    """Which points of each series are observations (1.0), not padding (a repeated last
+    time); on host and traced arrays."""
     xp = jnp if isinstance(ts, jax.Array) else np
     later = ts[:, 1:] > ts[:, :-1]
     return xp.concatenate([xp.ones_like(later[:, :1]), later], axis=1).astype(ts.dtype)
@@ -81,7 +80,6 @@ class AbstractProblemFacts(eqx.Module):
     """The facts every problem declares (class attributes, read before anything
     compiles) and the training choices both problem forms share.
 
-    - `name`: a short name for tables and records.
     - `time_dependent`: the vector field reads its time argument `t`.
     - `uniform_grid`: every series is observed on an evenly spaced grid (within-ODE
       batching rescales time by the grid's step and needs it).
@@ -398,8 +396,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def check_problem_type(spec: str, problem: Any) -> AnyProblem:
-    """`problem` if it is a problem object with every fact a problem needs (`name` a
-    non-empty string); a one-line ValueError naming `spec` and the rule otherwise."""
+    """`problem` if it is a problem object with every fact a problem needs."""
     if not isinstance(problem, AbstractProblem | AbstractODEProblem):
         raise ValueError(
             f"problem {spec!r} is a {type(problem).__name__}, not an odestudy."
@@ -460,8 +457,7 @@ def in_this_process_only(spec: str) -> bool:
 @functools.cache
 def resolve_problem(spec: str) -> AnyProblem:
     """The problem named by `spec`: a shipped or registered name, or `module:object` (a
-    problem instance, or a class made with no arguments); a one-line ValueError
-    otherwise."""
+    problem instance, or a class made with no arguments)."""
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"problem must be a name or module:object, got {spec!r}")
     if spec in PROBLEMS:
@@ -512,6 +508,5 @@ def check_uniform_grids(problem: AnyProblem, ts: np.ndarray) -> None:
 
 
 def stage_lengths(n_times: int, fractions: Sequence[float]) -> list[int]:
-    """Observations per series in each length stage: `fraction` of `n_times`, at least
-    2."""
+    """Observations per series in each length stage (at least 2)."""
     return [max(2, int(n_times * fraction)) for fraction in fractions]

@@ -1,10 +1,6 @@
 """What one scenario's record holds: `Record`, each field declared once as a `Key`.
 
-A record is one JSON file per scenario (`study.records` writes and reads it, and knows
-where it lives). It is a dict, so it goes to JSON as it is; `record.step_time_s` reads
-its `step_time_s` (None where it lacks it) and `record.step_time_s = x` writes it.
-`n_devices` in a record is every device the scenario ran on, over all processes
-(`Scenario.total_devices`); the scenario's own field is `devices_per_process`.
+A record is a dict (so it goes to JSON as it is) read and written through attributes.
 """
 
 from collections.abc import Callable
@@ -17,9 +13,8 @@ V = TypeVar("V", bound=dict[str, Any])
 
 
 class Key(Generic[T]):
-    """A dict's key read and written as an attribute of the same name (None where the
-    dict lacks it), typed `T`. Of a record: `required`, every record has it (None where
-    a failed scenario has no value); `flat`, a column of `report.frames.flat`."""
+    """A dict's key read and written as an attribute (None where the dict lacks it).
+    `required`: every record has it; `flat`: a column of `report.frames.flat`."""
 
     def __init__(self, key: str = "", *, required: bool = False, flat: bool = False) -> None:
         self.key, self.required, self.flat = key, required, flat
@@ -86,9 +81,8 @@ SCENARIO_FIELDS = frozenset(f.name for f in Scenario.fields())
 
 
 class Fields(View):
-    """A record's scenario (`Scenario.to_dict`): each field of `Scenario` an attribute
-    (None where the record lacks it; untyped, as a class's attributes cannot be made
-    from a dataclass's for the type checker)."""
+    """A record's scenario, each field of `Scenario` an attribute (untyped: the type
+    checker cannot make a class's attributes from a dataclass's)."""
 
     def __getattr__(self, name: str) -> Any:
         if name not in SCENARIO_FIELDS:
@@ -250,9 +244,8 @@ REQUIRED_KEYS = tuple(k.key for k in declared(Record) if k.required)
 
 
 def upgrade(data: dict[str, Any]) -> Record:
-    """A record as read from disk, in today's terms: scenario fields renamed since it was
-    made (`scenario.LEGACY_NAMES`) under their new names, and fields added since at
-    their defaults (which the record ran with). Its measured values are unchanged."""
+    """A record as read from disk, in today's terms: renamed scenario fields under their
+    new names, fields added since at their defaults (which the record ran with)."""
     rec = Record(data)
     scenario = rec.get("scenario")
     if isinstance(scenario, dict):

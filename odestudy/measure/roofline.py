@@ -1,21 +1,10 @@
-"""A device's roofline: the least time a training step can take on it, from three
-readings of the device itself rather than from a loop at the step's small shapes (on a
-GPU such a loop is bound by kernel launches, so a floor from its rate says nothing of
-the arithmetic).
+"""A device's roofline: the least time a training step can take on it, from readings of
+the device itself (peak matmul rate, bandwidth, and the time one more kernel adds)
+rather than from a loop at the step's small shapes: on a GPU such a loop is bound by
+kernel launches, so a floor from its rate says nothing of the arithmetic.
 
-- `peak_flops_per_s`: float32 matrix products of `n x n` at the precision the step's own
-  products take (JAX's default);
-- `bandwidth_bytes_per_s`: bytes read and written per second by an elementwise pass
-  over a large array;
-- `kernel_s`: the time one more kernel adds to a program: a chain of dependent small
-  products compiled as one program, timed at two lengths; the kernels of each program
-  are counted in its compiled text (`count_kernels`), and the time is the difference
-  over the difference of the counts.
-
-A step's roofline (`roofline_s`) is its arithmetic at the peak rate or its bytes at the
-bandwidth, whichever is longer, plus `LEAST_KERNELS` launches: the kernel solve
-(`kernel.py`) shows a step can run its solve in one kernel and its reverse pass in
-another, so no step needs fewer.
+A step's roofline adds `LEAST_KERNELS` launches: the kernel solve (`kernel.py`) shows a
+step can run its solve in one kernel and its reverse pass in another.
 """
 
 import re
@@ -69,8 +58,8 @@ def _chain(length: int, width: int) -> Any:
 
 
 def kernel_time(lengths: tuple[int, int] = (16, 256), width: int = 8, repeats: int = 7):
-    """Seconds one more kernel adds to a program (see the module doc), with the readings
-    it comes from: per chain length, its counted kernels and its time."""
+    """Seconds one more kernel adds to a program: chains of dependent small products
+    timed at two lengths, over the difference of their counted kernels; and the readings."""
     readings = []
     for length in lengths:
         fn, x = _chain(length, width)
@@ -101,9 +90,8 @@ def roofline_probe() -> dict[str, Any]:
 
 
 def roofline_s(flops: float, bytes_moved: float, probe: dict[str, Any]) -> float | None:
-    """The least time a step of `flops` arithmetic moving `bytes_moved` bytes takes on
-    the probed device: the longer of the two at its peak, plus its least launches; None
-    where the probe read no kernel time."""
+    """The least time a step of `flops` moving `bytes_moved` takes on the probed device
+    (None where the probe read no kernel time)."""
     if probe.get("kernel_s") is None:
         return None
     work = max(flops / probe["peak_flops_per_s"], bytes_moved / probe["bandwidth_bytes_per_s"])

@@ -15,9 +15,8 @@ EXEC_NAME = ".repeat_step.{process}.bin"
 
 
 def save_executable(state_path: str | os.PathLike, payload: bytes, process: int = 0) -> None:
-    """Write the cold run's serialized step (`training.serialize_step`) beside its saved
-    state, as `EXEC_NAME` of JAX process `process`, atomically; a repeat then runs that
-    very executable instead of tracing the step again (seconds per repeat)."""
+    """Write the cold run's serialized step beside its saved state, atomically; a repeat
+    then runs that very executable instead of tracing the step again."""
     path = Path(state_path).with_name(EXEC_NAME.format(process=process))
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(payload)
@@ -27,9 +26,8 @@ def save_executable(state_path: str | os.PathLike, payload: bytes, process: int 
 def load_executable(
     out_dir: str | os.PathLike, params: Any, opt_state: Any, placed: Any
 ) -> Any | None:
-    """The compiled step that `save_executable` saved in `out_dir` for this JAX process,
-    loaded for arguments shaped like `(params, opt_state, placed)` (placed on the
-    step's devices); None where there is none or it does not load."""
+    """The compiled step `save_executable` saved in `out_dir` for this JAX process, for
+    arguments shaped like these; None where there is none or it does not load."""
     import jax
 
     path = Path(out_dir) / EXEC_NAME.format(process=jax.process_index())
@@ -57,8 +55,7 @@ def save_state(path: str | os.PathLike, params: Any, opt_state: Any) -> None:
 
 
 def load_state(path: str | os.PathLike, params: Any, opt_state: Any) -> tuple[Any, Any]:
-    """The `(params, opt_state)` saved at `path`, in the tree structure of the given
-    `params` and `opt_state` (for example a fresh model's and optimiser's)."""
+    """The `(params, opt_state)` saved at `path`, in the given ones' tree structure."""
     import jax
 
     treedef = jax.tree.structure((params, opt_state))

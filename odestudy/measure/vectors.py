@@ -1,14 +1,10 @@
 """The vector width XLA's CPU backend compiles the step's elementwise kernels with: the
-`vector_width` lever, a compile option of the step's own executable (`jax.jit`'s
-`compiler_options`, `Lowered.compile`), not a process setting.
+`vector_width` lever, a compile option of the step's own executable.
 
-XLA's CPU backend prefers 256-bit vectors (`xla_cpu_prefer_vector_width`, its default
-where the CPU has AVX-512, so as not to lower the clock of other code). The small
-training step is bound by its many small kernels: the activations' `tanh` and `log` on a
-[32, 64] hidden layer run faster with 512-bit vectors on this study's AVX-512
-machines (`make map-vectors` measures the step). The operations are the same, laid out
-in wider registers: results agree to float32 rounding (a reduction may add in another
-order). On a CPU without AVX-512 the option changes nothing; on a GPU it does not apply.
+XLA's CPU backend prefers 256-bit vectors even with AVX-512 (so as not to lower the
+clock of other code). The small step is bound by its many small kernels, whose `tanh`
+and `log` run faster with 512-bit vectors on AVX-512 machines. Results agree to float32
+rounding (a reduction may add in another order); on a GPU the option does not apply.
 """
 
 from typing import Any
@@ -24,8 +20,7 @@ RECOMMENDED_WIDTH = 512
 
 
 def check_vector_width(width: Any, device: str) -> None:
-    """Refuse a width that is not one of `VECTOR_WIDTHS`, or a non-default one on a
-    device whose compiler does not take it; a one-line ValueError."""
+    """Refuse an unknown width, or a non-default one where the compiler does not take it."""
     if isinstance(width, bool) or width not in VECTOR_WIDTHS:
         valid = ", ".join(map(str, VECTOR_WIDTHS))
         raise ValueError(f"unknown vector_width {width!r}; valid choices: {valid} (bits)")
@@ -37,14 +32,12 @@ def check_vector_width(width: Any, device: str) -> None:
 
 
 def compiler_options(width: int) -> dict[str, Any] | None:
-    """The XLA compile options of a step compiled with `width`-bit vectors (None: XLA's
-    defaults), for `Lowered.compile` or `jax.jit(..., compiler_options=...)`."""
+    """The XLA compile options for `width`-bit vectors (None: XLA's defaults)."""
     return {"xla_cpu_prefer_vector_width": width} if width else None
 
 
 def probed_options(platform: str) -> list[dict[str, Any] | None]:
-    """The compile options a compute-rate probe on `platform` (`jax.default_backend()`)
-    tries, the faster of which is its rate: XLA's defaults, and on a CPU each non-default
-    width too, so that no step compiled with one can run faster than its floor's probe."""
+    """The compile options a compute-rate probe on `platform` tries (its rate is the
+    fastest), so that no step compiled with one can run faster than its floor's probe."""
     widths = [w for w in VECTOR_WIDTHS if w] if platform in APPLIES_ON else []
     return [None, *(compiler_options(w) for w in widths)]
