@@ -482,11 +482,7 @@ def _placed(target: Scenario, profile: HardwareProfile) -> dict[str, Any]:
         "n_devices": target.total_devices,
         "processes": target.processes,
         "nodes": target.nodes,
-        "profile": {
-            "name": profile.name,
-            "device": profile.device,
-            "description": profile.description,
-        },  # fmt: skip
+        "profile": {k: getattr(profile, k) for k in ("name", "device", "description")},
     }
 
 

@@ -303,11 +303,9 @@ def split_phase(
     ]
     log(f"split: the chosen step on {devices} devices in {len(split)} modes")
     rows = measure_phase(tuner, [one, *split], "split", loss_factor)
-    base = (
-        f"the chosen step on one device, {rows[0]['step_time_s'] * 1e3:.3g} ms"
-        if ("step_time_s" in rows[0])
-        else "the chosen step on one device"
-    )
+    base = "the chosen step on one device"
+    if "step_time_s" in rows[0]:
+        base += f", {rows[0]['step_time_s'] * 1e3:.3g} ms"
     timed = [r for r in rows[1:] if "speedup" in r]
     pays = [r for r in timed if r.get("verdict") == "faster"]
     best = max(pays, key=lambda r: r["speedup"]) if pays else None
