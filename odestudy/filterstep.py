@@ -69,8 +69,8 @@ def params_loss(loss: ModelLoss, has_aux: bool) -> Loss:
 
 
 def check_batch(batch: Any, n_devices: int) -> None:
-    """A one-line ValueError where a leaf of `batch` has no first axis, the leaves'
-    first axes differ, or they do not split over `n_devices` devices."""
+    """A one-line ValueError unless `batch`'s leaves share a first axis that splits over
+    `n_devices` devices."""
     sizes = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree.leaves(batch)}
     if len(sizes) != 1 or None in sizes:
         raise ValueError(f"every batch leaf needs the batch on its first axis, got {sizes}")
@@ -111,14 +111,12 @@ class FilterStep(eqx.Module):
         return eqx.partition(model, eqx.is_inexact_array)
 
     def init(self, model: Any) -> Any:
-        """The optimiser's state for what the step trains of `model` (its floating-point
-        arrays): `optimiser.init(eqx.filter(model, eqx.is_inexact_array))`."""
+        """The optimiser's state for what the step trains of `model`."""
         return self.optimiser.init(self.partition(model)[0])
 
     def parallel_step(self, rest: Any, keyed: bool) -> ParallelStep:
-        """The params-style step (`make_params_step`) that trains a model whose untrained
-        part is `rest`, with a key or without: made at its first use, then reused while
-        `rest` is equal (`eqx.tree_equal`)."""
+        """The params-style step for a model whose untrained part is `rest`, made at its
+        first use and reused while `rest` is equal (`eqx.tree_equal`)."""
         for known, step in self.steps:
             if step.layout.keyed == keyed and bool(eqx.tree_equal(known, rest)):
                 return step
@@ -138,7 +136,7 @@ class FilterStep(eqx.Module):
 
     def run(self, step: ParallelStep, args: tuple) -> tuple:
         """`step` on its placed `args`: called, or with `compiler_options` its executable
-        (compiled once per argument structure, shapes and types)."""
+        (compiled once per argument structure)."""
         if self.compiler_options is None:
             return step(*args)
         leaves, tree = jax.tree.flatten(args)

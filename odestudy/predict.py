@@ -8,7 +8,7 @@ whether it was measured or profiled, and every time and speedup carries an inter
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,17 +54,11 @@ SIMULATED_STEPS = 20
 def loop_collectives(
     s: Scenario, n: int, params: Any = None, mode: str = "shard"
 ) -> dict[str, Any]:
-    """The collectives inside the loop bodies of the compiled step of `s`'s problem and
-    controller in `mode` (one with one loop over the global batch: `shard`, `explicit`)
-    on `n` devices: `static` (instructions in the program) and
-    `per_iteration` (executions per solver iteration on one device, counted in a
-    profile of one untimed call on the first global batch of the data: a collective in
-    a loop nested in the solver loop, such as Tsit5's stages, runs several times per
-    iteration), with the batch's `iterations`.
-
-    - `params`: the trained parameters (host arrays) to run it with; None: the initial
-      model (its iterations differ from a trained one's).
-    """
+    """The loop collectives of `s`'s compiled step in one-loop `mode` on `n` devices:
+    `static` (in the program), `per_iteration` (executed per solver iteration, counted in
+    a profile of one call: a loop nested in the solver loop, such as Tsit5's stages,
+    runs several times per iteration) and the batch's `iterations`. `params`: the
+    trained parameters; None: the initial model's (whose iterations differ)."""
     import jax
 
     from .measure.loops import event_counts
@@ -94,10 +88,8 @@ def loop_collectives(
 
 
 def recorded_state(s: Scenario, results: str | Path) -> tuple[Path, float] | None:
-    """The trained state that a cold run of `s` (`odestudy run`, or the matrix) saved
-    under `results` on this machine, with its final loss, where its record may stand
-    for `s` (`plan.reusable`: ok, and made here with the same versions, protocol and
-    measurement environment); None otherwise."""
+    """The trained state a cold run of `s` saved under `results` here, with its final
+    loss, where its record may stand for `s` (`plan.reusable`); None otherwise."""
     from .measure.state import STATE_NAME
     from .study import records
     from .study.plan import reusable
@@ -112,14 +104,10 @@ def recorded_state(s: Scenario, results: str | Path) -> tuple[Path, float] | Non
 
 @dataclasses.dataclass(frozen=True)
 class Anchor:
-    """A recorded 1-device row's timed steps at its batch: what a prediction made from
-    the row scales the sweep's step times to, so that its compute is of the row's
-    session (the rows it is checked against), not of the sweep's.
-
-    - `batch`: the row's global batch (one of the swept batches).
-    - `step_times_s`: its timed steps, every run's pooled (their median: its step).
-    - `source`: the record, in words.
-    """
+    """A recorded 1-device row's timed steps at its `batch` (one of the swept), pooled
+    over its runs, with its `source` in words: a prediction made from the row scales the
+    sweep's times to it, so that its compute is of the session of the rows it is checked
+    against, not of the sweep's."""
 
     batch: int
     step_times_s: tuple[float, ...]
@@ -127,9 +115,8 @@ class Anchor:
 
     @classmethod
     def of_record(cls, rec: dict[str, Any], source: str) -> "Anchor":
-        """The anchor of a 1-device record: the step times of its runs from the trained
-        state pooled, the cold run set apart as the report does (`report.runs`; its one
-        step time where it has none)."""
+        """The anchor of a 1-device record: its runs from the trained state pooled, the
+        cold run set apart as the report does (`report.runs`)."""
         from .report.runs import trained_state
         from .study.rec import Rec
 
@@ -139,11 +126,11 @@ class Anchor:
 
     @property
     def step_time_s(self) -> float:
-        """The row's step time: the median of its pooled steps."""
+        """The median of the pooled steps."""
         return float(np.median(self.step_times_s))
 
     def to_dict(self) -> dict[str, Any]:
-        """What a prediction says of its anchor: the batch, the step and the record."""
+        """What a prediction says of its anchor."""
         return {"batch": self.batch, "step_time_s": self.step_time_s, "source": self.source}
 
 
@@ -153,9 +140,7 @@ def one_device(target: Scenario) -> Scenario:
 
 
 def step_said(target: Scenario) -> str:
-    """Which step a prediction is of, in words: the recommended step (the best
-    1-device step the study measures for a problem), the default (the reference's), or
-    the levers it sets."""
+    """Which step a prediction is of, in words: the recommended, the default, or its levers."""
     from .measure.recommended import recommended
 
     if recommended(target) == target:
@@ -169,9 +154,7 @@ def step_said(target: Scenario) -> str:
 
 
 def predicted_modes(target: Scenario) -> tuple[str, ...]:
-    """The modes predicted for `target`'s placement: every multi-device mode the running
-    JAX has (`AbstractMode.why_not_here`), the multi-process ones where it spans
-    processes."""
+    """Every multi-device mode the running JAX has for `target`'s placement."""
     several = target.processes > 1
     return tuple(
         name
@@ -181,16 +164,13 @@ def predicted_modes(target: Scenario) -> tuple[str, ...]:
 
 
 def one_loop_modes(target: Scenario) -> tuple[str, ...]:
-    """The predicted modes with one loop over the global batch (`AbstractMode.one_loop`):
-    those whose loop collectives a prediction counts."""
+    """The predicted modes with one loop over the global batch: whose loop collectives count."""
     return tuple(m for m in predicted_modes(target) if MODES[m].one_loop)
 
 
 def check_prediction(target: Scenario, profile: HardwareProfile | None = None) -> None:
-    """Raise ValueError, saying why, unless every mode can be predicted for `target`
-    (its placement: devices, processes, nodes; its problem, fields and batch) from a
-    1-device sweep, with collective costs from `profile`, or from a probe of the devices
-    where `profile` is None. Runs before JAX starts devices or anything compiles."""
+    """Raise ValueError, saying why, unless every mode can be predicted for `target` with
+    `profile` (None: a probe of the devices); before anything compiles."""
     if target.total_devices < 2:
         raise ValueError(f"predict needs --devices >= 2 in all, got {target.total_devices}")
     for mode in predicted_modes(target):
@@ -207,8 +187,7 @@ def check_prediction(target: Scenario, profile: HardwareProfile | None = None) -
 
 
 def session_profile(probe: dict[str, Any], machine: HardwareProfile | None) -> HardwareProfile:
-    """A profile of this session's machine probe: its values central, the range that of
-    this machine's probes over sessions (`machine`), widened to include them."""
+    """A profile of this session's probe: its values central, ranged over `machine`'s."""
     from .measure.probe import allreduce_s
 
     allreduce, per_float = {}, {}
@@ -221,29 +200,22 @@ def session_profile(probe: dict[str, Any], machine: HardwareProfile | None) -> H
         slope = max(0.0, slope / max(1, max(sizes) - 1))
         spread = machine.allreduce.get(key) if machine else None
         per = machine.per_float.get(key) if machine else None
-        allreduce[key] = Value(
-            one,
-            min(one, spread.low if spread else one),
-            max(one, spread.high if spread else one),
-            source
-            + (" ; range over " + spread.source.removeprefix("measured here: ") if spread else ""),
-            measured=True,
-        )
-        per_float[key] = Value(
-            slope,
-            min(slope, per.low if per else slope),
-            max(slope, per.high if per else slope),
-            source,
-            measured=True,
-        )
+        over = " ; range over " + spread.source.removeprefix("measured here: ") if spread else ""
+        allreduce[key] = _widened(one, spread, source + over)
+        per_float[key] = _widened(slope, per, source)
     return HardwareProfile("probe", probe.get("platform", "cpu"), "this session's probe",
                            allreduce, per_float)  # fmt: skip
 
 
+def _widened(central: float, over: Value | None, source: str) -> Value:
+    """A measured `central` value, its range widened to include `over`'s."""
+    low, high = (over.low, over.high) if over else (central, central)
+    return Value(central, min(central, low), max(central, high), source, measured=True)
+
+
 def expected_max(per_sample: np.ndarray, batch: int, rng: np.random.Generator) -> float:
-    """The mean over `SIMULATED_STEPS` batches of `batch` samples drawn (with
-    replacement) from `per_sample` solver steps of the largest: what a loop over such a
-    batch executes."""
+    """The mean largest of `batch` draws from `per_sample` solver steps (over
+    `SIMULATED_STEPS` batches): what a loop over such a batch executes."""
     draws = rng.choice(per_sample, size=(SIMULATED_STEPS, batch), replace=True)
     return float(draws.max(axis=1).mean())
 
@@ -264,9 +236,7 @@ def _interval(draws: list[float]) -> list[float]:
 def _scale(
     anchor: Anchor | None, swept: dict[int, float], rng: np.random.Generator | None
 ) -> float:
-    """The factor from the sweep's step times to the anchor's session: the anchor's
-    step (one draw of it, with `rng`) over the sweep's at the anchor's batch; 1 without
-    an anchor."""
+    """The factor from the sweep's step times to the anchor's session (1 without one)."""
     if anchor is None:
         return 1.0
     row = _bootstrap_median(list(anchor.step_times_s), rng) if rng else anchor.step_time_s
@@ -280,10 +250,9 @@ def _terms(
     rng: np.random.Generator | None,
     anchor: Anchor | None = None,
 ) -> dict[str, float]:
-    """One draw (or, with `rng` None, the central values) of the measured terms: the
-    1-device step at the global batch, the time per solver iteration at the per-device
-    batch (both scaled to `anchor`'s session where given), and the expected iterations
-    of a device's share and of the global batch."""
+    """One draw (with `rng` None, the central values) of the measured terms: the 1-device
+    step, the time per solver iteration at the per-device batch, and the expected
+    iterations of a device's share and of the global batch."""
     by_batch = {r["batch"]: r for r in sweep["rows"]}
     local, full = (
         by_batch[target.global_batch // target.total_devices],
@@ -311,9 +280,8 @@ def _terms(
 
 
 def _neighbours(sweep: dict[str, Any], batch: int, rng: np.random.Generator | None) -> float:
-    """How much a device's neighbours slow its step at `batch` (`neighbours.inside_one_program`
-    measured by the prediction: together over alone, one bootstrap draw with `rng`); 1
-    where it was not measured (a GPU prediction)."""
+    """How much a device's neighbours slow its step at `batch` (together over alone); 1
+    where not measured (a GPU prediction)."""
     found = (sweep.get("neighbours") or {}).get(str(batch))
     if not found:
         return 1.0
@@ -323,33 +291,41 @@ def _neighbours(sweep: dict[str, Any], batch: int, rng: np.random.Generator | No
     return together / _bootstrap_median(found["alone_s"], rng)
 
 
-def predict_rows(
-    sweep: dict[str, Any],
-    target: Scenario,
-    gradient: Value,
-    loop_latency: Value,
-    in_loop: float | dict[str, float],
-    seed: int = 0,
-    anchor: Anchor | None = None,
-) -> list[dict[str, Any]]:
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """The terms a prediction's rows are made from.
+
+    - `sweep`: the 1-device step-cost sweep (`measure.cost.step_cost_sweep`).
+    - `gradient`, `loop_latency`: the gradient all-reduce and the one-float all-reduce.
+    - `in_loop`: loop collectives per solver iteration, by mode (a mode with one loop
+      over the global batch), or one number for every such mode.
+    - `anchor`: the recorded row the sweep's times are scaled to; None: the sweep's own.
+    """
+
+    sweep: dict[str, Any]
+    gradient: Value
+    loop_latency: Value
+    in_loop: float | dict[str, float]
+    anchor: Anchor | None = None
+
+
+def predict_rows(m: Measured, target: Scenario, seed: int = 0) -> list[dict[str, Any]]:
     """Each mode's predicted step and speedup for `target`, each the median of `DRAWS`
     draws with its interval, and the terms at their central values (the draws: the
-    sweep's timed steps, the anchor's and per-sample steps
-    resampled, the profile's values uniform over their ranges); the sweep's times
-    scaled to `anchor`'s session where given. `in_loop`: loop collectives per solver
-    iteration, by mode (a mode with one loop over the global batch), or one number for
-    every such mode."""
+    sweep's timed steps, the anchor's and per-sample steps resampled, the profile's
+    values uniform over their ranges)."""
+    sweep, anchor, in_loop = m.sweep, m.anchor, m.in_loop
     per_sample = np.asarray(
         [n for r in sweep["rows"] for n in r.get("per_sample_steps") or []] or [1]
     )
     rng = np.random.default_rng(seed)
     central = _terms(sweep, target, per_sample, None, anchor)
     draws = [_terms(sweep, target, per_sample, rng, anchor) for _ in range(DRAWS)]
-    comms = [(_uniform(gradient, rng), _uniform(loop_latency, rng)) for _ in range(DRAWS)]
+    comms = [(_uniform(m.gradient, rng), _uniform(m.loop_latency, rng)) for _ in range(DRAWS)]
     rows = []
     for mode in predicted_modes(target):
         k = in_loop.get(mode, 0.0) if isinstance(in_loop, dict) else in_loop
-        c = mode_time(mode, central, gradient.central, loop_latency.central, k)
+        c = mode_time(mode, central, m.gradient.central, m.loop_latency.central, k)
         times = [mode_time(mode, d, g, lat, k)["step_time_s"]
                  for d, (g, lat) in zip(draws, comms, strict=True)]  # fmt: skip
         speedups = [d["one_device_s"] / t for d, t in zip(draws, times, strict=True)]
@@ -371,33 +347,23 @@ def predict_rows(
 
 
 def sweep_batches(target: Scenario, axis: Sequence[int] = ()) -> tuple[int, ...]:
-    """The batches a prediction of `target` sweeps on one device: its per-device and
-    global batch, and for each per-device batch `b` of `axis`, `b` and `N * b`."""
+    """The batches a prediction of `target` (and along `axis`) sweeps on one device."""
     n, whole = target.total_devices, target.global_batch
     return tuple(sorted({whole // n, whole, *axis, *(n * b for b in axis)}))
 
 
-def predict_axis(
-    sweep: dict[str, Any],
-    target: Scenario,
-    gradient: Value,
-    loop_latency: Value,
-    in_loop: float | dict[str, float],
-    axis: Sequence[int],
-    anchor: Anchor | None = None,
-) -> dict[str, Any]:
-    """Each mode's predicted speedup over the 1-device step along the per-device batches
-    `axis` (strong scaling at `N * b`, as `predict_rows`), each point with the per-device
-    work (the sweep's time per solver iteration at `b`), and where the speedup crosses 1
-    in the batch (`report.crossover.crossing`) and, there, in the work."""
+def predict_axis(m: Measured, target: Scenario, axis: Sequence[int]) -> dict[str, Any]:
+    """Each mode's predicted speedup along the per-device batches `axis` (strong
+    scaling), each point with its per-device work, and where the speedup crosses 1 in
+    the batch and, there, in the work."""
     from .report.crossover import crossing
 
     n = target.total_devices
-    work = {int(r["batch"]): float(r["per_iteration_s"]) for r in sweep["rows"]}
+    work = {int(r["batch"]): float(r["per_iteration_s"]) for r in m.sweep["rows"]}
     found: dict[str, list[dict[str, Any]]] = {}
     for b in axis:
         at = dataclasses.replace(target, batch=n * b, scaling="strong")
-        for row in predict_rows(sweep, at, gradient, loop_latency, in_loop, anchor=anchor):
+        for row in predict_rows(m, at):
             found.setdefault(row["mode"], []).append({
                 "per_device_batch": b, "global_batch": n * b, "work_s": work[b],
                 "speedup": row["speedup"], "speedup_interval": row["speedup_interval"],
@@ -413,8 +379,7 @@ def predict_axis(
 
 
 def _work_at(at: Sequence[float] | None, pts: Sequence[dict[str, Any]]) -> list[float] | None:
-    """The per-device work at per-device batches `at` (estimate, low, high), log-linearly
-    interpolated between the points; None without a crossing."""
+    """The per-device work at batches `at`, log-linearly interpolated; None without one."""
     if at is None:
         return None
     x = np.log([p["per_device_batch"] for p in pts])
@@ -425,10 +390,8 @@ def _work_at(at: Sequence[float] | None, pts: Sequence[dict[str, Any]]) -> list[
 def neighbours_measured(
     base: Scenario, state: dict[str, Any], n: int, batches: set[int]
 ) -> dict[str, dict[str, Any]]:
-    """At each per-device batch, `n` copies of the 1-device step of `base` inside one
-    program on `n` CPU devices of this process against alone
-    (`neighbours.inside_one_program`), on one batch of the trained model's data, by batch
-    (as text: a JSON key)."""
+    """By per-device batch (as a JSON key), `n` copies of the 1-device step of `base` in
+    one program on `n` CPU devices against alone (`neighbours.inside_one_program`)."""
     from .measure.neighbours import inside_one_program
     from .measure.training import step_key
 
@@ -452,25 +415,18 @@ def predict_modes(
     anchor: Anchor | None = None,
     axis: Sequence[int] = (),
 ) -> dict[str, Any]:
-    """Predict every multi-device mode's step for `target` (its problem, fields, global
-    batch and placement: `total_devices` in `processes` processes).
+    """Predict every multi-device mode's step for `target` (its mode is not read) from
+    a sweep of its 1-device form on the device kind present and `profile`'s collective
+    costs.
 
-    - `target`: the scenario to predict (its mode is not read); the sweep trains and
-      measures its 1-device form (`one_device`) on the device kind present.
-    - `profile`: the collective costs (`session_profile` of this session's probe, or a
-      named profile).
     - `timed_steps`: timed steps per batch size of the sweep.
-    - `trained_state`: `(path, final_loss)` of the state a cold run of the 1-device form
-      saved, to start from instead of training (the workload map's predictions).
-    - `anchor`: the recorded 1-device row the prediction is made from, whose step the
-      sweep's times are scaled to (`Anchor`); None: the sweep's own.
-    - `axis`: per-device batches to predict each mode along too (`predict_axis`: where
-      splitting starts to pay); empty: none.
+    - `trained_state`: `(path, final_loss)` of a saved 1-device state to start from
+      instead of training.
+    - `anchor`: the recorded row the sweep's times are scaled to; None: the sweep's own.
+    - `axis`: per-device batches to predict each mode along too (`predict_axis`).
 
-    JAX must see `target.total_devices` CPU devices (for counting the loop collectives
-    in the compiled program of each mode with one loop: `shard`'s, `explicit`'s).
-    Returns the sweep, the terms (each measured or profiled, with its source) and one
-    row per mode.
+    JAX must see `target.total_devices` CPU devices (to count the loop collectives of
+    the one-loop modes). Returns the sweep, the terms and one row per mode.
     """
     from .measure.cost import step_cost_sweep
     from .measure.neighbours import gradient_allreduce
@@ -490,9 +446,9 @@ def predict_modes(
     loop_latency = profile.latency(*placement)
     loops = {m: loop_collectives(base, n, state["params"], m) for m in one_loop_modes(target)}
     per_iteration = {m: loop["per_iteration"] for m, loop in loops.items()}
-    rows = predict_rows(sweep, target, gradient, loop_latency, per_iteration, anchor=anchor)
-    along = predict_axis(sweep, target, gradient, loop_latency, per_iteration, axis,
-                         anchor) if axis else None  # fmt: skip
+    measured = Measured(sweep, gradient, loop_latency, per_iteration, anchor)
+    rows = predict_rows(measured, target)
+    along = predict_axis(measured, target, axis) if axis else None
     return {
         **_placed(target, profile),
         "one_device_step_s": rows[0]["one_device_s"],
@@ -520,17 +476,13 @@ def predict_modes(
 
 
 def _placed(target: Scenario, profile: HardwareProfile) -> dict[str, Any]:
-    """What a prediction is of: the scenario, its placement and the profile."""
+    """What a prediction is of."""
     return {
         "scenario": target.to_dict(),
         "n_devices": target.total_devices,
         "processes": target.processes,
         "nodes": target.nodes,
-        "profile": {
-            "name": profile.name,
-            "device": profile.device,
-            "description": profile.description,
-        },  # fmt: skip
+        "profile": {k: getattr(profile, k) for k in ("name", "device", "description")},
     }
 
 
@@ -558,9 +510,7 @@ def terms_said(
     profile: HardwareProfile,
     anchor: Anchor | None = None,
 ) -> list[dict[str, Any]]:
-    """Each term of the prediction: what it is, its value, and whether it was measured
-    here (and how) or profiled (and its source); `loops`: each one-loop mode's
-    `loop_collectives`."""
+    """Each term of the prediction: what, its value, and whether measured or profiled."""
     kind = sweep.get("device_kind", base.device)
     anchored = [] if anchor is None else [
         {"term": "the 1-device step the sweep's times are scaled to",
@@ -589,7 +539,7 @@ def terms_said(
 
 
 def _neighbours_said(sweep: dict[str, Any]) -> list[dict[str, Any]]:
-    """The neighbours term (`neighbours_measured`): per per-device batch, its factor."""
+    """The neighbours term, per per-device batch."""
     found = sweep.get("neighbours") or {}
     if not found:
         return []
@@ -602,9 +552,8 @@ def _neighbours_said(sweep: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def gradient_measured(sweep: dict[str, Any]) -> Value | None:
-    """The gradient all-reduce timed here (`neighbours.gradient_allreduce`: `pmean` of the
-    trained parameters over the devices of this process, in one program), its median and
-    the bootstrap interval of it; None where it was not (a GPU or multi-process one)."""
+    """The gradient all-reduce timed here (`neighbours.gradient_allreduce`); None where
+    it was not (a GPU or multi-process prediction)."""
     found = sweep.get("allreduce")
     if not found:
         return None
@@ -656,9 +605,7 @@ PREDICTION_MODEL = 10
 def map_prediction_path(
     results: str | Path, workload: Any, controller: str, profile: str | None = None
 ) -> Path:
-    """Where this machine's prediction of one workload and controller of the map lives:
-    `<map results>/<machine>/predict/<workload>-<controller>.json`, with
-    `-profile-<name>` before `.json` where it was made from a named profile."""
+    """Where this machine's prediction of one workload and controller of the map lives."""
     from .study.records import machine_folder
 
     tail = f"-profile-{Path(profile).stem}" if profile else ""
@@ -673,55 +620,35 @@ def predict_map(
     show: bool = True,
     machine: HardwareProfile | None = None,
 ) -> list[dict[str, Any]]:
-    """The prediction of every workload and controller of the map (`study.workloads`) on
-    `n` devices, each from its trained 1-device row (the state its cold run saved, its
-    step the sweep's times are scaled to), so that it can be checked against the map's
-    measured rows.
-
-    - `results`: the map's results folder (`<results>/map`); `scale`: the map's scale.
-    - `profile`: the collective costs; None: this session's probe of `n` devices (the
-      session must have one: `probing.session_probe`), ranged over `machine` (this
-      machine's probes, `profiles.machine_profile_if_any`).
-
-    Resumable: a prediction made from the same 1-device record (its run), model and
-    profile is kept. A workload whose 1-device row is missing or failed gets no
-    prediction (a line says so); one of an untrained row says `trained: false`, and the
-    report checks none. JAX must see `n` CPU devices. Returns the predictions.
-    """
-    from .study.workloads import WORKLOADS
-
+    """The prediction of every workload and controller of the map on `n` devices, each
+    from its trained 1-device row (`predict_from_row`), to be checked against the map's
+    measured rows. `profile` None: this session's probe, ranged over `machine`.
+    Resumable; JAX must see `n` CPU devices."""
     out = []
-    for w in WORKLOADS:
-        for controller in CONTROLLERS:
-            p = _map_prediction(results, w, controller, n, scale, profile, show, machine)
-            if p is not None:
-                out.append(p)
+    for w, controller, target, axis, path in _map_targets(results, n, scale, profile):
+        label, extra = f"{w.name} {controller}", {"workload": w.name}
+        p = predict_from_row(target, results, path, profile, label, show, extra, machine, axis)
+        if p is not None:
+            out.append(p)
     return out
 
 
-def _map_prediction(
-    results: str | Path,
-    w: Any,
-    controller: str,
-    n: int,
-    scale: str,
-    profile: HardwareProfile | None,
-    show: bool,
-    machine: HardwareProfile | None = None,
-) -> dict[str, Any] | None:
-    """One workload and controller of `predict_map`: kept, made, or None (said)."""
-    target, axis = map_target(w, controller, n, scale)
-    out = map_prediction_path(results, w, controller, profile.name if profile else None)
-    label = f"{w.name} {controller}"
-    extra = {"workload": w.name}
-    return predict_from_row(target, results, out, profile, label, show, extra, machine, axis)
+def _map_targets(
+    results: str | Path, n: int, scale: str, profile: HardwareProfile | None
+) -> Iterator[tuple[Any, str, Scenario, tuple[int, ...], Path]]:
+    """Each workload and controller of the map with its target, axis and path."""
+    from .study.workloads import WORKLOADS
+
+    for w in WORKLOADS:
+        for controller in CONTROLLERS:
+            target, axis = map_target(w, controller, n, scale)
+            path = map_prediction_path(results, w, controller, profile.name if profile else None)
+            yield w, controller, target, axis, path
 
 
 def map_target(w: Any, controller: str, n: int, scale: str) -> tuple[Scenario, tuple[int, ...]]:
-    """What the map predicts of workload `w` and `controller` on `n` devices: the
-    recommended step (the best 1-device step's candidate) in `shard_map` at the map's
-    batch, and the per-device batches to predict along (the batch axis's, for its
-    workloads; else none)."""
+    """The map's target for workload `w` and `controller` on `n` devices (the
+    recommended step), and the per-device batches to predict it along."""
     from .measure.recommended import recommended
     from .study.workloads import CROSSOVER_BATCHES, CROSSOVER_WORKLOADS
 
@@ -741,26 +668,17 @@ def predict_from_row(
     machine: HardwareProfile | None = None,
     axis: Sequence[int] = (),
 ) -> dict[str, Any] | None:
-    """The prediction of `target` from the trained 1-device row (`one_device(target)`)
-    recorded under `results` on this machine, written to `out`: the sweep starts from
-    the row's trained state and its times are scaled to the row's step (`Anchor`). A
-    prediction already there made from the same row, model and profile is kept. None
-    (said) where the 1-device row is missing or failed.
-
-    - `profile`: the collective costs; None: this session's probe (`session_probe`),
-      ranged over `machine` (this machine's probes over sessions) where given.
-    - `label`: names the prediction in what is printed.
-    - `extra`: more fields for the written prediction (the map's `workload`).
-    - `axis`: per-device batches to predict along (`predict_modes`).
-    """
+    """The prediction of `target` from its trained 1-device row under `results`
+    (`Anchor`), written to `out`; one there made from the same is kept. None (said, by
+    `label`) where the row cannot anchor one. `profile` None: this session's probe,
+    ranged over `machine`; `extra`: more fields to write."""
     from .measure.probe import session_probe
-    from .measure.state import STATE_NAME
     from .study import records
 
     rec, made_from, kept = _made_from(target, results, out, profile, axis)
     if kept is not None:
         return kept
-    state = records.record_path(one_device(target), results).parent / STATE_NAME
+    state = _state_path(target, results)
     why = _unusable(rec, state, one_device(target))
     if why is not None:
         if show:
@@ -786,8 +704,7 @@ def predict_from_row(
 
 
 def made_here() -> dict[str, Any]:
-    """Where and when a prediction is made: this machine, its versions, the measurement
-    protocol, the commit and the time."""
+    """Where and when a prediction is made."""
     from .measure.environment import machine_id, now, provenance, this_machine, versions
     from .measure.timing import PROTOCOL
 
@@ -795,11 +712,17 @@ def made_here() -> dict[str, Any]:
             "protocol": PROTOCOL, **provenance(), "finished": now()}  # fmt: skip
 
 
+def _state_path(target: Scenario, results: str | Path) -> Path:
+    """Where the cold run of `target`'s 1-device form saved its trained state."""
+    from .measure.state import STATE_NAME
+    from .study import records
+
+    return records.record_path(one_device(target), results).parent / STATE_NAME
+
+
 def _unusable(rec: dict[str, Any], state: Path, base: Scenario) -> str | None:
-    """Why the 1-device record `rec` of scenario `base` (its trained state at `state`)
-    cannot anchor a prediction here, or None: failed or missing, no trained state, or
-    made elsewhere (another machine, versions, protocol, or the measurement environment
-    a kernel of `base` runs in here, `plan.expected_env`: `plan.why_not_here`)."""
+    """Why the 1-device record `rec` of `base` (its trained state at `state`) cannot
+    anchor a prediction here, or None."""
     from .study.plan import expected_env, why_not_here
 
     if rec.get("status") != "ok":
@@ -817,9 +740,8 @@ def _made_from(
     profile: HardwareProfile | None,
     axis: Sequence[int] = (),
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
-    """The 1-device record a prediction of `target` is made from, what it is made from
-    (the record's run, the model, the profile, the batch axis), and the prediction at
-    `out` where one made from the same is there (else None)."""
+    """The 1-device record of `target`, what a prediction is made from, and the one at
+    `out` where made from the same (else None)."""
     from .study import records
 
     base = one_device(target)
@@ -834,19 +756,12 @@ def _made_from(
 def rows_to_predict(
     results: str | Path, profile: HardwareProfile, scale: str = "quick"
 ) -> list[tuple[Scenario, Path]]:
-    """The targets of `predict_recorded_rows` (`row_targets`) with where each goes,
-    left out those already predicted from the same record, model and profile, and those
-    whose 1-device row cannot anchor one here (`_unusable`: no trained state here, say):
-    what a run would measure."""
-    from .measure.state import STATE_NAME
-    from .study import records
-
-    folder = records.machine_folder(results) / "predict"
+    """The targets of `predict_recorded_rows` with their paths, not yet predicted and
+    whose 1-device row can anchor one here: what a run would measure."""
     out = []
-    for target in row_targets(results, scale):
-        path = folder / f"{target.name()}-profile-{Path(profile.name).stem}.json"
+    for target, path in _row_paths(results, profile, scale):
         rec, _, kept = _made_from(target, results, path, profile)
-        state = records.record_path(one_device(target), results).parent / STATE_NAME
+        state = _state_path(target, results)
         if kept is None and _unusable(rec, state, one_device(target)) is None:
             out.append((target, path))
     return out
@@ -855,25 +770,17 @@ def rows_to_predict(
 def map_to_predict(
     results: str | Path, n: int, scale: str = "quick", profile: HardwareProfile | None = None
 ) -> list[tuple[Any, str]]:
-    """The workload and controller pairs of `predict_map` not already predicted from
-    the same record, model and profile."""
-    from .study.workloads import WORKLOADS
-
-    out = []
-    for w in WORKLOADS:
-        for controller in CONTROLLERS:
-            target, axis = map_target(w, controller, n, scale)
-            path = map_prediction_path(results, w, controller, profile.name if profile else None)
-            if _made_from(target, results, path, profile, axis)[2] is None:
-                out.append((w, controller))
-    return out
+    """The workload and controller pairs of `predict_map` not yet predicted."""
+    return [
+        (w, controller)
+        for w, controller, target, axis, path in _map_targets(results, n, scale, profile)
+        if _made_from(target, results, path, profile, axis)[2] is None
+    ]
 
 
 def row_targets(results: str | Path, scale: str = "quick") -> list[Scenario]:
-    """One prediction target per placement and controller of this machine's measured
-    multi-device rows of `scale` under `results` (ok, strong scaling, the default
-    problem, within the physical cores): the 2-device rows of one process, the
-    2-process rows, the rows across nodes."""
+    """One target per placement and controller of this machine's ok multi-device rows
+    of `scale` (strong scaling, the default problem, within the physical cores)."""
     from .measure.environment import cpu_info
     from .study import records
 
@@ -899,17 +806,22 @@ def row_targets(results: str | Path, scale: str = "quick") -> list[Scenario]:
 def predict_recorded_rows(
     results: str | Path, profile: HardwareProfile, scale: str = "quick", show: bool = True
 ) -> list[dict[str, Any]]:
-    """The prediction of every placement and controller of this machine's measured
-    multi-device rows (`row_targets`) from its 1-device row and `profile`, without
-    measuring the devices predicted; each to `<machine>/predict/<target>-profile-<name>.json`
+    """The prediction of every `row_targets` target from its 1-device row and `profile`,
     for the report to check against the rows. Resumable (`predict_from_row`)."""
-    from .study import records
-
-    folder = records.machine_folder(results) / "predict"
     out = []
-    for target in row_targets(results, scale):
-        path = folder / f"{target.name()}-profile-{Path(profile.name).stem}.json"
+    for target, path in _row_paths(results, profile, scale):
         p = predict_from_row(target, results, path, profile, target.name(), show)
         if p is not None:
             out.append(p)
     return out
+
+
+def _row_paths(
+    results: str | Path, profile: HardwareProfile, scale: str
+) -> list[tuple[Scenario, Path]]:
+    """Each of `row_targets` with where its prediction from `profile` goes."""
+    from .study import records
+
+    folder = records.machine_folder(results) / "predict"
+    tail = f"-profile-{Path(profile.name).stem}.json"
+    return [(t, folder / f"{t.name()}{tail}") for t in row_targets(results, scale)]

@@ -41,13 +41,11 @@ class ModeTimes(NamedTuple):
 
     @property
     def trained(self) -> bool | None:
-        """Whether the parameters timed were trained: their loss (`loss`) at or below
-        `trained_loss`; None where no `trained_loss` was given."""
+        """Whether `loss` is at or below `trained_loss`; None without one."""
         return None if self.trained_loss is None else self.loss <= self.trained_loss
 
     def trained_line(self) -> str:
-        """The table's line on the parameters timed: trained, untrained, or unknown
-        (counted untrained)."""
+        """The table's line on whether the parameters timed were trained."""
         why = "the timing of an untrained model says nothing about training"
         if self.trained_loss is None:
             return (
@@ -60,8 +58,7 @@ class ModeTimes(NamedTuple):
         return f"Parameters as given, trained: no ({said}): {why}"
 
     def table(self) -> str:
-        """The rows as a markdown table naming the machine and whether the parameters
-        were trained (`trained_line`)."""
+        """The rows as a markdown table, naming the machine (and `trained_line`)."""
         lines = [
             f"Machine {self.machine}; step time (median ms) and speedup over `single`, "
             "95% intervals over blocks and steps",
@@ -82,8 +79,7 @@ class ModeTimes(NamedTuple):
 
 
 def _default_modes(n_devices: int) -> tuple[str, ...]:
-    """Every mode the running JAX has (`AbstractMode.why_not_here`) with 2 or more
-    devices, else `single`."""
+    """Every mode the running JAX has with 2 or more devices, else `single`."""
     if n_devices < 2:
         return ("single",)
     return modes_here()

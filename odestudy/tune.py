@@ -153,9 +153,8 @@ class Tuner:
         return Trial(c, step, compiled, params, opt_state, placed, block, elapsed)
 
     def check(self, t: Trial) -> dict[str, Any]:
-        """What `t`'s step computes from the trained state, off the clock: its first loss,
-        the most solver steps a sample took over `CHECK_STEPS` carried steps, and the
-        evaluation loss after them (the same evaluation for all)."""
+        """Off the clock: `t`'s first loss, the most solver steps a sample took over
+        `CHECK_STEPS` carried steps, and the evaluation loss after them."""
         import equinox as eqx
 
         from .measure.modes import to_host
@@ -217,8 +216,7 @@ class Tuner:
         return runs
 
     def contended(self) -> dict[int, str]:
-        """The rounds of the last `time` in which the host contended some block
-        (`measure.host.contended`), each with why, where two or more others remain."""
+        """The rounds of the last `time` the host contended, with why, where two remain."""
         from .measure import host
 
         why: dict[int, str] = {}
@@ -305,11 +303,9 @@ def split_phase(
     ]
     log(f"split: the chosen step on {devices} devices in {len(split)} modes")
     rows = measure_phase(tuner, [one, *split], "split", loss_factor)
-    base = (
-        f"the chosen step on one device, {rows[0]['step_time_s'] * 1e3:.3g} ms"
-        if ("step_time_s" in rows[0])
-        else "the chosen step on one device"
-    )
+    base = "the chosen step on one device"
+    if "step_time_s" in rows[0]:
+        base += f", {rows[0]['step_time_s'] * 1e3:.3g} ms"
     timed = [r for r in rows[1:] if "speedup" in r]
     pays = [r for r in timed if r.get("verdict") == "faster"]
     best = max(pays, key=lambda r: r["speedup"]) if pays else None
@@ -398,11 +394,9 @@ def tune(
     devices: int = 1,
     loss_factor: float | None = None,
 ) -> dict[str, Any]:
-    """Tune `s`'s step: the step file's content (see the module's docstring); `log`
-    receives progress lines. Where the levers alone took more than half of `budget_s`,
-    the combinations are left out. With `devices` of 2 or more, the chosen step is then
-    timed split over them (`split_phase`). `loss_factor`: the equal-loss bound over the
-    default's loss (None: `_loss_factor`)."""
+    """Tune `s`'s step (see the module's docstring): the step file's content. With
+    `devices` of 2 or more, the chosen step is then timed split over them; `loss_factor`:
+    the equal-loss bound over the default's loss (None: `_loss_factor`)."""
     from .measure.environment import now
     from .measure.training import environment
     from .study.records import DEFAULT_RESULTS, machine_folder

@@ -132,7 +132,10 @@ def test_predict_gives_each_one_loop_mode_its_own_loop_collectives():
     ]}  # fmt: skip
     gradient, latency = Value(20e-6, 10e-6, 40e-6, "cited"), Value(1e-5, 5e-6, 2e-5, "cited")
     in_loop = {"shard": 5.0, "explicit": 2.0}
-    rows = {r["mode"]: r for r in predict.predict_rows(sweep, target, gradient, latency, in_loop)}
+    rows = {
+        r["mode"]: r
+        for r in predict.predict_rows(predict.Measured(sweep, gradient, latency, in_loop), target)
+    }
     for mode, k in in_loop.items():
         assert rows[mode]["in_loop_s"] == pytest.approx(k * rows[mode]["iterations"] * 1e-5)
     assert rows["pmap"]["in_loop_s"] == rows["shard_map"]["in_loop_s"] == 0

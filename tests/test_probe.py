@@ -15,6 +15,7 @@ from odestudy.measure.probe import GRADIENT_FLOATS, PROBE_VARIABLE, allreduce_s
 from odestudy.measure.scenario import Scenario
 from odestudy.predict import (
     Anchor,
+    Measured,
     check_prediction,
     expected_max,
     one_device,
@@ -141,7 +142,7 @@ def test_each_mode_gets_its_step_and_speedup_with_intervals():
                    list(rng.integers(8, 13, 64)))  # fmt: skip
     gradient = Value(20e-6, 10e-6, 40e-6, "cited")
     loop = Value(10e-6, 5e-6, 20e-6, "cited")
-    rows = {r["mode"]: r for r in predict_rows(sweep, target, gradient, loop, in_loop=5.0)}
+    rows = {r["mode"]: r for r in predict_rows(Measured(sweep, gradient, loop, 5.0), target)}
     assert tuple(rows) == predicted_modes(target) == ("pmap", "shard", "shard_map", "explicit")
     for r in rows.values():
         lo, hi = r["step_time_interval_s"]
@@ -166,7 +167,7 @@ def test_every_predicted_estimate_lies_inside_its_interval(profile, skew):
     sweep = _sweep(list(1e-3 + 3e-4 * rng.random(10)), list(2e-3 + 3e-4 * rng.random(10)),
                    list(rng.integers(*skew, 64)))  # fmt: skip
     gradient = profile_from_file(shipped_profiles()[profile]).gradient(4482, 2)
-    for r in predict_rows(sweep, target, gradient, gradient, in_loop=30.0):
+    for r in predict_rows(Measured(sweep, gradient, gradient, 30.0), target):
         lo, hi = r["step_time_interval_s"]
         assert lo <= r["step_time_s"] <= hi, (profile, r["mode"])
         slo, shi = r["speedup_interval"]
@@ -193,7 +194,9 @@ def test_a_prediction_from_a_recorded_row_takes_its_level_from_the_row():
     assert row.step_time_s == pytest.approx(float(np.median(full)))
 
     def rows(s, anchor=None):
-        return {r["mode"]: r for r in predict_rows(s, target, gradient, loop, 5.0, anchor=anchor)}
+        return {
+            r["mode"]: r for r in predict_rows(Measured(s, gradient, loop, 5.0, anchor), target)
+        }
 
     plain, off, fixed = rows(sweep), rows(slow), rows(slow, row)
     for mode, r in fixed.items():
@@ -377,7 +380,9 @@ def test_a_prediction_along_a_batch_axis_is_scaled_to_its_anchor():
     ]}  # fmt: skip
     anchor = predict.Anchor(8, (4e-3, 4e-3, 4e-3), "a row")  # twice the sweep's level
     gradient, latency = Value(0.0, 0.0, 0.0, "none"), Value(0.0, 0.0, 0.0, "none")
-    along = predict.predict_axis(sweep, target, gradient, latency, 0.0, (2, 8), anchor)
+    along = predict.predict_axis(
+        predict.Measured(sweep, gradient, latency, 0.0, anchor), target, (2, 8)
+    )
     (point, _) = along["modes"]["shard_map"]["points"]
     assert point["per_device_batch"] == 2 and point["global_batch"] == 4
     assert point["step_time_s"] > 0 and point["speedup"] > 0
