@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: versions rising-cost own-loop neighbours all full map crossover map-levers map-vectors map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: steps versions rising-cost own-loop neighbours all full map crossover map-levers map-vectors map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -118,6 +118,12 @@ own-loop: $(STAMP)
 	cd examples && ../$(BIN)/odestudy tune --problem own_problem:PROBLEM --scale quick \
 		--results ../results
 	$(BIN)/python benchmarks/own_loop.py
+
+# The study's step per shipped problem (data/measured_steps.json), derived from the
+# committed `odestudy tune` records (odestudy/measured_steps.py says the rule); tune the
+# shipped problems first (`odestudy tune --problem P --controller C --devices 2`).
+steps: $(STAMP)
+	$(BIN)/odestudy steps
 
 # The installed modules' bytecode is compiled on every core (`compileall -j 0`) rather
 # than by pip one file at a time (`--no-compile`): about half of pip's time here. It is

@@ -404,6 +404,18 @@ def _report(a: argparse.Namespace) -> int:
 
 
 @command(
+    "steps",
+    "derive data/measured_steps.json (the study's step per shipped problem) from the tune records",
+    RESULTS_FOLDER,
+)
+def _steps(a: argparse.Namespace) -> int:
+    from . import measured_steps
+
+    print(f"wrote {measured_steps.write(a.results)}")
+    return 0
+
+
+@command(
     "predict",
     "each mode's step time at N devices for a problem, from a short 1-device sweep",
     add_scenario_options,  # --devices N and --processes P: the placement predicted

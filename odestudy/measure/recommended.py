@@ -1,7 +1,7 @@
 """The study's recommended step, a rule over levers (`lever.AbstractLever`): the
 levers of the study's step on every problem (`STUDY_LEVERS`, each where it applies),
-and the levers the study's records measured faster on a shipped problem
-(`data/measured_steps.json`), each on the device kinds where it was measured faster.
+and the levers of each shipped problem's step that the study's tune records measured
+(`data/measured_steps.json`, derived by `measured_steps.py`), per device kind.
 The fused solve, where it runs the step, drops diffrax's saving and stages and takes the
 controller's reverse mode (`AbstractController.fused_adjoint`). The study's records of
 the recommended step were made by this rule.
@@ -45,16 +45,28 @@ def _measured() -> dict[str, Any]:
     return json.loads(shipped("data", "measured_steps.json").read_text())["problems"]
 
 
+def _names(entry: dict[str, Any], device: str, controller: str) -> list[AbstractLever]:
+    """The levers derived for `controller` on `device`'s kind; where that kind has no
+    tune record, those derived on other kinds that are not known faster only elsewhere."""
+    kinds = entry["levers"]
+    if controller in kinds.get(device, {}):
+        return [get_lever(n) for n in kinds[device][controller]]
+    out: dict[str, AbstractLever] = {}
+    for kind in sorted(kinds):
+        for lever in (get_lever(n) for n in kinds[kind].get(controller, [])):
+            if lever.faster_on is None or device in lever.faster_on:
+                out.setdefault(lever.name, lever)
+    return list(out.values())
+
+
 def measured(s: Scenario) -> tuple[Facts, list[AbstractLever]]:
-    """What the study's records measured of `s`'s problem: the bound its trained field
-    stays under, and the levers measured faster under `s`'s controller on `s`'s device
-    kind; nothing for a problem the study did not measure."""
+    """What the study's tune records measured of `s`'s problem (`odestudy/measured_steps.py`):
+    the bound its trained field stays under, and the levers of its step under `s`'s
+    controller on `s`'s device kind; nothing for a problem the study did not measure."""
     entry = _measured().get(s.problem)
     if entry is None:
         return Facts(), []
-    levers = [get_lever(n) for n in entry["levers"].get(s.controller, [])]
-    faster = [lever for lever in levers if lever.faster_on is None or s.device in lever.faster_on]
-    return Facts(max_steps=entry.get("max_steps")), faster
+    return Facts(max_steps=entry.get("max_steps")), _names(entry, s.device, s.controller)
 
 
 def study_measured(s: Scenario) -> bool:
@@ -64,11 +76,11 @@ def study_measured(s: Scenario) -> bool:
 
 def measured_problems(lever: str) -> list[str]:
     """The shipped problems whose measured levers (`measured`) include `lever`, under
-    any controller."""
+    any controller on any device kind."""
     return [
         name
         for name, entry in _measured().items()
-        if any(lever in names for names in entry["levers"].values())
+        if any(lever in names for kind in entry["levers"].values() for names in kind.values())
     ]
 
 

@@ -64,7 +64,7 @@ PREDICTION_LIMIT = 0.25
 def step_of(rec: Mapping[str, Any]) -> str:
     """`"recommended"` where the scenario is its own recommended form, else `"default"`."""
     s = Scenario.from_dict(rec["scenario"])
-    return "recommended" if recommended(s) == s else "default"
+    return "recommended" if recommended(s.default_step()) == s else "default"
 
 
 def map_records(results: str | Path, scale: str = "quick") -> list[Rec]:
