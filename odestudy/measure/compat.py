@@ -84,6 +84,15 @@ def auto_axes(f: Callable, out_sharding: Any) -> Callable:
     over instead, diffrax's inner `eqx.filter_jit` fails with "ValueError: Resource
     axis: data of P('data',) is not found in mesh: ()". Only the loss runs under it:
     the gradients' reduction and the optimiser's update keep their Explicit types.
+
+    So the parameters stay replicated, not cast to `reduced` over the batch axis (JAX's
+    data-parallel recipe, which keeps weight gradients unreduced through loops): in
+    jax 0.10.2 a `reduced` input of this region gets a wrong gradient once the region
+    holds a loop (2x with one iteration, more with several), and inside it the axes are
+    Auto, so the gradients' all-reduce stays in the loop. The recipe needs the solve
+    traced under Explicit types, which the fused PID solve also fails (lineax's norm:
+    "Contracting dimensions are sharded"; a hand-written backward's weight-gradient
+    product over the batch needs its `out_sharding` too).
     """
     return jax.sharding.auto_axes(f, out_sharding=out_sharding)
 
