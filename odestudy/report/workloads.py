@@ -32,9 +32,9 @@ from .floor import (
     FUSED_VARIANTS,
     floor_ratio,
     fused_adjoints,
+    fused_machines,
     fused_records,
     fused_section,
-    gpu_fused_machines,
     older_step,
     recommended_made_of,
     variant_row,
@@ -681,7 +681,7 @@ def fused_summary(recs: list[LeverRecord]) -> list[str]:
 def gpu_fused_summary(results: str | Path) -> list[str]:
     """A bullet per GPU with fused-solve map records."""
     lines = []
-    for machine in gpu_fused_machines(results):
+    for machine in fused_machines(results, "gpu"):
         recs = fused_records(results, machine)
         over_default = lever_speedups(recs, "default", "recommended-diffrax")
         fused = lever_speedups(recs, "recommended-diffrax", "recommended-fused")
