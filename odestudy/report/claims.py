@@ -51,6 +51,10 @@ class Judgement:
         return getattr(self, kind)
 
 
+# Per session, its judgement per controller (`judged_sessions`).
+BySession = dict[Any, dict[str, Judgement]]
+
+
 def judge(found: Compared) -> Judgement:
     """`found`'s rows judged against one device (`Judgement`)."""
     use: list[Rec] = []
@@ -102,9 +106,7 @@ def groups(rows: Sequence[dict[str, Any]], device: str = "cpu") -> dict[Any, lis
     return out
 
 
-def judged_sessions(
-    session_rows: dict[Any, list[Rec]], scaling: str, n: int
-) -> dict[Any, dict[str, Judgement]]:
+def judged_sessions(session_rows: dict[Any, list[Rec]], scaling: str, n: int) -> BySession:
     """Per session with `scaling` rows on `n` devices, its judgement per controller."""
     out = {}
     for session, recs in session_rows.items():
@@ -120,7 +122,7 @@ def judged_sessions(
     return out
 
 
-def holds(judged: dict[Any, dict[str, Judgement]], test: Any) -> tuple[int, int]:
+def holds(judged: BySession, test: Any) -> tuple[int, int]:
     """`(holds, answered)`: in how many sessions judged (`judged_sessions`) `test(judged
     per controller)` holds. A session where `test` gives None (no rows of its comparison)
     is not counted: "k of n" counts only sessions that could answer."""
@@ -137,12 +139,9 @@ KINDS = {
 }
 
 
-def agreement(
-    judged: dict[Any, dict[str, Judgement]], c: str, mode: str, verdict: Verdict
-) -> Agreement:
-    """How the sessions judged (`judged_sessions`) with rows of `mode` under controller
-    `c` judged it: how many found `verdict`, of how many, and the others by what they
-    found."""
+def agreement(judged: BySession, c: str, mode: str, verdict: Verdict) -> Agreement:
+    """How the sessions judged with rows of `mode` under controller `c` judged it: how
+    many found `verdict`, of how many, and the others by what they found."""
     found: dict[Verdict, list[str]] = {}
     for session, per in judged.items():
         kind = next((k for k in KINDS if c in per and mode in _modes(per[c].of(k))), None)
@@ -167,7 +166,7 @@ class Judged:
     label: str
     what: str
     scaling: str
-    judged: dict[Any, dict[str, Judgement]]
+    judged: BySession
     claims: dict[tuple[str, str], Claim] = dataclasses.field(default_factory=dict)
 
     def holds(self, test: Any) -> tuple[int, int]:
@@ -199,7 +198,7 @@ ANSWER_WHERE = "the answer with the default step"
 
 def _claims(
     per: dict[str, tuple[Compared, Judgement]],
-    judged: dict[Any, dict[str, Judgement]],
+    judged: BySession,
 ) -> dict[tuple[str, str], Claim]:
     """Each judged row's claim, with how the sessions with such rows judged it."""
     out = {}

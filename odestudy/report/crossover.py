@@ -478,9 +478,8 @@ Checked = tuple[Point, tuple[float, float, float], Prediction, bool | None]
 
 
 def _checked(pts: Sequence[Point], found: Sequence[Prediction]) -> list[Checked]:
-    """Each measured point predicted: the point, its predicted speedup `(estimate, low,
-    high)`, the prediction, and whether it was made before the point's rows
-    (`heldout.made_before`)."""
+    """Each measured point predicted, with its predicted speedup `(estimate, low, high)`,
+    the prediction, and whether it was made before the point's rows (`made_before`)."""
     out = []
     for p in pts:
         made = _prediction(found, p.workload, p.controller)

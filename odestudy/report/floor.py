@@ -80,9 +80,9 @@ def floor_ratio(
     """The variant's step time over its floor with a 95% bootstrap interval: over the
     steps and, where the record measured the rate in every round of blocks, over the
     rounds' floors."""
-    if row_floor_s(rec, row) is None:
+    counts = row_counts(rec, row)
+    if not counts or row.solver_steps_max is None:
         return None, None, None
-    counts = row_counts(rec, row) or FloorCounts()
     rounds = counts.matmul_flops_per_s_rounds or [counts.matmul_flops_per_s]
     floors = [_floor_s(counts, row, rate) for rate in rounds]
     return ratio_interval(row, {"step_times_runs_s": [floors]})

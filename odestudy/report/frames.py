@@ -222,9 +222,8 @@ def _ok_heads(
 def load_steps(
     results: str | Path = "results", scale: str | None = None, current: bool = True
 ) -> pd.DataFrame:
-    """The timed steps of every ok record, long form: one row per step of the last,
-    full-length stage, with its run (0 = the cold run), its index in the run, and the
-    record's name, machine, mode, controller, scaling and devices."""
+    """The timed steps of every ok record, long form: one row per step of the last stage,
+    with its run (0 = the cold run), its index in the run, and `RUN_KEYS`."""
     rows = [
         {**head, "run": run, "index": index, "step_time_s": t}
         for rec, head in _ok_heads(results, scale, current, RUN_KEYS)
@@ -237,9 +236,8 @@ def load_steps(
 def load_runs(
     results: str | Path = "results", scale: str | None = None, current: bool = True
 ) -> pd.DataFrame:
-    """Each run's median step time, long form: one row per run of every ok record
-    (run 0 is the cold run; repeats follow in the order they ran), with the record's
-    name, machine, mode, controller, scaling and devices."""
+    """Each run's median step time, long form: one row per run of every ok record (run 0
+    is the cold run; repeats follow in the order they ran), with `RUN_KEYS`."""
     rows = [
         {**head, "run": run, "step_time_s": t}
         for rec, head in _ok_heads(results, scale, current, RUN_KEYS)
@@ -251,9 +249,8 @@ def load_runs(
 def load_curves(
     results: str | Path = "results", scale: str | None = None, current: bool = True
 ) -> pd.DataFrame:
-    """Training and evaluation losses, long form: one row per optimiser step
-    (`kind="train"`) and per evaluation (`kind="eval"`, with the training time waited
-    for so far), for every ok record."""
+    """Training and evaluation losses of every ok record, long form: one row per optimiser
+    step (`kind="train"`) and per evaluation (`"eval"`, with the training time so far)."""
     keys = ("name", "machine_id", "scale", "mode", "controller", "n_devices", "global_batch")
     rows = []
     for rec, head in _ok_heads(results, scale, current, keys):
