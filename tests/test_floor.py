@@ -137,7 +137,7 @@ def test_the_map_fused_section_shows_each_gpus_records_and_what_it_did_not_measu
     a CPU machine's map records do not."""
     import json
 
-    from odestudy.report.floor import fused_section, gpu_fused_machines
+    from odestudy.report.floor import fused_machines, fused_section
     from odestudy.study.workloads import WORKLOADS
 
     labels = ("default", "recommended", "recommended-fused")
@@ -157,7 +157,7 @@ def test_the_map_fused_section_shows_each_gpus_records_and_what_it_did_not_measu
             git_commit="abcdef1234",
         )
         (folder / f"{w.slug()}-pid.json").write_text(json.dumps(rec))
-    assert gpu_fused_machines(tmp_path) == ["gpu-box"]
+    assert fused_machines(tmp_path, "gpu") == ["gpu-box"]
     text = render_blocks(fused_section(tmp_path, "cpu-box"))
     gpu = text[text.index("### On one GPU: gpu-box (Some GPU)") :]
     # A commit this repository does not hold is said so (`sessions.UNKNOWN`).
@@ -172,7 +172,7 @@ def test_the_map_fused_section_shows_every_cpu_machines_records_the_pages_first(
     first), with what it did not measure: none is hidden behind the page's machine."""
     import json
 
-    from odestudy.report.floor import cpu_fused_machines, fused_section
+    from odestudy.report.floor import fused_machines, fused_section
     from odestudy.study.workloads import WORKLOADS
 
     labels = ("default", "recommended", "recommended-fused")
@@ -189,7 +189,7 @@ def test_the_map_fused_section_shows_every_cpu_machines_records_the_pages_first(
                 finished="2026-11-26T05:57:00+00:00",
             )
             (folder / f"{w.slug()}-pid.json").write_text(json.dumps(rec))
-    assert cpu_fused_machines(tmp_path, "cpu-b") == ["cpu-b", "cpu-a"]
+    assert fused_machines(tmp_path, "cpu", "cpu-b") == ["cpu-b", "cpu-a"]
     text = render_blocks(fused_section(tmp_path, "cpu-b"))
     b, a = text.index("### On cpu-b"), text.index("### On cpu-a")
     assert b < a and "holds no such records" not in text

@@ -38,15 +38,16 @@ def test_k_of_n_counts_only_sessions_with_rows_of_the_comparison():
         _session("a", 0.04), _session("b", 0.05), _session("c", 0.005),
         _session("d", 0.04, controllers=("stepto",)),
     )  # fmt: skip
-    assert len(judged_sessions(by, "strong", 2)) == 4
+    judged = judged_sessions(by, "strong", 2)
+    assert len(judged) == 4
 
     def slower(p):
         if "pid" not in p:
             return None
         return "shard" in [r.mode for r in p["pid"].avoid]
 
-    assert holds(by, "strong", 2, slower) == (2, 3)
-    found = agreement(by, "strong", 2, "pid", "shard", KINDS["avoid"])
+    assert holds(judged, slower) == (2, 3)
+    found = agreement(judged, "pid", "shard", KINDS["avoid"])
     assert (
         found.said(KINDS["avoid"])
         == "slower in 2 of 3 sessions with such rows; faster in 1 (commit c)"

@@ -93,6 +93,10 @@ class ControllerAnswer:
         return list(zip(self.modes, self.over_sessions or [None] * len(self.modes), strict=True))
 
 
+# Per session, oldest first: its own answer per controller (`session_answers`).
+PerSession = list[tuple[Any, dict[str, ControllerAnswer]]]
+
+
 def controller_answer(rows: Sequence[Rec], controller: str) -> ControllerAnswer | None:
     """One controller's answer on the most devices within the cores, or None."""
     mine = [r for r in rows if r.controller == controller and r.scaling == "strong"]
@@ -268,9 +272,7 @@ def controller_answers(
     return tuple(over_sessions(a, judged) for a in answers)
 
 
-def session_answers(
-    every: Sequence[Rec], device: str
-) -> list[tuple[Any, dict[str, ControllerAnswer]]]:
+def session_answers(every: Sequence[Rec], device: str) -> PerSession:
     """Per session of `every`, oldest first: its own answer per controller."""
     found = groups(every, device)
     oldest_first = sorted(found, key=lambda s: s.start.isoformat() if s.start else "")
@@ -282,9 +284,7 @@ def _answers(rows: Sequence[Rec]) -> dict[str, ControllerAnswer]:
     return {c: a for c in CONTROLLERS if (a := controller_answer(rows, c)) is not None}
 
 
-def session_pairs(
-    claim: Claim, controller: str, judged: list[tuple[Any, dict[str, ControllerAnswer]]]
-) -> list[tuple[str, Rec, Rec]]:
+def session_pairs(claim: Claim, controller: str, judged: PerSession) -> list[tuple[str, Rec, Rec]]:
     """`(when, base, row)` of each session that measured `claim`'s comparison, over its own
     best 1-device step of the same levers."""
     c = claim.comparison
@@ -299,9 +299,7 @@ def session_pairs(
     return pairs
 
 
-def over_sessions(
-    a: ControllerAnswer, judged: list[tuple[Any, dict[str, ControllerAnswer]]]
-) -> ControllerAnswer:
+def over_sessions(a: ControllerAnswer, judged: PerSession) -> ControllerAnswer:
     """`a` with each mode's claim made over the sessions that measured it, by value."""
     made: list[tuple[Claim, Replicated | None]] = []
     for claim in a.modes:

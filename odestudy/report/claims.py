@@ -51,6 +51,10 @@ class Judgement:
         return getattr(self, kind)
 
 
+# Per session, its judgement per controller (`judged_sessions`).
+BySession = dict[Any, dict[str, Judgement]]
+
+
 def judge(found: Compared) -> Judgement:
     """`found`'s rows judged against one device (`Judgement`)."""
     use: list[Rec] = []
@@ -102,9 +106,7 @@ def groups(rows: Sequence[dict[str, Any]], device: str = "cpu") -> dict[Any, lis
     return out
 
 
-def judged_sessions(
-    session_rows: dict[Any, list[Rec]], scaling: str, n: int
-) -> dict[Any, dict[str, Judgement]]:
+def judged_sessions(session_rows: dict[Any, list[Rec]], scaling: str, n: int) -> BySession:
     """Per session with `scaling` rows on `n` devices, its judgement per controller."""
     out = {}
     for session, recs in session_rows.items():
@@ -120,20 +122,10 @@ def judged_sessions(
     return out
 
 
-def holds(
-    session_rows: dict[Any, list[Rec]],
-    scaling: str,
-    n: int,
-    test: Any,
-) -> tuple[int, int]:
-    """`(holds, answered)`: in how many sessions `test(judged per controller)` holds. A
-    session where `test` gives None (no rows of its comparison) is not counted: "k of n"
-    counts only sessions that could answer."""
-    return holds_of(judged_sessions(session_rows, scaling, n), test)
-
-
-def holds_of(judged: dict[Any, dict[str, Judgement]], test: Any) -> tuple[int, int]:
-    """`holds` over sessions already judged (`judged_sessions`)."""
+def holds(judged: BySession, test: Any) -> tuple[int, int]:
+    """`(holds, answered)`: in how many sessions judged (`judged_sessions`) `test(judged
+    per controller)` holds. A session where `test` gives None (no rows of its comparison)
+    is not counted: "k of n" counts only sessions that could answer."""
     said = [v for per in judged.values() if (v := test(per)) is not None]
     return sum(map(bool, said)), len(said)
 
@@ -147,23 +139,9 @@ KINDS = {
 }
 
 
-def agreement(
-    session_rows: dict[Any, list[Rec]],
-    scaling: str,
-    n: int,
-    c: str,
-    mode: str,
-    verdict: Verdict,
-) -> Agreement:
-    """How the sessions with rows of `mode` under controller `c` on `n` devices judged it:
-    how many found `verdict`, of how many, and the others by what they found."""
-    return agreement_of(judged_sessions(session_rows, scaling, n), c, mode, verdict)
-
-
-def agreement_of(
-    judged: dict[Any, dict[str, Judgement]], c: str, mode: str, verdict: Verdict
-) -> Agreement:
-    """`agreement` over sessions already judged (`judged_sessions`)."""
+def agreement(judged: BySession, c: str, mode: str, verdict: Verdict) -> Agreement:
+    """How the sessions judged with rows of `mode` under controller `c` judged it: how
+    many found `verdict`, of how many, and the others by what they found."""
     found: dict[Verdict, list[str]] = {}
     for session, per in judged.items():
         kind = next((k for k in KINDS if c in per and mode in _modes(per[c].of(k))), None)
@@ -188,12 +166,12 @@ class Judged:
     label: str
     what: str
     scaling: str
-    judged: dict[Any, dict[str, Judgement]]
+    judged: BySession
     claims: dict[tuple[str, str], Claim] = dataclasses.field(default_factory=dict)
 
     def holds(self, test: Any) -> tuple[int, int]:
         """`holds` of `test` over every session's rows on this answer's devices."""
-        return holds_of(self.judged, test)
+        return holds(self.judged, test)
 
     def x(self, c: str, row: Rec) -> str:
         """The claim of `row` (under `c`) as `1.57x [1.49, 2.16]` (`render_x`)."""
@@ -220,14 +198,14 @@ ANSWER_WHERE = "the answer with the default step"
 
 def _claims(
     per: dict[str, tuple[Compared, Judgement]],
-    judged: dict[Any, dict[str, Judgement]],
+    judged: BySession,
 ) -> dict[tuple[str, str], Claim]:
     """Each judged row's claim, with how the sessions with such rows judged it."""
     out = {}
     for c, (found, _) in per.items():
         for r in found.ranked:
             claim = own_claim(r, ANSWER_WHERE)
-            agreed = agreement_of(judged, c, r.mode, claim.verdict)
+            agreed = agreement(judged, c, r.mode, claim.verdict)
             out[(c, r.mode)] = dataclasses.replace(claim, agreement=agreed)
     return out
 
@@ -292,18 +270,16 @@ def _avoid_and_level(a: Judged) -> list[str]:
     """A bullet per mode slower than one device, and per mode not separable from it."""
     lines = []
     for c, (_, j) in a.per.items():
-        for r in j.avoid:
-            what = f"{mode_label(r.mode)} with {controller_label(c)}"
-            lines.append(
-                f"- **Avoid {what}**: {a.x(c, r)} of one device's speed{_why(r)}. "
-                f"Measured on {a.label}; {a.said(c, r)}."
-            )
-        for r in j.none:
-            what = f"{mode_label(r.mode)} with {controller_label(c)}"
-            lines.append(
-                f"- {what} gains nothing measurable: {a.x(c, r)}, not separable from one "
-                f"device. Measured on {a.label}; {a.said(c, r)}."
-            )
+        for avoid, rows in ((True, j.avoid), (False, j.none)):
+            for r in rows:
+                what = f"{mode_label(r.mode)} with {controller_label(c)}"
+                said = (
+                    f"**Avoid {what}**: {a.x(c, r)} of one device's speed{_why(r)}"
+                    if avoid
+                    else f"{what} gains nothing measurable: {a.x(c, r)}, not separable "
+                    "from one device"
+                )
+                lines.append(f"- {said}. Measured on {a.label}; {a.said(c, r)}.")
     return lines
 
 
@@ -374,14 +350,6 @@ def scale_records(results: str | Path, scale: str) -> list[Rec]:
     return sessions.reassigned(every + related_records(results, scale, every))
 
 
-def answer_claims(
-    results: str | Path, scale: str, rows: Sequence[Rec], scaling: str = "strong"
-) -> list[Answer]:
-    """The answer per device kind of `rows`, against every ok record of `scale`."""
-    every = scale_records(results, scale)
-    return [device_answer(rows, every, scaling, d, scale) for d in ("cpu", "gpu")]
-
-
 def render_claims(answers: Sequence[Answer]) -> list[str]:
     """`answers` as markdown lines."""
     lines = []
@@ -397,8 +365,10 @@ def render_claims(answers: Sequence[Answer]) -> list[str]:
 def scale_claims(
     results: str | Path, scale: str, rows: Sequence[Rec], scaling: str = "strong"
 ) -> list[str]:
-    """The answer of `scale` as markdown lines: `render_claims(answer_claims(...))`."""
-    return render_claims(answer_claims(results, scale, rows, scaling))
+    """The answer per device kind of `rows`, against every ok record of `scale`, as
+    markdown lines."""
+    every = scale_records(results, scale)
+    return render_claims([device_answer(rows, every, scaling, d, scale) for d in ("cpu", "gpu")])
 
 
 def related_records(results: str | Path, scale: str, rows: Sequence[Rec]) -> list[Rec]:

@@ -31,6 +31,7 @@ from .best import Best, best_for, best_steps, over_best, step_of
 from .comparisons import BEST_STEP, ratio_claim
 from .frames import read_records
 from .heldout import held_out_said, made_before, said
+from .intervals import fmt_interval
 from .loss import MARK, differs, trained
 from .runs import merged
 from .tables import escape
@@ -289,10 +290,6 @@ def batch_crossing(
     return crossing([p.per_device_batch for p in mine], [p.speedup for p in mine], "path")
 
 
-def _ci(p: tuple[float, float, float] | None) -> str:
-    return "–" if p is None else f"{p[0]:.2f} [{p[1]:.2f}, {p[2]:.2f}]"
-
-
 def crossover_table(pts: Sequence[Point]) -> Grid:
     """Per session, controller and mode: the crossover in the work and in each axis
     workload's batch, from that session's points alone (never fitted across sessions)."""
@@ -326,9 +323,9 @@ def points_table(pts: Sequence[Point]) -> Grid:
             escape(p.mode),
             f"{p.per_device_batch} / {p.global_batch}",
             f"{p.work_s * 1e3:.3f}" if p.work_s else "–",
-            _ci(p.speedup) + (f" {MARK}" if p.differs else ""),
+            fmt_interval(*p.speedup) + (f" {MARK}" if p.differs else ""),
             escape(p.base.said()),
-            _ci(p.per_device),
+            fmt_interval(*p.per_device or (None, None, None)),
             f"{p.record.step_time_s * 1e3:.3g}",  # type: ignore[operator]
         ]
         for _, mine in by_session(pts)
@@ -415,17 +412,6 @@ def _predicted(
     return None if p is None else (p.crossover or {}).get(mode)
 
 
-def predicted_speedup(
-    found: Sequence[Prediction], point: Point
-) -> tuple[float, float, float] | None:
-    """The prediction of a measured point, `(estimate, low, high)`, or None."""
-    mode = _predicted(found, point.workload, point.controller, point.mode)
-    for p in mode.points if mode is not None else []:
-        if p.per_device_batch == point.per_device_batch:
-            return (p.speedup, *p.speedup_interval)  # type: ignore[return-value]
-    return None
-
-
 def beside_table(pts: Sequence[Point], found: Sequence[Prediction]) -> Grid:
     """The measured crossover in the per-device batch beside the predicted one."""
     body = []
@@ -488,23 +474,30 @@ def _work(work: Sequence[float] | None) -> str:
     return "–" if work is None else f"{work[0]:.3g} [{work[1]:.3g}, {work[2]:.3g}]"
 
 
-def prediction_errors(pts: Sequence[Point], found: Sequence[Prediction]) -> list[PredictionError]:
-    """At every measured point predicted: predicted over measured speedup, minus 1, and
-    whether the prediction was made before the point's rows (`heldout.made_before`)."""
+Checked = tuple[Point, tuple[float, float, float], Prediction, bool | None]
+
+
+def _checked(pts: Sequence[Point], found: Sequence[Prediction]) -> list[Checked]:
+    """Each measured point predicted, with its predicted speedup `(estimate, low, high)`,
+    the prediction, and whether it was made before the point's rows (`made_before`)."""
     out = []
     for p in pts:
-        pred = predicted_speedup(found, p)
         made = _prediction(found, p.workload, p.controller)
-        if pred is None or made is None:
-            continue
-        out.append(
-            PredictionError(
-                error=pred[0] / p.speedup[0] - 1,
-                model=made.made_from.model,
-                before=made_before(made, [p.record, p.base.record]),
-            )
-        )
-    return out
+        mode = None if made is None else (made.crossover or {}).get(p.mode)
+        at = [q for q in (mode.points if mode else []) if q.per_device_batch == p.per_device_batch]
+        if made is not None and at:
+            pred = (at[0].speedup, *at[0].speedup_interval)
+            out.append((p, pred, made, made_before(made, [p.record, p.base.record])))
+    return out  # type: ignore[return-value]
+
+
+def prediction_errors(pts: Sequence[Point], found: Sequence[Prediction]) -> list[PredictionError]:
+    """At every measured point predicted: predicted over measured speedup, minus 1, and
+    whether the prediction was made before the point's rows."""
+    return [
+        PredictionError(error=pred[0] / p.speedup[0] - 1, model=made.made_from.model, before=before)
+        for p, pred, made, before in _checked(pts, found)
+    ]
 
 
 def _verdict(interval: Sequence[float]) -> str:
@@ -516,11 +509,11 @@ def verdicts_said(pts: Sequence[Point], found: Sequence[Prediction]) -> str:
     """At the measured points whose prediction was made before their rows: how often the
     predicted verdict (pays, does not, undecided: the interval straddles 1) is the
     measured one, and how often the opposite; "" where there is none."""
-    pairs = []
-    for p in pts:
-        pred, made = predicted_speedup(found, p), _prediction(found, p.workload, p.controller)
-        if pred and made and made_before(made, [p.record, p.base.record]) is True:
-            pairs.append((_verdict(pred), _verdict(p.speedup)))
+    pairs = [
+        (_verdict(pred), _verdict(p.speedup))
+        for p, pred, _, before in _checked(pts, found)
+        if before is True
+    ]
     if not pairs:
         return ""
     same = sum(a == b for a, b in pairs)

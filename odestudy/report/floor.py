@@ -80,9 +80,9 @@ def floor_ratio(
     """The variant's step time over its floor with a 95% bootstrap interval: over the
     steps and, where the record measured the rate in every round of blocks, over the
     rounds' floors."""
-    if row_floor_s(rec, row) is None:
+    counts = row_counts(rec, row)
+    if not counts or row.solver_steps_max is None:
         return None, None, None
-    counts = row_counts(rec, row) or FloorCounts()
     rounds = counts.matmul_flops_per_s_rounds or [counts.matmul_flops_per_s]
     floors = [_floor_s(counts, row, rate) for rate in rounds]
     return ratio_interval(row, {"step_times_runs_s": [floors]})
@@ -137,11 +137,11 @@ def map_lever_records(results: str | Path, machine: str, folder: str) -> list[Le
 
 def held_elsewhere(results: str | Path, machine: str, folder: str) -> tuple[str, list[LeverRecord]]:
     """`(machine, its CPU records)`, else those of the CPU machine that holds the most."""
-    found = [r for r in map_lever_records(results, machine, folder) if _cpu(r)]
+    found = [r for r in map_lever_records(results, machine, folder) if _on(r, "cpu")]
     if found:
         return machine, found
     others = _machines_with(results, folder)
-    held = {m: [r for r in map_lever_records(results, m, folder) if _cpu(r)] for m in others}
+    held = {m: [r for r in map_lever_records(results, m, folder) if _on(r, "cpu")] for m in others}
     best = max(held, key=lambda m: len(held[m]), default=machine)
     return best, held.get(best, [])
 
@@ -152,8 +152,8 @@ def _machines_with(results: str | Path, folder: str) -> list[str]:
     return sorted(p.parent.name for p in where.glob(f"*/{folder}")) if where.is_dir() else []
 
 
-def _cpu(rec: LeverRecord) -> bool:
-    return rec.fields.get("device", "cpu") == "cpu"
+def _on(rec: LeverRecord, device: str) -> bool:
+    return rec.fields.get("device", "cpu") == device
 
 
 def elsewhere_said(page_machine: str, machine: str) -> list[Block]:
@@ -278,11 +278,11 @@ def _fused_table(recs: list[LeverRecord]) -> Grid:
     return Grid(_FUSED_HEADER, body)
 
 
-def cpu_fused_machines(results: str | Path, machine: str) -> list[str]:
-    """The CPU machines with `make map-fused` records, the page's `machine` first."""
+def fused_machines(results: str | Path, device: str, first: str = "") -> list[str]:
+    """The machines with `make map-fused` records made on `device`, by name, `first` first."""
     found = _machines_with(results, "fused")
-    held = [m for m in found if any(_cpu(r) for r in fused_records(results, m))]
-    return sorted(held, key=lambda m: m != machine)
+    held = [m for m in found if any(_on(r, device) for r in fused_records(results, m))]
+    return sorted(held, key=lambda m: m != first)
 
 
 def _not_measured(recs: Sequence[LeverRecord]) -> str:
@@ -295,8 +295,8 @@ def _not_measured(recs: Sequence[LeverRecord]) -> str:
 def cpu_fused_section(results: str | Path, machine: str) -> list[Block]:
     """The fused solve along the map, a table per CPU machine that measured it."""
     parts: list[Block] = []
-    for held in cpu_fused_machines(results, machine):
-        recs = [r for r in fused_records(results, held) if _cpu(r)]
+    for held in fused_machines(results, "cpu", machine):
+        recs = [r for r in fused_records(results, held) if _on(r, "cpu")]
         said = escape(sessions.sessions_line(recs, recs)) + _not_measured(recs) + older_step(recs)
         parts += [Text(f"### On {escape(held)}"), Text(said), _fused_table(recs)]
     return parts
@@ -321,16 +321,10 @@ def fused_section(results: str | Path, machine: str) -> list[Block]:
     return [head, said, *cpu, *gpu_fused_section(results)]
 
 
-def gpu_fused_machines(results: str | Path) -> list[str]:
-    """The machines whose map has fused-solve records made on a GPU, by name."""
-    found = _machines_with(results, "fused")
-    return [m for m in found if any(r.fields.device == "gpu" for r in fused_records(results, m))]
-
-
 def gpu_fused_section(results: str | Path) -> list[Block]:
     """The fused solve along the map, a table per GPU measured."""
     parts: list[Block] = []
-    for machine in gpu_fused_machines(results):
+    for machine in fused_machines(results, "gpu"):
         recs = fused_records(results, machine)
         kinds = {str(r.probe.device_kind) for r in recs}
         head = (

@@ -4,7 +4,7 @@ exploration: one row per record, per timed step, per evaluation)."""
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -210,66 +210,58 @@ RUN_KEYS = (
 )
 
 
+def _ok_heads(
+    results: str | Path, scale: str | None, current: bool, keys: Sequence[str]
+) -> Iterator[tuple[Rec, dict[str, Any]]]:
+    """Each ok record under `results` with its values of `keys`."""
+    for rec in read_records(results, scale, current):
+        if rec.ok:
+            yield rec, {k: rec.get(k) for k in keys}
+
+
 def load_steps(
     results: str | Path = "results", scale: str | None = None, current: bool = True
 ) -> pd.DataFrame:
-    """The timed steps of every ok record, long form: one row per step of the last,
-    full-length stage, with its run (0 = the cold run), its index in the run, and the
-    record's name, machine, mode, controller, scaling and devices."""
-    keys = RUN_KEYS
-    rows = []
-    for rec in read_records(results, scale, current):
-        if not rec.ok:
-            continue
-        runs = rec.step_times_runs_s or [rec.last_stage.step_times_s or []]
-        for run, times in enumerate(runs):
-            for index, t in enumerate(times):
-                rows.append(
-                    {**{k: rec.get(k) for k in keys}, "run": run, "index": index, "step_time_s": t}
-                )
-    return pd.DataFrame(rows, columns=[*keys, "run", "index", "step_time_s"])
+    """The timed steps of every ok record, long form: one row per step of the last stage,
+    with its run (0 = the cold run), its index in the run, and `RUN_KEYS`."""
+    rows = [
+        {**head, "run": run, "index": index, "step_time_s": t}
+        for rec, head in _ok_heads(results, scale, current, RUN_KEYS)
+        for run, times in enumerate(rec.step_times_runs_s or [rec.last_stage.step_times_s or []])
+        for index, t in enumerate(times)
+    ]
+    return pd.DataFrame(rows, columns=[*RUN_KEYS, "run", "index", "step_time_s"])
 
 
 def load_runs(
     results: str | Path = "results", scale: str | None = None, current: bool = True
 ) -> pd.DataFrame:
-    """Each run's median step time, long form: one row per run of every ok record
-    (run 0 is the cold run; repeats follow in the order they ran), with the record's
-    name, machine, mode, controller, scaling and devices."""
-    keys = RUN_KEYS
+    """Each run's median step time, long form: one row per run of every ok record (run 0
+    is the cold run; repeats follow in the order they ran), with `RUN_KEYS`."""
     rows = [
-        {**{k: rec.get(k) for k in keys}, "run": run, "step_time_s": t}
-        for rec in read_records(results, scale, current)
-        if rec.ok
+        {**head, "run": run, "step_time_s": t}
+        for rec, head in _ok_heads(results, scale, current, RUN_KEYS)
         for run, t in enumerate(rec.step_time_runs_s or [])
     ]
-    return pd.DataFrame(rows, columns=[*keys, "run", "step_time_s"])
+    return pd.DataFrame(rows, columns=[*RUN_KEYS, "run", "step_time_s"])
 
 
 def load_curves(
     results: str | Path = "results", scale: str | None = None, current: bool = True
 ) -> pd.DataFrame:
-    """Training and evaluation losses, long form: one row per optimiser step
-    (`kind="train"`) and per evaluation (`kind="eval"`, with the training time waited
-    for so far), for every ok record."""
+    """Training and evaluation losses of every ok record, long form: one row per optimiser
+    step (`kind="train"`) and per evaluation (`"eval"`, with the training time so far)."""
     keys = ("name", "machine_id", "scale", "mode", "controller", "n_devices", "global_batch")
     rows = []
-    for rec in read_records(results, scale, current):
-        if not rec.ok:
-            continue
-        head = {k: rec.get(k) for k in keys}
-        for step, loss in enumerate(rec.train_loss or [], start=1):
-            rows.append({**head, "kind": "train", "step": step, "loss": loss, "train_time_s": None})
-        for point in rec.curve:
-            rows.append(
-                {
-                    **head,
-                    "kind": "eval",
-                    "step": point.step,
-                    "loss": point.eval_loss,
-                    "train_time_s": point.train_time_s,
-                }
-            )
+    for rec, head in _ok_heads(results, scale, current, keys):
+        rows += [
+            dict(head, kind="train", step=step, loss=loss, train_time_s=None)
+            for step, loss in enumerate(rec.train_loss or [], start=1)
+        ]
+        rows += [
+            dict(head, kind="eval", step=p.step, loss=p.eval_loss, train_time_s=p.train_time_s)
+            for p in rec.curve
+        ]
     return pd.DataFrame(rows, columns=[*keys, "kind", "step", "loss", "train_time_s"])
 
 

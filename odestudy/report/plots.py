@@ -285,6 +285,10 @@ def scaling_figures(
     return paths
 
 
+# The step-cost figure's x axis: one device's batch, in log.
+BATCH_AXIS = {"xscale": "log", "xlabel": "batch (one device)"}
+
+
 def _forward_axes(
     c: Any, sweeps: Sequence[Sweep], data: pd.DataFrame, palette: dict, name: Any
 ) -> None:
@@ -295,13 +299,8 @@ def _forward_axes(
         c.plot(sel["batch"], sel["forward_s"] * 1e3, "o-", color=color, label=f"{label}: forward")
         rest = (sel["step_s"] - sel["forward_s"]) * 1e3
         c.plot(sel["batch"], rest, "s--", color=color, label=f"{label}: backward + update")
-    c.set(
-        xscale="log",
-        yscale="log",
-        xlabel="batch (one device)",
-        ylabel="ms per step (medians)",
-        title="forward (loss alone) vs the rest",
-    )
+    c.set(**BATCH_AXIS, yscale="log", ylabel="ms per step (medians)")
+    c.set_title("forward (loss alone) vs the rest")
     c.legend(fontsize=7)
 
 
@@ -318,17 +317,8 @@ def _cost_axes(
         x = sel["batch"].to_numpy(float)
         fitted = (sw.fit.fixed_per_iteration_s + sw.fit.per_sample_iteration_s * x) * 1e3
         b.plot(x, fitted, ":", color=palette[name(sw)])
-    a.set(
-        xscale="log",
-        yscale="log",
-        xlabel="batch (one device)",
-        ylabel="step time (s), median, IQR bars",
-    )
-    b.set(
-        xscale="log",
-        xlabel="batch (one device)",
-        ylabel="ms per executed solver iteration (dotted: fit)",
-    )
+    a.set(**BATCH_AXIS, yscale="log", ylabel="step time (s), median, IQR bars")
+    b.set(**BATCH_AXIS, ylabel="ms per executed solver iteration (dotted: fit)")
 
 
 def step_cost_figure(sweeps: Sequence[Sweep], out: str | Path, stem: str) -> list[Path]:

@@ -32,9 +32,9 @@ from .floor import (
     FUSED_VARIANTS,
     floor_ratio,
     fused_adjoints,
+    fused_machines,
     fused_records,
     fused_section,
-    gpu_fused_machines,
     older_step,
     recommended_made_of,
     variant_row,
@@ -45,7 +45,6 @@ from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import differs, pair_mark, trained
 from .map_levers import (
     MAP_LEVERS,
-    LeverSpeedup,
     lever_section,
     lever_speedups,
     lever_summary,
@@ -681,30 +680,23 @@ def fused_summary(recs: list[LeverRecord]) -> list[str]:
 def gpu_fused_summary(results: str | Path) -> list[str]:
     """A bullet per GPU with fused-solve map records."""
     lines = []
-    for machine in gpu_fused_machines(results):
+    for machine in fused_machines(results, "gpu"):
         recs = fused_records(results, machine)
         over_default = lever_speedups(recs, "default", "recommended-diffrax")
         fused = lever_speedups(recs, "recommended-diffrax", "recommended-fused")
         if not over_default or not fused:
             continue
+        faster, slower = separated(fused)
         pairs = ", ".join(f"{escape(r.workload)} {escape(r.fields.controller)}" for r in recs)
         lines.append(
             f"- On one GPU ({sessions.sessions_line(recs, recs).rstrip('.')}; "
             f"{pairs}): the recommended step run by diffrax's loop {ratio_range(over_default)} "
             f"the default's speed, by the fused solve ({fused_adjoints(recs)}) "
-            f"{ratio_range(fused)} diffrax's, {_faster_count(fused)} "
-            "(`figures/tables/workloads.md`)." + older_step(recs)
+            f"{ratio_range(fused)} diffrax's, {faster} of {len(fused)} faster with the whole "
+            f"interval above 1 at equal loss, {slower} slower (`figures/tables/workloads.md`)."
+            + older_step(recs)
         )
     return lines
-
-
-def _faster_count(found: Sequence[LeverSpeedup]) -> str:
-    """How many of `found` are faster at equal loss, and slower, by their intervals."""
-    faster, slower = separated(found)
-    return (
-        f"{faster} of {len(found)} faster with the whole interval above 1 at equal loss, "
-        f"{slower} slower"
-    )
 
 
 def _prediction_summary(
