@@ -12,7 +12,7 @@ COLLECTIVES = (
     "collective-broadcast",
 )
 # An instruction line: `%name = type opcode(operands), attrs` (ROOT optional).
-_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s([\w\-]+)\((.*)$")
+_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*?)\s([\w\-]+)\((.*)$")
 _COMP = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
 _CALLED = re.compile(
     r"\b(?:body|condition|to_apply|calls|branch_computations|true_computation|"
@@ -56,7 +56,8 @@ def _kind(opcode: str) -> str | None:
 
 
 def _parse(hlo: str):
-    computations: dict[str, list[tuple[str, str, str]]] = {}
+    """Each computation's instructions as `(opcode, line, result type, name)`."""
+    computations: dict[str, list[tuple[str, str, str, str]]] = {}
     current = None
     for line in hlo.splitlines():
         if current is None or line.rstrip().endswith("{") and "=" not in line.split("{")[0]:
@@ -72,7 +73,7 @@ def _parse(hlo: str):
             continue
         match = _INSTR.match(line)
         if match:
-            computations[current].append((match.group(2), line, match.group(1)))
+            computations[current].append((match.group(3), line, match.group(2), match.group(1)))
     return computations
 
 
@@ -87,13 +88,13 @@ def _in_loop(computations: dict) -> tuple[set[str], int]:
     """The computations reachable from a `while` body or condition, and the number of
     `while` instructions."""
     calls = {
-        name: [c for _, line, _ in instrs for c in _callees(line) if c in computations]
+        name: [c for _, line, *_ in instrs for c in _callees(line) if c in computations]
         for name, instrs in computations.items()
     }
     loop_roots: list[str] = []
     n_while = 0
     for instrs in computations.values():
-        for opcode, line, _ in instrs:
+        for opcode, line, *_ in instrs:
             if opcode == "while":
                 n_while += 1
                 loop_roots.extend(c for c in _callees(line) if c in computations)
@@ -108,21 +109,17 @@ def _in_loop(computations: dict) -> tuple[set[str], int]:
     return in_loop, n_while
 
 
-# An instruction's name: `%name = ...` (ROOT optional).
-_INSTR_NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=")
-
-
 def loop_collective_names(hlo: str) -> list[str]:
     """The names of the collective instructions inside while loops of a compiled HLO
     module's text (what a profile counts to give how often they run)."""
     computations = _parse(hlo)
     in_loop, _ = _in_loop(computations)
-    names = []
-    for name in in_loop:
-        for opcode, line, _ in computations[name]:
-            found = _INSTR_NAME.match(line)
-            if _kind(opcode) is not None and found:
-                names.append(found.group(1))
+    names = [
+        instr
+        for name in in_loop
+        for opcode, _, _, instr in computations[name]
+        if _kind(opcode) is not None
+    ]
     return sorted(names)
 
 
@@ -134,7 +131,7 @@ def count_collectives(hlo: str) -> CollectiveCount:
     in_loops_by_kind: dict[str, int] = {}
     nbytes = {True: 0, False: 0}
     for name, instrs in computations.items():
-        for opcode, _, type_text in instrs:
+        for opcode, _, type_text, _ in instrs:
             kind = _kind(opcode)
             if kind is None:
                 continue

@@ -2,6 +2,15 @@
 
 import os
 
+# XLA's flag for the number of virtual CPU devices.
+DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def with_device_count(flags: str, count: int) -> str:
+    """XLA flags `flags` with the virtual CPU device count set to `count`."""
+    kept = [f for f in flags.split() if not f.startswith(DEVICE_COUNT_FLAG)]
+    return " ".join([*kept, f"{DEVICE_COUNT_FLAG}={count}"])
+
 
 def configure_devices(device: str, devices_per_process: int) -> None:
     """Set up JAX for a scenario; call before anything touches a JAX device.
@@ -32,13 +41,7 @@ def configure_devices(device: str, devices_per_process: int) -> None:
         try:
             jax.config.update("jax_num_cpu_devices", want)
         except AttributeError:  # JAX before 0.4.38: only the XLA flag sets the count
-            flags = [
-                f
-                for f in os.environ.get("XLA_FLAGS", "").split()
-                if not f.startswith("--xla_force_host_platform_device_count")
-            ]
-            flags.append(f"--xla_force_host_platform_device_count={want}")
-            os.environ["XLA_FLAGS"] = " ".join(flags)
+            os.environ["XLA_FLAGS"] = with_device_count(os.environ.get("XLA_FLAGS", ""), want)
     elif device == "gpu":
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     else:
@@ -58,13 +61,7 @@ def child_environment(device: str, devices_per_process: int, base: dict | None =
     """
     env = dict(os.environ if base is None else base)
     if device == "cpu":
-        flags = [
-            f
-            for f in env.get("XLA_FLAGS", "").split()
-            if not f.startswith("--xla_force_host_platform_device_count")
-        ]
-        flags.append(f"--xla_force_host_platform_device_count={max(devices_per_process, 1)}")
-        env["XLA_FLAGS"] = " ".join(flags)
+        env["XLA_FLAGS"] = with_device_count(env.get("XLA_FLAGS", ""), max(devices_per_process, 1))
         env["JAX_PLATFORMS"] = "cpu"
     else:
         env.pop("JAX_PLATFORMS", None)

@@ -3,26 +3,19 @@ that carries only what a step needs.
 
 Diffrax's `diffeqsolve` carries its whole state through every step (events, `SaveAt`
 bookkeeping with an inner loop over saved times, progress meter, result codes, dense
-buffers, jump handling). The fused solve keeps diffrax's arithmetic (Tsit5's
-tableau, as straight-line code with no stage buffer; diffrax's
-`PIDController.adapt_step_size`; Tsit5's interpolation; diffrax's clipping of the last
-step) and carries only the time, the next
-time, the state, the FSAL stage, the controller's memory, the solution at the
-observation times and two counters. Saving evaluates the step's interpolant at every
-observation time and keeps those inside the step: straight-line code, no inner loop.
+buffers, jump handling). The fused solve keeps diffrax's arithmetic (Tsit5's tableau as
+straight-line code, `PIDController.adapt_step_size`, Tsit5's interpolation, diffrax's
+clipping of the last step) and carries only the time, the next time, the state, the
+FSAL stage, the controller's memory, the solution at the observation times and two
+counters. Saving evaluates the step's interpolant at every observation time and keeps
+those inside the step: straight-line code, no inner loop.
 
-Reverse mode (`REVERSE`), chosen by the scenario's `adjoint`:
-- `all_steps`: equinox's checkpointed while loop with a checkpoint per step (as
-  diffrax's adjoint with `checkpoints=max_steps`): the forward pass stops at the end,
-  the backward pass recomputes each step from its stored carry;
-- `recursive`: the same loop with diffrax's default number of checkpoints;
-- `scan`: a bounded loop with per-step storage, a `lax.scan` over `max_steps` that
-  stores every step's residuals (no recomputation); steps after the end are skipped by
-  a conditional, which `vmap` (one solve per sample) turns into a select;
-- `checkpointed_scan`: that scan with each step rematerialised in the backward pass.
-
-The solve's own reverse loop, which replays only the accepted steps and interpolates the
-observation times once after the loop, is `replay.py` (`adjoint="accepted_steps"`).
+The loop is differentiated as the scenario's `adjoint` says (`REVERSE`; each is a type
+in `solvers.py`): equinox's checkpointed while loop (`all_steps`: a checkpoint per step;
+`recursive`: diffrax's default number), or a `lax.scan` over `max_steps` storing every
+step (`scan`; `checkpointed_scan` rematerialises each), the steps after the end skipped
+by a conditional that `vmap` turns into a select. The solve's own reverse loop over the
+accepted steps is `replay.py`.
 
 A PID solve that needs more than `max_steps` steps returns NaN at the times it did not
 reach, so that the loss is non-finite and the run fails loudly.
@@ -39,7 +32,7 @@ from jaxtyping import Array, Float, Int
 
 from . import tsit5
 
-# Reverse mode of the fused loop, the `adjoint` values it takes (see the module's text).
+# The `adjoint` values the fused loop takes (see the module's text).
 REVERSE = ("all_steps", "recursive", "scan", "checkpointed_scan")
 
 # Diffrax's PID rule (its default constants), for every solve that writes it out itself

@@ -63,6 +63,7 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
     - `safe`: it cannot make a step slower; `--recommended` applies it before `tune`
       (`safe_on` may narrow it per scenario).
     - `fused_loop`: the recommended step takes it with the fused solve only.
+    - `sets`: the fields it sets whatever the scenario (`fields`' default).
     """
 
     name: ClassVar[str]
@@ -72,11 +73,12 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
     devices: ClassVar[tuple[str, ...] | None] = None
     faster_on: ClassVar[tuple[str, ...] | None] = None
     safe: ClassVar[bool] = False
+    sets: ClassVar[dict[str, Any]] = {}
 
-    @abc.abstractmethod
     def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
         """The `Scenario` fields the lever sets on `s`, with those it needs; a one-line
         ValueError where it needs a fact `facts` lacks."""
+        return dict(self.sets)
 
     def check(self, s: ScenarioLike) -> str | None:
         """Why the lever does not apply to `s`'s controller and device kind (one line),

@@ -19,6 +19,7 @@ from jax.sharding import PartitionSpec as P
 
 from . import environment
 from .compat import make_data_mesh, shard_map
+from .timing import median_time
 from .vectors import probed_options
 
 PROBE_VARIABLE = "ODESTUDY_PROBE"  # the file of this session's probe
@@ -31,17 +32,6 @@ GRADIENT_FLOATS = 16384
 # 2: the matmul rate is the faster over the compile options a step may take
 # (`vectors.probed_options`), not XLA's defaults alone.
 PROBE_VERSION = 2
-
-
-def _time(fn: Any, *args: Any, repeats: int) -> float:
-    """Median wall time of `repeats` waited-for calls of a compiled `fn` (one warm-up)."""
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def collective_latency(
@@ -71,7 +61,7 @@ def collective_latency(
         lambda index: np.ones((n_devices * size,), np.float32)[index],
     )
     medians = {
-        with_psum: _time(program(with_psum).lower(x).compile(), x, repeats=repeats)
+        with_psum: median_time(program(with_psum).lower(x).compile(), x, repeats=repeats)
         for with_psum in (False, True)
     }
     return {
@@ -97,7 +87,7 @@ def matmul_rate(batch: int, width: int, iterations: int = 200, repeats: int = 7)
     )
     lowered = fn.lower(y, w)
     seconds = min(
-        _time(lowered.compile(options), y, w, repeats=repeats)
+        median_time(lowered.compile(options), y, w, repeats=repeats)
         for options in probed_options(jax.default_backend())
     )
     return {
@@ -115,7 +105,7 @@ def transcendental_rate(
     y = jax.device_put(np.random.default_rng(0).standard_normal((batch, width), np.float32))
     body = lambda i, c: jax.numpy.log1p(jax.numpy.exp(0.5 * c))  # noqa: E731
     fn = jax.jit(lambda y: jax.lax.fori_loop(0, iterations, body, y))
-    seconds = _time(fn.lower(y).compile(), y, repeats=repeats)
+    seconds = median_time(fn.lower(y).compile(), y, repeats=repeats)
     return {
         "batch": batch,
         "width": width,
@@ -127,7 +117,7 @@ def loop_iteration_s(iterations: int = 20000, repeats: int = 7) -> float:
     """Seconds per iteration of an empty compiled loop (a solver loop's cost per step)."""
     fn = jax.jit(lambda x: jax.lax.fori_loop(0, iterations, lambda i, c: c + 1.0, x))
     x = jax.numpy.float32(0.0)
-    return _time(fn.lower(x).compile(), x, repeats=repeats) / iterations
+    return median_time(fn.lower(x).compile(), x, repeats=repeats) / iterations
 
 
 def device_counts(n_devices: int) -> list[int]:

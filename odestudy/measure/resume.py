@@ -77,15 +77,11 @@ def time_repeat(s, out_dir: str | os.PathLike, timed_steps: int = REPEAT_STEPS) 
             how = "compiled again (persistent cache)"
         compile_time = time.perf_counter() - t0
 
-        def steps():
-            yield first
-            yield from stream
-
         run = run_steps(
             compiled,
             params,
             opt_state,
-            steps(),
+            itertools.chain([first], stream),
             s.warmup_steps + timed_steps,
             s.warmup_steps,
             where="repeat step",

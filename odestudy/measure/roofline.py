@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .probe import _time
+from .timing import median_time
 
 # What the roofline's record means; a change of what it measures bumps it.
 ROOFLINE_VERSION = 1
@@ -35,14 +35,14 @@ def peak_flops(n: int = 4096, repeats: int = 5) -> float:
     key = jax.random.PRNGKey(0)
     a = jax.random.normal(key, (n, n), jnp.float32)
     fn = jax.jit(lambda a: a @ a).lower(a).compile()
-    return 2.0 * n**3 / _time(fn, a, repeats=repeats)
+    return 2.0 * n**3 / median_time(fn, a, repeats=repeats)
 
 
 def bandwidth(floats: int = 1 << 26, repeats: int = 5) -> float:
     """Bytes per second read and written by `x + 1` over `floats` float32 elements."""
     x = jnp.zeros(floats, jnp.float32)
     fn = jax.jit(lambda x: x + 1.0).lower(x).compile()
-    return 2.0 * 4 * floats / _time(fn, x, repeats=repeats)
+    return 2.0 * 4 * floats / median_time(fn, x, repeats=repeats)
 
 
 def _chain(length: int, width: int) -> Any:
@@ -64,7 +64,11 @@ def kernel_time(lengths: tuple[int, int] = (16, 256), width: int = 8, repeats: i
     for length in lengths:
         fn, x = _chain(length, width)
         readings.append(
-            {"length": length, "kernels": count_kernels(fn), "s": _time(fn, x, x, repeats=repeats)}
+            {
+                "length": length,
+                "kernels": count_kernels(fn),
+                "s": median_time(fn, x, x, repeats=repeats),
+            }
         )
     short, long = readings
     extra = long["kernels"] - short["kernels"]

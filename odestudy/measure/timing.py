@@ -48,6 +48,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import host
+from .devices import DEVICE_COUNT_FLAG
+from .environment import notebook
 
 PROTOCOL = 2
 
@@ -70,8 +72,6 @@ MEASUREMENT_ENV = (
     "XLA_PYTHON_CLIENT_MEM_FRACTION",
     "NVIDIA_TF32_OVERRIDE",
 )
-# The virtual CPU device count is the scenario's (`devices_per_process`), not the environment's.
-_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 # Where `code_fingerprint` starts: the modules whose functions run a measurement (a
 # scenario, a repeat); the modules they import are found by reading their imports.
@@ -85,25 +85,18 @@ ENTRY_MODULES = (
     "problems.controlled",
 )
 PACKAGE = Path(__file__).resolve().parents[1]
-# The checkout's notebook, or the copy an installed package carries (`environment.notebook`).
-SCENARIO_NOTEBOOK = next(
-    p
-    for p in (
-        PACKAGE.parent / "notebooks" / "scenario.ipynb",
-        PACKAGE / "notebooks" / "scenario.ipynb",
-    )
-    if p.exists() or p.parent.parent == PACKAGE
-)
+SCENARIO_NOTEBOOK = notebook("scenario.ipynb")
 BLESSED = PACKAGE.parent / "tests" / "protocol_fingerprint.json"
 
 
 def measurement_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables of `MEASUREMENT_ENV` set in `env` (default: this process's), XLA
-    flags sorted and without the virtual device count (a scenario field)."""
+    flags sorted and without the virtual device count (the scenario's
+    `devices_per_process`, not the environment's)."""
     env = os.environ if env is None else env
     out = {k: env[k] for k in MEASUREMENT_ENV if env.get(k, "") != ""}
     if "XLA_FLAGS" in out:
-        flags = sorted(f for f in out["XLA_FLAGS"].split() if not f.startswith(_DEVICE_COUNT_FLAG))
+        flags = sorted(f for f in out["XLA_FLAGS"].split() if not f.startswith(DEVICE_COUNT_FLAG))
         if flags:
             out["XLA_FLAGS"] = " ".join(flags)
         else:

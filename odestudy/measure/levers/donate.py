@@ -2,7 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts, ScenarioLike
+from ..lever import AbstractLever
 
 
 class Donate(AbstractLever):
@@ -10,6 +10,4 @@ class Donate(AbstractLever):
 
     name: ClassVar[str] = "donate"
     help: ClassVar[str] = "the step reuses its state's buffers"
-
-    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
-        return {"donate": True}
+    sets: ClassVar[dict[str, Any]] = {"donate": True}

@@ -2,7 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts, ScenarioLike
+from ..lever import AbstractLever
 
 
 class FastActivations(AbstractLever):
@@ -15,6 +15,4 @@ class FastActivations(AbstractLever):
     name: ClassVar[str] = "fast_activations"
     help: ClassVar[str] = "the model's activations by their faster equivalents"
     faster_on: ClassVar[tuple[str, ...] | None] = ("cpu",)
-
-    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
-        return {"fast_activations": True}
+    sets: ClassVar[dict[str, Any]] = {"fast_activations": True}

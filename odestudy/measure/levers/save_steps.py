@@ -2,7 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts, ScenarioLike
+from ..lever import AbstractLever
 
 
 class SaveSteps(AbstractLever):
@@ -12,6 +12,4 @@ class SaveSteps(AbstractLever):
     help: ClassVar[str] = "StepTo saves at its steps (no save loop)"
     controllers: ClassVar[tuple[str, ...] | None] = ("stepto",)
     safe: ClassVar[bool] = True
-
-    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
-        return {"saveat": "steps"}
+    sets: ClassVar[dict[str, Any]] = {"saveat": "steps"}

@@ -2,7 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts, ScenarioLike
+from ..lever import AbstractLever
 
 
 class UnrolledStages(AbstractLever):
@@ -12,6 +12,4 @@ class UnrolledStages(AbstractLever):
     name: ClassVar[str] = "unrolled_stages"
     help: ClassVar[str] = "Tsit5's stages as straight-line code"
     safe: ClassVar[bool] = True
-
-    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
-        return {"stages": "unrolled"}
+    sets: ClassVar[dict[str, Any]] = {"stages": "unrolled"}

@@ -2,7 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts, ScenarioLike
+from ..lever import AbstractLever
 from ..vectors import RECOMMENDED_WIDTH
 
 
@@ -15,6 +15,4 @@ class WideVectors(AbstractLever):
     help: ClassVar[str] = "the step compiled with 512-bit vectors (CPU)"
     faster_on: ClassVar[tuple[str, ...] | None] = ("cpu",)
     devices: ClassVar[tuple[str, ...] | None] = ("cpu",)
-
-    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
-        return {"vector_width": RECOMMENDED_WIDTH}
+    sets: ClassVar[dict[str, Any]] = {"vector_width": RECOMMENDED_WIDTH}

@@ -2,7 +2,7 @@
 
 from typing import Any, ClassVar
 
-from ..lever import AbstractLever, Facts, ScenarioLike
+from ..lever import AbstractLever
 
 
 class WithinODE(AbstractLever):
@@ -11,6 +11,4 @@ class WithinODE(AbstractLever):
 
     name: ClassVar[str] = "within_ode"
     help: ClassVar[str] = "the batch solved as one ODE (one shared step size)"
-
-    def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
-        return {"solve": "within_ode"}
+    sets: ClassVar[dict[str, Any]] = {"solve": "within_ode"}
