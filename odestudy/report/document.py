@@ -2,6 +2,7 @@
 figures of every registered study with a page made from it and written
 (`write_report`)."""
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +12,7 @@ from ..study.rec import Key, Rec
 from ..study.runner import html_exporter
 from ..study.studies import STUDIES, ReportInputs, Study, Table
 from .device_tables import ADDED_COLUMNS, REFERENCE_COLUMNS, _protocol, pick_machine
-from .frames import (
-    BaselineError,
-    baseline,
-    in_scaling_matrix,
-    read_records,
-    scaling_rows,
-)
+from .frames import BaselineError, baseline, in_scaling_matrix, read_records, scaling_rows
 from .reference import REFERENCE_CSV
 from .tables import render, render_body
 
@@ -93,6 +88,15 @@ def study_tables(inputs: ReportInputs) -> dict[str, Table]:
     return out
 
 
+def write_tables(tables: Sequence[Table], figures: Path) -> dict[str, Path]:
+    """Write each table's markdown to `figures/tables/<name>.md`; the paths by name."""
+    folder = figures / "tables"
+    folder.mkdir(parents=True, exist_ok=True)
+    for table in tables:
+        (folder / f"{table.name}.md").write_text(render(table))
+    return {t.name: folder / f"{t.name}.md" for t in tables}
+
+
 class Report(dict[str, Any]):
     """What `write_report` made: a dict, as the report notebook reads it."""
 
@@ -127,16 +131,13 @@ def write_report(
     pages and the report notebook render."""
     inputs = read_inputs(results, scale, figures, reference, draw)
     made = study_tables(inputs)
-    folder = inputs.figures / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, table in made.items():
-        (folder / f"{name}.md").write_text(render(table))
+    written = write_tables(list(made.values()), inputs.figures)
     verdict = made.get("verdict", Table("verdict", "Verdict"))
     return Report(
         rows=list(inputs.rows),
         verdict=render_body(verdict),
         headline=next(iter(verdict.figures), None),
-        tables={name: folder / f"{name}.md" for name in made},
+        tables=written,
         values=made,
         figures=[p for t in made.values() if t is not verdict for p in t.figures],
         skipped=list(inputs.skipped),

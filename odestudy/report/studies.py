@@ -7,8 +7,9 @@ from pathlib import Path
 
 from ..study.matrix import get_study
 from ..study.studies import Page, ReportInputs, Study
+from .document import write_tables
 from .pages import page, write_text
-from .tables import escape, render
+from .tables import escape
 
 
 def write_study_report(
@@ -29,13 +30,7 @@ def write_study_report(
         )
     read = tuple(found.records(results, scale))
     tables = found.tables(ReportInputs(Path(results), scale, Path(figures), records=read))
-    out = []
-    folder = Path(figures) / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
-    for table in tables:
-        path = folder / f"{table.name}.md"
-        path.write_text(render(table))
-        out.append(path)
+    out = list(write_tables(tables, Path(figures)).values())
     if docs is not None:
         title = f"{escape(found.title or found.name)} ({escape(scale)} scale)"
         spec = Page(found.name, title, tuple(t.name for t in tables))
