@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..study.matrix import get_study
 from ..study.studies import Page, ReportInputs, Study
-from .document import write_tables
-from .pages import page, write_text
+from .document import write_tables, write_text
+from .pages import page
 from .tables import escape
 
 
