@@ -1,9 +1,6 @@
-"""What one report states, made once from one read of the records: the answer per device
-kind, the verdict's comparisons, the `shard` PID row session by session and, at the
-README's scale, the README's answer per controller, each holding its claims (`Claim`
-values). The pages, the README and the report notebook render these values; the report
-refuses to be written where two claims about one comparison disagree
-(`consistency.check`)."""
+"""What one report states (`Findings`, holding `Claim` values), made once from one read
+of the records and checked to agree (`consistency.check`); the pages, the README and the
+report notebook render it."""
 
 import dataclasses
 import os

@@ -1,10 +1,6 @@
-"""One `odestudy report`, from one read of the records (`records.read_once`,
-`document.read_inputs`): the report's tables and figures (`document.write_report`: each
-report study's `Table` values), the claims of every report study (`Study.claims`),
-checked to agree by comparison, its statements (`findings.findings`: the answer per
-device kind, the README's answer, the sessions' rows, each holding its `Claim` values),
-the results pages that render them (`pages.write_pages`) and the README's answer
-(`pages.update_readme`). The report notebook calls it, and renders what it returns."""
+"""One `odestudy report` from one read of the records: its tables and figures, its claims
+checked, its pages and the README's answer. The report notebook calls it, and renders
+what it returns."""
 
 from pathlib import Path
 

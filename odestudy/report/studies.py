@@ -1,7 +1,5 @@
-"""A study's own report: its records read once (`Study.records`, as a `ReportInputs`
-value), its tables made once from them (`Study.tables`, `Table` values), rendered as markdown under
-`figures/tables/` and as its results page under `docs/results/` (`pages.page`, as the
-whole report's pages). `odestudy report --study NAME_OR_MODULE:CLASS` writes it."""
+"""A study's own report (`odestudy report --study NAME_OR_MODULE:CLASS`): its tables
+under `figures/tables/` and its page under `docs/results/`, from its records read once."""
 
 from pathlib import Path
 
