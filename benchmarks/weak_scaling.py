@@ -12,7 +12,7 @@ and whether the interval supports "efficiency below 1". A benchmark, not a test.
 import argparse
 
 from odestudy import CONTROLLERS, Scenario
-from odestudy.report.document import scaling_rows
+from odestudy.report.frames import scaling_rows
 from odestudy.report.intervals import fmt_interval
 from odestudy.study.grid import weak_batch
 from odestudy.study.matrix import record_path, run_matrix

@@ -6,7 +6,8 @@ import pytest
 from odestudy import Scenario
 from odestudy.measure.resume import REPEAT_STEPS
 from odestudy.measure.state import STATE_NAME
-from odestudy.report.document import ADDED_COLUMNS, REFERENCE_COLUMNS, write_report
+from odestudy.report.device_tables import ADDED_COLUMNS, REFERENCE_COLUMNS
+from odestudy.report.document import write_report
 from odestudy.study.matrix import record_path, run_matrix
 from odestudy.study.records import read_record
 from odestudy.study.runner import execute_scenario

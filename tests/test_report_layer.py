@@ -12,7 +12,8 @@ from odestudy.measure.environment import versions
 from odestudy.measure.recommended import recommended
 from odestudy.measure.scenario import Scenario
 from odestudy.measure.timing import PROTOCOL
-from odestudy.report.document import BaselineError, baseline, scaling_rows, write_report
+from odestudy.report.document import write_report
+from odestudy.report.frames import BaselineError, baseline, scaling_rows
 from odestudy.report.intervals import fmt_interval, ratio_interval
 from odestudy.study import records
 from odestudy.study.grid import seed_scenarios

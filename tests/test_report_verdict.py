@@ -8,7 +8,8 @@ import json
 from odestudy.measure.scenario import Scenario
 from odestudy.report import sessions
 from odestudy.report.claims import device_answer
-from odestudy.report.document import scaling_rows, write_report
+from odestudy.report.document import write_report
+from odestudy.report.frames import scaling_rows
 from odestudy.report.tables import render_blocks
 from odestudy.report.verdict import verdict_body
 from odestudy.study import records

@@ -1,10 +1,6 @@
-"""The built-in studies, one file each: what each runs (its scenarios, from
-`study.grid`), and what its report shows (its tables and claims, made by the report's
-modules). The top layer: it may import `study` and `report`, and neither imports it; the
-package (`odestudy/__init__.py`) imports it, which imports every module here, each
-defining a study that registers itself (`studies.STUDIES`); they are then registered in
-their `order`: the order of the report's pages (`studies.pages_of`) and tables
-(`document.write_report`)."""
+"""The built-in studies, one file each: what each runs and what its report shows. The
+top layer (it imports `study` and `report`, neither imports it): importing it imports
+every module here, each registering its study, then orders them by `order`."""
 
 import importlib
 import pkgutil

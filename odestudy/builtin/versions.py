@@ -124,11 +124,6 @@ def _speedups(rows: list[Rec]) -> str:
     )
 
 
-def _ms(seconds: float | None) -> float | None:
-    """`seconds` in milliseconds; None where not measured."""
-    return None if seconds is None else seconds * 1e3
-
-
 def _table(by_set: dict[str, list[Rec]]) -> list[list[Any]]:
     """The version table's cells, a row per record."""
     table = []
@@ -143,7 +138,7 @@ def _table(by_set: dict[str, list[Rec]]) -> list[list[Any]]:
                     r.controller,
                     r.n_devices,
                     len(r.step_time_runs_s or []) if ok else 0,
-                    fmt(_ms(r.step_time_s), 3) if ok else r.status,
+                    fmt(r.step_time_s and r.step_time_s * 1e3, 3) if ok else r.status,
                     loss.speedup_cell(r) if r.speedup else "–",
                     fmt(r.compile_time_s, 3),
                     fmt(r.final_loss, 3),

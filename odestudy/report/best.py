@@ -185,11 +185,8 @@ def over_best(rec: Rec, best: Best, scaling: str) -> Over | None:
 
 
 def attach_best(rows: Sequence[Rec], recs: Sequence[Mapping[str, Any]]) -> None:
-    """Give every multi-device row of `rows` (`frames.scaling_rows`, each under its
-    `scaling`) its best 1-device step among `recs`: `best_step` (which), `best_step_s`,
-    `best_final_loss`, `speedup_best` and `efficiency_best` with `_ci` intervals, and
-    `best_differs` (its final loss and the best step's differ: `loss.MARK`). Rows
-    without one keep None."""
+    """Give every row of `rows` (`frames.scaling_rows`) its best 1-device step among
+    `recs` (`best_*`), and each multi-device row its speedup and efficiency over it."""
     bests = best_steps(recs)
     for row in rows:
         row.update(best_step=None, best_step_s=None, best_final_loss=None, speedup_best=None,

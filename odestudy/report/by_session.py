@@ -86,10 +86,8 @@ def _collective_cost(row: Rec, n: int) -> str:
 def render_sessions(
     found: Sequence[tuple[Any, Rec]], mode: str, controller: str, n: int
 ) -> list[str]:
-    """One line per session of a row found in each (`session_rows`): its claim (speedup
-    with interval), where the session's records come from (the scale, the map, a version
-    set), what the session's probe measured, and the in-loop collective cost the probe's
-    latency gives against its measured step (`_collective_cost`)."""
+    """One line per session of a row found in each (`session_rows`): its claim, where its
+    records come from, its probe (`probe_said`) and in-loop collective cost."""
     lines = []
     for session, row in found:
         claim = own_claim(row, SESSIONS_WHERE)

@@ -12,7 +12,7 @@ from ..measure.scenario import Scenario
 from ..study import records
 from ..study.rec import Ceiling, Fields, Rec
 from ..study.records import ceiling_path
-from .intervals import LEVEL, bootstrap_medians, ratio_interval, step_time_runs
+from .intervals import bootstrap_medians, central, ratio_interval, step_time_runs
 
 
 def ceiling_interval(rec: Ceiling, seed: int = 0) -> dict[str, Any]:
@@ -94,6 +94,4 @@ def efficiency_against_ceiling(
     samples = (bootstrap_medians(b, rng) / bootstrap_medians(r, rng)) / (
         bootstrap_medians(alone, rng) / bootstrap_medians(paired, rng)
     )
-    tail = (1 - LEVEL) / 2 * 100
-    low, high = np.percentile(samples, [tail, 100 - tail])
-    return estimate, float(low), float(high)
+    return estimate, *central(samples)

@@ -2,6 +2,7 @@
 figures of every registered study with a page made from it and written
 (`write_report`)."""
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,28 +11,10 @@ from ..measure.timing import PROTOCOL
 from ..study.rec import Key, Rec
 from ..study.runner import html_exporter
 from ..study.studies import STUDIES, ReportInputs, Study, Table
-from .device_tables import ADDED_COLUMNS, REFERENCE_COLUMNS, _protocol, pick_machine
-from .frames import (
-    BaselineError,
-    baseline,
-    in_scaling_matrix,
-    read_records,
-    scaling_rows,
-)
+from .device_tables import _protocol, pick_machine
+from .frames import in_scaling_matrix, read_records, scaling_rows
 from .reference import REFERENCE_CSV
 from .tables import render, render_body
-
-__all__ = [
-    "ADDED_COLUMNS",
-    "REFERENCE_COLUMNS",
-    "REFERENCE_CSV",
-    "BaselineError",
-    "baseline",
-    "read_inputs",
-    "read_records",
-    "scaling_rows",
-    "write_report",
-]
 
 
 def report_rows(
@@ -93,6 +76,15 @@ def study_tables(inputs: ReportInputs) -> dict[str, Table]:
     return out
 
 
+def write_tables(tables: Sequence[Table], figures: Path) -> dict[str, Path]:
+    """Write each table's markdown to `figures/tables/<name>.md`; the paths by name."""
+    folder = figures / "tables"
+    folder.mkdir(parents=True, exist_ok=True)
+    for table in tables:
+        (folder / f"{table.name}.md").write_text(render(table))
+    return {t.name: folder / f"{t.name}.md" for t in tables}
+
+
 class Report(dict[str, Any]):
     """What `write_report` made: a dict, as the report notebook reads it."""
 
@@ -121,22 +113,17 @@ def write_report(
     reference: str | Path = REFERENCE_CSV,
     draw: bool = True,
 ) -> Report:
-    """Read the records once, make every report study's tables from them and write each
-    to `figures/tables/<name>.md`. `draw`: also draw the scaling, headline and step-cost
-    figures (False: much faster). The tables' values (`values`, by name) are what the
-    pages and the report notebook render."""
+    """Read the records once, make every report study's tables and write them
+    (`write_tables`); `draw`: also draw the figures (False: much faster)."""
     inputs = read_inputs(results, scale, figures, reference, draw)
     made = study_tables(inputs)
-    folder = inputs.figures / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, table in made.items():
-        (folder / f"{name}.md").write_text(render(table))
+    written = write_tables(list(made.values()), inputs.figures)
     verdict = made.get("verdict", Table("verdict", "Verdict"))
     return Report(
         rows=list(inputs.rows),
         verdict=render_body(verdict),
         headline=next(iter(verdict.figures), None),
-        tables={name: folder / f"{name}.md" for name in made},
+        tables=written,
         values=made,
         figures=[p for t in made.values() if t is not verdict for p in t.figures],
         skipped=list(inputs.skipped),
@@ -165,7 +152,13 @@ def settle_report(html: str | Path) -> Path:
     nbformat.write(nb, executed)
 
     body, _ = html_exporter().from_notebook_node(nb)
-    tmp = html.with_suffix(".html.tmp")
-    tmp.write_text(body)
-    tmp.replace(html)
-    return html
+    return write_text(html, body)
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write `text` to `path` atomically, ending with one newline."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text.rstrip() + "\n")
+    tmp.replace(path)
+    return path

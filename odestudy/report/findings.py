@@ -1,9 +1,6 @@
-"""What one report states, made once from one read of the records: the answer per device
-kind, the verdict's comparisons, the `shard` PID row session by session and, at the
-README's scale, the README's answer per controller, each holding its claims (`Claim`
-values). The pages, the README and the report notebook render these values; the report
-refuses to be written where two claims about one comparison disagree
-(`consistency.check`)."""
+"""What one report states (`Findings`, holding `Claim` values), made once from one read
+of the records and checked to agree (`consistency.check`); the pages, the README and the
+report notebook render it."""
 
 import dataclasses
 import os
@@ -23,15 +20,8 @@ from .consistency import check
 
 @dataclasses.dataclass(frozen=True)
 class Findings:
-    """One report's statements (`findings`).
-
-    - `answers`: the answer per device kind (`claims.device_answer`).
-    - `verdict`: the claims of the verdict (`claims.verdict_stated`).
-    - `by_session`: the `shard` PID row of each session that holds it, with its session
-      (`by_session.session_rows`).
-    - `readme`: the README's answer per controller (`answer.controller_answers`); empty
-      at another scale than the README's.
-    """
+    """One report's statements (`findings`): the answer per device kind, the verdict's
+    claims, the `shard` PID row per session, the README's answer (its scale only)."""
 
     answers: tuple[Answer, ...]
     verdict: tuple[Claim, ...]
@@ -48,12 +38,9 @@ class Findings:
 def findings(
     results: str | Path, scale: str, rows: Sequence[Rec], scaling: str = "strong"
 ) -> Findings:
-    """The statements of the report of `scale` from its scaling rows (`rows`,
-    `document.report_rows`) and every ok record of the scale and those that repeat it
-    (`claims.scale_records`), checked (`consistency.check`: raises
-    `InconsistentClaims` where two claims about one comparison disagree without naming
-    different sessions). Made once per `records.read_once` for the same rows: the
-    scaling study's claims and the pages share them."""
+    """The statements of the report of `scale` from its scaling `rows` and every ok
+    record of the scale (`claims.scale_records`), checked (`consistency.check`). Made
+    once per `records.read_once`: the scaling study's claims and the pages share them."""
     key = ("findings", os.path.abspath(results), scale, scaling, tuple(map(id, rows)))
     # The rows are kept beside what is made, so that no other object takes their ids.
     kept = records.made_once(key, lambda: (tuple(rows), _findings(results, scale, rows, scaling)))

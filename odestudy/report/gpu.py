@@ -223,9 +223,8 @@ def _headline_panel(
     modes: list[str],
     controllers: list[str],
 ) -> tuple[bool, int | None]:
-    """One panel of the headline figure (rows `sel` of one device kind and scaling). Adds
-    the modes and controllers drawn to `modes` and `controllers`; returns whether a row
-    ran several processes, and the cores shaded beyond (None where none)."""
+    """One panel of the headline figure, adding what it draws to `modes` and
+    `controllers`; returns whether a row ran several processes, and the cores shaded."""
     several, shaded = False, None
     groups: dict[tuple[str, str, int], list[Rec]] = {}
     for r in sel:

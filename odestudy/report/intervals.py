@@ -72,9 +72,14 @@ def _ratio_interval(
     b = [np.frombuffer(r, dtype=float) for r in b_key]
     estimate = scale * float(np.median(np.concatenate(a)) / np.median(np.concatenate(b)))
     ratios = scale * bootstrap_medians(a, rng) / bootstrap_medians(b, rng)
+    return estimate, *central(ratios)
+
+
+def central(samples: np.ndarray) -> tuple[float, float]:
+    """The central `LEVEL` interval of bootstrap `samples`: `(low, high)`."""
     tail = (1 - LEVEL) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail])
-    return estimate, float(low), float(high)
+    low, high = np.percentile(samples, [tail, 100 - tail])
+    return float(low), float(high)
 
 
 def fmt_interval(

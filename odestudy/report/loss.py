@@ -13,6 +13,7 @@ import scipy.stats
 from ..measure.problem import DEFAULT_PROBLEM
 from ..study import records
 from ..study.rec import LeverRow, LossSpread, Rec
+from . import sessions
 from .intervals import fmt_interval
 
 # The evaluation loss a row must reach to count as a trained model, per scale, where a
@@ -97,17 +98,8 @@ def _spread_records(folder: Path, step: str = "default") -> list[LossSpread]:
 
 
 def results_root(rec: Mapping[str, Any]) -> Path | None:
-    """The results tree the record `rec` lies in (its `path`): the path's nearest folder
-    named `results`, else its machine's folder's parent
-    (`<root>/<machine>/<scale>/<scenario>/x.json`); None without a path or where it is
-    too short."""
-    if not rec.get("path"):
-        return None
-    p = Path(rec["path"])
-    for parent in p.parents:
-        if parent.name == "results":
-            return parent
-    return p.parents[3] if len(p.parents) > 3 else None
+    """The results tree the record `rec` lies in (`sessions.results_tree` of its `path`)."""
+    return sessions.results_tree(rec["path"]) if rec.get("path") else None
 
 
 def _spread_folders(root: str) -> list[Path]:

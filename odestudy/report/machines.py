@@ -9,21 +9,10 @@ from ..study.rec import Rec
 from ..study.studies import Block, Grid, Text
 from . import loss, sessions
 from .device_tables import machine_line
-from .frames import (
-    in_scaling_matrix,
-    scaling_rows,
-)
-from .intervals import fmt_interval
+from .frames import in_scaling_matrix, scaling_rows
 from .tables import escape as _esc
 from .tables import fmt as _fmt
 from .tables import render_blocks
-
-
-def _speedup_cell(r: Rec) -> str:
-    """A row's speedup with its interval, marked (`loss.MARK`) where it and its
-    baseline trained to different losses."""
-    text = fmt_interval(r.speedup, *(r.speedup_ci or (None, None)))
-    return loss.baseline_flag(text, r)
 
 
 def machines_table(every: list[Rec], chosen: Mapping[str, str | None]) -> list[Block]:
@@ -48,8 +37,8 @@ def machines_table(every: list[Rec], chosen: Mapping[str, str | None]) -> list[B
                         r.name,
                         _fmt(m.step_time_s) if m else "–",
                         _fmt(r.step_time_s),
-                        _speedup_cell(m) if m else "–",
-                        _speedup_cell(r),
+                        loss.speedup_cell(m) if m else "–",
+                        loss.speedup_cell(r),
                     )
                 )
             header = ("Scenario", f"Step (s) {here}", f"Step (s) {other}")

@@ -15,7 +15,7 @@ from . import loss
 from .answer import README_SCALE, gpu_bound_line, readme_answer, session_table
 from .by_session import render_sessions
 from .claims import render_claims
-from .document import report_rows
+from .document import report_rows, write_text
 from .findings import Findings, findings
 from .tables import render
 from .tuned import tune_sample
@@ -53,9 +53,8 @@ def page(
     lead: Sequence[str] = (),
     tables: Mapping[str, Table] | None = None,
 ) -> str:
-    """The markdown of page `spec` (a study's `Page`): its title, what it says first
-    (`lead`: the answer, or a study's intro), figures, then its tables among `tables` (by
-    name, `document.write_report`'s values), or one line where it has no rows yet."""
+    """The markdown of page `spec`: its title, `lead` (the answer, or a study's intro),
+    figures, then its tables among `tables`, or one line where it has no rows yet."""
     out = docs / "results"
     found = tables or {}
     shown = [found[t] for t in spec.tables if t in found]
@@ -97,20 +96,7 @@ def render_html(markdown: str, html: Path, base: Path) -> Path:
     exporter = html_exporter()
     exporter.embed_images = True
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"path": str(root)}})
-    html.parent.mkdir(parents=True, exist_ok=True)
-    tmp = html.with_suffix(".html.tmp")
-    tmp.write_text(body)
-    tmp.replace(html)
-    return html
-
-
-def write_text(path: Path, text: str) -> Path:
-    """Write `text` to `path` atomically, ending with one newline."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text.rstrip() + "\n")
-    tmp.replace(path)
-    return path
+    return write_text(html, body)
 
 
 def write_pages(
@@ -122,15 +108,8 @@ def write_pages(
     tables: Mapping[str, Table] | None = None,
 ) -> dict[str, Path]:
     """Write the results pages of `scale` (`studies.pages_of`) under `docs/results/` and
-    their HTML under `figures/pages/`, from the report's tables and the figures it drew
-    into `figures`, and its statements made from the records.
-
-    - `found`: the report's statements (`findings.findings`) where already made; None:
-      made here.
-    - `tables`: the report's tables by name (`document.write_report`'s `values`); None:
-      none (each page then says it has no rows, or shows its answer alone).
-
-    Returns the pages."""
+    their HTML under `figures/pages/`, from the report's `tables` by name and its
+    statements (`found`: made here where None); returns the pages."""
     figures, docs = Path(figures), Path(docs)
     rows = report_rows(results, scale)[2]
     found = findings(results, scale, rows) if found is None else found
@@ -196,12 +175,8 @@ def update_readme(
     rows: Sequence[Rec] | None = None,
     found: Findings | None = None,
 ) -> Path:
-    """Write the README's answer (`<!-- region:answer -->`, `answer.readme_answer`): the
-    `README_SCALE` rows against the best 1-device step, when splitting pays and its
-    figure, from the records.
-
-    - `rows`, `found`: the scale's scaling rows (`document.report_rows`) and statements
-      (`findings.findings`) where already made; None: made here."""
+    """Write the README's answer (`<!-- region:answer -->`, `answer.readme_answer`) from
+    the `README_SCALE` rows and statements (`rows`, `found`: made here where None)."""
     readme, figures = Path(readme), Path(figures)
     rows = report_rows(results, README_SCALE)[2] if rows is None else rows
     found = findings(results, README_SCALE, rows) if found is None else found

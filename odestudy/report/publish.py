@@ -1,10 +1,6 @@
-"""One `odestudy report`, from one read of the records (`records.read_once`,
-`document.read_inputs`): the report's tables and figures (`document.write_report`: each
-report study's `Table` values), the claims of every report study (`Study.claims`),
-checked to agree by comparison, its statements (`findings.findings`: the answer per
-device kind, the README's answer, the sessions' rows, each holding its `Claim` values),
-the results pages that render them (`pages.write_pages`) and the README's answer
-(`pages.update_readme`). The report notebook calls it, and renders what it returns."""
+"""One `odestudy report` from one read of the records: its tables and figures, its claims
+checked, its pages and the README's answer. The report notebook calls it, and renders
+what it returns."""
 
 from pathlib import Path
 
@@ -26,22 +22,10 @@ def publish(
     reference: str | Path = REFERENCE_CSV,
     draw: bool = True,
 ) -> Report:
-    """Write the report of `scale` from the records under `results`, each read once.
-
-    - `figures`: the folder of its tables (`tables/`) and figures.
-    - `docs`: the documentation folder whose results pages (`docs/results/`) it writes;
-      None: no pages.
-    - `readme`: the README whose answer it writes (the `README_SCALE` claims); None:
-      none.
-    - `reference`, `draw`: as `document.write_report`.
-
-    Returns `write_report`'s values, with `stated` (every report study's claims,
-    `Study.claims`, checked by `consistency.check` before a page or the README is
-    written from them: raises `consistency.InconsistentClaims` otherwise), `findings`
-    (its statements, which the pages and the README render), `claims` (the answer per
-    device kind, `Answer` values, rendered by `claims.render_claims`), and `pages` (by
-    name) and `readme` (its path) where written.
-    """
+    """Write the report of `scale` from the records under `results`, each read once:
+    its tables and figures under `figures`, with `docs` its results pages, with `readme`
+    the README's answer. Every report study's claims (`stated`) are checked to agree
+    (`consistency.check`) before a page or the README is written from them."""
     with records.read_once():
         report = write_report(results, scale, figures, reference, draw)
         stated = [c for study in report_studies() for c in study.claims(report.inputs)]

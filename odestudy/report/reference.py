@@ -9,11 +9,7 @@ from ..study.rec import Published, Rec
 from ..study.studies import Block, Grid, Text
 from . import loss, sessions
 from .device_tables import REFERENCE_CSV, _protocol, machine_line, pick_machine
-from .frames import (
-    in_scaling_matrix,
-    read_records,
-    scaling_rows,
-)
+from .frames import in_scaling_matrix, read_records, scaling_rows
 from .tables import escape as _esc
 from .tables import fmt as _fmt
 

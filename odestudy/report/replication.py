@@ -27,7 +27,7 @@ import numpy as np
 
 from ..study.claim import Verdict
 from ..study.rec import Rec
-from .intervals import LEVEL, RESAMPLES, bootstrap_medians, ratio_interval, step_time_runs
+from .intervals import RESAMPLES, bootstrap_medians, central, ratio_interval, step_time_runs
 
 # The fewest sessions a verdict of the README rests on.
 MIN_SESSIONS = 3
@@ -110,8 +110,7 @@ def replicate(
         draws.append(_draws(base, row, scale, rng))
     pick = rng.integers(0, len(draws), RESAMPLES)
     mixed = np.stack(draws)[pick, np.arange(RESAMPLES)]
-    tail = (1 - LEVEL) / 2 * 100
-    low, high = (float(x) for x in np.percentile(mixed, [tail, 100 - tail]))
+    low, high = central(mixed)
     value = float(np.median([s.value for s in per]))
     low, high = min(low, value), max(high, value)
     verdict = Verdict.of(low, high) if len(per) >= MIN_SESSIONS else Verdict.FEW_SESSIONS

@@ -12,6 +12,7 @@ from ..study import records
 from ..study.rec import FloorCounts, LeverRecord, LeverRow, Roofline
 from ..study.studies import Interval
 from .intervals import ratio_interval
+from .sessions import parse_time
 from .tables import escape
 
 # Beside a machine's levers records: `<machine>/roofline/gpu-<time>.json`, one per reading.
@@ -62,13 +63,6 @@ def roofline_said(rec: LeverRecord) -> str:
     )
 
 
-def _when(rec: LeverRecord | Roofline) -> datetime.datetime | None:
-    try:
-        return datetime.datetime.fromisoformat(str(rec.finished))
-    except ValueError:
-        return None
-
-
 def roofline_readings(rec: LeverRecord) -> list[Roofline]:
     """Every roofline reading of the machine that made levers record `rec` (found by its
     `path`: `<machine>/roofline/gpu*.json`, one per session), oldest first."""
@@ -84,13 +78,13 @@ def roofline_record(rec: LeverRecord) -> Roofline | None:
     """The roofline reading of `rec`'s machine nearest in time to `rec` (its session's,
     where one was read in it), or None."""
     readings = roofline_readings(rec)
-    made = _when(rec)
+    made = parse_time(rec.finished)
     if not readings or made is None:
         return readings[-1] if readings else None
     far = datetime.timedelta.max
 
     def apart(r: Roofline) -> datetime.timedelta:
-        at = _when(r)
+        at = parse_time(r.finished)
         return far if at is None else abs(at - made)
 
     return min(readings, key=apart)

@@ -27,10 +27,8 @@ from ..study.rec import Rec
 
 
 def trained_state(rec: Rec) -> Rec:
-    """`rec` with its step times those of its trained-state, uncontended runs: sets
-    `step_times_runs_s`, `step_time_runs_s`, `step_time_s` and its quartiles from them,
-    `cold_step_time_s` (the cold run's median, where set apart) and `contended_runs`
-    (why each left-out run was contended). A record of one run is returned unchanged."""
+    """`rec` with its step times those of its trained-state, uncontended runs, the cold
+    run's median apart and why each left-out run was contended; one run: unchanged."""
     runs = rec.get("step_times_runs_s") or []
     if len(runs) < 2 or any(not r for r in runs):
         return rec

@@ -145,21 +145,23 @@ def reassigned(recs: Sequence[Rec]) -> list[Rec]:
     one block of measurements is one session whichever folder holds them and whichever
     of them a page reads. A record outside any tree gets its session among `recs`."""
     found: dict[str, Session] = {}
-    for root in {_tree(r.path) for r in recs if r.path}:
+    paths = [Path(r.path).resolve() for r in recs if r.path]
+    for root in {results_tree(p) or p.parent for p in paths}:
         found.update(index(root))
     for rec, session in zip(recs, assign(recs), strict=True):
         rec.session = found.get(str(Path(rec.path).resolve()), session) if rec.path else session
     return list(recs)
 
 
-def _tree(path: Any) -> str:
+def results_tree(path: Any) -> Path | None:
     """The results tree a record's file lies in: its nearest folder named `results`,
-    else the folder four levels up (`<root>/<machine>/<scale>/<scenario>/metrics.json`)."""
-    p = Path(path).resolve()
+    else the folder four levels up (`<root>/<machine>/<scale>/<scenario>/metrics.json`);
+    None where the path is too short."""
+    p = Path(path)
     for parent in p.parents:
         if parent.name == "results":
-            return str(parent)
-    return str(p.parents[3]) if len(p.parents) > 3 else str(p.parent)
+            return parent
+    return p.parents[3] if len(p.parents) > 3 else None
 
 
 SIDE_STUDIES = ("step_cost", "levers", "collectives")

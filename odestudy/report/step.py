@@ -315,10 +315,8 @@ def step_table(
     levers: Sequence[dict[str, Any]],
     spreads: dict[str, dict[str, Any]] | None = None,
 ) -> list[Block]:
-    """What bounds one training step (1 device, trained model) and the levers measured
-    on it: the machine's step-cost `sweeps` (`benchmarks/step_cost.py`, each with its
-    `session`), its `levers` records (`benchmarks/levers.py`) and, per controller, the
-    default's run-to-run loss `spreads` (`benchmarks/loss_spread.py`)."""
+    """What bounds one training step and the levers on it, from one machine's step-cost
+    `sweeps`, `levers` records and, per controller, the default's loss `spreads`."""
     typed_sweeps, typed_levers = [Sweep(s) for s in sweeps], [LeverRecord(r) for r in levers]
     machines = sorted({escape(r.machine_id) for r in [*typed_sweeps, *typed_levers]})
     said = Text(

@@ -1,14 +1,13 @@
-"""A study's own report: its records read once (`Study.records`, as a `ReportInputs`
-value), its tables made once from them (`Study.tables`, `Table` values), rendered as markdown under
-`figures/tables/` and as its results page under `docs/results/` (`pages.page`, as the
-whole report's pages). `odestudy report --study NAME_OR_MODULE:CLASS` writes it."""
+"""A study's own report (`odestudy report --study NAME_OR_MODULE:CLASS`): its tables
+under `figures/tables/` and its page under `docs/results/`, from its records read once."""
 
 from pathlib import Path
 
 from ..study.matrix import get_study
 from ..study.studies import Page, ReportInputs, Study
-from .pages import page, write_text
-from .tables import escape, render
+from .document import write_tables, write_text
+from .pages import page
+from .tables import escape
 
 
 def write_study_report(
@@ -29,13 +28,7 @@ def write_study_report(
         )
     read = tuple(found.records(results, scale))
     tables = found.tables(ReportInputs(Path(results), scale, Path(figures), records=read))
-    out = []
-    folder = Path(figures) / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
-    for table in tables:
-        path = folder / f"{table.name}.md"
-        path.write_text(render(table))
-        out.append(path)
+    out = list(write_tables(tables, Path(figures)).values())
     if docs is not None:
         title = f"{escape(found.title or found.name)} ({escape(scale)} scale)"
         spec = Page(found.name, title, tuple(t.name for t in tables))
