@@ -118,11 +118,13 @@ def said(checked: Sequence[dict[str, Any]]) -> str:
 
 
 def choice_records(results: str | Path) -> list[LeverRecord]:
-    """The records the recommended step was chosen on: every machine's levers records and
-    map lever, fused-solve and vector-width records (no loss spreads or floor sidecars)."""
+    """The records the recommended step was chosen on: every machine's levers and tune
+    records (`make steps`) and map lever, fused-solve and vector-width records (no loss
+    spreads or floor sidecars)."""
     root = Path(results)
     paths = [
         *root.glob("*/levers/*.json"),
+        *root.glob("*/tune/*.json"),
         *(
             p
             for folder in ("levers", "fused", "vectors")
@@ -147,14 +149,22 @@ def recommended_again(rows: Sequence[Any], chosen: Sequence[LeverRecord]) -> str
     # row is "recommended" only where its levers are today's recommended step's).
     starts = [parse_time(r.record.started) for r, _ in found]
     first = min((t for t in starts if t is not None), default=None)
+    final = max((t for t in starts if t is not None), default=None)
     times = [t for rec in chosen if (t := parse_time(rec.finished)) is not None]
     last = max((t for t in times if first is not None and t < first), default=None)
+    latest = max((t for t in times if final is not None and t < final), default=None)
     if (
         not found
         or last is None
+        or latest is None
         or not made_before({"finished": last.isoformat()}, [r.record for r, _ in found])
     ):
         return ""
+    up_to = f"made up to {last:%Y-%m-%d %H:%M} UTC"
+    if latest != last:
+        up_to += (
+            f" before the first of these rows, up to {latest:%Y-%m-%d %H:%M} UTC before the last"
+        )
     ratios = [speedup for _, speedup in found]
     above = [r for r, speedup in found if speedup[1] > 1]
     verdicts = [loss.verdict(r.record, r.base) for r in above]
@@ -162,9 +172,9 @@ def recommended_again(rows: Sequence[Any], chosen: Sequence[LeverRecord]) -> str
     unmeasured = verdicts.count(loss.Verdict.UNMEASURED)
     slower = sum(hi < 1 for _, _, hi in ratios)
     return (
-        f"- Held out in time: the recommended step was chosen on levers records made up to "
-        f"{last:%Y-%m-%d %H:%M} UTC; this map's session measured it again against the "
-        f"default, 1 device: {min(x for x, _, _ in ratios):.2f}x to "
+        f"- Held out in time: the recommended step was chosen on levers and tune records "
+        f"{up_to}; the map measured it again against the default, 1 device: "
+        f"{min(x for x, _, _ in ratios):.2f}x to "
         f"{max(x for x, _, _ in ratios):.2f}x over {len(found)} workload and controller "
         f"pairs whose models trained, {faster} faster with the whole interval above 1 at "
         f"equal loss"
