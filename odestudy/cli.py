@@ -8,7 +8,7 @@ import signal
 import sys
 import tempfile
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import jax
@@ -518,7 +518,9 @@ def _predict_rows(a: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _predicting(what: str, wait: bool, results: str | Path, n: int, todo: bool) -> Iterator[None]:
+def _predicting(
+    what: str, wait: bool, results: str | Path, n: int, todo: Sequence[object]
+) -> Iterator[None]:
     """`odestudy predict WHAT` under the lock, in a timing session (its probe of `n` CPU
     devices) only where a prediction is to be made (`todo`)."""
     probed = probing.session_probe("cpu", n, machine_folder(results)) if todo else None
