@@ -8,7 +8,7 @@ import signal
 import sys
 import tempfile
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import jax
@@ -56,6 +56,11 @@ def option(flag: str, help: str | None = None, **kw: typing.Any) -> Option:
     return lambda p: p.add_argument(flag, help=help, **kw)
 
 
+def flag(name: str, help: str) -> Option:
+    """The on/off option `name` (`store_true`)."""
+    return option(name, help, action="store_true")
+
+
 def folder(name: str, help: str | None = None) -> Option:
     """`--NAME`, by default the study's folder (`environment.workdir`, when the parser is built)."""
     return lambda p: p.add_argument(f"--{name}", default=str(environment.workdir(name)), help=help)
@@ -83,11 +88,10 @@ def add_scenario_options(p: argparse.ArgumentParser) -> None:
 SCALE = option("--scale", choices=tuple(SCALES), default="quick")
 RESULTS_FOLDER, FIGURES_FOLDER = folder("results"), folder("figures")
 STEP = option("--step", "run the step odestudy tune wrote to FILE (its levers)", metavar="FILE")
-WAIT = option(
+WAIT = flag(
     "--wait",
     "where another measurement runs on this machine (it holds the lock), wait for it to "
     "finish; by default refuse at once, naming it",
-    action="store_true",
 )
 # `--executor` and the options of the SLURM executor (`study.slurm`).
 SLURM = (
@@ -177,12 +181,11 @@ def step_of(s: Scenario, a: argparse.Namespace) -> Scenario:
     "run one scenario in a fresh kernel",
     add_scenario_options,
     STEP,
-    option(
+    flag(
         "--recommended",
         "the step odestudy tune recorded for the problem, controller and device kind on "
         "this machine where there is one (the default where nothing measured was faster); "
         "before any tune, only the levers that cannot slow it down",
-        action="store_true",
     ),
     option(
         "--out",
@@ -261,18 +264,16 @@ def trained_steps(
         type=int,
         metavar="N",
     ),
-    option(
+    flag(
         "--dry-run",
         "print the plan, scenario by scenario (runs to do, record reused or why not, why a "
         "row cannot run here), and run, write, lock and probe nothing",
-        action="store_true",
     ),
-    option("--force", "rerun finished scenarios", action="store_true"),
-    option(
+    flag("--force", "rerun finished scenarios"),
+    flag(
         "--full",
         "the whole matrix (1/2/4/8 CPU devices: rows with more devices than physical cores "
         "measure overhead); default: the matrix sized to this machine",
-        action="store_true",
     ),
     option(
         "--study",
@@ -286,11 +287,10 @@ def trained_steps(
         default="scaling",
     ),
     RESULTS_FOLDER,
-    option(
+    flag(
         "--recommended",
         "the scaling matrix with the recommended levers applied (records beside the "
         "default ones, named by their levers)",
-        action="store_true",
     ),
     STEP,
     option(
@@ -419,18 +419,16 @@ def _steps(a: argparse.Namespace) -> int:
     "predict",
     "each mode's step time at N devices for a problem, from a short 1-device sweep",
     add_scenario_options,  # --devices N and --processes P: the placement predicted
-    option(
+    flag(
         "--recommended",
         "predict the recommended step (the default): the step odestudy tune recorded for "
         "the problem here, else the study's step for a problem it measured, else the "
         "levers that cannot slow a step down",
-        action="store_true",
     ),
     STEP,
-    option(
+    flag(
         "--default-step",
         "predict the default step (the reference's) instead of the recommended one",
-        action="store_true",
     ),
     option(
         "--crossover-batches",
@@ -445,29 +443,23 @@ def _steps(a: argparse.Namespace) -> int:
     ),
     option("--timed-steps", "timed steps per swept batch", type=int, default=10),
     option("--out", "also write the prediction as JSON here"),
-    option(
+    flag(
         "--map",
         "predict every workload of the map (`make map`) from its trained 1-device row, to "
         "check against the map's measured rows (records under RESULTS/map)",
-        action="store_true",
     ),
-    option(
+    flag(
         "--rows",
         "predict every measured multi-device row of this machine's matrix of the scale "
         "(one, several processes, several nodes) from its 1-device row and --profile, for "
         "the report to check",
-        action="store_true",
     ),
     folder(
         "results",
         "where records live: a trained 1-device row of the problem recorded here (`odestudy "
         "run`) is swept instead of training again",
     ),
-    option(
-        "--retrain",
-        "train the model anew even where its trained 1-device row is recorded",
-        action="store_true",
-    ),
+    flag("--retrain", "train the model anew even where its trained 1-device row is recorded"),
     WAIT,
 )
 def _predict(a: argparse.Namespace) -> int:
@@ -517,11 +509,7 @@ def _predict_map(a: argparse.Namespace) -> int:
     machine = None if profile else profiles.machine_profile_if_any(a.results)
     devices.configure_devices("cpu", n)
     todo = predict.map_to_predict(results, n, a.scale or "quick", profile)
-    # A timing session (its probe) only where a prediction is to be made.
-    probed = (
-        probing.session_probe("cpu", 1 if profile else n, machine_folder(results)) if todo else None
-    )
-    with lock.measuring("odestudy predict --map", a.wait), probed or contextlib.nullcontext():
+    with _predicting("--map", a.wait, results, 1 if profile else n, todo):
         done = predict.predict_map(results, n, a.scale or "quick", profile, machine=machine)
     print(f"{len(done)} prediction(s) of the workload map")
     return 0
@@ -535,12 +523,21 @@ def _predict_rows(a: argparse.Namespace) -> int:
     profile = profiles.load_profile(a.profile, a.results)
     devices.configure_devices("cpu", max(2, max((p[0] for p in profile.placements()), default=2)))
     todo = predict.rows_to_predict(a.results, profile, a.scale or "quick")
-    # A timing session (its probe) only where a prediction is to be made.
-    probed = probing.session_probe("cpu", 1, machine_folder(a.results)) if todo else None
-    with lock.measuring("odestudy predict --rows", a.wait), probed or contextlib.nullcontext():
+    with _predicting("--rows", a.wait, a.results, 1, todo):
         done = predict.predict_recorded_rows(a.results, profile, a.scale or "quick")
     print(f"{len(done)} prediction(s) of the measured rows")
     return 0
+
+
+@contextlib.contextmanager
+def _predicting(
+    what: str, wait: bool, results: str | Path, n: int, todo: Sequence[object]
+) -> Iterator[None]:
+    """`odestudy predict WHAT` under the lock, in a timing session (its probe of `n` CPU
+    devices) only where a prediction is to be made (`todo`)."""
+    probed = probing.session_probe("cpu", n, machine_folder(results)) if todo else None
+    with lock.measuring(f"odestudy predict {what}", wait), probed or contextlib.nullcontext():
+        yield
 
 
 def _predict_devices(target: Scenario, present: bool) -> None:
@@ -757,7 +754,7 @@ def _tune(a: argparse.Namespace) -> int:
         choices=VERSION_SETS,
         default=list(VERSION_SETS),
     ),
-    option("--table-only", "only write the table and figure", action="store_true"),
+    flag("--table-only", "only write the table and figure"),
     WAIT,
     FIGURES_FOLDER,
 )

@@ -1,13 +1,7 @@
-"""The data-parallel training step of an equinox model, filter-style (`make_step`): it
-takes the model and gives it back, trained by one step, in any mode, its outputs shaped
-as on one device in every mode.
-
-It is the study's generic step (`measure.modes.make_params_step`) of the model split
-as equinox's `filter_value_and_grad` splits it: the floating-point arrays are trained,
-the rest is kept (`eqx.partition(model, eqx.is_inexact_array)`). One such step is made
-per rest of the model and per keyed or unkeyed call, and reused, as `eqx.filter_jit`
-compiles once per static part.
-"""
+"""The data-parallel training step of an equinox model, filter-style (`make_step`): the
+study's generic step (`measure.modes.make_params_step`) of the model split as
+`eqx.filter_value_and_grad` splits it, made once per rest of the model (as
+`eqx.filter_jit` compiles once per static part)."""
 
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any

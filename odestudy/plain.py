@@ -1,13 +1,6 @@
 """`odestudy tune` and `odestudy predict` for a plain loss and model, without a problem
-class (`tune_loss`, `predict_loss`).
-
-The loss, model, optimiser and data are run as a problem (`loss_problem` gives a
-`LossProblem`, registered in this process by its name): its data are the data given
-(the last fifth held out for the equal-loss check), its model the model given, its loss
-the loss given, which calls the `solve` it is handed. The tune then runs as `odestudy
-tune` runs (`tune.tune`): trained once with the default step, every lever timed from
-the trained state, the chosen step returned as a `Step`, its table printed as the
-command prints it; the prediction as `odestudy predict` makes it (`predict_modes`).
+class (`tune_loss`, `predict_loss`): the loss, model, optimiser and data given run as a
+problem (`loss_problem`), the last fifth of the data held out for the equal-loss check.
 """
 
 import itertools

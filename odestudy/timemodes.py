@@ -1,9 +1,6 @@
 """A user's own training step timed in every mode on the local devices, with the study's
-protocol: each mode compiled apart (AOT), warm-up steps run and left out, then
-interleaved blocks of timed steps (every step waited for), and each median and speedup
-over one device with its 95% interval (a bootstrap over blocks, then steps). The table
-says whether the parameters timed were trained: the timing of an untrained model says
-nothing about training."""
+protocol (`time_modes`): compiled apart, warmed up, then interleaved blocks of timed
+steps; medians and speedups with 95% intervals (a bootstrap over blocks, then steps)."""
 
 import math
 import time
@@ -80,9 +77,7 @@ class ModeTimes(NamedTuple):
 
 def _default_modes(n_devices: int) -> tuple[str, ...]:
     """Every mode the running JAX has with 2 or more devices, else `single`."""
-    if n_devices < 2:
-        return ("single",)
-    return modes_here()
+    return modes_here() if n_devices > 1 else ("single",)
 
 
 def _check(
@@ -106,12 +101,6 @@ def _check(
         )
     if trained_loss is not None and not math.isfinite(trained_loss):
         raise ValueError(f"trained_loss must be a finite number, got {trained_loss!r}")
-
-
-def _interval(runs: list[np.ndarray]) -> tuple[float, float]:
-    medians = bootstrap_medians(runs, np.random.default_rng(0))
-    low, high = np.percentile(medians, [2.5, 97.5])
-    return float(low), float(high)
 
 
 def time_modes(
@@ -205,7 +194,7 @@ def _prepare(
 
 def _row(run: dict[str, Any], single: dict[str, Any] | None) -> dict[str, Any]:
     blocks = run["blocks"]
-    low, high = _interval(blocks)
+    low, high = np.percentile(bootstrap_medians(blocks, np.random.default_rng(0)), [2.5, 97.5])
     speedup: tuple[float | None, ...] = (None, None, None)
     if single is not None and single is not run:
         speedup = ratio_interval(
@@ -216,8 +205,8 @@ def _row(run: dict[str, Any], single: dict[str, Any] | None) -> dict[str, Any]:
         "devices": run["devices"],
         "compile_s": run["compile_s"],
         "step_s": float(np.median(np.concatenate(blocks))),
-        "step_low_s": low,
-        "step_high_s": high,
+        "step_low_s": float(low),
+        "step_high_s": float(high),
         "speedup": speedup[0],
         "speedup_low": speedup[1],
         "speedup_high": speedup[2],

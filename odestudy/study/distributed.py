@@ -311,34 +311,16 @@ def run_scenario_any(s: Scenario, out_dir: str | None = None) -> Record:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="odestudy multi-process worker")
-    parser.add_argument("--scenario", required=True, help="scenario JSON file")
-    parser.add_argument("--out", required=True, help="record file (process 0 writes)")
-    parser.add_argument("--coordinator", default=None, help="host:port; none under SLURM")
-    parser.add_argument("--num-processes", type=int, default=None)
-    parser.add_argument("--process-id", type=int, default=None)
-    parser.add_argument(
-        "--parent-pid",
-        type=int,
-        default=None,
-        help="the local launcher's PID; the worker exits if it dies",
-    )
-    parser.add_argument(
-        "--state", default=None, help="where process 0 saves the trained state (for repeats)"
-    )
-    parser.add_argument(
-        "--repeat", default=None, help="time a repeat from the trained state saved in this folder"
-    )
-    a = parser.parse_args(argv)
-    return worker(
-        a.scenario,
-        a.out,
-        a.coordinator,
-        a.num_processes,
-        a.process_id,
-        a.parent_pid,
-        a.state,
-        a.repeat,
-    )
+    add = parser.add_argument
+    add("--scenario", dest="scenario_file", required=True, help="scenario JSON file")
+    add("--out", dest="out_file", required=True, help="record file (process 0 writes)")
+    add("--coordinator", help="host:port; none under SLURM")
+    add("--num-processes", type=int)
+    add("--process-id", type=int)
+    add("--parent-pid", type=int, help="the local launcher's PID; the worker exits if it dies")
+    add("--state", dest="state_path", help="where process 0 saves the trained state (repeats)")
+    add("--repeat", dest="repeat_dir", help="time a repeat from the trained state saved here")
+    return worker(**vars(parser.parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -51,9 +51,7 @@ def plan(
 
 def parse_selection(text: str) -> dict[str, str]:
     """`"scaling=strong,controller=pid"` -> `{"scaling": "strong", "controller": "pid"}`."""
-    import dataclasses
-
-    fields = [f.name for f in dataclasses.fields(Scenario)]
+    fields = [f.name for f in Scenario.fields()]
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
@@ -273,18 +271,9 @@ def _scenarios_to_run(
     wanted = repeats or the_study.runs(scale)
     if ceiling is None:
         ceiling = the_study.ceiling and scale != "seed" and wanted > 1
-    probes = (
-        [
-            s
-            for s in runnable
-            if s.device == "cpu"
-            and s.mode == "single"
-            and s.scaling == "strong"
-            and s.processes == 1
-        ]
-        if ceiling
-        else []
-    )
+    # The ceiling's probes: the 1-device strong-scaling CPU rows in one process.
+    one = {"device": "cpu", "mode": "single", "scaling": "strong", "processes": "1"}
+    probes = select(runnable, one) if ceiling else []
     return runnable, not_run, wanted, probes
 
 

@@ -10,7 +10,7 @@ from ..measure.record import Each, Fields, Hardware, Key, Nested, Record, View
 from ..measure.record import EvalPoint as EvalPoint
 from ..measure.record import Waste as Waste
 
-V = TypeVar("V")
+V = TypeVar("V", bound=dict[str, Any])
 
 
 class Rec(Record):
@@ -178,9 +178,15 @@ class Loops(View):
     instructions: Key[int | None] = Key()
 
 
-def _found(view: Callable[[Any], V], found: Any) -> V | None:
-    """`found` as `view`, None where it is empty."""
-    return view(found) if found else None
+class Found(Key[V | None]):
+    """A nested dict read as the view `view`, None where it is missing or empty."""
+
+    def __init__(self, view: Callable[[Any], V]) -> None:
+        super().__init__()
+        self.view = view
+
+    def read(self, found: Any) -> V | None:
+        return self.view(found) if found else None
 
 
 class LeverRow(View):
@@ -197,16 +203,8 @@ class LeverRow(View):
     solver_steps_reversed_max: Key[int | None] = Key()
     machine_id: Key[str | None] = Key()
     path: Key[str | None] = Key()
-
-    @property
-    def loops(self) -> Loops | None:
-        """What one step executes, where counted."""
-        return _found(Loops, self.get("loops"))
-
-    @property
-    def floor(self) -> FloorCounts | None:
-        """Its own floor counts, where the record counted each variant's."""
-        return _found(FloorCounts, self.get("floor"))
+    loops: Found[Loops] = Found(Loops)  # where counted
+    floor: Found[FloorCounts] = Found(FloorCounts)  # where the record counted each variant's
 
 
 class LeverRecord(Made):
@@ -214,11 +212,7 @@ class LeverRecord(Made):
 
     probe: Nested[Probe] = Nested(Probe)
     rows: Each[LeverRow] = Each(LeverRow)
-
-    @property
-    def floor(self) -> FloorCounts | None:
-        """Its floor counts, where it counted them."""
-        return _found(FloorCounts, self.get("floor"))
+    floor: Found[FloorCounts] = Found(FloorCounts)  # where it counted them
 
 
 class Roofline(Made):

@@ -36,6 +36,27 @@ def environ(env: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
+def execute_notebook(
+    path: Path, out: Path, parameters: dict[str, Any], timeout_s: float | None = None
+) -> None:
+    """Execute the notebook at `path` with `parameters` in a fresh kernel (papermill) into
+    `out`; `timeout_s` per cell."""
+    import papermill
+
+    papermill.execute_notebook(
+        str(path),
+        str(out),
+        parameters=parameters,
+        kernel_name="python3",
+        progress_bar=False,
+        cwd=str(KERNEL_CWD),
+        execution_timeout=timeout_s,
+        # ipykernel warns at every start that it runs over TCP without encryption
+        # (loopback here); errors still show.
+        extra_arguments=["--log-level=ERROR"],
+    )
+
+
 def failed_record(s: Scenario, error: str, status: str = "failed", **extra: Any) -> Record:
     """A record for a scenario that did not produce one itself."""
     record: dict[str, Any] = {**base_record(s)}
@@ -67,8 +88,6 @@ def execute_scenario(
     """Run `s` by executing `notebooks/scenario.ipynb` in a fresh kernel (its record and
     the executed notebook in `out_dir`; `timeout_s` per cell; `extra_env` more variables
     for the kernel). Returns the record; a failure gets a failed record, never raised."""
-    import papermill
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex
@@ -78,18 +97,7 @@ def execute_scenario(
     error = None
     try:
         with environ(env):
-            papermill.execute_notebook(
-                str(SCENARIO_NOTEBOOK),
-                str(out_dir / "scenario.ipynb"),
-                parameters=parameters,
-                kernel_name="python3",
-                progress_bar=False,
-                cwd=str(KERNEL_CWD),
-                execution_timeout=timeout_s,
-                # ipykernel warns at every start that it runs over TCP without
-                # encryption (loopback here); errors still show.
-                extra_arguments=["--log-level=ERROR"],
-            )
+            execute_notebook(SCENARIO_NOTEBOOK, out_dir / "scenario.ipynb", parameters, timeout_s)
     except Exception as exc:  # recorded below; the study goes on
         error = f"{type(exc).__name__}: {exc}".strip()
     path = out_dir / RECORD_NAME
@@ -125,7 +133,6 @@ def execute_report(
     `figures`, the pages in `docs`, the answer in `readme`) and render it as HTML;
     returns the HTML path."""
     import nbformat
-    import papermill
 
     figures = Path(figures)
     figures.mkdir(parents=True, exist_ok=True)
@@ -137,15 +144,7 @@ def execute_report(
         "docs": str(Path(docs).resolve()) if docs is not None else None,
         "readme": str(Path(readme).resolve()) if readme is not None else None,
     }
-    papermill.execute_notebook(
-        str(notebook("report.ipynb")),
-        str(executed),
-        parameters=parameters,
-        kernel_name="python3",
-        progress_bar=False,
-        cwd=str(KERNEL_CWD),
-        extra_arguments=["--log-level=ERROR"],
-    )
+    execute_notebook(notebook("report.ipynb"), executed, parameters)
     html, _ = html_exporter().from_notebook_node(nbformat.read(executed, 4))
     out = figures / f"report_{scale}.html"
     tmp = out.with_suffix(".html.tmp")

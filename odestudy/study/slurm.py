@@ -261,13 +261,8 @@ def _record_failure(run: Run, why: str, results: Path, folder: Path, job_id: str
         s = run.scenario
         rec = failed_record(s, why, slurm_job_id=job_id)
         node = _node_machine(folder, job_id)
-        if node is not None:
-            rec.update(node)
-        path = (
-            Path(results, node["machine_id"], s.scale, s.name(), RECORD_NAME)
-            if node
-            else run.where(s, results)
-        )
+        rec.update(node or {})
+        path = _folder_of(s, rec, results) / RECORD_NAME if node else run.where(s, results)
         records.write_json_atomic(path, rec)
         return [Done(f"{s.name()} (run 1)", s, rec)]
     if isinstance(run, CeilingProbe):
