@@ -58,7 +58,7 @@ def _calls(step: Any, state: dict[str, Any], batch: Any, key: Any, n: int) -> di
     import jax
     import numpy as np
 
-    from odestudy.measure.neighbours import gradient_mean, one_program, placed_step
+    from odestudy.measure.cost import gradient_mean, one_program, placed_step
 
     devices = jax.devices("cpu")[:n]
     one, one_args, inside, inside_args = one_program(step, n, state, batch, key)

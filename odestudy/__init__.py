@@ -6,11 +6,10 @@ from . import builtin  # noqa: F401
 from .filterstep import FilterStep, make_step
 from .measure.activations import FASTER, tanh_softplus
 from .measure.audit import CollectiveCount, count_collectives
-from .measure.batching import batch_stream, epoch_batches, solver_cost
 from .measure.checks import ProblemError
 from .measure.compat import closure_convert_ignores_manual_sharding, make_data_mesh
 from .measure.controllers import CONTROLLERS, PID, AbstractController, StepTo
-from .measure.data import Dataset, make_dataset
+from .measure.data import Dataset, batch_stream, epoch_batches, make_dataset, solver_cost
 from .measure.devices import configure_devices
 from .measure.lever import LEVERS, AbstractAddedLever, AbstractLever, Facts
 from .measure.loops import control_flow, count_loops

@@ -18,8 +18,7 @@ from .measure.audit import count_collectives, loop_collective_names
 from .measure.controllers import CONTROLLERS
 from .measure.modes import MODES
 from .measure.scenario import Scenario
-from .study.modetime import mode_time
-from .study.profiles import HardwareProfile, Value
+from .study.profiles import HardwareProfile, Value, mode_time
 
 # What the prediction assumes, printed with it.
 ASSUMPTIONS = (
@@ -32,7 +31,7 @@ ASSUMPTIONS = (
     "row's step (the sweep gives their ratio over batches, the row the session's level)",
     "on CPU devices, a device's compute is slowed by its neighbours as much as N copies of "
     "the 1-device step inside one program of this process are against the same step alone "
-    "(`measure/neighbours.py`; on GPUs, separate devices, not at all)",
+    "(`measure/cost.py`; on GPUs, separate devices, not at all)",
     "one gradient all-reduce per step: on CPU devices of one process, as timed here (`pmean` "
     "of the gradient's pytree over the devices in one program); otherwise at the profile's "
     "latency for the gradient's size",
@@ -391,8 +390,8 @@ def neighbours_measured(
     base: Scenario, state: dict[str, Any], n: int, batches: set[int]
 ) -> dict[str, dict[str, Any]]:
     """By per-device batch (as a JSON key), `n` copies of the 1-device step of `base` in
-    one program on `n` CPU devices against alone (`neighbours.inside_one_program`)."""
-    from .measure.neighbours import inside_one_program
+    one program on `n` CPU devices against alone (`cost.inside_one_program`)."""
+    from .measure.cost import inside_one_program
     from .measure.training import step_key
 
     problem, data = state["problem"], state["data"]
@@ -428,8 +427,7 @@ def predict_modes(
     JAX must see `target.total_devices` CPU devices (to count the loop collectives of
     the one-loop modes). Returns the sweep, the terms and one row per mode.
     """
-    from .measure.cost import step_cost_sweep
-    from .measure.neighbours import gradient_allreduce
+    from .measure.cost import gradient_allreduce, step_cost_sweep
 
     check_prediction(target, profile)
     base, n = one_device(target), target.total_devices
@@ -548,11 +546,11 @@ def _neighbours_said(sweep: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"term": "a device's compute with its neighbours busy, over alone (per-device "
              f"batch: factor) {factors}", "measured": True,
              "source": f"{n} copies of the 1-device step inside one program on {n} CPU devices "
-             "of this process against alone, interleaved (`measure/neighbours.py`)"}]  # fmt: skip
+             "of this process against alone, interleaved (`measure/cost.py`)"}]  # fmt: skip
 
 
 def gradient_measured(sweep: dict[str, Any]) -> Value | None:
-    """The gradient all-reduce timed here (`neighbours.gradient_allreduce`); None where
+    """The gradient all-reduce timed here (`cost.gradient_allreduce`); None where
     it was not (a GPU or multi-process prediction)."""
     found = sweep.get("allreduce")
     if not found:
@@ -561,7 +559,7 @@ def gradient_measured(sweep: dict[str, Any]) -> Value | None:
     calls = len(found["times_s"])
     source = (
         f"measured here: pmean of the gradient's pytree over {found['n']} CPU devices in one "
-        f"program, median of {calls} calls (`measure/neighbours.py`)"
+        f"program, median of {calls} calls (`measure/cost.py`)"
     )
     return Value(found["median_s"], low, high, source, measured=True)
 
@@ -592,11 +590,11 @@ MAP_TIMED_STEPS = 20
 # 8: anchored on the 1-device row's runs from the trained state, its cold run set apart
 # (the quantity the report times).
 # 9: the neighbours term timed as N copies of the 1-device step inside one program
-# (`neighbours.inside_one_program`), not as N programs dispatched at once, which read
+# (`cost.inside_one_program`), not as N programs dispatched at once, which read
 # far slower under EQX_ON_ERROR=raise (which predictions before 390e0f9 ran under)
 # (`benchmarks/neighbours.py`, its records under results/<machine>/neighbours/).
 # 10: on CPU devices of one process, the gradient all-reduce timed here (`pmean` of the
-# trained parameters in one program, `neighbours.gradient_allreduce`), not the probe's
+# trained parameters in one program, `cost.gradient_allreduce`), not the probe's
 # latency plus a per-float slope, which charged 10-15x less than the direct measurement
 # (`benchmarks/neighbours.py`'s `allreduce`, results/<machine>/neighbours/).
 PREDICTION_MODEL = 10

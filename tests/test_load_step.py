@@ -14,7 +14,7 @@ import pytest
 
 import odestudy
 from odestudy import Step, load_step
-from odestudy.measure.batching import batch_stream
+from odestudy.measure.data import batch_stream
 from odestudy.measure.modes import modes_here
 from odestudy.measure.scenario import Scenario
 from odestudy.measure.training import scenario_devices, train

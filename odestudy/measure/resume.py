@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from . import environment
-from .batching import batch_stream, solver_cost
 from .compat import use_compilation_cache
+from .data import batch_stream, solver_cost
 from .problem import stage_lengths
 from .state import CACHE_DIR, STATE_NAME, load_executable, load_state
 from .timing import run_steps

@@ -31,7 +31,7 @@ from .solvers import (
     check_structure,
     parse_integrator,
 )
-from .vectors import check_vector_width
+from .vectors import APPLIES_ON, VECTOR_WIDTHS
 
 DEVICES = ("cpu", "gpu")
 SCALINGS = ("strong", "weak")
@@ -657,8 +657,20 @@ def validate(s: Scenario, available_devices: int | None = None) -> None:
     check_problem(s)
     if not isinstance(s.donate, bool):
         raise ValueError(f"donate must be true or false, got {s.donate!r}")
-    check_vector_width(s.vector_width, s.device)
+    _check_vector_width(s.vector_width, s.device)
     check_added_levers(s)
+
+
+def _check_vector_width(width: Any, device: str) -> None:
+    """Refuse an unknown width, or a non-default one where the compiler does not take it."""
+    if isinstance(width, bool) or width not in VECTOR_WIDTHS:
+        valid = ", ".join(map(str, VECTOR_WIDTHS))
+        raise ValueError(f"unknown vector_width {width!r}; valid choices: {valid} (bits)")
+    if width and device not in APPLIES_ON:
+        raise ValueError(
+            f"vector_width is an option of XLA's CPU compiler; device {device!r} takes 0, "
+            f"got {width}"
+        )
 
 
 def check_added_levers(s: Scenario) -> None:

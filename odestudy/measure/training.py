@@ -18,10 +18,9 @@ from . import mlp_reverse
 from .activations import FASTER, faster
 from .analysis import mean_waste
 from .audit import count_collectives
-from .batching import batch_stream, solver_cost
 from .checks import ProblemError, call_part, check_data, check_parts
 from .compat import pmap_implementation
-from .data import DATA_CACHE_ENV, cached_dataset
+from .data import DATA_CACHE_ENV, batch_stream, cached_dataset, solver_cost
 from .environment import cpu_info, machine_id, now, provenance, this_machine, versions
 from .mlp_reverse import AbstractMLPField
 from .model import AbstractBatchSolve, Solve, evaluation

@@ -19,18 +19,6 @@ APPLIES_ON: frozenset[str] = frozenset({"cpu"})
 RECOMMENDED_WIDTH = 512
 
 
-def check_vector_width(width: Any, device: str) -> None:
-    """Refuse an unknown width, or a non-default one where the compiler does not take it."""
-    if isinstance(width, bool) or width not in VECTOR_WIDTHS:
-        valid = ", ".join(map(str, VECTOR_WIDTHS))
-        raise ValueError(f"unknown vector_width {width!r}; valid choices: {valid} (bits)")
-    if width and device not in APPLIES_ON:
-        raise ValueError(
-            f"vector_width is an option of XLA's CPU compiler; device {device!r} takes 0, "
-            f"got {width}"
-        )
-
-
 def compiler_options(width: int) -> dict[str, Any] | None:
     """The XLA compile options for `width`-bit vectors (None: XLA's defaults)."""
     return {"xla_cpu_prefer_vector_width": width} if width else None

@@ -27,7 +27,7 @@ import numpy as np
 from ..measure.modes import MODES, multi_device_modes
 from ..measure.timing import PROTOCOL
 from ..study import records
-from ..study.modetime import mode_time
+from ..study.profiles import mode_time
 from ..study.rec import AllReduce, Projected, Rec, Sweep
 from ..study.studies import Grid, Table, Text
 from . import sessions

@@ -11,6 +11,9 @@ all-reduce of one float, and a bandwidth that prices a gradient's size. Two sour
   here, and the cross-process all-reduces that multi-process rows measured in their own
   jobs (`probe_processes`), the central value their median and the range their spread
   over sessions, each citing its records.
+
+`mode_time` prices a mode's step on N devices from measured terms and these costs: the
+one formula both `odestudy predict` and the report's projection use.
 """
 
 import dataclasses
@@ -22,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..measure import environment
+from ..measure.modes import MODES
 from ..measure.probe import PROBE_FOLDER
 from . import records
 
@@ -117,6 +121,22 @@ class HardwareProfile:
             f"{base.source}; size: {extra.source}",
             base.measured and extra.measured,
         )
+
+
+def mode_time(
+    mode: str, terms: dict[str, float], gradient_s: float, loop_s: float, in_loop: float
+) -> dict[str, float]:
+    """One mode's step from the measured `terms` (`per_iteration_s`: a device's time per
+    solver iteration at its share of the batch; `iterations_step`: the iterations of the
+    step's slowest sample), the gradient all-reduce (`gradient_s`) and, for a mode with
+    one loop over the global batch (`AbstractMode.one_loop`: `shard`, `explicit`),
+    `in_loop` collectives per solver iteration at `loop_s` each. Returns the step and
+    its parts (seconds)."""
+    compute = terms["per_iteration_s"] * terms["iterations_step"]
+    loop = in_loop * terms["iterations_step"] * loop_s if MODES[mode].one_loop else 0.0
+    total = compute + gradient_s + loop
+    return {"step_time_s": total, "compute_s": compute, "allreduce_s": gradient_s,
+            "in_loop_s": loop}  # fmt: skip
 
 
 def _placement(p: Placement) -> str:
