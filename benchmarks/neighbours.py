@@ -7,7 +7,7 @@ interleaved rounds (each round's order rotated), every call waited for:
 
 - `alone`: the 1-device step at `b` on the first device;
 - `side_by_side`: that step compiled once per device, the N programs dispatched at once
-  (`measure.neighbours.side_by_side`: what `predict` charges a device's compute);
+  (what prediction model 8 charged a device's compute);
 - `inside`: the same 1-device step, N copies in ONE program (`jax.pmap` of its function:
   each device its copy of the batch, no collective);
 - each multi-device mode's real step at global batch `N * b` (the batch repeated on every
