@@ -1,12 +1,13 @@
 """The study's step for each shipped problem, derived from the committed `odestudy tune`
 records (`make steps` writes `data/measured_steps.json`; `recommended.measured` reads it).
 
-Per problem, controller and device kind, from the newest tune record of that kind:
-- the levers of the step the tune chose, where the tune timed it faster than the study's
-  step with its whole 95% interval (a tie keeps the study's step: a verdict says no
-  more than its points);
-- else the levers of the study's step as that tune timed it (read back from its fields);
-- beyond the levers of the study's step on every problem (`recommended.STUDY_LEVERS`).
+Per problem, controller and device kind, from the newest tune record of that kind, the
+fastest step of the tune's last phase (faster than the default at equal loss) that the
+recommended rule rebuilds from levers (`rebuilt`: the levers whose fields it holds,
+beyond those of the study's step on every problem, `recommended.STUDY_LEVERS`), where
+the tune timed it faster than the study's step with its whole 95% interval; else the
+study's step as that tune timed it (a tie keeps the study's step: a verdict says no more
+than its points).
 
 The PID solve's bound (`max_steps`) is the one the derived PID step ran with, else the
 step-bound rule on the steps the trained field took in the tune (`step_bound.bound`).
@@ -14,6 +15,7 @@ A device kind with no tune record of a problem takes the levers derived on anoth
 that are not known faster only elsewhere (`AbstractLever.faster_on`).
 """
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -21,10 +23,10 @@ from typing import Any
 
 from .measure import levers as _shipped  # noqa: F401 - registers the shipped levers
 from .measure.environment import shipped
-from .measure.lever import LEVERS, Facts
+from .measure.lever import LEVERS, Facts, get_lever
 from .measure.levers.step_bound import bound
 from .measure.problem import LAZY_PROBLEMS, PROBLEMS
-from .measure.recommended import STUDY_LEVERS
+from .measure.recommended import STUDY_LEVERS, recommended_levers
 from .measure.scenario import Scenario
 from .report.intervals import ratio_interval
 from .study.records import DEFAULT_RESULTS, write_json_atomic
@@ -84,32 +86,62 @@ def levers_of(fields: dict[str, Any], s: Scenario, facts: Facts) -> list[str]:
     return out
 
 
+def rebuilt(row: dict[str, Any], s: Scenario, facts: Facts) -> list[str] | None:
+    """The levers (beyond the study's) from which the recommended rule rebuilds `row`'s
+    step on `s`, or None where it cannot (a step without a lever of the study's step)."""
+    fields = row["fields"]
+    own = [n for n in levers_of(fields, s, facts) if n not in STUDY_NAMES]
+    found = (Facts(max_steps=fields.get("max_steps")), [get_lever(n) for n in own])
+    try:
+        again = dataclasses.replace(s, **recommended_levers(s, found))
+    except ValueError:
+        return None
+    return own if again == dataclasses.replace(s, **fields) else None
+
+
 def derived_step(record: dict[str, Any]) -> dict[str, Any]:
-    """What one tune record says of its problem's step: its levers (beyond the study's),
-    its fields, and why."""
+    """What one tune record says of its problem's step (see the module's docstring): its
+    fields, its levers beyond the study's, its bound and why."""
     s = Scenario.from_dict(record["scenario"])
     facts = Facts(solver_steps=record["facts"].get("solver_steps"))
-    chosen = record["levers"]
+    last = [r for r in record["tried"] if r.get("phase") == _last_phase(record) and "speedup" in r]
+    faster = sorted((r for r in last if r.get("verdict") == "faster"), key=lambda r: -r["speedup"])
+    best = next(((r, own) for r in faster if (own := rebuilt(r, s, facts)) is not None), None)
     study = _row(record, STUDY_STEP)
-    label = "+".join(chosen)
-    why = f"the tune's choice, {label.replace(STUDY_STEP, 'the study step') or 'the default step'}"
-    row = _row(record, label) if chosen else None
-    if study is not None and chosen != [STUDY_STEP] and row is not None:
-        ratio, lo, hi = ratio_interval(_kept_runs(study), _kept_runs(row))
-        said = f"{ratio:.2f}x [{lo:.2f}, {hi:.2f}] over the study's step"
-        if lo > 1:
-            why += f", {said}"
+    taken, why = best, ""
+    if best is not None:
+        why = f"the fastest step of the tune the rule rebuilds, {_said(best[0])}"
+    if study is not None and (best is None or best[0] is not study):
+        own = rebuilt(study, s, facts)
+        if own is None:
+            raise ValueError(f"{record['problem']}: the rule does not rebuild the study's step")
+        if best is None:
+            taken, why = (study, own), "the study's step"
         else:
-            chosen, row = [STUDY_STEP], study
-            why = f"the study's step: the tune's choice, {label}, read {said}"
-    fields = (row or {}).get("fields", record.get("fields", {}))
-    names = levers_of(fields, s, facts) if chosen == [STUDY_STEP] else list(chosen)
-    return {
-        "levers": [n for n in names if n not in STUDY_NAMES],
-        "max_steps": fields.get("max_steps")
-        or (bound(facts.solver_steps) if facts.solver_steps else None),
-        "why": why,
-    }
+            ratio, lo, hi = ratio_interval(_kept_runs(study), _kept_runs(best[0]))
+            said = f"{ratio:.2f}x [{lo:.2f}, {hi:.2f}] over the study's step"
+            if lo > 1:
+                why += f", {said}"
+            else:
+                taken, why = (study, own), f"the study's step ({_said(best[0])} read {said})"
+    if taken is None:
+        return {"fields": {}, "levers": [], "max_steps": None, "why": "the default step"}
+    row, own = taken
+    bound_ = row["fields"].get("max_steps") or (
+        bound(facts.solver_steps) if facts.solver_steps else None
+    )
+    return {"fields": row["fields"], "levers": own, "max_steps": bound_, "why": why}
+
+
+def _last_phase(record: dict[str, Any]) -> str:
+    """The tune's last lever phase (`combined` where it ran, else `alone`)."""
+    phases = {r.get("phase") for r in record["tried"]}
+    return "combined" if "combined" in phases else "alone"
+
+
+def _said(row: dict[str, Any]) -> str:
+    label = row["label"].replace(STUDY_STEP, "the study's step")
+    return f"{label} ({row['speedup']:.2f}x the default)"
 
 
 def derive(results: str | Path = DEFAULT_RESULTS) -> dict[str, Any]:

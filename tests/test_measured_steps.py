@@ -10,7 +10,7 @@ import pytest
 
 from odestudy import measured_steps
 from odestudy.measure.environment import shipped
-from odestudy.measure.recommended import measured
+from odestudy.measure.recommended import measured, recommended
 from odestudy.measure.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,22 +36,14 @@ def test_the_shipped_steps_are_derived_from_the_committed_tune_records(tmp_path)
     assert derived == json.loads(shipped("data", "measured_steps.json").read_text())
 
 
-def test_a_tie_with_the_studys_step_keeps_it():
-    """A tune choice whose interval over the study's step reaches 1 is not taken."""
-    record = {
-        "scenario": Scenario(scale="smoke", problem="latent_ode").to_dict(),
-        "facts": {"solver_steps": 20},
-        "levers": ["fused"],
-        "fields": {"integrator": "fused"},
-        "tried": [
-            {"label": "fused", "speedup": 1.0, "fields": {"integrator": "fused"},
-             "step_times_runs_s": [[1.0, 1.01, 0.99]] * 3},
-            {"label": "study_step", "speedup": 1.0, "fields": {"max_steps": 64},
-             "step_times_runs_s": [[1.0, 0.99, 1.01]] * 3},
-        ],
-    }  # fmt: skip
+def test_a_tie_with_the_studys_step_keeps_it(tmp_path):
+    """The latent ODE's PID tune chose the fused solve, which it timed level with the
+    study's step: the study's step stays."""
+    path = _committed_tunes(tmp_path) / "amd-epyc-2cpu-1a6ba1/tune/cpu-latent_ode-pid-quick.json"
+    record = json.loads(path.read_text())
+    assert record["levers"] == ["fused"]
     step = measured_steps.derived_step(record)
-    assert step["levers"] == [] and "the study's step" in step["why"]
+    assert step["levers"] == [] and step["why"].startswith("the study's step")
     assert step["max_steps"] == 64
 
 
@@ -60,3 +52,17 @@ def test_a_kind_without_a_tune_takes_the_levers_not_known_faster_only_elsewhere(
     gpu = [lever.name for lever in measured(Scenario(scale="smoke", device="gpu"))[1]]
     assert "fast_activations" in cpu and "fast_activations" not in gpu
     assert "fused" in gpu
+
+
+def test_the_recommended_rule_rebuilds_each_derived_step_as_its_tune_timed_it(tmp_path):
+    """Per tune record the derivation used: the recommended step on its problem,
+    controller, device kind and width sets the levers of the step it took."""
+    results = _committed_tunes(tmp_path)
+    for (problem, _, controller), path in measured_steps.tune_records(results).items():
+        record = json.loads(path.read_text())
+        s = Scenario.from_dict(record["scenario"])
+        taken = measured_steps.derived_step(record)["fields"]
+        rebuilt = recommended(s)
+        assert {k: getattr(rebuilt, k) for k in taken} == taken, (problem, controller)
+        assert all(rebuilt.default(k) == getattr(rebuilt, k) for k in Scenario.levers()
+                   if k not in taken), (problem, controller)  # fmt: skip

@@ -113,10 +113,14 @@ def _study_fields(s: Scenario, facts: Facts) -> dict[str, Any]:
     return combine(s, [lever for lever in chosen if lever.refusal(s, facts) is None], facts)
 
 
-def diffrax_levers(s: Scenario) -> dict[str, Any]:
+Found = tuple[Facts, list[AbstractLever]]
+
+
+def diffrax_levers(s: Scenario, found: Found | None = None) -> dict[str, Any]:
     """The study's levers for `s` run by diffrax's loop: `STUDY_LEVERS` where each applies
-    (with the measured bound), and the problem's measured levers diffrax's loop runs."""
-    facts, levers = measured(s)
+    (with the measured bound), and the problem's measured levers diffrax's loop runs
+    (`found`: those instead of `measured(s)`)."""
+    facts, levers = found or measured(s)
     if not s.stepsize_controller.adaptive and not s.stepsize_controller.on_grid:
         raise ValueError(f"no recommended step for controller {s.controller!r}")
     out = _study_fields(s, facts)
@@ -133,11 +137,11 @@ def fused_levers(levers: dict[str, Any], controller: AbstractController) -> dict
     return {**out, "integrator": "fused", "adjoint": controller.fused_adjoint}
 
 
-def recommended_fused_levers(s: Scenario) -> dict[str, Any]:
+def recommended_fused_levers(s: Scenario, found: Found | None = None) -> dict[str, Any]:
     """`s`'s recommended step run by the fused solve, with the problem's measured levers
     the fused loop brings where they apply."""
-    facts, levers = measured(s)
-    out = fused_levers(diffrax_levers(s), s.stepsize_controller)
+    facts, levers = found or measured(s)
+    out = fused_levers(diffrax_levers(s, found), s.stepsize_controller)
     for lever in levers:
         if lever.fused_loop and not isinstance(lever, FusedSolve):
             at = dataclasses.replace(s, **out)
@@ -146,13 +150,14 @@ def recommended_fused_levers(s: Scenario) -> dict[str, Any]:
     return out
 
 
-def recommended_levers(s: Scenario) -> dict[str, Any]:
+def recommended_levers(s: Scenario, found: Found | None = None) -> dict[str, Any]:
     """The recommended step's levers for `s`: `diffrax_levers`, run by the fused solve
-    where the study measured it faster on the problem and it runs the controller."""
-    fused = any(isinstance(lever, FusedSolve) for lever in measured(s)[1])
+    where the study measured it faster on the problem and it runs the controller
+    (`found`: the problem's bound and levers, instead of `measured(s)`)."""
+    fused = any(isinstance(lever, FusedSolve) for lever in (found or measured(s))[1])
     if fused and s.stepsize_controller.fused:
-        return recommended_fused_levers(s)
-    return diffrax_levers(s)
+        return recommended_fused_levers(s, found)
+    return diffrax_levers(s, found)
 
 
 def recommended(s: Scenario) -> Scenario:
