@@ -713,19 +713,24 @@ def _prediction_summary(
         errors = prediction_errors(rows, preds)
         if not errors:
             continue
-        parts = []
-        for m in MULTI_MODES:
-            mine = [abs(e.error) for e in errors if e.mode == m]
-            if mine:
-                parts.append(f"`{m}` {np.median(mine) * 100:.0f} % ({len(mine)} rows)")
+        held = [e for e in errors if e.get("before") is True]
         lines.append(
             f"- `odestudy predict` {what}, against these measured 2-device rows, median "
-            "|error| per mode: "
-            + ", ".join(parts)
-            + f" ({said(errors)})."
+            f"|error| per mode: {_per_mode(errors)} ({said(errors)})."
             + held_out_said(errors, "rows")
+            + (f" Per mode: {_per_mode(held)}." if held and len(held) < len(errors) else "")
         )
     return lines
+
+
+def _per_mode(errors: Sequence[Any]) -> str:
+    """Each multi-device mode's median |error| over `errors`, with its count."""
+    parts = []
+    for m in MULTI_MODES:
+        mine = [abs(e.error) for e in errors if e.mode == m]
+        if mine:
+            parts.append(f"`{m}` {np.median(mine) * 100:.0f} % ({len(mine)} rows)")
+    return ", ".join(parts)
 
 
 def workloads_figure(rows: Sequence[MapRow], out: str | Path) -> list[Path]:
