@@ -24,7 +24,7 @@ from typing import Any
 from .measure import levers as _shipped  # noqa: F401 - registers the shipped levers
 from .measure.environment import shipped
 from .measure.lever import LEVERS, Facts, get_lever
-from .measure.levers.step_bound import bound
+from .measure.levers.step_bound import StepBound, bound
 from .measure.problem import LAZY_PROBLEMS, PROBLEMS
 from .measure.recommended import STUDY_LEVERS, recommended_levers
 from .measure.scenario import Scenario
@@ -152,7 +152,7 @@ def derive(results: str | Path = DEFAULT_RESULTS) -> dict[str, Any]:
         step = derived_step(record)
         entry = problems.setdefault(problem, {"max_steps": None, "levers": {}, "sources": {}})
         entry["levers"].setdefault(device, {})[controller] = step["levers"]
-        if controller == "pid" and step["max_steps"]:
+        if step["max_steps"] and controller in (StepBound.controllers or ()):
             entry["max_steps"] = step["max_steps"]
         where = Path("results") / path.relative_to(results)
         source = f"{where} ({record['started'][:16]} UTC, commit {record['git_commit'][:7]})"
