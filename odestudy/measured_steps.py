@@ -17,7 +17,6 @@ that are not known faster only elsewhere (`AbstractLever.faster_on`).
 
 import dataclasses
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +57,7 @@ def tune_records(results: str | Path = DEFAULT_RESULTS) -> dict[tuple[str, str, 
 
 def _kept_runs(row: dict[str, Any]) -> dict[str, Any]:
     """`row`'s block times without the rounds the tune left out (host contended)."""
-    said = (re.match(r"block (\d+)", s) for s in row.get("left_out_blocks", []))
-    out = {int(m.group(1)) - 1 for m in said if m}
+    out = set(row.get("left_out_rounds", []))
     return {
         "step_times_runs_s": [b for k, b in enumerate(row["step_times_runs_s"]) if k not in out]
     }

@@ -269,6 +269,7 @@ def measure_phase(
             speedup_ci=[lo, hi],
             step_times_runs_s=runs[r["label"]],
             left_out_blocks=list(left_out.values()),
+            left_out_rounds=sorted(left_out),
             host_blocks=tuner.host_blocks[r["label"]],
             solver_steps_blocks=tuner.solver_steps[r["label"]],
         )
