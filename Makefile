@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: steps versions rising-cost own-loop neighbours all full map crossover map-levers map-vectors map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: steps versions rising-cost own-loop own-predict own-rows neighbours all full map crossover map-levers map-vectors map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -118,6 +118,22 @@ own-loop: $(STAMP)
 	cd examples && ../$(BIN)/odestudy tune --problem own_problem:PROBLEM --scale quick \
 		--results ../results
 	$(BIN)/python benchmarks/own_loop.py
+
+# `predict` checked on a problem written outside the package, named from this folder as
+# a user names theirs (examples.own_problem:PROBLEM), records under results/own/: its
+# tune, its trained 1-device rows (PID, the default and the tuned step) and the
+# predictions made from them (`own-predict`); commit those, then measure the 2-device
+# rows in every mode (`own-rows`) and read the check (figures/tables/prediction.md).
+OWN = --problem examples.own_problem:PROBLEM --scale quick --results results/own
+OWN_ROWS = controller=pid,scaling=strong,processes=1,device=cpu
+own-predict: $(STAMP)
+	$(BIN)/odestudy tune $(OWN) --controller pid --devices 2
+	$(BIN)/odestudy matrix $(OWN) --select $(OWN_ROWS),devices_per_process=1
+	$(BIN)/odestudy predict $(OWN) --devices 2 --record
+	$(BIN)/odestudy predict $(OWN) --devices 2 --record --default-step
+own-rows: $(STAMP)
+	$(BIN)/odestudy matrix $(OWN) --select $(OWN_ROWS),devices_per_process=2
+	$(MAKE) --no-print-directory report
 
 # The study's step per shipped problem (data/measured_steps.json), derived from the
 # committed `odestudy tune` records (odestudy/measured_steps.py says the rule); tune the

@@ -449,6 +449,12 @@ def _steps(a: argparse.Namespace) -> int:
         "check against the map's measured rows (records under RESULTS/map)",
     ),
     flag(
+        "--record",
+        "predict from the problem's trained 1-device row recorded under RESULTS (`odestudy "
+        "matrix --select devices_per_process=1` first) and write the prediction beside the "
+        "records, where the report checks it against the multi-device rows measured after it",
+    ),
+    flag(
         "--rows",
         "predict every measured multi-device row of this machine's matrix of the scale "
         "(one, several processes, several nodes) from its 1-device row and --profile, for "
@@ -485,6 +491,8 @@ def _predict(a: argparse.Namespace) -> int:
     axis = _held(_axis(a.crossover_batches), target, a.crossover_batches == CROSSOVER_DEFAULT)
     profile = profiles.load_profile(a.profile, a.results) if a.profile else None
     predict.check_prediction(target, profile)  # before JAX starts or anything compiles
+    if a.record:
+        return _predict_recorded(a, target, profile, axis)
     _predict_devices(target, profile is None)
     state = None if a.retrain else predict.recorded_state(predict.one_device(target), a.results)
     if state:
@@ -497,6 +505,34 @@ def _predict(a: argparse.Namespace) -> int:
     if a.out:
         write_json_atomic(a.out, out)
         print(f"-> {a.out}")
+    return 0
+
+
+def _predict_recorded(
+    a: argparse.Namespace, target: Scenario, profile, axis: tuple[int, ...]
+) -> int:
+    """`odestudy predict --record`: the prediction of `target` from its trained 1-device
+    row under RESULTS (`predict.predict_from_row`), written beside the records
+    (`predict.recorded_prediction_path`); one made there from the same row is kept."""
+    why = predict.why_no_anchor(target, a.results)
+    if why is not None:
+        raise ValueError(
+            f"--record predicts from the trained 1-device row under {a.results}, but {why}: "
+            "run `odestudy matrix --select devices_per_process=1` (or `odestudy run`) first"
+        )
+    _predict_devices(target, profile is None)
+    path = predict.recorded_prediction_path(a.results, target, profile.name if profile else None)
+    machine = None if profile else profiles.machine_profile_if_any(a.results)
+    n = 1 if profile else target.total_devices
+    with _predicting("--record", a.wait, a.results, n, [target]):
+        out = predict.predict_from_row(
+            target, a.results, path, profile, target.name(), machine=machine, axis=axis
+        )
+    assert out is not None  # its row was checked above
+    print_prediction(out, target)
+    print(f"-> {path}")
+    if a.out:
+        write_json_atomic(a.out, out)
     return 0
 
 

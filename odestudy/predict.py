@@ -600,6 +600,27 @@ MAP_TIMED_STEPS = 20
 PREDICTION_MODEL = 10
 
 
+def recorded_prediction_path(
+    results: str | Path, target: Scenario, profile: str | None = None
+) -> Path:
+    """Where `predict --record` writes its prediction of `target`: beside this machine's
+    records, named by the target (`row_predictions` reads it back)."""
+    from .study.records import machine_folder
+
+    tail = f"-profile-{Path(profile).stem}" if profile else ""
+    return machine_folder(results) / "predict" / f"{target.name()}{tail}.json"
+
+
+def why_no_anchor(target: Scenario, results: str | Path) -> str | None:
+    """Why `target`'s 1-device row under `results` cannot anchor a prediction here (not
+    recorded, failed, its trained state missing, made elsewhere), or None."""
+    from .study import records
+
+    base = one_device(target)
+    rec = dict(records.read_or(records.record_path(base, results), {}, records.read_record))
+    return _unusable(rec, _state_path(target, results), base)
+
+
 def map_prediction_path(
     results: str | Path, workload: Any, controller: str, profile: str | None = None
 ) -> Path:

@@ -2,6 +2,7 @@
 prediction's arithmetic (intervals, the lock-step term, the terms said measured or
 profiled), on synthetic sweeps: no timing is asserted."""
 
+import dataclasses
 import json
 import os
 
@@ -323,6 +324,38 @@ def test_the_prediction_page_checks_each_row_against_its_own_scenario():
     # A prediction of another batch is checked against that batch's row, not the default's.
     other = checked_rows(rows, [prediction(batch=64)])
     assert [(c["name"], c["measured_s"]) for c in other] == [(rows[3]["name"], 0.030)]
+
+
+def test_a_user_problem_s_check_compares_predicted_and_measured_speedups():
+    """The prediction page's section on a problem written outside the package: each
+    2-device row's speedup against the one predicted, within 25 % or not, and verdicts."""
+    from odestudy.builtin.prediction import checked_rows, own_said, own_table, speedup_error
+    from odestudy.study.rec import Rec
+
+    s = Scenario(mode="shard_map", devices_per_process=2, scale="quick")
+
+    def row(mode, speedup, lo, hi):
+        m = dataclasses.replace(s, mode=mode)
+        return Rec({"status": "ok", "scaling": "strong", "controller": "pid", "mode": mode,
+                    "n_devices": 2, "step_time_s": 0.01, "speedup": speedup,
+                    "speedup_ci": (lo, hi), "scenario": m.to_dict(), "name": m.name(),
+                    "session": None})  # fmt: skip
+
+    def predicted(mode, speedup, lo, hi):
+        return {"mode": mode, "step_time_s": 0.01, "step_time_interval_s": [0.009, 0.011],
+                "speedup": speedup, "speedup_interval": [lo, hi]}  # fmt: skip
+
+    rows = [row("pmap", 1.5, 1.4, 1.6), row("shard", 0.8, 0.7, 0.9)]
+    found = [{"scenario": s.to_dict(), "n_devices": 2, "profile": {"name": None},
+              "trained": True, "rows": [predicted("pmap", 1.3, 1.2, 1.4),
+                                        predicted("shard", 1.2, 1.1, 1.3)]}]  # fmt: skip
+    checked = checked_rows(rows, found)
+    errors = {c.mode: speedup_error(c) for c in checked}
+    assert errors == pytest.approx({"pmap": 1.3 / 1.5 - 1, "shard": 1.2 / 0.8 - 1})
+    said = own_said(checked, [], "quick")
+    assert "1 of 2 predicted speedups lie within 25 %" in said
+    assert "the measured one at 1 of 2, the opposite at 1" in said  # shard: pays / does not
+    assert [r[0] for r in own_table(checked).rows] == ["`pmap`", "`shard`"]
 
 
 def test_a_profile_value_s_range_holds_its_central_value():

@@ -13,6 +13,7 @@ from ..measure.modes import multi_device_modes
 from ..measure.probe import PROBE_FOLDER
 from ..measure.scenario import Scenario
 from ..report import sessions
+from ..report.crossover import verdict_of
 from ..report.frames import read_records, scaling_rows
 from ..report.heldout import made_before, said
 from ..report.tables import escape
@@ -43,6 +44,8 @@ class Checked(dict[str, Any]):
     profile: Key[str | None] = Key()
     session: Key[Any] = Key()
     made: Key[str | None] = Key()
+    predicted_speedup: Key[tuple[float, float, float] | None] = Key()
+    measured_speedup: Key[tuple[float, float, float] | None] = Key()
 
 
 def row_predictions(results: str | Path, machine: str) -> list[Predicted]:
@@ -100,6 +103,8 @@ def _checked(p: Predicted, pr: PredictedRow, r: Rec) -> Checked:
         measured_s=measured, error=pr.step_time_s / measured - 1,
         inside=lo <= measured <= hi, profile=p.profile.name,
         session=r.session, made=p.finished,
+        predicted_speedup=(pr.speedup, *pr.speedup_interval) if pr.speedup_interval else None,
+        measured_speedup=(r.speedup, *r.speedup_ci) if r.speedup and r.speedup_ci else None,
     )  # fmt: skip
 
 
@@ -187,11 +192,89 @@ def prediction_body(results: str | Path, machine: str) -> tuple[Text | Grid, ...
         Text(intro),
         Text("\n".join(summary_lines(checked) or ["No measured row has a prediction yet."])),
         *([checked_table(checked)] if checked else []),
+        *own_problem_section(results, machine),
         *gpu_prediction_section(results),
         Text("## The machine probe of every session"),
         probes_table(results, machine),
         Text(""),  # the file ends with a blank line
     )
+
+
+# `make own-predict` and `make own-rows`: the example problem written outside the package
+# (examples/own_problem.py), its records under RESULTS/own (apart from the study's rows).
+OWN_FOLDER = "own"
+
+
+def own_problem_section(
+    results: str | Path, machine: str, scale: str = "quick"
+) -> list[Text | Grid]:
+    """The section on a problem written outside the package: `machine`'s 2-device rows
+    of the example (`make own-rows`) against `odestudy predict --record`'s predictions
+    from its trained 1-device row (`make own-predict`), speedup against speedup."""
+    root = Path(results) / OWN_FOLDER
+    recs = [r for r in read_records(root, scale, current=False) if r.machine_id == machine]
+    found = row_predictions(root, machine)
+    checked = [
+        c for c in checked_rows(scaling_rows(recs), found)
+        if c.predicted_speedup and c.measured_speedup
+    ]  # fmt: skip
+    head = Text("## A problem written outside the package")
+    if not checked:
+        return [head, Text("No checked row of the example yet: `make own-predict`, then "
+                           "`make own-rows`.")]  # fmt: skip
+    return [head, Text(own_said(checked, recs, scale)), own_table(checked)]
+
+
+def _speedups(c: Checked) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+    """A checked row's predicted and measured speedups, each `(estimate, low, high)`."""
+    assert c.predicted_speedup is not None and c.measured_speedup is not None
+    return c.predicted_speedup, c.measured_speedup
+
+
+def speedup_error(c: Checked) -> float:
+    """The predicted speedup's relative error against the measured one."""
+    predicted, measured = _speedups(c)
+    return predicted[0] / measured[0] - 1
+
+
+def own_said(checked: Sequence[Checked], recs: Sequence[Rec], scale: str = "quick") -> str:
+    """What the example's check found: speedups within 25 %, and verdicts."""
+    within = sum(abs(speedup_error(c)) <= 0.25 for c in checked)
+    pairs = [tuple(map(verdict_of, _speedups(c))) for c in checked]
+    same = sum(a == b for a, b in pairs)
+    opposite = sum({a, b} == {"pays", "does not"} for a, b in pairs)
+    return (
+        "`examples/own_problem.py` (a time-dependent field that is not a plain MLP, on "
+        f"irregular grids), run as `examples.own_problem:PROBLEM` at the {escape(scale)} "
+        "scale, PID, with the default step and the step its `odestudy tune` chose (`make "
+        "own-predict`, `make own-rows`; records under `results/own/`). Each 2-device row "
+        "against the speedup `odestudy "
+        "predict --record` predicted from the trained 1-device row, over that row's step "
+        f"(the same step on 1 device). {within} of {len(checked)} predicted speedups lie "
+        f"within 25 % of the measured one; the verdict (pays, does not, or undecided where "
+        f"the interval straddles 1) is the measured one at {same} of {len(checked)}, the "
+        f"opposite at {opposite} ({said(checked)}). "
+        + sessions.sessions_line([r for r in recs if r.ok], recs)
+    )
+
+
+def own_table(checked: Sequence[Checked]) -> Grid:
+    body = [
+        (
+            f"`{escape(c.mode)}`",
+            escape(c.name),
+            *(Interval(*v) for v in _speedups(c)),
+            f"{speedup_error(c) * 100:+.0f} %",
+            {True: "yes", False: "no", None: "unknown"}[c.before],
+            escape(c.session.label if c.session else ""),
+        )
+        for c in sorted(checked, key=lambda c: c.name)
+    ]
+    return Grid(
+        ("Mode", "Row", "Predicted speedup [95%]", "Measured speedup [95%]", "Error",
+         "Predicted before the row", "Session"),
+        tuple(body),
+    )  # fmt: skip
 
 
 def gpu_prediction_section(results: str | Path) -> list[Text | Grid]:

@@ -500,7 +500,7 @@ def prediction_errors(pts: Sequence[Point], found: Sequence[Prediction]) -> list
     ]
 
 
-def _verdict(interval: Sequence[float]) -> str:
+def verdict_of(interval: Sequence[float]) -> str:
     """Whether a speedup `(estimate, low, high)` pays, does not, or is undecided."""
     return "pays" if interval[1] > 1 else "does not" if interval[2] < 1 else "undecided"
 
@@ -510,7 +510,7 @@ def verdicts_said(pts: Sequence[Point], found: Sequence[Prediction]) -> str:
     predicted verdict (pays, does not, undecided: the interval straddles 1) is the
     measured one, and how often the opposite; "" where there is none."""
     pairs = [
-        (_verdict(pred), _verdict(p.speedup))
+        (verdict_of(pred), verdict_of(p.speedup))
         for p, pred, _, before in _checked(pts, found)
         if before is True
     ]
