@@ -129,12 +129,11 @@ def solve_batch(
         one = functools.partial(
             solve_scan, unroll=structure.unroll, time_dependent=spec.problem.time_dependent
         )
-        if args is None:  # the study's program as it was measured
-            return jax.vmap(one, in_axes=(None, 0, 0))(model, ts, y0)
-        return jax.vmap(lambda t, y, a: one(model, t, y, args=a))(ts, y0, args)
-    if args is None:
-        return jax.vmap(solve, in_axes=(None, 0, 0, None))(model, ts, y0, spec)
-    return jax.vmap(lambda t, y, a: solve(model, t, y, spec, a))(ts, y0, args)
+    else:
+        one = functools.partial(solve, spec=spec)
+    if args is None:  # the study's program as it was measured
+        return jax.vmap(one, in_axes=(None, 0, 0))(model, ts, y0)
+    return jax.vmap(lambda t, y, a: one(model, t, y, args=a))(ts, y0, args)
 
 
 def batch_loss(
