@@ -121,18 +121,22 @@ own-loop: $(STAMP)
 
 # `predict` checked on a problem written outside the package, named from this folder as
 # a user names theirs (examples.own_problem:PROBLEM), records under results/own/: its
-# tune, its trained 1-device rows (PID, the default and the tuned step) and the
-# predictions made from them (`own-predict`); commit those, then measure the 2-device
-# rows in every mode (`own-rows`) and read the check (figures/tables/prediction.md).
+# tune, its trained 1-device rows (PID, the default step and the tuned one, the tune's
+# step file) and the predictions made from them (`own-predict`); commit those, then
+# measure the 2-device rows in every mode (`own-rows`) and read the check
+# (figures/tables/prediction.md).
 OWN = --problem examples.own_problem:PROBLEM --scale quick --results results/own
-OWN_ROWS = controller=pid,scaling=strong,processes=1,device=cpu
+OWN_ROWS = --select controller=pid,scaling=strong,processes=1,device=cpu,stages=loop
+OWN_STEP = $(shell $(BIN)/python -c 'from odestudy import Scenario; 	from odestudy.study.steps import step_path; 	print(step_path(Scenario(problem="examples.own_problem:PROBLEM", scale="quick"), "results/own"))')
 own-predict: $(STAMP)
 	$(BIN)/odestudy tune $(OWN) --controller pid --devices 2
-	$(BIN)/odestudy matrix $(OWN) --select $(OWN_ROWS),devices_per_process=1
-	$(BIN)/odestudy predict $(OWN) --devices 2 --record
+	$(BIN)/odestudy matrix $(OWN) $(OWN_ROWS),devices_per_process=1
+	$(BIN)/odestudy matrix $(OWN) $(OWN_ROWS),devices_per_process=1 --step $(OWN_STEP)
+	$(BIN)/odestudy predict $(OWN) --devices 2 --record --step $(OWN_STEP)
 	$(BIN)/odestudy predict $(OWN) --devices 2 --record --default-step
 own-rows: $(STAMP)
-	$(BIN)/odestudy matrix $(OWN) --select $(OWN_ROWS),devices_per_process=2
+	$(BIN)/odestudy matrix $(OWN) $(OWN_ROWS),devices_per_process=2
+	$(BIN)/odestudy matrix $(OWN) $(OWN_ROWS),devices_per_process=2 --step $(OWN_STEP)
 	$(MAKE) --no-print-directory report
 
 # The study's step per shipped problem (data/measured_steps.json), derived from the

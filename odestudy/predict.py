@@ -769,7 +769,32 @@ def _made_from(
                  "model": PREDICTION_MODEL, "profile": profile.name if profile else None,
                  "target_key": target.key(), **({"axis": list(axis)} if axis else {})}  # fmt: skip
     old = records.read_or(out, {})
-    return rec, made_from, old if old.get("made_from") == made_from else None
+    same = old.get("made_from") == made_from
+    kept = same or _held_out(old, made_from, target, results, out)
+    return rec, made_from, old if kept else None
+
+
+def _held_out(
+    old: dict[str, Any],
+    made_from: dict[str, Any],
+    target: Scenario,
+    results: str | Path,
+    out: Path,
+) -> bool:
+    """Whether the prediction `old` of `target`, by this prediction model from the same
+    profile, was made before every multi-device row of `target` recorded under `results`
+    (`heldout.made_before`): a new one, made after those rows from a 1-device row measured
+    again, would replace a held-out check by an in-sample one, so `old` is kept."""
+    from .report.heldout import made_before
+    from .study import records
+
+    was = old.get("made_from") or {}
+    if any(was.get(k) != made_from[k] for k in ("model", "profile", "target_key")):
+        return False
+    paths = [records.record_path(dataclasses.replace(target, mode=m), results)
+             for m in predicted_modes(target)]  # fmt: skip
+    rows = [r for p in paths if (r := records.read_or(p, None, records.read_record))]
+    return bool(rows) and made_before({**old, "path": str(out)}, rows) is True
 
 
 def rows_to_predict(

@@ -401,6 +401,31 @@ def test_a_prediction_is_made_only_from_a_1_device_row_made_here(tmp_path):
     assert foreign.startswith("its 1-device row was not made here (machine differs")
 
 
+def test_a_held_out_prediction_is_kept_when_its_1_device_row_is_measured_again(tmp_path):
+    """A prediction made before its target's multi-device rows is not replaced by one made
+    after them from a 1-device row measured again (that would be in-sample); one of an
+    older prediction model, or made after the rows, is."""
+    from odestudy.predict import PREDICTION_MODEL, _made_from
+    from odestudy.study import records
+
+    target = Scenario(mode="shard_map", devices_per_process=2, scale="quick")
+    base, out = predict.one_device(target), tmp_path / "prediction.json"
+    records.write_json_atomic(
+        records.record_path(base, tmp_path), {"started": "2026-01-03T00:00:00+00:00"}
+    )
+    row = records.record_path(dataclasses.replace(target, mode="pmap"), tmp_path)
+    records.write_json_atomic(row, {"status": "ok", "started": "2026-01-02T00:00:00+00:00"})
+    made_from = {"model": PREDICTION_MODEL, "profile": None, "target_key": target.key(),
+                 "started": "2026-01-01T00:00:00+00:00"}  # fmt: skip
+    old = {"made_from": made_from, "finished": "2026-01-01T12:00:00+00:00"}
+    records.write_json_atomic(out, old)
+    assert _made_from(target, tmp_path, out, None)[2] == old  # held out: kept
+    records.write_json_atomic(out, {**old, "made_from": {**made_from, "model": 6}})
+    assert _made_from(target, tmp_path, out, None)[2] is None  # an older model: made again
+    records.write_json_atomic(out, {**old, "finished": "2026-01-02T12:00:00+00:00"})
+    assert _made_from(target, tmp_path, out, None)[2] is None  # made after its rows
+
+
 def test_a_prediction_along_a_batch_axis_is_scaled_to_its_anchor():
     """Points of a batch axis whose batches are not the anchor's are scaled to the
     anchor's session too (the sweep holds the anchor's batch)."""
