@@ -20,8 +20,8 @@ from .measure.controllers import CONTROLLERS
 from .measure.lever import resolve_lever
 from .measure.problem import resolve_problem
 from .measure.scenario import SCALES, Scenario, validate
-from .report.crossover import Crossing
 from .report.document import settle_report
+from .report.predicted import prediction_lines
 from .report.runs import trained_state
 from .report.studies import write_study_report
 from .study import lock, matrix, probing, profiles, repeats, runner, steps
@@ -640,77 +640,7 @@ def _predict_with(
 
 def print_prediction(out: dict, target: Scenario) -> None:
     """The prediction `out` as the command's lines."""
-    trained = "trained" if out["trained"] else f"NOT trained (above {out['trained_loss']:g})"
-    where = (
-        f"{out['n_devices']} {target.device} devices"
-        + (f" in {out['processes']} processes" if out["processes"] > 1 else "")
-        + (f" on {out['nodes']} nodes" if out["nodes"] > 1 else "")
-    )
-    prof = out["profile"]
-    print(
-        f"{target.problem_object.name}, {target.controller}, global batch "
-        f"{target.global_batch}, {where}, profile {prof['name']} ({prof['device']})"
-        + (" (more than this machine's cores: overhead, not speedup)" if out["exceeds_cores"]
-           else "")
-    )  # fmt: skip
-    if prof["device"] != target.device:
-        print(
-            f"  note: the compute terms are measured on {target.device} here, the collective "
-            f"costs profiled for {prof['device']}: for {prof['device']} compute, run this on "
-            f"one {prof['device']} device"
-        )
-    print(
-        f"measured here: 1-device step of {out.get('step', 'the step')} "
-        f"{out['one_device_step_s'] * 1e3:.3g} ms (final loss {out['final_loss']:.3g}, "
-        f"{trained}): every speedup below is over it"
-    )
-    for r in out["rows"]:
-        lo, hi = r["step_time_interval_s"]
-        slo, shi = r["speedup_interval"]
-        # A model that did not train gets step times, never a speedup.
-        speedup = (
-            f"speedup {r['speedup']:.2f}x [{slo:.2f}, {shi:.2f}]"
-            + (": does not pay" if shi < 1 else "")
-            if out["trained"]
-            else "no speedup (not trained)"
-        )
-        print(
-            f"  {r['mode']:10s} predicted step {r['step_time_s'] * 1e3:8.3g} ms "
-            f"[{lo * 1e3:.3g}, {hi * 1e3:.3g}], {speedup}  (compute "
-            f"{r['compute_s'] * 1e3:.3g} ms, all-reduce {r['allreduce_s'] * 1e3:.3g} ms, "
-            f"in-loop {r['in_loop_s'] * 1e3:.3g} ms)"
-        )
-    print(
-        f"  pmap is {out['pmap_implementation']} in this JAX: "
-        + ("`pmap` and `shard_map` are one program here, predicted as one"
-           if out["pmap_is_shard_map"]
-           else "the legacy `pmap` runs apart; its own dispatch is not modelled")
-    )  # fmt: skip
-    if out["trained"] and out.get("crossover"):
-        print_crossover(out["crossover"])
-    print("terms:")
-    for t in out["terms"]:
-        how = "measured" if t["measured"] else "profiled"
-        value = f" {t['value_s'] * 1e6:.3g} us" if "value_s" in t else ""
-        print(f"  - {t['term']}{value}: {how}, {t['source']}")
-    print("assumptions:")
-    for line in out["assumptions"]:
-        print(f"  - {line}")
-
-
-def print_crossover(along: dict) -> None:
-    """Where each mode starts to pay along the predicted per-device batches."""
-    print(f"where splitting starts to pay on {along['devices']} devices (strong scaling):")
-    for mode, found in along["modes"].items():
-        said = Crossing(**found["batch"]).said("series per device")
-        work = found.get("work_s")
-        if work:
-            e, lo, hi = (w * 1e3 for w in work)
-            said += f", a per-device work of {e:.3g} ms per solver iteration [{lo:.3g}, {hi:.3g}]"
-        speedups = ", ".join(
-            f"{p['per_device_batch']}: {p['speedup']:.2f}x" for p in found["points"]
-        )
-        print(f"  {mode:10s} {said}  ({speedups})")
+    print("\n".join(prediction_lines(out, target)))
 
 
 @command(

@@ -177,8 +177,8 @@ def predict_loss(
     `step`, of that step's levers. Prints the command's lines and returns the
     prediction. This process must hold `devices` CPU devices (`jax_num_cpu_devices`, set
     before JAX starts), to count the loop collectives of the modes with one loop."""
-    from .cli import print_prediction  # the command's own lines
     from .predict import check_prediction, predict_modes
+    from .report.predicted import prediction_lines  # the command's own lines
     from .study.profiles import load_profile
 
     if devices > len(jax.devices("cpu")):
@@ -192,5 +192,5 @@ def predict_loss(
     chosen = load_profile(profile, results)
     check_prediction(target, chosen)
     out = predict_modes(target, chosen)
-    print_prediction(out, target)
+    print("\n".join(prediction_lines(out, target)))
     return out

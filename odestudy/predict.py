@@ -8,6 +8,7 @@ whether it was measured or profiled, and every time and speedup carries an inter
 
 import dataclasses
 import os
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -712,8 +713,10 @@ def predict_from_row(
             print(f"no prediction for {label}: {exc}")
         return None
     row = Anchor.of_record(rec, f"the recorded 1-device row started {rec.get('started')}")
+    began = time.perf_counter()
     p = predict_modes(target, used, MAP_TIMED_STEPS, (state, float(rec["final_loss"])), row, axis)
     p.update(made_here(), made_from=made_from, label=label, **(extra or {}))
+    p["wall_time_s"] = time.perf_counter() - began  # the sweep and terms, not the probe
     records.keep_earlier(out)  # it was made before the newer row: held out in time
     records.write_json_atomic(out, p)
     if show:

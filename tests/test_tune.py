@@ -278,15 +278,46 @@ def test_own_model_shows_the_examples_latest_tune_as_printed(tmp_path):
     target.parent.mkdir(parents=True)
     shutil.copy(committed, target)
     page = tmp_path / "own_model.md"
-    page.write_text("intro\n\n<!-- region:tune-sample -->\n\nafter\n")
+    page.write_text(
+        "intro\n\n<!-- region:tune-sample -->\n\nmiddle\n\n"
+        "<!-- region:predict-sample -->\n\nafter\n"
+    )
     update_own_model(page, tmp_path / "results")
     text = page.read_text()
     printed: list[str] = []
     print_tune(json.loads(committed.read_text()), printed.append)
     assert "\n".join(printed) in text and printed[-1].startswith("wall time")
+    assert "No prediction of the example yet: run `make own-predict`." in text
     assert text.startswith("intro") and text.rstrip().endswith("after")
     update_own_model(page, tmp_path / "results")
     assert page.read_text() == text  # rewriting the region leaves the page as it was
+
+
+def test_own_model_shows_the_examples_prediction_of_its_tuned_step_as_printed(tmp_path):
+    """docs/own_model.md's `predict` sample is the example's latest `predict --record` of
+    a tuned step, printed by the command's own lines (`prediction_lines`)."""
+    import shutil
+
+    from odestudy.measure.scenario import Scenario
+    from odestudy.report.pages import update_own_model
+    from odestudy.report.predicted import EXAMPLE, prediction_lines
+
+    found = sorted(ROOT.glob("results/" + EXAMPLE))
+    for path in found:
+        target = tmp_path / "results" / path.relative_to(ROOT / "results")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, target)
+    page = tmp_path / "own_model.md"
+    page.write_text("<!-- region:tune-sample -->\n\n<!-- region:predict-sample -->\n\nafter\n")
+    update_own_model(page, tmp_path / "results")
+    text = page.read_text()
+    tuned = [
+        p for p in found if Scenario.from_dict(json.loads(p.read_text())["scenario"]).step_tag()
+    ]
+    out = json.loads(max(tuned, key=lambda p: json.loads(p.read_text())["finished"]).read_text())
+    lines = prediction_lines(out, Scenario.from_dict(out["scenario"]))
+    assert "\n".join(lines) in text and lines[0].startswith("forced_decay, pid")
+    assert text.rstrip().endswith("after")
 
 
 def test_a_round_the_host_contended_is_left_out_where_two_remain():

@@ -18,6 +18,7 @@ from .claims import render_claims
 from .document import report_rows, write_text
 from .findings import Findings, findings
 from .tables import render
+from .predicted import predict_sample
 from .tuned import tune_sample
 
 GENERATED_START = "<!-- generated:start (odestudy report writes this from the records) -->"
@@ -188,9 +189,11 @@ def update_readme(
 
 
 def update_own_model(page: str | Path, results: str | Path) -> Path | None:
-    """Write `docs/own_model.md`'s sample of `odestudy tune` (`<!-- region:tune-sample -->`,
-    `tuned.tune_sample`) from the records; nothing where the docs have no such page."""
+    """Write `docs/own_model.md`'s samples of `odestudy tune` and `odestudy predict`
+    (`<!-- region:tune-sample -->`, `tuned.tune_sample`; `<!-- region:predict-sample -->`,
+    `predicted.predict_sample`) from the records; nothing where the docs have no such page."""
     page = Path(page)
     if not page.exists():
         return None
-    return write_text(page, fill(page.read_text(), "tune-sample", "\n".join(tune_sample(results))))
+    text = fill(page.read_text(), "tune-sample", "\n".join(tune_sample(results)))
+    return write_text(page, fill(text, "predict-sample", "\n".join(predict_sample(results))))
