@@ -201,7 +201,7 @@ def test_a_record_measured_again_keeps_its_session_for_the_claims(tmp_path):
 
 
 def test_the_error_of_predictions_made_before_their_rows_is_said_apart():
-    from odestudy.report.crossover import _verdict
+    from odestudy.report.crossover import verdict_of
     from odestudy.report.heldout import held_out_said
 
     before = [{"model": 10, "before": True, "error": e} for e in (-0.2, -0.1, 0.3)]
@@ -210,5 +210,5 @@ def test_the_error_of_predictions_made_before_their_rows_is_said_apart():
     assert "median |error| 20 % at 3 rows" in line and "median signed error -10 %" in line
     assert "prediction model 10; made before the rows" in line
     assert held_out_said(before) == "" and held_out_said(after) == ""  # nothing apart
-    assert [_verdict(x) for x in ((1.2, 1.1, 1.3), (0.8, 0.7, 0.9), (1.0, 0.9, 1.1))] == [
+    assert [verdict_of(x) for x in ((1.2, 1.1, 1.3), (0.8, 0.7, 0.9), (1.0, 0.9, 1.1))] == [
         "pays", "does not", "undecided"]  # fmt: skip

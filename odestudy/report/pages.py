@@ -17,8 +17,8 @@ from .by_session import render_sessions
 from .claims import render_claims
 from .document import report_rows, write_text
 from .findings import Findings, findings
-from .tables import render
 from .predicted import predict_sample
+from .tables import render
 from .tuned import tune_sample
 
 GENERATED_START = "<!-- generated:start (odestudy report writes this from the records) -->"
