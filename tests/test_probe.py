@@ -444,3 +444,29 @@ def test_a_prediction_along_a_batch_axis_is_scaled_to_its_anchor():
     (point, _) = along["modes"]["shard_map"]["points"]
     assert point["per_device_batch"] == 2 and point["global_batch"] == 4
     assert point["step_time_s"] > 0 and point["speedup"] > 0
+
+
+def test_a_user_problem_s_check_reads_every_session_of_its_rows(tmp_path):
+    """The example's rows measured again are kept under `sessions/`; the check reads them
+    too and joins speedups within one session only."""
+    from odestudy.builtin.prediction import _by_session, _own_records
+    from odestudy.study import records
+
+    root = tmp_path / "results" / "own"
+    machine = machine_id(this_machine())
+    s = Scenario(scale="quick")
+    again = root / records.REPLACED / "x"
+    for folder, started in (
+        (root, "2026-01-01T12:00:00+00:00"),
+        (again, "2026-01-01T09:00:00+00:00"),
+    ):
+        records.write_json_atomic(
+            records.record_path(s, folder),
+            {"status": "ok", "machine_id": machine, "started": started, "finished": started,
+             "scenario": s.to_dict(), "scale": "quick"},
+        )  # fmt: skip
+    recs = _own_records(root, machine, "quick")
+    assert len(recs) == 2
+    groups = _by_session(recs)
+    assert [len(g) for g in groups] == [1, 1]  # three hours apart: two sessions
+    assert [g[0].started for g in groups] == sorted(r.started for r in recs)

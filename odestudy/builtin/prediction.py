@@ -212,10 +212,10 @@ def own_problem_section(
     of the example (`make own-rows`) against `odestudy predict --record`'s predictions
     from its trained 1-device row (`make own-predict`), speedup against speedup."""
     root = Path(results) / OWN_FOLDER
-    recs = [r for r in read_records(root, scale, current=False) if r.machine_id == machine]
+    recs = _own_records(root, machine, scale)
     found = row_predictions(root, machine)
     checked = [
-        c for c in checked_rows(scaling_rows(recs), found)
+        c for session in _by_session(recs) for c in checked_rows(scaling_rows(session), found)
         if c.predicted_speedup and c.measured_speedup
     ]  # fmt: skip
     head = Text("## A problem written outside the package")
@@ -223,6 +223,22 @@ def own_problem_section(
         return [head, Text("No checked row of the example yet: `make own-predict`, then "
                            "`make own-rows`.")]  # fmt: skip
     return [head, Text(own_said(checked, recs, scale)), own_table(checked)]
+
+
+def _own_records(root: Path, machine: str, scale: str) -> list[Rec]:
+    """`machine`'s records of the example under `root`, those measured again included
+    (kept under `records.REPLACED`): each session is checked."""
+    folders = [root, *sorted((root / records.REPLACED).glob("*"))]
+    found = [r for f in folders for r in read_records(f, scale, current=False)]
+    return [r for r in found if r.machine_id == machine]
+
+
+def _by_session(recs: Sequence[Rec]) -> list[list[Rec]]:
+    """`recs` by session, in time order: a speedup joins rows of one session only."""
+    groups: dict[str, list[Rec]] = {}
+    for r in recs:
+        groups.setdefault(r.session.label if r.session else "", []).append(r)
+    return [groups[k] for k in sorted(groups)]
 
 
 def _speedups(c: Checked) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
@@ -243,6 +259,12 @@ def own_said(checked: Sequence[Checked], recs: Sequence[Rec], scale: str = "quic
     pairs = [tuple(map(verdict_of, _speedups(c))) for c in checked]
     same = sum(a == b for a, b in pairs)
     opposite = sum({a, b} == {"pays", "does not"} for a, b in pairs)
+    labels = sorted({c.session.label for c in checked if c.session})
+    per_session = "; ".join(
+        f"{label}: {sum(abs(speedup_error(c)) <= 0.25 for c in mine)} of {len(mine)}"
+        for label in labels
+        if (mine := [c for c in checked if c.session and c.session.label == label])
+    )
     return (
         "`examples/own_problem.py` (a time-dependent field that is not a plain MLP, on "
         f"irregular grids), run as `examples.own_problem:PROBLEM` at the {escape(scale)} "
@@ -254,6 +276,7 @@ def own_said(checked: Sequence[Checked], recs: Sequence[Rec], scale: str = "quic
         f"within 25 % of the measured one; the verdict (pays, does not, or undecided where "
         f"the interval straddles 1) is the measured one at {same} of {len(checked)}, the "
         f"opposite at {opposite} ({said(checked)}). "
+        + (f"Within 25 %, per session: {escape(per_session)}. " if per_session else "")
         + sessions.sessions_line([r for r in recs if r.ok], recs)
     )
 
@@ -268,7 +291,7 @@ def own_table(checked: Sequence[Checked]) -> Grid:
             {True: "yes", False: "no", None: "unknown"}[c.before],
             escape(c.session.label if c.session else ""),
         )
-        for c in sorted(checked, key=lambda c: c.name)
+        for c in sorted(checked, key=lambda c: (c.session.label if c.session else "", c.name))
     ]
     return Grid(
         ("Mode", "Row", "Predicted speedup [95%]", "Measured speedup [95%]", "Error",
