@@ -608,8 +608,12 @@ def recorded_prediction_path(
     records, named by the target (`row_predictions` reads it back)."""
     from .study.records import machine_folder
 
-    tail = f"-profile-{Path(profile).stem}" if profile else ""
-    return machine_folder(results) / "predict" / f"{target.name()}{tail}.json"
+    return machine_folder(results) / "predict" / f"{target.name()}{_profile_tail(profile)}.json"
+
+
+def _profile_tail(profile: str | None) -> str:
+    """How a prediction's file name says the profile it was made from (none: the probe)."""
+    return f"-profile-{Path(profile).stem}" if profile else ""
 
 
 def why_no_anchor(target: Scenario, results: str | Path) -> str | None:
@@ -628,7 +632,7 @@ def map_prediction_path(
     """Where this machine's prediction of one workload and controller of the map lives."""
     from .study.records import machine_folder
 
-    tail = f"-profile-{Path(profile).stem}" if profile else ""
+    tail = _profile_tail(profile)
     return machine_folder(results) / "predict" / f"{workload.slug()}-{controller}{tail}.json"
 
 
@@ -785,14 +789,15 @@ def _held_out(
     out: Path,
 ) -> bool:
     """Whether the prediction `old` of `target`, by this prediction model from the same
-    profile, was made before every multi-device row of `target` recorded under `results`
-    (`heldout.made_before`): a new one, made after those rows from a 1-device row measured
-    again, would replace a held-out check by an in-sample one, so `old` is kept."""
+    profile along the same per-device batches, was made before every multi-device row of
+    `target` recorded under `results` (`heldout.made_before`): a new one, made after those
+    rows from a 1-device row measured again, would replace a held-out check by an
+    in-sample one, so `old` is kept."""
     from .report.heldout import made_before
     from .study import records
 
     was = old.get("made_from") or {}
-    if any(was.get(k) != made_from[k] for k in ("model", "profile", "target_key")):
+    if any(was.get(k) != made_from.get(k) for k in ("model", "profile", "target_key", "axis")):
         return False
     paths = [records.record_path(dataclasses.replace(target, mode=m), results)
              for m in predicted_modes(target)]  # fmt: skip
@@ -870,5 +875,5 @@ def _row_paths(
     from .study import records
 
     folder = records.machine_folder(results) / "predict"
-    tail = f"-profile-{Path(profile.name).stem}.json"
+    tail = f"{_profile_tail(profile.name)}.json"
     return [(t, folder / f"{t.name()}{tail}") for t in row_targets(results, scale)]

@@ -424,6 +424,8 @@ def test_a_held_out_prediction_is_kept_when_its_1_device_row_is_measured_again(t
     assert _made_from(target, tmp_path, out, None)[2] is None  # an older model: made again
     records.write_json_atomic(out, {**old, "finished": "2026-01-02T12:00:00+00:00"})
     assert _made_from(target, tmp_path, out, None)[2] is None  # made after its rows
+    records.write_json_atomic(out, {**old, "made_from": {**made_from, "axis": [4, 16]}})
+    assert _made_from(target, tmp_path, out, None)[2] is None  # along other batches
 
 
 def test_a_prediction_along_a_batch_axis_is_scaled_to_its_anchor():
