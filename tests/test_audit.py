@@ -1,6 +1,7 @@
 """The HLO audit on hand-written modules."""
 
 from odestudy import count_collectives
+from odestudy.measure.audit import loop_collective_arrays
 
 HLO = """HloModule m
 
@@ -53,3 +54,16 @@ def test_no_collectives():
         "HloModule m\n\nENTRY %main () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n"
     )
     assert audit.total == 0 and audit.in_loops == 0 and audit.while_loops == 0
+
+
+def test_loop_collectives_name_the_arrays_they_carry():
+    one = "%r = f32[4]{0} all-reduce(f32[4]{0} %x), replica_groups={}, to_apply=%add"
+    three = (
+        "%rt = (f32[4]{0}, f32[4]{0}, s32[]) all-reduce(f32[4]{0} %x, f32[4]{0} %x, s32[] %i),"
+        " replica_groups={}, to_apply=%add\n  %r = f32[4]{0} get-tuple-element(%rt), index=0"
+    )
+    # An all-reduce meets once per array; the all-gather after the loop is not in a loop.
+    assert loop_collective_arrays(HLO) == {"g": 1, "r": 1}
+    assert loop_collective_arrays(HLO.replace(one, three)) == {"g": 1, "rt": 3}
+    to_all = three.replace(") all-reduce(", ") all-to-all(").replace(", to_apply=%add", "")
+    assert loop_collective_arrays(HLO.replace(one, to_all)) == {"g": 1, "rt": 1}

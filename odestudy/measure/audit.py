@@ -109,18 +109,21 @@ def _in_loop(computations: dict) -> tuple[set[str], int]:
     return in_loop, n_while
 
 
-def loop_collective_names(hlo: str) -> list[str]:
-    """The names of the collective instructions inside while loops of a compiled HLO
-    module's text (what a profile counts to give how often they run)."""
+def loop_collective_arrays(hlo: str) -> dict[str, int]:
+    """The collective instructions inside while loops of a compiled HLO module's text
+    (what a profile counts to give how often they run), each with how often the CPU
+    runtime meets its devices to run it once: an all-reduce once per array of its tuple,
+    any other collective once (as a profile's rendezvous count shows)."""
     computations = _parse(hlo)
     in_loop, _ = _in_loop(computations)
-    names = [
-        instr
-        for name in in_loop
-        for opcode, _, _, instr in computations[name]
-        if _kind(opcode) is not None
-    ]
-    return sorted(names)
+    meetings = {}
+    for name in in_loop:
+        for opcode, _, type_text, instr in computations[name]:
+            kind = _kind(opcode)
+            if kind is not None:
+                k = len(_ARRAY.findall(type_text)) // (2 if opcode.endswith("-start") else 1)
+                meetings[instr] = max(1, k) if kind == "all-reduce" else 1
+    return dict(sorted(meetings.items()))
 
 
 def count_collectives(hlo: str) -> CollectiveCount:

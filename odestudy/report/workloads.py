@@ -474,7 +474,7 @@ def _wrong_term(errors: Sequence[PredictionError], mode: str) -> str:
     sign = "high" if np.median([e.error for e in errors]) > 0 else "low"
     what = (
         f"the collectives in `{escape(mode)}`'s solver loop (count x iterations x one-float "
-        "all-reduce latency)"
+        "all-reduce latency; on CPU devices, an all-reduce per array)"
         if one_loop
         else "the lock-step compute (1-device cost per iteration at the per-device batch "
         "x the global batch's iterations)"
