@@ -17,6 +17,7 @@ that are not known faster only elsewhere (`AbstractLever.faster_on`).
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from .measure.problem import LAZY_PROBLEMS, PROBLEMS
 from .measure.recommended import STUDY_LEVERS, recommended_levers
 from .measure.scenario import Scenario
 from .report.intervals import ratio_interval
-from .study.records import DEFAULT_RESULTS, write_json_atomic
+from .study.records import DEFAULT_RESULTS, readable, write_json_atomic
 from .tune import STUDY_STEP
 
 ABOUT = (
@@ -39,15 +40,24 @@ ABOUT = (
     "measured_steps.py says the rule)."
 )
 STUDY_NAMES = frozenset(cls.name for cls in STUDY_LEVERS)
+# What every tune record holds that picks the newest per problem and kind.
+TUNE_KEYS = frozenset({"problem", "device", "controller", "started"})
 
 
 def tune_records(results: str | Path = DEFAULT_RESULTS) -> dict[tuple[str, str, str], Path]:
-    """The newest tune record of each shipped problem, controller and device kind."""
+    """The newest tune record of each shipped problem, controller and device kind; a file
+    that holds no tune record is said in one line on stderr and left out."""
     shipped_names = set(PROBLEMS) | set(LAZY_PROBLEMS)
     newest: dict[tuple[str, str, str], tuple[str, Path]] = {}
-    for path in sorted(Path(results).glob("*/tune/*.json")):
-        r = json.loads(path.read_text())
-        if r.get("problem") not in shipped_names:
+    paths = sorted(Path(results).glob("*/tune/*.json"))
+    read = dict(readable(paths))
+    for path in paths:
+        r = read.get(path)
+        if not isinstance(r, dict) or not TUNE_KEYS <= r.keys():
+            print(f"odestudy steps: {path} holds no tune record (JSON with "
+                  f"{', '.join(sorted(TUNE_KEYS))}); left out", file=sys.stderr)  # fmt: skip
+            continue
+        if r["problem"] not in shipped_names:
             continue
         key = (r["problem"], r["device"], r["controller"])
         if key not in newest or r["started"] > newest[key][0]:

@@ -38,9 +38,10 @@ ASSUMPTIONS = (
     "latency for the gradient's size",
     "a mode with one loop over the global batch (`shard`, `explicit`) runs, per solver "
     "iteration, its loop collectives as often as a profile of one call of its own compiled "
-    "step counts, each at the latency of a one-float all-reduce: on CPU devices, once per "
-    "array of an all-reduce's tuple (they meet once per array, as their profile's "
-    "rendezvous count shows), on GPUs once per collective",
+    "step counts: on CPU devices, once per array of an all-reduce's tuple (they meet once "
+    "per array, as their profile's rendezvous count shows), each meeting at its cost timed "
+    "here inside a loop on the devices of one process; on GPUs (or across processes) once "
+    "per collective, at the latency of a one-float all-reduce",
     "virtual CPU devices share this machine's cores: beyond its physical cores the "
     "prediction is of overhead, not of parallel speedup",
     "an interval covers the sweep's timing noise and the profile's stated range, not the "
@@ -436,6 +437,7 @@ def predict_modes(
     the one-loop modes). Returns the sweep, the terms and one row per mode.
     """
     from .measure.cost import gradient_allreduce, step_cost_sweep
+    from .measure.meeting import loop_meeting
 
     check_prediction(target, profile)
     base, n = one_device(target), target.total_devices
@@ -447,9 +449,11 @@ def predict_modes(
         sweep["neighbours"] = neighbours_measured(base, state, n, {target.global_batch // n, *axis})
         if target.processes == 1:
             sweep["allreduce"] = gradient_allreduce(base, n, state)
+            sweep["loop_meeting"] = loop_meeting(n)
     floats = parameter_count(base)
     gradient = gradient_measured(sweep) or profile.gradient(floats, *placement)
-    loop_latency = profile.latency(*placement)
+    one_float = profile.latency(*placement)
+    loop_latency = meeting_measured(sweep) or one_float
     loops = {m: loop_collectives(base, n, state["params"], m) for m in one_loop_modes(target)}
     per_iteration = {m: loop["per_iteration"] for m, loop in loops.items()}
     measured = Measured(sweep, gradient, loop_latency, per_iteration, anchor)
@@ -467,7 +471,8 @@ def predict_modes(
         "trained_loss": base.problem_object.trained_loss,
         "gradient_floats": floats,
         "allreduce_gradient_s": gradient.central,
-        "allreduce_one_float_s": loop_latency.central,
+        "allreduce_one_float_s": one_float.central,
+        "loop_meeting_s": loop_latency.central,
         "shard_loop_collectives": loops["shard"]["static"],
         "shard_loop_collectives_per_iteration": loops["shard"]["per_iteration"],
         "loop_collectives": loops,
@@ -532,7 +537,7 @@ def terms_said(
         {"term": "gradient all-reduce", "value_s": gradient.central,
          "range_s": [gradient.low, gradient.high], "measured": gradient.measured,
          "source": gradient.source},
-        {"term": "one-float all-reduce in a one-loop mode's loop",
+        {"term": "a meeting of the devices in a one-loop mode's loop",
          "value_s": loop_latency.central, "range_s": [loop_latency.low, loop_latency.high],
          "measured": loop_latency.measured, "source": loop_latency.source},
         *({"term": f"`{mode}`'s loop collectives per solver iteration",
@@ -558,6 +563,21 @@ def _neighbours_said(sweep: dict[str, Any]) -> list[dict[str, Any]]:
              f"batch: factor) {factors}", "measured": True,
              "source": f"{n} copies of the 1-device step inside one program on {n} CPU devices "
              "of this process against alone, interleaved (`measure/cost.py`)"}]  # fmt: skip
+
+
+def meeting_measured(sweep: dict[str, Any]) -> Value | None:
+    """A meeting of the devices inside a loop, timed here (`meeting.loop_meeting`); None
+    where it was not (a GPU or multi-process prediction)."""
+    found = sweep.get("loop_meeting")
+    if not found:
+        return None
+    low, high = found["interval_s"]
+    source = (
+        f"measured here on {found['n']} CPU devices: {found['form']}, less the same loop "
+        f"without it, per meeting, median of {len(found['times_s'])} rounds "
+        "(`measure/meeting.py`)"
+    )
+    return Value(found["median_s"], low, high, source, measured=True)
 
 
 def gradient_measured(sweep: dict[str, Any]) -> Value | None:
@@ -612,7 +632,11 @@ MAP_TIMED_STEPS = 20
 # tuple (the fused solve's reverse all-reduces 36 parameter cotangents per step under
 # `shard`: 36 rendezvous in a profile, which equal the count so weighted in every
 # program checked), not once per collective.
-PREDICTION_MODEL = 11
+# 12: on CPU devices of one process, each such meeting charged at its cost timed inside
+# a loop here (`meeting.loop_meeting`), not at a one-float all-reduce run as a program of
+# its own, which also pays the program's dispatch (model 11 read 26-39 % high on the
+# map's `shard` rows).
+PREDICTION_MODEL = 12
 
 
 def recorded_prediction_path(

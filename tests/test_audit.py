@@ -1,4 +1,7 @@
-"""The HLO audit on hand-written modules."""
+"""The HLO audit on hand-written modules, and the premise of its loop count on this
+runtime."""
+
+import pytest
 
 from odestudy import count_collectives
 from odestudy.measure.audit import loop_collective_arrays
@@ -67,3 +70,43 @@ def test_loop_collectives_name_the_arrays_they_carry():
     assert loop_collective_arrays(HLO.replace(one, three)) == {"g": 1, "rt": 3}
     to_all = three.replace(") all-reduce(", ") all-to-all(").replace(", to_apply=%add", "")
     assert loop_collective_arrays(HLO.replace(one, to_all)) == {"g": 1, "rt": 1}
+
+
+def test_the_cpu_runtime_meets_once_per_array_of_a_loop_all_reduce():
+    """The premise of `predict`'s loop term (model 11), checked on this runtime: a
+    profile of one call counts one rendezvous per array of an all-reduce's tuple."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import PartitionSpec as P
+
+    from odestudy.measure.compat import make_data_mesh, shard_map
+    from odestudy.measure.loops import event_counts
+
+    def body(i_xs):
+        i, xs = i_xs
+        return i + 1, jax.lax.psum(tuple(x * 0.5 for x in xs), "data")
+
+    def loop(a, b, c):
+        return jax.lax.while_loop(lambda i_xs: i_xs[0] < 5, body, (0, (a, b, c)))[1]
+
+    mesh = make_data_mesh(jax.devices("cpu")[:2])
+    f = jax.jit(shard_map(loop, mesh, (P("data"),) * 3, (P("data"),) * 3))
+    arrays = (jnp.ones((4, 3)), jnp.ones((2,)), jnp.ones((6, 1)))
+    compiled = f.lower(*arrays).compile()
+    meetings = loop_collective_arrays(compiled.as_text())
+    counts = event_counts(compiled, *arrays)
+    if "Rendezvous" not in counts:
+        pytest.skip("this runtime's profile names no rendezvous")
+    assert sum(meetings.values()) > 1  # a tuple, not one array
+    assert counts["Rendezvous"] == sum(counts[n] * k for n, k in meetings.items())
+
+
+def test_the_meeting_benchmark_meets_as_often_as_it_divides_by():
+    """`meeting.loop_meeting` divides by `iterations * arrays`: its loop all-reduces that
+    many arrays per iteration, and the loop it is timed against none."""
+    from odestudy.measure.meeting import _loop
+
+    meets, _ = _loop(2, 5, 10, True)
+    alone, _ = _loop(2, 5, 10, False)
+    assert sum(loop_collective_arrays(meets.as_text()).values()) == 5
+    assert loop_collective_arrays(alone.as_text()) == {}

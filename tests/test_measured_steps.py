@@ -36,6 +36,17 @@ def test_the_shipped_steps_are_derived_from_the_committed_tune_records(tmp_path)
     assert derived == json.loads(shipped("data", "measured_steps.json").read_text())
 
 
+def test_a_file_that_holds_no_tune_record_is_said_and_left_out(tmp_path, capsys):
+    results = _committed_tunes(tmp_path)
+    broken = results / "some-machine" / "tune" / "cpu-latent_ode-pid-quick.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text('{"problem": "latent_ode", "dev')  # a write cut short
+    derived = measured_steps.derive(results)
+    assert derived == json.loads(shipped("data", "measured_steps.json").read_text())
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and str(broken) in said[0] and "left out" in said[0]
+
+
 def test_a_tie_with_the_studys_step_keeps_it(tmp_path):
     """The latent ODE's PID tune chose the fused solve, which it timed level with the
     study's step: the study's step stays."""

@@ -27,6 +27,7 @@ import numpy as np
 
 from .compat import closure_convert_ignores_manual_sharding
 from .loss import mean_value
+from .meeting import median_interval
 from .modes import ParallelStep
 from .scenario import Scenario, validate
 from .step import make_parallel_step, study_loss
@@ -307,8 +308,4 @@ def gradient_allreduce(
         jax.block_until_ready(compiled(copies))
         if i >= warmup:
             times.append(time.perf_counter() - t0)
-    boot = np.random.default_rng(0).choice(times, size=(2000, len(times)))
-    low, high = np.percentile(np.median(boot, axis=1), [2.5, 97.5])
-    median = float(np.median(times))
-    return {"n": n, "form": "pmean in one program", "times_s": times, "median_s": median,
-            "interval_s": [float(low), float(high)]}  # fmt: skip
+    return {"n": n, "form": "pmean in one program", **median_interval(times)}

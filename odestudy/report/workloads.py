@@ -473,8 +473,8 @@ def _wrong_term(errors: Sequence[PredictionError], mode: str) -> str:
             factors.append((e[term] + missing) / e[term])
     sign = "high" if np.median([e.error for e in errors]) > 0 else "low"
     what = (
-        f"the collectives in `{escape(mode)}`'s solver loop (count x iterations x one-float "
-        "all-reduce latency; on CPU devices, an all-reduce per array)"
+        f"the collectives in `{escape(mode)}`'s solver loop (meetings per iteration x "
+        "iterations x the cost the prediction's model charges a meeting)"
         if one_loop
         else "the lock-step compute (1-device cost per iteration at the per-device batch "
         "x the global batch's iterations)"
