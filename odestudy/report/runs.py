@@ -54,7 +54,8 @@ def merged(recs: Sequence[Rec]) -> list[Rec]:
     """`recs` with the records of one scenario (one key) joined into one: the newest's
     fields, every record's runs (`step_times_runs_s`, as `trained_state` left them)
     pooled, so that a scenario measured twice in one session counts once with all its
-    runs, never as the faster of two."""
+    runs, never as the faster of two; it started when the first did (a prediction is
+    held out from it only if made before all its runs), and `newest` is the last alone."""
     by: dict[Any, list[Rec]] = {}
     for r in recs:
         by.setdefault(r.scenario_key or id(r), []).append(r)
@@ -66,6 +67,7 @@ def merged(recs: Sequence[Rec]) -> list[Rec]:
         found = sorted(found, key=lambda r: str(r.started or ""))
         runs = [run for r in found for run in (r.step_times_runs_s or [])]
         joined = Rec(found[-1])
-        joined.update(step_times_runs_s=runs, **pooled(runs))
+        joined.update(step_times_runs_s=runs, **pooled(runs), started=found[0].started)
+        joined.newest = found[-1]
         out.append(joined)
     return out

@@ -52,6 +52,7 @@ from .map_levers import (
     separated,
 )
 from .plots import MODE_STYLE, _save
+from .runs import merged
 from .tables import escape, loss_cell, markdown_table
 
 T = TypeVar("T")
@@ -67,14 +68,27 @@ def step_of(rec: Mapping[str, Any]) -> str:
 
 
 def map_records(results: str | Path, scale: str = "quick") -> list[Rec]:
-    """The current map's records at `scale` of the machine with the most ok rows."""
+    """The current map's records at `scale` of the machine with the most ok rows, each
+    with the runs of its scenario's records replaced in the same session (`runs.merged`:
+    a scenario measured twice in one session counts once with all its runs)."""
     keys = {s.key() for s in map_scenarios(scale)}
     folder = Path(results) / MAP_FOLDER
     recs = [r for r in read_records(folder, scale, current=False) if r.scenario_key in keys]
     if not recs:
         return []
     machine = busiest([r.machine_id for r in recs if r.ok] or [recs[0].machine_id])
-    return [r for r in recs if r.machine_id == machine]
+    mine = sessions.reassigned([r for r in recs if r.machine_id == machine])
+    kept = sorted(p for p in (folder / records.REPLACED).glob("*") if p.is_dir())
+    earlier = sessions.reassigned([
+        r for f in kept for r in read_records(f, scale, current=False)
+        if r.scenario_key in keys and r.machine_id == machine
+    ])  # fmt: skip
+    return [
+        merged(
+            [*(e for e in earlier if (e.scenario_key, e.session) == (r.scenario_key, r.session)), r]
+        )[0]
+        for r in mine
+    ]
 
 
 def busiest(machines: list[Any]) -> Any:
@@ -441,11 +455,14 @@ def prediction_errors(rows: Sequence[MapRow], found: Sequence[Prediction]) -> li
             r = _find(rows, p.workload, controller, step, pr.mode)
             if r is None or r.speedup is None or r.n_devices != p.n_devices:
                 continue  # a failed or untrained row, or another device count
-            measured = float(r.record.step_time_s)  # type: ignore[arg-type]
+            # A row measured again in its session: checked against its last runs alone,
+            # which a prediction may precede where the earlier runs do not.
+            rec = r.record.newest or r.record
+            measured = float(rec.step_time_s)  # type: ignore[arg-type]
             out.append(
                 PredictionError(
                     model=p.made_from.model,
-                    before=made_before(p, [r.record]),
+                    before=made_before(p, [rec]),
                     workload=p.workload,
                     controller=controller,
                     mode=pr.mode,

@@ -21,6 +21,7 @@ class Rec(Record):
     cold_step_time_s: Key[float | None] = Key()
     contended_runs: Key[list[str] | None] = Key()
     session: Key[Any] = Key()
+    newest: Key[Any] = Key()  # of records joined (`runs.merged`), the last alone
     exceeds_cores: Key[bool | None] = Key()
     source: Key[str | None] = Key()
     # Added by the joins (`frames.scaling_rows`).
