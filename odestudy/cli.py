@@ -538,7 +538,7 @@ def _predict_recorded(
 
 def _predict_map(a: argparse.Namespace) -> int:
     """`odestudy predict --map`: the prediction of every workload of the map, from this
-    session's probe of its devices, or from `--profile` without measuring them."""
+    session's probe of its devices, or with `--profile` in place of the probe."""
     n, results = a.devices_per_process or 2, Path(a.results) / MAP_FOLDER
     profile = profiles.load_profile(a.profile, a.results) if a.profile else None
     # A prediction from this session's probe is ranged over this machine's probes.
@@ -555,7 +555,7 @@ def _predict_rows(a: argparse.Namespace) -> int:
     """`odestudy predict --rows --profile P`: every measured multi-device row of this
     machine's matrix of the scale, predicted from its 1-device row and the profile."""
     if not a.profile:
-        raise ValueError("--rows predicts from a profile without measuring: give --profile")
+        raise ValueError("--rows predicts from a profile, not a probe: give --profile")
     profile = profiles.load_profile(a.profile, a.results)
     devices.configure_devices("cpu", max(2, max((p[0] for p in profile.placements()), default=2)))
     todo = predict.rows_to_predict(a.results, profile, a.scale or "quick")

@@ -181,8 +181,10 @@ def prediction_body(results: str | Path, machine: str) -> tuple[Text | Grid, ...
     intro = (
         f"Machine {escape(machine)}. Each row of its quick matrix on several devices "
         "(one process, several processes, several nodes) against its prediction from the "
-        "1-device row and this machine's `cpu` profile, made without measuring the "
-        "devices predicted (`odestudy predict --rows --profile cpu`). "
+        "1-device row and this machine's `cpu` profile in place of a probe (`odestudy "
+        "predict --rows --profile cpu`; on CPU devices it still times a device's "
+        "neighbours on the devices predicted, and in one process the gradient all-reduce "
+        "and a loop meeting). "
         + sessions.sessions_line([r for r in recs if r.ok], recs)
         + " A predicted interval covers the 1-device sweep's timing noise (its timed steps "
         "resampled) and the profile's stated range, not the model's own error: the errors "

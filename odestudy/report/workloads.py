@@ -524,8 +524,7 @@ EXTRAPOLATION_PROFILE = "cpu"
 
 def extrapolation_section(rows: Sequence[MapRow], found: Sequence[Prediction]) -> list[Text | Grid]:
     """The map's predictions from a profile (`--profile cpu`) against the same rows."""
-    head = Text(f"## The prediction from the `{EXTRAPOLATION_PROFILE}` profile, without "
-                f"measuring {MAP_DEVICES} devices")  # fmt: skip
+    head = Text(f"## The prediction from the `{EXTRAPOLATION_PROFILE}` profile")
     if not found:
         return [head, Text("No such prediction of the map yet "
                 f"(`odestudy predict --map --profile {EXTRAPOLATION_PROFILE}`).")]  # fmt: skip
@@ -533,8 +532,11 @@ def extrapolation_section(rows: Sequence[MapRow], found: Sequence[Prediction]) -
     times = sorted(str(p.finished) for p in found)
     said = (
         f"{len(found)} predictions made {escape(times[0])} to {escape(times[-1])} from the "
-        "map's trained 1-device rows, each collective cost taken from this machine's "
-        "recorded probes (median over sessions, range their spread); the rows are the "
+        "map's trained 1-device rows, each collective cost it does not time here taken from "
+        "this machine's recorded probes (median over sessions, range their spread); on "
+        f"these CPU devices it still times, on the {MAP_DEVICES} devices, a device's "
+        "neighbours, the gradient all-reduce (model 10 on) and a loop meeting (model 12 "
+        "on), as the probed prediction does; the rows are the "
         "measured 2-device default rows above. Where these times fall outside the rows' "
         "session, the predictions' 1-device sweeps are of another session than the rows, "
         "and their errors include the machine's drift between the two."
@@ -725,7 +727,7 @@ def _prediction_summary(
     lines = []
     for what, preds in (
         ("with the 2 devices probed", found),
-        (f"from the `{EXTRAPOLATION_PROFILE}` profile, without measuring 2 devices", extrapolated),
+        (f"from the `{EXTRAPOLATION_PROFILE}` profile in place of the probe", extrapolated),
     ):
         errors = prediction_errors(rows, preds)
         if not errors:
