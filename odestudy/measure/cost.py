@@ -27,11 +27,10 @@ import numpy as np
 
 from .compat import closure_convert_ignores_manual_sharding
 from .loss import mean_value
-from .meeting import median_interval
 from .modes import ParallelStep
 from .scenario import Scenario, validate
 from .step import make_parallel_step, study_loss
-from .timing import median_time, run_steps
+from .timing import median_interval, median_time, run_steps
 from .training import environment, load_trained, scenario_devices, step_key, train
 
 

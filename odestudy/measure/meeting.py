@@ -8,18 +8,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from .compat import make_data_mesh, shard_map
-
-
-def median_interval(times: list[float], draws: int = 2000) -> dict[str, Any]:
-    """`times`, their median and a 95% bootstrap interval of the median."""
-    boot = np.random.default_rng(0).choice(times, size=(draws, len(times)))
-    low, high = np.percentile(np.median(boot, axis=1), [2.5, 97.5])
-    return {"times_s": times, "median_s": float(np.median(times)),
-            "interval_s": [float(low), float(high)]}  # fmt: skip
+from .timing import median_interval
 
 
 def _loop(n: int, arrays: int, iterations: int, meet: bool) -> Any:

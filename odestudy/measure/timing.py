@@ -213,6 +213,14 @@ def quantiles(times: Sequence[float] | np.ndarray) -> tuple[float, float, float]
     return (float(np.median(arr)), float(np.percentile(arr, 25)), float(np.percentile(arr, 75)))
 
 
+def median_interval(times: list[float], draws: int = 2000) -> dict[str, Any]:
+    """`times`, their median and a 95% bootstrap interval of the median."""
+    boot = np.random.default_rng(0).choice(times, size=(draws, len(times)))
+    low, high = np.percentile(np.median(boot, axis=1), [2.5, 97.5])
+    return {"times_s": times, "median_s": float(np.median(times)),
+            "interval_s": [float(low), float(high)]}  # fmt: skip
+
+
 _LOCATION = re.compile(r"\s*loc\((?:[^()]|\([^()]*\))*\)|#loc\d*(?: = loc\(.*\))?")
 
 
