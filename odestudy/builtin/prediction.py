@@ -230,7 +230,7 @@ def own_problem_section(
 def _own_records(root: Path, machine: str, scale: str) -> list[Rec]:
     """`machine`'s records of the example under `root`, those measured again included
     (kept under `records.REPLACED`): each session is checked."""
-    folders = [root, *sorted((root / records.REPLACED).glob("*"))]
+    folders = [root, *records.replaced_folders(root)]
     found = [r for f in folders for r in read_records(f, scale, current=False)]
     return [r for r in found if r.machine_id == machine]
 

@@ -72,10 +72,9 @@ def study_records(results: str | Path, scale: str = "quick") -> list[Rec]:
     axis = {s.key() for s in crossover_scenarios(scale)}
     keys = axis | {s.key() for s in map_scenarios(scale)}
     folder = Path(results) / MAP_FOLDER
-    kept = sorted(p for p in (folder / records.REPLACED).glob("*") if p.is_dir())
     recs = [
         r
-        for f in (folder, *kept)
+        for f in (folder, *records.replaced_folders(folder))
         for r in read_records(f, scale, current=False)
         if r.scenario_key in keys
     ]

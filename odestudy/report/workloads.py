@@ -78,17 +78,15 @@ def map_records(results: str | Path, scale: str = "quick") -> list[Rec]:
         return []
     machine = busiest([r.machine_id for r in recs if r.ok] or [recs[0].machine_id])
     mine = sessions.reassigned([r for r in recs if r.machine_id == machine])
-    kept = sorted(p for p in (folder / records.REPLACED).glob("*") if p.is_dir())
     earlier = sessions.reassigned([
-        r for f in kept for r in read_records(f, scale, current=False)
+        r for f in records.replaced_folders(folder) for r in read_records(f, scale, current=False)
         if r.scenario_key in keys and r.machine_id == machine
     ])  # fmt: skip
-    return [
-        merged(
-            [*(e for e in earlier if (e.scenario_key, e.session) == (r.scenario_key, r.session)), r]
-        )[0]
-        for r in mine
-    ]
+
+    def same(r: Rec) -> list[Rec]:
+        return [e for e in earlier if (e.scenario_key, e.session) == (r.scenario_key, r.session)]
+
+    return [merged([*same(r), r])[0] for r in mine]
 
 
 def busiest(machines: list[Any]) -> Any:

@@ -195,6 +195,12 @@ def keep_replaced(path: Path, results: str | Path, when: str) -> Path | None:
     return kept
 
 
+def replaced_folders(results: str | Path) -> list[Path]:
+    """The folders under `results` that keep records measured again (`keep_replaced`),
+    oldest first."""
+    return sorted(p for p in (Path(results) / REPLACED).glob("*") if p.is_dir())
+
+
 def ceiling_path(scale_folder: str | os.PathLike, controller: str, step: str = "") -> Path:
     """Where the ceiling runs of `controller` with the step `step` (`Scenario.step_tag`)
     live in a machine's scale folder: a file per step."""
