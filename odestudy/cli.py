@@ -466,9 +466,18 @@ def _steps(a: argparse.Namespace) -> int:
         "run`) is swept instead of training again",
     ),
     flag("--retrain", "train the model anew even where its trained 1-device row is recorded"),
+    flag(
+        "--again",
+        "with --map: predict anew from a 1-device row measured again, where the prediction "
+        "kept was made before the multi-device rows (it moves to earlier/, where the report "
+        "still checks it against the rows after it): a new session's prediction, made "
+        "before that session measures its rows",
+    ),
     WAIT,
 )
 def _predict(a: argparse.Namespace) -> int:
+    if a.again and not a.map:
+        raise ValueError("--again makes the map's predictions anew: give it with --map")
     if a.map:
         return _predict_map(a)
     if a.rows:
@@ -544,9 +553,11 @@ def _predict_map(a: argparse.Namespace) -> int:
     # A prediction from this session's probe is ranged over this machine's probes.
     machine = None if profile else profiles.machine_profile_if_any(a.results)
     devices.configure_devices("cpu", n)
-    todo = predict.map_to_predict(results, n, a.scale or "quick", profile)
+    todo = predict.map_to_predict(results, n, a.scale or "quick", profile, a.again)
     with _predicting("--map", a.wait, results, 1 if profile else n, todo):
-        done = predict.predict_map(results, n, a.scale or "quick", profile, machine=machine)
+        done = predict.predict_map(
+            results, n, a.scale or "quick", profile, machine=machine, again=a.again
+        )
     print(f"{len(done)} prediction(s) of the workload map")
     return 0
 

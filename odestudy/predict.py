@@ -682,15 +682,18 @@ def predict_map(
     profile: HardwareProfile | None = None,
     show: bool = True,
     machine: HardwareProfile | None = None,
+    again: bool = False,
 ) -> list[dict[str, Any]]:
     """The prediction of every workload and controller of the map on `n` devices, each
     from its trained 1-device row (`predict_from_row`), to be checked against the map's
-    measured rows. `profile` None: this session's probe, ranged over `machine`.
-    Resumable; JAX must see `n` CPU devices."""
+    measured rows. `profile` None: this session's probe, ranged over `machine`; `again`:
+    made anew where one held out is kept. Resumable; JAX must see `n` CPU devices."""
     out = []
     for w, controller, target, axis, path in _map_targets(results, n, scale, profile):
         label, extra = f"{w.name} {controller}", {"workload": w.name}
-        p = predict_from_row(target, results, path, profile, label, show, extra, machine, axis)
+        p = predict_from_row(
+            target, results, path, profile, label, show, extra, machine, axis, again=again
+        )
         if p is not None:
             out.append(p)
     return out
@@ -730,15 +733,17 @@ def predict_from_row(
     extra: dict[str, Any] | None = None,
     machine: HardwareProfile | None = None,
     axis: Sequence[int] = (),
+    *,
+    again: bool = False,
 ) -> dict[str, Any] | None:
     """The prediction of `target` from its trained 1-device row under `results`
-    (`Anchor`), written to `out`; one there made from the same is kept. None (said, by
-    `label`) where the row cannot anchor one. `profile` None: this session's probe,
-    ranged over `machine`; `extra`: more fields to write."""
+    (`Anchor`), written to `out`; one there made from the same, or held out (`_held_out`)
+    unless `again`, is kept. None (said, by `label`) where the row cannot anchor one.
+    `profile` None: this session's probe, ranged over `machine`; `extra`: more fields."""
     from .measure.probe import session_probe
     from .study import records
 
-    rec, made_from, kept = _made_from(target, results, out, profile, axis)
+    rec, made_from, kept = _made_from(target, results, out, profile, axis, again)
     if kept is not None:
         return kept
     state = _state_path(target, results)
@@ -804,9 +809,10 @@ def _made_from(
     out: Path,
     profile: HardwareProfile | None,
     axis: Sequence[int] = (),
+    again: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
     """The 1-device record of `target`, what a prediction is made from, and the one at
-    `out` where made from the same (else None)."""
+    `out` where made from the same or, unless `again`, held out (else None)."""
     from .study import records
 
     base = one_device(target)
@@ -816,7 +822,7 @@ def _made_from(
                  "target_key": target.key(), **({"axis": list(axis)} if axis else {})}  # fmt: skip
     old = records.read_or(out, {})
     same = old.get("made_from") == made_from
-    kept = same or _held_out(old, made_from, target, results, out)
+    kept = same or (not again and _held_out(old, made_from, target, results, out))
     return rec, made_from, old if kept else None
 
 
@@ -859,13 +865,17 @@ def rows_to_predict(
 
 
 def map_to_predict(
-    results: str | Path, n: int, scale: str = "quick", profile: HardwareProfile | None = None
+    results: str | Path,
+    n: int,
+    scale: str = "quick",
+    profile: HardwareProfile | None = None,
+    again: bool = False,
 ) -> list[tuple[Any, str]]:
     """The workload and controller pairs of `predict_map` not yet predicted."""
     return [
         (w, controller)
         for w, controller, target, axis, path in _map_targets(results, n, scale, profile)
-        if _made_from(target, results, path, profile, axis)[2] is None
+        if _made_from(target, results, path, profile, axis, again)[2] is None
     ]
 
 

@@ -403,8 +403,8 @@ def test_a_prediction_is_made_only_from_a_1_device_row_made_here(tmp_path):
 
 def test_a_held_out_prediction_is_kept_when_its_1_device_row_is_measured_again(tmp_path):
     """A prediction made before its target's multi-device rows is not replaced by one made
-    after them from a 1-device row measured again (that would be in-sample); one of an
-    older prediction model, or made after the rows, is."""
+    after them from a 1-device row measured again (that would be in-sample) unless asked
+    `again`; one of an older prediction model, or made after the rows, is."""
     from odestudy.predict import PREDICTION_MODEL, _made_from
     from odestudy.study import records
 
@@ -420,6 +420,7 @@ def test_a_held_out_prediction_is_kept_when_its_1_device_row_is_measured_again(t
     old = {"made_from": made_from, "finished": "2026-01-01T12:00:00+00:00"}
     records.write_json_atomic(out, old)
     assert _made_from(target, tmp_path, out, None)[2] == old  # held out: kept
+    assert _made_from(target, tmp_path, out, None, again=True)[2] is None  # asked anew
     records.write_json_atomic(out, {**old, "made_from": {**made_from, "model": 6}})
     assert _made_from(target, tmp_path, out, None)[2] is None  # an older model: made again
     records.write_json_atomic(out, {**old, "finished": "2026-01-02T12:00:00+00:00"})
