@@ -644,9 +644,8 @@ def _predict_with(
             # No session probe (`ODESTUDY_PROBE=off`): the probe runs here, in-process.
             values = probe.read_probe(found) if found else probe.probe()
             profile = predict.session_profile(values, machine)
-        return predict.predict_modes(
-            target, profile, timed_steps=a.timed_steps, trained_state=state, axis=axis
-        )
+        swept = predict.sweep_terms(target, profile, a.timed_steps, state, axis)
+        return predict.predict_modes(target, profile, swept, axis=axis)
 
 
 def print_prediction(out: dict, target: Scenario) -> None:
