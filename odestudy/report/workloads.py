@@ -16,7 +16,7 @@ from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 from ..study import records
 from ..study.claim import Claim
-from ..study.rec import Key, LeverRecord, Prediction, Rec
+from ..study.rec import Key, LeverRecord, PredictedRow, Prediction, Rec
 from ..study.studies import Grid, Table, Text
 from ..study.workloads import (
     MAP_DEVICES,
@@ -414,13 +414,18 @@ def map_time_line(recs: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]
     )
 
 
-def predictions(results: str | Path, machine: str, profile: str | None = None) -> list[Prediction]:
+def predictions(
+    results: str | Path, machine: str, profile: str | None = None, earlier: bool = False
+) -> list[Prediction]:
     """The map's predictions of `machine` made from the session's probe of the devices
-    (`profile` None) or from the named profile (`--profile`)."""
+    (`profile` None) or from the named profile (`--profile`); with `earlier`, those each
+    replaced too (`records.EARLIER`)."""
     folder = Path(results) / MAP_FOLDER / machine
+    studies = ("predict", f"predict/{records.EARLIER}") if earlier else ("predict",)
     found = [
         Prediction(records.read_json(p), path=str(p))
-        for p in records.side_study_paths(folder, "predict")
+        for study in studies
+        for p in records.side_study_paths(folder, study)
     ]
     return [p for p in found if p.made_from.profile == profile]
 
@@ -453,26 +458,86 @@ def prediction_errors(rows: Sequence[MapRow], found: Sequence[Prediction]) -> li
             r = _find(rows, p.workload, controller, step, pr.mode)
             if r is None or r.speedup is None or r.n_devices != p.n_devices:
                 continue  # a failed or untrained row, or another device count
-            # A row measured again in its session: checked against its last runs alone,
-            # which a prediction may precede where the earlier runs do not.
-            rec = r.record.newest or r.record
-            measured = float(rec.step_time_s)  # type: ignore[arg-type]
-            out.append(
-                PredictionError(
-                    model=p.made_from.model,
-                    before=made_before(p, [rec]),
-                    workload=p.workload,
-                    controller=controller,
-                    mode=pr.mode,
-                    predicted_s=pr.step_time_s,
-                    measured_s=measured,
-                    error=pr.step_time_s / measured - 1,
-                    compute_s=pr.compute_s,
-                    allreduce_s=pr.allreduce_s,
-                    in_loop_s=pr.in_loop_s,
-                )
-            )
+            out.append(_error(p, pr, r))
     return out
+
+
+def _error(p: Prediction, pr: PredictedRow, r: MapRow) -> PredictionError:
+    """Mode row `pr` of prediction `p` against its measured row `r`. A row measured again
+    in its session is checked against its last runs alone, which a prediction may
+    precede where the earlier runs do not."""
+    rec = r.record.newest or r.record
+    measured = float(rec.step_time_s)  # type: ignore[arg-type]
+    return PredictionError(
+        model=p.made_from.model,
+        before=made_before(p, [rec]),
+        workload=p.workload,
+        controller=r.controller,
+        mode=pr.mode,
+        predicted_s=pr.step_time_s,
+        measured_s=measured,
+        error=pr.step_time_s / measured - 1,
+        compute_s=pr.compute_s,
+        allreduce_s=pr.allreduce_s,
+        in_loop_s=pr.in_loop_s,
+    )
+
+
+def session_errors(
+    results: str | Path, machine: str, scale: str, profile: str | None = None
+) -> list[tuple[sessions.Session, list[PredictionError]]]:
+    """Per session of the map's 2-device rows, those measured again since included
+    (`records.replaced_folders`), each trained row against the newest prediction of its
+    kind (`profile`; the earlier ones included) made before it; oldest session first."""
+    keys = {s.key() for s in map_scenarios(scale)}
+    folder = Path(results) / MAP_FOLDER
+    recs = [r for f in (folder, *records.replaced_folders(folder))
+            for r in read_records(f, scale, current=False)
+            if r.scenario_key in keys and r.machine_id == machine]  # fmt: skip
+    found = sorted(predictions(results, machine, profile, True), key=lambda p: str(p.finished))
+    steps = [step_of({"scenario": p.fields}) for p in found]
+    by_session: dict[sessions.Session, list[Rec]] = {}
+    for r in sessions.reassigned(recs):
+        by_session.setdefault(r.session, []).append(r)
+    out = []
+    for session, group in by_session.items():
+        unique = {(r.scenario_key, r.started): r for r in group}  # a copy kept twice
+        rows = [r for r in map_rows(merged(list(unique.values()))) if r.n_devices > 1]
+        checked = [_newest_before(r, found, steps) for r in rows if _ok(r.record)]
+        errors = [e for e in checked if e is not None]
+        if errors:
+            out.append((session, errors))
+    return sorted(out, key=lambda x: str(x[0].start))
+
+
+def _newest_before(
+    r: MapRow, found: Sequence[Prediction], steps: Sequence[str]
+) -> PredictionError | None:
+    """Row `r` against the newest of `found` (oldest first; `steps` their steps) of its
+    workload, controller, step and device count made before it; None without one."""
+    rec = r.record.newest or r.record
+    chosen = None
+    for p, step in zip(found, steps, strict=True):
+        same = (p.workload, p.fields.controller, step, p.n_devices)
+        if same == (r.workload, r.controller, r.step, r.n_devices) and made_before(p, [rec]):
+            chosen = p
+    pr = next((x for x in chosen.rows if x.mode == r.mode), None) if chosen else None
+    return None if chosen is None or pr is None else _error(chosen, pr, r)
+
+
+def session_lines(checked: Sequence[tuple[sessions.Session, list[PredictionError]]]) -> str:
+    """The prediction check as each session measured it: per session, each mode's
+    median |error| (`session_errors`)."""
+    if not checked:
+        return ""
+    lines = [
+        f"- {escape(session.label)}: {_per_mode(errors)} ({said(errors)})."
+        for session, errors in checked
+    ]
+    return (
+        "Session by session (each trained 2-device row against the newest prediction of "
+        "this kind made before it, the ones made again since included):\n" + "\n".join(lines)
+    )
 
 
 def _wrong_term(errors: Sequence[PredictionError], mode: str) -> str:
@@ -520,8 +585,13 @@ def _predictions_line(found: Sequence[Prediction]) -> str:
 EXTRAPOLATION_PROFILE = "cpu"
 
 
-def extrapolation_section(rows: Sequence[MapRow], found: Sequence[Prediction]) -> list[Text | Grid]:
-    """The map's predictions from a profile (`--profile cpu`) against the same rows."""
+def extrapolation_section(
+    rows: Sequence[MapRow],
+    found: Sequence[Prediction],
+    by_session: Sequence[tuple[sessions.Session, list[PredictionError]]] = (),
+) -> list[Text | Grid]:
+    """The map's predictions from a profile (`--profile cpu`) against the same rows, and
+    session by session (`session_errors`)."""
     head = Text(f"## The prediction from the `{EXTRAPOLATION_PROFILE}` profile")
     if not found:
         return [head, Text("No such prediction of the map yet "
@@ -540,7 +610,13 @@ def extrapolation_section(rows: Sequence[MapRow], found: Sequence[Prediction]) -
         "and their errors include the machine's drift between the two."
     )
     checked = errors_table(errors) if errors else Text("No measured row to check.")
-    return [head, Text(said), Text("\n".join(validation_lines(errors))), checked]
+    lines = Text("\n".join(validation_lines(errors)))
+    return [head, Text(said), lines, *_if_any(session_lines(by_session)), checked]
+
+
+def _if_any(text: str) -> list[Text]:
+    """A block of `text`, or none where it is empty."""
+    return [Text(text)] if text else []
 
 
 def validation_lines(errors: Sequence[PredictionError]) -> list[str]:
@@ -626,8 +702,11 @@ def workloads_body(
         ),
         Text(_predictions_line(found)),
         Text("\n".join(validation_lines(errors))),
+        *_if_any(session_lines(session_errors(results, machine, scale))),
         errors_table(errors) if errors else Text("No prediction of the map yet."),
-        *extrapolation_section(rows, profiled),
+        *extrapolation_section(
+            rows, profiled, session_errors(results, machine, scale, EXTRAPOLATION_PROFILE)
+        ),
         *levers,
         *fused_section(results, machine),
         Text(""),  # the file ends with a blank line
