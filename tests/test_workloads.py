@@ -243,6 +243,9 @@ def test_the_prediction_check_is_given_session_by_session(tmp_path):
     assert second.predicted_s == 0.005 and second.error == pytest.approx(0.005 / 0.004 - 1)
     text = report.session_lines(checked)
     assert text.count("`pmap` 25 % (1 rows)") == 2 and "made before the rows" in text
+    said = report._sessions_said(checked)
+    assert "prediction model 12 made before the rows, in 2 sessions" in said
+    assert "at most 25 % (`pmap`, 2026-01-01" in said
 
 
 def test_the_table_says_so_where_the_map_has_no_records(tmp_path):

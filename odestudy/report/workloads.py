@@ -483,9 +483,13 @@ def _error(p: Prediction, pr: PredictedRow, r: MapRow) -> PredictionError:
     )
 
 
+# A session and its rows' errors against the predictions made before them.
+SessionErrors = tuple[sessions.Session, list[PredictionError]]
+
+
 def session_errors(
     results: str | Path, machine: str, scale: str, profile: str | None = None
-) -> list[tuple[sessions.Session, list[PredictionError]]]:
+) -> list[SessionErrors]:
     """Per session of the map's 2-device rows, those measured again since included
     (`records.replaced_folders`), each trained row against the newest prediction of its
     kind (`profile`; the earlier ones included) made before it; oldest session first."""
@@ -525,7 +529,7 @@ def _newest_before(
     return None if chosen is None or pr is None else _error(chosen, pr, r)
 
 
-def session_lines(checked: Sequence[tuple[sessions.Session, list[PredictionError]]]) -> str:
+def session_lines(checked: Sequence[SessionErrors]) -> str:
     """The prediction check as each session measured it: per session, each mode's
     median |error| (`session_errors`)."""
     if not checked:
@@ -583,12 +587,14 @@ def _predictions_line(found: Sequence[Prediction]) -> str:
 
 # The profile the map's extrapolation is checked from: this machine's recorded probes.
 EXTRAPOLATION_PROFILE = "cpu"
+# The kinds of map prediction: from the session's probe (None) and from the profile.
+PREDICTION_KINDS: tuple[str | None, ...] = (None, EXTRAPOLATION_PROFILE)
 
 
 def extrapolation_section(
     rows: Sequence[MapRow],
     found: Sequence[Prediction],
-    by_session: Sequence[tuple[sessions.Session, list[PredictionError]]] = (),
+    by_session: Sequence[SessionErrors] = (),
 ) -> list[Text | Grid]:
     """The map's predictions from a profile (`--profile cpu`) against the same rows, and
     session by session (`session_errors`)."""
@@ -684,11 +690,12 @@ def workloads_body(
     )
     levers = [b for lever in MAP_LEVERS for b in lever_section(results, machine, lever)]
     profiled = predictions(results, machine, EXTRAPOLATION_PROFILE)
+    by_session = {k: session_errors(results, machine, scale, k) for k in PREDICTION_KINDS}
     body = (
         Text(intro),
         Text(map_time_line(recs, found)),
         Text("## Summary"),
-        Text("\n".join(summary_lines(results, machine, rows, found))),
+        Text("\n".join(summary_lines(results, machine, rows, found, by_session))),
         Text("## Against the best 1-device step"),
         Text(best),
         best_table(rows),
@@ -702,11 +709,9 @@ def workloads_body(
         ),
         Text(_predictions_line(found)),
         Text("\n".join(validation_lines(errors))),
-        *_if_any(session_lines(session_errors(results, machine, scale))),
+        *_if_any(session_lines(by_session[None])),
         errors_table(errors) if errors else Text("No prediction of the map yet."),
-        *extrapolation_section(
-            rows, profiled, session_errors(results, machine, scale, EXTRAPOLATION_PROFILE)
-        ),
+        *extrapolation_section(rows, profiled, by_session[EXTRAPOLATION_PROFILE]),
         *levers,
         *fused_section(results, machine),
         Text(""),  # the file ends with a blank line
@@ -728,12 +733,17 @@ def _workload_ticks(ax: Any, rows: Sequence[MapRow], controller: str) -> None:
 
 
 def summary_lines(
-    results: str | Path, machine: str, rows: Sequence[MapRow], found: list[Prediction]
+    results: str | Path,
+    machine: str,
+    rows: Sequence[MapRow],
+    found: list[Prediction],
+    by_session: Mapping[str | None, Sequence[SessionErrors]] | None = None,
 ) -> list[str]:
-    """The map page's summary bullets (the README links here)."""
+    """The map page's summary bullets (the README links here); `by_session`: each kind
+    of prediction's check session by session (`session_errors`)."""
     profiled = predictions(results, machine, EXTRAPOLATION_PROFILE)
     return [
-        *_prediction_summary(rows, found, profiled),
+        *_prediction_summary(rows, found, profiled, by_session or {}),
         *filter(None, [recommended_again(rows, choice_records(results))]),
         *[
             line
@@ -799,12 +809,18 @@ def _prediction_summary(
     rows: Sequence[MapRow],
     found: Sequence[Prediction],
     extrapolated: Sequence[Prediction] = (),
+    by_session: Mapping[str | None, Sequence[SessionErrors]] | None = None,
 ) -> list[str]:
-    """Per kind of prediction (devices probed, or the profile), each mode's median |error|."""
+    """Per kind of prediction (devices probed, or the profile), each mode's median |error|
+    and, session by session, the largest."""
     lines = []
-    for what, preds in (
-        ("with the 2 devices probed", found),
-        (f"from the `{EXTRAPOLATION_PROFILE}` profile in place of the probe", extrapolated),
+    for what, preds, kind in (
+        ("with the 2 devices probed", found, None),
+        (
+            f"from the `{EXTRAPOLATION_PROFILE}` profile in place of the probe",
+            extrapolated,
+            EXTRAPOLATION_PROFILE,
+        ),
     ):
         errors = prediction_errors(rows, preds)
         if not errors:
@@ -815,8 +831,31 @@ def _prediction_summary(
             f"|error| per mode: {_per_mode(errors)} ({said(errors)})."
             + held_out_said(errors, "rows")
             + (f" Per mode: {_per_mode(held)}." if held and len(held) < len(errors) else "")
+            + _sessions_said((by_session or {}).get(kind, ()))
         )
     return lines
+
+
+def _sessions_said(checked: Sequence[SessionErrors]) -> str:
+    """Over the sessions whose rows the newest prediction model's predictions were made
+    before: how many, and the largest of their per-mode median |error|s; else ""."""
+    model = max((e.model for _, errors in checked for e in errors if e.model), default=None)
+    worst = []
+    for session, errors in checked:
+        held = [e for e in errors if e.before is True and e.model == model]
+        for mode in MULTI_MODES:
+            mine = [abs(e.error) for e in held if e.mode == mode]
+            if mine:
+                worst.append((float(np.median(mine)), mode, session))
+    if not worst:
+        return ""
+    n = len({session for _, _, session in worst})
+    size, mode, session = max(worst, key=lambda w: w[0])
+    return (
+        f" Session by session, prediction model {model} made before the rows, in {n} "
+        f"session{'s' if n > 1 else ''}: each mode's median |error| at most "
+        f"{size * 100:.0f} % (`{mode}`, {session.when})."
+    )
 
 
 def _per_mode(errors: Sequence[Any]) -> str:
