@@ -468,16 +468,16 @@ def _steps(a: argparse.Namespace) -> int:
     flag("--retrain", "train the model anew even where its trained 1-device row is recorded"),
     flag(
         "--again",
-        "with --map: predict anew from a 1-device row measured again, where the prediction "
-        "kept was made before the multi-device rows (it moves to earlier/, where the report "
-        "still checks it against the rows after it): a new session's prediction, made "
-        "before that session measures its rows",
+        "with --map or --record: predict anew from a 1-device row measured again, where the "
+        "prediction kept was made before the multi-device rows (it moves to earlier/, where "
+        "the report still checks it against the rows after it): a new session's prediction, "
+        "made before that session measures its rows",
     ),
     WAIT,
 )
 def _predict(a: argparse.Namespace) -> int:
-    if a.again and not a.map:
-        raise ValueError("--again makes the map's predictions anew: give it with --map")
+    if a.again and not (a.map or a.record):
+        raise ValueError("--again makes recorded predictions anew: give it with --map or --record")
     if a.map:
         return _predict_map(a)
     if a.rows:
@@ -535,7 +535,14 @@ def _predict_recorded(
     n = 1 if profile else target.total_devices
     with _predicting("--record", a.wait, a.results, n, [target]):
         out = predict.predict_from_row(
-            target, a.results, path, profile, target.name(), machine=machine, axis=axis
+            target,
+            a.results,
+            path,
+            profile,
+            target.name(),
+            machine=machine,
+            axis=axis,
+            again=a.again,
         )
     assert out is not None  # its row was checked above
     print_prediction(out, target)
@@ -644,9 +651,8 @@ def _predict_with(
             # No session probe (`ODESTUDY_PROBE=off`): the probe runs here, in-process.
             values = probe.read_probe(found) if found else probe.probe()
             profile = predict.session_profile(values, machine)
-        return predict.predict_modes(
-            target, profile, timed_steps=a.timed_steps, trained_state=state, axis=axis
-        )
+        swept = predict.sweep_terms(target, profile, a.timed_steps, state, axis)
+        return predict.predict_modes(target, profile, swept, axis=axis)
 
 
 def print_prediction(out: dict, target: Scenario) -> None:

@@ -177,7 +177,7 @@ def predict_loss(
     `step`, of that step's levers. Prints the command's lines and returns the
     prediction. This process must hold `devices` CPU devices (`jax_num_cpu_devices`, set
     before JAX starts), to count the loop collectives of the modes with one loop."""
-    from .predict import check_prediction, predict_modes
+    from .predict import check_prediction, predict_modes, sweep_terms
     from .report.predicted import prediction_lines  # the command's own lines
     from .study.profiles import load_profile
 
@@ -191,6 +191,6 @@ def predict_loss(
                       mode="shard_map", devices_per_process=devices, **fields)  # fmt: skip
     chosen = load_profile(profile, results)
     check_prediction(target, chosen)
-    out = predict_modes(target, chosen)
+    out = predict_modes(target, chosen, sweep_terms(target, chosen))
     print("\n".join(prediction_lines(out, target)))
     return out

@@ -415,33 +415,43 @@ def neighbours_measured(
     return out
 
 
-def predict_modes(
+@dataclasses.dataclass(frozen=True)
+class Swept:
+    """What a prediction is made from, measured on the devices present (`sweep_terms`).
+
+    - `sweep`: the 1-device step-cost sweep (`measure.cost.step_cost_sweep`), with, on
+      CPU devices, a device's neighbours and, in one process, the gradient all-reduce and
+      a loop meeting timed on the devices predicted.
+    - `loops`: by one-loop mode, its loop collectives counted in its compiled step.
+    - `floats`: floats in the model's gradient (what the gradient all-reduce moves).
+    """
+
+    sweep: dict[str, Any]
+    loops: dict[str, dict[str, Any]]
+    floats: int
+
+
+def sweep_terms(
     target: Scenario,
     profile: HardwareProfile,
     timed_steps: int = 10,
     trained_state: tuple[str | os.PathLike, float] | None = None,
-    anchor: Anchor | None = None,
     axis: Sequence[int] = (),
-) -> dict[str, Any]:
-    """Predict every multi-device mode's step for `target` (its mode is not read) from
-    a sweep of its 1-device form on the device kind present and `profile`'s collective
-    costs.
+) -> Swept:
+    """Measure, on the device kind present, what `predict_modes` predicts `target` from.
 
     - `timed_steps`: timed steps per batch size of the sweep.
     - `trained_state`: `(path, final_loss)` of a saved 1-device state to start from
       instead of training.
-    - `anchor`: the recorded row the sweep's times are scaled to; None: the sweep's own.
     - `axis`: per-device batches to predict each mode along too (`predict_axis`).
 
     JAX must see `target.total_devices` CPU devices (to count the loop collectives of
-    the one-loop modes). Returns the sweep, the terms and one row per mode.
-    """
+    the one-loop modes)."""
     from .measure.cost import gradient_allreduce, step_cost_sweep
     from .measure.meeting import loop_meeting
 
     check_prediction(target, profile)
     base, n = one_device(target), target.total_devices
-    placement = (n, target.processes, target.nodes)
     state: dict[str, Any] = {}
     sweep = step_cost_sweep(base, sweep_batches(target, axis), timed_steps=timed_steps,
                             trained_state=trained_state, extras=False, state_out=state)  # fmt: skip
@@ -450,11 +460,32 @@ def predict_modes(
         if target.processes == 1:
             sweep["allreduce"] = gradient_allreduce(base, n, state)
             sweep["loop_meeting"] = loop_meeting(n)
-    floats = parameter_count(base)
-    gradient = gradient_measured(sweep) or profile.gradient(floats, *placement)
+    loops = {m: loop_collectives(base, n, state["params"], m) for m in one_loop_modes(target)}
+    return Swept(sweep, loops, parameter_count(base))
+
+
+def predict_modes(
+    target: Scenario,
+    profile: HardwareProfile,
+    swept: Swept,
+    anchor: Anchor | None = None,
+    axis: Sequence[int] = (),
+) -> dict[str, Any]:
+    """Predict every multi-device mode's step for `target` (its mode is not read) from
+    what was measured of its 1-device form (`sweep_terms`) and `profile`'s collective
+    costs; the model alone, nothing is measured here.
+
+    - `anchor`: the recorded row the sweep's times are scaled to; None: the sweep's own.
+    - `axis`: per-device batches to predict each mode along too (`predict_axis`).
+
+    Returns the sweep, the terms and one row per mode.
+    """
+    check_prediction(target, profile)
+    sweep, loops, base = swept.sweep, swept.loops, one_device(target)
+    placement = (target.total_devices, target.processes, target.nodes)
+    gradient = gradient_measured(sweep) or profile.gradient(swept.floats, *placement)
     one_float = profile.latency(*placement)
     loop_latency = meeting_measured(sweep) or one_float
-    loops = {m: loop_collectives(base, n, state["params"], m) for m in one_loop_modes(target)}
     per_iteration = {m: loop["per_iteration"] for m, loop in loops.items()}
     measured = Measured(sweep, gradient, loop_latency, per_iteration, anchor)
     rows = predict_rows(measured, target)
@@ -469,7 +500,7 @@ def predict_modes(
         "final_loss": sweep["final_loss"],
         "trained": bool(sweep["final_loss"] <= base.problem_object.trained_loss),
         "trained_loss": base.problem_object.trained_loss,
-        "gradient_floats": floats,
+        "gradient_floats": swept.floats,
         "allreduce_gradient_s": gradient.central,
         "allreduce_one_float_s": one_float.central,
         "loop_meeting_s": loop_latency.central,
@@ -762,7 +793,9 @@ def predict_from_row(
         return None
     row = Anchor.of_record(rec, f"the recorded 1-device row started {rec.get('started')}")
     began = time.perf_counter()
-    p = predict_modes(target, used, MAP_TIMED_STEPS, (state, float(rec["final_loss"])), row, axis)
+    trained = (state, float(rec["final_loss"]))
+    swept = sweep_terms(target, used, MAP_TIMED_STEPS, trained, axis)
+    p = predict_modes(target, used, swept, row, axis)
     p.update(made_here(), made_from=made_from, label=label, **(extra or {}))
     p["wall_time_s"] = time.perf_counter() - began  # the sweep and terms, not the probe
     records.keep_earlier(out)  # it was made before the newer row: held out in time

@@ -240,10 +240,11 @@ def test_a_prediction_from_a_row_is_anchored_and_ranged_over_the_machines_probes
     machine = HardwareProfile("cpu", "cpu", "", {(2, 1, 1): Value(40e-6, 10e-6, 90e-6, "x", True)})
     seen = {}
 
-    def made(target, profile, steps, state, anchor, axis=()):
+    def made(target, profile, swept, anchor, axis=()):
         seen.update(profile=profile, anchor=anchor)
         return {"rows": []}
 
+    monkeypatch.setattr(predict, "sweep_terms", lambda *args: None)
     monkeypatch.setattr(predict, "predict_modes", made)
     out = tmp_path / "p.json"
     p = predict.predict_from_row(target, tmp_path, out, None, "it", False, None, machine)
@@ -473,3 +474,23 @@ def test_a_user_problem_s_check_reads_every_session_of_its_rows(tmp_path):
     groups = _by_session(recs)
     assert [len(g) for g in groups] == [1, 1]  # three hours apart: two sessions
     assert [g[0].started for g in groups] == sorted(r.started for r in recs)
+
+
+def test_the_model_predicts_from_what_was_measured_alone():
+    """`predict_modes` is the model: given the measurements (`Swept`), it times nothing;
+    its one-loop modes pay their loop meetings on top of the compute, the others none."""
+    target = Scenario(mode="shard_map", devices_per_process=2, scale="smoke", batch=8)
+    rows = [{"batch": b, "step_times_s": [1e-3 * b / 4] * 3, "step_time_s": 1e-3 * b / 4,
+             "iterations_executed": 10.0, "per_sample_steps": [10, 10], "per_iteration_s": 1e-4}
+            for b in (4, 8)]  # fmt: skip
+    meeting = {"n": 2, "form": "x", "median_s": 5e-5, "interval_s": [4e-5, 6e-5], "times_s": [5e-5]}
+    sweep = {"rows": rows, "final_loss": 1.0, "loop_meeting": meeting}
+    loops = {m: {"static": 2, "per_iteration": 2.0} for m in predict.one_loop_modes(target)}
+    profile = HardwareProfile("cpu", "cpu", "", {(2, 1, 1): Value(1e-5, 1e-5, 1e-5, "x", True)})
+    out = predict.predict_modes(target, profile, predict.Swept(sweep, loops, 100))
+    by_mode = {r["mode"]: r for r in out["rows"]}
+    assert out["loop_meeting_s"] == 5e-5 and out["gradient_floats"] == 100
+    for mode, row in by_mode.items():
+        assert row["one_device_s"] == pytest.approx(2e-3)
+        extra = 10 * 2 * 5e-5 if mode in loops else 0.0
+        assert row["central_step_time_s"] == pytest.approx(1e-3 + 1e-5 + extra, rel=1e-6)

@@ -34,7 +34,7 @@ from odestudy.study.workloads import (
     workload_of,
 )
 
-from .helpers import dataset, record
+from .helpers import HERE, dataset, record
 
 
 def test_the_map_has_every_mode_and_controller_of_every_workload():
@@ -209,6 +209,43 @@ def test_the_prediction_check_gives_a_median_error_per_mode_and_the_wrong_term()
     assert "above 25 %" in lines[1] and "too low" in lines[1] and "solver loop" in lines[1]
     assert "above" not in lines[2]
     assert lines[3].startswith("- `explicit`") and "`explicit`'s solver loop" in lines[3]
+
+
+def test_the_prediction_check_is_given_session_by_session(tmp_path):
+    """Each session's trained 2-device rows against the newest prediction made before
+    them: the row measured again is checked against the prediction made again before it,
+    the row it replaced (kept under `sessions/`) against the earlier one (`earlier/`)."""
+    w = WORKLOADS[0]
+    one = w.scenario(controller="pid")
+    two = dataclasses.replace(one, mode="pmap", devices_per_process=MAP_DEVICES)
+    folder = tmp_path / MAP_FOLDER
+    replaced = folder / records.REPLACED / "20260102T0950"
+    day1, day2 = "2026-01-01T10:00:00+00:00", "2026-01-02T10:00:00+00:00"
+    for root, started, step in ((replaced, day1, 0.008), (folder, day2, 0.004)):
+        for s, t in ((one, 0.01), (two, step)):
+            rec = record(s, step=t)
+            rec.update(started=started, finished=started)
+            records.write_json_atomic(records.record_path(s, root), rec)
+    predict = records.machine_folder(folder) / "predict"
+    for path, t, made in (
+        (predict / records.EARLIER / "p.1.json", 0.01, "2026-01-01T09:00:00+00:00"),
+        (predict / "p.json", 0.005, "2026-01-02T09:00:00+00:00"),
+    ):
+        row = dict(mode="pmap", step_time_s=t, compute_s=t, allreduce_s=0.0, in_loop_s=0.0)
+        records.write_json_atomic(path, dict(
+            workload=w.name, scenario=two.to_dict(), n_devices=MAP_DEVICES, rows=[row],
+            finished=made, made_from={"model": 12, "profile": None},
+        ))  # fmt: skip
+    checked = report.session_errors(tmp_path, HERE, "quick")
+    assert [session.start.day for session, _ in checked] == [1, 2]
+    (first,), (second,) = (errors for _, errors in checked)
+    assert first.predicted_s == 0.01 and first.error == pytest.approx(0.01 / 0.008 - 1)
+    assert second.predicted_s == 0.005 and second.error == pytest.approx(0.005 / 0.004 - 1)
+    text = report.session_lines(checked)
+    assert text.count("`pmap` 25 % (1 rows)") == 2 and "made before the rows" in text
+    said = report._sessions_said(checked)
+    assert "prediction model 12 made before the rows, in 2 sessions" in said
+    assert "at most 25 % (`pmap`, 2026-01-01" in said
 
 
 def test_the_table_says_so_where_the_map_has_no_records(tmp_path):

@@ -16,7 +16,7 @@ from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 from ..study import records
 from ..study.claim import Claim
-from ..study.rec import Key, LeverRecord, Prediction, Rec
+from ..study.rec import Key, LeverRecord, PredictedRow, Prediction, Rec
 from ..study.studies import Grid, Table, Text
 from ..study.workloads import (
     MAP_DEVICES,
@@ -414,13 +414,18 @@ def map_time_line(recs: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]
     )
 
 
-def predictions(results: str | Path, machine: str, profile: str | None = None) -> list[Prediction]:
+def predictions(
+    results: str | Path, machine: str, profile: str | None = None, earlier: bool = False
+) -> list[Prediction]:
     """The map's predictions of `machine` made from the session's probe of the devices
-    (`profile` None) or from the named profile (`--profile`)."""
+    (`profile` None) or from the named profile (`--profile`); with `earlier`, those each
+    replaced too (`records.EARLIER`)."""
     folder = Path(results) / MAP_FOLDER / machine
+    studies = ("predict", f"predict/{records.EARLIER}") if earlier else ("predict",)
     found = [
         Prediction(records.read_json(p), path=str(p))
-        for p in records.side_study_paths(folder, "predict")
+        for study in studies
+        for p in records.side_study_paths(folder, study)
     ]
     return [p for p in found if p.made_from.profile == profile]
 
@@ -453,26 +458,90 @@ def prediction_errors(rows: Sequence[MapRow], found: Sequence[Prediction]) -> li
             r = _find(rows, p.workload, controller, step, pr.mode)
             if r is None or r.speedup is None or r.n_devices != p.n_devices:
                 continue  # a failed or untrained row, or another device count
-            # A row measured again in its session: checked against its last runs alone,
-            # which a prediction may precede where the earlier runs do not.
-            rec = r.record.newest or r.record
-            measured = float(rec.step_time_s)  # type: ignore[arg-type]
-            out.append(
-                PredictionError(
-                    model=p.made_from.model,
-                    before=made_before(p, [rec]),
-                    workload=p.workload,
-                    controller=controller,
-                    mode=pr.mode,
-                    predicted_s=pr.step_time_s,
-                    measured_s=measured,
-                    error=pr.step_time_s / measured - 1,
-                    compute_s=pr.compute_s,
-                    allreduce_s=pr.allreduce_s,
-                    in_loop_s=pr.in_loop_s,
-                )
-            )
+            out.append(_error(p, pr, r))
     return out
+
+
+def _error(p: Prediction, pr: PredictedRow, r: MapRow) -> PredictionError:
+    """Mode row `pr` of prediction `p` against its measured row `r`. A row measured again
+    in its session is checked against its last runs alone, which a prediction may
+    precede where the earlier runs do not."""
+    rec = r.record.newest or r.record
+    measured = float(rec.step_time_s)  # type: ignore[arg-type]
+    return PredictionError(
+        model=p.made_from.model,
+        before=made_before(p, [rec]),
+        workload=p.workload,
+        controller=r.controller,
+        mode=pr.mode,
+        predicted_s=pr.step_time_s,
+        measured_s=measured,
+        error=pr.step_time_s / measured - 1,
+        compute_s=pr.compute_s,
+        allreduce_s=pr.allreduce_s,
+        in_loop_s=pr.in_loop_s,
+    )
+
+
+# A session and its rows' errors against the predictions made before them.
+SessionErrors = tuple[sessions.Session, list[PredictionError]]
+
+
+def session_errors(
+    results: str | Path, machine: str, scale: str, profile: str | None = None
+) -> list[SessionErrors]:
+    """Per session of the map's 2-device rows, those measured again since included
+    (`records.replaced_folders`), each trained row against the newest prediction of its
+    kind (`profile`; the earlier ones included) made before it; oldest session first."""
+    keys = {s.key() for s in map_scenarios(scale)}
+    folder = Path(results) / MAP_FOLDER
+    recs = [r for f in (folder, *records.replaced_folders(folder))
+            for r in read_records(f, scale, current=False)
+            if r.scenario_key in keys and r.machine_id == machine]  # fmt: skip
+    found = sorted(predictions(results, machine, profile, True), key=lambda p: str(p.finished))
+    steps = [step_of({"scenario": p.fields}) for p in found]
+    by_session: dict[sessions.Session, list[Rec]] = {}
+    for r in sessions.reassigned(recs):
+        by_session.setdefault(r.session, []).append(r)
+    out = []
+    for session, group in by_session.items():
+        unique = {(r.scenario_key, r.started): r for r in group}  # a copy kept twice
+        rows = [r for r in map_rows(merged(list(unique.values()))) if r.n_devices > 1]
+        checked = [_newest_before(r, found, steps) for r in rows if _ok(r.record)]
+        errors = [e for e in checked if e is not None]
+        if errors:
+            out.append((session, errors))
+    return sorted(out, key=lambda x: str(x[0].start))
+
+
+def _newest_before(
+    r: MapRow, found: Sequence[Prediction], steps: Sequence[str]
+) -> PredictionError | None:
+    """Row `r` against the newest of `found` (oldest first; `steps` their steps) of its
+    workload, controller, step and device count made before it; None without one."""
+    rec = r.record.newest or r.record
+    chosen = None
+    for p, step in zip(found, steps, strict=True):
+        same = (p.workload, p.fields.controller, step, p.n_devices)
+        if same == (r.workload, r.controller, r.step, r.n_devices) and made_before(p, [rec]):
+            chosen = p
+    pr = next((x for x in chosen.rows if x.mode == r.mode), None) if chosen else None
+    return None if chosen is None or pr is None else _error(chosen, pr, r)
+
+
+def session_lines(checked: Sequence[SessionErrors]) -> str:
+    """The prediction check as each session measured it: per session, each mode's
+    median |error| (`session_errors`)."""
+    if not checked:
+        return ""
+    lines = [
+        f"- {escape(session.label)}: {_per_mode(errors)} ({said(errors)})."
+        for session, errors in checked
+    ]
+    return (
+        "Session by session (each trained 2-device row against the newest prediction of "
+        "this kind made before it, the ones made again since included):\n" + "\n".join(lines)
+    )
 
 
 def _wrong_term(errors: Sequence[PredictionError], mode: str) -> str:
@@ -518,10 +587,17 @@ def _predictions_line(found: Sequence[Prediction]) -> str:
 
 # The profile the map's extrapolation is checked from: this machine's recorded probes.
 EXTRAPOLATION_PROFILE = "cpu"
+# The kinds of map prediction: from the session's probe (None) and from the profile.
+PREDICTION_KINDS: tuple[str | None, ...] = (None, EXTRAPOLATION_PROFILE)
 
 
-def extrapolation_section(rows: Sequence[MapRow], found: Sequence[Prediction]) -> list[Text | Grid]:
-    """The map's predictions from a profile (`--profile cpu`) against the same rows."""
+def extrapolation_section(
+    rows: Sequence[MapRow],
+    found: Sequence[Prediction],
+    by_session: Sequence[SessionErrors] = (),
+) -> list[Text | Grid]:
+    """The map's predictions from a profile (`--profile cpu`) against the same rows, and
+    session by session (`session_errors`)."""
     head = Text(f"## The prediction from the `{EXTRAPOLATION_PROFILE}` profile")
     if not found:
         return [head, Text("No such prediction of the map yet "
@@ -540,7 +616,13 @@ def extrapolation_section(rows: Sequence[MapRow], found: Sequence[Prediction]) -
         "and their errors include the machine's drift between the two."
     )
     checked = errors_table(errors) if errors else Text("No measured row to check.")
-    return [head, Text(said), Text("\n".join(validation_lines(errors))), checked]
+    lines = Text("\n".join(validation_lines(errors)))
+    return [head, Text(said), lines, *_if_any(session_lines(by_session)), checked]
+
+
+def _if_any(text: str) -> list[Text]:
+    """A block of `text`, or none where it is empty."""
+    return [Text(text)] if text else []
 
 
 def validation_lines(errors: Sequence[PredictionError]) -> list[str]:
@@ -608,11 +690,12 @@ def workloads_body(
     )
     levers = [b for lever in MAP_LEVERS for b in lever_section(results, machine, lever)]
     profiled = predictions(results, machine, EXTRAPOLATION_PROFILE)
+    by_session = {k: session_errors(results, machine, scale, k) for k in PREDICTION_KINDS}
     body = (
         Text(intro),
         Text(map_time_line(recs, found)),
         Text("## Summary"),
-        Text("\n".join(summary_lines(results, machine, rows, found))),
+        Text("\n".join(summary_lines(results, machine, rows, found, by_session))),
         Text("## Against the best 1-device step"),
         Text(best),
         best_table(rows),
@@ -626,8 +709,9 @@ def workloads_body(
         ),
         Text(_predictions_line(found)),
         Text("\n".join(validation_lines(errors))),
+        *_if_any(session_lines(by_session[None])),
         errors_table(errors) if errors else Text("No prediction of the map yet."),
-        *extrapolation_section(rows, profiled),
+        *extrapolation_section(rows, profiled, by_session[EXTRAPOLATION_PROFILE]),
         *levers,
         *fused_section(results, machine),
         Text(""),  # the file ends with a blank line
@@ -649,12 +733,17 @@ def _workload_ticks(ax: Any, rows: Sequence[MapRow], controller: str) -> None:
 
 
 def summary_lines(
-    results: str | Path, machine: str, rows: Sequence[MapRow], found: list[Prediction]
+    results: str | Path,
+    machine: str,
+    rows: Sequence[MapRow],
+    found: list[Prediction],
+    by_session: Mapping[str | None, Sequence[SessionErrors]] | None = None,
 ) -> list[str]:
-    """The map page's summary bullets (the README links here)."""
+    """The map page's summary bullets (the README links here); `by_session`: each kind
+    of prediction's check session by session (`session_errors`)."""
     profiled = predictions(results, machine, EXTRAPOLATION_PROFILE)
     return [
-        *_prediction_summary(rows, found, profiled),
+        *_prediction_summary(rows, found, profiled, by_session or {}),
         *filter(None, [recommended_again(rows, choice_records(results))]),
         *[
             line
@@ -720,12 +809,18 @@ def _prediction_summary(
     rows: Sequence[MapRow],
     found: Sequence[Prediction],
     extrapolated: Sequence[Prediction] = (),
+    by_session: Mapping[str | None, Sequence[SessionErrors]] | None = None,
 ) -> list[str]:
-    """Per kind of prediction (devices probed, or the profile), each mode's median |error|."""
+    """Per kind of prediction (devices probed, or the profile), each mode's median |error|
+    and, session by session, the largest."""
     lines = []
-    for what, preds in (
-        ("with the 2 devices probed", found),
-        (f"from the `{EXTRAPOLATION_PROFILE}` profile in place of the probe", extrapolated),
+    for what, preds, kind in (
+        ("with the 2 devices probed", found, None),
+        (
+            f"from the `{EXTRAPOLATION_PROFILE}` profile in place of the probe",
+            extrapolated,
+            EXTRAPOLATION_PROFILE,
+        ),
     ):
         errors = prediction_errors(rows, preds)
         if not errors:
@@ -736,8 +831,31 @@ def _prediction_summary(
             f"|error| per mode: {_per_mode(errors)} ({said(errors)})."
             + held_out_said(errors, "rows")
             + (f" Per mode: {_per_mode(held)}." if held and len(held) < len(errors) else "")
+            + _sessions_said((by_session or {}).get(kind, ()))
         )
     return lines
+
+
+def _sessions_said(checked: Sequence[SessionErrors]) -> str:
+    """Over the sessions whose rows the newest prediction model's predictions were made
+    before: how many, and the largest of their per-mode median |error|s; else ""."""
+    model = max((e.model for _, errors in checked for e in errors if e.model), default=None)
+    worst = []
+    for session, errors in checked:
+        held = [e for e in errors if e.before is True and e.model == model]
+        for mode in MULTI_MODES:
+            mine = [abs(e.error) for e in held if e.mode == mode]
+            if mine:
+                worst.append((float(np.median(mine)), mode, session))
+    if not worst:
+        return ""
+    n = len({session for _, _, session in worst})
+    size, mode, session = max(worst, key=lambda w: w[0])
+    return (
+        f" Session by session, prediction model {model} made before the rows, in {n} "
+        f"session{'s' if n > 1 else ''}: each mode's median |error| at most "
+        f"{size * 100:.0f} % (`{mode}`, {session.when})."
+    )
 
 
 def _per_mode(errors: Sequence[Any]) -> str:
