@@ -17,6 +17,7 @@ from odestudy.report.pages import GENERATED_END, GENERATED_START
 
 TRIPLE = re.compile(r"(\d+\.\d+)\s?[x×]?\s?\[(\d+\.\d+), (\d+\.\d+)\]")
 MODE = re.compile(r"\b(shard_map|pmap|shard|explicit|single)\b")
+CONTROLLER = re.compile(r"\b(pid|stepto)\b")
 # Verdict phrases after a ratio (its own), and for a whole bullet (the claims').
 AFTER = [
     ("one run", re.compile(r"\bone run\b", re.I)),
@@ -66,11 +67,15 @@ def statements(pages: dict[str, str]) -> list[dict]:
                 after = line[m.end() : end]
                 own = next((v for v, p in AFTER if p.search(after)), None)
                 modes = MODE.findall(line[: m.start()])
+                controllers = CONTROLLER.findall(line[: m.start()])
                 out.append(
                     {
                         # The ratio and the mode named nearest before it on its line: two
                         # comparisons that round alike are not taken for one.
                         "key": (*m.groups(), modes[-1] if modes else None),
+                        # The controller named nearest before it, where one is: two
+                        # controllers' comparisons are not one either.
+                        "controller": controllers[-1] if controllers else None,
                         "flag": MARK in after,
                         "verdict": own or (whole[0] if len(whole) == 1 else None),
                         "where": f"{where}:{number}",
@@ -101,7 +106,7 @@ def contradictions(pages: dict[str, str]) -> list[str]:
     by_key: dict[tuple, list[dict]] = defaultdict(list)
     for s in statements(pages):
         by_key[s["key"]].append(s)
-    for key, said in by_key.items():
+    for key, said in (p for k, all_ in by_key.items() for p in _per_controller(k, all_)):
         flags = {s["flag"] for s in said}
         if len(flags) > 1:
             found.append(
@@ -124,6 +129,16 @@ def contradictions(pages: dict[str, str]) -> list[str]:
                     f"{(b if a['apart'] else a)['where']}"
                 )
     return found
+
+
+def _per_controller(key: tuple, said: list[dict]) -> list[tuple[tuple, list[dict]]]:
+    """The statements of one key, per controller they name: those of one controller with
+    those that name none (the same comparison, said without it); all of them where none
+    names one."""
+    named = sorted({s["controller"] for s in said if s["controller"]})
+    if not named:
+        return [(key, said)]
+    return [((*key, c), [s for s in said if s["controller"] in (c, None)]) for c in named]
 
 
 def test_no_two_generated_sentences_state_one_comparison_differently():
@@ -152,6 +167,10 @@ def test_no_two_generated_sentences_state_one_comparison_differently():
             "b.md": "- **Avoid sharded `jit` (`shard`) with PID**: 0.71x [0.70, 0.71] of one "
             "device's speed.",
         },
+        {  # flagged under one controller, stated without naming one elsewhere
+            "a.md": "| pid | shard_map | 0.68 [0.65, 0.71] ‡ |",
+            "b.md": "- `shard_map` 0.68x [0.65, 0.71] over one device.",
+        },
     ],
 )
 def test_the_check_finds_a_contradiction(pages: dict[str, str]):
@@ -166,6 +185,10 @@ def test_the_check_spares_one_comparison_stated_alike():
         "c.md": "- sharded `jit` with StepTo gains nothing measurable: 2.07x [1.78, 2.46] flat.",
     }
     assert contradictions(pages) == [], contradictions(pages)
+    # Two controllers' comparisons that round alike are not one.
+    alike = {"a.md": "| pid | shard_map | 0.68 [0.65, 0.71] ‡ |",
+             "b.md": "| shard_map | stepto | weak | 0.68 [0.65, 0.71] |"}  # fmt: skip
+    assert contradictions(alike) == [], contradictions(alike)
 
 
 # Claims as values: the report's claims about one comparison (`study.claim.Comparison`)
