@@ -668,7 +668,11 @@ MAP_TIMED_STEPS = 20
 # one-float all-reduce ranged over every probe of this machine: drawn uniformly over
 # that spread, the draws' median sat above the session's value (model 11's median
 # |error| on the map's `shard` rows 26 %; its terms at their central values, 8 %).
-PREDICTION_MODEL = 12
+# 13: the neighbours term and the loop meeting each time their two programs in an order
+# reversed every other round (`timing.interleaved`), not always the same: the program
+# timed right after the other read up to 9 % slower (the example problem's step alone,
+# right after its 2 copies: neighbours 1.00 in that order, 1.09 in the other).
+PREDICTION_MODEL = 13
 
 
 def recorded_prediction_path(
