@@ -670,8 +670,8 @@ MAP_TIMED_STEPS = 20
 # |error| on the map's `shard` rows 26 %; its terms at their central values, 8 %).
 # 13: the neighbours term and the loop meeting each time their two programs in an order
 # reversed every other round (`timing.interleaved`), not always the same: the program
-# timed right after the other read up to 9 % slower (the example problem's step alone,
-# right after its 2 copies: neighbours 1.00 in that order, 1.09 in the other).
+# timed right after the other read slower (the example problem's step alone, right
+# after its 2 copies, against the other order).
 PREDICTION_MODEL = 13
 
 

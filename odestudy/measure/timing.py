@@ -122,7 +122,7 @@ def interleaved(
     """Each of `calls` timed to its results once per round, `rounds` rounds after
     `warmup` left out: per call, its times. The order is reversed every other round, so
     that no call always runs right after the same one (here a call timed right after
-    another program read up to 9 % slower than after itself)."""
+    another program read slower than after itself)."""
     import jax
 
     times: list[list[float]] = [[] for _ in calls]
