@@ -906,6 +906,7 @@ def map_to_predict(
     n: int,
     scale: str = "quick",
     profile: HardwareProfile | None = None,
+    *,
     again: bool = False,
 ) -> list[tuple[Any, str]]:
     """The workload and controller pairs of `predict_map` not yet predicted."""
