@@ -560,7 +560,7 @@ def _predict_map(a: argparse.Namespace) -> int:
     # A prediction from this session's probe is ranged over this machine's probes.
     machine = None if profile else profiles.machine_profile_if_any(a.results)
     devices.configure_devices("cpu", n)
-    todo = predict.map_to_predict(results, n, a.scale or "quick", profile, again=a.again)
+    todo = predict.map_to_predict(results, n, a.scale or "quick", profile, a.again)
     with _predicting("--map", a.wait, results, 1 if profile else n, todo):
         done = predict.predict_map(
             results, n, a.scale or "quick", profile, machine=machine, again=a.again

@@ -902,12 +902,7 @@ def rows_to_predict(
 
 
 def map_to_predict(
-    results: str | Path,
-    n: int,
-    scale: str = "quick",
-    profile: HardwareProfile | None = None,
-    *,
-    again: bool = False,
+    results: str | Path, n: int, scale: str, profile: HardwareProfile | None, again: bool
 ) -> list[tuple[Any, str]]:
     """The workload and controller pairs of `predict_map` not yet predicted."""
     return [
