@@ -668,7 +668,11 @@ MAP_TIMED_STEPS = 20
 # one-float all-reduce ranged over every probe of this machine: drawn uniformly over
 # that spread, the draws' median sat above the session's value (model 11's median
 # |error| on the map's `shard` rows 26 %; its terms at their central values, 8 %).
-PREDICTION_MODEL = 12
+# 13: the neighbours term and the loop meeting each time their two programs in an order
+# reversed every other round (`timing.interleaved`), not always the same: the program
+# timed right after the other read slower (the example problem's step alone, right
+# after its 2 copies, against the other order).
+PREDICTION_MODEL = 13
 
 
 def recorded_prediction_path(
@@ -898,11 +902,7 @@ def rows_to_predict(
 
 
 def map_to_predict(
-    results: str | Path,
-    n: int,
-    scale: str = "quick",
-    profile: HardwareProfile | None = None,
-    again: bool = False,
+    results: str | Path, n: int, scale: str, profile: HardwareProfile | None, again: bool
 ) -> list[tuple[Any, str]]:
     """The workload and controller pairs of `predict_map` not yet predicted."""
     return [

@@ -175,3 +175,13 @@ def test_run_steps_times_every_step_after_the_warmup_and_stops_on_divergence():
     assert fixed.losses == [1.0, 1.0, 1.0]
     with pytest.raises(FloatingPointError, match="diverged"):
         timing.run_steps(compiled, 1.0, 0.0, (jnp.float32(jnp.inf) for _ in range(3)), steps=3)
+
+
+def test_interleaved_reverses_its_order_every_other_round():
+    """`timing.interleaved`: each call once per round, the warm-up rounds left out of its
+    times, and no call always right after the same one."""
+    log: list[str] = []
+    calls = [lambda name=name: log.append(name) for name in "abc"]
+    times = timing.interleaved(calls, rounds=4, warmup=1)
+    assert [len(t) for t in times] == [4, 4, 4]
+    assert "".join(log) == "abc" + "cba" + "abc" + "cba" + "abc"

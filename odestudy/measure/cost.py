@@ -30,7 +30,7 @@ from .loss import mean_value
 from .modes import ParallelStep
 from .scenario import Scenario, validate
 from .step import make_parallel_step, study_loss
-from .timing import median_interval, median_time, run_steps
+from .timing import interleaved, median_interval, median_time, run_steps
 from .training import environment, load_trained, scenario_devices, step_key, train
 
 
@@ -266,16 +266,9 @@ def inside_one_program(
     copies inside one program, interleaved; `factor` is above 1 where neighbours slow a
     device."""
     alone_c, alone_args, together_c, args = one_program(s, n, state, batch, key)
-    alone, together = [], []
-    for i in range(warmup + rounds):
-        t0 = time.perf_counter()
-        jax.block_until_ready(together_c(*args))
-        t1 = time.perf_counter()
-        jax.block_until_ready(alone_c(*alone_args))
-        t2 = time.perf_counter()
-        if i >= warmup:
-            together.append(t1 - t0)
-            alone.append(t2 - t1)
+    together, alone = interleaved(
+        (lambda: together_c(*args), lambda: alone_c(*alone_args)), rounds, warmup
+    )
     a, t = float(np.median(alone)), float(np.median(together))
     return {"n": n, "form": "one program", "alone_s": alone, "together_s": together,
             "alone_median_s": a, "together_median_s": t, "factor": t / a}  # fmt: skip

@@ -3,7 +3,6 @@ each loop collective of a one-loop mode (`shard`, `explicit`) on CPU devices, ti
 directly rather than taken from a one-float all-reduce run as a program of its own
 (which also pays the program's dispatch)."""
 
-import time
 from typing import Any
 
 import jax
@@ -11,7 +10,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from .compat import make_data_mesh, shard_map
-from .timing import median_interval
+from .timing import interleaved, median_interval
 
 
 def _loop(n: int, arrays: int, iterations: int, meet: bool) -> Any:
@@ -41,14 +40,7 @@ def loop_meeting(
     if len(jax.devices("cpu")) < n:
         raise ValueError(f"a meeting of {n} CPU devices needs them: {len(jax.devices('cpu'))}")
     (meets, xs), (alone, _) = (_loop(n, arrays, iterations, m) for m in (True, False))
-    times = []
-    for i in range(warmup + rounds):
-        spent = []
-        for compiled in (meets, alone):
-            t0 = time.perf_counter()
-            jax.block_until_ready(compiled(*xs))
-            spent.append(time.perf_counter() - t0)
-        if i >= warmup:
-            times.append(max(spent[0] - spent[1], 0.0) / (iterations * arrays))
+    met, without = interleaved((lambda: meets(*xs), lambda: alone(*xs)), rounds, warmup)
+    times = [max(m - w, 0.0) / (iterations * arrays) for m, w in zip(met, without, strict=True)]
     form = f"a tuple of {arrays} floats all-reduced per iteration of a {iterations}-step loop"
     return {"n": n, "form": form, **median_interval(times)}

@@ -116,6 +116,26 @@ def time_call(fn: Callable, *args: Any) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
+def interleaved(
+    calls: Sequence[Callable[[], Any]], rounds: int, warmup: int = 3
+) -> list[list[float]]:
+    """Each of `calls` timed to its results once per round, `rounds` rounds after
+    `warmup` left out: per call, its times. The order is reversed every other round, so
+    that no call always runs right after the same one (here a call timed right after
+    another program read slower than after itself)."""
+    import jax
+
+    times: list[list[float]] = [[] for _ in calls]
+    for i in range(warmup + rounds):
+        order = range(len(calls)) if i % 2 == 0 else reversed(range(len(calls)))
+        for j in order:
+            t0 = time.perf_counter()
+            jax.block_until_ready(calls[j]())
+            if i >= warmup:
+                times[j].append(time.perf_counter() - t0)
+    return times
+
+
 def copy_arrays(tree: Any) -> Any:
     """A copy of every JAX array of `tree`, where it is (same devices and sharding)."""
     import jax
