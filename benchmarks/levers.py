@@ -851,30 +851,35 @@ def measure(
                 f"{ratio:.2f} [{lo:.2f}, {hi:.2f}], trained to {r['final_loss']:.4g}, "
                 f"first-step params rel. diff {r['first_step_params_rel_diff_vs_default']:.1e}"
             )
-    from odestudy.measure.training import environment
-
     odestudy.configure_devices(s.device, 1)
-    floor = floor_of(s, rates)  # after every timed block: it compiles
+    record = {
+        "scenario": s.to_dict(),
+        "workload": workload.name if workload else None,
+        "started": started,
+        "blocks": a.blocks,
+        "steps_per_block": a.steps_per_block,
+        "method": "one worker process per variant; interleaved blocks; speedup = "
+        "default median step / variant median step, 95% bootstrap over blocks "
+        "and steps; every variant timed from the default's trained state on the "
+        "same batches; final_loss from the variant's own training",
+        "rows": rows,
+    }
+    # The timed rows are written before the floor is counted: counting compiles each
+    # variant's program again (a GPU kernel's took minutes), and a run cut off there
+    # once lost every finished row.
+    _write(out, s, {**record, "finished": now(), "floor": None})
+    floor = floor_of(s, rates)
     for row in rows:  # each variant's own program counted (`report.floor.row_counts`)
         row["floor"] = variant_floor(s, row["levers"], rates)
-    odestudy.write_json_atomic(
-        out,
-        {
-            "scenario": s.to_dict(),
-            "workload": workload.name if workload else None,
-            "started": started,
-            "finished": now(),
-            "blocks": a.blocks,
-            "steps_per_block": a.steps_per_block,
-            "method": "one worker process per variant; interleaved blocks; speedup = "
-            "default median step / variant median step, 95% bootstrap over blocks "
-            "and steps; every variant timed from the default's trained state on the "
-            "same batches; final_loss from the variant's own training",
-            "rows": rows,
-            "floor": floor,
-            **environment(s),
-        },
-    )
+    _write(out, s, {**record, "finished": now(), "floor": floor})
+
+
+def _write(out: Path, s, record: dict) -> None:
+    """Write `record` to `out` (atomically), with the environment of `s`."""
+    import odestudy
+    from odestudy.measure.training import environment
+
+    odestudy.write_json_atomic(out, {**record, **environment(s)})
 
 
 if __name__ == "__main__":
