@@ -494,3 +494,24 @@ def test_the_model_predicts_from_what_was_measured_alone():
         assert row["one_device_s"] == pytest.approx(2e-3)
         extra = 10 * 2 * 5e-5 if mode in loops else 0.0
         assert row["central_step_time_s"] == pytest.approx(1e-3 + 1e-5 + extra, rel=1e-6)
+
+
+def test_a_device_computes_as_long_as_its_copies_inside_one_program_take():
+    """Model 14: on CPU devices a device's compute is the N copies' time inside one
+    program (`neighbours.together_s`), per iteration of the sweep at that batch; the step
+    alone timed between the copies (`alone_s`) does not enter, however slow it read."""
+    target = Scenario(mode="pmap", devices_per_process=2, scale="smoke", batch=8)
+    rows = [{"batch": b, "step_times_s": [1e-3 * b / 4] * 3, "step_time_s": 1e-3 * b / 4,
+             "iterations_executed": 10.0, "per_sample_steps": [10, 10], "per_iteration_s": 1e-4}
+            for b in (4, 8)]  # fmt: skip
+    together = {"n": 2, "form": "one program", "together_s": [3e-3] * 3, "alone_s": [9e-3] * 3,
+                "together_median_s": 3e-3, "alone_median_s": 9e-3, "factor": 1 / 3}  # fmt: skip
+    sweep = {"rows": rows, "final_loss": 1.0, "neighbours": {"4": together}}
+    loops = {m: {"static": 2, "per_iteration": 2.0} for m in predict.one_loop_modes(target)}
+    profile = HardwareProfile("cpu", "cpu", "", {(2, 1, 1): Value(0.0, 0.0, 0.0, "x", True)})
+    out = predict.predict_modes(target, profile, predict.Swept(sweep, loops, 100))
+    (row,) = [r for r in out["rows"] if r["mode"] == "pmap"]
+    assert row["compute_s"] == pytest.approx(3e-3, rel=1e-6)  # the copies' 3 ms, not 1 ms / 3
+    assert row["speedup"] == pytest.approx(2e-3 / 3e-3, rel=1e-6)
+    (said,) = [t for t in out["terms"] if t["term"].startswith("a device's compute")]
+    assert "4: 3.00" in said["term"]  # over the sweep's 1 ms step at batch 4
