@@ -59,6 +59,14 @@
 # time is short: its rows are measured on real cores, the GPU's beyond one are predicted).
 # The kernel solve's share: install, roofline, kernel, kernelsweep, each its own command.
 #
+#   all          the session's share in one command of at most 8 minutes: each PART:SECONDS
+#                of $ALL_PARTS in turn, cut at its own budget (default: install, the
+#                roofline, the kernel solve at the quick scale against the fused solve and
+#                the default step, then the best step's 16-core CPU rows, `shard_map` on
+#                1/2/4/8 devices). A part cut off keeps what it wrote: the matrix its
+#                finished runs, levers.py its timed rows (written before the floor is
+#                counted). On 2026-11-29 an H200 ran these parts in about 8 minutes.
+#
 # Sizes can be set (tests/test_pipeline.py runs the CPU parts tiny): COST_SCALE (quick;
 # the trained model of every step-cost sweep and of `sweep` and `predictbest`),
 # COST_TIMED_STEPS, GPU_COST_BATCHES (`cost`), COST_CONTROLLERS and COST_BATCHES
@@ -101,6 +109,7 @@ MAP_CONTROLLERS=${MAP_CONTROLLERS:-pid stepto}
 MAP_WORKLOADS=${MAP_WORKLOADS:-}
 MAP_FUSED=${MAP_FUSED:-default,recommended-diffrax,recommended-fused}
 MAP_BLOCKS=${MAP_BLOCKS:-6}
+ALL_PARTS=${ALL_PARTS:-"install:30 roofline:30 kernel:300 cpubest:120"}
 
 pack() {
   [ -n "${OUT:-}" ] || return 0
@@ -247,7 +256,13 @@ for part in "$@"; do
     predictbest) predictbest ;;
     kernel) kernel ;;
     kernelsweep) kernelsweep ;;
-    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu levers predict mapfused cpubest sweep predictbest kernel kernelsweep roofline" >&2
+    all) r=0; for pb in $ALL_PARTS; do
+           KERNEL_SCALES=${KERNEL_SCALES_ALL:-quick} \
+           KERNEL_LEVERS=${KERNEL_LEVERS_ALL:-"default,within_ode+fused_accepted(64),kernel(64)"} \
+           CPU_SELECT=${CPU_SELECT_ALL:-"scaling=strong,processes=1,controller=pid,mode=single|shard_map"} \
+             timeout "${pb#*:}" bash "$0" "${pb%:*}" || r=$?
+         done; (exit $r) ;;
+    *) echo "unknown part $part; valid: install quick seed cost cmdbuf cpucost cpu levers predict mapfused cpubest sweep predictbest kernel kernelsweep roofline all" >&2
        exit 2 ;;
   esac
   rc=$?

@@ -106,6 +106,20 @@ def _gpu_session(parts: list[str], results, **sizes: str):
     )
 
 
+def test_gpu_session_all_runs_each_part_and_fails_with_the_failed_one(tmp_path):
+    """`gpu_session.sh all` runs each part of ALL_PARTS under its own budget and goes on
+    after a part fails; its status is the failed part's (here an unknown one)."""
+    import json
+
+    from odestudy.study.records import machine_folder
+
+    run = _gpu_session(["all"], tmp_path, ALL_PARTS="nosuch:30 roofline:120", KERNEL_DEVICE="cpu")
+    assert run.returncode == 2, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "unknown part nosuch" in run.stderr
+    (reading,) = (machine_folder(tmp_path) / "roofline").glob("cpu-*.json")
+    assert json.loads(reading.read_text())["platform"] == "cpu"
+
+
 @pytest.mark.long
 def test_gpu_session_cpu_parts_run_tiny(results, tmp_path):
     """The GPU machine's script (benchmarks/gpu_session.sh), its CPU parts at tiny
