@@ -65,7 +65,7 @@
 #                the default step, then the best step's 16-core CPU rows, `shard_map` on
 #                1/2/4/8 devices). A part cut off keeps what it wrote: the matrix its
 #                finished runs, levers.py its timed rows (written before the floor is
-#                counted). On 2026-11-29 an H200 ran these parts in about 8 minutes.
+#                counted).
 #
 # Sizes can be set (tests/test_pipeline.py runs the CPU parts tiny): COST_SCALE (quick;
 # the trained model of every step-cost sweep and of `sweep` and `predictbest`),
