@@ -71,22 +71,25 @@ def map_records(results: str | Path, scale: str = "quick") -> list[Rec]:
     """The current map's records at `scale` of the machine with the most ok rows, each
     with the runs of its scenario's records replaced in the same session (`runs.merged`:
     a scenario measured twice in one session counts once with all its runs)."""
-    keys = {s.key() for s in map_scenarios(scale)}
     folder = Path(results) / MAP_FOLDER
-    recs = [r for r in read_records(folder, scale, current=False) if r.scenario_key in keys]
+    recs = _map_recs([folder], scale)
     if not recs:
         return []
     machine = busiest([r.machine_id for r in recs if r.ok] or [recs[0].machine_id])
     mine = sessions.reassigned([r for r in recs if r.machine_id == machine])
-    earlier = sessions.reassigned([
-        r for f in records.replaced_folders(folder) for r in read_records(f, scale, current=False)
-        if r.scenario_key in keys and r.machine_id == machine
-    ])  # fmt: skip
+    earlier = sessions.reassigned(_map_recs(records.replaced_folders(folder), scale, machine))
 
     def same(r: Rec) -> list[Rec]:
         return [e for e in earlier if (e.scenario_key, e.session) == (r.scenario_key, r.session)]
 
     return [merged([*same(r), r])[0] for r in mine]
+
+
+def _map_recs(folders: Sequence[Path], scale: str, machine: str | None = None) -> list[Rec]:
+    """The records of the map's scenarios at `scale` in `folders` (of `machine`, if given)."""
+    keys = {s.key() for s in map_scenarios(scale)}
+    return [r for f in folders for r in read_records(f, scale, current=False)
+            if r.scenario_key in keys and (machine is None or r.machine_id == machine)]  # fmt: skip
 
 
 def busiest(machines: list[Any]) -> Any:
@@ -493,11 +496,8 @@ def session_errors(
     """Per session of the map's 2-device rows, those measured again since included
     (`records.replaced_folders`), each trained row against the newest prediction of its
     kind (`profile`; the earlier ones included) made before it; oldest session first."""
-    keys = {s.key() for s in map_scenarios(scale)}
     folder = Path(results) / MAP_FOLDER
-    recs = [r for f in (folder, *records.replaced_folders(folder))
-            for r in read_records(f, scale, current=False)
-            if r.scenario_key in keys and r.machine_id == machine]  # fmt: skip
+    recs = _map_recs([folder, *records.replaced_folders(folder)], scale, machine)
     found = sorted(predictions(results, machine, profile, True), key=lambda p: str(p.finished))
     steps = [step_of({"scenario": p.fields}) for p in found]
     by_session: dict[sessions.Session, list[Rec]] = {}
