@@ -65,7 +65,10 @@
 #                the default step, then the best step's 16-core CPU rows, `shard_map` on
 #                1/2/4/8 devices). A part cut off keeps what it wrote: the matrix its
 #                finished runs, levers.py its timed rows (written before the floor is
-#                counted).
+#                counted). `all` sets the kernel part's scales and variants and the CPU
+#                rows' selection from KERNEL_SCALES_ALL, KERNEL_LEVERS_ALL and
+#                CPU_SELECT_ALL (defaults: quick; default, the fused solve, the kernel
+#                solve; PID strong 1 device and shard_map).
 #
 # Sizes can be set (tests/test_pipeline.py runs the CPU parts tiny): COST_SCALE (quick;
 # the trained model of every step-cost sweep and of `sweep` and `predictbest`),

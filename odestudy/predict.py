@@ -30,10 +30,10 @@ ASSUMPTIONS = (
     "a solver iteration costs what one device measured at the per-device batch; where the "
     "prediction is made from a recorded 1-device row, the sweep's times are scaled to that "
     "row's step (the sweep gives their ratio over batches, the row the session's level)",
-    "on CPU devices, a device's compute inside the N-device program takes what N copies of "
-    "the 1-device step inside one program of this process take (`measure/cost.py`), over "
-    "the sweep's step at that batch, timed before any program of several devices ran; on "
-    "GPUs, separate devices, it takes the sweep's step",
+    "on CPU devices, a device's step inside the N-device program takes as long as N copies "
+    "of the 1-device step inside one program of this process (`measure/cost.py`), charged "
+    "per solver iteration of the sweep at that batch; on GPUs, separate devices, it takes "
+    "the sweep's step",
     "one gradient all-reduce per step: on CPU devices of one process, as timed here (`pmean` "
     "of the gradient's pytree over the devices in one program); otherwise at the profile's "
     "latency for the gradient's size",
