@@ -210,8 +210,8 @@ def test_pid_past_its_bound_is_nan_where_unreached(reverse):
 
 
 def test_the_accepted_steps_counted_are_those_diffrax_accepts():
-    """`replay.accepted_pid` (the floor's count of the steps the own reverse loop
-    replays): diffrax's `num_accepted_steps` per sample, on grids where PID rejects."""
+    """`replay.solve_pid(count_only=True)` (the floor's count of the steps the own reverse
+    loop replays): diffrax's `num_accepted_steps` per sample, on grids where PID rejects."""
     field, ts, y0 = _irregular("pid")
 
     def diffrax_accepted(t, y):
@@ -229,7 +229,11 @@ def test_the_accepted_steps_counted_are_those_diffrax_accepts():
         return sol.stats["num_steps"], sol.stats["num_accepted_steps"]
 
     taken, accepted = jax.jit(jax.vmap(diffrax_accepted))(ts, y0)
-    count = jax.jit(jax.vmap(lambda t, y: replay.accepted_pid(field, t, y, None, 1e-3, 1e-6, 64)))
+
+    def count_one(t, y):
+        return replay.solve_pid(field, t, y, None, 1e-3, 1e-6, 64, count_only=True)
+
+    count = jax.jit(jax.vmap(count_one))
     _, ours = count(ts, y0)
     np.testing.assert_array_equal(ours, accepted)
     assert np.any(np.asarray(ours) < np.asarray(taken))  # some steps were rejected

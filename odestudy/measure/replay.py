@@ -240,25 +240,16 @@ def solve_pid(
     atol: float,
     max_steps: int,
     by_hand: bool = False,
+    count_only: bool = False,
 ) -> tuple[Array, Int[Array, ""]]:
     """`fused.solve_pid` with its own reverse loop over the accepted steps; `by_hand`:
-    each step's reverse by `mlp_reverse.step_reverse`."""
+    each step's reverse by `mlp_reverse.step_reverse`. `count_only`: the forward loop
+    alone, `(ys, accepted)`: the steps the reverse loop replays in place of the steps
+    taken (the floor's count, untimed)."""
+    if count_only:
+        (ys, _), (accepted, *_) = _pid_forward((field, y0, args), ts, rtol, atol, max_steps)
+        return ys, accepted
     return _pid((field, y0, args), ts, rtol, atol, max_steps, by_hand)
-
-
-def accepted_pid(
-    field: Callable[..., Any],
-    ts: Float[Array, " times"],
-    y0: Array,
-    args: Any,
-    rtol: float,
-    atol: float,
-    max_steps: int,
-) -> tuple[Array, Int[Array, ""]]:
-    """`solve_pid`'s forward loop alone: `(ys, accepted)`, the steps its reverse loop
-    replays in place of the steps taken (the floor's count, untimed)."""
-    (ys, _), (accepted, *_) = _pid_forward((field, y0, args), ts, rtol, atol, max_steps)
-    return ys, accepted
 
 
 def _stepto_forward(vjp_arg, ts):

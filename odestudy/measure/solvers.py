@@ -373,7 +373,7 @@ class Fused(AbstractIntegrator):
     own_saving: ClassVar[bool] = True
     own_loop: ClassVar[str | None] = "the fused loop"
     # The forward loop alone under PID, its steps counted as the accepted ones its own
-    # reverse loop replays (`replay.accepted_pid`): the compute floor's count, untimed.
+    # reverse loop replays (`replay.solve_pid(count_only=True)`): the floor's count.
     count_accepted: bool = False
 
     def solve(self, field, ts, y0, spec, args=None):
@@ -381,10 +381,8 @@ class Fused(AbstractIntegrator):
         own_reverse = structure.reverse.own_reverse  # `replay.py`
         if controller.adaptive:
             pid = (field, ts, y0, args, problem.rtol, problem.atol, structure.max_steps)
-            if self.count_accepted:
-                return replay.accepted_pid(*pid)
-            if own_reverse:
-                return replay.solve_pid(*pid, structure.mlp_reverse)
+            if own_reverse or self.count_accepted:
+                return replay.solve_pid(*pid, structure.mlp_reverse, self.count_accepted)
             return fused.solve_pid(*pid, structure.adjoint)
         if own_reverse:
             return replay.solve_stepto(field, ts, y0, args)
