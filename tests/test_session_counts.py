@@ -82,6 +82,12 @@ def test_a_gpu_sweep_bounds_splitting_and_says_so(tmp_path):
     (line, _) = answer.gpu_bound_line(tmp_path)
     assert "4 GPUs at most" in line and "a bound, not a measurement" in line
     assert answer.gpu_bound_line(tmp_path / "none") == []
+    assert "bounds" not in answer.gpu_lines(tmp_path)[0]  # the default step's: no bound said
+    sweep["label"] = "recommended"
+    (folder / "gpu-pid-recommended.json").write_text(json.dumps(sweep))
+    (line, _) = answer.gpu_lines(tmp_path)
+    assert "best step's one-GPU sweep (pid, a-gpu-machine) bounds 4 GPUs at most" in line
+    assert "at 1–64 series per GPU" in line and "(20.4–45.6 ms)" in line
 
 
 def test_a_page_section_comes_from_a_machine_that_holds_its_records():

@@ -428,7 +428,11 @@ def crossover_lines(results: str | Path) -> list[str]:
 
 
 def gpu_lines(results: str | Path) -> list[str]:
-    """The GPU answer: the predictions, each over the one-GPU step it was made from."""
+    """The GPU answer: the best step's bound where its one-GPU sweep was recorded, else
+    the predictions, each over the one-GPU step it was made from."""
+    best = [s for s in gpu_sweeps(results) if s.label == "recommended"]
+    if best and (line := best_bound(best[0], 4)):
+        return ["**In short, GPU**: no multi-GPU row is measured yet. " + line, ""]
     found = sorted(
         (p for p in gpu_predictions(results, README_SCALE) if p.trained and p.rows),
         key=lambda p: (p.fields.controller, p.n_devices),
@@ -469,6 +473,24 @@ def ideal_speedups(sweep: dict[str, Any], n: int) -> list[tuple[int, float]]:
     no lock-step waste: a bound, not a prediction)."""
     steps = {int(r.batch): float(r.step_time_s) for r in Sweep(sweep).rows}
     return [(b, steps[n * b] / steps[b]) for b in sorted(steps) if n * b in steps]
+
+
+def best_bound(sweep: Sweep, n: int) -> str | None:
+    """`ideal_speedups` of the best step's one-GPU sweep on `n` GPUs, over the step at
+    the same global batch it is a bound against (None where under two batches allow)."""
+    found = ideal_speedups(sweep, n)
+    if len(found) < 2:
+        return None
+    steps = {int(r.batch): float(r.step_time_s) for r in sweep.rows}
+    over = [steps[n * b] * 1e3 for b, _ in found]
+    return (
+        f"The best step's one-GPU sweep ({escape(sweep.fields.controller)}, "
+        f"{escape(sweep.machine)}) bounds {n} GPUs at most "
+        f"{min(s for _, s in found):.2f}x–{max(s for _, s in found):.2f}x at "
+        f"{found[0][0]}–{found[-1][0]} series per GPU, over one GPU's step at the same "
+        f"global batch ({min(over):.3g}–{max(over):.3g} ms): no communication counted, a "
+        "bound, not a prediction."
+    )
 
 
 def gpu_bound_line(results: str | Path) -> list[str]:
