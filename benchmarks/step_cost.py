@@ -54,6 +54,7 @@ def main() -> None:
         p.error("--recommended sets the solve; give either --recommended or --solve")
     if a.recommended and a.levers is not None:
         p.error("--recommended sets the levers; give either --recommended or --levers")
+    import datetime
     import json
 
     import odestudy
@@ -71,8 +72,12 @@ def main() -> None:
     state = recorded_state(s, a.results) if a.results else None
     print(f"from the trained state {state[0]}" if state else f"training {s.name()}")
     batches = tuple(int(b) for b in a.batches.split(","))
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     record = step_cost_sweep(s, batches, timed_steps=a.timed_steps, trained_state=state)
     record["label"] = a.label
+    # When it was swept: the session a page names beside its numbers.
+    record["started"] = started
+    record["finished"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     record["trained_from"] = str(state[0].parent) if state else None
     odestudy.write_json_atomic(a.out, record)
     from odestudy.report.step import verdict

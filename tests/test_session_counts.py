@@ -86,7 +86,8 @@ def test_a_gpu_sweep_bounds_splitting_and_says_so(tmp_path):
     sweep["label"] = "recommended"
     (folder / "gpu-pid-recommended.json").write_text(json.dumps(sweep))
     (line, _) = answer.gpu_lines(tmp_path)
-    assert "best step's one-GPU sweep (pid, a-gpu-machine) bounds 4 GPUs at most" in line
+    assert "sweep (pid, a-gpu-machine, one sweep, its session not recorded) bounds" in line
+    assert "4 GPUs at most 1.01x [1.01, 1.01]–1.73x [1.73, 1.73]" in line  # no step times
     assert "at 1–64 series per GPU" in line and "(20.4–45.6 ms)" in line
 
 

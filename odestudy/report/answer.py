@@ -476,20 +476,28 @@ def ideal_speedups(sweep: dict[str, Any], n: int) -> list[tuple[int, float]]:
 
 
 def best_bound(sweep: Sweep, n: int) -> str | None:
-    """`ideal_speedups` of the best step's one-GPU sweep on `n` GPUs, over the step at
-    the same global batch it is a bound against (None where under two batches allow)."""
+    """`ideal_speedups` of the best step's one-GPU sweep on `n` GPUs, its lowest and
+    highest with their intervals, over the step at the same global batch it is a bound
+    against (None where under two batches allow)."""
     found = ideal_speedups(sweep, n)
     if len(found) < 2:
         return None
-    steps = {int(r.batch): float(r.step_time_s) for r in sweep.rows}
-    over = [steps[n * b] * 1e3 for b, _ in found]
+    rows = {int(r.batch): r for r in sweep.rows}
+
+    def bound(b: int) -> str:  # one GPU's step at n * b over its step at b
+        wide, narrow = ({"step_times_runs_s": [rows[k].step_times_s or [rows[k].step_time_s]]}
+                        for k in (n * b, b))  # fmt: skip
+        return _x(ratio_interval(wide, narrow))
+
+    low, high = min(found, key=lambda f: f[1])[0], max(found, key=lambda f: f[1])[0]
+    over = [rows[n * b].step_time_s * 1e3 for b, _ in found]
+    when = escape(sweep.started[:10]) if sweep.started else "its session not recorded"
     return (
         f"The best step's one-GPU sweep ({escape(sweep.fields.controller)}, "
-        f"{escape(sweep.machine)}) bounds {n} GPUs at most "
-        f"{min(s for _, s in found):.2f}x–{max(s for _, s in found):.2f}x at "
-        f"{found[0][0]}–{found[-1][0]} series per GPU, over one GPU's step at the same "
-        f"global batch ({min(over):.3g}–{max(over):.3g} ms): no communication counted, a "
-        "bound, not a prediction."
+        f"{escape(sweep.machine)}, one sweep, {when}) bounds {n} GPUs at most {bound(low)}"
+        f"–{bound(high)} at {found[0][0]}–{found[-1][0]} series per GPU, over one GPU's "
+        f"step at the same global batch ({min(over):.3g}–{max(over):.3g} ms): no "
+        "communication counted, a bound, not a prediction."
     )
 
 
