@@ -11,8 +11,6 @@ import typing
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-import jax
-
 from . import builtin, predict, tune  # noqa: F401  (builtin registers the built-in studies)
 from .builtin.versions import write_versions
 from .measure import devices, environment, probe
@@ -502,7 +500,7 @@ def _predict(a: argparse.Namespace) -> int:
     predict.check_prediction(target, profile)  # before JAX starts or anything compiles
     if a.record:
         return _predict_recorded(a, target, profile, axis)
-    _predict_devices(target, profile is None)
+    predict.use_devices(target, profile is None)
     state = None if a.retrain else predict.recorded_state(predict.one_device(target), a.results)
     if state:
         print(f"from the trained 1-device row recorded at {state[0].parent} (no training)")
@@ -529,7 +527,7 @@ def _predict_recorded(
             f"--record predicts from the trained 1-device row under {a.results}, but {why}: "
             "run `odestudy matrix --select devices_per_process=1` (or `odestudy run`) first"
         )
-    _predict_devices(target, profile is None)
+    predict.use_devices(target, profile is None)
     path = predict.recorded_prediction_path(a.results, target, profile.name if profile else None)
     machine = None if profile else profiles.machine_profile_if_any(a.results)
     n = 1 if profile else target.total_devices
@@ -543,8 +541,10 @@ def _predict_recorded(
             machine=machine,
             axis=axis,
             again=a.again,
+            processes=predict.TERM_PROCESSES,
         )
-    assert out is not None  # its row was checked above
+    if out is None:  # its row was checked above; `predict_from_row` said why
+        return 1
     print_prediction(out, target)
     print(f"-> {path}")
     if a.out:
@@ -592,23 +592,6 @@ def _predicting(
     probed = probing.session_probe("cpu", n, machine_folder(results)) if todo else None
     with lock.measuring(f"odestudy predict {what}", wait), probed or contextlib.nullcontext():
         yield
-
-
-def _predict_devices(target: Scenario, present: bool) -> None:
-    """Set up JAX's devices for a prediction: `target.total_devices` CPU devices (the
-    sweep runs on the first; `shard`'s program is partitioned over all of them), and,
-    for GPUs, the GPUs present, which must be as many where `present` (no profile)."""
-    n = target.total_devices
-    if target.device == "gpu":
-        if present and devices.gpu_count() < n:
-            raise ValueError(
-                f"{n} GPUs are not present here ({devices.gpu_count()}): name a profile "
-                "(--profile h100-nvlink, pcie-gpu or a file) to predict them from one"
-            )
-        devices.configure_devices("gpu", 1)
-        jax.config.update("jax_num_cpu_devices", n)
-    else:
-        devices.configure_devices("cpu", n)
 
 
 def _axis(text: str) -> tuple[int, ...]:

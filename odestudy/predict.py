@@ -45,8 +45,9 @@ ASSUMPTIONS = (
     "per collective, at the latency of a one-float all-reduce",
     "virtual CPU devices share this machine's cores: beyond its physical cores the "
     "prediction is of overhead, not of parallel speedup",
-    "an interval covers the sweep's timing noise and the profile's stated range, not the "
-    "model's own error (`docs/results/prediction.md` measures that)",
+    "an interval covers the sweep's timing noise, where its terms were measured in several "
+    "processes their spread over them, and the profile's stated range, not the model's own "
+    "error (`docs/results/prediction.md` measures that)",
 )
 # Resampled draws behind each interval; the interval's central coverage.
 DRAWS = 2000
@@ -267,9 +268,14 @@ def _terms(
         by_batch[target.global_batch // target.total_devices],
         by_batch[target.global_batch],
     )
+    # A draw resamples one process's times (`pooled`): a ratio of two terms is then of
+    # one process, as measured, and the draws spread over the processes.
+    process = int(rng.integers(sweep.get("processes", 1))) if rng else None
 
     def median(row: dict[str, Any]) -> float:
-        return _bootstrap_median(row["step_times_s"], rng) if rng else row["step_time_s"]
+        if rng is None:
+            return row["step_time_s"]
+        return _bootstrap_median(_of_process(row, "step_times_s", process), rng)
 
     swept = {full["batch"]: median(full)}
     swept[local["batch"]] = median(local)
@@ -279,7 +285,7 @@ def _terms(
     steps_rng = rng or np.random.default_rng(0)
     return {
         "one_device_s": swept[full["batch"]] * scale,
-        "per_iteration_s": _device_step(sweep, local["batch"], swept[local["batch"]], rng)
+        "per_iteration_s": _device_step(sweep, local["batch"], swept[local["batch"]], rng, process)
         / local["iterations_executed"]
         * scale,
         "iterations_device": expected_max(per_sample, local["batch"], steps_rng),
@@ -288,7 +294,11 @@ def _terms(
 
 
 def _device_step(
-    sweep: dict[str, Any], batch: int, alone: float, rng: np.random.Generator | None
+    sweep: dict[str, Any],
+    batch: int,
+    alone: float,
+    rng: np.random.Generator | None,
+    process: int | None = None,
 ) -> float:
     """A device's step at per-device `batch` with its neighbours busy: the N copies of the
     1-device step inside one program (`cost.inside_one_program`), or `alone` (the sweep's
@@ -298,7 +308,13 @@ def _device_step(
         return alone
     if rng is None:
         return float(found["together_median_s"])
-    return _bootstrap_median(found["together_s"], rng)
+    return _bootstrap_median(_of_process(found, "together_s", process), rng)
+
+
+def _of_process(found: dict[str, Any], key: str, process: int | None) -> list[float]:
+    """The times `key` of `found`, those of one `process` where kept by process (`pooled`)."""
+    by_process = found.get(key.removesuffix("_s") + "_by_process_s")
+    return found[key] if process is None or not by_process else by_process[process]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -466,6 +482,105 @@ def sweep_terms(
     return Swept(sweep, loops, parameter_count(base))
 
 
+def use_devices(target: Scenario, present: bool) -> None:
+    """Set up JAX's devices for a prediction: `target.total_devices` CPU devices (the
+    sweep runs on the first; `shard`'s program is partitioned over all of them), and,
+    for GPUs, the GPUs present, which must be as many where `present` (no profile)."""
+    import jax
+
+    from .measure import devices
+
+    n = target.total_devices
+    if target.device == "gpu":
+        if present and devices.gpu_count() < n:
+            raise ValueError(
+                f"{n} GPUs are not present here ({devices.gpu_count()}): name a profile "
+                "(--profile h100-nvlink, pcie-gpu or a file) to predict them from one"
+            )
+        devices.configure_devices("gpu", 1)
+        jax.config.update("jax_num_cpu_devices", n)
+    else:
+        devices.configure_devices("cpu", n)
+
+
+def sweep_in_processes(
+    target: Scenario,
+    profile: HardwareProfile,
+    timed_steps: int,
+    trained_state: tuple[str | os.PathLike, float],
+    axis: Sequence[int] = (),
+    processes: int = 1,
+) -> Swept:
+    """`sweep_terms` from `trained_state` in `processes` fresh processes, one after
+    another, pooled (`pooled`): on CPU devices the terms one process measures moved from
+    process to process by more than their timing noise. GPUs: one, in this process."""
+    if processes == 1 or target.device != "cpu":
+        return sweep_terms(target, profile, timed_steps, trained_state, axis)
+    import concurrent.futures
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    args = (target, profile, timed_steps, (str(trained_state[0]), trained_state[1]), axis)
+    with concurrent.futures.ProcessPoolExecutor(1, spawn, max_tasks_per_child=1) as pool:
+        found = [pool.submit(_swept_alone, *args).result() for _ in range(processes)]
+    return dataclasses.replace(found[0], sweep=pooled([f.sweep for f in found]))
+
+
+def _swept_alone(target: Scenario, *args: Any) -> Swept:
+    """`sweep_terms` in a process of its own (`sweep_in_processes`)."""
+    use_devices(target, present=False)
+    return sweep_terms(target, *args)
+
+
+def pooled(sweeps: list[dict[str, Any]]) -> dict[str, Any]:
+    """One sweep of several processes' sweeps from one trained state: each list of times
+    pooled, with its median anew and kept by process (`_terms` draws one process, then
+    its times); the all-reduce's and the loop meeting's medians and intervals over the
+    processes'. The rest (solver steps, losses) is the first's: the same trained state."""
+    if len(sweeps) == 1:
+        return sweeps[0]
+    out = dict(sweeps[0], processes=len(sweeps), rows=[dict(r) for r in sweeps[0]["rows"]])
+    for i, row in enumerate(out["rows"]):
+        groups = [s["rows"][i]["step_times_s"] for s in sweeps]
+        times = [t for g in groups for t in g]
+        row.update(step_times_s=times, step_times_by_process_s=groups,
+                   step_time_s=float(np.median(times)),
+                   step_time_p25_s=float(np.percentile(times, 25)),
+                   step_time_p75_s=float(np.percentile(times, 75)))  # fmt: skip
+        row["per_iteration_s"] = row["step_time_s"] / row["iterations_executed"]
+    if out.get("neighbours"):
+        out["neighbours"] = {b: _pooled_neighbours([s["neighbours"][b] for s in sweeps])
+                             for b in out["neighbours"]}  # fmt: skip
+    for key in ("allreduce", "loop_meeting"):
+        if out.get(key):
+            out[key] = _pooled_median([s[key] for s in sweeps])
+    return out
+
+
+def _pooled_neighbours(found: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several processes' `cost.inside_one_program` of one batch, pooled (`pooled`)."""
+    out = dict(found[0])
+    for key in ("alone", "together"):
+        groups = [f[f"{key}_s"] for f in found]
+        out[f"{key}_s"] = [t for g in groups for t in g]
+        out[f"{key}_by_process_s"] = groups
+        out[f"{key}_median_s"] = float(np.median(out[f"{key}_s"]))
+    out["factor"] = out["together_median_s"] / out["alone_median_s"]
+    return out
+
+
+def _pooled_median(found: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several processes' timed collective: the median of their medians, an interval
+    from their lowest to their highest bound, every time kept."""
+    return dict(
+        found[0],
+        median_s=float(np.median([f["median_s"] for f in found])),
+        interval_s=[min(f["interval_s"][0] for f in found), max(f["interval_s"][1] for f in found)],
+        times_s=[t for f in found for t in f["times_s"]],
+        processes=len(found),
+    )
+
+
 def predict_modes(
     target: Scenario,
     profile: HardwareProfile,
@@ -563,7 +678,8 @@ def terms_said(
     return [
         *anchored,
         {"term": "time per solver iteration at the per-device batch", "measured": True,
-         "source": f"the 1-device sweep here on {kind} ({len(sweep['rows'])} batch sizes)"},
+         "source": f"the 1-device sweep here on {kind} ({len(sweep['rows'])} batch sizes)"
+         f"{_in_processes(sweep)}"},
         {"term": "solver iterations of a step (expected maximum over the global batch)",
          "measured": True, "source": "the sweep's per-sample solver steps, resampled"},
         *_neighbours_said(sweep),
@@ -598,7 +714,14 @@ def _neighbours_said(sweep: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"term": "a device's compute with its neighbours busy, over the sweep's step "
              f"(per-device batch: factor) {factors}", "measured": True,
              "source": f"{n} copies of the 1-device step inside one program on {n} CPU devices "
-             "of this process (`measure/cost.py`), over the sweep's step there"}]  # fmt: skip
+             "of this process (`measure/cost.py`), over the sweep's step there"
+             f"{_in_processes(sweep)}"}]  # fmt: skip
+
+
+def _in_processes(sweep: dict[str, Any]) -> str:
+    """How a term says it was measured in several processes (`sweep_in_processes`)."""
+    k = sweep.get("processes", 1)
+    return f"; in each of {k} processes, one after another, pooled" if k > 1 else ""
 
 
 def meeting_measured(sweep: dict[str, Any]) -> Value | None:
@@ -683,7 +806,16 @@ MAP_TIMED_STEPS = 20
 # several devices had run (bimodal from one compile to the next), which put that ratio
 # below 1 and the example problem's `pmap` and `shard_map` far above their rows
 # (`benchmarks/neighbours.py`, whose `alone` read so too).
-PREDICTION_MODEL = 14
+# 15: where a recorded prediction's terms are measured on CPU devices (`--record`),
+# they are measured in 3 processes, one after another, and pooled; a draw picks one
+# process and resamples its times, so that an interval covers the spread between
+# processes. Model 14's prediction of one row moved from 0.93x to 0.69x to 1.09x over
+# three sessions, each with a tight interval, while the row read 0.70-0.78x: the sweep
+# and the neighbours' copies, timed minutes apart in one process, moved apart. The map's
+# predictions stay in one process each (48 of them; the map's page pools their spread).
+PREDICTION_MODEL = 15
+# Processes a recorded prediction's terms are measured in, on CPU devices.
+TERM_PROCESSES = 3
 
 
 def recorded_prediction_path(
@@ -781,15 +913,17 @@ def predict_from_row(
     axis: Sequence[int] = (),
     *,
     again: bool = False,
+    processes: int = 1,
 ) -> dict[str, Any] | None:
     """The prediction of `target` from its trained 1-device row under `results`
     (`Anchor`), written to `out`; one there made from the same, or held out (`_held_out`)
     unless `again`, is kept. None (said, by `label`) where the row cannot anchor one.
-    `profile` None: this session's probe, ranged over `machine`; `extra`: more fields."""
+    `profile` None: this session's probe, ranged over `machine`; `extra`: more fields;
+    `processes`: the processes its terms are measured in (`sweep_in_processes`)."""
     from .measure.probe import session_probe
     from .study import records
 
-    rec, made_from, kept = _made_from(target, results, out, profile, axis, again)
+    rec, made_from, kept = _made_from(target, results, out, profile, axis, again, processes)
     if kept is not None:
         return kept
     state = _state_path(target, results)
@@ -809,7 +943,7 @@ def predict_from_row(
     row = Anchor.of_record(rec, f"the recorded 1-device row started {rec.get('started')}")
     began = time.perf_counter()
     trained = (state, float(rec["final_loss"]))
-    swept = sweep_terms(target, used, MAP_TIMED_STEPS, trained, axis)
+    swept = sweep_in_processes(target, used, MAP_TIMED_STEPS, trained, axis, processes)
     p = predict_modes(target, used, swept, row, axis)
     p.update(made_here(), made_from=made_from, label=label, **(extra or {}))
     p["wall_time_s"] = time.perf_counter() - began  # the sweep and terms, not the probe
@@ -858,20 +992,27 @@ def _made_from(
     profile: HardwareProfile | None,
     axis: Sequence[int] = (),
     again: bool = False,
+    processes: int = 1,
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
-    """The 1-device record of `target`, what a prediction is made from, and the one at
-    `out` where made from the same or, unless `again`, held out (else None)."""
+    """The 1-device record of `target`, what a prediction is made from (its terms measured
+    in `processes` processes), and the one at `out` where made from the same or, unless
+    `again`, held out (else None)."""
     from .study import records
 
     base = one_device(target)
     rec = dict(records.read_or(records.record_path(base, results), {}, records.read_record))
     made_from: dict[str, Any] = {"scenario_key": base.key(), "started": rec.get("started"),
                  "model": PREDICTION_MODEL, "profile": profile.name if profile else None,
-                 "target_key": target.key(), **({"axis": list(axis)} if axis else {})}  # fmt: skip
+                 "target_key": target.key(), **({"axis": list(axis)} if axis else {}),
+                 **({"processes": processes} if processes > 1 else {})}  # fmt: skip
     old = records.read_or(out, {})
     same = old.get("made_from") == made_from
     kept = same or (not again and _held_out(old, made_from, target, results, out))
     return rec, made_from, old if kept else None
+
+
+# What a held-out prediction shares with the one that would replace it.
+_SAME = ("model", "profile", "processes")
 
 
 def _held_out(
@@ -890,7 +1031,7 @@ def _held_out(
     from .study import records
 
     was = old.get("made_from") or {}
-    if any(was.get(k) != made_from.get(k) for k in ("model", "profile", "target_key", "axis")):
+    if any(was.get(k) != made_from.get(k) for k in (*_SAME, "target_key", "axis")):
         return False
     paths = [records.record_path(dataclasses.replace(target, mode=m), results)
              for m in predicted_modes(target)]  # fmt: skip

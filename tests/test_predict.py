@@ -1,8 +1,14 @@
 """`odestudy predict`: bad input is refused before anything compiles. (A prediction for
 the example problem, from the row `odestudy run` trained, is made by `test_installed`.)"""
 
+import json
+import os
 import subprocess
 import sys
+
+import pytest
+
+from odestudy import predict
 
 
 def test_predict_refuses_bad_input_before_compiling():
@@ -27,3 +33,31 @@ def test_predict_record_refuses_a_problem_without_its_trained_1_device_row(tmp_p
     )  # fmt: skip
     assert run.returncode == 2 and "its 1-device row is missing" in run.stderr
     assert "devices_per_process=1" in run.stderr and not (tmp_path / "predict").exists()
+
+
+@pytest.mark.long
+def test_a_recorded_prediction_measures_its_terms_in_several_processes(tmp_path):
+    """`predict --record` on CPU devices measures its terms in `TERM_PROCESSES` fresh
+    processes from the 1-device row's trained state and pools them: every list of times
+    is kept by process, and the prediction says so."""
+    results = str(tmp_path / "results")
+    select = "controller=pid,scaling=strong,processes=1,devices_per_process=1,stages=loop"
+    base = [sys.executable, "-m", "odestudy.cli"]
+    common = ["--scale", "smoke", "--results", results]
+    rows = [*base, "matrix", *common, "--select", f"{select},device=cpu,integrator=diffrax"]
+    assert subprocess.run(rows, capture_output=True, timeout=600).returncode == 0
+    out = tmp_path / "p.json"
+    env = {k: v for k, v in os.environ.items() if k != "ODESTUDY_PROBE"}  # probe the devices
+    made = subprocess.run(
+        [*base, "predict", *common, "--devices", "2", "--record", "--default-step",
+         "--crossover-batches", "", "--out", str(out)],
+        capture_output=True, text=True, timeout=900, env=env,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    p = json.loads(out.read_text())
+    k = predict.TERM_PROCESSES
+    assert p["made_from"]["processes"] == p["sweep"]["processes"] == k
+    assert all(len(r["step_times_by_process_s"]) == k for r in p["sweep"]["rows"])
+    assert {len(v["together_by_process_s"]) for v in p["sweep"]["neighbours"].values()} == {k}
+    assert p["sweep"]["allreduce"]["processes"] == k
+    assert f"in each of {k} processes" in made.stdout

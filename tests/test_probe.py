@@ -20,6 +20,7 @@ from odestudy.predict import (
     check_prediction,
     expected_max,
     one_device,
+    pooled,
     predict_rows,
     predicted_modes,
     session_profile,
@@ -210,6 +211,47 @@ def test_a_prediction_from_a_recorded_row_takes_its_level_from_the_row():
     # An anchor at the per-device batch (a weak-scaling row) scales by the sweep's there.
     weak = Anchor(4, tuple(local), "row at the per-device batch")
     assert rows(slow, weak)["pmap"]["compute_s"] == pytest.approx(plain["pmap"]["compute_s"])
+
+
+def _with_neighbours(sweep, together):
+    timed = {"median_s": 20e-6, "interval_s": [10e-6, 30e-6], "times_s": [20e-6], "n": 2}
+    neighbours = {"n": 2, "alone_s": together, "together_s": together,
+                  "alone_median_s": float(np.median(together)),
+                  "together_median_s": float(np.median(together)), "factor": 1.0}  # fmt: skip
+    return dict(sweep, neighbours={"4": neighbours}, allreduce=timed, loop_meeting=timed)
+
+
+def test_terms_measured_in_several_processes_give_an_interval_over_all_of_them():
+    """Two processes whose device step differs by 1.5x: each alone predicts a tight
+    interval that misses the other's; pooled (`sweep_in_processes`), a draw takes one
+    process's times, so the interval covers both predictions and the estimate lies
+    between them; the pooled lists keep every time and the processes apart."""
+    target = Scenario(mode="shard_map", devices_per_process=2, scale="smoke")
+    rng = np.random.default_rng(4)
+    full, per_sample = list(2e-3 + 1e-5 * rng.random(20)), [10, 12]
+    fast, slow = (
+        _with_neighbours(_sweep(list(f * 1e-3 + 1e-5 * rng.random(20)), full, per_sample),
+                         list(f * 1.1e-3 + 1e-5 * rng.random(20)))
+        for f in (1.0, 1.5)
+    )  # fmt: skip
+    gradient, loop = Value(20e-6, 10e-6, 40e-6, "cited"), Value(10e-6, 5e-6, 20e-6, "cited")
+
+    def pmap(sweep):
+        return next(r for r in predict_rows(Measured(sweep, gradient, loop, 5.0), target)
+                    if r["mode"] == "pmap")  # fmt: skip
+
+    one, other, both = pmap(fast), pmap(slow), pmap(pooled([fast, slow]))
+    assert one["speedup_interval"][0] > other["speedup_interval"][1]
+    lo, hi = both["speedup_interval"]
+    assert lo <= other["speedup"] < both["speedup"] < one["speedup"] <= hi
+    merged = pooled([fast, slow])
+    assert merged["processes"] == 2 and len(merged["rows"][0]["step_times_s"]) == 40
+    assert merged["rows"][0]["step_times_by_process_s"][1] == slow["rows"][0]["step_times_s"]
+    assert (
+        merged["neighbours"]["4"]["together_by_process_s"][0]
+        == fast["neighbours"]["4"]["together_s"]
+    )
+    assert pooled([fast]) is fast
 
 
 def test_a_record_without_runs_anchors_on_its_one_step():
