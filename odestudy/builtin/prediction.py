@@ -255,6 +255,12 @@ def speedup_error(c: Checked) -> float:
     return predicted[0] / measured[0] - 1
 
 
+def _covered(c: Checked) -> bool:
+    """Whether the measured speedup lies inside the predicted speedup's interval."""
+    predicted, measured = _speedups(c)
+    return predicted[1] <= measured[0] <= predicted[2]
+
+
 def own_said(checked: Sequence[Checked], recs: Sequence[Rec], scale: str = "quick") -> str:
     """What the example's check found: speedups within 25 %, and verdicts."""
     within = sum(abs(speedup_error(c)) <= 0.25 for c in checked)
@@ -266,6 +272,13 @@ def own_said(checked: Sequence[Checked], recs: Sequence[Rec], scale: str = "quic
         f"{label}: {sum(abs(speedup_error(c)) <= 0.25 for c in mine)} of {len(mine)}"
         for label in labels
         if (mine := [c for c in checked if c.session and c.session.label == label])
+    )
+    by_model = "; ".join(
+        f"model {m}: {sum(abs(speedup_error(c)) <= 0.25 for c in mine)} of {len(mine)} within "
+        f"25 %, the measured speedup inside the predicted interval at "
+        f"{sum(_covered(c) for c in mine)}"
+        for m in sorted({c.model for c in checked}, key=str)
+        if (mine := [c for c in checked if c.model == m])
     )
     return (
         "`examples/own_problem.py` (a time-dependent field that is not a plain MLP, on "
@@ -279,6 +292,7 @@ def own_said(checked: Sequence[Checked], recs: Sequence[Rec], scale: str = "quic
         f"the interval straddles 1) is the measured one at {same} of {len(checked)}, the "
         f"opposite at {opposite} ({said(checked)}). "
         + (f"Within 25 %, per session: {escape(per_session)}. " if per_session else "")
+        + f"Per prediction model: {by_model}. "
         + sessions.sessions_line([r for r in recs if r.ok], recs)
     )
 
