@@ -102,7 +102,7 @@ LEVERS_seed=${LEVERS_seed:-"default,within_ode+dense+all_steps(64)+unrolled,with
 KERNEL_SCALES=${KERNEL_SCALES:-quick seed}
 KERNEL_LEVERS=${KERNEL_LEVERS:-"default,within_ode+dense+all_steps(64)+unrolled,within_ode+fused_accepted(64),kernel(64),within_ode+kernel(64)"}
 KERNEL_DEVICE=${KERNEL_DEVICE:-gpu}
-KERNEL_BLOCKS=${KERNEL_BLOCKS:-6}
+KERNEL_BLOCKS=${KERNEL_BLOCKS:-4}
 KERNEL_STEPS=${KERNEL_STEPS:-10}
 PREDICT_DEVICES=${PREDICT_DEVICES:-2 4 8}
 SWEEP_CONTROLLERS=${SWEEP_CONTROLLERS:-pid stepto}
@@ -112,7 +112,7 @@ MAP_CONTROLLERS=${MAP_CONTROLLERS:-pid stepto}
 MAP_WORKLOADS=${MAP_WORKLOADS:-}
 MAP_FUSED=${MAP_FUSED:-default,recommended-diffrax,recommended-fused}
 MAP_BLOCKS=${MAP_BLOCKS:-6}
-ALL_PARTS=${ALL_PARTS:-"install:30 roofline:30 kernel:300 cpubest:120"}
+ALL_PARTS=${ALL_PARTS:-"install:20 roofline:30 kernel:345 cpubest:85"}
 
 pack() {
   [ -n "${OUT:-}" ] || return 0
@@ -180,11 +180,11 @@ predict() {  # N H100s predicted from one GPU's sweep and the h100-nvlink profil
   return $r
 }
 
-sweep() {  # per controller: the best step's 1-GPU row, then the batch sweep of its model
+sweep() {  # per controller: the best step's 1-GPU row (2 runs), then its model's batch sweep
   local dir c r=0; dir=$(here) || return 1
   for c in $SWEEP_CONTROLLERS; do
     $PY -m odestudy.cli matrix --scale "$COST_SCALE" --device "$SWEEP_DEVICE" --recommended \
-      --results "$RESULTS" --select "mode=single,scaling=strong,controller=$c" --runs 1 || r=1
+      --results "$RESULTS" --select "mode=single,scaling=strong,controller=$c" --runs 2 || r=1
     $PY benchmarks/step_cost.py --device "$SWEEP_DEVICE" --controller "$c" --recommended \
       --scale "$COST_SCALE" --results "$RESULTS" --batches "$SWEEP_BATCHES" \
       --timed-steps "$COST_TIMED_STEPS" --label recommended \

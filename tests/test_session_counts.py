@@ -81,6 +81,7 @@ def test_a_gpu_sweep_bounds_splitting_and_says_so(tmp_path):
     assert found[0][1] == (0.02 + 0.0004) / (0.02 + 0.0001)
     (line, _) = answer.gpu_bound_line(tmp_path)
     assert "4 GPUs at most" in line and "a bound, not a measurement" in line
+    assert "4 GPUs at most 1.01x [1.01, 1.01]–1.73x [1.73, 1.73] at 1–64" in line  # intervals
     assert answer.gpu_bound_line(tmp_path / "none") == []
     assert "bounds" not in answer.gpu_lines(tmp_path)[0]  # the default step's: no bound said
     sweep["label"] = "recommended"

@@ -475,6 +475,19 @@ def ideal_speedups(sweep: dict[str, Any], n: int) -> list[tuple[int, float]]:
     return [(b, steps[n * b] / steps[b]) for b in sorted(steps) if n * b in steps]
 
 
+def _extremes(sweep: Sweep, n: int, found: list[tuple[int, float]]) -> tuple[str, str]:
+    """The lowest and highest of `found` (`ideal_speedups` on `n` GPUs), each with the
+    interval of one GPU's step at `n * b` over its step at `b` (the sweep's timed steps)."""
+    rows = {int(r.batch): r for r in sweep.rows}
+
+    def bound(b: int) -> str:
+        wide, narrow = ({"step_times_runs_s": [rows[k].step_times_s or [rows[k].step_time_s]]}
+                        for k in (n * b, b))  # fmt: skip
+        return _x(ratio_interval(wide, narrow))
+
+    return bound(min(found, key=lambda f: f[1])[0]), bound(max(found, key=lambda f: f[1])[0])
+
+
 def best_bound(sweep: Sweep, n: int) -> str | None:
     """`ideal_speedups` of the best step's one-GPU sweep on `n` GPUs, its lowest and
     highest with their intervals, over the step at the same global batch it is a bound
@@ -483,19 +496,13 @@ def best_bound(sweep: Sweep, n: int) -> str | None:
     if len(found) < 2:
         return None
     rows = {int(r.batch): r for r in sweep.rows}
-
-    def bound(b: int) -> str:  # one GPU's step at n * b over its step at b
-        wide, narrow = ({"step_times_runs_s": [rows[k].step_times_s or [rows[k].step_time_s]]}
-                        for k in (n * b, b))  # fmt: skip
-        return _x(ratio_interval(wide, narrow))
-
-    low, high = min(found, key=lambda f: f[1])[0], max(found, key=lambda f: f[1])[0]
+    low, high = _extremes(sweep, n, found)
     over = [rows[n * b].step_time_s * 1e3 for b, _ in found]
     when = escape(sweep.started[:10]) if sweep.started else "its session not recorded"
     return (
         f"The best step's one-GPU sweep ({escape(sweep.fields.controller)}, "
-        f"{escape(sweep.machine)}, one sweep, {when}) bounds {n} GPUs at most {bound(low)}"
-        f"–{bound(high)} at {found[0][0]}–{found[-1][0]} series per GPU, over one GPU's "
+        f"{escape(sweep.machine)}, one sweep, {when}) bounds {n} GPUs at most {low}"
+        f"–{high} at {found[0][0]}–{found[-1][0]} series per GPU, over one GPU's "
         f"step at the same global batch ({min(over):.3g}–{max(over):.3g} ms): no "
         "communication counted, a bound, not a prediction."
     )
@@ -509,10 +516,10 @@ def gpu_bound_line(results: str | Path) -> list[str]:
             found = ideal_speedups(sweep, n)
             if len(found) < 2:
                 continue
-            low, high = min(s for _, s in found), max(s for _, s in found)
+            low, high = _extremes(sweep, n, found)
             parts.append(
                 f"{escape(sweep.fields.controller)}, {escape(sweep.label)} step: "
-                f"{n} GPUs at most {low:.2f}x–{high:.2f}x at {found[0][0]}–{found[-1][0]} "
+                f"{n} GPUs at most {low}–{high} at {found[0][0]}–{found[-1][0]} "
                 "series per GPU"
             )
             machines.add(escape(sweep.machine))

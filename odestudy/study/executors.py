@@ -34,7 +34,9 @@ class Progress:
             text = f"{rec.get('status', '?'):7s} {done.line}"
         else:
             step = rec.get("step_time_s")
-            timing = f"step {step * 1e3:.2f} ms" if step else rec.get("error") or ""
+            timing = (
+                f"this run's median step {step * 1e3:.2f} ms" if step else rec.get("error") or ""
+            )
             text = f"{rec.get('status', '?'):7s} {done.line}  {timing}"
         self.bar.write(text[:200], file=sys.stdout)
         sys.stdout.flush()
