@@ -45,9 +45,9 @@ ASSUMPTIONS = (
     "per collective, at the latency of a one-float all-reduce",
     "virtual CPU devices share this machine's cores: beyond its physical cores the "
     "prediction is of overhead, not of parallel speedup",
-    "an interval covers the sweep's timing noise, where its terms were measured in several "
-    "processes their spread over them, and the profile's stated range, not the model's own "
-    "error (`docs/results/prediction.md` measures that)",
+    "an interval covers the sweep's timing noise (and, where its terms were measured in "
+    "several processes, the spread between them) and the profile's stated range, not the "
+    "model's own error (`docs/results/prediction.md` measures that)",
 )
 # Resampled draws behind each interval; the interval's central coverage.
 DRAWS = 2000
@@ -513,8 +513,11 @@ def sweep_in_processes(
 ) -> Swept:
     """`sweep_terms` from `trained_state` in `processes` fresh processes, one after
     another, pooled (`pooled`): on CPU devices the terms one process measures moved from
-    process to process by more than their timing noise. GPUs: one, in this process."""
-    if processes == 1 or target.device != "cpu":
+    process to process by more than their timing noise. GPUs: one process, this one
+    (it holds the GPU), so `processes` must be 1 there."""
+    if processes > 1 and target.device != "cpu":
+        raise ValueError(f"terms in {processes} processes are for CPU devices, not {target.device}")
+    if processes == 1:
         return sweep_terms(target, profile, timed_steps, trained_state, axis)
     import concurrent.futures
     import multiprocessing
@@ -923,6 +926,7 @@ def predict_from_row(
     from .measure.probe import session_probe
     from .study import records
 
+    processes = processes if target.device == "cpu" else 1  # a GPU is held by this process
     rec, made_from, kept = _made_from(target, results, out, profile, axis, again, processes)
     if kept is not None:
         return kept
@@ -1011,10 +1015,6 @@ def _made_from(
     return rec, made_from, old if kept else None
 
 
-# What a held-out prediction shares with the one that would replace it.
-_SAME = ("model", "profile", "processes")
-
-
 def _held_out(
     old: dict[str, Any],
     made_from: dict[str, Any],
@@ -1031,7 +1031,10 @@ def _held_out(
     from .study import records
 
     was = old.get("made_from") or {}
-    if any(was.get(k) != made_from.get(k) for k in (*_SAME, "target_key", "axis")):
+    if any(
+        was.get(k) != made_from.get(k)
+        for k in ("model", "profile", "processes", "target_key", "axis")
+    ):
         return False
     paths = [records.record_path(dataclasses.replace(target, mode=m), results)
              for m in predicted_modes(target)]  # fmt: skip

@@ -561,3 +561,11 @@ def test_a_device_computes_as_long_as_its_copies_inside_one_program_take():
     assert row["speedup"] == pytest.approx(2e-3 / 3e-3, rel=1e-6)
     (said,) = [t for t in out["terms"] if t["term"].startswith("a device's compute")]
     assert "4: 3.00" in said["term"]  # over the sweep's 1 ms step at batch 4
+
+
+def test_terms_in_several_processes_are_refused_on_gpus_before_anything_runs():
+    """A GPU is held by the process that predicts: its terms are measured there, once."""
+    target = Scenario(mode="shard_map", devices_per_process=2, scale="smoke", device="gpu")
+    profile = HardwareProfile("p", "gpu", "", {})
+    with pytest.raises(ValueError, match="terms in 3 processes are for CPU devices, not gpu"):
+        predict.sweep_in_processes(target, profile, 5, ("state.npz", 0.1), (), 3)
