@@ -770,52 +770,7 @@ def parameter_count(s: Scenario) -> int:
 # Timed steps per swept batch in the map's predictions (the user's command: 10).
 MAP_TIMED_STEPS = 20
 # The prediction's model, in the map's records: a prediction of another model is made
-# again. 2: `shard`'s loop collectives counted as executed (a profile of one call).
-# 3: the step's iterations drawn from the per-sample solver steps; intervals; profiles.
-# 4: the sweep's times scaled to the step of the recorded 1-device row it is made from
-# (`Anchor`); a probe's collective costs ranged over this machine's probes.
-# 5: a row for every mode the running JAX has (`explicit` too), each mode with one loop
-# over the global batch with the loop collectives of its own compiled step.
-# 6: on CPU devices, a device's compute charged at the 1-device step run on N devices of
-# this process at once (`neighbours.side_by_side`), not alone.
-# 7: each predicted step and speedup is the median of its draws (inside its interval),
-# no longer the terms' central values (which could fall outside it).
-# 8: anchored on the 1-device row's runs from the trained state, its cold run set apart
-# (the quantity the report times).
-# 9: the neighbours term timed as N copies of the 1-device step inside one program
-# (`cost.inside_one_program`), not as N programs dispatched at once, which read
-# far slower under EQX_ON_ERROR=raise (which predictions before 390e0f9 ran under)
-# (`benchmarks/neighbours.py`, its records under results/<machine>/neighbours/).
-# 10: on CPU devices of one process, the gradient all-reduce timed here (`pmean` of the
-# trained parameters in one program, `cost.gradient_allreduce`), not the probe's
-# latency plus a per-float slope, which charged 10-15x less than the direct measurement
-# (`benchmarks/neighbours.py`'s `allreduce`, results/<machine>/neighbours/).
-# 11: on CPU devices, a one-loop mode's loop all-reduce charged once per array of its
-# tuple (the fused solve's reverse all-reduces 36 parameter cotangents per step under
-# `shard`: 36 rendezvous in a profile, which equal the count so weighted in every
-# program checked), not once per collective.
-# 12: on CPU devices of one process, each such meeting charged at its cost timed inside
-# a loop here (`meeting.loop_meeting`), with that timing's own interval, not at the
-# one-float all-reduce ranged over every probe of this machine: drawn uniformly over
-# that spread, the draws' median sat above the session's value (model 11's median
-# |error| on the map's `shard` rows 26 %; its terms at their central values, 8 %).
-# 13: the neighbours term and the loop meeting each time their two programs in an order
-# reversed every other round (`timing.interleaved`), not always the same: the program
-# timed right after the other read slower (the example problem's step alone, right
-# after its 2 copies, against the other order).
-# 14: on CPU devices, a device's compute is the N copies' time itself, not the sweep's
-# step times their ratio to the step alone timed between them: the step alone, on the
-# same batch in the same process, read up to about twice the sweep's once a program of
-# several devices had run (bimodal from one compile to the next), which put that ratio
-# below 1 and the example problem's `pmap` and `shard_map` far above their rows
-# (`benchmarks/neighbours.py`, whose `alone` read so too).
-# 15: where a recorded prediction's terms are measured on CPU devices (`--record`),
-# they are measured in 3 processes, one after another, and pooled; a draw picks one
-# process and resamples its times, so that an interval covers the spread between
-# processes. Model 14's prediction of one row moved from 0.93x to 0.69x to 1.09x over
-# three sessions, each with a tight interval, while the row read 0.70-0.78x: the sweep
-# and the neighbours' copies, timed minutes apart in one process, moved apart. The map's
-# predictions stay in one process each (48 of them; the map's page pools their spread).
+# again. What each model changed: docs/method.md ("What each prediction model changed").
 PREDICTION_MODEL = 15
 # Processes a recorded prediction's terms are measured in, on CPU devices.
 TERM_PROCESSES = 3
