@@ -15,37 +15,12 @@ from ..measure.scenario import Scenario
 from ..report import sessions
 from ..report.crossover import verdict_of
 from ..report.frames import read_records, scaling_rows
-from ..report.heldout import made_before, said
+from ..report.heldout import Checked, checked, made_before, said
 from ..report.tables import escape
 from ..study import records
-from ..study.rec import Key, PredictedRow, Probe, Rec
+from ..study.rec import PredictedRow, Probe, Rec
 from ..study.rec import Prediction as Predicted  # a record; `Prediction` is the study
 from ..study.studies import Grid, Interval, Page, ReportInputs, Study, Table, Text
-
-
-class Checked(dict[str, Any]):
-    """One measured row against its prediction (`checked_rows`): a dict (as
-    `heldout.said` reads it) with an attribute per field."""
-
-    __slots__ = ()
-
-    model: Key[Any] = Key()
-    before: Key[bool | None] = Key()
-    name: Key[str] = Key()
-    mode: Key[str] = Key()
-    controller: Key[str | None] = Key()
-    placement: Key[tuple[int, int, int]] = Key()
-    predicted_s: Key[float] = Key()
-    low_s: Key[float] = Key()
-    high_s: Key[float] = Key()
-    measured_s: Key[float] = Key()
-    error: Key[float] = Key()
-    inside: Key[bool] = Key()
-    profile: Key[str | None] = Key()
-    session: Key[Any] = Key()
-    made: Key[str | None] = Key()
-    predicted_speedup: Key[tuple[float, float, float] | None] = Key()
-    measured_speedup: Key[tuple[float, float, float] | None] = Key()
 
 
 def row_predictions(results: str | Path, machine: str) -> list[Predicted]:
@@ -87,25 +62,7 @@ def checked_rows(rows: Sequence[Rec], found: Sequence[dict[str, Any]]) -> list[C
             held = chosen.get(name)
             if held is None or made_before(p, [r]) or not made_before(held[0], [r]):
                 chosen[name] = (p, pr, r)
-    return [_checked(p, pr, r) for p, pr, r in chosen.values()]
-
-
-def _checked(p: Predicted, pr: PredictedRow, r: Rec) -> Checked:
-    """One measured row `r` against mode row `pr` of prediction `p`."""
-    lo, hi = pr.step_time_interval_s
-    assert r.step_time_s is not None
-    measured = float(r.step_time_s)
-    return Checked(
-        model=p.made_from.model, before=made_before(p, [r]),
-        name=r.name, mode=pr.mode, controller=p.fields.controller,
-        placement=(p.n_devices, p.processes or 1, p.nodes or 1),
-        predicted_s=pr.step_time_s, low_s=lo, high_s=hi,
-        measured_s=measured, error=pr.step_time_s / measured - 1,
-        inside=lo <= measured <= hi, profile=p.profile.name,
-        session=r.session, made=p.finished,
-        predicted_speedup=(pr.speedup, *pr.speedup_interval) if pr.speedup_interval else None,
-        measured_speedup=(r.speedup, *r.speedup_ci) if r.speedup and r.speedup_ci else None,
-    )  # fmt: skip
+    return [checked(p, pr, r) for p, pr, r in chosen.values()]
 
 
 def summary_lines(checked: Sequence[Checked]) -> list[str]:

@@ -30,12 +30,12 @@ from . import sessions
 from .best import Best, best_for, best_steps, over_best, step_of
 from .comparisons import BEST_STEP, ratio_claim
 from .frames import read_records
-from .heldout import held_out_said, made_before, said
+from .heldout import Checked, held_out_said, made_before, said
 from .intervals import fmt_interval
 from .loss import MARK, differs, trained
 from .runs import merged
 from .tables import escape
-from .workloads import PredictionError, busiest, derived_once, per_iteration_s, predictions
+from .workloads import busiest, derived_once, per_iteration_s, predictions
 
 T = TypeVar("T")
 
@@ -473,10 +473,10 @@ def _work(work: Sequence[float] | None) -> str:
     return "–" if work is None else f"{work[0]:.3g} [{work[1]:.3g}, {work[2]:.3g}]"
 
 
-Checked = tuple[Point, tuple[float, float, float], Prediction, bool | None]
+CheckedPoint = tuple[Point, tuple[float, float, float], Prediction, bool | None]
 
 
-def _checked(pts: Sequence[Point], found: Sequence[Prediction]) -> list[Checked]:
+def _checked(pts: Sequence[Point], found: Sequence[Prediction]) -> list[CheckedPoint]:
     """Each measured point predicted, with its predicted speedup `(estimate, low, high)`,
     the prediction, and whether it was made before the point's rows (`made_before`)."""
     out = []
@@ -490,11 +490,11 @@ def _checked(pts: Sequence[Point], found: Sequence[Prediction]) -> list[Checked]
     return out  # type: ignore[return-value]
 
 
-def prediction_errors(pts: Sequence[Point], found: Sequence[Prediction]) -> list[PredictionError]:
+def prediction_errors(pts: Sequence[Point], found: Sequence[Prediction]) -> list[Checked]:
     """At every measured point predicted: predicted over measured speedup, minus 1, and
     whether the prediction was made before the point's rows."""
     return [
-        PredictionError(error=pred[0] / p.speedup[0] - 1, model=made.made_from.model, before=before)
+        Checked(error=pred[0] / p.speedup[0] - 1, model=made.made_from.model, before=before)
         for p, pred, made, before in _checked(pts, found)
     ]
 

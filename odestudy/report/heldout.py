@@ -1,5 +1,6 @@
-"""Whether a prediction was held out (made before the rows it is checked against) or
-in-sample, and whether the recommended step was measured again after the records it was
+"""A prediction's row checked against its measured row (`Checked`, `checked`), whether
+the prediction was held out (made before the rows it is checked against) or in-sample,
+and whether the recommended step was measured again after the records it was
 chosen on (`recommended_again`)."""
 
 import datetime
@@ -13,9 +14,57 @@ import numpy as np
 
 from ..measure import environment
 from ..study import records
-from ..study.rec import LeverRecord
+from ..study.rec import Key, LeverRecord, PredictedRow, Prediction, Rec
 from . import loss, sessions
 from .sessions import parse_time
+
+
+class Checked(dict[str, Any]):
+    """A measured row against one mode row of a prediction (`checked`): a dict (as `said`
+    reads it) with an attribute per field."""
+
+    __slots__ = ()  # a field not named here is no attribute
+
+    model: Key[Any] = Key()
+    before: Key[bool | None] = Key()
+    name: Key[str | None] = Key()
+    workload: Key[str | None] = Key()
+    mode: Key[str] = Key()
+    controller: Key[str | None] = Key()
+    placement: Key[tuple[int, int, int]] = Key()
+    predicted_s: Key[float] = Key()
+    low_s: Key[float] = Key()
+    high_s: Key[float] = Key()
+    measured_s: Key[float] = Key()
+    error: Key[float] = Key()
+    inside: Key[bool] = Key()
+    compute_s: Key[float] = Key()
+    allreduce_s: Key[float] = Key()
+    in_loop_s: Key[float] = Key()
+    profile: Key[str | None] = Key()
+    session: Key[Any] = Key()
+    made: Key[str | None] = Key()
+    predicted_speedup: Key[tuple[float, float, float] | None] = Key()
+    measured_speedup: Key[tuple[float, float, float] | None] = Key()
+
+
+def checked(p: Prediction, pr: PredictedRow, r: Rec) -> Checked:
+    """Measured row `r` (a record as the report joins it) against mode row `pr` of
+    prediction `p`."""
+    lo, hi = pr.step_time_interval_s
+    assert r.step_time_s is not None
+    measured = float(r.step_time_s)
+    return Checked(
+        model=p.made_from.model, before=made_before(p, [r]), name=r.name,
+        workload=p.workload, mode=pr.mode, controller=p.fields.controller,
+        placement=(p.n_devices, p.processes or 1, p.nodes or 1),
+        predicted_s=pr.step_time_s, low_s=lo, high_s=hi,
+        measured_s=measured, error=pr.step_time_s / measured - 1, inside=lo <= measured <= hi,
+        compute_s=pr.compute_s, allreduce_s=pr.allreduce_s, in_loop_s=pr.in_loop_s,
+        profile=p.profile.name, session=r.session, made=p.finished,
+        predicted_speedup=(pr.speedup, *pr.speedup_interval) if pr.speedup_interval else None,
+        measured_speedup=(r.speedup, *r.speedup_ci) if r.speedup and r.speedup_ci else None,
+    )  # fmt: skip
 
 
 def made_before(prediction: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> bool | None:

@@ -16,7 +16,7 @@ from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 from ..study import records
 from ..study.claim import Claim
-from ..study.rec import Key, LeverRecord, PredictedRow, Prediction, Rec
+from ..study.rec import LeverRecord, PredictedRow, Prediction, Rec
 from ..study.studies import Grid, Table, Text
 from ..study.workloads import (
     MAP_DEVICES,
@@ -40,7 +40,15 @@ from .floor import (
     variant_row,
 )
 from .frames import read_records
-from .heldout import choice_records, held_out_said, made_before, recommended_again, said
+from .heldout import (
+    Checked,
+    checked,
+    choice_records,
+    held_out_said,
+    made_before,
+    recommended_again,
+    said,
+)
 from .intervals import METHOD, fmt_interval, ratio_interval
 from .loss import differs, pair_mark, trained
 from .map_levers import (
@@ -433,25 +441,7 @@ def predictions(
     return [p for p in found if p.made_from.profile == profile]
 
 
-class PredictionError(dict[str, Any]):
-    """A prediction's row against its measured row; a dict, as `heldout.said` reads it."""
-
-    __slots__ = ()  # a field not named here is no attribute
-
-    model: Key[int | None] = Key()
-    before: Key[bool | None] = Key()
-    workload: Key[str] = Key()
-    controller: Key[str] = Key()
-    mode: Key[str] = Key()
-    predicted_s: Key[float] = Key()
-    measured_s: Key[float] = Key()
-    error: Key[float] = Key()
-    compute_s: Key[float] = Key()
-    allreduce_s: Key[float] = Key()
-    in_loop_s: Key[float] = Key()
-
-
-def prediction_errors(rows: Sequence[MapRow], found: Sequence[Prediction]) -> list[PredictionError]:
+def prediction_errors(rows: Sequence[MapRow], found: Sequence[Prediction]) -> list[Checked]:
     """Each prediction's row against its measured 2-device row, where both trained."""
     out = []
     for p in found:
@@ -465,29 +455,15 @@ def prediction_errors(rows: Sequence[MapRow], found: Sequence[Prediction]) -> li
     return out
 
 
-def _error(p: Prediction, pr: PredictedRow, r: MapRow) -> PredictionError:
+def _error(p: Prediction, pr: PredictedRow, r: MapRow) -> Checked:
     """Mode row `pr` of prediction `p` against its measured row `r`. A row measured again
     in its session is checked against its last runs alone, which a prediction may
     precede where the earlier runs do not."""
-    rec = r.record.newest or r.record
-    measured = float(rec.step_time_s)  # type: ignore[arg-type]
-    return PredictionError(
-        model=p.made_from.model,
-        before=made_before(p, [rec]),
-        workload=p.workload,
-        controller=r.controller,
-        mode=pr.mode,
-        predicted_s=pr.step_time_s,
-        measured_s=measured,
-        error=pr.step_time_s / measured - 1,
-        compute_s=pr.compute_s,
-        allreduce_s=pr.allreduce_s,
-        in_loop_s=pr.in_loop_s,
-    )
+    return checked(p, pr, r.record.newest or r.record)
 
 
 # A session and its rows' errors against the predictions made before them.
-SessionErrors = tuple[sessions.Session, list[PredictionError]]
+SessionErrors = tuple[sessions.Session, list[Checked]]
 
 
 def session_errors(
@@ -514,9 +490,7 @@ def session_errors(
     return sorted(out, key=lambda x: str(x[0].start))
 
 
-def _newest_before(
-    r: MapRow, found: Sequence[Prediction], steps: Sequence[str]
-) -> PredictionError | None:
+def _newest_before(r: MapRow, found: Sequence[Prediction], steps: Sequence[str]) -> Checked | None:
     """Row `r` against the newest of `found` (oldest first; `steps` their steps) of its
     workload, controller, step and device count made before it; None without one."""
     rec = r.record.newest or r.record
@@ -544,7 +518,7 @@ def session_lines(checked: Sequence[SessionErrors]) -> str:
     )
 
 
-def _wrong_term(errors: Sequence[PredictionError], mode: str) -> str:
+def _wrong_term(errors: Sequence[Checked], mode: str) -> str:
     """Which term of the prediction would have to change, and by how much, to fit the
     rows of `mode`: the in-loop collectives for a mode with one loop over the global
     batch (`AbstractMode.one_loop`), else the lock-step compute."""
@@ -625,7 +599,7 @@ def _if_any(text: str) -> list[Text]:
     return [Text(text)] if text else []
 
 
-def validation_lines(errors: Sequence[PredictionError]) -> list[str]:
+def validation_lines(errors: Sequence[Checked]) -> list[str]:
     """Per mode, its median |error| and, past `PREDICTION_LIMIT`, which term is wrong."""
     lines = []
     for mode in MULTI_MODES:
@@ -641,7 +615,7 @@ def validation_lines(errors: Sequence[PredictionError]) -> list[str]:
     return lines
 
 
-def errors_table(errors: Sequence[PredictionError]) -> Grid:
+def errors_table(errors: Sequence[Checked]) -> Grid:
     """Predicted against measured, one row per workload, controller and mode."""
     body = [
         [
