@@ -13,6 +13,7 @@ from odestudy.measure.scenario import Scenario
 from odestudy.report import workloads
 from odestudy.report.claims import device_answer
 from odestudy.report.frames import scaling_rows
+from odestudy.report.heldout import Checked
 from odestudy.report.plots import MODE_STYLE, scaling_figures
 from odestudy.report.tables import render_blocks
 from odestudy.report.verdict import verdict_body
@@ -99,9 +100,7 @@ def test_the_report_takes_the_fifth_mode_from_its_class(fifth, tmp_path):
     claims = "\n".join(bullets(rows, _records("fifth")))
     assert "**Avoid the fifth mode (`fifth`) with PID**" in claims
     assert scaling_figures(rows, tmp_path, "cpu", 2)
-    errors = [
-        workloads.PredictionError(measured_s=0.04, predicted_s=0.03, in_loop_s=0.01, error=-0.25)
-    ]
+    errors = [Checked(measured_s=0.04, predicted_s=0.03, in_loop_s=0.01, error=-0.25)]
     assert "`fifth`'s solver loop" in workloads._wrong_term(errors, "fifth")
 
 

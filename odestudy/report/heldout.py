@@ -5,6 +5,7 @@ chosen on (`recommended_again`)."""
 
 import datetime
 import functools
+import math
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -51,7 +52,8 @@ class Checked(dict[str, Any]):
 def checked(p: Prediction, pr: PredictedRow, r: Rec) -> Checked:
     """Measured row `r` (a record as the report joins it) against mode row `pr` of
     prediction `p`."""
-    lo, hi = pr.step_time_interval_s
+    # No interval in a map prediction of model 1 or 2: NaN, inside none.
+    lo, hi = pr.get("step_time_interval_s") or (math.nan, math.nan)
     assert r.step_time_s is not None
     measured = float(r.step_time_s)
     return Checked(
