@@ -30,13 +30,15 @@ ASSUMPTIONS = (
     "a solver iteration costs what one device measured at the per-device batch; where the "
     "prediction is made from a recorded 1-device row, the sweep's times are scaled to that "
     "row's step (the sweep gives their ratio over batches, the row the session's level)",
-    "on CPU devices, a device's step inside the N-device program takes as long as N copies "
-    "of the 1-device step inside one program of this process (`measure/cost.py`), charged "
-    "per solver iteration of the sweep at that batch; on GPUs, separate devices, it takes "
-    "the sweep's step",
-    "one gradient all-reduce per step: on CPU devices of one process, as timed here (`pmean` "
-    "of the gradient's pytree over the devices in one program); otherwise at the profile's "
-    "latency for the gradient's size",
+    "on CPU devices of one process, a device's step in a mode where each device runs its "
+    "own solver loop (`pmap`, `shard_map`) takes as long as that mode's own program on the "
+    "N devices with the per-device batch repeated on each (its gradient all-reduce inside); "
+    "in a mode with one loop, or across processes, as N copies of the 1-device step inside "
+    "one program of this process (`measure/cost.py`); each charged per solver iteration of "
+    "the sweep at that batch; on GPUs, separate devices, it takes the sweep's step",
+    "one gradient all-reduce per step, where not inside a mode's own timed program: on CPU "
+    "devices of one process, as timed here (`pmean` of the gradient's pytree over the "
+    "devices in one program); otherwise at the profile's latency for the gradient's size",
     "a mode with one loop over the global batch (`shard`, `explicit`) runs, per solver "
     "iteration, its loop collectives as often as a profile of one call of its own compiled "
     "step counts: on CPU devices, once per array of an all-reduce's tuple (they meet once "
@@ -178,6 +180,15 @@ def one_loop_modes(target: Scenario) -> tuple[str, ...]:
     return tuple(m for m in predicted_modes(target) if MODES[m].one_loop)
 
 
+def own_programs(target: Scenario) -> tuple[str, ...]:
+    """The modes whose own program a prediction of `target` times on CPU devices of one
+    process (model 16): each device runs its own solver loop (not `AbstractMode.one_loop`),
+    so the program at the per-device batch repeated is what a device pays inside it."""
+    if target.device != "cpu" or target.processes > 1:
+        return ()
+    return tuple(m for m in predicted_modes(target) if not MODES[m].one_loop)
+
+
 def check_prediction(target: Scenario, profile: HardwareProfile | None = None) -> None:
     """Raise ValueError, saying why, unless every mode can be predicted for `target` with
     `profile` (None: a probe of the devices); before anything compiles."""
@@ -259,7 +270,7 @@ def _terms(
     per_sample: np.ndarray,
     rng: np.random.Generator | None,
     anchor: Anchor | None = None,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """One draw (with `rng` None, the central values) of the measured terms: the 1-device
     step, the time per solver iteration at the per-device batch, and the expected
     iterations of a device's share and of the global batch."""
@@ -288,6 +299,7 @@ def _terms(
         "per_iteration_s": _device_step(sweep, local["batch"], swept[local["batch"]], rng, process)
         / local["iterations_executed"]
         * scale,
+        "by_mode": _own_program(sweep, local, rng, process, scale),
         "iterations_device": expected_max(per_sample, local["batch"], steps_rng),
         "iterations_step": expected_max(per_sample, target.global_batch, steps_rng),
     }
@@ -309,6 +321,34 @@ def _device_step(
     if rng is None:
         return float(found["together_median_s"])
     return _bootstrap_median(_of_process(found, "together_s", process), rng)
+
+
+def _own_program(
+    sweep: dict[str, Any],
+    local: dict[str, Any],
+    rng: np.random.Generator | None,
+    process: int | None,
+    scale: float,
+) -> dict[str, float]:
+    """By mode timed as its own program at the per-device batch of sweep row `local`
+    (`cost.real_steps`), a device's time per solver iteration there, all-reduce and all
+    included: one draw, or with `rng` None the medians."""
+    found = (sweep.get("neighbours") or {}).get(str(local["batch"])) or {}
+    out = {}
+    for mode, t in (found.get("modes") or {}).items():
+        v = (
+            t["median_s"]
+            if rng is None
+            else _bootstrap_median(_of_process(t, "times_s", process), rng)
+        )
+        out[mode] = float(v) / local["iterations_executed"] * scale
+    return out
+
+
+def _as_mode(terms: dict[str, Any], mode: str) -> dict[str, Any]:
+    """`terms` with a device's time per iteration that of `mode`'s own program, where timed."""
+    found = terms["by_mode"].get(mode)
+    return terms if found is None else dict(terms, per_iteration_s=found)
 
 
 def _of_process(found: dict[str, Any], key: str, process: int | None) -> list[float]:
@@ -351,8 +391,10 @@ def predict_rows(m: Measured, target: Scenario, seed: int = 0) -> list[dict[str,
     rows = []
     for mode in predicted_modes(target):
         k = in_loop.get(mode, 0.0) if isinstance(in_loop, dict) else in_loop
-        c = mode_time(mode, central, m.gradient.central, m.loop_latency.central, k)
-        times = [mode_time(mode, d, g, lat, k)["step_time_s"]
+        inside = mode in central["by_mode"]  # its own program timed: its all-reduce inside
+        c = mode_time(mode, _as_mode(central, mode), 0.0 if inside else m.gradient.central,
+                      m.loop_latency.central, k)  # fmt: skip
+        times = [mode_time(mode, _as_mode(d, mode), 0.0 if inside else g, lat, k)["step_time_s"]
                  for d, (g, lat) in zip(draws, comms, strict=True)]  # fmt: skip
         speedups = [d["one_device_s"] / t for d, t in zip(draws, times, strict=True)]
         # The estimates are the draws' medians, so that each lies inside its interval
@@ -368,6 +410,7 @@ def predict_rows(m: Measured, target: Scenario, seed: int = 0) -> list[dict[str,
             speedup_interval=_interval(speedups),
             iterations=central["iterations_step"],
             iterations_per_device=central["iterations_device"],
+            own_program=inside,
         ))  # fmt: skip
     return rows
 
@@ -414,10 +457,11 @@ def _work_at(at: Sequence[float] | None, pts: Sequence[dict[str, Any]]) -> list[
 
 
 def neighbours_measured(
-    base: Scenario, state: dict[str, Any], n: int, batches: set[int]
+    base: Scenario, state: dict[str, Any], n: int, batches: set[int], modes: tuple[str, ...] = ()
 ) -> dict[str, dict[str, Any]]:
     """By per-device batch (as a JSON key), `n` copies of the 1-device step of `base` in
-    one program on `n` CPU devices against alone (`cost.inside_one_program`)."""
+    one program on `n` CPU devices against alone, and each of `modes`' own program
+    there (`cost.inside_one_program`)."""
     from .measure.cost import inside_one_program
     from .measure.training import step_key
 
@@ -429,7 +473,7 @@ def neighbours_measured(
         batch = problem.take(
             data, rng.choice(problem.size(data), b, replace=b > problem.size(data))
         )
-        out[str(b)] = inside_one_program(base, batch, n, state, key)
+        out[str(b)] = inside_one_program(base, batch, n, state, key, modes=modes)
     return out
 
 
@@ -474,7 +518,8 @@ def sweep_terms(
     sweep = step_cost_sweep(base, sweep_batches(target, axis), timed_steps=timed_steps,
                             trained_state=trained_state, extras=False, state_out=state)  # fmt: skip
     if profile.device == "cpu" and target.device == "cpu":
-        sweep["neighbours"] = neighbours_measured(base, state, n, {target.global_batch // n, *axis})
+        batches = {target.global_batch // n, *axis}
+        sweep["neighbours"] = neighbours_measured(base, state, n, batches, own_programs(target))
         if target.processes == 1:
             sweep["allreduce"] = gradient_allreduce(base, n, state)
             sweep["loop_meeting"] = loop_meeting(n)
@@ -569,7 +614,16 @@ def _pooled_neighbours(found: list[dict[str, Any]]) -> dict[str, Any]:
         out[f"{key}_by_process_s"] = groups
         out[f"{key}_median_s"] = float(np.median(out[f"{key}_s"]))
     out["factor"] = out["together_median_s"] / out["alone_median_s"]
+    if out.get("modes"):
+        out["modes"] = {m: _pooled_times([f["modes"][m]["times_s"] for f in found])
+                        for m in out["modes"]}  # fmt: skip
     return out
+
+
+def _pooled_times(groups: list[list[float]]) -> dict[str, Any]:
+    """Several processes' times of one program: all of them, their median, by process."""
+    times = [t for g in groups for t in g]
+    return {"times_s": times, "median_s": float(np.median(times)), "times_by_process_s": groups}
 
 
 def _pooled_median(found: list[dict[str, Any]]) -> dict[str, Any]:
@@ -714,11 +768,22 @@ def _neighbours_said(sweep: dict[str, Any]) -> list[dict[str, Any]]:
         f"{b}: {v['together_median_s'] / swept[int(b)]:.2f}" for b, v in found.items()
     )
     n = next(iter(found.values()))["n"]
-    return [{"term": "a device's compute with its neighbours busy, over the sweep's step "
+    said = [{"term": "a device's compute with its neighbours busy, over the sweep's step "
              f"(per-device batch: factor) {factors}", "measured": True,
              "source": f"{n} copies of the 1-device step inside one program on {n} CPU devices "
              "of this process (`measure/cost.py`), over the sweep's step there"
              f"{_in_processes(sweep)}"}]  # fmt: skip
+    for mode in next(iter(found.values())).get("modes") or {}:
+        own = ", ".join(
+            f"{b}: {v['modes'][mode]['median_s'] / swept[int(b)]:.2f}" for b, v in found.items()
+        )
+        said.append({"term": f"`{mode}`'s own step on {n} devices, the per-device batch "
+                     f"repeated, over the sweep's step (per-device batch: factor) {own}",
+                     "measured": True, "source": f"its own program on {n} CPU devices of this "
+                     "process, timed in the same rounds as the copies (`cost.real_steps`): "
+                     "a device's step there, its gradient all-reduce inside"
+                     f"{_in_processes(sweep)}"})  # fmt: skip
+    return said
 
 
 def _in_processes(sweep: dict[str, Any]) -> str:
@@ -771,7 +836,7 @@ def parameter_count(s: Scenario) -> int:
 MAP_TIMED_STEPS = 20
 # The prediction's model, in the map's records: a prediction of another model is made
 # again. What each model changed: docs/method.md ("What each prediction model changed").
-PREDICTION_MODEL = 15
+PREDICTION_MODEL = 16
 # Processes a recorded prediction's terms are measured in, on CPU devices.
 TERM_PROCESSES = 3
 

@@ -59,5 +59,10 @@ def test_a_recorded_prediction_measures_its_terms_in_several_processes(tmp_path)
     assert p["made_from"]["processes"] == p["sweep"]["processes"] == k
     assert all(len(r["step_times_by_process_s"]) == k for r in p["sweep"]["rows"])
     assert {len(v["together_by_process_s"]) for v in p["sweep"]["neighbours"].values()} == {k}
+    # Model 16: each mode with a loop per device timed as its own program, in each process.
+    own = {m: len(t["times_by_process_s"]) for v in p["sweep"]["neighbours"].values()
+           for m, t in v["modes"].items()}  # fmt: skip
+    assert own == {m: k for m in ("pmap", "shard_map")}
+    assert all(r["own_program"] for r in p["rows"] if r["mode"] in own)
     assert p["sweep"]["allreduce"]["processes"] == k
     assert f"in each of {k} processes" in made.stdout

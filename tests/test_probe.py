@@ -563,6 +563,70 @@ def test_a_device_computes_as_long_as_its_copies_inside_one_program_take():
     assert "4: 3.00" in said["term"]  # over the sweep's 1 ms step at batch 4
 
 
+def _with_own_programs(sweep, seconds):
+    """`sweep`'s neighbours at batch 4 with `pmap`'s and `shard_map`'s own programs timed."""
+    found = {m: {"times_s": [seconds] * 3, "median_s": seconds} for m in ("pmap", "shard_map")}
+    neighbours = {b: dict(v, modes=found) for b, v in sweep["neighbours"].items()}
+    return dict(sweep, neighbours=neighbours)
+
+
+def test_a_mode_with_a_loop_per_device_is_charged_its_own_program_all_reduce_inside():
+    """Model 16: on CPU devices of one process, `pmap` and `shard_map` (each device its
+    own solver loop) are charged their own program at the per-device batch repeated
+    (`neighbours.modes`), per iteration of the sweep there, and no all-reduce besides
+    (it is inside that program); a one-loop mode keeps the copies and the all-reduce."""
+    target = Scenario(mode="pmap", devices_per_process=2, scale="smoke", batch=8)
+    assert predict.own_programs(target) == ("pmap", "shard_map")
+    across = dataclasses.replace(target, mode="shard_map", processes=2, devices_per_process=1)
+    assert predict.own_programs(across) == ()
+    rows = [{"batch": b, "step_times_s": [1e-3 * b / 4] * 3, "step_time_s": 1e-3 * b / 4,
+             "iterations_executed": 10.0, "per_sample_steps": [10, 10], "per_iteration_s": 1e-4}
+            for b in (4, 8)]  # fmt: skip
+    together = {"n": 2, "form": "one program", "together_s": [3e-3] * 3, "alone_s": [3e-3] * 3,
+                "together_median_s": 3e-3, "alone_median_s": 3e-3, "factor": 1.0}  # fmt: skip
+    plain = {"rows": rows, "final_loss": 1.0, "neighbours": {"4": together}}
+    sweep = _with_own_programs(plain, 5e-3)
+    loops = {m: {"static": 2, "per_iteration": 0.0} for m in predict.one_loop_modes(target)}
+    cost = Value(1e-3, 1e-3, 1e-3, "x", True)
+    profile = HardwareProfile("cpu", "cpu", "", {(2, 1, 1): cost})
+    out = predict.predict_modes(target, profile, predict.Swept(sweep, loops, 100))
+    by_mode = {r["mode"]: r for r in out["rows"]}
+    for mode in ("pmap", "shard_map"):
+        r = by_mode[mode]
+        assert r["own_program"] and r["allreduce_s"] == 0.0
+        assert r["compute_s"] == r["step_time_s"] == pytest.approx(5e-3, rel=1e-6)
+        assert r["speedup"] == pytest.approx(2e-3 / 5e-3, rel=1e-6)
+    shard = by_mode["shard"]
+    assert not shard["own_program"] and shard["compute_s"] == pytest.approx(3e-3, rel=1e-6)
+    assert shard["allreduce_s"] > 0
+    (said,) = [t for t in out["terms"] if t["term"].startswith("`pmap`'s own step")]
+    assert "4: 5.00" in said["term"]  # over the sweep's 1 ms step at batch 4
+    # Pooled over processes, each program's times are kept by process.
+    merged = pooled([sweep, _with_own_programs(sweep, 7e-3)])
+    found = merged["neighbours"]["4"]["modes"]["pmap"]
+    assert found["times_by_process_s"] == [[5e-3] * 3, [7e-3] * 3]
+    assert found["median_s"] == pytest.approx(6e-3)
+
+
+def test_a_mode_s_own_program_is_timed_beside_the_copies_in_the_same_rounds():
+    """`cost.inside_one_program` with `modes`: each mode's own step at the batch repeated
+    on every device, compiled without donation, timed in every round."""
+    import jax.random as jr
+
+    from odestudy.measure.cost import inside_one_program
+
+    s = Scenario(scale="smoke")
+    problem = s.ode_problem
+    data = problem.make_data(8, jr.PRNGKey(0))
+    model = problem.make_model(jr.PRNGKey(1), s.width)
+    state = {"model": model, "optimiser": problem.optimiser(1e-3), "problem": problem}
+    batch = problem.take(data, np.arange(4))
+    found = inside_one_program(s, batch, 2, state, rounds=2, warmup=1, modes=("pmap",))
+    assert set(found["modes"]) == {"pmap"} and len(found["modes"]["pmap"]["times_s"]) == 2
+    assert len(found["together_s"]) == len(found["alone_s"]) == 2
+    assert "modes" not in inside_one_program(s, batch, 2, state, rounds=1, warmup=0)
+
+
 def test_terms_in_several_processes_are_refused_on_gpus_before_anything_runs():
     """A GPU is held by the process that predicts: its terms are measured there, once."""
     target = Scenario(mode="shard_map", devices_per_process=2, scale="smoke", device="gpu")

@@ -12,7 +12,9 @@ than one device alone; `odestudy predict` charges a device's compute at the copi
 (not on GPUs). Timed inside one program, as a multi-device mode runs: N programs
 dispatched at once read far slower where equinox's error checks put a host callback in
 every solve. Copies and the step alone are timed interleaved, so that both share the
-machine's state.
+machine's state. With `modes`, each of those modes' own step on the N devices, the batch
+repeated on every device, is timed in the same rounds: what a device pays inside the
+real program, its collectives, meetings and replicated update included.
 """
 
 import dataclasses
@@ -253,6 +255,27 @@ def one_program(s: Scenario, n: int, state: dict[str, Any], batch: Any, key: Any
     return alone, alone_args, together, args
 
 
+def _bound(compiled: Any, args: tuple) -> Callable[[], Any]:
+    """`compiled` called on `args`, as a function of nothing."""
+    return lambda: compiled(*args)
+
+
+def real_steps(
+    s: Scenario, n: int, state: dict[str, Any], batch: Any, key: Any, modes: tuple[str, ...]
+) -> dict[str, tuple[Any, tuple]]:
+    """Each of `modes`' own step of the 1-device scenario `s` on `n` CPU devices, the
+    batch repeated on every device (each device solves what the step alone solves),
+    compiled with its arguments; without donation, as its arguments are used again."""
+    devices = jax.devices("cpu")[:n]
+    repeated = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * n), batch)
+    out = {}
+    for mode in modes:
+        m = dataclasses.replace(s, mode=mode, devices_per_process=n, donate=False)
+        _, compiled, args = placed_step(m, devices, state, repeated, key)
+        out[mode] = (compiled, args)
+    return out
+
+
 def inside_one_program(
     s: Scenario,
     batch: Any,
@@ -261,17 +284,22 @@ def inside_one_program(
     key: Any = None,
     rounds: int = 20,
     warmup: int = 3,
+    modes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The 1-device step of `single` scenario `s` on `batch`, timed alone and as `n`
-    copies inside one program, interleaved; `factor` is above 1 where neighbours slow a
-    device."""
+    copies inside one program, and each of `modes`' own step at the batch repeated
+    (`real_steps`), interleaved; `factor` is above 1 where neighbours slow a device."""
     alone_c, alone_args, together_c, args = one_program(s, n, state, batch, key)
-    together, alone = interleaved(
-        (lambda: together_c(*args), lambda: alone_c(*alone_args)), rounds, warmup
-    )
+    real = real_steps(s, n, state, batch, key, modes)
+    calls = [_bound(together_c, args), _bound(alone_c, alone_args)]
+    calls += [_bound(c, a) for c, a in real.values()]
+    together, alone, *by_mode = interleaved(calls, rounds, warmup)
     a, t = float(np.median(alone)), float(np.median(together))
+    found = {m: {"times_s": ts, "median_s": float(np.median(ts))}
+             for m, ts in zip(real, by_mode, strict=True)}  # fmt: skip
     return {"n": n, "form": "one program", "alone_s": alone, "together_s": together,
-            "alone_median_s": a, "together_median_s": t, "factor": t / a}  # fmt: skip
+            "alone_median_s": a, "together_median_s": t, "factor": t / a,
+            **({"modes": found} if found else {})}  # fmt: skip
 
 
 def gradient_mean(copies: Any, devices: list) -> Any:
