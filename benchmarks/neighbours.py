@@ -56,9 +56,8 @@ def _interval(num: list[float], den: list[float], draws: int = 2000) -> list[flo
 def _calls(step: Any, state: dict[str, Any], batch: Any, key: Any, n: int) -> dict[str, Any]:
     """Each form's call, compiled ahead of time, as a function of nothing (it waits)."""
     import jax
-    import numpy as np
 
-    from odestudy.measure.cost import gradient_mean, one_program, placed_step
+    from odestudy.measure.cost import gradient_mean, one_program, placed_step, real_steps
 
     devices = jax.devices("cpu")[:n]
     one, one_args, inside, inside_args = one_program(step, n, state, batch, key)
@@ -72,10 +71,7 @@ def _calls(step: Any, state: dict[str, Any], batch: Any, key: Any, n: int) -> di
     # parameters' pytree (the gradient's shape) over the devices, in one program.
     allreduce = gradient_mean(inside_args[0], devices)
     calls["allreduce"] = lambda: jax.block_until_ready(allreduce(inside_args[0]))
-    repeated = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * n), batch)
-    for mode in MODES:
-        s = dataclasses.replace(step, mode=mode, devices_per_process=n)
-        _, c, a = placed_step(s, devices, state, repeated, key)
+    for mode, (c, a) in real_steps(step, n, state, batch, key, MODES).items():
         calls[mode] = lambda c=c, a=a: jax.block_until_ready(c(*a))
     return calls
 
