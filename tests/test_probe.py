@@ -391,17 +391,18 @@ def test_a_user_problem_s_check_compares_predicted_and_measured_speedups():
     rows = [row("pmap", 1.5, 1.4, 1.6), row("shard", 0.8, 0.7, 0.9)]
     found = [{"scenario": s.to_dict(), "n_devices": 2, "profile": {"name": None},
               "trained": True, "made_from": {"model": 15},
-              "rows": [predicted("pmap", 1.3, 1.2, 1.6),
+              "rows": [predicted("pmap", 1.45, 1.2, 1.6),
                                         predicted("shard", 1.2, 1.1, 1.3)]}]  # fmt: skip
     checked = checked_rows(rows, found)
     errors = {c.mode: speedup_error(c) for c in checked}
-    assert errors == pytest.approx({"pmap": 1.3 / 1.5 - 1, "shard": 1.2 / 0.8 - 1})
+    assert errors == pytest.approx({"pmap": 1.45 / 1.5 - 1, "shard": 1.2 / 0.8 - 1})
     said = own_said(checked, [], "quick")
     assert "1 of 2 predicted speedups lie within 25 %" in said
     assert "the measured one at 1 of 2, the opposite at 1" in said  # shard: pays / does not
     # pmap's measured 1.5x lies inside its predicted [1.2, 1.6]; shard's 0.8x outside.
     assert "model 15: 1 of 2 within 25 %, the measured speedup inside the predicted " in said
-    assert "interval at 1." in said
+    # pmap's predicted 1.45x lies inside its measured [1.4, 1.6]; shard's 1.2x outside.
+    assert "interval at 1, the predicted speedup inside the measured row's interval at 1." in said
     assert [r[0] for r in own_table(checked).rows] == ["`pmap`", "`shard`"]
 
 

@@ -218,6 +218,13 @@ def _covered(c: Checked) -> bool:
     return predicted[1] <= measured[0] <= predicted[2]
 
 
+def _within_row(c: Checked) -> bool:
+    """Whether the predicted speedup lies inside the measured row's own interval (its
+    runs' spread: a miss there is the model's, not only the row's noise)."""
+    predicted, measured = _speedups(c)
+    return measured[1] <= predicted[0] <= measured[2]
+
+
 def own_said(checked: Sequence[Checked], recs: Sequence[Rec], scale: str = "quick") -> str:
     """What the example's check found: speedups within 25 %, and verdicts."""
     within = sum(abs(speedup_error(c)) <= 0.25 for c in checked)
@@ -233,7 +240,8 @@ def own_said(checked: Sequence[Checked], recs: Sequence[Rec], scale: str = "quic
     by_model = "; ".join(
         f"model {m}: {sum(abs(speedup_error(c)) <= 0.25 for c in mine)} of {len(mine)} within "
         f"25 %, the measured speedup inside the predicted interval at "
-        f"{sum(_covered(c) for c in mine)}"
+        f"{sum(_covered(c) for c in mine)}, the predicted speedup inside the measured row's "
+        f"interval at {sum(_within_row(c) for c in mine)}"
         for m in sorted({c.model for c in checked}, key=str)
         if (mine := [c for c in checked if c.model == m])
     )
