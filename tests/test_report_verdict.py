@@ -85,6 +85,16 @@ def test_the_answer_in_plain_words_names_use_and_avoid_with_intervals_and_sessio
     assert "(4 devices) measure overhead" in "\n".join(lines)
 
 
+def test_records_made_a_second_apart_are_one_session(spread_measured):
+    """Records without a session assigned (`frames.read_records` assigns one) are grouped
+    among themselves: rows written across a second's boundary are still one session."""
+    times = ["2026-01-01T10:00:59+00:00"] * 2 + ["2026-01-01T10:01:00+00:00"] * 3
+    over = {f"r{i}": {"started": t, "finished": t} for i, t in enumerate(times)}
+    recs = _cpu(**over)
+    use = _line("\n".join(bullets(scaling_rows(recs), recs)), "**Use")
+    assert "holds in 1 of 1 sessions with such rows" in use
+
+
 def test_an_answer_not_supported_by_its_interval_is_weakened():
     recs = [
         _rec(jitter=0.3, seed=1),

@@ -98,11 +98,12 @@ def _why(slow: Rec) -> str:
 
 
 def groups(rows: Sequence[dict[str, Any]], device: str = "cpu") -> dict[Any, list[Rec]]:
-    """The ok scaling-matrix records of `rows` of one device kind, by session."""
+    """The ok scaling-matrix records of `rows` of one device kind, by session (a record's
+    own, else its session among them: records made a second apart are one session)."""
+    found = [r for r in map(Rec, rows) if r.device == device and r.ok and in_scaling_matrix(r)]
     out: dict[Any, list[Rec]] = {}
-    for r in map(Rec, rows):
-        if r.device == device and r.ok and in_scaling_matrix(r):
-            out.setdefault(sessions.session_of(r), []).append(r)
+    for r, session in zip(found, sessions.sessions_of(found), strict=True):
+        out.setdefault(session, []).append(r)
     return out
 
 
@@ -222,7 +223,7 @@ def answer(rows: Sequence[Rec], every: Sequence[Rec], scaling: str, device: str)
         return None
     n = next(iter(per.values()))[0].n
     assert n is not None
-    where = {sessions.session_of(r) for r in ok if r.n_devices == n}
+    where = {s for r, s in zip(ok, sessions.sessions_of(ok), strict=True) if r.n_devices == n}
     judged = judged_sessions(groups(every, device), scaling, n)
     return Judged(
         per=per,

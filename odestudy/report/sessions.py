@@ -200,6 +200,16 @@ def _index(stamp: tuple[tuple[str, int], ...]) -> dict[str, Session]:
     return {str(r.path): s for r, s in zip(found, assign(found), strict=True)}
 
 
+def sessions_of(recs: Sequence[Mapping[str, Any]]) -> list[Session]:
+    """Each record's session, in the order of `recs`: the one `frames.read_records` gave
+    it (`session`), else its session among `recs` (`assign`)."""
+    among = assign(recs)
+    return [
+        found if isinstance(found := r.get("session"), Session) else s
+        for r, s in zip(recs, among, strict=True)
+    ]
+
+
 def session_of(rec: Mapping[str, Any], recs: Sequence[Mapping[str, Any]] = ()) -> Session:
     """The session of `rec`: the one `frames.read_records` gave it (`session`), else its
     session among `recs` (`rec` itself counted where it is not there)."""
