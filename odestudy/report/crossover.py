@@ -94,8 +94,8 @@ def points(recs: Sequence[Rec]) -> list[Point]:
 def _grouped(items: Sequence[T], recs: Sequence[Rec]) -> dict[sessions.Session, list[T]]:
     """`items` by the session of their records `recs` (else their session among `recs`)."""
     by: dict[sessions.Session, list[T]] = {}
-    for item, r, among in zip(items, recs, sessions.assign(recs), strict=True):
-        by.setdefault(sessions.session_of(r) if r.get("session") else among, []).append(item)
+    for item, session in zip(items, sessions.sessions_of(recs), strict=True):
+        by.setdefault(session, []).append(item)
     return by
 
 
