@@ -3,6 +3,9 @@ their points, one timed quantity, a one-sided base case and held-out labels chec
 against git, on planted records (no timing)."""
 
 import subprocess
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -105,6 +108,32 @@ def test_the_host_watch_samples_a_block():
     sample = watch.stop()
     assert sample["probe_before_ms"] > 0 and sample["probe_after_ms"] > 0
     assert sample["steal"] is None or 0.0 <= sample["steal"] <= 1.0
+
+
+def _running_threads() -> set[str]:
+    """This process's threads other than the caller that are running or runnable."""
+    me = str(threading.get_native_id())
+    tasks = Path("/proc/self/task").iterdir()
+    return {t.name for t in tasks if t.name != me and _state(t) == "R"}
+
+
+def _state(task: Path) -> str:
+    try:
+        return (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_the_host_probe_leaves_no_thread_spinning():
+    # The probe runs just before a timed block's first step; a thread it leaves busy
+    # (OpenBLAS's pool spins about 0.1 s after a matrix product) takes a core from it.
+    host.probe_ms()
+    spinning = _running_threads()
+    for _ in range(3):
+        time.sleep(0.01)
+        spinning &= _running_threads()
+    assert not spinning
 
 
 def test_the_base_case_rule_is_one_sided(monkeypatch):

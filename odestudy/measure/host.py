@@ -42,13 +42,18 @@ def load_average() -> float | None:
 
 
 def probe_ms(repeats: int = 5) -> float:
-    """Median milliseconds of a fixed piece of numpy work, to compare hosts' speed."""
+    """Median milliseconds of a fixed piece of numpy work on one core, to compare hosts'
+    speed.
+
+    Elementwise work only, no matrix product: after a BLAS call OpenBLAS's idle threads
+    spin (for about 0.1 s) on the cores the block's first steps then need, which slowed
+    the first steps of a block that uses every core (`PROTOCOL` 3)."""
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         m = _PROBE
         for _ in range(20):
-            m = np.tanh(m @ _PROBE * 0.01)
+            m = np.tanh(m * 1.01 + 0.01)
         times.append(time.perf_counter() - t0)
     return float(np.median(times)) * 1e3
 

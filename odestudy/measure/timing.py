@@ -32,6 +32,11 @@ Changelog:
    together, one pinned to one core alone), no second alone phase; multi-process
    repeats run each process's own serialized executable from the cold run, as
    one-process repeats do.
+3. The host probe before and after every timed block (`host.probe_ms`) does
+   elementwise work on one core instead of a matrix product: OpenBLAS's threads spun
+   on after it and slowed the first steps of blocks that use every core (2-device
+   steps on 2 cores), so short blocks and repeats of fast steps read slower than
+   their program runs.
 """
 
 import ast
@@ -51,7 +56,7 @@ from . import host
 from .devices import DEVICE_COUNT_FLAG
 from .environment import notebook
 
-PROTOCOL = 2
+PROTOCOL = 3
 
 # Environment variables that change what a timed step does (compiler and runtime
 # flags, equinox's error checks, precision, thread pools). Their values are recorded
