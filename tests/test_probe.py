@@ -400,7 +400,8 @@ def test_a_user_problem_s_check_compares_predicted_and_measured_speedups():
     assert "1 of 2 predicted speedups lie within 25 %" in said
     assert "the measured one at 1 of 2, the opposite at 1" in said  # shard: pays / does not
     # pmap's measured 1.5x lies inside its predicted [1.2, 1.6]; shard's 0.8x outside.
-    assert "model 15: 1 of 2 within 25 %, the measured speedup inside the predicted " in said
+    assert "model 15, measurement protocol unknown: 1 of 2 within 25 %, the measured " in said
+    assert "the measured speedup inside the predicted " in said
     # pmap's predicted 1.45x lies inside its measured [1.4, 1.6]; shard's 1.2x outside.
     assert "interval at 1, the predicted speedup inside the measured row's interval at 1." in said
     assert [r[0] for r in own_table(checked).rows] == ["`pmap`", "`shard`"]

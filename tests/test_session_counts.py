@@ -220,3 +220,20 @@ def test_the_error_of_predictions_made_before_their_rows_is_said_apart():
     assert held_out_said(before) == "" and held_out_said(after) == ""  # nothing apart
     assert [verdict_of(x) for x in ((1.2, 1.1, 1.3), (0.8, 0.7, 0.9), (1.0, 0.9, 1.1))] == [
         "pays", "does not", "undecided"]  # fmt: skip
+
+
+def test_a_session_measured_under_an_older_protocol_says_so():
+    """Records of an older `timing.PROTOCOL` name it where their session is listed; a
+    session of the current protocol adds nothing."""
+    from odestudy.measure.timing import PROTOCOL
+
+    def rec(protocol, hour):
+        return {"machine_id": "m", "git_commit": "", "protocol": protocol,
+                "started": f"2026-11-30T{hour:02d}:00:00+00:00"}  # fmt: skip
+
+    old, new, none = rec(PROTOCOL - 1, 1), rec(PROTOCOL, 5), rec(None, 9)
+    line = sessions.sessions_line([old, new, none], [old, new, none])
+    assert line.count(f"(now {PROTOCOL})") == 2
+    assert f"measurement protocol {PROTOCOL - 1} (now {PROTOCOL})" in line
+    assert f"measurement protocol none recorded (now {PROTOCOL})" in line
+    assert sessions.sessions_line([new], [new]).endswith("05:00–05:00 UTC (commit ).")

@@ -225,6 +225,23 @@ def _within_row(c: Checked) -> bool:
     return measured[1] <= predicted[0] <= measured[2]
 
 
+def _protocols_of(c: Checked) -> tuple[int, ...]:
+    """The measurement protocols of a checked row's session (`timing.PROTOCOL`)."""
+    return c.session.protocols if c.session else ()
+
+
+def _model_said(model: Any, protocols: tuple[int, ...], mine: Sequence[Checked]) -> str:
+    """One prediction model's rows of one measurement protocol: how many within 25 %,
+    covered by the predicted interval, and inside the measured row's interval."""
+    return (
+        f"model {model}, {sessions.protocol_names(protocols)}: "
+        f"{sum(abs(speedup_error(c)) <= 0.25 for c in mine)} of {len(mine)} within 25 %, "
+        f"the measured speedup inside the predicted interval at {sum(map(_covered, mine))}, "
+        "the predicted speedup inside the measured row's interval at "
+        f"{sum(map(_within_row, mine))}"
+    )
+
+
 def own_said(checked: Sequence[Checked], recs: Sequence[Rec], scale: str = "quick") -> str:
     """What the example's check found: speedups within 25 %, and verdicts."""
     within = sum(abs(speedup_error(c)) <= 0.25 for c in checked)
@@ -237,13 +254,10 @@ def own_said(checked: Sequence[Checked], recs: Sequence[Rec], scale: str = "quic
         for label in labels
         if (mine := [c for c in checked if c.session and c.session.label == label])
     )
+    groups = sorted({(c.model, _protocols_of(c)) for c in checked}, key=str)
     by_model = "; ".join(
-        f"model {m}: {sum(abs(speedup_error(c)) <= 0.25 for c in mine)} of {len(mine)} within "
-        f"25 %, the measured speedup inside the predicted interval at "
-        f"{sum(_covered(c) for c in mine)}, the predicted speedup inside the measured row's "
-        f"interval at {sum(_within_row(c) for c in mine)}"
-        for m in sorted({c.model for c in checked}, key=str)
-        if (mine := [c for c in checked if c.model == m])
+        _model_said(m, p, [c for c in checked if (c.model, _protocols_of(c)) == (m, p)])
+        for m, p in groups
     )
     return (
         "`examples/own_problem.py` (a time-dependent field that is not a plain MLP, on "

@@ -12,12 +12,13 @@ own.
 import datetime
 import functools
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..measure import environment
+from ..measure.timing import PROTOCOL
 from ..study import records
 from ..study.rec import Rec
 
@@ -35,6 +36,14 @@ class Session:
     start: datetime.datetime | None
     end: datetime.datetime | None
     commits: tuple[str, ...]
+    protocols: tuple[int, ...] = ()  # the measurement protocols its records name
+
+    @property
+    def older(self) -> str:
+        """`, measurement protocol 2 (now 3)` where a record of it was measured under an
+        older `timing.PROTOCOL` than this checkout's, else empty."""
+        old = tuple(p for p in self.protocols if p < PROTOCOL)
+        return f", {protocol_names(old)} (now {PROTOCOL})" if old else ""
 
     @property
     def when(self) -> str:
@@ -103,6 +112,18 @@ def window(rec: Mapping[str, Any]) -> tuple[datetime.datetime, datetime.datetime
     return min(times), max(times)
 
 
+def protocols_of(recs: Iterable[Mapping[str, Any]]) -> tuple[int, ...]:
+    """The measurement protocols of `recs` (`timing.PROTOCOL`), sorted; 0 for a record
+    that names none (made before records named theirs)."""
+    return tuple(sorted({int(r.get("protocol") or 0) for r in recs}))
+
+
+def protocol_names(protocols: Sequence[int]) -> str:
+    """`measurement protocol 2, 3` (`none recorded` for 0, `unknown` for none)."""
+    names = [str(p) if p else "none recorded" for p in protocols] or ["unknown"]
+    return f"measurement protocol {', '.join(names)}"
+
+
 def machine_of(rec: Mapping[str, Any]) -> str:
     """The machine id of a record or side-study record."""
     return str(rec.get("machine_id") or "unknown machine")
@@ -131,12 +152,15 @@ def assign(recs: Sequence[Mapping[str, Any]]) -> list[Session]:
                 min(w[0] for w, _ in group),
                 max(w[1] for w, _ in group),
                 tuple(sorted({short_commit(recs[i]) for _, i in group})),
+                protocols_of(recs[i] for _, i in group),
             )
             for _, i in group:
                 out[i] = session
         for i in idx:
             if out[i] is None:
-                out[i] = Session(machine, None, None, (short_commit(recs[i]),))
+                out[i] = Session(
+                    machine, None, None, (short_commit(recs[i]),), protocols_of([recs[i]])
+                )
     return [s for s in out if s is not None]
 
 
@@ -243,5 +267,5 @@ def sessions_line(rows: Sequence[Mapping[str, Any]], recs: Sequence[Mapping[str,
     found = list(dict.fromkeys(session_of(r, recs) for r in rows))
     if not found:
         return ""
-    text = "; ".join(f"{s.label} (commit {', '.join(s.commits)})" for s in found)
+    text = "; ".join(f"{s.label} (commit {', '.join(s.commits)}{s.older})" for s in found)
     return ("Session: " if len(found) == 1 else f"Sessions ({len(found)}): ") + text + "."
