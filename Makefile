@@ -123,8 +123,9 @@ own-loop: $(STAMP)
 # a user names theirs (examples.own_problem:PROBLEM), records under results/own/: its
 # tune, its trained 1-device rows (PID, the default step and the tuned one, the tune's
 # step file) and the predictions made from them (`own-predict`); commit those, then
-# measure the 2-device rows in every mode (`own-rows`) and read the check
-# (figures/tables/prediction.md).
+# measure the 2-device rows in every mode with the 1-device rows again, in the same
+# rounds, so that each speedup's two rows share one window of this VM's drift
+# (`own-rows`), and read the check (figures/tables/prediction.md).
 OWN = --problem examples.own_problem:PROBLEM --scale quick --results results/own
 OWN_ROWS = --select controller=pid,scaling=strong,processes=1,device=cpu,stages=loop
 OWN_STEP = $(shell $(BIN)/python -c 'from odestudy import Scenario; 	from odestudy.study.steps import step_path; 	print(step_path(Scenario(problem="examples.own_problem:PROBLEM", scale="quick"), "results/own"))')
@@ -135,8 +136,8 @@ own-predict: $(STAMP)
 	$(BIN)/odestudy predict $(OWN) --devices 2 --record --step $(OWN_STEP)
 	$(BIN)/odestudy predict $(OWN) --devices 2 --record --default-step
 own-rows: $(STAMP)
-	$(BIN)/odestudy matrix $(OWN) $(OWN_ROWS),devices_per_process=2
-	$(BIN)/odestudy matrix $(OWN) $(OWN_ROWS),devices_per_process=2 --step $(OWN_STEP)
+	$(BIN)/odestudy matrix $(OWN) $(OWN_ROWS) --force
+	$(BIN)/odestudy matrix $(OWN) $(OWN_ROWS) --step $(OWN_STEP) --force
 	$(MAKE) --no-print-directory report
 
 # The study's step per shipped problem (data/measured_steps.json), derived from the

@@ -237,3 +237,18 @@ def test_a_session_measured_under_an_older_protocol_says_so():
     assert f"measurement protocol {PROTOCOL - 1} (now {PROTOCOL})" in line
     assert f"measurement protocol none recorded (now {PROTOCOL})" in line
     assert sessions.sessions_line([new], [new]).endswith("05:00–05:00 UTC (commit ).")
+
+
+def test_claims_count_only_sessions_of_the_current_protocol(tmp_path):
+    """A record measured under an older `timing.PROTOCOL` is neither a session for nor
+    against a claim (`claims.scale_records`)."""
+    from odestudy.measure.timing import PROTOCOL
+    from odestudy.report.claims import scale_records
+    from odestudy.study import records
+
+    current = Scenario(scale="smoke")
+    older = Scenario(scale="smoke", devices_per_process=2, mode="shard_map")
+    records.write_json_atomic(records.record_path(current, tmp_path), record(current))
+    old = dict(record(older), protocol=PROTOCOL - 1)
+    records.write_json_atomic(records.record_path(older, tmp_path), old)
+    assert [r.scenario_key for r in scale_records(tmp_path, "smoke")] == [current.key()]

@@ -171,14 +171,22 @@ def _span(values: Sequence[float]) -> str:
     return low if low == high else f"{low}–{high}"
 
 
+def _judged(c: Claim, r: Replicated | None) -> str:
+    """A claim's verdict with its sessions: `pays (3 sessions: 1.4–1.9x)`, or `not judged
+    (1 session; 3 needed)`."""
+    if r is None:
+        return verdict_words(c.verdict)
+    if c.verdict is Verdict.FEW_SESSIONS:
+        return f"not judged ({sessions_said(r)}; {MIN_SESSIONS} needed)"
+    return f"{verdict_words(c.verdict)} ({sessions_said(r)})"
+
+
 def render_controller(a: ControllerAnswer) -> str:
     """`a` as one bullet."""
     lead = [(c, r) for c, r in a.judged() if c.comparison.mode in LEAD_MODES]
     rest = [c for c in a.modes if c.comparison.mode not in LEAD_MODES]
     modes = "; ".join(
-        f"`{escape(c.comparison.mode)}` {render_x(c)} {verdict_words(c.verdict)}"
-        + (f" ({sessions_said(r)})" if r is not None else "")
-        for c, r in lead
+        f"`{escape(c.comparison.mode)}` {render_x(c)} {_judged(c, r)}" for c, r in lead
     )
     if rest:
         names = " and ".join(f"`{escape(c.comparison.mode)}`" for c in rest)
@@ -344,7 +352,8 @@ def quick_lines(
     span = whens[0][:16] + (f" to {whens[-1][:16]} UTC" if len(whens) > 1 else " UTC")
     return [
         f"**{name}** on {', '.join(machines)}, strong scaling, {len(whens)} session(s) from "
-        f"{escape(span)}; intervals hold a new session's ratio.",
+        f"{escape(span)}"
+        + ("; intervals hold a new session's ratio." if len(whens) >= MIN_SESSIONS else "."),
         "",
         *lines,
         "",

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
+from ..measure.timing import PROTOCOL
 from ..study import records
 from ..study.claim import Agreement, Answer, Claim, Verdict
 from ..study.rec import Rec
@@ -345,9 +346,12 @@ def verdict_stated(rows: Sequence[Rec]) -> list[Claim]:
 
 
 def scale_records(results: str | Path, scale: str) -> list[Rec]:
-    """Every ok record of `scale` and those that repeat them elsewhere: the sessions a
-    claim of the scale counts in."""
+    """Every ok record of `scale` measured under the current `timing.PROTOCOL`, and those
+    that repeat them elsewhere: the sessions a claim of the scale counts in. A session of
+    an older protocol measured otherwise (its changelog), so it neither backs nor
+    contradicts a claim."""
     every = [r for r in read_records(results, scale, current=True) if r.ok]
+    every = [r for r in every if r.protocol == PROTOCOL]
     return sessions.reassigned(every + related_records(results, scale, every))
 
 

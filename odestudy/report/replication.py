@@ -127,7 +127,9 @@ def sessions_said(found: Replicated) -> str:
     values = [f"{s.value:.2f}" for s in found.sessions]
     low, high = min(values, key=float), max(values, key=float)
     n = len(found.sessions)
-    text = f"{n} session{'s' if n != 1 else ''}: {low if low == high else f'{low}–{high}'}x"
+    if n == 1:
+        return "1 session"  # its ratio is the claim's own
+    text = f"{n} sessions: {low if low == high else f'{low}–{high}'}x"
     others = found.disagree()
     if others and n >= MIN_SESSIONS:
         by: dict[Verdict, list[str]] = {}
