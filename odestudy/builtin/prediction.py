@@ -193,11 +193,13 @@ def _own_records(root: Path, machine: str, scale: str) -> list[Rec]:
 
 
 def _by_session(recs: Sequence[Rec]) -> list[list[Rec]]:
-    """`recs` by session, in time order: a speedup joins rows of one session only."""
-    groups: dict[str, list[Rec]] = {}
-    for r in recs:
-        groups.setdefault(r.session.label if r.session else "", []).append(r)
-    return [groups[k] for k in sorted(groups)]
+    """`recs` by session, in time order: a speedup joins rows of one session only. A
+    scenario measured twice in one session (the 1-device rows before the predictions,
+    then again with the 2-device rows: `make own-rows`) counts by its newest record."""
+    groups: dict[str, dict[Any, Rec]] = {}
+    for r in sorted(recs, key=lambda r: str(r.finished)):
+        groups.setdefault(r.session.label if r.session else "", {})[r.scenario_key] = r
+    return [list(groups[k].values()) for k in sorted(groups)]
 
 
 def _speedups(c: Checked) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
