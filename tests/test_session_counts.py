@@ -252,3 +252,12 @@ def test_claims_count_only_sessions_of_the_current_protocol(tmp_path):
     old = dict(record(older), protocol=PROTOCOL - 1)
     records.write_json_atomic(records.record_path(older, tmp_path), old)
     assert [r.scenario_key for r in scale_records(tmp_path, "smoke")] == [current.key()]
+
+
+def test_the_answer_names_an_older_protocol_of_the_crossover_sessions():
+    from odestudy.measure.timing import PROTOCOL
+
+    old = Session("m", None, None, ("a",), (PROTOCOL - 1,))
+    new = Session("m", None, None, ("b",), (PROTOCOL,))
+    assert answer._older([new]) == ""
+    assert answer._older([old, new]) == f"; measurement protocol {PROTOCOL - 1} (now {PROTOCOL})"

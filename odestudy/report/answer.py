@@ -12,6 +12,7 @@ from typing import Any
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
+from ..measure.timing import PROTOCOL
 from ..study import records
 from ..study.claim import Claim, Verdict
 from ..study.rec import Rec, Sweep
@@ -429,11 +430,19 @@ def crossover_lines(results: str | Path) -> list[str]:
     return [
         f"**When splitting pays** (`{CROSSOVER_MODE}`, the map's workloads, 2 CPU devices; "
         "*work*: the best 1-device step's time per solver iteration at the per-device "
-        "batch; each session fitted alone, in time order, dated on the crossover page): "
+        "batch; each session fitted alone, in time order, dated on the crossover page"
+        + _older([s for s, _ in found])
+        + "): "
         + ". ".join(said)
         + ".",
         "",
     ]
+
+
+def _older(found: Sequence[sessions.Session]) -> str:
+    """`; measurement protocol 2 (now 3)` where a session of `found` is of an older one."""
+    old = sorted({p for s in found for p in s.protocols if p < PROTOCOL})
+    return f"; {sessions.protocol_names(old)} (now {PROTOCOL})" if old else ""
 
 
 def gpu_lines(results: str | Path) -> list[str]:
