@@ -12,7 +12,6 @@ from typing import Any
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
-from ..measure.timing import PROTOCOL
 from ..study import records
 from ..study.claim import Claim, Verdict
 from ..study.rec import Rec, Sweep
@@ -441,8 +440,8 @@ def crossover_lines(results: str | Path) -> list[str]:
 
 def _older(found: Sequence[sessions.Session]) -> str:
     """`; measurement protocol 2 (now 3)` where a session of `found` is of an older one."""
-    old = sorted({p for s in found for p in s.protocols if p < PROTOCOL})
-    return f"; {sessions.protocol_names(old)} (now {PROTOCOL})" if old else ""
+    text = sessions.older_than_now(p for s in found for p in s.protocols)
+    return f"; {text}" if text else ""
 
 
 def gpu_lines(results: str | Path) -> list[str]:

@@ -42,8 +42,8 @@ class Session:
     def older(self) -> str:
         """`, measurement protocol 2 (now 3)` where a record of it was measured under an
         older `timing.PROTOCOL` than this checkout's, else empty."""
-        old = tuple(p for p in self.protocols if p < PROTOCOL)
-        return f", {protocol_names(old)} (now {PROTOCOL})" if old else ""
+        text = older_than_now(self.protocols)
+        return f", {text}" if text else ""
 
     @property
     def when(self) -> str:
@@ -122,6 +122,13 @@ def protocol_names(protocols: Sequence[int]) -> str:
     """`measurement protocol 2, 3` (`none recorded` for 0, `unknown` for none)."""
     names = [str(p) if p else "none recorded" for p in protocols] or ["unknown"]
     return f"measurement protocol {', '.join(names)}"
+
+
+def older_than_now(protocols: Iterable[int]) -> str:
+    """`measurement protocol 2 (now 3)` for those of `protocols` older than the current
+    `timing.PROTOCOL`, else empty."""
+    old = sorted({p for p in protocols if p < PROTOCOL})
+    return f"{protocol_names(old)} (now {PROTOCOL})" if old else ""
 
 
 def machine_of(rec: Mapping[str, Any]) -> str:
