@@ -128,6 +128,7 @@ def _state(task: Path) -> str:
 def test_the_host_probe_leaves_no_thread_spinning():
     # The probe runs just before a timed block's first step; a thread it leaves busy
     # (OpenBLAS's pool spins about 0.1 s after a matrix product) takes a core from it.
+    time.sleep(0.3)  # what an earlier test's matrix product left spinning stops first
     host.probe_ms()
     spinning = _running_threads()
     for _ in range(3):

@@ -197,7 +197,7 @@ def _by_session(recs: Sequence[Rec]) -> list[list[Rec]]:
     scenario measured twice in one session (the 1-device rows before the predictions,
     then again with the 2-device rows: `make own-rows`) counts by its newest record."""
     groups: dict[str, dict[Any, Rec]] = {}
-    for r in sorted(recs, key=lambda r: str(r.finished)):
+    for r in sorted(recs, key=lambda r: str(r.finished or "")):  # undated: oldest
         groups.setdefault(r.session.label if r.session else "", {})[r.scenario_key] = r
     return [list(groups[k].values()) for k in sorted(groups)]
 

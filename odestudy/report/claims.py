@@ -350,8 +350,8 @@ def scale_records(results: str | Path, scale: str) -> list[Rec]:
     that repeat them elsewhere: the sessions a claim of the scale counts in. A session of
     an older protocol measured otherwise (its changelog), so it neither backs nor
     contradicts a claim."""
-    every = [r for r in read_records(results, scale, current=True) if r.ok]
-    every = [r for r in every if r.protocol == PROTOCOL]
+    found = read_records(results, scale, current=True)
+    every = [r for r in found if r.ok and r.protocol == PROTOCOL]
     return sessions.reassigned(every + related_records(results, scale, every))
 
 
