@@ -47,6 +47,16 @@ def test_a_claim_over_sessions_covers_every_session_and_its_verdict_needs_all_of
     assert replicate(_pairs([0.5, 0.6, 0.55])).verdict is Verdict.SLOWER  # type: ignore[union-attr]
 
 
+def test_a_session_that_kept_one_run_counts_its_ratio_but_judges_nothing_alone():
+    pairs = _pairs([1.5, 1.6, 1.55])
+    when, base, row = pairs[-1]
+    pairs[-1] = (when, _rec(0.010, runs_=1, seed=9), row)  # a contended base run set apart
+    found = replicate(pairs)
+    assert found is not None and found.verdict is Verdict.FASTER
+    assert [s.verdict for s in found.sessions] == [Verdict.FASTER] * 2 + [Verdict.ONE_RUN]
+    assert found.disagree() == () and "alone in" not in sessions_said(found)
+
+
 def test_fewer_sessions_than_the_minimum_give_no_verdict():
     found = replicate(_pairs([1.5, 1.6][: MIN_SESSIONS - 1]))
     assert found is not None and found.verdict is Verdict.FEW_SESSIONS

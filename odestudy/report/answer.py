@@ -429,7 +429,7 @@ def crossover_lines(results: str | Path) -> list[str]:
     return [
         f"**When splitting pays** (`{CROSSOVER_MODE}`, the map's workloads, 2 CPU devices; "
         "*work*: the best 1-device step's time per solver iteration at the per-device "
-        "batch; each session fitted alone, in time order, dated on the crossover page"
+        "batch; each session fitted alone, oldest first"
         + _older([s for s, _ in found])
         + "): "
         + ". ".join(said)

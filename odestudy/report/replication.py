@@ -36,14 +36,16 @@ MIN_SESSIONS = 3
 @dataclasses.dataclass(frozen=True)
 class SessionRatio:
     """One session's ratio: `when` (the session's window), `value` and 95% `interval`
-    within that session, the base step's time there (`base_s`, seconds) and the runs
-    left out as contended (`left_out`, `report.runs.trained_state`)."""
+    within that session, the base step's time there (`base_s`, seconds), the runs left
+    out as contended (`left_out`, `report.runs.trained_state`) and whether either side
+    kept one run only (`one_run`: its interval backs no verdict of its own)."""
 
     when: str
     value: float
     interval: tuple[float, float]
     base_s: float
     left_out: tuple[str, ...] = ()
+    one_run: bool = False
 
     @property
     def short(self) -> str:
@@ -53,8 +55,8 @@ class SessionRatio:
 
     @property
     def verdict(self) -> Verdict:
-        """What this session's own interval says."""
-        return Verdict.of(*self.interval)
+        """What this session's own interval says ("one run" where it backs none)."""
+        return Verdict.of(*self.interval, self.one_run)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,8 +81,9 @@ class Replicated:
         return self.before[0] <= self.sessions[-1].value <= self.before[1]
 
     def disagree(self) -> tuple[SessionRatio, ...]:
-        """The sessions whose own interval says otherwise than the claim's verdict."""
-        return tuple(s for s in self.sessions if s.verdict is not self.verdict)
+        """The sessions whose own interval says otherwise than the claim's verdict (one
+        that kept one run says nothing of its own)."""
+        return tuple(s for s in self.sessions if s.verdict not in (self.verdict, Verdict.ONE_RUN))
 
 
 def _draws(base: Rec, row: Rec, scale: float, rng: np.random.Generator) -> np.ndarray:
@@ -106,7 +109,9 @@ def replicate(
             for side, rec in (("base", base), ("row", row))
             for why in rec.get("contended_runs") or []
         )
-        per.append(SessionRatio(when, value, (low, high), float(base.step_time_s or 0.0), left_out))
+        one = min(len(step_time_runs(base)), len(step_time_runs(row))) <= 1
+        per.append(SessionRatio(when, value, (low, high), float(base.step_time_s or 0.0),
+                                left_out, one))  # fmt: skip
         draws.append(_draws(base, row, scale, rng))
     pick = rng.integers(0, len(draws), RESAMPLES)
     mixed = np.stack(draws)[pick, np.arange(RESAMPLES)]
