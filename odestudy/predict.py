@@ -48,8 +48,9 @@ ASSUMPTIONS = (
     "virtual CPU devices share this machine's cores: beyond its physical cores the "
     "prediction is of overhead, not of parallel speedup",
     "an interval covers the sweep's timing noise (and, where its terms were measured in "
-    "several processes, the spread between them) and the profile's stated range, not the "
-    "model's own error (`docs/results/prediction.md` measures that)",
+    "several processes, the spread between them; a collective timed here is drawn from "
+    "its times resampled) and the profile's stated range, not the model's own error "
+    "(`docs/results/prediction.md` measures that)",
 )
 # Resampled draws behind each interval; the interval's central coverage.
 DRAWS = 2000
@@ -245,7 +246,12 @@ def _bootstrap_median(times: list[float], rng: np.random.Generator) -> float:
     return float(np.median(rng.choice(np.asarray(times), size=len(times), replace=True)))
 
 
-def _uniform(v: Value, rng: np.random.Generator) -> float:
+def _draw(v: Value, rng: np.random.Generator) -> float:
+    """One draw of `v`: the median of its samples resampled where it keeps them (a
+    value timed here, in several processes: one process's outlier moves the draws no
+    more than the median), else uniform over its range."""
+    if v.samples:
+        return _bootstrap_median(list(v.samples), rng)
     return float(rng.uniform(v.low, v.high)) if v.high > v.low else v.central
 
 
@@ -387,7 +393,7 @@ def predict_rows(m: Measured, target: Scenario, seed: int = 0) -> list[dict[str,
     rng = np.random.default_rng(seed)
     central = _terms(sweep, target, per_sample, None, anchor)
     draws = [_terms(sweep, target, per_sample, rng, anchor) for _ in range(DRAWS)]
-    comms = [(_uniform(m.gradient, rng), _uniform(m.loop_latency, rng)) for _ in range(DRAWS)]
+    comms = [(_draw(m.gradient, rng), _draw(m.loop_latency, rng)) for _ in range(DRAWS)]
     rows = []
     for mode in predicted_modes(target):
         k = in_loop.get(mode, 0.0) if isinstance(in_loop, dict) else in_loop
@@ -804,7 +810,7 @@ def meeting_measured(sweep: dict[str, Any]) -> Value | None:
         f"without it, per meeting, median of {len(found['times_s'])} rounds "
         "(`measure/meeting.py`)"
     )
-    return Value(found["median_s"], low, high, source, measured=True)
+    return Value(found["median_s"], low, high, source, True, tuple(found["times_s"]))
 
 
 def gradient_measured(sweep: dict[str, Any]) -> Value | None:
@@ -819,7 +825,7 @@ def gradient_measured(sweep: dict[str, Any]) -> Value | None:
         f"measured here: pmean of the gradient's pytree over {found['n']} CPU devices in one "
         f"program, median of {calls} calls (`measure/cost.py`)"
     )
-    return Value(found["median_s"], low, high, source, measured=True)
+    return Value(found["median_s"], low, high, source, True, tuple(found["times_s"]))
 
 
 def parameter_count(s: Scenario) -> int:
@@ -836,7 +842,7 @@ def parameter_count(s: Scenario) -> int:
 MAP_TIMED_STEPS = 20
 # The prediction's model, in the map's records: a prediction of another model is made
 # again. What each model changed: docs/method.md ("What each prediction model changed").
-PREDICTION_MODEL = 16
+PREDICTION_MODEL = 17
 # Processes a recorded prediction's terms are measured in, on CPU devices.
 TERM_PROCESSES = 3
 

@@ -6,9 +6,11 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from odestudy import predict
+from odestudy.study.profiles import Value
 
 
 def test_predict_refuses_bad_input_before_compiling():
@@ -66,3 +68,18 @@ def test_a_recorded_prediction_measures_its_terms_in_several_processes(tmp_path)
     assert all(r["own_program"] for r in p["rows"] if r["mode"] in own)
     assert p["sweep"]["allreduce"]["processes"] == k
     assert f"in each of {k} processes" in made.stdout
+
+
+def test_a_collective_timed_in_several_processes_is_drawn_from_its_times():
+    """Model 17: one process that read the loop meeting at a quarter of the others' moves
+    the draws no more than the median; a cited value is still drawn over its range."""
+    times = [12e-6] * 15 + [46e-6] * 30  # one of three processes low
+    sweep = {"loop_meeting": {"median_s": float(np.median(times)), "times_s": times,
+                              "interval_s": [12e-6, 51e-6], "n": 2, "form": "a loop"}}  # fmt: skip
+    found = predict.meeting_measured(sweep)
+    assert found is not None and "samples" not in found.to_dict()
+    rng = np.random.default_rng(0)
+    draws = [predict._draw(found, rng) for _ in range(500)]
+    assert np.median(draws) == pytest.approx(46e-6)
+    cited = Value(46e-6, 12e-6, 51e-6, "a profile")
+    assert np.median([predict._draw(cited, rng) for _ in range(500)]) < 35e-6

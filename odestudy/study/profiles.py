@@ -46,6 +46,8 @@ class Value:
     - `central`, `low`, `high`: the value and its stated range (seconds, or bytes/s).
     - `source`: a citation, or the records it was measured in.
     - `measured`: measured on this machine (True), or cited (False).
+    - `samples`: the times it was measured from, where kept: a prediction's draws then
+      resample them rather than draw uniformly over the range.
     """
 
     central: float
@@ -53,6 +55,7 @@ class Value:
     high: float
     source: str
     measured: bool = False
+    samples: tuple[float, ...] = dataclasses.field(default=(), repr=False)
 
     def __post_init__(self):
         # The range stated holds the value used: a session's own probe outside the range
@@ -62,7 +65,7 @@ class Value:
         object.__setattr__(self, "high", max(self.high, self.central))
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "samples"}
 
 
 Placement = tuple[int, int, int]  # (devices in all, processes, nodes)
