@@ -204,3 +204,15 @@ def test_gpus_planned_run_on_a_partition_and_not_here(monkeypatch):
     here = Sizing(4, LocalExecutor().gpus(4))
     runnable, not_run = matrix.plan("quick", "gpu", sizing=here)
     assert not runnable and {s.total_devices for s, _ in not_run} == {1, 2, 4}
+
+
+def test_a_repeat_line_gives_that_run_s_median_not_the_pooled_one(capsys):
+    """A repeat's record pools every run so far (`repeats.merge_runs`); the matrix's
+    line for it names the run's own median step."""
+    from odestudy.measure.record import Record
+    from odestudy.study.executors import Progress
+    from odestudy.study.plan import Done
+
+    rec = Record(status="ok", step_time_s=0.0034, step_times_runs_s=[[0.0033] * 80, [0.0047] * 40])
+    Progress(2, "quick", show=True).line(Done("s (run 2)", Scenario(), rec))
+    assert "this run's median step 4.70 ms" in capsys.readouterr().out

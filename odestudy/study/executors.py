@@ -8,6 +8,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..measure.record import Record
 from ..measure.scenario import Scenario
 from . import records
@@ -33,7 +35,9 @@ class Progress:
         if done.scenario is None:  # a probe: its line says what it measured
             text = f"{rec.get('status', '?'):7s} {done.line}"
         else:
-            step = rec.get("step_time_s")
+            # A repeat's record pools every run so far: the line gives the run's own steps.
+            runs = rec.get("step_times_runs_s") or []
+            step = float(np.median(runs[-1])) if runs else rec.get("step_time_s")
             timing = (
                 f"this run's median step {step * 1e3:.2f} ms" if step else rec.get("error") or ""
             )
