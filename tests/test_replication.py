@@ -205,3 +205,15 @@ def test_the_newest_session_is_checked_against_the_sessions_before_it():
     outside = replicate(_pairs([1.40, 1.42, 1.41, 0.80]))
     assert outside is not None and outside.held_out is False
     assert replicate(_pairs([1.4, 1.5, 1.45])).held_out is None  # type: ignore[union-attr]
+
+
+def test_the_machines_table_marks_a_speedup_of_one_run():
+    """A row beside another machine's: its interval from one run is said to be one."""
+    from odestudy.report.machines import _speedup_cell
+
+    row = Rec(speedup=1.31, speedup_ci=(1.22, 1.36), step_time_runs_s=[0.0039], baseline_runs=1)
+    assert _speedup_cell(row).endswith("(one run)")
+    row = Rec(
+        speedup=1.31, speedup_ci=(1.22, 1.36), step_time_runs_s=[0.0039, 0.004], baseline_runs=2
+    )
+    assert "one run" not in _speedup_cell(row)

@@ -13,6 +13,7 @@ from .frames import in_scaling_matrix, scaling_rows
 from .tables import escape as _esc
 from .tables import fmt as _fmt
 from .tables import render_blocks
+from .verdict import one_run
 
 
 def machines_table(every: list[Rec], chosen: Mapping[str, str | None]) -> list[Block]:
@@ -37,8 +38,8 @@ def machines_table(every: list[Rec], chosen: Mapping[str, str | None]) -> list[B
                         r.name,
                         _fmt(m.step_time_s) if m else "–",
                         _fmt(r.step_time_s),
-                        loss.speedup_cell(m) if m else "–",
-                        loss.speedup_cell(r),
+                        _speedup_cell(m) if m else "–",
+                        _speedup_cell(r),
                     )
                 )
             header = ("Scenario", f"Step (s) {here}", f"Step (s) {other}")
@@ -52,6 +53,12 @@ def machines_table(every: list[Rec], chosen: Mapping[str, str | None]) -> list[B
         return [Text("Only one machine has records of this scale.")]
     notes = loss.notes(render_blocks(body))
     return [*body, *(Text(n) for n in notes), Text("")]  # the file ends with a blank line
+
+
+def _speedup_cell(row: Rec) -> str:
+    """A row's speedup cell, marked where it or its baseline kept one run (this table
+    has no column of runs; such an interval backs no verdict)."""
+    return loss.speedup_cell(row) + (" (one run)" if one_run(row) else "")
 
 
 def skipped_table(skipped: list[tuple[str, str]]) -> Block:
