@@ -54,17 +54,19 @@ DIAGNOSTIC_COLUMNS = ("Devices", "Mode", "Controller", "Scaling", "Global batch"
 
 
 def pick_machine(recs: list[Rec], device: str) -> str | None:
-    """The machine whose `device` rows make the tables: of the machines with ok records
-    of that kind under the current protocol (else any), this machine if it is one, else
-    the one with the most (ties: the latest), so that every clone writes the same
-    tables from the same records."""
-    ok = [r for r in recs if r.device == device and r.ok]
-    ok = [r for r in ok if r.protocol == PROTOCOL] or ok
+    """The machine whose `device` rows make the tables: this machine where it has ok
+    records of that kind under the current protocol (a fresh run here), else of the
+    machines with such records (else with ok ones, else with any) the one with the most
+    (ties: the latest), so that every clone writes the same pages from the same records."""
+    kind = [r for r in recs if r.device == device]
+    ok = [r for r in kind if r.ok]
+    current = [r for r in ok if r.protocol == PROTOCOL]
+    here = environment.machine_id(environment.this_machine())
+    if any(r.machine_id == here for r in current):
+        return here
+    ok = current or ok or kind
     if not ok:
         return None
-    here = environment.machine_id(environment.this_machine())
-    if any(r.machine_id == here for r in ok):
-        return here
     count: dict[str | None, tuple[int, str]] = {}
     for r in ok:
         n, last = count.get(r.machine_id, (0, ""))
