@@ -6,20 +6,43 @@ this session's machine probe where the N devices are present, or a named profile
 whether it was measured or profiled, and every time and speedup carries an interval
 (the sweep's timed steps resampled, the profile's stated range)."""
 
+import concurrent.futures
 import dataclasses
+import multiprocessing
 import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import equinox as eqx
+import jax
 import numpy as np
 
 from .measure.audit import count_collectives, loop_collective_arrays
+from .measure.compat import pmap_implementation, pmap_is_shard_map
 from .measure.controllers import CONTROLLERS
+from .measure.cost import gradient_allreduce, inside_one_program, step_cost_sweep
+from .measure.devices import configure_devices, gpu_count
+from .measure.environment import cpu_info, machine_id, now, provenance, this_machine, versions
+from .measure.loops import event_counts
+from .measure.meeting import loop_meeting
 from .measure.modes import MODES
+from .measure.probe import allreduce_s, session_probe
+from .measure.recommended import recommended
 from .measure.scenario import Scenario
+from .measure.state import STATE_NAME
+from .measure.timing import PROTOCOL, quantiles
+from .measure.training import prepare, step_key
+from .report import intervals, runs
+from .report.crossover import crossing, log_interp
+from .report.heldout import made_before
+from .report.intervals import RESAMPLES
+from .study import records
+from .study.plan import expected_env, reusable, why_not_here
 from .study.profiles import HardwareProfile, Value, mode_time
+from .study.rec import Rec
+from .study.workloads import CROSSOVER_BATCHES, CROSSOVER_WORKLOADS, WORKLOADS
 
 # What the prediction assumes, printed with it.
 ASSUMPTIONS = (
@@ -52,9 +75,6 @@ ASSUMPTIONS = (
     "its times resampled) and the profile's stated range, not the model's own error "
     "(`docs/results/prediction.md` measures that)",
 )
-# Resampled draws behind each interval; the interval's central coverage.
-DRAWS = 2000
-COVERAGE = 0.95
 # Simulated steps per draw in the expected maximum of a batch's solver steps.
 SIMULATED_STEPS = 20
 
@@ -62,16 +82,9 @@ SIMULATED_STEPS = 20
 def loop_collectives(
     s: Scenario, n: int, params: Any = None, mode: str = "shard"
 ) -> dict[str, Any]:
-    """The loop collectives of `s`'s compiled step in one-loop `mode` on `n` devices:
-    `static` (in the program), `per_iteration` (executed per solver iteration, counted in
-    a profile of one call: a loop nested in the solver loop, such as Tsit5's stages,
-    runs several times per iteration) and the batch's `iterations`. `params`: the
-    trained parameters; None: the initial model's (whose iterations differ)."""
-    import jax
-
-    from .measure.loops import event_counts
-    from .measure.training import prepare, step_key
-
+    """The loop collectives of `s`'s compiled step in one-loop `mode` on `n` devices, from
+    `params` (None: the initial model's): `static` (in the program) and `per_iteration`
+    (counted in a profile of one call: Tsit5's stages run several times an iteration)."""
     one_loop = dataclasses.replace(s, mode=mode, devices_per_process=n)
     # The program partitioned for N CPU devices where N devices of the kind are absent
     # (one GPU here): the same collectives in its loops.
@@ -101,12 +114,8 @@ def loop_collectives(
 
 
 def recorded_state(s: Scenario, results: str | Path) -> tuple[Path, float] | None:
-    """The trained state a cold run of `s` saved under `results` here, with its final
-    loss, where its record may stand for `s` (`plan.reusable`); None otherwise."""
-    from .measure.state import STATE_NAME
-    from .study import records
-    from .study.plan import reusable
-
+    """The trained state a cold run of `s` saved under `results`, and its final loss, where
+    its record may stand for `s` (`plan.reusable`)."""
     path = records.record_path(s, results)
     rec = reusable(s, path)
     state = path.parent / STATE_NAME
@@ -117,10 +126,8 @@ def recorded_state(s: Scenario, results: str | Path) -> tuple[Path, float] | Non
 
 @dataclasses.dataclass(frozen=True)
 class Anchor:
-    """A recorded 1-device row's timed steps at its `batch` (one of the swept), pooled
-    over its runs, with its `source` in words: a prediction made from the row scales the
-    sweep's times to it, so that its compute is of the session of the rows it is checked
-    against, not of the sweep's."""
+    """A recorded 1-device row's timed steps at its `batch` and their `source`: a prediction
+    scales the sweep's times to it, to the session of the rows it is checked against."""
 
     batch: int
     step_times_s: tuple[float, ...]
@@ -128,13 +135,9 @@ class Anchor:
 
     @classmethod
     def of_record(cls, rec: dict[str, Any], source: str) -> "Anchor":
-        """The anchor of a 1-device record: its runs from the trained state pooled, the
-        cold run set apart as the report does (`report.runs`)."""
-        from .report.runs import trained_state
-        from .study.rec import Rec
-
-        runs = trained_state(Rec(rec)).step_times_runs_s or [[rec["step_time_s"]]]
-        times = tuple(float(t) for run in runs for t in run)
+        """The anchor of a 1-device record: its runs from the trained state (`report.runs`)."""
+        pooled_runs = runs.trained_state(Rec(rec)).step_times_runs_s or [[rec["step_time_s"]]]
+        times = tuple(float(t) for run in pooled_runs for t in run)
         return cls(int(rec["global_batch"]), times, source)
 
     @property
@@ -154,8 +157,6 @@ def one_device(target: Scenario) -> Scenario:
 
 def step_said(target: Scenario) -> str:
     """Which step a prediction is of, in words: the recommended, the default, or its levers."""
-    from .measure.recommended import recommended
-
     if recommended(target) == target:
         return "the recommended step"
     if target.default_step() == target:
@@ -182,9 +183,8 @@ def one_loop_modes(target: Scenario) -> tuple[str, ...]:
 
 
 def own_programs(target: Scenario) -> tuple[str, ...]:
-    """The modes whose own program a prediction of `target` times on CPU devices of one
-    process (model 16): each device runs its own solver loop (not `AbstractMode.one_loop`),
-    so the program at the per-device batch repeated is what a device pays inside it."""
+    """The modes whose own program a prediction times on CPU devices of one process: each
+    device runs its own solver loop, so that program is what a device pays inside it."""
     if target.device != "cpu" or target.processes > 1:
         return ()
     return tuple(m for m in predicted_modes(target) if not MODES[m].one_loop)
@@ -210,8 +210,6 @@ def check_prediction(target: Scenario, profile: HardwareProfile | None = None) -
 
 def session_profile(probe: dict[str, Any], machine: HardwareProfile | None) -> HardwareProfile:
     """A profile of this session's probe: its values central, ranged over `machine`'s."""
-    from .measure.probe import allreduce_s
-
     allreduce, per_float = {}, {}
     source = f"measured here by this session's probe ({probe.get('path')})"
     for n in sorted({a["n_devices"] for a in probe.get("allreduce", [])}):
@@ -236,8 +234,7 @@ def _widened(central: float, over: Value | None, source: str) -> Value:
 
 
 def expected_max(per_sample: np.ndarray, batch: int, rng: np.random.Generator) -> float:
-    """The mean largest of `batch` draws from `per_sample` solver steps (over
-    `SIMULATED_STEPS` batches): what a loop over such a batch executes."""
+    """The mean largest of `batch` draws from `per_sample` solver steps: a loop's iterations."""
     draws = rng.choice(per_sample, size=(SIMULATED_STEPS, batch), replace=True)
     return float(draws.max(axis=1).mean())
 
@@ -246,28 +243,25 @@ def _bootstrap_median(times: list[float], rng: np.random.Generator) -> float:
     return float(np.median(rng.choice(np.asarray(times), size=len(times), replace=True)))
 
 
+def _resampled(
+    found: dict[str, Any],
+    times: str,
+    median: str,
+    rng: np.random.Generator | None,
+    process: int | None,
+) -> float:
+    """`found[median]`, or with `rng` one draw: one `process`'s `times` resampled, their median."""
+    if rng is None:
+        return float(found[median])
+    return _bootstrap_median(_of_process(found, times, process), rng)
+
+
 def _draw(v: Value, rng: np.random.Generator) -> float:
-    """One draw of `v`: the median of its samples resampled where it keeps them (a
-    value timed here, in several processes: one process's outlier moves the draws no
-    more than the median), else uniform over its range."""
+    """One draw of `v`: the median of its samples resampled where it keeps them (one
+    process's outlier moves the draws no more than the median), else uniform over its range."""
     if v.samples:
         return _bootstrap_median(list(v.samples), rng)
     return float(rng.uniform(v.low, v.high)) if v.high > v.low else v.central
-
-
-def _interval(draws: list[float]) -> list[float]:
-    tail = (1 - COVERAGE) / 2 * 100
-    return [float(np.percentile(draws, tail)), float(np.percentile(draws, 100 - tail))]
-
-
-def _scale(
-    anchor: Anchor | None, swept: dict[int, float], rng: np.random.Generator | None
-) -> float:
-    """The factor from the sweep's step times to the anchor's session (1 without one)."""
-    if anchor is None:
-        return 1.0
-    row = _bootstrap_median(list(anchor.step_times_s), rng) if rng else anchor.step_time_s
-    return row / swept[anchor.batch]
 
 
 def _terms(
@@ -278,8 +272,8 @@ def _terms(
     anchor: Anchor | None = None,
 ) -> dict[str, Any]:
     """One draw (with `rng` None, the central values) of the measured terms: the 1-device
-    step, the time per solver iteration at the per-device batch, and the expected
-    iterations of a device's share and of the global batch."""
+    step, the time per solver iteration at the per-device batch (by mode where its own
+    program was timed), and the expected iterations of a device's share and of the step."""
     by_batch = {r["batch"]: r for r in sweep["rows"]}
     local, full = (
         by_batch[target.global_batch // target.total_devices],
@@ -288,67 +282,35 @@ def _terms(
     # A draw resamples one process's times (`pooled`): a ratio of two terms is then of
     # one process, as measured, and the draws spread over the processes.
     process = int(rng.integers(sweep.get("processes", 1))) if rng else None
-
-    def median(row: dict[str, Any]) -> float:
-        if rng is None:
-            return row["step_time_s"]
-        return _bootstrap_median(_of_process(row, "step_times_s", process), rng)
-
-    swept = {full["batch"]: median(full)}
-    swept[local["batch"]] = median(local)
-    if anchor is not None and anchor.batch not in swept:  # a point along a batch axis
-        swept[anchor.batch] = median(by_batch[anchor.batch])
-    scale = _scale(anchor, swept, rng)
+    swept: dict[int, float] = {}
+    for row in [full, local, *([by_batch[anchor.batch]] if anchor else [])]:
+        if row["batch"] not in swept:  # the anchor's: one of these, or along a batch axis
+            swept[row["batch"]] = _resampled(row, "step_times_s", "step_time_s", rng, process)
+    scale = 1.0  # the factor from the sweep's step times to the anchor's session
+    if anchor is not None:
+        row_s = _bootstrap_median(list(anchor.step_times_s), rng) if rng else anchor.step_time_s
+        scale = row_s / swept[anchor.batch]
+    # A device's step with its neighbours busy: N copies of the 1-device step inside one
+    # program (`cost.inside_one_program`); the sweep's step where not timed (a GPU).
+    found = (sweep.get("neighbours") or {}).get(str(local["batch"])) or {}
+    device_s = swept[local["batch"]]
+    if found:
+        device_s = _resampled(found, "together_s", "together_median_s", rng, process)
+    # By mode timed as its own program there (`cost.real_steps`), all-reduce included.
+    by_mode = {
+        mode: _resampled(t, "times_s", "median_s", rng, process)
+        / local["iterations_executed"]
+        * scale
+        for mode, t in (found.get("modes") or {}).items()
+    }
     steps_rng = rng or np.random.default_rng(0)
     return {
         "one_device_s": swept[full["batch"]] * scale,
-        "per_iteration_s": _device_step(sweep, local["batch"], swept[local["batch"]], rng, process)
-        / local["iterations_executed"]
-        * scale,
-        "by_mode": _own_program(sweep, local, rng, process, scale),
+        "per_iteration_s": device_s / local["iterations_executed"] * scale,
+        "by_mode": by_mode,
         "iterations_device": expected_max(per_sample, local["batch"], steps_rng),
         "iterations_step": expected_max(per_sample, target.global_batch, steps_rng),
     }
-
-
-def _device_step(
-    sweep: dict[str, Any],
-    batch: int,
-    alone: float,
-    rng: np.random.Generator | None,
-    process: int | None = None,
-) -> float:
-    """A device's step at per-device `batch` with its neighbours busy: the N copies of the
-    1-device step inside one program (`cost.inside_one_program`), or `alone` (the sweep's
-    step) where they were not timed (a GPU prediction)."""
-    found = (sweep.get("neighbours") or {}).get(str(batch))
-    if not found:
-        return alone
-    if rng is None:
-        return float(found["together_median_s"])
-    return _bootstrap_median(_of_process(found, "together_s", process), rng)
-
-
-def _own_program(
-    sweep: dict[str, Any],
-    local: dict[str, Any],
-    rng: np.random.Generator | None,
-    process: int | None,
-    scale: float,
-) -> dict[str, float]:
-    """By mode timed as its own program at the per-device batch of sweep row `local`
-    (`cost.real_steps`), a device's time per solver iteration there, all-reduce and all
-    included: one draw, or with `rng` None the medians."""
-    found = (sweep.get("neighbours") or {}).get(str(local["batch"])) or {}
-    out = {}
-    for mode, t in (found.get("modes") or {}).items():
-        v = (
-            t["median_s"]
-            if rng is None
-            else _bootstrap_median(_of_process(t, "times_s", process), rng)
-        )
-        out[mode] = float(v) / local["iterations_executed"] * scale
-    return out
 
 
 def _as_mode(terms: dict[str, Any], mode: str) -> dict[str, Any]:
@@ -365,14 +327,9 @@ def _of_process(found: dict[str, Any], key: str, process: int | None) -> list[fl
 
 @dataclasses.dataclass(frozen=True)
 class Measured:
-    """The terms a prediction's rows are made from.
-
-    - `sweep`: the 1-device step-cost sweep (`measure.cost.step_cost_sweep`).
-    - `gradient`, `loop_latency`: the gradient all-reduce and the one-float all-reduce.
-    - `in_loop`: loop collectives per solver iteration, by mode (a mode with one loop
-      over the global batch), or one number for every such mode.
-    - `anchor`: the recorded row the sweep's times are scaled to; None: the sweep's own.
-    """
+    """The terms a prediction's rows are made from: the 1-device `sweep`, the `gradient`
+    and one-float all-reduces, the one-loop modes' `in_loop` collectives per solver
+    iteration (by mode, or one for all), and the `anchor` row (None: the sweep's own)."""
 
     sweep: dict[str, Any]
     gradient: Value
@@ -382,18 +339,16 @@ class Measured:
 
 
 def predict_rows(m: Measured, target: Scenario, seed: int = 0) -> list[dict[str, Any]]:
-    """Each mode's predicted step and speedup for `target`, each the median of `DRAWS`
-    draws with its interval, and the terms at their central values (the draws: the
-    sweep's timed steps, the anchor's and per-sample steps resampled, the profile's
-    values uniform over their ranges)."""
+    """Each mode's predicted step and speedup for `target`: the medians of `RESAMPLES` draws
+    with their intervals, and the terms at their central values."""
     sweep, anchor, in_loop = m.sweep, m.anchor, m.in_loop
     per_sample = np.asarray(
         [n for r in sweep["rows"] for n in r.get("per_sample_steps") or []] or [1]
     )
     rng = np.random.default_rng(seed)
     central = _terms(sweep, target, per_sample, None, anchor)
-    draws = [_terms(sweep, target, per_sample, rng, anchor) for _ in range(DRAWS)]
-    comms = [(_draw(m.gradient, rng), _draw(m.loop_latency, rng)) for _ in range(DRAWS)]
+    draws = [_terms(sweep, target, per_sample, rng, anchor) for _ in range(RESAMPLES)]
+    comms = [(_draw(m.gradient, rng), _draw(m.loop_latency, rng)) for _ in range(RESAMPLES)]
     rows = []
     for mode in predicted_modes(target):
         k = in_loop.get(mode, 0.0) if isinstance(in_loop, dict) else in_loop
@@ -412,8 +367,8 @@ def predict_rows(m: Measured, target: Scenario, seed: int = 0) -> list[dict[str,
             mode=mode,
             speedup=float(np.median(speedups)),
             one_device_s=central["one_device_s"],
-            step_time_interval_s=_interval(times),
-            speedup_interval=_interval(speedups),
+            step_time_interval_s=list(intervals.central(np.asarray(times))),
+            speedup_interval=list(intervals.central(np.asarray(speedups))),
             iterations=central["iterations_step"],
             iterations_per_device=central["iterations_device"],
             own_program=inside,
@@ -421,18 +376,9 @@ def predict_rows(m: Measured, target: Scenario, seed: int = 0) -> list[dict[str,
     return rows
 
 
-def sweep_batches(target: Scenario, axis: Sequence[int] = ()) -> tuple[int, ...]:
-    """The batches a prediction of `target` (and along `axis`) sweeps on one device."""
-    n, whole = target.total_devices, target.global_batch
-    return tuple(sorted({whole // n, whole, *axis, *(n * b for b in axis)}))
-
-
 def predict_axis(m: Measured, target: Scenario, axis: Sequence[int]) -> dict[str, Any]:
     """Each mode's predicted speedup along the per-device batches `axis` (strong
-    scaling), each point with its per-device work, and where the speedup crosses 1 in
-    the batch and, there, in the work."""
-    from .report.crossover import crossing
-
+    scaling), and where it crosses 1 in the batch and, there, in the per-device work."""
     n = target.total_devices
     work = {int(r["batch"]): float(r["per_iteration_s"]) for r in m.sweep["rows"]}
     found: dict[str, list[dict[str, Any]]] = {}
@@ -447,30 +393,20 @@ def predict_axis(m: Measured, target: Scenario, axis: Sequence[int]) -> dict[str
     modes = {}
     for mode, pts in found.items():
         speedups = [(p["speedup"], *p["speedup_interval"]) for p in pts]
-        batch = crossing([p["per_device_batch"] for p in pts], speedups, "path")
-        modes[mode] = {"points": pts, "batch": dataclasses.asdict(batch),
-                       "work_s": _work_at(batch.at, pts)}  # fmt: skip
+        batches = [p["per_device_batch"] for p in pts]
+        batch = crossing(batches, speedups, "path")
+        work_at = None  # the per-device work at the crossing, where there is one
+        if batch.at is not None:
+            work_at = log_interp(batch.at, batches, [p["work_s"] for p in pts])
+        modes[mode] = {"points": pts, "batch": dataclasses.asdict(batch), "work_s": work_at}
     return {"batches": list(axis), "devices": n, "modes": modes}
-
-
-def _work_at(at: Sequence[float] | None, pts: Sequence[dict[str, Any]]) -> list[float] | None:
-    """The per-device work at batches `at`, log-linearly interpolated; None without one."""
-    if at is None:
-        return None
-    x = np.log([p["per_device_batch"] for p in pts])
-    y = np.log([p["work_s"] for p in pts])
-    return [float(np.exp(np.interp(np.log(b), x, y))) for b in at]
 
 
 def neighbours_measured(
     base: Scenario, state: dict[str, Any], n: int, batches: set[int], modes: tuple[str, ...] = ()
 ) -> dict[str, dict[str, Any]]:
-    """By per-device batch (as a JSON key), `n` copies of the 1-device step of `base` in
-    one program on `n` CPU devices against alone, and each of `modes`' own program
-    there (`cost.inside_one_program`)."""
-    from .measure.cost import inside_one_program
-    from .measure.training import step_key
-
+    """By per-device batch (as a JSON key), `cost.inside_one_program` of `base` on `n`
+    CPU devices with `modes`' own programs."""
     problem, data = state["problem"], state["data"]
     rng = np.random.default_rng(1)
     key = step_key(base, 0) if problem.needs_key else None
@@ -485,14 +421,9 @@ def neighbours_measured(
 
 @dataclasses.dataclass(frozen=True)
 class Swept:
-    """What a prediction is made from, measured on the devices present (`sweep_terms`).
-
-    - `sweep`: the 1-device step-cost sweep (`measure.cost.step_cost_sweep`), with, on
-      CPU devices, a device's neighbours and, in one process, the gradient all-reduce and
-      a loop meeting timed on the devices predicted.
-    - `loops`: by one-loop mode, its loop collectives counted in its compiled step.
-    - `floats`: floats in the model's gradient (what the gradient all-reduce moves).
-    """
+    """What a prediction is made from, measured on the devices present (`sweep_terms`):
+    the 1-device `sweep` (on CPU devices with the neighbours, all-reduce and loop meeting
+    timed), by one-loop mode its `loops` collectives, and the gradient's `floats`."""
 
     sweep: dict[str, Any]
     loops: dict[str, dict[str, Any]]
@@ -506,26 +437,18 @@ def sweep_terms(
     trained_state: tuple[str | os.PathLike, float] | None = None,
     axis: Sequence[int] = (),
 ) -> Swept:
-    """Measure, on the device kind present, what `predict_modes` predicts `target` from.
-
-    - `timed_steps`: timed steps per batch size of the sweep.
-    - `trained_state`: `(path, final_loss)` of a saved 1-device state to start from
-      instead of training.
-    - `axis`: per-device batches to predict each mode along too (`predict_axis`).
-
-    JAX must see `target.total_devices` CPU devices (to count the loop collectives of
-    the one-loop modes)."""
-    from .measure.cost import gradient_allreduce, step_cost_sweep
-    from .measure.meeting import loop_meeting
-
+    """Measure, on the device kind present, what `predict_modes` predicts `target` from:
+    `timed_steps` per batch, from `trained_state` `(path, final_loss)` instead of training,
+    along `axis` too. JAX must see `target.total_devices` CPU devices."""
     check_prediction(target, profile)
-    base, n = one_device(target), target.total_devices
+    base, n, whole = one_device(target), target.total_devices, target.global_batch
+    swept = tuple(sorted({whole // n, whole, *axis, *(n * b for b in axis)}))
     state: dict[str, Any] = {}
-    sweep = step_cost_sweep(base, sweep_batches(target, axis), timed_steps=timed_steps,
+    sweep = step_cost_sweep(base, swept, timed_steps=timed_steps,
                             trained_state=trained_state, extras=False, state_out=state)  # fmt: skip
     if profile.device == "cpu" and target.device == "cpu":
-        batches = {target.global_batch // n, *axis}
-        sweep["neighbours"] = neighbours_measured(base, state, n, batches, own_programs(target))
+        local = {whole // n, *axis}
+        sweep["neighbours"] = neighbours_measured(base, state, n, local, own_programs(target))
         if target.processes == 1:
             sweep["allreduce"] = gradient_allreduce(base, n, state)
             sweep["loop_meeting"] = loop_meeting(n)
@@ -534,24 +457,19 @@ def sweep_terms(
 
 
 def use_devices(target: Scenario, present: bool) -> None:
-    """Set up JAX's devices for a prediction: `target.total_devices` CPU devices (the
-    sweep runs on the first; `shard`'s program is partitioned over all of them), and,
-    for GPUs, the GPUs present, which must be as many where `present` (no profile)."""
-    import jax
-
-    from .measure import devices
-
+    """Set up JAX's devices for a prediction: `target.total_devices` CPU devices (for the
+    one-loop programs), and for GPUs one GPU, where `present` (no profile) all of them."""
     n = target.total_devices
     if target.device == "gpu":
-        if present and devices.gpu_count() < n:
+        if present and gpu_count() < n:
             raise ValueError(
-                f"{n} GPUs are not present here ({devices.gpu_count()}): name a profile "
+                f"{n} GPUs are not present here ({gpu_count()}): name a profile "
                 "(--profile h100-nvlink, pcie-gpu or a file) to predict them from one"
             )
-        devices.configure_devices("gpu", 1)
+        configure_devices("gpu", 1)
         jax.config.update("jax_num_cpu_devices", n)
     else:
-        devices.configure_devices("cpu", n)
+        configure_devices("cpu", n)
 
 
 def sweep_in_processes(
@@ -562,16 +480,13 @@ def sweep_in_processes(
     axis: Sequence[int] = (),
     processes: int = 1,
 ) -> Swept:
-    """`sweep_terms` from `trained_state` in `processes` fresh processes, one after
-    another, pooled (`pooled`): on CPU devices the terms one process measures moved from
-    process to process by more than their timing noise. GPUs: one process, this one
-    (it holds the GPU), so `processes` must be 1 there."""
+    """`sweep_terms` in `processes` fresh processes, one after another, `pooled`: on CPU
+    devices one process's terms moved from process to process by more than their timing
+    noise. On a GPU (held by this process) `processes` must be 1."""
     if processes > 1 and target.device != "cpu":
         raise ValueError(f"terms in {processes} processes are for CPU devices, not {target.device}")
     if processes == 1:
         return sweep_terms(target, profile, timed_steps, trained_state, axis)
-    import concurrent.futures
-    import multiprocessing
 
     spawn = multiprocessing.get_context("spawn")
     args = (target, profile, timed_steps, (str(trained_state[0]), trained_state[1]), axis)
@@ -588,20 +503,18 @@ def _swept_alone(target: Scenario, *args: Any) -> Swept:
 
 def pooled(sweeps: list[dict[str, Any]]) -> dict[str, Any]:
     """One sweep of several processes' sweeps from one trained state: each list of times
-    pooled, with its median anew and kept by process (`_terms` draws one process, then
-    its times); the all-reduce's and the loop meeting's medians and intervals over the
-    processes'. The rest (solver steps, losses) is the first's: the same trained state."""
+    pooled and kept by process (`_terms` draws one process), the collectives' medians
+    over the processes'; the rest is the first's (the same trained state)."""
     if len(sweeps) == 1:
         return sweeps[0]
     out = dict(sweeps[0], processes=len(sweeps), rows=[dict(r) for r in sweeps[0]["rows"]])
     for i, row in enumerate(out["rows"]):
         groups = [s["rows"][i]["step_times_s"] for s in sweeps]
         times = [t for g in groups for t in g]
-        row.update(step_times_s=times, step_times_by_process_s=groups,
-                   step_time_s=float(np.median(times)),
-                   step_time_p25_s=float(np.percentile(times, 25)),
-                   step_time_p75_s=float(np.percentile(times, 75)))  # fmt: skip
-        row["per_iteration_s"] = row["step_time_s"] / row["iterations_executed"]
+        median, p25, p75 = quantiles(times)
+        row.update(step_times_s=times, step_times_by_process_s=groups, step_time_s=median,
+                   step_time_p25_s=p25, step_time_p75_s=p75,
+                   per_iteration_s=median / row["iterations_executed"])  # fmt: skip
     if out.get("neighbours"):
         out["neighbours"] = {b: _pooled_neighbours([s["neighbours"][b] for s in sweeps])
                              for b in out["neighbours"]}  # fmt: skip
@@ -615,10 +528,7 @@ def _pooled_neighbours(found: list[dict[str, Any]]) -> dict[str, Any]:
     """Several processes' `cost.inside_one_program` of one batch, pooled (`pooled`)."""
     out = dict(found[0])
     for key in ("alone", "together"):
-        groups = [f[f"{key}_s"] for f in found]
-        out[f"{key}_s"] = [t for g in groups for t in g]
-        out[f"{key}_by_process_s"] = groups
-        out[f"{key}_median_s"] = float(np.median(out[f"{key}_s"]))
+        out.update(_pooled_times([f[f"{key}_s"] for f in found], key, f"{key}_median_s"))
     out["factor"] = out["together_median_s"] / out["alone_median_s"]
     if out.get("modes"):
         out["modes"] = {m: _pooled_times([f["modes"][m]["times_s"] for f in found])
@@ -626,15 +536,16 @@ def _pooled_neighbours(found: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _pooled_times(groups: list[list[float]]) -> dict[str, Any]:
+def _pooled_times(
+    groups: list[list[float]], name: str = "times", median: str = "median_s"
+) -> dict[str, Any]:
     """Several processes' times of one program: all of them, their median, by process."""
     times = [t for g in groups for t in g]
-    return {"times_s": times, "median_s": float(np.median(times)), "times_by_process_s": groups}
+    return {f"{name}_s": times, median: float(np.median(times)), f"{name}_by_process_s": groups}
 
 
 def _pooled_median(found: list[dict[str, Any]]) -> dict[str, Any]:
-    """Several processes' timed collective: the median of their medians, an interval
-    from their lowest to their highest bound, every time kept."""
+    """Several processes' timed collective: the median of medians, over their intervals."""
     return dict(
         found[0],
         median_s=float(np.median([f["median_s"] for f in found])),
@@ -652,26 +563,29 @@ def predict_modes(
     axis: Sequence[int] = (),
 ) -> dict[str, Any]:
     """Predict every multi-device mode's step for `target` (its mode is not read) from
-    what was measured of its 1-device form (`sweep_terms`) and `profile`'s collective
-    costs; the model alone, nothing is measured here.
-
-    - `anchor`: the recorded row the sweep's times are scaled to; None: the sweep's own.
-    - `axis`: per-device batches to predict each mode along too (`predict_axis`).
-
-    Returns the sweep, the terms and one row per mode.
-    """
+    `swept` and `profile`'s collective costs, scaled to `anchor` (None: the sweep's own),
+    along `axis` too; nothing is measured here. Returns the sweep, terms and rows."""
     check_prediction(target, profile)
     sweep, loops, base = swept.sweep, swept.loops, one_device(target)
     placement = (target.total_devices, target.processes, target.nodes)
-    gradient = gradient_measured(sweep) or profile.gradient(swept.floats, *placement)
+    gradient = _timed_here(
+        sweep.get("allreduce"),
+        "measured here: pmean of the gradient's pytree over {n} CPU devices in one program, "
+        "median of {times} calls (`measure/cost.py`)",
+    ) or profile.gradient(swept.floats, *placement)
     one_float = profile.latency(*placement)
     loop_latency = meeting_measured(sweep) or one_float
     per_iteration = {m: loop["per_iteration"] for m, loop in loops.items()}
     measured = Measured(sweep, gradient, loop_latency, per_iteration, anchor)
     rows = predict_rows(measured, target)
     along = predict_axis(measured, target, axis) if axis else None
+    cores = cpu_info().get("physical_cores")
     return {
-        **_placed(target, profile),
+        "scenario": target.to_dict(),
+        "n_devices": target.total_devices,
+        "processes": target.processes,
+        "nodes": target.nodes,
+        "profile": {k: getattr(profile, k) for k in ("name", "device", "description")},
         "one_device_step_s": rows[0]["one_device_s"],
         "swept_step_s": next(
             r["step_time_s"] for r in sweep["rows"] if r["batch"] == target.global_batch
@@ -688,38 +602,16 @@ def predict_modes(
         "shard_loop_collectives_per_iteration": loops["shard"]["per_iteration"],
         "loop_collectives": loops,
         "terms": terms_said(sweep, base, gradient, loop_latency, loops, profile, anchor),
-        **_this_jax(target, profile),
-        "rows": rows,
-        "step": step_said(target),
-        "crossover": along,
-        "sweep": sweep,
-        "assumptions": list(ASSUMPTIONS),
-    }
-
-
-def _placed(target: Scenario, profile: HardwareProfile) -> dict[str, Any]:
-    """What a prediction is of."""
-    return {
-        "scenario": target.to_dict(),
-        "n_devices": target.total_devices,
-        "processes": target.processes,
-        "nodes": target.nodes,
-        "profile": {k: getattr(profile, k) for k in ("name", "device", "description")},
-    }
-
-
-def _this_jax(target: Scenario, profile: HardwareProfile) -> dict[str, Any]:
-    """How this JAX runs `pmap`, and whether the CPU devices predicted exceed the cores."""
-    from .measure.compat import pmap_implementation, pmap_is_shard_map
-    from .measure.environment import cpu_info
-
-    cores = cpu_info().get("physical_cores")
-    return {
         "pmap_implementation": pmap_implementation(),
         "pmap_is_shard_map": pmap_is_shard_map(),
         "exceeds_cores": profile.device == target.device == "cpu"
         and cores is not None
         and target.total_devices > int(cores),
+        "rows": rows,
+        "step": step_said(target),
+        "crossover": along,
+        "sweep": sweep,
+        "assumptions": list(ASSUMPTIONS),
     }
 
 
@@ -799,42 +691,26 @@ def _in_processes(sweep: dict[str, Any]) -> str:
 
 
 def meeting_measured(sweep: dict[str, Any]) -> Value | None:
-    """A meeting of the devices inside a loop, timed here (`meeting.loop_meeting`); None
-    where it was not (a GPU or multi-process prediction)."""
-    found = sweep.get("loop_meeting")
+    """A meeting of the devices inside a loop, timed here (`meeting.loop_meeting`)."""
+    return _timed_here(
+        sweep.get("loop_meeting"),
+        "measured here on {n} CPU devices: {form}, less the same loop without it, per "
+        "meeting, median of {times} rounds (`measure/meeting.py`)",
+    )
+
+
+def _timed_here(found: dict[str, Any] | None, source: str) -> Value | None:
+    """A collective timed here, its `source` formatted with it; None where not timed."""
     if not found:
         return None
     low, high = found["interval_s"]
-    source = (
-        f"measured here on {found['n']} CPU devices: {found['form']}, less the same loop "
-        f"without it, per meeting, median of {len(found['times_s'])} rounds "
-        "(`measure/meeting.py`)"
-    )
-    return Value(found["median_s"], low, high, source, True, tuple(found["times_s"]))
-
-
-def gradient_measured(sweep: dict[str, Any]) -> Value | None:
-    """The gradient all-reduce timed here (`cost.gradient_allreduce`); None where
-    it was not (a GPU or multi-process prediction)."""
-    found = sweep.get("allreduce")
-    if not found:
-        return None
-    low, high = found["interval_s"]
-    calls = len(found["times_s"])
-    source = (
-        f"measured here: pmean of the gradient's pytree over {found['n']} CPU devices in one "
-        f"program, median of {calls} calls (`measure/cost.py`)"
-    )
-    return Value(found["median_s"], low, high, source, True, tuple(found["times_s"]))
+    said = source.format(n=found["n"], form=found.get("form"), times=len(found["times_s"]))
+    return Value(found["median_s"], low, high, said, True, tuple(found["times_s"]))
 
 
 def parameter_count(s: Scenario) -> int:
     """Floats in the gradient of `s`'s model: what the gradient all-reduce moves."""
-    import equinox as eqx
-    import jax
-    import jax.random as jr
-
-    model = s.ode_problem.make_model(jr.PRNGKey(s.seed), s.width)
+    model = s.ode_problem.make_model(jax.random.PRNGKey(s.seed), s.width)
     return int(sum(np.size(x) for x in jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))))
 
 
@@ -852,34 +728,22 @@ def recorded_prediction_path(
 ) -> Path:
     """Where `predict --record` writes its prediction of `target`: beside this machine's
     records, named by the target (`row_predictions` reads it back)."""
-    from .study.records import machine_folder
-
-    return machine_folder(results) / "predict" / f"{target.name()}{_profile_tail(profile)}.json"
+    return _prediction_path(results, target.name(), profile)
 
 
-def _profile_tail(profile: str | None) -> str:
-    """How a prediction's file name says the profile it was made from (none: the probe)."""
-    return f"-profile-{Path(profile).stem}" if profile else ""
+def _prediction_path(results: str | Path, stem: str, profile: str | None) -> Path:
+    """This machine's prediction `stem`, its name saying the profile (none: the probe)."""
+    tail = f"-profile-{Path(profile).stem}" if profile else ""
+    return records.machine_folder(results) / "predict" / f"{stem}{tail}.json"
 
 
-def why_no_anchor(target: Scenario, results: str | Path) -> str | None:
-    """Why `target`'s 1-device row under `results` cannot anchor a prediction here (not
-    recorded, failed, its trained state missing, made elsewhere), or None."""
-    from .study import records
-
-    base = one_device(target)
-    rec = dict(records.read_or(records.record_path(base, results), {}, records.read_record))
-    return _unusable(rec, _state_path(target, results), base)
-
-
-def map_prediction_path(
-    results: str | Path, workload: Any, controller: str, profile: str | None = None
-) -> Path:
-    """Where this machine's prediction of one workload and controller of the map lives."""
-    from .study.records import machine_folder
-
-    tail = _profile_tail(profile)
-    return machine_folder(results) / "predict" / f"{workload.slug()}-{controller}{tail}.json"
+def why_no_anchor(
+    target: Scenario, results: str | Path, rec: dict[str, Any] | None = None
+) -> str | None:
+    """Why `target`'s 1-device row under `results` (`rec`, else read) cannot anchor a
+    prediction here (not recorded, failed, its trained state missing, made elsewhere)."""
+    found = _anchor_record(target, results) if rec is None else rec
+    return _unusable(found, _state_path(target, results), one_device(target))
 
 
 def predict_map(
@@ -891,10 +755,8 @@ def predict_map(
     machine: HardwareProfile | None = None,
     again: bool = False,
 ) -> list[dict[str, Any]]:
-    """The prediction of every workload and controller of the map on `n` devices, each
-    from its trained 1-device row (`predict_from_row`), to be checked against the map's
-    measured rows. `profile` None: this session's probe, ranged over `machine`; `again`:
-    made anew where one held out is kept. Resumable; JAX must see `n` CPU devices."""
+    """The prediction of every workload and controller of the map on `n` devices
+    (`predict_from_row`). Resumable; JAX must see `n` CPU devices."""
     out = []
     for w, controller, target, axis, path in _map_targets(results, n, scale, profile):
         label, extra = f"{w.name} {controller}", {"workload": w.name}
@@ -910,21 +772,16 @@ def _map_targets(
     results: str | Path, n: int, scale: str, profile: HardwareProfile | None
 ) -> Iterator[tuple[Any, str, Scenario, tuple[int, ...], Path]]:
     """Each workload and controller of the map with its target, axis and path."""
-    from .study.workloads import WORKLOADS
-
+    named = profile.name if profile else None
     for w in WORKLOADS:
         for controller in CONTROLLERS:
             target, axis = map_target(w, controller, n, scale)
-            path = map_prediction_path(results, w, controller, profile.name if profile else None)
+            path = _prediction_path(results, f"{w.slug()}-{controller}", named)
             yield w, controller, target, axis, path
 
 
 def map_target(w: Any, controller: str, n: int, scale: str) -> tuple[Scenario, tuple[int, ...]]:
-    """The map's target for workload `w` and `controller` on `n` devices (the
-    recommended step), and the per-device batches to predict it along."""
-    from .measure.recommended import recommended
-    from .study.workloads import CROSSOVER_BATCHES, CROSSOVER_WORKLOADS
-
+    """The map's recommended target for `w` and `controller` on `n` devices, and its axis."""
     s = w.scenario(controller=controller, device="cpu", scale=scale)
     target = recommended(dataclasses.replace(s, mode="shard_map", devices_per_process=n))
     return target, CROSSOVER_BATCHES if w.name in CROSSOVER_WORKLOADS else ()
@@ -945,34 +802,27 @@ def predict_from_row(
     processes: int = 1,
 ) -> dict[str, Any] | None:
     """The prediction of `target` from its trained 1-device row under `results`
-    (`Anchor`), written to `out`; one there made from the same, or held out (`_held_out`)
-    unless `again`, is kept. None (said, by `label`) where the row cannot anchor one.
-    `profile` None: this session's probe, ranged over `machine`; `extra`: more fields;
-    `processes`: the processes its terms are measured in (`sweep_in_processes`)."""
-    from .measure.probe import session_probe
-    from .study import records
-
+    (`Anchor`), written to `out`; one there made from the same, or held out unless `again`,
+    is kept. None (said, by `label`) where the row cannot anchor one. `profile` None: this
+    session's probe, ranged over `machine`; `processes`: see `sweep_in_processes`."""
     processes = processes if target.device == "cpu" else 1  # a GPU is held by this process
     rec, made_from, kept = _made_from(target, results, out, profile, axis, again, processes)
     if kept is not None:
         return kept
-    state = _state_path(target, results)
-    why = _unusable(rec, state, one_device(target))
+    why = why_no_anchor(target, results, rec)
+    used = profile or session_profile(session_probe() or {}, machine)
+    if why is None:
+        try:
+            check_prediction(target, used)
+        except ValueError as exc:  # for example a profile without this placement
+            why = str(exc)
     if why is not None:
         if show:
             print(f"no prediction for {label}: {why}")
         return None
-    named = profile.name if profile else None
-    used = profile or session_profile(session_probe() or {}, machine)
-    try:
-        check_prediction(target, used)
-    except ValueError as exc:  # for example a profile without this placement
-        if show:
-            print(f"no prediction for {label}: {exc}")
-        return None
     row = Anchor.of_record(rec, f"the recorded 1-device row started {rec.get('started')}")
     began = time.perf_counter()
-    trained = (state, float(rec["final_loss"]))
+    trained = (_state_path(target, results), float(rec["final_loss"]))
     swept = sweep_in_processes(target, used, MAP_TIMED_STEPS, trained, axis, processes)
     p = predict_modes(target, used, swept, row, axis)
     p.update(made_here(), made_from=made_from, label=label, **(extra or {}))
@@ -981,32 +831,29 @@ def predict_from_row(
     records.write_json_atomic(out, p)
     if show:
         speedups = ", ".join(f"{r['mode']} {r['speedup']:.2f}x" for r in p["rows"])
-        print(f"predicted {label} ({named or 'probe'}): {speedups}", flush=True)
+        print(f"predicted {label} ({profile.name if profile else 'probe'}): {speedups}", flush=True)
     return p
 
 
 def made_here() -> dict[str, Any]:
     """Where and when a prediction is made."""
-    from .measure.environment import machine_id, now, provenance, this_machine, versions
-    from .measure.timing import PROTOCOL
-
     return {"machine_id": machine_id(this_machine()), "versions": versions(),
             "protocol": PROTOCOL, **provenance(), "finished": now()}  # fmt: skip
 
 
+def _anchor_record(target: Scenario, results: str | Path) -> dict[str, Any]:
+    """The record of `target`'s 1-device form under `results` ({} where none)."""
+    path = records.record_path(one_device(target), results)
+    return dict(records.read_or(path, {}, records.read_record))
+
+
 def _state_path(target: Scenario, results: str | Path) -> Path:
     """Where the cold run of `target`'s 1-device form saved its trained state."""
-    from .measure.state import STATE_NAME
-    from .study import records
-
     return records.record_path(one_device(target), results).parent / STATE_NAME
 
 
 def _unusable(rec: dict[str, Any], state: Path, base: Scenario) -> str | None:
-    """Why the 1-device record `rec` of `base` (its trained state at `state`) cannot
-    anchor a prediction here, or None."""
-    from .study.plan import expected_env, why_not_here
-
+    """Why the 1-device record `rec` of `base` (its state at `state`) cannot anchor here."""
     if rec.get("status") != "ok":
         return f"its 1-device row is {rec.get('status', 'missing')}"
     if not state.exists():
@@ -1024,17 +871,15 @@ def _made_from(
     again: bool = False,
     processes: int = 1,
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
-    """The 1-device record of `target`, what a prediction is made from (its terms measured
-    in `processes` processes), and the one at `out` where made from the same or, unless
-    `again`, held out (else None)."""
-    from .study import records
-
-    base = one_device(target)
-    rec = dict(records.read_or(records.record_path(base, results), {}, records.read_record))
-    made_from: dict[str, Any] = {"scenario_key": base.key(), "started": rec.get("started"),
-                 "model": PREDICTION_MODEL, "profile": profile.name if profile else None,
-                 "target_key": target.key(), **({"axis": list(axis)} if axis else {}),
-                 **({"processes": processes} if processes > 1 else {})}  # fmt: skip
+    """The 1-device record of `target`, what a prediction is made from, and the one at `out`
+    where made from the same or, unless `again`, held out."""
+    rec = _anchor_record(target, results)
+    made_from: dict[str, Any] = {
+        "scenario_key": one_device(target).key(), "started": rec.get("started"),
+        "model": PREDICTION_MODEL, "profile": profile.name if profile else None,
+        "target_key": target.key(), **({"axis": list(axis)} if axis else {}),
+        **({"processes": processes} if processes > 1 else {}),
+    }  # fmt: skip
     old = records.read_or(out, {})
     same = old.get("made_from") == made_from
     kept = same or (not again and _held_out(old, made_from, target, results, out))
@@ -1048,14 +893,9 @@ def _held_out(
     results: str | Path,
     out: Path,
 ) -> bool:
-    """Whether the prediction `old` of `target`, by this prediction model from the same
-    profile along the same per-device batches, was made before every multi-device row of
-    `target` recorded under `results` (`heldout.made_before`): a new one, made after those
-    rows from a 1-device row measured again, would replace a held-out check by an
-    in-sample one, so `old` is kept."""
-    from .report.heldout import made_before
-    from .study import records
-
+    """Whether `old`, made as `made_from` would be, was made before every multi-device row
+    of `target` under `results` (`heldout.made_before`): one made anew after those rows
+    would replace a held-out check by an in-sample one."""
     was = old.get("made_from") or {}
     if any(
         was.get(k) != made_from.get(k)
@@ -1071,13 +911,11 @@ def _held_out(
 def rows_to_predict(
     results: str | Path, profile: HardwareProfile, scale: str = "quick"
 ) -> list[tuple[Scenario, Path]]:
-    """The targets of `predict_recorded_rows` with their paths, not yet predicted and
-    whose 1-device row can anchor one here: what a run would measure."""
+    """The targets of `predict_recorded_rows` a run would measure, with their paths."""
     out = []
     for target, path in _row_paths(results, profile, scale):
         rec, _, kept = _made_from(target, results, path, profile)
-        state = _state_path(target, results)
-        if kept is None and _unusable(rec, state, one_device(target)) is None:
+        if kept is None and why_no_anchor(target, results, rec) is None:
             out.append((target, path))
     return out
 
@@ -1096,47 +934,32 @@ def map_to_predict(
 def row_targets(results: str | Path, scale: str = "quick") -> list[Scenario]:
     """One target per placement and controller of this machine's ok multi-device rows
     of `scale` (strong scaling, the default problem, within the physical cores)."""
-    from .measure.environment import cpu_info
-    from .study import records
-
     cores = cpu_info().get("physical_cores") or 1
     found: dict[str, Scenario] = {}
     paths = sorted(records.machine_folder(results).glob(f"{scale}/*/{records.RECORD_NAME}"))
     for _, rec in records.readable(paths, records.read_record):
         s = Scenario.from_dict(rec["scenario"])
-        if (
-            rec.get("status") != "ok"
-            or s.total_devices < 2
-            or s.scaling != "strong"
-            or s.total_devices > cores
-            or s.problem != "oscillator"
-            or s.device != "cpu"
-        ):
-            continue  # fmt: skip
-        target = dataclasses.replace(s, mode="shard_map")
-        found.setdefault(target.key(), target)
+        kind = (rec.get("status"), s.scaling, s.problem, s.device)
+        if kind == ("ok", "strong", "oscillator", "cpu") and 2 <= s.total_devices <= cores:
+            target = dataclasses.replace(s, mode="shard_map")
+            found.setdefault(target.key(), target)
     return list(found.values())
 
 
 def predict_recorded_rows(
     results: str | Path, profile: HardwareProfile, scale: str = "quick", show: bool = True
 ) -> list[dict[str, Any]]:
-    """The prediction of every `row_targets` target from its 1-device row and `profile`,
-    for the report to check against the rows. Resumable (`predict_from_row`)."""
-    out = []
-    for target, path in _row_paths(results, profile, scale):
-        p = predict_from_row(target, results, path, profile, target.name(), show)
-        if p is not None:
-            out.append(p)
-    return out
+    """The prediction of every `row_targets` target from its 1-device row and `profile`."""
+    made = (
+        predict_from_row(target, results, path, profile, target.name(), show)
+        for target, path in _row_paths(results, profile, scale)
+    )
+    return [p for p in made if p is not None]
 
 
 def _row_paths(
     results: str | Path, profile: HardwareProfile, scale: str
 ) -> list[tuple[Scenario, Path]]:
     """Each of `row_targets` with where its prediction from `profile` goes."""
-    from .study import records
-
-    folder = records.machine_folder(results) / "predict"
-    tail = f"{_profile_tail(profile.name)}.json"
-    return [(t, folder / f"{t.name()}{tail}") for t in row_targets(results, scale)]
+    targets = row_targets(results, scale)
+    return [(t, recorded_prediction_path(results, t, profile.name)) for t in targets]

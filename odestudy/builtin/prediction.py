@@ -13,7 +13,7 @@ from ..measure.modes import multi_device_modes
 from ..measure.probe import PROBE_FOLDER
 from ..measure.scenario import Scenario
 from ..report import sessions
-from ..report.crossover import verdict_of
+from ..report.crossover import verdict_counts, verdict_of
 from ..report.frames import read_records, scaling_rows
 from ..report.heldout import Checked, checked, made_before, said
 from ..report.tables import escape
@@ -41,10 +41,8 @@ def _where(placement: tuple[int, int, int]) -> str:
 
 
 def checked_rows(rows: Sequence[Rec], found: Sequence[dict[str, Any]]) -> list[Checked]:
-    """Each measured ok row (`frames.scaling_rows`) of a predicted scenario in a
-    predicted mode (the prediction's target in that mode, every field included) against
-    its prediction. A row predicted more than once is checked against the newest
-    prediction made before it was measured (`heldout.made_before`), else the newest."""
+    """Each measured ok row of a predicted scenario and mode against its prediction: the
+    newest made before the row was measured (`heldout.made_before`), else the newest."""
     chosen: dict[str, tuple[Predicted, PredictedRow, Rec]] = {}
     for p in sorted(map(Predicted, found), key=lambda p: str(p.finished)):
         if not p.trained:
@@ -129,9 +127,7 @@ def probes_table(results: str | Path, machine: str) -> Grid | Text:
 
 
 def prediction_body(results: str | Path, machine: str) -> tuple[Text | Grid, ...]:
-    """The page: the rows checked, per placement and mode, then the probes. Only the
-    current rows (`frames.current_keys`) are checked: a row whose scenario the studies
-    no longer run is history, not a check."""
+    """The page: the current rows checked, per placement and mode, then the probes."""
     recs = [r for r in read_records(results, "quick") if r.machine_id == machine]
     rows = scaling_rows(recs)
     checked = checked_rows(rows, row_predictions(results, machine))
@@ -185,8 +181,7 @@ def own_problem_section(
 
 
 def _own_records(root: Path, machine: str, scale: str) -> list[Rec]:
-    """`machine`'s records of the example under `root`, those measured again included
-    (kept under `records.REPLACED`): each session is checked."""
+    """`machine`'s records of the example under `root`, those measured again included."""
     folders = [root, *records.replaced_folders(root)]
     found = [r for f in folders for r in read_records(f, scale, current=False)]
     return [r for r in found if r.machine_id == machine]
@@ -214,17 +209,9 @@ def speedup_error(c: Checked) -> float:
     return predicted[0] / measured[0] - 1
 
 
-def _covered(c: Checked) -> bool:
-    """Whether the measured speedup lies inside the predicted speedup's interval."""
-    predicted, measured = _speedups(c)
-    return predicted[1] <= measured[0] <= predicted[2]
-
-
-def _within_row(c: Checked) -> bool:
-    """Whether the predicted speedup lies inside the measured row's own interval (its
-    runs' spread: a miss there is the model's, not only the row's noise)."""
-    predicted, measured = _speedups(c)
-    return measured[1] <= predicted[0] <= measured[2]
+def _within_25(checked: Sequence[Checked]) -> int:
+    """How many predicted speedups lie within 25 % of the measured one."""
+    return sum(abs(speedup_error(c)) <= 0.25 for c in checked)
 
 
 def _protocols_of(c: Checked) -> tuple[int, ...]:
@@ -234,25 +221,27 @@ def _protocols_of(c: Checked) -> tuple[int, ...]:
 
 def _model_said(model: Any, protocols: tuple[int, ...], mine: Sequence[Checked]) -> str:
     """One prediction model's rows of one measurement protocol: how many within 25 %,
-    covered by the predicted interval, and inside the measured row's interval."""
+    the measured speedup inside the predicted interval, and the predicted inside the
+    measured row's (its runs' spread: a miss there is the model's, not the row's noise)."""
+    pairs = [_speedups(c) for c in mine]
+    covered = sum(pred[1] <= meas[0] <= pred[2] for pred, meas in pairs)
+    within_row = sum(meas[1] <= pred[0] <= meas[2] for pred, meas in pairs)
     return (
         f"model {model}, {sessions.protocol_names(protocols)}: "
-        f"{sum(abs(speedup_error(c)) <= 0.25 for c in mine)} of {len(mine)} within 25 %, "
-        f"the measured speedup inside the predicted interval at {sum(map(_covered, mine))}, "
-        "the predicted speedup inside the measured row's interval at "
-        f"{sum(map(_within_row, mine))}"
+        f"{_within_25(mine)} of {len(mine)} within 25 %, "
+        f"the measured speedup inside the predicted interval at {covered}, "
+        f"the predicted speedup inside the measured row's interval at {within_row}"
     )
 
 
 def own_said(checked: Sequence[Checked], recs: Sequence[Rec], scale: str = "quick") -> str:
     """What the example's check found: speedups within 25 %, and verdicts."""
-    within = sum(abs(speedup_error(c)) <= 0.25 for c in checked)
-    pairs = [tuple(map(verdict_of, _speedups(c))) for c in checked]
-    same = sum(a == b for a, b in pairs)
-    opposite = sum({a, b} == {"pays", "does not"} for a, b in pairs)
+    within = _within_25(checked)
+    pairs = [(verdict_of(pred), verdict_of(meas)) for pred, meas in map(_speedups, checked)]
+    same, opposite = verdict_counts(pairs)
     labels = sorted({c.session.label for c in checked if c.session})
     per_session = "; ".join(
-        f"{label}: {sum(abs(speedup_error(c)) <= 0.25 for c in mine)} of {len(mine)}"
+        f"{label}: {_within_25(mine)} of {len(mine)}"
         for label in labels
         if (mine := [c for c in checked if c.session and c.session.label == label])
     )
@@ -298,9 +287,7 @@ def own_table(checked: Sequence[Checked]) -> Grid:
 
 
 def gpu_prediction_section(results: str | Path) -> list[Text | Grid]:
-    """The section on GPUs predicted from one: every machine's GPU predictions
-    (`benchmarks/gpu_session.sh predict`), each mode's predicted step and speedup with
-    intervals; none is checked (no machine measured several GPUs)."""
+    """The section on GPUs predicted from one: every machine's GPU predictions, unchecked."""
     found = sorted(Path(results).glob("*/predictions/gpu-*.json"))
     head = Text("## GPUs predicted from one")
     if not found:

@@ -6,15 +6,12 @@ step.
 
 A device's step with its neighbours busy (`inside_one_program`): N copies of the
 1-device step inside one program (`jax.pmap` of its function, no collective), against
-the same step alone. Virtual CPU devices of one process share the machine's cores,
-caches and runtime threads, so a device may run its share of a data-parallel step slower
-than one device alone; `odestudy predict` charges a device's compute at the copies' time
-(not on GPUs). Timed inside one program, as a multi-device mode runs: N programs
-dispatched at once read far slower where equinox's error checks put a host callback in
-every solve. Copies and the step alone are timed interleaved, so that both share the
-machine's state. With `modes`, each of those modes' own step on the N devices, the batch
-repeated on every device, is timed in the same rounds: what a device pays inside the
-real program, its collectives, meetings and replicated update included.
+the same step alone, interleaved. Virtual CPU devices of one process share the machine's
+cores, caches and runtime threads, so a device may run its share slower than one device
+alone; `odestudy predict` charges a device's compute at the copies' time (not on GPUs).
+One program, as a multi-device mode runs: N programs dispatched at once read far slower
+where equinox's error checks put a host callback in every solve. With `modes`, each
+mode's own step on the N devices (the batch repeated) is timed in the same rounds.
 """
 
 import dataclasses
@@ -37,8 +34,7 @@ from .training import environment, load_trained, scenario_devices, step_key, tra
 
 
 def _cost(compiled, key: str = "flops") -> float | None:
-    """`key` of a compiled program's XLA cost analysis (a loop body counted once), or
-    None where the backend gives none."""
+    """`key` of a compiled program's XLA cost analysis (a loop body counted once), or None."""
     try:
         cost = compiled.cost_analysis()
     except Exception:  # noqa: BLE001 - not every backend implements it
@@ -105,14 +101,10 @@ def step_cost_sweep(
     extras: bool = True,
     state_out: dict | None = None,
 ) -> dict[str, Any]:
-    """Train one-device `s`, then time the trained model's step at each batch size
-    (random training samples, with replacement where a batch exceeds the set), every
-    step from the trained parameters.
-
-    - `trained_state`: `(path, final_loss)` of a saved state to start from instead.
-    - `extras`: also time the forward pass alone and measure this machine's rates.
-    - `state_out`: if given, receives the trained state as `train` gives it.
-    """
+    """Train one-device `s` (or start from `trained_state`, `(path, final_loss)`), then
+    time the trained model's step at each batch size (random training samples, with
+    replacement where a batch exceeds the set); with `extras`, the forward pass alone and
+    this machine's rates too. `state_out` receives the trained state."""
     _check_sweep(s, batches)
     devices = scenario_devices(s)
     state: dict[str, Any] = {} if state_out is None else state_out
@@ -181,8 +173,7 @@ def _batch_row(
     timing: tuple[int, int],
     forward: Any = None,
 ) -> dict[str, Any]:
-    """One batch's row of the sweep: the trained model's step compiled and timed; with
-    `forward`, the forward pass alone against the whole step on the last batch."""
+    """One batch's row of the sweep; with `forward`, the forward pass's share too."""
     timed_steps, warmup_steps = timing
     step, (p, o) = _placed_state(s, devices, state)
     placed = sample(step, batch)
@@ -224,8 +215,7 @@ def _batch_row(
 
 
 def _placed_state(s: Scenario, devices: list, state: dict[str, Any]) -> tuple[ParallelStep, Any]:
-    """The step of `s` over `devices` and the trained state placed for it: `(step,
-    (params, opt_state))`. `state` is the trained model's (`step_cost_sweep`'s)."""
+    """The step of `s` over `devices` and the trained `state` placed for it."""
     params, static = eqx.partition(state["model"], eqx.is_inexact_array)
     optimiser = state["optimiser"]
     step = make_parallel_step(s, devices, static, optimiser, problem=state["problem"])
@@ -233,8 +223,7 @@ def _placed_state(s: Scenario, devices: list, state: dict[str, Any]) -> tuple[Pa
 
 
 def placed_step(s: Scenario, devices: list, state: dict[str, Any], batch: Any, key: Any) -> tuple:
-    """The step of `s` over `devices`, compiled, with its arguments placed: `(step,
-    compiled, args)`."""
+    """`(step, compiled, args)`: the step of `s` over `devices`, its arguments placed."""
     step, placed = _placed_state(s, devices, state)
     args = (*placed, step.place_batch(batch, key))
     return step, step.compile(*args), args
@@ -264,8 +253,7 @@ def real_steps(
     s: Scenario, n: int, state: dict[str, Any], batch: Any, key: Any, modes: tuple[str, ...]
 ) -> dict[str, tuple[Any, tuple]]:
     """Each of `modes`' own step of the 1-device scenario `s` on `n` CPU devices, the
-    batch repeated on every device (each device solves what the step alone solves),
-    compiled with its arguments; without donation, as its arguments are used again."""
+    batch repeated on every device, compiled with its arguments (not donated: reused)."""
     devices = jax.devices("cpu")[:n]
     repeated = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * n), batch)
     out = {}
@@ -286,9 +274,8 @@ def inside_one_program(
     warmup: int = 3,
     modes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """The 1-device step of `single` scenario `s` on `batch`, timed alone and as `n`
-    copies inside one program, and each of `modes`' own step at the batch repeated
-    (`real_steps`), interleaved; `factor` is above 1 where neighbours slow a device."""
+    """The 1-device step of `s` on `batch`, timed alone, as `n` copies inside one program,
+    and as `modes`' own steps (`real_steps`); `factor` > 1 where neighbours slow a device."""
     alone_c, alone_args, together_c, args = one_program(s, n, state, batch, key)
     real = real_steps(s, n, state, batch, key, modes)
     calls = [_bound(together_c, args), _bound(alone_c, alone_args)]
@@ -322,10 +309,5 @@ def gradient_allreduce(
     with closure_convert_ignores_manual_sharding():
         copies = jax.pmap(lambda g: g, devices=devices)(stacked)  # placed as pmap places
     compiled = gradient_mean(copies, devices)
-    times = []
-    for i in range(warmup + rounds):
-        t0 = time.perf_counter()
-        jax.block_until_ready(compiled(copies))
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
+    (times,) = interleaved([_bound(compiled, (copies,))], rounds, warmup)
     return {"n": n, "form": "pmean in one program", **median_interval(times)}

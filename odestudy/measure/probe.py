@@ -37,9 +37,8 @@ PROBE_VERSION = 2
 def collective_latency(
     n_devices: int, iterations: int = 2000, size: int = 1, repeats: int = 7
 ) -> dict[str, Any]:
-    """Seconds per all-reduce (`psum`) of `size` floats across the first `n_devices`
-    devices inside a loop: a loop with the `psum` against the same arithmetic without.
-    """
+    """Seconds per all-reduce (`psum`) of `size` floats over `n_devices` devices inside a
+    loop: a loop with the `psum` against the same arithmetic without."""
     devices = jax.devices()[:n_devices]
     if len(devices) < n_devices:
         raise ValueError(f"{n_devices} devices requested, {len(devices)} present")

@@ -6,6 +6,7 @@ the speedup crosses 1: in the work, a line through the points in log-log, and in
 batch, the same along one workload's axis, each with a 95% bootstrap interval."""
 
 import dataclasses
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -26,12 +27,12 @@ from ..study.workloads import (
     map_scenarios,
     workload_of,
 )
-from . import sessions
+from . import intervals, sessions
 from .best import Best, best_for, best_steps, over_best, step_of
 from .comparisons import BEST_STEP, ratio_claim
 from .frames import read_records
 from .heldout import Checked, held_out_said, made_before, said
-from .intervals import fmt_interval
+from .intervals import RESAMPLES, fmt_interval
 from .loss import MARK, differs, trained
 from .runs import merged
 from .tables import escape
@@ -39,18 +40,15 @@ from .workloads import busiest, derived_once, per_iteration_s, predictions
 
 T = TypeVar("T")
 
-DRAWS = 2000
-LEVEL = 0.95
 # A speedup's 95% interval as a log-normal spread: its half-width in log over this.
 Z95 = 1.96
 
 
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """One multi-device row of the best step: its per-device work (`work_s`, None where
-    not measured or untrained), its speedup over its strong `base` and its throughput per
-    device against the weak one (`per_device`), each `(estimate, low, high)`, and whether
-    it and `base` trained to different losses (`differs`)."""
+    """One multi-device row of the best step: its per-device work (None where unknown),
+    its speedup over its strong `base` and `per_device` throughput against the weak one,
+    each `(estimate, low, high)`, and whether it and `base` trained to different losses."""
 
     workload: str
     controller: str
@@ -143,22 +141,11 @@ def session_points(recs: Sequence[Rec]) -> list[Point]:
     return out
 
 
-def _log_sd(p: tuple[float, float, float]) -> float:
-    """The spread of a ratio's estimate in log, from its 95% interval."""
-    return max(1e-6, (np.log(p[2]) - np.log(p[1])) / (2 * Z95))
-
-
 @dataclasses.dataclass(frozen=True)
 class Crossing:
-    """Where a mode's speedup crosses 1 along one axis, said no further than its points go.
-
-    - `at`: `(estimate, low, high)` where the crossing lies within the measured `span`
-      (`high` infinite where over 2.5 % of the draws found none), else None.
-    - `pays`: True (False) where every point's interval lies above (below) 1, else None.
-    - `n`: the points; `paying`: those whose interval lies above 1; `past_pays`: whether
-      every point past the crossing pays (only then "pays from"); `no_crossing`: the
-      fraction of draws that found no crossing in the span.
-    """
+    """Where a mode's speedup crosses 1 along one axis, said no further than its points
+    go: `at` `(estimate, low, high)` within the `span` (`high` infinite where over 2.5 % of
+    draws found none); else whether it `pays` over all of it (None: not separable)."""
 
     at: tuple[float, float, float] | None
     pays: bool | None
@@ -169,8 +156,7 @@ class Crossing:
     no_crossing: float = 0.0
 
     def said(self, unit: str) -> str:
-        """`pays from 0.41 ms [0.30, 0.55]` (a bound outside the span as `<` or `>` its
-        end), that it pays (or not) over the whole span, or that it is not separable."""
+        """`pays from 0.41 ms [0.30, 0.55]`, that it pays (or not) over the span, or not."""
         lo, hi = self.span
         counted = f"{self.paying} of {self.n} points pay" if self.paying is not None else ""
         if self.at is not None:
@@ -214,12 +200,12 @@ def _interp_root(x: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def _draw_roots(x: np.ndarray, est: np.ndarray, sd: np.ndarray, how: str, seed: int) -> np.ndarray:
-    """`DRAWS` crossings of points drawn from their intervals (for a line, resampled too);
+    """`RESAMPLES` crossings of points drawn from their intervals (for a line, resampled too);
     a draw with no crossing within the span is infinite."""
     rng = np.random.default_rng(seed)
     root = _line_root if how == "line" else _interp_root
-    roots = np.full(DRAWS, np.inf)
-    for i in range(DRAWS):
+    roots = np.full(RESAMPLES, np.inf)
+    for i in range(RESAMPLES):
         pick = rng.integers(0, len(x), len(x)) if how == "line" else np.arange(len(x))
         y = np.log(est[pick]) + rng.normal(0.0, sd[pick])
         o = np.argsort(x[pick])
@@ -233,9 +219,7 @@ def crossing(
     axis: Sequence[float], speedups: Sequence[tuple[float, float, float]], how: str, seed: int = 0
 ) -> Crossing:
     """Where speedups cross 1 along `axis` (log scale): `how` is `"line"` (a line through
-    every point: the work) or `"path"` (the points in order: one workload's batches).
-    Its interval: `DRAWS` draws, each speedup drawn log-normally from its interval (for a
-    line, the points resampled too)."""
+    every point: the work) or `"path"` (the points in order: one workload's batches)."""
     x = np.log(np.asarray(axis, dtype=float))
     est = np.asarray([s[0] for s in speedups], dtype=float)
     span = (float(np.exp(x.min())), float(np.exp(x.max())))
@@ -251,11 +235,11 @@ def crossing(
     central = root(x[order], np.log(est[order]))
     if central is None or not x.min() <= central <= x.max():
         return Crossing(None, None, span, len(x), paying)
-    sd = np.asarray([_log_sd(s) for s in speedups])
+    # Each speedup's spread in log, from its 95% interval.
+    sd = np.fmax(1e-6, (np.log(highs) - np.log(lows)) / (2 * Z95))
     roots = _draw_roots(x, est, sd, how, seed)
-    tail = (1 - LEVEL) / 2 * 100
     beyond = x.max() + 50.0  # no crossing: past the span (infinite once read back)
-    low, high = np.percentile(np.where(np.isinf(roots), beyond, roots), [tail, 100 - tail])
+    low, high = intervals.central(np.where(np.isinf(roots), beyond, roots))
     high = np.inf if high > x.max() + 1.0 else high
     at = (
         float(np.exp(central)),
@@ -294,19 +278,18 @@ def crossover_table(pts: Sequence[Point]) -> Grid:
     workload's batch, from that session's points alone (never fitted across sessions)."""
     body = []
     for session, mine in by_session(pts):
-        for controller in CONTROLLERS:
-            for mode in multi_device_modes():
-                work = work_crossing(mine, controller, mode)
-                if work is None:
-                    continue
-                batches = [
-                    c.said("series") if (c := batch_crossing(mine, w, controller, mode)) else "–"
-                    for w in CROSSOVER_WORKLOADS
-                ]
-                body.append(
-                    [escape(session.when), escape(controller), escape(mode), work.said("ms"),
-                     str(work.n), *batches]
-                )  # fmt: skip
+        for controller, mode in itertools.product(CONTROLLERS, multi_device_modes()):
+            work = work_crossing(mine, controller, mode)
+            if work is None:
+                continue
+            batches = [
+                c.said("series") if (c := batch_crossing(mine, w, controller, mode)) else "–"
+                for w in CROSSOVER_WORKLOADS
+            ]
+            body.append(
+                [escape(session.when), escape(controller), escape(mode), work.said("ms"),
+                 str(work.n), *batches]
+            )  # fmt: skip
     at_work = "Where it pays: per-device work (ms per solver iteration) [95%]"
     at_batch = [f"Where it pays: series per device, {escape(w)}" for w in CROSSOVER_WORKLOADS]
     return Grid(("Session", "Controller", "Mode", at_work, "Points", *at_batch), tuple(body))
@@ -344,8 +327,7 @@ MARKERS = "osD^vP<>*X"
 
 
 def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossover") -> list[Path]:
-    """The lead modes' speedup over the best 1-device step against the per-device work, a
-    panel per controller (no line: each session is fitted alone, on the page)."""
+    """The lead modes' speedup against the per-device work, a panel per controller."""
     # matplotlib (and the plots module that imports it) load for a figure only.
     import matplotlib.pyplot as plt
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
@@ -393,11 +375,6 @@ def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossov
     return _save(fig, Path(out), stem)
 
 
-def axis_predictions(results: str | Path, machine: str) -> list[Prediction]:
-    """The map's predictions of `machine` made along the batch axis, from the probe."""
-    return [p for p in predictions(results, machine) if p.crossover is not None]
-
-
 def _prediction(found: Sequence[Prediction], workload: str, controller: str) -> Prediction | None:
     return next(
         (p for p in found if (p.workload, p.fields.controller) == (workload, controller)), None
@@ -414,19 +391,18 @@ def _predicted(
 def beside_table(pts: Sequence[Point], found: Sequence[Prediction]) -> Grid:
     """The measured crossover in the per-device batch beside the predicted one."""
     body = []
-    for w in CROSSOVER_WORKLOADS:
-        for controller in CONTROLLERS:
-            for mode in multi_device_modes():
-                measured = latest_batch_crossing(pts, w, controller, mode)
-                pred = _predicted(found, w, controller, mode)
-                if measured is None and pred is None:
-                    continue
-                said = Crossing(**pred.batch).said("series") if pred else "not predicted"
-                body.append([
-                    escape(w), escape(controller), escape(mode),
-                    measured.said("series") if measured else "not measured", said,
-                    _work_said(measured, pts, w, controller), _predicted_work(pred),
-                ])  # fmt: skip
+    modes = multi_device_modes()
+    for w, controller, mode in itertools.product(CROSSOVER_WORKLOADS, CONTROLLERS, modes):
+        measured = latest_batch_crossing(pts, w, controller, mode)
+        pred = _predicted(found, w, controller, mode)
+        if measured is None and pred is None:
+            continue
+        said = Crossing(**pred.batch).said("series") if pred else "not predicted"
+        body.append([
+            escape(w), escape(controller), escape(mode),
+            measured.said("series") if measured else "not measured", said,
+            _work_said(measured, pts, w, controller), _predicted_work(pred),
+        ])  # fmt: skip
     return Grid(
         ("Workload", "Controller", "Mode", "Measured (newest session): where it pays, per device",
          "Predicted: where it pays, per device", "Measured: per-device work there (ms)",
@@ -445,13 +421,18 @@ def latest_batch_crossing(
     return found
 
 
+def log_interp(at: Sequence[float], x: Sequence[float], y: Sequence[float]) -> list[float]:
+    """`y` of `x` at each of `at`, interpolated linearly in log-log."""
+    return [float(np.exp(np.interp(np.log(b), np.log(x), np.log(y)))) for b in at]
+
+
 def _work_at(batches: Sequence[float], pts: Sequence[Point]) -> list[float] | None:
     """The per-device work (ms per solver iteration) at `batches`, interpolated in log."""
     known = sorted({(p.per_device_batch, p.work_s) for p in pts if p.work_s})
     if len(known) < 2:
         return None
-    x, y = np.log([b for b, _ in known]), np.log([w for _, w in known])
-    return [float(np.exp(np.interp(np.log(b), x, y))) * 1e3 for b in batches]
+    work = log_interp(batches, [b for b, _ in known], [w for _, w in known])
+    return [w * 1e3 for w in work]
 
 
 def _work_said(found: Crossing | None, pts: Sequence[Point], workload: str, controller: str) -> str:
@@ -477,8 +458,7 @@ CheckedPoint = tuple[Point, tuple[float, float, float], Prediction, bool | None]
 
 
 def _checked(pts: Sequence[Point], found: Sequence[Prediction]) -> list[CheckedPoint]:
-    """Each measured point predicted, with its predicted speedup `(estimate, low, high)`,
-    the prediction, and whether it was made before the point's rows (`made_before`)."""
+    """Each measured point predicted: its predicted speedup, prediction and `made_before`."""
     out = []
     for p in pts:
         made = _prediction(found, p.workload, p.controller)
@@ -491,8 +471,7 @@ def _checked(pts: Sequence[Point], found: Sequence[Prediction]) -> list[CheckedP
 
 
 def prediction_errors(pts: Sequence[Point], found: Sequence[Prediction]) -> list[Checked]:
-    """At every measured point predicted: predicted over measured speedup, minus 1, and
-    whether the prediction was made before the point's rows."""
+    """At every measured point predicted: predicted over measured speedup, minus 1."""
     return [
         Checked(error=pred[0] / p.speedup[0] - 1, model=made.made_from.model, before=before)
         for p, pred, made, before in _checked(pts, found)
@@ -504,9 +483,14 @@ def verdict_of(interval: Sequence[float]) -> str:
     return "pays" if interval[1] > 1 else "does not" if interval[2] < 1 else "undecided"
 
 
+def verdict_counts(pairs: Sequence[tuple[str, str]]) -> tuple[int, int]:
+    """Of (predicted, measured) verdicts: how many agree, and how many are opposite."""
+    same = sum(a == b for a, b in pairs)
+    return same, sum({a, b} == {"pays", "does not"} for a, b in pairs)
+
+
 def verdicts_said(pts: Sequence[Point], found: Sequence[Prediction]) -> str:
-    """At the measured points whose prediction was made before their rows: how often the
-    predicted verdict (pays, does not, undecided: the interval straddles 1) is the
+    """At the points predicted before their rows: how often the predicted verdict is the
     measured one, and how often the opposite; "" where there is none."""
     pairs = [
         (verdict_of(pred), verdict_of(p.speedup))
@@ -515,8 +499,7 @@ def verdicts_said(pts: Sequence[Point], found: Sequence[Prediction]) -> str:
     ]
     if not pairs:
         return ""
-    same = sum(a == b for a, b in pairs)
-    opposite = sum({a, b} == {"pays", "does not"} for a, b in pairs)
+    same, opposite = verdict_counts(pairs)
     return (
         f" Its verdict (pays, does not, or undecided where the interval straddles 1) is the "
         f"measured one at {same} of those {len(pairs)} points, the opposite at {opposite}."
@@ -576,7 +559,8 @@ def crossover_tables(results: str | Path, figures: str | Path, scale: str = "qui
     if not recs and scale != "quick":
         return []
     machine = (recs[0].machine_id or "") if recs else ""
-    found = axis_predictions(results, machine) if machine else []
+    # the map's predictions made along the batch axis, from the probe
+    found = [p for p in predictions(results, machine) if p.crossover is not None] if machine else []
     figs = crossover_figure(pts, figures)[:1] if any(p.work_s for p in pts) else []
     body = crossover_body(recs, pts, found)
     return [Table("crossover", "When splitting the batch pays", body, tuple(figs))]

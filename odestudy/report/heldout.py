@@ -50,8 +50,7 @@ class Checked(dict[str, Any]):
 
 
 def checked(p: Prediction, pr: PredictedRow, r: Rec) -> Checked:
-    """Measured row `r` (a record as the report joins it) against mode row `pr` of
-    prediction `p`."""
+    """Measured row `r` against mode row `pr` of prediction `p`."""
     # No interval in a map prediction of model 1 or 2: NaN, inside none.
     lo, hi = pr.get("step_time_interval_s") or (math.nan, math.nan)
     assert r.step_time_s is not None
@@ -70,11 +69,10 @@ def checked(p: Prediction, pr: PredictedRow, r: Rec) -> Checked:
 
 
 def made_before(prediction: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> bool | None:
-    """Whether `prediction` was held out from `rows`: written (its `finished`) before
-    every record of `rows` started, and, where it names the commit it was made at
-    (`git_commit`), made from code committed before them (not dirty, its commit's time
-    earlier than the first row's start) and, where its file is in this repository
-    (`path`), itself committed before them. None where a time is unknown."""
+    """Whether `prediction` was held out from `rows`: finished before every row started,
+    made from code committed before them (`git_commit`, not dirty) and, where its file
+    is in this repository (`path`), itself committed before them. None where a time is
+    unknown."""
     made = parse_time(prediction.get("finished"))
     starts = [parse_time(r.get("started")) for r in rows]
     if made is None or not starts or any(s is None for s in starts):
@@ -105,7 +103,7 @@ def file_commit_time(path: Any) -> datetime.datetime | None:
 @functools.cache
 def _added_times() -> dict[str, datetime.datetime]:
     """Each indexed file under `results/` by when its content was first committed at any
-    path (a prediction moved to `earlier/` keeps its time); empty without git."""
+    path (a file moved keeps its time); empty without git."""
     try:
         log = subprocess.run(
             ["git", "-C", str(environment.ROOT), "log", "--reverse", "--raw", "--no-abbrev",
@@ -136,8 +134,7 @@ def _added_times() -> dict[str, datetime.datetime]:
 
 def held_out_said(errors: Sequence[dict[str, Any]], unit: str = "points") -> str:
     """Where errors (each with `error`, `model`, `before`) mix predictions made before
-    their rows with others: the sentence on those made before alone (median |error|,
-    median signed error: below 0 where the speedup was predicted lower); else ""."""
+    their rows with others: the sentence on those made before alone; else ""."""
     held = [e for e in errors if e.get("before") is True]
     if not held or len(held) == len(errors):
         return ""
@@ -170,8 +167,7 @@ def said(checked: Sequence[dict[str, Any]]) -> str:
 
 def choice_records(results: str | Path) -> list[LeverRecord]:
     """The records the recommended step was chosen on: every machine's levers and tune
-    records (`make steps`) and map lever, fused-solve and vector-width records (no loss
-    spreads or floor sidecars)."""
+    records and the map's lever, fused-solve and vector-width records."""
     root = Path(results)
     paths = [
         *root.glob("*/levers/*.json"),
@@ -188,9 +184,9 @@ def choice_records(results: str | Path) -> list[LeverRecord]:
 
 
 def recommended_again(rows: Sequence[Any], chosen: Sequence[LeverRecord]) -> str:
-    """The map's recommended step (its `workloads.MapRow`s) measured again after the
-    records it was chosen on: its speedups over the default where both trained, and how
-    many are faster at equal loss or slower; empty without such rows or records."""
+    """The map's recommended step (`workloads.MapRow`s) measured again after the records
+    it was chosen on: its speedups over the default, and how many are faster at equal
+    loss or slower; empty without such rows or records."""
     found = [
         (r, r.speedup)
         for r in rows
@@ -204,12 +200,9 @@ def recommended_again(rows: Sequence[Any], chosen: Sequence[LeverRecord]) -> str
     times = [t for rec in chosen if (t := parse_time(rec.finished)) is not None]
     last = max((t for t in times if first is not None and t < first), default=None)
     latest = max((t for t in times if final is not None and t < final), default=None)
-    if (
-        not found
-        or last is None
-        or latest is None
-        or not made_before({"finished": last.isoformat()}, [r.record for r, _ in found])
-    ):
+    # With `last` (a record before the first row), `found` and `latest` are not empty.
+    measured = [r.record for r, _ in found]
+    if last is None or not made_before({"finished": last.isoformat()}, measured):
         return ""
     up_to = f"made up to {last:%Y-%m-%d %H:%M} UTC"
     if latest != last:

@@ -103,9 +103,8 @@ def prediction_lines(out: dict[str, Any], target: Scenario) -> list[str]:
 
 
 def predict_sample(results: str | Path) -> list[str]:
-    """`docs/own_model.md`'s sample: the example's latest prediction of a tuned step
-    (`EXAMPLE`) as the command printed it, after a line naming its machine, time and
-    commit, and its wall time where recorded."""
+    """`docs/own_model.md`'s sample: the example's latest prediction of a tuned step, printed
+    as the command printed it after a line naming its machine, time and commit."""
     found = [(p, records.read_json(p)) for p in sorted(Path(results).glob(EXAMPLE))]
     tuned = [(p, out) for p, out in found if Scenario.from_dict(out["scenario"]).step_tag()]
     if not tuned:

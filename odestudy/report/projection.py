@@ -20,14 +20,13 @@ Step time of N devices in data parallel at global batch B (per-device batch b = 
 import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
 from ..measure.modes import MODES, multi_device_modes
 from ..measure.timing import PROTOCOL
 from ..study import records
-from ..study.profiles import mode_time
+from ..study.profiles import Value, mode_time
 from ..study.rec import AllReduce, Projected, Rec, Sweep
 from ..study.studies import Grid, Table, Text
 from . import sessions
@@ -39,23 +38,17 @@ from .tables import fmt as _fmt
 MULTI_DEVICE = multi_device_modes()
 
 
-class LatencyRange(NamedTuple):
-    """All-reduce latencies (seconds): a range and its central value."""
-
-    low: float
-    central: float
-    high: float
-
-
-# Cited all-reduce latencies of two NVLink-connected H100s, small messages (seconds):
+# Cited all-reduce latency of two NVLink-connected H100s, small messages (seconds):
 # about 6 us with CUDA graphs (NVIDIA/nccl issue 1259, 2 x H100 80GB HBM3, NVLSTree),
 # 3.5 us for 1 KB without CUDA graphs on NVLink H800s (NVIDIA/nccl issue 1984), and
 # NCCL's own tuning model: base 6.6 us (Ring, LL) + 0.6 us NVLink (src/graph/tuning.cc,
-# quoted in NVIDIA/nccl issue 1334). Central value and range used for projections:
-GPU_ALLREDUCE_S = LatencyRange(low=3.5e-6, central=7.2e-6, high=25e-6)
-GPU_ALLREDUCE_SOURCE = (
+# quoted in NVIDIA/nccl issue 1334).
+GPU_ALLREDUCE_S = Value(
+    7.2e-6,
+    3.5e-6,
+    25e-6,
     "NVIDIA/nccl issues 1259 (2 x H100, ~6 us), 1984 (3.5 us without "
-    "CUDA graphs) and NCCL's tuning model (6.6 + 0.6 us, issue 1334)"
+    "CUDA graphs) and NCCL's tuning model (6.6 + 0.6 us, issue 1334)",
 )
 
 
@@ -127,10 +120,8 @@ def predict(
     in_loop: int = 0,
     loop_latency_s: float = 0.0,
 ) -> Prediction:
-    """The model's step time for `n` devices at `global_batch` (see the module doc):
-    `sweep` is the controller's 1-device step-cost sweep, `base` the measured 1-device
-    record it is anchored on, `allreduce_s` one gradient all-reduce, and `in_loop`,
-    `loop_latency_s` the collectives per loop iteration and their latency (`shard`)."""
+    """The model's step time for `n` devices at `global_batch` (see the module doc), from
+    the 1-device `sweep` anchored on the 1-device record `base`."""
 
     def c(b: int) -> float:
         return _interp(sweep, b, "step_time_s") / _interp(sweep, b, "iterations_executed")
@@ -145,10 +136,8 @@ def predict(
 
 
 def validate_model(rows: list[Rec], folder: str | Path) -> list[Validation]:
-    """Predicted against measured for the multi-device ok rows of the machine of
-    `folder` (`rows` from `frames.scaling_rows`) with at most its physical cores of
-    devices, where it has a sweep of the controller, a latency for the device count and
-    a 1-device baseline (`frames.baseline`)."""
+    """Predicted against measured for the machine of `folder`'s multi-device ok rows
+    within its physical cores that have a sweep, a latency and a 1-device baseline."""
     sweeps, lat = load_sweeps(folder), load_latencies(folder)
     cores = next((r.hardware.physical_cores for r in rows if r.hardware), None)
     out = []
@@ -188,10 +177,8 @@ def project_gpu(
     cpu_rows: list[Rec],
     n: int = 2,
 ) -> list[Projected]:
-    """Projected `n`-GPU strong-scaling rows of every mode and controller, anchored on
-    the measured 1-GPU rows, with the cited latency range (`GPU_ALLREDUCE_S`); a loop's
-    collective count from the CPU record of the same mode and device count (the same
-    program, partitioned for CPU devices)."""
+    """Projected `n`-GPU strong-scaling rows anchored on the measured 1-GPU rows, at the
+    cited latency range; a loop's collectives from the CPU record of the same mode."""
     out = []
     for base in gpu_rows:
         t1, sweep = base.step_time_s, sweeps.get(("gpu", base.controller))
@@ -205,7 +192,7 @@ def project_gpu(
             k = (cpu.collectives_in_loops or 0) if cpu is not None else 0
             low, central, high = (
                 predict(sweep, base, mode, n, base.global_batch, lat, k, lat)
-                for lat in GPU_ALLREDUCE_S
+                for lat in (GPU_ALLREDUCE_S.low, GPU_ALLREDUCE_S.central, GPU_ALLREDUCE_S.high)
             )
             out.append(
                 Projected(
@@ -282,15 +269,14 @@ def projection_body(
     `none_projected`), and the closing line over the `pmap` and `shard_map` rows."""
     errors = []
     for mode in MULTI_DEVICE:
-        errs = [abs(v.error) for v in validation if v.mode == mode]
-        if errs:
+        if mine := [v for v in validation if v.mode == mode]:
             errors.append(
-                f"- `{mode}`: median |error| {100 * np.median(errs):.0f}% over {len(errs)} rows"
-                f"{_joined(v for v in validation if v.mode == mode)}"
+                f"- `{mode}`: median |error| {100 * np.median([abs(v.error) for v in mine]):.0f}% "
+                f"over {len(mine)} rows{_joined(mine)}"
             )
-    both = [abs(v.error) for v in validation if not MODES[v.mode].one_loop]
-    median = f"{100 * np.median(both):.0f}%" if both else "n/a"
-    joined = _joined(v for v in validation if not MODES[v.mode].one_loop)
+    both = [v for v in validation if not MODES[v.mode].one_loop]
+    median = f"{100 * np.median([abs(v.error) for v in both]):.0f}%" if both else "n/a"
+    joined = _joined(both)
     return (
         Text(__doc__.split("\n\n", 1)[1].strip()),
         Text("## Validation: predicted from 1-device measurements against measured"),
@@ -301,7 +287,7 @@ def projection_body(
         Text(
             f"All-reduce latency {GPU_ALLREDUCE_S.central * 1e6:.1f} us (range "
             f"{GPU_ALLREDUCE_S.low * 1e6:.1f}–{GPU_ALLREDUCE_S.high * 1e6:.0f} us), "
-            f"cited: {GPU_ALLREDUCE_SOURCE}. Compute from the 1-GPU step-cost sweep."
+            f"cited: {GPU_ALLREDUCE_S.source}. Compute from the 1-GPU step-cost sweep."
         ),
         projected_grid(projected) if projected else Text(none_projected),
         Text(f"The closing line is over the `pmap` and `shard_map` rows{joined}."),
@@ -330,8 +316,7 @@ def projection_table(
     gpu_machine: str | None,
     cpu_rows: list[Rec],
 ) -> tuple[Table, list[Projected]]:
-    """Validate on every machine, project the 2-GPU rows; returns the table
-    (`projection`) and the projected rows."""
+    """Validate on every machine, project the 2-GPU rows: the table and the projected rows."""
     validation = [
         v
         for machine, rows in rows_by_machine.items()

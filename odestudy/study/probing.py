@@ -35,12 +35,9 @@ PROBE_OFF = "off"
 def session_probe(
     device: str, n_devices: int, folder: str | os.PathLike, show: bool = True
 ) -> Iterator[Path | None]:
-    """Run the machine probe over up to `n_devices` devices of kind `device` at the
-    start of a timing session, into `folder/probes/`, and name its file in
-    `PROBE_VARIABLE` (inherited by the session's processes) for the body; yields it, or
-    None. A session inside another keeps the outer one's probe; `PROBE_VARIABLE=off`
-    runs none; a probe that fails is said and the session goes on without one.
-    """
+    """Run the machine probe into `folder/probes/` at the start of a timing session and
+    name its file in `PROBE_VARIABLE` for the body; yields it, or None (`off`, failed). A
+    session inside another keeps the outer one's probe."""
     inherited = os.environ.get(PROBE_VARIABLE)
     if inherited == PROBE_OFF or (inherited and Path(inherited).exists()):
         yield None if inherited == PROBE_OFF else Path(inherited)

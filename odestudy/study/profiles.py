@@ -41,14 +41,9 @@ class ProfileError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Value:
-    """One profiled quantity: its central value, a range, and where it comes from.
-
-    - `central`, `low`, `high`: the value and its stated range (seconds, or bytes/s).
-    - `source`: a citation, or the records it was measured in.
-    - `measured`: measured on this machine (True), or cited (False).
-    - `samples`: the times it was measured from, where kept: a prediction's draws then
-      resample them rather than draw uniformly over the range.
-    """
+    """One profiled quantity (seconds, or bytes/s): its central value, stated range and
+    `source` (a citation, or its records), whether `measured` here, and the `samples` it
+    was measured from where kept (a prediction's draws resample them)."""
 
     central: float
     low: float
@@ -73,16 +68,9 @@ Placement = tuple[int, int, int]  # (devices in all, processes, nodes)
 
 @dataclasses.dataclass(frozen=True)
 class HardwareProfile:
-    """What collectives cost on one kind of hardware.
-
-    - `name`: the profile's name (`h100-nvlink`, `cpu`, a file's stem).
-    - `device`: the device kind its values are of (`"cpu"` or `"gpu"`).
-    - `description`: the hardware in words.
-    - `allreduce`: per placement `(devices, processes, nodes)`, one float's all-reduce.
-    - `per_float`: per placement, the added seconds per float32 of a larger all-reduce
-      (None: from `bandwidth`).
-    - `bandwidth`: the all-reduce bus bandwidth (bytes/s), where `per_float` lacks one.
-    """
+    """What collectives cost on one kind (`device`) of hardware: per placement, one
+    float's `allreduce` and the added seconds `per_float` of a larger one (else from the
+    bus `bandwidth`, bytes/s)."""
 
     name: str
     device: str
@@ -107,8 +95,7 @@ class HardwareProfile:
         return self.allreduce[key]
 
     def gradient(self, floats: int, devices: int, processes: int = 1, nodes: int = 1) -> Value:
-        """An all-reduce of `floats` float32 elements: one float's latency plus the
-        size at the profile's per-float cost (or bandwidth), the ranges added."""
+        """An all-reduce of `floats` float32s: one float's latency plus their per-float cost."""
         base = self.latency(devices, processes, nodes)
         extra = self.per_float.get((devices, processes, nodes))
         if extra is None and self.bandwidth is not None:
@@ -129,12 +116,10 @@ class HardwareProfile:
 def mode_time(
     mode: str, terms: dict[str, float], gradient_s: float, loop_s: float, in_loop: float
 ) -> dict[str, float]:
-    """One mode's step from the measured `terms` (`per_iteration_s`: a device's time per
-    solver iteration at its share of the batch; `iterations_step`: the iterations of the
-    step's slowest sample), the gradient all-reduce (`gradient_s`) and, for a mode with
-    one loop over the global batch (`AbstractMode.one_loop`: `shard`, `explicit`),
-    `in_loop` collectives per solver iteration at `loop_s` each. Returns the step and
-    its parts (seconds)."""
+    """One mode's step and its parts (seconds) from the measured `terms` (a device's
+    `per_iteration_s`, the step's `iterations_step`), the gradient all-reduce and, in a
+    mode with one loop over the global batch, `in_loop` collectives per iteration at
+    `loop_s`."""
     compute = terms["per_iteration_s"] * terms["iterations_step"]
     loop = in_loop * terms["iterations_step"] * loop_s if MODES[mode].one_loop else 0.0
     total = compute + gradient_s + loop
@@ -226,9 +211,8 @@ def _value(seconds: list[float], files: list[str], results: Path) -> Value:
 
 
 def machine_profile(results: str | os.PathLike = records.DEFAULT_RESULTS) -> HardwareProfile:
-    """The profile of this machine from what its probes measured (see the module doc):
-    one float's all-reduce per placement, and the added cost per float from the
-    gradient-sized ones. ProfileError where this machine has no probe yet."""
+    """The profile of this machine from what its probes measured (see the module doc);
+    ProfileError where this machine has no probe yet."""
     results = Path(results)
     machine = environment.machine_id(environment.this_machine())
     points = _probe_points(results, machine)
@@ -255,8 +239,7 @@ def machine_profile(results: str | os.PathLike = records.DEFAULT_RESULTS) -> Har
 def machine_profile_if_any(
     results: str | os.PathLike = records.DEFAULT_RESULTS,
 ) -> HardwareProfile | None:
-    """`machine_profile(results)`, or None where this machine has no probe yet: the
-    range over sessions of a prediction made from one session's probe."""
+    """`machine_profile(results)`, or None where this machine has no probe yet."""
     try:
         return machine_profile(results)
     except ProfileError:
