@@ -164,8 +164,7 @@ def own_problem_section(
     results: str | Path, machine: str, scale: str = "quick"
 ) -> list[Text | Grid]:
     """The section on a problem written outside the package: `machine`'s 2-device rows
-    of the example (`make own-rows`) against `odestudy predict --record`'s predictions
-    from its trained 1-device row (`make own-predict`), speedup against speedup."""
+    of the example against `predict --record`'s predictions, speedup against speedup."""
     root = Path(results) / OWN_FOLDER
     recs = _own_records(root, machine, scale)
     found = row_predictions(root, machine)
@@ -188,9 +187,8 @@ def _own_records(root: Path, machine: str, scale: str) -> list[Rec]:
 
 
 def _by_session(recs: Sequence[Rec]) -> list[list[Rec]]:
-    """`recs` by session, in time order: a speedup joins rows of one session only. A
-    scenario measured twice in one session (the 1-device rows before the predictions,
-    then again with the 2-device rows: `make own-rows`) counts by its newest record."""
+    """`recs` by session, in time order (a speedup joins rows of one session only), a
+    scenario measured twice in one session by its newest record."""
     groups: dict[str, dict[Any, Rec]] = {}
     for r in sorted(recs, key=lambda r: str(r.finished or "")):  # undated: oldest
         groups.setdefault(r.session.label if r.session else "", {})[r.scenario_key] = r

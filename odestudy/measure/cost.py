@@ -52,9 +52,8 @@ def machine_rates(
     cache_kilobytes: int = 1024,
     cache_passes: int = 200,
 ) -> dict[str, float]:
-    """What one device sustains: float32 matmul FLOP/s, memory bandwidth (an elementwise
-    update of an array far larger than the caches) and cache bandwidth (the same update
-    repeated on a small array within one compiled loop)."""
+    """What one device sustains: float32 matmul FLOP/s, memory bandwidth (an update of an
+    array far larger than the caches) and cache bandwidth (a small one, in a loop)."""
     a = jax.device_put(np.random.default_rng(0).standard_normal((n, n), np.float32), device)
     matmul = jax.jit(lambda x: x @ x)
     flops = 2.0 * n**3 / median_time(matmul, a)

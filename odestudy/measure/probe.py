@@ -1,10 +1,7 @@
 """The machine probe: a few seconds at the start of every timing session measuring what
 the predictions are made of (all-reduce latencies, matmul rates, an empty loop's
-iteration), so that every record of the session says what the machine was like.
-
-A session runs it once in a process of its own (the devices must be set before JAX
-starts) and names its JSON file in `PROBE_VARIABLE`, which the processes the session
-starts inherit; `session_probe()` reads it back into each record.
+iteration). A session runs it once in a process of its own and names its file in
+`PROBE_VARIABLE`, inherited by its processes; `session_probe()` reads it back.
 """
 
 import json

@@ -338,17 +338,16 @@ def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossov
     marker = {w: MARKERS[i % len(MARKERS)] for i, w in enumerate(workloads)}
     fig, axes = plt.subplots(1, len(CONTROLLERS), figsize=(12, 4.8), sharey=True)
     for ax, controller in zip(np.atleast_1d(axes), CONTROLLERS, strict=True):
-        for mode in ("shard_map", "pmap"):
-            for w in workloads:
-                key = (controller, mode, w)
-                mine = [p for p in pts if (p.controller, p.mode, p.workload) == key and p.work_s]
-                if not mine:
-                    continue
-                x = np.array([p.work_s for p in mine]) * 1e3
-                y = np.array([p.speedup[0] for p in mine])
-                err = [y - [p.speedup[1] for p in mine], [p.speedup[2] for p in mine] - y]
-                ax.errorbar(x, y, yerr=err, fmt=marker[w], ms=5, color=MODE_STYLE[mode],
-                            capsize=2, alpha=0.8, linestyle="none")  # fmt: skip
+        for mode, w in itertools.product(("shard_map", "pmap"), workloads):
+            key = (controller, mode, w)
+            mine = [p for p in pts if (p.controller, p.mode, p.workload) == key and p.work_s]
+            if not mine:
+                continue
+            x = np.array([p.work_s for p in mine]) * 1e3
+            y = np.array([p.speedup[0] for p in mine])
+            err = [y - [p.speedup[1] for p in mine], [p.speedup[2] for p in mine] - y]
+            ax.errorbar(x, y, yerr=err, fmt=marker[w], ms=5, color=MODE_STYLE[mode],
+                        capsize=2, alpha=0.8, linestyle="none")  # fmt: skip
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -1,7 +1,6 @@
-"""A prediction's row checked against its measured row (`Checked`, `checked`), whether
-the prediction was held out (made before the rows it is checked against) or in-sample,
-and whether the recommended step was measured again after the records it was
-chosen on (`recommended_again`)."""
+"""A prediction's row checked against its measured row (`checked`), whether it was held
+out (made before the rows) or in-sample, and the recommended step measured again
+(`recommended_again`)."""
 
 import datetime
 import functools

@@ -1,7 +1,5 @@
 """What `odestudy predict` prints (`prediction_lines`), and the sample of it that
-`docs/own_model.md` shows: the example problem's latest prediction recorded by `predict
---record`, printed as the command printed it, with where and when it ran
-(`predict_sample`)."""
+`docs/own_model.md` shows (`predict_sample`)."""
 
 from pathlib import Path
 from typing import Any

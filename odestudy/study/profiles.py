@@ -1,19 +1,12 @@
-"""Hardware profiles: what a collective costs on hardware a prediction is made for,
-each value with where it comes from.
+"""Hardware profiles: per placement (devices, processes, nodes), what an all-reduce of
+one float costs and a bandwidth that prices a gradient's size, each value with its
+source. Two sources: a **file** (`data/profiles/<name>.json`, or any path in that
+format: cited values with a stated range), or **this machine's probes** (`cpu`: every
+machine probe recorded here and the cross-process all-reduces of multi-process rows, the
+median central and the range their spread over sessions).
 
-A profile gives, per placement (devices, processes, nodes), the latency of an
-all-reduce of one float, and a bandwidth that prices a gradient's size. Two sources:
-
-- a **file** (`data/profiles/<name>.json`, or any path in that format): cited values,
-  each with its source and a stated range (2, 4 and 8 NVLink-connected H100s; PCIe
-  GPUs);
-- **this machine's probes** (`cpu`): every machine probe (`measure.probe`) recorded
-  here, and the cross-process all-reduces that multi-process rows measured in their own
-  jobs (`probe_processes`), the central value their median and the range their spread
-  over sessions, each citing its records.
-
-`mode_time` prices a mode's step on N devices from measured terms and these costs: the
-one formula both `odestudy predict` and the report's projection use.
+`mode_time` prices a mode's step from measured terms and these costs: the one formula
+both `odestudy predict` and the report's projection use.
 """
 
 import dataclasses
@@ -143,21 +136,20 @@ def profile_from_file(path: str | os.PathLike) -> HardwareProfile:
     """A profile from a JSON file in the shipped format (see `data/profiles/`)."""
     data = json.loads(Path(path).read_text())
     allreduce = {
-        (int(a["devices"]), int(a.get("processes", 1)), int(a.get("nodes", 1))): Value(
-            a["central_s"], a["low_s"], a["high_s"], a["source"]
-        )
+        (int(a["devices"]), int(a.get("processes", 1)), int(a.get("nodes", 1))): _cited(a, "_s")
         for a in data["allreduce"]
     }
     bw = data.get("bandwidth")
-    bandwidth = (
-        Value(
-            bw["central_bytes_per_s"], bw["low_bytes_per_s"], bw["high_bytes_per_s"], bw["source"]
-        )
-        if bw
-        else None
-    )
+    bandwidth = _cited(bw, "_bytes_per_s") if bw else None
     return HardwareProfile(
         data["name"], data["device"], data.get("description", ""), allreduce, bandwidth=bandwidth
+    )
+
+
+def _cited(entry: dict[str, Any], unit: str) -> Value:
+    """A profile file's cited value: its central, low and high (names ending in `unit`)."""
+    return Value(
+        entry[f"central{unit}"], entry[f"low{unit}"], entry[f"high{unit}"], entry["source"]
     )
 
 
