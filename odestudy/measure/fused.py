@@ -2,12 +2,11 @@
 that carries only what a step needs.
 
 Diffrax's `diffeqsolve` carries its whole state through every step (events, `SaveAt`
-bookkeeping with an inner loop over saved times, progress meter, result codes, dense
-buffers, jumps). The fused solve keeps diffrax's arithmetic (Tsit5's tableau,
-`PIDController.adapt_step_size`, Tsit5's interpolation, the clipping of the last step)
-and carries only the time, next time, state, FSAL stage, controller memory, the
-solution at the observation times and the step count. Saving evaluates the step's
-interpolant at every observation time and keeps those inside the step: no inner loop.
+bookkeeping with an inner loop over saved times, result codes, dense buffers, jumps).
+The fused solve keeps diffrax's arithmetic (Tsit5's tableau, `PIDController`, Tsit5's
+interpolation, the clipping of the last step) and carries only what `_Carry` holds.
+Saving evaluates the step's interpolant at every observation time and keeps those
+inside the step: no inner loop.
 
 The loop is differentiated as the scenario's `adjoint` says (`REVERSE`): equinox's
 checkpointed while loop (`all_steps`: a checkpoint per step; `recursive`: diffrax's

@@ -238,7 +238,6 @@ def _forward_kernel(cfg: Config, n_weights: int):
         t1 = ts_ref[:, pl.ds(cfg.n_times - 1, 1)]
         floor = floor_ref[...]
         tnext0 = jnp.minimum(t0 + (ts_ref[:, pl.ds(1, 1)] - t0), t1)  # `controller.init`
-        steps0 = jnp.zeros(t0.shape, jnp.int32)
 
         def cond(c):
             i, _, t, *_ = c
@@ -270,7 +269,7 @@ def _forward_kernel(cfg: Config, n_weights: int):
             )
 
         zero = jnp.asarray(0, jnp.int32)
-        init = (zero, zero, t0, tnext0, y0, f0, steps0)
+        init = (zero, zero, t0, tnext0, y0, f0, jnp.zeros(t0.shape, jnp.int32))
         _, slot, t, _, _, _, steps = jax.lax.while_loop(cond, body, init)
         steps_ref[...] = steps
         end_ref[...] = t

@@ -85,9 +85,12 @@ def count_loops(compiled: Any, *args: Any) -> dict[str, Any]:
     counts = event_counts(compiled, *args)
     names = {name for *_, name in itertools.chain(*parse(hlo).values())}
     loops, conditionals = [], []
+    by: collections.Counter = collections.Counter()
+    cond_by: collections.Counter = collections.Counter()
     for item in found:
         if item["kind"] == "while":
             bodies = max((counts.get(n, 0) for n in item["body_instructions"]), default=0)
+            by[f"{item['direction']} {item['role']}"] += bodies
             loops.append(
                 {
                     "name": item["name"],
@@ -98,6 +101,7 @@ def count_loops(compiled: Any, *args: Any) -> dict[str, Any]:
                 }
             )
         else:
+            cond_by[item["direction"]] += counts.get(item["name"], 0)
             conditionals.append(
                 {
                     "name": item["name"],
@@ -105,12 +109,6 @@ def count_loops(compiled: Any, *args: Any) -> dict[str, Any]:
                     "executions": counts.get(item["name"], 0),
                 }
             )
-    by: collections.Counter = collections.Counter()
-    cond_by: collections.Counter = collections.Counter()
-    for loop in loops:
-        by[f"{loop['direction']} {loop['role']}"] += loop["bodies"]
-    for cond in conditionals:
-        cond_by[cond["direction"]] += cond["executions"]
     return {
         "instructions": sum(n for name, n in counts.items() if name in names),
         "static_loops": len(loops),
