@@ -10,7 +10,7 @@ while-loop iteration a trip to the host: the step is bound by launches, not arit
   loop (StepTo: a loop over the grid's intervals), the weights held in the kernel. Per
   iteration it stores, in a slot of buffers of `max_steps` rows, each row's step bounds,
   start state, seven stage values and whether it kept the step (a slot no row kept is
-  reused).
+  reused). A row past `max_steps` is NaN at the times it did not reach.
 - **Reverse.** One kernel replays the slots last to first, as `replay.py` does with
   `mlp_reverse`; each program writes its block's weight gradients, summed after.
 
