@@ -1,5 +1,6 @@
 """Count collective operations in compiled HLO, and how many sit inside while loops."""
 
+import math
 import re
 from typing import NamedTuple
 
@@ -27,17 +28,14 @@ def _bytes(type_text: str) -> int:
     """Bytes of the arrays in an HLO result type, e.g. `(f32[2,3]{1,0}, s32[])`."""
     total = 0
     for dtype, dims in _ARRAY.findall(type_text):
-        n = 1
-        for d in filter(None, dims.split(",")):
-            n *= int(d)
+        n = math.prod(int(d) for d in dims.split(",") if d)
         total += n * _BITS.get(dtype, int(dtype[1:]) if dtype[1:].isdigit() else 32) // 8
     return total
 
 
 class CollectiveCount(NamedTuple):
     """Collectives in one compiled program (async start/done pairs counted once), and
-    those inside a while loop at any depth; bytes are of their results, run once each.
-    """
+    those inside a while loop at any depth; bytes are of their results, run once each."""
 
     total: int
     in_loops: int
@@ -55,8 +53,9 @@ def _kind(opcode: str) -> str | None:
     return base if base in COLLECTIVES else None
 
 
-def _parse(hlo: str):
-    """Each computation's instructions as `(opcode, line, result type, name)`."""
+def parse(hlo: str) -> dict[str, list[tuple[str, str, str, str]]]:
+    """Each computation of an HLO module's text: its instructions as `(opcode, line,
+    result type, name)`."""
     computations: dict[str, list[tuple[str, str, str, str]]] = {}
     current = None
     for line in hlo.splitlines():
@@ -110,11 +109,10 @@ def _in_loop(computations: dict) -> tuple[set[str], int]:
 
 
 def loop_collective_arrays(hlo: str) -> dict[str, int]:
-    """The collective instructions inside while loops of a compiled HLO module's text
-    (what a profile counts to give how often they run), each with how often the CPU
-    runtime meets its devices to run it once: an all-reduce once per array of its tuple,
-    any other collective once (as a profile's rendezvous count shows)."""
-    computations = _parse(hlo)
+    """The collective instructions inside while loops of a compiled HLO module's text,
+    each with how often the CPU runtime meets its devices to run it once: an all-reduce
+    once per array of its tuple, any other once (as a profile's rendezvous count shows)."""
+    computations = parse(hlo)
     in_loop, _ = _in_loop(computations)
     meetings = {}
     for name in in_loop:
@@ -128,7 +126,7 @@ def loop_collective_arrays(hlo: str) -> dict[str, int]:
 
 def count_collectives(hlo: str) -> CollectiveCount:
     """Audit the text of a compiled HLO module (`compiled.as_text()`)."""
-    computations = _parse(hlo)
+    computations = parse(hlo)
     in_loop, n_while = _in_loop(computations)
     by_kind: dict[str, int] = {}
     in_loops_by_kind: dict[str, int] = {}

@@ -1,20 +1,17 @@
 """A training step's compute floor: the arithmetic its solver steps must do, from XLA's
 cost analysis, at the rate this device's probe sustains at the step's own shapes.
 
-XLA's cost analysis counts a while loop's body once, whatever its trip count, so the
-compiled step's own count says little of a solve. The floor is counted instead on
-programs without loops: the problem's loss and gradient with the solve replaced by `k`
-field evaluations (`EvaluationsSolve`), for `k = 1` and `k = 2`. Their difference is one
-field evaluation over the batch, forward and backward; the rest is what the step does
-outside the solve (encoder, decoder, loss). A step whose solve executes `n` solver steps
-(the batch's slowest sample under `vmap`, the shared count within-ODE) evaluates the
-field `6 n + 1` times (Tsit5: six new stages a step, FSAL, one first stage), so
+XLA's cost analysis counts a while loop's body once, whatever its trip count. The floor
+is counted instead on programs without loops: the loss and gradient with the solve
+replaced by `k` field evaluations (`EvaluationsSolve`), `k = 1` and `k = 2`. Their
+difference is one field evaluation, forward and backward; the rest is the step outside
+the solve. A solve of `n` steps (the batch's slowest sample under `vmap`) evaluates the
+field `6 n + 1` times (Tsit5: six new stages a step, FSAL), so
 
     floor FLOPs = rest + (6 n + 1) x per evaluation,
     floor time = floor FLOPs / the device's matmul-and-tanh rate at (batch, width).
 
-The ratio of a step's time to its floor says how far above its arithmetic it runs: the
-rest is loop machinery, memory traffic and launch cost.
+A step's time over its floor: how far above its arithmetic it runs.
 """
 
 import dataclasses
@@ -37,9 +34,8 @@ STAGES_PER_STEP = 6  # Tsit5's new stages per solver step (first same as last)
 
 
 class EvaluationsSolve(AbstractBatchSolve):
-    """`evaluations` chained field evaluations (explicit Euler steps over each series'
-    first interval) in place of the solve, every saved time given the last state: the
-    arithmetic of that many evaluations, with no loop. Arguments as `BatchSolve`'s."""
+    """`evaluations` chained field evaluations (Euler steps over each series' first
+    interval) in place of the solve, with no loop; every saved time the last state."""
 
     def __init__(self, evaluations: int, *args: Any):
         super().__init__(*args)
@@ -47,13 +43,9 @@ class EvaluationsSolve(AbstractBatchSolve):
 
     def __call__(self, field: Callable[..., Any], ts: Any, y0: Any, args: Any = None) -> Any:
         h = (ts[:, 1] - ts[:, 0]).reshape((-1,) + (1,) * (jnp.ndim(y0) - 1))
-        y = y0
+        y, in_axes = y0, (0, 0, None if args is None else 0)
         for _ in range(self.evaluations):
-            if args is None:
-                f = jax.vmap(lambda t, yi: field(t, yi, None))(ts[:, 0], y)
-            else:
-                f = jax.vmap(field)(ts[:, 0], y, args)
-            y = y + h * f
+            y = y + h * jax.vmap(field, in_axes=in_axes)(ts[:, 0], y, args)
         self.calls.append(jnp.zeros(ts.shape[0], jnp.int32))
         return jnp.broadcast_to(y[:, None], (y.shape[0], ts.shape[1], *y.shape[1:]))
 
@@ -63,9 +55,7 @@ def reverse_steps(s: Scenario, problem: Any, model: Any, batch: Any, key: Any = 
     the accepted ones (the fused solve's own reverse under PID); else None."""
     structure = s.structure
     adaptive = s.stepsize_controller.adaptive
-    if not (adaptive and isinstance(structure.integrator, Fused)):
-        return None
-    if not structure.reverse.own_reverse:
+    if not (adaptive and isinstance(structure.integrator, Fused) and structure.reverse.own_reverse):
         return None
     counting = dataclasses.replace(structure, integrator=Fused(count_accepted=True))
     spec = dataclasses.replace(s.ode_solve(problem), structure=counting)
@@ -81,9 +71,8 @@ def reverse_steps(s: Scenario, problem: Any, model: Any, batch: Any, key: Any = 
 def _cost(
     s: Scenario, problem: Any, model: Any, batch: Any, evaluations: int, grad: bool = True
 ) -> tuple[float, float]:
-    """XLA's FLOPs and transcendentals (`exp`, `log1p`, `tanh`, ...: counted apart from
-    the FLOPs) for the loss of `model` on `batch` and, with `grad`, its gradient, with
-    `evaluations` field evaluations in place of the solve."""
+    """XLA's FLOPs and transcendentals (counted apart) for the loss of `model` on `batch`
+    and, with `grad`, its gradient, with `evaluations` field evaluations as the solve."""
     params, static = eqx.partition(model, eqx.is_inexact_array)
     key = jax.random.PRNGKey(0) if problem.needs_key else None
 
@@ -100,10 +89,9 @@ def _cost(
 
 
 def evaluation_flops(s: Scenario) -> dict[str, float]:
-    """What `s`'s step must compute at its per-device batch (`batch`), counted on the
-    default device: FLOPs of one field evaluation (`per_evaluation`, and of its forward
-    pass alone) and of the rest of the step (`rest`), the same of transcendentals, and
-    `least_bytes` (parameters read and written once, the batch read once)."""
+    """What `s`'s step computes at its per-device batch: FLOPs of one field evaluation
+    (`per_evaluation`, and its forward alone) and of the rest of the step (`rest`), the
+    same of transcendentals, and `least_bytes` (parameters read and written, batch read)."""
     setup = prepare(s, jax.devices()[:1], check=False)
     problem = setup.problem
     n_times = np.shape(problem.times(setup.data))[1]
@@ -140,12 +128,10 @@ def floor_time(
     reverse_steps: float | None = None,
     transcendentals_per_s: float | None = None,
 ) -> float:
-    """Seconds the step's arithmetic takes (`evaluation_flops`'s `flops`): the rest plus
-    `6 n + 1` field evaluations forward for its `solver_steps` executed steps, their
-    reverse passes for the `reverse_steps` its reverse pass runs (the accepted steps
-    where it replays only those; None: as many as forward), at `flops_per_s`; and, given
-    `transcendentals_per_s` and counts of them, its transcendentals at that rate.
-    Counts without a forward share charge forward and backward for every step."""
+    """Seconds the step's arithmetic takes at `flops_per_s`: the rest plus `6 n + 1`
+    field evaluations forward for its `solver_steps`, backward for its `reverse_steps`
+    (None: as many), and, given `transcendentals_per_s`, its transcendentals. Counts
+    without a forward share charge forward and backward for every step."""
     forward = STAGES_PER_STEP * solver_steps + 1
     backward = forward if reverse_steps is None else STAGES_PER_STEP * reverse_steps + 1
     per = flops["per_evaluation"]

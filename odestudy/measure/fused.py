@@ -2,23 +2,18 @@
 that carries only what a step needs.
 
 Diffrax's `diffeqsolve` carries its whole state through every step (events, `SaveAt`
-bookkeeping with an inner loop over saved times, progress meter, result codes, dense
-buffers, jump handling). The fused solve keeps diffrax's arithmetic (Tsit5's tableau as
-straight-line code, `PIDController.adapt_step_size`, Tsit5's interpolation, diffrax's
-clipping of the last step) and carries only the time, the next time, the state, the
-FSAL stage, the controller's memory, the solution at the observation times and two
-counters. Saving evaluates the step's interpolant at every observation time and keeps
-those inside the step: straight-line code, no inner loop.
+bookkeeping with an inner loop over saved times, result codes, dense buffers, jumps).
+The fused solve keeps diffrax's arithmetic (Tsit5's tableau, `PIDController`, Tsit5's
+interpolation, the clipping of the last step) and carries only what `_Carry` holds.
+Saving evaluates the step's interpolant at every observation time and keeps those
+inside the step: no inner loop.
 
-The loop is differentiated as the scenario's `adjoint` says (`REVERSE`; each is a type
-in `solvers.py`): equinox's checkpointed while loop (`all_steps`: a checkpoint per step;
-`recursive`: diffrax's default number), or a `lax.scan` over `max_steps` storing every
-step (`scan`; `checkpointed_scan` rematerialises each), the steps after the end skipped
-by a conditional that `vmap` turns into a select. The solve's own reverse loop over the
-accepted steps is `replay.py`.
-
-A PID solve that needs more than `max_steps` steps returns NaN at the times it did not
-reach, so that the loss is non-finite and the run fails loudly.
+The loop is differentiated as the scenario's `adjoint` says (`REVERSE`): equinox's
+checkpointed while loop (`all_steps`: a checkpoint per step; `recursive`: diffrax's
+default number), or a `lax.scan` over `max_steps` storing every step (`scan`;
+`checkpointed_scan` rematerialises each). The own reverse loop over the accepted steps
+is `replay.py`. A PID solve past `max_steps` is NaN at the times it did not reach, so
+that the run fails loudly.
 """
 
 from collections.abc import Callable
@@ -32,11 +27,9 @@ from jaxtyping import Array, Float, Int
 
 from . import tsit5
 
-# The `adjoint` values the fused loop takes (see the module's text).
 REVERSE = ("all_steps", "recursive", "scan", "checkpointed_scan")
 
-# Diffrax's PID rule (its default constants), for every solve that writes it out itself
-# (this loop, its replay and the kernel).
+# Diffrax's PID constants, for the kernel that writes the rule out itself.
 _PID = diffrax.PIDController(rtol=1.0, atol=1.0)
 PID_SAFETY, PID_FACTORMIN, PID_FACTORMAX = (float(_PID.safety), float(_PID.factormin),
                                             float(_PID.factormax))  # fmt: skip
@@ -44,7 +37,7 @@ PID_SAFETY, PID_FACTORMIN, PID_FACTORMAX = (float(_PID.safety), float(_PID.facto
 
 class PIDSteps(NamedTuple):
     """Diffrax's `PIDController` as the fused loops drive it: the controller, its first
-    step's end and memory, the solve's end `t1` and `t1` less 100 ULPs (`clip_floor`)."""
+    step's end and memory, the solve's end `t1` and its `clip_floor`."""
 
     controller: diffrax.PIDController
     tnext: Array
@@ -54,16 +47,15 @@ class PIDSteps(NamedTuple):
 
     @classmethod
     def start(cls, field, t0, t1, dt0, y0, args, rtol: float, atol: float) -> "PIDSteps":
-        """The controller with tolerances `rtol`, `atol` at the start of a solve from
-        `t0` to `t1` whose first step is `dt0`."""
+        """The controller at the start of a solve from `t0` to `t1`, first step `dt0`."""
         term = diffrax.ODETerm(field)
         controller = diffrax.PIDController(rtol=rtol, atol=atol)
         tnext, memory = controller.init(term, t0, t1, y0, dt0, args, field, tsit5.ERROR_ORDER)
         return cls(controller, jnp.minimum(tnext, t1), memory, t1, clip_floor(t1))
 
     def adapt(self, t, tnext, y, y1, args, error, memory):
-        """After a trial step from `(t, y)` to `(tnext, y1)` with `error`: `(keep, t,
-        tnext, memory)`, the next step's bounds as diffrax clips them at `t1`."""
+        """After a trial step from `(t, y)` to `(tnext, y1)`: `(keep, t, tnext, memory)`,
+        the next step's bounds clipped at `t1` (`clip_to_end`)."""
         error = jnp.where(jnp.isnan(error), jnp.inf, error)  # as diffrax: reject a NaN
         keep, t, tnext, _, memory, _ = self.controller.adapt_step_size(
             t, tnext, y, y1, args, error, tsit5.ERROR_ORDER, memory
@@ -84,8 +76,8 @@ class _Carry(NamedTuple):
 
 
 def clip_floor(t1: Array) -> Array:
-    """`t1` less 100 ULPs: a next time past it is rounded to `t1` (diffrax's rule, so
-    that the last step is not a sliver)."""
+    """`t1` less 100 ULPs: a next time past it is rounded to `t1` (diffrax's rule: the
+    last step is not a sliver)."""
     floor = t1
     for _ in range(100):
         floor = eqxi.prevbefore(floor)
@@ -108,8 +100,8 @@ def _loop(
     max_steps: int,
     reverse: str,
 ) -> _Carry:
-    """Run `body` while `cond` holds, at most `max_steps` times, differentiable as
-    `reverse` says (`REVERSE`)."""
+    """`body` while `cond` holds, at most `max_steps` times, differentiated as `reverse`
+    says."""
     if reverse in ("scan", "checkpointed_scan"):
 
         def scanned(carry, _):
@@ -137,10 +129,8 @@ def solve_pid(
 ) -> tuple[Array, Int[Array, ""]]:
     """One ODE `field(t, y, args)` solved with Tsit5 under diffrax's
     `PIDController(rtol, atol)` from `ts[0]` to `ts[-1]` (first step `ts[1] - ts[0]`),
-    saved at `ts` (non-decreasing: padding repeats the last time); past `max_steps` the
-    unreached times are NaN; `reverse`: one of `REVERSE`. Returns `(ys, num_steps)`: the
-    states at `ts` and the steps taken, accepted and rejected (diffrax's count).
-    """
+    saved at `ts` (padding repeats the last time); `reverse`: one of `REVERSE`. Returns
+    `(ys, num_steps)`: the states at `ts` and the steps taken, accepted and rejected."""
     t0, t1 = ts[0], ts[-1]
     pid = PIDSteps.start(field, t0, t1, ts[1] - t0, y0, args, rtol, atol)
     ys = jnp.zeros((ts.shape[0], *y0.shape), y0.dtype).at[0].set(y0)
@@ -177,10 +167,8 @@ def solve_stepto(
     args: Any,
     reverse: str = "all_steps",
 ) -> tuple[Array, Int[Array, ""]]:
-    """One ODE solved with Tsit5 one step per interval of `ts` (diffrax's `StepTo(ts)`),
-    as a `lax.scan` over the intervals; `reverse="checkpointed_scan"` rematerialises
-    each step in the backward pass, otherwise every step is stored. Arguments and
-    result as in `solve_pid`."""
+    """`solve_pid` with one step per interval of `ts` (diffrax's `StepTo(ts)`) as a
+    `lax.scan`; `reverse="checkpointed_scan"` rematerialises each step."""
 
     def step(carry, interval):
         y, f = carry

@@ -1,30 +1,24 @@
-"""The kernel solve (`integrator="kernel"`): the whole adaptive Tsit5 solve of a block of
-series as one Pallas kernel (`jax.experimental.pallas`), and its reverse pass as one
-more, for a field that is an MLP of the state (`odestudy.AbstractMLPField`).
+"""The kernel solve (`integrator="kernel"`): the adaptive Tsit5 solve of a block of
+series as one Pallas kernel, and its reverse pass as one more, for a field that is an
+MLP of the state (`odestudy.AbstractMLPField`).
 
-On one GPU the fused solve (`fused.py`, `replay.py`) still runs as thousands of small
-kernels per training step, each while-loop iteration a trip to the host to test its
-condition: the step is bound by launches, not by its arithmetic. Here each direction
-is one `pallas_call`:
+On one GPU the fused solve still runs as thousands of small kernels per step, each
+while-loop iteration a trip to the host: the step is bound by launches, not arithmetic.
 
-- **Forward.** Each program instance takes a block of series (`BLOCK` rows, one
-  controller per row) or the whole batch (within-ODE: one controller). The MLP's
-  weights are read once and stay in the kernel. The loop is `fused.solve_pid`'s, row by
-  row (under StepTo a loop over the grid's intervals); a row past `max_steps` is NaN at
-  the times it did not reach. Per iteration it stores, in a slot of buffers of
-  `max_steps` rows, each row's step bounds, start state and seven stage values, and
-  whether the row kept the step (a slot is reused where no row of the block kept it).
+- **Forward.** Each program takes a block of series (`BLOCK` rows, a controller per
+  row) or the whole batch (within-ODE: one controller), and runs `fused.solve_pid`'s
+  loop (StepTo: a loop over the grid's intervals), the weights held in the kernel. Per
+  iteration it stores, in a slot of buffers of `max_steps` rows, each row's step bounds,
+  start state, seven stage values and whether it kept the step (a slot no row kept is
+  reused). A row past `max_steps` is NaN at the times it did not reach.
 - **Reverse.** One kernel replays the slots last to first, as `replay.py` does with
-  `mlp_reverse`, a row that did not keep the slot's step passing its cotangents
-  through. Each program writes its block's weight gradients, summed over its rows; the
-  blocks' sums are added after the kernel.
+  `mlp_reverse`; each program writes its block's weight gradients, summed after.
 
-The shapes are the GPU's (Pallas's Triton backend takes arrays whose sizes are powers of
-two, and matrix products with every side at least 16): rows are padded to the block
-(copies of the last series, left out of the within-ODE norm), the times to a power of
-two (repeats of the last time), the state and every layer to at least `MIN_WIDTH`
-(zeros), the buffers to a power of two. The CPU runs the same kernels in Pallas's
-interpret mode, which is how the tests run it.
+Pallas's Triton backend takes sizes that are powers of two and matrix products with
+every side at least 16: rows are padded to the block (copies of the last series, left
+out of the within-ODE norm), the times to a power of two (repeats of the last time),
+the state and every layer to at least `MIN_WIDTH` (zeros). The CPU (and the tests) run
+the same kernels in Pallas's interpret mode.
 """
 
 import math
@@ -35,7 +29,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Int
 
 from . import mlp_reverse, tsit5
 from .compat import triton_params
@@ -43,13 +37,10 @@ from .fused import PID_FACTORMAX, PID_FACTORMIN, PID_SAFETY, clip_floor, clip_to
 from .mlp_reverse import AbstractMLPField
 from .replay import with_residuals
 
-# Series per program instance under one solve per sample: a block's rows step together
-# (as `vmap` of the fused loop), each with its own controller; on a GPU at least 16, the
-# least side of a matrix product in Pallas's Triton backend.
+# Series per program under one solve per sample (each row its own controller); at least
+# 16, the least side of a matrix product in Pallas's Triton backend.
 BLOCK = 16
-# The least width of the state and of every layer inside the kernels (zeros padded).
-MIN_WIDTH = 16
-# How the kernel solve's errors name it (its scenario field).
+MIN_WIDTH = 16  # the least width of the state and of every layer inside the kernels
 WHO = "integrator='kernel'"
 _SLOT = tsit5.STAGES + 1  # buffer rows per slot: the stage values, then the start state
 
@@ -65,9 +56,8 @@ def _width(n: int) -> int:
 
 
 class Config(NamedTuple):
-    """What a kernel is compiled for (static): the controller (`adaptive`: PID, else
-    StepTo; `shared`: one for the whole batch), the blocking and the problem's sizes
-    before padding."""
+    """What a kernel is compiled for: `adaptive` (PID, else StepTo), `shared` (one
+    controller for the batch), the blocking and the sizes before padding."""
 
     adaptive: bool
     shared: bool
@@ -94,8 +84,8 @@ def interpret_mode() -> bool:
 
 
 def rows_of(field: Any) -> tuple[eqx.nn.MLP, Array | None]:
-    """The MLP of `field` and each row's time scale: a within-ODE batch's field, or an
-    `AbstractMLPField` (scale None); a one-line ValueError for any other field."""
+    """The MLP of `field` (a within-ODE batch's field, or an `AbstractMLPField`) and each
+    row's time scale (None for the latter); a one-line ValueError for any other field."""
     batch = hasattr(field, "mlp_rows")  # within-ODE batching's field
     model = field.model if batch else field
     if not isinstance(model, AbstractMLPField):
@@ -123,28 +113,22 @@ def _dot_t(x: Array, w: Array) -> Array:
     return jax.lax.dot_general(x, w, (((1,), (1,)), ((), ())))
 
 
-def _mlp(weights: Sequence[Array], activation: Callable, x: Array, keep: bool = False):
-    """The MLP on the rows of `x`: `(out, inputs, derivatives)`, with `keep` each layer's
-    input and each hidden layer's activation derivative (else empty lists)."""
-    inputs: list[Array] = [x]
-    derivatives: list[Array] = []
-    layers = len(weights) // 2
-    for index in range(layers):
-        z = _dot_t(x, weights[2 * index]) + weights[2 * index + 1]
-        if index == layers - 1:
-            return z, inputs, derivatives
-        if keep:
-            x, derivative = mlp_reverse.with_derivative(activation, z)
-            inputs.append(x)
-            derivatives.append(derivative)
-        else:
-            x = activation(z)
-    raise AssertionError("an MLP has at least one layer")
+def _mlp(weights: Sequence[Array], activation: Callable, x: Array) -> Array:
+    """The MLP on the rows of `x`."""
+    for index in range(0, len(weights) - 2, 2):
+        x = activation(_dot_t(x, weights[index]) + weights[index + 1])
+    return _dot_t(x, weights[-2]) + weights[-1]
 
 
-def _mlp_reverse(weights, g, inputs, derivatives, grads):
-    """The cotangent of the MLP's input rows from its output's `g`, and `grads` (the
+def _mlp_reverse(weights, activation, x, g, grads):
+    """The cotangent of the MLP's input rows `x` from its output's `g`, and `grads` (the
     weights' gradients so far) plus this pass's, each a product over the rows."""
+    inputs, derivatives = [x], []
+    for index in range(0, len(weights) - 2, 2):
+        z = _dot_t(inputs[-1], weights[index]) + weights[index + 1]
+        value, derivative = mlp_reverse.with_derivative(activation, z)
+        inputs.append(value)
+        derivatives.append(derivative)
     grads = list(grads)
     for index in range(len(weights) // 2 - 1, -1, -1):
         grads[2 * index] = grads[2 * index] + jax.lax.dot_general(
@@ -158,16 +142,14 @@ def _mlp_reverse(weights, g, inputs, derivatives, grads):
 
 
 def _step_reverse(weights, activation, scale, h, y, fs, y1_bar, fs_bar, grads):
-    """One Tsit5 step's reverse by hand, stage by stage (as `mlp_reverse.step_reverse`):
-    the cotangents of its start state and first stage and the weights' gradients plus
-    `grads`, given those of its end state and seven stage values."""
+    """`mlp_reverse.step_reverse` stage by stage, the weights' gradients added to
+    `grads`."""
     ks = [f * h for f in fs]
 
     def state_bar(stage, value_bar):
         nonlocal grads
         x = tsit5.stage_state(y, tsit5.A_LOWER[stage - 1], ks)
-        _, inputs, derivatives = _mlp(weights, activation, x, keep=True)
-        g, grads = _mlp_reverse(weights, scale * value_bar, inputs, derivatives, grads)
+        g, grads = _mlp_reverse(weights, activation, x, scale * value_bar, grads)
         return g
 
     y_bar, f_bar = tsit5.reverse(h, y1_bar, fs_bar, state_bar)
@@ -183,8 +165,8 @@ def _any(x: Array) -> Array:
 
 
 def _adapt(cfg: Config, t, tnext, y, y1, error, t1, floor):
-    """`fused.PIDSteps.adapt` for each row (or, `shared`, the batch as one state):
-    `(keep, t, tnext)`; the error's norm reads the real (unpadded) state alone."""
+    """`fused.PIDSteps.adapt` per row (`shared`: the batch as one state), the norm over
+    the unpadded state: `(keep, t, tnext)`."""
     valid = jax.lax.broadcasted_iota(jnp.int32, y.shape, 1) < cfg.state
     if cfg.shared:
         valid = valid & (jax.lax.broadcasted_iota(jnp.int32, y.shape, 0) < cfg.rows)
@@ -212,11 +194,10 @@ def _adapt(cfg: Config, t, tnext, y, y1, error, t1, floor):
     return keep, *clip_to_end(keep, t_next, tnext_next, t1, floor)
 
 
-# --- the kernels. Inputs: the times (rows, times), the initial states (rows, state),
-# each row's time scale (rows, 1), the last time less 100 ULPs (rows, 1), then the
-# weights. PID's outputs: the saved states, the steps per row, the time reached, the
-# slots used, the slots' step bounds (2 per slot), kept flags and stage values (`_SLOT`
-# rows per slot); StepTo's: the saved states and the stage values.
+# --- the kernels. Inputs: the times, initial states, time scales, `clip_floor`s, the
+# weights. PID's outputs: the saved states, steps per row, time reached, slots used, the
+# slots' bounds (2 per slot), kept flags and stage values (`_SLOT` rows per slot);
+# StepTo's: the saved states and the stage values.
 
 
 def _forward_kernel(cfg: Config, n_weights: int):
@@ -227,7 +208,7 @@ def _forward_kernel(cfg: Config, n_weights: int):
         scale = scale_ref[...]
 
         def field(t, y, args):
-            return scale * _mlp(weights, cfg.activation, y)[0]
+            return scale * _mlp(weights, cfg.activation, y)
 
         y0 = y0_ref[...]
         f0 = field(None, y0, None)
@@ -257,7 +238,6 @@ def _forward_kernel(cfg: Config, n_weights: int):
         t1 = ts_ref[:, pl.ds(cfg.n_times - 1, 1)]
         floor = floor_ref[...]
         tnext0 = jnp.minimum(t0 + (ts_ref[:, pl.ds(1, 1)] - t0), t1)  # `controller.init`
-        steps0 = jnp.zeros(t0.shape, jnp.int32)
 
         def cond(c):
             i, _, t, *_ = c
@@ -289,7 +269,7 @@ def _forward_kernel(cfg: Config, n_weights: int):
             )
 
         zero = jnp.asarray(0, jnp.int32)
-        init = (zero, zero, t0, tnext0, y0, f0, steps0)
+        init = (zero, zero, t0, tnext0, y0, f0, jnp.zeros(t0.shape, jnp.int32))
         _, slot, t, _, _, _, steps = jax.lax.while_loop(cond, body, init)
         steps_ref[...] = steps
         end_ref[...] = t
@@ -362,8 +342,7 @@ def _reverse_kernel(cfg: Config, n_weights: int):
         init = (zero, zero, [jnp.zeros_like(w) for w in weights])
         y_bar, f_bar, grads = jax.lax.fori_loop(0, count, body, init)
         # The first stage, the field at (t0, y0), and the saved initial state.
-        _, inputs, derivatives = _mlp(weights, activation, y0, keep=True)
-        g, grads = _mlp_reverse(weights, scale * f_bar, inputs, derivatives, grads)
+        g, grads = _mlp_reverse(weights, activation, y0, scale * f_bar, grads)
         y0_bar_ref[...] = y_bar + g + jnp.squeeze(ys_bar_ref[:, pl.ds(0, 1), :], axis=1)
         for ref, grad in zip(grad_refs, grads, strict=True):
             ref[...] = grad[None]
@@ -374,32 +353,28 @@ def _reverse_kernel(cfg: Config, n_weights: int):
 # --- the calls: block specs and padding.
 
 
-def _spec(kind: str, shape: tuple[int, ...], block: int) -> tuple[tuple[int, ...], Callable]:
-    """A block shape and index map for an array of `shape`: `rows` (a block of rows per
-    program), `slots` (rows second), `whole` or `program` (one entry per program)."""
+def _spec(kind: str, shape: tuple[int, ...], block: int) -> pl.BlockSpec:
+    """The block spec of an array of `shape`: `rows` (a block of rows per program),
+    `slots` (rows second), `whole` or `program` (one entry per program)."""
     rest = (0,) * (len(shape) - 1)
     if kind == "rows":
-        return (block, *shape[1:]), lambda i: (i, *rest)
+        return pl.BlockSpec((block, *shape[1:]), lambda i: (i, *rest))
     if kind == "slots":
-        return (shape[0], block, *shape[2:]), lambda i: (0, i, *rest[1:])
+        return pl.BlockSpec((shape[0], block, *shape[2:]), lambda i: (0, i, *rest[1:]))
     if kind == "program":
-        return (1, *shape[1:]), lambda i: (i, *rest)
-    return shape, lambda i: (0, *rest)
+        return pl.BlockSpec((1, *shape[1:]), lambda i: (i, *rest))
+    return pl.BlockSpec(shape, lambda i: (0, *rest))
 
 
 def _pallas(cfg: Config, kernel, inputs, outputs) -> list[Array]:
-    """`kernel` over `cfg.programs` program instances: `inputs` as `(array, kind)`,
-    `outputs` as `(shape, dtype, kind)` (`_spec`'s kinds)."""
-
-    def spec(shape, kind):
-        return pl.BlockSpec(*_spec(kind, shape, cfg.block))
-
+    """`kernel` over `cfg.programs` programs: `inputs` as `(array, kind)`, `outputs` as
+    `(shape, dtype, kind)` (`_spec`'s kinds)."""
     call = pl.pallas_call(
         kernel,
         out_shape=[jax.ShapeDtypeStruct(shape, dtype) for shape, dtype, _ in outputs],
         grid=(cfg.programs,),
-        in_specs=[spec(x.shape, kind) for x, kind in inputs],
-        out_specs=[spec(shape, kind) for shape, _, kind in outputs],
+        in_specs=[_spec(kind, x.shape, cfg.block) for x, kind in inputs],
+        out_specs=[_spec(kind, shape, cfg.block) for shape, _, kind in outputs],
         interpret=cfg.interpret,
         compiler_params=None if cfg.interpret else triton_params(),
     )
@@ -424,8 +399,7 @@ def _weights(mlp_arrays: Sequence[tuple[Array, Array | None]]) -> list[Array]:
 
 
 class _Padded(NamedTuple):
-    """The kernels' inputs: the rows padded to the programs' blocks, the times to a power
-    of two, the state to `_width`."""
+    """The kernels' inputs, padded."""
 
     ts: Array
     y0: Array
@@ -514,19 +488,27 @@ def _solve_bwd(residuals, grad_obj, perturbed, vjp_arg, cfg):
     return mlp_bar, y0_bar, None, None
 
 
-def _solve_rows(
-    mlp: eqx.nn.MLP,
-    scale: Array | None,
-    ts: Float[Array, "rows times"],
-    y0: Float[Array, "rows state"],
-    shared: bool,
+def solve(
+    field: Callable[..., Any],
+    ts: Array,
+    y0: Array,
     adaptive: bool,
     rtol: float,
     atol: float,
     max_steps: int,
-) -> tuple[Float[Array, "rows times state"], Int[Array, " rows"]]:
-    """Rows solved by the kernels: each its own series or, `shared`, the batch as one
-    ODE; `scale`: each row's time scale (None: 1)."""
+) -> tuple[Array, Int[Array, "..."]]:
+    """ODEs solved by the kernels: `ts` of shape `(n_times,)` one ODE (a within-ODE
+    batch's field, or one series), of shape `(batch, n_times)` each series on its own;
+    PID where `adaptive`, else StepTo. Returns `(ys, num_steps)` as `fused.solve_pid`."""
+    mlp, scale = rows_of(field)
+    shared = scale is not None  # a within-ODE batch: its rows one ODE
+    one = ts.ndim == 1 and not shared  # one series
+    if ts.ndim == 2 and shared:
+        raise ValueError(f"{WHO}: a batch's field is solved as one ODE (ts of one row)")
+    if one:
+        ts, y0 = ts[None], y0[None]
+    elif shared:
+        ts = jnp.broadcast_to(ts, (y0.shape[0], ts.shape[0]))
     rows, n_times = ts.shape
     if n_times < 2:
         raise ValueError(f"{WHO}: a series needs at least 2 observation times")
@@ -547,31 +529,7 @@ def _solve_rows(
     )
     mlp_arrays = [(layer.weight, layer.bias) for layer in mlp.layers]
     scale = jnp.ones(rows, y0.dtype) if scale is None else scale
-    return _solve((mlp_arrays, y0, ts, scale), cfg)
-
-
-def solve(
-    field: Callable[..., Any],
-    ts: Array,
-    y0: Array,
-    adaptive: bool,
-    rtol: float,
-    atol: float,
-    max_steps: int,
-) -> tuple[Array, Int[Array, "..."]]:
-    """ODEs solved by the kernel solve: with `ts` of shape `(n_times,)` one ODE (a
-    within-ODE batch's field, or one series), with `ts` of shape `(batch, n_times)` each
-    series on its own; PID where `adaptive`, else StepTo. Returns `(ys, num_steps)` as
-    `fused.solve_pid` does (per series for a batch)."""
-    mlp, scale = rows_of(field)
-    bounds = (adaptive, rtol, atol, max_steps)
-    if ts.ndim == 2:  # each series on its own
-        if scale is not None:
-            raise ValueError(f"{WHO}: a batch's field is solved as one ODE (ts of one row)")
-        return _solve_rows(mlp, None, ts, y0, False, *bounds)
-    if scale is None:  # one series
-        ys, steps = _solve_rows(mlp, None, ts[None], y0[None], False, *bounds)
+    ys, steps = _solve((mlp_arrays, y0, ts, scale), cfg)
+    if one:
         return ys[0], steps[0]
-    taus = jnp.broadcast_to(ts, (y0.shape[0], ts.shape[0]))
-    ys, steps = _solve_rows(mlp, scale, taus, y0, True, *bounds)
-    return jnp.swapaxes(ys, 0, 1), steps[0]
+    return (jnp.swapaxes(ys, 0, 1), steps[0]) if shared else (ys, steps)

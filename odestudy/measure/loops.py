@@ -3,36 +3,23 @@ a profile of one untimed call (the runtimes record an event per executed instruc
 
 import collections
 import glob
+import itertools
 import re
 import tempfile
 from collections.abc import Callable
 from typing import Any
 
-_COMPUTATION = re.compile(r"^(?:ENTRY )?%(\S+) .*\{\s*$")
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%(\S+) = .*?\b(while|conditional)\((.*)$")
-_NAME = re.compile(r"^\s*(?:ROOT )?%(\S+) = ")
+from .audit import parse
 
 
 def control_flow(hlo: str) -> list[dict[str, Any]]:
-    """The `while` and `conditional` instructions of an optimised HLO module's text, with
-    their direction, `role` (from diffrax's names: `save`, `solver`, `stages`, `scan`
-    or `other`) and a loop's body computation and the instructions directly in it."""
-    computations: dict[str, list[str]] = {}
-    current: list[str] | None = None
+    """The `while` and `conditional` instructions of an optimised HLO module's text: their
+    direction, `role` (from diffrax's names: `save`, `solver`, `stages`, `scan` or
+    `other`), and a loop's body and the instructions directly in it."""
+    computations = parse(hlo)
     found = []
-    for line in hlo.splitlines():
-        head = _COMPUTATION.match(line)
-        if head:
-            current = computations.setdefault(head.group(1), [])
-            continue
-        if line.strip() == "}":
-            current = None
-            continue
-        name = _NAME.match(line)
-        if name and current is not None:
-            current.append(name.group(1))
-        match = _INSTRUCTION.match(line)
-        if not match:
+    for kind, line, _, name in itertools.chain(*computations.values()):
+        if kind not in ("while", "conditional"):
             continue
         op_name = re.search(r'op_name="([^"]*)"', line)
         body = re.search(r"body=%?([\w.\-]+)", line)
@@ -46,18 +33,18 @@ def control_flow(hlo: str) -> list[dict[str, Any]]:
             role = "stages" if nested else "solver"
         elif "scan" in path:
             role = "scan"
+        body_name = body.group(1) if body else None
         found.append(
             {
-                "name": match.group(1),
-                "kind": match.group(2),
+                "name": name,
+                "kind": kind,
                 "op_name": path,
                 "direction": "backward" if "transpose(" in path else "forward",
                 "role": role,
-                "body": body.group(1) if body else None,
+                "body": body_name,
+                "body_instructions": [n for *_, n in computations.get(body_name or "", [])],
             }
         )
-    for item in found:
-        item["body_instructions"] = computations.get(item["body"] or "", [])
     return found
 
 
@@ -90,19 +77,20 @@ def event_counts(fn: Callable, *args: Any) -> collections.Counter:
 
 
 def count_loops(compiled: Any, *args: Any) -> dict[str, Any]:
-    """Loop bodies and conditionals that one call of AOT-compiled `compiled(*args)`
-    executes (its inputs are consumed where it donates them). A loop's `bodies`: the
-    most executions of any instruction directly in its body; `instructions`: every
-    executed instruction of the program (each a kernel the runtime dispatches).
-    """
+    """Loop bodies and conditionals that one call of AOT-compiled `compiled(*args)` runs
+    (donated inputs are consumed). A loop's `bodies`: the most executions of any
+    instruction directly in it; `instructions`: every executed instruction (kernel)."""
     hlo = compiled.as_text()
     found = control_flow(hlo)
     counts = event_counts(compiled, *args)
-    names = {m.group(1) for line in hlo.splitlines() if (m := _NAME.match(line))}
+    names = {name for *_, name in itertools.chain(*parse(hlo).values())}
     loops, conditionals = [], []
+    by: collections.Counter = collections.Counter()
+    cond_by: collections.Counter = collections.Counter()
     for item in found:
         if item["kind"] == "while":
             bodies = max((counts.get(n, 0) for n in item["body_instructions"]), default=0)
+            by[f"{item['direction']} {item['role']}"] += bodies
             loops.append(
                 {
                     "name": item["name"],
@@ -113,6 +101,7 @@ def count_loops(compiled: Any, *args: Any) -> dict[str, Any]:
                 }
             )
         else:
+            cond_by[item["direction"]] += counts.get(item["name"], 0)
             conditionals.append(
                 {
                     "name": item["name"],
@@ -120,12 +109,6 @@ def count_loops(compiled: Any, *args: Any) -> dict[str, Any]:
                     "executions": counts.get(item["name"], 0),
                 }
             )
-    by: collections.Counter = collections.Counter()
-    for loop in loops:
-        by[f"{loop['direction']} {loop['role']}"] += loop["bodies"]
-    cond_by: collections.Counter = collections.Counter()
-    for cond in conditionals:
-        cond_by[cond["direction"]] += cond["executions"]
     return {
         "instructions": sum(n for name, n in counts.items() if name in names),
         "static_loops": len(loops),

@@ -2,23 +2,20 @@
 the state (the `mlp_reverse` lever of `replay.py`).
 
 `jax.vjp` of a Tsit5 step differentiates the six stages one after another; on XLA's
-CPU runtime a step of the quick model is bound by its number of small kernels, not by
-its arithmetic. Given the step's stored start state and seven stage values, this
-reverse step instead:
+CPU runtime a step of the quick model is bound by its number of small kernels. From the
+step's stored start state and seven stage values, this reverse step instead:
 
-1. rebuilds the six stages' states from the stored stage values (elementwise: no field
-   evaluation);
-2. runs the MLP's forward pass on all six at once (six times the batch), keeping each
-   hidden layer's activation and its derivative (`jax.jvp` of the activation);
-3. walks the stages last to first: each stage state's cotangent from its value's through
-   the layers' input gradients alone (the thin output layer's as elementwise products),
-   handed on to the earlier stages' values by Tsit5's coefficients;
+1. rebuilds the six stages' states (elementwise: no field evaluation);
+2. runs the MLP forward on all six at once, keeping each hidden layer's activation and
+   its derivative;
+3. walks the stages last to first, each stage state's cotangent from its value's
+   through the layers' input gradients (the thin output layer's elementwise), handed on
+   to the earlier stages by Tsit5's coefficients;
 4. forms each layer's weight gradient as one product over the six stages' rows.
 
-It computes what `jax.vjp` does, in another order (float32 rounding differs). The field
+It computes what `jax.vjp` does in another order (float32 rounding differs). The field
 must be `scale * mlp([y, inputs])` row by row (`MLPRows`), `inputs` none or values of
-the time and `args` alone (no gradient flows into them); the solve refuses any other
-while tracing.
+the time and `args` alone; the solve refuses any other while tracing.
 """
 
 import abc
@@ -33,20 +30,17 @@ from jaxtyping import Array, Float
 
 from . import tsit5
 
-# A layer with at most this many outputs has its input gradient computed as elementwise
-# products summed over its outputs (one fused kernel with the activation's derivative)
-# rather than as a matrix product: the state-sized output layer.
+# A layer with at most this many outputs (the output layer) has its input gradient as
+# elementwise products (one fused kernel with the activation's derivative), not a matmul.
 THIN = 4
 
 
 class AbstractMLPField(eqx.Module):
     """A vector field that is an `eqx.nn.MLP`: `dy/dt = mlp(concatenate([y, inputs(t,
-    args)]))` (no inputs by default: `dy/dt = mlp(y)`), or (`groups` > 1, no inputs) the
-    one MLP applied to each of `groups` equal slices of the state. Subclass it (and call
-    `mlp` in `__call__`) to let the fused solve's reverse loop differentiate its steps
-    by hand (`mlp_reverse`); the study checks on random `(t, y, args)` that the field
-    computes its `mlp` (unscanned, elementwise activations, no final activation).
-    """
+    args)]))` (no inputs by default), or (`groups` > 1, no inputs) the one MLP applied
+    to each of `groups` equal slices of the state. Subclass it to let the fused solve's
+    reverse loop differentiate its steps by hand (`mlp_reverse`); the study checks on
+    random `(t, y, args)` that the field computes its `mlp`."""
 
     mlp: eqx.AbstractVar[eqx.nn.MLP]
 
@@ -56,15 +50,14 @@ class AbstractMLPField(eqx.Module):
         return 1
 
     def inputs(self, t: Any, args: Any) -> Float[Array, " inputs"]:
-        """The MLP's inputs after the state at time `t`: values of `t` and `args` alone
-        (no gradient flows into them); none by default."""
+        """The MLP's inputs after the state (no gradient flows into them); none by
+        default."""
         del t, args
         return jnp.zeros((0,))
 
     @abc.abstractmethod
     def __call__(self, t: Any, y: Array, args: Any) -> Array:
-        """`mlp(concatenate([y, inputs(t, args)]))` (`mlp(y)` without inputs), shape
-        `(state,)`."""
+        """`mlp(concatenate([y, inputs(t, args)]))`, shape `(state,)`."""
 
 
 def extra_inputs(mlp: eqx.nn.MLP) -> int:
@@ -73,9 +66,9 @@ def extra_inputs(mlp: eqx.nn.MLP) -> int:
 
 
 class MLPRows(NamedTuple):
-    """A batch's field as the reverse step reads it: row `b` of the state moves at
-    `scale[b] * mlp([y[b], inputs(tau)[b]])` (`inputs` None: none), or with `groups` > 1
-    each of its slices at `scale[b] * mlp(slice)`."""
+    """A batch's field as the reverse step reads it: row `b` moves at `scale[b] *
+    mlp([y[b], inputs(tau)[b]])`, or with `groups` > 1 each of its slices at `scale[b] *
+    mlp(slice)`."""
 
     mlp: eqx.nn.MLP
     scale: Float[Array, " batch"]
@@ -84,15 +77,13 @@ class MLPRows(NamedTuple):
 
 
 def forward(mlp: eqx.nn.MLP, x: Float[Array, "rows in"]) -> Float[Array, "rows state"]:
-    """`mlp` on each row of `x` as this module computes it (`check` compares it with
-    the field's own output)."""
+    """`mlp` on each row of `x` as this module computes it."""
     hidden, _ = _hidden_layers(mlp, x)
     return _affine(mlp.layers[-1], hidden[-1])
 
 
 def check_mlp(mlp: eqx.nn.MLP, who: str = "mlp_reverse") -> None:
-    """Raise a one-line ValueError, its first words `who`, unless `mlp` is one this module
-    runs."""
+    """A one-line ValueError, its first words `who`, unless this module runs `mlp`."""
     parameters = jax.tree.leaves(eqx.filter(mlp.activation, eqx.is_array))
     if mlp.depth < 1 or mlp.scan or parameters or "scalar" in (mlp.in_size, mlp.out_size):
         raise ValueError(
@@ -102,8 +93,8 @@ def check_mlp(mlp: eqx.nn.MLP, who: str = "mlp_reverse") -> None:
 
 
 def _random_args(key: Array, args: Any, rows: int) -> Any:
-    """`rows` random samples of one series' `args` (arrays or shapes) on each leaf's
-    first axis: normal where inexact, zeros otherwise."""
+    """`rows` random samples of one series' `args` (arrays or shapes) on a first axis:
+    normal where inexact, else zeros."""
     leaves, tree = jax.tree.flatten(args)
     keys = jr.split(key, max(len(leaves), 1))
     drawn = [
@@ -117,7 +108,7 @@ def _random_args(key: Array, args: Any, rows: int) -> Any:
 
 def _check_sizes(field: AbstractMLPField, args: Any, who: str) -> tuple[int, int, int]:
     """`(state, inputs, groups)` of `field`; a one-line ValueError unless its MLP maps a
-    slice of the state (and its `inputs`, checked on `args`) to its derivative."""
+    slice of the state (and its `inputs` on `args`) to its derivative."""
     mlp, groups, name = field.mlp, field.groups, type(field).__name__
     size, extra = int(mlp.out_size), extra_inputs(mlp)
     if not isinstance(groups, int) or groups < 1 or extra < 0:
@@ -143,17 +134,11 @@ def _check_sizes(field: AbstractMLPField, args: Any, who: str) -> tuple[int, int
     return size, extra, groups
 
 
-def check(
-    field: AbstractMLPField,
-    key: Array,
-    rows: int = 8,
-    who: str = "mlp_reverse",
-    args: Any = None,
-) -> None:
-    """Raise a one-line ValueError (its first words `who`) unless `field`'s MLP is one
-    this module runs, its `inputs` match the MLP's sizes and its output at `rows` random
-    `(t, y, args)` is `forward(field.mlp, ...)`; `args`: one series' `args` (arrays or
-    shapes), or None."""
+def check(field: AbstractMLPField, key: Array, who: str = "mlp_reverse", args: Any = None) -> None:
+    """A one-line ValueError (its first words `who`) unless this module runs `field`'s
+    MLP, its `inputs` match the MLP's sizes and its output at 8 random `(t, y, args)` is
+    `forward(field.mlp, ...)`; `args`: one series' `args`, or None."""
+    rows = 8
     check_mlp(field.mlp, who)
     size, extra, groups = _check_sizes(field, args, who)
     y_key, t_key, a_key = jr.split(key, 3)
@@ -195,8 +180,7 @@ def with_derivative(activation: Any, z: Array) -> tuple[Array, Array]:
 
 
 def _hidden_layers(mlp: eqx.nn.MLP, x: Array) -> tuple[list[Array], list[Array]]:
-    """Each layer's input for the rows of `x` (`x` first) and each hidden layer's
-    activation derivative."""
+    """Each layer's input (`x` first) and each hidden layer's activation derivative."""
     hidden, derivatives = [x], []
     for layer in mlp.layers[:-1]:
         value, derivative = with_derivative(mlp.activation, _affine(layer, hidden[-1]))
@@ -209,7 +193,7 @@ def _weight_gradients(
     mlp: eqx.nn.MLP, output_bars: list[list[Array]], hidden: list[Array]
 ) -> eqx.nn.MLP:
     """`mlp` with its arrays replaced by their gradients: per layer, one product of its
-    outputs' cotangents (`output_bars`, last stage first) and its inputs (`hidden`)."""
+    outputs' cotangents (last stage first) and its inputs."""
     grads = []
     for layer, bars, inputs in zip(mlp.layers, output_bars, hidden, strict=True):
         g = jnp.concatenate(bars[::-1])
@@ -226,8 +210,8 @@ def _weight_gradients(
 
 
 def _stage_inputs(rows: MLPRows, bound: Array, h: Array, state: int) -> Array:
-    """The six stages' MLP inputs after their states, stacked in stage order; a one-line
-    ValueError unless they are as many as the MLP takes."""
+    """The six stages' MLP inputs after their states, stacked; a one-line ValueError
+    unless the MLP takes as many."""
     assert rows.inputs is not None
     extra = [rows.inputs(tsit5.stage_time(bound[0], bound[1], h, c)) for c in tsit5.C]
     want = int(rows.mlp.in_size) - state
@@ -249,12 +233,9 @@ def step_reverse(
     bound: Float[Array, "2"] | None = None,
 ) -> tuple[Array, Array, eqx.nn.MLP]:
     """`(y_bar, f_bar, mlp_bar)`: the cotangents of one Tsit5 step's start state `y`,
-    its first stage and the MLP's arrays (`mlp_bar` shaped as `rows.mlp`), given those
-    of its end state (`y1_bar`) and seven stage values (`fs_bar`). `h`: the step's
-    length; `fs`: its stored stage values; `bound`: its start and end times (needed
-    where `rows.inputs`: the weight gradients take the whole input rows, the state's
-    cotangent the state's columns).
-    """
+    its first stage and the MLP's arrays, given those of its end state and seven stage
+    values (`fs_bar`); `fs`: its stored stage values; `bound`: its start and end times
+    (needed where `rows.inputs`)."""
     if rows.groups > 1:
         return _grouped_reverse(rows, h, y, fs, y1_bar, fs_bar)
     mlp, scale = rows.mlp, rows.scale[:, None]
@@ -287,8 +268,7 @@ def step_reverse(
 def _grouped_reverse(
     rows: MLPRows, h: Array, y: Array, fs: Array, y1_bar: Array, fs_bar: Array
 ) -> tuple[Array, Array, eqx.nn.MLP]:
-    """`step_reverse` for `rows.groups` > 1: each slice of a row a row of its own, at its
-    row's scale."""
+    """`step_reverse` for `rows.groups` > 1: each slice a row of its own."""
     if rows.inputs is not None:
         raise ValueError(
             "mlp_reverse: a field with inputs of the time or args needs groups 1, got "

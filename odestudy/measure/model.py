@@ -21,43 +21,26 @@ from .problem import (
     AbstractODEProblem,
     AbstractProblem,
     Oscillator,
-    VectorField,
+    VectorField,  # noqa: F401 - re-exported: `odestudy.VectorField`
     as_ode_problem,
     observed,
 )
 from .solvers import Structure
 
 DEFAULT = Structure()  # diffrax's default solve
-OSCILLATOR = Oscillator()  # the default problem
-
-__all__ = [
-    "BatchSolve",
-    "Solve",
-    "VectorField",
-    "batch_loss",
-    "batch_loss_within_ode",
-    "solve",
-    "solve_batch",
-    "solve_scan",
-]
 
 
 @dataclasses.dataclass(frozen=True)
 class Solve:
-    """How the study solves the ODE: the step-size controller (an `AbstractController`
-    or its name), the solve's `Structure`, and the problem whose tolerances (and whether
-    its field reads its time) it uses."""
+    """How the study solves the ODE: the step-size controller (or its name), the solve's
+    `Structure`, and the problem whose tolerances it uses."""
 
     controller: AbstractController
     structure: Structure = DEFAULT
-    problem: "AbstractProblem | AbstractODEProblem" = OSCILLATOR
+    problem: "AbstractProblem | AbstractODEProblem" = Oscillator()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "controller", parse_controller(self.controller))
-
-    def for_evaluation(self) -> "Solve":
-        """This solve with diffrax's default structure, as every evaluation uses."""
-        return dataclasses.replace(self, structure=DEFAULT)
 
     def as_ode(self) -> "Solve":
         """This solve with its problem as the study runs it (`as_ode_problem`)."""
@@ -71,9 +54,8 @@ def solve(
     spec: Solve,
     args: Any = None,
 ) -> tuple[Float[Array, "times state"], Int[Array, ""]]:
-    """Solve one series (times `ts`, shape `(n_times,)`) with Tsit5 as `spec` says;
-    `args`: the field's third argument. Returns `(ys, num_steps)`: the states at `ts`
-    and the solver's forward step count (`solvers.AbstractIntegrator.solve`)."""
+    """Solve one series (times `ts`) with Tsit5 as `spec` says; `args`: the field's third
+    argument. Returns `(ys, num_steps)`: the states at `ts` and the forward step count."""
     return spec.structure.integrator.solve(model, ts, y0, spec, args)
 
 
@@ -85,10 +67,9 @@ def solve_scan(
     time_dependent: bool = False,
     args: Any = None,
 ) -> tuple[Float[Array, "times state"], Int[Array, ""]]:
-    """One series solved with diffrax's Tsit5 arithmetic, one step per interval of `ts`
-    (what `StepTo(ts)` takes), as a `lax.scan`: no adaptive loop, no saving loop, no
-    checkpointing; a repeated time (padding) is a step of length 0. `time_dependent`:
-    give the field each stage's time (else `t=None`). Returns `(ys, num_steps)`."""
+    """One series solved with Tsit5, one step per interval of `ts` (as `StepTo(ts)`), as
+    a `lax.scan`: no adaptive loop, saving loop or checkpointing. `time_dependent`: give
+    the field each stage's time (else `t=None`). Returns `(ys, num_steps)`."""
     a_lower = [jnp.asarray(row, y0.dtype) for row in tsit5.A_LOWER]
     c = tsit5.C  # stage i + 1 at time t + c[i] h
 
@@ -119,9 +100,9 @@ def solve_batch(
     spec: Solve,
     args: Any = None,
 ) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
-    """Each series of a batch solved on its own (vmap of `solve`, or of `solve_scan`, or
-    the integrator's own `solve_batch`); `args`: per series, or None. Returns
-    `(ys, num_steps)` with `num_steps` of shape `(batch,)`."""
+    """Each series of a batch solved on its own (vmap of `solve` or `solve_scan`, or the
+    integrator's own `solve_batch`); `args`: per series, or None. Returns `(ys,
+    num_steps)`, `num_steps` per series."""
     structure = spec.structure
     if structure.integrator.solves_batch:
         return structure.integrator.solve_batch(model, ts, y0, spec, args)
@@ -142,8 +123,8 @@ def batch_loss(
     ys: Float[Array, "batch times state"],
     spec: Solve,
 ) -> tuple[Float[Array, ""], Int[Array, " batch"]]:
-    """The training loss of `spec.problem` (an `AbstractProblem`) over a batch's
-    observed points, each series solved on its own: `(loss, num_steps)`."""
+    """The training loss of `spec.problem` over a batch's observed points, each series
+    solved on its own: `(loss, num_steps)`."""
     problem = spec.problem
     assert isinstance(problem, AbstractProblem)
     pred, num_steps = solve_batch(model, ts, ys[:, 0], spec)
@@ -160,20 +141,13 @@ class _BatchField(eqx.Module):
 
     def __call__(self, tau, y, args):
         # `args`: None, or each series' own (the batch on its first axis).
-        if args is not None:
-            times = tau if self.start is None else self.start + self.speed * tau
-            at = jax.vmap(self.model, in_axes=(None if self.start is None else 0, 0, 0))
-            return self.speed[:, None] * at(times, y, args)
-        if self.start is None:  # autonomous: the field does not read its time
-            return self.speed[:, None] * jax.vmap(lambda yi: self.model(tau, yi, args))(y)
-        times = self.start + self.speed * tau
-        field = jax.vmap(lambda ti, yi: self.model(ti, yi, args))(times, y)
-        return self.speed[:, None] * field
+        times = tau if self.start is None else self.start + self.speed * tau
+        in_axes = (None if self.start is None else 0, 0, None if args is None else 0)
+        return self.speed[:, None] * jax.vmap(self.model, in_axes=in_axes)(times, y, args)
 
     def mlp_rows(self, args: Any = None) -> MLPRows:
-        """This field as `mlp_reverse` reads it, given the solve's `args`: row `i` moves
-        at `speed_i * mlp([u_i, inputs(t_i, args_i)])`; a ValueError unless the model is
-        an `AbstractMLPField`."""
+        """This field as `mlp_reverse` reads it, given the solve's `args`; a ValueError
+        unless the model is an `AbstractMLPField`."""
         if not isinstance(self.model, AbstractMLPField):
             raise ValueError(
                 f"mlp_reverse: the vector field ({type(self.model).__name__}) is not an "
@@ -185,16 +159,14 @@ class _BatchField(eqx.Module):
         return MLPRows(mlp, self.speed, groups, functools.partial(self._inputs, args))
 
     def _inputs(self, args: Any, tau: Array) -> Array:
-        """Each row's MLP inputs after its state at the solve's time `tau`, shape
-        `(batch, inputs)`."""
+        """Each row's MLP inputs after its state at the solve's time `tau`."""
         inputs = cast(AbstractMLPField, self.model).inputs
         if args is None and self.start is None:
             one = inputs(tau, None)
             return jnp.broadcast_to(one, (self.speed.shape[0], *jnp.shape(one)))
-        if self.start is None:
-            return jax.vmap(inputs, in_axes=(None, 0))(tau, args)
-        times = self.start + self.speed * tau
-        return jax.vmap(inputs, in_axes=(0, None if args is None else 0))(times, args)
+        times = tau if self.start is None else self.start + self.speed * tau
+        in_axes = (None if self.start is None else 0, None if args is None else 0)
+        return jax.vmap(inputs, in_axes=in_axes)(times, args)
 
     def with_mlp(self, mlp: Any) -> "_BatchField":
         """This field with its model's MLP replaced by `mlp`."""
@@ -208,14 +180,10 @@ def solve_within_ode(
     spec: Solve,
     args: Any = None,
 ) -> tuple[Float[Array, "batch times state"], Int[Array, " batch"]]:
-    """Solve a whole batch (`ts` of shape `(batch, n_times)`, each row evenly spaced)
-    as one ODE with one shared step size (DiffEqFlux's "within-ODE" batching).
-
-    Each series is rescaled to a common time `tau = (t - t_i0) / dt_i` (its observation
-    index), so `y_i(t) = u_i(tau)` with `du_i/dtau = dt_i * f(t, u_i)`: the same
-    solution, one solver loop. A time-dependent field is given the true time `t`.
-    Returns `(ys, num_steps)` with `num_steps` repeated per sample.
-    """
+    """Solve a batch of evenly spaced series as one ODE with one shared step size
+    (DiffEqFlux's "within-ODE" batching): each series rescaled to `tau = (t - t_i0) /
+    dt_i`, so `y_i(t) = u_i(tau)` with `du_i/dtau = dt_i * f(t, u_i)`. Returns `(ys,
+    num_steps)`, `num_steps` repeated per sample."""
     speed = ts[:, 1] - ts[:, 0]
     start = ts[:, 0] if spec.problem.time_dependent else None
     taus = jnp.arange(ts.shape[1], dtype=ts.dtype)
@@ -230,8 +198,7 @@ def batch_loss_within_ode(
     ys: Float[Array, "batch times state"],
     spec: Solve,
 ) -> tuple[Float[Array, ""], Int[Array, " batch"]]:
-    """Like `batch_loss`, but the batch is solved as one ODE (`solve_within_ode`);
-    every point is an observation (no padding), so the loss's mask is None."""
+    """`batch_loss` with the batch solved as one ODE (no padding: no mask)."""
     problem = spec.problem
     assert isinstance(problem, AbstractProblem)
     pred, num_steps = solve_within_ode(model, ts, ys[:, 0], spec)
@@ -247,9 +214,8 @@ LOSSES: dict[str, Callable[..., Any]] = {
 
 
 class AbstractBatchSolve(abc.ABC):
-    """What a problem's loss is handed as `solve(field, ts, y0, args)`: it keeps the
-    per-sample solver steps of every call (`steps`) whatever the loss does with the
-    solution. The study's solve (`BatchSolve`), or a stand-in of the same shape."""
+    """What a problem's loss is handed as `solve(field, ts, y0, args)`, keeping the
+    per-sample solver steps of every call (`steps`): `BatchSolve` or a stand-in."""
 
     def __init__(self, spec: Solve):
         self.spec = spec
@@ -282,9 +248,9 @@ class BatchSolve(AbstractBatchSolve):
         y0: Float[Array, "batch state"],
         args: Any = None,
     ) -> Float[Array, "batch times state"]:
-        """The states of every series at its times `ts` (shape `(batch, n_times)`,
-        padding repeating the last time), from `y0`; `field(t, y, args_i)` is called on
-        one series, `args` holds the batch on its leaves' first axis, or is None."""
+        """The states of every series at its times `ts` (`(batch, n_times)`, padding
+        repeating the last time), from `y0`; `args`: the batch on its first axis, or
+        None."""
         if jnp.ndim(ts) != 2 or jnp.ndim(y0) != 2 or ts.shape[0] != y0.shape[0]:
             raise ValueError(
                 "solve takes ts of shape (batch, n_times) and y0 of shape (batch, state), "
@@ -305,9 +271,8 @@ def problem_loss(
     spec: Solve,
     evaluate: bool = False,
 ) -> tuple[Any, Int[Array, " batch"]]:
-    """`spec.problem.loss` (`eval_loss` where `evaluate`) of `model` on `batch`, handed
-    the study's solve: the loss value as the problem gives it and the per-sample solver
-    steps."""
+    """`spec.problem.loss` (`eval_loss` where `evaluate`) of `model` on `batch` with the
+    study's solve, and the per-sample solver steps."""
     problem = spec.problem
     assert isinstance(problem, AbstractODEProblem)
     solve = BatchSolve(spec)
@@ -315,15 +280,12 @@ def problem_loss(
     return which(model, batch, key, solve), solve.steps()
 
 
-# The key every evaluation draws from: the same evaluation in every mode and run.
-EVAL_KEY_SEED = 0
-
-
 def evaluation(model: Any, batch: Any, spec: Solve) -> Float[Array, ""]:
-    """The evaluation loss of `spec`'s problem, solved with diffrax's default solve and
-    a fixed key: the same definition in every mode."""
+    """The evaluation loss of `spec`'s problem with diffrax's default solve and a fixed
+    key: the same in every mode."""
     problem = spec.problem
     assert isinstance(problem, AbstractODEProblem)
-    key = jax.random.PRNGKey(EVAL_KEY_SEED) if problem.needs_key else None
-    value, _ = problem_loss(model, batch, key, spec.for_evaluation(), evaluate=True)
+    key = jax.random.PRNGKey(0) if problem.needs_key else None
+    default = dataclasses.replace(spec, structure=DEFAULT)
+    value, _ = problem_loss(model, batch, key, default, evaluate=True)
     return mean_value(value)

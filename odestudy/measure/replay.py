@@ -1,27 +1,19 @@
 """The fused solve's own reverse loop (`adjoint="accepted_steps"`): the forward loop
-keeps a checkpoint per accepted step, and the backward pass replays the accepted steps
-alone, last to first.
+keeps a checkpoint per accepted step, and the backward pass replays those alone, last
+to first.
 
-The forward pass is `fused.py`'s loop with nothing differentiated: per accepted step it
-writes the step's bounds, start and end states and the 7 stages' field values into
-buffers of `max_steps` rows (a rejected step's row is overwritten by the next try). The
-solution at the observation times is interpolated once, after the loop, from the step
-that holds each time (Tsit5's interpolant, as diffrax evaluates it), rather than at
-every step.
+The forward pass is `fused.py`'s loop, nothing differentiated: per accepted step it
+writes the step's bounds, start and end states and 7 stage values into buffers of
+`max_steps` rows (a rejected step's row is overwritten by the next try). The solution
+at the observation times is interpolated once, after the loop, from the step holding
+each time.
 
-The backward pass is one `jax.vjp` per accepted step, recomputing its stages from the
-checkpoint: no step is stored beyond its start state and stage values, no rejected step
-is replayed, and the controller is not run again (diffrax's controller stops the step
-sizes' gradient, so the accepted steps' bounds are constants to it). The interpolation's
-cotangents reach each step through its stored row. StepTo's steps are all accepted: its
-forward pass is a `lax.scan` over the grid keeping each step's start, and its backward
-pass a reverse scan of the same replays.
-
-Gradients flow to the field's arrays, the initial state and the field's `args` where
-these are differentiated (`eqx.filter_custom_vjp`'s `perturbed`). Under PID, with
-`by_hand`, each step's reverse is `mlp_reverse.step_reverse` instead of `jax.vjp` (a
-field that is an MLP of the state and of inputs of the time and `args`, `mlp_reverse`:
-fewer kernels per step).
+The backward pass is one `jax.vjp` per accepted step, recomputing its stages from its
+row: no rejected step is replayed and the controller is not run again (diffrax's stops
+the step sizes' gradient: the accepted bounds are constants). StepTo's steps are all
+accepted: a `lax.scan` over the grid keeping each step's start, reversed by a reverse
+scan. Gradients flow where `eqx.filter_custom_vjp`'s `perturbed` says; with `by_hand`
+(PID) each step's reverse is `mlp_reverse.step_reverse` (fewer kernels per step).
 """
 
 from collections.abc import Callable
@@ -36,7 +28,6 @@ from jaxtyping import Array, Float, Int
 from . import mlp_reverse, tsit5
 from .fused import PIDSteps
 
-# The `adjoint` (`Structure.adjoint`) that selects this reverse loop.
 ADJOINT = "accepted_steps"
 
 
@@ -49,8 +40,8 @@ def _split(field: Any, args: Any, perturbed: Any) -> tuple[Any, Any]:
 
 
 def _step(static: Any, t: Array, tnext: Array) -> Callable[..., Any]:
-    """One Tsit5 step from `t` to `tnext` as a function of `(y, f, diff)`: returns
-    `((y1, fs), error)`, the end state, the stacked stage values and the error."""
+    """One Tsit5 step from `t` to `tnext` as a function of `(y, f, diff)`: `((y1, fs),
+    error)`, the stage values stacked."""
 
     def step(y, f, diff):
         field = eqx.combine(diff[0], static[0])
@@ -63,8 +54,7 @@ def _step(static: Any, t: Array, tnext: Array) -> Callable[..., Any]:
 
 def _at_times(ts: Array, bounds: Array, rows: Array, held: Array) -> Array:
     """The solution at `ts[1:]` by Tsit5's interpolant, each time from its step `held`
-    (`_holding`): the accepted steps' `bounds` and `rows` (start and end states, stage
-    values)."""
+    (`_holding`) of the accepted steps' `bounds` and `rows`."""
 
     def one(t, bound, y0, y1, fs):
         k = fs * (bound[1] - bound[0])
@@ -123,9 +113,8 @@ def _pid_forward(vjp_arg, ts, rtol, atol, max_steps, by_hand=False):
 
 
 def with_residuals(forward: Callable, check: Callable | None = None) -> Any:
-    """`eqx.filter_custom_vjp` of `forward(vjp_arg, *rest) -> (out, residuals)`: the
-    primal is `out`, the forward pass keeps the residuals (after `check(perturbed)`);
-    the caller defines the backward pass (`def_bwd`)."""
+    """`eqx.filter_custom_vjp` of `forward(vjp_arg, *rest) -> (out, residuals)` keeping
+    the residuals (after `check(perturbed)`); the caller defines `def_bwd`."""
 
     @eqx.filter_custom_vjp
     def solve(vjp_arg, *rest):
@@ -155,9 +144,8 @@ def _by_jax(static, diff):
 
 
 def _by_hand(static, diff):
-    """One accepted step's reverse by `mlp_reverse.step_reverse` from its row, for a
-    within-ODE batch's MLP field whose differentiated arrays are its MLP's alone; a
-    ValueError while tracing otherwise."""
+    """One accepted step's reverse by `mlp_reverse.step_reverse` from its row (a
+    within-ODE batch's MLP field, only its MLP differentiated; else a ValueError)."""
     field = eqx.combine(diff[0], static[0])
     mlp_rows = getattr(field, "mlp_rows", None)
     if mlp_rows is None:
@@ -186,9 +174,8 @@ def _by_hand(static, diff):
 
 
 def _replay(static, diff, bounds, rows, bars, count, y_bar, f_bar, by_hand=False):
-    """The accepted steps `count - 1` down to 0 replayed (`_by_jax` or `_by_hand`),
-    given the cotangents of the end state, last stage and stages (`bars`): the
-    cotangents of the first step's start state and stage and of `diff`."""
+    """The accepted steps `count - 1` down to 0 replayed from the cotangents of the end
+    state, last stage and rows (`bars`): those of the first step's start and of `diff`."""
     reverse = (_by_hand if by_hand else _by_jax)(static, diff)
 
     def body(c):
@@ -244,8 +231,7 @@ def solve_pid(
 ) -> tuple[Array, Int[Array, ""]]:
     """`fused.solve_pid` with its own reverse loop over the accepted steps; `by_hand`:
     each step's reverse by `mlp_reverse.step_reverse`. `count_only`: the forward loop
-    alone, `(ys, accepted)`: the steps the reverse loop replays in place of the steps
-    taken (the floor's count, untimed)."""
+    alone, `(ys, accepted)` (the floor's count of the steps replayed)."""
     if count_only:
         (ys, _), (accepted, *_) = _pid_forward((field, y0, args), ts, rtol, atol, max_steps)
         return ys, accepted

@@ -1,9 +1,6 @@
-"""Tsit5, one source for every solve that writes it out: its tableau and error order,
-read from diffrax once; a step as straight-line code on arrays (`stages`, each stage at
-`stage_time`) and its reverse (`reverse`), which the fused solve, its replay,
-`mlp_reverse` and the kernel run; the weights of its interpolant
-(`interpolation_weights`); and `StraightTsit5`, diffrax's `Tsit5` with its stages
-written out inside diffrax's loop."""
+"""Tsit5 for every solve that writes it out: its tableau and error order (diffrax's), a
+step as straight-line code (`stages`) and its reverse (`reverse`), its interpolant's
+weights, and `StraightTsit5`, diffrax's `Tsit5` with its stages written out."""
 
 from collections.abc import Callable
 from typing import Any, ClassVar, cast
@@ -26,28 +23,22 @@ ERROR_ORDER = cast(int, diffrax.Tsit5().error_order(diffrax.ODETerm(lambda t, y,
 
 
 def stage_state(y: Array, row: list[float], ks: list[Array]) -> Array:
-    """A stage's state `y + sum(a_j k_j)` over the nonzero coefficients `row` of the
-    earlier stages' `ks` (their values times the step)."""
+    """A stage's state `y + sum(a_j k_j)` over the nonzero coefficients `row`."""
     return y + sum(a * k for a, k in zip(row, ks, strict=False) if a != 0.0)
 
 
 def stage_time(t: Array, tnext: Array, h: Array, c: float) -> Array:
-    """The time of the stage at node `c` (`C`) of the step from `t` to `tnext` (`h`:
-    `tnext - t`): `tnext` itself at `c` = 1, else `t + c h`."""
+    """The time of the stage at node `c` of the step `h` from `t` to `tnext` (`tnext`
+    itself at `c` = 1)."""
     return tnext if c == 1.0 else t + c * h
 
 
 def stages(
     field: Callable[..., Any], t: Array, tnext: Array, y: Array, f: Array, args: Any
 ) -> tuple[Array, Array, list[Array], list[Array]]:
-    """One Tsit5 step from `(t, y)` to `tnext` as straight-line code, no stage buffer.
-
-    - `field`: called as `field(t, y, args)`; `f`: its value at `(t, y)` (FSAL).
-
-    Returns `(y1, error, fs, ks)`: the new state, the embedded error estimate, the 7
-    stages' field values (`fs[0]` is `f`, `fs[-1]` the field at `(tnext, y1)`, the next
-    step's first stage) and the same times the step (diffrax's `k`).
-    """
+    """One Tsit5 step from `(t, y)` to `tnext`, `f` the field at `(t, y)` (FSAL):
+    `(y1, error, fs, ks)`, the 7 stages' field values (`fs[-1]` the next step's first)
+    and the same times the step (diffrax's `k`)."""
     h = tnext - t
     fs, ks = [f], [f * h]
     fi = yi = f
@@ -63,10 +54,9 @@ def stages(
 def reverse(
     h: Array, y1_bar: Array, fs_bar: list[Array], state_bar: Callable[[int, Array], Array]
 ) -> tuple[Array, Array]:
-    """The cotangents of a Tsit5 step's start state and first stage value, given those of
-    its end state (`y1_bar`) and of its 7 stage values (`fs_bar`), the stages walked last
-    to first; `state_bar(i, value_bar)`: the cotangent of stage `i`'s state (1 to 6)
-    from that of its value (the field's reverse)."""
+    """The cotangents of a Tsit5 step's start state and first stage value from those of
+    its end state and 7 stage values, the stages walked last to first; `state_bar(i,
+    value_bar)`: the field's reverse at stage `i` (1 to 6)."""
     k_bar = list(fs_bar)
     y_bar = jnp.zeros_like(y1_bar)
     for i in range(len(A_LOWER), 0, -1):
@@ -82,14 +72,14 @@ def reverse(
 
 def rescale(t: Array, tnext: Array, ts: Array) -> Array:
     """Where each of `ts` lies in the step `[t, tnext]`, 0 to 1 (diffrax's
-    `linear_rescale`: 0 for a step of length 0)."""
+    `linear_rescale`)."""
     same = t == tnext
     return jnp.where(same, 0, ts - t) / jnp.where(same, 1, tnext - t)
 
 
 def interpolation_weights(t: Array) -> list[Array]:
-    """The 7 stages' weights in Tsit5's interpolant at `t` (0 to 1): diffrax's
-    (`_Tsit5Interpolation.evaluate`, which holds them as code, not data)."""
+    """The 7 stages' weights in Tsit5's interpolant at `t` (0 to 1), as diffrax's
+    `_Tsit5Interpolation.evaluate` has them."""
     return [
         -1.0530884977290216
         * t
@@ -105,9 +95,8 @@ def interpolation_weights(t: Array) -> list[Array]:
 
 
 def _combine(y0: Any, coefficients: np.ndarray, ks: Any) -> Any:
-    """`y0 + coefficients . ks` leaf by leaf, as diffrax computes a stage's state:
-    `ks` holds all stages (leading axis), the ones not yet evaluated zero, and
-    `coefficients` is padded with zeros to the same length."""
+    """`y0 + coefficients . ks` leaf by leaf, as diffrax computes a stage's state (`ks`
+    holds all stages, the ones not yet evaluated zero)."""
     num_stages = jtu.tree_leaves(ks)[0].shape[0]
     padded = np.zeros(num_stages)
     padded[: len(coefficients)] = coefficients
@@ -120,19 +109,14 @@ def _combine(y0: Any, coefficients: np.ndarray, ks: Any) -> Any:
 
 
 class StraightTsit5(diffrax.AbstractERK):
-    """Diffrax's `Tsit5` (its tableau, FSAL, embedded error estimate and 5th-order
-    interpolation), the 7 stages of a step evaluated as straight-line code rather than
-    a loop over stages. Step-size controllers, `SaveAt` and adjoints are diffrax's own.
+    """Diffrax's `Tsit5`, the 7 stages of a step as straight-line code rather than a loop.
 
-    The first stage of the first step (`f(t0, y0)`) is evaluated in `init`; every step
-    then evaluates 6 new stages, and re-evaluates the first only after a jump
-    (`made_jump`, e.g. a controller's `jump_ts`). Terms whose vector field diffrax
-    calls expensive (no FSAL) fall back to diffrax's loop.
-
-    Takes no arguments (`scan_kind` is diffrax's and unused here).
+    The first stage (`f(t0, y0)`) is evaluated in `init`; every step evaluates 6 new
+    stages, and the first again only after a jump (`made_jump`). Terms without FSAL fall
+    back to diffrax's loop. Takes no arguments.
     """
 
-    tableau: ClassVar[diffrax.ButcherTableau] = diffrax.Tsit5.tableau
+    tableau: ClassVar[diffrax.ButcherTableau] = _TABLEAU
     interpolation_cls: ClassVar[Callable[..., diffrax.AbstractLocalInterpolation]] = (
         diffrax.Tsit5.interpolation_cls
     )
@@ -141,32 +125,29 @@ class StraightTsit5(diffrax.AbstractERK):
         return diffrax.Tsit5().order(terms)
 
     def init(self, terms, t0, t1, y0, args):
-        """The solver state: the vector field at `(t0, y0)` (FSAL's carried stage)."""
+        """The vector field at `(t0, y0)` (FSAL's carried stage)."""
         _, fsal = self._common(terms, t0, t1, y0, args)
         if not fsal:
             return super().init(terms, t0, t1, y0, args)
         return terms.vf(t0, y0, args)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        """One Tsit5 step from `(t0, y0)` to `t1`, as diffrax's `step` returns it:
-        `(y1, y_error, dense_info, solver_state, result)`."""
+        """One Tsit5 step from `(t0, y0)` to `t1`, as diffrax's `step`."""
         _, fsal = self._common(terms, t0, t1, y0, args)
         if not fsal:
             return super().step(terms, t0, t1, y0, args, solver_state, made_jump)
         tableau = self.tableau
-        f0 = solver_state
         if isinstance(made_jump, bool):  # static (False) unless the solve can jump
-            f0 = terms.vf(t0, y0, args) if made_jump else f0
+            f0 = terms.vf(t0, y0, args) if made_jump else solver_state
         else:
             f0 = jax.lax.cond(
-                eqxi.unvmap_any(made_jump), lambda: terms.vf(t0, y0, args), lambda: f0
+                eqxi.unvmap_any(made_jump), lambda: terms.vf(t0, y0, args), lambda: solver_state
             )
         dt = t1 - t0
         control = terms.contr(t0, t1)
         t_dtype = jnp.result_type(t0, t1)
-        num_stages = tableau.num_stages
         # Diffrax's buffer of stages (zeros until written), filled at static indices.
-        k = jtu.tree_map(lambda x: jnp.zeros((num_stages, *x.shape), x.dtype), y0)
+        k = jtu.tree_map(lambda x: jnp.zeros((tableau.num_stages, *x.shape), x.dtype), y0)
 
         def put(k, i, ki):
             return jtu.tree_map(lambda buf, x: buf.at[i].set(x), k, ki)
