@@ -35,16 +35,11 @@ def gpu_predictions(results: str | Path, scale: str) -> list[Prediction]:
             p = Prediction(rec, path=str(path), machine=machine.name)
             if p.fields.scale == scale and p.fields.device == "gpu":
                 out.append(p)
-
-    def order(p: Prediction) -> tuple:
-        return (step_of(p), p.fields.controller, p.profile.name, p.n_devices)
-
-    return sorted(out, key=order)
+    return sorted(out, key=lambda p: (step_of(p), p.fields.controller, p.profile.name, p.n_devices))
 
 
 def made_when(p: Rec | Prediction) -> str:
-    """When a record was finished: its own time, else (a prediction) its sweep's session
-    probe's."""
+    """When a record was finished: its own time, else (a prediction) its sweep's probe's."""
     found = p.finished or (p.sweep.probe.finished if isinstance(p, Prediction) else None)
     return str(found or "unknown").replace("T", " ").replace("+00:00", " UTC")
 
@@ -124,8 +119,7 @@ def _source_line(p: Prediction, measured: Rec | None) -> str:
 
 def predicted_section(predictions: list[Prediction], rows: list[Rec]) -> list[Block]:
     """The GPU table's rows predicted from one GPU (`gpu_predictions`), each beside the
-    measured 1-GPU row of its step where `rows` hold one, then each record's source;
-    none without predictions."""
+    measured 1-GPU row of its step in `rows` if any, then each record's source."""
     if not predictions:
         return []
     measured = [_measured_one_gpu(p, rows) for p in predictions]
@@ -303,9 +297,9 @@ def _headline_legend(
 
 
 def headline_figure(rows: list[Rec], out: str | Path) -> Path | None:
-    """`headline_speedup.{png,svg}`: speedup over one device against devices, a line
-    per mode (colour) and controller (line style), one panel per device kind and
-    scaling with ok rows. Returns the PNG, or None without ok rows with a speedup."""
+    """`headline_speedup.{png,svg}`: speedup over one device against devices, a line per
+    mode (colour) and controller (line style), a panel per device kind and scaling; the
+    PNG, or None without ok rows with a speedup."""
     import matplotlib.pyplot as plt
 
     ok = [r for r in rows if r.ok and r.speedup is not None]

@@ -131,18 +131,13 @@ def older_than_now(protocols: Iterable[int]) -> str:
     return f"{protocol_names(old)} (now {PROTOCOL})" if old else ""
 
 
-def machine_of(rec: Mapping[str, Any]) -> str:
-    """The machine id of a record or side-study record."""
-    return str(rec.get("machine_id") or "unknown machine")
-
-
 def assign(recs: Sequence[Mapping[str, Any]]) -> list[Session]:
     """Each record's session, in the order of `recs` (`SESSION_GAP_HOURS`)."""
     out: list[Session | None] = [None] * len(recs)
     gap = datetime.timedelta(hours=SESSION_GAP_HOURS)
     by_machine: dict[str, list[int]] = {}
     for i, r in enumerate(recs):
-        by_machine.setdefault(machine_of(r), []).append(i)
+        by_machine.setdefault(str(r.get("machine_id") or "unknown machine"), []).append(i)
     for machine, idx in by_machine.items():
         timed = sorted(
             ((w, i) for i in idx if (w := window(recs[i])) is not None), key=lambda x: x[0]
@@ -172,9 +167,8 @@ def assign(recs: Sequence[Mapping[str, Any]]) -> list[Session]:
 
 
 def reassigned(recs: Sequence[Rec]) -> list[Rec]:
-    """`recs`, each with its `session` among every record of its results tree (`index`):
-    one block of measurements is one session whichever folder holds them and whichever
-    of them a page reads. A record outside any tree gets its session among `recs`."""
+    """`recs`, each with its `session` among every record of its results tree (`index`),
+    whichever folder holds them; one outside any tree, its session among `recs`."""
     found: dict[str, Session] = {}
     paths = [Path(r.path).resolve() for r in recs if r.path]
     for root in {results_tree(p) or p.parent for p in paths}:
@@ -185,9 +179,8 @@ def reassigned(recs: Sequence[Rec]) -> list[Rec]:
 
 
 def results_tree(path: Any) -> Path | None:
-    """The results tree a record's file lies in: its nearest folder named `results`,
-    else the folder four levels up (`<root>/<machine>/<scale>/<scenario>/metrics.json`);
-    None where the path is too short."""
+    """The results tree a record's file lies in: its nearest folder named `results`, else
+    the folder four levels up (`<root>/<machine>/<scale>/<scenario>/metrics.json`) or None."""
     p = Path(path)
     for parent in p.parents:
         if parent.name == "results":
@@ -202,9 +195,8 @@ UNTIMED = ("loss_spread",)
 
 
 def index(results: str | Path) -> dict[str, Session]:
-    """The session of every scenario and side-study record (`SIDE_STUDIES`) of the
-    results tree, by resolved path: sessions are a property of a machine's whole set of
-    records, whatever page shows them. Worked out again only when a file changes."""
+    """The session of every scenario and side-study record (`SIDE_STUDIES`) of the results
+    tree, by resolved path, whatever page shows them; made again only when a file changes."""
     root = Path(results)
     paths = [
         *root.glob(f"**/{records.RECORD_NAME}"),
@@ -251,21 +243,13 @@ def session_of(rec: Mapping[str, Any], recs: Sequence[Mapping[str, Any]] = ()) -
     return assign(pool_)[at]
 
 
-def hours_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> float | None:
-    """Hours between the starts of two records' windows; None where one has no time."""
-    wa, wb = window(a), window(b)
-    if wa is None or wb is None:
-        return None
-    return abs((wa[0] - wb[0]).total_seconds()) / 3600
-
-
 def joined(a: Mapping[str, Any], b: Mapping[str, Any], recs: Sequence[Mapping[str, Any]]) -> str:
     """The session a ratio of `a` and `b` joins, or both and the hours between them."""
     sa, sb = session_of(a, recs), session_of(b, recs)
     if sa == sb:
         return sa.label
-    hours = hours_apart(a, b)
-    apart = f", {hours:.1f} h apart" if hours is not None else ""
+    wa, wb = window(a), window(b)  # the hours between their starts, where both have a time
+    apart = f", {abs((wa[0] - wb[0]).total_seconds()) / 3600:.1f} h apart" if wa and wb else ""
     return f"two sessions ({sa.label}; {sb.label}{apart})"
 
 
