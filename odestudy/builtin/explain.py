@@ -70,15 +70,7 @@ def _table(header: tuple[str, ...], rows: list[list[Any]], recs: list[Rec]) -> l
     shown = [x for pair in pairs for x in pair if x is not None]
     if len({sessions.session_of(x, recs) for x in shown}) > 1:
         header = (*header, "Session")
-        cells = [
-            [
-                *c,
-                sessions.joined(a, b, recs)
-                if b is not None
-                else sessions.session_of(a, recs).label,
-            ]
-            for c, (a, b) in zip(cells, pairs, strict=True)
-        ]
+        cells = [[*c, sessions.joined(a, b, recs)] for c, (a, b) in zip(cells, pairs, strict=True)]
     return [Grid(header, tuple(cells)), Text(escape(sessions.sessions_line(shown, recs)))]
 
 

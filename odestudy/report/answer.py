@@ -41,12 +41,6 @@ def _x(p: tuple[float, float, float]) -> str:
     return f"{p[0]:.2f}x [{p[1]:.2f}, {p[2]:.2f}]"
 
 
-def _devices(rows: Sequence[Rec]) -> int | None:
-    """The largest device count of `rows` within the machine's physical cores."""
-    inside = [r.n_devices for r in rows if r.n_devices > 1 and not exceeds_cores(r)]
-    return max(inside, default=None)
-
-
 def _on_best(rows: Sequence[Rec], best: Best, n: int) -> list[Rec]:
     """The one-process rows on `n` devices that run the best step, fastest first."""
     found = [
@@ -99,7 +93,7 @@ PerSession = list[tuple[Any, dict[str, ControllerAnswer]]]
 def controller_answer(rows: Sequence[Rec], controller: str) -> ControllerAnswer | None:
     """One controller's answer on the most devices within the cores, or None."""
     mine = [r for r in rows if r.controller == controller and r.scaling == "strong"]
-    n = _devices(mine)
+    n = max((r.n_devices for r in mine if r.n_devices > 1 and not exceeds_cores(r)), default=None)
     ones = [r for r in mine if r.n_devices == 1 and r.ok]
     best = best_for(ones[0], best_steps(ones), "strong") if ones else None
     if n is None or best is None:
@@ -420,22 +414,17 @@ def crossover_lines(results: str | Path) -> list[str]:
             said.append(f"{escape(controller)}, {len(per)} sessions: " + "; ".join(per))
     if not said:
         return ["**When splitting pays**: not measured yet (`make map`, `make crossover`).", ""]
+    older = sessions.older_than_now(p for s, _ in found for p in s.protocols)
     return [
         f"**When splitting pays** (`{CROSSOVER_MODE}`, the map's workloads, 2 CPU devices; "
         "*work*: the best 1-device step's time per solver iteration at the per-device "
         "batch; each session fitted alone, oldest first"
-        + _older([s for s, _ in found])
+        + (f"; {older}" if older else "")
         + "): "
         + ". ".join(said)
         + ".",
         "",
     ]
-
-
-def _older(found: Sequence[sessions.Session]) -> str:
-    """`; measurement protocol 2 (now 3)` where a session of `found` is of an older one."""
-    text = sessions.older_than_now(p for s in found for p in s.protocols)
-    return f"; {text}" if text else ""
 
 
 def gpu_lines(results: str | Path) -> list[str]:

@@ -151,7 +151,6 @@ class Judged:
     n: int
     label: str
     what: str
-    scaling: str
     judged: BySession
     claims: dict[tuple[str, str], Claim] = dataclasses.field(default_factory=dict)
 
@@ -211,7 +210,6 @@ def answer(rows: Sequence[Rec], every: Sequence[Rec], scaling: str, device: str)
         n=n,
         label="; ".join(sorted(escape(s.label) for s in where)),
         what="a fixed global batch" if scaling == "strong" else "a fixed per-device batch",
-        scaling=scaling,
         judged=judged,
         claims=_claims(per, judged),
     )

@@ -39,10 +39,9 @@ def record_floor(rec: LeverRecord) -> FloorCounts | None:
 
 
 def row_counts(rec: LeverRecord, row: LeverRow) -> FloorCounts | None:
-    """What variant `row` must compute, counted on its own program: its own counts where
-    the record counted each variant's (`row.floor`); in an older record, which counted
-    the default's program once (`record_floor`), the default's row alone; else None (no
-    floor: another program's count would flatter or wrong it)."""
+    """What variant `row` must compute, counted on its own program (`row.floor`); in an
+    older record, which counted the default's program once (`record_floor`), the default's
+    row alone; else None (another program's count would flatter or wrong it)."""
     if row.floor:
         return row.floor
     return record_floor(rec) if not _set_levers(row.levers) else None
@@ -77,9 +76,8 @@ def row_floor_s(rec: LeverRecord, row: LeverRow) -> float | None:
 def floor_ratio(
     rec: LeverRecord, row: LeverRow
 ) -> tuple[float, float, float] | tuple[None, None, None]:
-    """The variant's step time over its floor with a 95% bootstrap interval: over the
-    steps and, where the record measured the rate in every round of blocks, over the
-    rounds' floors."""
+    """The variant's step time over its floor with a 95% bootstrap interval over the steps
+    and, where the record measured the rate in every round of blocks, the rounds' floors."""
     counts = row_counts(rec, row)
     if not counts or row.solver_steps_max is None:
         return None, None, None

@@ -25,10 +25,9 @@ from .loss import same
 
 @dataclasses.dataclass(frozen=True)
 class MapLever:
-    """One lever studied along the map: its records' folder (`results/map/<machine>/
-    <folder>/`, measured by `make map-<folder>`), its name on the pages (markdown) and in
-    a heading (`short`), and the variants without and with it on the default step and
-    on the recommended step (the README's line)."""
+    """One lever studied along the map: its records' folder (`results/map/<machine>/<folder>/`,
+    `make map-<folder>`), its names (`short` in headings), and the variants without and
+    with it on the default step and on the recommended step (the README's line)."""
 
     folder: str
     name: str

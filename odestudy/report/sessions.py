@@ -133,37 +133,31 @@ def older_than_now(protocols: Iterable[int]) -> str:
 
 def assign(recs: Sequence[Mapping[str, Any]]) -> list[Session]:
     """Each record's session, in the order of `recs` (`SESSION_GAP_HOURS`)."""
-    out: list[Session | None] = [None] * len(recs)
     gap = datetime.timedelta(hours=SESSION_GAP_HOURS)
     by_machine: dict[str, list[int]] = {}
     for i, r in enumerate(recs):
         by_machine.setdefault(str(r.get("machine_id") or "unknown machine"), []).append(i)
+    out: dict[int, Session] = {}
     for machine, idx in by_machine.items():
-        timed = sorted(
-            ((w, i) for i in idx if (w := window(recs[i])) is not None), key=lambda x: x[0]
-        )
-        groups: list[list[tuple[tuple[datetime.datetime, datetime.datetime], int]]] = []
-        for w, i in timed:
-            if groups and w[0] - max(x[0][1] for x in groups[-1]) <= gap:
-                groups[-1].append((w, i))
+        windows = {i: w for i in idx if (w := window(recs[i])) is not None}
+        groups: list[list[int]] = []
+        for i in sorted(windows, key=windows.__getitem__):
+            if groups and windows[i][0] - max(windows[j][1] for j in groups[-1]) <= gap:
+                groups[-1].append(i)
             else:
-                groups.append([(w, i)])
+                groups.append([i])
+        groups += [[i] for i in idx if i not in windows]  # no time: a session of its own
         for group in groups:
+            timed = [windows[i] for i in group if i in windows]
             session = Session(
                 machine,
-                min(w[0] for w, _ in group),
-                max(w[1] for w, _ in group),
-                tuple(sorted({short_commit(recs[i]) for _, i in group})),
-                protocols_of(recs[i] for _, i in group),
+                min((w[0] for w in timed), default=None),
+                max((w[1] for w in timed), default=None),
+                tuple(sorted({short_commit(recs[i]) for i in group})),
+                protocols_of(recs[i] for i in group),
             )
-            for _, i in group:
-                out[i] = session
-        for i in idx:
-            if out[i] is None:
-                out[i] = Session(
-                    machine, None, None, (short_commit(recs[i]),), protocols_of([recs[i]])
-                )
-    return [s for s in out if s is not None]
+            out.update(dict.fromkeys(group, session))
+    return [out[i] for i in range(len(recs))]
 
 
 def reassigned(recs: Sequence[Rec]) -> list[Rec]:
@@ -243,10 +237,13 @@ def session_of(rec: Mapping[str, Any], recs: Sequence[Mapping[str, Any]] = ()) -
     return assign(pool_)[at]
 
 
-def joined(a: Mapping[str, Any], b: Mapping[str, Any], recs: Sequence[Mapping[str, Any]]) -> str:
-    """The session a ratio of `a` and `b` joins, or both and the hours between them."""
-    sa, sb = session_of(a, recs), session_of(b, recs)
-    if sa == sb:
+def joined(
+    a: Mapping[str, Any], b: Mapping[str, Any] | None, recs: Sequence[Mapping[str, Any]]
+) -> str:
+    """The session a ratio of `a` and `b` joins (`a`'s alone without `b`), or both and the
+    hours between them."""
+    sa = session_of(a, recs)
+    if b is None or (sb := session_of(b, recs)) == sa:
         return sa.label
     wa, wb = window(a), window(b)  # the hours between their starts, where both have a time
     apart = f", {abs((wa[0] - wb[0]).total_seconds()) / 3600:.1f} h apart" if wa and wb else ""

@@ -23,14 +23,10 @@ class StepVerdict:
     """What bounds the step of a step-cost sweep (`verdict`)."""
 
     crossover_batch: float | None
-    flops_per_sample_iteration: float | None
-    bytes_per_sample_iteration: float | None
     flops_per_s: float | None
     bytes_per_s: float | None
     forward_share: list[float | None]
-    compute_fraction: float | None
     memory_fraction: float | None
-    cache_fraction: float | None
     bound: str | None
 
 
@@ -66,14 +62,10 @@ def verdict(sweep: Sweep) -> StepVerdict:
         bound = "compute" if compute >= 0.5 else "memory" if cache >= 0.5 else "overhead"
     return StepVerdict(
         crossover_batch=fixed / per_sample if per_sample > 0 else None,
-        flops_per_sample_iteration=flops,
-        bytes_per_sample_iteration=nbytes,
         flops_per_s=flops_per_s,
         bytes_per_s=bytes_per_s,
         forward_share=[r.forward_share for r in rows],
-        compute_fraction=compute,
         memory_fraction=memory,
-        cache_fraction=cache,
         bound=bound,
     )
 

@@ -374,8 +374,7 @@ def crossover(rows: Sequence[MapRow], controller: str) -> str:
     """Along the workloads, lightest first: where `shard` stops being the slow mode, and
     where the recommended step's worth at 1 device changes sign."""
     names = _workload_order(rows)
-    slow = [(n, _slowest(rows, n, controller)) for n in names]
-    known = [(n, s) for n, s in slow if s is not None]
+    known = [(n, s) for n in names if (s := _slowest(rows, n, controller)) is not None]
     if not known:
         return f"{controller}: no workload has all three modes measured and trained."
     if all(s for _, s in known):
