@@ -574,8 +574,7 @@ def _first_sentence(sel: list[Rec], recs: list[Rec], target: float) -> list[Bloc
 
 
 def time_to_target(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Path]]:
-    """Evaluation loss against training wall clock, time to the scale's `TARGET_LOSS`,
-    and which configuration reaches it first (`_first_sentence`)."""
+    """Evaluation loss against wall clock, time to `TARGET_LOSS`, and which row is first."""
     sel = [r for r in recs if r.ok and r.eval_curve]
     if not sel:
         return [], []
@@ -592,18 +591,6 @@ def time_to_target(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Pa
 
 # What makes a section from one machine's records: its blocks and its figures.
 Section = Callable[[list[Rec]], tuple[list[Block], list[Path]]]
-
-
-def _sections(figures: Path) -> list[tuple[str, Section]]:
-    """The page's sections: each title and what makes it (`Section`)."""
-    return [
-        ("Lock-step waste against heterogeneity", lambda r: heterogeneity(r, figures)),
-        ("Complexity-aware batching", lambda r: (grouping(r), [])),
-        ("Within-ODE batching against per-sample solves", lambda r: (within_ode(r), [])),
-        ("Collectives per training step", lambda r: (collectives(r), [])),
-        ("Batch size", lambda r: batch_size(r, figures)),
-        ("Batch size and learning rate: time to target loss", lambda r: time_to_target(r, figures)),
-    ]
 
 
 def section(
@@ -636,7 +623,15 @@ def explain_table(recs: list[Rec], figures: str | Path, machine: str | None = No
         by_machine.setdefault(str(r.machine_id), []).append(r)
     body: list[Block] = [Text(f"{len(older)} record(s) of an older measurement protocol "
                               f"are not shown (now {PROTOCOL}).")] if older else []  # fmt: skip
-    made = [section(title, make, by_machine, machine) for title, make in _sections(figures)]
+    sections: list[tuple[str, Section]] = [
+        ("Lock-step waste against heterogeneity", lambda r: heterogeneity(r, figures)),
+        ("Complexity-aware batching", lambda r: (grouping(r), [])),
+        ("Within-ODE batching against per-sample solves", lambda r: (within_ode(r), [])),
+        ("Collectives per training step", lambda r: (collectives(r), [])),
+        ("Batch size", lambda r: batch_size(r, figures)),
+        ("Batch size and learning rate: time to target loss", lambda r: time_to_target(r, figures)),
+    ]
+    made = [section(title, make, by_machine, machine) for title, make in sections]
     said = [b for blocks, _ in made for b in blocks]
     figs = [f for _, paths in made for f in paths]
     body += said or [Text("No records of these studies yet (`make explain`).")]

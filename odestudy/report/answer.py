@@ -194,8 +194,7 @@ def render_controller(a: ControllerAnswer) -> str:
 
 
 def session_table(answers: Sequence[ControllerAnswer]) -> list[str]:
-    """The quick page's lines on each session's ratio behind the answer's claims, then the
-    fastest mode over the reference's step."""
+    """The quick page's lines on each session's ratio behind the answer's claims."""
     body = [
         [escape(a.controller), escape(c.comparison.mode), escape(s.when),
          f"{s.base_s * 1e3:.3g}", _x((s.value, *s.interval)), s.verdict.value,
@@ -322,24 +321,18 @@ def readme_claims(answers: Sequence[ControllerAnswer]) -> list[Claim]:
     return [c for a in answers for c in (*a.modes, a.reference) if c is not None]
 
 
-def quick_lines(
-    rows: Sequence[Rec],
-    device: str,
-    answers: Sequence[ControllerAnswer] | None = None,
-) -> list[str]:
-    """The answer's bullets for one device kind, or why there are none."""
-    answers = controller_answers(rows, device) if answers is None else answers
+def quick_lines(answers: Sequence[ControllerAnswer]) -> list[str]:
+    """The CPU answer's bullets, or why there are none."""
     lines = [render_controller(a) for a in answers]
-    name = device.upper()
     if not lines:
-        return [f"**{name}**: no multi-device {name} row of the best step measured here yet.", ""]
+        return ["**CPU**: no multi-device CPU row of the best step measured here yet.", ""]
     machines = sorted({escape(a.best.record.machine_id) for a in answers})
     whens = sorted(
         {s.when for a in answers for r in a.over_sessions if r for s in r.sessions},
     ) or sorted({sessions.session_of(a.best.record).when for a in answers})
     span = whens[0][:16] + (f" to {whens[-1][:16]} UTC" if len(whens) > 1 else " UTC")
     return [
-        f"**{name}** on {', '.join(machines)}, strong scaling, {len(whens)} session(s) from "
+        f"**CPU** on {', '.join(machines)}, strong scaling, {len(whens)} session(s) from "
         f"{escape(span)}"
         + ("; intervals hold a new session's ratio." if len(whens) >= MIN_SESSIONS else "."),
         "",
@@ -362,25 +355,20 @@ def in_short(answers: Sequence[ControllerAnswer]) -> str:
     JAX keeps (`LEAD_MODES[0]`), and how many sessions agree on their own."""
     said = []
     for a in answers:
-        lead = sorted(
-            ((c, r) for c, r in a.judged() if c.comparison.mode in LEAD_MODES),
-            key=lambda cr: LEAD_MODES.index(cr[0].comparison.mode),
-        )
+        lead = [(c, r) for c, r in a.judged() if c.comparison.mode in LEAD_MODES]
         if not lead:
             continue
-        c, r = lead[0]
+        c, r = min(lead, key=lambda cr: LEAD_MODES.index(cr[0].comparison.mode))
         agree = ""
         if r is not None and c.verdict is not Verdict.FEW_SESSIONS:
             alike = sum(s.verdict is c.verdict for s in r.sessions)
             agree = f"; {alike} of {len(r.sessions)} sessions agree on their own"
+        mode = f"`{escape(c.comparison.mode)}`"
         do = {
-            Verdict.FASTER: f"split the batch with `{escape(c.comparison.mode)}`",
+            Verdict.FASTER: f"split the batch with {mode}",
             Verdict.SLOWER: "keep one device",
-            Verdict.FEW_SESSIONS: f"`{escape(c.comparison.mode)}` is {verdict_words(c.verdict)}",
-        }.get(
-            c.verdict,
-            f"`{escape(c.comparison.mode)}` is {verdict_words(c.verdict)}: one device does as well",
-        )
+            Verdict.FEW_SESSIONS: f"{mode} is {verdict_words(c.verdict)}",
+        }.get(c.verdict, f"{mode} is {verdict_words(c.verdict)}: one device does as well")
         over = (
             " over the default step, a faster one not shown to train as well" if a.refused else ""
         )
@@ -414,12 +402,11 @@ def crossover_lines(results: str | Path) -> list[str]:
             said.append(f"{escape(controller)}, {len(per)} sessions: " + "; ".join(per))
     if not said:
         return ["**When splitting pays**: not measured yet (`make map`, `make crossover`).", ""]
-    older = sessions.older_than_now(p for s, _ in found for p in s.protocols)
     return [
         f"**When splitting pays** (`{CROSSOVER_MODE}`, the map's workloads, 2 CPU devices; "
         "*work*: the best 1-device step's time per solver iteration at the per-device "
         "batch; each session fitted alone, oldest first"
-        + (f"; {older}" if older else "")
+        + _older([s for s, _ in found])
         + "): "
         + ". ".join(said)
         + ".",
@@ -427,9 +414,14 @@ def crossover_lines(results: str | Path) -> list[str]:
     ]
 
 
+def _older(found: Sequence[sessions.Session]) -> str:
+    """`; measurement protocol 2 (now 3)` where a session of `found` is of an older one."""
+    text = sessions.older_than_now(p for s in found for p in s.protocols)
+    return f"; {text}" if text else ""
+
+
 def gpu_lines(results: str | Path) -> list[str]:
-    """The GPU answer: the best step's bound where its one-GPU sweep was recorded, else
-    the predictions, each over the one-GPU step it was made from."""
+    """The GPU answer: the best step's one-GPU bound where swept, else the predictions."""
     head = "**In short, GPU**: no multi-GPU row is measured yet."
     best = [s for s in gpu_sweeps(results) if s.label == "recommended"]
     if best and (line := best_bound(best[0], 4)):
@@ -532,13 +524,13 @@ def gpu_bound_line(results: str | Path) -> list[str]:
 def readme_answer(
     results: str | Path,
     rows: Sequence[Rec],
-    figure: Path | None,
+    figure: Path,
     base: Path,
-    answers: Sequence[ControllerAnswer] | None = None,
+    answers: Sequence[ControllerAnswer],
 ) -> list[str]:
     """The README's answer as markdown lines, `figure` linked relative to `base`."""
     lines = [
-        in_short(answers or ()),
+        in_short(answers),
         "",
         "*Your own model*: `odestudy tune`, then `odestudy predict` ([how](docs/own_model.md)).",
         "",
@@ -548,10 +540,10 @@ def readme_answer(
         f"*reference's step*). Intervals 95%; {MARK}: rows trained to different losses. "
         f"`pmap` runs here as {escape(_pmap_said(rows))}.",
         "",
-        *quick_lines(rows, "cpu", answers),
+        *quick_lines(answers),
         *crossover_lines(results),
     ]
-    if figure is not None and figure.exists():
+    if figure.exists():
         rel = Path(os.path.relpath(figure.resolve(), base.resolve())).as_posix()
         lines += [f"![Speedup over the best 1-device step against per-device work]({rel})", ""]
     found = lines + gpu_lines(results)

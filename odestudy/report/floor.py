@@ -211,9 +211,8 @@ def older_step(recs: Sequence[LeverRecord]) -> str:
         row = variant_row(rec, "recommended-diffrax")
         if row is None:
             continue
-        scenario = rec.fields
         keys = ("controller", "problem", "width", "device")
-        fields = {k: scenario[k] for k in keys if k in scenario}
+        fields = {k: rec.fields[k] for k in keys if k in rec.fields}
         try:
             now = diffrax_levers(Scenario(**fields))
         except ValueError:  # a problem this process cannot make: nothing to compare
@@ -248,10 +247,7 @@ def _fused_cells(rec: LeverRecord) -> list[str]:
         cells += [f"{r.step_time_s * 1e3:.2f}", ratio]
     default, recommended, fused = rows
     for base in (default, recommended):
-        if base is None or fused is None:
-            cells.append("–")
-            continue
-        cells.append(ratio_cell(base, fused))
+        cells.append("–" if base is None or fused is None else ratio_cell(base, fused))
     cells.append(" / ".join("–" if r is None else f"{r.final_loss:.2g}" for r in rows))
     return cells
 

@@ -24,8 +24,7 @@ PREDICTIONS_FOLDER = "predictions"
 
 
 def gpu_predictions(results: str | Path, scale: str) -> list[Prediction]:
-    """Every machine's predictions of several GPUs at `scale` under `results`, each with
-    its `path` and `machine`, by step, controller, profile and GPUs."""
+    """Every machine's predictions of several GPUs at `scale`, by step, controller and GPUs."""
     root = Path(results)
     machines = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     out = []
@@ -86,8 +85,7 @@ def _predicted_cells(p: Prediction, measured: Rec | None) -> list[list[object]]:
 
 
 def _source_line(p: Prediction, measured: Rec | None) -> str:
-    """Where a prediction comes from: its record, machine, time, 1-GPU sweep and measured
-    row, and profile."""
+    """Where a prediction comes from: its record, machine, time, sweep, row and profile."""
     sweep = p.sweep
     path = Path(p.path)
     batches = ", ".join(str(r.batch) for r in sweep.rows)
@@ -170,8 +168,7 @@ def _gpu_reference_row(
 def gpu_extra(
     gpu_rows: list[Rec], projected: list[Projected], reference: list[Published]
 ) -> list[Block]:
-    """The GPU table's second part: projected 2-GPU rows (labelled, never mixed with
-    measured ones) and the reference's GPU rows beside ours."""
+    """The GPU table's second part: projected 2-GPU rows and the reference's GPU rows."""
     out: list[Block]
     if not projected:
         out = [Text("No projected 2-GPU rows (no GPU step-cost sweep of this machine).")]

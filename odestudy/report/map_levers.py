@@ -80,8 +80,7 @@ def _pair(rec: LeverRecord, base: str, lever: str) -> tuple[LeverRow, LeverRow, 
 
 
 def lever_cell(rec: LeverRecord, base: str, lever: str) -> str:
-    """The lever's speedup over its baseline and both final losses (an untrained model
-    said so; unequal losses marked)."""
+    """The lever's speedup over its baseline (unequal losses marked) and both final losses."""
     found = _pair(rec, base, lever)
     if found is None:
         return "–"

@@ -218,8 +218,7 @@ def _index(stamp: tuple[tuple[str, int], ...]) -> dict[str, Session]:
 
 
 def sessions_of(recs: Sequence[Mapping[str, Any]]) -> list[Session]:
-    """Each record's session, in the order of `recs`: the one `frames.read_records` gave
-    it (`session`), else its session among `recs` (`assign`)."""
+    """Each record's session: the one `frames.read_records` gave it, else `assign`'s."""
     among = assign(recs)
     return [
         found if isinstance(found := r.get("session"), Session) else s
@@ -240,8 +239,7 @@ def session_of(rec: Mapping[str, Any], recs: Sequence[Mapping[str, Any]] = ()) -
 def joined(
     a: Mapping[str, Any], b: Mapping[str, Any] | None, recs: Sequence[Mapping[str, Any]]
 ) -> str:
-    """The session a ratio of `a` and `b` joins (`a`'s alone without `b`), or both and the
-    hours between them."""
+    """The session a ratio of `a` and `b` (or `a` alone) joins, or both, hours apart."""
     sa = session_of(a, recs)
     if b is None or (sb := session_of(b, recs)) == sa:
         return sa.label

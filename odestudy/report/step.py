@@ -93,9 +93,9 @@ def session_commit(rec: Sweep | LeverRecord) -> str:
     return f"{session.when} ({commit})" if isinstance(session, sessions.Session) else commit
 
 
-def _rate(value: float | None, digits: int = 3) -> str:
+def _rate(value: float | None) -> str:
     """A rate in units of 1e9 (GFLOP/s, GB/s) as a cell; a dash where not measured."""
-    return _fmt(value and value / 1e9, digits)
+    return _fmt(value and value / 1e9, 3)
 
 
 # --- the step-cost sweeps --------------------------------------------------------------
@@ -292,8 +292,7 @@ def step_table(
     levers: Sequence[dict[str, Any]],
     spreads: dict[str, dict[str, Any]] | None = None,
 ) -> list[Block]:
-    """What bounds one training step and the levers on it, from one machine's step-cost
-    `sweeps`, `levers` records and, per controller, the default's loss `spreads`."""
+    """What bounds one training step and the levers on it, from one machine's records."""
     typed_sweeps, typed_levers = [Sweep(s) for s in sweeps], [LeverRecord(r) for r in levers]
     machines = sorted({escape(r.machine_id) for r in [*typed_sweeps, *typed_levers]})
     said = Text(

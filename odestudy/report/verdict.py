@@ -268,10 +268,8 @@ def device_verdict(rows: Sequence[Rec], device: str, scale: str | None) -> list[
     return lines
 
 
-def verdict_body(rows: Sequence[Rec], scale: str | None = None) -> list[Block]:
+def verdict_body(rows: Sequence[Rec], scale: str) -> list[Block]:
     """The verdict from the report's scaling rows (`group_sentence` per comparison)."""
-    if scale is None:
-        scale = next((r.scale for r in rows if r.scale), None)
     body = [b for device in ("cpu", "gpu") for b in device_verdict(rows, device, scale)]
     body.append(
         Text(

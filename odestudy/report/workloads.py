@@ -490,8 +490,7 @@ def _newest_before(r: MapRow, found: Sequence[Prediction], steps: Sequence[str])
 
 
 def session_lines(checked: Sequence[SessionErrors]) -> str:
-    """The prediction check as each session measured it: per session, each mode's
-    median |error| (`session_errors`)."""
+    """Per session, each mode's median |error| (`session_errors`), as lines."""
     if not checked:
         return ""
     lines = [
@@ -553,8 +552,7 @@ PREDICTION_KINDS: tuple[str | None, ...] = (None, EXTRAPOLATION_PROFILE)
 def extrapolation_section(
     rows: Sequence[MapRow], found: Sequence[Prediction], by_session: Sequence[SessionErrors]
 ) -> list[Text | Grid]:
-    """The map's predictions from a profile (`--profile cpu`) against the same rows, and
-    session by session (`session_errors`)."""
+    """The map's predictions from a profile (`--profile cpu`) against the same rows."""
     head = Text(f"## The prediction from the `{EXTRAPOLATION_PROFILE}` profile")
     if not found:
         return [head, Text("No such prediction of the map yet "
@@ -578,8 +576,7 @@ def extrapolation_section(
 def _checked(
     errors: Sequence[Checked], by_session: Sequence[SessionErrors], none: str
 ) -> list[Text | Grid]:
-    """Each mode's check (`validation_lines`), session by session where any, then the
-    table of `errors` (`none` without)."""
+    """Each mode's check (`validation_lines`), session by session, then the table of `errors`."""
     per_session = session_lines(by_session)
     return [
         Text("\n".join(validation_lines(errors))),
@@ -646,7 +643,8 @@ def workloads_body(
         said = "No records of the workload map yet: run `make map` (records under results/map/)."
         return (Text(said),), []
     machine = str(recs[0].machine_id)
-    found = predictions(results, machine)
+    predicted = {k: predictions(results, machine, k) for k in PREDICTION_KINDS}
+    found = predicted[None]
     errors = prediction_errors(rows, found)
     hardware = recs[0].hardware
     intro = (
@@ -664,13 +662,12 @@ def workloads_body(
         "[when splitting pays](crossover.md)."
     )
     levers = [b for lever in MAP_LEVERS for b in lever_section(results, machine, lever)]
-    profiled = predictions(results, machine, EXTRAPOLATION_PROFILE)
     by_session = {k: session_errors(results, machine, scale, k) for k in PREDICTION_KINDS}
     body = (
         Text(intro),
         Text(map_time_line(recs, found)),
         Text("## Summary"),
-        Text("\n".join(summary_lines(results, machine, rows, found, by_session))),
+        Text("\n".join(summary_lines(results, machine, rows, predicted, by_session))),
         Text("## Against the best 1-device step"),
         Text(best),
         best_table(rows),
@@ -684,7 +681,9 @@ def workloads_body(
         ),
         Text(_predictions_line(found)),
         *_checked(errors, by_session[None], "No prediction of the map yet."),
-        *extrapolation_section(rows, profiled, by_session[EXTRAPOLATION_PROFILE]),
+        *extrapolation_section(
+            rows, predicted[EXTRAPOLATION_PROFILE], by_session[EXTRAPOLATION_PROFILE]
+        ),
         *levers,
         *fused_section(results, machine),
         Text(""),  # the file ends with a blank line
@@ -709,14 +708,13 @@ def summary_lines(
     results: str | Path,
     machine: str,
     rows: Sequence[MapRow],
-    found: list[Prediction],
+    predicted: Mapping[str | None, Sequence[Prediction]],
     by_session: Mapping[str | None, Sequence[SessionErrors]],
 ) -> list[str]:
-    """The map page's summary bullets (the README links here); `by_session`: each kind
-    of prediction's check session by session (`session_errors`)."""
-    profiled = predictions(results, machine, EXTRAPOLATION_PROFILE)
+    """The map page's summary bullets (the README links here), per kind of prediction
+    (`PREDICTION_KINDS`) its predictions and its check session by session."""
     return [
-        *_prediction_summary(rows, found, profiled, by_session),
+        *_prediction_summary(rows, predicted, by_session),
         *filter(None, [recommended_again(rows, choice_records(results))]),
         *[
             line
@@ -780,24 +778,21 @@ def gpu_fused_summary(results: str | Path) -> list[str]:
 
 def _prediction_summary(
     rows: Sequence[MapRow],
-    found: Sequence[Prediction],
-    extrapolated: Sequence[Prediction],
+    predicted: Mapping[str | None, Sequence[Prediction]],
     by_session: Mapping[str | None, Sequence[SessionErrors]],
 ) -> list[str]:
-    """Per kind of prediction (devices probed, or the profile), each mode's median |error|
-    and, session by session, the largest."""
+    """Per kind of prediction (`PREDICTION_KINDS`), each mode's median |error| and, over
+    sessions, the largest."""
     lines = []
-    for what, preds, kind in (
-        ("with the 2 devices probed", found, None),
-        (
-            f"from the `{EXTRAPOLATION_PROFILE}` profile in place of the probe",
-            extrapolated,
-            EXTRAPOLATION_PROFILE,
-        ),
-    ):
-        errors = prediction_errors(rows, preds)
+    for kind in PREDICTION_KINDS:
+        errors = prediction_errors(rows, predicted[kind])
         if not errors:
             continue
+        what = (
+            f"from the `{kind}` profile in place of the probe"
+            if kind
+            else "with the 2 devices probed"
+        )
         held = [e for e in errors if e.get("before") is True]
         lines.append(
             f"- `odestudy predict` {what}, against these measured 2-device rows, median "
