@@ -321,18 +321,24 @@ def readme_claims(answers: Sequence[ControllerAnswer]) -> list[Claim]:
     return [c for a in answers for c in (*a.modes, a.reference) if c is not None]
 
 
-def quick_lines(answers: Sequence[ControllerAnswer]) -> list[str]:
-    """The CPU answer's bullets, or why there are none."""
+def quick_lines(
+    rows: Sequence[Rec],
+    device: str,
+    answers: Sequence[ControllerAnswer] | None = None,
+) -> list[str]:
+    """The answer's bullets for one device kind, or why there are none."""
+    answers = controller_answers(rows, device) if answers is None else answers
     lines = [render_controller(a) for a in answers]
+    name = device.upper()
     if not lines:
-        return ["**CPU**: no multi-device CPU row of the best step measured here yet.", ""]
+        return [f"**{name}**: no multi-device {name} row of the best step measured here yet.", ""]
     machines = sorted({escape(a.best.record.machine_id) for a in answers})
     whens = sorted(
         {s.when for a in answers for r in a.over_sessions if r for s in r.sessions},
     ) or sorted({sessions.session_of(a.best.record).when for a in answers})
     span = whens[0][:16] + (f" to {whens[-1][:16]} UTC" if len(whens) > 1 else " UTC")
     return [
-        f"**CPU** on {', '.join(machines)}, strong scaling, {len(whens)} session(s) from "
+        f"**{name}** on {', '.join(machines)}, strong scaling, {len(whens)} session(s) from "
         f"{escape(span)}"
         + ("; intervals hold a new session's ratio." if len(whens) >= MIN_SESSIONS else "."),
         "",
@@ -540,7 +546,7 @@ def readme_answer(
         f"*reference's step*). Intervals 95%; {MARK}: rows trained to different losses. "
         f"`pmap` runs here as {escape(_pmap_said(rows))}.",
         "",
-        *quick_lines(answers),
+        *quick_lines(rows, "cpu", answers),
         *crossover_lines(results),
     ]
     if figure.exists():
