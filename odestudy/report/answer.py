@@ -260,8 +260,7 @@ def controller_answers(
     device: str = "cpu",
     every: Sequence[Rec] = (),
 ) -> tuple[ControllerAnswer, ...]:
-    """Each controller's answer for one device kind; with `every` (the scale's ok records,
-    any session), made over the sessions that measured it (`over_sessions`)."""
+    """Each controller's answer for one device kind; with `every`, made over its sessions."""
     answers = tuple(_answers([r for r in rows if r.device == device and r.ok]).values())
     if not every:
         return answers
@@ -491,8 +490,7 @@ def _bounds(sweep: Sweep, n: int) -> tuple[list[tuple[int, float]], str] | None:
 
 
 def best_bound(sweep: Sweep, n: int) -> str | None:
-    """`_bounds` of the best step's one-GPU sweep on `n` GPUs, over the step at the same
-    global batch it is a bound against (None where under two batches allow)."""
+    """`_bounds` of the best step's one-GPU sweep, over its step at the same global batch."""
     if (bounds := _bounds(sweep, n)) is None:
         return None
     found, said = bounds

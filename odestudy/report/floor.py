@@ -288,8 +288,7 @@ def _not_measured(recs: Sequence[LeverRecord]) -> str:
 
 
 def fused_section(results: str | Path, machine: str) -> list[Block]:
-    """`workloads.md`'s section on the fused solve along the map: a table per CPU machine
-    that measured it, then per GPU."""
+    """`workloads.md`'s section on the fused solve along the map: per CPU machine, then GPU."""
     cpu: list[Block] = []
     for held in fused_machines(results, "cpu", machine):
         recs = [r for r in fused_records(results, held) if _on(r, "cpu")]

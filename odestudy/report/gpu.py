@@ -44,8 +44,7 @@ def made_when(p: Rec | Prediction) -> str:
 
 
 def _measured_one_gpu(p: Prediction, rows: list[Rec]) -> Rec | None:
-    """The measured 1-GPU row of the scenario a prediction's sweep timed, on its machine,
-    under the current protocol, among `rows`, if any."""
+    """The measured 1-GPU row (current protocol) of what a prediction's sweep timed, if any."""
     key = Scenario.from_dict(p.sweep.scenario or p.scenario).key()
     machine = p.sweep.machine_id or p.machine_id
     found = (r for r in rows if r.scenario_key == key and r.ok and r.protocol == PROTOCOL)
