@@ -131,7 +131,7 @@ def test_the_recommended_step_measured_again_after_its_choice_is_counted(spread_
         record = Rec(started=started, final_loss=loss)
         base = Rec(started=started, final_loss=0.004)
         return MapRow(
-            workload="w", problem="p", width=0, controller="pid", step="recommended",
+            workload="w", controller="pid", step="recommended",
             mode="single", n_devices=1, status="ok", record=record, base=base,
             per_iteration_s=None, speedup=speedup, best=None, speedup_best=None,
         )  # fmt: skip

@@ -15,8 +15,9 @@ from ..measure.modes import mode_facts
 from ..measure.scenario import SCALES, Scenario
 from ..measure.timing import PROTOCOL
 from ..report import loss, sessions
+from ..report.floor import ratio_cell
 from ..report.frames import BaselineError, is_default
-from ..report.intervals import fmt_interval, ratio_interval
+from ..report.intervals import RESAMPLES
 from ..report.plots import MODE_STYLE, _save, controller_dashes
 from ..report.tables import escape, loss_cell, render_body
 from ..report.tables import fmt as _fmt
@@ -28,14 +29,6 @@ from ..study.studies import Block, Grid, Page, ReportInputs, Study, Table, Text
 # scale: a level a trained model has to work for, fixed before the runs, between the
 # untrained field's loss and the reference's final losses (`data/reference_tables.csv`).
 TARGET_LOSS = {"smoke": 0.2, "quick": 0.01, "seed": 0.001}
-
-
-def _ratio(numerator: Rec, denominator: Rec) -> str:
-    """t(numerator) / t(denominator) with its 95% bootstrap interval, flagged by the loss
-    rule (`loss.flag`)."""
-    return loss.pair_mark(
-        fmt_interval(*ratio_interval(numerator, denominator)), numerator, denominator
-    )
 
 
 def _training(r: Rec) -> str:
@@ -77,15 +70,7 @@ def _table(header: tuple[str, ...], rows: list[list[Any]], recs: list[Rec]) -> l
     shown = [x for pair in pairs for x in pair if x is not None]
     if len({sessions.session_of(x, recs) for x in shown}) > 1:
         header = (*header, "Session")
-        cells = [
-            [
-                *c,
-                sessions.joined(a, b, recs)
-                if b is not None
-                else sessions.session_of(a, recs).label,
-            ]
-            for c, (a, b) in zip(cells, pairs, strict=True)
-        ]
+        cells = [[*c, sessions.joined(a, b, recs)] for c, (a, b) in zip(cells, pairs, strict=True)]
     return [Grid(header, tuple(cells)), Text(escape(sessions.sessions_line(shown, recs)))]
 
 
@@ -114,9 +99,8 @@ def _section(
 
 
 def twin(rec: Rec, recs: list[Rec], **changes) -> Rec | None:
-    """The ok record whose scenario is `rec`'s with `changes` applied, on the same
-    machine, versions, protocol and measurement environment; None if there is none.
-    Raises `frames.BaselineError` if more than one record matches."""
+    """The ok record whose scenario is `rec`'s with `changes` applied, on the same machine,
+    versions, protocol and environment, or None; `frames.BaselineError` where ambiguous."""
     want = dict(rec.fields, **changes)
 
     def where(r: Rec) -> tuple:
@@ -182,7 +166,7 @@ def _heterogeneity_rows(recs: list[Rec]) -> list[list[Any]]:
                 _fmt(w.across_devices, 2),
                 _fmt(w.total, 2),
                 _fmt(r.step_time_s),
-                _ratio(one, r) if one else "–",
+                ratio_cell(one, r) if one else "–",
                 _runs(r),
                 loss_cell(r),
                 (r, one),
@@ -197,15 +181,12 @@ def _waste_figure(shown: list[Rec], figures: Path) -> list[Path]:
     import seaborn as sns
 
     points = pd.DataFrame(
-        [
-            {
-                "mode": r.mode,
-                "spread": r.fields.spread,
-                "waste": r.solver_steps.waste.total or 0.0,
-                "step_s": r.step_time_s,
-            }
-            for r in shown
-        ]
+        {
+            "mode": [r.mode for r in shown],
+            "spread": [r.fields.spread for r in shown],
+            "waste": [r.solver_steps.waste.total or 0.0 for r in shown],
+            "step_s": [r.step_time_s for r in shown],
+        }
     )
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     palette = {m: MODE_STYLE[m] for m in set(points["mode"])}
@@ -263,7 +244,7 @@ def grouping(recs: list[Rec]) -> list[Block]:
             _fmt(g.solver_steps.waste.total, 2),
             _fmt(r.step_time_s),
             _fmt(g.step_time_s),
-            _ratio(g, r),
+            ratio_cell(g, r),
             f"{_runs(r)} / {_runs(g)}",
             loss_cell(r),
             loss_cell(g),
@@ -308,7 +289,7 @@ def within_ode(recs: list[Rec]) -> list[Block]:
             _fmt(w.solver_steps.max, 3),
             _fmt(p.step_time_s),
             _fmt(w.step_time_s),
-            _ratio(p, w),
+            ratio_cell(p, w),
             f"{_runs(p)} / {_runs(w)}",
             loss_cell(p),
             loss_cell(w),
@@ -399,14 +380,9 @@ def batch_size(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Path]]
     import matplotlib.pyplot as plt
     import seaborn as sns
 
+    wanted = ("single", PID.name, "strong")
     sel = [
-        r
-        for r in recs
-        if r.ok
-        and is_default(r)
-        and r.mode == "single"
-        and r.controller == PID.name
-        and r.scaling == "strong"
+        r for r in recs if r.ok and is_default(r) and (r.mode, r.controller, r.scaling) == wanted
     ]
     if len(sel) < 2:
         return [], []
@@ -436,17 +412,17 @@ def _hit(r: Rec, target: float) -> EvalPoint | None:
 FIRST_NOT_SEPARABLE = "First to the target here, not separable from the row it is compared with"
 
 
-def _time_resamples(r: Rec, hit_step: int, rng, resamples: int = 2000):
+def _time_resamples(r: Rec, hit_step: int, rng):
     """Bootstrap resamples of the time to reach `hit_step`: each stage's steps before
     the hit at the mean of that stage's step times resampled (within-run spread only)."""
     stages = r.stage_times
     per_stage = (r.steps or 0) // max(1, len(stages))
-    total = np.zeros(resamples)
+    total = np.zeros(RESAMPLES)
     for i, st in enumerate(stages):
         n = min(max(0, hit_step - i * per_stage), per_stage)
         times = np.asarray(st.step_times_s or [st.step_time_s])
         if n:
-            idx = rng.integers(0, len(times), (resamples, len(times)))
+            idx = rng.integers(0, len(times), (RESAMPLES, len(times)))
             total += n * times[idx].mean(axis=1)
     return total
 
@@ -565,9 +541,8 @@ def _who(r: Rec) -> str:
 
 
 def _first_sentence(sel: list[Rec], recs: list[Rec], target: float) -> list[Block]:
-    """Which row of one session reaches the target first, against the row it is
-    compared with (`_compared`): "fastest" only where the 95% bootstrap interval says so
-    and the rows ran more than once."""
+    """Which row of one session reaches the target first, against `_compared`'s row:
+    "fastest" only where the 95% interval says so and the rows ran more than once."""
     hits = [(r, h) for r in sel if (h := _hit(r, target)) is not None]
     if not hits:
         return []
@@ -599,8 +574,7 @@ def _first_sentence(sel: list[Rec], recs: list[Rec], target: float) -> list[Bloc
 
 
 def time_to_target(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Path]]:
-    """Evaluation loss against training wall clock, time to the scale's `TARGET_LOSS`,
-    and which configuration reaches it first (`_first_sentence`)."""
+    """Evaluation loss against wall clock, time to `TARGET_LOSS`, and which row is first."""
     sel = [r for r in recs if r.ok and r.eval_curve]
     if not sel:
         return [], []
@@ -617,18 +591,6 @@ def time_to_target(recs: list[Rec], figures: Path) -> tuple[list[Block], list[Pa
 
 # What makes a section from one machine's records: its blocks and its figures.
 Section = Callable[[list[Rec]], tuple[list[Block], list[Path]]]
-
-
-def _sections(figures: Path) -> list[tuple[str, Section]]:
-    """The page's sections: each title and what makes it (`Section`)."""
-    return [
-        ("Lock-step waste against heterogeneity", lambda r: heterogeneity(r, figures)),
-        ("Complexity-aware batching", lambda r: (grouping(r), [])),
-        ("Within-ODE batching against per-sample solves", lambda r: (within_ode(r), [])),
-        ("Collectives per training step", lambda r: (collectives(r), [])),
-        ("Batch size", lambda r: batch_size(r, figures)),
-        ("Batch size and learning rate: time to target loss", lambda r: time_to_target(r, figures)),
-    ]
 
 
 def section(
@@ -649,9 +611,8 @@ def section(
 
 
 def explain_table(recs: list[Rec], figures: str | Path, machine: str | None = None) -> Table:
-    """The explanation's table (`explain`) and its figures, drawn into `figures`, from
-    all records of a scale: each section from `machine`'s records (default: the first
-    record's), else another's (`section`)."""
+    """The explanation's table and its figures (drawn into `figures`) from all records of
+    a scale: each section from `machine`'s records (default: the first record's)."""
     figures = Path(figures)
     # One protocol, the current one (`timing.PROTOCOL`), as in the scaling tables.
     older = [r for r in recs if r.ok and r.protocol != PROTOCOL]
@@ -662,7 +623,15 @@ def explain_table(recs: list[Rec], figures: str | Path, machine: str | None = No
         by_machine.setdefault(str(r.machine_id), []).append(r)
     body: list[Block] = [Text(f"{len(older)} record(s) of an older measurement protocol "
                               f"are not shown (now {PROTOCOL}).")] if older else []  # fmt: skip
-    made = [section(title, make, by_machine, machine) for title, make in _sections(figures)]
+    sections: list[tuple[str, Section]] = [
+        ("Lock-step waste against heterogeneity", lambda r: heterogeneity(r, figures)),
+        ("Complexity-aware batching", lambda r: (grouping(r), [])),
+        ("Within-ODE batching against per-sample solves", lambda r: (within_ode(r), [])),
+        ("Collectives per training step", lambda r: (collectives(r), [])),
+        ("Batch size", lambda r: batch_size(r, figures)),
+        ("Batch size and learning rate: time to target loss", lambda r: time_to_target(r, figures)),
+    ]
+    made = [section(title, make, by_machine, machine) for title, make in sections]
     said = [b for blocks, _ in made for b in blocks]
     figs = [f for _, paths in made for f in paths]
     body += said or [Text("No records of these studies yet (`make explain`).")]

@@ -41,12 +41,6 @@ def _x(p: tuple[float, float, float]) -> str:
     return f"{p[0]:.2f}x [{p[1]:.2f}, {p[2]:.2f}]"
 
 
-def _devices(rows: Sequence[Rec]) -> int | None:
-    """The largest device count of `rows` within the machine's physical cores."""
-    inside = [r.n_devices for r in rows if r.n_devices > 1 and not exceeds_cores(r)]
-    return max(inside, default=None)
-
-
 def _on_best(rows: Sequence[Rec], best: Best, n: int) -> list[Rec]:
     """The one-process rows on `n` devices that run the best step, fastest first."""
     found = [
@@ -73,9 +67,8 @@ README_WHERE = "the README's answer"
 @dataclasses.dataclass(frozen=True)
 class ControllerAnswer:
     """One controller's part of the README's answer: each mode's claim over the best
-    1-device step (`modes`, fastest first, measured by `rows` in step), the fastest's over
-    the reference's step (None where not measured or untrained), and where the answer was
-    made over sessions, each mode's claim over them (`over_sessions`, in step)."""
+    1-device step (`modes`, fastest first; `rows` in step), the fastest's over the
+    reference's step (or None), and each mode's claim over sessions (`over_sessions`)."""
 
     controller: str
     best: Best
@@ -100,7 +93,7 @@ PerSession = list[tuple[Any, dict[str, ControllerAnswer]]]
 def controller_answer(rows: Sequence[Rec], controller: str) -> ControllerAnswer | None:
     """One controller's answer on the most devices within the cores, or None."""
     mine = [r for r in rows if r.controller == controller and r.scaling == "strong"]
-    n = _devices(mine)
+    n = max((r.n_devices for r in mine if r.n_devices > 1 and not exceeds_cores(r)), default=None)
     ones = [r for r in mine if r.n_devices == 1 and r.ok]
     best = best_for(ones[0], best_steps(ones), "strong") if ones else None
     if n is None or best is None:
@@ -129,18 +122,15 @@ def _refused(ones: Sequence[Rec], best: Best) -> tuple[str, ...]:
     """The trained steps of `best`'s family faster on one device that the loss rule
     refused as the base case (not shown to train as well as the default step)."""
     family = family_key(best.record, int(best.record.global_batch))
-    return tuple(
-        sorted(
-            {
-                step_of(r)
-                for r in ones
-                if family_key(r, int(r.global_batch)) == family
-                and trained(r)
-                and (r.step_time_s or 0.0) < best.step_s
-                and r not in best.candidates
-            }
-        )
-    )
+    faster = {
+        step_of(r)
+        for r in ones
+        if family_key(r, int(r.global_batch)) == family
+        and trained(r)
+        and (r.step_time_s or 0.0) < best.step_s
+        and r not in best.candidates
+    }
+    return tuple(sorted(faster))
 
 
 # The modes whose claims the README's bullets list session by session, the mode JAX keeps
@@ -204,8 +194,7 @@ def render_controller(a: ControllerAnswer) -> str:
 
 
 def session_table(answers: Sequence[ControllerAnswer]) -> list[str]:
-    """The quick page's lines on each session's ratio behind the answer's claims, then the
-    fastest mode over the reference's step."""
+    """The quick page's lines on each session's ratio behind the answer's claims."""
     body = [
         [escape(a.controller), escape(c.comparison.mode), escape(s.when),
          f"{s.base_s * 1e3:.3g}", _x((s.value, *s.interval)), s.verdict.value,
@@ -271,8 +260,7 @@ def controller_answers(
     device: str = "cpu",
     every: Sequence[Rec] = (),
 ) -> tuple[ControllerAnswer, ...]:
-    """Each controller's answer for one device kind; with `every` (the scale's ok records,
-    any session), made over the sessions that measured it (`over_sessions`)."""
+    """Each controller's answer for one device kind; with `every`, made over its sessions."""
     answers = tuple(_answers([r for r in rows if r.device == device and r.ok]).values())
     if not every:
         return answers
@@ -312,16 +300,14 @@ def over_sessions(a: ControllerAnswer, judged: PerSession) -> ControllerAnswer:
     made: list[tuple[Claim, Replicated | None]] = []
     for claim in a.modes:
         found = replicate(session_pairs(claim, a.controller, judged))
-        if found is None:
-            made.append((claim, None))
-            continue
-        claim = dataclasses.replace(
-            claim,
-            value=found.value,
-            interval=found.interval,
-            verdict=found.verdict,
-            sessions=tuple(s.when for s in found.sessions),
-        )
+        if found is not None:
+            claim = dataclasses.replace(
+                claim,
+                value=found.value,
+                interval=found.interval,
+                verdict=found.verdict,
+                sessions=tuple(s.when for s in found.sessions),
+            )
         made.append((claim, found))
     made.sort(key=lambda m: -m[0].value)
     return dataclasses.replace(
@@ -374,25 +360,20 @@ def in_short(answers: Sequence[ControllerAnswer]) -> str:
     JAX keeps (`LEAD_MODES[0]`), and how many sessions agree on their own."""
     said = []
     for a in answers:
-        lead = sorted(
-            ((c, r) for c, r in a.judged() if c.comparison.mode in LEAD_MODES),
-            key=lambda cr: LEAD_MODES.index(cr[0].comparison.mode),
-        )
+        lead = [(c, r) for c, r in a.judged() if c.comparison.mode in LEAD_MODES]
         if not lead:
             continue
-        c, r = lead[0]
+        c, r = min(lead, key=lambda cr: LEAD_MODES.index(cr[0].comparison.mode))
         agree = ""
         if r is not None and c.verdict is not Verdict.FEW_SESSIONS:
             alike = sum(s.verdict is c.verdict for s in r.sessions)
             agree = f"; {alike} of {len(r.sessions)} sessions agree on their own"
+        mode = f"`{escape(c.comparison.mode)}`"
         do = {
-            Verdict.FASTER: f"split the batch with `{escape(c.comparison.mode)}`",
+            Verdict.FASTER: f"split the batch with {mode}",
             Verdict.SLOWER: "keep one device",
-            Verdict.FEW_SESSIONS: f"`{escape(c.comparison.mode)}` is {verdict_words(c.verdict)}",
-        }.get(
-            c.verdict,
-            f"`{escape(c.comparison.mode)}` is {verdict_words(c.verdict)}: one device does as well",
-        )
+            Verdict.FEW_SESSIONS: f"{mode} is {verdict_words(c.verdict)}",
+        }.get(c.verdict, f"{mode} is {verdict_words(c.verdict)}: one device does as well")
         over = (
             " over the default step, a faster one not shown to train as well" if a.refused else ""
         )
@@ -445,16 +426,15 @@ def _older(found: Sequence[sessions.Session]) -> str:
 
 
 def gpu_lines(results: str | Path) -> list[str]:
-    """The GPU answer: the best step's bound where its one-GPU sweep was recorded, else
-    the predictions, each over the one-GPU step it was made from."""
+    """The GPU answer: the best step's one-GPU bound where swept, else the predictions."""
+    head = "**In short, GPU**: no multi-GPU row is measured yet."
     best = [s for s in gpu_sweeps(results) if s.label == "recommended"]
     if best and (line := best_bound(best[0], 4)):
-        return ["**In short, GPU**: no multi-GPU row is measured yet. " + line, ""]
+        return [f"{head} {line}", ""]
     found = sorted(
         (p for p in gpu_predictions(results, README_SCALE) if p.trained and p.rows),
         key=lambda p: (p.fields.controller, p.n_devices),
     )
-    head = "**In short, GPU**: no multi-GPU row is measured yet."
     if not found:
         return [head, ""]
     p0 = found[0]
@@ -485,16 +465,18 @@ def gpu_sweeps(results: str | Path) -> list[Sweep]:
 
 
 def ideal_speedups(sweep: dict[str, Any], n: int) -> list[tuple[int, float]]:
-    """What `n` devices could give at most at each per-device batch `b` the sweep holds
-    with `n * b`: one device's step at `n * b` over its step at `b` (no communication,
-    no lock-step waste: a bound, not a prediction)."""
+    """What `n` devices could give at most at each per-device batch `b`: one device's step
+    at `n * b` over its step at `b` (no communication or lock-step waste: a bound)."""
     steps = {int(r.batch): float(r.step_time_s) for r in Sweep(sweep).rows}
     return [(b, steps[n * b] / steps[b]) for b in sorted(steps) if n * b in steps]
 
 
-def _extremes(sweep: Sweep, n: int, found: list[tuple[int, float]]) -> tuple[str, str]:
-    """The lowest and highest of `found` (`ideal_speedups` on `n` GPUs), each with the
-    interval of one GPU's step at `n * b` over its step at `b` (the sweep's timed steps)."""
+def _bounds(sweep: Sweep, n: int) -> tuple[list[tuple[int, float]], str] | None:
+    """`ideal_speedups` on `n` GPUs and `N GPUs at most low–high at b0–b1 series per GPU`,
+    each end with its interval over the sweep's timed steps; None under two batches."""
+    found = ideal_speedups(sweep, n)
+    if len(found) < 2:
+        return None
     rows = {int(r.batch): r for r in sweep.rows}
 
     def bound(b: int) -> str:
@@ -502,24 +484,22 @@ def _extremes(sweep: Sweep, n: int, found: list[tuple[int, float]]) -> tuple[str
                         for k in (n * b, b))  # fmt: skip
         return _x(ratio_interval(wide, narrow))
 
-    return bound(min(found, key=lambda f: f[1])[0]), bound(max(found, key=lambda f: f[1])[0])
+    low = bound(min(found, key=lambda f: f[1])[0])
+    high = bound(max(found, key=lambda f: f[1])[0])
+    return found, f"{n} GPUs at most {low}–{high} at {found[0][0]}–{found[-1][0]} series per GPU"
 
 
 def best_bound(sweep: Sweep, n: int) -> str | None:
-    """`ideal_speedups` of the best step's one-GPU sweep on `n` GPUs, its lowest and
-    highest with their intervals, over the step at the same global batch it is a bound
-    against (None where under two batches allow)."""
-    found = ideal_speedups(sweep, n)
-    if len(found) < 2:
+    """`_bounds` of the best step's one-GPU sweep, over its step at the same global batch."""
+    if (bounds := _bounds(sweep, n)) is None:
         return None
+    found, said = bounds
     rows = {int(r.batch): r for r in sweep.rows}
-    low, high = _extremes(sweep, n, found)
     over = [rows[n * b].step_time_s * 1e3 for b, _ in found]
     when = escape(sweep.started[:10]) if sweep.started else "its session not recorded"
     return (
         f"The best step's one-GPU sweep ({escape(sweep.fields.controller)}, "
-        f"{escape(sweep.machine)}, one sweep, {when}) bounds {n} GPUs at most {low}"
-        f"–{high} at {found[0][0]}–{found[-1][0]} series per GPU, over one GPU's "
+        f"{escape(sweep.machine)}, one sweep, {when}) bounds {said}, over one GPU's "
         f"step at the same global batch ({min(over):.3g}–{max(over):.3g} ms): no "
         "communication counted, a bound, not a prediction."
     )
@@ -530,16 +510,10 @@ def gpu_bound_line(results: str | Path) -> list[str]:
     parts, machines = [], set()
     for sweep in gpu_sweeps(results):
         for n in (2, 4, 8):
-            found = ideal_speedups(sweep, n)
-            if len(found) < 2:
-                continue
-            low, high = _extremes(sweep, n, found)
-            parts.append(
-                f"{escape(sweep.fields.controller)}, {escape(sweep.label)} step: "
-                f"{n} GPUs at most {low}–{high} at {found[0][0]}–{found[-1][0]} "
-                "series per GPU"
-            )
-            machines.add(escape(sweep.machine))
+            if (bounds := _bounds(sweep, n)) is not None:
+                label = f"{escape(sweep.fields.controller)}, {escape(sweep.label)} step"
+                parts.append(f"{label}: {bounds[1]}")
+                machines.add(escape(sweep.machine))
     if not parts:
         return []
     return [
@@ -554,13 +528,13 @@ def gpu_bound_line(results: str | Path) -> list[str]:
 def readme_answer(
     results: str | Path,
     rows: Sequence[Rec],
-    figure: Path | None,
+    figure: Path,
     base: Path,
-    answers: Sequence[ControllerAnswer] | None = None,
+    answers: Sequence[ControllerAnswer],
 ) -> list[str]:
     """The README's answer as markdown lines, `figure` linked relative to `base`."""
     lines = [
-        in_short(answers or ()),
+        in_short(answers),
         "",
         "*Your own model*: `odestudy tune`, then `odestudy predict` ([how](docs/own_model.md)).",
         "",
@@ -573,7 +547,7 @@ def readme_answer(
         *quick_lines(rows, "cpu", answers),
         *crossover_lines(results),
     ]
-    if figure is not None and figure.exists():
+    if figure.exists():
         rel = Path(os.path.relpath(figure.resolve(), base.resolve())).as_posix()
         lines += [f"![Speedup over the best 1-device step against per-device work]({rel})", ""]
     found = lines + gpu_lines(results)

@@ -37,9 +37,7 @@ def controller_label(controller: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class Judgement:
     """The rows of one comparison (`verdict.compare`, fastest first) by their interval
-    against one device: faster (`use`), slower (`avoid`), neither (`none`), or timed in
-    one run (`one_run`: backs no verdict); `separable`: whether a `use` row's interval
-    misses the fastest's."""
+    against one device (`KINDS`); `separable`: whether a `use` row's misses the fastest's."""
 
     use: list[Rec]
     avoid: list[Rec]
@@ -56,27 +54,26 @@ class Judgement:
 BySession = dict[Any, dict[str, Judgement]]
 
 
+# How a session judged one mode (`judge`'s kinds), as a verdict.
+KINDS = {
+    "use": Verdict.FASTER,
+    "avoid": Verdict.SLOWER,
+    "none": Verdict.LEVEL,
+    "one_run": Verdict.ONE_RUN,
+}
+
+
 def judge(found: Compared) -> Judgement:
     """`found`'s rows judged against one device (`Judgement`)."""
-    use: list[Rec] = []
-    avoid: list[Rec] = []
-    none: list[Rec] = []
-    single: list[Rec] = []
-    separable = False
-    close = [found.ranked[0], *found.close] if found.ranked else []
+    kinds: dict[str, list[Rec]] = {k: [] for k in KINDS}
     for r in found.ranked:
         assert r.speedup_ci is not None  # `compare` ranks rows with an interval only
         low, high = r.speedup_ci
-        if one_run(r):
-            single.append(r)
-        elif low > 1:
-            use.append(r)
-            separable |= not any(r is c for c in close)
-        elif high < 1:
-            avoid.append(r)
-        else:
-            none.append(r)
-    return Judgement(use, avoid, none, single, separable)
+        kind = "one_run" if one_run(r) else "use" if low > 1 else "avoid" if high < 1 else "none"
+        kinds[kind].append(r)
+    close = [found.ranked[0], *found.close] if found.ranked else []
+    separable = any(all(r is not c for c in close) for r in kinds["use"])
+    return Judgement(kinds["use"], kinds["avoid"], kinds["none"], kinds["one_run"], separable)
 
 
 def _apart(per: dict[str, tuple[Compared, Judgement]]) -> str:
@@ -132,29 +129,16 @@ def holds(judged: BySession, test: Any) -> tuple[int, int]:
     return sum(map(bool, said)), len(said)
 
 
-# How a session judged one mode (`judge`'s kinds), as a verdict.
-KINDS = {
-    "use": Verdict.FASTER,
-    "avoid": Verdict.SLOWER,
-    "none": Verdict.LEVEL,
-    "one_run": Verdict.ONE_RUN,
-}
-
-
 def agreement(judged: BySession, c: str, mode: str, verdict: Verdict) -> Agreement:
     """How the sessions judged with rows of `mode` under controller `c` judged it: how
     many found `verdict`, of how many, and the others by what they found."""
     found: dict[Verdict, list[str]] = {}
     for session, per in judged.items():
-        kind = next((k for k in KINDS if c in per and mode in _modes(per[c].of(k))), None)
+        kind = next((k for k in KINDS if c in per and mode in [r.mode for r in per[c].of(k)]), None)
         if kind is not None:
             found.setdefault(KINDS[kind], []).append(escape(session.when))
     others = tuple((v, tuple(sorted(w))) for v, w in found.items() if v != verdict)
     return Agreement(len(found.get(verdict, [])), sum(map(len, found.values())), others)
-
-
-def _modes(rows: Sequence[Rec]) -> list[str]:
-    return [r.mode for r in rows]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,13 +151,8 @@ class Judged:
     n: int
     label: str
     what: str
-    scaling: str
     judged: BySession
     claims: dict[tuple[str, str], Claim] = dataclasses.field(default_factory=dict)
-
-    def holds(self, test: Any) -> tuple[int, int]:
-        """`holds` of `test` over every session's rows on this answer's devices."""
-        return holds(self.judged, test)
 
     def x(self, c: str, row: Rec) -> str:
         """The claim of `row` (under `c`) as `1.57x [1.49, 2.16]` (`render_x`)."""
@@ -231,7 +210,6 @@ def answer(rows: Sequence[Rec], every: Sequence[Rec], scaling: str, device: str)
         n=n,
         label="; ".join(sorted(escape(s.label) for s in where)),
         what="a fixed global batch" if scaling == "strong" else "a fixed per-device batch",
-        scaling=scaling,
         judged=judged,
         claims=_claims(per, judged),
     )
@@ -256,9 +234,9 @@ def _use(a: Judged) -> list[str]:
         present = [c for c in use if c in p]  # a session without them does not answer
         if not present:
             return None
-        return all(mode in _modes(p[c].use) for c in present for mode in modes)
+        return all(mode in [r.mode for r in p[c].use] for c in present for mode in modes)
 
-    k, m = a.holds(test)
+    k, m = holds(a.judged, test)
     return [
         f"- **Use {' or '.join(mode_label(x) for x in modes)}**{apart}: faster than one "
         f"device within their 95% intervals on {escape(a.n)} devices at {a.what} (every "
@@ -305,9 +283,8 @@ def device_answer(
     scale: str = "",
 ) -> Answer:
     """The answer for one device kind from the scaling rows of one machine and session:
-    each judged row's claim and the bullets made from them (which mode to use and which
-    to avoid), each saying in how many sessions of `every` (the scale's ok records, every
-    machine) it holds; without multi-device rows, why not (`missing`)."""
+    each judged row's claim and its bullets, each saying in how many sessions of `every`
+    it holds; without multi-device rows, why not (`missing`)."""
     found = answer(rows, every, scaling, device)
     if found is None:
         missing = (
@@ -346,10 +323,8 @@ def verdict_stated(rows: Sequence[Rec]) -> list[Claim]:
 
 
 def scale_records(results: str | Path, scale: str) -> list[Rec]:
-    """Every ok record of `scale` measured under the current `timing.PROTOCOL`, and those
-    that repeat them elsewhere: the sessions a claim of the scale counts in. A session of
-    an older protocol measured otherwise (its changelog), so it neither backs nor
-    contradicts a claim."""
+    """Every ok record of `scale` under the current `timing.PROTOCOL`, and those that repeat
+    them elsewhere: the sessions a claim counts in (an older protocol measured otherwise)."""
     found = read_records(results, scale, current=True)
     every = [r for r in found if r.ok and r.protocol == PROTOCOL]
     return sessions.reassigned(every + related_records(results, scale, every))
@@ -370,8 +345,7 @@ def render_claims(answers: Sequence[Answer]) -> list[str]:
 def scale_claims(
     results: str | Path, scale: str, rows: Sequence[Rec], scaling: str = "strong"
 ) -> list[str]:
-    """The answer per device kind of `rows`, against every ok record of `scale`, as
-    markdown lines."""
+    """The answer per device kind of `rows`, against every ok record of `scale`."""
     every = scale_records(results, scale)
     return render_claims([device_answer(rows, every, scaling, d, scale) for d in ("cpu", "gpu")])
 

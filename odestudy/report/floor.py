@@ -2,7 +2,7 @@
 of each row from the record's FLOPs, the row's executed solver steps and the device's
 matmul rate at the step's shapes; and the fused solve along the map."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,9 @@ def record_floor(rec: LeverRecord) -> FloorCounts | None:
 
 
 def row_counts(rec: LeverRecord, row: LeverRow) -> FloorCounts | None:
-    """What variant `row` must compute, counted on its own program: its own counts where
-    the record counted each variant's (`row.floor`); in an older record, which counted
-    the default's program once (`record_floor`), the default's row alone; else None (no
-    floor: another program's count would flatter or wrong it)."""
+    """What variant `row` must compute, counted on its own program (`row.floor`); in an
+    older record, which counted the default's program once (`record_floor`), the default's
+    row alone; else None (another program's count would flatter or wrong it)."""
     if row.floor:
         return row.floor
     return record_floor(rec) if not _set_levers(row.levers) else None
@@ -77,15 +76,19 @@ def row_floor_s(rec: LeverRecord, row: LeverRow) -> float | None:
 def floor_ratio(
     rec: LeverRecord, row: LeverRow
 ) -> tuple[float, float, float] | tuple[None, None, None]:
-    """The variant's step time over its floor with a 95% bootstrap interval: over the
-    steps and, where the record measured the rate in every round of blocks, over the
-    rounds' floors."""
+    """The variant's step time over its floor with a 95% bootstrap interval over the steps
+    and, where the record measured the rate in every round of blocks, the rounds' floors."""
     counts = row_counts(rec, row)
     if not counts or row.solver_steps_max is None:
         return None, None, None
     rounds = counts.matmul_flops_per_s_rounds or [counts.matmul_flops_per_s]
     floors = [_floor_s(counts, row, rate) for rate in rounds]
     return ratio_interval(row, {"step_times_runs_s": [floors]})
+
+
+def ratio_cell(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """t(a) / t(b) with its 95% bootstrap interval, marked by the loss rule (`loss.flag`)."""
+    return pair_mark(fmt_interval(*ratio_interval(a, b)), a, b)
 
 
 def floor_cells(rec: LeverRecord, row: LeverRow) -> list[str]:
@@ -208,9 +211,8 @@ def older_step(recs: Sequence[LeverRecord]) -> str:
         row = variant_row(rec, "recommended-diffrax")
         if row is None:
             continue
-        scenario = rec.fields
         keys = ("controller", "problem", "width", "device")
-        fields = {k: scenario[k] for k in keys if k in scenario}
+        fields = {k: rec.fields[k] for k in keys if k in rec.fields}
         try:
             now = diffrax_levers(Scenario(**fields))
         except ValueError:  # a problem this process cannot make: nothing to compare
@@ -245,17 +247,12 @@ def _fused_cells(rec: LeverRecord) -> list[str]:
         cells += [f"{r.step_time_s * 1e3:.2f}", ratio]
     default, recommended, fused = rows
     for base in (default, recommended):
-        if base is None or fused is None:
-            cells.append("–")
-            continue
-        cells.append(pair_mark(fmt_interval(*ratio_interval(base, fused)), base, fused))
+        cells.append("–" if base is None or fused is None else ratio_cell(base, fused))
     cells.append(" / ".join("–" if r is None else f"{r.final_loss:.2g}" for r in rows))
     return cells
 
 
 _FUSED_HEADER = (
-    "Workload",
-    "Controller",
     "Default (ms)",
     "Default x floor",
     "Recommended (ms)",
@@ -268,14 +265,12 @@ _FUSED_HEADER = (
 )
 
 
-def _fused_table(recs: list[LeverRecord]) -> Grid:
-    """One row per `make map-fused` record (workload and controller)."""
-    body = tuple(
-        [escape(rec.workload), escape(rec.fields.controller)]
-        + [escape(c) for c in _fused_cells(rec)]
-        for rec in recs
-    )
-    return Grid(_FUSED_HEADER, body)
+def map_grid(
+    recs: Sequence[LeverRecord], header: Sequence[str], cells: Callable[[LeverRecord], list[str]]
+) -> Grid:
+    """A row per map record: its workload and controller, then its `cells` under `header`."""
+    body = tuple([rec.workload, rec.fields.controller, *cells(rec)] for rec in recs)
+    return Grid(("Workload", "Controller", *header), tuple([escape(c) for c in r] for r in body))
 
 
 def fused_machines(results: str | Path, device: str, first: str = "") -> list[str]:
@@ -292,23 +287,15 @@ def _not_measured(recs: Sequence[LeverRecord]) -> str:
     return f" Not measured there: {escape(', '.join(missing))}." if missing else ""
 
 
-def cpu_fused_section(results: str | Path, machine: str) -> list[Block]:
-    """The fused solve along the map, a table per CPU machine that measured it."""
-    parts: list[Block] = []
+def fused_section(results: str | Path, machine: str) -> list[Block]:
+    """`workloads.md`'s section on the fused solve along the map: per CPU machine, then GPU."""
+    cpu: list[Block] = []
     for held in fused_machines(results, "cpu", machine):
         recs = [r for r in fused_records(results, held) if _on(r, "cpu")]
         said = escape(sessions.sessions_line(recs, recs)) + _not_measured(recs) + older_step(recs)
-        parts += [Text(f"### On {escape(held)}"), Text(said), _fused_table(recs)]
-    return parts
-
-
-def fused_section(results: str | Path, machine: str) -> list[Block]:
-    """`workloads.md`'s section on the fused solve along the map, on CPUs then GPUs."""
-    head = Text("## The fused solve along the map, and each step's ratio to its floor")
-    cpu = cpu_fused_section(results, machine)
-    if not cpu:
-        return [head, Text("No records yet: run `make map-fused`."), *gpu_fused_section(results)]
-    said = Text(
+        table = map_grid(recs, _FUSED_HEADER, _fused_cells)
+        cpu += [Text(f"### On {escape(held)}"), Text(said), table]
+    about = Text(
         "Per workload and controller, 1 device, each variant trained from scratch and "
         "timed from the default's trained state in interleaved blocks (`make map-fused`, "
         "`benchmarks/levers.py`): the default step, the recommended step "
@@ -318,7 +305,12 @@ def fused_section(results: str | Path, machine: str) -> list[Block]:
         "bootstrap intervals over blocks and steps; a mark where the final losses differ "
         "by more than the loss spread. " + FLOOR_TEXT
     )
-    return [head, said, *cpu, *gpu_fused_section(results)]
+    return [
+        Text("## The fused solve along the map, and each step's ratio to its floor"),
+        about if cpu else Text("No records yet: run `make map-fused`."),
+        *cpu,
+        *gpu_fused_section(results),
+    ]
 
 
 def gpu_fused_section(results: str | Path) -> list[Block]:
@@ -340,7 +332,7 @@ def gpu_fused_section(results: str | Path) -> list[Block]:
             + _not_measured(recs)
             + older_step(recs)
         )
-        parts += [Text(head), Text(said), _fused_table(recs)]
+        parts += [Text(head), Text(said), map_grid(recs, _FUSED_HEADER, _fused_cells)]
     return parts
 
 

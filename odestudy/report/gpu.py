@@ -24,8 +24,7 @@ PREDICTIONS_FOLDER = "predictions"
 
 
 def gpu_predictions(results: str | Path, scale: str) -> list[Prediction]:
-    """Every machine's predictions of several GPUs at `scale` under `results`, each with
-    its `path` and `machine`, by step, controller, profile and GPUs."""
+    """Every machine's predictions of several GPUs at `scale`, by step, controller and GPUs."""
     root = Path(results)
     machines = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     out = []
@@ -35,23 +34,17 @@ def gpu_predictions(results: str | Path, scale: str) -> list[Prediction]:
             p = Prediction(rec, path=str(path), machine=machine.name)
             if p.fields.scale == scale and p.fields.device == "gpu":
                 out.append(p)
-
-    def order(p: Prediction) -> tuple:
-        return (step_of(p), p.fields.controller, p.profile.name, p.n_devices)
-
-    return sorted(out, key=order)
+    return sorted(out, key=lambda p: (step_of(p), p.fields.controller, p.profile.name, p.n_devices))
 
 
 def made_when(p: Rec | Prediction) -> str:
-    """When a record was finished: its own time, else (a prediction) its sweep's session
-    probe's."""
+    """When a record was finished: its own time, else (a prediction) its sweep's probe's."""
     found = p.finished or (p.sweep.probe.finished if isinstance(p, Prediction) else None)
     return str(found or "unknown").replace("T", " ").replace("+00:00", " UTC")
 
 
 def _measured_one_gpu(p: Prediction, rows: list[Rec]) -> Rec | None:
-    """The measured 1-GPU row of the scenario a prediction's sweep timed, on its machine,
-    under the current protocol, among `rows`, if any."""
+    """The measured 1-GPU row (current protocol) of what a prediction's sweep timed, if any."""
     key = Scenario.from_dict(p.sweep.scenario or p.scenario).key()
     machine = p.sweep.machine_id or p.machine_id
     found = (r for r in rows if r.scenario_key == key and r.ok and r.protocol == PROTOCOL)
@@ -91,8 +84,7 @@ def _predicted_cells(p: Prediction, measured: Rec | None) -> list[list[object]]:
 
 
 def _source_line(p: Prediction, measured: Rec | None) -> str:
-    """Where a prediction comes from: its record, machine, time, 1-GPU sweep and measured
-    row, and profile."""
+    """Where a prediction comes from: its record, machine, time, sweep, row and profile."""
     sweep = p.sweep
     path = Path(p.path)
     batches = ", ".join(str(r.batch) for r in sweep.rows)
@@ -124,8 +116,7 @@ def _source_line(p: Prediction, measured: Rec | None) -> str:
 
 def predicted_section(predictions: list[Prediction], rows: list[Rec]) -> list[Block]:
     """The GPU table's rows predicted from one GPU (`gpu_predictions`), each beside the
-    measured 1-GPU row of its step where `rows` hold one, then each record's source;
-    none without predictions."""
+    measured 1-GPU row of its step in `rows` if any, then each record's source."""
     if not predictions:
         return []
     measured = [_measured_one_gpu(p, rows) for p in predictions]
@@ -176,8 +167,7 @@ def _gpu_reference_row(
 def gpu_extra(
     gpu_rows: list[Rec], projected: list[Projected], reference: list[Published]
 ) -> list[Block]:
-    """The GPU table's second part: projected 2-GPU rows (labelled, never mixed with
-    measured ones) and the reference's GPU rows beside ours."""
+    """The GPU table's second part: projected 2-GPU rows and the reference's GPU rows."""
     out: list[Block]
     if not projected:
         out = [Text("No projected 2-GPU rows (no GPU step-cost sweep of this machine).")]
@@ -303,9 +293,9 @@ def _headline_legend(
 
 
 def headline_figure(rows: list[Rec], out: str | Path) -> Path | None:
-    """`headline_speedup.{png,svg}`: speedup over one device against devices, a line
-    per mode (colour) and controller (line style), one panel per device kind and
-    scaling with ok rows. Returns the PNG, or None without ok rows with a speedup."""
+    """`headline_speedup.{png,svg}`: speedup over one device against devices, a line per
+    mode (colour) and controller (line style), a panel per device kind and scaling; the
+    PNG, or None without ok rows with a speedup."""
     import matplotlib.pyplot as plt
 
     ok = [r for r in rows if r.ok and r.speedup is not None]

@@ -8,21 +8,26 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..measure.scenario import Scenario
-from ..study.rec import LeverRecord
-from ..study.studies import Block, Grid, Text
+from ..study.rec import LeverRecord, LeverRow
+from ..study.studies import Block, Text
 from . import sessions
-from .floor import elsewhere_said, held_elsewhere, map_lever_records, variant_row
-from .intervals import fmt_interval, ratio_interval
-from .loss import pair_mark, same
-from .tables import escape
+from .floor import (
+    elsewhere_said,
+    held_elsewhere,
+    map_grid,
+    map_lever_records,
+    ratio_cell,
+    variant_row,
+)
+from .intervals import ratio_interval
+from .loss import same
 
 
 @dataclasses.dataclass(frozen=True)
 class MapLever:
-    """One lever studied along the map: its records' folder (`results/map/<machine>/
-    <folder>/`, measured by `make map-<folder>`), its name on the pages (markdown) and in
-    a heading (`short`), and the variants without and with it on the default step and
-    on the recommended step (the README's line)."""
+    """One lever studied along the map: its records' folder (`results/map/<machine>/<folder>/`,
+    `make map-<folder>`), its names (`short` in headings), and the variants without and
+    with it on the default step and on the recommended step (the README's line)."""
 
     folder: str
     name: str
@@ -65,23 +70,25 @@ MAP_LEVERS = (
 )
 
 
-def _trained_limit(rec: LeverRecord) -> float:
-    """The evaluation loss a lever record's models had to reach: its problem's."""
-    return Scenario.from_dict(rec.fields).problem_object.trained_loss
+def _pair(rec: LeverRecord, base: str, lever: str) -> tuple[LeverRow, LeverRow, float] | None:
+    """The rows of variants `base` and `lever`, and the evaluation loss their models had
+    to reach (their problem's); None where one is missing."""
+    a, b = variant_row(rec, base), variant_row(rec, lever)
+    if a is None or b is None:
+        return None
+    return a, b, Scenario.from_dict(rec.fields).problem_object.trained_loss
 
 
 def lever_cell(rec: LeverRecord, base: str, lever: str) -> str:
-    """The lever's speedup over its baseline and both final losses (an untrained model
-    said so; unequal losses marked)."""
-    a, b = variant_row(rec, base), variant_row(rec, lever)
-    if a is None or b is None:
+    """The lever's speedup over its baseline (unequal losses marked) and both final losses."""
+    found = _pair(rec, base, lever)
+    if found is None:
         return "–"
-    ratio, lo, hi = ratio_interval(a, b)
-    limit = _trained_limit(rec)
+    a, b, limit = found
     losses = f"loss {a.final_loss:.2g} → {b.final_loss:.2g}"
     if max(a.final_loss, b.final_loss) > limit:
         losses += f" (above {limit:g}: not trained)"
-    return pair_mark(fmt_interval(ratio, lo, hi), a, b) + f"; {losses}"
+    return ratio_cell(a, b) + f"; {losses}"
 
 
 def lever_section(results: str | Path, machine: str, lever: MapLever) -> list[Block]:
@@ -90,14 +97,6 @@ def lever_section(results: str | Path, machine: str, lever: MapLever) -> list[Bl
     head = [Text(f"## {lever.name} along the map"), *elsewhere_said(machine, held)]
     if not recs:
         return [*head, Text(f"No records yet: run `make {lever.target}`.")]
-    body = tuple(
-        [
-            escape(rec.workload),
-            escape(rec.fields.controller),
-            *(escape(lever_cell(rec, base, with_it)) for base, with_it, _ in lever.pairs),
-        ]
-        for rec in recs
-    )
     said = (
         "`benchmarks/levers.py --map` on one device: each variant trained from "
         "scratch in its own process (its final loss), then timed from the default's "
@@ -105,8 +104,12 @@ def lever_section(results: str | Path, machine: str, lever: MapLever) -> list[Bl
         "without the lever over the step with it, 95% bootstrap over blocks and steps. "
         + sessions.sessions_line(recs, recs)
     )
-    header = ("Workload", "Controller", *(heading for _, _, heading in lever.pairs))
-    return [*head, Text(said), Grid(header, body)]
+    headings = [heading for _, _, heading in lever.pairs]
+
+    def cells(rec: LeverRecord) -> list[str]:
+        return [lever_cell(rec, base, with_it) for base, with_it, _ in lever.pairs]
+
+    return [*head, Text(said), map_grid(recs, headings, cells)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,13 +127,11 @@ def lever_speedups(recs: Sequence[LeverRecord], base: str, lever: str) -> list[L
     whether they trained the same model (`loss.same`)."""
     out = []
     for rec in recs:
-        a, b = variant_row(rec, base), variant_row(rec, lever)
-        if a is None or b is None:
+        if (found := _pair(rec, base, lever)) is None:
             continue
-        if max(a.final_loss, b.final_loss) > _trained_limit(rec):
-            continue  # a model that did not train: no speedup
-        ratio, lo, hi = ratio_interval(a, b)
-        out.append(LeverSpeedup(ratio, lo, hi, same(a, b)))
+        a, b, limit = found
+        if max(a.final_loss, b.final_loss) <= limit:  # else a model that did not train
+            out.append(LeverSpeedup(*ratio_interval(a, b), same(a, b)))
     return out
 
 

@@ -131,50 +131,38 @@ def older_than_now(protocols: Iterable[int]) -> str:
     return f"{protocol_names(old)} (now {PROTOCOL})" if old else ""
 
 
-def machine_of(rec: Mapping[str, Any]) -> str:
-    """The machine id of a record or side-study record."""
-    return str(rec.get("machine_id") or "unknown machine")
-
-
 def assign(recs: Sequence[Mapping[str, Any]]) -> list[Session]:
     """Each record's session, in the order of `recs` (`SESSION_GAP_HOURS`)."""
-    out: list[Session | None] = [None] * len(recs)
     gap = datetime.timedelta(hours=SESSION_GAP_HOURS)
     by_machine: dict[str, list[int]] = {}
     for i, r in enumerate(recs):
-        by_machine.setdefault(machine_of(r), []).append(i)
+        by_machine.setdefault(str(r.get("machine_id") or "unknown machine"), []).append(i)
+    out: dict[int, Session] = {}
     for machine, idx in by_machine.items():
-        timed = sorted(
-            ((w, i) for i in idx if (w := window(recs[i])) is not None), key=lambda x: x[0]
-        )
-        groups: list[list[tuple[tuple[datetime.datetime, datetime.datetime], int]]] = []
-        for w, i in timed:
-            if groups and w[0] - max(x[0][1] for x in groups[-1]) <= gap:
-                groups[-1].append((w, i))
+        windows = {i: w for i in idx if (w := window(recs[i])) is not None}
+        groups: list[list[int]] = []
+        for i in sorted(windows, key=windows.__getitem__):
+            if groups and windows[i][0] - max(windows[j][1] for j in groups[-1]) <= gap:
+                groups[-1].append(i)
             else:
-                groups.append([(w, i)])
+                groups.append([i])
+        groups += [[i] for i in idx if i not in windows]  # no time: a session of its own
         for group in groups:
+            timed = [windows[i] for i in group if i in windows]
             session = Session(
                 machine,
-                min(w[0] for w, _ in group),
-                max(w[1] for w, _ in group),
-                tuple(sorted({short_commit(recs[i]) for _, i in group})),
-                protocols_of(recs[i] for _, i in group),
+                min((w[0] for w in timed), default=None),
+                max((w[1] for w in timed), default=None),
+                tuple(sorted({short_commit(recs[i]) for i in group})),
+                protocols_of(recs[i] for i in group),
             )
-            for _, i in group:
-                out[i] = session
-        for i in idx:
-            if out[i] is None:
-                out[i] = Session(
-                    machine, None, None, (short_commit(recs[i]),), protocols_of([recs[i]])
-                )
-    return [s for s in out if s is not None]
+            out.update(dict.fromkeys(group, session))
+    return [out[i] for i in range(len(recs))]
 
 
 def reassigned(recs: Sequence[Rec]) -> list[Rec]:
-    """`recs`, each with its `session` among every record of its results tree (`index`):
-    one block of measurements is one session whichever folder holds them and whichever
-    of them a page reads. A record outside any tree gets its session among `recs`."""
+    """`recs`, each with its `session` among every record of its results tree (`index`),
+    whichever folder holds them; one outside any tree, its session among `recs`."""
     found: dict[str, Session] = {}
     paths = [Path(r.path).resolve() for r in recs if r.path]
     for root in {results_tree(p) or p.parent for p in paths}:
@@ -185,9 +173,8 @@ def reassigned(recs: Sequence[Rec]) -> list[Rec]:
 
 
 def results_tree(path: Any) -> Path | None:
-    """The results tree a record's file lies in: its nearest folder named `results`,
-    else the folder four levels up (`<root>/<machine>/<scale>/<scenario>/metrics.json`);
-    None where the path is too short."""
+    """The results tree a record's file lies in: its nearest folder named `results`, else
+    the folder four levels up (`<root>/<machine>/<scale>/<scenario>/metrics.json`) or None."""
     p = Path(path)
     for parent in p.parents:
         if parent.name == "results":
@@ -202,9 +189,8 @@ UNTIMED = ("loss_spread",)
 
 
 def index(results: str | Path) -> dict[str, Session]:
-    """The session of every scenario and side-study record (`SIDE_STUDIES`) of the
-    results tree, by resolved path: sessions are a property of a machine's whole set of
-    records, whatever page shows them. Worked out again only when a file changes."""
+    """The session of every scenario and side-study record (`SIDE_STUDIES`) of the results
+    tree, by resolved path, whatever page shows them; made again only when a file changes."""
     root = Path(results)
     paths = [
         *root.glob(f"**/{records.RECORD_NAME}"),
@@ -232,8 +218,7 @@ def _index(stamp: tuple[tuple[str, int], ...]) -> dict[str, Session]:
 
 
 def sessions_of(recs: Sequence[Mapping[str, Any]]) -> list[Session]:
-    """Each record's session, in the order of `recs`: the one `frames.read_records` gave
-    it (`session`), else its session among `recs` (`assign`)."""
+    """Each record's session: the one `frames.read_records` gave it, else `assign`'s."""
     among = assign(recs)
     return [
         found if isinstance(found := r.get("session"), Session) else s
@@ -251,21 +236,15 @@ def session_of(rec: Mapping[str, Any], recs: Sequence[Mapping[str, Any]] = ()) -
     return assign(pool_)[at]
 
 
-def hours_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> float | None:
-    """Hours between the starts of two records' windows; None where one has no time."""
-    wa, wb = window(a), window(b)
-    if wa is None or wb is None:
-        return None
-    return abs((wa[0] - wb[0]).total_seconds()) / 3600
-
-
-def joined(a: Mapping[str, Any], b: Mapping[str, Any], recs: Sequence[Mapping[str, Any]]) -> str:
-    """The session a ratio of `a` and `b` joins, or both and the hours between them."""
-    sa, sb = session_of(a, recs), session_of(b, recs)
-    if sa == sb:
+def joined(
+    a: Mapping[str, Any], b: Mapping[str, Any] | None, recs: Sequence[Mapping[str, Any]]
+) -> str:
+    """The session a ratio of `a` and `b` (or `a` alone) joins, or both, hours apart."""
+    sa = session_of(a, recs)
+    if b is None or (sb := session_of(b, recs)) == sa:
         return sa.label
-    hours = hours_apart(a, b)
-    apart = f", {hours:.1f} h apart" if hours is not None else ""
+    wa, wb = window(a), window(b)  # the hours between their starts, where both have a time
+    apart = f", {abs((wa[0] - wb[0]).total_seconds()) / 3600:.1f} h apart" if wa and wb else ""
     return f"two sessions ({sa.label}; {sb.label}{apart})"
 
 

@@ -23,35 +23,20 @@ class StepVerdict:
     """What bounds the step of a step-cost sweep (`verdict`)."""
 
     crossover_batch: float | None
-    flops_per_sample_iteration: float | None
-    bytes_per_sample_iteration: float | None
     flops_per_s: float | None
     bytes_per_s: float | None
     forward_share: list[float | None]
-    compute_fraction: float | None
     memory_fraction: float | None
-    cache_fraction: float | None
     bound: str | None
 
 
 def verdict(sweep: Sweep) -> StepVerdict:
     """What bounds the step of a step-cost sweep (`step_cost_sweep`'s record).
 
-    - `crossover_batch`: the batch at which the per-sample work of a solver iteration
-      equals its fixed cost: below it the fixed cost (loop and kernel overhead) bounds
-      the step, above it the work that grows with the batch.
-    - The per-sample work's FLOP/s and bytes/s: the slopes of XLA's cost analysis (one
-      forward and one backward loop body, the rest of the step counted once) against
-      the batch, divided by the fitted time per sample-iteration; set against this
-      machine's measured matmul rate and memory bandwidth (`rates`), where recorded.
-    - `bound`: "compute" where the per-sample work reaches half of the measured matmul
-      rate; "memory" where its bytes reach half of the measured cache bandwidth
-      (`cache_bytes_per_s`); else "overhead" (many small operations per sample, each
-      far from what the machine sustains). XLA counts the bytes every operation reads
-      and writes; for this model's small arrays most are cache hits, so the ceiling is
-      the cache's bandwidth, not memory's: `memory_fraction` (against the bandwidth of
-      a large array) above 1 shows it. Sweeps recorded before the cache bandwidth was
-      measured get no bound.
+    The per-sample work's FLOP/s and bytes/s: the slopes of XLA's cost analysis against
+    the batch over the fitted time per sample-iteration. `bound`: "compute" at half the
+    measured matmul rate, "memory" at half the cache bandwidth (XLA's bytes are mostly
+    cache hits for this model's small arrays), else "overhead"; none without the cache's.
     """
     fit, rows = sweep.fit, sweep.rows
     per_sample, fixed = fit.per_sample_iteration_s, fit.fixed_per_iteration_s
@@ -77,14 +62,10 @@ def verdict(sweep: Sweep) -> StepVerdict:
         bound = "compute" if compute >= 0.5 else "memory" if cache >= 0.5 else "overhead"
     return StepVerdict(
         crossover_batch=fixed / per_sample if per_sample > 0 else None,
-        flops_per_sample_iteration=flops,
-        bytes_per_sample_iteration=nbytes,
         flops_per_s=flops_per_s,
         bytes_per_s=bytes_per_s,
         forward_share=[r.forward_share for r in rows],
-        compute_fraction=compute,
         memory_fraction=memory,
-        cache_fraction=cache,
         bound=bound,
     )
 
@@ -112,9 +93,9 @@ def session_commit(rec: Sweep | LeverRecord) -> str:
     return f"{session.when} ({commit})" if isinstance(session, sessions.Session) else commit
 
 
-def _rate(value: float | None, digits: int = 3) -> str:
+def _rate(value: float | None) -> str:
     """A rate in units of 1e9 (GFLOP/s, GB/s) as a cell; a dash where not measured."""
-    return _fmt(value and value / 1e9, digits)
+    return _fmt(value and value / 1e9, 3)
 
 
 # --- the step-cost sweeps --------------------------------------------------------------
@@ -173,8 +154,7 @@ def sweep_row(s: Sweep) -> list[str]:
 
 
 def sweep_section(sweeps: Sequence[Sweep]) -> list[Block]:
-    """The step-cost sweeps' table (the default first), or one line where there are
-    none."""
+    """The step-cost sweeps' table (the default first), or one line where there are none."""
     if not sweeps:
         return [Text("No step-cost sweep of this machine (`benchmarks/step_cost.py`).")]
     order = sorted(sweeps, key=lambda s: (s.fields.controller, s.label != "default"))
@@ -202,8 +182,7 @@ LEVER_HEADER = (
 
 
 def lever_text(spreads: dict[str, dict[str, Any]]) -> str:
-    """What the lever table shows and how, naming the default's loss spread per
-    controller (`spreads`)."""
+    """What the lever table shows and how, with the default's loss spread per controller."""
     spread_text = "; ".join(
         f"{escape(c)}: {v['spread_relative']:.1%} over {len(v['rows'])} seeds"
         for c, v in sorted(spreads.items())
@@ -237,8 +216,7 @@ _SAME = {
 
 
 def lever_row(rec: LeverRecord, r: LeverRow) -> list[str]:
-    """The lever table's row of variant `r` of lever record `rec` (its first row the
-    default)."""
+    """The lever table's row of variant `r` of lever record `rec` (its first the default)."""
     lo, hi = r.speedup_ci
     loops = r.loops
     bodies, conds = loop_summary(loops)
@@ -262,8 +240,7 @@ def lever_row(rec: LeverRecord, r: LeverRow) -> list[str]:
 
 
 def _record_levers(rec: LeverRecord) -> dict[str, Any]:
-    """The recommended levers for a lever record's scenario (its problem and
-    controller): diffrax's combination, run by the fused solve where the problem says so."""
+    """The recommended levers for a lever record's problem and controller."""
     scenario = rec.fields
     fields = {k: scenario[k] for k in ("controller", "problem") if scenario.get(k)}
     return recommended_levers(Scenario(**fields))
@@ -315,8 +292,7 @@ def step_table(
     levers: Sequence[dict[str, Any]],
     spreads: dict[str, dict[str, Any]] | None = None,
 ) -> list[Block]:
-    """What bounds one training step and the levers on it, from one machine's step-cost
-    `sweeps`, `levers` records and, per controller, the default's loss `spreads`."""
+    """What bounds one training step and the levers on it, from one machine's records."""
     typed_sweeps, typed_levers = [Sweep(s) for s in sweeps], [LeverRecord(r) for r in levers]
     machines = sorted({escape(r.machine_id) for r in [*typed_sweeps, *typed_levers]})
     said = Text(

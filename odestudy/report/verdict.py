@@ -64,10 +64,8 @@ def support(row: Rec) -> str:
         return "without an interval"
     if one_run(row):
         return ONE_RUN
-    if low > 1:
-        return "faster than one device within its 95% interval"
-    if high < 1:
-        return "slower than one device within its 95% interval"
+    if low > 1 or high < 1:
+        return f"{'faster' if low > 1 else 'slower'} than one device within its 95% interval"
     return "no faster than one device within its interval"
 
 
@@ -99,10 +97,10 @@ def _waste(row: Rec) -> float | None:
 
 
 def reason(slow: Rec, fast: Rec) -> str:
-    """The measured reason `slow` is slower than `fast`, from the rows: collectives
-    inside the solver loops, else lock-step waste (solver steps max against mean), else
-    overhead."""
+    """The measured reason `slow` is slower than `fast`: collectives inside the solver
+    loops, else lock-step waste (solver steps max against mean), else overhead."""
     loops, fast_loops = slow.collectives_in_loops, fast.collectives_in_loops
+    steps = slow.solver_steps
     if loops and loops > (fast_loops or 0):
         return (
             f"it runs {escape(fmt(loops))} collective(s) inside its solver loops "
@@ -110,14 +108,12 @@ def reason(slow: Rec, fast: Rec) -> str:
         )
     waste, fast_waste = _waste(slow), _waste(fast)
     if waste is not None and fast_waste is not None and waste - fast_waste > WASTE_MARGIN:
-        steps = slow.solver_steps
         return (
             f"lock-step waste: its batched loops run {escape(fmt(steps.max, 3))} solver "
             f"steps per sample against a mean of {escape(fmt(steps.mean, 3))} "
             f"({escape(f'{waste:.0%}')} of iterations wait, against "
             f"{escape(f'{fast_waste:.0%}')} for {_label(fast)})"
         )
-    steps = slow.solver_steps
     return (
         "overhead: it has no more collectives inside its solver loops "
         f"({escape(fmt(loops))}) and no more lock-step waste (solver steps max / mean "
@@ -150,9 +146,7 @@ def compare(
     sel = [
         r
         for r in rows
-        if (r.step or DEFAULT_STEP) == step
-        and r.controller == controller
-        and r.scaling == scaling
+        if (r.step or DEFAULT_STEP, r.controller, r.scaling) == (step, controller, scaling)
         and r.ok
         and r.n_devices > 1
         and r.speedup is not None
@@ -274,10 +268,8 @@ def device_verdict(rows: Sequence[Rec], device: str, scale: str | None) -> list[
     return lines
 
 
-def verdict_body(rows: Sequence[Rec], scale: str | None = None) -> list[Block]:
+def verdict_body(rows: Sequence[Rec], scale: str) -> list[Block]:
     """The verdict from the report's scaling rows (`group_sentence` per comparison)."""
-    if scale is None:
-        scale = next((r.scale for r in rows if r.scale), None)
     body = [b for device in ("cpu", "gpu") for b in device_verdict(rows, device, scale)]
     body.append(
         Text(

@@ -16,7 +16,7 @@ from ..measure.recommended import recommended
 from ..measure.scenario import Scenario
 from ..study import records
 from ..study.claim import Claim
-from ..study.rec import LeverRecord, PredictedRow, Prediction, Rec
+from ..study.rec import LeverRecord, Prediction, Rec
 from ..study.studies import Grid, Table, Text
 from ..study.workloads import (
     MAP_DEVICES,
@@ -76,9 +76,8 @@ def step_of(rec: Mapping[str, Any]) -> str:
 
 
 def map_records(results: str | Path, scale: str = "quick") -> list[Rec]:
-    """The current map's records at `scale` of the machine with the most ok rows, each
-    with the runs of its scenario's records replaced in the same session (`runs.merged`:
-    a scenario measured twice in one session counts once with all its runs)."""
+    """The current map's records at `scale` of the machine with the most ok rows; a
+    scenario measured twice in one session counts once with all its runs (`runs.merged`)."""
     folder = Path(results) / MAP_FOLDER
     recs = _map_recs([folder], scale)
     if not recs:
@@ -115,14 +114,11 @@ def per_iteration_s(rec: Rec) -> float | None:
 
 @dataclasses.dataclass(frozen=True)
 class MapRow:
-    """One record of the map: its 1-device default row (`base`) and that row's time per
-    solver iteration (the workload's cost), and its speedups over `base` and over the
-    best 1-device step (`best`), `(estimate, low, high)`; None where a row failed or did
-    not train."""
+    """One record of the map: its 1-device default row (`base`) with that row's time per
+    solver iteration (the workload's cost), and its speedups `(estimate, low, high)` over
+    `base` and over the best 1-device step (`best`); None where failed or untrained."""
 
     workload: str
-    problem: str
-    width: int
     controller: str
     step: str
     mode: str
@@ -158,8 +154,6 @@ def map_rows(recs: Sequence[Rec]) -> list[MapRow]:
         out.append(
             MapRow(
                 workload=w.name,
-                problem=w.problem,
-                width=w.width,
                 controller=r.controller,
                 step=step_of(r),
                 mode=r.mode,
@@ -196,26 +190,28 @@ def _workload_order(rows: Sequence[MapRow]) -> list[str]:
     return sorted(names, key=lambda n: cost.get(n, float("inf")))
 
 
+def _ratio_cell(
+    r: MapRow, speedup: tuple[float, float, float] | None, base: Rec | None, same: str
+) -> str:
+    """A row's speedup over `base`, flagged; `same` where the row is `base`."""
+    if r.record is base:
+        return same
+    if speedup is None:
+        return "untrained: no speedup"
+    return pair_mark(fmt_interval(*speedup), r.record, base)
+
+
 def _speedup_cell(r: MapRow) -> str:
     if r.status != "ok":
         return escape(r.status)
-    if r.record is r.base:
-        return "1 (baseline)"
-    if r.speedup is None or r.base is None:
-        return "untrained: no speedup"
-    return pair_mark(fmt_interval(*r.speedup), r.record, r.base)
+    return _ratio_cell(r, r.speedup, r.base, "1 (baseline)")
 
 
 def _best_cell(r: MapRow) -> str:
     """A row's speedup over its best 1-device step (the best step itself says so)."""
-    best = r.best
-    if best is None or r.status != "ok":
+    if r.best is None or r.status != "ok":
         return "–"
-    if r.record is best.record:
-        return f"1 (the best: {escape(best.said())})"
-    if r.speedup_best is None:
-        return "untrained: no speedup"
-    return pair_mark(fmt_interval(*r.speedup_best), r.record, best.record)
+    return _ratio_cell(r, r.speedup_best, r.best.record, f"1 (the best: {escape(r.best.said())})")
 
 
 def on_best(rows: Sequence[MapRow]) -> list[tuple[str, str, Best, list[MapRow | None]]]:
@@ -254,12 +250,11 @@ def map_claims(results: str | Path, scale: str) -> list[Claim]:
     found = []
     for _, _, best, by_mode in on_best(rows_of(results, scale)[1]):
         b = best.record
-        for r in by_mode:
-            if r is not None and r.speedup_best is not None and r.record is not b:
-                flagged = differs(r.record, b)
-                found.append(
-                    ratio_claim(r.record, b, BEST_STEP, r.speedup_best, MAP_WHERE, flagged)
-                )
+        found += [
+            ratio_claim(r.record, b, BEST_STEP, r.speedup_best, MAP_WHERE, differs(r.record, b))
+            for r in by_mode
+            if r is not None and r.speedup_best is not None and r.record is not b
+        ]
     return found
 
 
@@ -328,8 +323,7 @@ def _find(rows: Sequence[MapRow], *key: str | None) -> MapRow | None:
 
 
 # The modes `shard` is set against along the map: those with a solver loop per device
-# (`AbstractMode.one_loop` False: `pmap`, `shard_map`). A mode with one loop over the
-# global batch, as `shard`'s (`explicit`), is a row of the map, not one of these.
+# (`AbstractMode.one_loop` False); one with one loop, as `explicit`, is only a row.
 RIVALS = tuple(m for m in MULTI_MODES if not MODES[m].one_loop)
 
 
@@ -354,13 +348,13 @@ def _change(rows: Sequence[MapRow], a: str, b: str, slow_at_a: bool, controller:
     `b`, and where it is still below one of the other modes."""
     between = f"between {_label(rows, a, controller)} and {_label(rows, b, controller)}"
     still = _below(rows, b if slow_at_a else a, controller) or []
+    verb = "stops" if slow_at_a else "starts"
     if not still:
-        return f"{'stops' if slow_at_a else 'starts'} being the slow mode {between}"
+        return f"{verb} being the slow mode {between}"
     modes = ", ".join(f"`{m}`" for m in still)
-    at = "there" if slow_at_a else "before"
     return (
-        f"{'stops' if slow_at_a else 'starts'} being below both other modes {between} "
-        f"(still below {modes} {at}: not separable from the other mode only)"
+        f"{verb} being below both other modes {between} (still below {modes} "
+        f"{'there' if slow_at_a else 'before'}: not separable from the other mode only)"
     )
 
 
@@ -380,8 +374,7 @@ def crossover(rows: Sequence[MapRow], controller: str) -> str:
     """Along the workloads, lightest first: where `shard` stops being the slow mode, and
     where the recommended step's worth at 1 device changes sign."""
     names = _workload_order(rows)
-    slow = [(n, _slowest(rows, n, controller)) for n in names]
-    known = [(n, s) for n, s in slow if s is not None]
+    known = [(n, s) for n in names if (s := _slowest(rows, n, controller)) is not None]
     if not known:
         return f"{controller}: no workload has all three modes measured and trained."
     if all(s for _, s in known):
@@ -428,9 +421,8 @@ def map_time_line(recs: Sequence[dict[str, Any]], found: Sequence[dict[str, Any]
 def predictions(
     results: str | Path, machine: str, profile: str | None = None, earlier: bool = False
 ) -> list[Prediction]:
-    """The map's predictions of `machine` made from the session's probe of the devices
-    (`profile` None) or from the named profile (`--profile`); with `earlier`, those each
-    replaced too (`records.EARLIER`)."""
+    """The map's predictions of `machine` from the session's probe (`profile` None) or a
+    named profile; with `earlier`, those replaced too (`records.EARLIER`)."""
     folder = Path(results) / MAP_FOLDER / machine
     studies = ("predict", f"predict/{records.EARLIER}") if earlier else ("predict",)
     found = [
@@ -451,15 +443,10 @@ def prediction_errors(rows: Sequence[MapRow], found: Sequence[Prediction]) -> li
             r = _find(rows, p.workload, controller, step, pr.mode)
             if r is None or r.speedup is None or r.n_devices != p.n_devices:
                 continue  # a failed or untrained row, or another device count
-            out.append(_error(p, pr, r))
+            # A row measured again in its session is checked against its last runs alone,
+            # which a prediction may precede where the earlier runs do not.
+            out.append(checked(p, pr, r.record.newest or r.record))
     return out
-
-
-def _error(p: Prediction, pr: PredictedRow, r: MapRow) -> Checked:
-    """Mode row `pr` of prediction `p` against its measured row `r`. A row measured again
-    in its session is checked against its last runs alone, which a prediction may
-    precede where the earlier runs do not."""
-    return checked(p, pr, r.record.newest or r.record)
 
 
 # A session and its rows' errors against the predictions made before them.
@@ -469,9 +456,8 @@ SessionErrors = tuple[sessions.Session, list[Checked]]
 def session_errors(
     results: str | Path, machine: str, scale: str, profile: str | None = None
 ) -> list[SessionErrors]:
-    """Per session of the map's 2-device rows, those measured again since included
-    (`records.replaced_folders`), each trained row against the newest prediction of its
-    kind (`profile`; the earlier ones included) made before it; oldest session first."""
+    """Per session of the map's 2-device rows (those measured again included), oldest
+    first: each trained row against the newest prediction of kind `profile` before it."""
     folder = Path(results) / MAP_FOLDER
     recs = _map_recs([folder, *records.replaced_folders(folder)], scale, machine)
     found = sorted(predictions(results, machine, profile, True), key=lambda p: str(p.finished))
@@ -500,12 +486,11 @@ def _newest_before(r: MapRow, found: Sequence[Prediction], steps: Sequence[str])
         if same == (r.workload, r.controller, r.step, r.n_devices) and made_before(p, [rec]):
             chosen = p
     pr = next((x for x in chosen.rows if x.mode == r.mode), None) if chosen else None
-    return None if chosen is None or pr is None else _error(chosen, pr, r)
+    return None if chosen is None or pr is None else checked(chosen, pr, rec)
 
 
 def session_lines(checked: Sequence[SessionErrors]) -> str:
-    """The prediction check as each session measured it: per session, each mode's
-    median |error| (`session_errors`)."""
+    """Per session, each mode's median |error| (`session_errors`), as lines."""
     if not checked:
         return ""
     lines = [
@@ -520,8 +505,7 @@ def session_lines(checked: Sequence[SessionErrors]) -> str:
 
 def _wrong_term(errors: Sequence[Checked], mode: str) -> str:
     """Which term of the prediction would have to change, and by how much, to fit the
-    rows of `mode`: the in-loop collectives for a mode with one loop over the global
-    batch (`AbstractMode.one_loop`), else the lock-step compute."""
+    rows of `mode`: the in-loop collectives of a one-loop mode, else the lock-step compute."""
     one_loop = (found := MODES.get(mode)) is not None and found.one_loop
     term = "in_loop_s" if one_loop else "compute_s"
     factors = []
@@ -566,12 +550,9 @@ PREDICTION_KINDS: tuple[str | None, ...] = (None, EXTRAPOLATION_PROFILE)
 
 
 def extrapolation_section(
-    rows: Sequence[MapRow],
-    found: Sequence[Prediction],
-    by_session: Sequence[SessionErrors] = (),
+    rows: Sequence[MapRow], found: Sequence[Prediction], by_session: Sequence[SessionErrors]
 ) -> list[Text | Grid]:
-    """The map's predictions from a profile (`--profile cpu`) against the same rows, and
-    session by session (`session_errors`)."""
+    """The map's predictions from a profile (`--profile cpu`) against the same rows."""
     head = Text(f"## The prediction from the `{EXTRAPOLATION_PROFILE}` profile")
     if not found:
         return [head, Text("No such prediction of the map yet "
@@ -589,25 +570,42 @@ def extrapolation_section(
         "session, the predictions' 1-device sweeps are of another session than the rows, "
         "and their errors include the machine's drift between the two."
     )
-    checked = errors_table(errors) if errors else Text("No measured row to check.")
-    lines = Text("\n".join(validation_lines(errors)))
-    return [head, Text(said), lines, *_if_any(session_lines(by_session)), checked]
+    return [head, Text(said), *_checked(errors, by_session, "No measured row to check.")]
 
 
-def _if_any(text: str) -> list[Text]:
-    """A block of `text`, or none where it is empty."""
-    return [Text(text)] if text else []
+def _checked(
+    errors: Sequence[Checked], by_session: Sequence[SessionErrors], none: str
+) -> list[Text | Grid]:
+    """Each mode's check (`validation_lines`), session by session, then the table of `errors`."""
+    per_session = session_lines(by_session)
+    return [
+        Text("\n".join(validation_lines(errors))),
+        *([Text(per_session)] if per_session else []),
+        errors_table(errors) if errors else Text(none),
+    ]
+
+
+def _by_mode(errors: Sequence[Any]) -> dict[str, list[Any]]:
+    """`errors` of each multi-device mode that has any."""
+    found = {m: [e for e in errors if e.mode == m] for m in MULTI_MODES}
+    return {m: mine for m, mine in found.items() if mine}
+
+
+def _median_error(errors: Sequence[Any]) -> float:
+    """The median |error| of `errors`."""
+    return float(np.median([abs(e.error) for e in errors]))
 
 
 def validation_lines(errors: Sequence[Checked]) -> list[str]:
     """Per mode, its median |error| and, past `PREDICTION_LIMIT`, which term is wrong."""
     lines = []
+    found = _by_mode(errors)
     for mode in MULTI_MODES:
-        mine = [e for e in errors if e.mode == mode]
+        mine = found.get(mode)
         if not mine:
             lines.append(f"- `{mode}`: no prediction checked (no prediction or no row).")
             continue
-        median = float(np.median([abs(e.error) for e in mine])) * 100
+        median = _median_error(mine) * 100
         line = f"- `{mode}`: median |error| = {median:.0f} % over {len(mine)} rows ({said(mine)})"
         if median > PREDICTION_LIMIT * 100:
             line += f" (above {PREDICTION_LIMIT * 100:.0f} %: {_wrong_term(mine, mode)})"
@@ -645,7 +643,8 @@ def workloads_body(
         said = "No records of the workload map yet: run `make map` (records under results/map/)."
         return (Text(said),), []
     machine = str(recs[0].machine_id)
-    found = predictions(results, machine)
+    predicted = {k: predictions(results, machine, k) for k in PREDICTION_KINDS}
+    found = predicted[None]
     errors = prediction_errors(rows, found)
     hardware = recs[0].hardware
     intro = (
@@ -663,13 +662,12 @@ def workloads_body(
         "[when splitting pays](crossover.md)."
     )
     levers = [b for lever in MAP_LEVERS for b in lever_section(results, machine, lever)]
-    profiled = predictions(results, machine, EXTRAPOLATION_PROFILE)
     by_session = {k: session_errors(results, machine, scale, k) for k in PREDICTION_KINDS}
     body = (
         Text(intro),
         Text(map_time_line(recs, found)),
         Text("## Summary"),
-        Text("\n".join(summary_lines(results, machine, rows, found, by_session))),
+        Text("\n".join(summary_lines(results, machine, rows, predicted, by_session))),
         Text("## Against the best 1-device step"),
         Text(best),
         best_table(rows),
@@ -682,10 +680,10 @@ def workloads_body(
             + "\n## The prediction (`odestudy predict`) against the measured rows"
         ),
         Text(_predictions_line(found)),
-        Text("\n".join(validation_lines(errors))),
-        *_if_any(session_lines(by_session[None])),
-        errors_table(errors) if errors else Text("No prediction of the map yet."),
-        *extrapolation_section(rows, profiled, by_session[EXTRAPOLATION_PROFILE]),
+        *_checked(errors, by_session[None], "No prediction of the map yet."),
+        *extrapolation_section(
+            rows, predicted[EXTRAPOLATION_PROFILE], by_session[EXTRAPOLATION_PROFILE]
+        ),
         *levers,
         *fused_section(results, machine),
         Text(""),  # the file ends with a blank line
@@ -710,14 +708,13 @@ def summary_lines(
     results: str | Path,
     machine: str,
     rows: Sequence[MapRow],
-    found: list[Prediction],
-    by_session: Mapping[str | None, Sequence[SessionErrors]] | None = None,
+    predicted: Mapping[str | None, Sequence[Prediction]],
+    by_session: Mapping[str | None, Sequence[SessionErrors]],
 ) -> list[str]:
-    """The map page's summary bullets (the README links here); `by_session`: each kind
-    of prediction's check session by session (`session_errors`)."""
-    profiled = predictions(results, machine, EXTRAPOLATION_PROFILE)
+    """The map page's summary bullets (the README links here), per kind of prediction
+    (`PREDICTION_KINDS`) its predictions and its check session by session."""
     return [
-        *_prediction_summary(rows, found, profiled, by_session or {}),
+        *_prediction_summary(rows, predicted, by_session),
         *filter(None, [recommended_again(rows, choice_records(results))]),
         *[
             line
@@ -781,31 +778,28 @@ def gpu_fused_summary(results: str | Path) -> list[str]:
 
 def _prediction_summary(
     rows: Sequence[MapRow],
-    found: Sequence[Prediction],
-    extrapolated: Sequence[Prediction] = (),
-    by_session: Mapping[str | None, Sequence[SessionErrors]] | None = None,
+    predicted: Mapping[str | None, Sequence[Prediction]],
+    by_session: Mapping[str | None, Sequence[SessionErrors]],
 ) -> list[str]:
-    """Per kind of prediction (devices probed, or the profile), each mode's median |error|
-    and, session by session, the largest."""
+    """Per kind of prediction (`PREDICTION_KINDS`), each mode's median |error| and, over
+    sessions, the largest."""
     lines = []
-    for what, preds, kind in (
-        ("with the 2 devices probed", found, None),
-        (
-            f"from the `{EXTRAPOLATION_PROFILE}` profile in place of the probe",
-            extrapolated,
-            EXTRAPOLATION_PROFILE,
-        ),
-    ):
-        errors = prediction_errors(rows, preds)
+    for kind in PREDICTION_KINDS:
+        errors = prediction_errors(rows, predicted[kind])
         if not errors:
             continue
+        what = (
+            f"from the `{kind}` profile in place of the probe"
+            if kind
+            else "with the 2 devices probed"
+        )
         held = [e for e in errors if e.get("before") is True]
         lines.append(
             f"- `odestudy predict` {what}, against these measured 2-device rows, median "
             f"|error| per mode: {_per_mode(errors)} ({said(errors)})."
             + held_out_said(errors, "rows")
             + (f" Per mode: {_per_mode(held)}." if held and len(held) < len(errors) else "")
-            + _sessions_said((by_session or {}).get(kind, ()))
+            + _sessions_said(by_session.get(kind, ()))
         )
     return lines
 
@@ -817,10 +811,7 @@ def _sessions_said(checked: Sequence[SessionErrors]) -> str:
     worst = []
     for session, errors in checked:
         held = [e for e in errors if e.before is True and e.model == model]
-        for mode in MULTI_MODES:
-            mine = [abs(e.error) for e in held if e.mode == mode]
-            if mine:
-                worst.append((float(np.median(mine)), mode, session))
+        worst += [(_median_error(mine), mode, session) for mode, mine in _by_mode(held).items()]
     if not worst:
         return ""
     n = len({session for _, _, session in worst})
@@ -834,12 +825,10 @@ def _sessions_said(checked: Sequence[SessionErrors]) -> str:
 
 def _per_mode(errors: Sequence[Any]) -> str:
     """Each multi-device mode's median |error| over `errors`, with its count."""
-    parts = []
-    for m in MULTI_MODES:
-        mine = [abs(e.error) for e in errors if e.mode == m]
-        if mine:
-            parts.append(f"`{m}` {np.median(mine) * 100:.0f} % ({len(mine)} rows)")
-    return ", ".join(parts)
+    return ", ".join(
+        f"`{m}` {_median_error(mine) * 100:.0f} % ({len(mine)} rows)"
+        for m, mine in _by_mode(errors).items()
+    )
 
 
 def workloads_figure(rows: Sequence[MapRow], out: str | Path) -> list[Path]:
@@ -857,9 +846,7 @@ def workloads_figure(rows: Sequence[MapRow], out: str | Path) -> list[Path]:
             pts = [
                 (r.per_iteration_s * 1e3, *r.speedup)
                 for r in rows
-                if r.controller == controller
-                and r.step == step
-                and r.mode == mode
+                if (r.controller, r.step, r.mode) == (controller, step, mode)
                 and r.speedup is not None
                 and r.per_iteration_s
             ]
