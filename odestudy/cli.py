@@ -127,8 +127,7 @@ SLURM = (
 
 
 def check_writable(folder: str | Path) -> None:
-    """Raise a ValueError (exit code 2) unless records can be written under `folder` (made
-    if missing)."""
+    """A ValueError (exit code 2) unless records can be written under `folder` (made if missing)."""
     try:
         Path(folder).mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder):
@@ -215,7 +214,15 @@ def _run(a: argparse.Namespace) -> int:
     if record["status"] != "ok":
         print(record.get("error"), file=sys.stderr)
         return 1
-    shown = trained_state(Rec(trained_steps(s, out, dict(record), a.runs)))
+    # `runs - 1` repeats merged: more steps timed from the trained state the cold run
+    # saved in `out` (`repeats`), the quantity `tune` and the report time.
+    merged = record
+    for _ in range(max(0, a.runs - 1)):
+        if s.processes > 1:
+            merged = repeats.repeat_processes(s, out)
+        else:
+            merged = repeats.run_repeat_round([(s, out)])[0]
+    shown = trained_state(Rec(dict(merged)))
     timed = (
         f"the trained model's step {shown.step_time_s:.4g} s (median of "
         f"{len(shown.step_times_runs_s or [])} run(s) from its trained state; "
@@ -229,19 +236,6 @@ def _run(a: argparse.Namespace) -> int:
         + ("" if record.get("trained") else f" (above {record['trained_loss']:g}: not trained)")
     )
     return 0
-
-
-def trained_steps(
-    s: Scenario, out: Path, record: dict[str, typing.Any], runs: int
-) -> dict[str, typing.Any]:
-    """`record` with `runs - 1` repeats merged: more steps timed from the trained state
-    its cold run saved in `out` (`repeats`), the quantity `tune` and the report time."""
-    for _ in range(max(0, runs - 1)):
-        if s.processes > 1:
-            record = dict(repeats.repeat_processes(s, out))
-        else:
-            record = dict(repeats.run_repeat_round([(s, out)])[0])
-    return record
 
 
 @command(
@@ -508,7 +502,7 @@ def _predict(a: argparse.Namespace) -> int:
         out = _predict_with(target, profile, a, state, axis)
     out["trained_from"] = str(state[0].parent) if state else None
     out.update(predict.made_here())
-    print_prediction(out, target)
+    print("\n".join(prediction_lines(out, target)))
     if a.out:
         write_json_atomic(a.out, out)
         print(f"-> {a.out}")
@@ -545,7 +539,7 @@ def _predict_recorded(
         )
     if out is None:  # its row was checked above; `predict_from_row` said why
         return 1
-    print_prediction(out, target)
+    print("\n".join(prediction_lines(out, target)))
     print(f"-> {path}")
     if a.out:
         write_json_atomic(a.out, out)
@@ -636,11 +630,6 @@ def _predict_with(
             profile = predict.session_profile(values, machine)
         swept = predict.sweep_terms(target, profile, a.timed_steps, state, axis)
         return predict.predict_modes(target, profile, swept, axis=axis)
-
-
-def print_prediction(out: dict, target: Scenario) -> None:
-    """The prediction `out` as the command's lines."""
-    print("\n".join(prediction_lines(out, target)))
 
 
 @command(
@@ -743,14 +732,10 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _interrupt_on_sigterm() -> None:
-    """Treat SIGTERM like Ctrl-C, so that a killed matrix shuts its kernel and any
-    worker processes down instead of leaving them running."""
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, handler)
+def _interrupt(signum, frame):
+    """SIGTERM as Ctrl-C, so that a killed matrix shuts its kernel and any worker
+    processes down instead of leaving them running."""
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _import_from_workdir() -> None:
@@ -785,7 +770,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the console command (a test's call stays in its process)
         _timed_as_kernels(sys.argv[1:])
     args = parser().parse_args(argv)
-    _interrupt_on_sigterm()
+    signal.signal(signal.SIGTERM, _interrupt)
     _import_from_workdir()
     try:
         return args.func(args)
