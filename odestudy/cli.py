@@ -498,8 +498,21 @@ def _predict(a: argparse.Namespace) -> int:
     state = None if a.retrain else predict.recorded_state(predict.one_device(target), a.results)
     if state:
         print(f"from the trained 1-device row recorded at {state[0].parent} (no training)")
-    with lock.measuring(f"odestudy predict {target.problem_object.name}", a.wait):
-        out = _predict_with(target, profile, a, state, axis)
+    # In a timing session: its probe of the devices of `target` where no profile is given
+    # (its values then the collective costs), else of one device.
+    n = target.total_devices if profile is None else 1
+    with (
+        lock.measuring(f"odestudy predict {target.problem_object.name}", a.wait),
+        probing.session_probe(target.device, n, machine_folder(a.results)) as found,
+    ):
+        if profile is None:
+            machine = profiles.machine_profile_if_any(a.results)
+            # No session probe (`ODESTUDY_PROBE=off`): the probe runs here, in-process.
+            profile = predict.session_profile(
+                probe.read_probe(found) if found else probe.probe(), machine
+            )
+        swept = predict.sweep_terms(target, profile, a.timed_steps, state, axis)
+        out = predict.predict_modes(target, profile, swept, axis=axis)
     out["trained_from"] = str(state[0].parent) if state else None
     out.update(predict.made_here())
     print("\n".join(prediction_lines(out, target)))
@@ -613,23 +626,6 @@ def _held(axis: tuple[int, ...], target: Scenario, default: bool) -> tuple[int, 
             f"more than the data set's {size} series"
         )
     return tuple(b for b in axis if n * b <= size)
-
-
-def _predict_with(
-    target: Scenario, profile, a: argparse.Namespace, state, axis: tuple[int, ...] = ()
-) -> dict:
-    """The prediction, in a timing session: its probe of the devices of `target` where
-    no `profile` is given (its values then the collective costs), else of one device;
-    along the per-device batches `axis` too."""
-    n = target.total_devices if profile is None else 1
-    with probing.session_probe(target.device, n, machine_folder(a.results)) as found:
-        if profile is None:
-            machine = profiles.machine_profile_if_any(a.results)
-            # No session probe (`ODESTUDY_PROBE=off`): the probe runs here, in-process.
-            values = probe.read_probe(found) if found else probe.probe()
-            profile = predict.session_profile(values, machine)
-        swept = predict.sweep_terms(target, profile, a.timed_steps, state, axis)
-        return predict.predict_modes(target, profile, swept, axis=axis)
 
 
 @command(

@@ -81,9 +81,8 @@ def run_ceiling(
     scale_folder: str | os.PathLike,
     steps: int = CEILING_STEPS,
 ) -> dict[str, Any]:
-    """Run one ceiling measurement for the trained 1-device scenario `s` (its record and
-    state in `out_dir`) and append it, failed or not, to its ceiling record in
-    `scale_folder` (`_ceiling_record`); returns that record."""
+    """Run one ceiling measurement for the trained 1-device scenario `s` (in `out_dir`)
+    and append it, failed or not, to its ceiling record in `scale_folder`; returns it."""
     if s.total_devices != 1 or s.parallel.multi_device:
         raise ValueError("the ceiling runs 1-device scenarios (mode 'single')")
     path = ceiling_path(scale_folder, s.controller, s.step_tag())

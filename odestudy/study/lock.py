@@ -141,9 +141,8 @@ def _write_holder(path: Path, what: str) -> None:
 
 
 def run_measuring(main: Callable[[], Any], what: str) -> None:
-    """Run a measuring script's `main` under the lock (`measuring`; waits where
-    `WAIT_VARIABLE` is `1`), and exit with its status; where another measurement holds
-    the lock, print who and exit with status 75 (EX_TEMPFAIL) at once."""
+    """Run a measuring script's `main` under the lock (waiting where `WAIT_VARIABLE` is
+    `1`) and exit with its status; a busy machine: print who, exit with `BUSY_STATUS`."""
     wait = os.environ.get(WAIT_VARIABLE) == "1"
     try:
         with measuring(what, wait):

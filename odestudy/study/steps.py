@@ -64,21 +64,13 @@ def lever_fields(step: dict[str, Any], path: str | Path = "the step") -> dict[st
     return fields
 
 
-def recorded_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tuple[Path, dict] | None:
-    """The step `tune` recorded here for `s` (`step_path`), or None."""
-    path = step_path(s, results)
-    if not path.exists():
-        return None
-    return path, read_step(path)
-
-
 def recommended_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tuple[Scenario, str]:
     """`s` with the recommended step and why, in words: the step `tune` recorded for it,
     else the study's step for a problem it measured (`recommended.recommended`), else
     the safe levers only (`recommended.safe_levers`: none can make the step slower)."""
-    found = recorded_step(s, results)
-    if found is not None:
-        path, step = found
+    path = step_path(s, results)
+    if path.exists():
+        step = read_step(path)
         if not step["levers"]:
             return s.default_step(), (
                 f"the default step: odestudy tune measured nothing faster ({path})"
@@ -98,7 +90,7 @@ def recommended_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tupl
     chosen = dataclasses.replace(s, **fields)
     said = ", ".join(names) or "none"
     return chosen, (
-        f"no tune recorded for it here ({step_path(s, results)}): only the levers that "
+        f"no tune recorded for it here ({path}): only the levers that "
         f"cannot slow it down ({said}); run odestudy tune for the fastest"
     )
 

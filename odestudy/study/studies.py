@@ -17,28 +17,10 @@ from typing import ClassVar
 from ..measure.registry import Registered
 from ..measure.scenario import Scenario
 from . import records
-from .claim import Answer, Claim
+from .claim import Answer as Answer
+from .claim import Claim
 from .rec import Rec
 from .repeats import REPEATS
-
-__all__ = [
-    "STUDIES",
-    "THIS_MACHINE",
-    "Answer",
-    "Block",
-    "Claim",
-    "Figure",
-    "Grid",
-    "Interval",
-    "Page",
-    "ReportInputs",
-    "Sizing",
-    "Study",
-    "Table",
-    "Text",
-    "page_named",
-    "pages_of",
-]
 
 # Every study by name, in the order defined: filled as each final class is defined.
 STUDIES: dict[str, type["Study"]] = {}
