@@ -103,7 +103,9 @@ def derived_step(record: dict[str, Any]) -> dict[str, Any]:
     fields, its levers beyond the study's, its bound and why."""
     s = Scenario.from_dict(record["scenario"])
     facts = Facts(solver_steps=record["facts"].get("solver_steps"))
-    last = [r for r in record["tried"] if r.get("phase") == _last_phase(record) and "speedup" in r]
+    # The tune's last lever phase: `combined` where it ran, else `alone`.
+    phase = "combined" if any(r.get("phase") == "combined" for r in record["tried"]) else "alone"
+    last = [r for r in record["tried"] if r.get("phase") == phase and "speedup" in r]
     faster = sorted((r for r in last if r.get("verdict") == "faster"), key=lambda r: -r["speedup"])
     best = next(((r, own) for r in faster if (own := rebuilt(r, s, facts)) is not None), None)
     study = _row(record, STUDY_STEP)
@@ -130,12 +132,6 @@ def derived_step(record: dict[str, Any]) -> dict[str, Any]:
         bound(facts.solver_steps) if facts.solver_steps else None
     )
     return {"fields": row["fields"], "levers": own, "max_steps": bound_, "why": why}
-
-
-def _last_phase(record: dict[str, Any]) -> str:
-    """The tune's last lever phase (`combined` where it ran, else `alone`)."""
-    phases = {r.get("phase") for r in record["tried"]}
-    return "combined" if "combined" in phases else "alone"
 
 
 def _said(row: dict[str, Any]) -> str:

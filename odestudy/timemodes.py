@@ -68,29 +68,6 @@ class ModeTimes(NamedTuple):
         return "\n".join(lines)
 
 
-def _check(
-    batch: Any,
-    devices: Sequence,
-    modes: Sequence[str],
-    blocks: int,
-    steps: int,
-    warmup: int,
-    trained_loss: float | None,
-) -> None:
-    """One-line ValueErrors before anything compiles."""
-    for mode in modes:
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; valid choices: {', '.join(MODES)}")
-    check_batch(batch, 1 if set(modes) == {"single"} else len(devices))
-    if blocks < 2 or steps < 1 or warmup < 1:
-        raise ValueError(
-            "need blocks >= 2, steps_per_block >= 1 and warmup_steps >= 1, got "
-            f"{blocks}, {steps}, {warmup}"
-        )
-    if trained_loss is not None and not math.isfinite(trained_loss):
-        raise ValueError(f"trained_loss must be a finite number, got {trained_loss!r}")
-
-
 def _default_modes(n_devices: int) -> tuple[str, ...]:
     """Every mode the running JAX has with 2 or more devices, else `single`."""
     return modes_here() if n_devices > 1 else ("single",)
@@ -132,7 +109,18 @@ def time_modes(
 
     devices = list(devices or jax.local_devices())
     modes = tuple(modes or _default_modes(len(devices)))
-    _check(batch, devices, modes, blocks, steps_per_block, warmup_steps, trained_loss)
+    # One-line ValueErrors before anything compiles.
+    for mode in modes:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; valid choices: {', '.join(MODES)}")
+    check_batch(batch, 1 if set(modes) == {"single"} else len(devices))
+    if blocks < 2 or steps_per_block < 1 or warmup_steps < 1:
+        raise ValueError(
+            "need blocks >= 2, steps_per_block >= 1 and warmup_steps >= 1, got "
+            f"{blocks}, {steps_per_block}, {warmup_steps}"
+        )
+    if trained_loss is not None and not math.isfinite(trained_loss):
+        raise ValueError(f"trained_loss must be a finite number, got {trained_loss!r}")
     # The lock covers compiles and warm-up too: they load the cores another
     # measurement would be timing.
     with measuring("odestudy.time_modes", wait=True):
