@@ -119,12 +119,15 @@ def launch(
         scenario_file = Path(tmp) / "scenario.json"
         scenario_file.write_text(json.dumps(s.to_dict()))
         out_file = Path(tmp) / "record.json"
-        env = child_environment(s.device, s.devices_per_process)
-        common = ["--scenario", str(scenario_file), "--out", str(out_file)]
-        if state_path:
-            common += ["--state", str(Path(state_path).resolve())]
-        if repeat_dir:
-            common += ["--repeat", str(Path(repeat_dir).resolve())]
+        env = child_environment("cpu" if s.device == "cpu" else "gpu", s.devices_per_process)
+        common = [
+            "--scenario",
+            str(scenario_file),
+            "--out",
+            str(out_file),
+            *(["--state", str(Path(state_path).resolve())] if state_path else []),
+            *(["--repeat", str(Path(repeat_dir).resolve())] if repeat_dir else []),
+        ]
         procs: list[subprocess.Popen] = []
         logs: list[IO[str]] = []
         try:
