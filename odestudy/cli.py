@@ -127,8 +127,7 @@ SLURM = (
 
 
 def check_writable(folder: str | Path) -> None:
-    """Raise a ValueError (exit code 2) unless records can be written under `folder` (made
-    if missing)."""
+    """A ValueError (exit code 2) unless records can be written under `folder` (made if missing)."""
     try:
         Path(folder).mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder):
@@ -215,7 +214,15 @@ def _run(a: argparse.Namespace) -> int:
     if record["status"] != "ok":
         print(record.get("error"), file=sys.stderr)
         return 1
-    shown = trained_state(Rec(trained_steps(s, out, dict(record), a.runs)))
+    # `runs - 1` repeats merged: more steps timed from the trained state the cold run
+    # saved in `out` (`repeats`), the quantity `tune` and the report time.
+    merged = record
+    for _ in range(max(0, a.runs - 1)):
+        if s.processes > 1:
+            merged = repeats.repeat_processes(s, out)
+        else:
+            merged = repeats.run_repeat_round([(s, out)])[0]
+    shown = trained_state(Rec(dict(merged)))
     timed = (
         f"the trained model's step {shown.step_time_s:.4g} s (median of "
         f"{len(shown.step_times_runs_s or [])} run(s) from its trained state; "
@@ -229,19 +236,6 @@ def _run(a: argparse.Namespace) -> int:
         + ("" if record.get("trained") else f" (above {record['trained_loss']:g}: not trained)")
     )
     return 0
-
-
-def trained_steps(
-    s: Scenario, out: Path, record: dict[str, typing.Any], runs: int
-) -> dict[str, typing.Any]:
-    """`record` with `runs - 1` repeats merged: more steps timed from the trained state
-    its cold run saved in `out` (`repeats`), the quantity `tune` and the report time."""
-    for _ in range(max(0, runs - 1)):
-        if s.processes > 1:
-            record = dict(repeats.repeat_processes(s, out))
-        else:
-            record = dict(repeats.run_repeat_round([(s, out)])[0])
-    return record
 
 
 @command(
@@ -504,11 +498,24 @@ def _predict(a: argparse.Namespace) -> int:
     state = None if a.retrain else predict.recorded_state(predict.one_device(target), a.results)
     if state:
         print(f"from the trained 1-device row recorded at {state[0].parent} (no training)")
-    with lock.measuring(f"odestudy predict {target.problem_object.name}", a.wait):
-        out = _predict_with(target, profile, a, state, axis)
+    # In a timing session: its probe of the devices of `target` where no profile is given
+    # (its values then the collective costs), else of one device.
+    n = target.total_devices if profile is None else 1
+    with (
+        lock.measuring(f"odestudy predict {target.problem_object.name}", a.wait),
+        probing.session_probe(target.device, n, machine_folder(a.results)) as found,
+    ):
+        if profile is None:
+            machine = profiles.machine_profile_if_any(a.results)
+            # No session probe (`ODESTUDY_PROBE=off`): the probe runs here, in-process.
+            profile = predict.session_profile(
+                probe.read_probe(found) if found else probe.probe(), machine
+            )
+        swept = predict.sweep_terms(target, profile, a.timed_steps, state, axis)
+        out = predict.predict_modes(target, profile, swept, axis=axis)
     out["trained_from"] = str(state[0].parent) if state else None
     out.update(predict.made_here())
-    print_prediction(out, target)
+    print("\n".join(prediction_lines(out, target)))
     if a.out:
         write_json_atomic(a.out, out)
         print(f"-> {a.out}")
@@ -545,7 +552,7 @@ def _predict_recorded(
         )
     if out is None:  # its row was checked above; `predict_from_row` said why
         return 1
-    print_prediction(out, target)
+    print("\n".join(prediction_lines(out, target)))
     print(f"-> {path}")
     if a.out:
         write_json_atomic(a.out, out)
@@ -619,28 +626,6 @@ def _held(axis: tuple[int, ...], target: Scenario, default: bool) -> tuple[int, 
             f"more than the data set's {size} series"
         )
     return tuple(b for b in axis if n * b <= size)
-
-
-def _predict_with(
-    target: Scenario, profile, a: argparse.Namespace, state, axis: tuple[int, ...] = ()
-) -> dict:
-    """The prediction, in a timing session: its probe of the devices of `target` where
-    no `profile` is given (its values then the collective costs), else of one device;
-    along the per-device batches `axis` too."""
-    n = target.total_devices if profile is None else 1
-    with probing.session_probe(target.device, n, machine_folder(a.results)) as found:
-        if profile is None:
-            machine = profiles.machine_profile_if_any(a.results)
-            # No session probe (`ODESTUDY_PROBE=off`): the probe runs here, in-process.
-            values = probe.read_probe(found) if found else probe.probe()
-            profile = predict.session_profile(values, machine)
-        swept = predict.sweep_terms(target, profile, a.timed_steps, state, axis)
-        return predict.predict_modes(target, profile, swept, axis=axis)
-
-
-def print_prediction(out: dict, target: Scenario) -> None:
-    """The prediction `out` as the command's lines."""
-    print("\n".join(prediction_lines(out, target)))
 
 
 @command(
@@ -743,14 +728,10 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _interrupt_on_sigterm() -> None:
-    """Treat SIGTERM like Ctrl-C, so that a killed matrix shuts its kernel and any
-    worker processes down instead of leaving them running."""
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, handler)
+def _interrupt(signum, frame):
+    """SIGTERM as Ctrl-C, so that a killed matrix shuts its kernel and any worker
+    processes down instead of leaving them running."""
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _import_from_workdir() -> None:
@@ -785,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the console command (a test's call stays in its process)
         _timed_as_kernels(sys.argv[1:])
     args = parser().parse_args(argv)
-    _interrupt_on_sigterm()
+    signal.signal(signal.SIGTERM, _interrupt)
     _import_from_workdir()
     try:
         return args.func(args)

@@ -34,10 +34,8 @@ ModelLoss = Callable[[Any, Any, Any], Any]
 
 
 def params_loss(loss: ModelLoss, has_aux: bool) -> Loss:
-    """`loss` as `make_params_step` takes it, `(params, static, batch, key=None) ->
-    (value, aux)`, on the model put back together (`eqx.combine`). While the step
-    traces, a one-line ValueError where the loss returns a tuple and `has_aux` is false,
-    no pair where it is true, or a value neither a scalar nor a `Mean`."""
+    """`loss` as `make_params_step` takes it, on the model put back together; a one-line
+    ValueError while the step traces where its output does not match `has_aux`."""
 
     def wrapped(params, static, batch, key=None):
         out = loss(eqx.combine(params, static), batch, key)
@@ -74,16 +72,10 @@ def check_batch(batch: Any, n_devices: int) -> None:
 
 
 class FilterStep(eqx.Module):
-    """A data-parallel training step of an equinox model (`make_step`).
-
-    `step(model, opt_state, batch, key=None)` returns `(model, opt_state, loss, aux)`,
-    shaped as on one device in every mode: the model trained by one step (an ordinary
-    model, its arrays replicated over the devices; `explicit`'s on its Explicit mesh),
-    the optimiser's state, the loss of the global batch (a scalar) and the loss's `aux`
-    (None where `make_step` was given no `aux`), its per-sample values along the global
-    batch. `model` and `opt_state` may be on the host (the first call) or as a step
-    returned them; `batch` is the global batch, on the host or on the devices.
-    """
+    """A data-parallel training step of an equinox model (`make_step`):
+    `step(model, opt_state, batch, key=None) -> (model, opt_state, loss, aux)`, shaped as
+    on one device in every mode (the model's arrays replicated over the devices, the
+    loss a scalar, `aux` along the global batch). `batch` is the global batch."""
 
     loss: ModelLoss = eqx.field(static=True)
     optimiser: optax.GradientTransformation = eqx.field(static=True)
@@ -164,35 +156,22 @@ def make_step(
     donate: bool | None = None,
     step: "Step | None" = None,
 ) -> FilterStep:
-    """The data-parallel training step of an equinox model, in any mode, the optax
-    update inside the compiled step (`FilterStep`):
-    `model, opt_state, loss, aux = step(model, opt_state, batch, key)`.
+    """The data-parallel training step of an equinox model in any mode, the optax
+    update inside the compiled step (`FilterStep`).
 
-    - `loss`: `loss(model, batch, key) -> value`, or `-> (value, aux)` where `aux` is
-      given. `model` is the model, `batch` the device's share of the global batch
-      (every leaf split along its first axis), `key` the call's key (None for a call
-      without one), folded with the device's index where the loss runs once per device
-      (`pmap`, `shard_map`). `value` is a scalar mean, averaged over devices, or an
-      `odestudy.Mean(total, count)`, whose sums and counts are added over devices
-      first: the global mean's loss and gradients whatever each device holds (a masked
-      loss, for example).
-    - `optimiser`: an optax transformation; `step.init(model)` gives its state.
-    - `mode`: an `AbstractMode`, or its name (one of `MODES`); a one-line ValueError
-      where the running JAX cannot run it.
-    - `devices`: the devices to use (exactly one for `single`).
-    - `aux`: None (the default): the loss returns its value alone. Else the loss returns
-      `(value, aux)` and this says what `aux` holds: `"per_sample"` (every leaf has the
-      batch on its first axis), `"scalar"` (a mean over the batch, such as an accuracy:
-      averaged over devices), or a pytree prefix of `aux` made of these.
-    - `donate`: the step reuses the buffers of the model's floating-point arrays and the
-      optimiser state it is given (they are gone after the call).
-    - `step`: a `Step` `odestudy tune` chose (`load_step`): its compile options, and
-      its donation, mode and devices (the first local ones) where none are given. Its
-      solve is the loss's to call (`step.solve`), its model `step.model(model)`.
+    - `loss`: `loss(model, batch, key) -> value` (or `(value, aux)`) on the device's
+      share of the batch, `key` folded with the device's index where the loss runs per
+      device. `value` is a scalar mean, averaged over devices, or an `odestudy.Mean`,
+      whose sums and counts are added over devices first (exact for a masked loss).
+    - `mode`: an `AbstractMode` or its name; `devices`: exactly one for `single`.
+    - `aux`: None: the loss returns its value alone; else what `aux` holds:
+      `"per_sample"`, `"scalar"` (averaged over devices) or a pytree prefix of these.
+    - `donate`: reuse the buffers of the model's arrays and optimiser state.
+    - `step`: a `Step` of `odestudy tune` (`load_step`): its compile options, and its
+      donation, mode and devices where none are given.
 
-    The model's floating-point arrays are trained, the rest kept
-    (`eqx.partition(model, eqx.is_inexact_array)`); a model whose rest changes gets a
-    step compiled for it, as `eqx.filter_jit` does.
+    The model's floating-point arrays are trained, the rest kept; a model whose rest
+    changes gets a step compiled for it, as `eqx.filter_jit` does.
     """
     options = None
     if step is not None:

@@ -104,18 +104,15 @@ def loss_problem(
     needs_key: bool = False,
     name: str = "own_loss",
 ) -> LossProblem:
-    """A plain loss, model and data as a problem, registered in this process under a
+    """A plain loss, model and data as a problem registered in this process under a
     name of its own (`tune_loss` and `predict_loss` take it).
 
-    - `loss(model, batch, key, solve)`: the loss of a batch (a scalar mean); it calls
+    - `loss(model, batch, key, solve)`: a batch's scalar mean loss; it calls
       `solve(field, ts, y0, args)` where it solves the ODE.
-    - `optimiser`, `model`: an optax transformation and the model to train from.
-    - `data`: a pytree of host arrays, the samples on the first axis of every leaf; the
-      last fifth is held out to evaluate. `times(data)`: the observation times of every
-      sample, shape `(n, n_times)`.
-    - `trained_loss`: the loss at or below which the model counts as trained (after the
-      scale's training steps). `time_dependent`, `uniform_grid`, `rtol`, `atol`: the
-      problem's facts (`GivenFacts`). `needs_key`: the loss takes a random key.
+    - `data`: host arrays, the samples on the first axis (the last fifth held out);
+      `times(data)`: every sample's observation times, shape `(n, n_times)`.
+    - `trained_loss`: the loss at or below which the model counts as trained; the
+      other keywords are the problem's facts (`GivenFacts`).
     """
     size = int(np.shape(jax.tree.leaves(data)[0])[0])
     label = f"{name}-{next(_COUNT)}"
@@ -138,16 +135,10 @@ def tune_loss(
     steps_per_block: int = STEPS_PER_BLOCK,
     print_line: Callable[[str], None] = print,
 ) -> Step:
-    """The fastest step for `problem` (`loss_problem`) on this machine, as `odestudy
-    tune` finds it: returns the `Step` (`make_step(step=...)` and `step.solve` use it in
-    your own loop) and prints the command's table.
-
-    - `batch`: the global batch; `devices`: as `odestudy tune --devices` (the devices
-      present in this process).
-    - `loss_margin`: a step is kept at an evaluation loss at most this much above the
-      default's; None (as the command): the default's spread over training seeds
-      measured on this machine (recorded, and reused by later tunes).
-    """
+    """The fastest step for `problem` (`loss_problem`) here, as `odestudy tune` finds
+    it: prints the command's table and returns the `Step`. `batch`: the global batch;
+    `loss_margin`: how far above the default's evaluation loss a step may end; None:
+    the default's spread over training seeds measured (and recorded) here."""
     if devices > len(jax.devices()):
         raise ValueError(f"devices={devices}: this process has {len(jax.devices())}")
     s = Scenario(problem=problem.label, scale=scale, controller=controller, batch=batch,
@@ -172,11 +163,9 @@ def predict_loss(
 ) -> dict[str, Any]:
     """`odestudy predict` for `problem` (`loss_problem`): each multi-device mode's step on
     `devices` devices at the global batch `batch`, from a short 1-device sweep here and
-    the collective costs of `profile` (`cpu`: this machine's recorded probes under
-    `results`; or a shipped profile, `h100-nvlink`, `pcie-gpu`, or a profile file); with
-    `step`, of that step's levers. Prints the command's lines and returns the
-    prediction. This process must hold `devices` CPU devices (`jax_num_cpu_devices`, set
-    before JAX starts), to count the loop collectives of the modes with one loop."""
+    the collective costs of `profile` (as `--profile`), of `step`'s levers. Prints the
+    command's lines and returns the prediction. This process must hold `devices` CPU
+    devices, to count the loop collectives of the modes with one loop."""
     from .predict import check_prediction, predict_modes, sweep_terms
     from .report.predicted import prediction_lines  # the command's own lines
     from .study.profiles import load_profile

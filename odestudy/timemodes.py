@@ -15,16 +15,9 @@ from .report.intervals import bootstrap_medians, fmt_interval, ratio_interval
 
 
 class ModeTimes(NamedTuple):
-    """What `time_modes` measured.
-
-    - `rows`: one dict per mode: `mode`, `devices`, `compile_s`, `step_s` (pooled
-      median) with `step_low_s` and `step_high_s`, `speedup` over `single` with
-      `speedup_low` and `speedup_high` (None for `single` or without it), `loss` (the
-      first step's), and `step_times_blocks_s` (every block's step times).
-    - `machine`, `versions`: where and with what it was measured.
-    - `trained_loss`: the loss at or below which the user's model counts as trained
-      (`time_modes`), or None: not given.
-    """
+    """What `time_modes` measured: a row per mode (compile time, pooled median step with
+    its interval, speedup over `single`, the first step's loss, every block's step
+    times), where and with what, and the `trained_loss` given (or None)."""
 
     rows: list[dict[str, Any]]
     machine: str
@@ -80,29 +73,6 @@ def _default_modes(n_devices: int) -> tuple[str, ...]:
     return modes_here() if n_devices > 1 else ("single",)
 
 
-def _check(
-    batch: Any,
-    devices: Sequence,
-    modes: Sequence[str],
-    blocks: int,
-    steps: int,
-    warmup: int,
-    trained_loss: float | None,
-) -> None:
-    """One-line ValueErrors before anything compiles."""
-    for mode in modes:
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; valid choices: {', '.join(MODES)}")
-    check_batch(batch, 1 if set(modes) == {"single"} else len(devices))
-    if blocks < 2 or steps < 1 or warmup < 1:
-        raise ValueError(
-            "need blocks >= 2, steps_per_block >= 1 and warmup_steps >= 1, got "
-            f"{blocks}, {steps}, {warmup}"
-        )
-    if trained_loss is not None and not math.isfinite(trained_loss):
-        raise ValueError(f"trained_loss must be a finite number, got {trained_loss!r}")
-
-
 def time_modes(
     loss: Any,
     optimiser: Any,
@@ -118,27 +88,18 @@ def time_modes(
     steps_per_block: int = 10,
     warmup_steps: int = 3,
 ) -> ModeTimes:
-    """Time one training step of `loss` on `model` in every mode on the local devices.
+    """Time one training step of `loss` (as `make_step` takes it) from the trained
+    `model` on one global `batch` in every mode on the local devices.
 
-    - `loss`, `optimiser`, `aux`: as `make_step` takes them.
-    - `model`: the model to time from, trained (every timed step starts from it).
-    - `batch`: one global batch (host arrays, the batch on the first axis).
-    - `trained_loss`: the loss at or below which `model` counts as trained (as a
-      problem's `trained_loss`); the table says whether the loss at `model` is, and
-      without it that the model counts as untrained: the timing of an untrained model
-      says nothing about training.
-    - `devices`: the devices (default: every local device); `single` runs on the first.
-    - `modes`: the modes to time (default: every mode the running JAX has, with 2 or
-      more devices).
-    - `key`: a random key for the loss (every step gets it, as `make_step`'s call
-      does), or None.
-    - `blocks`, `steps_per_block`: interleaved blocks (the order of modes rotates from
-      block to block) of timed steps each; `warmup_steps`: untimed steps first.
+    - `trained_loss`: the loss at or below which `model` counts as trained; without it
+      the table counts it untrained (an untrained model's timing says nothing).
+    - `devices`: default every local device (`single` runs on the first); `modes`:
+      default every mode the running JAX has, with 2 or more devices.
+    - `blocks` of `steps_per_block` timed steps, interleaved (the order of modes
+      rotates), after `warmup_steps` untimed steps.
 
-    Each mode's compiled step is the one `make_step` runs (`FilterStep.parallel_step`;
-    `pmap`'s with its device axis). Hold the machine to yourself while it runs: the
-    timings are of everything the machine does meanwhile. Returns a `ModeTimes`;
-    `.table()` renders it.
+    Each mode's step is the one `make_step` runs. The timings are of everything the
+    machine does meanwhile: hold it to yourself. `.table()` renders the `ModeTimes`.
     """
     import jax
 
@@ -148,7 +109,18 @@ def time_modes(
 
     devices = list(devices or jax.local_devices())
     modes = tuple(modes or _default_modes(len(devices)))
-    _check(batch, devices, modes, blocks, steps_per_block, warmup_steps, trained_loss)
+    # One-line ValueErrors before anything compiles.
+    for mode in modes:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; valid choices: {', '.join(MODES)}")
+    check_batch(batch, 1 if set(modes) == {"single"} else len(devices))
+    if blocks < 2 or steps_per_block < 1 or warmup_steps < 1:
+        raise ValueError(
+            "need blocks >= 2, steps_per_block >= 1 and warmup_steps >= 1, got "
+            f"{blocks}, {steps_per_block}, {warmup_steps}"
+        )
+    if trained_loss is not None and not math.isfinite(trained_loss):
+        raise ValueError(f"trained_loss must be a finite number, got {trained_loss!r}")
     # The lock covers compiles and warm-up too: they load the cores another
     # measurement would be timing.
     with measuring("odestudy.time_modes", wait=True):

@@ -1,18 +1,14 @@
 """`odestudy tune`: the fastest training step for a problem, measured on this machine.
 
-It trains the problem's model once with the default step, then, from that state, times
-every lever that applies (`lever.LEVERS`) alone against the default, then the winners
-combined greedily, in interleaved blocks (a slow spell of the machine hits all alike),
-each step AOT-compiled apart; for a problem the study measured, its step is timed beside
-the combinations, so that a tune never chooses one slower. A step is kept where its
-whole 95% interval lies above 1 and it trains to an equal loss: `CHECK_STEPS` carried
-steps from the trained state end within the default's run-to-run spread measured here
-(`report.loss.spread_limit`, `study.spread`) of the default's. The chosen step goes to a
-step file (`study.steps`). With `--devices N`, it is then timed split over N devices in
-every multi-device mode (`split_phase`).
-
-All candidates run in one process: every lever is a scenario field or a compile option
-of its own executable, none a process setting.
+It trains the problem's model once with the default step, then times from that state
+every lever that applies alone against the default, then the winners combined greedily
+(and the study's step, for a problem it measured), in interleaved blocks (a slow spell
+of the machine hits all alike), each step AOT-compiled apart (`METHOD`). A step is kept
+where its whole 95% interval lies above 1 and it trains to an equal loss (within the
+default's run-to-run spread measured here). With `--devices N`, the chosen step is then
+timed split over N devices in every multi-device mode (`split_phase`). All candidates
+run in one process: every lever is a scenario field or a compile option, none a process
+setting.
 """
 
 import contextlib
@@ -114,8 +110,7 @@ class Tuner:
         self.record = train(s, self.devices, state_out=state)
         self.train_s = time.perf_counter() - t0
         self.state = state
-        problem = state["problem"]
-        self.problem = problem
+        problem = self.problem = state["problem"]
         n_times = np.shape(problem.times(state["data"]))[1]
         last = stage_lengths(n_times, s.length_fractions)[-1]
         self.data = problem.truncate(state["data"], last, last)
@@ -238,19 +233,18 @@ def measure_phase(
     trials: list[Trial] = []
     rows: list[dict[str, Any]] = []
     for c in candidates:
+        row = {"label": c.label, "levers": list(c.levers), "phase": phase}
         try:
             trial = tuner.compile(c)
             checked = tuner.check(trial)
         except (ProblemError, ValueError, FloatingPointError) as exc:
             line = str(exc).splitlines()[0]
-            rows.append({"label": c.label, "levers": list(c.levers), "phase": phase,
-                         "verdict": f"refused: {line}"})  # fmt: skip
+            rows.append({**row, "verdict": f"refused: {line}"})
             tuner.log(f"  {c.label}: refused: {line}")
             continue
         trials.append(trial)
-        rows.append({"label": c.label, "levers": list(c.levers), "phase": phase,
-                     "fields": _fields(c.scenario), "compile_time_s": trial.compile_s,
-                     **checked})  # fmt: skip
+        checked.update(fields=_fields(c.scenario), compile_time_s=trial.compile_s)
+        rows.append({**row, **checked})
         tuner.log(f"  {c.label}: compiled in {trial.compile_s:.1f} s")
     runs = tuner.time(trials)
     left_out = tuner.contended()
@@ -288,14 +282,13 @@ def measure_phase(
     return rows
 
 
-def split_phase(
-    tuner: Tuner, step: Scenario, devices: int, loss_factor: float, log: Callable[[str], None]
-) -> dict[str, Any]:
+def split_phase(tuner: Tuner, step: Scenario, devices: int, loss_factor: float) -> dict[str, Any]:
     """`step` on one device and split over `devices` devices in every multi-device mode
     here, at the same global batch, in interleaved blocks; the fastest mode whose
     interval lies wholly above 1 at an equal loss is chosen, else one device."""
     from .measure.modes import modes_here
 
+    log = tuner.log
     here = modes_here(multi_device=True)
     one = Candidate("single", (), dataclasses.replace(step, mode="single", devices_per_process=1))
     split = [
@@ -391,7 +384,6 @@ def tune(
     steps_per_block: int = STEPS_PER_BLOCK,
     log: Callable[[str], None] = print,
     results: str | Path | None = None,
-    budget_s: float = BUDGET_S,
     devices: int = 1,
     loss_factor: float | None = None,
 ) -> dict[str, Any]:
@@ -419,14 +411,14 @@ def tune(
         levers, refused = applicable(s, facts)
         for name, why in refused.items():
             log(f"  {name}: refused: {why}")
-        rows, final_rows = _phases(tuner, s, levers, facts, loss_factor, log, t0, budget_s)
+        rows, final_rows = _phases(tuner, levers, facts, loss_factor, t0)
         kept = [r for r in final_rows if r.get("verdict") == "faster"]
         chosen = max(kept, key=lambda r: r["speedup"]) if kept else None
         base = next(r for r in final_rows if r["label"] == "default")
         split = None
         if devices > 1:
             step = dataclasses.replace(s, **(chosen["fields"] if chosen else {}))
-            split = split_phase(tuner, step, devices, loss_factor, log)
+            split = split_phase(tuner, step, devices, loss_factor)
     tried = [*rows, *(final_rows if final_rows is not rows else [])]
     for name, why in refused.items():
         tried.append({"label": name, "levers": [name], "phase": "alone",
@@ -486,17 +478,11 @@ def _data_cache() -> Iterator[None]:
 
 
 def _phases(
-    tuner: "Tuner",
-    s: Scenario,
-    levers: list,
-    facts: Facts,
-    loss_factor: float,
-    log: Callable[[str], None],
-    t0: float,
-    budget_s: float,
+    tuner: Tuner, levers: list, facts: Facts, loss_factor: float, t0: float
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The rows of phase 1 (each lever alone) and of the last phase run (phase 2, the
-    faster levers combined, where the levers alone took at most half of `budget_s`)."""
+    faster levers combined, where the levers alone took at most half of `BUDGET_S`)."""
+    s, log = tuner.s, tuner.log
     default = Candidate("default", (), s)
     log(f"phase 1: {len(levers)} levers one at a time")
     alone = [default, *(_candidate(s, [lever], facts) for lever in levers)]
@@ -512,10 +498,9 @@ def _phases(
     if study_measured(s) and recommended(s) != s:
         combos.append(Candidate(STUDY_STEP, (STUDY_STEP,), recommended(s)))
     spent = time.perf_counter() - t0
-    if combos and spent > budget_s / 2:
-        log(f"no combinations: the levers alone took {spent:.0f} s of {budget_s:.0f}")
-        return rows, rows
-    if not combos:
+    if not combos or spent > BUDGET_S / 2:
+        if combos:
+            log(f"no combinations: the levers alone took {spent:.0f} s of {BUDGET_S:.0f}")
         return rows, rows
     log(f"phase 2: {len(combos)} combinations of the {len(winners)} faster levers")
     best = [_candidate(s, winners[:1], facts)] if winners else []

@@ -3,15 +3,10 @@ one machine at once, against one alone.
 
 No mode can scale better than the machine lets two independent programs run side by
 side (shared cores, caches, memory bandwidth, thread pools). One ceiling run starts
-three plain processes that each load the trained 1-device scenario (its cold run's
-state and executable, `repeats.time_repeat`), then time `CEILING_STEPS` steps in
-phases separated by barriers:
-
-1. `alone`: process 0 alone (the others wait);
-2. `paired`: processes 0 and 1 together;
-3. `one_core`: process 2 alone, started pinned to one core (`os.sched_setaffinity`,
-   inherited by every thread XLA starts), which tells whether one device alone is
-   slowed by spreading its work over both cores.
+three plain processes that each load the trained 1-device scenario
+(`repeats.time_repeat`), then time `CEILING_STEPS` steps in phases behind barriers:
+`alone` (process 0), `paired` (processes 0 and 1), `one_core` (process 2, pinned to one
+core: whether one device alone is slowed by spreading its work over both cores).
 
 The ceiling is `t(alone) / t(paired)`: the best weak-scaling efficiency this machine
 allows any mode. A run is appended per matrix round to the record of its controller and
@@ -86,9 +81,8 @@ def run_ceiling(
     scale_folder: str | os.PathLike,
     steps: int = CEILING_STEPS,
 ) -> dict[str, Any]:
-    """Run one ceiling measurement for the trained 1-device scenario `s` (its record and
-    state in `out_dir`) and append it, failed or not, to its ceiling record in
-    `scale_folder` (`_ceiling_record`); returns that record."""
+    """Run one ceiling measurement for the trained 1-device scenario `s` (in `out_dir`)
+    and append it, failed or not, to its ceiling record in `scale_folder`; returns it."""
     if s.total_devices != 1 or s.parallel.multi_device:
         raise ValueError("the ceiling runs 1-device scenarios (mode 'single')")
     path = ceiling_path(scale_folder, s.controller, s.step_tag())

@@ -100,18 +100,11 @@ def launch(
     repeat_dir: str | os.PathLike | None = None,
 ) -> Record:
     """Run scenario `s` in `s.processes` local processes (or as the tasks of an srun
-    step, see the module docstring); return process 0's record.
-
-    - `timeout_s`: limit for the whole run (default by scale); past it every process
-      is killed and the scenario is recorded as failed.
-    - `on_start`: called with the worker PIDs once they run (tests use it).
-    - `state_path`: where process 0 saves the trained state (for repeats).
-    - `repeat_dir`: instead of training, time a repeat from the trained state the cold
-      run saved in this folder (`repeats.time_repeat`); returns the repeat record.
-
-    A worker that fails or dies fails the scenario within a second or so: the others
-    are killed (each runs in its own process group, so nothing is left behind).
-    """
+    step); return process 0's record. Past `timeout_s` (default by scale), or within a
+    second or so of a worker failing, every process is killed (each in its own process
+    group) and the scenario recorded as failed. `on_start`: called with the worker PIDs;
+    `state_path`: where process 0 saves the trained state; `repeat_dir`: time a repeat
+    from the trained state saved there instead of training (the repeat record)."""
     validate(s)
     if s.nodes > 1 and not _under_srun():  # its record would claim hosts it never had
         return failed_record(s, f"{s.nodes} nodes: runs only as a SLURM job (--executor slurm)")
@@ -216,12 +209,9 @@ def die_with_parent() -> None:
 
 def _exit_with_parent(parent: int | None = None) -> None:
     """Follow the launcher if it dies (workers run in their own process group, out of
-    reach of its signals), so that no worker is left behind.
-
-    - `parent`: the launcher's PID, passed on the command line: read with `getppid()`
-      after the imports (seconds), a launcher killed meanwhile would already be replaced
-      by init or a subreaper, which never dies. None (under SLURM): the parent now.
-    """
+    reach of its signals). `parent`: the launcher's PID from the command line, since a
+    launcher killed during the imports would already be replaced by init; None (under
+    SLURM): the parent now."""
     die_with_parent()
     parent = os.getppid() if parent is None else parent
     if os.getppid() != parent:  # the launcher died before we got here
@@ -296,11 +286,8 @@ def _gather_hardware() -> list[dict[str, Any]]:
 
 
 def run_scenario_any(s: Scenario, out_dir: str | None = None) -> Record:
-    """Run a scenario in this process, or in several when `s.processes > 1`.
-
-    - `out_dir`: the scenario's output folder; a profiler trace goes to `out_dir/trace`,
-      the trained state for repeats to `out_dir/.repeat_state.npz`.
-    """
+    """Run a scenario in this process, or in several when `s.processes > 1`; a profiler
+    trace goes to `out_dir/trace`, the trained state for repeats into `out_dir`."""
     state_path = Path(out_dir) / STATE_NAME if out_dir else None
     if s.processes > 1:
         return launch(s, state_path=state_path)

@@ -49,13 +49,8 @@ def seed_scenarios(device: str = "cpu") -> list[Scenario]:
     scaling, both controllers; the core modes (`CORE_MULTI_MODES`)."""
     counts = SEED_DEVICE_COUNTS if device == "cpu" else SEED_GPU_DEVICE_COUNTS
     every = SEED_EVAL_EVERY if device == "cpu" else 0
-    out = []
-    for controller in CONTROLLERS:
-        at: dict[str, Any] = dict(
-            device=device, controller=controller, scale="seed", eval_every=every
-        )
-        out += _placed(counts, CORE_MULTI_MODES, **at)
-    return out
+    at: dict[str, Any] = dict(device=device, scale="seed", eval_every=every)
+    return [s for c in CONTROLLERS for s in _placed(counts, CORE_MULTI_MODES, controller=c, **at)]
 
 
 def _placed(counts: tuple[int, ...], modes: tuple[str, ...], **at: Any) -> list[Scenario]:
@@ -111,18 +106,12 @@ def _default_step_rows(scale: str, device: str) -> list[Scenario]:
 
 def _process_rows(scale: str) -> list[Scenario]:
     """The multi-process CPU rows (`PROCESS_LAYOUTS`), every multi-process mode, PID."""
+    at: dict[str, Any] = dict(device="cpu", controller="pid", scaling="strong", scale=scale)
+    modes = [name for name, m in MODES.items() if m.multi_process]
     return [
-        Scenario(
-            device="cpu",
-            devices_per_process=per_process,
-            mode=mode,
-            controller="pid",
-            scaling="strong",
-            scale=scale,
-            processes=processes,
-        )
+        Scenario(devices_per_process=per_process, mode=mode, processes=processes, **at)
         for processes, per_process in PROCESS_LAYOUTS
-        for mode in (n for n, m in MODES.items() if m.multi_process)
+        for mode in modes
     ]
 
 
@@ -150,12 +139,8 @@ def explain_scenarios(scale: str) -> list[Scenario]:
 
     for spread in SPREADS:
         at = spread_at(spread)
-        out.append(Scenario(mode="single", **at, **one))
-        for mode in CORE_MULTI_MODES:
-            out.append(Scenario(devices_per_process=n, mode=mode, **at, **one))
-        out.append(Scenario(mode="single", batching="grouped", **at, **one))
-        for mode in ("shard", "shard_map"):
-            out.append(Scenario(devices_per_process=n, mode=mode, batching="grouped", **at, **one))
+        out += _placed((n,), CORE_MULTI_MODES, **at, **one)
+        out += _placed((n,), ("shard", "shard_map"), batching="grouped", **at, **one)
     for controller, spreads in (("pid", (0.0, WITHIN_ODE_SPREAD)), ("stepto", (0.0,))):
         for spread in spreads:
             at = spread_at(spread)

@@ -84,15 +84,9 @@ _HELD: dict[Path, Any] = {}  # lock path -> the FileLock this process holds
 
 @contextlib.contextmanager
 def measuring(what: str = "", wait: bool = False) -> Iterator[None]:
-    """Hold the machine's measurement lock for the body.
-
-    - `what`: what is measured, for the message a second measurement prints.
-    - `wait`: wait for another holder to finish; otherwise raise `MachineBusy` at once,
-      naming it.
-
-    Nested uses in one process, and uses in processes started by the holder, hold it
-    already: they go straight on.
-    """
+    """Hold the machine's measurement lock for the body (`what` is measured, said to a
+    second measurement); `wait` for another holder, else raise `MachineBusy` at once.
+    Nested uses, and processes the holder started, go straight on."""
     from filelock import FileLock, Timeout
 
     path = lock_path().resolve()
@@ -147,9 +141,8 @@ def _write_holder(path: Path, what: str) -> None:
 
 
 def run_measuring(main: Callable[[], Any], what: str) -> None:
-    """Run a measuring script's `main` under the lock (`measuring`; waits where
-    `WAIT_VARIABLE` is `1`), and exit with its status; where another measurement holds
-    the lock, print who and exit with status 75 (EX_TEMPFAIL) at once."""
+    """Run a measuring script's `main` under the lock (waiting where `WAIT_VARIABLE` is
+    `1`) and exit with its status; a busy machine: print who, exit with `BUSY_STATUS`."""
     wait = os.environ.get(WAIT_VARIABLE) == "1"
     try:
         with measuring(what, wait):

@@ -35,13 +35,9 @@ def plan(
     full: bool = False,
     sizing: Sizing = THIS_MACHINE,
 ) -> tuple[list[Scenario], list[tuple[Scenario, str]]]:
-    """The scenarios of `study` (`get_study`) to run here, and those that cannot run
-    here with the reason.
-
-    - `device`: `"cpu"`, `"gpu"` or `"auto"` (CPU rows, and GPU rows where GPUs exist).
-    - `full`: the whole matrix, not the one sized to this machine (`grid.sized_limit`)
-      or to `sizing` (`studies.Sizing`, `grid.check_sizing`).
-    """
+    """The scenarios of `study` to run here, and those that cannot with why; `device`
+    `"auto"`: CPU rows, and GPU rows where GPUs exist; `full`: the whole matrix, not the
+    one sized to this machine or to `sizing`."""
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; valid choices: {', '.join(DEVICES)}")
     the_study = get_study(study)
@@ -111,28 +107,18 @@ def run_matrix(
     dry_run: bool = False,
 ) -> list[Record]:
     """Run the matrix in rounds: every scenario's cold run (a fresh kernel), then its
-    repeats (`repeats.run_repeat_round`) round by round, so that a slow spell of the
-    machine hits all configurations alike; print the plan (`plan_line`) with its
-    estimated duration, then one line per run. Returns each scenario's last record.
+    repeats round by round, so that a slow spell of the machine hits all configurations
+    alike; print the plan (`plan_line`), then a line per run. Returns each scenario's
+    last record.
 
-    - A reusable record (`plan.reusable`) stands unless `force`; one with fewer runs
-      than `repeats` (default: the study's) gets its missing repeats. A failing
-      scenario is recorded as failed and the matrix goes on; rows that cannot run here
-      get a `not_run` record.
-    - `only`, `selection` (`parse_selection`; none matching is an error), `full` (the
-      whole matrix, not the one sized to this machine), `recommended`
-      (`recommended.recommended` on every scaling row), `step` (an `odestudy tune`
-      step file applied to the rows it was tuned for) and `problem` (what every
-      scenario trains: a name, `module:object` or an importable problem object) choose
-      the scenarios; `device_count` sizes the matrix to that many devices of `device`
-      instead of to this machine (`check_sizing`).
-    - `ceiling`: also measure the machine's weak-scaling ceiling each repeat round (by
-      default with the scaling study's CPU rows).
-    - `executor`: who makes the runs (`executors.LocalExecutor`, the default, or
-      `slurm.SlurmExecutor`); `wait`: wait for another measurement's lock
-      (`lock.measuring`) rather than raise `lock.MachineBusy`.
-    - `dry_run`: print the plan scenario by scenario (`dry_run_lines`) and return the
-      records it would reuse; nothing runs and nothing is written.
+    A reusable record (`plan.reusable`) stands unless `force`; one with fewer runs than
+    `repeats` (default: the study's) gets its missing repeats; a failing scenario is
+    recorded as failed, a row that cannot run here as `not_run`. `only`, `selection`,
+    `full`, `recommended`, `step`, `problem` and `device_count` choose the scenarios
+    (`_scenarios_to_run`); `ceiling`: also measure the machine's weak-scaling ceiling
+    each repeat round; `wait`: wait for another measurement's lock rather than raise
+    `lock.MachineBusy`; `dry_run`: print the plan scenario by scenario and return the
+    records it would reuse, running and writing nothing.
     """
     problem = _spawnable(problem)
     executor = executor or LocalExecutor()
@@ -150,14 +136,16 @@ def run_matrix(
         every = [*runnable, *(s for s, _ in not_run)]
         the_plan = make_plan(every, not_run, wanted, current, force=force, probes=probes)
         summary = plan_line(the_plan, scale, name, whole, results, sizing, device)
-        print("\n".join(dry_run_lines(the_plan, summary, current, force, sizing)), flush=True)
+        print("\n".join(dry_run_lines(the_plan, summary, current, force)), flush=True)
         return [the_plan.reused[s] for s in runnable if s in the_plan.reused]
     held = measuring(f"{scale} {name} matrix", wait) if executor.needs_lock() else nullcontext()
     with held:
         _write_not_run(not_run, results)
         the_plan = make_plan(runnable, not_run, wanted, current, force=force, probes=probes)
-        if force and executor.needs_lock():  # this machine's records, measured again
-            _keep_replaced(runnable, results)
+        if force and executor.needs_lock():  # keep this machine's records measured again
+            when = environment.now().replace(":", "").replace("-", "")[:13]
+            for s in runnable:
+                records.keep_replaced(record_path(s, results), results, when)
         if show_progress:
             print(plan_line(the_plan, scale, name, whole, results, sizing, device), flush=True)
         done = _execute(the_plan, executor, results, f"{scale} matrix", show_progress)
@@ -174,13 +162,6 @@ def _spawnable(problem: "str | AnyProblem") -> str:
             "and pass the object or module:object"
         )
     return problem
-
-
-def _keep_replaced(runnable: list[Scenario], results: Path) -> None:
-    """Keep the records about to be measured again (`records.keep_replaced`)."""
-    when = environment.now().replace(":", "").replace("-", "")[:13]
-    for s in runnable:
-        records.keep_replaced(records.record_path(s, results), results, when)
 
 
 def _execute(
@@ -234,7 +215,10 @@ def _scenarios_to_run(
     step: dict[str, Any] | None = None,
 ) -> tuple[list[Scenario], list[tuple[Scenario, str]], int, list[Scenario]]:
     """The scenarios a matrix command runs, those it cannot run here (with why), the runs
-    wanted per scenario and the ceiling probes (see `run_matrix`)."""
+    wanted per scenario and the ceiling probes (see `run_matrix`): `selection`
+    (`parse_selection`; none matching is an error), `recommended`
+    (`recommended.recommended` on every row), `step` (a step file, on the rows it was
+    tuned for), `problem` (a name or `module:object`) and `sizing`."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; valid choices: {', '.join(SCALES)}")
     the_study = get_study(study)
@@ -322,13 +306,7 @@ def plan_line(
     )
 
 
-def dry_run_lines(
-    p: MatrixPlan,
-    summary: str,
-    current: Current,
-    force: bool,
-    sizing: Sizing = THIS_MACHINE,
-) -> list[str]:
+def dry_run_lines(p: MatrixPlan, summary: str, current: Current, force: bool) -> list[str]:
     """`odestudy matrix --dry-run`: the plan line `summary`, the rows that cannot run
     here counted, then a line per scenario: its name and key, its runs to do, its record
     (`_record_state`), and why it cannot run here or runs beyond the physical cores."""
@@ -356,12 +334,7 @@ def dry_run_lines(
     return lines
 
 
-def _record_state(
-    s: Scenario,
-    p: MatrixPlan,
-    current: Current,
-    force: bool,
-) -> str:
+def _record_state(s: Scenario, p: MatrixPlan, current: Current, force: bool) -> str:
     """A scenario's record in a dry run: reused, run again, missing, or stale and why."""
     if s in p.reused:
         return f"record reused ({runs(p.reused[s])} of {p.wanted} runs)"

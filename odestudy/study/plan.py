@@ -280,9 +280,10 @@ def make_plan(
         why = f"run {round_} of {wanted}"
         groups: dict[tuple[str, int, Path | None], list[Scenario]] = {}
         for s in due:
-            if s.processes == 1:
-                key = (s.device, s.devices_per_process, _machine_of(folders[s]))
-                groups.setdefault(key, []).append(s)
+            if s.processes == 1:  # grouped by the machine folder of `<machine>/<scale>/<name>`
+                folder = folders[s]
+                machine = folder.parent.parent if folder is not None else None
+                groups.setdefault((s.device, s.devices_per_process, machine), []).append(s)
         for group in groups.values():
             where = tuple(folders[s] for s in group)
             out.append(RepeatRound(round=round_, group=tuple(group), why=why, folders=where))
@@ -294,8 +295,3 @@ def make_plan(
             why = f"machine ceiling, round {round_}"
             out.append(CeilingProbe(round=round_, scenario=s, why=why, folders=(folders[s],)))
     return Plan(list(scenarios), list(not_run), reused, wanted, out)
-
-
-def _machine_of(folder: Path | None) -> Path | None:
-    """The machine folder of a scenario folder (`<machine>/<scale>/<name>`)."""
-    return folder.parent.parent if folder is not None else None

@@ -1,11 +1,9 @@
 """Repeated runs of a scenario: more step-time samples taken at other times.
 
 A repeat times `REPEAT_STEPS` more full-length steps from the trained state the cold run
-saved (`STATE_NAME`), compiling from the persistent cache the cold run wrote; it adds
-only its step times (compile time, final loss and runtime stay the cold run's).
-One-process scenarios repeat in a plain process per device count and round
-(`run_repeat_round`), multi-process ones in their processes, joined again
-(`repeat_processes`).
+saved, compiling from its persistent cache; it adds only its step times. One-process
+scenarios repeat in a plain process per device count and round (`run_repeat_round`),
+multi-process ones in their processes, joined again (`repeat_processes`).
 """
 
 import json
@@ -36,8 +34,7 @@ DATA_DIR = ".data"  # generated data sets, per scale folder (ignored by git)
 
 def data_cache(out_dir: str | os.PathLike) -> str:
     """The data set cache of the scenario whose record lives in `out_dir`:
-    `ODESTUDY_DATA_CACHE` where set, else its scale folder's (data sets are keyed by
-    what makes them)."""
+    `ODESTUDY_DATA_CACHE` where set, else its scale folder's."""
     return os.environ.get(DATA_CACHE_ENV) or str(Path(out_dir).resolve().parent / DATA_DIR)
 
 
@@ -68,9 +65,8 @@ def runs(record: Mapping[str, Any]) -> int:
 
 
 def merge_runs(record: Mapping[str, Any], repeat: Mapping[str, Any]) -> Record:
-    """`record` with the step times of `repeat` (another run of the same scenario) added,
-    its `step_time_s` and quartiles pooled over all runs; a failed repeat adds its error
-    (`repeat_errors`)."""
+    """`record` with the step times of `repeat` added, pooled over all runs; a failed
+    repeat adds its error (`repeat_errors`)."""
     out: dict[str, Any] = {**record}
     if repeat.get("scenario_key") != record.get("scenario_key"):
         raise ValueError("a repeat of another scenario cannot be merged")

@@ -85,9 +85,8 @@ def execute_scenario(
     timeout_s: float | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> Record:
-    """Run `s` by executing `notebooks/scenario.ipynb` in a fresh kernel (its record and
-    the executed notebook in `out_dir`; `timeout_s` per cell; `extra_env` more variables
-    for the kernel). Returns the record; a failure gets a failed record, never raised."""
+    """Run `s` by executing `notebooks/scenario.ipynb` in a fresh kernel, its record and
+    the executed notebook in `out_dir`; a failure gets a failed record, never raised."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex
@@ -129,9 +128,8 @@ def execute_report(
     docs: str | os.PathLike | None = None,
     readme: str | os.PathLike | None = None,
 ) -> Path:
-    """Execute `notebooks/report.ipynb` over the records of `scale` (tables and figures in
-    `figures`, the pages in `docs`, the answer in `readme`) and render it as HTML;
-    returns the HTML path."""
+    """Execute `notebooks/report.ipynb` over the records of `scale` and render it as HTML
+    (in `figures`, beside its tables and figures); returns the HTML path."""
     import nbformat
 
     figures = Path(figures)

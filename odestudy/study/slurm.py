@@ -1,13 +1,11 @@
 """The SLURM executor: a matrix plan's runs as SLURM jobs (submitted with `submitit`).
 
-Cold runs go first, all at once, each a job with its node to itself (`--exclusive`);
-then, round by round, the repeat rounds and ceiling probes, each on the node that made
-its scenario's record (a record's step times all come from one machine). A job performs
-its run as the local executor does (`plan.Run.perform`) under the node's measurement
-lock; multi-process scenarios start their JAX processes as the tasks of an `srun` step
-(`distributed.launch`). Records land in the shared results folder under the machine
-that made them. A job that is cancelled, times out or dies is recorded as failed with
-SLURM's state (sacct) and the others go on; the command is resumable.
+Cold runs go first, all at once, each a job with its node to itself; then, round by
+round, the repeat rounds and ceiling probes, each on the node that made its scenario's
+record (a record's step times all come from one machine). A job performs its run as
+the local executor does (`plan.Run.perform`) under the node's measurement lock; records
+land in the shared results folder under the machine that made them. A job that is
+cancelled, times out or dies is recorded as failed with SLURM's state (sacct).
 """
 
 import dataclasses
@@ -49,21 +47,11 @@ POLL_S = 1.0
 
 @dataclasses.dataclass
 class SlurmExecutor(Executor):
-    """Runs a plan as SLURM jobs.
-
-    - `partition`: the partition of CPU rows (None: the cluster's default).
-    - `gpu_partition`: the partition of GPU rows (None: `partition`).
-    - `time_min`: each job's time limit in minutes.
-    - `gpus_per_node`: GPUs a GPU row's job asks for (None: the row's device count).
-    - `tasks_per_node`: SLURM tasks (JAX processes) per node of a multi-process row
-      (None: all on one node).
-    - `sbatch`: more sbatch options, name without dashes to value (`{"account": "x"}`;
-      a value of `True` gives a bare flag).
-    - `folder`: submitit's job files and logs (None: `<results>/.slurm`).
-    - `state_every_s`: how often to ask SLURM's accounting (sacct) for the unfinished
-      jobs' state, in seconds: a job that ends without a result is noticed within it.
-      Keep it long on a shared cluster.
-    """
+    """Runs a plan as SLURM jobs (the options of `odestudy matrix --executor slurm`).
+    `sbatch`: more sbatch options, name without dashes to value (`True`: a bare flag);
+    `folder`: submitit's job files and logs (None: `<results>/.slurm`); `state_every_s`:
+    how often to ask sacct for the unfinished jobs' state (keep it long on a shared
+    cluster)."""
 
     partition: str | None = None
     gpu_partition: str | None = None

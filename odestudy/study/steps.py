@@ -64,21 +64,13 @@ def lever_fields(step: dict[str, Any], path: str | Path = "the step") -> dict[st
     return fields
 
 
-def recorded_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tuple[Path, dict] | None:
-    """The step `tune` recorded here for `s` (`step_path`), or None."""
-    path = step_path(s, results)
-    if not path.exists():
-        return None
-    return path, read_step(path)
-
-
 def recommended_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tuple[Scenario, str]:
     """`s` with the recommended step and why, in words: the step `tune` recorded for it,
     else the study's step for a problem it measured (`recommended.recommended`), else
     the safe levers only (`recommended.safe_levers`: none can make the step slower)."""
-    found = recorded_step(s, results)
-    if found is not None:
-        path, step = found
+    path = step_path(s, results)
+    if path.exists():
+        step = read_step(path)
         if not step["levers"]:
             return s.default_step(), (
                 f"the default step: odestudy tune measured nothing faster ({path})"
@@ -98,26 +90,17 @@ def recommended_step(s: Scenario, results: str | Path = DEFAULT_RESULTS) -> tupl
     chosen = dataclasses.replace(s, **fields)
     said = ", ".join(names) or "none"
     return chosen, (
-        f"no tune recorded for it here ({step_path(s, results)}): only the levers that "
+        f"no tune recorded for it here ({path}): only the levers that "
         f"cannot slow it down ({said}); run odestudy tune for the fastest"
     )
 
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """The step `odestudy tune` chose, as a value a researcher's own code loads
-    (`load_step`) and trains with in its own loop.
-
-    - `problem`, `controller`, `device`, `scale`: what it was tuned for.
-    - `fields`: its levers, as `Scenario` fields (empty: the default step).
-    - `measured`: the step file as `tune` wrote it (its speedup and interval, losses,
-      machine and session).
-    - `mode`, `devices`: the mode and device count it runs in (`single` on 1 device
-      where the file names none).
-
-    In your own loop: `step.model(model)` (the model as the step trains it),
-    `step.solve(problem)` (the solve your loss calls) and `odestudy.make_step(loss,
-    optimiser, step=step)` (its mode, devices, donation and compile options).
+    """The step `odestudy tune` chose (`load_step`), for a researcher's own loop:
+    its levers as `Scenario` `fields`, the step file as `measured`, and its `mode` on
+    `devices` devices. In the loop: `step.model(model)`, `step.solve(problem)` (the
+    solve your loss calls) and `odestudy.make_step(loss, optimiser, step=step)`.
     """
 
     problem: str
@@ -143,13 +126,10 @@ class Step:
         return Scenario(**{**facts, **self.fields, **fields})
 
     def solve(self, problem: Any = None, **facts: Any) -> Any:
-        """The configured batched solve (`model.BatchSolve`) a problem's loss receives
-        from the study with this step: call it as `solve(field, ts, y0, args)` in your
-        own loss (`AbstractODEProblem.loss`). `problem`: the problem object whose
-        tolerances it uses (default the one the step was tuned for); or, for a loss
-        without a problem class, its facts alone (`problem.GivenFacts`: `time_dependent`,
-        `uniform_grid`, and `rtol`, `atol`); a one-line ValueError where the step's
-        structure cannot solve such a problem (within-ODE batching on uneven grids)."""
+        """The batched solve (`model.BatchSolve`) a problem's loss receives with this step,
+        `solve(field, ts, y0, args)`: for `problem` (default the one tuned for), or for a
+        loss without a problem class its facts alone (`problem.GivenFacts`); a one-line
+        ValueError where the step cannot solve such a problem (one ODE, uneven grids)."""
         from ..measure.model import BatchSolve  # JAX loads with a solve only
         from ..measure.problem import GivenFacts  # JAX loads with a problem only
 

@@ -17,28 +17,10 @@ from typing import ClassVar
 from ..measure.registry import Registered
 from ..measure.scenario import Scenario
 from . import records
-from .claim import Answer, Claim
+from .claim import Answer as Answer
+from .claim import Claim
 from .rec import Rec
 from .repeats import REPEATS
-
-__all__ = [
-    "STUDIES",
-    "THIS_MACHINE",
-    "Answer",
-    "Block",
-    "Claim",
-    "Figure",
-    "Grid",
-    "Interval",
-    "Page",
-    "ReportInputs",
-    "Sizing",
-    "Study",
-    "Table",
-    "Text",
-    "page_named",
-    "pages_of",
-]
 
 # Every study by name, in the order defined: filled as each final class is defined.
 STUDIES: dict[str, type["Study"]] = {}
@@ -94,14 +76,9 @@ class Figure:
 
 @dataclasses.dataclass(frozen=True)
 class Page:
-    """A results page of the report (`docs/results/<name>.md`, `report.pages`): `name`,
-    `title`, the `tables` it shows (`figures/tables/<table>.md`) and the `figures` (PNG
-    names under the scale's figures folder), answer first.
-
-    - `scales`: the scales whose report writes it.
-    - `answer`: it opens with the scale's answer (`claims.scale_claims`).
-    - `readme`: how the README's answer links to it (None: it does not).
-    """
+    """A results page of the report (`docs/results/<name>.md`): the `tables` and
+    `figures` it shows, written by the report of each of `scales`; `answer`: it opens
+    with the scale's answer; `readme`: how the README's answer links to it (None: not)."""
 
     name: str
     title: str
@@ -115,20 +92,11 @@ class Page:
 @dataclasses.dataclass(frozen=True)
 class ReportInputs:
     """What one report reads, read once (`report.document.read_inputs`), from which each
-    study makes its tables and claims.
-
-    - `figures`: the folder its figures are drawn into (its tables go to `tables/`).
-    - `records`: the records read: for the whole report every current record of the
-      scale (`frames.read_records`), for a study's own report its records
-      (`Study.records`).
-    - `machines`: the machine whose rows each device kind's tables show (`"cpu"`,
-      `"gpu"`: `device_tables.pick_machine`).
-    - `rows`: the scaling rows of those machines under the current protocol
-      (`frames.scaling_rows`).
-    - `skipped`: the records left out, each as (its path, why).
-    - `reference`: the reference's rows (a CSV); None: `reference.REFERENCE_CSV`.
-    - `draw`: draw the scaling and step-cost figures too (False: much faster).
-    """
+    study makes its tables and claims: the `records` (the whole report's current ones,
+    or a study's own), the machine each device kind's tables show (`machines`), their
+    scaling rows under the current protocol (`rows`), the records left out with why
+    (`skipped`), the reference's CSV (None: `reference.REFERENCE_CSV`); `draw`: the
+    scaling and step-cost figures too (False: much faster)."""
 
     results: Path
     scale: str
@@ -143,13 +111,9 @@ class ReportInputs:
 
 @dataclasses.dataclass(frozen=True)
 class Sizing:
-    """What a matrix sized to a machine is sized to (`odestudy matrix --device-count`).
-
-    - `devices`: devices of the kind planned for, present or not (a SLURM partition's,
-      say); None: this machine's (`grid.sized_limit`).
-    - `gpus`: GPUs present where the rows run; None: this machine's
-      (`devices.gpu_count`). A row on more GPUs than that cannot run.
-    """
+    """What a matrix is sized to (`odestudy matrix --device-count`): `devices` of the
+    kind planned for, present or not, and the `gpus` present where the rows run (a row
+    on more cannot run); None: this machine's."""
 
     devices: int | None = None
     gpus: int | None = None
@@ -163,18 +127,13 @@ class Study(Registered, abc.ABC, registry=STUDIES):
     """A study of the matrix. Final subclasses set `name` (and `title`) and define
     `scenarios`; the class variables say how it runs, the methods what its report holds.
 
-    - `repeated`: each scenario runs `repeats.REPEATS` times (once at the seed scale);
-      otherwise once.
+    - `repeated`: each scenario runs `repeats.REPEATS` times (once at the seed scale).
     - `ceiling`: its runs also measure the machine's weak-scaling ceiling.
-    - `recommendable`: `--recommended` applies to its scenarios.
     - `folder`: its records' folder under the results folder (None: that folder).
-    - `scaling_table`: its records (`matrix`) are the rows of the scaling tables.
-    - `sized`: its matrix is sized to the devices of a machine (`planned`), and
-      `--device-count` sizes it to as many as asked.
-    - `page`: its page in the whole report (`report.pages`), whose tables its `tables`
-      make; None: none (a study with `tables` has its own report, `--study`).
-    - `order`: a built-in study's place in the registry, so in the report's pages and
-      tables (`odestudy.builtin`); a study defined elsewhere comes after, as defined.
+    - `scaling_table`: its records are the rows of the scaling tables.
+    - `sized`: its matrix is sized to a machine's devices (`planned`, `--device-count`).
+    - `page`: its page in the whole report, whose tables `tables` make (None: none).
+    - `order`: a built-in study's place in the registry, so in the report.
     """
 
     name: ClassVar[str]

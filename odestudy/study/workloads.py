@@ -1,19 +1,9 @@
 """The workload map (`make map`): the same rows on workloads of different cost per solver
-step, to find where the answer (which mode, whether the recommended step helps) changes.
-
-A workload is a problem at a field width, trained as chosen before its runs (its own
-scenario fields, so that its records name them). For each workload and controller the
-map runs 1 device and `MAP_DEVICES` devices in every multi-device mode, with the default
-step and with the recommended step (`recommended.recommended`, the base case of every
-multi-device speedup where it is the best 1-device step); strong scaling at the quick
-scale, 3 interleaved runs each (the matrix's rounds).
-
-The per-device batch axis (`crossover_scenarios`, `make crossover`): on the lightest and
-the heaviest workload, the recommended step at `CROSSOVER_BATCHES` series per device,
-on 1 device at that batch (the weak-scaling base, and the per-device work) and at
-`MAP_DEVICES` times it (the strong-scaling base), and on `MAP_DEVICES` devices in every
-multi-device mode: where splitting the batch starts to pay.
-"""
+step, to find where the answer (which mode, whether the recommended step helps) changes
+(`map_scenarios`); and the per-device batch axis (`crossover_scenarios`, `make
+crossover`): where splitting the batch starts to pay. A workload is a problem at a field
+width, trained as chosen before its runs (its own scenario fields, so that its records
+name them)."""
 
 import dataclasses
 import re
@@ -36,15 +26,9 @@ MAP_FOLDER = "map"
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
-    """One workload of the map.
-
-    - `name`: its name in tables and figures.
-    - `problem`: the problem (`problem.PROBLEMS` name, or `module:object`).
-    - `width`: hidden units per layer of the field.
-    - `training`: `Scenario` fields that train it where the scale's defaults do not,
-      chosen before the map's runs (`note` says from what).
-    - `note`: why it trains as it does.
-    """
+    """One workload of the map: a problem at a field `width`, with the `Scenario` fields
+    that train it where the scale's defaults do not (`training`, chosen before the map's
+    runs; `note` says why)."""
 
     name: str
     problem: str
@@ -115,10 +99,10 @@ def placements(one: Scenario) -> list[Scenario]:
 
 
 def map_scenarios(scale: str = "quick", workloads: tuple[Workload, ...] = WORKLOADS) -> list:
-    """The map's rows: per workload and controller, 1 device (`single`) and
-    `MAP_DEVICES` devices in every multi-device mode, with the default and with the
-    recommended step; and the recommended step on 1 device at the per-device batch (the
-    per-device work, and the weak-scaling base); strong scaling, CPU."""
+    """The map's rows: per workload and controller, 1 device and `MAP_DEVICES` devices in
+    every multi-device mode, with the default and with the recommended step (every
+    multi-device speedup's base case); and the recommended step on 1 device at the
+    per-device batch (the weak-scaling base); strong scaling, CPU."""
     out: list[Scenario] = []
     for w in workloads:
         for controller in CONTROLLERS:
@@ -140,9 +124,8 @@ CROSSOVER_WORKLOADS = ("oscillator w16", "oscillator w256")
 def crossover_scenarios(scale: str = "quick") -> list[Scenario]:
     """The per-device batch axis: per workload of `CROSSOVER_WORKLOADS`, controller and
     per-device batch `b` of `CROSSOVER_BATCHES`, the recommended step on 1 device at `b`
-    and, with its `MAP_DEVICES`-device rows in every mode (`placements`), at
-    `MAP_DEVICES * b` (where the data set holds it); strong scaling, CPU. Rows the map
-    holds too are listed once."""
+    and, with its rows in every mode (`placements`), at `MAP_DEVICES * b` (where the
+    data set holds it); strong scaling, CPU; each row once."""
     out: dict[str, Scenario] = {}
     for w in (w for w in WORKLOADS if w.name in CROSSOVER_WORKLOADS):
         for controller in CONTROLLERS:
