@@ -172,18 +172,13 @@ def _check_scalar(problem: AbstractODEProblem, part: str, value: Any) -> None:
 def check_parts(
     s: Scenario, problem: AbstractODEProblem, data: Any, params: Any, static: Any
 ) -> None:
-    """The model and loss of `problem` on one sample of `data`, as `s` trains them; a
-    loss check passed before for the same problem, solve and shapes is not redone."""
+    """The model and loss of `problem` on one sample, as `s` trains them (once per marker)."""
     if not jax.tree.leaves(params):
         raise ProblemError(problem, "model", "make_model returned no inexact arrays to train")
     one = problem.take(data, np.arange(1))
     if isinstance(problem, SeriesProblem):
         check_field(problem, eqx.combine(params, static), np.asarray(one[0]), np.asarray(one[1]))
     shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype), one)
-    _check_loss_once(problem, shapes, params, static, s)
-
-
-def _check_loss_once(problem, shapes, params, static, s) -> None:
     marker = _passed_marker(s, problem, shapes, params)
     if marker is not None and marker.exists():
         return

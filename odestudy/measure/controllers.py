@@ -38,8 +38,7 @@ class AbstractController(Registered, eqx.Module, registry=CONTROLLERS):
     def stepsize_controller(
         self, ts: jax.Array, rtol: float, atol: float
     ) -> tuple[diffrax.AbstractStepSizeController, Any]:
-        """Diffrax's step-size controller for one solve on the times `ts`, and its
-        initial step `dt0` (None where the controller sets the steps itself)."""
+        """Diffrax's step-size controller for a solve on the times `ts`, and its `dt0`."""
 
     def max_steps(self, bound: int, lever: bool, n_times: int) -> int:
         """The solve's step bound on a grid of `n_times` points: `bound`, but an `on_grid`

@@ -72,8 +72,7 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
     sets: ClassVar[dict[str, Any]] = {}
 
     def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
-        """The `Scenario` fields the lever sets on `s`, with those it needs; a one-line
-        ValueError where it needs a fact `facts` lacks."""
+        """The `Scenario` fields the lever sets on `s` (a ValueError for a missing fact)."""
         return dict(self.sets)
 
     def check(self, s: ScenarioLike) -> str | None:
@@ -156,8 +155,7 @@ def get_lever(name: str) -> AbstractLever:
 def combine(
     s: ScenarioLike, levers: list[AbstractLever], facts: Facts | None = None
 ) -> dict[str, Any]:
-    """The fields of `levers` together on `s`; a ValueError (one line) where two set a
-    field to different values or the combination is not a valid scenario."""
+    """The fields of `levers` together on `s` (a ValueError where they conflict)."""
     out: dict[str, Any] = {}
     for lever in levers:
         fields = lever.fields(_replace(s, **out), facts or Facts())

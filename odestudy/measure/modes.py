@@ -109,8 +109,7 @@ def local_update(
     axis: str | None,
     layout: Layout = DEFAULT_LAYOUT,
 ) -> Callable:
-    """The per-device training step of `loss`, reducing over mapped `axis` (None: none);
-    a keyed loss gets the key folded with the device's index."""
+    """The per-device training step of `loss`, reducing over mapped `axis` (or None)."""
 
     def step(params, opt_state, batch):
         extra: tuple = ()

@@ -472,8 +472,7 @@ def problem_facts(problem: AnyProblem) -> dict[str, Any]:
 
 
 def check_uniform_grids(problem: AnyProblem, ts: np.ndarray) -> None:
-    """Raise ValueError if `problem` claims `uniform_grid` and a row of `ts` is not
-    evenly spaced: within-ODE batching would train on wrong times silently."""
+    """A ValueError where `problem` claims `uniform_grid` and a row of `ts` is uneven."""
     steps = np.diff(np.asarray(ts, dtype=np.float64), axis=1)
     uneven = ~np.isclose(steps, steps[:, :1], rtol=1e-4, atol=1e-6).all(axis=1)
     if uneven.any():

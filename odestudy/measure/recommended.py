@@ -90,8 +90,7 @@ def study_controllers() -> dict[str, dict[str, Any]]:
 
 
 def controller_levers(controller: str) -> dict[str, Any]:
-    """The study's levers for `controller` on the oscillator, as scenario fields; a
-    ValueError for a controller none applies to."""
+    """The study's levers for `controller` on the oscillator, as scenario fields."""
     try:
         s = Scenario(scale="smoke", controller=controller)
     except ValueError as exc:
@@ -116,8 +115,7 @@ def diffrax_levers(s: Scenario, found: Found | None = None) -> dict[str, Any]:
 
 
 def fused_levers(levers: dict[str, Any], controller: AbstractController) -> dict[str, Any]:
-    """`levers` run by the fused solve with `controller`'s reverse mode, diffrax's saving
-    and stages back to their defaults (the fused loop does both itself)."""
+    """`levers` run by the fused solve (which saves and runs its stages itself)."""
     if controller.fused_adjoint is None:
         raise ValueError(f"the fused solve does not run controller {controller.name!r}")
     out = {k: v for k, v in levers.items() if k not in ("saveat", "stages")}

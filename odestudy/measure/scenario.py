@@ -516,8 +516,7 @@ def _choice(name: str, value: Any, choices: tuple) -> None:
 
 
 def validate(s: Scenario, available_devices: int | None = None) -> None:
-    """Check a scenario before anything is compiled; raise ValueError saying why not.
-    `available_devices`: devices of `s.device`'s kind this process sees (None: skip)."""
+    """A ValueError saying why `s` cannot run (`available_devices`: of its kind here)."""
     for field in Scenario.fields():
         if field.metadata["choices"] is not None:
             _choice(field.name, getattr(s, field.name), field.metadata["choices"])

@@ -192,8 +192,7 @@ class StagesLoop(AbstractStages):
 
 
 class StagesBounded(AbstractStages):
-    """Equinox's bounded loop (`scan_kind="bounded"`: a `lax.scan` over the stages with
-    a conditional each)."""
+    """Equinox's bounded loop: a `lax.scan` over the stages with a conditional each."""
 
     name: ClassVar[str] = "bounded"
 
@@ -308,8 +307,7 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
 
 
 class Diffrax(AbstractIntegrator):
-    """Diffrax's `diffeqsolve`: Tsit5 with its stages as `Structure.stages` says, any
-    controller, and the saving, adjoint and step bound of `solve_options`."""
+    """Diffrax's `diffeqsolve` with any controller, as `Structure` and `solve_options` say."""
 
     name: ClassVar[str] = "diffrax"
     label: ClassVar[str] = "diffrax's loop"
@@ -392,8 +390,7 @@ def parse_integrator(integrator: "str | AbstractIntegrator") -> AbstractIntegrat
 
 @dataclasses.dataclass(frozen=True)
 class Structure:
-    """How the training step's solve is built (the scenario's fields of the same names;
-    the default is diffrax's); `integrator` is an `AbstractIntegrator` or its name."""
+    """How the step's solve is built (the scenario's same-named fields; default diffrax's)."""
 
     solve: str = "per_sample"
     saveat: str = "ts"

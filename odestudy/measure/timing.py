@@ -132,8 +132,7 @@ def copy_arrays(tree: Any) -> Any:
 
 
 def pooled(runs: Sequence[Sequence[float]]) -> dict[str, Any]:
-    """A record's step-time fields for `runs`: each run's median, and the median and
-    quartiles of all runs' steps pooled."""
+    """A record's step-time fields: each run's median, and all steps' pooled quantiles."""
     median, p25, p75 = quantiles(np.concatenate([np.asarray(run, float) for run in runs]))
     return {
         "step_time_runs_s": [float(np.median(run)) for run in runs],

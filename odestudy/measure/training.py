@@ -304,8 +304,7 @@ def serialize_step(compiled: Any) -> bytes | None:
 
 
 class Progress:
-    """Training time and step count across stages, and the evaluation curve taken off
-    the clock every `s.eval_every` steps (`on_step`: `run_steps`' callback)."""
+    """Training time, steps and the evaluation curve (off the clock) across stages."""
 
     def __init__(self, s: Scenario, setup: Setup, report: Callable[[int, int], None] | None):
         self.total = s.steps_per_stage * len(s.length_fractions)
@@ -505,8 +504,7 @@ def _train_stages(
 def load_trained(
     s: Scenario, devices: list[jax.Device], state_path: str | os.PathLike, state_out: dict
 ) -> dict[str, Any]:
-    """Scenario `s`'s model as its cold run saved it at `state_path`, in `state_out` as
-    `train` fills it (no executable), with no training; returns the device kind."""
+    """`state_out` filled as `train` fills it from the state saved at `state_path`."""
     validate(s)
     setup = prepare(s, devices)
     host = setup.step.unplace((setup.params, setup.opt_state))
