@@ -51,12 +51,11 @@ SCALES: dict[str, dict[str, Any]] = {
         optimiser_state="fresh",
     ),
     # The reference's staged strategy, shortened: 10 % then 100 % of each series, 100
-    # steps each, so that the last stage times the solver steps of a trained field.
-    # One adabelief state carried across the stages (the reference starts a fresh one
-    # per stage): with a fresh state at learning rate 1e-2 the first full-length steps
-    # of the larger weak-scaling batches overshoot, and global batches 64 and 128 ended
-    # at evaluation loss 0.043 and 0.157; carried, 0.0068 and 0.0054 (1 device, PID).
-    # At batch 32 both end near 0.004 (results/<machine>/optimiser_pair).
+    # steps each (the last stage times a trained field's solver steps). One adabelief
+    # state across the stages (the reference: fresh per stage): fresh at 1e-2, global
+    # batches 64 and 128 overshoot and end at evaluation loss 0.043 and 0.157; carried,
+    # 0.0068 and 0.0054 (1 device, PID; batch 32: both near 0.004; results/<machine>/
+    # optimiser_pair).
     "quick": dict(
         dataset_size=256,
         batch=32,
@@ -81,11 +80,10 @@ SCALES: dict[str, dict[str, Any]] = {
 
 
 # Training for heterogeneous data (`spread` > 0) in the explain study, chosen before
-# its runs: with the quick scale's 2 x 100 steps at learning rate 1e-2, spread 0.5 and
-# 1 ended at evaluation loss 0.10-0.46 (untrained: lock-step comparisons between them
-# compared different models). A probe (1 device, PID, carried optimiser state, one run
-# each) brought spread 0.5 to 0.0051 with 300 steps per stage at 3e-3; spread 1 did not
-# train (0.127 at 300 steps and 3e-3, 0.69 at 1000 steps, inf at 300 steps and 1e-2).
+# its runs: at the quick scale's 2 x 100 steps and 1e-2, spread 0.5 and 1 ended at
+# evaluation loss 0.10-0.46 (untrained). A probe (1 device, PID, carried state) brought
+# spread 0.5 to 0.0051 with 300 steps per stage at 3e-3; spread 1 did not train (0.127
+# at 300 steps and 3e-3, 0.69 at 1000 steps, inf at 300 steps and 1e-2).
 HETEROGENEOUS_TRAINING: dict[str, dict[str, Any]] = {
     "quick": dict(steps_per_stage=300, learning_rate=3e-3),
 }

@@ -557,8 +557,7 @@ def measurements(
         "step_time_s": last["step_time_s"],
         "step_time_p25_s": last["step_time_p25_s"],
         "step_time_p75_s": last["step_time_p75_s"],
-        # Repeats (repeats.merge_runs) append their runs; compile time, final loss
-        # and runtime stay those of this first, cold run.
+        # Repeats (repeats.merge_runs) append their runs; the rest stays the cold run's.
         "step_time_runs_s": [last["step_time_s"]],
         "step_times_runs_s": [last["step_times_s"]],
         "host_runs": [last.get("host")],
@@ -575,8 +574,7 @@ def measurements(
         ],
         "epoch_time_s": last["step_time_s"] * setup.problem.size(setup.data) / s.global_batch,
         "final_loss": final_loss,
-        # Whether the model reached its problem's trained loss: a row that did not is
-        # marked in every table and never enters a verdict or a speedup.
+        # A row that did not reach its trained loss is marked and enters no speedup.
         "trained": bool(final_loss <= threshold),
         "trained_loss": threshold,
         "train_loss": losses,
