@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from odestudy import Scenario, Solve, VectorField, batch_loss, train
+from odestudy.measure.problem import Oscillator, SeriesProblem
 from odestudy.measure.training import shares_program
 
 from .helpers import RTOL_STEP, dataset
@@ -24,7 +25,7 @@ def test_padding_leaves_loss_gradients_and_solver_steps_alone():
         return batch_loss(eqx.combine(p, static), ts, ys, Solve("pid"))
 
     grad = jax.jit(jax.value_and_grad(loss_fn, has_aux=True))
-    short, padded = data.truncate(length), data.truncate_padded(length, 100)
+    short, padded = data.truncate(length), SeriesProblem(Oscillator()).truncate(data, length, 100)
     assert padded.ts.shape == (8, 100)
     (loss_a, steps_a), grads_a = grad(params, short.ts, short.ys)
     (loss_b, steps_b), grads_b = grad(params, padded.ts, padded.ys)

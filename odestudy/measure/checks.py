@@ -139,23 +139,15 @@ def check_loss(s: Scenario, problem: AbstractODEProblem, batch: Any, params: Any
     spec = s.ode_solve(problem)
     loss = study_loss(spec)
     key = jr.PRNGKey(0) if problem.needs_key else None
-    try:
-        value, _ = jax.eval_shape(lambda p, b: loss(p, static, b, key), params, batch)
-    except Exception as exc:  # noqa: BLE001 - the user's code: one line, no traceback
-        raise ProblemError(problem, "loss", f"fails on one sample: {_one_line(exc)}") from None
-    _check_scalar(problem, "loss", value)
+    traced = {"loss": lambda p, b: loss(p, static, b, key)[0]}
     if _own_eval_loss(problem):
+        traced["eval_loss"] = lambda p, b: evaluation(eqx.combine(p, static), b, spec)
+    for part, fn in traced.items():
         try:
-            value = jax.eval_shape(
-                lambda p, b: evaluation(eqx.combine(p, static), b, spec),
-                params,
-                batch,
-            )
-        except Exception as exc:  # noqa: BLE001
-            raise ProblemError(
-                problem, "eval_loss", f"fails on one sample: {_one_line(exc)}"
-            ) from None
-        _check_scalar(problem, "eval_loss", value)
+            value = jax.eval_shape(fn, params, batch)
+        except Exception as exc:  # noqa: BLE001 - the user's code: one line, no traceback
+            raise ProblemError(problem, part, f"fails on one sample: {_one_line(exc)}") from None
+        _check_scalar(problem, part, value)
 
 
 def _own_eval_loss(problem: AbstractODEProblem) -> bool:
@@ -180,18 +172,13 @@ def _check_scalar(problem: AbstractODEProblem, part: str, value: Any) -> None:
 def check_parts(
     s: Scenario, problem: AbstractODEProblem, data: Any, params: Any, static: Any
 ) -> None:
-    """The model and loss of `problem` on one sample of `data`, as `s` trains them; a
-    loss check passed before for the same problem, solve and shapes is not redone."""
+    """The model and loss of `problem` on one sample, as `s` trains them (once per marker)."""
     if not jax.tree.leaves(params):
         raise ProblemError(problem, "model", "make_model returned no inexact arrays to train")
     one = problem.take(data, np.arange(1))
     if isinstance(problem, SeriesProblem):
         check_field(problem, eqx.combine(params, static), np.asarray(one[0]), np.asarray(one[1]))
     shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype), one)
-    _check_loss_once(problem, shapes, params, static, s)
-
-
-def _check_loss_once(problem, shapes, params, static, s) -> None:
     marker = _passed_marker(s, problem, shapes, params)
     if marker is not None and marker.exists():
         return
@@ -204,8 +191,7 @@ def _check_loss_once(problem, shapes, params, static, s) -> None:
 
 
 def _passed_marker(s: Scenario, problem: Any, shapes: Any, params: Any) -> Path | None:
-    """Where a passed loss check is remembered: the data cache folder, named by what
-    decides the check; None without that folder or the problem's source file."""
+    """Where a passed loss check is remembered (named by what decides it), or None."""
     folder = os.environ.get(DATA_CACHE_ENV)
     source = problem_source(problem)
     if not folder or source is None:

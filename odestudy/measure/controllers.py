@@ -1,6 +1,5 @@
 """The step-size controllers as types: adaptive `PID` and `StepTo` (one step per
-observation). A scenario, a record and the command line name a controller by its
-`name`; the code asks its type (`CONTROLLERS`) whatever depends on it."""
+observation), named by `name` and asked whatever depends on them (`CONTROLLERS`)."""
 
 import abc
 from typing import Any, ClassVar
@@ -11,23 +10,18 @@ import jax
 
 from .registry import Registered, lookup
 
-# Every controller by name, in the order of the tables: each final subclass of
-# `AbstractController` registers itself here when its class is defined.
+# Every controller by name, in the order of the tables (`Registered`).
 CONTROLLERS: dict[str, type["AbstractController"]] = {}
 
 
 class AbstractController(Registered, eqx.Module, registry=CONTROLLERS):
-    """How a solve chooses its steps: one final subclass per controller holds its facts
-    and builds diffrax's controller; defining it registers it (`CONTROLLERS`).
+    """How a solve chooses its steps: one final subclass per controller, registered
+    (`CONTROLLERS`), holds its facts and builds diffrax's controller.
 
-    - `name`: the controller's name in scenarios, records and tables.
-    - `label`: how tables and sentences name it.
-    - `line`: its line and marker in figures (a matplotlib format such as `"-o"`).
-    - `adaptive`: it chooses its step sizes from Tsit5's error estimate, within the
-      problem's tolerances; the fused loop runs it as PID's loop.
-    - `on_grid`: it takes exactly one step per interval of the series' grid (so padding
-      a series would add steps: length stages compile one program each).
-    - `fused`: the fused loop (`fused.py`) runs it.
+    - `label`: how tables and sentences name it; `line`: its matplotlib format (`"-o"`).
+    - `adaptive`: its steps follow Tsit5's error estimate (the fused loop runs PID's).
+    - `on_grid`: one step per interval of the series' grid (so padding a series would add
+      steps: length stages compile one program each); `fused`: the fused loop runs it.
     - `fused_adjoint`: the reverse mode the recommended step takes with the fused solve
       (the faster in the levers records); None where the fused loop does not run it.
     """
@@ -44,21 +38,18 @@ class AbstractController(Registered, eqx.Module, registry=CONTROLLERS):
     def stepsize_controller(
         self, ts: jax.Array, rtol: float, atol: float
     ) -> tuple[diffrax.AbstractStepSizeController, Any]:
-        """Diffrax's step-size controller for one solve on the times `ts`, and its
-        initial step `dt0` (None where the controller sets the steps itself)."""
+        """Diffrax's step-size controller for a solve on the times `ts`, and its `dt0`."""
 
     def max_steps(self, bound: int, lever: bool, n_times: int) -> int:
-        """The solve's step bound on a grid of `n_times` points: the structure's `bound`,
-        except that an `on_grid` controller's solve with a structure `lever` is bounded
-        by its own steps (diffrax's default solve keeps its bound, as first measured)."""
+        """The solve's step bound on a grid of `n_times` points: `bound`, but an `on_grid`
+        controller's solve with a structure `lever` is bounded by its own steps."""
         if self.on_grid and lever:
             return n_times - 1
         return bound
 
 
 class PID(AbstractController):
-    """Diffrax's `PIDController` with the problem's tolerances; the first step is the
-    grid's first interval."""
+    """Diffrax's `PIDController`; the first step is the grid's first interval."""
 
     name: ClassVar[str] = "pid"
     label: ClassVar[str] = "PID"

@@ -20,12 +20,8 @@ N_TIMES = 100
 
 
 class Dataset(NamedTuple):
-    """A batch of time series.
-
-    - `ts`: observation times, shape `(n, n_times)`; row `i` belongs to sample `i`.
-    - `ys`: observed states, shape `(n, n_times, 2)`.
-    - `time_scale`: each sample's horizon relative to the reference (1.0 = `T_END`).
-    """
+    """A batch of time series: observation times `ts` `(n, n_times)`, observed states
+    `ys` `(n, n_times, 2)`, and each sample's horizon relative to `T_END` (`time_scale`)."""
 
     ts: np.ndarray
     ys: np.ndarray
@@ -34,24 +30,9 @@ class Dataset(NamedTuple):
     def __len__(self) -> int:
         return self.ys.shape[0]
 
-    def take(self, idx: np.ndarray) -> "Dataset":
-        """The samples at indices `idx`, in that order."""
-        return Dataset(self.ts[idx], self.ys[idx], self.time_scale[idx])
-
     def truncate(self, length: int) -> "Dataset":
         """The first `length` observations of every series."""
         return Dataset(self.ts[:, :length], self.ys[:, :length], self.time_scale)
-
-    def truncate_padded(self, length: int, total: int) -> "Dataset":
-        """The first `length` observations of every series, padded to `total` by
-        repeating the last kept one (time and state). A repeated time marks padding:
-        `model.batch_loss` leaves it out, so the loss and its gradients are those of
-        `truncate(length)`, and one program of `total` points serves every length."""
-        if not 1 <= length <= total:
-            raise ValueError(f"need 1 <= length <= total, got {length} and {total}")
-        short = self.truncate(length)
-        idx = np.minimum(np.arange(total), length - 1)
-        return Dataset(short.ts[:, idx], short.ys[:, idx], self.time_scale)
 
 
 def true_vector_field(t, y, args):
@@ -81,15 +62,10 @@ _solve_all = jax.jit(jax.vmap(_solve_true))
 
 
 def make_dataset(size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
-    """Generate `size` series of the nonlinear oscillator.
-
-    - `size`: number of series.
-    - `key`: a JAX PRNG key; the same key gives the same data on every machine.
-    - `spread`: the complexity knob. Sample `i` is observed on
-      `linspace(0, T_END * s_i, N_TIMES)` with `s_i = exp(spread * z_i)`,
-      `z_i ~ N(0, 1)`: a longer horizon makes an adaptive solver take more steps.
-      `spread = 0` gives the reference data (`s_i = 1`, `ts = linspace(0, 10, 100)`).
-    """
+    """`size` series of the nonlinear oscillator (the same key gives the same data on
+    every machine). `spread`, the complexity knob: sample `i` is observed on
+    `linspace(0, T_END * s_i, N_TIMES)`, `s_i = exp(spread * z_i)`, `z_i ~ N(0, 1)` (a
+    longer horizon, more adaptive steps); 0 gives the reference data."""
     if size < 1:
         raise ValueError(f"dataset size must be >= 1, got {size}")
     if spread < 0:
@@ -103,9 +79,8 @@ def make_dataset(size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
     return Dataset(np.asarray(ts), np.asarray(ys), np.asarray(scale))
 
 
-# A folder for generated data sets (the matrix sets it for its kernels): generating
-# the data compiles and runs a tight-tolerance solve, seconds per scenario that nothing
-# measures. Files are named by everything that determines the data.
+# A folder for generated data sets (generating them costs seconds per scenario that
+# nothing measures), named by everything that determines the data.
 DATA_CACHE_ENV = "ODESTUDY_DATA_CACHE"
 
 
@@ -159,11 +134,10 @@ def cached_dataset(
     cache: str | os.PathLike | None = None,
     problem: Any = None,
 ) -> tuple[Any, bool]:
-    """`problem.make_data(size, key, spread)` (the oscillator's `make_dataset` where
-    `problem` is None), read from the folder `cache` if an earlier call wrote it there
-    (same size, key, spread, JAX version, `data.py`, and the problem's value and source
-    file), else made and written there. Returns `(data, read_from_cache)`; `cache=None`
-    (or a problem whose class has no source file) always makes it."""
+    """`(problem.make_data(size, key, spread), read_from_cache)` (`make_dataset` where
+    `problem` is None), read from the folder `cache` where an earlier call wrote it
+    (same size, key, spread, JAX version, `data.py`, problem value and source), else made
+    and written there; `cache=None` (or no source file) always makes it."""
     make = make_dataset if problem is None else problem.make_data
     extra = [] if problem is None else problem_source(problem)
     if cache is None or extra is None:
@@ -190,8 +164,7 @@ def cached_dataset(
 
 
 def solver_cost(times: "np.ndarray | Dataset") -> np.ndarray:
-    """An estimate of each sample's adaptive solver cost from its observation times:
-    its time horizon (steps of an adaptive solver grow with the horizon)."""
+    """Each sample's adaptive solver cost, estimated as its time horizon."""
     ts = np.asarray(times.ts if isinstance(times, Dataset) else times)
     return np.asarray(ts[:, -1] - ts[:, 0], dtype=np.float64)
 
@@ -199,13 +172,9 @@ def solver_cost(times: "np.ndarray | Dataset") -> np.ndarray:
 def epoch_batches(
     n: int, global_batch: int, rng: np.random.Generator, cost: np.ndarray | None = None
 ) -> np.ndarray:
-    """Sample indices of one epoch, shape `(n // global_batch, global_batch)`; the
-    remainder is left out (a different one each epoch).
-
-    With `cost`, batches are grouped by it: a random permutation sorted by cost, cut
-    into batches, the batch order shuffled. Samples stay sorted within a batch, so each
-    device's contiguous slice holds similar costs too.
-    """
+    """Sample indices of one epoch, shape `(n // global_batch, global_batch)` (a random
+    remainder left out). With `cost`: a random permutation sorted by cost, cut into
+    batches, the batch order shuffled (each device's slice holds similar costs too)."""
     order = rng.permutation(n)
     if cost is not None:
         order = order[np.argsort(np.asarray(cost)[order], kind="stable")]

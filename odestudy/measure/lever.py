@@ -35,16 +35,14 @@ def _replace(s: Any, **fields: Any) -> Any:
     return dataclasses.replace(s, **fields)
 
 
-# Every lever by name, in the order defined: each final subclass of `AbstractLever`
-# registers itself here when its class is defined.
+# Every lever by name, in the order defined (`Registered`).
 LEVERS: dict[str, type["AbstractLever"]] = {}
 
 
 class Facts(NamedTuple):
-    """What `odestudy tune` measured of the trained model, that a lever may read: the
-    most `solver_steps` the trained field took on a batch, and a `max_steps` bound the
-    study's records measured it under (which takes the place of one from
-    `solver_steps`); None: not measured."""
+    """What `odestudy tune` measured of the trained model (None: not measured): the most
+    `solver_steps` it took on a batch, and a `max_steps` bound the records measured it
+    under (used in place of one from `solver_steps`)."""
 
     solver_steps: int | None = None
     max_steps: int | None = None
@@ -54,10 +52,8 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
     """A lever of the training step: it changes how one step computes, not the model it
     trains; each final subclass is one lever, registered by `name` (`LEVERS`).
 
-    - `name`: its name in `tune`'s table, step files and the levers benchmark.
     - `help`: one line saying what it does.
-    - `controllers`: the controllers it applies to (None: all).
-    - `devices`: the device kinds it applies to (None: all).
+    - `controllers`, `devices`: the controllers and device kinds it applies to (None: all).
     - `faster_on`: the device kinds where the records measured it faster (None: every
       kind it applies to); the recommended step takes it there only.
     - `safe`: it cannot make a step slower; `--recommended` applies it before `tune`
@@ -76,13 +72,11 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
     sets: ClassVar[dict[str, Any]] = {}
 
     def fields(self, s: ScenarioLike, facts: Facts) -> dict[str, Any]:
-        """The `Scenario` fields the lever sets on `s`, with those it needs; a one-line
-        ValueError where it needs a fact `facts` lacks."""
+        """The `Scenario` fields the lever sets on `s` (a ValueError for a missing fact)."""
         return dict(self.sets)
 
     def check(self, s: ScenarioLike) -> str | None:
-        """Why the lever does not apply to `s`'s controller and device kind (one line),
-        or None; a subclass adds its own facts."""
+        """Why the lever does not apply to `s`'s controller and device kind, or None."""
         if self.controllers is not None and s.controller not in self.controllers:
             return f"{self.name} applies to controller {', '.join(self.controllers)} only"
         if self.devices is not None and s.device not in self.devices:
@@ -90,8 +84,7 @@ class AbstractLever(Registered, abc.ABC, registry=LEVERS):
         return None
 
     def refusal(self, s: ScenarioLike, facts: Facts | None = None) -> str | None:
-        """Why the lever does not apply to `s` (one line), or None: `check`, then the
-        scenario's own checks of its fields."""
+        """Why the lever does not apply to `s`: `check`, then the scenario's own checks."""
         why = self.check(s)
         if why is not None:
             return why
@@ -162,8 +155,7 @@ def get_lever(name: str) -> AbstractLever:
 def combine(
     s: ScenarioLike, levers: list[AbstractLever], facts: Facts | None = None
 ) -> dict[str, Any]:
-    """The fields of `levers` together on `s`; a ValueError (one line) where two set a
-    field to different values or the combination is not a valid scenario."""
+    """The fields of `levers` together on `s` (a ValueError where they conflict)."""
     out: dict[str, Any] = {}
     for lever in levers:
         fields = lever.fields(_replace(s, **out), facts or Facts())

@@ -1,9 +1,7 @@
 """The ways of running one training step (`single`, `pmap`, `shard`, `shard_map`,
-`explicit`) and the generic data-parallel step built on them (`make_params_step`).
-
-Every mode runs the same per-device update (`local_update`): loss and gradients reduced
-over devices to the global mean (never summed), then the optax update, all compiled.
-"""
+`explicit`) and the data-parallel step built on them (`make_params_step`). Every mode
+runs the same per-device update (`local_update`): loss and gradients reduced over
+devices to the global mean (never summed), then the optax update, all compiled."""
 
 import abc
 import contextlib
@@ -35,9 +33,7 @@ from .registry import Registered, lookup
 
 AXIS = "data"
 
-# A loss for `make_params_step`: `loss(params, static, batch) -> (value, aux)`, or with
-# `keyed=True` `loss(params, static, batch, key)`. `value`: a scalar mean or a `Mean`;
-# `aux`: a pytree of per-sample values (leading axis the batch) and scalars, or None.
+# A loss for `make_params_step`: `loss(params, static, batch[, key]) -> (value, aux)`.
 Loss = Callable[..., tuple[Any, Any]]
 # What a mode may apply to the loss before `local_update` differentiates it.
 Wrap = Callable[[Loss], Loss]
@@ -50,8 +46,7 @@ AUX_KINDS = (PER_SAMPLE, SCALAR)
 
 class Layout(NamedTuple):
     """What a step's inputs and outputs hold beyond parameters and optimiser state:
-    `aux` kinds (a pytree prefix of the loss's `aux`); `keyed`: the batch is `(batch, key)`.
-    """
+    `aux` kinds (a pytree prefix of the loss's `aux`); `keyed`: the batch is `(batch, key)`."""
 
     aux: Any = PER_SAMPLE
     keyed: bool = False
@@ -76,8 +71,7 @@ def check_layout(layout: Layout) -> None:
 
 
 def _reduce_value(value: Any, axis: str | None) -> tuple[Array, Array | None]:
-    """The global mean of a loss value over `axis`, and the weight its gradient is
-    divided by (None: already a mean's)."""
+    """The global mean of a loss value over `axis`, and its gradient's divisor (or None)."""
     if isinstance(value, Mean):
         count = jax.lax.stop_gradient(value.count)
         if axis is not None:
@@ -115,8 +109,7 @@ def local_update(
     axis: str | None,
     layout: Layout = DEFAULT_LAYOUT,
 ) -> Callable:
-    """The per-device training step of `loss`, reducing over mapped `axis` (None: none);
-    a keyed loss gets the key folded with the device's index."""
+    """The per-device training step of `loss`, reducing over mapped `axis` (or None)."""
 
     def step(params, opt_state, batch):
         extra: tuple = ()
@@ -152,7 +145,7 @@ def donated(donate: bool) -> tuple[int, ...]:
     return (0, 1) if donate else ()
 
 
-# Every mode by name, in the tables' order (each final subclass registers itself).
+# Every mode by name, in the tables' order (`Registered`).
 MODES: dict[str, type["AbstractMode"]] = {}
 
 
@@ -161,13 +154,11 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
     reads its parameters back, and holds the facts the study needs.
 
     - `label`, `colour`: how sentences (markdown) and figures show it.
-    - `one_loop`: one solver loop spans all devices, so every device runs as many
-      solver steps as the global batch's slowest sample.
-    - `multi_process`: runs over devices of several JAX processes.
-    - `twin_mode`: the same step with a loop per device and collectives written out,
-      set against this one to show what the compiler's partitioning costs.
-    - `core`: one of the reference study's four modes (the explain, versions and seed
-      studies run only those).
+    - `one_loop`: one solver loop spans all devices: each runs as many solver steps as
+      the global batch's slowest sample.
+    - `twin_mode`: the same step with a loop per device and collectives written out, to
+      show what the compiler's partitioning costs.
+    - `core`: one of the reference study's four modes (explain, versions, seed run those).
     """
 
     name: eqx.AbstractClassVar[str]
@@ -187,8 +178,7 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
         donate: bool = False,
         layout: Layout = DEFAULT_LAYOUT,
     ) -> tuple[Callable, Any]:
-        """The jitted step over `devices` and its mesh (or None), from
-        `local_step(axis, wrap=None)`."""
+        """The jitted step over `devices` from `local_step(axis, wrap=None)`, and its mesh."""
 
     def why_not_here(self) -> str | None:
         """Why the running JAX cannot run this mode (one line), or None."""
@@ -198,17 +188,21 @@ class AbstractMode(Registered, eqx.Module, registry=MODES):
         """The context that calling, lowering and compiling `step` need."""
         return contextlib.nullcontext()
 
+    def sharding(self, step: "ParallelStep", split: bool = False) -> Any:
+        """Where values go: replicated, or (`split`) split along every leaf's first axis."""
+        return NamedSharding(step.mesh, P(AXIS) if split else P())
+
     def place_state(self, step: "ParallelStep", params: Any, opt_state: Any) -> Any:
         """Put parameters and optimiser state on the devices (replicated)."""
-        return jax.device_put((params, opt_state), NamedSharding(step.mesh, P()))
+        return jax.device_put((params, opt_state), self.sharding(step))
 
     def place_batch(self, step: "ParallelStep", batch: Any) -> Any:
         """Put a global batch on the devices, split along every leaf's first axis."""
-        return jax.device_put(batch, NamedSharding(step.mesh, P(AXIS)))
+        return jax.device_put(batch, self.sharding(step, split=True))
 
     def place_key(self, step: "ParallelStep", key: Any) -> Any:
         """Put a step's key on the devices (replicated)."""
-        return jax.device_put(key, NamedSharding(step.mesh, P()))
+        return jax.device_put(key, self.sharding(step))
 
     def unplace(self, step: "ParallelStep", params: Any) -> Any:
         """One host copy of (replicated) parameters."""
@@ -241,14 +235,8 @@ class Single(AbstractMode):
             raise ValueError(f"mode 'single' runs on 1 device, got {len(devices)}")
         return jax.jit(local_step(None), donate_argnums=donated(donate)), None
 
-    def place_state(self, step, params, opt_state):
-        return jax.device_put((params, opt_state), step.devices[0])
-
-    def place_batch(self, step, batch):
-        return jax.device_put(batch, step.devices[0])
-
-    def place_key(self, step, key):
-        return jax.device_put(key, step.devices[0])
+    def sharding(self, step, split=False):
+        return step.devices[0]
 
 
 class Pmap(AbstractMode):
@@ -461,9 +449,8 @@ def parse_mode(mode: "str | AbstractMode") -> AbstractMode:
 class ParallelStep(eqx.Module):
     """A data-parallel training step for one mode on a set of devices. Calling, lowering
     and compiling run in the mode's context with the equinox workaround
-    (`compat.closure_convert_ignores_manual_sharding`); the raw `fn` does neither.
-    Only `compile` applies `compiler_options`.
-    """
+    (`compat.closure_convert_ignores_manual_sharding`); only `compile` applies
+    `compiler_options`."""
 
     mode: AbstractMode = eqx.field(static=True)
     devices: tuple = eqx.field(static=True)
@@ -550,22 +537,18 @@ def make_params_step(
     - `loss`: `loss(params, static, batch[, key]) -> (value, aux)`. `value`: a scalar
       mean (averaged over devices) or a `Mean(total, count)` (sums and counts added over
       devices first, so a masked loss gets the global mean's gradients).
-    - `mode`: an `AbstractMode` or its name; a ValueError where JAX cannot run it.
-    - `devices`: the devices to use (exactly one for `single`).
-    - `static`: passed to `loss` unchanged (say the model's non-trained part).
+    - `mode`: an `AbstractMode` or its name; `static`: passed to `loss` unchanged.
     - `donate`: reuse the buffers of the parameters and optimiser state given.
-    - `aux`: `"per_sample"` (batch on every leaf's first axis; split like the batch),
-      `"scalar"` (a batch mean, such as an accuracy: averaged over devices), or a
-      pytree prefix of `aux` made of these.
-    - `keyed`: the loss takes a random key: place each call's batch with
-      `step.place_batch(batch, key)`, one key per call; each device gets it folded
-      with its index.
-    - `compiler_options`: XLA options `compile` applies, or None for XLA's defaults.
+    - `aux`: `"per_sample"` (split like the batch), `"scalar"` (a batch mean, averaged
+      over devices), or a pytree prefix of `aux` made of these.
+    - `keyed`: the loss takes a random key, given per call as
+      `step.place_batch(batch, key)` and folded with each device's index.
+    - `compiler_options`: XLA options `compile` applies (None: XLA's defaults).
 
-    The batch is split along its leaves' first axis (a multiple of the device count).
-    The step returns `(params, opt_state, loss, aux)`; under `pmap` every output has a
-    leading device axis: `unplace`, `place_args` and `without_device_axis` read and
-    give every mode's values as one device's.
+    The batch is split along its leaves' first axis. The step returns `(params,
+    opt_state, loss, aux)`; under `pmap` every output has a leading device axis:
+    `unplace`, `place_args` and `without_device_axis` give every mode's values as one
+    device's.
     """
     mode = parse_mode(mode)
     check_here(mode)

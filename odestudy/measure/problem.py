@@ -1,10 +1,9 @@
 """What a scenario trains: the problem (data, model, losses, optimiser, schedule).
 
-`AbstractODEProblem` is any neural ODE: the problem owns its model, its batch and its
-loss, and the study owns the solve, which it hands to the loss (`model.BatchSolve`).
-`AbstractProblem` is the shorter form whose ODE state is the observed series itself;
-the study runs it through `SeriesProblem`. A user subclasses either in an importable
-module and names it `module:object`, or registers an object (`register_problem`).
+`AbstractODEProblem` is any neural ODE: it owns its model, batch and loss; the study owns
+the solve, which it hands to the loss. `AbstractProblem`, whose ODE state is the observed
+series itself, runs through `SeriesProblem`. A user names a subclass `module:object` or
+registers an object (`register_problem`).
 """
 
 import abc
@@ -64,8 +63,7 @@ class SharedField(AbstractMLPField):
 
 
 def observed(ts: Float[Array | np.ndarray, "batch times"]) -> Float[Array, "batch times"]:
-    """Which points of each series are observations (1.0), not padding (a repeated last
-    time); on host and traced arrays."""
+    """Which points of each series are observations (1.0), not padding (a repeated time)."""
     xp = jnp if isinstance(ts, jax.Array) else np
     later = ts[:, 1:] > ts[:, :-1]
     return xp.concatenate([xp.ones_like(later[:, :1]), later], axis=1).astype(ts.dtype)
@@ -80,13 +78,11 @@ class AbstractProblemFacts(eqx.Module):
     """The facts every problem declares (class attributes, read before anything
     compiles) and the training choices both problem forms share.
 
-    - `time_dependent`: the vector field reads its time argument `t`.
-    - `uniform_grid`: every series is observed on an evenly spaced grid (within-ODE
-      batching rescales time by the grid's step and needs it).
-    - `trained_loss`: the evaluation loss at or below which a model counts as trained;
-      a record above it says `trained: false` and no table counts its speedup.
-    - `rtol`, `atol`: the PID controller's tolerances.
-    - `has_spread`: `make_data` honours the complexity knob `spread` (else only 0).
+    - `time_dependent`: the field reads its time `t`; `uniform_grid`: every series is on
+      an evenly spaced grid (within-ODE batching rescales time by its step).
+    - `trained_loss`: the evaluation loss at or below which a model counts as trained
+      (a record above it says `trained: false`; no table counts its speedup).
+    - `rtol`, `atol`: PID's tolerances; `has_spread`: `make_data` honours `spread`.
     """
 
     name: eqx.AbstractClassVar[str]
@@ -102,19 +98,15 @@ class AbstractProblemFacts(eqx.Module):
         return optax.adabelief(learning_rate)
 
     def schedule(self, scale: str) -> dict[str, Any]:
-        """The problem's own training at `scale`, as `Scenario` fields that replace the
-        scale's (`steps_per_stage`, `learning_rate`, ...); default: none."""
+        """The problem's own training at `scale`: `Scenario` fields replacing the scale's."""
         del scale
         return {}
 
 
 class AbstractODEProblem(AbstractProblemFacts):
     """Any neural-ODE training problem: it owns its model, batch and loss; the study
-    owns the solve (`docs/own_model.md`). Its facts are `AbstractProblemFacts`'s, and:
-
-    - `needs_key`: the loss draws random numbers from its `key` (one per step and
-      device); False: it is given `key=None` and the step carries no key.
-    """
+    owns the solve (`docs/own_model.md`). `needs_key`: the loss draws random numbers
+    from its `key` (one per step and device); False: it gets `key=None`."""
 
     needs_key: ClassVar[bool] = True
 
@@ -145,13 +137,12 @@ class AbstractODEProblem(AbstractProblemFacts):
         solver steps)."""
 
     def eval_loss(self, model: Any, batch: Any, key: jax.Array | None, solve: Any) -> Any:
-        """The evaluation loss (compared with `trained_loss`), on full series with
-        diffrax's default solve and a fixed key; default: `loss`."""
+        """The evaluation loss (compared with `trained_loss`; full series, diffrax's default
+        solve, a fixed key); default: `loss`."""
         return self.loss(model, batch, key, solve)
 
     def take(self, data: Any, idx: np.ndarray) -> Any:
-        """The batch of the series at indices `idx` (what the loss receives); default:
-        every leaf indexed on its first axis (`select_series`)."""
+        """The batch of the series at indices `idx` (what the loss receives)."""
         return select_series(data, idx)
 
     def truncate(self, data: Any, length: int, total: int) -> Any:
@@ -180,16 +171,13 @@ class AbstractProblem(AbstractProblemFacts):
 
     @abc.abstractmethod
     def make_data(self, size: int, key: jax.Array, spread: float = 0.0) -> Dataset:
-        """`size` series as a `Dataset` (`ts` `(size, n_times)`, `ys`
-        `(size, n_times, state)`, `time_scale` `(size,)`, carried but not read); the
-        same key must give the same data. `spread`: the complexity knob (0 unless
-        `has_spread`)."""
+        """`size` series as a `Dataset` (`ts` `(size, n_times)`, `ys` `(size, n_times,
+        state)`, `time_scale` `(size,)`, not read); the same key must give the same data."""
 
     @abc.abstractmethod
     def make_field(self, key: jax.Array, width: int) -> eqx.Module:
         """The vector field to train, called as `field(t, y, args)` with `y` one state
-        (shape `(state,)`) and `args` None; `width` is the scenario's width knob (hidden
-        units)."""
+        (shape `(state,)`) and `args` None; `width`: the scenario's hidden units."""
 
     def loss(
         self,
@@ -197,9 +185,8 @@ class AbstractProblem(AbstractProblemFacts):
         ys: Float[Array, "batch times state"],
         mask: Float[Array, "batch times 1"] | None,
     ) -> Float[Array, ""]:
-        """The training loss of solved series `pred` against observations `ys` (`mask`:
-        1 where observed, 0 where padding, or None); default: the mean squared error
-        over observed points."""
+        """The loss of solved series `pred` against observations `ys` (`mask`: 1 where
+        observed, 0 where padding, or None); default: the MSE over observed points."""
         if mask is None:
             return jnp.mean((pred - ys) ** 2)
         return jnp.sum(mask * (pred - ys) ** 2) / (jnp.sum(mask) * ys.shape[-1])
@@ -260,8 +247,7 @@ class OscillatorBank(AbstractProblem):
 
 @dataclasses.dataclass(frozen=True)
 class GivenFacts:
-    """The facts the study's solve reads of a problem, for a loss written without a
-    problem class (`Step.solve`)."""
+    """The facts the study's solve reads of a problem, for a loss without a problem class."""
 
     time_dependent: bool
     uniform_grid: bool
@@ -276,11 +262,9 @@ def read_through(name: str, source: str = "problem") -> Any:
 
 
 class SeriesProblem(AbstractODEProblem):
-    """An `AbstractProblem` as the study runs it: a batch is `(ts, ys)`, and the loss
-    solves the field from `ys[:, 0]` and applies the problem's `loss(pred, ys, mask)`.
-    `weighted`: return it as a `Mean` weighted by the observed points (`for_data`), so
-    that the mean over devices is the global mean; else a scalar.
-    """
+    """An `AbstractProblem` as the study runs it: a batch is `(ts, ys)`; the loss solves
+    the field from `ys[:, 0]` and applies the problem's `loss(pred, ys, mask)`, as a
+    `Mean` weighted by the observed points where `weighted` (`for_data`)."""
 
     problem: AbstractProblem
     weighted: bool = eqx.field(default=False, static=True)
@@ -332,12 +316,8 @@ class SeriesProblem(AbstractODEProblem):
     def take(self, data: Dataset, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return data.ts[idx], data.ys[idx]
 
-    def truncate(self, data: Dataset, length: int, total: int) -> Dataset:
-        return data.truncate_padded(length, total)
-
     def for_data(self, data: Dataset) -> "SeriesProblem":
-        """This problem weighted (`weighted`) where the series of `data` hold different
-        numbers of observed points, else itself."""
+        """This problem, `weighted` where the series of `data` differ in observed points."""
         counts = observed(np.asarray(data.ts)).sum(axis=1)
         return SeriesProblem(self.problem, weighted=bool(np.ptp(counts) > 0))
 
@@ -346,8 +326,7 @@ AnyProblem = AbstractProblem | AbstractODEProblem
 
 
 def as_ode_problem(problem: AnyProblem) -> AbstractODEProblem:
-    """`problem` as the study runs it: an `AbstractODEProblem` as it is, an
-    `AbstractProblem` through `SeriesProblem`."""
+    """`problem` as the study runs it (an `AbstractProblem` through `SeriesProblem`)."""
     if isinstance(problem, AbstractODEProblem):
         return problem
     return SeriesProblem(problem)
@@ -381,8 +360,7 @@ def _import(module: str):
 
 
 def _instantiate(spec: str, found: Any) -> Any:
-    """A problem class made with no arguments; a one-line ValueError naming what an
-    incomplete subclass lacks."""
+    """A problem class made with no arguments (a one-line ValueError where it cannot)."""
     if not (isinstance(found, type) and issubclass(found, AbstractProblem | AbstractODEProblem)):
         return found
     try:
@@ -478,8 +456,7 @@ def resolve_problem(spec: str) -> AnyProblem:
 
 
 def problem_facts(problem: AnyProblem) -> dict[str, Any]:
-    """What a record says of its problem (the user's class, also where the study runs
-    it through `SeriesProblem`)."""
+    """What a record says of its problem (the user's class, not `SeriesProblem`)."""
     if isinstance(problem, SeriesProblem):
         problem = problem.problem
     cls = type(problem)
@@ -495,8 +472,7 @@ def problem_facts(problem: AnyProblem) -> dict[str, Any]:
 
 
 def check_uniform_grids(problem: AnyProblem, ts: np.ndarray) -> None:
-    """Raise ValueError if `problem` claims `uniform_grid` and a row of `ts` is not
-    evenly spaced: within-ODE batching would train on wrong times silently."""
+    """A ValueError where `problem` claims `uniform_grid` and a row of `ts` is uneven."""
     steps = np.diff(np.asarray(ts, dtype=np.float64), axis=1)
     uneven = ~np.isclose(steps, steps[:, :1], rtol=1e-4, atol=1e-6).all(axis=1)
     if uneven.any():

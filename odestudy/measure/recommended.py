@@ -1,18 +1,14 @@
-"""The study's recommended step, a rule over levers (`lever.AbstractLever`): the
-levers of the study's step on every problem (`STUDY_LEVERS`, each where it applies),
-and the levers of each shipped problem's step that the study's tune records measured
-(`data/measured_steps.json`, derived by `measured_steps.py`), per device kind.
-The fused solve, where it runs the step, drops diffrax's saving and stages and takes the
-controller's reverse mode (`AbstractController.fused_adjoint`). The study's records of
-the recommended step were made by this rule.
-
-A problem the study did not measure gets no per-problem lever and no bound from it:
-`odestudy tune` measures what is faster for it, and before any tune `--recommended`
-applies only the levers that cannot slow a step down (`safe_levers`).
+"""The study's recommended step, the rule its records were made by: the levers of the
+study's step on every problem (`STUDY_LEVERS`, each where it applies), and those of each
+shipped problem's step that the tune records measured per device kind
+(`data/measured_steps.json`). The fused solve, where it runs the step, drops diffrax's
+saving and stages and takes the controller's `fused_adjoint`. A problem the study did
+not measure gets no per-problem lever or bound: before any `odestudy tune`,
+`--recommended` applies only the levers that cannot slow a step down (`safe_levers`).
 
 Each trains to a final loss within the default's run-to-run spread over training seeds
-(`benchmarks/loss_spread.py`). A PID solve that needs more than `max_steps` steps fails
-loudly (a non-finite loss, recorded as a failed run), never silently.
+(`benchmarks/loss_spread.py`); a PID solve needing more than `max_steps` steps fails
+loudly (a non-finite loss, a failed run), never silently.
 """
 
 import dataclasses
@@ -60,9 +56,8 @@ def _names(entry: dict[str, Any], device: str, controller: str) -> list[Abstract
 
 
 def measured(s: Scenario) -> tuple[Facts, list[AbstractLever]]:
-    """What the study's tune records measured of `s`'s problem (`odestudy/measured_steps.py`):
-    the bound its trained field stays under, and the levers of its step under `s`'s
-    controller on `s`'s device kind; nothing for a problem the study did not measure."""
+    """What the study's tune records measured of `s`'s problem: the bound its trained field
+    stays under, and its step's levers under `s`'s controller on `s`'s device kind."""
     entry = _measured().get(s.problem)
     if entry is None:
         return Facts(), []
@@ -75,8 +70,7 @@ def study_measured(s: Scenario) -> bool:
 
 
 def measured_problems(lever: str) -> list[str]:
-    """The shipped problems whose measured levers (`measured`) include `lever`, under
-    any controller on any device kind."""
+    """The shipped problems whose measured levers include `lever` (anywhere)."""
     return [
         name
         for name, entry in _measured().items()
@@ -85,8 +79,7 @@ def measured_problems(lever: str) -> list[str]:
 
 
 def study_controllers() -> dict[str, dict[str, Any]]:
-    """Each registered controller with a recommended step, and its levers
-    (`controller_levers`)."""
+    """Each registered controller with a recommended step, and its levers."""
     out = {}
     for name in CONTROLLERS:
         try:
@@ -97,20 +90,12 @@ def study_controllers() -> dict[str, dict[str, Any]]:
 
 
 def controller_levers(controller: str) -> dict[str, Any]:
-    """The study's levers for `controller` on the oscillator, as scenario fields; a
-    ValueError for a controller none applies to."""
+    """The study's levers for `controller` on the oscillator, as scenario fields."""
     try:
         s = Scenario(scale="smoke", controller=controller)
     except ValueError as exc:
         raise ValueError(f"no recommended step for controller {controller!r}: {exc}") from None
-    if not s.stepsize_controller.adaptive and not s.stepsize_controller.on_grid:
-        raise ValueError(f"no recommended step for controller {controller!r}")
-    return _study_fields(s, Facts(max_steps=measured(Scenario(scale="smoke"))[0].max_steps))
-
-
-def _study_fields(s: Scenario, facts: Facts) -> dict[str, Any]:
-    chosen = [cls() for cls in STUDY_LEVERS]
-    return combine(s, [lever for lever in chosen if lever.refusal(s, facts) is None], facts)
+    return diffrax_levers(s, (measured(Scenario(scale="smoke"))[0], []))
 
 
 Found = tuple[Facts, list[AbstractLever]]
@@ -123,14 +108,14 @@ def diffrax_levers(s: Scenario, found: Found | None = None) -> dict[str, Any]:
     facts, levers = found or measured(s)
     if not s.stepsize_controller.adaptive and not s.stepsize_controller.on_grid:
         raise ValueError(f"no recommended step for controller {s.controller!r}")
-    out = _study_fields(s, facts)
+    chosen = [cls() for cls in STUDY_LEVERS]
+    out = combine(s, [lever for lever in chosen if lever.refusal(s, facts) is None], facts)
     own = [lever for lever in levers if not lever.fused_loop]
     return {**out, **combine(dataclasses.replace(s, **out), own, facts)}
 
 
 def fused_levers(levers: dict[str, Any], controller: AbstractController) -> dict[str, Any]:
-    """`levers` run by the fused solve with `controller`'s reverse mode, diffrax's saving
-    and stages back to their defaults (the fused loop does both itself)."""
+    """`levers` run by the fused solve (which saves and runs its stages itself)."""
     if controller.fused_adjoint is None:
         raise ValueError(f"the fused solve does not run controller {controller.name!r}")
     out = {k: v for k, v in levers.items() if k not in ("saveat", "stages")}
@@ -138,8 +123,7 @@ def fused_levers(levers: dict[str, Any], controller: AbstractController) -> dict
 
 
 def recommended_fused_levers(s: Scenario, found: Found | None = None) -> dict[str, Any]:
-    """`s`'s recommended step run by the fused solve, with the problem's measured levers
-    the fused loop brings where they apply."""
+    """`s`'s recommended step run by the fused solve, with its measured fused-loop levers."""
     facts, levers = found or measured(s)
     out = fused_levers(diffrax_levers(s, found), s.stepsize_controller)
     for lever in levers:
@@ -161,8 +145,7 @@ def recommended_levers(s: Scenario, found: Found | None = None) -> dict[str, Any
 
 
 def recommended(s: Scenario) -> Scenario:
-    """Scenario `s` with the recommended levers of its controller that are valid for its
-    problem (`recommended_levers`)."""
+    """Scenario `s` with its recommended levers (`recommended_levers`)."""
     return dataclasses.replace(s, **recommended_levers(s))
 
 

@@ -1,11 +1,6 @@
-"""Resume a trained scenario: its saved state and compiled step, and more timed steps
-from them.
-
-A scenario's cold run trains from scratch and saves its trained parameters and
-optimiser state (`STATE_NAME`) and its last stage's compiled step (`EXEC_NAME`) beside
-its record; `time_repeat` loads both in another process and times `REPEAT_STEPS` more
-full-length steps with the study's one timing loop (`timing.run_steps`).
-"""
+"""Resume a trained scenario: a cold run saves its trained state (`STATE_NAME`) and
+last stage's compiled step (`EXEC_NAME`) beside its record; `time_repeat` loads both in
+another process and times `REPEAT_STEPS` more full-length steps (`timing.run_steps`)."""
 
 import itertools
 import os
@@ -22,36 +17,30 @@ from .data import batch_stream, solver_cost
 from .problem import stage_lengths
 from .state import CACHE_DIR, STATE_NAME, load_executable, load_state
 from .timing import run_steps
-from .training import prepare, read_loss, scenario_devices, step_key
+from .training import placed_batches, prepare, read_loss, scenario_devices
 
 REPEAT_STEPS = 40  # timed steps per repeat (after the scenario's warm-up steps)
 
 
 def repeat_batches(s, step: Any, problem: Any, data: Any) -> Iterator[Any]:
-    """The placed batches a repeat trains on from the trained state, in order: series of
-    `data` cut to the last stage's length, drawn by a stream of its own (seed + 1),
-    keys numbered on from the cold run's last step. `tune` times its candidates on the
-    same ones (`tune.Tuner`), so that both commands time one quantity."""
+    """The placed batches a repeat trains on: series of `data` at the last stage's length,
+    drawn by a stream of its own (seed + 1), keys numbered on from the cold run's. `tune`
+    times its candidates on the same ones, so that both commands time one quantity."""
     grid = np.asarray(problem.times(data))
     length = stage_lengths(grid.shape[1], s.length_fractions)[-1]
     data = problem.truncate(data, length, length)
     cost = solver_cost(grid) if s.batching == "grouped" else None
     batches = batch_stream(len(grid), s.global_batch, s.seed + 1, cost)
-    for i in itertools.count(s.steps_per_stage * len(s.length_fractions)):
-        key = step_key(s, i) if problem.needs_key else None
-        yield step.place_batch(problem.take(data, next(batches)), key)
+    start = s.steps_per_stage * len(s.length_fractions)
+    yield from placed_batches(s, step, problem, data, batches, start)
 
 
 def time_repeat(s, out_dir: str | os.PathLike, timed_steps: int = REPEAT_STEPS) -> dict[str, Any]:
     """Time `timed_steps` full-length training steps of scenario `s` in this process,
     from the trained state its cold run saved in `out_dir`, after `s.warmup_steps`
-    untimed ones. JAX must already run on `s`'s devices (`configure_devices`; for a
-    multi-process scenario, in every process joined by `jax.distributed`).
-
-    The step is the cold run's own executable where it saved one (`load_executable`),
-    else compiled again through the cold run's persistent compilation cache.
-
-    Returns a repeat record for `merge_runs`; a failure gives status "failed".
+    untimed ones, with the cold run's own executable where it saved one (else compiled
+    again through its compilation cache). JAX must already run on `s`'s devices.
+    Returns a repeat record for `merge_runs` (status "failed" on a failure).
     """
     out_dir = Path(out_dir)
     result: dict[str, Any] = {

@@ -29,7 +29,6 @@ from .solvers import (
     STAGES,
     Structure,
     check_structure,
-    parse_integrator,
 )
 from .vectors import APPLIES_ON, VECTOR_WIDTHS
 
@@ -38,8 +37,8 @@ SCALINGS = ("strong", "weak")
 BATCHINGS = ("random", "grouped")
 OPTIMISER_STATES = ("fresh", "carry")
 
-# Study sizes. `batch` is the global batch under strong scaling and the per-device
-# batch under weak scaling. `seed` is the reference study's configuration.
+# Study sizes (`batch`: global under strong scaling, per device under weak); `seed` is
+# the reference study's configuration.
 SCALES: dict[str, dict[str, Any]] = {
     "smoke": dict(
         dataset_size=64,
@@ -52,12 +51,11 @@ SCALES: dict[str, dict[str, Any]] = {
         optimiser_state="fresh",
     ),
     # The reference's staged strategy, shortened: 10 % then 100 % of each series, 100
-    # steps each, so that the last stage times the solver steps of a trained field.
-    # One adabelief state carried across the stages (the reference starts a fresh one
-    # per stage): with a fresh state at learning rate 1e-2 the first full-length steps
-    # of the larger weak-scaling batches overshoot, and global batches 64 and 128 ended
-    # at evaluation loss 0.043 and 0.157; carried, 0.0068 and 0.0054 (1 device, PID).
-    # At batch 32 both end near 0.004 (results/<machine>/optimiser_pair).
+    # steps each (the last stage times a trained field's solver steps). One adabelief
+    # state across the stages (the reference: fresh per stage): fresh at 1e-2, global
+    # batches 64 and 128 overshoot and end at evaluation loss 0.043 and 0.157; carried,
+    # 0.0068 and 0.0054 (1 device, PID; batch 32: both near 0.004; results/<machine>/
+    # optimiser_pair).
     "quick": dict(
         dataset_size=256,
         batch=32,
@@ -82,11 +80,10 @@ SCALES: dict[str, dict[str, Any]] = {
 
 
 # Training for heterogeneous data (`spread` > 0) in the explain study, chosen before
-# its runs: with the quick scale's 2 x 100 steps at learning rate 1e-2, spread 0.5 and
-# 1 ended at evaluation loss 0.10-0.46 (untrained: lock-step comparisons between them
-# compared different models). A probe (1 device, PID, carried optimiser state, one run
-# each) brought spread 0.5 to 0.0051 with 300 steps per stage at 3e-3; spread 1 did not
-# train (0.127 at 300 steps and 3e-3, 0.69 at 1000 steps, inf at 300 steps and 1e-2).
+# its runs: at the quick scale's 2 x 100 steps and 1e-2, spread 0.5 and 1 ended at
+# evaluation loss 0.10-0.46 (untrained). A probe (1 device, PID, carried state) brought
+# spread 0.5 to 0.0051 with 300 steps per stage at 3e-3; spread 1 did not train (0.127
+# at 300 steps and 3e-3, 0.69 at 1000 steps, inf at 300 steps and 1e-2).
 HETEROGENEOUS_TRAINING: dict[str, dict[str, Any]] = {
     "quick": dict(steps_per_stage=300, learning_rate=3e-3),
 }
@@ -98,8 +95,7 @@ HETEROGENEOUS_NOTE = (
 
 
 def scale_defaults(scale: str, problem: AnyProblem) -> dict[str, Any]:
-    """The sizes and training a scenario of `problem` at `scale` takes where its fields
-    are left None: the scale's, replaced by the problem's own `schedule`."""
+    """The fields left None at `scale`: the scale's, replaced by `problem.schedule`."""
     return {**SCALES[scale], **problem.schedule(scale)}
 
 
@@ -108,10 +104,20 @@ def heterogeneous_training(scale: str) -> dict[str, Any]:
     return dict(HETEROGENEOUS_TRAINING.get(scale, {}))
 
 
-# Scenario fields renamed after records were made: old name -> new name. `n_devices`
-# meant devices per process in a scenario and all devices in a record; it now means
-# all devices everywhere (records, tables), and a scenario says `devices_per_process`.
+# Scenario fields renamed after records were made: old name -> new name (`n_devices`
+# now means all devices everywhere).
 LEGACY_NAMES = {"n_devices": "devices_per_process"}
+
+
+def _name_text(value: Any) -> str:
+    """A field value as it appears in a scenario name."""
+    if isinstance(value, bool):
+        return ""
+    if isinstance(value, tuple):
+        return "_".join(f"{v:g}" for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return re.sub(r"[^A-Za-z0-9_]", "_", str(value))  # file-system safe (module:object)
 
 
 def _field(
@@ -128,33 +134,27 @@ def _field(
 ) -> Any:
     """A `Scenario` field and what the rest of the study reads from it.
 
-    - `default`: the default value (None: the scale's, from `SCALES`).
-    - `help`: one line for the command line and the notebook.
+    - `default`: None takes the scale's (`SCALES`); `help`: one line for the command
+      line and the notebook; `option`: the command-line option, if not `--<field>`.
     - `role`: `"identity"` (the first part of every name), `"size"` (named where not
-      default, not part of the configuration) or `"config"` (named where not default,
-      part of the default configuration that tables compare against).
-    - `tag`: the prefix of the field's part of `Scenario.name()` (`"b"` gives `b64`).
-    - `choices`: the valid values: a tuple, or a registry asked at every check (so that
-      a class defined later is a valid choice).
-    - `option`: the command-line option, where it is not `--<field-with-dashes>`.
+      default) or `"config"` (named where not default, and part of `default_config`).
+    - `tag`: the prefix of the field's part of `Scenario.name()` (`"b"` gives `b64`);
+      `text`: how its value reads there (default `_name_text`).
+    - `choices`: a tuple, or a registry asked at every check (a class defined later
+      is a valid choice).
     - `keyed_at_default`: `Scenario.key()` hashes the field also at its default (the
-      fields records were first keyed by; a later field is hashed only where not
-      default, so that adding it leaves every record its scenario's).
-    - `lever`: a lever of the training step: it changes how one step computes, not the
-      model it trains.
-    - `text`: how its value reads in `Scenario.name()` (default `_name_text`).
+      first fields; a later one is hashed only where not default, so that adding it
+      leaves every record its scenario's).
+    - `lever`: it changes how one step computes, not the model it trains.
     """
-    meta = dict(
-        help=help,
-        role=role,
-        tag=tag,
-        choices=choices,
-        option=option,
-        keyed=keyed_at_default,
-        lever=lever,
-        text=text,
-    )
+    meta: dict[str, Any] = dict(help=help, role=role, tag=tag, choices=choices, option=option)
+    meta.update(keyed=keyed_at_default, lever=lever, text=text or _name_text)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def _first_field(default: Any, help: str, **meta: Any) -> Any:
+    """A field of the first records, hashed by `Scenario.key()` also at its default."""
+    return _field(default, help, keyed_at_default=True, **meta)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,120 +165,76 @@ class Scenario:
     adding a field is one edit here.
     """
 
-    device: str = _field(
-        "cpu", "cpu or gpu", role="identity", choices=DEVICES, keyed_at_default=True
+    device: str = _first_field("cpu", "cpu or gpu", role="identity", choices=DEVICES)
+    devices_per_process: int = _first_field(
+        1, "devices per process (virtual CPU devices on a CPU)", role="identity", option="--devices"
     )
-    devices_per_process: int = _field(
-        1,
-        "devices per process (virtual CPU devices on a CPU)",
-        role="identity",
-        option="--devices",
-        keyed_at_default=True,
+    processes: int = _first_field(1, "JAX processes joined by jax.distributed", role="identity")
+    mode: str = _first_field(
+        "single", "how the step runs over devices", role="identity", choices=MODES
     )
-    processes: int = _field(
-        1, "JAX processes joined by jax.distributed", role="identity", keyed_at_default=True
-    )
-    mode: str = _field(
-        "single",
-        "how the step runs over devices",
-        role="identity",
-        choices=MODES,
-        keyed_at_default=True,
-    )
-    controller: str = _field(
+    controller: str = _first_field(
         "pid",
         "pid (adaptive) or stepto (one step per observation)",
         role="identity",
         choices=CONTROLLERS,
-        keyed_at_default=True,
     )
-    scaling: str = _field(
+    scaling: str = _first_field(
         "strong",
         "strong (fixed global batch) or weak (fixed per-device batch)",
         role="identity",
         choices=SCALINGS,
-        keyed_at_default=True,
     )
-    scale: str = _field(
-        "quick",
-        "study size; fills the sizes left None",
-        role="identity",
-        choices=tuple(SCALES),
-        keyed_at_default=True,
+    scale: str = _first_field(
+        "quick", "study size; fills the sizes left None", role="identity", choices=tuple(SCALES)
     )
-    spread: float = _field(
-        0.0,
-        "the data's complexity knob (0: the reference data)",
-        tag="spread",
-        keyed_at_default=True,
+    spread: float = _first_field(
+        0.0, "the data's complexity knob (0: the reference data)", tag="spread"
     )
-    batching: str = _field(
-        "random",
-        "random batches, or grouped by solver cost",
-        tag="",
-        choices=BATCHINGS,
-        keyed_at_default=True,
+    batching: str = _first_field(
+        "random", "random batches, or grouped by solver cost", tag="", choices=BATCHINGS
     )
-    solve: str = _field(
+    solve: str = _first_field(
         "per_sample",
         "per_sample (vmap, one step size each), within_ode (one ODE per local batch) or "
         "scan (StepTo's steps as a fixed-step lax.scan)",
         tag="",
         choices=SOLVES,
-        keyed_at_default=True,
         lever=True,
     )
-    lr_scaling: str = _field(
+    lr_scaling: str = _first_field(
         "fixed",
         "fixed learning rate, or linear in the global batch relative to the scale's",
         tag="lr",
         choices=("fixed", "linear"),
-        keyed_at_default=True,
     )
-    optimiser_state: str = _field(
+    optimiser_state: str = _first_field(
         None,
         "fresh (a new adabelief state per length stage, as the reference) or "
         "carry (one state across stages)",
         tag="opt",
         choices=OPTIMISER_STATES,
-        keyed_at_default=True,
     )
-    batch: int = _field(
-        None,
-        "global batch (strong) or per-device batch (weak)",
-        role="size",
-        tag="b",
-        keyed_at_default=True,
+    batch: int = _first_field(
+        None, "global batch (strong) or per-device batch (weak)", role="size", tag="b"
     )
-    dataset_size: int = _field(None, "series in the data set", tag="n", keyed_at_default=True)
-    steps_per_stage: int = _field(
-        None, "training steps per length stage", tag="steps", keyed_at_default=True
+    dataset_size: int = _first_field(None, "series in the data set", tag="n")
+    steps_per_stage: int = _first_field(None, "training steps per length stage", tag="steps")
+    warmup_steps: int = _first_field(None, "untimed steps at the start of each stage", tag="warm")
+    length_fractions: tuple[float, ...] = _first_field(
+        None, "the stages' fractions of each series' length", tag="len"
     )
-    warmup_steps: int = _field(
-        None, "untimed steps at the start of each stage", tag="warm", keyed_at_default=True
-    )
-    length_fractions: tuple[float, ...] = _field(
-        None, "the stages' fractions of each series' length", tag="len", keyed_at_default=True
-    )
-    eval_size: int = _field(None, "series in the evaluation set", tag="eval", keyed_at_default=True)
-    learning_rate: float = _field(
-        None, "adabelief's learning rate", tag="lr", keyed_at_default=True
-    )
-    eval_every: int = _field(
+    eval_size: int = _first_field(None, "series in the evaluation set", tag="eval")
+    learning_rate: float = _first_field(None, "adabelief's learning rate", tag="lr")
+    eval_every: int = _first_field(
         0,
         "evaluate every this many steps (outside the timed "
         "region) for time to target; 0: only at the end",
         tag="every",
-        keyed_at_default=True,
     )
-    seed: int = _field(
-        5678, "random seed of data, model and batches", tag="seed", keyed_at_default=True
-    )
-    trace: bool = _field(
-        False,
-        "write a Perfetto trace of 3 extra, untimed steps",
-        tag="trace",
-        keyed_at_default=True,
+    seed: int = _first_field(5678, "random seed of data, model and batches", tag="seed")
+    trace: bool = _first_field(
+        False, "write a Perfetto trace of 3 extra, untimed steps", tag="trace"
     )
     # Fields added after the first records: hashed by `key()` only where not default.
     problem: str = _field(
@@ -371,32 +327,27 @@ class Scenario:
     )
     # Where the processes run: more than one host needs a cluster (`--executor slurm`).
     nodes: int = _field(
-        1,
-        "hosts the processes are spread over, evenly (>1: SLURM jobs only)",
-        role="identity",
+        1, "hosts the processes are spread over, evenly (>1: SLURM jobs only)", role="identity"
     )
 
     def __post_init__(self):
         # A problem object (from a notebook) is named as scenarios name problems.
         object.__setattr__(self, "problem", problem_spec(self.problem))
-        if self.scale not in SCALES:
-            raise ValueError(f"unknown scale {self.scale!r}; valid choices: {', '.join(SCALES)}")
+        _choice("scale", self.scale, tuple(SCALES))
         for name, value in scale_defaults(self.scale, resolve_problem(self.problem)).items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
         for name in ("length_fractions", "added_levers"):
             if isinstance(getattr(self, name), list | tuple):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
-        # The mode's and controller's types, parsed once here (`parallel`,
-        # `stepsize_controller`); validate names the valid choices.
+        # The mode's and controller's types, parsed once (validate names valid choices).
         object.__setattr__(self, "_parallel", MODES[self.mode]() if self.mode in MODES else None)
         found = CONTROLLERS.get(self.controller)
         object.__setattr__(self, "_controller", found() if found is not None else None)
         validate(self)
 
     def for_problem(self, problem: str) -> "Scenario":
-        """This scenario training `problem` instead: every field at its scale's default
-        takes the new problem's; the others stay."""
+        """This scenario training `problem`: fields at the scale's default take the new one's."""
         values = self.to_dict()
         for field in self.fields():
             if field.default is None and getattr(self, field.name) == self.default(field.name):
@@ -419,17 +370,15 @@ class Scenario:
         return dataclasses.replace(self, **{name: self.default(name) for name in self.levers()})
 
     def step_tag(self) -> str:
-        """The tags of the levers this scenario sets away from their defaults, as in its
-        `name()` (`""` for the default step)."""
+        """The `name()` tags of the levers set away from their defaults (`""`: none)."""
         return "-".join(
-            f.metadata["tag"] + _text(f, getattr(self, f.name))
+            f.metadata["tag"] + f.metadata["text"](getattr(self, f.name))
             for f in self.fields()
             if f.metadata["lever"] and getattr(self, f.name) != self.default(f.name)
         )
 
     def training_note(self) -> str | None:
-        """Why this scenario trains unlike its scale's default (`HETEROGENEOUS_TRAINING`),
-        or None."""
+        """Why this scenario trains unlike its scale's default, or None."""
         chosen = heterogeneous_training(self.scale)
         if self.spread > 0 and chosen and all(getattr(self, k) == v for k, v in chosen.items()):
             return HETEROGENEOUS_NOTE
@@ -438,16 +387,8 @@ class Scenario:
     @property
     def structure(self) -> Structure:
         """How the step's solve is built (`solvers.Structure`)."""
-        return Structure(
-            self.solve,
-            self.saveat,
-            self.adjoint,
-            self.max_steps,
-            self.unroll,
-            self.stages,
-            parse_integrator(self.integrator),
-            self.mlp_reverse,
-        )
+        # Each of its fields is the scenario's field of the same name.
+        return Structure(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Structure)})
 
     @property
     def added(self) -> tuple[AbstractAddedLever, ...]:
@@ -467,18 +408,15 @@ class Scenario:
     @property
     def parallel(self) -> AbstractMode:
         """The mode as its type (`modes.AbstractMode`), parsed once."""
-        mode: AbstractMode = self._parallel  # type: ignore[attr-defined]
-        return mode
+        return self._parallel  # type: ignore[attr-defined]
 
     @property
     def stepsize_controller(self) -> AbstractController:
         """The controller as its type (`controllers.AbstractController`), parsed once."""
-        controller: AbstractController = self._controller  # type: ignore[attr-defined]
-        return controller
+        return self._controller  # type: ignore[attr-defined]
 
     def ode_solve(self, problem: AnyProblem | None = None) -> Solve:
-        """How the step solves the ODE (`model.Solve`) of `problem` (default
-        `ode_problem`)."""
+        """How the step solves the ODE of `problem` (default `ode_problem`)."""
         chosen = self.ode_problem if problem is None else problem
         return Solve(self.stepsize_controller, self.structure, chosen)
 
@@ -524,7 +462,6 @@ class Scenario:
             raise ValueError(
                 f"unknown scenario parameter(s) {sorted(unknown)}; valid: {sorted(names)}"
             )
-        data = dict(data)
         if data.get("length_fractions") is not None:
             data["length_fractions"] = tuple(data["length_fractions"])
         return cls(**data)
@@ -559,29 +496,12 @@ class Scenario:
                 continue
             value = getattr(self, field.name)
             if value != self.default(field.name):
-                parts.append(field.metadata["tag"] + _text(field, value))
+                parts.append(field.metadata["tag"] + field.metadata["text"](value))
         return "-".join(parts)
 
 
-def _text(field: dataclasses.Field, value: Any) -> str:
-    """Field `field`'s value as it appears in a scenario name (`_field`'s `text`)."""
-    return (field.metadata["text"] or _name_text)(value)
-
-
-def _name_text(value: Any) -> str:
-    """A field value as it appears in a scenario name."""
-    if isinstance(value, bool):
-        return ""
-    if isinstance(value, tuple):
-        return "_".join(f"{v:g}" for v in value)
-    if isinstance(value, float):
-        return f"{value:g}"
-    return re.sub(r"[^A-Za-z0-9_]", "_", str(value))  # file-system safe (module:object)
-
-
 def default_config(scale: str) -> dict[str, Any]:
-    """The default configuration at `scale`: every `"config"` field's default. A record
-    whose scenario matches it is a row of the main tables."""
+    """Every `"config"` field's default at `scale`: the main tables' rows match it."""
     base = Scenario(scale=scale)
     return {
         f.name: base.default(f.name) for f in Scenario.fields() if f.metadata["role"] == "config"
@@ -594,8 +514,7 @@ def _choice(name: str, value: Any, choices: tuple) -> None:
 
 
 def validate(s: Scenario, available_devices: int | None = None) -> None:
-    """Check a scenario before anything is compiled; raise ValueError saying why not.
-    `available_devices`: devices of `s.device`'s kind this process sees (None: skip)."""
+    """A ValueError saying why `s` cannot run (`available_devices`: of its kind here)."""
     for field in Scenario.fields():
         if field.metadata["choices"] is not None:
             _choice(field.name, getattr(s, field.name), field.metadata["choices"])

@@ -23,8 +23,7 @@ RTOL = 1e-3
 ATOL = 1e-6
 
 # Each lever of the solve's structure (`Structure`) is a type with one final subclass
-# per choice, registered by its name: the name is what scenarios and records hold, the
-# class what the solve asks for its facts and its diffrax objects.
+# per choice, registered by the name scenarios and records hold.
 SOLVE_KINDS: dict[str, type["AbstractSolveKind"]] = {}
 SAVINGS: dict[str, type["AbstractSaving"]] = {}
 REVERSES: dict[str, type["AbstractReverse"]] = {}
@@ -32,12 +31,9 @@ STAGE_RUNS: dict[str, type["AbstractStages"]] = {}
 
 
 class AbstractSolveKind(Registered, eqx.Module, registry=SOLVE_KINDS):
-    """How a batch is solved (`Structure.solve`).
-
-    - `one_ode`: the batch is one ODE (within-ODE batching).
-    - `fixed_step`: a fixed-step Tsit5 written as `lax.scan` over each series' grid
-      (StepTo only), with no diffrax saveat, adjoint, step bound or stages.
-    """
+    """How a batch is solved (`Structure.solve`): `one_ode`, as one ODE (within-ODE
+    batching); `fixed_step`, as a fixed-step Tsit5 `lax.scan` over each series' grid
+    (StepTo only: no diffrax saveat, adjoint, step bound or stages)."""
 
     name: eqx.AbstractClassVar[str]
     one_ode: ClassVar[bool] = False
@@ -65,11 +61,8 @@ class ScanSolve(AbstractSolveKind):
 
 
 class AbstractSaving(Registered, eqx.Module, registry=SAVINGS):
-    """Where a diffrax solve saves its solution (`Structure.saveat`).
-
-    - `default`: diffrax's default, as the study measured first.
-    - `on_grid`: it saves at StepTo's steps and needs a controller on the grid.
-    """
+    """Where a diffrax solve saves its solution (`Structure.saveat`); `default`:
+    diffrax's, as first measured; `on_grid`: at StepTo's steps (a controller on the grid)."""
 
     name: eqx.AbstractClassVar[str]
     default: ClassVar[bool] = False
@@ -108,8 +101,7 @@ class SaveDense(AbstractSaving):
 
 
 class SaveAtSteps(AbstractSaving):
-    """`SaveAt(steps=True)`: StepTo on the series' grid, every step ending at a saved
-    time."""
+    """`SaveAt(steps=True)`: StepTo on the grid, every step ending at a saved time."""
 
     name: ClassVar[str] = "steps"
     on_grid: ClassVar[bool] = True
@@ -119,13 +111,9 @@ class SaveAtSteps(AbstractSaving):
 
 
 class AbstractReverse(Registered, eqx.Module, registry=REVERSES):
-    """The backward pass (`Structure.adjoint`; each integrator's `adjoints` says which
-    it takes).
-
-    - `default`: diffrax's default, as the study measured first.
-    - `own_reverse`: the fused loop's own reverse loop over the accepted steps
-      (`replay.py`; the kernel solve's reverse kernel replays them too, `kernel.py`).
-    """
+    """The backward pass (`Structure.adjoint`; `AbstractIntegrator.adjoints`); `default`:
+    diffrax's, as first measured; `own_reverse`: a reverse loop replaying the accepted
+    steps (the fused loop's, `replay.py`, or the kernel solve's, `kernel.py`)."""
 
     name: eqx.AbstractClassVar[str]
     default: ClassVar[bool] = False
@@ -149,8 +137,7 @@ class RecursiveReverse(AbstractReverse):
 
 
 class AllStepsReverse(AbstractReverse):
-    """The same with one checkpoint per step (`checkpoints=max_steps`): no
-    recomputation, no conditional."""
+    """One checkpoint per step (`checkpoints=max_steps`): no recomputation or conditional."""
 
     name: ClassVar[str] = "all_steps"
 
@@ -205,8 +192,7 @@ class StagesLoop(AbstractStages):
 
 
 class StagesBounded(AbstractStages):
-    """Equinox's bounded loop (`scan_kind="bounded"`: a `lax.scan` over the stages with
-    a conditional each)."""
+    """Equinox's bounded loop: a `lax.scan` over the stages with a conditional each."""
 
     name: ClassVar[str] = "bounded"
 
@@ -240,8 +226,7 @@ class Tolerances(Protocol):
 
 
 class SolveSpec(Protocol):
-    """What an integrator reads of a solve (`model.Solve`, which this module cannot
-    import)."""
+    """What an integrator reads of a solve (`model.Solve`, which this cannot import)."""
 
     @property
     def controller(self) -> AbstractController: ...
@@ -253,27 +238,21 @@ class SolveSpec(Protocol):
     def problem(self) -> Tolerances: ...
 
 
-# Which loop runs the solve, by name, in the order of the choices: each final subclass
-# of `AbstractIntegrator` registers itself here when its class is defined.
+# Which loop runs the solve, by name, in the order of the choices (`Registered`).
 INTEGRATORS: dict[str, type["AbstractIntegrator"]] = {}
 
 
 class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
-    """Which loop runs a solve: one final subclass per loop holds its facts, refuses the
-    structures it cannot run (`check`) and solves one ODE (`solve`); defining it
-    registers it (`INTEGRATORS`).
+    """Which loop runs a solve: one final subclass per loop, registered (`INTEGRATORS`),
+    refuses the structures it cannot run (`check`) and solves one ODE (`solve`).
 
-    - `name`: its name in scenarios, records and the command line (`integrator=`).
-    - `label`: how error messages name it.
-    - `adjoints`: the reverse modes it takes (`Structure.adjoint`, of `ADJOINTS`).
+    - `label`: how error messages name it; `adjoints`: the reverse modes it takes.
     - `own_saving`: it saves at the observation times and runs Tsit5's stages as
-      straight-line code itself: `saveat` and `stages` stay at their defaults.
-    - `solves_batch`: one solve per sample is its own `solve_batch` (the batch's series
-      together), not `solve` under `vmap` (`model.solve_batch`).
-    - `mlp_field`: it runs only a field that is an MLP of the state alone
-      (`training.check_mlp_fields`).
-    - `own_loop`: how errors name its loop where it is a loop of its own (the fused
-      loop's controllers, no `solve='scan'`); None for diffrax's.
+      straight-line code itself (`saveat` and `stages` stay default).
+    - `solves_batch`: one solve per sample is its own `solve_batch`, not `solve` under
+      `vmap`; `mlp_field`: it runs only an MLP field of the state alone.
+    - `own_loop`: how errors name its loop where it is its own (the fused loop's
+      controllers, no `solve='scan'`); None for diffrax's.
     """
 
     name: eqx.AbstractClassVar[str]
@@ -293,21 +272,13 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
         axis of `ys`, and the solver's forward step count."""
 
     def solve_batch(
-        self,
-        field: Callable[..., Any],
-        ts: Array,
-        y0: Array,
-        spec: SolveSpec,
-        args: Any = None,
+        self, field: Callable[..., Any], ts: Array, y0: Array, spec: SolveSpec, args: Any = None
     ) -> tuple[Array, Int[Array, " batch"]]:
-        """Each series of a batch (`ts` of shape `(batch, n_times)`) solved on its own,
-        where the integrator takes the batch together (`solves_batch`); the batch
-        first in both results."""
+        """A batch's series (`ts` `(batch, n_times)`) together, where `solves_batch`."""
         raise NotImplementedError(f"{self.label} solves one series at a time")
 
     def check(self, structure: "Structure", controller: AbstractController) -> None:
-        """Raise a one-line ValueError if it cannot run `structure` with
-        `controller`."""
+        """Raise a one-line ValueError if it cannot run `structure` with `controller`."""
         if self.own_loop is not None and not controller.fused:
             raise ValueError(
                 f"{self.own_loop} has no controller {controller.name!r}: it needs "
@@ -336,8 +307,7 @@ class AbstractIntegrator(Registered, eqx.Module, registry=INTEGRATORS):
 
 
 class Diffrax(AbstractIntegrator):
-    """Diffrax's `diffeqsolve`: Tsit5 with its stages as `Structure.stages` says, any
-    controller, and the saving, adjoint and step bound of `solve_options`."""
+    """Diffrax's `diffeqsolve` with any controller, as `Structure` and `solve_options` say."""
 
     name: ClassVar[str] = "diffrax"
     label: ClassVar[str] = "diffrax's loop"
@@ -351,7 +321,7 @@ class Diffrax(AbstractIntegrator):
         )
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(field),
-            structure.solver(),
+            structure.stage_run.solver(),
             ts[0],
             ts[-1],
             dt0,
@@ -372,8 +342,7 @@ class Fused(AbstractIntegrator):
     adjoints: ClassVar[tuple[str, ...]] = (*fused.REVERSE, replay.ADJOINT)
     own_saving: ClassVar[bool] = True
     own_loop: ClassVar[str | None] = "the fused loop"
-    # The forward loop alone under PID, its steps counted as the accepted ones its own
-    # reverse loop replays (`replay.solve_pid(count_only=True)`): the floor's count.
+    # The forward PID loop alone, counting the accepted steps (the floor's count).
     count_accepted: bool = False
 
     def solve(self, field, ts, y0, spec, args=None):
@@ -421,13 +390,7 @@ def parse_integrator(integrator: "str | AbstractIntegrator") -> AbstractIntegrat
 
 @dataclasses.dataclass(frozen=True)
 class Structure:
-    """How the training step's solve is built; the default is diffrax's default. `solve`,
-    `saveat`, `adjoint`, `stages` name one of `SOLVES`, `SAVEATS`, `ADJOINTS`, `STAGES`;
-    `max_steps` bounds the PID solve (under StepTo a structure lever bounds it by its
-    own steps); `unroll` is the scan's with `solve="scan"`; `integrator` is an
-    `AbstractIntegrator` or its name; `mlp_reverse`: the fused solve's own reverse
-    loop differentiates each step by hand (`mlp_reverse.py`).
-    """
+    """How the step's solve is built (the scenario's same-named fields; default diffrax's)."""
 
     solve: str = "per_sample"
     saveat: str = "ts"
@@ -474,10 +437,6 @@ class Structure:
             and isinstance(self.integrator, Diffrax)
         )
 
-    def solver(self) -> diffrax.AbstractERK:
-        """Tsit5, its stages run as `stages` says."""
-        return self.stage_run.solver()
-
 
 def check_structure(structure: Structure, controller: AbstractController) -> None:
     """Raise a ValueError if `structure` cannot run with `controller`."""
@@ -516,8 +475,7 @@ def check_structure(structure: Structure, controller: AbstractController) -> Non
 
 
 def solve_options(structure: Structure, controller: AbstractController, ts: jax.Array) -> dict:
-    """`diffeqsolve`'s `saveat`, `adjoint` and `max_steps` for `structure` and
-    `controller` on the times `ts`."""
+    """`diffeqsolve`'s `saveat`, `adjoint` and `max_steps` on the times `ts`."""
     max_steps = controller.max_steps(structure.max_steps, not structure.is_default, ts.shape[0])
     adjoint = structure.reverse.adjoint(max_steps)
     return dict(saveat=structure.saving.saveat(ts), adjoint=adjoint, max_steps=max_steps)

@@ -1,42 +1,29 @@
 """The measurement protocol: how a training step is timed, and what must match for a
 record to be reused.
 
-Every timed step of the study goes through `time_call` (the scenario run, its repeats,
-the step-cost sweep and the lever benchmark): the inputs are waited for before the
-clock starts and the outputs before it stops.
-
-`PROTOCOL` names the way the study measures. A record is reused only where its
-scenario, machine, package versions, measurement environment (`measurement_env`) and
-`PROTOCOL` all match this checkout's. The number changes on purpose, never by accident:
-a test (`tests/test_protocol.py`) fingerprints the code a measurement runs (its syntax
-tree without comments and docstrings, `code_fingerprint`) and fails when that code
-changes, asking to bump `PROTOCOL` (what is measured changed) or to re-bless the
-fingerprint (`python -m odestudy.measure.timing --bless`: it did not).
+Every timed step goes through `time_call`: its inputs are waited for before the clock
+starts and its outputs before it stops. A record is reused only where its scenario,
+machine, package versions, measurement environment (`measurement_env`) and `PROTOCOL`
+all match this checkout's. The number changes on purpose, never by accident: a test
+(`tests/test_protocol.py`) fingerprints the code a measurement runs (its syntax tree
+without comments and docstrings, `code_fingerprint`) and fails when it changes, asking
+to bump `PROTOCOL` or to re-bless (`python -m odestudy.measure.timing --bless`).
 
 Changelog:
 
 1. One timing loop (`time_call`, `run_steps`) for scenario runs, repeats, step-cost
-   sweeps and levers; records keyed by protocol and measurement environment instead of
-   a hash of source bytes;
-   repeats run the cold run's own compiled step (serialized) instead of tracing it
-   again; repeats of multi-process scenarios time from the trained state in their
-   processes joined again, as one-process repeats already did; the record names each
-   stage's program (`program_fingerprint`). With PID and one solve per sample, the
-   length stages run one program compiled once at the full length (shorter stages pad
-   their series; the loss leaves repeated times out: the same loss, gradients and
-   solver steps), so the timed program now masks padding (all observed at full
-   length). The timed region of a step is unchanged; a PID step of a short stage
-   now costs what the full-length program costs on the padded series, which the time
-   to a target loss (`eval_every`) counts.
+   sweeps and levers; records keyed by protocol and measurement environment; repeats
+   run the cold run's own serialized step, multi-process ones from the trained state
+   in their processes joined again; each stage's program named (`program_fingerprint`).
+   With PID and one solve per sample, the length stages run one program compiled at
+   the full length (shorter stages pad their series; the loss leaves repeated times
+   out), so a PID step of a short stage now costs the full-length program's.
 2. The machine's ceiling (`ceiling`) times three phases (one process alone, two
-   together, one pinned to one core alone), no second alone phase; multi-process
-   repeats run each process's own serialized executable from the cold run, as
-   one-process repeats do.
-3. The host probe before and after every timed block (`host.probe_ms`) does
-   elementwise work on one core instead of a matrix product: OpenBLAS's threads spun
-   on after it and slowed the first steps of blocks that use every core (2-device
-   steps on 2 cores), so short blocks and repeats of fast steps read slower than
-   their program runs.
+   together, one pinned to one core alone); multi-process repeats run each process's
+   own serialized executable, as one-process repeats do.
+3. The host probe around every timed block (`host.probe_ms`) does elementwise work on
+   one core instead of a matrix product: OpenBLAS's threads spun on after it and slowed
+   the first steps of blocks that use every core.
 """
 
 import ast
@@ -78,9 +65,8 @@ MEASUREMENT_ENV = (
     "NVIDIA_TF32_OVERRIDE",
 )
 
-# Where `code_fingerprint` starts: the modules whose functions run a measurement (a
-# scenario, a repeat); the modules they import are found by reading their imports.
-# The shipped problems beyond the oscillator (`problems/`) run where a scenario names them.
+# Where `code_fingerprint` starts: the modules that run a measurement (a scenario, a
+# repeat, the shipped problems beyond the oscillator); their imports are read from them.
 ENTRY_MODULES = (
     "measure.training",
     "measure.resume",
@@ -110,8 +96,7 @@ def measurement_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def time_call(fn: Callable, *args: Any) -> tuple[Any, float]:
-    """Call `fn(*args)` on the clock: the arguments are waited for before it starts,
-    the results before it stops. Returns `(results, seconds)`."""
+    """`(fn(*args), seconds)`, timed from its ready arguments to its ready results."""
     import jax
 
     jax.block_until_ready(args)
@@ -124,10 +109,8 @@ def time_call(fn: Callable, *args: Any) -> tuple[Any, float]:
 def interleaved(
     calls: Sequence[Callable[[], Any]], rounds: int, warmup: int = 3
 ) -> list[list[float]]:
-    """Each of `calls` timed to its results once per round, `rounds` rounds after
-    `warmup` left out: per call, its times. The order is reversed every other round, so
-    that no call always runs right after the same one (here a call timed right after
-    another program read slower than after itself)."""
+    """Per call of `calls`, its times over `rounds` rounds after `warmup`; the order is
+    reversed every other round (a call timed right after another program read slower)."""
     import jax
 
     times: list[list[float]] = [[] for _ in calls]
@@ -149,8 +132,7 @@ def copy_arrays(tree: Any) -> Any:
 
 
 def pooled(runs: Sequence[Sequence[float]]) -> dict[str, Any]:
-    """The step-time fields of a record holding `runs` (each run's step times): each
-    run's median, and the median and quartiles of all runs' steps pooled."""
+    """A record's step-time fields: each run's median, and all steps' pooled quantiles."""
     median, p25, p75 = quantiles(np.concatenate([np.asarray(run, float) for run in runs]))
     return {
         "step_time_runs_s": [float(np.median(run)) for run in runs],
@@ -167,9 +149,8 @@ def median_time(fn: Callable, *args: Any, repeats: int = 10) -> float:
 
 
 class StepRun(NamedTuple):
-    """What `run_steps` measured: the state after the last step, the seconds and
-    per-sample solver steps of every timed step, every step's training loss, and what
-    the host was doing around the block (`host.Watch`)."""
+    """What `run_steps` measured: the end state, each timed step's seconds and solver
+    steps, every step's loss, and the host around the block (`host.Watch`)."""
 
     params: Any
     opt_state: Any
@@ -192,20 +173,16 @@ def run_steps(
     read_loss: Callable[[Any], float] | None = None,
     copy_state: bool = False,
 ) -> StepRun:
-    """Run `steps` training steps of an AOT-compiled step, each on the clock.
+    """Run `steps` training steps of an AOT-compiled step on placed `batches`, each on
+    the clock; FloatingPointError ("diverged ...") at the first non-finite loss.
 
-    - `batches`: placed batches, one per step.
     - `warmup`: the first steps, run and waited for but not kept in `times`.
-    - `carry`: feed each step's parameters and optimiser state to the next (training);
-      `False` starts every step from the given ones (timing a fixed model).
-    - `where`: names the steps in the error of a non-finite loss.
-    - `on_step`: called as `on_step(i, params, loss, seconds)` after step `i`, off the
-      clock.
-    - `read_loss`: the step's loss output as a host float (default: its first element).
-    - `copy_state`: give every step a copy of the parameters and optimiser state, made
-      off the clock (a donating step consumes them).
-
-    Raises FloatingPointError ("diverged ...") at the first non-finite loss.
+    - `carry`: feed each step's state to the next (training); `False` starts every step
+      from the given one (timing a fixed model).
+    - `where`: names the steps in the error; `on_step(i, params, loss, seconds)` is
+      called after step `i`, off the clock; `read_loss`: the loss as a host float.
+    - `copy_state`: each step gets a copy of the state, made off the clock (a donating
+      step consumes it).
     """
     iterator = iter(batches)
     times, losses, num_steps = [], [], []
@@ -268,8 +245,7 @@ def _module_path(module: str, package: Path = PACKAGE) -> Path:
 
 
 def _imports(module: str, package: Path = PACKAGE) -> set[str]:
-    """The `odestudy` modules (dotted, relative to the package) that `module` imports,
-    anywhere in it: relative and absolute imports, of modules and of names."""
+    """The `odestudy` modules (dotted, relative to the package) `module` imports anywhere."""
     tree = ast.parse(_module_path(module, package).read_text())
     here = module.split(".")[:-1]  # the subpackage the module lives in
     found = set()
@@ -296,8 +272,7 @@ def _imports(module: str, package: Path = PACKAGE) -> set[str]:
 
 
 def measuring_modules(package: Path = PACKAGE) -> list[str]:
-    """The package modules a measurement runs: `ENTRY_MODULES` and every module they
-    import, anywhere, transitively; dotted, relative to the package."""
+    """The package modules a measurement runs: `ENTRY_MODULES` and their imports, transitively."""
     todo = set(ENTRY_MODULES)
     seen: set[str] = set()
     while todo:

@@ -69,8 +69,7 @@ def scenario_devices(s: Scenario) -> list[jax.Device]:
 
 
 def make_eval_loss(spec: Solve) -> Callable:
-    """The evaluation loss of `spec`'s problem (`model.evaluation`), compiled once:
-    `evaluate(model, batch)`."""
+    """`evaluate(model, batch)`: `spec`'s evaluation loss, compiled once."""
     spec = spec.as_ode()
 
     @eqx.filter_jit
@@ -80,8 +79,7 @@ def make_eval_loss(spec: Solve) -> Callable:
     return evaluate
 
 
-# The training key of a scenario: `fold_in(PRNGKey(seed), TRAIN_KEY)`, then folded with
-# the step's number (`step_key`); the data and model keys are split from the seed.
+# The training keys fold `TRAIN_KEY` into the seed (the data and model keys split it).
 TRAIN_KEY = 1
 
 
@@ -90,10 +88,18 @@ def step_key(s: Scenario, number: int) -> jax.Array:
     return jr.fold_in(jr.fold_in(jr.PRNGKey(s.seed), TRAIN_KEY), number)
 
 
+def placed_batches(
+    s: Scenario, step: ParallelStep, problem: Any, series: Any, batches: Iterator, start: int
+) -> Iterator[Any]:
+    """The placed batches of `series` that `batches` draws, keyed from step `start` on."""
+    for i in itertools.count(start):
+        key = step_key(s, i) if problem.needs_key else None
+        yield step.place_batch(problem.take(series, next(batches)), key)
+
+
 def _steps_summary(per_device: list[np.ndarray], global_loop: bool = False) -> dict[str, Any]:
     """Solver-step statistics from per-step arrays of shape `(n_devices, local_batch)`;
-    `global_loop`: one solver loop spans all devices (`AbstractMode.one_loop`), so every
-    device executes the global batch's maximum, not its own."""
+    `global_loop`: one loop spans all devices, so each executes the global maximum."""
     stack = np.stack(per_device)  # (steps, devices, local_batch)
     device_mean = stack.mean(axis=(0, 2))
     device_max = stack.max(axis=2).mean(axis=0)
@@ -112,8 +118,7 @@ def _steps_summary(per_device: list[np.ndarray], global_loop: bool = False) -> d
 
 
 class Setup(NamedTuple):
-    """What a scenario trains with: its problem, data, model parts, optimiser and the
-    parallel step (parameters and optimiser state placed on the step's devices)."""
+    """What a scenario trains with (parameters and optimiser state placed)."""
 
     problem: AbstractODEProblem
     data: Any
@@ -126,26 +131,18 @@ class Setup(NamedTuple):
     data_cached: bool
 
 
-def fast_activations(problem: AbstractODEProblem, model: Any) -> Any:
-    """`model` with its activations swapped for their faster equivalents
-    (`activations.faster`); a `ProblemError` where it has none to swap, so that the
-    lever `fast_activations` never runs the model it names unchanged."""
-    model, swapped = faster(model)
-    if not swapped:
-        raise ProblemError(
-            problem,
-            "model",
-            "fast_activations: the model holds no activation with a faster equivalent "
-            f"(activations.FASTER: {', '.join(f.__name__ for f in FASTER)})",
-        )
-    return model
-
-
 def step_model(s: Scenario, problem: AbstractODEProblem, model: Any) -> Any:
-    """`model` as `s`'s step trains it: its activations swapped where `s.fast_activations`
-    (`fast_activations`), then each added lever's change (`AbstractAddedLever.model`)."""
+    """`model` as `s`'s step trains it: faster activations where `s.fast_activations` (a
+    `ProblemError` where it has none to swap), then each added lever's `model`."""
     if s.fast_activations:
-        model = fast_activations(problem, model)
+        model, swapped = faster(model)
+        if not swapped:
+            raise ProblemError(
+                problem,
+                "model",
+                "fast_activations: the model holds no activation with a faster equivalent "
+                f"(activations.FASTER: {', '.join(f.__name__ for f in FASTER)})",
+            )
     for lever in s.added:
         model = lever.model(model)
     return model
@@ -160,10 +157,9 @@ def check_mlp_fields(
     args: Any = None,
 ) -> None:
     """A `ProblemError` unless `model` holds an `AbstractMLPField` and each computes its
-    MLP (`mlp_reverse.check`), so that `who` (the lever `mlp_reverse`, or an integrator
-    of MLP fields) is refused before anything compiles; `grouped`, `inputs`: whether a
-    field with `groups` > 1, or with `inputs` of the time or args, can run; `args`: one
-    series' `args` as the loss hands them to the solve (`solve_args`), or None."""
+    MLP (`mlp_reverse.check`), so that `who` is refused before anything compiles;
+    `grouped`, `inputs`: whether a field with `groups` > 1, or with `inputs` of the time
+    or args, can run; `args`: one series' `args` as the loss hands them the solve."""
     fields = [
         leaf
         for leaf in jax.tree.leaves(model, is_leaf=lambda x: isinstance(x, AbstractMLPField))
@@ -178,24 +174,16 @@ def check_mlp_fields(
             raise ProblemError(problem, "model", str(error)) from None
         name, extra = type(field).__name__, mlp_reverse.extra_inputs(field.mlp)
         if not grouped and field.groups != 1:
-            raise ProblemError(
-                problem,
-                "model",
-                f"{who}: runs an MLP of the whole state (groups 1), got "
-                f"{name} with groups={field.groups}",
-            )
-        if not inputs and extra:
-            raise ProblemError(
-                problem,
-                "model",
-                f"{who}: runs an MLP of the state alone, got {name} whose MLP reads "
-                f"{extra} inputs of the time or args",
-            )
+            why = f"the whole state (groups 1), got {name} with groups={field.groups}"
+        elif not inputs and extra:
+            why = f"the state alone, got {name} whose MLP reads {extra} inputs of the time or args"
+        else:
+            continue
+        raise ProblemError(problem, "model", f"{who}: runs an MLP of {why}")
 
 
 class _ArgsProbe(AbstractBatchSolve):
-    """A stand-in for the study's solve that keeps the `args` a loss hands it, as one
-    series' shapes (`jax.ShapeDtypeStruct`s), and solves nothing (zeros)."""
+    """A stand-in solve: it keeps the `args` a loss hands it (one series' shapes)."""
 
     def __init__(self, spec: Solve):
         super().__init__(spec)
@@ -209,9 +197,8 @@ class _ArgsProbe(AbstractBatchSolve):
 
 
 def solve_args(s: Scenario, problem: AbstractODEProblem, data: Any, model: Any) -> Any:
-    """One series' `args` (shapes) as `problem`'s loss hands them to the solve, traced
-    on one sample: the first call's, or None (no args, or a loss that fails here:
-    `checks.check_parts` says why)."""
+    """One series' `args` (shapes) as `problem`'s loss hands them to the solve, traced on
+    one sample: the first call's, or None (no args, or a loss that fails here)."""
     probe = _ArgsProbe(s.ode_solve(problem))
     one = problem.take(data, np.arange(1))
     key = jr.PRNGKey(0) if problem.needs_key else None
@@ -223,8 +210,7 @@ def solve_args(s: Scenario, problem: AbstractODEProblem, data: Any, model: Any) 
 
 
 def _check_mlp_levers(s: Scenario, problem: AbstractODEProblem, data: Any, model: Any) -> None:
-    """`check_mlp_fields` for `s.mlp_reverse` and for an integrator that runs MLP fields
-    alone (groups 1, no inputs), on the `args` the loss hands the solve."""
+    """`check_mlp_fields` for `s.mlp_reverse` and for an integrator of MLP fields."""
     if not (s.mlp_reverse or s.structure.integrator.mlp_field):
         return
     args = solve_args(s, problem, data, model)
@@ -237,11 +223,8 @@ def _check_mlp_levers(s: Scenario, problem: AbstractODEProblem, data: Any, model
 
 def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup:
     """Data, initial model, optimiser and parallel step of scenario `s` on `devices`,
-    checked before anything compiles (`checks`: a `ProblemError`).
-
-    - `check`: check the model and loss on one sample (traced); the data are always
-      checked. A repeat, going on from a checked cold run, skips it.
-    """
+    checked before anything compiles (a `ProblemError`): the data always, the model and
+    loss on one sample where `check` (a repeat of a checked cold run skips it)."""
     problem = s.ode_problem
     data_key, model_key = jr.split(jr.PRNGKey(s.seed), 2)
     # One pool, one compile: the training set, then a fixed evaluation set.
@@ -276,15 +259,13 @@ def prepare(s: Scenario, devices: list[jax.Device], check: bool = True) -> Setup
 
 
 def read_loss(loss: Any) -> float:
-    """The training loss a step returned, as a host float (also when it is replicated
-    over devices of other processes)."""
+    """A step's loss as a host float (also replicated over other processes' devices)."""
     return float(to_host(loss, replicated=True).reshape(-1)[0])
 
 
 class CompiledStep(NamedTuple):
-    """An AOT-compiled step and what compiling it took: `seconds` in all (tracing,
-    lowering and XLA's compile), of which `lower_seconds` before XLA's compile, and the
-    program's fingerprint (`timing.program_fingerprint`, taken off the clock)."""
+    """An AOT-compiled step, the `seconds` compiling took (of which `lower_seconds`
+    before XLA's compile), and the program's fingerprint (taken off the clock)."""
 
     compiled: Callable
     seconds: float
@@ -311,10 +292,9 @@ def shares_program(s: Scenario) -> bool:
 
 
 def serialize_step(compiled: Any) -> bytes | None:
-    """The compiled step as bytes (`jax.experimental.serialize_executable`), for a
-    repeat to run the very same executable; None where the backend cannot serialize it
-    (the repeat compiles again then). Call it before the executable first runs: the
-    CPU backend refuses to serialize some executables that have run."""
+    """The compiled step as bytes, for a repeat to run the very same executable; None
+    where the backend cannot (the repeat compiles again). Call it before the executable
+    first runs: the CPU backend refuses to serialize some that have run."""
     try:
         from jax.experimental.serialize_executable import serialize
 
@@ -324,8 +304,7 @@ def serialize_step(compiled: Any) -> bytes | None:
 
 
 class Progress:
-    """Training time and step count across stages, with the evaluation curve taken
-    off the clock every `s.eval_every` steps (`on_step` is `run_steps`' callback)."""
+    """Training time, steps and the evaluation curve (off the clock) across stages."""
 
     def __init__(self, s: Scenario, setup: Setup, report: Callable[[int, int], None] | None):
         self.total = s.steps_per_stage * len(s.length_fractions)
@@ -357,8 +336,7 @@ class Progress:
 
 
 class Stage(NamedTuple):
-    """One length stage's result: its timed steps of the compiled program, and the state
-    it ends in."""
+    """One length stage's record, program, first batch and end state."""
 
     record: dict[str, Any]  # the record's `stages` entry
     compiled: Any
@@ -366,15 +344,6 @@ class Stage(NamedTuple):
     params: Any
     opt_state: Any
     losses: list[float]
-
-
-def stage_data(
-    s: Scenario, problem: AbstractODEProblem, data: Any, length: int, longest: int
-) -> Any:
-    """The series of a stage of `length` points, padded to the longest stage's where
-    the stages share one program (`shares_program`: padding then leaves loss, gradients
-    and solver steps as they are)."""
-    return problem.truncate(data, length, longest if shares_program(s) else length)
 
 
 def train_stage(
@@ -391,18 +360,10 @@ def train_stage(
     executable_out: dict | None,
 ) -> Stage:
     """Train stage `number` on `series` (`length` observed points each): compile its
-    program (once per width, `programs`), then time `s.steps_per_stage` steps, the first
-    `s.warmup_steps` untimed. `executable_out` receives the program serialized
-    (`"executable"`) when this stage compiles it."""
+    program (once per width, `programs`; serialized into `executable_out`), then time
+    `s.steps_per_stage` steps, the first `s.warmup_steps` untimed."""
     step, problem = setup.step, setup.problem
-
-    def placed() -> Iterator[Any]:
-        for i in itertools.count(number * s.steps_per_stage):
-            batch = problem.take(series, next(batches))
-            key = step_key(s, i) if problem.needs_key else None
-            yield step.place_batch(batch, key)
-
-    stream = placed()
+    stream = placed_batches(s, step, problem, series, batches, number * s.steps_per_stage)
     first = next(stream)
     width = np.shape(problem.times(series))[1]
     reused = width in programs
@@ -448,8 +409,7 @@ def train_stage(
 
 
 def trace_steps(compiled: Any, params: Any, opt_state: Any, placed: Any, trace_dir: str) -> str:
-    """A profiler trace of 3 more steps on `placed` after the timed ones; their results
-    are discarded so that training is unchanged, and nothing timed is perturbed."""
+    """A profiler trace of 3 more steps on `placed`, their results discarded."""
     with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
         for _ in range(3):
             # A donating step consumes its state: give it copies.
@@ -466,13 +426,9 @@ def train(
 ) -> dict[str, Any]:
     """Train one scenario and return its measurements (a `Record` without the scenario
     and environment parts): prepare, train each length stage, trace, evaluate.
-
-    - `devices`: by default the first `s.devices_per_process` local ones.
-    - `progress`: called as `progress(done_steps, total_steps)`.
-    - `trace_dir`: with `s.trace`, where the profiler trace goes.
-    - `state_out`: if given, receives the trained `"model"`, the `"problem"` as run, the
-      `"data"`, `"evalset"`, `"optimiser"`, host `"params"` and `"opt_state"`, and the
-      last stage's serialized step (`"executable"`), for repeats and benchmarks.
+    `progress(done_steps, total_steps)` is called after each step; `trace_dir`: where
+    `s.trace`'s trace goes; `state_out`, if given, receives what `_keep_state` keeps and
+    the last stage's serialized step (`"executable"`), for repeats and benchmarks.
     """
     validate(s)
     if devices is None:
@@ -522,8 +478,7 @@ def _train_stages(
     tracker: Progress,
     state_out: dict | None,
 ) -> list[Stage]:
-    """Train each length stage of `s` in turn (`train_stage`), each from the last's
-    parameters (and optimiser state, unless `s.optimiser_state` is fresh)."""
+    """Train each length stage of `s` in turn, each from the last's end state."""
     lengths = stage_lengths(points, s.length_fractions)
     programs: dict[int, CompiledStep] = {}
     stages: list[Stage] = []
@@ -532,7 +487,10 @@ def _train_stages(
         if number and s.optimiser_state == "fresh":
             host = setup.step.unplace(params)
             params, opt_state = setup.step.place_state(host, setup.optimiser.init(host))
-        series = stage_data(s, setup.problem, setup.data, length, lengths[-1])
+        # Padded to the longest stage's points where the stages share one program
+        # (padding leaves loss, gradients and solver steps as they are).
+        total = lengths[-1] if shares_program(s) else length
+        series = setup.problem.truncate(setup.data, length, total)
         # The last stage's program is kept for repeats (with PID it is the first's).
         keep = state_out if np.shape(setup.problem.times(series))[1] == lengths[-1] else None
         stage = train_stage(
@@ -546,9 +504,7 @@ def _train_stages(
 def load_trained(
     s: Scenario, devices: list[jax.Device], state_path: str | os.PathLike, state_out: dict
 ) -> dict[str, Any]:
-    """Scenario `s`'s model as its cold run saved it at `state_path`, in `state_out` as
-    `train` fills it (without the executable), with no training; returns the device
-    kind."""
+    """`state_out` filled as `train` fills it from the state saved at `state_path`."""
     validate(s)
     setup = prepare(s, devices)
     host = setup.step.unplace((setup.params, setup.opt_state))
@@ -589,10 +545,8 @@ def measurements(
         "compile_time_s": sum(st["compile_time_s"] for st in stages),
         "compile_time_per_stage_s": [st["compile_time_s"] for st in stages],
         "program_fingerprints": [st["program_fingerprint"] for st in stages],
-        # Where the run's time went (seconds, wall clock): setting up data, model and
-        # step; per stage tracing and lowering, XLA's compile, and training (its steps
-        # with evaluations and progress between them); the final evaluation (its
-        # compile included).
+        # Where the run's time went (wall clock seconds): the setup; per stage tracing and
+        # lowering, XLA's compile and training; the final evaluation (with its compile).
         "phase_times_s": {
             "prepare": walls["prepare"],
             "trace_lower": [st["trace_lower_time_s"] for st in stages],
@@ -603,13 +557,11 @@ def measurements(
         "step_time_s": last["step_time_s"],
         "step_time_p25_s": last["step_time_p25_s"],
         "step_time_p75_s": last["step_time_p75_s"],
-        # Repeats (repeats.merge_runs) append their runs; compile time, final loss
-        # and runtime stay those of this first, cold run.
+        # Repeats (repeats.merge_runs) append their runs; the rest stays the cold run's.
         "step_time_runs_s": [last["step_time_s"]],
         "step_times_runs_s": [last["step_times_s"]],
         "host_runs": [last.get("host")],
-        # Per run, the mean per-sample solver steps of its timed steps: what a step's
-        # cost rises or falls with as the model trains.
+        # Per run, its timed steps' mean solver steps (a step's cost follows them).
         "solver_steps_runs": [last["solver_steps"]["mean"]],
         "cold_run_fields": [
             "compile_time_s",
@@ -622,8 +574,7 @@ def measurements(
         ],
         "epoch_time_s": last["step_time_s"] * setup.problem.size(setup.data) / s.global_batch,
         "final_loss": final_loss,
-        # Whether the model reached its problem's trained loss: a row that did not is
-        # marked in every table and never enters a verdict or a speedup.
+        # A row that did not reach its trained loss is marked and enters no speedup.
         "trained": bool(final_loss <= threshold),
         "trained_loss": threshold,
         "train_loss": losses,
@@ -650,9 +601,7 @@ def environment(s: Scenario) -> dict[str, Any]:
             "device_count": jax.device_count(),
             "local_device_count": jax.local_device_count(),
             "process_count": jax.process_count(),
-            "devices_exceed_cores": s.total_devices > cpu["physical_cores"]
-            if s.device == "cpu"
-            else False,
+            "devices_exceed_cores": s.device == "cpu" and s.total_devices > cpu["physical_cores"],
         },
         "protocol": PROTOCOL,
         "measurement_env": measurement_env(),
@@ -663,16 +612,14 @@ def environment(s: Scenario) -> dict[str, Any]:
         **provenance(),
         "machine": this_machine(),
         "machine_id": machine_id(this_machine()),
-        # What the machine probe measured at the start of this timing session (None:
-        # a session without one).
+        # The machine probe at the start of this timing session (or None).
         "probe": session_probe(),
     }
 
 
 def processes_probe(s: Scenario) -> list[dict[str, Any]]:
-    """The all-reduce latency of one float and of a gradient's size over every device of
-    a multi-process scenario, measured in its own job before it trains: the
-    cross-process cost that the one-process machine probe cannot see."""
+    """The all-reduce latency of one float and of a gradient over every device of a
+    multi-process scenario, before it trains: what the machine probe cannot see."""
     return [
         collective_latency(s.total_devices, iterations=iterations, size=size, repeats=5)
         for size, iterations in ((1, 300), (GRADIENT_FLOATS, 50))
@@ -715,10 +662,8 @@ def run_scenario(
     trace_dir: str | None = None,
     state_path: str | os.PathLike | None = None,
 ) -> Record:
-    """Run a scenario and return its full record: invalid parameters raise ValueError
-    before anything compiles; errors during the run become a record with
-    `status="failed"`. `state_path`: where to save the trained parameters and optimiser
-    state, from which repeats time more steps."""
+    """Run a scenario and return its full record (a ValueError before anything compiles;
+    errors during the run: `status="failed"`), saving its trained state at `state_path`."""
     validate(s)
     start = time.perf_counter()
     record: dict[str, Any] = {**base_record(s), "started": now()}
