@@ -14,10 +14,6 @@ from .frames import scaling_rows
 from .tables import escape
 
 
-def _source(rec: Rec) -> str:
-    return str(rec.source or rec.scale)
-
-
 def _one_float(probe: Probe, n: int) -> float | None:
     """The probe's latency of an all-reduce of one float on `n` devices, if timed."""
     return next((a.latency_s for a in probe.allreduce if a.n_devices == n and a.size == 1), None)
@@ -92,7 +88,8 @@ def render_sessions(
     for session, row in found:
         claim = own_claim(row, SESSIONS_WHERE)
         runs = " (one run)" if claim.verdict is Verdict.ONE_RUN else ""
-        line = f"- {escape(session.label)} ({escape(_source(row))}): {render_x(claim)}{runs}; "
+        source = escape(str(row.source or row.scale))
+        line = f"- {escape(session.label)} ({source}): {render_x(claim)}{runs}; "
         line += escape(probe_said(row.probe, n)) + _collective_cost(row, n)
         lines.append(line + ".")
     if not lines:
