@@ -96,9 +96,8 @@ def render_sessions(
         return []
     head = (
         f"**{mode_label(mode)} with {controller_label(controller)} on {n} devices, session by "
-        "session** "
-        f"(every session holding the row and its 1-device baseline, {len(lines)} in all; "
-        "speedup over one device with its 95% interval; the probe is the machine probe "
-        "run at the session's start):"
+        f"session** (every session holding the row and its 1-device baseline, {len(lines)} in "
+        "all; speedup over one device with its 95% interval; the probe is the machine probe run "
+        "at the session's start):"
     )
     return [head, "", *lines, ""]
