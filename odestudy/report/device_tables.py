@@ -115,7 +115,8 @@ def diagnostic_rows(rows: list[Rec], cores: int | None) -> list[list[str]]:
         ok = r.ok
         steps = r.solver_steps
         iqr = f"{_fmt(r.step_time_p25_s)}–{_fmt(r.step_time_p75_s)}" if ok else "–"
-        runs = ", ".join(_fmt(x, 3) for x in r.step_time_runs_s or []) if ok else ""
+        each = ", ".join(_fmt(x, 3) for x in r.step_time_runs_s or [])
+        runs = (f"{len(r.step_time_runs_s)} ({each})" if r.step_time_runs_s else "1") if ok else "–"
         status = str(r.status) if ok else f"{r.status}: {r.error}"
         if ok and r.baseline_error:
             status += f" (no speedup: {r.baseline_error})"
@@ -130,9 +131,7 @@ def diagnostic_rows(rows: list[Rec], cores: int | None) -> list[list[str]]:
                 str(r.global_batch),
                 _fmt(r.step_time_s),
                 iqr,
-                (f"{len(r.step_time_runs_s)} ({runs})" if r.step_time_runs_s else "1")
-                if ok
-                else "–",
+                runs,
                 _esc(r.step or ""),
                 loss.speedup_cell(r),
                 _best_cell(r),
