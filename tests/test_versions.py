@@ -69,13 +69,14 @@ def test_no_records_say_so():
 
 
 def test_the_versions_table_is_written_as_its_value_renders_it(tmp_path):
-    """`write_versions_table` writes the table's markdown (`render`) and returns
-    the value it rendered, with nothing parsed back from the file."""
-    from odestudy.builtin.versions import versions_table, write_versions_table
+    """`write_tables` writes the version table's markdown (`render`), with nothing
+    parsed back from the file."""
+    from odestudy.builtin.versions import versions_table
+    from odestudy.report.document import write_tables
     from odestudy.report.tables import render
 
-    path = tmp_path / "tables" / "versions.md"
-    table = write_versions_table(path, {})
+    table = versions_table({})
+    path = write_tables([table], tmp_path)["versions"]
     assert table == versions_table({})
     assert path.read_text() == render(table)
     assert path.read_text().startswith("# The core rows across JAX releases\n\n")

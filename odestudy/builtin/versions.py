@@ -11,10 +11,11 @@ from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
 from ..report import loss, sessions
 from ..report.comparisons import OWN_STEP, ratio_claim
+from ..report.document import write_tables
 from ..report.frames import read_records, scaling_rows
 from ..report.intervals import METHOD, fmt_interval, ratio_interval
 from ..report.plots import MODE_STYLE
-from ..report.tables import escape, fmt, render, render_blocks
+from ..report.tables import escape, fmt, render_blocks
 from ..study.claim import Claim
 from ..study.grid import versions_scenarios
 from ..study.rec import Rec
@@ -61,10 +62,7 @@ def version_rows(results: str | Path = RESULTS, scale: str = "quick") -> dict[st
 
 
 def _one_device(rows: list[Rec], controller: str) -> Rec | None:
-    return next(
-        (r for r in rows if r.n_devices == 1 and r.controller == controller and r.ok),
-        None,
-    )
+    return next((r for r in rows if r.n_devices == 1 and r.controller == controller and r.ok), None)
 
 
 def versions_body(by_set: dict[str, list[Rec]]) -> list[Block]:
@@ -194,10 +192,8 @@ def versions_figure(by_set: dict[str, list[Rec]], out: str | Path) -> list[Path]
                 color=MODE_STYLE.get(mode, "tab:gray"),
             )
         ax.set_xticks(range(len(names)), [n.removeprefix("jax-") for n in names])
-        ax.set_xlabel("JAX release")
-        ax.set_ylabel("step time (ms), median")
+        ax.set(xlabel="JAX release", ylabel="step time (ms), median", title=controller)
         ax.set_yscale("log")
-        ax.set_title(controller)
         ax.grid(alpha=0.3, which="both")
     axes[0].legend(fontsize=8)
     fig.suptitle("Training step per mode across JAX releases (quick scale, CPU)")
@@ -216,24 +212,13 @@ def versions_table(by_set: dict[str, list[Rec]]) -> Table:
     return Table("versions", "The core rows across JAX releases", tuple(versions_body(by_set)))
 
 
-def write_versions_table(path: str | Path, by_set: dict[str, list[Rec]]) -> Table:
-    """Write the version study's table (`versions_table`) to `path`; returns it."""
-    table = versions_table(by_set)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(table))
-    return table
-
-
 def write_versions(
     results: str | Path = RESULTS, figures: str | Path = "figures", scale: str = "quick"
 ) -> dict[str, Any]:
     """Write `figures/tables/versions.md` and `figures/versions.png` from the records."""
     by_set = version_rows(results, scale)
-    table = Path(figures) / "tables" / "versions.md"
-    write_versions_table(table, by_set)
     return {
-        "table": table,
+        "table": write_tables([versions_table(by_set)], Path(figures))["versions"],
         "figures": versions_figure(by_set, figures),
         "sets": list(by_set),
         "rows": sum(len(v) for v in by_set.values()),

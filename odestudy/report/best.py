@@ -49,28 +49,23 @@ def _step_of(scenario: str) -> str:
     return ", ".join(f"{k}={getattr(s, k)}" for k in s.levers() if getattr(s, k) != s.default(k))
 
 
+def shared_key(rec: Rec, free: Iterable[str], *extra: Any) -> str:
+    """What records set against one another share: every scenario field but `free`,
+    `extra`, the machine, versions, protocol and measurement environment."""
+    fields = {k: v for k, v in rec.fields.items() if k not in free}
+    env = [rec.machine_id, rec.versions, rec.protocol, rec.measurement_env]
+    return json.dumps([fields, *extra, *env], sort_keys=True, default=str)
+
+
 def family_key(rec: Rec, size: int) -> str:
     """What a record shares with every step of its model and placement's 1-device base
     at `size` series (its global batch under strong scaling, its per-device batch under
-    weak): every scenario field but `PLACEMENT` and the levers, the machine, versions,
-    protocol and measurement environment."""
-    free = {*PLACEMENT, *Scenario.levers()}
-    fields = {k: v for k, v in rec.fields.items() if k not in free}
-    return json.dumps(
-        [
-            fields,
-            size,
-            rec.machine_id,
-            rec.versions,
-            rec.protocol,
-            rec.measurement_env,
-        ],
-        sort_keys=True,
-        default=str,
-    )
+    weak): `shared_key` but `PLACEMENT` and the levers."""
+    return shared_key(rec, {*PLACEMENT, *Scenario.levers()}, size)
 
 
-def _size(rec: Rec, scaling: str) -> int:
+def batch_size(rec: Rec, scaling: str) -> int:
+    """A record's batch as its baselines share it: global (strong), per device (weak)."""
     if scaling == "strong":
         return int(rec.global_batch)
     return int(rec.per_device_batch or rec.global_batch // rec.n_devices)
@@ -159,7 +154,7 @@ def best_steps(recs: Iterable[Mapping[str, Any]]) -> dict[str, Best]:
 def best_for(rec: Rec, bests: dict[str, Best], scaling: str) -> Best | None:
     """The best 1-device step a record of `scaling` is set against: its family's at its
     global (strong) or per-device (weak) batch; None where there is none."""
-    return bests.get(family_key(rec, _size(rec, scaling)))
+    return bests.get(family_key(rec, batch_size(rec, scaling)))
 
 
 class Over(NamedTuple):

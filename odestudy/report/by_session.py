@@ -14,10 +14,6 @@ from .frames import scaling_rows
 from .tables import escape
 
 
-def _source(rec: Rec) -> str:
-    return str(rec.source or rec.scale)
-
-
 def _one_float(probe: Probe, n: int) -> float | None:
     """The probe's latency of an all-reduce of one float on `n` devices, if timed."""
     return next((a.latency_s for a in probe.allreduce if a.n_devices == n and a.size == 1), None)
@@ -92,16 +88,16 @@ def render_sessions(
     for session, row in found:
         claim = own_claim(row, SESSIONS_WHERE)
         runs = " (one run)" if claim.verdict is Verdict.ONE_RUN else ""
-        line = f"- {escape(session.label)} ({escape(_source(row))}): {render_x(claim)}{runs}; "
+        source = escape(str(row.source or row.scale))
+        line = f"- {escape(session.label)} ({source}): {render_x(claim)}{runs}; "
         line += escape(probe_said(row.probe, n)) + _collective_cost(row, n)
         lines.append(line + ".")
     if not lines:
         return []
     head = (
         f"**{mode_label(mode)} with {controller_label(controller)} on {n} devices, session by "
-        "session** "
-        f"(every session holding the row and its 1-device baseline, {len(lines)} in all; "
-        "speedup over one device with its 95% interval; the probe is the machine probe "
-        "run at the session's start):"
+        f"session** (every session holding the row and its 1-device baseline, {len(lines)} in "
+        "all; speedup over one device with its 95% interval; the probe is the machine probe run "
+        "at the session's start):"
     )
     return [head, "", *lines, ""]

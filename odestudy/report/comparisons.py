@@ -59,17 +59,9 @@ def row_sessions(row: Rec, *others: dict[str, Any] | None) -> tuple[str, ...]:
 def own_claim(row: Rec, where: str, agreement: Agreement | None = None) -> Claim:
     """`row`'s speedup over its own step's 1-device row as a claim."""
     assert row.speedup is not None and row.speedup_ci is not None
-    low, high = row.speedup_ci
-    return Claim(
-        comparison(row, OWN_STEP),
-        float(row.speedup),
-        (float(low), float(high)),
-        Verdict.of(low, high, one_run(row)),
-        row_sessions(row),
-        agreement,
-        loss.differs(row, row.baseline_final_loss),
-        where,
-    )
+    ratio = (row.speedup, *row.speedup_ci)
+    flagged = loss.differs(row, row.baseline_final_loss)
+    return ratio_claim(row, None, OWN_STEP, ratio, where, flagged, agreement)
 
 
 def ratio_claim(
@@ -79,6 +71,7 @@ def ratio_claim(
     ratio: tuple[float, float, float],
     where: str,
     flagged: bool,
+    agreement: Agreement | None = None,
 ) -> Claim:
     """`row` against another 1-device record `base` (`baseline` in words): `ratio` is
     the speedup and its interval."""
@@ -89,7 +82,7 @@ def ratio_claim(
         (float(low), float(high)),
         Verdict.of(low, high, one_run(row)),
         row_sessions(row, base),
-        None,
+        agreement,
         flagged,
         where,
     )

@@ -115,7 +115,8 @@ def diagnostic_rows(rows: list[Rec], cores: int | None) -> list[list[str]]:
         ok = r.ok
         steps = r.solver_steps
         iqr = f"{_fmt(r.step_time_p25_s)}–{_fmt(r.step_time_p75_s)}" if ok else "–"
-        runs = ", ".join(_fmt(x, 3) for x in r.step_time_runs_s or []) if ok else ""
+        each = ", ".join(_fmt(x, 3) for x in r.step_time_runs_s or [])
+        runs = (f"{len(r.step_time_runs_s)} ({each})" if r.step_time_runs_s else "1") if ok else "–"
         status = str(r.status) if ok else f"{r.status}: {r.error}"
         if ok and r.baseline_error:
             status += f" (no speedup: {r.baseline_error})"
@@ -130,9 +131,7 @@ def diagnostic_rows(rows: list[Rec], cores: int | None) -> list[list[str]]:
                 str(r.global_batch),
                 _fmt(r.step_time_s),
                 iqr,
-                (f"{len(r.step_time_runs_s)} ({runs})" if r.step_time_runs_s else "1")
-                if ok
-                else "–",
+                runs,
                 _esc(r.step or ""),
                 loss.speedup_cell(r),
                 _best_cell(r),
@@ -180,54 +179,46 @@ def machine_line(rows: list[Rec], device: str) -> str:
         | {k: _esc(_known(v)) for k, v in first.hardware.items()}
     )
     v = {k: _esc(_known(x)) for k, x in (first.versions or {}).items()}
-    jax, jaxlib, diffrax, equinox, optax, python = (
-        v.get(k, "unknown") for k in ("jax", "jaxlib", "diffrax", "equinox", "optax", "python")
-    )
+    names = ("python", "jax", "jaxlib", "diffrax", "equinox", "optax")
+    stack = ", ".join(f"{k} {v.get(k, 'unknown')}" for k in names)
     kind = _esc(repr(first.device_kind if "device_kind" in first else device))
     commits = ", ".join(sorted({_esc(str(r.git_commit or "unknown")[:12]) for r in ok}))
     return (
-        f"Machine {_esc(first.machine_id)}: {hw.cpu_model} "
-        f"({hw.physical_cores} physical cores"
-        f", {hw.logical_cpus} logical), device kind {kind}; python "
-        f"{python}, jax {jax}, jaxlib {jaxlib}, diffrax {diffrax}, equinox {equinox}, "
-        f"optax {optax}; "
+        f"Machine {_esc(first.machine_id)}: {hw.cpu_model} ({hw.physical_cores} physical "
+        f"cores, {hw.logical_cpus} logical), device kind {kind}; {stack}; "
         f"pmap is {_esc(_known(first.pmap_implementation))}; measurement protocol "
         f"{_esc(_protocol(ok))}; records from git commit(s) {commits}."
     )
 
 
 EPOCH_NOTE = (
-    "**Epoch Time** here is one pass over the training set: the median step time times "
-    "(data set size / global batch). The reference's column of that name is the mean "
-    "time of one optimiser step; compare it with *Step time median*. **Runtime** is the "
-    "whole scenario (data, compiles, training, evaluation) and **Compile Time** the "
-    "AOT `lower().compile()` of the training step, summed over the programs its length "
-    "stages compile (PID: one program for every stage; StepTo: one per stage). **Final Loss** "
-    "is the MSE on a fixed evaluation set of full series, solved with the scenario's "
-    "controller, the same in every mode. Speedup and efficiency are step-time ratios "
-    "against the 1-device row of the same controller, scaling and batch, measured on the "
-    "same machine, versions and code (an explicit join on every other scenario field), "
-    "one scenario at a time; **Step** is the step a row runs (the default, the "
-    "recommended, or its levers), and the speedup **over the best 1-device step** is "
-    "against the fastest 1-device row of the same model and batch that trained to the "
-    "default step's loss (`odestudy/report/best.py`). **Runs**: the number of runs and each "
-    "run's median step "
-    "time. The quick scaling matrix runs every scenario 3 times at different times, "
-    "interleaved: the first a fresh kernel that trains both stages and compiles cold; "
-    "each repeat times 40 more full-length steps from that run's trained state with "
-    "that run's own compiled step (never its timings), in a plain process per device "
-    "count and round. The step time is the median of all runs' steps pooled. **Efficiency "
-    "vs machine ceiling** (weak scaling): the efficiency divided by this machine's "
-    "ceiling, t(one 1-device training alone) / t(two side by side), measured in every "
-    "repeat round (`odestudy/study/ceiling.py`): 1 is as good as two independent trainings. "
-    "Seed-scale rows and "
-    "the GPU rows run once: their intervals hold the spread of steps within that run "
-    "only. Compile time and final loss are the first run's. "
+    "**Epoch Time** here is one pass over the training set: the median step time times (data "
+    "set size / global batch). The reference's column of that name is the mean time of one "
+    "optimiser step; compare it with *Step time median*. **Runtime** is the whole scenario "
+    "(data, compiles, training, evaluation) and **Compile Time** the AOT `lower().compile()` "
+    "of the training step, summed over the programs its length stages compile (PID: one "
+    "program for every stage; StepTo: one per stage). **Final Loss** is the MSE on a fixed "
+    "evaluation set of full series, solved with the scenario's controller, the same in every "
+    "mode. Speedup and efficiency are step-time ratios against the 1-device row of the same "
+    "controller, scaling and batch, measured on the same machine, versions and code (an "
+    "explicit join on every other scenario field), one scenario at a time; **Step** is the "
+    "step a row runs (the default, the recommended, or its levers), and the speedup **over the "
+    "best 1-device step** is against the fastest 1-device row of the same model and batch that "
+    "trained to the default step's loss (`odestudy/report/best.py`). **Runs**: the number of "
+    "runs and each run's median step time. The quick scaling matrix runs every scenario 3 "
+    "times at different times, interleaved: the first a fresh kernel that trains both stages "
+    "and compiles cold; each repeat times 40 more full-length steps from that run's trained "
+    "state with that run's own compiled step (never its timings), in a plain process per "
+    "device count and round. The step time is the median of all runs' steps pooled. "
+    "**Efficiency vs machine ceiling** (weak scaling): the efficiency divided by this "
+    "machine's ceiling, t(one 1-device training alone) / t(two side by side), measured in "
+    "every repeat round (`odestudy/study/ceiling.py`): 1 is as good as two independent "
+    "trainings. Seed-scale rows and the GPU rows run once: their intervals hold the spread of "
+    "steps within that run only. Compile time and final loss are the first run's. "
     + METHOD
-    + ". Solver steps: forward steps per sample of the "
-    "last stage's timed steps: the steps a batched loop executes (the per-device "
-    "maximum; in `shard` one loop spans all devices, so the global batch's maximum) "
-    "and the mean."
+    + ". Solver steps: forward steps per sample of the last stage's timed steps: the steps a "
+    "batched loop executes (the per-device maximum; in `shard` one loop spans all devices, so "
+    "the global batch's maximum) and the mean."
 )
 
 
@@ -239,25 +230,18 @@ def _devices_note(sel: list[Rec], cores: int | None) -> list[Block]:
     counts = sorted({r.n_devices for r in sel if r.status != "not_run"})
     if not (cores and counts):
         return []
-    whole = max(counts) > cores
-    return [
-        Text(
-            f"Devices in this table: {', '.join(map(str, counts))}, on a machine "
-            f"of {cores} physical cores: "
-            + (
-                "the whole matrix (`make full`)."
-                if whole
-                else "the matrix sized to the machine (`make all`); `make full` adds "
-                "the rows with more virtual devices than cores."
-            )
-            + (
-                f" † more virtual devices than the {cores} physical cores: those "
-                "rows measure overhead, not parallel speedup."
-                if whole
-                else ""
-            )
+    text = f"Devices in this table: {', '.join(map(str, counts))}, on a machine of {cores} "
+    if max(counts) > cores:
+        text += (
+            f"physical cores: the whole matrix (`make full`). † more virtual devices than the "
+            f"{cores} physical cores: those rows measure overhead, not parallel speedup."
         )
-    ]
+    else:
+        text += (
+            "physical cores: the matrix sized to the machine (`make all`); `make full` adds "
+            "the rows with more virtual devices than cores."
+        )
+    return [Text(text)]
 
 
 def device_table(

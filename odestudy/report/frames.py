@@ -3,7 +3,6 @@ left out in one place, as `Rec`s (for the report's joins) or as pandas DataFrame
 exploration: one row per record, per timed step, per evaluation)."""
 
 import functools
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from ..study.matrix import for_problem
 from ..study.rec import Rec
 from ..study.studies import STUDIES
 from . import sessions
-from .best import attach_best, step_of
+from .best import attach_best, batch_size, shared_key, step_of
 from .ceiling import ceiling_for, ceiling_interval, efficiency_against_ceiling
 from .intervals import ratio_interval
 from .loss import trained
@@ -126,11 +125,10 @@ def read_records(
         rec = trained_state(Rec(read))
         rec.setdefault("machine_id", record_machine_id(rec))
         rec.path = str(path)
-        if current:
-            if rec.scenario_key not in current_keys(rec.scale, record_problem(rec)):
-                if skipped is not None:
-                    skipped.append((str(path), "stale: matches no scenario of the current matrix"))
-                continue
+        if current and rec.scenario_key not in current_keys(rec.scale, record_problem(rec)):
+            if skipped is not None:
+                skipped.append((str(path), "stale: matches no scenario of the current matrix"))
+            continue
         out.append(rec)
     return sessions.reassigned(out)
 
@@ -272,13 +270,8 @@ MODE_ORDER = {name: i for i, name in enumerate(MODES)}
 
 
 def join_key(rec: Rec) -> str:
-    """What a record must share with its baseline: every scenario field but
-    `JOIN_EXCLUDES`, the machine, versions, protocol and measurement environment."""
-    fields = {k: v for k, v in rec.fields.items() if k not in JOIN_EXCLUDES}
-    return json.dumps(
-        [fields, rec.machine_id, rec.versions, rec.protocol, rec.measurement_env],
-        sort_keys=True,
-    )
+    """What a record must share with its baseline: `shared_key` but `JOIN_EXCLUDES`."""
+    return shared_key(rec, JOIN_EXCLUDES)
 
 
 def baselines(rows: list[Rec], recs: list[Rec], scaling: str) -> list[Rec | BaselineError]:
@@ -287,16 +280,11 @@ def baselines(rows: list[Rec], recs: list[Rec], scaling: str) -> list[Rec | Base
     and the batch (the row's global batch, or per-device under weak scaling), keys held
     by several records taken out first and named as ambiguous."""
 
-    def size(r: Rec) -> int:
-        if scaling == "strong":
-            return r.global_batch
-        return r.per_device_batch or r.global_batch // r.n_devices
-
     left = pd.DataFrame(
         {
             "row": range(len(rows)),
             "key": [join_key(r) for r in rows],
-            "size": [size(r) for r in rows],
+            "size": [batch_size(r, scaling) for r in rows],
         }
     )
     ones = [i for i, r in enumerate(recs) if r.ok and r.n_devices == 1]

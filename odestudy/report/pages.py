@@ -119,8 +119,13 @@ def write_pages(
         answer = []
         if spec.answer:
             answer = ["## The answer", ""]
-            answer += _best_first(results, scale, rows, figures, docs / "results", found)
-            answer += [DEFAULT_HEAD, "", *render_claims(found.answers), *session_lines(found)]
+            if scale == README_SCALE:  # the README's answer, against the best 1-device step
+                crossover = figures / "crossover.png"
+                answer += readme_answer(results, rows, crossover, docs / "results", found.readme)
+                answer += session_table(found.readme) + gpu_bound_line(results)
+            # The `shard` PID row session by session, with each session's probe.
+            by_session = render_sessions(found.by_session, "shard", "pid", 2)
+            answer += [DEFAULT_HEAD, "", *render_claims(found.answers), *by_session]
         text = page(spec, figures, docs, answer, tables)
         md = write_text(docs / "results" / f"{spec.name}.md", text)
         render_html(text, figures / "pages" / f"{spec.name}.html", md.parent)
@@ -131,28 +136,6 @@ def write_pages(
 # The heading of a page's claims about the default step, each mode against its own
 # 1-device row: the reference's comparison, kept beside the answer.
 DEFAULT_HEAD = "**With the default step (the reference's), each mode over its own 1-device row**"
-
-
-def _best_first(
-    results: str | Path,
-    scale: str,
-    rows: Sequence[Rec],
-    figures: Path,
-    base: Path,
-    found: Findings,
-) -> list[str]:
-    """The README's answer against the best 1-device step (`found.readme`), on the page
-    of the README's scale (`README_SCALE`); nothing on another scale's."""
-    if scale != README_SCALE:
-        return []
-    body = readme_answer(results, rows, figures / "crossover.png", base, found.readme)
-    return body + session_table(found.readme) + gpu_bound_line(results)
-
-
-def session_lines(found: Findings) -> list[str]:
-    """The `shard` PID row session by session, with each session's probe
-    (`by_session.render_sessions` of `found.by_session`)."""
-    return render_sessions(found.by_session, "shard", "pid", 2)
 
 
 def fill(text: str, region: str, body: str) -> str:

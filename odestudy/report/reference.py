@@ -109,8 +109,7 @@ def comparison_table(rows: list[Rec], reference: list[Published]) -> list[Block]
         "medians, its `pmap` summed the gradients where ours average them, and its modes "
         "trained different losses: ratios compare magnitudes only. The reference's "
         "1-device rows are its `shard` mode on one device, our `single`. Our seed rows "
-        "run once each (measurement protocol "
-        f"{_esc(protocols)})."
+        f"run once each (measurement protocol {_esc(protocols)})."
     )
     marks = loss.notes(" ".join(str(c) for row in out for c in row))
     return [

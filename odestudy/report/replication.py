@@ -86,12 +86,6 @@ class Replicated:
         return tuple(s for s in self.sessions if s.verdict not in (self.verdict, Verdict.ONE_RUN))
 
 
-def _draws(base: Rec, row: Rec, scale: float, rng: np.random.Generator) -> np.ndarray:
-    """Bootstrap draws of `scale * t(base) / t(row)` within one session."""
-    a, b = step_time_runs(base), step_time_runs(row)
-    return scale * bootstrap_medians(a, rng) / bootstrap_medians(b, rng)
-
-
 def replicate(
     pairs: Sequence[tuple[str, Rec, Rec]], scale: float = 1.0, seed: int = 0
 ) -> Replicated | None:
@@ -112,7 +106,9 @@ def replicate(
         one = min(len(step_time_runs(base)), len(step_time_runs(row))) <= 1
         per.append(SessionRatio(when, value, (low, high), float(base.step_time_s or 0.0),
                                 left_out, one))  # fmt: skip
-        draws.append(_draws(base, row, scale, rng))
+        # Bootstrap draws of `scale * t(base) / t(row)` within this session.
+        a, b = step_time_runs(base), step_time_runs(row)
+        draws.append(scale * bootstrap_medians(a, rng) / bootstrap_medians(b, rng))
     pick = rng.integers(0, len(draws), RESAMPLES)
     mixed = np.stack(draws)[pick, np.arange(RESAMPLES)]
     low, high = central(mixed)

@@ -49,8 +49,7 @@ def roofline_said(rec: LeverRecord) -> str:
     )
     return (
         f"Roofline of {escape(probe.machine_id)} ({escape(probe.device_kind)}, "
-        f"JAX {escape((probe.versions or {}).get('jax'))}), read "
-        f"{escape(probe.finished)}: "
+        f"JAX {escape((probe.versions or {}).get('jax'))}), read {escape(probe.finished)}: "
         f"matmul peak {probe.peak_flops_per_s / 1e12:.3g} TFLOP/s, bandwidth "
         f"{probe.bandwidth_bytes_per_s / 1e12:.3g} TB/s, "
         + (

@@ -40,13 +40,12 @@ def trained_state(rec: Rec) -> Rec:
         kept = [i for i in kept if i not in why]
     else:
         why = {}
-    out: dict[str, Any] = {
-        "step_times_runs_s": [runs[i] for i in kept],
+    rec.update(
+        step_times_runs_s=[runs[i] for i in kept],
         **pooled([runs[i] for i in kept]),
-        "cold_step_time_s": float(np.median(runs[0])),
-        "contended_runs": [f"run {i + 1}: {w}" for i, w in sorted(why.items())],
-    }
-    rec.update(out)
+        cold_step_time_s=float(np.median(runs[0])),
+        contended_runs=[f"run {i + 1}: {w}" for i, w in sorted(why.items())],
+    )
     return rec
 
 

@@ -2,7 +2,6 @@
 `docs/own_model.md` shows: the example problem's latest tune record, printed as the
 command printed it, with where and when it ran (`tune_sample`)."""
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +46,11 @@ def tune_lines(out: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _latest(paths: Iterable[Path]) -> tuple[Path, dict[str, Any]] | None:
-    found = [(p, records.read_json(p)) for p in paths]
-    return max(found, key=lambda pr: (pr[1].get("finished") or "", str(pr[0])), default=None)
-
-
 def tune_sample(results: str | Path) -> list[str]:
     """`docs/own_model.md`'s sample: the example's latest tune (`EXAMPLE`) as the
     command printed it, after a line naming its machine, session and commit."""
-    latest = _latest(sorted(Path(results).glob(EXAMPLE)))
+    found = [(p, records.read_json(p)) for p in sorted(Path(results).glob(EXAMPLE))]
+    latest = max(found, key=lambda pr: (pr[1].get("finished") or "", str(pr[0])), default=None)
     if latest is None:
         return ["No tune of the example yet: run `make own-loop`."]
     path, out = latest

@@ -71,31 +71,15 @@ def run_versions(
 
 def _rounds(scale: str, runs: int, pythons: dict[str, Path]) -> int:
     status = 0
+    matrix = ["odestudy.cli", "matrix", "--study", "versions", "--scale", scale, "--device", "cpu"]
     for r in range(1, runs + 1):
         for name, python in pythons.items():
             env = dict(os.environ, PATH=f"{python.parent}{os.pathsep}{os.environ['PATH']}")
             env.pop("VIRTUAL_ENV", None)
             print(f"== {name}: round {r} of {runs}", flush=True)
             start = time.perf_counter()
-            done = subprocess.run(
-                [
-                    str(python),
-                    "-m",
-                    "odestudy.cli",
-                    "matrix",
-                    "--study",
-                    "versions",
-                    "--scale",
-                    scale,
-                    "--device",
-                    "cpu",
-                    "--runs",
-                    str(r),
-                    "--results",
-                    str(RESULTS / name),
-                ],
-                env=env,
-            )
+            where = ["--runs", str(r), "--results", str(RESULTS / name)]
+            done = subprocess.run([str(python), "-m", *matrix, *where], env=env)
             print(f"== {name}: round {r} took {time.perf_counter() - start:.0f} s", flush=True)
             status |= done.returncode != 0
     return int(status)
