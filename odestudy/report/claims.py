@@ -356,8 +356,7 @@ def related_records(results: str | Path, scale: str, rows: Sequence[Rec]) -> lis
     same = {(r.scenario_key, r.protocol, _jax(r)) for r in rows}
     folders = [Path(results) / MAP_FOLDER]
     for kept in ("versions", records.REPLACED):  # version sets; sessions measured again
-        found = Path(results) / kept
-        folders += sorted(p for p in found.iterdir() if p.is_dir()) if found.is_dir() else []
+        folders += records.subfolders(Path(results) / kept)
     out = []
     for folder in folders:
         for r in read_records(folder, scale, current=False):

@@ -30,13 +30,12 @@ from ..study.workloads import (
 from . import intervals, sessions
 from .best import Best, best_for, best_steps, over_best, step_of
 from .comparisons import BEST_STEP, ratio_claim
-from .frames import read_records
 from .heldout import Checked, held_out_said, made_before, said
 from .intervals import RESAMPLES, fmt_interval
 from .loss import MARK, differs, trained
 from .runs import merged
 from .tables import escape
-from .workloads import busiest, derived_once, per_iteration_s, predictions
+from .workloads import busiest, derived_once, folder_records, per_iteration_s, predictions
 
 T = TypeVar("T")
 
@@ -70,12 +69,7 @@ def study_records(results: str | Path, scale: str = "quick") -> list[Rec]:
     axis = {s.key() for s in crossover_scenarios(scale)}
     keys = axis | {s.key() for s in map_scenarios(scale)}
     folder = Path(results) / MAP_FOLDER
-    recs = [
-        r
-        for f in (folder, *records.replaced_folders(folder))
-        for r in read_records(f, scale, current=False)
-        if r.scenario_key in keys
-    ]
+    recs = folder_records([folder, *records.replaced_folders(folder)], scale, keys=keys)
     ok = [r for r in recs if r.ok]
     counted = [r.machine_id for r in ok if r.scenario_key in axis] or [r.machine_id for r in ok]
     if not counted:
