@@ -9,7 +9,6 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from ..study.workloads import (
 )
 from . import intervals, sessions
 from .best import Best, best_for, best_steps, over_best, step_of
+from .claims import grouped
 from .comparisons import BEST_STEP, ratio_claim
 from .heldout import Checked, held_out_said, made_before, said
 from .intervals import RESAMPLES, fmt_interval
@@ -36,8 +36,6 @@ from .loss import MARK, differs, trained
 from .runs import merged
 from .tables import escape
 from .workloads import busiest, derived_once, folder_records, per_iteration_s, predictions
-
-T = TypeVar("T")
 
 # A speedup's 95% interval as a log-normal spread: its half-width in log over this.
 Z95 = 1.96
@@ -80,20 +78,12 @@ def study_records(results: str | Path, scale: str = "quick") -> list[Rec]:
 
 def points(recs: Sequence[Rec]) -> list[Point]:
     """The points of `recs`, each row set only against 1-device rows of its own session."""
-    return [p for group in _grouped(recs, recs).values() for p in session_points(merged(group))]
-
-
-def _grouped(items: Sequence[T], recs: Sequence[Rec]) -> dict[sessions.Session, list[T]]:
-    """`items` by the session of their records `recs` (else their session among `recs`)."""
-    by: dict[sessions.Session, list[T]] = {}
-    for item, session in zip(items, sessions.sessions_of(recs), strict=True):
-        by.setdefault(session, []).append(item)
-    return by
+    return [p for group in grouped(recs, recs).values() for p in session_points(merged(group))]
 
 
 def by_session(pts: Sequence[Point]) -> list[tuple[sessions.Session, list[Point]]]:
     """`pts` grouped by the session of their rows, oldest first."""
-    by = _grouped(pts, [p.record for p in pts])
+    by = grouped(pts, [p.record for p in pts])
     return sorted(by.items(), key=lambda kv: kv[0].start.isoformat() if kv[0].start else "")
 
 
