@@ -310,7 +310,7 @@ def points_table(pts: Sequence[Point]) -> Grid:
 MARKERS = "osD^vP<>*X"
 
 
-def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossover") -> list[Path]:
+def crossover_figure(pts: Sequence[Point], out: str | Path) -> list[Path]:
     """The lead modes' speedup against the per-device work, a panel per controller."""
     # matplotlib (and the plots module that imports it) load for a figure only.
     import matplotlib.pyplot as plt
@@ -355,7 +355,7 @@ def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossov
         f"devices on {cores} cores; bars: 95% intervals within each point's session"
     )
     fig.tight_layout()
-    return _save(fig, Path(out), stem)
+    return _save(fig, Path(out), "crossover")
 
 
 def _prediction(found: Sequence[Prediction], workload: str, controller: str) -> Prediction | None:
