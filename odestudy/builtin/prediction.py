@@ -17,6 +17,7 @@ from ..report.crossover import verdict_counts, verdict_of
 from ..report.frames import read_records, scaling_rows
 from ..report.heldout import Checked, checked, made_before, said
 from ..report.tables import escape
+from ..report.workloads import read_predictions
 from ..study import records
 from ..study.rec import PredictedRow, Probe, Rec
 from ..study.rec import Prediction as Predicted  # a record; `Prediction` is the study
@@ -26,10 +27,7 @@ from ..study.studies import Grid, Interval, Page, ReportInputs, Study, Table, Te
 def row_predictions(results: str | Path, machine: str) -> list[Predicted]:
     """The predictions of `machine`'s measured rows (`predict --rows`) in its `predict`
     folder, and the earlier ones each replaced (`records.EARLIER`)."""
-    folder = Path(results) / machine
-    paths = [*records.side_study_paths(folder, "predict"),
-             *records.side_study_paths(folder, f"predict/{records.EARLIER}")]  # fmt: skip
-    return [Predicted(records.read_json(p), path=str(p)) for p in paths]
+    return read_predictions(Path(results) / machine)
 
 
 def _where(placement: tuple[int, int, int]) -> str:
@@ -286,7 +284,7 @@ def own_table(checked: Sequence[Checked]) -> Grid:
 
 def gpu_prediction_section(results: str | Path) -> list[Text | Grid]:
     """The section on GPUs predicted from one: every machine's GPU predictions, unchecked."""
-    found = sorted(Path(results).glob("*/predictions/gpu-*.json"))
+    found = records.every_machines(results, "predictions", "gpu-*.json")
     head = Text("## GPUs predicted from one")
     if not found:
         return [head, Text("No GPU prediction records (`benchmarks/gpu_session.sh predict`).")]

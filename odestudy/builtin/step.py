@@ -46,9 +46,8 @@ class Step(Study):
 
     def records(self, results: str | Path, scale: str) -> list[Rec]:
         """Every machine's CPU lever records under `results` (any scale)."""
-        root = Path(results)
-        machines = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-        return [Rec(r) for m in machines for r in self.lever_records(results, m)]
+        paths = records.every_machines(results, LEVERS_FOLDER, LEVER_RECORDS)
+        return [Rec({**records.read_json(p), "path": str(p)}) for p in paths]
 
     def tables(self, inputs: ReportInputs) -> list[Table]:
         """The step page's table of the CPU table's machine, then the GPU levers' lines;

@@ -457,7 +457,7 @@ def gpu_lines(results: str | Path) -> list[str]:
 def gpu_sweeps(results: str | Path) -> list[Sweep]:
     """The one-GPU step-cost sweeps under `results`, each with its `machine` and `path`."""
     found = []
-    for path, read in records.readable(sorted(Path(results).glob("*/step_cost/gpu-*.json"))):
+    for path, read in records.readable(records.every_machines(results, "step_cost", "gpu-*.json")):
         sweep = Sweep(read, path=str(path), machine=path.parent.parent.name)
         if sweep.rows and sweep.label in ("default", "recommended"):
             found.append(sweep)

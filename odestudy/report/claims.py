@@ -6,7 +6,7 @@ losses, and says in how many sessions with such records it holds."""
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..measure.controllers import CONTROLLERS
 from ..measure.modes import MODES
@@ -20,6 +20,8 @@ from .comparisons import own_claim, render_x
 from .frames import in_scaling_matrix, read_records, scaling_rows
 from .tables import escape
 from .verdict import ONE_RUN, Compared, compare, exceeds_cores, one_run
+
+T = TypeVar("T")
 
 
 def mode_label(mode: str) -> str:
@@ -99,10 +101,15 @@ def groups(rows: Sequence[dict[str, Any]], device: str = "cpu") -> dict[Any, lis
     """The ok scaling-matrix records of `rows` of one device kind, by session (a record's
     own, else its session among them: records made a second apart are one session)."""
     found = [r for r in map(Rec, rows) if r.device == device and r.ok and in_scaling_matrix(r)]
-    out: dict[Any, list[Rec]] = {}
-    for r, session in zip(found, sessions.sessions_of(found), strict=True):
-        out.setdefault(session, []).append(r)
-    return out
+    return grouped(found, found)
+
+
+def grouped(items: Sequence[T], recs: Sequence[Rec]) -> dict[sessions.Session, list[T]]:
+    """`items` by the session of their records `recs` (else their session among `recs`)."""
+    by: dict[sessions.Session, list[T]] = {}
+    for item, session in zip(items, sessions.sessions_of(recs), strict=True):
+        by.setdefault(session, []).append(item)
+    return by
 
 
 def judged_sessions(session_rows: dict[Any, list[Rec]], scaling: str, n: int) -> BySession:
@@ -356,8 +363,7 @@ def related_records(results: str | Path, scale: str, rows: Sequence[Rec]) -> lis
     same = {(r.scenario_key, r.protocol, _jax(r)) for r in rows}
     folders = [Path(results) / MAP_FOLDER]
     for kept in ("versions", records.REPLACED):  # version sets; sessions measured again
-        found = Path(results) / kept
-        folders += sorted(p for p in found.iterdir() if p.is_dir()) if found.is_dir() else []
+        folders += records.subfolders(Path(results) / kept)
     out = []
     for folder in folders:
         for r in read_records(folder, scale, current=False):

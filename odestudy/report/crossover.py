@@ -9,7 +9,6 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 
@@ -29,16 +28,14 @@ from ..study.workloads import (
 )
 from . import intervals, sessions
 from .best import Best, best_for, best_steps, over_best, step_of
+from .claims import grouped
 from .comparisons import BEST_STEP, ratio_claim
-from .frames import read_records
 from .heldout import Checked, held_out_said, made_before, said
 from .intervals import RESAMPLES, fmt_interval
 from .loss import MARK, differs, trained
 from .runs import merged
 from .tables import escape
-from .workloads import busiest, derived_once, per_iteration_s, predictions
-
-T = TypeVar("T")
+from .workloads import busiest, derived_once, folder_records, per_iteration_s, predictions
 
 # A speedup's 95% interval as a log-normal spread: its half-width in log over this.
 Z95 = 1.96
@@ -70,12 +67,7 @@ def study_records(results: str | Path, scale: str = "quick") -> list[Rec]:
     axis = {s.key() for s in crossover_scenarios(scale)}
     keys = axis | {s.key() for s in map_scenarios(scale)}
     folder = Path(results) / MAP_FOLDER
-    recs = [
-        r
-        for f in (folder, *records.replaced_folders(folder))
-        for r in read_records(f, scale, current=False)
-        if r.scenario_key in keys
-    ]
+    recs = folder_records([folder, *records.replaced_folders(folder)], scale, keys=keys)
     ok = [r for r in recs if r.ok]
     counted = [r.machine_id for r in ok if r.scenario_key in axis] or [r.machine_id for r in ok]
     if not counted:
@@ -86,20 +78,12 @@ def study_records(results: str | Path, scale: str = "quick") -> list[Rec]:
 
 def points(recs: Sequence[Rec]) -> list[Point]:
     """The points of `recs`, each row set only against 1-device rows of its own session."""
-    return [p for group in _grouped(recs, recs).values() for p in session_points(merged(group))]
-
-
-def _grouped(items: Sequence[T], recs: Sequence[Rec]) -> dict[sessions.Session, list[T]]:
-    """`items` by the session of their records `recs` (else their session among `recs`)."""
-    by: dict[sessions.Session, list[T]] = {}
-    for item, session in zip(items, sessions.sessions_of(recs), strict=True):
-        by.setdefault(session, []).append(item)
-    return by
+    return [p for group in grouped(recs, recs).values() for p in session_points(merged(group))]
 
 
 def by_session(pts: Sequence[Point]) -> list[tuple[sessions.Session, list[Point]]]:
     """`pts` grouped by the session of their rows, oldest first."""
-    by = _grouped(pts, [p.record for p in pts])
+    by = grouped(pts, [p.record for p in pts])
     return sorted(by.items(), key=lambda kv: kv[0].start.isoformat() if kv[0].start else "")
 
 
@@ -326,7 +310,7 @@ def points_table(pts: Sequence[Point]) -> Grid:
 MARKERS = "osD^vP<>*X"
 
 
-def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossover") -> list[Path]:
+def crossover_figure(pts: Sequence[Point], out: str | Path) -> list[Path]:
     """The lead modes' speedup against the per-device work, a panel per controller."""
     # matplotlib (and the plots module that imports it) load for a figure only.
     import matplotlib.pyplot as plt
@@ -371,7 +355,7 @@ def crossover_figure(pts: Sequence[Point], out: str | Path, stem: str = "crossov
         f"devices on {cores} cores; bars: 95% intervals within each point's session"
     )
     fig.tight_layout()
-    return _save(fig, Path(out), stem)
+    return _save(fig, Path(out), "crossover")
 
 
 def _prediction(found: Sequence[Prediction], workload: str, controller: str) -> Prediction | None:

@@ -151,8 +151,7 @@ def held_elsewhere(results: str | Path, machine: str, folder: str) -> tuple[str,
 
 def _machines_with(results: str | Path, folder: str) -> list[str]:
     """The machines whose map has a `folder` of records, by name."""
-    where = Path(results) / MAP_FOLDER
-    return sorted(p.parent.name for p in where.glob(f"*/{folder}")) if where.is_dir() else []
+    return sorted(p.parent.name for p in (Path(results) / MAP_FOLDER).glob(f"*/{folder}"))
 
 
 def _on(rec: LeverRecord, device: str) -> bool:
@@ -340,7 +339,7 @@ def gpu_lever_records(results: str | Path) -> list[LeverRecord]:
     """Every machine's GPU levers records."""
     return [
         LeverRecord(records.read_json(p), path=str(p))
-        for p in sorted(Path(results).glob("*/levers/gpu-*.json"))
+        for p in records.every_machines(results, "levers", "gpu-*.json")
         if not p.name.endswith(SIDECAR)
     ]
 

@@ -25,15 +25,12 @@ PREDICTIONS_FOLDER = "predictions"
 
 def gpu_predictions(results: str | Path, scale: str) -> list[Prediction]:
     """Every machine's predictions of several GPUs at `scale`, by step, controller and GPUs."""
-    root = Path(results)
-    machines = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     out = []
-    for machine in machines:
-        paths = records.side_study_paths(machine, PREDICTIONS_FOLDER, "gpu-*.json")
-        for path, rec in records.readable(paths):
-            p = Prediction(rec, path=str(path), machine=machine.name)
-            if p.fields.scale == scale and p.fields.device == "gpu":
-                out.append(p)
+    paths = records.every_machines(results, PREDICTIONS_FOLDER, "gpu-*.json")
+    for path, rec in records.readable(paths):
+        p = Prediction(rec, path=str(path), machine=path.parent.parent.name)
+        if p.fields.scale == scale and p.fields.device == "gpu":
+            out.append(p)
     return sorted(out, key=lambda p: (step_of(p), p.fields.controller, p.profile.name, p.n_devices))
 
 

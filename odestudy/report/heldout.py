@@ -167,16 +167,9 @@ def said(checked: Sequence[dict[str, Any]]) -> str:
 def choice_records(results: str | Path) -> list[LeverRecord]:
     """The records the recommended step was chosen on: every machine's levers and tune
     records and the map's lever, fused-solve and vector-width records."""
-    root = Path(results)
-    paths = [
-        *root.glob("*/levers/*.json"),
-        *root.glob("*/tune/*.json"),
-        *(
-            p
-            for folder in ("levers", "fused", "vectors")
-            for p in root.glob(f"map/*/{folder}/*.json")
-        ),
-    ]
+    machines = [(results, "levers"), (results, "tune")]
+    maps = [(Path(results) / "map", study) for study in ("levers", "fused", "vectors")]
+    paths = [p for where, study in machines + maps for p in records.every_machines(where, study)]
     kept = [p for p in sorted(paths) if not p.name.startswith("loss-spread")
             and not p.name.endswith(".floor.json")]  # fmt: skip
     return [LeverRecord(r) for _, r in records.readable(kept)]

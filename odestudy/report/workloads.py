@@ -4,7 +4,7 @@ prediction (`odestudy predict --map`) checked against the measured rows."""
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -79,12 +79,12 @@ def map_records(results: str | Path, scale: str = "quick") -> list[Rec]:
     """The current map's records at `scale` of the machine with the most ok rows; a
     scenario measured twice in one session counts once with all its runs (`runs.merged`)."""
     folder = Path(results) / MAP_FOLDER
-    recs = _map_recs([folder], scale)
+    recs = folder_records([folder], scale)
     if not recs:
         return []
     machine = busiest([r.machine_id for r in recs if r.ok] or [recs[0].machine_id])
     mine = sessions.reassigned([r for r in recs if r.machine_id == machine])
-    earlier = sessions.reassigned(_map_recs(records.replaced_folders(folder), scale, machine))
+    earlier = sessions.reassigned(folder_records(records.replaced_folders(folder), scale, machine))
 
     def same(r: Rec) -> list[Rec]:
         return [e for e in earlier if (e.scenario_key, e.session) == (r.scenario_key, r.session)]
@@ -92,11 +92,19 @@ def map_records(results: str | Path, scale: str = "quick") -> list[Rec]:
     return [merged([*same(r), r])[0] for r in mine]
 
 
-def _map_recs(folders: Sequence[Path], scale: str, machine: str | None = None) -> list[Rec]:
-    """The records of the map's scenarios at `scale` in `folders` (of `machine`, if given)."""
-    keys = {s.key() for s in map_scenarios(scale)}
-    return [r for f in folders for r in read_records(f, scale, current=False)
-            if r.scenario_key in keys and (machine is None or r.machine_id == machine)]  # fmt: skip
+def folder_records(
+    folders: Sequence[Path],
+    scale: str,
+    machine: str | None = None,
+    keys: Collection[str] | None = None,
+) -> list[Rec]:
+    """The records at `scale` in `folders` of the scenarios `keys` (None: the map's), of
+    `machine` if given."""
+    if keys is None:
+        keys = {s.key() for s in map_scenarios(scale)}
+    found = [r for f in folders for r in read_records(f, scale, current=False)]
+    mine = [r for r in found if machine is None or r.machine_id == machine]
+    return [r for r in mine if r.scenario_key in keys]
 
 
 def busiest(machines: list[Any]) -> Any:
@@ -423,14 +431,16 @@ def predictions(
 ) -> list[Prediction]:
     """The map's predictions of `machine` from the session's probe (`profile` None) or a
     named profile; with `earlier`, those replaced too (`records.EARLIER`)."""
-    folder = Path(results) / MAP_FOLDER / machine
-    studies = ("predict", f"predict/{records.EARLIER}") if earlier else ("predict",)
-    found = [
-        Prediction(records.read_json(p), path=str(p))
-        for study in studies
-        for p in records.side_study_paths(folder, study)
-    ]
+    found = read_predictions(Path(results) / MAP_FOLDER / machine, earlier)
     return [p for p in found if p.made_from.profile == profile]
+
+
+def read_predictions(folder: str | Path, earlier: bool = True) -> list[Prediction]:
+    """The predictions in a machine's `folder` (`predict`); with `earlier`, those each
+    replaced too (`records.EARLIER`)."""
+    studies = ("predict", f"predict/{records.EARLIER}") if earlier else ("predict",)
+    paths = [p for study in studies for p in records.side_study_paths(folder, study)]
+    return [Prediction(records.read_json(p), path=str(p)) for p in paths]
 
 
 def prediction_errors(rows: Sequence[MapRow], found: Sequence[Prediction]) -> list[Checked]:
@@ -459,7 +469,7 @@ def session_errors(
     """Per session of the map's 2-device rows (those measured again included), oldest
     first: each trained row against the newest prediction of kind `profile` before it."""
     folder = Path(results) / MAP_FOLDER
-    recs = _map_recs([folder, *records.replaced_folders(folder)], scale, machine)
+    recs = folder_records([folder, *records.replaced_folders(folder)], scale, machine)
     found = sorted(predictions(results, machine, profile, True), key=lambda p: str(p.finished))
     steps = [step_of({"scenario": p.fields}) for p in found]
     by_session: dict[sessions.Session, list[Rec]] = {}

@@ -10,20 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from ..measure import environment
-from ..measure.devices import child_environment
 from ..measure.record import Record
 from ..measure.scenario import Scenario
-from ..measure.timing import PROTOCOL, measurement_env
+from ..measure.timing import PROTOCOL
 from . import records, runner
 from .ceiling import last_ceiling, run_ceiling
 from .lock import measuring
 from .records import record_path
 from .repeats import cache_environment, clear_cache, repeat_processes, run_repeat_round, runs
-
-
-def expected_env(s: Scenario) -> dict[str, str]:
-    """The measurement environment (`timing.measurement_env`) of a kernel started here for `s`."""
-    return measurement_env(child_environment(s.device, s.devices_per_process))
+from .runner import expected_env
 
 
 def why_stale(s: Scenario, rec: Mapping[str, Any], machine: str | None = None) -> str | None:

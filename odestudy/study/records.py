@@ -155,9 +155,19 @@ def record_paths(results: str | Path, scale: str | None = None) -> list[Path]:
     return [p for p in sorted(Path(results).glob(pattern)) if p.parent.parent.name in SCALES]
 
 
+def subfolders(folder: str | Path) -> list[Path]:
+    """The folders in `folder` (each machine's, under `results`), sorted; none if it is missing."""
+    return sorted(p for p in Path(folder).glob("*") if p.is_dir())
+
+
 def side_study_paths(machine: str | Path, study: str, pattern: str = "*.json") -> list[Path]:
     """The records of one of a machine's side studies: `<machine>/<study>/<pattern>`."""
     return sorted(Path(machine, study).glob(pattern))
+
+
+def every_machines(results: str | Path, study: str, pattern: str = "*.json") -> list[Path]:
+    """The records of a side study of every machine: `<results>/*/<study>/<pattern>`."""
+    return sorted(Path(results).glob(f"*/{study}/{pattern}"))
 
 
 # Where a prediction made again from a newer row keeps the one it replaces, beside it:
@@ -198,7 +208,7 @@ def keep_replaced(path: Path, results: str | Path, when: str) -> Path | None:
 def replaced_folders(results: str | Path) -> list[Path]:
     """The folders under `results` that keep records measured again (`keep_replaced`),
     oldest first."""
-    return sorted(p for p in (Path(results) / REPLACED).glob("*") if p.is_dir())
+    return subfolders(Path(results) / REPLACED)
 
 
 def ceiling_path(scale_folder: str | os.PathLike, controller: str, step: str = "") -> Path:

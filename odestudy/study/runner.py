@@ -57,17 +57,21 @@ def execute_notebook(
     )
 
 
+def expected_env(s: Scenario) -> dict[str, str]:
+    """The measurement environment (`timing.measurement_env`) of a kernel started here for `s`."""
+    return measurement_env(child_environment(s.device, s.devices_per_process))
+
+
 def failed_record(s: Scenario, error: str, status: str = "failed", **extra: Any) -> Record:
     """A record for a scenario that did not produce one itself."""
     record: dict[str, Any] = {**base_record(s)}
-    env = measurement_env(child_environment(s.device, s.devices_per_process))
     record.update(
         status=status,
         error=error,
         versions=environment.versions(),
         **environment.provenance(),
         protocol=PROTOCOL,
-        measurement_env=env,
+        measurement_env=expected_env(s),
         hardware=environment.cpu_info(),
         machine=environment.this_machine(),
         machine_id=environment.machine_id(environment.this_machine()),
