@@ -297,10 +297,10 @@ def _terms(
     if found:
         device_s = _resampled(found, "together_s", "together_median_s", rng, process)
     # By mode timed as its own program there (`cost.real_steps`), all-reduce included.
+    # Not scaled to the anchor (model 18): a 1-device row's process-to-process step
+    # (the anchor over the sweep) did not carry over to the N-device program.
     by_mode = {
-        mode: _resampled(t, "times_s", "median_s", rng, process)
-        / local["iterations_executed"]
-        * scale
+        mode: _resampled(t, "times_s", "median_s", rng, process) / local["iterations_executed"]
         for mode, t in (found.get("modes") or {}).items()
     }
     steps_rng = rng or np.random.default_rng(0)
@@ -718,7 +718,7 @@ def parameter_count(s: Scenario) -> int:
 MAP_TIMED_STEPS = 20
 # The prediction's model, in the map's records: a prediction of another model is made
 # again. What each model changed: docs/method.md ("What each prediction model changed").
-PREDICTION_MODEL = 17
+PREDICTION_MODEL = 18
 # Processes a recorded prediction's terms are measured in, on CPU devices.
 TERM_PROCESSES = 3
 

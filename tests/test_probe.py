@@ -616,6 +616,33 @@ def test_a_mode_with_a_loop_per_device_is_charged_its_own_program_all_reduce_ins
     assert found["median_s"] == pytest.approx(6e-3)
 
 
+def test_a_mode_s_own_program_is_not_scaled_to_the_anchor():
+    """Model 18: a 1-device row twice as slow as the sweep (`Anchor`) doubles the
+    1-device step a speedup is over and a one-loop mode's copies, but not `pmap`'s and
+    `shard_map`'s own program on the N devices, timed as it is."""
+    target = Scenario(mode="pmap", devices_per_process=2, scale="smoke", batch=8)
+    rows = [{"batch": b, "step_times_s": [1e-3 * b / 4] * 3, "step_time_s": 1e-3 * b / 4,
+             "iterations_executed": 10.0, "per_sample_steps": [10, 10], "per_iteration_s": 1e-4}
+            for b in (4, 8)]  # fmt: skip
+    together = {"n": 2, "form": "one program", "together_s": [3e-3] * 3, "alone_s": [3e-3] * 3,
+                "together_median_s": 3e-3, "alone_median_s": 3e-3, "factor": 1.0}  # fmt: skip
+    sweep = _with_own_programs({"rows": rows, "final_loss": 1.0, "neighbours": {"4": together}},
+                               5e-3)  # fmt: skip
+    gradient, loop = Value(0.0, 0.0, 0.0, "x"), Value(0.0, 0.0, 0.0, "x")
+    slow_row = Anchor(8, (4e-3,) * 3, "a 1-device row twice the sweep's step")
+
+    def rows_of(anchor):
+        return {r["mode"]: r for r in predict_rows(Measured(sweep, gradient, loop, 0.0, anchor),
+                                                   target)}  # fmt: skip
+
+    plain, anchored = rows_of(None), rows_of(slow_row)
+    for mode in ("pmap", "shard_map"):
+        assert anchored[mode]["compute_s"] == pytest.approx(plain[mode]["compute_s"])
+        assert anchored[mode]["one_device_s"] == pytest.approx(4e-3)
+        assert anchored[mode]["speedup"] == pytest.approx(2 * plain[mode]["speedup"])
+    assert anchored["shard"]["compute_s"] == pytest.approx(2 * plain["shard"]["compute_s"])
+
+
 def test_a_mode_s_own_program_is_timed_beside_the_copies_in_the_same_rounds():
     """`cost.inside_one_program` with `modes`: each mode's own step at the batch repeated
     on every device, compiled without donation, timed in every round."""
@@ -641,3 +668,30 @@ def test_terms_in_several_processes_are_refused_on_gpus_before_anything_runs():
     profile = HardwareProfile("p", "gpu", "", {})
     with pytest.raises(ValueError, match="terms in 3 processes are for CPU devices, not gpu"):
         predict.sweep_in_processes(target, profile, 5, ("state.npz", 0.1), (), 3)
+
+
+def test_a_user_problem_s_check_shows_every_machine_that_made_one(tmp_path, monkeypatch):
+    """The page's machine first, then each other machine with checked rows under its own
+    heading: a check made on another VM reaches the page; one without rows says nothing."""
+    from odestudy.builtin import prediction
+    from odestudy.study.rec import Rec
+    from odestudy.study.studies import Grid, Text
+
+    s = Scenario(mode="pmap", devices_per_process=2, scale="quick")
+    row = Rec({"status": "ok", "scaling": "strong", "controller": "pid", "mode": "pmap",
+               "n_devices": 2, "step_time_s": 0.01, "speedup": 1.5, "speedup_ci": (1.4, 1.6),
+               "scenario": s.to_dict(), "name": s.name(), "session": None})  # fmt: skip
+    found = [{"scenario": s.to_dict(), "n_devices": 2, "profile": {"name": None},
+              "trained": True, "made_from": {"model": 18},
+              "rows": [{"mode": "pmap", "step_time_s": 0.01, "step_time_interval_s": [0.009, 0.011],
+                        "speedup": 1.45, "speedup_interval": [1.2, 1.6]}]}]  # fmt: skip
+    for m in ("page-vm", "other-vm", "empty-vm"):
+        (tmp_path / prediction.OWN_FOLDER / m).mkdir(parents=True)
+    monkeypatch.setattr(prediction, "_own_records",
+                        lambda root, m, scale: [] if m == "empty-vm" else [row])  # fmt: skip
+    monkeypatch.setattr(prediction, "row_predictions", lambda root, m: found)
+    monkeypatch.setattr(prediction, "scaling_rows", list)  # the row has its speedup
+    parts = prediction.own_problem_section(tmp_path, "page-vm")
+    heads = [p.markdown for p in parts if isinstance(p, Text) and p.markdown.startswith("#")]
+    assert heads == ["## A problem written outside the package", "### Machine other-vm"]
+    assert sum(isinstance(p, Grid) for p in parts) == 2

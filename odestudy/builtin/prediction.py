@@ -162,19 +162,30 @@ def own_problem_section(
     results: str | Path, machine: str, scale: str = "quick"
 ) -> list[Text | Grid]:
     """The section on a problem written outside the package: `machine`'s 2-device rows
-    of the example against `predict --record`'s predictions, speedup against speedup."""
+    of the example against `predict --record`'s predictions, speedup against speedup,
+    then each other machine's that checked it (a check is of one machine's sessions)."""
     root = Path(results) / OWN_FOLDER
-    recs = _own_records(root, machine, scale)
-    found = row_predictions(root, machine)
-    checked = [
+    head = Text("## A problem written outside the package")
+    others = [p.name for p in records.subfolders(root) if p.name != machine]
+    parts: list[Text | Grid] = []
+    for m in [machine, *others]:
+        recs = _own_records(root, m, scale)
+        checked = _own_checked(recs, row_predictions(root, m))
+        if checked:
+            parts += [*([] if m == machine else [Text(f"### Machine {escape(m)}")]),
+                      Text(own_said(checked, recs, scale)), own_table(checked)]  # fmt: skip
+    if not parts:
+        return [head, Text("No checked row of the example yet: `make own-predict`, then "
+                           "`make own-rows`.")]  # fmt: skip
+    return [head, *parts]
+
+
+def _own_checked(recs: Sequence[Rec], found: Sequence[dict[str, Any]]) -> list[Checked]:
+    """The example's 2-device rows against their predictions, session by session."""
+    return [
         c for session in _by_session(recs) for c in checked_rows(scaling_rows(session), found)
         if c.predicted_speedup and c.measured_speedup
     ]  # fmt: skip
-    head = Text("## A problem written outside the package")
-    if not checked:
-        return [head, Text("No checked row of the example yet: `make own-predict`, then "
-                           "`make own-rows`.")]  # fmt: skip
-    return [head, Text(own_said(checked, recs, scale)), own_table(checked)]
 
 
 def _own_records(root: Path, machine: str, scale: str) -> list[Rec]:
