@@ -55,7 +55,8 @@ ASSUMPTIONS = (
     "row's step (the sweep gives their ratio over batches, the row the session's level)",
     "on CPU devices of one process, a device's step in a mode where each device runs its "
     "own solver loop (`pmap`, `shard_map`) takes as long as that mode's own program on the "
-    "N devices with the per-device batch repeated on each (its gradient all-reduce inside); "
+    "N devices with the per-device batch repeated on each (its gradient all-reduce inside), "
+    "as timed, not scaled to the recorded row; "
     "in a mode with one loop, or across processes, as N copies of the 1-device step inside "
     "one program of this process (`measure/cost.py`); each charged per solver iteration of "
     "the sweep at that batch; on GPUs, separate devices, it takes the sweep's step",
@@ -627,7 +628,8 @@ def terms_said(
     """Each term of the prediction: what, its value, and whether measured or profiled."""
     kind = sweep.get("device_kind", base.device)
     anchored = [] if anchor is None else [
-        {"term": "the 1-device step the sweep's times are scaled to",
+        {"term": "the 1-device step the speedups are over, the sweep's 1-device times "
+         "scaled to it (a mode's own program on the N devices is not)",
          "value_s": anchor.step_time_s, "measured": True,
          "source": f"{anchor.source} ({len(anchor.step_times_s)} timed steps)"}]  # fmt: skip
     return [

@@ -106,6 +106,7 @@ def _gpu_session(parts: list[str], results, **sizes: str):
     )
 
 
+@pytest.mark.long  # over 15 s here (a JAX process per part): make test-long
 def test_gpu_session_all_runs_each_part_and_fails_with_the_failed_one(tmp_path):
     """`gpu_session.sh all` runs each part of ALL_PARTS under its own budget and goes on
     after a part fails; its status is the failed part's (here an unknown one)."""

@@ -643,6 +643,7 @@ def test_a_mode_s_own_program_is_not_scaled_to_the_anchor():
     assert anchored["shard"]["compute_s"] == pytest.approx(2 * plain["shard"]["compute_s"])
 
 
+@pytest.mark.long  # about 50 s here (two compiles of the own programs): make test-long
 def test_a_mode_s_own_program_is_timed_beside_the_copies_in_the_same_rounds():
     """`cost.inside_one_program` with `modes`: each mode's own step at the batch repeated
     on every device, compiled without donation, timed in every round."""
