@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SCALE ?= quick
 
-.PHONY: steps versions rising-cost own-loop own-predict own-rows neighbours all full map crossover map-levers map-vectors map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
+.PHONY: steps versions rising-cost own-loop own-predict own-again own-rows neighbours all full map crossover map-levers map-vectors map-fused nodes setup test test-long lint matrix matrix-full explain report seed gpu gpu-wheels gpu-offline lab clean
 
 # The report is written even when a scenario failed (the failure is a row of it);
 # the exit status is then the matrix's.
@@ -135,6 +135,14 @@ own-predict: $(STAMP)
 	$(BIN)/odestudy matrix $(OWN) $(OWN_ROWS),devices_per_process=1 --step $(OWN_STEP)
 	$(BIN)/odestudy predict $(OWN) --devices 2 --record --step $(OWN_STEP)
 	$(BIN)/odestudy predict $(OWN) --devices 2 --record --default-step
+# A later session of the same check: the 1-device rows measured again and the
+# predictions made anew from them (`--again`; the ones they replace stay under
+# `earlier/`, checked against the rows measured after them); commit, then `own-rows`.
+own-again: $(STAMP)
+	$(BIN)/odestudy matrix $(OWN) $(OWN_ROWS),devices_per_process=1 --force
+	$(BIN)/odestudy matrix $(OWN) $(OWN_ROWS),devices_per_process=1 --step $(OWN_STEP) --force
+	$(BIN)/odestudy predict $(OWN) --devices 2 --record --again --step $(OWN_STEP)
+	$(BIN)/odestudy predict $(OWN) --devices 2 --record --again --default-step
 own-rows: $(STAMP)
 	$(BIN)/odestudy matrix $(OWN) $(OWN_ROWS) --force
 	$(BIN)/odestudy matrix $(OWN) $(OWN_ROWS) --step $(OWN_STEP) --force
