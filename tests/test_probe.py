@@ -673,23 +673,21 @@ def test_terms_in_several_processes_are_refused_on_gpus_before_anything_runs():
 
 def test_a_user_problem_s_check_shows_every_machine_that_made_one(tmp_path, monkeypatch):
     """The page's machine first, then each other machine with checked rows under its own
-    heading: a check made on another VM reaches the page; one without rows says nothing."""
+    heading: a check made on another VM reaches the page."""
     from odestudy.builtin import prediction
     from odestudy.study.rec import Rec
     from odestudy.study.studies import Grid, Text
 
     s = Scenario(mode="pmap", devices_per_process=2, scale="quick")
-    row = Rec({"status": "ok", "scaling": "strong", "controller": "pid", "mode": "pmap",
-               "n_devices": 2, "step_time_s": 0.01, "speedup": 1.5, "speedup_ci": (1.4, 1.6),
-               "scenario": s.to_dict(), "name": s.name(), "session": None})  # fmt: skip
+    row = dict(status="ok", scaling="strong", controller="pid", mode="pmap", n_devices=2,
+               step_time_s=0.01, speedup=1.5, speedup_ci=(1.4, 1.6), scenario=s.to_dict(),
+               name=s.name(), session=None)  # fmt: skip
     found = [{"scenario": s.to_dict(), "n_devices": 2, "profile": {"name": None},
               "trained": True, "made_from": {"model": 18},
               "rows": [{"mode": "pmap", "step_time_s": 0.01, "step_time_interval_s": [0.009, 0.011],
                         "speedup": 1.45, "speedup_interval": [1.2, 1.6]}]}]  # fmt: skip
-    for m in ("page-vm", "other-vm", "empty-vm"):
-        (tmp_path / prediction.OWN_FOLDER / m).mkdir(parents=True)
-    monkeypatch.setattr(prediction, "_own_records",
-                        lambda root, m, scale: [] if m == "empty-vm" else [row])  # fmt: skip
+    every = [Rec(row, machine_id=m) for m in ("other-vm", "page-vm")]
+    monkeypatch.setattr(prediction, "_every_own_record", lambda root, scale: every)
     monkeypatch.setattr(prediction, "row_predictions", lambda root, m: found)
     monkeypatch.setattr(prediction, "scaling_rows", list)  # the row has its speedup
     parts = prediction.own_problem_section(tmp_path, "page-vm")

@@ -166,10 +166,11 @@ def own_problem_section(
     then each other machine's that checked it (a check is of one machine's sessions)."""
     root = Path(results) / OWN_FOLDER
     head = Text("## A problem written outside the package")
-    others = [p.name for p in records.subfolders(root) if p.name != machine]
+    every = _every_own_record(root, scale)
+    others = sorted({str(r.machine_id) for r in every} - {machine})
     parts: list[Text | Grid] = []
     for m in [machine, *others]:
-        recs = _own_records(root, m, scale)
+        recs = [r for r in every if r.machine_id == m]
         checked = _own_checked(recs, row_predictions(root, m))
         if checked:
             parts += [*([] if m == machine else [Text(f"### Machine {escape(m)}")]),
@@ -188,11 +189,15 @@ def _own_checked(recs: Sequence[Rec], found: Sequence[dict[str, Any]]) -> list[C
     ]  # fmt: skip
 
 
+def _every_own_record(root: Path, scale: str) -> list[Rec]:
+    """Every machine's records of the example under `root`, those measured again included."""
+    folders = [root, *records.replaced_folders(root)]
+    return [r for f in folders for r in read_records(f, scale, current=False)]
+
+
 def _own_records(root: Path, machine: str, scale: str) -> list[Rec]:
     """`machine`'s records of the example under `root`, those measured again included."""
-    folders = [root, *records.replaced_folders(root)]
-    found = [r for f in folders for r in read_records(f, scale, current=False)]
-    return [r for r in found if r.machine_id == machine]
+    return [r for r in _every_own_record(root, scale) if r.machine_id == machine]
 
 
 def _by_session(recs: Sequence[Rec]) -> list[list[Rec]]:
