@@ -501,7 +501,7 @@ def test_a_prediction_along_a_batch_axis_is_scaled_to_its_anchor():
 def test_a_user_problem_s_check_reads_every_session_of_its_rows(tmp_path):
     """The example's rows measured again are kept under `sessions/`; the check reads them
     too and joins speedups within one session only."""
-    from odestudy.builtin.prediction import _by_session, _own_records
+    from odestudy.builtin.prediction import _by_session, _every_own_record
     from odestudy.study import records
 
     root = tmp_path / "results" / "own"
@@ -519,7 +519,7 @@ def test_a_user_problem_s_check_reads_every_session_of_its_rows(tmp_path):
             {"status": "ok", "machine_id": machine, "started": started, "finished": started,
              "scenario": s.to_dict(), "scale": "quick"},
         )  # fmt: skip
-    recs = _own_records(root, machine, "quick")
+    recs = [r for r in _every_own_record(root, "quick") if r.machine_id == machine]
     assert len(recs) == 3
     groups = _by_session(recs)
     assert [len(g) for g in groups] == [1, 1]  # three hours apart: two sessions

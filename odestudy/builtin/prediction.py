@@ -195,11 +195,6 @@ def _every_own_record(root: Path, scale: str) -> list[Rec]:
     return [r for f in folders for r in read_records(f, scale, current=False)]
 
 
-def _own_records(root: Path, machine: str, scale: str) -> list[Rec]:
-    """`machine`'s records of the example under `root`, those measured again included."""
-    return [r for r in _every_own_record(root, scale) if r.machine_id == machine]
-
-
 def _by_session(recs: Sequence[Rec]) -> list[list[Rec]]:
     """`recs` by session, in time order (a speedup joins rows of one session only), a
     scenario measured twice in one session by its newest record."""
