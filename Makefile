@@ -178,7 +178,7 @@ setup: $(STAMP)
 # a module, or modules sharing trained smoke scenarios or compiled steps), the heaviest
 # groups first.
 # The long tests (`long`: SLURM clusters, several JAX processes, the built wheel, any
-# test over 15 s here) are left to `test-long`.
+# test over 10 s here) are left to `test-long`.
 # make test compiles without LLVM's optimisations (`jax_disable_most_optimizations`,
 # inherited by every process the tests start), which spares much of each compile: the HLO
 # passes, so the loops and collectives the audits count, are the same, and its tests
@@ -194,7 +194,7 @@ test: lint
 # localhost and a two-node cluster in network namespaces with the 2-node row through it
 # (tests/slurm_cluster.py; root), the study over two JAX processes against two devices,
 # the package run from a built wheel, the GPU machine's script at tiny sizes, and every
-# other test that takes over 15 s here (marked where it is defined).
+# other test that takes over 10 s here (marked where it is defined).
 test-long: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m long
 

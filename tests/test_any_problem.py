@@ -79,6 +79,7 @@ def test_an_incomplete_subclass_is_refused_in_one_line(name, rule):
     assert "\n" not in message and rule in message and BAD + name in message
 
 
+@pytest.mark.long  # over 10 s here: make test-long
 def test_the_cli_refuses_a_bad_problem_in_one_line_with_a_failed_record(tmp_path):
     out = tmp_path / "run"
     done = subprocess.run(

@@ -50,6 +50,7 @@ def wheels(tmp_path_factory):
     return folder
 
 
+@pytest.mark.long  # over 10 s here: make test-long
 def test_gathered_wheels_install_without_an_index(wheels, tmp_path):
     result = subprocess.run(
         [

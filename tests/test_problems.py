@@ -307,6 +307,7 @@ def test_a_problem_field_is_a_scenario_field_everywhere():
     assert s.for_problem("oscillator").key() == Scenario().key()  # its schedule undone
 
 
+@pytest.mark.long  # over 10 s here: make test-long
 def test_the_make_step_example_trains_a_user_model_with_shard_map(tmp_path):
     """The `make_step` example of `docs/own_model.md` as a user runs it: a fresh process
     whose local devices are 2 virtual CPUs (this machine's cores)."""
