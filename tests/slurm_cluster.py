@@ -56,6 +56,12 @@ CLIENTS = ("sbatch", "srun", "scancel", "sacct", "sinfo", "squeue")
 NODE = socket.gethostname().split(".")[0]
 PARTITION = "debug"
 START_TIMEOUT_S = 60
+# Stopping takes at most DRAIN_S for the jobs to be cancelled (`_drain`), then STOP_S for
+# the daemons to end on SIGTERM before they are killed: 50 s in all, on a loaded machine
+# too (`STOP_BOUND_S`, what a test waits for a stopped helper).
+DRAIN_S = 30.0
+STOP_S = 20.0
+STOP_BOUND_S = DRAIN_S + STOP_S
 # The longest cluster folder that holds its nodes' spool folders itself (`_cluster`).
 SHORT_PATH = 48
 
@@ -419,9 +425,10 @@ def _cluster(folder: Path, cpus: int | None, net: Network | None) -> Iterator[di
         for p in reversed(procs):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
+        stop_by = time.monotonic() + STOP_S  # one deadline for all, not one each
         for p in reversed(procs):
             try:
-                p.wait(timeout=15)
+                p.wait(timeout=max(0.0, stop_by - time.monotonic()))
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
@@ -430,18 +437,28 @@ def _cluster(folder: Path, cpus: int | None, net: Network | None) -> Iterator[di
             shutil.rmtree(spool, ignore_errors=True)
 
 
-def _drain(env: dict[str, str], timeout_s: float = 30.0) -> None:
+def _drain(env: dict[str, str], timeout_s: float = DRAIN_S) -> None:
     """Cancel every job and wait until none is left, so that no step daemon is still
-    reporting to the controller when it stops."""
-    subprocess.run([_which("scancel"), "--user", "root"], env=env, capture_output=True)
+    reporting to the controller when it stops; at most `timeout_s` in all, however slow
+    the controller answers."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        out = subprocess.run(
-            [_which("squeue"), "-h", "-o", "%i"], env=env, capture_output=True, text=True
+    try:
+        subprocess.run(
+            [_which("scancel"), "--user", "root"], env=env, capture_output=True, timeout=timeout_s
         )
-        if out.returncode != 0 or not out.stdout.strip():
-            return
-        time.sleep(0.2)
+        while (left := deadline - time.monotonic()) > 0:
+            out = subprocess.run(
+                [_which("squeue"), "-h", "-o", "%i"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=left,
+            )
+            if out.returncode != 0 or not out.stdout.strip():
+                return
+            time.sleep(0.2)
+    except subprocess.TimeoutExpired:
+        return
 
 
 def _kill_steps(conf: Path) -> None:
@@ -507,7 +524,12 @@ def main(argv: list[str]) -> int:
                 status = _run_in(a.run, env)
             else:
                 print(" ".join(f"export {k}={v}" for k, v in env.items()), flush=True)
-                signal.pause()
+                # Not `signal.pause()`: a signal that comes after the check for pending
+                # handlers but before pause() starts (its reader sends one as soon as it
+                # reads the line above) is missed, and pause() waits for another. The
+                # loop's handler check runs within a second whenever the signal came.
+                while True:
+                    time.sleep(1.0)
     except (KeyboardInterrupt, Stopped):
         status = 128 + signal.SIGTERM if a.run is not None else 0
     return status

@@ -22,7 +22,7 @@ from odestudy.study.slurm import SlurmExecutor, parse_sbatch
 
 from .cluster_helper import processes_of, start_helper, wait_none_left
 from .helpers import TWO_PROCESSES
-from .slurm_cluster import local_cluster, missing_binaries
+from .slurm_cluster import STOP_BOUND_S, local_cluster, missing_binaries
 
 ONE = Scenario(scale="smoke")  # 1 device, single, PID, strong
 # Fields that differ between two runs of one scenario whoever runs it: times, timestamps
@@ -194,7 +194,7 @@ def test_the_daemons_stop_however_the_helper_is_stopped(how, tmp_path):
     try:
         assert len(processes_of(folder)) >= 3  # munged, slurmctld, slurmd
         helper.send_signal(how)
-        helper.wait(timeout=60)
+        helper.wait(timeout=STOP_BOUND_S + 30)  # its bound, and time to exit
     finally:
         if helper.poll() is None:
             helper.kill()
