@@ -184,21 +184,27 @@ def test_the_controlled_problems_field_is_its_mlp_of_its_forcing():
 @pytest.mark.parametrize(
     ("field", "args", "message"),
     [
-        (TimeInputs(_mlp(3)), None, r"TimeInputs.inputs\(t, args\) has shape \(2,\); its MLP"),
         (
-            ControlInputs(_mlp(2)),
+            lambda: TimeInputs(_mlp(3)),
+            None,
+            r"TimeInputs.inputs\(t, args\) has shape \(2,\); its MLP",
+        ),
+        (
+            lambda: ControlInputs(_mlp(2)),
             jax.ShapeDtypeStruct((3,), jnp.float32),
             r"ControlInputs.inputs\(t, args\) has shape \(3,\)",
         ),
-        (WrongTime(_mlp(2)), None, r"WrongTime does not compute dy/dt = mlp\(\[y, inputs"),
-        (GroupedInputs(_mlp(1)), None, "a field with inputs needs groups 1"),
-        (ForcedField(jr.PRNGKey(1), 8), None, "ForcedField.inputs.t, args. fails"),
+        (lambda: WrongTime(_mlp(2)), None, r"WrongTime does not compute dy/dt = mlp\(\[y, inputs"),
+        (lambda: GroupedInputs(_mlp(1)), None, "a field with inputs needs groups 1"),
+        (lambda: ForcedField(jr.PRNGKey(1), 8), None, "ForcedField.inputs.t, args. fails"),
     ],
     ids=["size", "args_shape", "not_its_mlp", "grouped", "no_args"],
 )
 def test_a_field_it_cannot_run_is_refused_before_compiling(field, args, message):
+    # Each field is built in its test (a factory): built at collection, every worker
+    # compiled their initialisations before running a test.
     with pytest.raises(ProblemError, match=message) as error:
-        check_mlp_fields(Oscillator(), field, args=args)
+        check_mlp_fields(Oscillator(), field(), args=args)
     assert "\n" not in str(error.value) and "mlp_reverse: " in str(error.value)
 
 

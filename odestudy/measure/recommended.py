@@ -144,8 +144,10 @@ def recommended_levers(s: Scenario, found: Found | None = None) -> dict[str, Any
     return diffrax_levers(s, found)
 
 
+@functools.lru_cache(maxsize=4096)
 def recommended(s: Scenario) -> Scenario:
-    """Scenario `s` with its recommended levers (`recommended_levers`)."""
+    """Scenario `s` with its recommended levers (`recommended_levers`); kept per scenario
+    (the measured steps are read once too): a report asks for thousands."""
     return dataclasses.replace(s, **recommended_levers(s))
 
 

@@ -11,6 +11,7 @@ own.
 
 import datetime
 import functools
+import os
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -190,14 +191,25 @@ UNTIMED = ("loss_spread",)
 
 def index(results: str | Path) -> dict[str, Session]:
     """The session of every scenario and side-study record (`SIDE_STUDIES`) of the results
-    tree, by resolved path, whatever page shows them; made again only when a file changes."""
-    root = Path(results)
-    paths = [
-        *root.glob(f"**/{records.RECORD_NAME}"),
-        *(p for study in SIDE_STUDIES for p in root.glob(f"*/{study}/*.json")),
-    ]
-    stamp = tuple(sorted((str(p.resolve()), p.stat().st_mtime_ns) for p in paths))
-    return _index(stamp)
+    tree, by resolved path, whatever page shows them; made again only when a file changes
+    (within `records.read_once`, once)."""
+    root = Path(results).resolve()
+    return records.made_once(("sessions.index", root), lambda: _index(_stamp(root)))
+
+
+def _stamp(root: Path) -> tuple[tuple[str, int], ...]:
+    """Every scenario and side-study record file under `root` (resolved) with its mtime,
+    found by one walk of the tree (`index` runs once per folder a report reads)."""
+    found = []
+    for folder, _, names in os.walk(root):
+        here = Path(folder)
+        side = here.name in SIDE_STUDIES and here.parent.parent == root
+        found += [
+            here / name
+            for name in names
+            if name == records.RECORD_NAME or (side and name.endswith(".json"))
+        ]
+    return tuple(sorted((str(p), p.stat().st_mtime_ns) for p in found))
 
 
 @functools.lru_cache(maxsize=8)
