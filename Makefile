@@ -16,10 +16,10 @@ all: $(STAMP)
 		$(MAKE) --no-print-directory report && exit $$status
 
 # Every measured multi-device row's prediction from its 1-device row and this machine's
-# `cpu` profile (`predict --rows --profile cpu`, resumable; about a minute a row here),
-# then the report, which checks them (figures/tables/prediction.md). A prediction made
-# before the rows it is checked against (a later session's `make all`) is held out.
-# Apart from `make all`, which it would take over its 15 minutes here.
+# `cpu` profile (`predict --rows --profile cpu`, resumable), then the report, which checks
+# them (figures/tables/prediction.md). A prediction made before the rows it is checked
+# against (a later session's `make all`) is held out. Kept out of `make all`, which it
+# would push over its 15-minute budget here (each row compiles and times its own sweep).
 predict-rows: $(STAMP)
 	$(BIN)/odestudy predict --rows --profile cpu --scale $(SCALE)
 	$(MAKE) --no-print-directory report

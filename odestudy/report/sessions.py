@@ -199,7 +199,7 @@ def index(results: str | Path) -> dict[str, Session]:
 
 def _stamp(root: Path) -> tuple[tuple[str, int], ...]:
     """Every scenario and side-study record file under `root` (resolved) with its mtime,
-    found by one walk of the tree (`index` runs once per folder a report reads)."""
+    found by one walk of the tree, its paths resolved through `root` alone."""
     found = []
     for folder, _, names in os.walk(root):
         here = Path(folder)
