@@ -246,6 +246,11 @@ def test_the_prediction_check_is_given_session_by_session(tmp_path):
     said = report._sessions_said(checked)
     assert "prediction model 12 made before the rows, in 2 sessions" in said
     assert "at most 25 % (`pmap`, 2026-01-01" in said
+    # On the page of another machine, this machine's check is a section of its own.
+    assert report.other_machines_section(tmp_path, HERE, "quick") == []
+    head, where, lines = report.other_machines_section(tmp_path, "another-machine", "quick")
+    assert head.markdown == f"### On {HERE}" and lines.markdown == text
+    assert f"{MAP_FOLDER}/{HERE}/`" in where.markdown
 
 
 def test_the_table_says_so_where_the_map_has_no_records(tmp_path):

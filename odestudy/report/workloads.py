@@ -691,6 +691,7 @@ def workloads_body(
         ),
         Text(_predictions_line(found)),
         *_checked(errors, by_session[None], "No prediction of the map yet."),
+        *other_machines_section(results, machine, scale),
         *extrapolation_section(
             rows, predicted[EXTRAPOLATION_PROFILE], by_session[EXTRAPOLATION_PROFILE]
         ),
@@ -699,6 +700,19 @@ def workloads_body(
         Text(""),  # the file ends with a blank line
     )
     return body, rows
+
+
+def other_machines_section(results: str | Path, machine: str, scale: str) -> list[Text]:
+    """The probed prediction's check, session by session, on each machine of the map's
+    folder other than the page's `machine` (whose rows the page shows): a heading and
+    its lines per machine with a checked row; none without one."""
+    out = []
+    for other in records.subfolders(Path(results) / MAP_FOLDER):
+        checked = session_errors(results, other.name, scale, None)
+        if other.name != machine and checked:
+            where = f"Its rows are not this page's: the results' `{MAP_FOLDER}/{other.name}/`."
+            out += [Text(f"### On {escape(other.name)}"), Text(where), Text(session_lines(checked))]
+    return out
 
 
 def _workload_ticks(ax: Any, rows: Sequence[MapRow], controller: str) -> None:
