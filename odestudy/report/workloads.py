@@ -708,8 +708,9 @@ def other_machines_section(results: str | Path, machine: str, scale: str) -> lis
     its lines per machine with a checked row; none without one."""
     out = []
     for other in records.subfolders(Path(results) / MAP_FOLDER):
-        checked = session_errors(results, other.name, scale, None)
-        if other.name != machine and checked:
+        if other.name == machine or other.name == records.REPLACED:
+            continue  # the page's own check is above; replaced rows are read with theirs
+        if checked := session_errors(results, other.name, scale, None):
             where = f"Its rows are not this page's: the results' `{MAP_FOLDER}/{other.name}/`."
             out += [Text(f"### On {escape(other.name)}"), Text(where), Text(session_lines(checked))]
     return out
