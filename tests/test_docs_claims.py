@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from odestudy.measure.environment import ROOT
+from odestudy.report.answer import LIST_MARKER, wrapped
 from odestudy.report.pages import GENERATED_END, GENERATED_START
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -174,3 +175,11 @@ def test_each_results_page_exists_and_a_page_without_rows_says_so_in_one_line():
                 if line.strip() and not line.startswith(("<!--", "#"))
             ]
             assert len(body) == 1, page
+
+
+def test_the_answer_wraps_without_opening_a_list():
+    """A wrapped line never opens with `1. ` or `- ` (markdown would render a list)."""
+    line = "x" * 93 + " holds 1. *Best*: " + "y " * 60 + "- z"
+    pieces = wrapped(line)
+    assert " ".join(p.strip() for p in pieces).split() == line.split()
+    assert not any(re.match(LIST_MARKER + " ", p.strip()) for p in pieces[1:])

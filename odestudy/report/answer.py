@@ -5,6 +5,7 @@ interval, machine and session."""
 
 import dataclasses
 import os
+import re
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -538,7 +539,7 @@ def readme_answer(
         "",
         "*Your own model*: `odestudy tune`, then `odestudy predict` ([how](docs/own_model.md)).",
         "",
-        "*Session*: one block of measurements on one machine, no gap over an hour. *Not "
+        "*Session*: one machine's measurements with no gap over an hour. *Not "
         "separable*: the interval holds 1. *Best 1-device step*: the fastest measured "
         "1-device step training a model not worse than the default step's (the "
         f"*reference's step*). Intervals 95%; {MARK}: rows trained to different losses. "
@@ -557,6 +558,8 @@ def readme_answer(
 # Lines of the generated answer are wrapped to this width (a bullet's continuation
 # indented), so that the README reads in a terminal and no line runs on.
 WIDTH = 100
+# What opens a markdown list item where it starts a line.
+LIST_MARKER = r"\d+[.)]|[-+*]"
 
 
 def wrapped(line: str) -> list[str]:
@@ -564,6 +567,13 @@ def wrapped(line: str) -> list[str]:
     if not line or line.startswith("!["):
         return [line]
     indent = "  " if line.startswith("- ") else ""
-    return textwrap.wrap(
+    lines: list[str] = []
+    for piece in textwrap.wrap(
         line, WIDTH, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
-    )
+    ):
+        head, _, rest = piece.strip().partition(" ")
+        if lines and rest and re.fullmatch(LIST_MARKER, head):
+            lines[-1] += " " + head  # a line opening `1. ` would render as a list
+            piece = indent + rest
+        lines.append(piece)
+    return lines

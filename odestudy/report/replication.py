@@ -122,9 +122,17 @@ def replicate(
     return Replicated(value, (low, high), verdict, tuple(per), before)
 
 
+def _disagreeing(verdict: Verdict, sessions: list[str]) -> str:
+    """`faster alone in 11-30 13:37`: one disagreeing session named; several counted
+    (the quick page names each)."""
+    if len(sessions) == 1:
+        return f"{verdict.value} alone in {sessions[0]}"
+    return f"{len(sessions)} {verdict.value} alone"
+
+
 def sessions_said(found: Replicated) -> str:
     """`3 sessions: 0.95–1.27x`, the range of the sessions' own ratios (each session's is
-    on the quick page), with the disagreeing sessions named."""
+    on the quick page), with the disagreeing sessions named (or, several, counted)."""
     values = [f"{s.value:.2f}" for s in found.sessions]
     low, high = min(values, key=float), max(values, key=float)
     n = len(found.sessions)
@@ -136,5 +144,5 @@ def sessions_said(found: Replicated) -> str:
         by: dict[Verdict, list[str]] = {}
         for s in others:
             by.setdefault(s.verdict, []).append(s.short)
-        text += "; " + "; ".join(f"{v.value} alone in {', '.join(w)}" for v, w in by.items())
+        text += "; " + "; ".join(_disagreeing(v, w) for v, w in by.items())
     return text
