@@ -71,6 +71,25 @@ def assert_central_differences(loss, params, eps: float = 1e-6) -> None:
     assert abs(float(analytic) - float(numeric)) < 1e-6 * max(1.0, abs(float(numeric)))
 
 
+def cast(tree, dtype):
+    """`tree` with its arrays in `dtype` (float64 under `jax.enable_x64`)."""
+    return jax.tree.map(lambda x: x.astype(dtype) if eqx.is_array(x) else x, tree)
+
+
+def assert_same_solve(a, b, scale: float = 1.0) -> None:
+    """Loss, gradients, solutions and step counts of two `(loss, grads, ys, steps)`
+    results alike, to float32's tolerances times `scale` (float64: 1e-5)."""
+    (loss, grads, ys, steps), (loss0, grads0, ys0, steps0) = a, b
+    np.testing.assert_array_equal(steps, steps0)
+    # Tsit5's interpolant has coefficients up to about 50 that cancel: a saved value
+    # between two steps carries some 100 float32 roundings of the stages.
+    np.testing.assert_allclose(ys, ys0, rtol=1e-4 * scale, atol=1e-5 * scale)
+    np.testing.assert_allclose(loss, loss0, rtol=1e-5 * scale)
+    for x, y in zip(jax.tree.leaves(grads), jax.tree.leaves(grads0), strict=True):
+        bound = 1e-4 * scale
+        np.testing.assert_allclose(x, y, rtol=bound, atol=bound * float(np.max(np.abs(y))))
+
+
 @functools.cache
 def dataset(size: int, seed: int, spread: float = 0.0):
     """`make_dataset(size, PRNGKey(seed), spread)`, made once per test process (each

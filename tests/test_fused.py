@@ -20,7 +20,7 @@ from odestudy import VectorField
 from odestudy.measure import fused, replay
 from odestudy.measure.model import Solve, solve_within_ode
 from odestudy.measure.solvers import Structure
-from tests.helpers import assert_central_differences
+from tests.helpers import assert_central_differences, assert_same_solve, cast
 
 
 class TimeField(eqx.Module):
@@ -83,25 +83,6 @@ def _per_sample(solve, field, ts, y0):
     return value, grads, ys, steps
 
 
-def _assert_same(a, b, scale: float = 1.0):
-    """Loss, gradients, solutions and steps of two `_per_sample` results alike; float32's
-    tolerances times `scale` (float64: 1e-5)."""
-    (loss, grads, ys, steps), (loss0, grads0, ys0, steps0) = a, b
-    np.testing.assert_array_equal(steps, steps0)
-    # Tsit5's interpolant has coefficients up to about 50 that cancel: a saved value
-    # between two steps carries some 100 float32 roundings of the stages.
-    np.testing.assert_allclose(ys, ys0, rtol=1e-4 * scale, atol=1e-5 * scale)
-    np.testing.assert_allclose(loss, loss0, rtol=1e-5 * scale)
-    for x, y in zip(jax.tree.leaves(grads), jax.tree.leaves(grads0), strict=True):
-        bound = 1e-4 * scale
-        np.testing.assert_allclose(x, y, rtol=bound, atol=bound * float(np.max(np.abs(y))))
-
-
-def _float64(tree):
-    """`tree` with its arrays in float64 (under `jax.enable_x64`)."""
-    return jax.tree.map(lambda x: x.astype(jnp.float64) if eqx.is_array(x) else x, tree)
-
-
 def _irregular(controller: str):
     """The field, grids and initial states of the irregular-grid comparison."""
     field = TimeField(VectorField(jr.PRNGKey(1), width=16))
@@ -144,7 +125,7 @@ def test_time_dependent_field_on_irregular_grids_matches_diffrax(controller, rev
     base = _irregular_diffrax(controller)
     solve = functools.partial(_fused, controller=controller, reverse=reverse)
     ours = _per_sample(lambda f, t, y: solve(f, t, y), *_irregular(controller))
-    _assert_same(ours, base)
+    assert_same_solve(ours, base)
     if controller == "pid":  # the grids make PID reject, and the samples differ
         assert len(set(np.asarray(base[3]).tolist())) > 1
 
@@ -158,7 +139,7 @@ def test_batch_as_one_ode_with_a_time_dependent_field_matches_diffrax(controller
     In float64: the solution grows to some 13, and in float32 the two orders of the same
     work left weight gradients 5e-3 apart (relative; CI's host, not this one's)."""
     with jax.enable_x64(True):
-        field = _float64(TimeField(VectorField(jr.PRNGKey(1), width=16)))
+        field = cast(TimeField(VectorField(jr.PRNGKey(1), width=16)), jnp.float64)
         ts = jnp.stack([jnp.linspace(0.0, 2.0 + i, 10) for i in range(4)])
         y0 = jr.normal(jr.PRNGKey(2), (4, 2), jnp.float64)
         problem = types.SimpleNamespace(rtol=1e-3, atol=1e-6, time_dependent=True)
@@ -178,7 +159,9 @@ def test_batch_as_one_ode_with_a_time_dependent_field_matches_diffrax(controller
             (value, aux), grads = eqx.filter_value_and_grad(loss, has_aux=True)(field)
             return value, grads, *aux
 
-        _assert_same(run(field, structures["fused"]), run(field, structures["diffrax"]), scale=1e-5)
+        assert_same_solve(
+            run(field, structures["fused"]), run(field, structures["diffrax"]), scale=1e-5
+        )
 
 
 @pytest.mark.parametrize(
@@ -196,7 +179,7 @@ def test_float64_gradients_match_central_differences(controller, reverse):
     solution; StepTo's steps are the grid's."""
     with jax.enable_x64(True):
         field = TimeField(VectorField(jr.PRNGKey(1), width=4))
-        field = _float64(field)
+        field = cast(field, jnp.float64)
         ts = _grid(n=1, length=8)[0].astype(jnp.float64)
         y0 = jnp.array([0.3, -0.2], jnp.float64)
         params, static = eqx.partition(field, eqx.is_inexact_array)

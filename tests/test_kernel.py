@@ -23,7 +23,13 @@ from odestudy.measure.model import Solve, solve_batch, solve_within_ode
 from odestudy.measure.problem import Oscillator
 from odestudy.measure.solvers import Kernel, Structure
 from odestudy.measure.training import check_mlp_fields
-from tests.helpers import Squashed, TimeField, assert_central_differences
+from tests.helpers import (
+    Squashed,
+    TimeField,
+    assert_central_differences,
+    assert_same_solve,
+    cast,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +51,7 @@ def _field(width: int = 16, scale: float = 8.0, dtype=jnp.float32) -> VectorFiel
     field = VectorField(jr.PRNGKey(1), width=width)
     last = field.mlp.layers[-1].weight
     field = eqx.tree_at(lambda f: f.mlp.layers[-1].weight, field, scale * last)
-    return jax.tree.map(lambda x: x.astype(dtype) if eqx.is_array(x) else x, field)
+    return cast(field, dtype)
 
 
 def _irregular(n: int, length: int = 12, pad: int = 0) -> jax.Array:
@@ -95,18 +101,9 @@ def _run(field, ts, y0, spec):
 
 
 def _assert_same(a, b, steps_at_least: int = 4, scale: float = 1.0):
-    """Loss, gradients, solutions and steps of two `_run` results alike; float32's
-    tolerances times `scale` (float64: 1e-5)."""
-    (loss, grads, ys, steps), (loss0, grads0, ys0, steps0) = a, b
-    np.testing.assert_array_equal(steps, steps0)
-    assert int(np.min(steps0)) >= steps_at_least  # several steps replayed
-    # Tsit5's interpolant has coefficients up to about 50 that cancel: a saved value
-    # between two steps carries some 100 float32 roundings of the stages.
-    np.testing.assert_allclose(ys, ys0, rtol=1e-4 * scale, atol=1e-5 * scale)
-    np.testing.assert_allclose(loss, loss0, rtol=1e-5 * scale)
-    for x, y in zip(jax.tree.leaves(grads), jax.tree.leaves(grads0), strict=True):
-        bound = 1e-4 * scale
-        np.testing.assert_allclose(x, y, rtol=bound, atol=bound * float(np.max(np.abs(y))))
+    """`assert_same_solve`, and at least `steps_at_least` steps in every series."""
+    assert_same_solve(a, b, scale)
+    assert int(np.min(b[3])) >= steps_at_least  # several steps replayed
 
 
 def _both(field, ts, y0, solve: str, controller: str) -> dict:

@@ -26,6 +26,7 @@ from odestudy.measure.solvers import Structure
 from odestudy.measure.training import _check_mlp_levers, check_mlp_fields, solve_args
 from odestudy.problems.controlled import PROBLEM as FORCED
 from odestudy.problems.controlled import ForcedField
+from tests.helpers import cast
 
 FUSED = dict(solve="within_ode", integrator="fused", adjoint="accepted_steps", max_steps=256)
 TOL = dict(rtol=1e-6, atol=1e-8)
@@ -77,7 +78,7 @@ def _mlp(inputs: int, key: int = 1, dtype: Any = jnp.float32) -> eqx.nn.MLP:
     takes several steps over the grids)."""
     mlp = eqx.nn.MLP(2 + inputs, 2, 16, 2, activation=jnp.tanh, key=jr.PRNGKey(key))
     mlp = eqx.tree_at(lambda m: m.layers[-1].weight, mlp, 4.0 * mlp.layers[-1].weight)
-    return jax.tree.map(lambda x: x.astype(dtype) if eqx.is_array(x) else x, mlp)
+    return cast(mlp, dtype)
 
 
 def _case(kind: str) -> tuple[odestudy.AbstractMLPField, jax.Array | None, bool]:

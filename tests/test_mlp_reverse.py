@@ -18,7 +18,7 @@ from odestudy.measure.model import Solve, solve_within_ode
 from odestudy.measure.problem import Oscillator, SharedField
 from odestudy.measure.solvers import Structure
 from odestudy.measure.training import check_mlp_fields
-from tests.helpers import Squashed, TimeField, assert_central_differences
+from tests.helpers import Squashed, TimeField, assert_central_differences, cast
 
 FUSED = dict(solve="within_ode", integrator="fused", adjoint="accepted_steps", max_steps=64)
 
@@ -29,7 +29,7 @@ def _field(width: int, dtype=jnp.float32, scale: float = 8.0) -> VectorField:
     field = VectorField(jr.PRNGKey(1), width=width)
     last = field.mlp.layers[-1].weight
     field = eqx.tree_at(lambda f: f.mlp.layers[-1].weight, field, scale * last)
-    return jax.tree.map(lambda x: x.astype(dtype) if eqx.is_array(x) else x, field)
+    return cast(field, dtype)
 
 
 def _grids(n: int = 6, length: int = 10) -> jax.Array:
