@@ -195,11 +195,12 @@ test: lint
 	JAX_DISABLE_MOST_OPTIMIZATIONS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup \
 		--no-loadscope-reorder -m "not long"
 
-# The long tests, about 5 minutes here: the SLURM executor on a one-node cluster on
+# The long tests, over 30 minutes here: the SLURM executor on a one-node cluster on
 # localhost and a two-node cluster in network namespaces with the 2-node row through it
 # (tests/slurm_cluster.py; root), the study over two JAX processes against two devices,
-# the package run from a built wheel, the GPU machine's script at tiny sizes, and every
-# other test that takes over 10 s here (marked where it is defined).
+# the package run from a built wheel, the GPU machine's script at tiny sizes, the smoke
+# matrix's notebook run, and every other test that takes over 10 s here (marked where it
+# is defined), so that make test stays within 5 minutes.
 test-long: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m long
 

@@ -131,22 +131,20 @@ def probing_on():
 
 @pytest.fixture(scope="session")
 def smoke_matrix(tmp_path_factory, worker_id):
-    """The smoke matrix of `helpers.SMOKE_SCENARIOS` (2 virtual devices, `shard` and
-    `shard_map`): each a notebook run and one repeat. Returns `(results folder,
-    records)`; made once per test session (`_once`)."""
+    """The smoke matrix of `helpers.SMOKE` (`shard_map` on 2 virtual devices): a notebook
+    run and one repeat, with the session's machine probe. Returns `(results folder,
+    record)`; made once per test session (`_once`)."""
     from odestudy.study.matrix import record_path, run_matrix
     from odestudy.study.records import read_record
 
-    from .helpers import SMOKE_SCENARIOS
+    from .helpers import SMOKE
 
     def make(root):
         with probing_on():
-            run_matrix(
-                "smoke", "cpu", results=root, show_progress=False, only=SMOKE_SCENARIOS, repeats=2
-            )
+            run_matrix("smoke", "cpu", results=root, show_progress=False, only=[SMOKE], repeats=2)
 
     root = _once(tmp_path_factory, worker_id, "smoke-results", make)
-    return root, [read_record(record_path(s, root)) for s in SMOKE_SCENARIOS]
+    return root, read_record(record_path(SMOKE, root))
 
 
 @pytest.fixture(scope="session")

@@ -234,6 +234,7 @@ def test_a_series_problem_with_unequal_padding_trains_the_global_mean_in_every_m
             np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6)
 
 
+@pytest.mark.long  # about 10 s here
 def test_the_controlled_problem_reads_args_alike_in_every_batching():
     """The forced oscillator's field reads each series' forcing (`args`): solved one
     series at a time, as one ODE, and as a fixed-step scan on its grid, the solutions
@@ -297,6 +298,7 @@ def test_the_default_truncate_cuts_and_pads_the_leaves_with_a_time_axis():
         Keyed().truncate(data, 5, 4)
 
 
+@pytest.mark.long  # about 16 s here (a scenario run)
 def test_a_problem_object_from_a_notebook_runs_by_its_registered_name():
     class Mine(odestudy.AbstractODEProblem):
         name = "mine_in_a_notebook"
@@ -390,6 +392,7 @@ def test_time_modes_says_whether_the_model_timed_was_trained():
     ]
 
 
+@pytest.mark.long  # about 15 s here (every committed record)
 def test_every_committed_record_keeps_its_name_and_key():
     """The problem types changed how a problem is run, not how scenarios are named: each
     committed record's scenario gives back the record's key, and its name where the

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from odestudy import Scenario, launch, read_record
-from odestudy.study.records import record_path
+from odestudy import Scenario, launch
 
-from .helpers import SMOKE_SCENARIOS, TWO_PROCESSES
+from .helpers import SMOKE, TWO_PROCESSES
 
 # 2 processes x 1 device and 1 process x 2 devices run the same float32 computation
 # with a different all-reduce implementation; after training, final losses agree to:
@@ -32,12 +31,11 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
-def _matches_two_devices(multi: dict, smoke_matrix) -> None:
-    """`multi` (a 2-process record of a mode) against the smoke matrix's run of the
-    mode on 2 devices of one process."""
+def _matches_two_devices(multi: dict, local: dict) -> None:
+    """`multi` (a 2-process record of a mode) against `local`, a run of the mode on 2
+    devices of one process."""
     assert multi["status"] == "ok", (multi["error"], multi.get("worker_logs"))
-    (one_process,) = [s for s in SMOKE_SCENARIOS if s.mode == multi["mode"]]
-    local = read_record(record_path(one_process, smoke_matrix[0]))
+    assert local["mode"] == multi["mode"]
     assert local["status"] == "ok" and local["n_devices"] == 2 and local["processes"] == 1
     assert multi["n_devices"] == 2 and multi["processes"] == 2
     assert multi["hardware"]["process_count"] == 2
@@ -46,16 +44,20 @@ def _matches_two_devices(multi: dict, smoke_matrix) -> None:
 
 
 @pytest.mark.long
-def test_two_processes_match_two_devices_with_shard(smoke_matrix):
+def test_two_processes_match_two_devices_with_shard(tmp_path):
+    from odestudy.study.matrix import run_matrix
+
+    two = Scenario(devices_per_process=2, mode="shard", scale="smoke")
+    (local,) = run_matrix("smoke", "cpu", results=tmp_path, show_progress=False, only=[two])
     multi = launch(Scenario(devices_per_process=1, processes=2, mode="shard", scale="smoke"))
-    _matches_two_devices(multi, smoke_matrix)
+    _matches_two_devices(multi, local)
 
 
 @pytest.mark.long
 def test_two_processes_match_two_devices_with_shard_map(two_process_record, smoke_matrix):
     """The matrix's run of the row (`two_process_record`, through `launch`)."""
-    assert two_process_record["mode"] == TWO_PROCESSES.mode == "shard_map"
-    _matches_two_devices(two_process_record, smoke_matrix)
+    assert two_process_record["mode"] == TWO_PROCESSES.mode == SMOKE.mode
+    _matches_two_devices(two_process_record, smoke_matrix[1])
 
 
 def test_killed_process_fails_the_scenario_in_bounded_time():
@@ -84,8 +86,9 @@ def test_killed_process_fails_the_scenario_in_bounded_time():
     assert not any(_alive(p) for p in pids)
 
 
-# Killed while starting, in make test; once the workers run, in make test-long.
-@pytest.mark.parametrize("kill_after_s", [0.3, pytest.param(3.0, marks=pytest.mark.long)])
+# Killed while starting, or once the workers run: each about 20 s here, make test-long.
+@pytest.mark.long
+@pytest.mark.parametrize("kill_after_s", [0.3, 3.0])
 def test_killed_launcher_leaves_no_workers(kill_after_s):
     """Killed while the workers still import the package (0.3 s) or later (3 s)."""
     import signal

@@ -96,29 +96,24 @@ def _irregular_diffrax(controller: str):
     return _per_sample(lambda f, t, y: _diffrax(f, t, y, controller), *_irregular(controller))
 
 
-# Each of these compiles a solve (PID's over 15 s here): make test-long. make test checks
-# the recommended step's fused solve by the tests named beside the first.
-# The fused PID `all_steps` is also checked in make test
-# (`test_pid_past_its_bound_is_nan_where_unreached`; against the default solve in a
-# training step: test_structure.py, make test-long).
+# Each of these compiles a solve (10 to 20 s here): make test-long, as do the fused
+# solve's other checks against diffrax that compile (the accepted steps counted, central
+# differences, the training step's gradients in test_structure.py, the kernel).
 _LONG = pytest.mark.long
 
 
+@_LONG
 @pytest.mark.parametrize(
     ("controller", "reverse"),
     [
-        # PID's accepted-steps reverse on irregular grids, a 15 s compile here, in make
-        # test-long; make test checks its accepted steps against diffrax's
-        # (`test_the_accepted_steps_counted_are_those_diffrax_accepts`), its gradients in a
-        # training step (test_structure.py) and against the kernel (test_kernel.py).
-        pytest.param("pid", "accepted_steps", marks=_LONG),
-        pytest.param("stepto", "all_steps", marks=_LONG),  # 13 s: make test within 5 minutes
-        pytest.param("stepto", "accepted_steps", marks=_LONG),  # 11 s; test_structure.py
-        pytest.param("pid", "all_steps", marks=_LONG),
-        pytest.param("pid", "recursive", marks=_LONG),
-        pytest.param("pid", "scan", marks=_LONG),
-        pytest.param("pid", "checkpointed_scan", marks=_LONG),
-        pytest.param("stepto", "checkpointed_scan", marks=_LONG),
+        ("pid", "accepted_steps"),
+        ("stepto", "all_steps"),
+        ("stepto", "accepted_steps"),
+        ("pid", "all_steps"),
+        ("pid", "recursive"),
+        ("pid", "scan"),
+        ("pid", "checkpointed_scan"),
+        ("stepto", "checkpointed_scan"),
     ],
 )
 def test_time_dependent_field_on_irregular_grids_matches_diffrax(controller, reverse):
@@ -164,13 +159,14 @@ def test_batch_as_one_ode_with_a_time_dependent_field_matches_diffrax(controller
         )
 
 
+@_LONG  # each 9 to 13 s here
 @pytest.mark.parametrize(
     ("controller", "reverse"),
     [
-        pytest.param("pid", "accepted_steps", marks=_LONG),  # 9 s: make test in 5 minutes
+        ("pid", "accepted_steps"),
         ("stepto", "accepted_steps"),
-        pytest.param("stepto", "checkpointed_scan", marks=_LONG),
-        pytest.param("pid", "all_steps", marks=_LONG),
+        ("stepto", "checkpointed_scan"),
+        ("pid", "all_steps"),
     ],
 )
 def test_float64_gradients_match_central_differences(controller, reverse):
@@ -203,6 +199,7 @@ def test_pid_past_its_bound_is_nan_where_unreached(reverse):
     assert bool(jnp.all(jnp.isfinite(ys[0]))) and bool(jnp.isnan(ys[-1]).all())
 
 
+@_LONG  # about 17 s here
 def test_the_accepted_steps_counted_are_those_diffrax_accepts():
     """`replay.solve_pid(count_only=True)` (the floor's count of the steps the own reverse
     loop replays): diffrax's `num_accepted_steps` per sample, on grids where PID rejects."""

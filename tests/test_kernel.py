@@ -131,15 +131,15 @@ def _inputs(solve: str, controller: str, dtype=jnp.float32):
     return field, ts.astype(dtype), jr.normal(jr.PRNGKey(2), (n, 2), dtype)
 
 
-# PID per sample on padded irregular grids over two program instances in make test; the
-# others (each some 15 to 20 s here: the interpreted kernels' compile) in make test-long.
+# Each some 15 to 35 s here (the interpreted kernels' compile): make test-long.
+@_LONG
 @pytest.mark.parametrize(
     ("solve", "controller"),
     [
         ("per_sample", "pid"),
-        pytest.param("within_ode", "pid", marks=_LONG),
-        pytest.param("per_sample", "stepto", marks=_LONG),
-        pytest.param("within_ode", "stepto", marks=_LONG),
+        ("within_ode", "pid"),
+        ("per_sample", "stepto"),
+        ("within_ode", "stepto"),
     ],
 )
 def test_kernel_matches_the_fused_solve(solve, controller):

@@ -49,6 +49,7 @@ def test_a_bad_step_file_is_refused_in_one_line(tmp_path):
         load_step(tmp_path / "other.json")
 
 
+@pytest.mark.long  # about 20 s here
 def test_a_plain_loop_trains_with_a_loaded_step(tmp_path):
     """The researcher's own loop: their model, optimiser and batches; the loaded step's
     solve inside their loss. Its loss falls over a few steps."""
@@ -76,10 +77,9 @@ def test_a_plain_loop_trains_with_a_loaded_step(tmp_path):
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
 
 
-# Each mode is over 10 s here: `shard_map` in make test, the others in make test-long.
-@pytest.mark.parametrize(
-    "mode", [m if m == "shard_map" else pytest.param(m, marks=pytest.mark.long) for m in HERE]
-)
+# Each mode is over 10 s here (`shard_map` over 40 s): make test-long.
+@pytest.mark.long
+@pytest.mark.parametrize("mode", HERE)
 def test_a_loaded_step_in_a_plain_loop_trains_as_the_study_does(tmp_path, mode):
     """The same initial model, the same batches, 20 steps: the researcher's loop with
     the loaded step (its model, solve, compile options, donation, mode and devices)

@@ -145,13 +145,10 @@ def _diffrax(field, ts, y0, args, time_dependent: bool):
     return eqx.filter_jit(eqx.filter_value_and_grad(loss, has_aux=True))((field, y0))
 
 
-# Each compiles two float64 solves and their reverse passes (about 10 s here): the field
-# of both (the controlled problem's) in make test, each alone in make test-long.
-@pytest.mark.parametrize(
-    "kind",
-    [pytest.param("time", marks=pytest.mark.long), pytest.param("args", marks=pytest.mark.long)]
-    + ["both"],
-)
+# Each compiles two float64 solves and their reverse passes (10 to 30 s here): make
+# test-long.
+@pytest.mark.long
+@pytest.mark.parametrize("kind", ["time", "args", "both"])
 def test_gradients_by_hand_equal_diffrax_for_inputs_of_time_and_args(kind):
     with jax.enable_x64(True):
         field, args, time_dependent = _case(kind)
@@ -168,6 +165,7 @@ def test_gradients_by_hand_equal_diffrax_for_inputs_of_time_and_args(kind):
             np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12 * float(np.max(np.abs(y))))
 
 
+@pytest.mark.long  # about 10 s here
 def test_the_controlled_problems_field_is_its_mlp_of_its_forcing():
     """`ForcedField` computes `mlp([y, a sin(w t)])` (its forward as before:
     `inputs` is that forcing), on the `args` its loss hands the solve."""

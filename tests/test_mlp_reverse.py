@@ -60,11 +60,9 @@ class _Tight(Oscillator):
     atol = 1e-10
 
 
-# The recommended step's faster softplus in make test; the exact softplus and central
-# differences (over 15 s together here) in make test-long.
-@pytest.mark.parametrize(
-    "fast", [pytest.param(False, marks=pytest.mark.long), True], ids=["softplus", "fast_softplus"]
-)
+# Each about 10 s here: make test-long.
+@pytest.mark.long
+@pytest.mark.parametrize("fast", [False, True], ids=["softplus", "fast_softplus"])
 def test_gradients_match_jax_vjp_for_the_batch_as_one_ode(fast):
     field = _field(16)
     if fast:

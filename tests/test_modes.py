@@ -13,45 +13,31 @@ from .helpers import RTOL_STEP, one_step
 MULTI = ("pmap", "shard", "shard_map", "explicit")
 
 
-@pytest.fixture(scope="module")
-def reference():
-    return {c: one_step("single", 1, c) for c in ("pid", "stepto")}
-
-
 # Both controllers on 2 devices; on 4 (2 samples a device), `shard` and `explicit` with
 # PID only: their split is the compiler's (pmap and shard_map split the batch as the
 # code says, the same code path on 2 devices as on 4), and PID's samples take different
 # solver steps, so it is the controller whose lock-step loop a wrong split would show.
-# make test runs PID in every mode and StepTo in `shard_map` (the recommended mode);
-# StepTo's other modes, a compile each, run in make test-long.
-_LONG = pytest.mark.long
-CASES = [
-    pytest.param(m, n, c, marks=() if c == "pid" or m == "shard_map" else _LONG)
-    for m in MULTI
-    for n, c in ((2, "pid"), (2, "stepto"))
-] + [
-    pytest.param(m, 4, "pid", marks=_LONG)  # 4 devices: make test-long
-    for m in ("shard", "explicit")
+# Every test here that compiles a step (some 15 to 40 s each here) runs in make
+# test-long; make test trains a user's model alike in every mode (test_problems.py).
+CASES = [(m, 2, c) for m in MULTI for c in ("pid", "stepto")] + [
+    (m, 4, "pid") for m in ("shard", "explicit")
 ]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(("mode", "n_devices", "controller"), CASES)
-def test_step_matches_single_device(reference, mode, controller, n_devices):
-    loss0, steps0, grads0, _ = reference[controller]
+def test_step_matches_single_device(mode, controller, n_devices):
+    loss0, steps0, grads0, _ = one_step("single", 1, controller)
     loss, steps, grads, _ = one_step(mode, n_devices, controller)
     assert abs(loss - loss0) <= RTOL_STEP * abs(loss0)
     assert tree_max_rel_diff(grads, grads0) <= RTOL_STEP
     np.testing.assert_array_equal(steps.reshape(-1), steps0.reshape(-1))
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     ("mode", "controller"),
-    [
-        ("pmap", "pid"),
-        pytest.param("pmap", "stepto", marks=_LONG),  # its step compiled in make test-long
-        ("shard_map", "pid"),
-        ("shard_map", "stepto"),
-    ],
+    [("pmap", "pid"), ("pmap", "stepto"), ("shard_map", "pid"), ("shard_map", "stepto")],
 )
 def test_modes_with_written_collectives_have_none_in_loops(mode, controller):
     *_, compiled = one_step(mode, 2, controller)
@@ -62,6 +48,7 @@ def test_modes_with_written_collectives_have_none_in_loops(mode, controller):
     assert audit.by_kind.get("all-reduce", 0) >= 1
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("mode", ["shard", "explicit"])
 def test_one_loop_modes_with_pid_put_collectives_in_loops(mode):
     *_, compiled = one_step(mode, 2, "pid")
@@ -70,6 +57,7 @@ def test_one_loop_modes_with_pid_put_collectives_in_loops(mode):
     assert audit.total > audit.in_loops
 
 
+@pytest.mark.long
 def test_single_device_has_no_collectives():
     *_, compiled = one_step("single", 1, "pid")
     audit = count_collectives(compiled.as_text())

@@ -19,6 +19,7 @@ from odestudy.report.best import RECOMMENDED_STEP
 RESULTS = ROOT / "results"
 
 
+@pytest.mark.long  # about 10 s here
 def test_load_records_gives_one_row_per_quick_record():
     df = odestudy.load_records(RESULTS, "quick")
     assert len(df) >= 36
@@ -75,6 +76,7 @@ def test_explore_notebook_runs_from_the_repository_root_and_writes_nothing(tmp_p
     assert {p: p.stat().st_mtime for p in figures.rglob("*")} == before
 
 
+@pytest.mark.long  # about 17 s here (a notebook's kernel)
 def test_explore_notebook_without_records_says_so_in_one_line(tmp_path):
     import papermill
 

@@ -5,6 +5,7 @@ profiled), on synthetic sweeps: no timing is asserted."""
 import dataclasses
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from odestudy import predict
 from odestudy.cli import main
 from odestudy.measure.environment import machine_id, this_machine
-from odestudy.measure.probe import GRADIENT_FLOATS, PROBE_VARIABLE, allreduce_s
+from odestudy.measure.probe import GRADIENT_FLOATS, PROBE_VARIABLE, allreduce_s, read_probe
 from odestudy.measure.scenario import Scenario
 from odestudy.predict import (
     Anchor,
@@ -38,12 +39,12 @@ from odestudy.study.profiles import (
 )
 
 
-def test_every_record_of_a_session_carries_its_one_probe(smoke_matrix):
-    _, recs = smoke_matrix
-    probes = [r["probe"] for r in recs]
-    assert all(p is not None for p in probes)
-    assert len({p["path"] for p in probes}) == 1  # one probe for the session
-    p = probes[0]
+@pytest.mark.long  # the smoke matrix's run (conftest): over a minute here
+def test_a_record_of_a_session_carries_the_sessions_probe(smoke_matrix):
+    root, rec = smoke_matrix
+    p = rec["probe"]
+    assert p is not None and p == read_probe(p["path"])  # the session's probe file
+    assert Path(p["path"]).is_relative_to(root)
     assert {(a["n_devices"], a["size"]) for a in p["allreduce"]} == {
         (2, 1),
         (2, GRADIENT_FLOATS),

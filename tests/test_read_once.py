@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from odestudy.measure.scenario import Scenario
 from odestudy.report.pages import GENERATED_END, GENERATED_START
 from odestudy.report.publish import publish
@@ -39,6 +41,7 @@ def _results(root: Path) -> list[Path]:
     return [*written, spread]
 
 
+@pytest.mark.long  # about 13 s here
 def test_publish_opens_each_record_once(tmp_path, monkeypatch):
     written = _results(tmp_path / "results")
     readme = tmp_path / "README.md"
@@ -63,6 +66,7 @@ def test_publish_opens_each_record_once(tmp_path, monkeypatch):
     assert opened[os.path.abspath(written[0])] == 3
 
 
+@pytest.mark.long  # about 13 s here
 def test_publish_makes_its_statements_once(tmp_path, monkeypatch):
     """The scaling study's claims and the pages share one `findings.findings` per report
     (`records.made_once`); outside a report each call makes them anew."""

@@ -9,18 +9,15 @@ import pytest
 from odestudy import Scenario, read_record, write_json_atomic
 from odestudy.measure import environment
 from odestudy.measure.record import REQUIRED_KEYS
-from odestudy.study.records import record_path
-
-from .helpers import SMOKE_SCENARIOS
 
 
 @pytest.fixture(scope="module")
 def record(smoke_matrix):
     """The record of a notebook run of `shard_map` on 2 of its kernel's 2 devices."""
-    root, _ = smoke_matrix
-    return read_record(record_path(SMOKE_SCENARIOS[1], root))
+    return smoke_matrix[1]
 
 
+@pytest.mark.long  # the smoke matrix's run (conftest): over a minute here
 def test_record_has_required_keys_and_environment(record):
     assert record["status"] == "ok", record["error"]
     for key in REQUIRED_KEYS:
@@ -37,6 +34,7 @@ def test_record_has_required_keys_and_environment(record):
     assert len(record["compile_time_per_stage_s"]) == len(record["scenario"]["length_fractions"])
 
 
+@pytest.mark.long
 def test_record_survives_json_round_trip(record, tmp_path):
     path = tmp_path / "metrics.json"
     write_json_atomic(path, record)

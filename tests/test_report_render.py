@@ -35,6 +35,7 @@ def test_escape_leaves_no_markup():
     assert escape("shard_map 1.80 [1.62, 1.95] 2 †") == "shard_map 1.80 [1.62, 1.95] 2 †"
 
 
+# `odestudy report` in a real kernel, about 25 s here: its tests run in make test-long.
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> tuple[Path, Path]:
     """`odestudy report` over a 1-device record, two 2-device records and a failed
@@ -58,6 +59,7 @@ def rendered(tmp_path_factory) -> tuple[Path, Path]:
     return results, figures
 
 
+@pytest.mark.long  # the report notebook rendered (`rendered`)
 def test_report_html_shows_no_code_and_no_live_record_markup(rendered):
     _, figures = rendered
     html = (figures / "report_smoke.html").read_text()
@@ -69,6 +71,7 @@ def test_report_html_shows_no_code_and_no_live_record_markup(rendered):
     assert "publish(" in (figures / "report_smoke.ipynb").read_text()
 
 
+@pytest.mark.long  # the report notebook rendered (`rendered`)
 def test_report_tables_hold_record_text_as_text(rendered):
     _, figures = rendered
     cpu = (figures / "tables" / "cpu.md").read_text()
@@ -77,6 +80,7 @@ def test_report_tables_hold_record_text_as_text(rendered):
     assert "Devices in this table: 1, 2" in cpu
 
 
+@pytest.mark.long  # the report notebook rendered (`rendered`)
 def test_report_html_hides_every_code_cell_and_the_parameters(rendered):
     _, figures = rendered
     html = (figures / "report_smoke.html").read_text()
@@ -87,6 +91,7 @@ def test_report_html_hides_every_code_cell_and_the_parameters(rendered):
     assert 'scale = "smoke"' not in html and 'results = "' not in html
 
 
+@pytest.mark.long  # the report notebook rendered (`rendered`)
 def test_report_opens_with_the_question_the_verdict_and_the_headline_figure(rendered):
     _, figures = rendered
     html = (figures / "report_smoke.html").read_text()
@@ -110,6 +115,7 @@ def values(rendered) -> dict:
     return write_report(results, "smoke", figures, draw=False)["values"]
 
 
+@pytest.mark.long  # the report notebook rendered (`rendered`)
 def test_a_results_page_answers_first_in_html(rendered, values, tmp_path):
     results, figures = rendered
     _, _, rows, _ = report_rows(results, "smoke")
@@ -130,6 +136,7 @@ def test_a_page_with_no_rows_says_so_in_one_line(tmp_path):
     assert len(body) == 1 and body[0].startswith("No rows yet")
 
 
+@pytest.mark.long  # the report notebook rendered (`rendered`)
 def test_results_page_fits_a_1400_px_window(rendered, values, tmp_path):
     if not CHROMIUM.exists():
         pytest.skip("chromium not installed (/usr/bin/chromium): the page width is not checked")
@@ -141,6 +148,7 @@ def test_results_page_fits_a_1400_px_window(rendered, values, tmp_path):
     assert_fits_1400_px(html.read_text(), tmp_path)
 
 
+@pytest.mark.long  # the report notebook rendered (`rendered`)
 def test_device_tables_split_in_two_with_the_notes_below(rendered):
     _, figures = rendered
     cpu = (figures / "tables" / "cpu.md").read_text()
@@ -173,6 +181,7 @@ WIDTH_PROBE = """<script>window.addEventListener("load", () => {
 });</script>"""
 
 
+@pytest.mark.long  # the report notebook rendered (`rendered`)
 def test_report_page_fits_a_1400_px_window(rendered, tmp_path):
     if not CHROMIUM.exists():
         pytest.skip("chromium not installed (/usr/bin/chromium): the page width is not checked")

@@ -5,6 +5,8 @@ text. Synthetic records; nothing here runs JAX programs."""
 
 import json
 
+import pytest
+
 from odestudy.measure.scenario import Scenario
 from odestudy.report import sessions
 from odestudy.report.claims import device_answer
@@ -179,6 +181,7 @@ def test_record_text_in_the_verdict_is_escaped():
     assert "\\*pid\\*" in verdict
 
 
+@pytest.mark.long  # about 10 s here
 def test_doctored_records_change_the_verdict(tmp_path):
     """Write the records, render the report; make `pmap` faster than `shard_map` in its
     record, render again: the verdict names the new fastest mode and its speedup."""

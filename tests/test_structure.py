@@ -28,47 +28,29 @@ from tests.helpers import dataset, one_step, step_scenario
 # Levers that touch different parts of the solve (what is saved, how the backward pass
 # is made, how the stages run) are checked together where they combine, one compiled
 # step for several: a lever that changed the loss or gradients fails its combination.
-# Every lever's value is in one pair at least, with each controller where it applies
-# (make test and make test-long together).
-# Levers past the first of their kind compile a step each: make test-long.
-_LONG = pytest.mark.long
+# Every lever's value is in one pair at least, with each controller where it applies.
+# Each pair compiles a step and its one-device baseline (10 to 20 s here): make test-long.
 LEVERS = [
-    # 10 s here: make test within its 5 minutes (the scan solve: test_any_problem.py).
-    pytest.param("stepto", Structure(solve="scan"), marks=_LONG),
-    pytest.param("stepto", Structure(solve="scan", unroll=4), marks=_LONG),
-    pytest.param(
-        "stepto", Structure(solve="within_ode", saveat="steps", adjoint="all_steps"), marks=_LONG
-    ),
-    pytest.param("stepto", Structure(saveat="steps", adjoint="direct"), marks=_LONG),
-    pytest.param("stepto", Structure(saveat="dense", stages="unrolled"), marks=_LONG),
-    pytest.param(  # over 15 s here
-        "pid", Structure(saveat="dense", adjoint="all_steps", max_steps=64), marks=_LONG
-    ),
-    pytest.param("pid", Structure(adjoint="direct", max_steps=64), marks=_LONG),
-    pytest.param("pid", Structure(stages="unrolled"), marks=_LONG),  # over 15 s here
+    ("stepto", Structure(solve="scan")),
+    ("stepto", Structure(solve="scan", unroll=4)),
+    ("stepto", Structure(solve="within_ode", saveat="steps", adjoint="all_steps")),
+    ("stepto", Structure(saveat="steps", adjoint="direct")),
+    ("stepto", Structure(saveat="dense", stages="unrolled")),
+    ("pid", Structure(saveat="dense", adjoint="all_steps", max_steps=64)),
+    ("pid", Structure(adjoint="direct", max_steps=64)),
+    ("pid", Structure(stages="unrolled")),
     # The fused solve (`fused.py`) per sample and within-ODE (each reverse mode against
     # diffrax on a time-dependent field and irregular grids: test_fused.py).
-    pytest.param(  # over 10 s here
-        "pid", Structure(integrator="fused", adjoint="all_steps", max_steps=64), marks=_LONG
-    ),
-    pytest.param(
-        "pid",
-        Structure(solve="within_ode", integrator="fused", adjoint="scan", max_steps=64),
-        marks=_LONG,
-    ),
+    ("pid", Structure(integrator="fused", adjoint="all_steps", max_steps=64)),
+    ("pid", Structure(solve="within_ode", integrator="fused", adjoint="scan", max_steps=64)),
     # StepTo's recommended fused step (`fused_adjoint`: a checkpoint per step).
     ("stepto", Structure(solve="within_ode", integrator="fused", adjoint="all_steps")),
-    pytest.param(
-        "stepto",
-        Structure(solve="within_ode", integrator="fused", adjoint="checkpointed_scan"),
-        marks=_LONG,
-    ),
+    ("stepto", Structure(solve="within_ode", integrator="fused", adjoint="checkpointed_scan")),
     # Its own reverse loop over the accepted steps (`replay.py`); under PID each step's
     # reverse by jax.vjp, and by hand (`mlp_reverse`: the recommended PID step's).
-    pytest.param(
+    (
         "pid",
         Structure(solve="within_ode", integrator="fused", adjoint="accepted_steps", max_steps=64),
-        marks=_LONG,
     ),
     (
         "pid",
@@ -89,6 +71,7 @@ def _grad_rel_diff(a, b) -> float:
     return max(float(np.max(np.abs(x - y)) / np.max(np.abs(y))) for x, y in leaves)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(("controller", "structure"), LEVERS, ids=str)
 def test_lever_gives_the_default_loss_and_gradients(controller, structure):
     base = "within_ode" if structure.solve == "within_ode" else "per_sample"
@@ -99,11 +82,13 @@ def test_lever_gives_the_default_loss_and_gradients(controller, structure):
     np.testing.assert_array_equal(steps, steps0)  # the same solver steps per sample
 
 
+@pytest.mark.long  # the scan's step compiled, over 10 s here
 def test_scan_takes_one_step_per_interval():
     _, steps, _, _ = one_step("single", 1, "stepto", solve=Structure(solve="scan"))
     assert set(np.asarray(steps).tolist()) == {19}  # length 20: 19 intervals
 
 
+@pytest.mark.long
 def test_scan_runs_no_diffrax_loop():
     *_, compiled = one_step("single", 1, "stepto", solve=Structure(solve="scan"))
     *_, default = one_step("single", 1, "stepto")
@@ -186,6 +171,7 @@ def test_structure_fields_name_and_key_only_where_set():
     assert lever.structure == Structure(solve="scan", unroll=4)
 
 
+@pytest.mark.long  # compiles the default StepTo step, over 10 s here
 def test_loop_counts_of_the_default_stepto_step():
     """Length 20: 19 StepTo steps per sample, each with Tsit5's stages in a loop of its
     own; 20 saved times; every sample takes the same steps, so vmap adds none."""
@@ -198,6 +184,7 @@ def test_loop_counts_of_the_default_stepto_step():
     assert counts["conditional_executions"]["backward"] >= 19  # one per backward step
 
 
+@pytest.mark.long
 def test_loop_counts_of_the_scan():
     *_, compiled = one_step("single", 1, "stepto", solve=Structure(solve="scan"))
     counts = _loop_counts(compiled, "stepto")
