@@ -143,24 +143,17 @@ def _inputs(solve: str, controller: str, dtype=jnp.float32):
     ],
 )
 def test_kernel_matches_the_fused_solve(solve, controller):
-    field, ts, y0 = _inputs(solve, controller)
-    run = _both(field, ts, y0, solve, controller)
-    # A step's accept/reject can sit on float32's rounding boundary, where the two solves'
-    # different order of the same work decides it (seen on one CPU host of the same name,
-    # not on others): at most one sample, by one step, is set aside and the rest compared.
-    apart = np.flatnonzero(np.asarray(run["kernel"][3]) != np.asarray(run["fused"][3]))
-    assert len(apart) <= 1
-    if len(apart):
-        gap = np.asarray(run["kernel"][3])[apart] - np.asarray(run["fused"][3])[apart]
-        assert np.all(np.abs(gap) == 1)
-        keep = np.delete(np.arange(y0.shape[0]), apart)
-        ts, y0 = ts[keep], y0[keep]
+    # In float32 a PID step's accept/reject can sit on the rounding boundary of its error
+    # norm, where the two solves' different order of the same work decides it (one sample
+    # on CI's host; two of 20 here with XLA's optimisations on). In float64 no decision is
+    # that close: compared at float32's tolerances times 1e-5.
+    with jax.enable_x64(True):
+        field, ts, y0 = _inputs(solve, controller, dtype=jnp.float64)
         run = _both(field, ts, y0, solve, controller)
-    _assert_same(
-        run["kernel"], run["fused"], steps_at_least=4 if controller == "pid" else ts.shape[1] - 1
-    )
-    if solve == "per_sample" and controller == "pid":  # rejections, samples unlike
-        assert len(set(np.asarray(run["fused"][3]).tolist())) > 1
+        at_least = 3 if controller == "pid" else ts.shape[1] - 1  # PID: 3 to 4 steps
+        _assert_same(run["kernel"], run["fused"], steps_at_least=at_least, scale=1e-5)
+        if solve == "per_sample" and controller == "pid":  # rejections, samples unlike
+            assert len(set(np.asarray(run["fused"][3]).tolist())) > 1
 
 
 @pytest.mark.parametrize("controller", ["pid", "stepto"])
