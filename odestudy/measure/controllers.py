@@ -8,7 +8,7 @@ import diffrax
 import equinox as eqx
 import jax
 
-from .registry import Registered, variant
+from .registry import Registered, lookup
 
 # Every controller by name, in the order of the tables (`Registered`).
 CONTROLLERS: dict[str, type["AbstractController"]] = {}
@@ -85,7 +85,7 @@ def parse_controller(controller: "str | AbstractController") -> AbstractControll
     """The controller named `controller` (an `AbstractController` passes through)."""
     if isinstance(controller, AbstractController):
         return controller
-    return variant(CONTROLLERS, "controller", controller)
+    return lookup(CONTROLLERS, "controller", controller)()
 
 
 def on_grid_names() -> str:

@@ -9,7 +9,7 @@ import dataclasses
 from typing import Any, ClassVar, NamedTuple, Protocol
 
 from .problem import _import
-from .registry import Registered, lookup, variant
+from .registry import Registered, lookup
 
 
 class ScenarioLike(Protocol):
@@ -149,7 +149,7 @@ def resolve_lever(spec: str) -> AbstractAddedLever:
 
 def get_lever(name: str) -> AbstractLever:
     """The registered lever `name`; a one-line ValueError naming the valid ones."""
-    return variant(LEVERS, "lever", name)
+    return lookup(LEVERS, "lever", name)()
 
 
 def combine(

@@ -29,7 +29,7 @@ from .compat import (
     shard_map,
 )
 from .loss import Mean
-from .registry import Registered, variant
+from .registry import Registered, lookup
 
 AXIS = "data"
 
@@ -443,7 +443,7 @@ def parse_mode(mode: "str | AbstractMode") -> AbstractMode:
     """The mode named `mode` (an `AbstractMode` passes through)."""
     if isinstance(mode, AbstractMode):
         return mode
-    return variant(MODES, "mode", mode)
+    return lookup(MODES, "mode", mode)()
 
 
 class ParallelStep(eqx.Module):

@@ -35,18 +35,3 @@ def lookup(registry: Mapping[str, T], kind: str, name: str) -> T:
     if name not in registry:
         raise ValueError(f"unknown {kind} {name!r}; valid choices: {', '.join(registry)}")
     return registry[name]
-
-
-# Each variant type's one instance (`variant`).
-_MADE: dict[type, Any] = {}
-
-
-def variant(registry: Mapping[str, type[T]], kind: str, name: str) -> T:
-    """The instance of `lookup(registry, kind, name)`, made with no arguments once per
-    process: a variant (a mode, a controller, a saving) holds no state of its own, and
-    making an equinox module costs about 0.1 ms, thousands of times over in a report's
-    scenarios."""
-    cls = lookup(registry, kind, name)
-    if cls not in _MADE:
-        _MADE[cls] = cls()
-    return _MADE[cls]

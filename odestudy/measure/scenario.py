@@ -8,10 +8,10 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from .controllers import CONTROLLERS, AbstractController, parse_controller
+from .controllers import CONTROLLERS, AbstractController
 from .lever import AbstractAddedLever, resolve_lever
 from .model import Solve
-from .modes import MODES, AbstractMode, check_here, multi_device_modes, parse_mode
+from .modes import MODES, AbstractMode, check_here, multi_device_modes
 from .problem import (
     DEFAULT_PROBLEM,
     AbstractODEProblem,
@@ -341,10 +341,9 @@ class Scenario:
             if isinstance(getattr(self, name), list | tuple):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
         # The mode's and controller's types, parsed once (validate names valid choices).
-        mode = parse_mode(self.mode) if self.mode in MODES else None
-        object.__setattr__(self, "_parallel", mode)
-        controller = parse_controller(self.controller) if self.controller in CONTROLLERS else None
-        object.__setattr__(self, "_controller", controller)
+        object.__setattr__(self, "_parallel", MODES[self.mode]() if self.mode in MODES else None)
+        found = CONTROLLERS.get(self.controller)
+        object.__setattr__(self, "_controller", found() if found is not None else None)
         validate(self)
 
     def for_problem(self, problem: str) -> "Scenario":

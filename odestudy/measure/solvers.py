@@ -15,7 +15,7 @@ from jaxtyping import Array, Int
 
 from . import fused, kernel, replay
 from .controllers import AbstractController, on_grid_names
-from .registry import Registered, variant
+from .registry import Registered, lookup
 from .tsit5 import StraightTsit5
 
 MAX_STEPS = 4096
@@ -385,7 +385,7 @@ def parse_integrator(integrator: "str | AbstractIntegrator") -> AbstractIntegrat
     """The integrator named `integrator` (an `AbstractIntegrator` passes through)."""
     if isinstance(integrator, AbstractIntegrator):
         return integrator
-    return variant(INTEGRATORS, "integrator", integrator)
+    return lookup(INTEGRATORS, "integrator", integrator)()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -412,19 +412,19 @@ class Structure:
     @property
     def solve_kind(self) -> AbstractSolveKind:
         """`solve` as its type (a one-line ValueError if unknown; so the others)."""
-        return variant(SOLVE_KINDS, "solve", self.solve)
+        return lookup(SOLVE_KINDS, "solve", self.solve)()
 
     @property
     def saving(self) -> AbstractSaving:
-        return variant(SAVINGS, "saveat", self.saveat)
+        return lookup(SAVINGS, "saveat", self.saveat)()
 
     @property
     def reverse(self) -> AbstractReverse:
-        return variant(REVERSES, "adjoint", self.adjoint)
+        return lookup(REVERSES, "adjoint", self.adjoint)()
 
     @property
     def stage_run(self) -> AbstractStages:
-        return variant(STAGE_RUNS, "stages", self.stages)
+        return lookup(STAGE_RUNS, "stages", self.stages)()
 
     @property
     def is_default(self) -> bool:
