@@ -18,6 +18,8 @@ from odestudy.report.pages import GENERATED_END, GENERATED_START
 TRIPLE = re.compile(r"(\d+\.\d+)\s?[x×]?\s?\[(\d+\.\d+), (\d+\.\d+)\]")
 MODE = re.compile(r"\b(shard_map|pmap|shard|explicit|single)\b")
 CONTROLLER = re.compile(r"\b(pid|stepto)\b")
+# The map's workloads as its pages name them (`forced oscillator w64 (controlled)`).
+WORKLOAD = re.compile(r"\b(?:forced oscillator|oscillator|latent ODE|bank) w\d+(?: \([^)]*\))?")
 # Verdict phrases after a ratio (its own), and for a whole bullet (the claims').
 AFTER = [
     ("one run", re.compile(r"\bone run\b", re.I)),
@@ -68,6 +70,7 @@ def statements(pages: dict[str, str]) -> list[dict]:
                 own = next((v for v, p in AFTER if p.search(after)), None)
                 modes = MODE.findall(line[: m.start()])
                 controllers = CONTROLLER.findall(line[: m.start()])
+                workloads = WORKLOAD.findall(line[: m.start()])
                 out.append(
                     {
                         # The ratio and the mode named nearest before it on its line: two
@@ -76,6 +79,8 @@ def statements(pages: dict[str, str]) -> list[dict]:
                         # The controller named nearest before it, where one is: two
                         # controllers' comparisons are not one either.
                         "controller": controllers[-1] if controllers else None,
+                        # Likewise the workload: two workloads' rows may round alike.
+                        "workload": workloads[-1] if workloads else None,
                         "flag": MARK in after,
                         "verdict": own or (whole[0] if len(whole) == 1 else None),
                         "where": f"{where}:{number}",
@@ -106,7 +111,8 @@ def contradictions(pages: dict[str, str]) -> list[str]:
     by_key: dict[tuple, list[dict]] = defaultdict(list)
     for s in statements(pages):
         by_key[s["key"]].append(s)
-    for key, said in (p for k, all_ in by_key.items() for p in _per_controller(k, all_)):
+    per_controller = (p for k, all_ in by_key.items() for p in _per(k, all_, "controller"))
+    for key, said in (p for k, all_ in per_controller for p in _per(k, all_, "workload")):
         flags = {s["flag"] for s in said}
         if len(flags) > 1:
             found.append(
@@ -131,14 +137,14 @@ def contradictions(pages: dict[str, str]) -> list[str]:
     return found
 
 
-def _per_controller(key: tuple, said: list[dict]) -> list[tuple[tuple, list[dict]]]:
-    """The statements of one key, per controller they name: those of one controller with
-    those that name none (the same comparison, said without it); all of them where none
-    names one."""
-    named = sorted({s["controller"] for s in said if s["controller"]})
+def _per(key: tuple, said: list[dict], field: str) -> list[tuple[tuple, list[dict]]]:
+    """The statements of one key, per value of `field` (controller, workload) they name:
+    those naming one value with those that name none (the same comparison, said without
+    it); all of them where none names one."""
+    named = sorted({s[field] for s in said if s[field]})
     if not named:
         return [(key, said)]
-    return [((*key, c), [s for s in said if s["controller"] in (c, None)]) for c in named]
+    return [((*key, v), [s for s in said if s[field] in (v, None)]) for v in named]
 
 
 def test_no_two_generated_sentences_state_one_comparison_differently():
@@ -189,6 +195,12 @@ def test_the_check_spares_one_comparison_stated_alike():
     alike = {"a.md": "| pid | shard_map | 0.68 [0.65, 0.71] ‡ |",
              "b.md": "| shard_map | stepto | weak | 0.68 [0.65, 0.71] |"}  # fmt: skip
     assert contradictions(alike) == [], contradictions(alike)
+    # Nor are two workloads' rows.
+    alike = {"a.md": "| forced oscillator w64 | pid | explicit | 0.68 [0.64, 0.71] ‡ |",
+             "b.md": "| bank w16 (state 16) | pid | explicit | 0.68 [0.64, 0.71] |"}  # fmt: skip
+    assert contradictions(alike) == [], contradictions(alike)
+    alike["c.md"] = "- pid, `explicit` 0.68x [0.64, 0.71] over one device."
+    assert contradictions(alike), "a sentence naming no workload is checked against each"
 
 
 # Claims as values: the report's claims about one comparison (`study.claim.Comparison`)

@@ -404,8 +404,27 @@ def test_a_user_problem_s_check_compares_predicted_and_measured_speedups():
     assert "model 15, measurement protocol unknown: 1 of 2 within 25 %, the measured " in said
     assert "the measured speedup inside the predicted " in said
     # pmap's predicted 1.45x lies inside its measured [1.4, 1.6]; shard's 1.2x outside.
-    assert "interval at 1, the predicted speedup inside the measured row's interval at 1." in said
+    assert "interval at 1, the predicted speedup inside the measured row's interval at 1, " in said
+    # One session: each row's median over the sessions is its own speedup.
+    assert (
+        "each row's median over these sessions (known only afterwards) within 25 % of its "
+        "measured speedup at 2." in said
+    )
     assert [r[0] for r in own_table(checked).rows] == ["`pmap`", "`shard`"]
+
+
+def test_a_row_s_median_over_sessions_bounds_what_a_prediction_can_hit():
+    """Each measured speedup against its row's median over the sessions checked: a row
+    measured at 1.0x, 1.1x and 2.0x has its median 1.1x within 25 % of two of them."""
+    from odestudy.builtin.prediction import _row_medians_within_25
+    from odestudy.report.heldout import Checked
+
+    def c(name, measured):
+        return Checked(name=name, predicted_speedup=(1.0, 0.9, 1.1),
+                       measured_speedup=(measured, measured, measured))  # fmt: skip
+
+    assert _row_medians_within_25([c("a", 1.0), c("a", 1.1), c("a", 2.0), c("b", 0.5)]) == 3
+    assert _row_medians_within_25([c("a", 1.0), c("a", 2.0)]) == 0  # median 1.5: both off
 
 
 def test_a_profile_value_s_range_holds_its_central_value():

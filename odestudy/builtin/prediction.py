@@ -226,10 +226,20 @@ def _protocols_of(c: Checked) -> tuple[int, ...]:
     return c.session.protocols if c.session else ()
 
 
+def _row_medians_within_25(mine: Sequence[Checked]) -> int:
+    """How many measured speedups lie within 25 % of their row's median over `mine`'s
+    sessions: what a prediction of each row at that median, known only afterwards, hits."""
+    by_row: dict[str, list[float]] = {}
+    for c in mine:
+        by_row.setdefault(str(c.name), []).append(_speedups(c)[1][0])
+    return sum(abs(s / float(np.median(v)) - 1) <= 0.25 for v in by_row.values() for s in v)
+
+
 def _model_said(model: Any, protocols: tuple[int, ...], mine: Sequence[Checked]) -> str:
     """One prediction model's rows of one measurement protocol: how many within 25 %,
-    the measured speedup inside the predicted interval, and the predicted inside the
-    measured row's (its runs' spread: a miss there is the model's, not the row's noise)."""
+    the measured speedup inside the predicted interval, the predicted inside the
+    measured row's (its runs' spread: a miss there is the model's, not the row's noise),
+    and the rows' own spread between sessions (`_row_medians_within_25`)."""
     pairs = [_speedups(c) for c in mine]
     covered = sum(pred[1] <= meas[0] <= pred[2] for pred, meas in pairs)
     within_row = sum(meas[1] <= pred[0] <= meas[2] for pred, meas in pairs)
@@ -237,7 +247,9 @@ def _model_said(model: Any, protocols: tuple[int, ...], mine: Sequence[Checked])
         f"model {model}, {sessions.protocol_names(protocols)}: "
         f"{_within_25(mine)} of {len(mine)} within 25 %, "
         f"the measured speedup inside the predicted interval at {covered}, "
-        f"the predicted speedup inside the measured row's interval at {within_row}"
+        f"the predicted speedup inside the measured row's interval at {within_row}, "
+        f"each row's median over these sessions (known only afterwards) within 25 % of "
+        f"its measured speedup at {_row_medians_within_25(mine)}"
     )
 
 
